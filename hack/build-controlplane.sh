@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Build the real Kubernetes control plane used by the `controlplane` tests and `make bench-scheduler`:
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl (k8s.io/kubernetes, one `go build`),
+# etcd (go.etcd.io/etcd/server/v3) and kwok (sigs.k8s.io/kwok), from the Go tool modules in
+# hack/controlplane/{k8s,etcd,kwok} (go.mod + go.sum only), into a cache directory outside the repository,
+# keyed by version. A no-op when the binaries are already there and report the expected versions.
+#
+#   hack/build-controlplane.sh            build what is missing, print the bin directory on the last line
+#   hack/build-controlplane.sh --print    print the bin directory, build nothing
+#   HRL_CP_CACHE=/path                    cache root (default ${XDG_CACHE_HOME:-$HOME/.cache}/hrl-scheduler)
+#   HRL_CP_TIMINGS=/path/file.tsv         append "component wall_s peak_rss_kb" per build step
+#
+# Recipe and pitfalls: docs/control-plane.md.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+mods="$here/controlplane"
+
+modver() { # module version required by a tools go.mod
+  sed -n "s|^[[:space:]]*\(require \)\{0,1\}$2 \(v[^ ]*\).*|\2|p" "$mods/$1/go.mod" | head -n1
+}
+KUBE_VERSION=$(modver k8s k8s.io/kubernetes)
+ETCD_VERSION=$(modver etcd go.etcd.io/etcd/server/v3)
+KWOK_VERSION=$(modver kwok sigs.k8s.io/kwok)
+[ -n "$KUBE_VERSION" ] && [ -n "$ETCD_VERSION" ] && [ -n "$KWOK_VERSION" ] || {
+  echo "build-controlplane: cannot read the versions from $mods/*/go.mod" >&2; exit 2; }
+
+cache_root=${HRL_CP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hrl-scheduler}
+BIN="$cache_root/controlplane-k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION/bin"
+
+if [ "${1:-}" = "--print" ]; then echo "$BIN"; exit 0; fi
+
+command -v go >/dev/null 2>&1 || {
+  echo "build-controlplane: Go is not installed (need go >= 1.26 on PATH to build the control plane)" >&2; exit 3; }
+
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+mkdir -p "$BIN"
+log() { printf '[build-controlplane] %s\n' "$*" >&2; }
+
+# Run a build step under /usr/bin/time when available; record wall time and peak RSS.
+timed() {
+  local name=$1; shift
+  local t0; t0=$(date +%s)
+  if [ -x /usr/bin/time ]; then
+    local tf; tf=$(mktemp)
+    /usr/bin/time -v -o "$tf" "$@"
+    local rss; rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$tf")
+    rm -f "$tf"
+  else
+    "$@"; local rss=""
+  fi
+  local wall=$(( $(date +%s) - t0 ))
+  log "$name built in ${wall}s (peak RSS of one process: ${rss:-?} kB)"
+  if [ -n "${HRL_CP_TIMINGS:-}" ]; then printf '%s\t%s\t%s\n' "$name" "$wall" "${rss:-}" >> "$HRL_CP_TIMINGS"; fi
+}
+
+k8s_ok() {
+  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+    [ -x "$BIN/$b" ] && "$BIN/$b" --version 2>/dev/null | grep -qx "Kubernetes $KUBE_VERSION" || return 1
+  done
+  [ -x "$BIN/kubectl" ] && "$BIN/kubectl" version --client 2>/dev/null | grep -q "$KUBE_VERSION"
+}
+etcd_ok() { [ -x "$BIN/etcd" ] && "$BIN/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}"; }
+kwok_ok() { [ -x "$BIN/kwok" ] && [ -f "$BIN/stages/pod-delete.yaml" ] && "$BIN/kwok" --version 2>/dev/null | grep -q "$KWOK_VERSION"; }
+
+if k8s_ok; then log "kube binaries $KUBE_VERSION: cached in $BIN"; else
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $KUBE_VERSION (cold: ~30-50 min on 2 cores)"
+  minor=${KUBE_VERSION#v1.}; minor=${minor%%.*}
+  V=k8s.io/component-base/version; C=k8s.io/client-go/pkg/version
+  ldf="-s -w"
+  for kv in "gitVersion=$KUBE_VERSION" gitMajor=1 "gitMinor=$minor" gitTreeState=clean buildDate=1970-01-01T00:00:00Z; do
+    ldf="$ldf -X $V.$kv -X $C.$kv"
+  done
+  (cd "$mods/k8s" && timed k8s go build -p "$(nproc)" -trimpath -tags=selinux,notest,grpcnotrace \
+      -ldflags="$ldf" -o "$BIN/" \
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+      k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+  k8s_ok || { echo "build-controlplane: kube binaries do not report $KUBE_VERSION after the build" >&2; exit 1; }
+fi
+
+if etcd_ok; then log "etcd $ETCD_VERSION: cached"; else
+  log "building etcd $ETCD_VERSION"
+  (cd "$mods/etcd" && timed etcd go build -trimpath -ldflags='-s -w' -o "$BIN/etcd" go.etcd.io/etcd/server/v3)
+  etcd_ok || { echo "build-controlplane: etcd does not report $ETCD_VERSION after the build" >&2; exit 1; }
+fi
+
+if kwok_ok; then log "kwok $KWOK_VERSION: cached"; else
+  log "building kwok $KWOK_VERSION"
+  (cd "$mods/kwok" && timed kwok go build -trimpath \
+      -ldflags="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" -o "$BIN/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  # The stage YAMLs ship in the module zip; copy them next to the binary so a warm binary cache
+  # works without the Go module cache.
+  kmod=$(cd "$mods/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+  mkdir -p "$BIN/stages"
+  cp "$kmod/kustomize/stage/node/fast/node-initialize.yaml" \
+     "$kmod/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" \
+     "$kmod/kustomize/stage/pod/fast/pod-ready.yaml" \
+     "$kmod/kustomize/stage/pod/fast/pod-complete.yaml" \
+     "$kmod/kustomize/stage/pod/fast/pod-delete.yaml" "$BIN/stages/"
+  chmod u+w "$BIN/stages/"*.yaml
+  kwok_ok || { echo "build-controlplane: kwok does not report $KWOK_VERSION after the build" >&2; exit 1; }
+fi
+
+echo "$BIN"

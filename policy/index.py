@@ -1,0 +1,70 @@
+"""A numpy index over a :class:`~policy.state.ClusterSnapshot`, built once per snapshot (off the
+extender's request path) so that scoring a pod against N candidate nodes is O(N + degree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .state import ClusterSnapshot
+
+
+@dataclass(frozen=True)
+class ClusterIndex:
+    """Arrays aligned with ``node_names`` (length N).
+
+    - ``alloc_cpu_m``, ``alloc_mem_bytes``: (N,) float64 allocatable;
+    - ``req_cpu_m``, ``req_mem_bytes``: (N,) float64 sum of requests of bound, non-terminating pods;
+    - ``usage_cpu_m``: (N,) float64 measured CPU use, NaN where unknown;
+    - ``pod_count``: (N,) int64 bound pods;
+    - ``service_nodes``: service → (N,) float64 count of that service's bound pods per node;
+    - ``service_total``: service → total bound pods of the service (>= 0).
+    """
+
+    snapshot: ClusterSnapshot
+    node_names: tuple[str, ...]
+    node_pos: dict[str, int]
+    alloc_cpu_m: np.ndarray
+    alloc_mem_bytes: np.ndarray
+    req_cpu_m: np.ndarray
+    req_mem_bytes: np.ndarray
+    usage_cpu_m: np.ndarray
+    pod_count: np.ndarray
+    service_nodes: dict[str, np.ndarray]
+    service_total: dict[str, int]
+
+    @staticmethod
+    def build(snapshot: ClusterSnapshot) -> ClusterIndex:
+        names = tuple(n.name for n in snapshot.nodes)
+        pos = {n: i for i, n in enumerate(names)}
+        n = len(names)
+        alloc_cpu = np.array([x.allocatable.cpu_m for x in snapshot.nodes], dtype=np.float64)
+        alloc_mem = np.array([x.allocatable.memory_bytes for x in snapshot.nodes], dtype=np.float64)
+        usage = np.array([np.nan if x.usage is None else x.usage.cpu_m for x in snapshot.nodes], dtype=np.float64)
+        req_cpu = np.zeros(n)
+        req_mem = np.zeros(n)
+        count = np.zeros(n, dtype=np.int64)
+        svc_nodes: dict[str, np.ndarray] = {}
+        svc_total: dict[str, int] = {}
+        for p in snapshot.pods:
+            if p.terminating or p.node_name is None:
+                continue
+            i = pos.get(p.node_name)
+            if i is None:
+                continue
+            req_cpu[i] += p.requests.cpu_m
+            req_mem[i] += p.requests.memory_bytes
+            count[i] += 1
+            arr = svc_nodes.get(p.service)
+            if arr is None:
+                arr = svc_nodes[p.service] = np.zeros(n)
+            arr[i] += 1.0
+            svc_total[p.service] = svc_total.get(p.service, 0) + 1
+        return ClusterIndex(snapshot, names, pos, alloc_cpu, alloc_mem, req_cpu, req_mem, usage, count,
+                            svc_nodes, svc_total)
+
+    def positions(self, node_names: list[str] | tuple[str, ...]) -> np.ndarray:
+        """Indices of ``node_names`` in this index; -1 for nodes the snapshot does not know."""
+        return np.array([self.node_pos.get(n, -1) for n in node_names], dtype=np.int64)

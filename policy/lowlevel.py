@@ -1,0 +1,150 @@
+"""The low-level (placement) policy: which node should this pod go to?
+
+The extender serves a :class:`PlacementPolicy` on every scheduling cycle; the simulator and the
+descheduler's feasibility check call the same object. Implementations are numpy-only (no torch).
+
+Contract:
+
+- ``filter(pod, candidates, index)`` → ``{node: reason}`` for candidates that violate a hard constraint
+  of ours (never soft preferences). Nodes the index does not know pass: we only reject what we know.
+- ``score(pod, candidates, index, intent)`` → ``(len(candidates),)`` float64 in [0, 10]
+  (kube-scheduler's MaxExtenderPriority = 10); higher is better. Equal scores everywhere = neutral.
+
+``intent`` is the high-level policy's vector (see :data:`INTENT_SPEC`); ``None`` = defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .index import ClusterIndex
+from .state import PodInfo
+
+MAX_EXTENDER_PRIORITY = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
+
+#: Names (and meaning) of the intent vector's components, in order. Missing components take defaults.
+INTENT_SPEC: tuple[tuple[str, str, float], ...] = (
+    ("locality_weight", "weight of co-location with callers/callees, >= 0", 1.0),
+    ("balance_weight", "weight of the node-overload penalty, >= 0", 1.0),
+)
+
+
+def intent_value(intent: Sequence[float] | None, name: str) -> float:
+    """Component ``name`` of ``intent``, or its default from :data:`INTENT_SPEC`."""
+    for i, (n, _doc, default) in enumerate(INTENT_SPEC):
+        if n == name:
+            if intent is not None and i < len(intent) and np.isfinite(intent[i]):
+                return float(intent[i])
+            return default
+    raise KeyError(name)
+
+
+@runtime_checkable
+class PlacementPolicy(Protocol):
+    """What the extender, the simulator and the descheduler need from a low-level policy."""
+
+    name: str
+
+    def filter(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]: ...
+
+    def score(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex,
+              intent: Sequence[float] | None = None) -> np.ndarray: ...
+
+
+def resource_fit_failures(pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]:
+    """Candidates on which ``pod``'s requests do not fit next to the pods already bound there
+    (the NodeResourcesFit filter, from our snapshot), or that are unschedulable / not ready.
+    A pod already bound to a candidate is not counted twice."""
+    failed: dict[str, str] = {}
+    snap_nodes = {n.name: n for n in index.snapshot.nodes}
+    for name in candidates:
+        i = index.node_pos.get(name)
+        if i is None:
+            continue
+        node = snap_nodes[name]
+        if node.unschedulable:
+            failed[name] = "node is unschedulable (cordoned)"
+            continue
+        if not node.ready:
+            failed[name] = "node is not Ready"
+            continue
+        own_cpu = pod.requests.cpu_m if pod.node_name == name else 0
+        own_mem = pod.requests.memory_bytes if pod.node_name == name else 0
+        free_cpu = index.alloc_cpu_m[i] - (index.req_cpu_m[i] - own_cpu)
+        free_mem = index.alloc_mem_bytes[i] - (index.req_mem_bytes[i] - own_mem)
+        if pod.requests.cpu_m > free_cpu:
+            failed[name] = f"Insufficient cpu: requests {pod.requests.cpu_m}m, free {int(free_cpu)}m"
+        elif pod.requests.memory_bytes > free_mem:
+            failed[name] = (f"Insufficient memory: requests {pod.requests.memory_bytes} bytes, "
+                            f"free {int(free_mem)} bytes")
+    return failed
+
+
+@dataclass(frozen=True)
+class TopologyHeuristic:
+    """A topology- and load-aware heuristic: prefer nodes hosting the pod's callers and callees,
+    weighted by call rate; avoid hot nodes.
+
+    For a pod of service *s* and candidate node *n*::
+
+        locality(n) = Σ_t w(s,t) · pods_t(n) / pods_t        (w = call rate s↔t, normalised to Σ w = 1)
+        load(n)     = (requested_cpu(n) + pod_cpu) / allocatable_cpu(n)   (measured use when known, if higher)
+        penalty(n)  = clip((load(n) - target_utilization) / (1 - target_utilization), 0, 1)
+        score(n)    = 10 · clip(a · locality(n) · (1 - b · penalty(n)) , 0, 1)
+
+    with *a* = ``locality_weight`` and *b* = ``balance_weight`` from the intent. A pod whose neighbours
+    are not placed yet scores 0 everywhere (neutral), so kube-scheduler's own plugins decide.
+    """
+
+    name: str = "topology-heuristic"
+    target_utilization: float = 0.7
+    default_rps: float = 1.0
+
+    def filter(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]:
+        return resource_fit_failures(pod, candidates, index)
+
+    def locality(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> np.ndarray:
+        """(len(candidates),) float64 in [0, 1]: call-rate-weighted share of neighbour pods per node."""
+        pos = index.positions(candidates)
+        out = np.zeros(len(candidates))
+        weights = index.snapshot.graph.neighbor_weights(pod.service, self.default_rps)
+        total_w = sum(weights.values())
+        if total_w <= 0:
+            return out
+        known = pos >= 0
+        for svc, w in weights.items():
+            counts = index.service_nodes.get(svc)
+            tot = index.service_total.get(svc, 0)
+            if counts is None or tot <= 0:
+                continue
+            out[known] += (w / total_w) * counts[pos[known]] / tot
+        return out
+
+    def load(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> np.ndarray:
+        """(len(candidates),) float64: CPU utilisation of each node with the pod added (0 where unknown)."""
+        pos = index.positions(candidates)
+        out = np.zeros(len(candidates))
+        known = pos >= 0
+        p = pos[known]
+        alloc = np.maximum(index.alloc_cpu_m[p], 1.0)
+        own = np.array([pod.requests.cpu_m if pod.node_name == c else 0.0
+                        for c, k in zip(candidates, known) if k])
+        req = (index.req_cpu_m[p] - own + pod.requests.cpu_m) / alloc
+        use = index.usage_cpu_m[p]
+        use = np.where(np.isnan(use), 0.0, (use + pod.requests.cpu_m) / alloc)
+        out[known] = np.maximum(req, use)
+        return out
+
+    def score(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex,
+              intent: Sequence[float] | None = None) -> np.ndarray:
+        a = max(0.0, intent_value(intent, "locality_weight"))
+        b = max(0.0, intent_value(intent, "balance_weight"))
+        loc = self.locality(pod, candidates, index)
+        t = self.target_utilization
+        penalty = np.clip((self.load(pod, candidates, index) - t) / (1.0 - t), 0.0, 1.0)
+        raw = np.clip(a * loc * (1.0 - b * penalty), 0.0, 1.0)
+        return MAX_EXTENDER_PRIORITY * raw

@@ -1,0 +1,479 @@
+"""Kubernetes API objects (camelCase JSON/YAML, exactly as the API server and kube-scheduler send them)
+→ the domain types of :mod:`policy.state`. One parser, used by the extender, the descheduler, the
+simulator and the tests.
+
+Errors: every parser raises :class:`ObjectError` with a one-line message naming the object, the
+field path and the offending value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .state import (
+    ANNOTATION_DEPENDS_ON,
+    ANNOTATION_SERVICE,
+    ClusterSnapshot,
+    LabelSelector,
+    NodeInfo,
+    OwnerRef,
+    PodDisruptionBudgetInfo,
+    PodInfo,
+    Resources,
+    ServiceGraph,
+    Taint,
+    Toleration,
+    WorkloadInfo,
+    frozen_map,
+)
+
+__all__ = [
+    "ObjectError",
+    "parse_quantity",
+    "parse_cpu_m",
+    "parse_memory_bytes",
+    "parse_node",
+    "parse_pod",
+    "parse_pdb",
+    "parse_workload",
+    "snapshot_from_objects",
+    "iter_objects",
+    "load_objects",
+    "service_of",
+]
+
+
+class ObjectError(ValueError):
+    """A Kubernetes object could not be parsed; the message names object, field and value."""
+
+
+# ---- quantities (k8s.io/apimachinery/pkg/api/resource/quantity.go) -------------------------------
+
+_SUFFIX = {
+    "": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
+    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+}
+_QTY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?)$")
+
+
+def parse_quantity(value: Any, field: str = "quantity") -> Decimal:
+    """Parse a Kubernetes resource.Quantity ("100m", "0.5", "64Mi", "1e3", 2) into a Decimal in base units.
+
+    Raises :class:`ObjectError` naming ``field`` and the value when it is not a valid quantity or is negative.
+    """
+    if isinstance(value, bool):
+        raise ObjectError(f"{field}: invalid quantity {value!r}")
+    if isinstance(value, (int, float)):
+        d = Decimal(str(value))
+    elif isinstance(value, str):
+        m = _QTY.match(value.strip())
+        if not m:
+            raise ObjectError(f"{field}: invalid quantity {value!r}")
+        try:
+            num = Decimal(m.group(1))
+        except InvalidOperation as exc:  # pragma: no cover - regex guards this
+            raise ObjectError(f"{field}: invalid quantity {value!r}") from exc
+        if m.group(2):
+            d = num * (Decimal(10) ** int(m.group(2)[1:]))
+        else:
+            d = num * _SUFFIX[m.group(3) or ""]
+    else:
+        raise ObjectError(f"{field}: invalid quantity {value!r}")
+    if d < 0:
+        raise ObjectError(f"{field}: negative quantity {value!r}")
+    return d
+
+
+def parse_cpu_m(value: Any, field: str = "cpu") -> int:
+    """CPU quantity → millicores, rounded up as the API server does (``"0.1"`` → 100, ``"1"`` → 1000)."""
+    d = parse_quantity(value, field) * 1000
+    return int(d.to_integral_value(rounding="ROUND_CEILING"))
+
+
+def parse_memory_bytes(value: Any, field: str = "memory") -> int:
+    """Memory quantity → bytes, rounded up (``"64Mi"`` → 67108864)."""
+    d = parse_quantity(value, field)
+    return int(d.to_integral_value(rounding="ROUND_CEILING"))
+
+
+def _resources(rl: Mapping[str, Any] | None, path: str) -> Resources:
+    if rl is None:
+        return Resources()
+    if not isinstance(rl, Mapping):
+        raise ObjectError(f"{path}: expected a map of resources, got {rl!r}")
+    cpu = parse_cpu_m(rl["cpu"], f"{path}.cpu") if "cpu" in rl else 0
+    mem = parse_memory_bytes(rl["memory"], f"{path}.memory") if "memory" in rl else 0
+    return Resources(cpu, mem)
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    m = obj.get("metadata") or {}
+    if not isinstance(m, Mapping):
+        raise ObjectError(f"{obj.get('kind', 'object')}: metadata must be a map, got {m!r}")
+    return m
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    n = _meta(obj).get("name")
+    if not isinstance(n, str) or not n:
+        raise ObjectError(f"{obj.get('kind', 'object')}: metadata.name missing or not a string: {n!r}")
+    return n
+
+
+def _str_map(m: Any, path: str) -> dict[str, str]:
+    if m is None:
+        return {}
+    if not isinstance(m, Mapping):
+        raise ObjectError(f"{path}: expected a map, got {m!r}")
+    return {str(k): "" if v is None else str(v) for k, v in m.items()}
+
+
+def _timestamp_s(ts: Any) -> float:
+    if not ts:
+        return 0.0
+    try:
+        return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def parse_selector(sel: Any, path: str) -> LabelSelector:
+    """metav1.LabelSelector JSON → :class:`LabelSelector`."""
+    if sel is None:
+        return LabelSelector()
+    if not isinstance(sel, Mapping):
+        raise ObjectError(f"{path}: expected a label selector map, got {sel!r}")
+    exprs = []
+    for i, e in enumerate(sel.get("matchExpressions") or []):
+        op = e.get("operator")
+        if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
+            raise ObjectError(f"{path}.matchExpressions[{i}].operator: unknown operator {op!r}")
+        exprs.append((str(e.get("key", "")), op, tuple(str(v) for v in e.get("values") or ())))
+    return LabelSelector(frozen_map(_str_map(sel.get("matchLabels"), f"{path}.matchLabels")), tuple(exprs))
+
+
+# ---- service identity -----------------------------------------------------------------------------
+
+_RS_HASH = re.compile(r"^(?P<base>.+)-[0-9a-z]{5,10}$")
+
+
+def service_of(labels: Mapping[str, str], annotations: Mapping[str, str], owner: OwnerRef | None,
+               pod_name: str = "") -> str:
+    """The call-graph service a pod belongs to, first match wins:
+
+    1. annotation ``hrl-scheduler.io/service``;
+    2. label ``app.kubernetes.io/name``, then ``app`` (what Online Boutique, Sock Shop, Bookinfo,
+       DeathStarBench and Istio use; Istio's telemetry keys workloads the same way);
+    3. the owning Deployment (a ReplicaSet owner ``name-<hash>`` → ``name``) or other controller's name;
+    4. the pod name without its last two dash-separated parts (ReplicaSet hash and pod suffix).
+    """
+    if annotations.get(ANNOTATION_SERVICE):
+        return annotations[ANNOTATION_SERVICE]
+    for key in ("app.kubernetes.io/name", "app"):
+        if labels.get(key):
+            return labels[key]
+    if owner is not None:
+        if owner.kind == "ReplicaSet":
+            m = _RS_HASH.match(owner.name)
+            return m.group("base") if m else owner.name
+        return owner.name
+    parts = pod_name.split("-")
+    return "-".join(parts[:-2]) if len(parts) > 2 else pod_name
+
+
+# ---- nodes -----------------------------------------------------------------------------------------
+
+def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
+    """core/v1 Node JSON → :class:`NodeInfo` (allocatable falls back to capacity)."""
+    name = _name(obj)
+    meta = _meta(obj)
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    alloc_src = status.get("allocatable") or status.get("capacity") or {}
+    path = f"Node {name}: status.allocatable"
+    alloc = _resources(alloc_src, path)
+    pods = alloc_src.get("pods", 110)
+    n_pods = int(parse_quantity(pods, f"{path}.pods"))
+    taints = tuple(
+        Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "NoSchedule")))
+        for t in spec.get("taints") or ()
+    )
+    ready = True
+    conds = status.get("conditions")
+    if conds:
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+    return NodeInfo(
+        name=name,
+        allocatable=alloc,
+        allocatable_pods=n_pods,
+        labels=frozen_map(_str_map(meta.get("labels"), f"Node {name}: metadata.labels")),
+        taints=taints,
+        unschedulable=bool(spec.get("unschedulable", False)),
+        ready=ready,
+    )
+
+
+# ---- pods ------------------------------------------------------------------------------------------
+
+def _controller_owner(meta: Mapping[str, Any]) -> OwnerRef | None:
+    for o in meta.get("ownerReferences") or ():
+        if o.get("controller"):
+            return OwnerRef(str(o.get("kind", "")), str(o.get("name", "")), str(o.get("uid", "")))
+    return None
+
+
+def _pod_spec_resources(spec: Mapping[str, Any], path: str) -> tuple[Resources, Resources]:
+    """Effective pod requests/limits: sum over containers, max with each init container
+    (k8s.io/component-helpers/resource PodRequests), plus spec.overhead."""
+    req = Resources()
+    lim = Resources()
+    for i, c in enumerate(spec.get("containers") or ()):
+        r = c.get("resources") or {}
+        rq = r.get("requests") or {}
+        lm = r.get("limits") or {}
+        # API defaulting: a limit without a request sets the request to the limit.
+        eff = {**{k: v for k, v in lm.items() if k in ("cpu", "memory")}, **rq}
+        req = req + _resources(eff, f"{path}.containers[{i}].resources.requests")
+        lim = lim + _resources(lm, f"{path}.containers[{i}].resources.limits")
+    for i, c in enumerate(spec.get("initContainers") or ()):
+        r = c.get("resources") or {}
+        ir = _resources(r.get("requests"), f"{path}.initContainers[{i}].resources.requests")
+        req = Resources(max(req.cpu_m, ir.cpu_m), max(req.memory_bytes, ir.memory_bytes))
+    req = req + _resources(spec.get("overhead"), f"{path}.overhead")
+    return req, lim
+
+
+_LOCAL_VOLUME_KEYS = ("emptyDir", "hostPath")
+
+
+def _has_local_storage(spec: Mapping[str, Any], local_pvcs: frozenset[str]) -> bool:
+    for v in spec.get("volumes") or ():
+        if any(k in v for k in _LOCAL_VOLUME_KEYS):
+            return True
+        pvc = (v.get("persistentVolumeClaim") or {}).get("claimName")
+        if pvc and pvc in local_pvcs:
+            return True
+    return False
+
+
+def parse_pod(obj: Mapping[str, Any], local_pvcs: frozenset[str] = frozenset()) -> PodInfo:
+    """core/v1 Pod JSON → :class:`PodInfo`.
+
+    ``local_pvcs``: names (``namespace/claim``) of PersistentVolumeClaims bound to local PersistentVolumes,
+    so pods using them count as having local storage.
+    """
+    name = _name(obj)
+    meta = _meta(obj)
+    ns = str(meta.get("namespace") or "default")
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    path = f"Pod {ns}/{name}: spec"
+    labels = _str_map(meta.get("labels"), f"Pod {ns}/{name}: metadata.labels")
+    annotations = _str_map(meta.get("annotations"), f"Pod {ns}/{name}: metadata.annotations")
+    owner = _controller_owner(meta)
+    req, lim = _pod_spec_resources(spec, path)
+    tols = tuple(
+        Toleration(str(t.get("key", "") or ""), str(t.get("operator", "Equal") or "Equal"),
+                   str(t.get("value", "") or ""), str(t.get("effect", "") or ""))
+        for t in spec.get("tolerations") or ()
+    )
+    ns_pvcs = frozenset(p.split("/", 1)[1] for p in local_pvcs if p.startswith(ns + "/"))
+    return PodInfo(
+        name=name,
+        namespace=ns,
+        service=service_of(labels, annotations, owner, name),
+        requests=req,
+        limits=lim,
+        uid=str(meta.get("uid", "")),
+        node_name=spec.get("nodeName") or None,
+        phase=str(status.get("phase") or "Pending"),
+        labels=frozen_map(labels),
+        annotations=frozen_map(annotations),
+        owner=owner,
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        priority=int(spec.get("priority") or 0),
+        priority_class_name=str(spec.get("priorityClassName") or ""),
+        terminating=bool(meta.get("deletionTimestamp")),
+        local_storage=_has_local_storage(spec, ns_pvcs),
+        tolerations=tols,
+        node_selector=frozen_map(_str_map(spec.get("nodeSelector"), f"{path}.nodeSelector")),
+        created_s=_timestamp_s(meta.get("creationTimestamp")),
+    )
+
+
+# ---- PDBs and workloads ----------------------------------------------------------------------------
+
+def _int_or_str(v: Any) -> int | str | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        raise ObjectError(f"expected int or percentage, got {v!r}")
+    if isinstance(v, int):
+        return v
+    return str(v)
+
+
+def parse_pdb(obj: Mapping[str, Any]) -> PodDisruptionBudgetInfo:
+    """policy/v1 PodDisruptionBudget JSON → :class:`PodDisruptionBudgetInfo`."""
+    name = _name(obj)
+    meta = _meta(obj)
+    ns = str(meta.get("namespace") or "default")
+    spec = obj.get("spec") or {}
+    status = obj.get("status")
+    allowed = None
+    if isinstance(status, Mapping) and "disruptionsAllowed" in status:
+        allowed = int(status["disruptionsAllowed"])
+    return PodDisruptionBudgetInfo(
+        name=name,
+        namespace=ns,
+        selector=parse_selector(spec.get("selector"), f"PodDisruptionBudget {ns}/{name}: spec.selector"),
+        min_available=_int_or_str(spec.get("minAvailable")),
+        max_unavailable=_int_or_str(spec.get("maxUnavailable")),
+        disruptions_allowed=allowed,
+    )
+
+
+def _split_names(v: str) -> tuple[str, ...]:
+    return tuple(s.strip() for s in v.split(",") if s.strip())
+
+
+def parse_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
+    """apps/v1 Deployment / StatefulSet JSON → :class:`WorkloadInfo`."""
+    name = _name(obj)
+    meta = _meta(obj)
+    kind = str(obj.get("kind") or "Deployment")
+    ns = str(meta.get("namespace") or "default")
+    spec = obj.get("spec") or {}
+    tmpl = spec.get("template") or {}
+    tmeta = tmpl.get("metadata") or {}
+    tspec = tmpl.get("spec") or {}
+    path = f"{kind} {ns}/{name}"
+    replicas = spec.get("replicas", 1)
+    if replicas is None:
+        replicas = 1
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        raise ObjectError(f"{path}: spec.replicas must be a non-negative integer, got {replicas!r}")
+    tlabels = _str_map(tmeta.get("labels"), f"{path}: spec.template.metadata.labels")
+    annotations = _str_map(meta.get("annotations"), f"{path}: metadata.annotations")
+    tannotations = _str_map(tmeta.get("annotations"), f"{path}: spec.template.metadata.annotations")
+    req, lim = _pod_spec_resources(tspec, f"{path}: spec.template.spec")
+    deps = _split_names(annotations.get(ANNOTATION_DEPENDS_ON, "")) + _split_names(
+        tannotations.get(ANNOTATION_DEPENDS_ON, ""))
+    all_ann = {**tannotations, **annotations}
+    service = service_of(tlabels, all_ann, OwnerRef(kind, name), name)
+    return WorkloadInfo(
+        name=name,
+        namespace=ns,
+        service=service,
+        kind=kind,
+        replicas=replicas,
+        selector=parse_selector(spec.get("selector"), f"{path}: spec.selector"),
+        pod_requests=req,
+        pod_limits=lim,
+        template_labels=frozen_map(tlabels),
+        annotations=frozen_map(all_ann),
+        depends_on=tuple(dict.fromkeys(deps)),
+    )
+
+
+# ---- object streams ----------------------------------------------------------------------------------
+
+def iter_objects(doc: Any) -> Iterator[Mapping[str, Any]]:
+    """Flatten a parsed document: a single object, a ``List`` / ``*List`` with ``items``, or a list of
+    those. Kind-less items of a typed list (``NodeList``) get the element kind."""
+    if doc is None:
+        return
+    if isinstance(doc, list):
+        for d in doc:
+            yield from iter_objects(d)
+        return
+    if not isinstance(doc, Mapping):
+        raise ObjectError(f"expected a Kubernetes object (a map), got {type(doc).__name__}")
+    kind = str(doc.get("kind") or "")
+    if kind.endswith("List") and isinstance(doc.get("items"), list):
+        elem = kind[:-4] if kind != "List" else ""
+        for it in doc["items"]:
+            if isinstance(it, Mapping) and elem and not it.get("kind"):
+                it = {**it, "kind": elem}
+            yield from iter_objects(it)
+        return
+    yield doc
+
+
+def load_objects(path: str | Path) -> list[Mapping[str, Any]]:
+    """Read Kubernetes objects from a JSON or (multi-document) YAML file, or from every ``*.yaml``,
+    ``*.yml`` and ``*.json`` file under a directory (sorted). Raises :class:`ObjectError` naming the
+    file (and line, for YAML syntax errors)."""
+    p = Path(path)
+    if p.is_dir():
+        out: list[Mapping[str, Any]] = []
+        for f in sorted(p.rglob("*")):
+            if f.is_file() and f.suffix in (".yaml", ".yml", ".json"):
+                out.extend(load_objects(f))
+        return out
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ObjectError(f"{p}: cannot read: {exc.strerror}") from exc
+    if p.suffix == ".json" or text.lstrip().startswith("{"):
+        try:
+            return list(iter_objects(json.loads(text)))
+        except json.JSONDecodeError as exc:
+            raise ObjectError(f"{p}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ObjectError(f"{p}{line}: invalid YAML: {getattr(exc, 'problem', exc)}") from exc
+    out = []
+    for d in docs:
+        out.extend(o for o in iter_objects(d) if isinstance(o, Mapping))
+    return out
+
+
+def snapshot_from_objects(objs: Iterable[Mapping[str, Any]], graph: ServiceGraph | None = None,
+                          taken_at_s: float = 0.0) -> ClusterSnapshot:
+    """Build a :class:`ClusterSnapshot` from Nodes, Pods, PodDisruptionBudgets, Deployments,
+    StatefulSets, PersistentVolumes and PersistentVolumeClaims (other kinds are ignored).
+
+    Pods using a PVC bound to a ``local`` PersistentVolume are marked ``local_storage``.
+    """
+    objs = list(objs)
+    local_pvs = {
+        _name(o) for o in objs
+        if o.get("kind") == "PersistentVolume" and ("local" in (o.get("spec") or {})
+                                                    or "hostPath" in (o.get("spec") or {}))
+    }
+    local_pvcs = frozenset(
+        f"{_meta(o).get('namespace') or 'default'}/{_name(o)}" for o in objs
+        if o.get("kind") == "PersistentVolumeClaim" and (o.get("spec") or {}).get("volumeName") in local_pvs
+    )
+    nodes, pods, pdbs, workloads = [], [], [], []
+    for o in objs:
+        kind = o.get("kind")
+        if kind == "Node":
+            nodes.append(parse_node(o))
+        elif kind == "Pod":
+            pods.append(parse_pod(o, local_pvcs))
+        elif kind == "PodDisruptionBudget":
+            pdbs.append(parse_pdb(o))
+        elif kind in ("Deployment", "StatefulSet"):
+            workloads.append(parse_workload(o))
+    return ClusterSnapshot(
+        nodes=tuple(nodes), pods=tuple(pods), pdbs=tuple(pdbs), workloads=tuple(workloads),
+        graph=graph or ServiceGraph(), taken_at_s=taken_at_s,
+    )

@@ -1,0 +1,435 @@
+"""Core domain types shared by the extender, the descheduler, the simulator and training.
+
+These frozen dataclasses are the contract between the layers of hrl-scheduler (DESIGN.md section 3):
+every source of cluster state (the Kubernetes API through :mod:`policy.observe`, a ``kubectl get -o json``
+List, the simulator) produces them, and every policy reads them. Extend them; never fork them.
+
+Units are in the field names: ``_m`` millicores, ``_bytes`` bytes, ``_rps`` requests per second,
+``_ms`` milliseconds, ``_s`` seconds. ``None`` means "not known" (never "zero").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Literal
+
+# Annotations and labels hrl-scheduler reads or writes (documented in docs/operations.md).
+ANNOTATION_DEPENDS_ON = "hrl-scheduler.io/depends-on"
+ANNOTATION_SERVICE = "hrl-scheduler.io/service"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+LABEL_REGION = "topology.kubernetes.io/region"
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+ANNOTATION_MIRROR = "kubernetes.io/config.mirror"
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def frozen_map(m: Mapping[str, str] | None) -> Mapping[str, str]:
+    """Return a read-only copy of ``m`` (``None`` → empty) for use inside frozen dataclasses."""
+    if not m:
+        return _EMPTY
+    return MappingProxyType(dict(m))
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """A CPU + memory amount. ``cpu_m`` in millicores (1000 = one core), ``memory_bytes`` in bytes; both >= 0."""
+
+    cpu_m: int = 0
+    memory_bytes: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(self.cpu_m + other.cpu_m, self.memory_bytes + other.memory_bytes)
+
+    def __sub__(self, other: Resources) -> Resources:
+        return Resources(self.cpu_m - other.cpu_m, self.memory_bytes - other.memory_bytes)
+
+    def fits_in(self, free: Resources) -> bool:
+        """True when both dimensions are <= those of ``free``."""
+        return self.cpu_m <= free.cpu_m and self.memory_bytes <= free.memory_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A node taint (core/v1 Taint). ``effect`` is NoSchedule, PreferNoSchedule or NoExecute."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    """A pod toleration (core/v1 Toleration). ``operator`` is Equal or Exists; empty ``effect`` matches all."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes semantics (k8s.io/api/core/v1/toleration.go ToleratesTaint)."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return self.value == taint.value and bool(self.key)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """A node as the schedulers see it.
+
+    ``allocatable`` is what pods may request (status.allocatable); ``usage`` is measured use when known
+    (metrics, simulator), else ``None``. ``zone`` / ``region`` come from the well-known topology labels.
+    """
+
+    name: str
+    allocatable: Resources
+    allocatable_pods: int = 110
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY, compare=False)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+    usage: Resources | None = None
+
+    @property
+    def zone(self) -> str:
+        return self.labels.get(LABEL_ZONE, "")
+
+    @property
+    def region(self) -> str:
+        return self.labels.get(LABEL_REGION, "")
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    """The controller owner of a pod (metadata.ownerReferences with controller=true)."""
+
+    kind: str
+    name: str
+    uid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """A pod.
+
+    ``service`` is the call-graph service the pod belongs to (see :func:`policy.observe.service_of`).
+    ``requests`` / ``limits`` are the sums over the pod's containers (init containers: the max, as the
+    scheduler does); ``limits`` fields are 0 where unset. ``node_name`` is ``None`` while Pending.
+    ``local_storage`` is True when the pod mounts emptyDir, hostPath or a local PersistentVolume the
+    descheduler would lose by evicting it.
+    """
+
+    name: str
+    namespace: str
+    service: str
+    requests: Resources
+    limits: Resources = Resources()
+    uid: str = ""
+    node_name: str | None = None
+    phase: str = "Pending"
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY, compare=False)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY, compare=False)
+    owner: OwnerRef | None = None
+    scheduler_name: str = "default-scheduler"
+    priority: int = 0
+    priority_class_name: str = ""
+    terminating: bool = False
+    local_storage: bool = False
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: Mapping[str, str] = field(default_factory=lambda: _EMPTY, compare=False)
+    created_s: float = 0.0
+    usage: Resources | None = None
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, the usual Kubernetes object key."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def is_mirror(self) -> bool:
+        """Static pods appear in the API as mirror pods carrying this annotation."""
+        return ANNOTATION_MIRROR in self.annotations
+
+    @property
+    def is_daemonset(self) -> bool:
+        return self.owner is not None and self.owner.kind == "DaemonSet"
+
+    @property
+    def is_bound(self) -> bool:
+        return self.node_name is not None
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A metav1.LabelSelector: ``match_labels`` AND every expression ``(key, operator, values)``.
+
+    An empty selector matches everything (as for a PodDisruptionBudget in policy/v1).
+    """
+
+    match_labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY, compare=False)
+    match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        for k, v in self.match_labels.items():
+            if labels.get(k) != v:
+                return False
+        for key, op, values in self.match_expressions:
+            present = key in labels
+            if op == "In" and not (present and labels[key] in values):
+                return False
+            if op == "NotIn" and present and labels[key] in values:
+                return False
+            if op == "Exists" and not present:
+                return False
+            if op == "DoesNotExist" and present:
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudgetInfo:
+    """A policy/v1 PodDisruptionBudget. ``disruptions_allowed`` is status.disruptionsAllowed as written by
+    the disruption controller (``None`` when the status is missing: treat as "unknown", i.e. do not evict).
+    ``min_available`` / ``max_unavailable`` keep the spec value as given (int or "50%")."""
+
+    name: str
+    namespace: str
+    selector: LabelSelector
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+    disruptions_allowed: int | None = None
+
+    def covers(self, pod: PodInfo) -> bool:
+        return pod.namespace == self.namespace and self.selector.matches(pod.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInfo:
+    """A scalable workload (apps/v1 Deployment or StatefulSet) and its pod template's needs.
+
+    ``replicas`` is spec.replicas; ``pod_requests`` / ``pod_limits`` are per pod. ``depends_on`` lists the
+    services named by the ``hrl-scheduler.io/depends-on`` annotation (on the workload or its template).
+    """
+
+    name: str
+    namespace: str
+    service: str
+    kind: str = "Deployment"
+    replicas: int = 1
+    selector: LabelSelector = LabelSelector()
+    pod_requests: Resources = Resources()
+    pod_limits: Resources = Resources()
+    template_labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY, compare=False)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY, compare=False)
+    depends_on: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceEdge:
+    """A caller → callee dependency of the call graph.
+
+    ``rps``: calls per second from caller to callee (``None`` when only declared, not measured).
+    ``calls_per_request``: mean calls to the callee per request the caller serves (multiplicity, >= 0).
+    Latencies are of the callee side, in ms; ``error_rate`` is a fraction 0..1.
+    """
+
+    caller: str
+    callee: str
+    rps: float | None = None
+    calls_per_request: float | None = None
+    latency_mean_ms: float | None = None
+    latency_p50_ms: float | None = None
+    latency_p95_ms: float | None = None
+    latency_p99_ms: float | None = None
+    error_rate: float | None = None
+    parallel: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceGraph:
+    """The services' call topology: a directed multigraph-free graph of :class:`ServiceEdge`.
+
+    ``services`` is sorted and includes every endpoint of every edge; ``edges`` is sorted by
+    (caller, callee) and holds at most one edge per pair. Self-edges are allowed (Alibaba traces record them).
+    Build with :meth:`build`, which enforces these invariants.
+    """
+
+    services: tuple[str, ...] = ()
+    edges: tuple[ServiceEdge, ...] = ()
+    source: str = ""
+
+    @staticmethod
+    def build(services: Iterable[str], edges: Iterable[ServiceEdge], source: str = "") -> ServiceGraph:
+        """Normalise: union the edge endpoints into ``services``, merge duplicate (caller, callee) pairs
+        (rates add up; other fields keep the first known value), sort both."""
+        merged: dict[tuple[str, str], ServiceEdge] = {}
+        for e in edges:
+            k = (e.caller, e.callee)
+            if k in merged:
+                merged[k] = _merge_edges(merged[k], e)
+            else:
+                merged[k] = e
+        names = set(services)
+        for c, d in merged:
+            names.add(c)
+            names.add(d)
+        return ServiceGraph(
+            services=tuple(sorted(names)),
+            edges=tuple(merged[k] for k in sorted(merged)),
+            source=source,
+        )
+
+    def edge(self, caller: str, callee: str) -> ServiceEdge | None:
+        for e in self.edges:
+            if e.caller == caller and e.callee == callee:
+                return e
+        return None
+
+    def callees(self, service: str) -> tuple[ServiceEdge, ...]:
+        return tuple(e for e in self.edges if e.caller == service)
+
+    def callers(self, service: str) -> tuple[ServiceEdge, ...]:
+        return tuple(e for e in self.edges if e.callee == service)
+
+    def neighbor_weights(self, service: str, default_rps: float = 1.0) -> dict[str, float]:
+        """Call rate (rps, both directions summed) between ``service`` and each neighbour, self excluded.
+        Edges without a measured rate count ``default_rps``."""
+        w: dict[str, float] = {}
+        for e in self.edges:
+            if e.caller == e.callee:
+                continue
+            r = default_rps if e.rps is None else e.rps
+            if e.caller == service:
+                w[e.callee] = w.get(e.callee, 0.0) + r
+            elif e.callee == service:
+                w[e.caller] = w.get(e.caller, 0.0) + r
+        return w
+
+    def entry_services(self) -> tuple[str, ...]:
+        """Services no other service calls (self-calls ignored): where user requests enter."""
+        called = {e.callee for e in self.edges if e.caller != e.callee}
+        return tuple(s for s in self.services if s not in called)
+
+    def with_edges(self, edges: Iterable[ServiceEdge]) -> ServiceGraph:
+        return ServiceGraph.build(self.services, edges, self.source)
+
+    def to_json(self) -> dict:
+        """The ``hrl-policy graph --json`` shape: ``{"services": [...], "edges": [{"caller", "callee", "rps", ...}]}``.
+        Unknown values are omitted except ``rps`` (``null`` when unknown)."""
+        out_edges = []
+        for e in self.edges:
+            d: dict[str, object] = {"caller": e.caller, "callee": e.callee, "rps": _round(e.rps)}
+            for name in ("calls_per_request", "latency_mean_ms", "latency_p50_ms", "latency_p95_ms",
+                         "latency_p99_ms", "error_rate"):
+                v = getattr(e, name)
+                if v is not None:
+                    d[name] = _round(v)
+            out_edges.append(d)
+        return {"services": list(self.services), "edges": out_edges}
+
+    def to_networkx(self):
+        """A ``networkx.DiGraph`` with the edge fields as edge attributes."""
+        import networkx as nx
+
+        g = nx.DiGraph()
+        g.add_nodes_from(self.services)
+        for e in self.edges:
+            g.add_edge(e.caller, e.callee, rps=e.rps, calls_per_request=e.calls_per_request,
+                       latency_p95_ms=e.latency_p95_ms)
+        return g
+
+
+def _round(v: float | None) -> float | None:
+    if v is None or not math.isfinite(v):
+        return None
+    return round(float(v), 6)
+
+
+def _merge_edges(a: ServiceEdge, b: ServiceEdge) -> ServiceEdge:
+    rps = a.rps if b.rps is None else (b.rps if a.rps is None else a.rps + b.rps)
+    kw = {"rps": rps}
+    for name in ("calls_per_request", "latency_mean_ms", "latency_p50_ms", "latency_p95_ms",
+                 "latency_p99_ms", "error_rate"):
+        if getattr(a, name) is None and getattr(b, name) is not None:
+            kw[name] = getattr(b, name)
+    return replace(a, **kw)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSnapshot:
+    """Everything a scheduling decision reads, at one instant ``taken_at_s`` (unix seconds or sim time).
+
+    ``pods`` includes Pending pods (``node_name is None``); ``graph`` may be empty when unknown.
+    """
+
+    nodes: tuple[NodeInfo, ...] = ()
+    pods: tuple[PodInfo, ...] = ()
+    pdbs: tuple[PodDisruptionBudgetInfo, ...] = ()
+    workloads: tuple[WorkloadInfo, ...] = ()
+    graph: ServiceGraph = ServiceGraph()
+    taken_at_s: float = 0.0
+
+    def node(self, name: str) -> NodeInfo | None:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        return None
+
+    def pods_on(self, node_name: str) -> tuple[PodInfo, ...]:
+        return tuple(p for p in self.pods if p.node_name == node_name and not p.terminating)
+
+    def requested_on(self, node_name: str) -> Resources:
+        """Sum of the requests of the non-terminating pods bound to ``node_name``."""
+        total = Resources()
+        for p in self.pods_on(node_name):
+            total = total + p.requests
+        return total
+
+    def requested_by_node(self) -> dict[str, Resources]:
+        out = {n.name: Resources() for n in self.nodes}
+        for p in self.pods:
+            if p.node_name in out and not p.terminating:
+                out[p.node_name] = out[p.node_name] + p.requests
+        return out
+
+    def pods_of_service(self, service: str) -> tuple[PodInfo, ...]:
+        return tuple(p for p in self.pods if p.service == service and not p.terminating)
+
+    def with_graph(self, graph: ServiceGraph) -> ClusterSnapshot:
+        return replace(self, graph=graph)
+
+
+# ---- what the high-level policy decides -------------------------------------------------------------
+
+MoveReason = Literal["locality", "overload", "balance", "policy"]
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """Evict ``pod`` (namespace/name) from ``from_node`` so the scheduler re-places it; ``to_node`` is
+    where the planner expects it to land (advice, the scheduler decides). ``gain`` is the planner's own
+    estimate of the benefit (unitless, > 0)."""
+
+    pod: str
+    from_node: str
+    to_node: str | None
+    reason: MoveReason
+    gain: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One descheduling cycle's intent: moves (evictions), per-workload replica targets
+    (``namespace/name`` → replicas) and the intent vector passed down to the extender."""
+
+    moves: tuple[Move, ...] = ()
+    replica_targets: Mapping[str, int] = field(default_factory=lambda: _EMPTY, compare=False)
+    intent: tuple[float, ...] = ()
