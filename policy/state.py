@@ -433,3 +433,20 @@ class Plan:
     moves: tuple[Move, ...] = ()
     replica_targets: Mapping[str, int] = field(default_factory=lambda: _EMPTY, compare=False)
     intent: tuple[float, ...] = ()
+
+
+EvictionOutcome = Literal["evicted", "refused", "not_found", "error", "dry_run"]
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionResult:
+    """What an evictor (real Eviction API, dry run, simulator) did with one pod.
+
+    ``outcome``: ``evicted`` (accepted), ``refused`` (a PodDisruptionBudget said no: HTTP 429, an outcome not
+    an error), ``not_found`` (already gone: 404), ``error`` (anything else; the pod is left alone), ``dry_run``
+    (would have evicted; nothing changed). ``message`` is a one-line human explanation.
+    """
+
+    pod: str
+    outcome: EvictionOutcome
+    message: str = ""
