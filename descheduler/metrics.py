@@ -1,0 +1,98 @@
+"""Prometheus metrics of the descheduler (prometheus-client, registry passed in so tests read values directly).
+
+- ``hrl_descheduler_evictions_total{outcome}``: eviction attempts by outcome (evicted, refused, not_found,
+  error, dry_run);
+- ``hrl_descheduler_blocked_total{guard}``: planned moves a guard blocked, by guard name (one move blocked
+  by two guards counts once for each);
+- ``hrl_descheduler_planned_moves_total{reason}``: moves the high-level policy planned, by reason;
+- ``hrl_descheduler_cycle_duration_seconds``: histogram of whole-cycle wall time;
+- ``hrl_descheduler_cycles_total{result}``: cycles that completed (``ok``) or failed (``error``).
+
+No pod or node names as label values (DESIGN.md section 6). Exporters for the CronJob mode:
+:func:`write_textfile` (node_exporter textfile collector, or ``-`` for stderr) and :func:`push`
+(Pushgateway); for the interval mode :func:`serve` (``/metrics`` on a host:port).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, get_args
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, push_to_gateway
+from prometheus_client import start_http_server, write_to_textfile
+
+from policy.state import MoveReason
+
+from .evict import EVICTION_OUTCOMES
+from .guards import GUARD_NAMES
+
+if TYPE_CHECKING:
+    from .loop import CycleReport
+
+__all__ = ["DeschedulerMetrics", "write_textfile", "push", "serve"]
+
+_CYCLE_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class DeschedulerMetrics:
+    """The descheduler's metrics, registered on ``registry`` (a fresh one when ``None``). Every label value
+    is pre-created so a series exists (at 0) before its first event."""
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.evictions = Counter("hrl_descheduler_evictions_total", "Eviction attempts by outcome.",
+                                 ["outcome"], registry=r)
+        self.blocked = Counter("hrl_descheduler_blocked_total", "Planned moves blocked, by guard.",
+                               ["guard"], registry=r)
+        self.planned = Counter("hrl_descheduler_planned_moves_total", "Moves planned, by reason.",
+                               ["reason"], registry=r)
+        self.cycle_duration = Histogram("hrl_descheduler_cycle_duration_seconds",
+                                        "Wall time of one descheduling cycle.", buckets=_CYCLE_BUCKETS_S,
+                                        registry=r)
+        self.cycles = Counter("hrl_descheduler_cycles_total", "Cycles by result (ok, error).", ["result"],
+                              registry=r)
+        for o in EVICTION_OUTCOMES:
+            self.evictions.labels(outcome=o)
+        for g in GUARD_NAMES:
+            self.blocked.labels(guard=g)
+        for reason in get_args(MoveReason):
+            self.planned.labels(reason=reason)
+        for res in ("ok", "error"):
+            self.cycles.labels(result=res)
+
+    def observe_cycle(self, report: CycleReport) -> None:
+        """Add one finished cycle's counts."""
+        for m in report.planned_moves:
+            self.planned.labels(reason=m.reason).inc()
+        for res in report.results:
+            if res.outcome in EVICTION_OUTCOMES:
+                self.evictions.labels(outcome=res.outcome).inc()
+            for guard in res.blocked_by:
+                self.blocked.labels(guard=guard).inc()
+        self.cycle_duration.observe(report.duration_s)
+        self.cycles.labels(result="ok").inc()
+
+    def observe_failed_cycle(self) -> None:
+        """A cycle that raised before producing a report (e.g. the cluster could not be read)."""
+        self.cycles.labels(result="error").inc()
+
+
+def write_textfile(registry: CollectorRegistry, path: str) -> None:
+    """Write the Prometheus text exposition of ``registry`` to ``path`` (atomically, for node_exporter's
+    textfile collector), or to stderr when ``path`` is ``"-"`` (stdout stays for the report)."""
+    if path == "-":
+        sys.stderr.write(generate_latest(registry).decode("utf-8"))
+        return
+    write_to_textfile(path, registry)
+
+
+def push(registry: CollectorRegistry, gateway: str, job: str) -> None:
+    """Push ``registry`` to a Prometheus Pushgateway (replacing the job's group). Raises OSError on failure."""
+    push_to_gateway(gateway, job=job, registry=registry)
+
+
+def serve(registry: CollectorRegistry, listen: str) -> None:
+    """Serve ``/metrics`` for ``registry`` on ``listen`` (``host:port``) from a daemon thread."""
+    host, _, port = listen.rpartition(":")
+    start_http_server(int(port), addr=host.strip("[]") or "127.0.0.1", registry=registry)

@@ -1,0 +1,117 @@
+"""``hrl-extender``: serve the kube-scheduler extender.
+
+Usage::
+
+    hrl-extender [--config FILE] [--snapshot FILE] [--host HOST] [--port PORT]
+
+``--config``: an ``ExtenderConfiguration`` YAML (see :mod:`extender.config`; omitted = defaults).
+``--snapshot``: a static cluster state (``kubectl get nodes,pods,pdb -A -o json`` output), overriding
+``snapshotFile``. ``--host`` / ``--port`` override ``listen``. Logs go to stderr. Exit status: 0 after a
+clean shutdown (SIGINT/SIGTERM), 2 for a bad command line, configuration, topology source or snapshot
+file (one line on stderr), 1 when the server cannot start (e.g. the port is taken).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+PROG = "hrl-extender"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Serve the hrl-scheduler kube-scheduler extender "
+                                "(POST {urlPrefix}/filter, {urlPrefix}/prioritize; GET /healthz, /readyz, /metrics).")
+    p.add_argument("--config", metavar="FILE", help="ExtenderConfiguration YAML (default: built-in defaults)")
+    p.add_argument("--snapshot", metavar="FILE",
+                   help="cluster state as `kubectl get nodes,pods,pdb -A -o json` prints it (overrides snapshotFile)")
+    p.add_argument("--host", help="address to bind (overrides listen.host)")
+    p.add_argument("--port", type=int, help="TCP port (overrides listen.port; 0 = any free port)")
+    return p
+
+
+def _fail(msg: str) -> int:
+    print(f"{PROG}: error: {' '.join(str(msg).split())}", file=sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``hrl-extender``; returns the exit status (see the module docstring)."""
+    args = _parser().parse_args(argv)
+    # Imports after argument parsing so `--help` stays fast.
+    from policy.config import ConfigError
+    from policy.observe import ObjectError
+
+    from .config import build_policy, load_extender_config, load_topology
+
+    try:
+        config = load_extender_config(args.config)
+    except ConfigError as exc:
+        return _fail("; ".join(str(exc).splitlines()))
+    if args.port is not None and not 0 <= args.port <= 65535:
+        return _fail(f"--port: must be 0..65535, got {args.port}")
+
+    logging.basicConfig(stream=sys.stderr, level=config.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log = logging.getLogger("extender")
+
+    import uvicorn
+    from prometheus_client import CollectorRegistry
+
+    from .server import make_app
+    from .store import SnapshotStore
+
+    store = SnapshotStore()
+    policy = build_policy(config)
+    try:
+        graph, warnings = load_topology(config)
+    except ImportError as exc:
+        return _fail(f"topology.sources: the call-graph loader is unavailable ({exc})")
+    except Exception as exc:  # the loader's own one-line errors (unreadable file, bad content)
+        return _fail(f"topology.sources: {exc}")
+    for w in warnings:
+        log.warning("topology: %s", w)
+    if graph is not None:
+        store.set_graph(graph)
+        log.info("call graph: %d services, %d edges from %d source(s)", len(graph.services), len(graph.edges),
+                 len(config.topology.sources))
+
+    snap_path = args.snapshot or config.snapshot_file
+    if snap_path:
+        try:
+            view = store.load_file(snap_path)
+        except ObjectError as exc:
+            return _fail(f"snapshot: {exc}")
+        assert view.snapshot is not None
+        log.info("snapshot %s: %d nodes, %d pods", snap_path, len(view.snapshot.nodes), len(view.snapshot.pods))
+    else:
+        log.warning("no snapshot: scores stay neutral and /readyz answers 503 until one is loaded")
+
+    app = make_app(config, store, policy, CollectorRegistry())
+    host = args.host or config.listen.host
+    port = config.listen.port if args.port is None else args.port
+    log.info("serving on http://%s:%d%s (policy %s)", host, port, config.url_prefix, policy.name)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, access_log=False, lifespan="off",
+                                           log_level=config.log_level.lower(), log_config=None))
+
+    def on_signal(signum: int, frame: object) -> None:
+        # uvicorn handles SIGINT/SIGTERM while serving and re-raises the signal afterwards with the
+        # previous handler: this one, so a graceful shutdown ends with status 0, not death by signal.
+        server.should_exit = True
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, on_signal)
+    try:
+        server.run()
+    except SystemExit as exc:  # uvicorn exits 1 when it cannot bind
+        return int(exc.code or 0) if isinstance(exc.code, int) else 1
+    return 0 if server.started else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""The extender's decisions as pure functions (no HTTP): parsed request + store view + placement policy
+→ wire reply + an outcome label for metrics.
+
+Scoring fails open (DESIGN.md section 2): a missing or stale snapshot, a pod whose service the call graph
+does not know, candidates the snapshot lacks, an exception inside the policy or non-finite scores all give
+**neutral** scores (every candidate 0), so kube-scheduler's own plugins decide. Filtering rejects only the
+policy's hard constraints; "no fit" is a normal reply with reasons, and any trouble passes every node.
+
+The all-equal fallback on error follows kubernetes-sigs/scheduler-plugins' scoring plugins (e.g.
+``pkg/networkaware/networkoverhead``), which return equal scores rather than failing the cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from policy.lowlevel import MAX_EXTENDER_PRIORITY, PlacementPolicy
+
+from .store import StoreView
+from .wire import (
+    ExtenderFilterResult,
+    HostPriority,
+    ParsedArgs,
+    build_filter_result,
+    build_host_priorities,
+    neutral_host_priorities,
+)
+
+__all__ = ["PRIORITIZE_OUTCOMES", "FILTER_OUTCOMES", "prioritize", "filter_nodes"]
+
+log = logging.getLogger(__name__)
+
+#: Every outcome label :func:`prioritize` returns (the ``outcome`` label of ``hrl_extender_prioritize_total``).
+#: ``ok``: the policy's scores; every other label: neutral scores, and why.
+PRIORITIZE_OUTCOMES: tuple[str, ...] = (
+    "ok",
+    "neutral_no_snapshot",      # no snapshot loaded yet
+    "neutral_stale",            # the snapshot is older than maxSnapshotAgeSeconds
+    "neutral_unknown_service",  # the pod's service is not in the call graph
+    "neutral_unknown_nodes",    # none of the candidates is in the snapshot
+    "neutral_error",            # the policy raised, or returned the wrong shape
+    "neutral_nonfinite",        # the policy returned NaN or infinity
+)
+
+#: Every outcome label :func:`filter_nodes` returns (the ``outcome`` label of ``hrl_extender_filter_total``).
+FILTER_OUTCOMES: tuple[str, ...] = (
+    "ok",           # every candidate passes
+    "filtered",     # some candidates rejected, some pass
+    "no_fit",       # every candidate rejected (still a normal reply with reasons)
+    "no_snapshot",  # no snapshot: every candidate passes (fail open)
+    "stale",        # stale snapshot: every candidate passes (fail open)
+    "error",        # the policy raised or answered garbage: every candidate passes (fail open)
+)
+
+
+def _precheck(view: StoreView, max_snapshot_age_s: float, now_s: float | None) -> str | None:
+    if not view.ready:
+        return "no_snapshot"
+    if max_snapshot_age_s > 0:
+        t = now_s if now_s is not None else time.time()
+        if view.is_stale(t, max_snapshot_age_s):
+            return "stale"
+    return None
+
+
+def prioritize(parsed: ParsedArgs, view: StoreView, policy: PlacementPolicy, *,
+               max_snapshot_age_s: float = 0.0, now_s: float | None = None) -> tuple[list[HostPriority], str]:
+    """Score ``parsed.node_names`` for ``parsed.pod`` with ``policy.score`` on ``view``.
+
+    Returns ``(reply, outcome)``: ``reply`` has one ``{"Host", "Score"}`` per candidate in request order,
+    integer scores in 0..10 (the policy's values rounded half up and clamped); ``outcome`` is one of
+    :data:`PRIORITIZE_OUTCOMES`. Candidates the snapshot lacks score 0 (neutral) and are not shown to
+    the policy. ``max_snapshot_age_s``: older snapshots count as stale (``<= 0``: never); ``now_s``: the
+    current time on the store's clock (default :func:`time.time`). Never raises for policy failures.
+    """
+    names = parsed.node_names
+    pre = _precheck(view, max_snapshot_age_s, now_s)
+    if pre is not None:
+        return neutral_host_priorities(names), "neutral_" + pre
+    assert view.index is not None
+    if not names:
+        return [], "ok"
+    if parsed.pod.service not in view.graph.services:
+        return neutral_host_priorities(names), "neutral_unknown_service"
+    known = [i for i, n in enumerate(names) if n in view.index.node_pos]
+    if not known:
+        return neutral_host_priorities(names), "neutral_unknown_nodes"
+    cands = [names[i] for i in known]
+    try:
+        raw = np.asarray(policy.score(parsed.pod, cands, view.index, view.intent), dtype=np.float64)
+    except Exception as exc:
+        log.warning("prioritize: policy %r raised %s: %s (neutral scores for pod %s)",
+                    getattr(policy, "name", type(policy).__name__), type(exc).__name__, exc, parsed.pod.key,
+                    exc_info=log.isEnabledFor(logging.DEBUG))
+        return neutral_host_priorities(names), "neutral_error"
+    if raw.shape != (len(cands),):
+        log.warning("prioritize: policy %r returned shape %s for %d candidates (neutral scores)",
+                    getattr(policy, "name", type(policy).__name__), raw.shape, len(cands))
+        return neutral_host_priorities(names), "neutral_error"
+    if not np.all(np.isfinite(raw)):
+        log.warning("prioritize: policy %r returned non-finite scores (neutral scores for pod %s)",
+                    getattr(policy, "name", type(policy).__name__), parsed.pod.key)
+        return neutral_host_priorities(names), "neutral_nonfinite"
+    full = np.zeros(len(names))
+    full[known] = np.clip(raw, 0.0, MAX_EXTENDER_PRIORITY)
+    return build_host_priorities(names, full), "ok"
+
+
+def _clean_failures(failed: object, candidates: Sequence[str], policy_name: str) -> dict[str, str]:
+    if not isinstance(failed, dict):
+        raise TypeError(f"filter returned {type(failed).__name__}, expected dict[str, str]")
+    cand = set(candidates)
+    out: dict[str, str] = {}
+    for k, v in failed.items():
+        if k in cand:
+            reason = " ".join(str(v).split()) if v is not None else ""
+            out[str(k)] = reason or f"rejected by {policy_name}"
+    return out
+
+
+def filter_nodes(parsed: ParsedArgs, view: StoreView, policy: PlacementPolicy, *,
+                 max_snapshot_age_s: float = 0.0, now_s: float | None = None) -> tuple[ExtenderFilterResult, str]:
+    """Reject the candidates that violate ``policy.filter``'s hard constraints.
+
+    Returns ``(reply, outcome)``: an ``ExtenderFilterResult`` in the request's mode with the passing
+    candidates, ``FailedNodes`` = the policy's ``{node: reason}``, ``FailedAndUnresolvableNodes = {}``,
+    ``Error = ""``; ``outcome`` is one of :data:`FILTER_OUTCOMES`. Without a (fresh) snapshot, or when the
+    policy raises, every candidate passes (fail open). Candidates the snapshot lacks pass. Never raises
+    for policy failures.
+    """
+    names = parsed.node_names
+    pre = _precheck(view, max_snapshot_age_s, now_s)
+    if pre is not None:
+        return build_filter_result(parsed, {}), pre
+    assert view.index is not None
+    pname = getattr(policy, "name", type(policy).__name__)
+    known = [n for n in names if n in view.index.node_pos]
+    try:
+        failed = _clean_failures(policy.filter(parsed.pod, known, view.index), known, pname) if known else {}
+    except Exception as exc:
+        log.warning("filter: policy %r raised %s: %s (every node passes for pod %s)",
+                    pname, type(exc).__name__, exc, parsed.pod.key, exc_info=log.isEnabledFor(logging.DEBUG))
+        return build_filter_result(parsed, {}), "error"
+    result = build_filter_result(parsed, failed)
+    if not failed:
+        outcome = "ok"
+    elif len(failed) >= len(set(names)):
+        outcome = "no_fit"
+    else:
+        outcome = "filtered"
+    return result, outcome

@@ -1,0 +1,167 @@
+"""The extender's in-memory view of the cluster: the latest :class:`~policy.state.ClusterSnapshot`, its
+:class:`~policy.index.ClusterIndex`, the call graph and the high-level intent.
+
+Nothing on the request path touches the network or builds an index (DESIGN.md section 2): feeders —
+the simulator in-process, a static ``kubectl get nodes,pods,pdb -A -o json`` file (:meth:`SnapshotStore.load_file`),
+later a Kubernetes watch (``extender/kube.py``) — call :meth:`SnapshotStore.update`, which builds the index
+in the caller's thread and then swaps one reference. Request handlers call :meth:`SnapshotStore.get` and
+read an immutable :class:`StoreView`; they never block on a writer.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from policy.index import ClusterIndex
+from policy.observe import load_objects, snapshot_from_objects
+from policy.state import ClusterSnapshot, ServiceGraph
+
+__all__ = ["StoreView", "SnapshotStore"]
+
+
+@dataclass(frozen=True)
+class StoreView:
+    """One consistent, immutable reading of the store.
+
+    - ``snapshot``: the latest snapshot with the effective call graph applied, ``None`` before the first
+      :meth:`SnapshotStore.update`;
+    - ``index``: :meth:`ClusterIndex.build` of ``snapshot`` (``index.snapshot is snapshot``), ``None`` likewise;
+    - ``graph``: the effective call graph (set with :meth:`SnapshotStore.set_graph`, else the snapshot's own);
+    - ``intent``: the high-level intent vector (see :data:`policy.lowlevel.INTENT_SPEC`), ``None`` = defaults;
+    - ``intent_version``: the producer's label for ``intent`` (e.g. a plan id), ``None`` when unset;
+    - ``updated_at_s``: the store clock's time (unix seconds by default) of the last
+      :meth:`~SnapshotStore.update` or :meth:`~SnapshotStore.touch`, ``None`` before the first;
+    - ``generation``: incremented by every change (snapshot, graph or intent), 0 initially.
+    """
+
+    snapshot: ClusterSnapshot | None = None
+    index: ClusterIndex | None = None
+    graph: ServiceGraph = ServiceGraph()
+    intent: tuple[float, ...] | None = None
+    intent_version: str | None = None
+    updated_at_s: float | None = None
+    generation: int = 0
+
+    @property
+    def ready(self) -> bool:
+        """True once a snapshot has been set."""
+        return self.snapshot is not None and self.index is not None
+
+    def age_s(self, now_s: float) -> float:
+        """Seconds since the snapshot was last updated or touched (``now_s`` on the store's clock);
+        ``inf`` when there is none."""
+        if self.updated_at_s is None:
+            return math.inf
+        return max(0.0, now_s - self.updated_at_s)
+
+    def is_stale(self, now_s: float, max_age_s: float) -> bool:
+        """True when a snapshot exists and is older than ``max_age_s`` seconds; ``max_age_s <= 0`` = never."""
+        return self.ready and max_age_s > 0 and self.age_s(now_s) > max_age_s
+
+
+class SnapshotStore:
+    """Thread-safe holder of the extender's :class:`StoreView`.
+
+    Writers (:meth:`update`, :meth:`set_graph`, :meth:`set_intent`, :meth:`touch`, :meth:`load_file`) are
+    serialised by a lock and publish a new view with one reference assignment; :meth:`get` takes no lock.
+
+    ``clock``: seconds, used for ``updated_at_s`` and staleness (default :func:`time.time`).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time):
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._graph_override: ServiceGraph | None = None
+        self._raw: ClusterSnapshot | None = None
+        self._view = StoreView()
+
+    # ---- reading ---------------------------------------------------------------------------------
+    def get(self) -> StoreView:
+        """The current view (immutable; safe to keep and read from any thread)."""
+        return self._view
+
+    @property
+    def ready(self) -> bool:
+        """True once a snapshot has been set."""
+        return self._view.ready
+
+    # ---- writing ---------------------------------------------------------------------------------
+    def update(self, snapshot: ClusterSnapshot, now_s: float | None = None) -> StoreView:
+        """Replace the snapshot: apply the graph set with :meth:`set_graph` (if any; else the snapshot's
+        own ``graph`` is used), build its :class:`ClusterIndex` in the caller's thread, publish.
+        ``now_s``: the time to record (default: the store clock). Returns the new view."""
+        if not isinstance(snapshot, ClusterSnapshot):
+            raise TypeError(f"snapshot: expected a ClusterSnapshot, got {type(snapshot).__name__}")
+        with self._lock:
+            graph = self._graph_override if self._graph_override is not None else snapshot.graph
+            snap = snapshot if graph is snapshot.graph else snapshot.with_graph(graph)
+            index = ClusterIndex.build(snap)
+            self._raw = snapshot
+            v = self._view
+            self._view = replace(v, snapshot=snap, index=index, graph=graph,
+                                 updated_at_s=self.clock() if now_s is None else float(now_s),
+                                 generation=v.generation + 1)
+            return self._view
+
+    def touch(self, now_s: float | None = None) -> StoreView:
+        """Mark the current snapshot as still current (e.g. a watch that is connected but saw no events),
+        so it does not go stale. No effect before the first :meth:`update`."""
+        with self._lock:
+            v = self._view
+            if v.ready:
+                self._view = replace(v, updated_at_s=self.clock() if now_s is None else float(now_s))
+            return self._view
+
+    def set_graph(self, graph: ServiceGraph | None) -> StoreView:
+        """Use ``graph`` as the call graph for this and every later snapshot (``None``: go back to each
+        snapshot's own graph). The index is reused: it does not depend on the graph."""
+        if graph is not None and not isinstance(graph, ServiceGraph):
+            raise TypeError(f"graph: expected a ServiceGraph or None, got {type(graph).__name__}")
+        with self._lock:
+            self._graph_override = graph
+            v = self._view
+            if self._raw is None:
+                self._view = replace(v, graph=graph or ServiceGraph(), generation=v.generation + 1)
+            else:
+                eff = graph if graph is not None else self._raw.graph
+                snap = self._raw.with_graph(eff)
+                index = replace(v.index, snapshot=snap) if v.index is not None else ClusterIndex.build(snap)
+                self._view = replace(v, snapshot=snap, index=index, graph=eff, generation=v.generation + 1)
+            return self._view
+
+    def set_intent(self, vector: Sequence[float] | None, version: str | int | None = None) -> StoreView:
+        """Set the high-level intent vector passed to the placement policy (``None``: defaults).
+        Components follow :data:`policy.lowlevel.INTENT_SPEC`. Raises ``ValueError`` naming the first
+        non-finite or non-numeric component; nothing changes then."""
+        vec: tuple[float, ...] | None = None
+        if vector is not None:
+            vals = []
+            for i, x in enumerate(vector):
+                try:
+                    f = float(x)
+                except (TypeError, ValueError):
+                    raise ValueError(f"intent[{i}]: expected a number, got {x!r}") from None
+                if not math.isfinite(f):
+                    raise ValueError(f"intent[{i}]: expected a finite number, got {x!r}")
+                vals.append(f)
+            vec = tuple(vals)
+        with self._lock:
+            v = self._view
+            self._view = replace(v, intent=vec, intent_version=None if version is None else str(version),
+                                 generation=v.generation + 1)
+            return self._view
+
+    def load_file(self, path: str | Path, now_s: float | None = None) -> StoreView:
+        """Load a static cluster state — a Kubernetes ``List`` as ``kubectl get nodes,pods,pdb -A -o json``
+        prints it, or any file/directory :func:`policy.observe.load_objects` reads — and :meth:`update`
+        with it. The snapshot's ``taken_at_s`` is the store clock's time. Raises
+        :class:`policy.observe.ObjectError` (one line naming file, object, field, value); nothing changes then."""
+        objs = load_objects(path)
+        t = self.clock() if now_s is None else float(now_s)
+        snap = snapshot_from_objects(objs, taken_at_s=t)
+        return self.update(snap, now_s=t)

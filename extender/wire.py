@@ -1,0 +1,442 @@
+"""The kube-scheduler extender wire format (k8s.io/kube-scheduler/extender/v1, ``types.go``), as
+kube-scheduler's ``HTTPExtender`` (``pkg/scheduler/extender.go``) sends and reads it.
+
+Facts this module implements (DESIGN.md section 5):
+
+- The Go structs carry no json tags, so the keys are the Go field names: a request is
+  ``{"Pod": <core/v1 Pod>, "Nodes": <core/v1 NodeList> | null, "NodeNames": [str] | null}``.
+  ``NodeNames`` is filled when the extender is configured ``nodeCacheCapable: true``, ``Nodes``
+  (``{"metadata": {}, "items": [<Node>, ...]}``) when ``false``; the other one is ``null``.
+- Go's ``encoding/json`` matches keys case-insensitively (exact match first, else Unicode case
+  folding; a later duplicate overwrites an earlier one). We accept any casing of the top-level keys
+  and of the NodeList's ``items`` the same way. The embedded Pod and Node objects are ordinary
+  camelCase API JSON (their structs do have json tags) and go through :mod:`policy.observe`.
+- A filter reply is ``{"Nodes": ..., "NodeNames": ..., "FailedNodes": {node: reason},
+  "FailedAndUnresolvableNodes": {node: reason}, "Error": ""}`` with the feasible subset in the same
+  field the request used (the scheduler reads ``NodeNames`` when ``nodeCacheCapable``, else
+  ``Nodes``); a name the request did not carry is an error to the scheduler.
+- A prioritize reply is ``[{"Host": node, "Score": int}]`` (``HostPriorityList``, ``Score int64``:
+  a JSON number with a fraction fails Go's decoder). kube-scheduler does not clamp; the range is
+  ``MinExtenderPriority`` 0 .. ``MaxExtenderPriority`` 10, so we clamp.
+
+Errors: :class:`WireError`, one line naming the field and the offending value, e.g.
+``NodeNames[2]: expected a string, got 5``. The server maps it to HTTP 400.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
+
+import numpy as np
+
+from policy.lowlevel import MAX_EXTENDER_PRIORITY
+from policy.observe import ObjectError, parse_node, parse_pod
+from policy.state import NodeInfo, PodInfo
+
+__all__ = [
+    "MIN_EXTENDER_PRIORITY",
+    "MAX_EXTENDER_PRIORITY",
+    "WireError",
+    "NodeListJSON",
+    "ExtenderArgs",
+    "ExtenderFilterResult",
+    "HostPriority",
+    "ParsedArgs",
+    "Mode",
+    "parse_extender_args",
+    "build_filter_result",
+    "build_host_priorities",
+    "neutral_host_priorities",
+    "make_extender_args",
+    "decode_filter_result",
+    "decode_host_priorities",
+    "encode_json",
+]
+
+MIN_EXTENDER_PRIORITY = 0  # k8s.io/kube-scheduler/extender/v1 MinExtenderPriority
+
+Mode = Literal["NodeNames", "Nodes"]
+
+
+class WireError(ValueError):
+    """A request (or, on the client side, a reply) does not follow the extender wire format.
+    ``str()`` is one line: ``<field>: <problem>, got <value>``."""
+
+
+# ---- wire JSON shapes (TypedDicts: DESIGN.md section 6) --------------------------------------------
+
+class NodeListJSON(TypedDict, total=False):
+    """core/v1 NodeList as Go's encoding/json writes it: ``{"metadata": {}, "items": [Node, ...]}``."""
+
+    metadata: dict[str, Any]
+    items: list[dict[str, Any]]
+
+
+class ExtenderArgs(TypedDict):
+    """extenderv1.ExtenderArgs: the body of ``POST {urlPrefix}/filter`` and ``/prioritize``
+    (Go field names as keys; exactly one of ``Nodes`` / ``NodeNames`` is non-null)."""
+
+    Pod: dict[str, Any]
+    Nodes: NodeListJSON | None
+    NodeNames: list[str] | None
+
+
+class ExtenderFilterResult(TypedDict):
+    """extenderv1.ExtenderFilterResult: the reply to ``filter``. The feasible subset goes in the field
+    the request used; ``FailedNodes`` / ``FailedAndUnresolvableNodes`` map node → reason; ``Error`` is
+    ``""`` unless the whole call failed."""
+
+    Nodes: NodeListJSON | None
+    NodeNames: list[str] | None
+    FailedNodes: dict[str, str]
+    FailedAndUnresolvableNodes: dict[str, str]
+    Error: str
+
+
+class HostPriority(TypedDict):
+    """extenderv1.HostPriority: one element of the reply to ``prioritize``; ``Score`` an int in 0..10."""
+
+    Host: str
+    Score: int
+
+
+@dataclass(frozen=True)
+class ParsedArgs:
+    """A validated ``ExtenderArgs``.
+
+    - ``pod``: the pod being scheduled (:func:`policy.observe.parse_pod` of ``Pod``);
+    - ``node_names``: the candidate node names in request order (from ``NodeNames``, or from
+      ``Nodes.items[*].metadata.name``);
+    - ``mode``: which field carried the candidates, ``"NodeNames"`` (nodeCacheCapable: true) or
+      ``"Nodes"`` (false); replies use the same field;
+    - ``nodes``: the parsed candidate Node objects in ``Nodes`` mode, else ``None``;
+    - ``node_items``: the raw Node JSON objects in ``Nodes`` mode (echoed in filter replies), else ``None``;
+    - ``nodes_metadata``: the NodeList's ``metadata`` as sent (echoed), ``{}`` when absent.
+    """
+
+    pod: PodInfo
+    node_names: list[str]
+    mode: Mode
+    nodes: list[NodeInfo] | None = None
+    node_items: list[Mapping[str, Any]] | None = None
+    nodes_metadata: Mapping[str, Any] | None = None
+
+
+# ---- helpers ---------------------------------------------------------------------------------------
+
+def _show(v: Any, limit: int = 60) -> str:
+    """A short one-line rendering of a JSON value for error messages."""
+    if isinstance(v, Mapping):
+        return "an object"
+    if isinstance(v, list):
+        return f"a list of {len(v)}"
+    s = json.dumps(v, ensure_ascii=True) if isinstance(v, (str, int, float, bool)) or v is None else repr(v)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def _fold_lookup(obj: Mapping[str, Any], fields: Sequence[str]) -> dict[str, tuple[bool, Any]]:
+    """Go encoding/json field matching: for each JSON key in document order, an exact match of a field
+    name wins, else a case-folded match; a later key for the same field overwrites an earlier one.
+    Returns ``{field: (present, value)}`` for every name in ``fields``."""
+    exact = {f: f for f in fields}
+    folded = {f.casefold(): f for f in fields}
+    out: dict[str, tuple[bool, Any]] = {f: (False, None) for f in fields}
+    for k, v in obj.items():
+        if not isinstance(k, str):
+            continue
+        f = exact.get(k) or folded.get(k.casefold())
+        if f is not None:
+            out[f] = (True, v)
+    return out
+
+
+def _one_line(msg: str) -> str:
+    return " ".join(str(msg).split())
+
+
+def _load_body(body: bytes | bytearray | str | Mapping[str, Any]) -> Mapping[str, Any]:
+    if isinstance(body, Mapping):
+        return body
+    if isinstance(body, (bytes, bytearray)):
+        if not body.strip():
+            raise WireError("body: empty; expected a JSON ExtenderArgs object")
+        try:
+            text = bytes(body).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise WireError(f"body: not UTF-8 (invalid byte at offset {exc.start})") from None
+    elif isinstance(body, str):
+        text = body
+        if not text.strip():
+            raise WireError("body: empty; expected a JSON ExtenderArgs object")
+    else:
+        raise WireError(f"body: expected JSON bytes or an object, got {type(body).__name__}")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise WireError(f"body: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})") from None
+    except RecursionError:
+        raise WireError("body: invalid JSON (nested too deeply)") from None
+    if not isinstance(doc, Mapping):
+        raise WireError(f"body: expected a JSON object (ExtenderArgs), got {_show(doc)}")
+    return doc
+
+
+# ---- requests ----------------------------------------------------------------------------------------
+
+def parse_extender_args(body: bytes | bytearray | str | Mapping[str, Any]) -> ParsedArgs:
+    """Validate and parse an ``ExtenderArgs`` request body.
+
+    ``body``: the raw HTTP body (UTF-8 JSON bytes or str) or an already-decoded object. Top-level keys
+    ``Pod``, ``Nodes``, ``NodeNames`` in any casing; unknown keys are ignored (as Go does).
+    Exactly one of ``Nodes`` / ``NodeNames`` must be non-null.
+
+    Raises :class:`WireError` (one line naming the field and value) for: invalid JSON, a non-object
+    body, ``Pod`` missing/null/not an object/unparseable, ``NodeNames`` not a list or an entry not a
+    non-empty string, ``Nodes`` not a NodeList object or an item not a parseable Node, both node fields
+    null/absent, or both set.
+    """
+    doc = _load_body(body)
+    f = _fold_lookup(doc, ("Pod", "Nodes", "NodeNames"))
+
+    has_pod, pod_obj = f["Pod"]
+    if not has_pod:
+        raise WireError("Pod: missing")
+    if pod_obj is None:
+        raise WireError("Pod: null; expected the Pod being scheduled")
+    if not isinstance(pod_obj, Mapping):
+        raise WireError(f"Pod: expected an object, got {_show(pod_obj)}")
+    try:
+        pod = parse_pod(pod_obj)
+    except ObjectError as exc:
+        raise WireError(f"Pod: {_one_line(exc)}") from None
+    except Exception as exc:  # a shape parse_pod did not anticipate (e.g. a list where a map belongs)
+        raise WireError(f"Pod: cannot parse: {type(exc).__name__}: {_one_line(exc)}") from None
+
+    _, names_val = f["NodeNames"]
+    _, nodes_val = f["Nodes"]
+    if names_val is None and nodes_val is None:
+        raise WireError("NodeNames, Nodes: both null or missing; exactly one must carry the candidate "
+                        "nodes (NodeNames when nodeCacheCapable is true, Nodes otherwise)")
+    if names_val is not None and nodes_val is not None:
+        raise WireError("NodeNames, Nodes: both set; exactly one must carry the candidate nodes")
+
+    if names_val is not None:
+        if not isinstance(names_val, list):
+            raise WireError(f"NodeNames: expected a list of strings, got {_show(names_val)}")
+        names: list[str] = []
+        for i, n in enumerate(names_val):
+            if not isinstance(n, str):
+                raise WireError(f"NodeNames[{i}]: expected a string, got {_show(n)}")
+            if not n:
+                raise WireError(f'NodeNames[{i}]: empty node name ""')
+            names.append(n)
+        return ParsedArgs(pod=pod, node_names=names, mode="NodeNames")
+
+    if not isinstance(nodes_val, Mapping):
+        raise WireError(f"Nodes: expected a NodeList object, got {_show(nodes_val)}")
+    lf = _fold_lookup(nodes_val, ("items", "metadata"))
+    _, items = lf["items"]
+    _, meta = lf["metadata"]
+    if items is None:
+        items = []  # Go: a NodeList without items decodes to zero candidates
+    if not isinstance(items, list):
+        raise WireError(f"Nodes.items: expected a list of Node objects, got {_show(items)}")
+    nodes: list[NodeInfo] = []
+    for i, it in enumerate(items):
+        if not isinstance(it, Mapping):
+            raise WireError(f"Nodes.items[{i}]: expected a Node object, got {_show(it)}")
+        try:
+            nodes.append(parse_node(it))
+        except ObjectError as exc:
+            raise WireError(f"Nodes.items[{i}]: {_one_line(exc)}") from None
+        except Exception as exc:
+            raise WireError(f"Nodes.items[{i}]: cannot parse: {type(exc).__name__}: {_one_line(exc)}") from None
+    return ParsedArgs(
+        pod=pod,
+        node_names=[n.name for n in nodes],
+        mode="Nodes",
+        nodes=nodes,
+        node_items=list(items),
+        nodes_metadata=dict(meta) if isinstance(meta, Mapping) else {},
+    )
+
+
+def make_extender_args(pod: Mapping[str, Any], node_names: Sequence[str] | None = None,
+                       nodes: Sequence[Mapping[str, Any]] | None = None) -> ExtenderArgs:
+    """The ``ExtenderArgs`` kube-scheduler would send for ``pod`` and exactly one of ``node_names``
+    (nodeCacheCapable: true) or ``nodes`` (full Node objects; false).
+
+    As in kube-scheduler, the objects come from typed informers, so ``kind`` / ``apiVersion`` are
+    dropped from the Pod and from each Node; the NodeList is ``{"metadata": {}, "items": [...]}``.
+    Raises ``ValueError`` when both or neither of ``node_names`` / ``nodes`` are given.
+    """
+    if (node_names is None) == (nodes is None):
+        raise ValueError("make_extender_args: give exactly one of node_names or nodes")
+    strip = ("kind", "apiVersion")
+    pod_json = {k: v for k, v in pod.items() if k not in strip}
+    if node_names is not None:
+        return {"Pod": pod_json, "Nodes": None, "NodeNames": [str(n) for n in node_names]}
+    items = [{k: v for k, v in n.items() if k not in strip} for n in nodes or ()]
+    return {"Pod": pod_json, "Nodes": {"metadata": {}, "items": items}, "NodeNames": None}
+
+
+# ---- replies -----------------------------------------------------------------------------------------
+
+def build_filter_result(parsed: ParsedArgs, failed: Mapping[str, str],
+                        unresolvable: Mapping[str, str] | None = None, error: str = "") -> ExtenderFilterResult:
+    """The filter reply for ``parsed``: every candidate not in ``failed`` or ``unresolvable`` passes,
+    in request order, in the same field the request used (``NodeNames`` or ``Nodes`` with the passing
+    Node objects exactly as received); the other field is ``null``.
+
+    ``failed`` / ``unresolvable``: ``{node: reason}``; names that were not candidates are dropped
+    (kube-scheduler only knows its candidates). ``FailedAndUnresolvableNodes`` is ``{}`` when none.
+    """
+    cand = set(parsed.node_names)
+    fail = {str(k): str(v) for k, v in failed.items() if k in cand}
+    unres = {str(k): str(v) for k, v in (unresolvable or {}).items() if k in cand}
+    rejected = fail.keys() | unres.keys()
+    out: ExtenderFilterResult = {
+        "Nodes": None,
+        "NodeNames": None,
+        "FailedNodes": fail,
+        "FailedAndUnresolvableNodes": unres,
+        "Error": str(error),
+    }
+    if parsed.mode == "NodeNames":
+        out["NodeNames"] = [n for n in parsed.node_names if n not in rejected]
+    else:
+        items = parsed.node_items or []
+        kept = [it for it, name in zip(items, parsed.node_names) if name not in rejected]
+        out["Nodes"] = {"metadata": dict(parsed.nodes_metadata or {}), "items": kept}
+    return out
+
+
+def _to_int_score(x: float) -> int:
+    if not math.isfinite(x):
+        return MIN_EXTENDER_PRIORITY
+    v = math.floor(x + 0.5)  # round half up
+    return int(min(MAX_EXTENDER_PRIORITY, max(MIN_EXTENDER_PRIORITY, v)))
+
+
+def build_host_priorities(node_names: Sequence[str], scores: Sequence[float] | np.ndarray) -> list[HostPriority]:
+    """The prioritize reply: one ``{"Host", "Score"}`` per candidate, in order. ``scores`` (any real
+    numbers, one per name) are rounded half up to integers and clamped to 0..10; NaN/inf become 0.
+    Raises ``ValueError`` when the lengths differ."""
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if len(s) != len(node_names):
+        raise ValueError(f"scores: expected {len(node_names)} values (one per candidate), got {len(s)}")
+    return [{"Host": str(n), "Score": _to_int_score(float(v))} for n, v in zip(node_names, s)]
+
+
+def neutral_host_priorities(node_names: Sequence[str]) -> list[HostPriority]:
+    """Every candidate scored 0: the neutral answer (kube-scheduler's own plugins decide alone)."""
+    return [{"Host": str(n), "Score": MIN_EXTENDER_PRIORITY} for n in node_names]
+
+
+def encode_json(reply: Any) -> bytes:
+    """Compact UTF-8 JSON of a reply (no NaN: replies never carry non-finite numbers)."""
+    return json.dumps(reply, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+# ---- the scheduler's side: how HTTPExtender reads replies (used by tests and the demo) ---------------
+
+def _decode_doc(body: bytes | str | Any, what: str) -> Any:
+    if isinstance(body, (bytes, bytearray, str)):
+        try:
+            return json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise WireError(f"{what}: invalid JSON ({_one_line(exc)})") from None
+    return body
+
+
+def _go_int64(v: Any, field: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise WireError(f"{field}: expected an integer (Go int64), got {_show(v)}")
+    if not -(2 ** 63) <= v < 2 ** 63:
+        raise WireError(f"{field}: integer out of int64 range, got {v}")
+    return v
+
+
+def decode_host_priorities(body: bytes | str | Any, candidates: Sequence[str] | None = None) -> dict[str, int]:
+    """Read a prioritize reply the way kube-scheduler does (case-insensitive keys, ``Score`` a Go int64)
+    and return ``{host: score}``. With ``candidates``, also check what we promise beyond the scheduler's
+    own checks: exactly one entry per candidate, scores in 0..10. Raises :class:`WireError`."""
+    doc = _decode_doc(body, "prioritize reply")
+    if not isinstance(doc, list):
+        raise WireError(f"prioritize reply: expected a list of HostPriority, got {_show(doc)}")
+    out: dict[str, int] = {}
+    for i, hp in enumerate(doc):
+        if not isinstance(hp, Mapping):
+            raise WireError(f"prioritize reply[{i}]: expected an object, got {_show(hp)}")
+        f = _fold_lookup(hp, ("Host", "Score"))
+        host = f["Host"][1]
+        if not isinstance(host, str):
+            raise WireError(f"prioritize reply[{i}].Host: expected a string, got {_show(host)}")
+        score = _go_int64(f["Score"][1] if f["Score"][0] else 0, f"prioritize reply[{i}].Score")
+        if candidates is not None:
+            if host in out:
+                raise WireError(f"prioritize reply[{i}].Host: duplicate host {host!r}")
+            if not MIN_EXTENDER_PRIORITY <= score <= MAX_EXTENDER_PRIORITY:
+                raise WireError(f"prioritize reply[{i}].Score: outside 0..10, got {score}")
+        out[host] = score
+    if candidates is not None and set(out) != set(candidates):
+        missing = sorted(set(candidates) - set(out))
+        extra = sorted(set(out) - set(candidates))
+        raise WireError(f"prioritize reply: hosts differ from the candidates (missing {missing}, extra {extra})")
+    return out
+
+
+def decode_filter_result(body: bytes | str | Any, candidates: Sequence[str],
+                         node_cache_capable: bool) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """Read a filter reply the way kube-scheduler's ``HTTPExtender.Filter`` does and return
+    ``(passing node names, FailedNodes, FailedAndUnresolvableNodes)``.
+
+    Rules (pkg/scheduler/extender.go): a non-empty ``Error`` is an error; when ``node_cache_capable`` and
+    ``NodeNames`` is non-null it is the result, else a non-null ``Nodes`` is (``items[*].metadata.name``);
+    every returned name must be one of ``candidates``; both null means nothing passes.
+    Raises :class:`WireError`."""
+    doc = _decode_doc(body, "filter reply")
+    if not isinstance(doc, Mapping):
+        raise WireError(f"filter reply: expected an ExtenderFilterResult object, got {_show(doc)}")
+    f = _fold_lookup(doc, ("Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"))
+    err = f["Error"][1]
+    if err not in (None, ""):
+        raise WireError(f"filter reply.Error: {_show(err)}")
+    cand = set(candidates)
+    passed: list[str] = []
+    names, nodes = f["NodeNames"][1], f["Nodes"][1]
+    if node_cache_capable and names is not None:
+        if not isinstance(names, list):
+            raise WireError(f"filter reply.NodeNames: expected a list, got {_show(names)}")
+        for i, n in enumerate(names):
+            if not isinstance(n, str):
+                raise WireError(f"filter reply.NodeNames[{i}]: expected a string, got {_show(n)}")
+            passed.append(n)
+    elif nodes is not None:
+        if not isinstance(nodes, Mapping):
+            raise WireError(f"filter reply.Nodes: expected a NodeList object, got {_show(nodes)}")
+        items = _fold_lookup(nodes, ("items",))["items"][1] or []
+        if not isinstance(items, list):
+            raise WireError(f"filter reply.Nodes.items: expected a list, got {_show(items)}")
+        for i, it in enumerate(items):
+            name = ((it or {}).get("metadata") or {}).get("name") if isinstance(it, Mapping) else None
+            if not isinstance(name, str):
+                raise WireError(f"filter reply.Nodes.items[{i}].metadata.name: expected a string, got {_show(name)}")
+            passed.append(name)
+    for i, n in enumerate(passed):
+        if n not in cand:
+            raise WireError(f"filter reply: node {n!r} (entry {i}) was not in the request's candidates")
+    maps: list[dict[str, str]] = []
+    for key in ("FailedNodes", "FailedAndUnresolvableNodes"):
+        m = f[key][1]
+        if m is None:
+            maps.append({})
+            continue
+        if not isinstance(m, Mapping) or not all(isinstance(v, str) for v in m.values()):
+            raise WireError(f"filter reply.{key}: expected an object of node → reason strings, got {_show(m)}")
+        maps.append(dict(m))
+    return passed, maps[0], maps[1]

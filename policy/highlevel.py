@@ -1,0 +1,392 @@
+"""The high-level (descheduling) policy: which pods should move, and what intent goes down to the extender.
+
+The descheduler calls a :class:`HighLevelPolicy` once per cycle on a fresh snapshot; the simulator calls the
+same object between simulated periods. A policy only *plans*: it never evicts. The descheduler's guards
+(PodDisruptionBudgets, caps, cooldown, feasibility) decide which planned moves actually happen, and
+kube-scheduler (through the extender) decides where an evicted pod lands: ``Move.to_node`` is advice.
+
+Contract (``plan(snapshot, index, placement) -> Plan``):
+
+- ``index`` is ``ClusterIndex.build(snapshot)``; ``placement`` is the low-level policy the extender serves
+  (its ``filter`` decides where a pod may go, its ``score`` how much better a node is);
+- ``Plan.moves``: at most one move per pod, sorted by ``gain`` (descending, ties by pod key);
+- ``Plan.replica_targets``: ``namespace/name`` → replicas (empty: no scaling opinion);
+- ``Plan.intent``: the intent vector (see :data:`policy.lowlevel.INTENT_SPEC`) for the extender;
+- deterministic: the same inputs give the same plan.
+
+:class:`RebalanceHeuristic` is the first (hand-written) high-level policy; learned ones come later.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .index import ClusterIndex
+from .lowlevel import INTENT_SPEC, PlacementPolicy
+from .state import ClusterSnapshot, Move, NodeInfo, Plan, PodInfo, Resources
+
+__all__ = [
+    "HighLevelPolicy",
+    "RebalanceHeuristic",
+    "default_intent",
+    "node_admits",
+    "structurally_movable",
+    "node_cpu_utilization",
+    "SYSTEM_CRITICAL_PRIORITY",
+    "SYSTEM_CRITICAL_CLASSES",
+]
+
+#: k8s.io/kubernetes pkg/apis/scheduling SystemCriticalPriority = 2 * HighestUserDefinablePriority (1e9).
+SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
+#: The built-in PriorityClasses of system components (pkg/apis/scheduling/types.go).
+SYSTEM_CRITICAL_CLASSES = ("system-cluster-critical", "system-node-critical")
+
+_TAINT_EFFECTS_THAT_REPEL = ("NoSchedule", "NoExecute")
+_DONE_PHASES = ("Succeeded", "Failed")
+
+
+@runtime_checkable
+class HighLevelPolicy(Protocol):
+    """What the descheduler and the simulator need from a high-level policy."""
+
+    name: str
+
+    def plan(self, snapshot: ClusterSnapshot, index: ClusterIndex, placement: PlacementPolicy) -> Plan: ...
+
+
+def default_intent() -> tuple[float, ...]:
+    """The intent vector with every component at its default from :data:`INTENT_SPEC`
+    (``(locality_weight, balance_weight)`` = ``(1.0, 1.0)`` today)."""
+    return tuple(float(default) for _name, _doc, default in INTENT_SPEC)
+
+
+def node_admits(pod: PodInfo, node: NodeInfo, pods_on_node: int | None = None) -> str | None:
+    """Why kube-scheduler would refuse ``node`` for ``pod`` on grounds the resource filter does not see,
+    or ``None`` when it would not.
+
+    Checks (k8s.io/kubernetes pkg/scheduler/framework/plugins): TaintToleration (an untolerated
+    ``NoSchedule``/``NoExecute`` taint), NodeAffinity's ``spec.nodeSelector`` part (every key/value must be
+    a node label), NodeUnschedulable, node Ready, and the node's pod-count limit (``allocatable_pods``,
+    when ``pods_on_node`` is given). Resource fit is :func:`policy.lowlevel.resource_fit_failures`.
+    """
+    if node.unschedulable:
+        return "node is unschedulable (cordoned)"
+    if not node.ready:
+        return "node is not Ready"
+    for taint in node.taints:
+        if taint.effect in _TAINT_EFFECTS_THAT_REPEL and not any(t.tolerates(taint) for t in pod.tolerations):
+            return f"untolerated taint {taint.key}={taint.value}:{taint.effect}"
+    for k, v in pod.node_selector.items():
+        if node.labels.get(k) != v:
+            return f"nodeSelector {k}={v} does not match"
+    if pods_on_node is not None and pods_on_node + 1 > node.allocatable_pods:
+        return f"too many pods: node allows {node.allocatable_pods}"
+    return None
+
+
+def structurally_movable(pod: PodInfo) -> bool:
+    """True for a pod that a controller would re-create after an eviction: bound, not terminating, not
+    finished, with a controller owner that is not a DaemonSet, and not a mirror (static) pod.
+    The descheduler's guards check these again (and much more); the planner only skips pods that could
+    never move, so it does not waste a move on them."""
+    return (pod.node_name is not None and not pod.terminating and pod.phase not in _DONE_PHASES
+            and pod.owner is not None and not pod.is_daemonset and not pod.is_mirror)
+
+
+def node_cpu_utilization(index: ClusterIndex) -> np.ndarray:
+    """(N,) float64 CPU utilisation per node of ``index`` (fraction of allocatable, may exceed 1): measured
+    use (``NodeInfo.usage``) where known, else the sum of requests. ``inf`` where allocatable CPU is 0."""
+    load = np.where(np.isnan(index.usage_cpu_m), index.req_cpu_m, index.usage_cpu_m)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        util = np.where(index.alloc_cpu_m > 0, load / np.maximum(index.alloc_cpu_m, 1e-12), np.inf)
+    return util
+
+
+@dataclass(frozen=True, order=True)
+class _Proposal:
+    sort_key: tuple
+    move: Move
+
+
+@dataclass(frozen=True)
+class RebalanceHeuristic:
+    """A hand-written high-level policy: bring chatty services together, take load off hot nodes.
+
+    **Locality.** For a movable pod of service *s* whose chatty neighbours (callers and callees with call
+    rate ``>= min_pair_rps``, from :meth:`ServiceGraph.neighbor_weights`; an unknown rate counts
+    ``default_rps``) have pods on other nodes, the candidate targets are the nodes hosting those neighbours'
+    pods. A target must pass ``placement.filter`` and :func:`node_admits`, must stay below
+    ``overload_threshold`` with the pod added (so a locality move never creates an overload), and must
+    score, by ``placement.score`` under :attr:`intent`, strictly more than ``locality_margin`` points
+    (scores are 0..10) above the pod's current node. ``gain`` = score(target) − score(current).
+
+    **Overload.** A node is overloaded when its CPU utilisation (measured ``NodeInfo.usage`` when known, else
+    the sum of requests, over allocatable) is above ``overload_threshold``. Its movable pods may move to a
+    node that passes the same filters and stays *strictly below* the threshold with the pod added (the pod
+    adds its measured use when known, else its CPU request); among those, the best ``placement.score`` wins.
+    ``gain`` = 10 · min(pod CPU, excess CPU) / (allocatable · (1 − threshold)), capped at 10: relieving the
+    whole band between the threshold and full is worth as much as the best locality move.
+
+    **Selection.** Greedy by gain with re-evaluation (lazy greedy): after each accepted move the planner
+    applies it to a virtual copy of the cluster and re-checks the next proposal there, so two pods of a pair
+    never swap places and a node is not relieved twice. At most one move per pod, at most
+    ``max_moves_per_service`` per service (replicas rebalance gradually), at most ``max_moves`` in all.
+    Sorted by gain (descending), ties by pod key; an empty :class:`Plan` when nothing is worth it.
+
+    Parameters (all finite):
+
+    - ``overload_threshold``: CPU utilisation fraction, in (0, 1]; default 0.85 of allocatable;
+    - ``locality_margin``: score points (0..10 scale) a target must beat the current node by, >= 0; default 1;
+    - ``min_pair_rps``: call rate (requests/s, both directions summed) below which a pair is not chatty, >= 0;
+    - ``default_rps``: rate assumed for a dependency with no measured rate, > 0; default 1;
+    - ``max_moves_per_service``: >= 1; default 1;
+    - ``max_moves``: >= 0, bounds the planning work and the plan; default 50;
+    - ``intent``: the intent vector to score with and to pass down; ``None`` = :func:`default_intent`;
+    - ``excluded_namespaces``, ``evict_local_storage_pods``: pods the descheduler's guards would always refuse
+      (see :meth:`movable`) are not planned, so a move that can never happen does not shape the plan.
+
+    Raises ``ValueError`` (naming the parameter and value) on construction when a parameter is out of range.
+    """
+
+    name: str = "rebalance-heuristic"
+    overload_threshold: float = 0.85
+    locality_margin: float = 1.0
+    min_pair_rps: float = 0.0
+    default_rps: float = 1.0
+    max_moves_per_service: int = 1
+    max_moves: int = 50
+    intent: tuple[float, ...] | None = None
+    excluded_namespaces: tuple[str, ...] = ("kube-system",)
+    evict_local_storage_pods: bool = False
+
+    def __post_init__(self) -> None:
+        def bad(field: str, value: object, want: str) -> ValueError:
+            return ValueError(f"RebalanceHeuristic.{field}: must be {want} (got {value!r})")
+
+        if not (math.isfinite(self.overload_threshold) and 0.0 < self.overload_threshold <= 1.0):
+            raise bad("overload_threshold", self.overload_threshold, "in (0, 1]")
+        if not (math.isfinite(self.locality_margin) and self.locality_margin >= 0.0):
+            raise bad("locality_margin", self.locality_margin, "a finite number >= 0")
+        if not (math.isfinite(self.min_pair_rps) and self.min_pair_rps >= 0.0):
+            raise bad("min_pair_rps", self.min_pair_rps, "a finite number >= 0")
+        if not (math.isfinite(self.default_rps) and self.default_rps > 0.0):
+            raise bad("default_rps", self.default_rps, "a finite number > 0")
+        if self.max_moves_per_service < 1:
+            raise bad("max_moves_per_service", self.max_moves_per_service, ">= 1")
+        if self.max_moves < 0:
+            raise bad("max_moves", self.max_moves, ">= 0")
+        if self.intent is not None:
+            if not all(math.isfinite(float(x)) for x in self.intent):
+                raise bad("intent", self.intent, "finite numbers")
+            object.__setattr__(self, "intent", tuple(float(x) for x in self.intent))
+        object.__setattr__(self, "excluded_namespaces", tuple(self.excluded_namespaces))
+
+    def movable(self, pod: PodInfo) -> bool:
+        """Whether the planner considers ``pod`` at all: :func:`structurally_movable`, not system-critical
+        (priority >= 2000000000 or a ``system-*-critical`` class), not in ``excluded_namespaces``, and without
+        local storage unless ``evict_local_storage_pods``. PodDisruptionBudgets, caps and cooldown are left to
+        the guards (they change from one eviction to the next)."""
+        return (structurally_movable(pod)
+                and pod.priority < SYSTEM_CRITICAL_PRIORITY
+                and pod.priority_class_name not in SYSTEM_CRITICAL_CLASSES
+                and pod.namespace not in self.excluded_namespaces
+                and (self.evict_local_storage_pods or not pod.local_storage))
+
+    # ---- public -----------------------------------------------------------------------------------
+
+    def resolved_intent(self) -> tuple[float, ...]:
+        """:attr:`intent`, with missing trailing components filled from :data:`INTENT_SPEC`."""
+        base = list(default_intent())
+        if self.intent is not None:
+            for i, v in enumerate(self.intent[: len(base)]):
+                base[i] = float(v)
+        return tuple(base)
+
+    def plan(self, snapshot: ClusterSnapshot, index: ClusterIndex, placement: PlacementPolicy) -> Plan:
+        """Plan this cycle's moves (see the class docstring). Pure: reads its arguments, changes nothing."""
+        intent = self.resolved_intent()
+        if self.max_moves == 0 or len(snapshot.nodes) < 2:
+            return Plan(moves=(), replica_targets={}, intent=intent)
+        pods = sorted((p for p in snapshot.pods if self.movable(p) and p.node_name in index.node_pos),
+                      key=lambda p: p.key)
+        service_of = {p.key: p.service for p in pods}
+        view = _View.of(index)
+        heap: list[tuple[tuple, int, str]] = []
+        for p in pods:
+            prop = self._propose(p.key, view, placement, intent)
+            if prop is not None:
+                heapq.heappush(heap, (prop.sort_key, 0, p.key))
+
+        version = 0
+        moves: list[Move] = []
+        per_service: dict[str, int] = {}
+        while heap and len(moves) < self.max_moves:
+            _key, ver, pod_key = heapq.heappop(heap)
+            service = service_of[pod_key]
+            if per_service.get(service, 0) >= self.max_moves_per_service:
+                continue
+            prop = self._propose(pod_key, view, placement, intent)
+            if prop is None:
+                continue
+            if ver != version:  # computed before the last accepted move: re-queue with the fresh gain
+                heapq.heappush(heap, (prop.sort_key, version, pod_key))
+                continue
+            moves.append(prop.move)
+            per_service[service] = per_service.get(service, 0) + 1
+            view = _View.of(ClusterIndex.build(_apply_move(view.index.snapshot, view.pods[pod_key],
+                                                           prop.move.to_node)))
+            version += 1
+        moves.sort(key=lambda m: (-m.gain, m.pod))
+        return Plan(moves=tuple(moves), replica_targets={}, intent=intent)
+
+    # ---- internals --------------------------------------------------------------------------------
+
+    def _propose(self, pod_key: str, view: _View, placement: PlacementPolicy,
+                 intent: tuple[float, ...]) -> _Proposal | None:
+        """The best proposal for pod ``pod_key`` in ``view`` (the cluster as planned so far), or ``None``."""
+        current = view.pods.get(pod_key)
+        if current is None or current.node_name is None or current.node_name not in view.index.node_pos:
+            return None
+        best: _Proposal | None = None
+        for prop in (self._locality(current, view, placement, intent),
+                     self._overload(current, view, placement, intent)):
+            if prop is not None and (best is None or prop.sort_key < best.sort_key):
+                best = prop
+        return best
+
+    def _admissible(self, pod: PodInfo, candidates: Sequence[str], view: _View,
+                    placement: PlacementPolicy) -> list[str]:
+        """Candidates (other than the pod's node) that pass placement.filter and node_admits and stay strictly
+        below the overload threshold with the pod added."""
+        index = view.index
+        others = [c for c in candidates if c != pod.node_name and c in index.node_pos]
+        if not others:
+            return []
+        failed = placement.filter(pod, others, index)
+        nodes = view.nodes
+        out = []
+        for c in others:
+            if c in failed:
+                continue
+            i = index.node_pos[c]
+            if node_admits(pod, nodes[c], int(index.pod_count[i])) is not None:
+                continue
+            if _util_after_add(pod, index, i) >= self.overload_threshold:
+                continue
+            out.append(c)
+        return out
+
+    def _locality(self, pod: PodInfo, view: _View, placement: PlacementPolicy,
+                  intent: tuple[float, ...]) -> _Proposal | None:
+        index = view.index
+        weights = index.snapshot.graph.neighbor_weights(pod.service, self.default_rps)
+        chatty = [s for s, w in sorted(weights.items()) if w > 0 and w >= self.min_pair_rps]
+        here = index.node_pos[pod.node_name]
+        hosts: set[int] = set()
+        for s in chatty:
+            counts = index.service_nodes.get(s)
+            if counts is not None:
+                hosts.update(int(i) for i in np.nonzero(counts > 0)[0] if int(i) != here)
+        if not hosts:
+            return None  # no chatty neighbour sits on another node
+        candidates = [index.node_names[i] for i in sorted(hosts)]
+        targets = self._admissible(pod, candidates, view, placement)
+        if not targets:
+            return None
+        scores = _finite_scores(placement.score(pod, [pod.node_name, *targets], index, intent))
+        cur = float(scores[0])
+        if not math.isfinite(cur):
+            return None  # the policy cannot rate where the pod is now: no basis for a move
+        j = int(np.argmax(scores[1:]))  # first maximum: node order of the index breaks ties
+        best = float(scores[1 + j])
+        if not (best > cur + self.locality_margin):
+            return None
+        gain = best - cur
+        return _Proposal((-gain, 1, pod.key), Move(pod.key, pod.node_name, targets[j], "locality", gain))
+
+    def _overload(self, pod: PodInfo, view: _View, placement: PlacementPolicy,
+                  intent: tuple[float, ...]) -> _Proposal | None:
+        index, util = view.index, view.util
+        i = index.node_pos[pod.node_name]
+        if not (util[i] > self.overload_threshold) or not math.isfinite(util[i]):
+            return None
+        alloc = float(index.alloc_cpu_m[i])
+        excess_m = (util[i] - self.overload_threshold) * alloc
+        pod_m = float(_pod_cpu_contribution(pod, index, i))
+        if pod_m <= 0:
+            return None  # moving it would not relieve anything
+        targets = self._admissible(pod, index.node_names, view, placement)
+        if not targets:
+            return None
+        scores = _finite_scores(placement.score(pod, targets, index, intent))
+        after = np.array([_util_after_add(pod, index, index.node_pos[t]) for t in targets])
+        # Best score, then the coolest node after the move, then node order.
+        j = min(range(len(targets)), key=lambda k: (-scores[k], after[k], k))
+        band = max(1.0 - self.overload_threshold, 1e-9) * alloc
+        gain = min(10.0, 10.0 * min(pod_m, excess_m) / band)
+        key = (-gain, 0, pod_m, pod.key)
+        return _Proposal(key, Move(pod.key, pod.node_name, targets[j], "overload", gain))
+
+
+# ---- helpers ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _View:
+    """The cluster as planned so far: its index, per-node CPU utilisation and lookups, built once per version."""
+
+    index: ClusterIndex
+    util: np.ndarray
+    pods: dict[str, PodInfo]
+    nodes: dict[str, NodeInfo]
+
+    @staticmethod
+    def of(index: ClusterIndex) -> _View:
+        snap = index.snapshot
+        return _View(index, node_cpu_utilization(index), {p.key: p for p in snap.pods},
+                     {n.name: n for n in snap.nodes})
+
+
+def _finite_scores(scores) -> np.ndarray:
+    """A placement policy's scores as float64, with NaN / inf (a misbehaving policy) ranked last."""
+    arr = np.asarray(scores, dtype=np.float64).copy()
+    arr[~np.isfinite(arr)] = -np.inf
+    return arr
+
+
+def _pod_cpu_contribution(pod: PodInfo, index: ClusterIndex, i: int) -> float:
+    """CPU (m) the pod adds to node ``i``'s utilisation as :func:`node_cpu_utilization` measures it."""
+    if not np.isnan(index.usage_cpu_m[i]) and pod.usage is not None:
+        return float(pod.usage.cpu_m)
+    return float(pod.requests.cpu_m)
+
+
+def _util_after_add(pod: PodInfo, index: ClusterIndex, i: int) -> float:
+    alloc = float(index.alloc_cpu_m[i])
+    if alloc <= 0:
+        return math.inf
+    base = index.req_cpu_m[i] if np.isnan(index.usage_cpu_m[i]) else index.usage_cpu_m[i]
+    return float((base + _pod_cpu_contribution(pod, index, i)) / alloc)
+
+
+def _apply_move(snapshot: ClusterSnapshot, pod: PodInfo, to_node: str | None) -> ClusterSnapshot:
+    """The snapshot as it would be with ``pod`` re-bound to ``to_node`` (measured node usage follows it)."""
+    src = pod.node_name
+    moved_m = pod.usage.cpu_m if pod.usage is not None else pod.requests.cpu_m
+    moved_mem = pod.usage.memory_bytes if pod.usage is not None else pod.requests.memory_bytes
+    delta = Resources(moved_m, moved_mem)
+    nodes = []
+    for n in snapshot.nodes:
+        if n.usage is not None and n.name == src:
+            n = replace(n, usage=Resources(max(0, n.usage.cpu_m - delta.cpu_m),
+                                           max(0, n.usage.memory_bytes - delta.memory_bytes)))
+        elif n.usage is not None and n.name == to_node:
+            n = replace(n, usage=n.usage + delta)
+        nodes.append(n)
+    pods = tuple(replace(p, node_name=to_node) if p.key == pod.key else p for p in snapshot.pods)
+    return replace(snapshot, nodes=tuple(nodes), pods=pods)

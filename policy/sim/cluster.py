@@ -1,0 +1,219 @@
+"""The simulated cluster's state: Nodes and Pods as Kubernetes API objects, plus the few controllers the
+simulation needs (a ReplicaSet controller that replaces evicted pods and follows replica targets, the
+PodDisruptionBudget disruption controller's arithmetic, and kwok-like readiness after a start-up delay).
+
+This is the only mutable state of a simulation; everything else reads :meth:`SimCluster.snapshot`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..observe import parse_node, parse_pdb, parse_pod, parse_workload
+from ..state import (
+    ClusterSnapshot,
+    EvictionResult,
+    NodeInfo,
+    PodDisruptionBudgetInfo,
+    PodInfo,
+    Resources,
+    ServiceGraph,
+)
+from . import objects
+
+
+@dataclass
+class SimPod:
+    """One pod of the simulation. ``node`` is the node index (-1 while Pending); the pod serves traffic
+    from ``ready_at_s`` on; ``alive`` turns False when it is evicted or scaled away."""
+
+    obj: dict[str, Any]
+    info: PodInfo
+    workload: str
+    node: int = -1
+    created_s: float = 0.0
+    ready_at_s: float = math.inf
+    alive: bool = True
+    evicted_at_s: float | None = None
+
+
+@dataclass
+class SimCluster:
+    """Nodes, workloads and pods of one simulated cluster.
+
+    ``startup_delay_s``: seconds from binding to Ready (image pull + start + readiness probe).
+    ``scheduler_name``: written into the pods' ``spec.schedulerName``.
+    """
+
+    node_objs: list[dict[str, Any]]
+    deployments: dict[str, dict[str, Any]]
+    rng: np.random.Generator
+    startup_delay_s: float = 20.0
+    scheduler_name: str = "default-scheduler"
+    pdb_objs: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[SimPod] = field(default_factory=list)
+    replicas: dict[str, int] = field(default_factory=dict)
+    _snap_cache: ClusterSnapshot | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.nodes: list[NodeInfo] = [parse_node(o) for o in self.node_objs]
+        self.node_pos = {n.name: i for i, n in enumerate(self.nodes)}
+        self.workload_infos = {k: parse_workload(o) for k, o in self.deployments.items()}
+        for k, w in self.workload_infos.items():
+            self.replicas.setdefault(k, w.replicas)
+        self.pdbs: list[PodDisruptionBudgetInfo] = [parse_pdb(o) for o in self.pdb_objs]
+
+    # ---- construction ---------------------------------------------------------------------------
+
+    @staticmethod
+    def build(node_objs: Sequence[Mapping[str, Any]], deployments: Sequence[Mapping[str, Any]], seed: int,
+              startup_delay_s: float = 20.0, scheduler_name: str = "default-scheduler",
+              namespace: str = "default", pdb_objs: Sequence[Mapping[str, Any]] = ()) -> SimCluster:
+        deps: dict[str, dict[str, Any]] = {}
+        for d in deployments:
+            d = dict(d)
+            meta = dict(d.get("metadata") or {})
+            meta.setdefault("namespace", namespace)
+            d["metadata"] = meta
+            deps[f"{meta['namespace']}/{meta['name']}"] = d
+        return SimCluster([dict(o) for o in node_objs], deps, np.random.default_rng(seed),
+                          startup_delay_s, scheduler_name, [dict(o) for o in pdb_objs])
+
+    def _dirty(self) -> None:
+        self._snap_cache = None
+
+    # ---- the ReplicaSet controller ------------------------------------------------------------------
+
+    def create_pod(self, workload: str, now_s: float) -> SimPod:
+        """A new Pending pod of ``workload`` (``namespace/name``), as the ReplicaSet controller creates it."""
+        obj = objects.pod_from_template(self.deployments[workload], self.rng, now_s, self.scheduler_name)
+        pod = SimPod(obj, parse_pod(obj), workload, created_s=now_s)
+        self.pods.append(pod)
+        self._dirty()
+        return pod
+
+    def reconcile(self, now_s: float) -> list[SimPod]:
+        """Create pods up to each workload's replica target, delete the surplus (Pending first, then the
+        newest: the ReplicaSet controller's ranking, simplified). Returns the pods created."""
+        created = []
+        for w, target in self.replicas.items():
+            live = [p for p in self.pods if p.alive and p.workload == w]
+            for _ in range(target - len(live)):
+                created.append(self.create_pod(w, now_s))
+            if len(live) > target:
+                live.sort(key=lambda p: (p.node >= 0, -p.created_s))
+                for p in live[: len(live) - target]:
+                    self._remove(p, now_s)
+        return created
+
+    def set_replicas(self, workload: str, replicas: int, now_s: float) -> list[SimPod]:
+        """The scale subresource: set the target and reconcile."""
+        if workload not in self.deployments:
+            raise KeyError(f"workload {workload!r} not in the cluster")
+        if replicas < 0:
+            raise ValueError(f"replicas: must be >= 0, got {replicas}")
+        self.replicas[workload] = int(replicas)
+        return self.reconcile(now_s)
+
+    def _remove(self, pod: SimPod, now_s: float) -> None:
+        pod.alive = False
+        pod.evicted_at_s = now_s
+        self._dirty()
+
+    # ---- scheduling and readiness -------------------------------------------------------------------
+
+    def pending(self) -> list[SimPod]:
+        """Alive unbound pods in creation order (kube-scheduler's queue order for equal priority)."""
+        return sorted((p for p in self.pods if p.alive and p.node < 0), key=lambda p: p.created_s)
+
+    def bind(self, pod: SimPod, node_name: str, now_s: float) -> None:
+        """The Binding subresource + kwok: the pod runs on ``node_name`` and is Ready after the start-up delay."""
+        i = self.node_pos[node_name]
+        pod.node = i
+        pod.obj = objects.bind(pod.obj, node_name)
+        pod.info = replace(pod.info, node_name=node_name, phase="Running")
+        pod.ready_at_s = now_s + self.startup_delay_s
+        self._dirty()
+
+    def live_pods(self) -> list[SimPod]:
+        return [p for p in self.pods if p.alive]
+
+    def ready_mask(self, at_s: float) -> list[SimPod]:
+        """Pods that serve traffic at ``at_s`` (alive, bound, past their start-up delay)."""
+        return [p for p in self.pods if p.alive and p.node >= 0 and p.ready_at_s <= at_s]
+
+    # ---- disruption (PodDisruptionBudget arithmetic of the disruption controller) ---------------------
+
+    def disruptions_allowed(self, pdb: PodDisruptionBudgetInfo, at_s: float) -> int:
+        """status.disruptionsAllowed = currentHealthy - desiredHealthy, from minAvailable or maxUnavailable
+        (k8s.io/kubernetes pkg/controller/disruption; percentages round up)."""
+        covered = [p for p in self.pods if p.alive and pdb.covers(p.info)]
+        healthy = sum(1 for p in covered if p.node >= 0 and p.ready_at_s <= at_s)
+        expected = max(len(covered), sum(self.replicas.get(w, 0) for w in {p.workload for p in covered}))
+        if pdb.min_available is not None:
+            desired = _resolve(pdb.min_available, expected)
+        elif pdb.max_unavailable is not None:
+            desired = expected - _resolve(pdb.max_unavailable, expected)
+        else:
+            desired = expected
+        return max(0, healthy - desired)
+
+    def evict(self, pod_key: str, now_s: float) -> EvictionResult:
+        """The Eviction API on the simulated cluster: 404 → ``not_found``, PDB says no → ``refused`` (429),
+        else the pod goes away and its ReplicaSet creates a replacement (Pending)."""
+        pod = next((p for p in self.pods if p.alive and p.info.key == pod_key), None)
+        if pod is None:
+            return EvictionResult(pod_key, "not_found", "pod not found")
+        for pdb in self.pdbs:
+            if pdb.covers(pod.info) and self.disruptions_allowed(pdb, now_s) <= 0:
+                return EvictionResult(pod_key, "refused",
+                                      f"Cannot evict pod as it would violate the pod's disruption budget {pdb.name}")
+        self._remove(pod, now_s)
+        self.reconcile(now_s)
+        return EvictionResult(pod_key, "evicted", "evicted")
+
+    # ---- views ----------------------------------------------------------------------------------------
+
+    def snapshot(self, now_s: float, graph: ServiceGraph | None = None,
+                 pod_cpu_usage_m: Mapping[str, float] | None = None) -> ClusterSnapshot:
+        """A :class:`ClusterSnapshot` of the current state. ``pod_cpu_usage_m`` (pod key → millicores of
+        measured use, e.g. from the last simulated minute) fills ``PodInfo.usage`` / ``NodeInfo.usage``."""
+        if self._snap_cache is not None and pod_cpu_usage_m is None and graph is None:
+            return replace(self._snap_cache, taken_at_s=now_s)
+        live = self.live_pods()
+        pods = []
+        node_use = np.zeros(len(self.nodes))
+        for p in live:
+            info = p.info
+            if pod_cpu_usage_m is not None and p.node >= 0:
+                u = float(pod_cpu_usage_m.get(info.key, 0.0))
+                info = replace(info, usage=Resources(int(round(u)), 0))
+                node_use[p.node] += u
+            pods.append(info)
+        nodes = self.nodes
+        if pod_cpu_usage_m is not None:
+            nodes = [replace(n, usage=Resources(int(round(node_use[i])), 0)) for i, n in enumerate(self.nodes)]
+        pdbs = tuple(replace(b, disruptions_allowed=self.disruptions_allowed(b, now_s)) for b in self.pdbs)
+        workloads = tuple(replace(w, replicas=self.replicas[k]) for k, w in self.workload_infos.items())
+        snap = ClusterSnapshot(tuple(nodes), tuple(pods), pdbs, workloads, graph or ServiceGraph(), now_s)
+        if pod_cpu_usage_m is None and graph is None:
+            self._snap_cache = snap
+        return snap
+
+    def objects(self) -> list[dict[str, Any]]:
+        """Nodes and live Pods as API objects (what ``kubectl get nodes,pods -o json`` lists)."""
+        return [*self.node_objs, *(p.obj for p in self.pods if p.alive)]
+
+
+def _resolve(v: int | str, total: int) -> int:
+    if isinstance(v, int):
+        return v
+    s = str(v).strip()
+    if s.endswith("%"):
+        return int(math.ceil(float(s[:-1]) * total / 100.0))
+    return int(s)

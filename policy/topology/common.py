@@ -1,0 +1,208 @@
+"""Shared plumbing of the call-graph sources: the error type, per-edge accumulators, CSV reading with line
+numbers, and the conversion of observed calls into :class:`policy.state.ServiceEdge` values.
+
+Latency percentiles use linear interpolation between closest ranks (``numpy.percentile``'s default method,
+Hyndman & Fan type 7, the same as ``statistics.quantiles(..., method="inclusive")``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..state import ServiceEdge, ServiceGraph
+
+__all__ = [
+    "TopologyError",
+    "EdgeObservations",
+    "Observations",
+    "csv_files",
+    "read_csv_header",
+    "iter_csv_rows",
+    "parse_int",
+    "parse_float",
+    "is_missing",
+]
+
+
+class TopologyError(ValueError):
+    """A call-graph source could not be read. The message is one line naming the file, the line (when it
+    is about one row) and the field, e.g. ``trace.csv:17: StartTimeUnixNano: not an integer: 'abc'``."""
+
+
+@dataclass(slots=True)
+class EdgeObservations:
+    """What was observed of one caller → callee pair (a mutable accumulator).
+
+    ``calls``: observed calls (span or trace rows); ``latencies_ms``: one callee-side duration (ms) per call
+    whose duration is known; ``errors``: calls that failed, ``None`` when the source records no status;
+    ``kinds``: call counts per kind (operation name for spans, rpctype for Alibaba).
+    """
+
+    calls: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: int | None = None
+    kinds: Counter = field(default_factory=Counter)
+
+
+@dataclass(slots=True)
+class Observations:
+    """The edges observed in one table (a file, or a directory read as one table).
+
+    ``window_s``: the table's time span in seconds (``None`` when it has no positive length, so rates are
+    unknown); ``requests``: requests each service served (``None`` when the source cannot tell), the
+    denominator of ``calls_per_request``; ``rows``: data rows read; ``dropped_rows``: rows that yielded no
+    edge by rule (not errors); ``warnings``: one-line notes for the user.
+    """
+
+    path: str
+    edges: dict[tuple[str, str], EdgeObservations] = field(default_factory=dict)
+    services: set[str] = field(default_factory=set)
+    window_s: float | None = None
+    requests: dict[str, int] | None = None
+    rows: int = 0
+    dropped_rows: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+    def edge(self, caller: str, callee: str) -> EdgeObservations:
+        """The accumulator for ``caller → callee``, created on first use."""
+        key = (caller, callee)
+        obs = self.edges.get(key)
+        if obs is None:
+            obs = self.edges[key] = EdgeObservations()
+        return obs
+
+    def to_edges(self) -> list[ServiceEdge]:
+        """One :class:`ServiceEdge` per observed pair:
+
+        - ``rps`` = calls / ``window_s`` (``None`` when the window is unknown or zero);
+        - ``calls_per_request`` = calls / requests served by the caller (``None`` when unknown);
+        - ``latency_mean_ms`` / ``latency_p50_ms`` / ``latency_p95_ms`` / ``latency_p99_ms`` of the
+          callee-side durations (``None`` when no duration is known);
+        - ``error_rate`` = errors / calls in 0..1 (``None`` when the source has no status).
+        """
+        out = []
+        for (caller, callee), obs in self.edges.items():
+            rps = obs.calls / self.window_s if self.window_s else None
+            cpr = None
+            if self.requests is not None and self.requests.get(caller):
+                cpr = obs.calls / self.requests[caller]
+            mean = p50 = p95 = p99 = None
+            if obs.latencies_ms:
+                lat = np.asarray(obs.latencies_ms, dtype=np.float64)
+                mean = float(lat.mean())
+                p50, p95, p99 = (float(v) for v in np.percentile(lat, [50.0, 95.0, 99.0]))
+            err = obs.errors / obs.calls if obs.errors is not None and obs.calls else None
+            out.append(ServiceEdge(caller, callee, rps=rps, calls_per_request=cpr, latency_mean_ms=mean,
+                                   latency_p50_ms=p50, latency_p95_ms=p95, latency_p99_ms=p99, error_rate=err))
+        return out
+
+    def to_graph(self, source: str = "") -> ServiceGraph:
+        """The observed :class:`ServiceGraph` (services: every service seen, with or without edges)."""
+        return ServiceGraph.build(self.services, self.to_edges(), source or self.path)
+
+
+# ---- CSV ---------------------------------------------------------------------------------------------
+
+def csv_files(path: str | Path) -> list[Path]:
+    """The files of one CSV table: ``path`` itself, or every ``*.csv`` directly inside a directory (sorted by
+    name; subdirectories are not read). Raises :class:`TopologyError` when there is none or it is missing."""
+    p = Path(path)
+    if p.is_dir():
+        files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() == ".csv")
+        if not files:
+            raise TopologyError(f"{p}: directory holds no *.csv file")
+        return files
+    if not p.exists():
+        raise TopologyError(f"{p}: no such file or directory")
+    return [p]
+
+
+def read_csv_header(path: str | Path) -> list[str]:
+    """The stripped column names of the first non-empty line of a CSV file (``[]`` for an empty file)."""
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            for row in csv.reader(fh):
+                if row:
+                    return [c.strip() for c in row]
+    except UnicodeDecodeError as exc:
+        raise TopologyError(f"{path}: not a UTF-8 text file ({exc.reason})") from exc
+    except csv.Error as exc:
+        raise TopologyError(f"{path}:1: malformed CSV header: {exc}") from exc
+    except OSError as exc:
+        raise TopologyError(f"{path}: cannot read: {exc.strerror}") from exc
+    return []
+
+
+def iter_csv_rows(path: str | Path, required: Sequence[str],
+                  expected_hint: str = "") -> Iterator[tuple[int, Mapping[str, int], list[str]]]:
+    """Yield ``(line_number, column_index, row)`` for each data row of a CSV file with a header line.
+
+    ``line_number`` is the 1-based physical line where the row ends (the header is line 1 for a file
+    without leading blank lines); blank lines are skipped. ``column_index`` maps each stripped column name
+    to its position. Raises :class:`TopologyError` naming the file when a ``required`` column is missing,
+    and the file and line when a row has a different number of fields than the header or is not valid CSV.
+    """
+    try:
+        fh = open(path, newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        raise TopologyError(f"{path}: cannot read: {exc.strerror}") from exc
+    with fh:
+        reader = csv.reader(fh)
+        try:
+            header: list[str] | None = None
+            for row in reader:
+                if not row:
+                    continue
+                if header is None:
+                    header = [c.strip() for c in row]
+                    index = {name: i for i, name in enumerate(header)}
+                    missing = [c for c in required if c not in index]
+                    if missing:
+                        hint = f" ({expected_hint})" if expected_hint else ""
+                        raise TopologyError(
+                            f"{path}:{reader.line_num}: missing column(s) {', '.join(missing)}; "
+                            f"header is {','.join(header)}{hint}")
+                    continue
+                if len(row) != len(header):
+                    raise TopologyError(
+                        f"{path}:{reader.line_num}: expected {len(header)} fields as in the header, got {len(row)}")
+                yield reader.line_num, index, row
+        except csv.Error as exc:
+            raise TopologyError(f"{path}:{reader.line_num}: malformed CSV: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise TopologyError(f"{path}:{reader.line_num + 1}: not UTF-8 text ({exc.reason})") from exc
+        if header is None:
+            raise TopologyError(f"{path}: empty file, expected a CSV header")
+
+
+def parse_int(value: str, path: str | Path, line: int, field_name: str) -> int:
+    """``value`` as an int, or :class:`TopologyError` ``path:line: field: not an integer: 'value'``."""
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise TopologyError(f"{path}:{line}: {field_name}: not an integer: {value!r}") from None
+
+
+def parse_float(value: str, path: str | Path, line: int, field_name: str) -> float:
+    """``value`` as a finite float, or :class:`TopologyError` ``path:line: field: not a number: 'value'``
+    (``nan`` and infinities are refused too; test optional cells with :func:`is_missing` first)."""
+    try:
+        v = float(value.strip())
+    except ValueError:
+        raise TopologyError(f"{path}:{line}: {field_name}: not a number: {value!r}") from None
+    if not math.isfinite(v):
+        raise TopologyError(f"{path}:{line}: {field_name}: not a finite number: {value!r}")
+    return v
+
+
+def is_missing(value: str) -> bool:
+    """True for an empty cell or a pandas-style ``NaN`` / ``nan``."""
+    v = value.strip()
+    return not v or v.lower() == "nan"

@@ -1,0 +1,72 @@
+"""DeschedulerConfiguration: documented defaults, camelCase files, every problem reported with its path."""
+
+from __future__ import annotations
+
+import pytest
+
+from descheduler.config import DeschedulerConfiguration, load_descheduler_config, planner_from_config
+from policy.config import ConfigError
+
+HEAD = "apiVersion: hrl-scheduler.io/v1alpha1\nkind: DeschedulerConfiguration\n"
+
+
+def test_no_file_gives_the_documented_defaults():
+    cfg = load_descheduler_config(None)
+    assert cfg == DeschedulerConfiguration()
+    assert (cfg.dry_run, cfg.interval_seconds, cfg.cooldown_seconds, cfg.state_file) == (False, 300.0, 1800.0, None)
+    assert (cfg.caps.per_node, cfg.caps.per_namespace, cfg.caps.total) == (2, 5, 10)
+    assert cfg.excluded_namespaces == ("kube-system",) and cfg.evict_local_storage_pods is False
+    assert cfg.planner.name == "rebalance-heuristic" and cfg.planner.overload_threshold == 0.85
+    assert cfg.topology.sources == () and cfg.metrics.textfile is None
+
+
+def test_an_empty_file_gives_the_defaults(tmp_path):
+    f = tmp_path / "empty.yaml"
+    f.write_text("")
+    assert load_descheduler_config(f) == DeschedulerConfiguration()
+
+
+def test_a_camel_case_file_sets_every_section(tmp_path):
+    f = tmp_path / "d.yaml"
+    f.write_text(HEAD + """
+dryRun: true
+intervalSeconds: 60
+caps: {perNode: 1, perNamespace: null, total: 3}
+excludedNamespaces: [kube-system, monitoring]
+evictLocalStoragePods: true
+cooldownSeconds: 900
+stateFile: /var/lib/hrl/history.json
+planner: {name: rebalance-heuristic, overloadThreshold: 0.9, localityMargin: 2, minPairRps: 5,
+          maxMovesPerService: 2, intent: [2.0, 0.5]}
+topology: {sources: [manifests/, spans.csv]}
+metrics: {textfile: /tmp/hrl.prom, listen: "127.0.0.1:9102"}
+""")
+    cfg = load_descheduler_config(f)
+    assert cfg.dry_run and cfg.interval_seconds == 60 and cfg.caps.per_namespace is None
+    assert cfg.excluded_namespaces == ("kube-system", "monitoring")
+    assert cfg.topology.sources == ("manifests/", "spans.csv")
+    planner = planner_from_config(cfg)
+    assert (planner.overload_threshold, planner.locality_margin, planner.min_pair_rps) == (0.9, 2.0, 5.0)
+    assert planner.intent == (2.0, 0.5) and planner.max_moves_per_service == 2
+    assert planner.excluded_namespaces == ("kube-system", "monitoring") and planner.evict_local_storage_pods
+
+
+def test_every_problem_is_reported_with_its_dotted_path(tmp_path):
+    f = tmp_path / "bad.yaml"
+    f.write_text(HEAD + """
+caps: {perNode: -1}
+planner: {name: magic, overloadThreshold: 1.5}
+cooldownSecs: 10
+metrics: {listen: "nowhere"}
+""")
+    with pytest.raises(ConfigError) as exc:
+        load_descheduler_config(f)
+    paths = {p for p, _ in exc.value.problems}
+    assert {"caps.perNode", "planner.name", "planner.overloadThreshold", "cooldownSecs",
+            "metrics.listen"} <= paths
+    assert str(f) in str(exc.value)
+
+
+def test_the_wrong_kind_is_refused():
+    with pytest.raises(ConfigError, match="kind"):
+        load_descheduler_config({"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration"})
