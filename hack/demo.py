@@ -42,6 +42,7 @@ from policy.sim.app import load_app  # noqa: E402
 from policy.sim.engine import (  # noqa: E402
     METRIC_KEYS,
     ClusterSpec,
+    PeriodicHook,
     SimConfig,
     Simulation,
     metrics_table_row,
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     model = PerfModel(app)
     rps = rps_for_app(load_trace(args.trace, args.minutes), model, app, args.peak_utilization)
     spec = ClusterSpec(nodes=args.nodes, cpu_m=2000, memory_bytes=8 * 1024**3)
-    cfg = SimConfig(minutes=args.minutes, seed=args.seed, descheduler_period_min=args.descheduler_period_min)
+    cfg = SimConfig(minutes=args.minutes, seed=args.seed)
     log(f"{app.name}: {len(app.workloads)} workloads, {len(app.graph.edges)} call edges; trace {args.trace}: "
         f"{args.minutes} min, {rps.min():.1f}-{rps.max():.1f} user req/s; {args.nodes} nodes x 2 vCPU / 8 GiB")
 
@@ -116,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{report.counts['evicted']} evicted, {report.counts['blocked']} blocked")
 
         log("running hrl-scheduler (extender + descheduler) ...")
-        sim = Simulation(app, rps, spec, scheduler, cfg, descheduler=descheduler,
+        hook = PeriodicHook("descheduler", args.descheduler_period_min, descheduler)
+        sim = Simulation(app, rps, spec, scheduler, cfg, hooks=[hook],
                          on_change=lambda snap: server.store.update(snap), scheduler_name="hrl-scheduler")
         hrl = sim.run()
         calls = prioritize_calls(server.base_url + "/metrics")

@@ -9,7 +9,7 @@ the same trace and the same random requests.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,12 +50,11 @@ class ClusterSpec:
 @dataclass(frozen=True)
 class SimConfig:
     """``minutes`` simulated (1-minute steps); ``n_samples`` user requests drawn per minute;
-    ``descheduler_period_min``: run the descheduler hook every this many minutes (0 = never)."""
+    hooks run at their own periods (:class:`PeriodicHook`)."""
 
     minutes: int = 30
     seed: int = 0
     n_samples: int = 2000
-    descheduler_period_min: int = 5
     startup_delay_s: float = 20.0
     network: NetworkModel = NetworkModel()
     step_s: float = 60.0
@@ -91,9 +90,16 @@ class SimEvictor:
         return res
 
 
-#: A descheduler hook: called with the simulation every ``descheduler_period_min``; it observes
-#: ``sim.observe()`` and evicts through ``sim.evictor`` (and may scale through ``sim.scale``).
-DeschedulerHook = Callable[["Simulation"], Any]
+@dataclass(frozen=True)
+class PeriodicHook:
+    """A controller run inside the simulation every ``period_min`` simulated minutes (from minute
+    ``period_min`` on), before that minute's traffic: a descheduler, an autoscaler (HPA syncs every
+    15 s in Kubernetes; here at most once per step). ``fn(sim)`` observes ``sim.observe()`` and acts
+    through ``sim.evictor`` (Eviction API) and ``sim.scale`` (scale subresource)."""
+
+    name: str
+    period_min: int
+    fn: Callable[["Simulation"], Any]
 
 
 class Simulation:
@@ -101,7 +107,7 @@ class Simulation:
     (what a watch-fed extender store would hold)."""
 
     def __init__(self, app: AppSpec, rps: np.ndarray, cluster_spec: ClusterSpec, scheduler: KubeSchedulerModel,
-                 config: SimConfig, descheduler: DeschedulerHook | None = None,
+                 config: SimConfig, hooks: Sequence[PeriodicHook] = (),
                  on_change: Callable[[ClusterSnapshot], None] | None = None,
                  scheduler_name: str = "default-scheduler"):
         if len(rps) < config.minutes:
@@ -111,7 +117,10 @@ class Simulation:
         self.spec = cluster_spec
         self.scheduler = scheduler
         self.config = config
-        self.descheduler = descheduler
+        for h in hooks:
+            if h.period_min < 1:
+                raise ValueError(f"hook {h.name}: period_min must be >= 1, got {h.period_min}")
+        self.hooks = tuple(hooks)
         self.on_change = on_change
         ss = np.random.SeedSequence(config.seed)
         r_cluster, r_sched, r_model = (np.random.default_rng(s) for s in ss.spawn(3))
@@ -165,7 +174,7 @@ class Simulation:
     def schedule_pending(self) -> None:
         """Place every Pending pod, one scheduling cycle each, in queue order."""
         for pod in self.cluster.pending():
-            snap = self.cluster.snapshot(self.now_s, graph=self.observed_graph())
+            snap = self.observe()
             if self.on_change is not None:
                 self.on_change(snap)
             res = self.scheduler.schedule(pod.info, pod.obj, ClusterIndex.build(snap), self.node_objs, self.rng_sched)
@@ -192,16 +201,17 @@ class Simulation:
         evictions = 0
         for minute in range(cfg.minutes):
             self.now_s = minute * cfg.step_s
-            if self.descheduler is not None and cfg.descheduler_period_min > 0 and minute > 0 \
-                    and minute % cfg.descheduler_period_min == 0:
-                self._evicted_now = []
-                self.descheduler(self)
+            due = [h for h in self.hooks if minute > 0 and minute % h.period_min == 0]
+            self._evicted_now = []
+            for h in due:
+                h.fn(self)
+            if self._evicted_now:
+                # requests in flight on an evicted pod are lost (Little's law: rate x sojourn)
                 lost = sum(self._last_pod_inflight.get(k, 0.0) for k in self._evicted_now)
                 failed_req += lost
                 total_req += lost
                 evictions += len(self._evicted_now)
-                self.schedule_pending()
-            elif self.cluster.pending():
+            if self.cluster.pending():
                 self.schedule_pending()
             mid = self.now_s + cfg.step_s / 2
             ready = self.cluster.ready_mask(mid)
