@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from policy.highlevel import SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY, node_admits
+from policy.highlevel import SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY
+from policy.lowlevel import node_admits
 from policy.index import ClusterIndex
 from policy.lowlevel import PlacementPolicy, resource_fit_failures
 from policy.state import ClusterSnapshot, PodDisruptionBudgetInfo, PodInfo
@@ -334,7 +335,7 @@ def guard_cooldown(pod: PodInfo, ctx: GuardContext) -> str | None:
 
 def guard_infeasible(pod: PodInfo, ctx: GuardContext) -> str | None:
     """The pod must fit on at least one other node: resources (policy.lowlevel.resource_fit_failures),
-    taints, nodeSelector, cordon, readiness, pod count (policy.highlevel.node_admits), and our own
+    taints, nodeSelector, cordon, readiness, pod count (policy.lowlevel.node_admits), and our own
     placement policy's ``filter``."""
     others = [n.name for n in ctx.snapshot.nodes if n.name != pod.node_name]
     if not others:

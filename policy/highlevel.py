@@ -28,7 +28,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from .index import ClusterIndex
-from .lowlevel import INTENT_SPEC, PlacementPolicy
+from .lowlevel import INTENT_SPEC, PlacementPolicy, node_admits
 from .state import ClusterSnapshot, Move, NodeInfo, Plan, PodInfo, Resources
 
 __all__ = [
@@ -47,7 +47,6 @@ SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 #: The built-in PriorityClasses of system components (pkg/apis/scheduling/types.go).
 SYSTEM_CRITICAL_CLASSES = ("system-cluster-critical", "system-node-critical")
 
-_TAINT_EFFECTS_THAT_REPEL = ("NoSchedule", "NoExecute")
 _DONE_PHASES = ("Succeeded", "Failed")
 
 
@@ -64,30 +63,6 @@ def default_intent() -> tuple[float, ...]:
     """The intent vector with every component at its default from :data:`INTENT_SPEC`
     (``(locality_weight, balance_weight)`` = ``(1.0, 1.0)`` today)."""
     return tuple(float(default) for _name, _doc, default in INTENT_SPEC)
-
-
-def node_admits(pod: PodInfo, node: NodeInfo, pods_on_node: int | None = None) -> str | None:
-    """Why kube-scheduler would refuse ``node`` for ``pod`` on grounds the resource filter does not see,
-    or ``None`` when it would not.
-
-    Checks (k8s.io/kubernetes pkg/scheduler/framework/plugins): TaintToleration (an untolerated
-    ``NoSchedule``/``NoExecute`` taint), NodeAffinity's ``spec.nodeSelector`` part (every key/value must be
-    a node label), NodeUnschedulable, node Ready, and the node's pod-count limit (``allocatable_pods``,
-    when ``pods_on_node`` is given). Resource fit is :func:`policy.lowlevel.resource_fit_failures`.
-    """
-    if node.unschedulable:
-        return "node is unschedulable (cordoned)"
-    if not node.ready:
-        return "node is not Ready"
-    for taint in node.taints:
-        if taint.effect in _TAINT_EFFECTS_THAT_REPEL and not any(t.tolerates(taint) for t in pod.tolerations):
-            return f"untolerated taint {taint.key}={taint.value}:{taint.effect}"
-    for k, v in pod.node_selector.items():
-        if node.labels.get(k) != v:
-            return f"nodeSelector {k}={v} does not match"
-    if pods_on_node is not None and pods_on_node + 1 > node.allocatable_pods:
-        return f"too many pods: node allows {node.allocatable_pods}"
-    return None
 
 
 def structurally_movable(pod: PodInfo) -> bool:

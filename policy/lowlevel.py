@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from .index import ClusterIndex
-from .state import PodInfo
+from .state import NodeInfo, PodInfo
 
 MAX_EXTENDER_PRIORITY = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
 
@@ -55,10 +55,38 @@ class PlacementPolicy(Protocol):
               intent: Sequence[float] | None = None) -> np.ndarray: ...
 
 
+TAINT_EFFECTS_THAT_REPEL = ("NoSchedule", "NoExecute")
+
+
+def node_admits(pod: PodInfo, node: NodeInfo, pods_on_node: int | None = None) -> str | None:
+    """Why kube-scheduler would refuse ``node`` for ``pod`` on grounds the resource filter does not see,
+    or ``None`` when it would not.
+
+    Checks (k8s.io/kubernetes pkg/scheduler/framework/plugins): TaintToleration (an untolerated
+    ``NoSchedule``/``NoExecute`` taint), NodeAffinity's ``spec.nodeSelector`` part (every key/value must be
+    a node label), NodeUnschedulable, node Ready, and the node's pod-count limit (``allocatable_pods``,
+    when ``pods_on_node`` is given). Resource fit is :func:`resource_fit_failures`, which also applies these checks.
+    """
+    if node.unschedulable:
+        return "node is unschedulable (cordoned)"
+    if not node.ready:
+        return "node is not Ready"
+    for taint in node.taints:
+        if taint.effect in TAINT_EFFECTS_THAT_REPEL and not any(t.tolerates(taint) for t in pod.tolerations):
+            return f"untolerated taint {taint.key}={taint.value}:{taint.effect}"
+    for k, v in pod.node_selector.items():
+        if node.labels.get(k) != v:
+            return f"nodeSelector {k}={v} does not match"
+    if pods_on_node is not None and pods_on_node + 1 > node.allocatable_pods:
+        return f"too many pods: node allows {node.allocatable_pods}"
+    return None
+
+
 def resource_fit_failures(pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]:
     """Candidates on which ``pod``'s requests do not fit next to the pods already bound there
-    (the NodeResourcesFit filter, from our snapshot), or that are unschedulable / not ready.
-    A pod already bound to a candidate is not counted twice."""
+    (the NodeResourcesFit filter, from our snapshot), or that :func:`node_admits` refuses (cordoned, not
+    Ready, untolerated taint, nodeSelector, pod count). A pod already bound to a candidate is not counted
+    twice. Candidates the snapshot does not know pass."""
     failed: dict[str, str] = {}
     snap_nodes = {n.name: n for n in index.snapshot.nodes}
     for name in candidates:
@@ -66,11 +94,10 @@ def resource_fit_failures(pod: PodInfo, candidates: Sequence[str], index: Cluste
         if i is None:
             continue
         node = snap_nodes[name]
-        if node.unschedulable:
-            failed[name] = "node is unschedulable (cordoned)"
-            continue
-        if not node.ready:
-            failed[name] = "node is not Ready"
+        on_node = int(index.pod_count[i]) - (1 if pod.node_name == name else 0)
+        why = node_admits(pod, node, on_node)
+        if why is not None:
+            failed[name] = why
             continue
         own_cpu = pod.requests.cpu_m if pod.node_name == name else 0
         own_mem = pod.requests.memory_bytes if pod.node_name == name else 0

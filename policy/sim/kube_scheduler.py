@@ -17,7 +17,7 @@ import numpy as np
 
 from ..baselines.kube_default import MAX_NODE_SCORE, ScorePlugin, default_score_plugins
 from ..index import ClusterIndex
-from ..lowlevel import MAX_EXTENDER_PRIORITY, PlacementPolicy
+from ..lowlevel import MAX_EXTENDER_PRIORITY, TAINT_EFFECTS_THAT_REPEL, PlacementPolicy
 from ..state import NodeInfo, PodInfo
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -177,7 +177,7 @@ def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
 
 def _tolerated(pod: PodInfo, node: NodeInfo) -> bool:
     for t in node.taints:
-        if t.effect not in ("NoSchedule", "NoExecute"):
+        if t.effect not in TAINT_EFFECTS_THAT_REPEL:
             continue
         if not any(tol.tolerates(t) for tol in pod.tolerations):
             return False
