@@ -56,12 +56,12 @@ timed() {
 
 k8s_ok() {
   for b in kube-apiserver kube-controller-manager kube-scheduler; do
-    [ -x "$BIN/$b" ] && "$BIN/$b" --version 2>/dev/null | grep -qx "Kubernetes $KUBE_VERSION" || return 1
+    [ -x "$BIN/$b" ] && "$BIN/$b" --version 2>/dev/null | grep -x "Kubernetes $KUBE_VERSION" >/dev/null || return 1
   done
-  [ -x "$BIN/kubectl" ] && "$BIN/kubectl" version --client 2>/dev/null | grep -q "$KUBE_VERSION"
+  [ -x "$BIN/kubectl" ] && "$BIN/kubectl" version --client 2>/dev/null | grep "$KUBE_VERSION" >/dev/null
 }
-etcd_ok() { [ -x "$BIN/etcd" ] && "$BIN/etcd" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}"; }
-kwok_ok() { [ -x "$BIN/kwok" ] && [ -f "$BIN/stages/pod-delete.yaml" ] && "$BIN/kwok" --version 2>/dev/null | grep -q "$KWOK_VERSION"; }
+etcd_ok() { [ -x "$BIN/etcd" ] && "$BIN/etcd" --version 2>/dev/null | grep "etcd Version: ${ETCD_VERSION#v}" >/dev/null; }
+kwok_ok() { [ -x "$BIN/kwok" ] && [ -f "$BIN/stages/pod-delete.yaml" ] && "$BIN/kwok" --version 2>/dev/null | grep "$KWOK_VERSION" >/dev/null; }
 
 if k8s_ok; then log "kube binaries $KUBE_VERSION: cached in $BIN"; else
   log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $KUBE_VERSION (cold: ~30-50 min on 2 cores)"

@@ -68,10 +68,15 @@ def test_the_readable_report_is_a_table_of_moves_and_outcomes(capsys):
     assert "dry run" in out.splitlines()[0] and CHECKOUT in out and "PodDisruptionBudget" in out
 
 
-def test_without_a_snapshot_it_exits_2_with_one_line(capsys):
-    rc, out, err = run(capsys, "--once")
+def test_without_a_snapshot_an_unloadable_kubeconfig_exits_2_with_one_line(capsys, tmp_path):
+    rc, out, err = run(capsys, "--once", "--kubeconfig", str(tmp_path / "missing.kubeconfig"))
     assert rc == 2 and out == ""
-    assert len(err.strip().splitlines()) == 1 and "--snapshot" in err
+    assert len(err.strip().splitlines()) == 1 and "--kubeconfig" in err
+
+
+def test_a_snapshot_and_a_kubeconfig_together_exit_2(capsys, tmp_path):
+    rc, out, err = run(capsys, "--once", "--snapshot", str(FIXTURE), "--kubeconfig", str(tmp_path / "k"))
+    assert rc == 2 and out == "" and "exclusive" in err
 
 
 def test_a_bad_configuration_exits_2_naming_the_field(capsys, tmp_path):

@@ -1,0 +1,387 @@
+"""The descheduler against the real API server (issue 3, item 4b): it observes the cluster, evicts through the
+policy/v1 Eviction API only (the API server's audit log is the witness), honours PodDisruptionBudgets, lets
+the ReplicaSet's replacement be placed again through the extender, and every guard of DESIGN.md section 5
+holds on real objects.
+
+The descheduler runs as the ``hrl-descheduler`` identity (get/list/watch on what it observes, ``create`` on
+``pods/eviction``, and nothing else: it could not delete a pod even by mistake). Most tests drive
+:func:`descheduler.loop.run_once` in-process with :class:`descheduler.kube.KubeObserver` and
+:class:`descheduler.kube.KubeEvictor`; the cooldown test also runs the ``hrl-descheduler`` command.
+Where a test needs a specific move, a fixed planner (a small fake of the high-level policy) plans it; the
+guards, the re-read and the evictor are the real ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from cp_helpers import (DEFAULT, HRL, ROOT, apply, deployment, extender_synced, get_json, node_of, pdb, pods,
+                        running, scheduled_by, wait_for, wait_running)
+from descheduler.config import load_descheduler_config, planner_from_config
+from descheduler.guards import EvictionHistory
+from descheduler.kube import KubeEvictor, KubeObserver
+from descheduler.loop import run_once
+from descheduler.metrics import DeschedulerMetrics
+from policy.highlevel import default_intent
+from policy.lowlevel import TopologyHeuristic
+from policy.state import Move, Plan
+
+pytestmark = pytest.mark.controlplane
+
+HOSTNAME = "kubernetes.io/hostname"
+USER = "hrl-descheduler"
+
+
+HEADER = {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfiguration"}
+
+
+def config(**overrides):
+    """A DeschedulerConfiguration without caps (unless overridden)."""
+    base = {**HEADER, "caps": {"perNode": None, "perNamespace": None, "total": None}, "cooldownSeconds": 1800}
+    base.update(overrides)
+    return load_descheduler_config(base)
+
+
+def prefer(node: str, weight: int = 100) -> dict:
+    """A soft node affinity: the first placement is deterministic, yet the pod may live elsewhere
+    (so the feasibility guard has somewhere else to send it)."""
+    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": weight, "preference": {"matchExpressions": [
+            {"key": HOSTNAME, "operator": "In", "values": [node]}]}}]}}
+
+
+@dataclass
+class FixedPlanner:
+    """A high-level policy that plans the given moves: Deployment name (label ``hrl-test/deployment``) →
+    target node, in that order, one move per pod found in the snapshot."""
+
+    namespace: str
+    targets: dict
+    name: str = "fixed"
+
+    def plan(self, snapshot, index, placement):
+        moves = []
+        for dep, to in self.targets.items():
+            for p in sorted(snapshot.pods, key=lambda p: p.key):
+                if p.labels.get("hrl-test/deployment") == dep and p.node_name is not None:
+                    moves.append(Move(p.key, p.node_name, to, "locality", 5.0))
+        return Plan(moves=tuple(moves), replica_targets={}, intent=default_intent())
+
+
+def descheduler(cp):
+    api = cp.api(USER)
+    return KubeObserver(api), KubeEvictor(api)
+
+
+def eviction_calls(cp, ns: str) -> list[dict]:
+    """Audit events of the descheduler's requests on pods in ``ns`` (eviction creates, and anything else)."""
+    return [e for e in cp.audit_events(USER)
+            if (e.get("objectRef") or {}).get("resource") == "pods"
+            and (e.get("objectRef") or {}).get("namespace") == ns
+            and e.get("verb") not in ("list", "watch", "get")]
+
+
+def test_it_observes_evicts_through_the_eviction_api_and_the_extender_places_the_replacement_by_its_callee(
+        control_plane, namespace, kwok_nodes):
+    cp, ns = control_plane, namespace
+    kwok_nodes(3)
+    # The caller first: nothing it depends on is placed yet, so the extender is neutral and it lands anywhere.
+    apply(cp, ns, [deployment("caller", app="ds-caller", depends_on=["ds-callee"], scheduler=HRL)])
+    (caller,) = wait_running(cp, ns, 1, "app=ds-caller")
+    # Its callee goes to another node, so the caller is one node away from the service it calls.
+    x = next(n for n in get_json(cp, "nodes")["items"] if n["metadata"]["name"] != node_of(caller))
+    x = x["metadata"]["name"]
+    apply(cp, ns, [deployment("callee", app="ds-callee", scheduler=DEFAULT, node_selector={HOSTNAME: x})])
+    wait_running(cp, ns, 1, "app=ds-callee")
+    extender_synced(cp)
+    observe, evictor = descheduler(cp)
+    cfg = config()
+    planner, placement = planner_from_config(cfg), TopologyHeuristic()
+
+    # A dry run goes through the same path and changes nothing.
+    dry = run_once(observe, evictor, planner, placement, cfg.model_copy(update={"dry_run": True}), None, 0.0)
+    assert dry.pods >= 2 and dry.nodes >= 3
+    assert [(r.move.pod, r.move.to_node, r.outcome) for r in dry.results] == [
+        (f"{ns}/{caller['metadata']['name']}", x, "dry_run")]
+    assert evictor.calls == [] and eviction_calls(cp, ns) == []
+
+    history = EvictionHistory()
+    metrics = DeschedulerMetrics(CollectorRegistry())
+    calls_before = observe.calls
+    report = run_once(observe, evictor, planner, placement, cfg, history, 1000.0, metrics=metrics)
+    assert [(r.move.from_node, r.move.to_node, r.move.reason, r.outcome) for r in report.results] == [
+        (node_of(caller), x, "locality", "evicted")]
+    assert observe.calls - calls_before == 2  # once to plan, once more right before the eviction
+    assert metrics.registry.get_sample_value("hrl_descheduler_evictions_total", {"outcome": "evicted"}) == 1
+
+    # The API server saw exactly one eviction, of that pod, and no delete from the descheduler.
+    (call,) = eviction_calls(cp, ns)
+    assert (call["verb"], call["objectRef"]["subresource"], call["objectRef"]["name"]) == (
+        "create", "eviction", caller["metadata"]["name"])
+    assert call["responseStatus"]["code"] in (200, 201)
+    assert not [e for e in cp.audit_events(USER) if e.get("verb") in ("delete", "deletecollection")]
+
+    # kwok removes the evicted pod; the ReplicaSet's replacement is scheduled by hrl-scheduler next to its callee.
+    def replaced():
+        ps = running(pods(cp, ns, "app=ds-caller"))
+        return ps if len(ps) == 1 and ps[0]["metadata"]["name"] != caller["metadata"]["name"] else None
+
+    (new,) = wait_for(replaced, 60, "the replacement of the evicted caller")
+    assert node_of(new) == x
+    assert scheduled_by(cp, ns, new["metadata"]["name"]) == HRL
+
+    extender_synced(cp)
+    again = run_once(observe, evictor, planner, placement, cfg, history, 1100.0)
+    assert again.planned_moves == ()  # together now: nothing left to move
+
+
+def test_a_pdb_refusal_is_an_outcome_counted_once_and_its_workload_is_not_retried(
+        control_plane, namespace, kwok_nodes):
+    cp, ns = control_plane, namespace
+    a, b, c = kwok_nodes(3)
+    apply(cp, ns, [
+        deployment("guarded", app="ds-guarded", replicas=2, scheduler=DEFAULT, depends_on=["ds-target"],
+                   affinity=prefer(a)),
+        deployment("target", app="ds-target", scheduler=DEFAULT, node_selector={HOSTNAME: c}),
+        pdb("guarded", {"app": "ds-guarded"}, min_available=2),
+    ])
+    before = {p["metadata"]["name"] for p in wait_running(cp, ns, 2, "app=ds-guarded")}
+    wait_running(cp, ns, 1, "app=ds-target")
+    wait_for(lambda: get_json(cp, "pdb", "guarded", "-n", ns).get("status", {}).get("observedGeneration"),
+             30, "the disruption controller to compute the budget")
+    observe, evictor = descheduler(cp)
+    cfg = config(planner={"maxMovesPerService": 2})
+    planner = planner_from_config(cfg)
+
+    # With the budget in view, the pdb guard stops both moves before any API call.
+    report = run_once(observe, evictor, planner, TopologyHeuristic(), cfg, None, 0.0)
+    assert len(report.planned_moves) == 2
+    assert [r.blocked_by for r in report.results] == [("pdb",), ("pdb",)]
+    assert evictor.calls == []
+
+    # A descheduler whose view of the budget is missing (e.g. a stale cache) is still refused by the API
+    # server: HTTP 429 -> "refused", counted, and the workload is skipped for the rest of the cycle.
+    def blind():
+        return dataclasses.replace(observe(), pdbs=())
+
+    metrics = DeschedulerMetrics(CollectorRegistry())
+    report = run_once(blind, evictor, planner, TopologyHeuristic(), cfg, None, 0.0, metrics=metrics)
+    assert [r.outcome for r in report.results] == ["refused", "blocked"]
+    assert report.results[1].blocked_by == ("pdb_refused",)
+    assert report.counts["refused"] == 1 and report.evictions == 0
+    assert metrics.registry.get_sample_value("hrl_descheduler_evictions_total", {"outcome": "refused"}) == 1
+    assert [o for _k, o in evictor.calls] == ["refused"]
+    (call,) = eviction_calls(cp, ns)  # one attempt, no retry loop
+    assert call["objectRef"]["subresource"] == "eviction" and call["responseStatus"]["code"] == 429
+    assert {p["metadata"]["name"] for p in running(pods(cp, ns, "app=ds-guarded"))} == before
+
+
+def test_the_structural_guards_block_local_storage_terminating_critical_and_uncontrolled_pods(
+        control_plane, namespace, kwok_nodes):
+    cp, ns = control_plane, namespace
+    a, b = kwok_nodes(2)
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{ns}-local"},
+          "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                   "persistentVolumeReclaimPolicy": "Retain", "local": {"path": "/mnt/disk0"},
+                   "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                       {"key": HOSTNAME, "operator": "In", "values": [a]}]}]}}}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+           "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": f"{ns}-local",
+                    "resources": {"requests": {"storage": "1Gi"}}}}
+    cp.kubectl("apply", "-f", "-", input=json.dumps(pv))
+    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+                 "spec": {"selector": {"matchLabels": {"hrl-test/deployment": "agent"}},
+                          "template": {"metadata": {"labels": {"hrl-test/deployment": "agent", "app": "agent"}},
+                                       "spec": {"nodeSelector": {HOSTNAME: a},
+                                                "containers": [{"name": "a", "image": "registry.invalid/a"}]}}}}
+    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare", "labels": {"hrl-test/deployment": "bare"}},
+            "spec": {"containers": [{"name": "a", "image": "registry.invalid/a"}], "nodeSelector": {HOSTNAME: a}}}
+    mirror = {"apiVersion": "v1", "kind": "Pod",
+              "metadata": {"name": "static", "labels": {"hrl-test/deployment": "static"},
+                           "annotations": {"kubernetes.io/config.mirror": "0123456789abcdef"}},
+              "spec": {"nodeName": a, "containers": [{"name": "a", "image": "registry.invalid/a"}]}}
+    apply(cp, ns, [
+        pvc, daemonset, bare, mirror,
+        deployment("empty-dir", scheduler=DEFAULT, affinity=prefer(a),
+                   volumes=[{"name": "scratch", "emptyDir": {}}]),
+        deployment("host-path", scheduler=DEFAULT, affinity=prefer(a),
+                   volumes=[{"name": "host", "hostPath": {"path": "/tmp"}}]),
+        deployment("local-pv", scheduler=DEFAULT,
+                   volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]),
+        deployment("critical", scheduler=DEFAULT, affinity=prefer(a), priorityClassName="system-cluster-critical"),
+        deployment("terminating", scheduler=DEFAULT, affinity=prefer(a)),
+        deployment("plain", scheduler=DEFAULT, affinity=prefer(a)),
+    ])
+    wait_running(cp, ns, 9, timeout_s=90)
+    (term,) = pods(cp, ns, "hrl-test/deployment=terminating")
+    # A finalizer holds the pod in Terminating after kwok deletes it (released by the namespace fixture).
+    cp.kubectl("patch", "pod", term["metadata"]["name"], "-n", ns, "--type=merge",
+               "-p", '{"metadata":{"finalizers":["hrl-scheduler.io/test-hold"]}}')
+    cp.kubectl("delete", "pod", term["metadata"]["name"], "-n", ns, "--wait=false")
+    wait_for(lambda: len(running(pods(cp, ns, "hrl-test/deployment=terminating"))) == 1
+             and len(pods(cp, ns, "hrl-test/deployment=terminating")) == 2, 30,
+             "the held pod Terminating and its replacement Running")
+    system_ns = "kube-system"
+    sys_dep = deployment(f"{ns}-sys"[:60], app="ds-system", scheduler=DEFAULT, affinity=prefer(a))
+    apply(cp, system_ns, [sys_dep])
+    try:
+        wait_running(cp, system_ns, 1, f"hrl-test/deployment={sys_dep['metadata']['name']}")
+        names = ["empty-dir", "host-path", "local-pv", "critical", "terminating", "agent", "bare", "static",
+                 sys_dep["metadata"]["name"], "plain"]
+        observe, evictor = descheduler(cp)
+        snap = observe()
+        term_pod = next(p for p in snap.pods if p.name == term["metadata"]["name"])
+        assert term_pod.terminating
+        planner = FixedPlanner(ns, {n: b for n in names})
+        cfg = config(dryRun=True)
+        report = run_once(observe, evictor, planner, TopologyHeuristic(), cfg, None, 0.0)
+    finally:
+        cp.kubectl("delete", "deployment", sys_dep["metadata"]["name"], "-n", system_ns, "--wait=false")
+        cp.kubectl("delete", "pv", f"{ns}-local", "--wait=false")
+
+    got = {r.move.pod.split("/", 1)[1]: (r.outcome, r.blocked_by) for r in report.results}
+    want = {"empty-dir": "local_storage", "host-path": "local_storage", "local-pv": "local_storage",
+            "critical": "system_critical", "terminating": "terminating", "agent": "daemonset",
+            "bare": "no_controller", "static": "mirror", sys_dep["metadata"]["name"]: "excluded_namespace"}
+    seen = {}
+    for r in report.results:
+        dep = next(p for p in snap.pods if p.key == r.move.pod).labels.get("hrl-test/deployment")
+        if dep == "terminating" and r.move.pod != term_pod.key:
+            continue  # the replacement pod of that Deployment is an ordinary pod
+        seen[dep] = (r.outcome, r.blocked_by)
+    for dep, guard in want.items():
+        outcome, blocked_by = seen[dep]
+        assert outcome == "blocked" and guard in blocked_by, (dep, seen[dep], got)
+    assert seen["plain"] == ("dry_run", ())  # the control: an ordinary pod would be evicted
+
+
+def test_per_node_per_namespace_and_total_caps_hold_on_real_evictions(control_plane, namespace, kwok_nodes):
+    cp, ns = control_plane, namespace
+    n1, n2, n3, n4, n5, spare = kwok_nodes(6)
+    other = f"{ns}-b"
+    cp.kubectl("create", "namespace", other)
+    try:
+        apply(cp, ns, [deployment("a1", scheduler=DEFAULT, affinity=prefer(n1)),
+                       deployment("a2", scheduler=DEFAULT, affinity=prefer(n1)),
+                       deployment("a3", scheduler=DEFAULT, affinity=prefer(n2)),
+                       deployment("a4", scheduler=DEFAULT, affinity=prefer(n3))])
+        apply(cp, other, [deployment("b1", scheduler=DEFAULT, affinity=prefer(n4)),
+                          deployment("b2", scheduler=DEFAULT, affinity=prefer(n5))])
+        wait_running(cp, ns, 4)
+        wait_running(cp, other, 2)
+        observe, evictor = descheduler(cp)
+        planner = FixedPlanner(ns, {n: spare for n in ("a1", "a2", "a3", "a4", "b1", "b2")})
+        cfg = config(caps={"perNode": 1, "perNamespace": 2, "total": 3})
+        report = run_once(observe, evictor, planner, TopologyHeuristic(), cfg, EvictionHistory(), 0.0)
+        deps = [r.move.pod.split("/", 1)[1].rsplit("-", 2)[0] for r in report.results]
+        assert deps == ["a1", "a2", "a3", "a4", "b1", "b2"]
+        assert [(r.outcome, r.blocked_by) for r in report.results] == [
+            ("evicted", ()), ("blocked", ("cap_node",)), ("evicted", ()), ("blocked", ("cap_namespace",)),
+            ("evicted", ()), ("blocked", ("cap_total",))]
+        evicted = {r.move.pod for r in report.results if r.outcome == "evicted"}
+        audited = {f"{e['objectRef']['namespace']}/{e['objectRef']['name']}" for e in cp.audit_events(USER)
+                   if (e.get("objectRef") or {}).get("subresource") == "eviction"
+                   and e["objectRef"]["namespace"] in (ns, other)}
+        assert audited == evicted
+    finally:
+        cp.kubectl("delete", "namespace", other, "--wait=false")
+        cp.kubectl("delete", "pods", "--all", "-n", other, "--grace-period=0", "--force", "--wait=false",
+                   check=False)
+        wait_for(lambda: cp.kubectl("get", "pods", "-n", other, "-o", "name").stdout.strip() == "", 60,
+                 f"the pods of {other} to go")
+
+
+def test_a_pod_that_comes_back_to_the_same_node_is_not_evicted_again(control_plane, namespace, kwok_nodes,
+                                                                     tmp_path):
+    """Loop detection: the planner keeps wanting the caller next to its callee on X, but the default scheduler
+    keeps putting it back on Y (X is loaded). Evicted once; then the cooldown guard says no - in the same
+    process and in a fresh ``hrl-descheduler`` run reading the eviction history from its state file."""
+    cp, ns = control_plane, namespace
+    x, y = kwok_nodes(2)
+    apply(cp, ns, [deployment("filler", app="loop-filler", cpu="2", scheduler=DEFAULT, affinity=prefer(x)),
+                   deployment("callee", app="loop-callee", scheduler=DEFAULT, node_selector={HOSTNAME: x})])
+    wait_running(cp, ns, 2)
+    apply(cp, ns, [deployment("caller", app="loop-caller", depends_on=["loop-callee"], scheduler=DEFAULT)])
+    (first,) = wait_running(cp, ns, 1, "app=loop-caller")
+    assert node_of(first) == y
+    state = tmp_path / "history.json"
+    cfg_doc = {**HEADER, "caps": {"perNode": None, "perNamespace": None, "total": None}, "cooldownSeconds": 1800,
+               "stateFile": str(state)}
+    cfg = load_descheduler_config(cfg_doc)
+    observe, evictor = descheduler(cp)
+    history = EvictionHistory.load(state)
+    planner = planner_from_config(cfg)
+
+    report = run_once(observe, evictor, planner, TopologyHeuristic(), cfg, history, time.time())
+    assert [(r.move.to_node, r.outcome) for r in report.results] == [(x, "evicted")]
+
+    def back():
+        ps = running(pods(cp, ns, "app=loop-caller"))
+        return ps if len(ps) == 1 and ps[0]["metadata"]["name"] != first["metadata"]["name"] else None
+
+    (second,) = wait_for(back, 60, "the caller's replacement")
+    assert node_of(second) == y  # it came back
+
+    report = run_once(observe, evictor, planner, TopologyHeuristic(), cfg, history, time.time())
+    assert [(r.move.to_node, r.outcome, r.blocked_by) for r in report.results] == [(x, "blocked", ("cooldown",))]
+    assert len(evictor.calls) == 1
+
+    cfg_file = tmp_path / "descheduler.yaml"
+    cfg_file.write_text(json.dumps(cfg_doc))
+    proc = subprocess.run([sys.executable, "-m", "descheduler", "--once", "--json", "--config", str(cfg_file),
+                           "--kubeconfig", str(cp.kubeconfigs[USER])],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["dry_run"] is False
+    assert [(r["pod"], r["outcome"], [b["guard"] for b in r["blockers"]]) for r in out["results"]] == [
+        (f"{ns}/{second['metadata']['name']}", "blocked", ["cooldown"])]
+    assert len([e for e in eviction_calls(cp, ns) if e["objectRef"].get("subresource") == "eviction"]) == 1
+
+
+def test_state_is_read_again_before_each_eviction(control_plane, namespace, kwok_nodes):
+    cp, ns = control_plane, namespace
+    a, b = kwok_nodes(2)
+    apply(cp, ns, [deployment("first", scheduler=DEFAULT, affinity=prefer(a)),
+                   deployment("second", scheduler=DEFAULT, affinity=prefer(a))])
+    wait_running(cp, ns, 2)
+    (gone,) = pods(cp, ns, "hrl-test/deployment=first")
+    observe, evictor = descheduler(cp)
+    seen = []
+
+    def observe_while_the_cluster_changes():
+        seen.append(len(seen))
+        if len(seen) == 2:  # after planning, before the first eviction: the planned pod disappears
+            cp.kubectl("delete", "pod", gone["metadata"]["name"], "-n", ns, "--grace-period=0", "--force")
+        return observe()
+
+    planner = FixedPlanner(ns, {"first": b, "second": b})
+    report = run_once(observe_while_the_cluster_changes, evictor, planner, TopologyHeuristic(), config(), None, 0.0)
+    assert len(seen) == 3  # plan, then once per move
+    assert [r.outcome for r in report.results] == ["not_found", "evicted"]
+    assert [k.split("/", 1)[1] for k, _o in evictor.calls] == [
+        report.results[1].move.pod.split("/", 1)[1]]  # the vanished pod was never sent to the API
+
+
+def test_the_feasibility_guard_keeps_a_pod_that_no_other_node_can_take(control_plane, namespace, kwok_nodes):
+    cp, ns = control_plane, namespace
+    here, full, cordoned = kwok_nodes(3)
+    apply(cp, ns, [deployment("stuck", cpu="1", scheduler=DEFAULT, affinity=prefer(here)),
+                   deployment("hog", cpu="3500m", scheduler=DEFAULT, node_selector={HOSTNAME: full})])
+    wait_running(cp, ns, 2)
+    cp.kubectl("cordon", cordoned)
+    observe, evictor = descheduler(cp)
+    report = run_once(observe, evictor, FixedPlanner(ns, {"stuck": full}), TopologyHeuristic(), config(), None, 0.0)
+    (r,) = report.results
+    assert (r.outcome, r.blocked_by) == ("blocked", ("infeasible",))
+    reason = r.blockers[0].reason
+    assert f"{full}: Insufficient cpu" in reason and f"{cordoned}: node is unschedulable" in reason
+    assert evictor.calls == []

@@ -1,0 +1,211 @@
+"""The extender's watch-fed snapshot source (extender/kube.py) against a small fake of the two CoreV1Api list
+calls it uses: pagination, resourceVersion bookkeeping, ADDED/MODIFIED/DELETED/BOOKMARK, 410 Gone → list
+again, a bad object skipped, the graph merged with pod annotations, touch while idle, clean stop.
+(The real API server is exercised by tests/integration/test_controlplane_*.py.)"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from extender.kube import POD_FIELD_SELECTOR, KubeSnapshotSource, _Gone, graph_with_annotations
+from extender.store import SnapshotStore
+from policy.state import ServiceEdge, ServiceGraph
+
+
+def node(name, rv="1"):
+    return {"metadata": {"name": name, "resourceVersion": rv},
+            "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def pod(name, node_name=None, rv="1", app="web", depends=None, cpu="100m"):
+    ann = {"hrl-scheduler.io/depends-on": depends} if depends else {}
+    spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv, "labels": {"app": app},
+                         "annotations": ann}, "spec": spec, "status": {"phase": "Running"}}
+
+
+class ListResponse:
+    def __init__(self, items, rv, cont=None):
+        self.data = json.dumps({"items": items, "metadata": {"resourceVersion": rv, "continue": cont}}).encode()
+
+
+class WatchResponse:
+    """A watch stream: one JSON event per line; then it ends (the server's timeout), or blocks until shut
+    down when ``hold`` is set."""
+
+    def __init__(self, events, hold=False):
+        self.events = events
+        self.hold = hold
+        self.closed = threading.Event()
+
+    def stream(self, amt=None, decode_content=False):
+        for e in self.events:
+            yield (json.dumps(e) + "\n").encode()
+        if self.hold:
+            self.closed.wait(10)
+
+    def release_conn(self):
+        pass
+
+    def shutdown(self):
+        self.closed.set()
+
+
+class FakeCore:
+    """The slice of CoreV1Api the source uses. ``script[kind]``: responses handed out in order, the last one
+    repeated; every call is recorded with its keyword arguments."""
+
+    def __init__(self, script):
+        self.script = script
+        self.calls = {"Node": [], "Pod": []}
+
+    def _next(self, kind, kw):
+        self.calls[kind].append(kw)
+        seq = self.script[kind]
+        item = seq.pop(0) if len(seq) > 1 else seq[0]
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def list_node(self, **kw):
+        return self._next("Node", kw)
+
+    def list_pod_for_all_namespaces(self, **kw):
+        return self._next("Pod", kw)
+
+
+def source(core, **kw):
+    return KubeSnapshotSource(SnapshotStore(), core=core, debounce_s=0.0, **kw)
+
+
+def test_a_paginated_list_is_followed_by_a_watch_from_the_list_resource_version():
+    core = FakeCore({"Node": [ListResponse([node("a")], "5", cont="next"), ListResponse([node("b")], "7"),
+                              WatchResponse([])],
+                     "Pod": [ListResponse([], "7")]})
+    src = source(core)
+    src.nodes.list()
+    assert sorted(src.nodes.items) == ["a", "b"] and src.nodes.resource_version == "7"
+    assert core.calls["Node"][1]["_continue"] == "next"
+    src.nodes.watch(time.monotonic() + 0.2)
+    w = core.calls["Node"][2]
+    assert (w["watch"], w["resource_version"], w["allow_watch_bookmarks"]) == (True, "7", True)
+
+
+def test_pods_are_listed_and_watched_without_finished_ones():
+    core = FakeCore({"Node": [ListResponse([], "1")], "Pod": [ListResponse([], "3"), WatchResponse([])]})
+    src = source(core)
+    src.pods.list()
+    src.pods.watch(time.monotonic() + 0.2)
+    assert all(c["field_selector"] == POD_FIELD_SELECTOR for c in core.calls["Pod"])
+
+
+def test_watch_events_update_the_objects_and_the_resource_version():
+    events = [
+        {"type": "ADDED", "object": pod("p1", "a", rv="8")},
+        {"type": "MODIFIED", "object": pod("p1", "b", rv="9")},
+        {"type": "ADDED", "object": pod("p2", "a", rv="10")},
+        {"type": "DELETED", "object": pod("p2", "a", rv="11")},
+        {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}},
+    ]
+    core = FakeCore({"Node": [ListResponse([], "1")],
+                     "Pod": [ListResponse([], "7"), WatchResponse(events), WatchResponse([])]})
+    src = source(core)
+    src.pods.list()
+    src.pods.watch(time.monotonic() + 0.2)
+    assert list(src.pods.items) == ["ns/p1"] and src.pods.items["ns/p1"].node_name == "b"
+    assert src.pods.resource_version == "15" and src.pods.events == 4
+    # The next watch continues from the bookmark.
+    assert core.calls["Pod"][-1]["resource_version"] == "15"
+
+
+def test_410_gone_in_a_watch_raises_so_the_reflector_lists_again():
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old resource version"}}
+    core = FakeCore({"Node": [ListResponse([], "1")],
+                     "Pod": [ListResponse([pod("p1", "a")], "7"), WatchResponse([gone])]})
+    src = source(core)
+    src.pods.list()
+    with pytest.raises(_Gone):
+        src.pods.watch(time.monotonic() + 1)
+
+
+def test_the_reflector_loop_lists_again_after_410_and_keeps_watching():
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old resource version"}}
+    core = FakeCore({"Node": [ListResponse([node("a")], "1"), WatchResponse([], hold=True)],
+                     "Pod": [ListResponse([pod("old", "a")], "7"), WatchResponse([gone]),
+                             ListResponse([pod("new", "a")], "20"), WatchResponse([], hold=True)]})
+    src = source(core)
+    src.start()
+    try:
+        assert src.wait_synced(5)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and src.pods.lists < 2:
+            time.sleep(0.01)
+        assert src.pods.lists == 2 and list(src.pods.items) == ["ns/new"]
+        lists = [c for c in core.calls["Pod"] if not c.get("watch")]
+        watches = [c["resource_version"] for c in core.calls["Pod"] if c.get("watch")]
+        assert len(lists) == 2 and watches[:2] == ["7", "20"]
+    finally:
+        src.stop()
+    assert src._threads == []  # every thread ended (the held watches were interrupted)
+
+
+def test_an_object_the_parser_rejects_is_left_out_and_the_rest_is_kept():
+    bad = pod("bad", "a", cpu="lots")
+    core = FakeCore({"Node": [ListResponse([], "1")], "Pod": [ListResponse([pod("good", "a"), bad], "7")]})
+    src = source(core)
+    src.pods.list()
+    assert list(src.pods.items) == ["ns/good"]
+
+
+def test_the_snapshot_graph_is_the_static_graph_plus_pod_annotations():
+    static = ServiceGraph.build(["frontend", "cart"], [ServiceEdge("frontend", "cart", 10.0)])
+    core = FakeCore({"Node": [ListResponse([node("a")], "1")],
+                     "Pod": [ListResponse([pod("p", "a", app="checkout", depends="cart,payment")], "7")]})
+    src = source(core, graph=static)
+    src.nodes.list()
+    src.pods.list()
+    snap = src.build_snapshot()
+    assert snap.graph.services == ("cart", "checkout", "frontend", "payment")
+    assert {(e.caller, e.callee) for e in snap.graph.edges} == {
+        ("frontend", "cart"), ("checkout", "cart"), ("checkout", "payment")}
+    assert graph_with_annotations(None, []).services == ()
+
+
+def test_the_store_gets_a_snapshot_once_both_lists_are_done_and_is_touched_while_idle():
+    core = FakeCore({"Node": [ListResponse([node("a")], "1"), WatchResponse([], hold=True)],
+                     "Pod": [ListResponse([pod("p", "a")], "7"), WatchResponse([], hold=True)]})
+    src = KubeSnapshotSource(SnapshotStore(), core=core, debounce_s=0.0, touch_interval_s=0.05)
+    with src:
+        assert src.wait_synced(5)
+        view = src.store.get()
+        assert [n.name for n in view.snapshot.nodes] == ["a"] and [p.name for p in view.snapshot.pods] == ["p"]
+        first = view.updated_at_s
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and src.store.get().updated_at_s == first:
+            time.sleep(0.02)
+        assert src.store.get().updated_at_s > first and src.store.get().generation == view.generation
+    assert src._threads == []
+
+
+def test_an_unreachable_api_server_leaves_the_store_untouched_so_it_goes_stale():
+    core = FakeCore({"Node": [ConnectionRefusedError("down")], "Pod": [ConnectionRefusedError("down")]})
+    src = KubeSnapshotSource(SnapshotStore(), core=core, debounce_s=0.0, touch_interval_s=0.05)
+    with src:
+        time.sleep(0.3)
+        assert not src.synced and not src.store.ready
+        assert src.nodes.errors >= 1 and src.pods.errors >= 1
+
+
+def test_bad_parameters_are_refused():
+    core = FakeCore({"Node": [ListResponse([], "1")], "Pod": [ListResponse([], "1")]})
+    with pytest.raises(ValueError, match="resync_s"):
+        KubeSnapshotSource(SnapshotStore(), core=core, resync_s=0)
+    with pytest.raises(ValueError, match="api_client or core"):
+        KubeSnapshotSource(SnapshotStore())
