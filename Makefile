@@ -5,16 +5,19 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test bench bench-quick bench-scheduler train controlplane clean help
+.PHONY: demo test bench bench-quick bench-sim bench-topology bench-scheduler train controlplane e2e-kind clean help
 
 help:
 	@echo "make demo             install (runtime only, no torch) and run the main job on Online Boutique"
 	@echo "make test             install (with [train,test]) and run the whole test suite"
 	@echo "make bench            the policy benchmark -> BENCHMARKS.md, benchmarks/summary.json, plots"
 	@echo "make bench-quick      a smaller policy benchmark (< 10 min)"
+	@echo "make bench-sim        simulator speed, discrete-event cross-check, calibration error (~13 min)"
+	@echo "make bench-topology   graph encoder time vs size, gRPC cache latency, encoder held-out error"
 	@echo "make bench-scheduler  kube-scheduler throughput with/without the extender (real control plane)"
 	@echo "make train            train the learned stacks -> policy/bundles/"
 	@echo "make controlplane     build the control-plane binaries into the cache (hack/build-controlplane.sh)"
+	@echo "make e2e-kind         the control-plane scenarios on a kind cluster (needs Docker)"
 
 $(VENV)/.runtime: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,7 +35,8 @@ demo: $(VENV)/.runtime
 controlplane:
 	hack/build-controlplane.sh
 
-test: $(VENV)/.test
+test: $(VENV)/.test controlplane
+	hack/install-prometheus.sh >/dev/null
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.test
@@ -41,11 +45,20 @@ bench: $(VENV)/.test
 bench-quick: $(VENV)/.test
 	$(PY) -m policy.bench --quick
 
-bench-scheduler: $(VENV)/.test
+bench-sim: $(VENV)/.test
+	OMP_NUM_THREADS=1 $(PY) -m policy.sim.bench_sim
+
+bench-topology: $(VENV)/.test
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) -m policy.bench_topology
+
+bench-scheduler: $(VENV)/.test controlplane
 	$(PY) hack/bench-scheduler.py
 
 train: $(VENV)/.test
 	$(VENV)/bin/hrl-policy train --all
+
+e2e-kind:
+	hack/e2e-kind.sh
 
 clean:
 	rm -rf out/ .pytest_cache build dist *.egg-info

@@ -2,27 +2,33 @@
 
 Usage::
 
-    hrl-descheduler [--config FILE] [--once | --interval SECONDS] [--dry-run] [--snapshot FILE] [--json]
+    hrl-descheduler [--config FILE] [--once | --interval SECONDS] [--dry-run] [--snapshot FILE | --kubeconfig FILE]
+                    [--json]
 
 - ``--once``: one cycle, then exit (CronJob mode). ``--interval S``: a cycle every S seconds until
   interrupted (Deployment mode). Neither: ``--once`` with ``--snapshot``, else every ``intervalSeconds`` of
-  the configuration.
+  the configuration. On a live cluster the periodic mode runs cycles only while holding the
+  ``leaderElection`` Lease (``descheduler/leader.py``; on by default), releases it on SIGTERM/SIGINT, and
+  exits 1 when it loses it.
 - ``--snapshot FILE``: read the cluster from a file, as ``kubectl get nodes,pods,pdb,deployments -A -o json``
   prints it. There is no cluster to evict from then, so ``--snapshot`` **implies** ``--dry-run`` (a note
-  on stderr says so when ``--dry-run`` was not given). Without ``--snapshot`` the descheduler needs the
-  live-cluster observer and Eviction API evictor of ``descheduler/kube.py`` (a later issue); until then it
-  exits 2 with a one-line message.
+  on stderr says so when ``--dry-run`` was not given). Without ``--snapshot`` it observes the live cluster
+  and evicts through the policy/v1 Eviction API (``descheduler/kube.py``; ``--dry-run`` evicts nothing):
+  ``--kubeconfig FILE``, else the in-cluster service account when running in a Pod, else ``$KUBECONFIG`` /
+  ``~/.kube/config``.
 - ``--json``: stdout carries only the :meth:`CycleReport.to_json` object (one line per cycle in
   ``--interval`` mode); messages go to stderr. Without it, a readable report.
 
-Exit status: 0 after the cycle(s) ran (whatever their outcomes); 1 when the cluster state, the graph
-sources or the eviction-history file cannot be read; 2 for usage or configuration errors.
+Exit status: 0 after the cycle(s) ran (whatever their outcomes); 1 when the cluster state (file or API
+server), the graph sources or the eviction-history file cannot be read; 2 for usage or configuration errors
+(a kubeconfig that cannot be loaded included).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 import time
@@ -33,16 +39,13 @@ from policy.lowlevel import TopologyHeuristic
 from policy.observe import ObjectError
 
 from .config import DeschedulerConfiguration, load_descheduler_config, planner_from_config
-from .evict import DryRunEvictor
+from .evict import DryRunEvictor, Evictor
 from .guards import EvictionHistory, HistoryError
 from .loop import CycleReport, run_forever, run_once
 from .metrics import DeschedulerMetrics, push, serve, write_textfile
 from .snapshot import TopologyUnavailable, load_snapshot_file, load_topology
 
 PROG = "hrl-descheduler"
-NO_OBSERVER = (f"{PROG}: reading a live cluster is not available yet (descheduler/kube.py comes with the "
-               "control-plane issue); use --snapshot FILE with the output of "
-               "'kubectl get nodes,pods,pdb,deployments -A -o json'")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--snapshot", metavar="FILE",
                    help="read the cluster from a Kubernetes List JSON/YAML file or directory "
                         "(kubectl get nodes,pods,pdb,deployments -A -o json); implies --dry-run")
+    p.add_argument("--kubeconfig", metavar="FILE",
+                   help="kubeconfig of the live cluster (default: in-cluster service account, else "
+                        "$KUBECONFIG / ~/.kube/config)")
     p.add_argument("--json", action="store_true", help="print only the cycle report JSON on stdout")
     return p
 
@@ -122,12 +128,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         _err(str(exc))
         return 2
-    if args.snapshot is None:
-        _err(NO_OBSERVER)
+    live = args.snapshot is None
+    if not live and args.kubeconfig:
+        _err(f"{PROG}: --snapshot and --kubeconfig are exclusive (a file or a live cluster)")
         return 2
-    if not (args.dry_run or config.dry_run):
-        _err(f"{PROG}: note: --snapshot implies --dry-run (there is no cluster to evict from)")
-    config = config.model_copy(update={"dry_run": True})
+    if not live:
+        if not (args.dry_run or config.dry_run):
+            _err(f"{PROG}: note: --snapshot implies --dry-run (there is no cluster to evict from)")
+        config = config.model_copy(update={"dry_run": True})
+    elif args.dry_run:
+        config = config.model_copy(update={"dry_run": True})
 
     warnings: list[str] = []
     graph = None
@@ -144,23 +154,46 @@ def main(argv: Sequence[str] | None = None) -> int:
             _err(f"{PROG}: warning: {w}")
 
     snapshot_path = args.snapshot
+    api_client = None
+    if live:
+        try:
+            from .kube import KubeEvictor, KubeObserver, load_api_client
 
-    def observe():
-        return load_snapshot_file(snapshot_path, graph, taken_at_s=time.time())
+            api_client = load_api_client(args.kubeconfig)
+        except Exception as exc:  # noqa: BLE001 - ConfigException, OSError: one line
+            _err(f"{PROG}: --kubeconfig: cannot load a client configuration: {' '.join(str(exc).split())}")
+            return 2
+        observe = KubeObserver(api_client, graph)
+    else:
+        def observe():
+            return load_snapshot_file(snapshot_path, graph, taken_at_s=time.time())
 
     try:
-        observe()  # fail fast, before anything else, on an unreadable snapshot
+        observe()  # fail fast, before anything else, on an unreadable snapshot / unreachable API server
         history = EvictionHistory.load(config.state_file) if config.state_file else EvictionHistory()
     except (ObjectError, HistoryError) as exc:
         _err(f"{PROG}: {exc}")
         return 1
+    except Exception as exc:  # noqa: BLE001 - the API server did not answer: one line
+        if not live:
+            raise
+        _err(f"{PROG}: cannot read the cluster: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+        return 1
 
-    evictor = DryRunEvictor()
+    evictor = DryRunEvictor() if config.dry_run or not live else KubeEvictor(api_client)
     planner = planner_from_config(config)
     placement = TopologyHeuristic()
     metrics = DeschedulerMetrics()
+    from .cache import cache_link_from_config  # the embedding cache: embeddings in, intent out
+
+    link = cache_link_from_config(config.cache, metrics.registry)
+    if link is not None:
+        observe = link.remember(observe)
 
     def emit(report: CycleReport) -> None:
+        if link is not None:
+            for w in link.after_cycle(report.intent, report.dry_run):
+                _err(f"{PROG}: warning: {w}")
         if args.json:
             print(json.dumps(report.to_json(), sort_keys=False), flush=True)
         else:
@@ -175,17 +208,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ObjectError as exc:
             _err(f"{PROG}: {exc}")
             return 1
+        except Exception as exc:  # noqa: BLE001 - the API server stopped answering before any eviction
+            if not live:
+                raise
+            _err(f"{PROG}: cannot read the cluster: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+            return 1
         emit(report)
         return 0
 
     interval_s = args.interval if args.interval is not None else config.interval_seconds
     if config.metrics.listen:
-        serve(metrics.registry, config.metrics.listen)
+        serve(metrics.registry, config.metrics.listen)  # every replica, standbys too
     stop = threading.Event()
-    try:
-        run_forever(interval_s, observe, evictor, planner, placement, config, history, metrics=metrics,
-                    stop=stop, on_report=emit,
+    if threading.current_thread() is threading.main_thread():  # SIGTERM (Pod deletion): stop, release the Lease
+        signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+
+    def loop(until: threading.Event, ev: Evictor) -> None:
+        run_forever(interval_s, observe, ev, planner, placement, config, history, metrics=metrics,
+                    stop=until, on_report=emit,
                     on_error=lambda exc: _err(f"{PROG}: cycle failed: {type(exc).__name__}: {exc}"))
+
+    try:
+        le = config.leader_election
+        if live and le.enabled:  # one active replica: the holder of the Lease (descheduler/leader.py)
+            from .leader import LeaderGatedEvictor, elector_from_config, lead
+
+            elector = elector_from_config(le, api_client)
+            backend = elector.backend
+            _err(f"{PROG}: leader election on lease {backend.namespace}/{backend.name} as {elector.identity}")
+
+            def leading(over: threading.Event) -> None:
+                _err(f"{PROG}: {elector.identity} holds the lease; running cycles")
+                loop(over, LeaderGatedEvictor(evictor, elector))
+
+            if lead(elector, leading, stop) == "lost":
+                _err(f"{PROG}: lost the leader-election lease; exiting so that a restart rejoins the election")
+                return 1
+        else:
+            loop(stop, evictor)
     except KeyboardInterrupt:
         stop.set()
     return 0

@@ -30,6 +30,17 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
       pushgateway: null           # push to this Pushgateway URL after each cycle (CronJob mode)
       listen: null                # serve /metrics on host:port in --interval mode (e.g. 127.0.0.1:9102)
       job: hrl-descheduler        # Pushgateway job name
+    cache: null                   # the topology embedding cache (descheduler/cache.py), e.g.
+                                  #   {address: hrl-embedding-cache:50051, timeoutSeconds: 2,
+                                  #    encoderBundle: null, reencodeAfterSeconds: 300}
+    leaderElection:               # --interval mode against a live cluster only (descheduler/leader.py)
+      enabled: true               # one active replica at a time, holder of a coordination.k8s.io/v1 Lease
+      leaseName: hrl-descheduler
+      leaseNamespace: null        # null = $POD_NAMESPACE, else the ServiceAccount's namespace, else default
+      identity: null              # null = <hostname>_<random>
+      leaseDurationSeconds: 15    # a standby takes over after seeing the lease unrenewed this long
+      renewDeadlineSeconds: 10    # the leader stops evicting when it could not renew for this long
+      retryPeriodSeconds: 2       # renew / retry period
 
 The caps and the guards mirror kubernetes-sigs/descheduler (``maxNoOfPodsToEvictPerNode``,
 ``maxNoOfPodsToEvictPerNamespace``, ``maxNoOfPodsToEvictTotal``; DefaultEvictor's ``evictLocalStoragePods``),
@@ -43,7 +54,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from policy.config import ConfigModel, load_config
 from policy.highlevel import RebalanceHeuristic
@@ -54,6 +65,8 @@ __all__ = [
     "PlannerConfig",
     "TopologyConfig",
     "MetricsConfig",
+    "CacheConfig",
+    "LeaderElectionConfig",
     "DeschedulerConfiguration",
     "load_descheduler_config",
     "planner_from_config",
@@ -116,6 +129,51 @@ class MetricsConfig(ConfigModel):
         return v
 
 
+class LeaderElectionConfig(ConfigModel):
+    """Leader election for ``--interval`` mode on a live cluster (client-go's meanings and defaults; see
+    :mod:`descheduler.leader`). Ignored by ``--once`` (a CronJob with ``concurrencyPolicy: Forbid`` runs
+    one Job at a time) and by ``--snapshot`` runs."""
+
+    enabled: bool = True
+    lease_name: str = Field("hrl-descheduler", min_length=1, max_length=253,
+                            pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    lease_namespace: str | None = Field(None, min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    identity: str | None = Field(None, min_length=1)
+    lease_duration_seconds: float = Field(15.0, ge=1.0)
+    renew_deadline_seconds: float = Field(10.0, gt=0.0)
+    retry_period_seconds: float = Field(2.0, gt=0.0)
+
+    @model_validator(mode="after")
+    def _timings(self) -> LeaderElectionConfig:
+        # client-go's rules (tools/leaderelection NewLeaderElector); JITTER_FACTOR = 1.2
+        if not self.renew_deadline_seconds > 1.2 * self.retry_period_seconds:
+            raise ValueError(f"renewDeadlineSeconds ({self.renew_deadline_seconds:g}) must be > 1.2 x "
+                             f"retryPeriodSeconds ({self.retry_period_seconds:g})")
+        if not self.lease_duration_seconds > self.renew_deadline_seconds:
+            raise ValueError(f"leaseDurationSeconds ({self.lease_duration_seconds:g}) must be > "
+                             f"renewDeadlineSeconds ({self.renew_deadline_seconds:g})")
+        return self
+
+
+class CacheConfig(ConfigModel):
+    """The topology embedding cache (``hrl-policy cache serve``): each cycle the descheduler reads (or
+    computes and stores) the embeddings of its call graph and, unless in a dry run, publishes its intent
+    (:mod:`descheduler.cache`)."""
+
+    address: str = Field(..., min_length=3)
+    timeout_seconds: float = Field(2.0, gt=0.0, le=60.0)
+    encoder_bundle: str | None = None
+    reencode_after_seconds: float = Field(300.0, gt=0.0)
+
+    @field_validator("address")
+    @classmethod
+    def _cache_host_port(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("must be host:port, e.g. 127.0.0.1:50051")
+        return v
+
+
 class DeschedulerConfiguration(ConfigModel):
     """The whole file; see the module docstring for every field and its default."""
 
@@ -129,6 +187,8 @@ class DeschedulerConfiguration(ConfigModel):
     planner: PlannerConfig = PlannerConfig()
     topology: TopologyConfig = TopologyConfig()
     metrics: MetricsConfig = MetricsConfig()
+    cache: CacheConfig | None = None
+    leader_election: LeaderElectionConfig = LeaderElectionConfig()
 
 
 def load_descheduler_config(source: str | Path | Mapping[str, Any] | None) -> DeschedulerConfiguration:

@@ -5,10 +5,13 @@ Usage::
     hrl-extender [--config FILE] [--snapshot FILE] [--host HOST] [--port PORT]
 
 ``--config``: an ``ExtenderConfiguration`` YAML (see :mod:`extender.config`; omitted = defaults).
+With ``listen.tls`` set it serves HTTPS (see :class:`extender.config.TLSConfig`).
 ``--snapshot``: a static cluster state (``kubectl get nodes,pods,pdb -A -o json`` output), overriding
-``snapshotFile``. ``--host`` / ``--port`` override ``listen``. Logs go to stderr. Exit status: 0 after a
-clean shutdown (SIGINT/SIGTERM), 2 for a bad command line, configuration, topology source or snapshot
-file (one line on stderr), 1 when the server cannot start (e.g. the port is taken).
+``snapshotFile``. With ``kubernetes.enabled`` the snapshot comes from the API server instead (list + watch
+of Nodes and Pods, :mod:`extender.kube`). ``--host`` / ``--port`` override ``listen``. Logs go to stderr.
+Exit status: 0 after a clean shutdown (SIGINT/SIGTERM), 2 for a bad command line, configuration (TLS files
+included), topology source or snapshot file (one line on stderr), 1 when the server cannot start (e.g. the
+port is taken).
 """
 
 from __future__ import annotations
@@ -46,12 +49,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     from policy.config import ConfigError
     from policy.observe import ObjectError
 
-    from .config import build_policy, load_extender_config, load_topology
+    from .config import build_policy, load_extender_config, load_topology, tls_server_kwargs, topology_refresher
 
     try:
         config = load_extender_config(args.config)
     except ConfigError as exc:
         return _fail("; ".join(str(exc).splitlines()))
+    try:
+        tls_kwargs = tls_server_kwargs(config)  # HTTPS when listen.tls is set; checked before anything else
+    except ValueError as exc:
+        return _fail(str(exc))
     if args.port is not None and not 0 <= args.port <= 65535:
         return _fail(f"--port: must be 0..65535, got {args.port}")
 
@@ -67,21 +74,38 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     store = SnapshotStore()
     policy = build_policy(config)
-    try:
-        graph, warnings = load_topology(config)
+    try:  # live sources (prometheus+...://) → a background refresher; files only → read once
+        refresher, warnings = topology_refresher(config)
+        graph, more = (refresher.graph, []) if refresher is not None else load_topology(config)
+        warnings += more
     except ImportError as exc:
         return _fail(f"topology.sources: the call-graph loader is unavailable ({exc})")
     except Exception as exc:  # the loader's own one-line errors (unreadable file, bad content)
         return _fail(f"topology.sources: {exc}")
     for w in warnings:
         log.warning("topology: %s", w)
-    if graph is not None:
+    kube = config.kubernetes
+    if kube.enabled and (args.snapshot or config.snapshot_file):
+        return _fail("kubernetes.enabled and a snapshot file (snapshotFile / --snapshot) are exclusive")
+    if graph is not None and not kube.enabled:  # with the watch, the source merges it with pod annotations
         store.set_graph(graph)
+    if graph is not None:
         log.info("call graph: %d services, %d edges from %d source(s)", len(graph.services), len(graph.edges),
                  len(config.topology.sources))
 
+    source = None
     snap_path = args.snapshot or config.snapshot_file
-    if snap_path:
+    if kube.enabled:
+        try:
+            from .kube import KubeSnapshotSource, load_api_client
+
+            api = load_api_client(kube.kubeconfig)
+        except Exception as exc:  # noqa: BLE001 - ConfigException, OSError: one line
+            return _fail(f"kubernetes.kubeconfig: cannot load a client configuration: {exc}")
+        source = KubeSnapshotSource(store, api, graph=graph, resync_s=kube.resync_seconds,
+                                    debounce_s=kube.debounce_seconds)
+        log.info("watching nodes and pods on %s", api.configuration.host)
+    elif snap_path:
         try:
             view = store.load_file(snap_path)
         except ObjectError as exc:
@@ -91,12 +115,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         log.warning("no snapshot: scores stay neutral and /readyz answers 503 until one is loaded")
 
-    app = make_app(config, store, policy, CollectorRegistry())
+    if refresher is not None:
+        if source is not None:  # the watch merges it with pod annotations at its next rebuild
+            refresher.on_update = lambda g: setattr(source, "graph", g)
+        else:
+            refresher.on_update = store.set_graph
+        st = refresher.status()
+        if st.stale:
+            log.warning("topology: %s (serving with the graph at hand; retrying every %g s)", st.reason,
+                        refresher.refresh_s)
+    registry = CollectorRegistry()
+    app = make_app(config, store, policy, registry, topology=refresher)
     host = args.host or config.listen.host
     port = config.listen.port if args.port is None else args.port
-    log.info("serving on http://%s:%d%s (policy %s)", host, port, config.url_prefix, policy.name)
+    scheme = "https" if tls_kwargs else "http"
+    log.info("serving on %s://%s:%d%s (policy %s)", scheme, host, port, config.url_prefix, policy.name)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, access_log=False, lifespan="off",
-                                           log_level=config.log_level.lower(), log_config=None))
+                                           log_level=config.log_level.lower(), log_config=None, **tls_kwargs))
 
     def on_signal(signum: int, frame: object) -> None:
         # uvicorn handles SIGINT/SIGTERM while serving and re-raises the signal afterwards with the
@@ -106,10 +141,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, on_signal)
+    if source is not None:
+        source.start()
+    if refresher is not None:
+        refresher.start()
+    from .cache import start_cache_link  # the embedding cache (config.cache); a background copy, never waited on
+
+    cache_link = start_cache_link(config.cache, store, registry)
     try:
         server.run()
     except SystemExit as exc:  # uvicorn exits 1 when it cannot bind
         return int(exc.code or 0) if isinstance(exc.code, int) else 1
+    finally:
+        if source is not None:
+            source.stop()
+        if refresher is not None:
+            refresher.stop()
+        if cache_link is not None:
+            cache_link.stop()
     return 0 if server.started else 1
 
 

@@ -7,14 +7,27 @@ Every field is optional; an empty file (or no ``--config``) gives the defaults b
     listen:
       host: 127.0.0.1          # address to bind; 0.0.0.0 to serve other hosts (e.g. in a Pod)
       port: 8888               # TCP port, 0..65535 (0 = any free port)
+      tls: null                # {certFile, keyFile}: serve HTTPS (kube-scheduler: enableHTTPS + tlsConfig.caData)
     urlPrefix: /scheduler      # the extender's urlPrefix in KubeSchedulerConfiguration.extenders
     policy:
       name: topology-heuristic # the low-level placement policy
       targetUtilization: 0.7   # CPU utilisation above which a node counts as hot, 0 < x < 1
     topology:
-      sources: []              # call-graph sources: manifest files/dirs, span CSVs, Alibaba CSVs, ...
+      sources: []              # call-graph sources: manifest files/dirs, AppGroups, span CSVs, Alibaba CSVs, and
+                               #   live URIs prometheus+istio|linkerd|otel://HOST:PORT?window=5m&namespace=NS
+      refreshSeconds: 30       #   live sources are re-read in the background this often
+      smoothingHalfLifeSeconds: 0  # EWMA half-life of the live rates across refreshes; 0 = off
+      staleAfterSeconds: 0     #   no successful refresh for this long = stale; 0 = 3 x refreshSeconds
     snapshotFile: null         # optional `kubectl get nodes,pods,pdb -A -o json` output to load at start
+    kubernetes:                # the live cluster: list + watch Nodes and Pods (extender/kube.py)
+      enabled: false           #   true: feed the snapshot from the API server (exclusive with snapshotFile)
+      kubeconfig: null         #   path; null = in-cluster service account, else $KUBECONFIG / ~/.kube/config
+      resyncSeconds: 300       #   full re-list period
+      debounceSeconds: 0.2     #   wait after a change before rebuilding the snapshot (coalesces bursts)
     maxSnapshotAgeSeconds: 0   # older snapshots → neutral scores and /readyz 503; 0 = never stale
+    cache: null                # the topology embedding cache (gRPC, `hrl-policy cache serve`), e.g.
+                               #   {address: 127.0.0.1:50051, refreshSeconds: 10, timeoutSeconds: 1,
+                               #    maxAgeSeconds: 900, match: graph}; null = no cache (no embeddings needed)
     logLevel: INFO             # DEBUG, INFO, WARNING or ERROR
 
 Relative paths are relative to the working directory of the process. The matching kube-scheduler side
@@ -40,16 +53,36 @@ from policy.state import ServiceGraph
 
 __all__ = [
     "KIND",
+    "TLSConfig",
     "ListenConfig",
     "PolicyConfig",
     "TopologyConfig",
+    "KubernetesConfig",
+    "CacheConfig",
     "ExtenderConfiguration",
     "load_extender_config",
     "build_policy",
+    "tls_server_kwargs",
     "load_topology",
+    "topology_refresher",
 ]
 
 KIND = "ExtenderConfiguration"
+
+
+class TLSConfig(ConfigModel):
+    """HTTPS serving: the extender's certificate and private key (PEM files), read once at start.
+
+    The matching kube-scheduler side is ``enableHTTPS: true`` with ``tlsConfig.caData`` (or ``caFile``)
+    holding the CA that signed ``certFile``, and ``urlPrefix: https://...`` naming a host the certificate
+    is valid for (``tlsConfig.serverName`` otherwise). Never set ``tlsConfig.insecure``. Client
+    certificates are not requested. A rotated certificate takes effect at the next restart.
+    """
+
+    cert_file: str = Field(..., min_length=1,
+                           description="PEM certificate chain served to clients (leaf first). Required.")
+    key_file: str = Field(..., min_length=1,
+                          description="PEM private key of certFile (unencrypted). Required.")
 
 
 class ListenConfig(ConfigModel):
@@ -59,6 +92,9 @@ class ListenConfig(ConfigModel):
                       description="Address to bind (IPv4/IPv6 literal or host name). Default 127.0.0.1.")
     port: int = Field(8888, ge=0, le=65535,
                       description="TCP port, 0..65535; 0 = any free port. Default 8888.")
+    tls: TLSConfig | None = Field(
+        None, description="Serve HTTPS with this certificate and key ({certFile, keyFile}); null = plain "
+                          "HTTP. Default null.")
 
 
 class PolicyConfig(ConfigModel):
@@ -79,9 +115,68 @@ class TopologyConfig(ConfigModel):
     """Where the call graph comes from."""
 
     sources: tuple[str, ...] = Field(
-        (), description="Paths read by policy.topology.sources.load_graph (Kubernetes manifests, span "
-                        "tables, Alibaba MSCallGraph CSVs; kind detected from content). Empty: the graph "
-                        "comes from the snapshot source, else is empty (neutral scores).")
+        (), description="Paths read once by policy.topology.sources.load_graph (Kubernetes manifests, AppGroups, "
+                        "span tables, Alibaba MSCallGraph CSVs; kind detected from content) and live URIs "
+                        "(prometheus+istio|linkerd|otel[+https]://HOST:PORT[/PREFIX]?window=5m&namespace=NS, "
+                        "policy.topology.prometheus) re-read every refreshSeconds in the background; a live "
+                        "source that fails keeps its last good graph, marked stale (metric "
+                        "hrl_topology_graph_stale, /readyz message; scoring goes on). Empty: the graph comes from "
+                        "the snapshot source, else is empty (neutral scores).")
+    refresh_seconds: float = Field(30.0, gt=0.0, description="Seconds between refreshes of the live sources. "
+                                                               "Default 30.")
+    smoothing_half_life_seconds: float = Field(
+        0.0, ge=0.0, description="Half-life (s) of the exponential moving average of live call rates and "
+                                 "latencies across refreshes (policy.topology.live.RateSmoother); 0 = off. Default 0.")
+    stale_after_seconds: float = Field(
+        0.0, ge=0.0, description="A call graph whose live sources have not all been refreshed successfully for "
+                                 "this long is stale; 0 = 3 x refreshSeconds. Default 0.")
+
+
+class KubernetesConfig(ConfigModel):
+    """The live snapshot source (:class:`extender.kube.KubeSnapshotSource`): list + watch Nodes and Pods.
+    Needs get/list/watch on ``nodes`` and ``pods`` only."""
+
+    enabled: bool = Field(False, description="Feed the snapshot from the API server. Exclusive with "
+                                             "snapshotFile / --snapshot. Default false.")
+    kubeconfig: str | None = Field(
+        None, description="kubeconfig path; null = the in-cluster service account when running in a Pod, "
+                          "else $KUBECONFIG / ~/.kube/config. Default null.")
+    resync_seconds: float = Field(300.0, gt=0.0, description="Full re-list period, seconds > 0. Default 300.")
+    debounce_seconds: float = Field(
+        0.2, ge=0.0, le=10.0,
+        description="Wait after a change before rebuilding the snapshot, 0..10 s (coalesces bursts of "
+                    "events). Default 0.2.")
+
+
+class CacheConfig(ConfigModel):
+    """The topology embedding cache the extender reads (``hrl-policy cache serve``, usually a sidecar).
+
+    A background thread (:class:`policy.embeddings.CacheRefresher`) copies the embeddings and the intent
+    every ``refreshSeconds``; requests read the copy and never wait on the network. With a cache configured,
+    a pod whose service has no embedding in the copy, or whose copy is older than ``maxAgeSeconds``, gets
+    neutral scores (outcomes ``neutral_embeddings_missing`` / ``neutral_embeddings_stale``); an intent older
+    than ``maxAgeSeconds`` is dropped (defaults apply). A dead cache leaves the last copy in use until it
+    ages out.
+    """
+
+    address: str = Field(..., min_length=3, description="host:port of the cache's gRPC endpoint. Required.")
+    refresh_seconds: float = Field(10.0, gt=0.0, description="Seconds between refreshes of the copy. Default 10.")
+    timeout_seconds: float = Field(1.0, gt=0.0, le=60.0, description="Deadline of each gRPC call, seconds. "
+                                                                     "Default 1.")
+    max_age_seconds: float = Field(900.0, ge=0.0, description="Embeddings or intent computed longer ago than "
+                                                              "this are stale; 0 = never. Default 900.")
+    match: Literal["graph", "latest"] = Field(
+        "graph", description="graph: read the entry of the fingerprint of the extender's own call graph (the "
+                             "most recent entry while it has none); latest: always the most recently stored "
+                             "entry. Default graph.")
+
+    @field_validator("address")
+    @classmethod
+    def _host_port(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("must be host:port, e.g. 127.0.0.1:50051")
+        return v
 
 
 class ExtenderConfiguration(ConfigModel):
@@ -98,11 +193,15 @@ class ExtenderConfiguration(ConfigModel):
         None, description="Optional static cluster state loaded at start: a Kubernetes List as printed by "
                           "`kubectl get nodes,pods,pdb -A -o json` (or any file/dir policy.observe reads). "
                           "The --snapshot flag overrides it.")
+    kubernetes: KubernetesConfig = Field(default_factory=KubernetesConfig,
+                                         description="Live snapshot from the API server (list + watch).")
     max_snapshot_age_seconds: float = Field(
         0.0, ge=0.0,
         description="A snapshot not updated for longer than this many seconds is stale: scores turn "
                     "neutral, filter passes every node and /readyz answers 503. 0 = never stale "
                     "(right for a static snapshotFile; set it, e.g. 120, with a live watch).")
+    cache: CacheConfig | None = Field(
+        None, description="The topology embedding cache to copy embeddings and intent from; null = none.")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Log level of the process (stderr). Case-insensitive. Default INFO.")
 
@@ -128,12 +227,54 @@ def load_extender_config(source: str | Path | Mapping[str, Any] | None) -> Exten
     return load_config(ExtenderConfiguration, KIND, source)
 
 
+def tls_server_kwargs(config: ExtenderConfiguration) -> dict[str, str]:
+    """The uvicorn keyword arguments that make the server speak HTTPS: ``{"ssl_certfile", "ssl_keyfile"}``
+    when ``listen.tls`` is set, else ``{}``. The pair is loaded once here (Python's ``ssl``) so a missing,
+    unreadable or mismatched file fails at start with one line naming the field. Raises ``ValueError``."""
+    tls = config.listen.tls
+    if tls is None:
+        return {}
+    import ssl  # noqa: PLC0415 - only HTTPS needs it
+
+    for field, path in (("certFile", tls.cert_file), ("keyFile", tls.key_file)):
+        if not Path(path).is_file():
+            raise ValueError(f"listen.tls.{field}: no such file {path!r}")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        ctx.load_cert_chain(tls.cert_file, tls.key_file)
+    except OSError as exc:  # ssl.SSLError is an OSError: bad PEM, key not matching the certificate
+        detail = " ".join(str(getattr(exc, "reason", None) or exc.strerror or exc).split())
+        raise ValueError(f"listen.tls: cannot load certFile {tls.cert_file!r} with keyFile "
+                         f"{tls.key_file!r}: {detail}") from exc
+    return {"ssl_certfile": tls.cert_file, "ssl_keyfile": tls.key_file}
+
+
 def build_policy(config: ExtenderConfiguration) -> PlacementPolicy:
     """The placement policy ``config.policy`` names, configured."""
     p = config.policy
     if p.name == "topology-heuristic":
         return TopologyHeuristic(target_utilization=p.target_utilization)
     raise ValueError(f"policy.name: unknown policy {p.name!r}")  # pragma: no cover - Literal guards this
+
+
+def topology_refresher(config: ExtenderConfiguration):
+    """A :class:`policy.topology.live.TopologyRefresher` for ``config.topology`` when its sources include a live
+    URI, with its first refresh done (a failing live source makes it stale, not an error), else ``None``.
+    Returns ``(refresher | None, warnings of the file sources)``. File sources are read once here; their errors
+    (:class:`policy.topology.TopologyError`) and a malformed URI (``ValueError``) propagate. Start its background
+    thread with ``refresher.start()``; publish its graphs with ``refresher.on_update``."""
+    from policy.topology.sources import is_live_source  # lazy, as load_topology
+
+    t = config.topology
+    if not any(is_live_source(s) for s in t.sources):
+        return None, []
+    from policy.topology.live import TopologyRefresher
+
+    refresher, warnings = TopologyRefresher.from_sources(
+        list(t.sources), refresh_s=t.refresh_seconds, half_life_s=t.smoothing_half_life_seconds,
+        stale_after_s=t.stale_after_seconds or None)
+    refresher.refresh_once()
+    return refresher, [str(w) for w in warnings]
 
 
 def load_topology(config: ExtenderConfiguration) -> tuple[ServiceGraph | None, list[str]]:

@@ -41,6 +41,8 @@ PRIORITIZE_OUTCOMES: tuple[str, ...] = (
     "neutral_no_snapshot",      # no snapshot loaded yet
     "neutral_stale",            # the snapshot is older than maxSnapshotAgeSeconds
     "neutral_unknown_service",  # the pod's service is not in the call graph
+    "neutral_embeddings_missing",  # a cache is configured but has no embedding for the pod's service
+    "neutral_embeddings_stale",    # a cache is configured but its embeddings are older than maxAgeSeconds
     "neutral_unknown_nodes",    # none of the candidates is in the snapshot
     "neutral_error",            # the policy raised, or returned the wrong shape
     "neutral_nonfinite",        # the policy returned NaN or infinity
@@ -86,6 +88,9 @@ def prioritize(parsed: ParsedArgs, view: StoreView, policy: PlacementPolicy, *,
         return [], "ok"
     if parsed.pod.service not in view.graph.services:
         return neutral_host_priorities(names), "neutral_unknown_service"
+    emb = view.embedding_problem(parsed.pod.service, now_s if now_s is not None else time.time())
+    if emb is not None:
+        return neutral_host_priorities(names), "neutral_embeddings_" + emb
     known = [i for i, n in enumerate(names) if n in view.index.node_pos]
     if not known:
         return neutral_host_priorities(names), "neutral_unknown_nodes"

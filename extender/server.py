@@ -33,7 +33,7 @@ from starlette.routing import Route
 from policy.lowlevel import PlacementPolicy
 
 from . import scoring
-from .config import ExtenderConfiguration, build_policy
+from .config import ExtenderConfiguration, build_policy, tls_server_kwargs
 from .metrics import ExtenderMetrics
 from .store import SnapshotStore
 from .wire import WireError, build_filter_result, encode_json, neutral_host_priorities, parse_extender_args
@@ -45,29 +45,49 @@ log = logging.getLogger(__name__)
 _JSON = "application/json"
 
 
-def readiness(store: SnapshotStore, config: ExtenderConfiguration, now_s: float | None = None) -> tuple[bool, str]:
-    """``(ready, reason)``: ready when a snapshot is loaded and not older than ``maxSnapshotAgeSeconds``."""
+def readiness(store: SnapshotStore, config: ExtenderConfiguration, now_s: float | None = None,
+              topology=None) -> tuple[bool, str]:
+    """``(ready, reason)``: ready when a snapshot is loaded and not older than ``maxSnapshotAgeSeconds``.
+
+    ``topology``: the :class:`policy.topology.live.TopologyRefresher` keeping the call graph current (or
+    ``None``). A stale call graph does NOT make the extender unready (scoring goes on with the last good graph;
+    an unready extender would be dropped from its Service and so from scheduling altogether): the reason then
+    reads ``ok (warning: call graph stale: ...)``, and ``hrl_topology_graph_stale`` is 1."""
     v = store.get()
+    warning = ""
+    if topology is not None:
+        st = topology.status()
+        if st.stale:
+            age = st.age_s(topology.clock())
+            age_text = "never refreshed" if age == float("inf") else f"age {age:.0f} s"
+            warning = f" (warning: call graph stale, {age_text}: {st.reason}; scoring uses the last good graph)"
     if not v.ready:
-        return False, "not ready: no cluster snapshot loaded yet"
+        return False, "not ready: no cluster snapshot loaded yet" + warning
     t = store.clock() if now_s is None else now_s
     max_age = config.max_snapshot_age_seconds
     if v.is_stale(t, max_age):
-        return False, f"not ready: snapshot is stale (age {v.age_s(t):.1f} s > maxSnapshotAgeSeconds {max_age:g})"
-    return True, "ok"
+        return False, (f"not ready: snapshot is stale (age {v.age_s(t):.1f} s > maxSnapshotAgeSeconds {max_age:g})"
+                       + warning)
+    return True, "ok" + warning
 
 
 def make_app(config: ExtenderConfiguration, store: SnapshotStore, policy: PlacementPolicy,
-             registry: CollectorRegistry | ExtenderMetrics) -> Starlette:
+             registry: CollectorRegistry | ExtenderMetrics, topology=None) -> Starlette:
     """The starlette application serving the extender.
 
     ``config``: routes (``urlPrefix``) and staleness (``maxSnapshotAgeSeconds``); ``store``: read on every
     request, never written here; ``policy``: the placement policy; ``registry``: a
     :class:`CollectorRegistry` to register :class:`ExtenderMetrics` in (once per registry), or an
     :class:`ExtenderMetrics` already registered. The metrics object is ``app.state.metrics``.
+    ``topology``: an optional :class:`policy.topology.live.TopologyRefresher`; its staleness shows in ``/readyz``
+    and its ``hrl_topology_*`` metrics are registered in the same registry (when it has none yet).
     """
     metrics = registry if isinstance(registry, ExtenderMetrics) else ExtenderMetrics(registry)
     metrics.bind_store(store)
+    if topology is not None and topology.metrics is None:
+        from policy.topology.live import TopologyMetrics  # noqa: PLC0415 - only with live topology
+
+        topology.attach_metrics(TopologyMetrics(metrics.registry))
     max_age = config.max_snapshot_age_seconds
     prefix = config.url_prefix
 
@@ -119,7 +139,7 @@ def make_app(config: ExtenderConfiguration, store: SnapshotStore, policy: Placem
         return PlainTextResponse("ok\n")
 
     async def readyz(request: Request) -> Response:
-        ok, reason = readiness(store, config)
+        ok, reason = readiness(store, config, topology=topology)
         return PlainTextResponse(reason + "\n", status_code=200 if ok else 503)
 
     async def metrics_endpoint(request: Request) -> Response:
@@ -135,6 +155,7 @@ def make_app(config: ExtenderConfiguration, store: SnapshotStore, policy: Placem
     app.state.metrics = metrics
     app.state.store = store
     app.state.config = config
+    app.state.topology = topology
     return app
 
 
@@ -143,30 +164,33 @@ class ExtenderServer:
 
     ``config`` (default: all defaults), ``store`` (default: a new empty :class:`SnapshotStore`), ``policy``
     (default: :func:`~extender.config.build_policy` of ``config``), ``registry`` (default: a new
-    :class:`CollectorRegistry`). ``host`` / ``port`` override ``config.listen`` (``port=0``: any free port).
+    :class:`CollectorRegistry`), ``topology`` (a :class:`policy.topology.live.TopologyRefresher`, optional; see
+    :func:`make_app`). ``host`` / ``port`` override ``config.listen`` (``port=0``: any free port).
     The socket is bound in :meth:`start`, so :attr:`port` and :attr:`url` are real once started.
 
     Attributes: ``store``, ``policy``, ``registry``, ``metrics`` (:class:`ExtenderMetrics`), ``app``,
-    ``host``, ``port``, ``base_url`` (``http://HOST:PORT``), ``url`` (``base_url + urlPrefix``, the value
-    for kube-scheduler's ``urlPrefix``).
+    ``host``, ``port``, ``base_url`` (``http://HOST:PORT``, ``https://`` when ``config.listen.tls`` is set),
+    ``url`` (``base_url + urlPrefix``, the value for kube-scheduler's ``urlPrefix``).
 
-    Raises ``OSError`` from :meth:`start` when the address cannot be bound, ``RuntimeError`` when the
-    server does not come up within ``startup_timeout_s``.
+    Raises ``ValueError`` from the constructor when ``config.listen.tls`` names unusable files, ``OSError``
+    from :meth:`start` when the address cannot be bound, ``RuntimeError`` when the server does not come up
+    within ``startup_timeout_s``.
     """
 
     def __init__(self, config: ExtenderConfiguration | None = None, store: SnapshotStore | None = None,
                  policy: PlacementPolicy | None = None, registry: CollectorRegistry | None = None, *,
                  host: str | None = None, port: int | None = None, startup_timeout_s: float = 10.0,
-                 log_level: str = "warning"):
+                 log_level: str = "warning", topology=None):
         self.config = config or ExtenderConfiguration()
         self.store = store if store is not None else SnapshotStore()
         self.policy = policy if policy is not None else build_policy(self.config)
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.app = make_app(self.config, self.store, self.policy, self.registry)
+        self.app = make_app(self.config, self.store, self.policy, self.registry, topology=topology)
         self.metrics: ExtenderMetrics = self.app.state.metrics
         self.host = host if host is not None else self.config.listen.host
         self.port = port if port is not None else self.config.listen.port
         self.startup_timeout_s = startup_timeout_s
+        self._tls_kwargs = tls_server_kwargs(self.config)
         self._log_level = log_level
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -175,7 +199,7 @@ class ExtenderServer:
     @property
     def base_url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self._tls_kwargs else 'http'}://{host}:{self.port}"
 
     @property
     def url(self) -> str:
@@ -197,7 +221,7 @@ class ExtenderServer:
         self._sock = sock
         self.port = sock.getsockname()[1]
         cfg = uvicorn.Config(self.app, log_level=self._log_level, access_log=False, lifespan="off",
-                             timeout_graceful_shutdown=2)
+                             timeout_graceful_shutdown=2, **self._tls_kwargs)
         server = uvicorn.Server(cfg)
         self._server = server
         self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},

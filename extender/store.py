@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from policy.embeddings import EmbeddingEntry
 from policy.index import ClusterIndex
 from policy.observe import load_objects, snapshot_from_objects
 from policy.state import ClusterSnapshot, ServiceGraph
@@ -36,7 +37,11 @@ class StoreView:
     - ``intent_version``: the producer's label for ``intent`` (e.g. a plan id), ``None`` when unset;
     - ``updated_at_s``: the store clock's time (unix seconds by default) of the last
       :meth:`~SnapshotStore.update` or :meth:`~SnapshotStore.touch`, ``None`` before the first;
-    - ``generation``: incremented by every change (snapshot, graph or intent), 0 initially.
+    - ``generation``: incremented by every change (snapshot, graph, intent or embeddings), 0 initially;
+    - ``embeddings``: the latest copy of the topology embeddings (:class:`policy.embeddings.EmbeddingEntry`,
+      from the embedding cache), ``None`` before the first;
+    - ``embeddings_required`` / ``embeddings_max_age_s``: set by :meth:`SnapshotStore.require_embeddings`
+      when a cache is configured (see :meth:`embedding_problem`).
     """
 
     snapshot: ClusterSnapshot | None = None
@@ -46,6 +51,9 @@ class StoreView:
     intent_version: str | None = None
     updated_at_s: float | None = None
     generation: int = 0
+    embeddings: EmbeddingEntry | None = None
+    embeddings_required: bool = False
+    embeddings_max_age_s: float = 0.0
 
     @property
     def ready(self) -> bool:
@@ -62,6 +70,19 @@ class StoreView:
     def is_stale(self, now_s: float, max_age_s: float) -> bool:
         """True when a snapshot exists and is older than ``max_age_s`` seconds; ``max_age_s <= 0`` = never."""
         return self.ready and max_age_s > 0 and self.age_s(now_s) > max_age_s
+
+    def embedding_problem(self, service: str, now_s: float) -> str | None:
+        """Why ``service`` cannot be scored with embeddings: ``"missing"`` (no copy yet, or the copy lacks the
+        service) or ``"stale"`` (the copy was computed more than ``embeddings_max_age_s`` ago, unix seconds
+        ``now_s``); ``None`` when it can, or when embeddings are not required."""
+        if not self.embeddings_required:
+            return None
+        e = self.embeddings
+        if e is None or e.row(service) is None:
+            return "missing"
+        if self.embeddings_max_age_s > 0 and e.age_s(now_s) > self.embeddings_max_age_s:
+            return "stale"
+        return None
 
 
 class SnapshotStore:
@@ -153,6 +174,26 @@ class SnapshotStore:
         with self._lock:
             v = self._view
             self._view = replace(v, intent=vec, intent_version=None if version is None else str(version),
+                                 generation=v.generation + 1)
+            return self._view
+
+    def set_embeddings(self, entry: EmbeddingEntry | None) -> StoreView:
+        """Use ``entry`` as the current copy of the topology embeddings (``None``: drop the copy)."""
+        if entry is not None and not isinstance(entry, EmbeddingEntry):
+            raise TypeError(f"embeddings: expected an EmbeddingEntry or None, got {type(entry).__name__}")
+        with self._lock:
+            v = self._view
+            self._view = replace(v, embeddings=entry, generation=v.generation + 1)
+            return self._view
+
+    def require_embeddings(self, max_age_s: float = 0.0, required: bool = True) -> StoreView:
+        """Make scoring depend on the embeddings (a cache is configured): a service without a fresh row
+        scores neutral (see :meth:`StoreView.embedding_problem`). ``max_age_s``: staleness, 0 = never."""
+        if not (max_age_s >= 0 and math.isfinite(max_age_s)):
+            raise ValueError(f"max_age_s: expected a finite number >= 0, got {max_age_s!r}")
+        with self._lock:
+            v = self._view
+            self._view = replace(v, embeddings_required=bool(required), embeddings_max_age_s=float(max_age_s),
                                  generation=v.generation + 1)
             return self._view
 

@@ -124,14 +124,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # ---- graph -------------------------------------------------------------------------------------------
 
-@subcommand("graph", "print the call graph derived from manifests, span tables or Alibaba call-graph CSV", [
+@subcommand("graph", "print the call graph derived from manifests, AppGroups, span tables, Alibaba call-graph CSV "
+                     "or live Prometheus metrics", [
     arg("sources", nargs="+", metavar="SOURCE",
-        help="a Kubernetes manifest file or directory, a span CSV file or directory (one table), or an "
-             "Alibaba MSCallGraph CSV; the kind is detected from the content"),
+        help="a Kubernetes manifest file or directory, a scheduler-plugins AppGroup YAML, a span CSV file or "
+             "directory (one table), an Alibaba MSCallGraph CSV (the kind is detected from the content), or a live "
+             "URI prometheus+istio|linkerd|otel://HOST:PORT[?window=5m&namespace=NS]"),
     arg("--json", action="store_true",
         help='print only {"services": [...], "edges": [{"caller", "callee", "rps", ...}]} on stdout'),
-    arg("--format", choices=("manifests", "spans", "alibaba"), default=None,
-        help="force the kind of every SOURCE instead of detecting it"),
+    arg("--format", choices=("manifests", "spans", "alibaba", "appgroup"), default=None,
+        help="force the kind of every SOURCE path instead of detecting it"),
+    arg("--appgroup", metavar="NAME", default=None,
+        help="print the graph as a scheduler-plugins AppGroup named NAME (YAML) for the NetworkAware plugins"),
+    arg("--namespace", default="default", help="with --appgroup: the AppGroup's and workloads' namespace"),
+    arg("--max-network-cost", type=int, default=None, metavar="N",
+        help="with --appgroup: maxNetworkCost (0..10000) on every dependency (default: not written)"),
+    arg("--min-bandwidth", default=None, metavar="QUANTITY",
+        help="with --appgroup: minBandwidth (e.g. 100Mi) on every dependency (default: not written)"),
+    arg("--sorting-algorithm", default="KahnSort",
+        help="with --appgroup: spec.topologySortingAlgorithm (KahnSort, TarjanSort, ReverseKahn, ReverseTarjan, "
+             "AlternateKahn, AlternateTarjan)"),
 ])
 def cmd_graph(args: argparse.Namespace) -> int:
     """``hrl-policy graph SOURCE... [--json] [--format KIND]``: warnings go to stderr, the graph to stdout
@@ -141,6 +153,16 @@ def cmd_graph(args: argparse.Namespace) -> int:
     graph, warnings = load_graph(args.sources, args.format)
     for w in warnings:
         print(f"{PROG} graph: warning: {w}", file=sys.stderr)
+    if args.appgroup is not None:
+        from .topology.appgroup import appgroup_from_graph, dump_appgroup
+        from .topology.sources import workload_refs_from_sources
+
+        obj = appgroup_from_graph(graph, args.appgroup, args.namespace,
+                                  workloads=workload_refs_from_sources(args.sources),
+                                  topology_sorting_algorithm=args.sorting_algorithm,
+                                  max_network_cost=args.max_network_cost, min_bandwidth=args.min_bandwidth)
+        sys.stdout.write(dump_appgroup(obj))
+        return 0
     if args.json:
         import json
 
@@ -162,6 +184,95 @@ def cmd_graph(args: argparse.Namespace) -> int:
     print(f"\n{len(graph.services)} services, {len(graph.edges)} edges"
           + (f"; without edges: {', '.join(isolated)}" if isolated else ""))
     return 0
+
+
+# ---- graph encoder and embedding cache (bodies in policy/encoder_train.py, policy/cache_cli.py) ---------
+
+@subcommand("train encoder", "pre-train the graph encoder (torch) and write its bundle", [
+    arg("--out", default=None, help="bundle directory (default: policy/bundles/encoder)"),
+    arg("--quick", action="store_true", help="a tiny run for smoke tests (seconds)"),
+    arg("--seed", type=int, default=0, help="seed of data generation and training"),
+    arg("--epochs", type=int, default=None, help="override the number of epochs"),
+    arg("--layers", type=int, default=None, help="message-passing rounds (0 = no graph, an ablation)"),
+    arg("--checkpoint", metavar="PATH", default=None, help="also save the torch checkpoint here"),
+    arg("--ablation", action="store_true", help="also train a no-message-passing twin and report its error"),
+    arg("--json", metavar="PATH", default=None, help="write the training report (held-out errors) as JSON"),
+])
+def cmd_train_encoder(args: argparse.Namespace) -> int:
+    from .encoder_train import run_cli  # lazy: torch
+
+    return run_cli(args.out, args.quick, args.seed, args.epochs, args.layers, args.json, checkpoint=args.checkpoint,
+                   ablation=args.ablation)
+
+
+@subcommand("export encoder", "write an encoder bundle from a torch checkpoint of 'train encoder'", [
+    arg("checkpoint", metavar="CHECKPOINT", help="the .pt file written by 'train encoder --checkpoint'"),
+    arg("--out", required=True, help="bundle directory to write"),
+])
+def cmd_export_encoder(args: argparse.Namespace) -> int:
+    from .encoder_train import export_checkpoint  # lazy: torch
+
+    b = export_checkpoint(args.checkpoint, args.out)
+    print(f"{b.policy_version}: bundle written to {args.out}", file=sys.stderr)
+    return 0
+
+
+@subcommand("cache serve", "serve the gRPC topology embedding cache (starts empty; grpc.health.v1)", [
+    arg("--listen", default="127.0.0.1:50051", metavar="HOST:PORT",
+        help="gRPC address to bind (default 127.0.0.1:50051; 0.0.0.0:50051 in a Pod; port 0 = any)"),
+    arg("--metrics-listen", default=None, metavar="HOST:PORT", help="serve Prometheus /metrics here"),
+    arg("--max-entries", type=int, default=64, help="graph fingerprints kept (least recently stored dropped)"),
+    arg("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
+])
+def cmd_cache_serve(args: argparse.Namespace) -> int:
+    from .cache_cli import serve
+
+    return serve(args)
+
+
+@subcommand("cache get", "print what an embedding cache holds for a fingerprint (or its intent)", [
+    arg("--address", default="127.0.0.1:50051", metavar="HOST:PORT", help="the cache's gRPC address"),
+    arg("--fingerprint", default="", help="graph fingerprint (default: the most recently stored entry)"),
+    arg("--intent", action="store_true", help="print the intent instead of embeddings"),
+    arg("--timeout", type=float, default=2.0, help="seconds per call (default 2)"),
+    arg("--json", action="store_true", help="print JSON (with the matrix) on stdout"),
+])
+def cmd_cache_get(args: argparse.Namespace) -> int:
+    from .cache_cli import get
+
+    return get(args)
+
+
+@subcommand("cache encode", "encode a call graph with the encoder bundle (and store it in a cache)", [
+    arg("sources", nargs="+", metavar="SOURCE", help="as for 'hrl-policy graph'"),
+    arg("--format", default=None, help="force the kind of every SOURCE (as for 'hrl-policy graph')"),
+    arg("--bundle", default=None, help="encoder bundle directory (default: policy/bundles/encoder)"),
+    arg("--address", default=None, metavar="HOST:PORT", help="store the embeddings in this cache"),
+    arg("--timeout", type=float, default=5.0, help="seconds per cache call (default 5)"),
+    arg("--json", action="store_true", help="print JSON on stdout"),
+])
+def cmd_cache_encode(args: argparse.Namespace) -> int:
+    from .cache_cli import encode
+
+    return encode(args)
+
+
+# ---- simulate ----------------------------------------------------------------------------------------
+
+@subcommand("simulate", "run one simulation: an app under a load trace with a scheduling stack", [
+    arg("--app", required=True, help="built-in app name or path to an app.yaml (or its folder)"),
+    arg("--trace", required=True, help="nasa, twitter, bursty, or a CSV of requests per minute"),
+    arg("--policy", required=True, help="stack name (built-in or from the hrl_scheduler.stacks entry points)"),
+    arg("--nodes", type=int, default=None, help="number of nodes (default: the app's benchmark cluster)"),
+    arg("--minutes", type=int, default=30, help="simulated minutes from the start of the trace window"),
+    arg("--seed", type=int, default=0, help="random seed"),
+    arg("--json", metavar="PATH", help="write one flat JSON object to PATH ('-' for stdout)"),
+])
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """``hrl-policy simulate``: see :mod:`policy.simulate`."""
+    from .simulate import cmd_simulate as run
+
+    return run(args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -34,8 +34,13 @@ Edges caller → callee, with ``rps=None`` (declared, not measured):
    input's workloads, then workload names, then Service names (→ the workloads they select); an unknown
    name is a warning, not an edge.
 
-Errors: :class:`TopologyError` naming the file (and line, for YAML/JSON syntax errors) or the object and
-field of a malformed workload.
+3. ``AppGroup`` objects (scheduler-plugins ``appgroup.diktyo.x-k8s.io/v1alpha1``, :mod:`policy.topology.appgroup`)
+   in the input: an edge for each dependency, the workload references resolved against the input's workloads
+   (pod-template label ``appgroup.diktyo.x-k8s.io.workload`` = the reference's ``selector``, else the workload
+   name, else the service name); an unresolved reference is a warning, not an edge.
+
+Errors: :class:`TopologyError` naming the file (and line, for YAML/JSON syntax errors and malformed AppGroups) or
+the object and field of a malformed workload.
 """
 
 from __future__ import annotations
@@ -50,9 +55,11 @@ from urllib.parse import urlsplit
 
 from ..observe import ObjectError, load_objects, parse_workload, service_of
 from ..state import ANNOTATION_DEPENDS_ON, OwnerRef, ServiceEdge, ServiceGraph
+from .appgroup import LABEL_WORKLOAD, AppGroup, WorkloadRef, graph_from_appgroups, is_appgroup, parse_appgroup, \
+    read_appgroups
 from .common import TopologyError
 
-__all__ = ["WORKLOAD_KINDS", "graph_from_objects", "load_manifests", "addresses_in_env"]
+__all__ = ["WORKLOAD_KINDS", "graph_from_objects", "load_manifests", "addresses_in_env", "workload_refs"]
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Pod")
 """Kinds whose pods become services of the graph."""
@@ -216,9 +223,45 @@ def _service_keys(host: str, namespace: str) -> list[tuple[str, str]]:
     return []
 
 
-def graph_from_objects(objs: Iterable[Mapping[str, Any]], source: str = "") -> tuple[ServiceGraph, list[str]]:
+def _workloads_of(objs: Iterable[Mapping[str, Any]], prefix: str = "") -> list[_Workload]:
+    try:
+        return [_workload(o) for o in objs if isinstance(o, Mapping) and o.get("kind") in WORKLOAD_KINDS]
+    except ObjectError as exc:
+        raise TopologyError(f"{prefix}{exc}") from exc
+
+
+def workload_refs(objs: Iterable[Mapping[str, Any]]) -> dict[str, WorkloadRef]:
+    """For each service of the input's workloads, the AppGroup reference of its (first) workload: kind, name,
+    ``apps/v1`` (``v1`` for a Pod) and namespace; ``selector`` is the service name. Used to export a graph read
+    from manifests as an AppGroup (:func:`policy.topology.appgroup.appgroup_from_graph`)."""
+    out: dict[str, WorkloadRef] = {}
+    for w in _workloads_of(objs):
+        out.setdefault(w.service, WorkloadRef(w.kind, w.name, w.service, "v1" if w.kind == "Pod" else "apps/v1",
+                                              w.namespace))
+    return out
+
+
+def _resolver(workloads: Sequence[_Workload]):
+    def resolve(ref: WorkloadRef) -> list[str]:
+        def in_ns(ws: Iterable[_Workload]) -> list[_Workload]:
+            return [w for w in ws if not ref.namespace or w.namespace == ref.namespace]
+
+        hits = in_ns(w for w in workloads if w.labels.get(LABEL_WORKLOAD) == ref.selector)
+        if not hits:
+            hits = in_ns(w for w in workloads if w.name == ref.name)
+        if not hits:
+            hits = in_ns(w for w in workloads if w.service == ref.selector)
+        return list(dict.fromkeys(w.service for w in hits))
+
+    return resolve
+
+
+def graph_from_objects(objs: Iterable[Mapping[str, Any]], source: str = "",
+                       appgroups: Sequence[AppGroup] | None = None) -> tuple[ServiceGraph, list[str]]:
     """The call graph declared by Kubernetes objects (see the module docstring for the rules).
 
+    ``appgroups``: the input's AppGroups already parsed with line numbers (:func:`read_appgroups`); ``None`` =
+    parse the ``AppGroup`` objects found in ``objs`` (errors then name ``source`` without a line).
     Returns ``(graph, warnings)``: ``graph.services`` holds every workload's service; ``warnings`` holds one
     line per unresolved host or unknown ``depends-on`` name (deduplicated, in input order).
     Raises :class:`TopologyError` for a malformed workload (message names ``source``, object and field).
@@ -228,6 +271,9 @@ def graph_from_objects(objs: Iterable[Mapping[str, Any]], source: str = "") -> t
     workloads: list[_Workload] = []
     services: dict[tuple[str, str], Mapping[str, str] | None] = {}
     configmaps: dict[tuple[str, str], dict[str, str]] = {}
+    warnings: list[str] = []
+    if appgroups is None:
+        appgroups = [parse_appgroup(o, source, warnings) for o in objs if is_appgroup(o)]
     try:
         for o in objs:
             kind = o.get("kind")
@@ -257,7 +303,6 @@ def graph_from_objects(objs: Iterable[Mapping[str, Any]], source: str = "") -> t
         return [w for w in workloads if w.namespace == key[0]
                 and all(w.labels.get(k) == v for k, v in sel.items())]
 
-    warnings: list[str] = []
     edges: list[ServiceEdge] = []
     try:
         for w in workloads:
@@ -295,6 +340,11 @@ def graph_from_objects(objs: Iterable[Mapping[str, Any]], source: str = "") -> t
                 continue
             edges.extend(ServiceEdge(w.service, x.service) for x in named)
 
+    if appgroups:
+        ag_graph, ag_warnings = graph_from_appgroups(appgroups, _resolver(workloads))
+        edges.extend(ag_graph.edges)
+        warnings.extend(ag_warnings)
+
     graph = ServiceGraph.build((w.service for w in workloads), edges, f"manifests:{source}" if source else "manifests")
     return graph, list(dict.fromkeys(warnings))
 
@@ -316,4 +366,7 @@ def load_manifests(paths: str | Path | Sequence[str | Path]) -> tuple[ServiceGra
             objs.extend(load_objects(p))
         except ObjectError as exc:
             raise TopologyError(str(exc)) from exc
-    return graph_from_objects(objs, ", ".join(str(p) for p in paths))
+    appgroups = None
+    if any(is_appgroup(o) for o in objs):
+        appgroups = [g for p in paths for g in read_appgroups(p)]  # again, with line numbers for errors
+    return graph_from_objects(objs, ", ".join(str(p) for p in paths), appgroups)

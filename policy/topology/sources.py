@@ -4,17 +4,30 @@ sources into one :class:`policy.state.ServiceGraph` (what ``hrl-policy graph`` p
 Kinds (:data:`FORMATS`):
 
 - ``manifests``: Kubernetes objects in YAML or JSON (:mod:`policy.topology.manifests`);
+- ``appgroup``: a YAML/JSON file holding only scheduler-plugins ``AppGroup`` objects
+  (``appgroup.diktyo.x-k8s.io/v1alpha1``, :mod:`policy.topology.appgroup`). Given together with manifests, an
+  AppGroup file joins the manifests input, so its workload references resolve to the manifests' services;
 - ``spans``: an OpenTelemetry-style span CSV with TraceID, SpanID, ParentID, PodName columns
   (:mod:`policy.topology.spans`);
 - ``alibaba``: an Alibaba MSCallGraph CSV with um and dm columns (:mod:`policy.topology.alibaba`).
 
 A directory is detected from its files: ``*.csv`` directly inside → the kind of the first one's header;
-otherwise ``*.yaml`` / ``*.yml`` / ``*.json`` anywhere below → ``manifests``.
+otherwise ``*.yaml`` / ``*.yml`` / ``*.json`` anywhere below → ``appgroup`` when they hold AppGroups only, else
+``manifests`` (AppGroups among them are read too).
+
+Live sources are URIs (:mod:`policy.topology.prometheus`), read once by :func:`load_graph` (for a graph kept
+current in the background, see :class:`policy.topology.live.TopologyRefresher`)::
+
+    prometheus+istio://HOST:PORT[/PREFIX][?window=5m&namespace=NS&timeout=5s&reporter=destination|source]
+    prometheus+linkerd://HOST:PORT[?window=..&namespace=..&caller_label=deployment&callee_label=dst_deployment]
+    prometheus+otel://HOST:PORT[?window=..&latency=server|client&latency_unit=s|ms]
+    prometheus+FLAVOR+https://...   (HTTPS)
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, get_args
@@ -23,20 +36,31 @@ import yaml
 
 from ..state import ServiceEdge, ServiceGraph
 from .alibaba import alibaba_version, load_alibaba
+from .appgroup import WorkloadRef, is_appgroup, load_appgroup
 from .common import TopologyError, read_csv_header
-from .manifests import load_manifests
+from .manifests import WORKLOAD_KINDS, load_manifests, workload_refs
 from .spans import load_spans
 
-__all__ = ["Format", "FORMATS", "TopologyError", "detect_format", "load_graph"]
+__all__ = ["Format", "FORMATS", "TopologyError", "detect_format", "load_graph", "is_live_source",
+           "workload_refs_from_sources"]
 
-Format = Literal["manifests", "spans", "alibaba"]
+Format = Literal["manifests", "spans", "alibaba", "appgroup"]
 FORMATS: tuple[str, ...] = get_args(Format)
 
 _SPAN_KEYS = ("TraceID", "SpanID", "ParentID", "PodName")
 _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 _MAX_SNIFF_BYTES = 16 * 2**20  # files without a YAML/JSON suffix larger than this are not parsed as YAML
-_EXPECTED = ("expected Kubernetes YAML/JSON objects with a 'kind', a span CSV with columns "
-             + ",".join(_SPAN_KEYS) + ", or an Alibaba MSCallGraph CSV with columns um,dm,timestamp,rt")
+_EXPECTED = ("expected Kubernetes YAML/JSON objects with a 'kind' (manifests or AppGroups), a span CSV with columns "
+             + ",".join(_SPAN_KEYS) + ", an Alibaba MSCallGraph CSV with columns um,dm,timestamp,rt, or a "
+             "prometheus+FLAVOR://HOST:PORT URI")
+
+
+_LIVE_URI = re.compile(r"^prometheus\+[A-Za-z0-9+.-]*://")
+
+
+def is_live_source(source: str | Path) -> bool:
+    """True for a live source URI (``prometheus+istio://...`` and the other flavors), False for a path."""
+    return isinstance(source, str) and bool(_LIVE_URI.match(source))
 
 
 def _csv_kind(header: list[str]) -> Format | None:
@@ -47,16 +71,17 @@ def _csv_kind(header: list[str]) -> Format | None:
     return None
 
 
-def _looks_like_objects(path: Path) -> bool:
-    """True when the file parses as YAML or JSON holding at least one mapping with a ``kind``.
+def _objects_kind(path: Path) -> Format | None:
+    """``"appgroup"`` when the file parses as YAML/JSON whose objects are AppGroups and no workloads,
+    ``"manifests"`` when it holds other mappings with a ``kind``, else ``None``.
     Raises :class:`TopologyError` with file and line for a syntax error in a ``.yaml/.yml/.json`` file."""
     named = path.suffix.lower() in _MANIFEST_SUFFIXES
     try:
         if not named and path.stat().st_size > _MAX_SNIFF_BYTES:
-            return False
+            return None
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        return False
+        return None
     except OSError as exc:
         raise TopologyError(f"{path}: cannot read: {exc.strerror}") from exc
     if path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
@@ -64,26 +89,43 @@ def _looks_like_objects(path: Path) -> bool:
             docs = [json.loads(text)]
         except json.JSONDecodeError as exc:
             if not named:
-                return False
+                return None
             raise TopologyError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
     else:
         try:
             docs = list(yaml.safe_load_all(text))
         except yaml.YAMLError as exc:
             if not named:
-                return False
+                return None
             mark = getattr(exc, "problem_mark", None)
             line = f":{mark.line + 1}" if mark is not None else ""
             raise TopologyError(f"{path}{line}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from exc
 
-    def has_kind(d: object) -> bool:
-        if isinstance(d, dict):
-            return "kind" in d
-        if isinstance(d, list):
-            return any(has_kind(x) for x in d)
-        return False
+    objs: list[dict] = []
 
-    return any(has_kind(d) for d in docs)
+    def collect(d: object) -> None:
+        if isinstance(d, dict):
+            if "kind" in d:
+                objs.append(d)
+            if isinstance(d.get("items"), list):
+                collect(d["items"])
+        elif isinstance(d, list):
+            for x in d:
+                collect(x)
+
+    for d in docs:
+        collect(d)
+    if not objs:
+        return None
+    groups = [o for o in objs if is_appgroup(o)]
+    if groups and not any(o.get("kind") in WORKLOAD_KINDS for o in objs):
+        return "appgroup"
+    return "manifests"
+
+
+def _looks_like_objects(path: Path) -> bool:
+    """True when the file parses as YAML or JSON holding at least one mapping with a ``kind``."""
+    return _objects_kind(path) is not None
 
 
 def detect_format(path: str | Path) -> Format:
@@ -91,6 +133,7 @@ def detect_format(path: str | Path) -> Format:
 
     - a CSV header holding TraceID, SpanID, ParentID and PodName → ``"spans"``;
     - a CSV header holding um, dm and timestamp (Alibaba v2021 or v2022) → ``"alibaba"``;
+    - a YAML or JSON file whose objects include an AppGroup and no workload → ``"appgroup"``;
     - YAML or JSON whose documents are objects with a ``kind`` (or lists of them) → ``"manifests"``.
 
     Raises :class:`TopologyError` naming the file and what was expected when it is none of these, when
@@ -107,8 +150,10 @@ def detect_format(path: str | Path) -> Format:
             if kind is None:
                 raise TopologyError(f"{csvs[0]}: unknown format (header {','.join(header)!r}); {_EXPECTED}")
             return kind
-        if any(f.is_file() and f.suffix.lower() in _MANIFEST_SUFFIXES for f in p.rglob("*")):
-            return "manifests"
+        docs = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in _MANIFEST_SUFFIXES)
+        if docs:
+            kinds = {_objects_kind(f) for f in docs} - {None}
+            return "appgroup" if kinds == {"appgroup"} else "manifests"
         raise TopologyError(f"{p}: directory holds no *.csv, *.yaml, *.yml or *.json file; {_EXPECTED}")
     try:
         header = read_csv_header(p)
@@ -117,8 +162,10 @@ def detect_format(path: str | Path) -> Format:
     kind = _csv_kind(header)
     if kind is not None:
         return kind
-    if p.suffix.lower() != ".csv" and _looks_like_objects(p):
-        return "manifests"
+    if p.suffix.lower() != ".csv":
+        kind_of_objects = _objects_kind(p)
+        if kind_of_objects is not None:
+            return kind_of_objects
     first = ",".join(header)[:80] if header else ""
     seen = f" (first line {first!r})" if first else ""
     raise TopologyError(f"{p}: unknown format{seen}; {_EXPECTED}")
@@ -128,15 +175,18 @@ def load_graph(paths: str | Path | Sequence[str | Path],
                fmt: Format | None = None) -> tuple[ServiceGraph, list[str]]:
     """Read one or more sources and combine them into one graph.
 
-    ``fmt`` forces the kind of every source; ``None`` detects each with :func:`detect_format`.
-    All manifest sources together form ONE input (a Service in one file resolves hosts named in another);
-    each span or Alibaba source is read on its own (a directory is one table). The graphs are merged with
-    :meth:`ServiceGraph.build`: services are united; an edge seen in several sources is one edge whose
-    ``rps`` is the sum of the known rates (a declared edge, ``rps=None``, takes the observed rate) and whose
-    other fields keep the first known value (sources in the order given, manifests first).
+    A source is a path (file or directory) or a live URI (``prometheus+FLAVOR://...``, fetched once here; see
+    the module docstring). ``fmt`` forces the kind of every path; ``None`` detects each with
+    :func:`detect_format`. All manifest sources together form ONE input (a Service in one file resolves hosts
+    named in another), and AppGroup files join it when there is one; each span, Alibaba or lone AppGroup source
+    is read on its own (a directory is one table). The graphs are merged with :meth:`ServiceGraph.build`:
+    services are united; an edge seen in several sources is one edge whose ``rps`` is the sum of the known
+    rates (a declared edge, ``rps=None``, takes the observed rate) and whose other fields keep the first known
+    value (sources in the order given, manifests first, live sources last).
 
-    Returns ``(graph, warnings)``; ``graph.source`` lists ``kind:path`` of each source.
-    Raises :class:`TopologyError` for an unknown ``fmt``, an undetectable source or a malformed file.
+    Returns ``(graph, warnings)``; ``graph.source`` lists ``kind:path`` of each source (the URI form of a live
+    one). Raises :class:`TopologyError` for an unknown ``fmt``, an undetectable source, a malformed file, a bad
+    URI or a live source that cannot be read now (:class:`~policy.topology.prometheus.SourceUnavailable`).
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
@@ -144,22 +194,55 @@ def load_graph(paths: str | Path | Sequence[str | Path],
         raise TopologyError("no source given")
     if fmt is not None and fmt not in FORMATS:
         raise TopologyError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    kinds = [(Path(p), fmt or detect_format(p)) for p in paths]
+    uris = [str(p) for p in paths if is_live_source(p)]
+    kinds = [(Path(p), fmt or detect_format(p)) for p in paths if not is_live_source(p)]
     services: set[str] = set()
     edges: list[ServiceEdge] = []
     warnings: list[str] = []
     manifests = [p for p, k in kinds if k == "manifests"]
     if manifests:
+        manifests += [p for p, k in kinds if k == "appgroup"]
         g, w = load_manifests(manifests)
         services.update(g.services)
         edges.extend(g.edges)
         warnings.extend(w)
     for p, k in kinds:
-        if k == "manifests":
+        if k == "manifests" or (k == "appgroup" and manifests):
             continue
-        g, w = load_spans(p) if k == "spans" else load_alibaba(p)
+        loader = {"spans": load_spans, "alibaba": load_alibaba, "appgroup": load_appgroup}[k]
+        g, w = loader(p)
         services.update(g.services)
         edges.extend(g.edges)
         warnings.extend(w)
-    source = "; ".join(f"{k}:{p}" for p, k in kinds)
-    return ServiceGraph.build(services, edges, source), warnings
+    names = [f"{k}:{p}" for p, k in kinds]
+    if uris:
+        from .prometheus import source_from_uri  # noqa: PLC0415 - httpx only when a live source is given
+    for uri in uris:
+        try:
+            src = source_from_uri(uri)
+        except ValueError as exc:
+            raise TopologyError(str(exc)) from exc
+        with src:
+            g, w = src.fetch_with_warnings()
+        services.update(g.services)
+        edges.extend(g.edges)
+        warnings.extend(w)
+        names.append(src.name)
+    return ServiceGraph.build(services, edges, "; ".join(names)), warnings
+
+
+def workload_refs_from_sources(paths: Sequence[str | Path]) -> dict[str, WorkloadRef]:
+    """The AppGroup workload reference (kind, name, namespace) of each service defined by the manifest sources
+    among ``paths`` (others are skipped), for :func:`policy.topology.appgroup.appgroup_from_graph`.
+    Raises :class:`TopologyError` for a malformed manifest."""
+    from ..observe import ObjectError, load_objects  # noqa: PLC0415
+
+    objs = []
+    for p in paths:
+        if is_live_source(p) or detect_format(p) != "manifests":
+            continue
+        try:
+            objs.extend(load_objects(p))
+        except ObjectError as exc:
+            raise TopologyError(str(exc)) from exc
+    return workload_refs(objs)

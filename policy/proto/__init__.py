@@ -1,0 +1,1 @@
+"""Generated gRPC stubs of the topology embedding cache (embeddings.proto; regenerate with hack/gen-proto.sh)."""

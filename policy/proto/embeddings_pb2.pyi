@@ -1,0 +1,127 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Matrix(_message.Message):
+    __slots__ = ("rows", "cols", "data")
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    COLS_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    rows: int
+    cols: int
+    data: bytes
+    def __init__(self, rows: _Optional[int] = ..., cols: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class EmbeddingEntry(_message.Message):
+    __slots__ = ("fingerprint", "services", "embeddings", "version", "timestamp_s", "encoder_version", "stored_at_s")
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    SERVICES_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_S_FIELD_NUMBER: _ClassVar[int]
+    ENCODER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    STORED_AT_S_FIELD_NUMBER: _ClassVar[int]
+    fingerprint: str
+    services: _containers.RepeatedScalarFieldContainer[str]
+    embeddings: Matrix
+    version: int
+    timestamp_s: float
+    encoder_version: str
+    stored_at_s: float
+    def __init__(self, fingerprint: _Optional[str] = ..., services: _Optional[_Iterable[str]] = ..., embeddings: _Optional[_Union[Matrix, _Mapping]] = ..., version: _Optional[int] = ..., timestamp_s: _Optional[float] = ..., encoder_version: _Optional[str] = ..., stored_at_s: _Optional[float] = ...) -> None: ...
+
+class GetRequest(_message.Message):
+    __slots__ = ("fingerprint", "known_version")
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    KNOWN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    fingerprint: str
+    known_version: int
+    def __init__(self, fingerprint: _Optional[str] = ..., known_version: _Optional[int] = ...) -> None: ...
+
+class GetResponse(_message.Message):
+    __slots__ = ("found", "not_modified", "entry")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    NOT_MODIFIED_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    not_modified: bool
+    entry: EmbeddingEntry
+    def __init__(self, found: _Optional[bool] = ..., not_modified: _Optional[bool] = ..., entry: _Optional[_Union[EmbeddingEntry, _Mapping]] = ...) -> None: ...
+
+class PutRequest(_message.Message):
+    __slots__ = ("fingerprint", "services", "embeddings", "timestamp_s", "encoder_version")
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    SERVICES_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDINGS_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_S_FIELD_NUMBER: _ClassVar[int]
+    ENCODER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    fingerprint: str
+    services: _containers.RepeatedScalarFieldContainer[str]
+    embeddings: Matrix
+    timestamp_s: float
+    encoder_version: str
+    def __init__(self, fingerprint: _Optional[str] = ..., services: _Optional[_Iterable[str]] = ..., embeddings: _Optional[_Union[Matrix, _Mapping]] = ..., timestamp_s: _Optional[float] = ..., encoder_version: _Optional[str] = ...) -> None: ...
+
+class PutResponse(_message.Message):
+    __slots__ = ("version", "stored_at_s")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    STORED_AT_S_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    stored_at_s: float
+    def __init__(self, version: _Optional[int] = ..., stored_at_s: _Optional[float] = ...) -> None: ...
+
+class Intent(_message.Message):
+    __slots__ = ("values", "names", "version", "timestamp_s", "source", "stored_at_s")
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_S_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    STORED_AT_S_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    version: int
+    timestamp_s: float
+    source: str
+    stored_at_s: float
+    def __init__(self, values: _Optional[_Iterable[float]] = ..., names: _Optional[_Iterable[str]] = ..., version: _Optional[int] = ..., timestamp_s: _Optional[float] = ..., source: _Optional[str] = ..., stored_at_s: _Optional[float] = ...) -> None: ...
+
+class GetIntentRequest(_message.Message):
+    __slots__ = ("known_version",)
+    KNOWN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    known_version: int
+    def __init__(self, known_version: _Optional[int] = ...) -> None: ...
+
+class GetIntentResponse(_message.Message):
+    __slots__ = ("found", "not_modified", "intent")
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    NOT_MODIFIED_FIELD_NUMBER: _ClassVar[int]
+    INTENT_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    not_modified: bool
+    intent: Intent
+    def __init__(self, found: _Optional[bool] = ..., not_modified: _Optional[bool] = ..., intent: _Optional[_Union[Intent, _Mapping]] = ...) -> None: ...
+
+class PutIntentRequest(_message.Message):
+    __slots__ = ("values", "names", "source", "timestamp_s")
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_S_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    source: str
+    timestamp_s: float
+    def __init__(self, values: _Optional[_Iterable[float]] = ..., names: _Optional[_Iterable[str]] = ..., source: _Optional[str] = ..., timestamp_s: _Optional[float] = ...) -> None: ...
+
+class PutIntentResponse(_message.Message):
+    __slots__ = ("version", "stored_at_s")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    STORED_AT_S_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    stored_at_s: float
+    def __init__(self, version: _Optional[int] = ..., stored_at_s: _Optional[float] = ...) -> None: ...

@@ -1,0 +1,458 @@
+"""Call graph from live service-mesh / tracing metrics in Prometheus, through its HTTP API (instant queries on
+``GET /api/v1/query``; https://prometheus.io/docs/prometheus/latest/querying/api/).
+
+Flavors (the series each one reads; ``W`` = the rate window, ``BY`` = the flavor's caller/callee labels):
+
+- ``istio`` (Istio standard metrics, https://istio.io/latest/docs/reference/config/metrics/): caller =
+  ``source_workload``, callee = ``destination_workload`` (+ ``*_workload_namespace``), one ``reporter``
+  (default ``destination``: the server-side proxy, so latencies are callee-side like the span tables' and every
+  request is counted once):
+
+  - rps: ``sum by (BY) (rate(istio_requests_total{reporter="destination"}[W]))``
+  - errors: the same with ``response_code=~"5.."`` (HTTP 5xx; a gRPC error answered with HTTP 200 is not counted)
+  - latency: ``histogram_quantile(q, sum by (le, BY) (rate(istio_request_duration_milliseconds_bucket[W])))``
+    for q = 0.5, 0.95, 0.99; mean = ``rate(_sum) / rate(_count)``
+- ``linkerd`` (Linkerd proxy metrics, https://linkerd.io/2/reference/proxy-metrics/): the caller's proxy reports
+  ``direction="outbound"`` with the caller in ``deployment`` / ``namespace`` (Kubernetes labels added at
+  collection) and the callee in ``dst_deployment`` / ``dst_namespace``:
+
+  - rps: ``request_total``; error rate: ``response_total{classification="failure"}`` / ``response_total``
+  - latency: ``response_latency_ms_bucket`` (time to first byte, ms)
+  - only Deployments by default: other workload kinds use ``statefulset`` / ``dst_statefulset`` etc.; set
+    ``caller_label`` / ``callee_label`` for them.
+- ``otel`` (OpenTelemetry Collector service-graph connector, ``connector/servicegraphconnector/README.md`` in
+  opentelemetry-collector-contrib): caller = ``client``, callee = ``server`` (``service.name`` of each side):
+
+  - rps: ``traces_service_graph_request_total``; errors: ``traces_service_graph_request_failed_total``
+  - series with ``connection_type="virtual_node"`` (a side the connector could not pair, e.g. ``client="user"``
+    for requests entering the system, ``server="unknown"``) give no edge; they count in the callee's inbound rate
+  - latency: ``traces_service_graph_request_server_seconds_bucket`` (callee side; ``latency_side="client"`` reads
+    ``..._client_seconds_bucket``), in seconds since collector v0.89.0; the deprecated feature gate
+    ``connector.servicegraph.legacyLatencyUnitMs`` reports milliseconds under the same name
+    (``latency_unit="ms"``). The connector's series carry no namespace: ``namespace`` is refused.
+
+Per edge: ``rps`` (calls/s averaged over W), ``latency_p50/p95/p99_ms`` (``None`` when the histogram has no
+observations in W), ``latency_mean_ms``, ``error_rate`` (0..1, ``None`` when rps is 0), ``calls_per_request`` =
+rps / the requests the caller served (its inbound rate from every source, mesh-external ones included; ``None``
+when that is 0). A side named ``""`` or ``unknown`` (Istio's name for a caller outside the mesh) gives no edge; it
+still counts in the callee's inbound rate. Services are flat names: without ``namespace``, a workload name used
+in two namespaces is one service (a warning says so).
+
+Errors: :class:`SourceUnavailable` (a :class:`TopologyError`) when Prometheus cannot be reached, times out or
+answers 5xx; :class:`TopologyError` for a query it rejects or a malformed answer.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+from urllib.parse import parse_qsl, urlsplit
+
+import httpx
+
+from ..state import ServiceEdge, ServiceGraph
+from .common import TopologyError
+
+__all__ = [
+    "Flavor",
+    "FLAVORS",
+    "SourceUnavailable",
+    "PrometheusSource",
+    "parse_duration_s",
+    "format_duration",
+    "is_prometheus_uri",
+    "source_from_uri",
+]
+
+Flavor = Literal["istio", "linkerd", "otel"]
+FLAVORS: tuple[str, ...] = get_args(Flavor)
+URI_SCHEMES = tuple(f"prometheus+{f}" for f in FLAVORS) + tuple(f"prometheus+{f}+https" for f in FLAVORS)
+QUANTILES = (("latency_p50_ms", 0.5), ("latency_p95_ms", 0.95), ("latency_p99_ms", 0.99))
+_NO_NAME = frozenset({"", "unknown"})
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+class SourceUnavailable(TopologyError):
+    """A live source could not be read now (connection refused, timeout, HTTP 5xx): worth retrying later."""
+
+
+def parse_duration_s(text: str | float | int, what: str = "duration") -> float:
+    """A Prometheus-style duration (``30s``, ``5m``, ``1h30m``, ``1500ms``) or a number of seconds → seconds
+    (> 0). Raises ``ValueError`` naming ``what`` and the value."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        v = float(text)
+    else:
+        s = str(text).strip()
+        try:
+            v = float(s)
+        except ValueError:
+            pos, v = 0, 0.0
+            for m in _DURATION.finditer(s):
+                if m.start() != pos:
+                    break
+                v += float(m.group(1)) * _UNIT_S[m.group(2)]
+                pos = m.end()
+            if pos != len(s) or not s:
+                raise ValueError(f"{what}: not a duration such as 30s, 5m or 1h: {text!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{what}: must be a positive duration, got {text!r}")
+    return v
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds as a PromQL range duration: whole seconds as ``Ns`` (``300s``), else whole milliseconds."""
+    if float(seconds).is_integer():
+        return f"{int(seconds)}s"
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
+def _quote(v: str) -> str:
+    return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass(frozen=True)
+class _FlavorSpec:
+    requests: str                      # counter of calls
+    errors: str                        # counter of failed calls, or the requests counter with an error matcher
+    error_matcher: str                 # extra label matcher for errors ("" = none)
+    error_total: str                   # the counter the error ratio divides by ("" = requests)
+    histogram: str                     # histogram base name (without _bucket/_sum/_count)
+    to_ms: float                       # histogram unit → ms
+    caller: str
+    callee: str
+    caller_ns: str | None
+    callee_ns: str | None
+    base_matchers: tuple[str, ...] = field(default_factory=tuple)
+    inbound_matchers: tuple[str, ...] = field(default_factory=tuple)
+    inbound_requests: str = ""          # counter whose rate by callee is the requests each service served
+    inbound_service: str = ""
+    inbound_ns: str | None = None
+    external_label: str | None = None   # a label whose value external_value marks a mesh-external side
+    external_value: str = ""
+
+
+class PrometheusSource:
+    """One live call-graph source: a Prometheus server and the flavor of metrics it holds.
+
+    ``url``: base URL of Prometheus (``http://host:9090``, a path prefix allowed); ``flavor``: ``istio``,
+    ``linkerd`` or ``otel``; ``window_s``: the ``rate()`` window in seconds (> 0; at least 4 scrape intervals is
+    the usual advice); ``namespace``: keep only calls whose both sides are in this Kubernetes namespace (istio,
+    linkerd); ``timeout_s``: per HTTP request. Keyword options: ``reporter`` (istio: ``destination`` or
+    ``source``), ``latency_side`` (otel: ``server`` or ``client``), ``latency_unit`` (otel: ``s`` or ``ms``),
+    ``caller_label`` / ``callee_label`` (linkerd: e.g. ``statefulset`` / ``dst_statefulset``), ``client`` (an
+    ``httpx.Client`` to use; default: one owned by this object), ``name`` (a short label for metrics and
+    messages; default the URI form ``prometheus+FLAVOR://host:port``).
+
+    Raises ``ValueError`` naming the bad argument.
+    """
+
+    def __init__(self, url: str, flavor: Flavor, window_s: float = 300.0, namespace: str | None = None,
+                 timeout_s: float = 5.0, *, reporter: str = "destination", latency_side: str = "server",
+                 latency_unit: str = "s", caller_label: str | None = None, callee_label: str | None = None,
+                 client: httpx.Client | None = None, name: str | None = None):
+        if flavor not in FLAVORS:
+            raise ValueError(f"flavor: expected one of {', '.join(FLAVORS)}, got {flavor!r}")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"url: expected http(s)://host[:port][/prefix], got {url!r}")
+        self.window_s = parse_duration_s(window_s, "window")
+        self.timeout_s = parse_duration_s(timeout_s, "timeout")
+        if namespace is not None and (not namespace or '"' in namespace):
+            raise ValueError(f"namespace: not a namespace name: {namespace!r}")
+        if namespace is not None and flavor == "otel":
+            raise ValueError("namespace: the otel service-graph series carry no namespace label; drop the filter "
+                             "or use a collector 'dimensions' setting and another flavor")
+        if reporter not in ("destination", "source"):
+            raise ValueError(f"reporter: expected destination or source, got {reporter!r}")
+        if latency_side not in ("server", "client"):
+            raise ValueError(f"latency: expected server or client, got {latency_side!r}")
+        if latency_unit not in ("s", "ms"):
+            raise ValueError(f"latency_unit: expected s or ms, got {latency_unit!r}")
+        for what, lab in (("caller_label", caller_label), ("callee_label", callee_label)):
+            if lab is not None and not _LABEL_NAME.match(lab):
+                raise ValueError(f"{what}: not a Prometheus label name: {lab!r}")
+        self.url = url.rstrip("/")
+        self.flavor: Flavor = flavor
+        self.namespace = namespace
+        self.reporter = reporter
+        self.latency_side = latency_side
+        self.latency_unit = latency_unit
+        host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        tls = "+https" if parts.scheme == "https" else ""
+        self.name = name or f"prometheus+{flavor}{tls}://{netloc}{parts.path.rstrip('/')}"
+        self._spec = self._make_spec(caller_label, callee_label)
+        self._own_client = client is None
+        self._client = client if client is not None else httpx.Client(timeout=self.timeout_s)
+
+    # ---- queries ----------------------------------------------------------------------------------
+    def _make_spec(self, caller_label: str | None, callee_label: str | None) -> _FlavorSpec:
+        ns = self.namespace
+        if self.flavor == "istio":
+            m = [f"reporter={_quote(self.reporter)}"]
+            inbound = list(m)
+            if ns is not None:
+                m += [f"source_workload_namespace={_quote(ns)}", f"destination_workload_namespace={_quote(ns)}"]
+                inbound += [f"destination_workload_namespace={_quote(ns)}"]
+            return _FlavorSpec("istio_requests_total", "istio_requests_total", 'response_code=~"5.."', "",
+                               "istio_request_duration_milliseconds", 1.0, "source_workload",
+                               "destination_workload", "source_workload_namespace", "destination_workload_namespace",
+                               tuple(m), tuple(inbound), "istio_requests_total", "destination_workload",
+                               "destination_workload_namespace")
+        if self.flavor == "linkerd":
+            caller = caller_label or "deployment"
+            callee = callee_label or "dst_deployment"
+            m = ['direction="outbound"']
+            inbound = ['direction="inbound"']
+            if ns is not None:
+                m += [f"namespace={_quote(ns)}", f"dst_namespace={_quote(ns)}"]
+                inbound += [f"namespace={_quote(ns)}"]
+            return _FlavorSpec("request_total", "response_total", 'classification="failure"', "response_total",
+                               "response_latency_ms", 1.0, caller, callee, "namespace", "dst_namespace",
+                               tuple(m), tuple(inbound), "request_total", caller, "namespace")
+        side = self.latency_side
+        return _FlavorSpec("traces_service_graph_request_total", "traces_service_graph_request_failed_total", "", "",
+                           f"traces_service_graph_request_{side}_seconds",
+                           1.0 if self.latency_unit == "ms" else 1000.0, "client", "server", None, None,
+                           (), (), "traces_service_graph_request_total", "server", None,
+                           "connection_type", "virtual_node")
+
+    def _by(self) -> str:
+        s = self._spec
+        labels = [s.caller] + ([s.caller_ns] if s.caller_ns else []) + [s.callee] + ([s.callee_ns] if s.callee_ns else [])
+        if s.external_label:
+            labels.append(s.external_label)
+        return ", ".join(labels)
+
+    @staticmethod
+    def _sel(*matchers: str) -> str:
+        ms = [m for m in matchers if m]
+        return "{" + ",".join(ms) + "}" if ms else ""
+
+    def queries(self) -> dict[str, str]:
+        """The PromQL instant queries :meth:`fetch` runs, by role: ``rps``, ``errors``, ``error_total``,
+        ``latency_p50_ms`` / ``latency_p95_ms`` / ``latency_p99_ms`` (in the histogram's unit), ``latency_sum``,
+        ``latency_count``, ``inbound``."""
+        s = self._spec
+        w = format_duration(self.window_s)
+        by = self._by()
+        base = s.base_matchers
+        q = {
+            "rps": f"sum by ({by}) (rate({s.requests}{self._sel(*base)}[{w}]))",
+            "errors": f"sum by ({by}) (rate({s.errors}{self._sel(*base, s.error_matcher)}[{w}]))",
+            "error_total": f"sum by ({by}) (rate({s.error_total or s.requests}{self._sel(*base)}[{w}]))",
+            "latency_sum": f"sum by ({by}) (rate({s.histogram}_sum{self._sel(*base)}[{w}]))",
+            "latency_count": f"sum by ({by}) (rate({s.histogram}_count{self._sel(*base)}[{w}]))",
+        }
+        for key, quant in QUANTILES:
+            q[key] = (f"histogram_quantile({quant}, sum by (le, {by}) "
+                      f"(rate({s.histogram}_bucket{self._sel(*base)}[{w}])))")
+        in_by = s.inbound_service + (f", {s.inbound_ns}" if s.inbound_ns else "")
+        q["inbound"] = f"sum by ({in_by}) (rate({s.inbound_requests}{self._sel(*s.inbound_matchers)}[{w}]))"
+        return q
+
+    # ---- HTTP -------------------------------------------------------------------------------------
+    def query(self, promql: str, time_s: float | None = None) -> list[tuple[dict[str, str], float | None]]:
+        """Run one instant query; ``[(labels, value)]`` with ``None`` for NaN/±Inf values.
+        Raises :class:`SourceUnavailable` / :class:`TopologyError` (see the module docstring)."""
+        params: dict[str, str] = {"query": promql}
+        if time_s is not None:
+            params["time"] = f"{time_s:.3f}"
+        endpoint = f"{self.url}/api/v1/query"
+        try:
+            r = self._client.get(endpoint, params=params, timeout=self.timeout_s)
+        except httpx.TimeoutException as exc:
+            raise SourceUnavailable(f"{self.name}: no answer within {self.timeout_s:g} s "
+                                    f"({type(exc).__name__})") from exc
+        except httpx.HTTPError as exc:
+            raise SourceUnavailable(f"{self.name}: cannot reach Prometheus: {exc}") from exc
+        try:
+            body = r.json()
+        except ValueError:
+            body = None
+        if r.status_code >= 500 or r.status_code == 429:
+            detail = body.get("error") if isinstance(body, Mapping) else r.text[:200]
+            raise SourceUnavailable(f"{self.name}: HTTP {r.status_code} from {endpoint}: {' '.join(str(detail).split())}")
+        if not isinstance(body, Mapping):
+            raise TopologyError(f"{self.name}: HTTP {r.status_code} from {endpoint}: not a Prometheus API answer "
+                                f"(expected JSON, got {r.text[:80]!r})")
+        if body.get("status") != "success":
+            raise TopologyError(f"{self.name}: query rejected (HTTP {r.status_code}, {body.get('errorType')}): "
+                                f"{body.get('error')}; query: {promql}")
+        data = body.get("data")
+        if not isinstance(data, Mapping) or data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
+            raise TopologyError(f"{self.name}: expected an instant vector in data.result, got "
+                                f"{str(data)[:120]!r}; query: {promql}")
+        out = []
+        for i, sample in enumerate(data["result"]):
+            try:
+                labels = {str(k): str(v) for k, v in sample["metric"].items()}
+                raw = sample["value"][1]
+                v = float(raw)
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+                raise TopologyError(f"{self.name}: data.result[{i}]: expected {{metric: {{...}}, value: [t, \"x\"]}}, "
+                                    f"got {str(sample)[:120]!r}") from None
+            out.append((labels, v if math.isfinite(v) else None))
+        return out
+
+    def close(self) -> None:
+        """Close the HTTP client (when this object created it)."""
+        if self._own_client:
+            self._client.close()
+
+    def __enter__(self) -> PrometheusSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- graph ------------------------------------------------------------------------------------
+    def latest_sample_time(self) -> float | None:
+        """Unix seconds of the newest sample of the flavor's request counter (``None`` when there is none).
+
+        :meth:`fetch` evaluates every query of one fetch at this time, not at the server's "now": the queries
+        then see the same completed scrapes (the error ratio and the calls per request divide numbers from
+        one instant), and the rate window ends on a sample, so ``rate()`` does not under-extrapolate while a
+        scrape is still being written (up to (interval - interval/2) / window low otherwise)."""
+        s = self._spec
+        rows = self.query(f"max(timestamp({s.requests}{self._sel(*s.base_matchers)}))")
+        return rows[0][1] if rows and rows[0][1] is not None else None
+
+    def fetch(self, time_s: float | None = None) -> ServiceGraph:
+        """Query Prometheus (at ``time_s``, unix seconds; default: its newest sample) and build the graph.
+        See :meth:`fetch_with_warnings`."""
+        return self.fetch_with_warnings(time_s)[0]
+
+    def fetch_with_warnings(self, time_s: float | None = None) -> tuple[ServiceGraph, list[str]]:
+        """``(graph, warnings)`` of one round of queries (:meth:`queries`), all evaluated at ``time_s`` (default:
+        :meth:`latest_sample_time`). Raises :class:`SourceUnavailable` or :class:`TopologyError`; nothing is
+        cached here (see :class:`policy.topology.live.TopologyRefresher`)."""
+        s = self._spec
+        q = self.queries()
+        warnings: list[str] = []
+        ns_of: dict[str, set[str]] = {}
+        if time_s is None:
+            time_s = self.latest_sample_time()
+
+        def key(labels: Mapping[str, str]) -> tuple[str, str] | None:
+            a, b = labels.get(s.caller, ""), labels.get(s.callee, "")
+            if a in _NO_NAME or b in _NO_NAME:
+                return None
+            if s.external_label and labels.get(s.external_label) == s.external_value:
+                return None
+            for name, nsl in ((a, s.caller_ns), (b, s.callee_ns)):
+                if nsl:
+                    ns_of.setdefault(name, set()).add(labels.get(nsl, ""))
+            return a, b
+
+        def by_edge(role: str, combine=lambda a, b: a + b) -> dict[tuple[str, str], float | None]:
+            # the same names in two namespaces are one service: rates add up, quantiles take the max
+            out: dict[tuple[str, str], float | None] = {}
+            for labels, v in self.query(q[role], time_s):
+                k = key(labels)
+                if k is None:
+                    continue
+                prev = out.get(k)
+                out[k] = v if prev is None else (prev if v is None else combine(prev, v))
+            return out
+
+        rps = by_edge("rps")
+        errors = by_edge("errors")
+        err_total = by_edge("error_total") if s.error_total else rps
+        lsum = by_edge("latency_sum")
+        lcount = by_edge("latency_count")
+        quants = {k: by_edge(k, max) for k, _ in QUANTILES}
+        inbound: dict[str, float] = {}
+        for labels, v in self.query(q["inbound"], time_s):
+            name = labels.get(s.inbound_service, "")
+            if name and v is not None:
+                inbound[name] = inbound.get(name, 0.0) + v
+
+        edges = []
+        for (a, b), r in rps.items():
+            if r is None:
+                continue
+            r = max(0.0, r)
+            mean = None
+            if lcount.get((a, b)) and lsum.get((a, b)) is not None:
+                mean = lsum[(a, b)] / lcount[(a, b)] * s.to_ms
+            lat = {}
+            for k, _ in QUANTILES:
+                v = quants[k].get((a, b))
+                lat[k] = None if v is None else v * s.to_ms
+            tot = err_total.get((a, b))
+            err = None
+            if tot:
+                err = min(1.0, max(0.0, (errors.get((a, b)) or 0.0) / tot))
+            cpr = r / inbound[a] if inbound.get(a) else None
+            edges.append(ServiceEdge(a, b, rps=r, calls_per_request=cpr, latency_mean_ms=mean, error_rate=err, **lat))
+        multi = sorted(n for n, spaces in ns_of.items() if len(spaces) > 1)
+        if multi:
+            warnings.append(f"{self.name}: workload name(s) {', '.join(multi)} occur in several namespaces and are "
+                            f"merged into one service each; set a namespace to keep one")
+        services = set(inbound) - _NO_NAME
+        return ServiceGraph.build(services, edges, self.name), warnings
+
+    def __repr__(self) -> str:
+        return (f"PrometheusSource({self.url!r}, {self.flavor!r}, window_s={self.window_s:g}, "
+                f"namespace={self.namespace!r})")
+
+
+# ---- URIs -----------------------------------------------------------------------------------------------
+
+def is_prometheus_uri(text: str) -> bool:
+    """True for a ``prometheus+FLAVOR://`` or ``prometheus+FLAVOR+https://`` source string (any flavor name, so a
+    misspelt one gets a clear error from :func:`source_from_uri`)."""
+    return bool(re.match(r"^prometheus\+[A-Za-z0-9+.-]*://", str(text)))
+
+
+_URI_PARAMS = ("window", "namespace", "timeout", "reporter", "latency", "latency_unit", "caller_label",
+               "callee_label")
+
+
+def source_from_uri(uri: str, client: httpx.Client | None = None) -> PrometheusSource:
+    """A :class:`PrometheusSource` from a source string::
+
+        prometheus+istio://HOST:PORT[/PREFIX][?window=5m&namespace=NS&timeout=5s&reporter=destination]
+        prometheus+linkerd://HOST:PORT[?window=...&namespace=...&caller_label=deployment&callee_label=dst_deployment]
+        prometheus+otel://HOST:PORT[?window=...&latency=server|client&latency_unit=s|ms]
+        prometheus+FLAVOR+https://...      (HTTPS)
+
+    Defaults: window 5m, timeout 5s, no namespace filter. Raises ``ValueError`` naming the URI and the bad part.
+    """
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower()
+    if scheme not in URI_SCHEMES:
+        raise ValueError(f"{uri}: unknown scheme {parts.scheme!r}; expected prometheus+FLAVOR:// or "
+                         f"prometheus+FLAVOR+https:// with FLAVOR one of {', '.join(FLAVORS)}")
+    flavor = scheme.split("+")[1]
+    if not parts.hostname:
+        raise ValueError(f"{uri}: no host (expected prometheus+{flavor}://HOST:PORT)")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"{uri}: bad port") from None
+    params: dict[str, str] = {}
+    for k, v in parse_qsl(parts.query, keep_blank_values=True):
+        if k not in _URI_PARAMS:
+            raise ValueError(f"{uri}: unknown parameter {k!r}; expected {', '.join(_URI_PARAMS)}")
+        if k in params:
+            raise ValueError(f"{uri}: parameter {k!r} given twice")
+        params[k] = v
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    base = f"{'https' if scheme.endswith('+https') else 'http'}://{host}{f':{port}' if port else ''}{parts.path}"
+    try:
+        return PrometheusSource(
+            base, flavor, window_s=parse_duration_s(params.get("window", "5m"), "window"),
+            namespace=params.get("namespace"), timeout_s=parse_duration_s(params.get("timeout", "5s"), "timeout"),
+            reporter=params.get("reporter", "destination"), latency_side=params.get("latency", "server"),
+            latency_unit=params.get("latency_unit", "s"), caller_label=params.get("caller_label"),
+            callee_label=params.get("callee_label"), client=client)
+    except ValueError as exc:
+        raise ValueError(f"{uri}: {exc}") from None
+
