@@ -24,29 +24,85 @@ from ..state import ServiceEdge, ServiceGraph, WorkloadInfo
 class ServiceParams(ConfigModel):
     """Per-service performance parameters (one visit = one request served by one pod).
 
-    ``cpu_ms_per_request``: CPU time per request (ms of one core); ``latency_p50_ms`` / ``latency_mean_ms``:
-    the service's own time per request outside CPU queueing (I/O, waits, work not modelled as CPU), a
-    lognormal with this median and mean (mean >= median); ``working_set_mi``: memory in use per pod (MiB).
+    - ``cpu_ms_per_request``: mean CPU work per request (ms of one core);
+    - ``cpu_cv``: coefficient of variation of that work (gamma distributed; 0 = every request the same,
+      1 = exponential);
+    - ``latency_p50_ms`` / ``latency_mean_ms``: the service's own time per request outside the CPU
+      (I/O, locks, work not modelled as CPU), a lognormal with this median and mean (mean >= median);
+    - ``max_inflight``: requests a pod admits into its CPU run queue at once; an arrival that finds it
+      full fails at once (a full accept queue; Envoy's circuit breaker ``max_requests`` defaults to 1024);
+    - ``working_set_mi``: memory in use per pod at rest (MiB); ``memory_mi_per_inflight``: extra MiB
+      per request in flight on the pod (buffers, so the working set grows with load). Over the
+      container's memory limit the pod is OOM-killed and restarted (see the engine).
     """
 
     cpu_ms_per_request: float = Field(0.2, ge=0)
+    cpu_cv: float = Field(1.0, ge=0, le=10)
     latency_p50_ms: float = Field(1.0, gt=0)
     latency_mean_ms: float = Field(1.2, gt=0)
+    max_inflight: int = Field(1024, ge=1, le=1_000_000)
     working_set_mi: float = Field(64.0, ge=0)
+    memory_mi_per_inflight: float = Field(0.0, ge=0)
+
+
+class CallParams(ConfigModel):
+    """How one caller calls one callee (the defaults of every edge; ``edgeDefaults`` in app.yaml).
+
+    - ``request_bytes`` / ``response_bytes``: mean payload per call (bytes), charged at the link's
+      per-byte cost (:class:`~policy.sim.model.NetworkModel`);
+    - ``timeout_ms``: per-try timeout (gRPC deadline per attempt / Envoy ``per_try_timeout``), None = none;
+    - ``retries``: extra attempts after a failed or timed-out one (Envoy ``num_retries``; 0 = none);
+    - ``retry_backoff_ms``: wait before each retry (Envoy's default base interval is 25 ms).
+    A timed-out attempt is abandoned by the caller but its work goes on at the callee (no cancellation),
+    so retries add load.
+    """
+
+    request_bytes: float = Field(0.0, ge=0)
+    response_bytes: float = Field(0.0, ge=0)
+    timeout_ms: float | None = Field(None, gt=0)
+    retries: int = Field(0, ge=0, le=10)
+    retry_backoff_ms: float = Field(25.0, ge=0)
 
 
 class EdgeParams(ConfigModel):
     """Per-edge call parameters: ``calls_per_request`` (mean calls to the callee per request the caller
-    serves) and whether the caller issues them in parallel (``parallel``) or one after another."""
+    serves), whether the caller issues them in parallel (``parallel``) or one after another, and any
+    :class:`CallParams` field (unset = ``edgeDefaults``)."""
 
     caller: str
     callee: str
     calls_per_request: float = Field(1.0, ge=0)
     parallel: bool = False
+    request_bytes: float | None = Field(None, ge=0)
+    response_bytes: float | None = Field(None, ge=0)
+    timeout_ms: float | None = Field(None, gt=0)
+    retries: int | None = Field(None, ge=0, le=10)
+    retry_backoff_ms: float | None = Field(None, ge=0)
+
+    def call_params(self, defaults: CallParams) -> CallParams:
+        """These overrides on top of ``defaults``."""
+        over = {k: getattr(self, k) for k in CallParams.model_fields if getattr(self, k) is not None}
+        return defaults.model_copy(update=over)
 
 
 class AppFile(ConfigModel):
-    """``app.yaml`` (``apiVersion: hrl-scheduler.io/v1alpha1``, ``kind: App``)."""
+    """``app.yaml`` (``apiVersion: hrl-scheduler.io/v1alpha1``, ``kind: App``), camelCase keys::
+
+        name: my-app
+        manifests: k8s/                    # Deployments/StatefulSets: replicas, requests, limits
+        graph: manifests                   # or an edge CSV/JSON, span CSV, Alibaba call-graph CSV
+        entry: {frontend: 1.0}             # entry service -> share of user requests
+        sloP95Ms: 200                      # p95 target of the user requests (ms)
+        timeoutMs: 2000                    # the user's end-to-end timeout (ms): slower requests fail
+        defaults: {cpuMsPerRequest: 0.5, cpuCv: 1.0, latencyP50Ms: 1.0, latencyMeanMs: 1.3,
+                   maxInflight: 1024, workingSetMi: 64, memoryMiPerInflight: 0}
+        services: {db: {cpuMsPerRequest: 0.4}}      # per-service ServiceParams (unset fields: defaults' built-ins)
+        edgeDefaults: {requestBytes: 0, responseBytes: 0, timeoutMs: null, retries: 0, retryBackoffMs: 25}
+        edges:                             # per edge: calls per request, parallel fan-out, any CallParams field
+          - {caller: frontend, callee: db, callsPerRequest: 2.0, parallel: false, timeoutMs: 100, retries: 2}
+
+    See :class:`ServiceParams` and :class:`CallParams` for the units and meaning of each field.
+    """
 
     name: str
     manifests: str = Field(description="manifest file or folder, relative to app.yaml")
@@ -56,6 +112,7 @@ class AppFile(ConfigModel):
     timeout_ms: float = Field(gt=0)
     defaults: ServiceParams = ServiceParams()
     services: dict[str, ServiceParams] = Field(default_factory=dict)
+    edge_defaults: CallParams = CallParams()
     edges: list[EdgeParams] = Field(default_factory=list)
     description: str = ""
 
@@ -63,7 +120,9 @@ class AppFile(ConfigModel):
 @dataclass(frozen=True)
 class AppSpec:
     """A simulated application: workloads (from real manifests), the call graph with per-edge call
-    multiplicities, performance parameters per service, entry shares, SLO and timeout."""
+    multiplicities, performance parameters per service, entry shares, SLO and timeout (ms, end to end,
+    as the user's client sees it). ``calls`` holds each edge's :class:`CallParams` (bytes, per-try
+    timeout, retries); an edge missing from it uses ``CallParams()``."""
 
     name: str
     workloads: tuple[WorkloadInfo, ...]
@@ -74,6 +133,7 @@ class AppSpec:
     slo_p95_ms: float
     timeout_ms: float
     source: str = ""
+    calls: Mapping[tuple[str, str], CallParams] = field(default_factory=dict)
 
     @property
     def services(self) -> tuple[str, ...]:
@@ -113,9 +173,14 @@ def load_app(name_or_path: str) -> AppSpec:
     workloads = tuple(parse_workload(o) for o in deployments)
     names = {w.service for w in workloads}
     if spec.graph == "manifests":
-        from ..topology.sources import load_graph
+        from ..topology.manifests import graph_from_objects, is_appgroup
 
-        graph, _warnings = load_graph([str(base / spec.manifests)], "manifests")
+        if any(is_appgroup(o) for o in objs):  # AppGroups: re-read with line numbers for their errors
+            from ..topology.sources import load_graph
+
+            graph, _warnings = load_graph([str(base / spec.manifests)], "manifests")
+        else:  # the objects are already parsed: build the graph from them (no second YAML parse)
+            graph, _warnings = graph_from_objects(objs, str(base / spec.manifests))
     else:
         from ..topology.sources import load_graph
 
@@ -135,9 +200,12 @@ def load_app(name_or_path: str) -> AppSpec:
                                  parallel=o.parallel if o else False))
     graph = ServiceGraph.build(names, edges, source=f"app:{spec.name}")
     params = {s: spec.services.get(s, spec.defaults) for s in sorted(names)}
+    calls = {(e.caller, e.callee): (overrides[(e.caller, e.callee)].call_params(spec.edge_defaults)
+                                    if (e.caller, e.callee) in overrides else spec.edge_defaults)
+             for e in graph.edges}
     total = sum(spec.entry.values())
     if total <= 0 or not all(math.isfinite(v) and v >= 0 for v in spec.entry.values()):
         raise ConfigError(str(p), [("entry", f"shares must be >= 0 and sum > 0 (got {dict(spec.entry)})")])
     entry = {s: v / total for s, v in spec.entry.items()}
     return AppSpec(spec.name, workloads, deployments, graph, params, entry, spec.slo_p95_ms, spec.timeout_ms,
-                   source=str(p))
+                   source=str(p), calls=calls)

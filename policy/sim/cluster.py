@@ -30,7 +30,8 @@ from . import objects
 @dataclass
 class SimPod:
     """One pod of the simulation. ``node`` is the node index (-1 while Pending); the pod serves traffic
-    from ``ready_at_s`` on; ``alive`` turns False when it is evicted or scaled away."""
+    from ``ready_at_s`` on; ``alive`` turns False when it is evicted or scaled away. ``restarts``: container
+    restarts (OOM kills); ``backoff_s``: the kubelet's current crash back-off."""
 
     obj: dict[str, Any]
     info: PodInfo
@@ -40,6 +41,9 @@ class SimPod:
     ready_at_s: float = math.inf
     alive: bool = True
     evicted_at_s: float | None = None
+    restarts: int = 0
+    backoff_s: float = 0.0
+    last_restart_s: float | None = None
 
 
 @dataclass
@@ -59,6 +63,8 @@ class SimCluster:
     pods: list[SimPod] = field(default_factory=list)
     replicas: dict[str, int] = field(default_factory=dict)
     _snap_cache: ClusterSnapshot | None = field(default=None, repr=False)
+    _usage_cache: dict = field(default_factory=dict, repr=False)
+    _workload_cache: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.nodes: list[NodeInfo] = [parse_node(o) for o in self.node_objs]
@@ -101,8 +107,12 @@ class SimCluster:
         """Create pods up to each workload's replica target, delete the surplus (Pending first, then the
         newest: the ReplicaSet controller's ranking, simplified). Returns the pods created."""
         created = []
+        by_workload: dict[str, list[SimPod]] = {}
+        for p in self.pods:
+            if p.alive:
+                by_workload.setdefault(p.workload, []).append(p)
         for w, target in self.replicas.items():
-            live = [p for p in self.pods if p.alive and p.workload == w]
+            live = by_workload.get(w, [])
             for _ in range(target - len(live)):
                 created.append(self.create_pod(w, now_s))
             if len(live) > target:
@@ -139,6 +149,22 @@ class SimCluster:
         pod.info = replace(pod.info, node_name=node_name, phase="Running")
         pod.ready_at_s = now_s + self.startup_delay_s
         self._dirty()
+
+    def oom_kill(self, pod: SimPod, now_s: float, first_backoff_s: float = 10.0, max_backoff_s: float = 300.0,
+                 ready_s: float = 5.0) -> float:
+        """The kernel kills the pod's container (OOMKilled) at ``now_s``; the kubelet restarts it in place after
+        its crash back-off (``first_backoff_s``, doubling per consecutive crash, capped at ``max_backoff_s``,
+        reset after 10 minutes without one: kubelet's CrashLoopBackOff) and it is Ready ``ready_s`` later.
+        Returns the time it is Ready again. The pod stays bound and alive (same name, restartCount + 1)."""
+        if pod.last_restart_s is not None and now_s - pod.last_restart_s >= 600.0:
+            pod.backoff_s = 0.0
+        pod.backoff_s = first_backoff_s if pod.backoff_s <= 0 else min(2 * pod.backoff_s, max_backoff_s)
+        pod.restarts += 1
+        pod.last_restart_s = now_s
+        pod.ready_at_s = now_s + pod.backoff_s + ready_s
+        pod.obj = objects.record_restart(pod.obj, pod.restarts, "OOMKilled", now_s)
+        self._dirty()
+        return pod.ready_at_s
 
     def live_pods(self) -> list[SimPod]:
         return [p for p in self.pods if p.alive]
@@ -188,18 +214,39 @@ class SimCluster:
         live = self.live_pods()
         pods = []
         node_use = np.zeros(len(self.nodes))
+        # annotated PodInfos are cached per pod while its info and usage stay the same (a scheduling cycle
+        # per Pending pod would otherwise rebuild every pod's info)
+        cache = self._usage_cache
         for p in live:
             info = p.info
             if pod_cpu_usage_m is not None and p.node >= 0:
                 u = float(pod_cpu_usage_m.get(info.key, 0.0))
-                info = replace(info, usage=Resources(int(round(u)), 0))
+                hit = cache.get(info.key)
+                if hit is not None and hit[0] is info and hit[1] == u:
+                    info = hit[2]
+                else:
+                    annotated = replace(info, usage=Resources(int(round(u)), 0))
+                    cache[info.key] = (info, u, annotated)
+                    info = annotated
                 node_use[p.node] += u
             pods.append(info)
+        if len(cache) > 4 * max(len(live), 64):
+            alive = {p.info.key for p in live}
+            for k in [k for k in cache if k not in alive]:
+                del cache[k]
         nodes = self.nodes
         if pod_cpu_usage_m is not None:
             nodes = [replace(n, usage=Resources(int(round(node_use[i])), 0)) for i, n in enumerate(self.nodes)]
         pdbs = tuple(replace(b, disruptions_allowed=self.disruptions_allowed(b, now_s)) for b in self.pdbs)
-        workloads = tuple(replace(w, replicas=self.replicas[k]) for k, w in self.workload_infos.items())
+        wcache = self._workload_cache
+        workloads = []
+        for k, w in self.workload_infos.items():
+            r = self.replicas[k]
+            hit = wcache.get(k)
+            if hit is None or hit[0] != r:
+                hit = wcache[k] = (r, replace(w, replicas=r))
+            workloads.append(hit[1])
+        workloads = tuple(workloads)
         snap = ClusterSnapshot(tuple(nodes), tuple(pods), pdbs, workloads, graph or ServiceGraph(), now_s)
         if pod_cpu_usage_m is None and graph is None:
             self._snap_cache = snap

@@ -1,62 +1,130 @@
 """The performance model of a microservice application on a cluster, one time step at a time.
 
-Per step (default one minute) with user arrival rate λ (requests/s):
+Per step (default one minute) with user arrival rate λ (requests/s), everything stationary within the step:
 
 1. **Visits.** Each user request enters at an entry service (shares from the app) and calls along the call
-   graph: service *s* is visited ``V_s`` times per user request, ``V_callee += V_caller × calls_per_request``
-   (edges closing a cycle are dropped; a self-edge multiplies the service's own CPU work by ``1 + m``).
+   graph: service *s* is visited ``V_s`` times per user request, ``V_callee += V_caller × m_e × g_e`` with
+   ``m_e`` the edge's calls per request and ``g_e`` its mean attempts per call (1 without retries; with
+   retries ``Σ_{r<=R} q_e^r``, ``q_e`` the chance an attempt fails or times out, carried over from the
+   previous step and refined by ``retry_iterations`` passes). Edges closing a cycle are dropped; a self-edge
+   multiplies the service's own CPU work by ``1 + m``.
 2. **Load balancing.** A service's rate ``λ V_s`` is split evenly over its ready pods (kube-proxy's random
-   backend choice).
-3. **CPU.** A pod demands ``d_p = λ_p c_s`` cores (``c_s`` CPU-seconds per request). On node *n* with
-   allocatable ``C_n`` the pod can use ``κ_p = min(limit_p, max(fair_p, C_n − others_p))`` cores, where
-   ``others_p`` is the other pods' demand on the node and ``fair_p`` its request-weighted share of ``C_n``
-   (CFS shares). One request runs on at most one core at speed ``min(1, C_n − others_p)``.
-4. **Queueing.** Each pod is a processor-sharing server: utilisation ``ρ_p = d_p / κ_p``, service time
-   ``S_p = c_s / speed_p``, mean sojourn ``S_p / (1 − ρ_p)`` (M/G/1-PS, insensitive to the job-size
-   distribution); a request's sojourn is its work ``S_p`` plus an exponential slow-down with mean
-   ``S_p ρ_p / (1 − ρ_p)``, so it is never shorter than its own service time. Above ``rho_max`` the pod is
-   saturated: it serves at ``rho_max`` and drops the excess ``1 − rho_max/ρ_p`` of its requests.
-   Each visit also takes the service's own non-CPU time (lognormal, calibrated median and mean).
-5. **Network.** Each call adds a delay by where caller and callee pods sit: same node < same zone <
-   cross zone (:class:`NetworkModel`).
-6. **Requests.** ``n_samples`` user requests are drawn per step: each picks an entry, pods at random per
-   call, and accumulates latency along its call tree (sequential calls add up, parallel calls take the
-   max). A request fails when any pod on its path drops it, a service on its path has no ready pod, or it
-   exceeds the app's timeout. Latency percentiles are over successful requests.
+   backend choice; each call picks a pod at random). A visit its pod refuses (step 4) makes no calls, so
+   callees see only their callers' admitted share: visits and refusals are settled together by a few
+   fixed-point passes (nothing changes below saturation).
+3. **CPU.** A pod's offered demand is ``d_p = λ_p x_s`` cores (``x_s`` CPU-seconds per request, gamma
+   distributed with coefficient of variation ``cpu_cv``). On node *n* with ``C_n`` allocatable cores the pod
+   can use ``κ_p = min(limit_p, max(fair_p, C_n − others_p))`` cores, where ``others_p`` is the other pods'
+   CPU use on the node (each capped at its limit, plus background tenants' use) and ``fair_p`` its
+   request-weighted share of ``C_n`` (CFS shares: ``cpu.weight`` follows the request). One request runs on
+   at most one core, at speed ``s_p = min(1, max(fair_p, C_n − others_p))``.
+4. **Queueing.** Each pod is a processor-sharing station with ``n`` requests in its run queue, served together
+   at ``φ(n) = min(n s_p, κ_p)`` cores, except that a lone request runs at full speed ``s_p`` even when the
+   limit is under one core (CFS quota: a request much shorter than the period's quota never exhausts it;
+   concurrent ones share the quota, so the long-run rate is ``κ_p``). Each of ``n`` requests gets ``φ(n)/n``.
+   At most ``K = max_inflight`` requests are admitted; an arrival that finds ``K`` fails at once. This is a
+   symmetric queue (Kelly 1979): its stationary distribution of ``n`` is that of the birth-death chain with
+   departure rate ``φ(n) / x_s`` and does not depend on the work
+   distribution beyond its mean (insensitivity), so blocking ``p_K`` is exact. A request's CPU sojourn is
+   sampled as its work over the rate it gets with the queue it finds on arrival, ``x / min(s_p, κ_p/(n+1))``
+   with ``n`` drawn from the stationary distribution (PASTA): exact in the mean by detailed balance, and
+   within a few % of a discrete-event processor-sharing queue in the 95th percentile (``policy/sim/des.py``,
+   BENCHMARKS.md ``simulator``). Past saturation the queue fills: requests wait ``≈ K x / κ`` or are refused.
+5. **Own time.** Each visit also takes the service's own non-CPU time: lognormal, calibrated median and mean.
+6. **Network.** Each call adds a delay by where caller and callee pods sit, same node < same zone < cross
+   zone, plus the request and response bytes at that link's per-byte cost (:class:`NetworkModel`).
+7. **Calls, timeouts, retries.** A visit's latency is its CPU sojourn + own time + the sum of its sequential
+   calls + the longest of its parallel calls (the critical path). A call attempt fails when the callee
+   refuses it, a call further down failed, or it exceeds the edge's per-try timeout (the caller waits the
+   timeout; the callee's work goes on); a failed attempt is retried up to ``retries`` times after
+   ``retry_backoff_ms``. A call fails when every attempt failed; then the user request fails — once, however
+   many retries. It also fails when a service on its path has no ready pod or it exceeds the app's timeout.
+8. **Sampling.** Latencies are Monte Carlo samples computed level by level (leaves first), vectorized over all
+   services of a level: each service gets ``n_svc`` samples (``n_samples``, fewer for large graphs so that
+   ``services × n_svc <= sample_budget``), a call on edge e reads callee samples through a fixed shift per
+   (edge, copy, attempt) so every copy and retry of one caller sample sees a distinct, independent callee
+   sample. More than :data:`MAX_COPIES` calls on one edge are summarised: sequential ones by mean and
+   variance of their sum, parallel ones by the maximum's quantile. Latency percentiles are over the
+   successful sampled user requests.
 
 Cross-node call % is computed exactly from the rates and pod placement, not sampled.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .app import AppSpec
+from .app import AppSpec, CallParams
+
+#: Calls of one edge sampled one by one per caller visit; beyond, the sum / max is summarised.
+MAX_COPIES = 8
 
 
 @dataclass(frozen=True)
 class NetworkModel:
-    """One-way request + response delay per call (ms) by placement of caller and callee."""
+    """Per-call network cost (request + response, ms) by where caller and callee sit: a fixed delay plus
+    bytes over the link's bandwidth.
+
+    Delays: same node (veth) < same zone < cross zone. Bandwidths (Gbit/s): same node 40 (a memory copy
+    through the node's bridge), same zone 10 (a common cloud NIC), cross zone 5. Order-of-magnitude
+    defaults; every field is configurable.
+    """
 
     same_node_ms: float = 0.05
     same_zone_ms: float = 0.5
     cross_zone_ms: float = 2.0
+    same_node_gbps: float = 40.0
+    same_zone_gbps: float = 10.0
+    cross_zone_gbps: float = 5.0
+
+    def __post_init__(self) -> None:
+        for k in ("same_node_ms", "same_zone_ms", "cross_zone_ms"):
+            if not (getattr(self, k) >= 0 and math.isfinite(getattr(self, k))):
+                raise ValueError(f"network.{k}: must be a finite number >= 0, got {getattr(self, k)!r}")
+        for k in ("same_node_gbps", "same_zone_gbps", "cross_zone_gbps"):
+            if not getattr(self, k) > 0:
+                raise ValueError(f"network.{k}: must be > 0, got {getattr(self, k)!r}")
+
+    @property
+    def class_delay_ms(self) -> np.ndarray:
+        """(3,) delay per call class: 0 same node, 1 same zone, 2 cross zone."""
+        return np.array([self.same_node_ms, self.same_zone_ms, self.cross_zone_ms])
+
+    @property
+    def class_ms_per_byte(self) -> np.ndarray:
+        """(3,) ms per byte per call class (8 bits / bandwidth)."""
+        return 8e-6 / np.array([self.same_node_gbps, self.same_zone_gbps, self.cross_zone_gbps])
 
     def matrix(self, zones: list[str]) -> np.ndarray:
-        """(N, N) float64 delay (ms) between nodes with these zone labels ('' = one default zone)."""
+        """(N, N) float64 fixed delay (ms) between nodes with these zone labels ('' = one default zone)."""
         z = np.array(zones, dtype=object)
         same_zone = z[:, None] == z[None, :]
         d = np.where(same_zone, self.same_zone_ms, self.cross_zone_ms).astype(np.float64)
         np.fill_diagonal(d, self.same_node_ms)
         return d
 
+    def call_ms(self, node_a: np.ndarray, node_b: np.ndarray, zone_id: np.ndarray, nbytes: np.ndarray | float
+                ) -> np.ndarray:
+        """Cost (ms) of calls from nodes ``node_a`` to ``node_b`` (index arrays of one shape) carrying
+        ``nbytes`` (request + response); ``zone_id`` (N,) int zone of each node."""
+        cls = (node_a != node_b).astype(np.int8) + (zone_id[node_a] != zone_id[node_b])
+        return self.class_delay_ms[cls] + nbytes * self.class_ms_per_byte[cls]
+
+
+def zone_ids(zones: list[str]) -> np.ndarray:
+    """(N,) int: the same id for the same zone label."""
+    ids: dict[str, int] = {}
+    return np.array([ids.setdefault(z, len(ids)) for z in zones], dtype=np.int64)
+
 
 @dataclass(frozen=True)
 class PodArrays:
     """The ready pods of one step: ``service`` (P,) int service index, ``node`` (P,) int node index,
-    ``limit_cores`` (P,) float (inf when no limit), ``request_cores`` (P,) float."""
+    ``limit_cores`` (P,) float (inf when no limit), ``request_cores`` (P,) float (CFS weight)."""
 
     service: np.ndarray
     node: np.ndarray
@@ -66,12 +134,23 @@ class PodArrays:
 
 @dataclass(frozen=True)
 class StepStats:
-    """What one step produced.
+    """What one step produced (rates are per second, averaged over the step).
 
-    ``latency_ms``: (k,) latencies of the successful sampled requests; ``fail_frac``: fraction of user
-    requests that failed (0..1); ``calls_rps`` / ``cross_calls_rps``: service-to-service calls per second,
-    all and crossing nodes; ``pod_cpu_cores``: (P,) CPU in use per pod; ``pod_rps``: (P,) arrival rate per
-    pod; ``pod_sojourn_ms``: (P,) mean sojourn; ``edge_rps``: (E,) calls/s per edge of ``PerfModel.edges``.
+    - ``latency_ms``: (k,) end-to-end latencies of the successful sampled user requests;
+    - ``fail_frac``: fraction of user requests that failed (0..1);
+    - ``calls_rps`` / ``cross_calls_rps``: service-to-service calls per second, all and crossing nodes
+      (exact, first attempts only);
+    - ``pod_cpu_cores``: (P,) CPU in use per pod (accepted work); ``pod_rps``: (P,) arrival rate per pod
+      (attempts, retries included); ``pod_sojourn_ms``: (P,) mean CPU sojourn of an admitted request;
+    - ``edge_rps``: (E,) calls/s per edge of ``PerfModel.edges`` (first attempts);
+    - ``pod_blocked_frac``: (P,) share of arrivals refused (run queue full);
+    - ``pod_inflight``: (P,) mean requests in flight on the pod (rate × mean visit latency, calls included:
+      what an eviction or OOM kill loses); ``pod_memory_mi``: (P,) working set (MiB);
+    - ``edge_attempt_fail``: (E,) share of first attempts that failed or timed out (drives retry load);
+    - ``edge_attempts_rps``: (E,) attempts/s per edge (retries included);
+    - ``service_latency_ms``: (S, 3) p50/p95/p99 of each service's visit latency (ms, calls included,
+      successful visits), NaN where unvisited; only with ``per_service=True``, else None;
+    - ``service_visit_ms``: (S,) mean visit latency per service (ms; 0 where unvisited).
     """
 
     latency_ms: np.ndarray
@@ -82,27 +161,192 @@ class StepStats:
     pod_rps: np.ndarray
     pod_sojourn_ms: np.ndarray
     edge_rps: np.ndarray
+    pod_blocked_frac: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    pod_inflight: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    pod_memory_mi: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    edge_attempt_fail: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    edge_attempts_rps: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    service_latency_ms: np.ndarray | None = None
+    service_visit_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cross_zone_calls_rps: float = 0.0
+
+
+@dataclass(frozen=True)
+class Stations:
+    """Per-pod processor-sharing station quantities (all (P,) arrays): ``kappa`` cores available,
+    ``speed`` one request's speed (cores), ``f`` requests served at full speed, ``jt`` last tail index,
+    ``rho`` load over ``kappa``, ``blocked`` refusal probability, ``head`` P(full speed | admitted),
+    ``mean_sojourn_s`` of an admitted request, ``used_cores``, ``batch_factor`` (sojourn multiplier for
+    batch arrivals, 1 without)."""
+
+    kappa: np.ndarray
+    speed: np.ndarray
+    f: np.ndarray
+    jt: np.ndarray
+    rho: np.ndarray
+    blocked: np.ndarray
+    head: np.ndarray
+    mean_sojourn_s: np.ndarray
+    used_cores: np.ndarray
+    batch_factor: np.ndarray | None = None
+
+
+def _log_factorials(n: int) -> np.ndarray:
+    return np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, n + 1, dtype=np.float64)))])
+
+
+def _logsumexp(a: np.ndarray, axis: int) -> np.ndarray:
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.squeeze(m, axis=axis) + np.log(np.sum(np.exp(a - m), axis=axis))
+
+
+def _log_geom_sum(log_r: np.ndarray, J: np.ndarray) -> np.ndarray:
+    """log Σ_{j=1..J} r^j, elementwise (−inf where J == 0 or r == 0)."""
+    out = np.full(log_r.shape, -np.inf)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lt = log_r < -1e-9
+        gt = log_r > 1e-9
+        eq = ~lt & ~gt & (J > 0)
+        # r < 1: r (1 − r^J) / (1 − r)
+        m = lt & (J > 0) & np.isfinite(log_r)
+        out[m] = log_r[m] + np.log(-np.expm1(J[m] * log_r[m])) - np.log(-np.expm1(log_r[m]))
+        # r > 1: r^J (1 − r^−J) / (1 − 1/r)
+        m = gt & (J > 0)
+        out[m] = J[m] * log_r[m] + np.log(-np.expm1(-J[m] * log_r[m])) - np.log(-np.expm1(-log_r[m]))
+        out[eq] = np.log(J[eq].astype(np.float64))
+    return out
+
+
+def station_stats(lam_rps: np.ndarray, work_s: np.ndarray, kappa: np.ndarray, speed: np.ndarray,
+                  max_inflight: np.ndarray, batch_gamma: np.ndarray | None = None) -> Stations:
+    """The stationary quantities of each pod's station (module docstring, step 4).
+
+    ``lam_rps`` (P,) arrivals/s, ``work_s`` (P,) mean CPU work per request (core-seconds), ``kappa`` (P,)
+    cores, ``speed`` (P,) one request's speed (0 < speed <= kappa), ``max_inflight`` (P,) int K >= 1.
+    ``batch_gamma`` (P,) >= 1: E[B²]/E[B] of the batches requests arrive in (parallel calls of one caller
+    to the same pod arrive together; 1 = single arrivals). Batches make an arriving request find
+    ``(γ+1)/2`` times as many requests and share the CPU with ``(γ−1)/2`` batch-mates on average (exact in
+    the mean for one core and exponential work: M^X/M/1); ``batch_factor`` scales the sojourn accordingly.
+    """
+    P = len(lam_rps)
+    K = np.asarray(max_inflight, dtype=np.int64)
+    c = kappa / speed
+    f = np.minimum(np.floor(c + 1e-9).astype(np.int64), K)
+    f = np.maximum(f, 1)
+    with np.errstate(divide="ignore"):
+        log_a = np.log(lam_rps * work_s / speed)
+        log_rho = np.log(lam_rps * work_s / kappa)
+    F = int(f.max(initial=1))
+    lf = _log_factorials(F)
+    n = np.arange(F)
+    # head terms n = 0..f-1 relative to the term at n = f: (n - f) log a + log f! - log n!
+    with np.errstate(invalid="ignore"):
+        t = (n[None, :] - f[:, None]) * log_a[:, None] + lf[f][:, None] - lf[n][None, :]
+    t = np.where(n[None, :] < f[:, None], t, -np.inf)
+    t = np.where(np.isnan(t), np.inf, t)  # a == 0: every head term dominates (log a = -inf times negative)
+    log_head = _logsumexp(t, axis=1) if P else np.zeros(0)
+    J = K - f
+    log_tail = _log_geom_sum(log_rho, J)
+    log_z = _logsumexp(np.stack([log_head, np.zeros(P), log_tail], axis=1), axis=1) if P else np.zeros(0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        log_wk = np.where(J > 0, J * log_rho, 0.0)
+        log_wk = np.where(np.isnan(log_wk), -np.inf, log_wk)
+        blocked = np.where(np.isfinite(log_z), np.exp(log_wk - log_z), 0.0)
+        head_abs = np.where(np.isfinite(log_z), np.exp(log_head - log_z), 1.0)
+    idle = lam_rps * work_s <= 0
+    blocked = np.where(idle, 0.0, np.clip(blocked, 0.0, 1.0))
+    acc = np.maximum(1.0 - blocked, 1e-300)
+    head = np.where(idle, 1.0, np.clip(head_abs / acc, 0.0, 1.0))
+    head = np.where(J > 0, head, 1.0)
+    jt = np.maximum(J - 1, 0)
+    mean_j = _trunc_geom_mean(np.exp(log_rho), jt)
+    base = head / speed + (1.0 - head) * (f + 1 + mean_j) / kappa
+    factor = np.ones(P)
+    if batch_gamma is not None and P:
+        g = np.maximum(np.asarray(batch_gamma, np.float64), 1.0)
+        bm = (g > 1 + 1e-12) & ~idle
+        if bm.any():
+            beta, h = (g[bm] + 1.0) / 2.0, (g[bm] - 1.0) / 2.0
+            acc_b = acc[bm]
+            with np.errstate(over="ignore", invalid="ignore"):
+                pn = np.exp(t[bm] - log_z[bm][:, None]) / acc_b[:, None]  # P(n | admitted), n < f
+            pn = np.nan_to_num(pn)
+            rate_inv = np.maximum(1.0 / speed[bm][:, None],
+                                  (beta[:, None] * n[None, :] + 1.0 + h[:, None]) / kappa[bm][:, None])
+            head_part = np.sum(np.where(n[None, :] < f[bm][:, None], pn * rate_inv, 0.0), axis=1)
+            tail_part = (1.0 - head[bm]) * (beta * (f[bm] + mean_j[bm]) + 1.0 + h) / kappa[bm]
+            factor[bm] = np.maximum((head_part + tail_part) / base[bm], 1.0)
+    mean_sojourn = work_s * base * factor
+    used = lam_rps * (1.0 - blocked) * work_s
+    return Stations(kappa, speed, f, jt, np.exp(log_rho), blocked, head, mean_sojourn, used, factor)
+
+
+def _trunc_geom_mean(r: np.ndarray, jt: np.ndarray) -> np.ndarray:
+    """E[j] for P(j) ∝ r^j on 0..jt."""
+    out = jt / 2.0
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lt = (r < 1 - 1e-9)
+        m = lt & (jt > 0)
+        rr = r[m]
+        n1 = jt[m] + 1
+        rn = np.exp(np.maximum(n1 * np.log(rr), -700.0))
+        out = np.where(m, 0.0, out)
+        out[m] = rr / (1 - rr) - n1 * rn / (1 - rn)
+        gt = (r > 1 + 1e-9) & (jt > 0)
+        ri = 1.0 / r[gt]
+        n1 = jt[gt] + 1
+        rn = np.exp(np.maximum(n1 * np.log(ri), -700.0))
+        out[gt] = jt[gt] - (ri / (1 - ri) - n1 * rn / (1 - rn))
+    out = np.where(jt <= 0, 0.0, out)
+    return np.where(np.isfinite(out), out, jt / 2.0)
+
+
+def _sample_trunc_geom(r: np.ndarray, jt: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """j in 0..jt with P(j) ∝ r^j, by inverse CDF (stable for r on both sides of 1)."""
+    out = np.floor(u * (jt + 1))  # r == 1: uniform
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        lo = r < 1 - 1e-9
+        hi = r > 1 + 1e-9
+        rr = np.where(lo, r, np.where(hi, 1.0 / np.where(hi, r, 1.0), 0.5))
+        log_rr = np.log(rr)
+        # r^(jt+1) without subnormals (slow on most CPUs): exp of a clipped exponent
+        tail = np.exp(np.maximum((jt + 1) * log_rr, -700.0))
+        j = np.floor(np.log1p(-u * (1.0 - tail)) / log_rr)
+        j = np.where(rr <= 0, 0.0, j)
+        out = np.where(lo, j, np.where(hi, jt - j, out))
+    return np.clip(np.nan_to_num(out, nan=0.0), 0, jt)
 
 
 class PerfModel:
-    """Precomputed arrays of an :class:`AppSpec` for fast steps. ``services`` orders the service index."""
+    """Precomputed arrays of an :class:`AppSpec` for fast steps. ``services`` orders the service index;
+    ``edges`` lists the kept call edges as ``(caller, callee, calls_per_request, parallel)`` index tuples.
 
-    def __init__(self, app: AppSpec, network: NetworkModel | None = None, rho_max: float = 0.98):
+    ``rho_max`` is accepted for compatibility and ignored (saturation is each pod's ``max_inflight``).
+    """
+
+    def __init__(self, app: AppSpec, network: NetworkModel | None = None, rho_max: float | None = None):
         self.app = app
         self.network = network or NetworkModel()
-        self.rho_max = rho_max
         self.services = tuple(app.graph.services)
         self.pos = {s: i for i, s in enumerate(self.services)}
         S = len(self.services)
         p = [app.params[s] if s in app.params else None for s in self.services]
         self.cpu_s = np.array([(x.cpu_ms_per_request if x else 0.2) / 1000.0 for x in p])
+        self.cpu_cv = np.array([x.cpu_cv if x else 1.0 for x in p])
         p50 = np.array([x.latency_p50_ms if x else 1.0 for x in p])
         mean = np.array([x.latency_mean_ms if x else 1.2 for x in p])
         # lognormal with median p50 and mean `mean`: sigma^2 = 2 ln(mean / p50)
         self.base_mu = np.log(p50)
         self.base_sigma = np.sqrt(2.0 * np.log(np.maximum(mean, p50 * 1.000001) / p50))
+        self.max_inflight = np.array([x.max_inflight if x else 1024 for x in p], dtype=np.int64)
+        self.mem_base_mi = np.array([x.working_set_mi if x else 64.0 for x in p])
+        self.mem_per_inflight_mi = np.array([x.memory_mi_per_inflight if x else 0.0 for x in p])
         # edges, minus self-edges (folded into CPU work) and cycle-closing edges
-        edges = [(self.pos[e.caller], self.pos[e.callee], float(e.calls_per_request or 1.0), bool(e.parallel))
+        # calls_per_request None (declared, never measured) means one call; 0 means the edge is never taken
+        edges = [(self.pos[e.caller], self.pos[e.callee],
+                  1.0 if e.calls_per_request is None else float(e.calls_per_request), bool(e.parallel))
                  for e in app.graph.edges]
         for a, b, m, _ in edges:
             if a == b:
@@ -112,20 +356,84 @@ class PerfModel:
         keep = set(kept)
         self.edges = [(a, b, m, par) for a, b, m, par in edges if a != b and (a, b) in keep]
         self.topo = order  # callers before callees
-        self.visits = np.zeros(S)
-        for s, share in app.entry.items():
-            if s in self.pos:
-                self.visits[self.pos[s]] += share
+        calls: Mapping[tuple[str, str], CallParams] = getattr(app, "calls", None) or {}
+        cp = [calls.get((self.services[a], self.services[b]), CallParams()) for a, b, _, _ in self.edges]
+        E = len(self.edges)
+        self.e_a = np.array([e[0] for e in self.edges], dtype=np.int64)
+        self.e_b = np.array([e[1] for e in self.edges], dtype=np.int64)
+        self.e_m = np.array([e[2] for e in self.edges], dtype=np.float64)
+        self.e_par = np.array([e[3] for e in self.edges], dtype=bool)
+        self.e_bytes = np.array([c.request_bytes + c.response_bytes for c in cp], dtype=np.float64)
+        self.e_timeout_ms = np.array([c.timeout_ms if c.timeout_ms is not None else np.inf for c in cp])
+        self.e_retries = np.array([c.retries for c in cp], dtype=np.int64)
+        self.e_backoff_ms = np.array([c.retry_backoff_ms for c in cp], dtype=np.float64)
+        self.has_retries = bool(E and self.e_retries.max() > 0)
+        self._has_par_multi = bool(E and np.any(self.e_par & (self.e_m > 1.0)))
         out_edges: dict[int, list[tuple[int, float, bool]]] = {i: [] for i in range(S)}
         for a, b, m, par in self.edges:
             out_edges[a].append((b, m, par))
         self.out_edges = out_edges
-        for s in self.topo:
-            for b, m, _par in out_edges[s]:
-                self.visits[b] += self.visits[s] * m
+        self.visits = self.visits_with(np.ones(E))
         self.entry_idx = np.array([self.pos[s] for s in app.entry if s in self.pos], dtype=np.int64)
         self.entry_p = np.array([app.entry[s] for s in app.entry if s in self.pos])
         self.entry_p = self.entry_p / self.entry_p.sum()
+        self._build_levels()
+
+    # ---- structure ------------------------------------------------------------------------------------
+
+    def visits_with(self, attempts: np.ndarray, admitted: np.ndarray | None = None) -> np.ndarray:
+        """(S,) visits per user request when edge e carries ``m_e × attempts[e]`` calls per admitted caller
+        visit; ``admitted`` (S,) the share of each service's visits its pods admit (1 when None)."""
+        S = len(self.services)
+        v = np.zeros(S)
+        for s, share in self.app.entry.items():
+            if s in self.pos:
+                v[self.pos[s]] += share
+        if not len(self.edges):
+            return v
+        rank = np.empty(S, dtype=np.int64)
+        rank[np.asarray(self.topo, dtype=np.int64)] = np.arange(S)
+        if not hasattr(self, "_edge_order"):
+            self._edge_order = np.argsort(rank[self.e_a], kind="stable")
+        w = self.e_m * attempts * (1.0 if admitted is None else admitted[self.e_a])
+        # callers in topological order: a python loop over edges is fine (visits are per step, E small-ish);
+        # for large graphs go level by level
+        if len(self.edges) > 256 and hasattr(self, "level"):
+            for lvl in range(int(self.level.max()), 0, -1):
+                m = self._lvl_edge_mask[lvl]
+                np.add.at(v, self.e_b[m], v[self.e_a[m]] * w[m])
+            return v
+        for k in self._edge_order:
+            v[self.e_b[k]] += v[self.e_a[k]] * w[k]
+        return v
+
+    def _build_levels(self) -> None:
+        S = len(self.services)
+        level = np.zeros(S, dtype=np.int64)
+        for s in reversed(self.topo):  # callees first
+            for b, _m, _p in self.out_edges[s]:
+                level[s] = max(level[s], level[b] + 1)
+        self.level = level
+        L = int(level.max(initial=0))
+        self._lvl_edge_mask = {lvl: (level[self.e_a] == lvl) & (self.e_m > 0) for lvl in range(1, L + 1)}
+        # per level: edges sorted by (caller, parallel); copies per edge
+        self._levels = []
+        for lvl in range(1, L + 1):
+            idx = np.flatnonzero(self._lvl_edge_mask[lvl])
+            if not len(idx):
+                continue
+            idx = idx[np.lexsort((self.e_par[idx], self.e_a[idx]))]
+            ncopy = np.minimum(np.ceil(self.e_m[idx] - 1e-12).astype(np.int64), MAX_COPIES)
+            ncopy = np.maximum(ncopy, 1)
+            copy_edge = np.repeat(np.arange(len(idx)), ncopy)  # local edge index per copy
+            first = np.concatenate([[0], np.cumsum(ncopy)[:-1]])
+            copy_k = np.arange(len(copy_edge)) - first[copy_edge]
+            callers, cstart = np.unique(self.e_a[idx], return_index=True)
+            self._levels.append({
+                "edges": idx, "ncopy": ncopy, "copy_edge": copy_edge, "copy_k": copy_k, "copy_start": first,
+                "callers": callers, "caller_start": cstart,
+                "R": int(self.e_retries[idx].max(initial=0)),
+            })
 
     def capacity_rps(self, replicas: dict[str, int], limit_cores: dict[str, float]) -> float:
         """User requests/s at which the busiest service reaches utilisation 1 (all pods at their limit)."""
@@ -138,98 +446,344 @@ class PerfModel:
             cap = min(cap, cores / load)
         return float(cap)
 
-    def step(self, lam_rps: float, pods: PodArrays, node_cores: np.ndarray, node_zones: list[str],
-             rng: np.random.Generator, n_samples: int = 2000, timeout_ms: float = np.inf) -> StepStats:
-        """Simulate one step at user arrival rate ``lam_rps`` (>= 0). See the module docstring."""
+    # ---- one step ---------------------------------------------------------------------------------------
+
+    def pod_stations(self, lam_rps: float, pods: PodArrays, node_cores: np.ndarray,
+                     attempts: np.ndarray | None = None, node_bg_cores: np.ndarray | None = None,
+                     node_bg_request_cores: np.ndarray | None = None, thinning_iterations: int = 4
+                     ) -> tuple[np.ndarray, np.ndarray, Stations, np.ndarray]:
+        """Visits per user request (S,), per-pod arrival rates (P,), station quantities and the admitted share
+        of each service's visits (S,) at user rate
+        ``lam_rps``. A refused visit makes no calls, so a service's callees see only its admitted share:
+        visits and refusals are settled together by ``thinning_iterations`` fixed-point passes (nothing
+        changes while no pod refuses, i.e. below saturation). ``attempts`` (E,) mean attempts per call."""
         S = len(self.services)
-        P = len(pods.service)
-        n_ready = np.bincount(pods.service, minlength=S).astype(np.float64)
-        svc_rate = lam_rps * self.visits
-        pod_rps = np.where(n_ready[pods.service] > 0, svc_rate[pods.service] / np.maximum(n_ready[pods.service], 1), 0)
-        demand = pod_rps * self.cpu_s[pods.service]
         N = len(node_cores)
-        node_demand = np.bincount(pods.node, weights=demand, minlength=N)
-        node_req = np.bincount(pods.node, weights=pods.request_cores, minlength=N)
+        att = np.ones(len(self.edges)) if attempts is None else np.asarray(attempts, np.float64)
+        n_ready = np.bincount(pods.service, minlength=S).astype(np.float64)
+        admitted = (n_ready > 0).astype(np.float64)
+        ps = pods.service
+        work = self.cpu_s[ps]
+        limit = pods.limit_cores
+        bg = np.zeros(N) if node_bg_cores is None else np.asarray(node_bg_cores, dtype=np.float64)
+        bg_req = np.zeros(N) if node_bg_request_cores is None else np.asarray(node_bg_request_cores, np.float64)
+        node_req = np.bincount(pods.node, weights=pods.request_cores, minlength=N) + bg_req
+        node_n = np.bincount(pods.node, minlength=N) + (bg_req > 0)
         cap = node_cores[pods.node]
-        others = node_demand[pods.node] - demand
-        avail = np.maximum(cap - others, 1e-6)
-        fair = cap * np.where(node_req[pods.node] > 0, pods.request_cores / np.maximum(node_req[pods.node], 1e-12),
-                              1.0 / np.maximum(np.bincount(pods.node, minlength=N)[pods.node], 1))
-        kappa = np.minimum(pods.limit_cores, np.maximum(fair, avail))
-        kappa = np.maximum(kappa, 1e-6)
-        speed = np.minimum(1.0, avail)
-        rho = demand / kappa
-        drop = np.where(rho > self.rho_max, 1.0 - self.rho_max / np.maximum(rho, 1e-12), 0.0)
-        rho_eff = np.minimum(rho, self.rho_max)
-        service_ms = 1000.0 * self.cpu_s[pods.service] / speed
-        sojourn_ms = service_ms / (1.0 - rho_eff)
-        used = np.minimum(demand, kappa)
+        fair = cap * np.where(node_req[pods.node] > 0,
+                              pods.request_cores / np.maximum(node_req[pods.node], 1e-12),
+                              1.0 / np.maximum(node_n[pods.node], 1))
+        st = None
+        for _ in range(max(1, thinning_iterations)):
+            v = self.visits_with(att, admitted)
+            svc_rate = lam_rps * v
+            pod_rps = np.where(n_ready[ps] > 0, svc_rate[ps] / np.maximum(n_ready[ps], 1), 0.0)
+            demand = pod_rps * work
+            used = demand if st is None else st.used_cores
+            capped = np.minimum(used, limit)
+            node_demand = np.bincount(pods.node, weights=capped, minlength=N) + bg
+            others = node_demand[pods.node] - capped
+            avail = np.maximum(cap - others, 0.0)
+            free = np.maximum(fair, avail)
+            kappa = np.maximum(np.minimum(limit, free), 1e-3)
+            # a lone request runs on one core at the node's speed even under a sub-core limit (CFS lets it run
+            # until the period's quota is spent, which a request much shorter than the quota never does)
+            speed = np.maximum(np.minimum(1.0, free), 1e-3)
+            gamma = self._batch_gamma(lam_rps, svc_rate, n_ready, att, admitted)[ps] if self._has_par_multi else None
+            st = station_stats(pod_rps, work, kappa, speed, self.max_inflight[ps], gamma)
+            blocked_s = np.bincount(ps, weights=st.blocked, minlength=S) / np.maximum(n_ready, 1)
+            new = np.where(n_ready > 0, 1.0 - blocked_s, 0.0)
+            if np.max(np.abs(new - admitted), initial=0.0) < 1e-4 and np.all(st.blocked < 1e-9):
+                admitted = new
+                break
+            admitted = new
+        return v, pod_rps, st, admitted
 
-        # exact call accounting
-        share = np.zeros((S, N))
-        np.add.at(share, (pods.service, pods.node), 1.0)
-        share = share / np.maximum(n_ready[:, None], 1)
-        edge_rps = np.array([svc_rate[a] * m for a, _b, m, _ in self.edges])
-        same = np.array([float(share[a] @ share[b]) for a, b, _m, _ in self.edges])
-        calls = float(edge_rps.sum())
-        cross = float((edge_rps * (1.0 - same)).sum()) if len(edge_rps) else 0.0
+    def _batch_gamma(self, lam_rps: float, svc_rate: np.ndarray, n_ready: np.ndarray, attempts: np.ndarray,
+                     admitted: np.ndarray) -> np.ndarray:
+        """(S,) E[B²]/E[B] of the arrival batches at one pod of each service: the calls one caller visit makes
+        in parallel on one edge land on the same pod together (Binomial(k, 1/pods) of them); user requests,
+        sequential calls and retries arrive one by one."""
+        S = len(self.services)
+        first = np.zeros(S)
+        second = np.zeros(S)
+        pb = np.maximum(n_ready[self.e_b], 1).astype(np.float64)
+        lam_a = svc_rate[self.e_a] * admitted[self.e_a]
+        w = np.floor(self.e_m + 1e-12)
+        fr = self.e_m - w
+        ek2 = w * w * (1 - fr) + (w + 1) ** 2 * fr
+        x1 = lam_a * self.e_m / pb
+        x2 = lam_a * (self.e_m / pb * (1 - 1 / pb) + ek2 / pb ** 2)
+        retry_extra = lam_a * self.e_m * (attempts - 1.0) / pb
+        x2 = np.where(self.e_par, x2, x1) + retry_extra
+        x1 = x1 + retry_extra
+        np.add.at(first, self.e_b, x1)
+        np.add.at(second, self.e_b, x2)
+        single = np.zeros(S)
+        single[self.entry_idx] += lam_rps * self.entry_p
+        single /= np.maximum(n_ready, 1)
+        first += single
+        second += single
+        return np.where(first > 0, second / np.maximum(first, 1e-300), 1.0)
 
+    def step(self, lam_rps: float, pods: PodArrays, node_cores: np.ndarray, node_zones: list[str],
+             rng: np.random.Generator, n_samples: int = 2000, timeout_ms: float = np.inf, *,
+             node_bg_cores: np.ndarray | None = None, node_bg_request_cores: np.ndarray | None = None,
+             retry_fail_prob: np.ndarray | None = None, retry_iterations: int = 2,
+             sample_budget: int = 1_000_000, per_service: bool = False) -> StepStats:
+        """Simulate one step at user arrival rate ``lam_rps`` (>= 0). See the module docstring.
+
+        ``node_cores`` (N,) allocatable cores; ``node_zones`` (N,) zone labels; ``node_bg_cores`` /
+        ``node_bg_request_cores`` (N,) CPU used / requested by pods outside the app (background tenants);
+        ``retry_fail_prob`` (E,) the previous step's ``edge_attempt_fail`` (retry load; zeros when None);
+        ``sample_budget``: at most this many visit samples per step (services × samples per service).
+        """
+        E = len(self.edges)
+        if len(node_zones) != len(node_cores):
+            raise ValueError(f"node_zones: {len(node_zones)} zones for {len(node_cores)} nodes")
+        if not (np.isfinite(lam_rps) and lam_rps >= 0):
+            raise ValueError(f"lam_rps: must be a finite number >= 0, got {lam_rps!r}")
+        zid = zone_ids(list(node_zones))
+        q = np.zeros(E) if retry_fail_prob is None else np.clip(np.asarray(retry_fail_prob, np.float64), 0, 1)
+        passes = max(1, int(retry_iterations)) if self.has_retries else 1
+        out = None
+        for _ in range(passes):
+            attempts = _attempts(q, self.e_retries)
+            v, pod_rps, st, admitted = self.pod_stations(lam_rps, pods, node_cores, attempts, node_bg_cores,
+                                                         node_bg_request_cores)
+            out = self._sample(lam_rps, v, pod_rps, st, pods, node_cores, zid, rng, n_samples, timeout_ms,
+                               sample_budget, per_service, attempts, admitted)
+            q = out.edge_attempt_fail
+        assert out is not None
+        return out
+
+    def _sample(self, lam_rps, v, pod_rps, st: Stations, pods: PodArrays, node_cores, zid, rng, n_samples,
+                timeout_ms, sample_budget, per_service, attempts, admitted) -> StepStats:
+        S = len(self.services)
+        E = len(self.edges)
+        P = len(pods.service)
+        N = len(node_cores)
+        svc_rate = lam_rps * v
+        n_ready = np.bincount(pods.service, minlength=S)
+        edge_rps = svc_rate[self.e_a] * admitted[self.e_a] * self.e_m if E else np.zeros(0)
+        calls, cross, cross_zone = self._exact_calls(edge_rps, pods, n_ready, N, zid)
+        used = st.used_cores
+        soj_ms = 1000.0 * st.mean_sojourn_s
+        empty = np.zeros(0)
         if lam_rps <= 0 or n_samples <= 0:
-            return StepStats(np.zeros(0), 0.0, calls, cross, used, pod_rps, sojourn_ms, edge_rps)
+            mem = self.mem_base_mi[pods.service] if P else empty
+            return StepStats(empty, 0.0, calls, cross, used, pod_rps, soj_ms, edge_rps, st.blocked,
+                             np.zeros(P), mem, np.zeros(E), edge_rps * attempts if E else empty,
+                             np.full((S, 3), np.nan) if per_service else None, np.zeros(S), cross_zone)
 
-        delay = self.network.matrix(node_zones)
-        pods_of = [np.flatnonzero(pods.service == s) for s in range(S)]
-        L = [None] * S
-        F = [None] * S
-        NODE = [None] * S
-        n = n_samples
-        for s in reversed(self.topo):
-            if self.visits[s] <= 0:
-                continue
-            cand = pods_of[s]
-            if len(cand) == 0:
-                L[s] = np.zeros(n)
-                F[s] = np.ones(n, dtype=bool)
-                NODE[s] = np.full(n, -1)
-                continue
-            choice = cand[rng.integers(0, len(cand), size=n)]
-            node_s = pods.node[choice]
-            # deterministic CPU work + PS slow-down (mean S·ρ/(1−ρ), exponential) + own non-CPU time
-            own = (service_ms[choice] + rng.exponential(sojourn_ms[choice] - service_ms[choice])
-                   + rng.lognormal(self.base_mu[s], self.base_sigma[s], size=n))
-            fail = rng.random(n) < drop[choice]
-            seq = np.zeros(n)
-            par = np.zeros(n)
-            for k_e, (b, m, parallel) in enumerate(self.out_edges[s]):
-                if L[b] is None:
-                    continue
-                whole = int(np.floor(m))
-                k_calls = whole + (rng.random(n) < (m - whole))
-                for k in range(int(k_calls.max(initial=0))):
-                    shift = (7919 * (k + 1) + 104729 * k_e + 31 * s) % n
-                    lc = np.roll(L[b], shift)
-                    nc = np.roll(NODE[b], shift)
-                    fc = np.roll(F[b], shift)
-                    mask = k_calls > k
-                    net = np.where(nc >= 0, delay[node_s, np.maximum(nc, 0)], 0.0)
-                    contrib = np.where(mask, net + lc, 0.0)
-                    fail |= mask & fc
-                    if parallel:
-                        par = np.maximum(par, contrib)
-                    else:
-                        seq += contrib
-            L[s] = own + seq + par
-            F[s] = fail
-            NODE[s] = node_s
-        entry = self.entry_idx[rng.choice(len(self.entry_idx), size=n, p=self.entry_p)]
-        lat = np.zeros(n)
-        failed = np.zeros(n, dtype=bool)
-        for e in np.unique(entry):
-            m_e = entry == e
-            lat[m_e] = L[e][m_e] if L[e] is not None else 0.0
-            failed[m_e] = F[e][m_e] if F[e] is not None else True
-        failed |= lat > timeout_ms
-        return StepStats(lat[~failed], float(failed.mean()), calls, cross, used, pod_rps, sojourn_ms, edge_rps)
+        if P == 0:
+            return StepStats(empty, 1.0, calls, cross, used, pod_rps, soj_ms, edge_rps, st.blocked, empty, empty,
+                             np.zeros(E), edge_rps * attempts if E else empty,
+                             np.full((S, 3), np.nan) if per_service else None, np.zeros(S), cross_zone)
+        n = int(max(16, min(n_samples, sample_budget // max(S, 1))))
+        # ---- per-visit samples of every service: pod, CPU sojourn, own time, refusal ------------------
+        order = np.argsort(pods.service, kind="stable")
+        start = np.concatenate([[0], np.cumsum(n_ready)[:-1]])
+        cnt = n_ready
+        u = rng.random((S, n))
+        pick = order[np.minimum(start[:, None] + (u * cnt[:, None]).astype(np.int64), P - 1)]
+        has = cnt > 0
+        node = np.where(has[:, None], pods.node[pick], -1)
+        # work: gamma with mean x and cv
+        cv = self.cpu_cv
+        x_mean = self.cpu_s[:, None]
+        if np.all(cv == cv[0]) and cv[0] in (0.0, 1.0):
+            work = x_mean * (rng.standard_exponential((S, n)) if cv[0] == 1.0 else 1.0)
+        else:
+            shape = np.where(cv > 0, 1.0 / np.maximum(cv, 1e-9) ** 2, 1.0)[:, None]
+            g = rng.standard_gamma(np.broadcast_to(shape, (S, n)))
+            work = np.where(cv[:, None] > 0, x_mean * g / shape, x_mean)
+        ub, uh, uj = rng.random((3, S, n))
+        blocked = ub < st.blocked[pick]
+        head = uh < st.head[pick]
+        j = _sample_trunc_geom(st.rho[pick], st.jt[pick], uj)
+        tcpu = np.where(head, work / st.speed[pick], work * (st.f[pick] + 1 + j) / st.kappa[pick])
+        if st.batch_factor is not None:
+            tcpu = tcpu * st.batch_factor[pick]
+        own = np.exp(self.base_mu[:, None] + self.base_sigma[:, None] * rng.standard_normal((S, n)))
+        L = 1000.0 * tcpu + own
+        F = blocked | ~has[:, None]
+        L = np.where(F, 0.0, L)
+        first_fail = np.zeros(E)
+        # ---- calls, level by level (leaves first) ------------------------------------------------------
+        for lv in self._levels:
+            self._calls_of_level(lv, L, F, node, zid, rng, n, first_fail)
+        # ---- user requests -----------------------------------------------------------------------------
+        k = int(n_samples)
+        entry = self.entry_idx[rng.choice(len(self.entry_idx), size=k, p=self.entry_p)]
+        col = np.arange(k) if k <= n else rng.integers(0, n, size=k)
+        col = col % n
+        lat = L[entry, col]
+        failed = F[entry, col] | (lat > timeout_ms)
+        Lm = np.where(F, np.nan, L)
+        ok_n = (~F).sum(axis=1)
+        visit_ms = np.where(ok_n > 0, np.where(F, 0.0, L).sum(axis=1) / np.maximum(ok_n, 1), 0.0)
+        visit_ms = np.where(v > 0, visit_ms, 0.0)
+        svc_lat = None
+        if per_service:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                svc_lat = np.nanpercentile(Lm, [50, 95, 99], axis=1).T
+            svc_lat[(v <= 0) | (ok_n == 0)] = np.nan
+        inflight = pod_rps * (1.0 - st.blocked) * visit_ms[pods.service] / 1000.0
+        mem = self.mem_base_mi[pods.service] + self.mem_per_inflight_mi[pods.service] * inflight
+        return StepStats(lat[~failed], float(failed.mean()), calls, cross, used, pod_rps, soj_ms, edge_rps,
+                         st.blocked, inflight, mem, first_fail, edge_rps * attempts if E else empty, svc_lat,
+                         visit_ms, cross_zone)
+
+    def _calls_of_level(self, lv, L, F, node, zid, rng, n, first_fail) -> None:
+        idx = lv["edges"]
+        ce = lv["copy_edge"]
+        C = len(ce)
+        ge = idx[ce]  # global edge per copy
+        a, b = self.e_a[ge], self.e_b[ge]
+        m = self.e_m[idx]
+        ncopy = lv["ncopy"]
+        exact = self.e_m[idx] <= MAX_COPIES
+        # calls made by each caller sample on each edge: floor(m) + Bernoulli(frac); all copies when capped
+        whole = np.floor(m + 1e-12)
+        kcalls = whole[:, None] + (rng.random((len(idx), n)) < (m - whole)[:, None])
+        kcalls = np.where(exact[:, None], kcalls, ncopy[:, None])
+        active = lv["copy_k"][:, None] < kcalls[ce]
+        R = lv["R"]
+        slots = MAX_COPIES * (R + 1)
+        step = max(1, (n - 1) // slots)
+        offset = rng.integers(0, n, size=len(idx))
+        cols = np.arange(n)
+        na = node[a]  # (C, n) caller nodes
+        tau = self.e_timeout_ms[ge][:, None]
+        backoff = self.e_backoff_ms[ge][:, None]
+        retries = self.e_retries[ge][:, None]
+        nbytes = self.e_bytes[ge][:, None]
+        elapsed = np.zeros((C, n))
+        done = ~active
+        callfail = np.zeros((C, n), dtype=bool)
+        for r in range(R + 1):
+            slot = lv["copy_k"] * (R + 1) + r
+            shift = 1 + (offset[ce] + slot * step) % max(n - 1, 1)
+            jc = (cols[None, :] + shift[:, None]) % n
+            lb = L[b[:, None], jc]
+            fb = F[b[:, None], jc]
+            nb = node[b[:, None], jc]
+            net = self.network.call_ms(np.maximum(na, 0), np.maximum(nb, 0), zid, nbytes) if len(zid) else 0.0
+            att = net + lb
+            fail = fb | (att > tau)
+            if r == 0:
+                # first-attempt failure share per edge (over active copies)
+                num = np.bincount(ce, weights=(fail & active).sum(axis=1), minlength=len(idx))
+                den = np.bincount(ce, weights=active.sum(axis=1), minlength=len(idx))
+                first_fail[idx] = np.where(den > 0, num / np.maximum(den, 1), 0.0)
+            live = ~done
+            ok = live & ~fail
+            elapsed += np.where(ok, att, 0.0)
+            bad = live & fail
+            can_retry = bad & (r < retries)
+            elapsed += np.where(bad, np.minimum(att, tau), 0.0) + np.where(can_retry, backoff, 0.0)
+            callfail |= bad & ~can_retry
+            done = done | ok | (bad & ~can_retry)
+            if done.all():
+                break
+        contrib = np.where(active, elapsed, 0.0)
+        cfail = active & callfail
+        # copies -> edges
+        cs = lv["copy_start"]
+        seq_e = np.add.reduceat(contrib, cs, axis=0)
+        par_e = np.maximum.reduceat(contrib, cs, axis=0)
+        fail_e = np.logical_or.reduceat(cfail, cs, axis=0)
+        capped = ~exact
+        if capped.any():
+            for i in np.flatnonzero(capped):
+                k = int(ncopy[i])
+                blk = contrib[cs[i]:cs[i] + k]
+                mu = float(blk.mean())
+                if self.e_par[idx[i]]:
+                    pooled = np.sort(blk.ravel())
+                    uu = rng.random(n) ** (1.0 / m[i])
+                    par_e[i] = pooled[np.minimum((uu * len(pooled)).astype(np.int64), len(pooled) - 1)]
+                else:
+                    seq_e[i] = np.maximum(m[i] * mu + math.sqrt(m[i] / k) * (seq_e[i] - k * mu), 0.0)
+                p_fail = float(cfail[cs[i]:cs[i] + k].mean())
+                if p_fail > 0:
+                    extra = 1.0 - (1.0 - p_fail) ** max(m[i] - k, 0.0)
+                    fail_e[i] |= rng.random(n) < extra
+        par_flag = self.e_par[idx][:, None]
+        edge_val_seq = np.where(par_flag, 0.0, seq_e)
+        edge_val_par = np.where(par_flag, par_e, 0.0)
+        cst = lv["caller_start"]
+        callers = lv["callers"]
+        add = np.add.reduceat(edge_val_seq, cst, axis=0) + np.maximum.reduceat(edge_val_par, cst, axis=0)
+        fails = np.logical_or.reduceat(fail_e, cst, axis=0)
+        # a refused visit (or one of a service without pods) made no calls: it stays at 0 ms, failed
+        L[callers] = np.where(F[callers], 0.0, L[callers] + add)
+        F[callers] |= fails
+
+    def _exact_calls(self, edge_rps: np.ndarray, pods: PodArrays, n_ready: np.ndarray, N: int,
+                     zid: np.ndarray) -> tuple[float, float, float]:
+        """Calls/s, calls/s crossing nodes and calls/s crossing zones, from the placement (expected values
+        under random backend choice; first attempts)."""
+        E = len(edge_rps)
+        if not E:
+            return 0.0, 0.0, 0.0
+        calls = float(edge_rps.sum())
+        P = len(pods.service)
+        if not P:
+            return calls, calls, calls
+        # (service, node) -> share of the service's pods on that node
+        key = pods.service.astype(np.int64) * N + pods.node
+        uk, cnt = np.unique(key, return_counts=True)
+        svc_of = uk // N
+        share = cnt / np.maximum(n_ready[svc_of], 1)
+        node_of = uk % N
+        # per edge: expand the caller's (node, share) entries, look the callee's share up at that node
+        first = np.searchsorted(svc_of, np.arange(len(n_ready)))
+        last = np.searchsorted(svc_of, np.arange(len(n_ready)), side="right")
+        na = last[self.e_a] - first[self.e_a]
+        rep_e = np.repeat(np.arange(E), na)
+        off = np.arange(len(rep_e)) - np.repeat(np.cumsum(na) - na, na)
+        ent = np.repeat(first[self.e_a], na) + off
+        kb = self.e_b[rep_e] * N + node_of[ent]
+        pos = np.minimum(np.searchsorted(uk, kb), len(uk) - 1)
+        sb = np.where(uk[pos] == kb, share[pos], 0.0)
+        same = np.bincount(rep_e, weights=share[ent] * sb, minlength=E)
+        # zones: the same with zone instead of node
+        nz = int(zid.max(initial=0)) + 1
+        zkey = pods.service.astype(np.int64) * nz + zid[pods.node]
+        zk, zc = np.unique(zkey, return_counts=True)
+        zsvc = zk // nz
+        zshare = zc / np.maximum(n_ready[zsvc], 1)
+        zfirst = np.searchsorted(zsvc, np.arange(len(n_ready)))
+        zlast = np.searchsorted(zsvc, np.arange(len(n_ready)), side="right")
+        za = zlast[self.e_a] - zfirst[self.e_a]
+        zrep = np.repeat(np.arange(E), za)
+        zoff = np.arange(len(zrep)) - np.repeat(np.cumsum(za) - za, za)
+        zent = np.repeat(zfirst[self.e_a], za) + zoff
+        zkb = self.e_b[zrep] * nz + (zk[zent] % nz)
+        zpos = np.minimum(np.searchsorted(zk, zkb), len(zk) - 1)
+        zsb = np.where(zk[zpos] == zkb, zshare[zpos], 0.0)
+        same_zone = np.bincount(zrep, weights=zshare[zent] * zsb, minlength=E)
+        has = (n_ready[self.e_a] > 0) & (n_ready[self.e_b] > 0)
+        same = np.where(has, same, 0.0)
+        same_zone = np.where(has, same_zone, 0.0)
+        cross = float((edge_rps * (1.0 - same)).sum())
+        cross_zone = float((edge_rps * (1.0 - same_zone)).sum())
+        return calls, cross, cross_zone
+
+
+def _attempts(q: np.ndarray, retries: np.ndarray) -> np.ndarray:
+    """Mean attempts per call: Σ_{r=0..R} q^r."""
+    if not len(q):
+        return np.ones(0)
+    R = retries.astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = np.where(q < 1 - 1e-12, (1.0 - q ** (R + 1)) / (1.0 - q), R + 1)
+    return np.where(R > 0, g, 1.0)
 
 
 def _dag(n: int, edges: list[tuple[int, int]], roots: list[int]) -> tuple[list[int], list[tuple[int, int]]]:

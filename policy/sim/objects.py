@@ -159,3 +159,15 @@ def bind(pod: Mapping[str, Any], node_name: str, phase: str = "Running") -> dict
                    "conditions": [{"type": "PodScheduled", "status": "True"},
                                   {"type": "Ready", "status": "True" if phase == "Running" else "False"}]}
     return p
+
+
+def record_restart(pod: Mapping[str, Any], restart_count: int, reason: str, at_s: float) -> dict[str, Any]:
+    """The Pod after the kubelet restarted its containers: ``status.containerStatuses[*].restartCount`` and
+    ``lastState.terminated`` (``reason``, e.g. ``OOMKilled``, exit code 137 for a kill)."""
+    p = copy.deepcopy(dict(pod))
+    names = [c.get("name", f"c{i}") for i, c in enumerate((p.get("spec") or {}).get("containers") or [])] or ["main"]
+    p["status"] = {**p.get("status", {}), "containerStatuses": [
+        {"name": n, "ready": False, "restartCount": int(restart_count),
+         "lastState": {"terminated": {"reason": reason, "exitCode": 137, "finishedAt": _rfc3339(at_s)}}}
+        for n in names]}
+    return p

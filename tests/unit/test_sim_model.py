@@ -11,9 +11,9 @@ from policy.sim.traces import load_trace
 from policy.state import ServiceEdge, ServiceGraph
 
 
-def tiny_app(cpu_ms=1.0, p50=1.0, mean=1.0001, edges=(("a", "b", 1.0),), timeout_ms=1000.0):
+def tiny_app(cpu_ms=1.0, p50=1.0, mean=1.0001, edges=(("a", "b", 1.0),), timeout_ms=1000.0, cpu_cv=1.0):
     graph = ServiceGraph.build(["a", "b"], [ServiceEdge(c, d, calls_per_request=m) for c, d, m in edges])
-    params = {s: ServiceParams(cpu_ms_per_request=cpu_ms, latency_p50_ms=p50, latency_mean_ms=mean)
+    params = {s: ServiceParams(cpu_ms_per_request=cpu_ms, latency_p50_ms=p50, latency_mean_ms=mean, cpu_cv=cpu_cv)
               for s in graph.services}
     return AppSpec("tiny", (), (), graph, params, {"a": 1.0}, slo_p95_ms=100.0, timeout_ms=timeout_ms)
 
@@ -55,10 +55,11 @@ def test_more_load_never_gives_less_latency():
 
 
 def test_no_request_is_faster_than_the_service_times_on_its_path():
-    # own time is lognormal >= 0 and queueing adds, so latency >= sum of CPU service times (1 ms each)
-    app = tiny_app(cpu_ms=1.0, p50=0.001, mean=0.0011)
-    st = step(app, 10, pods([0, 1], [0, 0]))
-    assert st.latency_ms.min() >= 2.0 * 1.0 - 1e-9
+    # every request needs 1 ms of CPU at each of a and b (cv 0); own time and queueing only add
+    app = tiny_app(cpu_ms=1.0, p50=0.001, mean=0.0011, cpu_cv=0.0)
+    for lam in (10, 500, 1500):
+        st = step(app, lam, pods([0, 1], [0, 0], limit=2.0))
+        assert st.latency_ms.min() >= 2.0 * 1.0 - 1e-9
 
 
 def test_a_saturated_service_fails_requests_and_an_unsaturated_one_does_not():
@@ -130,6 +131,11 @@ def test_a_whole_simulation_reports_every_metric_and_places_every_pod():
     assert r.pods_placed == 12 and r.unschedulable == 0
     # 12 pods' CPU requests (1570m) for 10 minutes
     assert r.metrics["cpu_core_hours"] == pytest.approx(1.57 * 10 / 60)
+    # every offered request is served or failed, per minute and overall
+    s = r.series
+    assert np.allclose(np.add(s["served"], s["failed"]), s["offered"])
+    assert r.extra["served_requests"] + r.extra["failed_requests"] == pytest.approx(r.extra["offered_requests"])
+    assert r.extra["offered_requests"] == pytest.approx(60.0 * sum(s["rps"]))
 
 
 def test_overloading_the_app_fails_requests():
