@@ -4,19 +4,35 @@
 PodTopologySpread 2, InterPodAffinity 2, NodeResourcesBalancedAllocation 1, ImageLocality 1).
 
 Each plugin maps ``(pod, candidates, index)`` to int64 scores in [0, 100] (framework MaxNodeScore), one
-per candidate, computed with the same integer arithmetic as the Go code.
+per candidate, computed with the same integer arithmetic as the Go code. The plugin's PreScore, Score and
+NormalizeScore steps all happen in ``score`` (the candidates are the nodes the scheduling cycle scores); a
+plugin whose PreScore would return Skip scores every node 0, as the framework does for skipped plugins.
+
+Pod affinity, preferred node affinity and topology spread constraints are not fields of
+:class:`~policy.state.PodInfo`; the plugins that need them read them through a
+:data:`~policy.baselines.affinity.TermsLookup` (default: no terms, as for every built-in application).
+ImageLocality is not modelled (simulated nodes hold no images, so it scores every node alike).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from ..index import ClusterIndex
-from ..state import PodInfo
+from ..state import LABEL_HOSTNAME, LABEL_ZONE, LabelSelector, PodInfo, frozen_map
+from .affinity import (
+    PodTerms,
+    SpreadConstraint,
+    TermsLookup,
+    node_matches_required,
+    no_terms,
+    selector_from_labels,
+)
 
 MAX_NODE_SCORE = 100
 #: pkg/scheduler/util/pod_resources.go: requests assumed for containers that set none (scoring only).
@@ -139,7 +155,278 @@ class NodeResourcesBalancedAllocation:
         return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + with_pod - without) // 2
 
 
-def default_score_plugins() -> list[ScorePlugin]:
-    """The default profile's score plugins that distinguish nodes in our simulated clusters (no taints,
-    affinities, or images): NodeResourcesFit (LeastAllocated) and NodeResourcesBalancedAllocation."""
-    return [NodeResourcesFitLeastAllocated(), NodeResourcesBalancedAllocation()]
+def default_normalize_score(scores: np.ndarray, reverse: bool) -> np.ndarray:
+    """helper/normalize_score.go DefaultNormalizeScore: scale to [0, 100] by the maximum (integer
+    division); ``reverse`` turns it into 100 - score; all zero → 0 (or 100 when reversed)."""
+    scores = np.asarray(scores, dtype=np.int64)
+    mx = int(scores.max(initial=0))
+    if mx == 0:
+        return np.full(len(scores), MAX_NODE_SCORE if reverse else 0, dtype=np.int64)
+    out = MAX_NODE_SCORE * scores // mx
+    return MAX_NODE_SCORE - out if reverse else out
+
+
+def _node_labels(candidates: Sequence[str], index: ClusterIndex) -> list[dict[str, str] | None]:
+    nodes = index.snapshot.nodes
+    out: list[dict[str, str] | None] = []
+    for c in candidates:
+        i = index.node_pos.get(c)
+        out.append(None if i is None else dict(nodes[i].labels))
+    return out
+
+
+@dataclass(frozen=True)
+class TaintToleration:
+    """TaintToleration scoring (tainttoleration/taint_toleration.go): counts the node's PreferNoSchedule
+    taints the pod does not tolerate (only tolerations with an empty or PreferNoSchedule effect count),
+    then DefaultNormalizeScore reversed: fewer intolerable taints score higher; no such taints anywhere →
+    100 everywhere. Default weight 3."""
+
+    name: str = "TaintToleration"
+    weight: int = 3
+
+    def score(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> np.ndarray:
+        tols = [t for t in pod.tolerations if t.effect in ("", "PreferNoSchedule")]
+        counts = np.zeros(len(candidates), dtype=np.int64)
+        nodes = index.snapshot.nodes
+        for k, c in enumerate(candidates):
+            i = index.node_pos.get(c)
+            if i is None:
+                continue
+            counts[k] = sum(1 for t in nodes[i].taints if t.effect == "PreferNoSchedule"
+                            and not any(tol.tolerates(t) for tol in tols))
+        return default_normalize_score(counts, reverse=True)
+
+
+@dataclass(frozen=True)
+class NodeAffinity:
+    """NodeAffinity scoring (nodeaffinity/node_affinity.go): the sum of the weights of the pod's
+    preferredDuringScheduling node terms the node matches, then DefaultNormalizeScore; a pod without
+    preferred terms skips (0 everywhere). Default weight 2."""
+
+    terms: TermsLookup = no_terms
+    name: str = "NodeAffinity"
+    weight: int = 2
+
+    def score(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> np.ndarray:
+        pref = self.terms(pod).preferred_node_affinity
+        if not pref:
+            return np.zeros(len(candidates), dtype=np.int64)
+        raw = np.array([0 if lab is None else sum(w for w, t in pref if t.matches(lab))
+                        for lab in _node_labels(candidates, index)], dtype=np.int64)
+        return default_normalize_score(raw, reverse=False)
+
+
+@dataclass(frozen=True)
+class InterPodAffinity:
+    """InterPodAffinity scoring (interpodaffinity/scoring.go), default weight 2, HardPodAffinityWeight 1,
+    IgnorePreferredTermsOfExistingPods false.
+
+    For every existing pod on a node with labels, per topology value of that node:
+    + weight of each preferred affinity term of the incoming pod the existing pod matches,
+    − weight of each preferred anti-affinity term of the incoming pod it matches,
+    + HardPodAffinityWeight for each required affinity term of the existing pod the incoming pod matches,
+    + / − weight of each preferred affinity / anti-affinity term of the existing pod the incoming pod matches.
+    A node scores the sum over its labels' topology values; NormalizeScore maps [min, max] linearly to
+    [0, 100] (``int(100 * (s - min) / (max - min))``, 0 when all equal). When the incoming pod has no
+    preferred terms and no existing pod has any affinity term, PreScore skips (0 everywhere).
+    """
+
+    terms: TermsLookup = no_terms
+    hard_pod_affinity_weight: int = 1
+    name: str = "InterPodAffinity"
+    weight: int = 2
+
+    def score(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> np.ndarray:
+        zeros = np.zeros(len(candidates), dtype=np.int64)
+        if self.terms is no_terms:
+            return zeros  # nobody has affinity terms: PreScore skips
+        own = self.terms(pod)
+        has_constraints = bool(own.preferred_affinity or own.preferred_anti_affinity)
+        nodes = index.snapshot.nodes
+        topo: dict[str, dict[str, int]] = {}
+
+        def add(key: str, labels, w: int) -> None:
+            if key in labels:
+                d = topo.setdefault(key, {})
+                d[labels[key]] = d.get(labels[key], 0) + w
+
+        for p in index.snapshot.pods:
+            if p.terminating or p.node_name is None or p.key == pod.key:
+                continue
+            i = index.node_pos.get(p.node_name)
+            if i is None or not nodes[i].labels:
+                continue
+            labels = nodes[i].labels
+            ex = self.terms(p)
+            if not has_constraints and not ex.has_pod_affinity:
+                continue
+            for wt in own.preferred_affinity:
+                if wt.term.matches(p, pod.namespace):
+                    add(wt.term.topology_key, labels, wt.weight)
+            for wt in own.preferred_anti_affinity:
+                if wt.term.matches(p, pod.namespace):
+                    add(wt.term.topology_key, labels, -wt.weight)
+            if self.hard_pod_affinity_weight > 0:
+                for t in ex.required_affinity:
+                    if t.matches(pod, p.namespace):
+                        add(t.topology_key, labels, self.hard_pod_affinity_weight)
+            for wt in ex.preferred_affinity:
+                if wt.term.matches(pod, p.namespace):
+                    add(wt.term.topology_key, labels, wt.weight)
+            for wt in ex.preferred_anti_affinity:
+                if wt.term.matches(pod, p.namespace):
+                    add(wt.term.topology_key, labels, -wt.weight)
+        if not topo:
+            return zeros
+        raw = np.array([0 if lab is None else sum(vals.get(lab[k], 0) for k, vals in topo.items() if k in lab)
+                        for lab in _node_labels(candidates, index)], dtype=np.int64)
+        lo, hi = int(raw.min()), int(raw.max())
+        if hi - lo <= 0:
+            return zeros
+        return np.array([int(MAX_NODE_SCORE * ((s - lo) / (hi - lo))) for s in raw.tolist()], dtype=np.int64)
+
+
+#: podtopologyspread/plugin.go systemDefaultConstraints (DefaultingType: System, the default).
+SYSTEM_DEFAULT_CONSTRAINTS = (
+    SpreadConstraint(3, LABEL_HOSTNAME, "ScheduleAnyway", LabelSelector()),
+    SpreadConstraint(5, LABEL_ZONE, "ScheduleAnyway", LabelSelector()),
+)
+
+_DEFAULT_SELECTOR_OWNERS = ("ReplicaSet", "StatefulSet", "ReplicationController")
+
+
+@dataclass(frozen=True)
+class PodTopologySpread:
+    """PodTopologySpread scoring (podtopologyspread/scoring.go, common.go), default weight 2, system default
+    constraints (hostname maxSkew 3, zone maxSkew 5, ScheduleAnyway) for pods that set none.
+
+    - Constraints: the pod's ScheduleAnyway ``topologySpreadConstraints`` (selector + ``matchLabelKeys``), or
+      else the system defaults with helper.DefaultSelector: the selector of the pod's controller
+      (ReplicaSet/StatefulSet/ReplicationController: since a ReplicaSet's selector includes the
+      ``pod-template-hash`` label, it selects exactly that controller's pods; Services selecting the pod
+      are not modelled). No constraints → skip (0 everywhere).
+    - Pod-defined constraints require every topology key on a node (``requireAllTopologies``); candidates
+      missing one are ignored (score 0); with system defaults, a node without a zone label still spreads
+      by hostname.
+    - Per constraint, the topology weight is ``ln(size + 2)`` (size: distinct values among the scored
+      nodes, or the number of scored nodes for the hostname key); a node's raw score is
+      ``round(Σ count × weight + (maxSkew − 1))`` over the constraints whose key the node has, where count
+      is the number of matching pods (same namespace, not terminating) in the node's domain, counted over
+      all nodes that match the pod's required node affinity (NodeAffinityPolicy Honor, NodeTaintsPolicy
+      Ignore).
+    - NormalizeScore: ``100 × (max + min − s) // max`` (100 everywhere when max is 0), ignored nodes 0.
+    """
+
+    terms: TermsLookup = no_terms
+    default_constraints: tuple[SpreadConstraint, ...] = SYSTEM_DEFAULT_CONSTRAINTS
+    system_defaulted: bool = True
+    name: str = "PodTopologySpread"
+    weight: int = 2
+
+    def _constraints(self, pod: PodInfo, terms: PodTerms) -> list[tuple[SpreadConstraint, Callable[[PodInfo], bool]]]:
+        out = []
+        if terms.spread_constraints:
+            for c in terms.spread_constraints:
+                if c.when_unsatisfiable != "ScheduleAnyway":
+                    continue
+                sel = c.selector
+                extra = selector_from_labels(c.match_label_keys, pod.labels)
+                if extra:
+                    sel = LabelSelector(frozen_map({**dict(sel.match_labels), **extra}), sel.match_expressions)
+                out.append((c, lambda p, sel=sel: p.namespace == pod.namespace and sel.matches(p.labels)))
+            return out
+        owner = pod.owner
+        if owner is None or owner.kind not in _DEFAULT_SELECTOR_OWNERS:
+            return []
+
+        def same_controller(p: PodInfo) -> bool:
+            return p.owner == owner and p.namespace == pod.namespace
+
+        return [(c, same_controller) for c in self.default_constraints if c.when_unsatisfiable == "ScheduleAnyway"]
+
+    def score(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> np.ndarray:
+        n = len(candidates)
+        terms = self.terms(pod)
+        cons = self._constraints(pod, terms)
+        if not cons or not index.snapshot.nodes:
+            return np.zeros(n, dtype=np.int64)
+        require_all = bool(terms.spread_constraints) or not self.system_defaulted
+        cand_labels = _node_labels(candidates, index)
+        ignored = [lab is None or (require_all and any(c.topology_key not in lab for c, _ in cons))
+                   for lab in cand_labels]
+        # matching pods per node, per constraint (the pod itself excluded if already bound)
+        nodes = index.snapshot.nodes
+        per_node = np.zeros((len(cons), len(nodes)), dtype=np.int64)
+        shared = len({id(m) for _c, m in cons}) == 1  # system defaults: one selector for every constraint
+        for p in index.snapshot.pods:
+            if p.terminating or p.node_name is None or p.key == pod.key:
+                continue
+            i = index.node_pos.get(p.node_name)
+            if i is None:
+                continue
+            if shared:
+                if cons[0][1](p):
+                    per_node[:, i] += 1
+                continue
+            for k, (_c, match) in enumerate(cons):
+                if match(p):
+                    per_node[k, i] += 1
+        domain_counts: list[dict[str, int]] = []
+        weights: list[float] = []
+        for k, (c, _m) in enumerate(cons):
+            if c.topology_key == LABEL_HOSTNAME:
+                domain_counts.append({})
+                weights.append(math.log(sum(1 for g in ignored if not g) + 2))
+                continue
+            values = {lab.get(c.topology_key, "") for lab, g in zip(cand_labels, ignored) if not g}
+            counts = dict.fromkeys(values, 0)
+            for i, node in enumerate(nodes):
+                if not node_matches_required(pod, terms, node.labels):
+                    continue
+                if require_all and any(cc.topology_key not in node.labels for cc, _ in cons):
+                    continue
+                v = node.labels.get(c.topology_key, "")
+                if v in counts:
+                    counts[v] += int(per_node[k, i])
+            domain_counts.append(counts)
+            weights.append(math.log(len(values) + 2))
+        raw = np.zeros(n, dtype=np.int64)
+        for j, (cand, lab) in enumerate(zip(candidates, cand_labels)):
+            if ignored[j]:
+                continue
+            s = 0.0
+            for k, (c, _m) in enumerate(cons):
+                if c.topology_key not in lab:
+                    continue
+                if c.topology_key == LABEL_HOSTNAME:
+                    cnt = int(per_node[k, index.node_pos[cand]])
+                else:
+                    cnt = domain_counts[k][lab[c.topology_key]]
+                s += cnt * weights[k] + (c.max_skew - 1)
+            raw[j] = int(math.floor(s + 0.5))  # Go math.Round (half away from zero; s >= 0 here)
+        valid = [not g for g in ignored]
+        if not any(valid):
+            return np.zeros(n, dtype=np.int64)
+        lo = int(min(r for r, v in zip(raw.tolist(), valid) if v))
+        hi = int(max(r for r, v in zip(raw.tolist(), valid) if v))
+        out = np.zeros(n, dtype=np.int64)
+        for j in range(n):
+            if not valid[j]:
+                continue
+            out[j] = MAX_NODE_SCORE if hi == 0 else MAX_NODE_SCORE * (hi + lo - int(raw[j])) // hi
+        return out
+
+
+def default_score_plugins(terms: TermsLookup = no_terms) -> list[ScorePlugin]:
+    """The default profile's score plugins with their default weights (default_plugins.go):
+    TaintToleration 3, NodeAffinity 2, NodeResourcesFit 1 (LeastAllocated), PodTopologySpread 2 (system
+    defaults), InterPodAffinity 2, NodeResourcesBalancedAllocation 1. ``terms`` finds each pod's affinity
+    and spread terms (:func:`policy.baselines.affinity.terms_by_service`)."""
+    return [TaintToleration(), NodeAffinity(terms), NodeResourcesFitLeastAllocated(), PodTopologySpread(terms),
+            InterPodAffinity(terms), NodeResourcesBalancedAllocation()]
+
+
+__all__ = ["MAX_NODE_SCORE", "ScorePlugin", "NodeResourcesFitLeastAllocated", "NodeResourcesBalancedAllocation",
+           "TaintToleration", "NodeAffinity", "InterPodAffinity", "PodTopologySpread", "SYSTEM_DEFAULT_CONSTRAINTS",
+           "default_score_plugins", "default_normalize_score"]

@@ -51,7 +51,9 @@ def test_the_default_profile_picks_the_less_loaded_node():
     sched = KubeSchedulerModel()
     res = sched.schedule(NEW, {}, index(EXISTING), {}, np.random.default_rng(0))
     assert res.node == "n2"
-    assert res.scores == {"n1": 35 + 81, "n2": 62 + 68}
+    # TaintToleration (weight 3) gives 100 to every untainted node; the pod has no owner, affinity or
+    # spread constraints, so PodTopologySpread, InterPodAffinity and NodeAffinity skip (0).
+    assert res.scores == {"n1": 35 + 81 + 300, "n2": 62 + 68 + 300}
 
 
 class FixedExtender:
@@ -74,7 +76,7 @@ def test_an_extender_score_is_multiplied_by_weight_and_ten_and_can_flip_the_deci
     objs = {n: {"metadata": {"name": n}} for n in ("n1", "n2")}
     res = sched.schedule(NEW, {}, index(EXISTING), objs, np.random.default_rng(0))
     assert res.node == "n1"
-    assert res.scores["n1"] == 35 + 81 + 100
+    assert res.scores["n1"] == 35 + 81 + 300 + 100
 
 
 def test_filters_drop_nodes_that_do_not_fit_are_cordoned_or_tainted():

@@ -1,0 +1,110 @@
+"""The policy benchmark's statistics, the exact summary.json shape, and a tiny end-to-end run."""
+
+import json
+import math
+
+import pytest
+
+from policy.bench import main, mean_ci95, summarize, t975, validate_summary, window_offset
+from policy.sim.engine import METRIC_KEYS
+
+
+def test_the_95_percent_interval_uses_student_t_over_seeds():
+    r = mean_ci95([1.0, 2.0, 3.0])
+    # sd = 1, t(0.975, 2) = 4.303 -> 4.303 / sqrt(3)
+    assert r["mean"] == 2.0
+    assert r["ci95"] == pytest.approx(4.303 / math.sqrt(3))
+    assert t975(4) == 2.776 and t975(100) == pytest.approx(1.984, abs=0.002)
+
+
+def test_a_metric_that_cannot_vary_has_a_zero_interval_and_non_finite_values_are_refused():
+    assert mean_ci95([0.0, 0.0, 0.0, 0.0, 0.0]) == {"mean": 0.0, "ci95": 0.0}
+    assert mean_ci95([5.0]) == {"mean": 5.0, "ci95": 0.0}
+    with pytest.raises(ValueError):
+        mean_ci95([1.0, float("inf")])
+
+
+def run(app, trace, policy, seed, **m):
+    return {"app": app, "trace": trace, "policy": policy, "seed": seed,
+            "metrics": {k: m.get(k, 1.0 + seed) for k in METRIC_KEYS}}
+
+
+def test_the_summary_has_exactly_the_documented_shape():
+    s = summarize([run("a", "nasa", "p", 0), run("a", "nasa", "p", 1)], seeds=2)
+    assert set(s) == {"seeds", "results"} and s["seeds"] == 2
+    cell = s["results"]["a"]["nasa"]["p"]
+    assert set(cell) == set(METRIC_KEYS)
+    assert all(set(v) == {"mean", "ci95"} for v in cell.values())
+    validate_summary(s)
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda s: s.update(extra=1),
+    lambda s: s["results"]["a"]["nasa"]["p"]["failed_pct"].update(ci95=None),
+    lambda s: s["results"]["a"]["nasa"]["p"]["failed_pct"].update(mean=float("nan")),
+    lambda s: s["results"]["a"]["nasa"]["p"].pop("evictions"),
+    lambda s: s.update(seeds=0),
+])
+def test_a_malformed_summary_is_rejected(mutate):
+    s = summarize([run("a", "nasa", "p", 0), run("a", "nasa", "p", 1)], seeds=2)
+    mutate(s)
+    with pytest.raises(ValueError):
+        validate_summary(s)
+
+
+def test_short_runs_are_centred_on_the_windows_peak():
+    from policy.sim.traces import load_trace
+
+    whole = load_trace("twitter")
+    off = window_offset("twitter", 30)
+    assert 0 <= off <= len(whole) - 30
+    assert whole[off:off + 30].max() == whole.max()
+    assert window_offset("twitter", None) == 0
+
+
+def test_a_tiny_benchmark_writes_the_summary_plots_and_its_own_markdown(tmp_path):
+    rc = main(["--quick", "--apps", "online-boutique", "--traces", "bursty", "--policies",
+               "default-kube-scheduler,networkaware", "--seeds", "2", "--minutes", "3", "--jobs", "1",
+               "--out", str(tmp_path)])
+    assert rc == 0
+    s = json.loads((tmp_path / "summary.json").read_text())
+    validate_summary(s)
+    assert s["seeds"] == 2
+    assert set(s["results"]["online-boutique"]["bursty"]) == {"default-kube-scheduler", "networkaware"}
+    for png in ("latency_cdf_bursty.png", "failed_pct.png", "cpu_core_hours.png", "latency_p95.png"):
+        assert (tmp_path / png).stat().st_size > 10_000
+    md = (tmp_path / "BENCHMARKS-policy.md").read_text()
+    assert "networkaware" in md and " ± " in md
+
+
+def test_an_interrupted_benchmark_resumes_from_its_journal(tmp_path, capsys):
+    args = ["--quick", "--apps", "online-boutique", "--traces", "nasa", "--policies", "default-kube-scheduler",
+            "--seeds", "2", "--minutes", "2", "--jobs", "1", "--out", str(tmp_path)]
+    assert main(args) == 0
+    journal = tmp_path / "runs-quick.jsonl"
+    lines = journal.read_text().splitlines()
+    assert len(lines) == 2
+    journal.write_text(lines[0] + "\n" + lines[1][:20])  # the second run was cut short
+    first = json.loads((tmp_path / "summary.json").read_text())
+    capsys.readouterr()
+    assert main(args + ["--resume"]) == 0
+    assert "resuming, 1 of 2 runs" in capsys.readouterr().err
+    assert json.loads((tmp_path / "summary.json").read_text()) == first  # same seeds, same results
+
+
+def test_a_registered_stack_that_cannot_be_built_is_skipped_unless_asked_for(tmp_path, monkeypatch, capsys):
+    from policy.sim import stacks
+
+    def broken(ctx):
+        raise ValueError("no policy bundle at /nowhere")
+
+    monkeypatch.setitem(stacks._BUILTIN, "zz-broken", stacks.StackInfo("zz-broken", broken, "broken"))
+    monkeypatch.setattr(stacks, "_entry_points", lambda: [])
+    base = ["--quick", "--apps", "online-boutique", "--traces", "nasa", "--seeds", "1", "--minutes", "1",
+            "--jobs", "1", "--out", str(tmp_path)]
+    assert main(base) == 0
+    assert "skipping stack zz-broken: no policy bundle at /nowhere" in capsys.readouterr().err
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert "zz-broken" not in s["results"]["online-boutique"]["nasa"]
+    with pytest.raises(SystemExit, match="zz-broken: no policy bundle"):
+        main(base + ["--policies", "default-kube-scheduler,zz-broken"])
