@@ -55,7 +55,7 @@ bench-scheduler: $(VENV)/.test controlplane
 	$(PY) hack/bench-scheduler.py
 
 train: $(VENV)/.test
-	$(VENV)/bin/hrl-policy train --all
+	OMP_NUM_THREADS=1 $(VENV)/bin/hrl-policy train --all
 
 e2e-kind:
 	hack/e2e-kind.sh

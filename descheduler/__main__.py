@@ -15,13 +15,16 @@ Usage::
   on stderr says so when ``--dry-run`` was not given). Without ``--snapshot`` it observes the live cluster
   and evicts through the policy/v1 Eviction API (``descheduler/kube.py``; ``--dry-run`` evicts nothing):
   ``--kubeconfig FILE``, else the in-cluster service account when running in a Pod, else ``$KUBECONFIG`` /
-  ``~/.kube/config``.
+  ``~/.kube/config``. The plan's replica targets go through ``deployments/scale`` (``descheduler/scale.py``;
+  a Deployment an HPA targets is left alone), unless ``scaling.enabled`` is false.
+- Planner state (the hierarchical planner's rate history and last intent) is kept in ``stateFile`` next to
+  the eviction history, so a CronJob's next run continues from it; dry runs do not write it.
 - ``--json``: stdout carries only the :meth:`CycleReport.to_json` object (one line per cycle in
   ``--interval`` mode); messages go to stderr. Without it, a readable report.
 
 Exit status: 0 after the cycle(s) ran (whatever their outcomes); 1 when the cluster state (file or API
-server), the graph sources or the eviction-history file cannot be read; 2 for usage or configuration errors
-(a kubeconfig that cannot be loaded included).
+server), the graph sources or the state file cannot be read; 2 for usage or configuration errors
+(a kubeconfig that cannot be loaded, or a learned policy's bundle that is missing, included).
 """
 
 from __future__ import annotations
@@ -35,14 +38,14 @@ import time
 from collections.abc import Sequence
 
 from policy.config import ConfigError
-from policy.lowlevel import TopologyHeuristic
 from policy.observe import ObjectError
 
-from .config import DeschedulerConfiguration, load_descheduler_config, planner_from_config
+from .config import DeschedulerConfiguration, load_descheduler_config, placement_from_config, planner_from_config
 from .evict import DryRunEvictor, Evictor
 from .guards import EvictionHistory, HistoryError
 from .loop import CycleReport, run_forever, run_once
 from .metrics import DeschedulerMetrics, push, serve, write_textfile
+from .scale import DryRunScaler, GatedScaler, Scaler
 from .snapshot import TopologyUnavailable, load_snapshot_file, load_topology
 
 PROG = "hrl-descheduler"
@@ -94,6 +97,8 @@ def format_report(report: CycleReport) -> str:
             + f" in {report.duration_s * 1000:.0f} ms")
     intent = ", ".join(f"{v:g}" for v in report.intent)
     lines = [head, f"intent: [{intent}]"]
+    for r in report.scaling:
+        lines.append(f"scale {r.workload}: {r.outcome} ({r.message})")
     if report.results:
         rows = []
         for r in report.results:
@@ -181,8 +186,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
     evictor = DryRunEvictor() if config.dry_run or not live else KubeEvictor(api_client)
-    planner = planner_from_config(config)
-    placement = TopologyHeuristic()
+    try:
+        planner = planner_from_config(config)
+        placement = placement_from_config(config)
+    except ValueError as exc:  # a learned policy's bundle is missing or does not load
+        _err(f"{PROG}: {exc}")
+        return 2
+    state_section = history.sections.get("planner")
+    if state_section is not None and hasattr(planner, "load_state"):
+        try:
+            planner.load_state(state_section)
+        except ValueError as exc:
+            _err(f"{PROG}: {config.state_file}: {exc}")
+            return 1
+    scaler: Scaler | None = None
+    if config.scaling.enabled:
+        if live:
+            from .kube import KubeScaler
+
+            scaler = KubeScaler(api_client, dry_run=config.dry_run)
+        else:
+            scaler = DryRunScaler()
     metrics = DeschedulerMetrics()
     from .cache import cache_link_from_config  # the embedding cache: embeddings in, intent out
 
@@ -191,6 +215,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         observe = link.remember(observe)
 
     def emit(report: CycleReport) -> None:
+        if not report.dry_run and config.state_file and hasattr(planner, "dump_state"):
+            try:  # the planner's state (rate history, last intent) survives CronJob runs, next to the history
+                history.set_section("planner", planner.dump_state())
+            except (HistoryError, TypeError, ValueError) as exc:
+                _err(f"{PROG}: warning: could not save the planner state: {exc}")
         if link is not None:
             for w in link.after_cycle(report.intent, report.dry_run):
                 _err(f"{PROG}: warning: {w}")
@@ -204,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if once:
         try:
             report = run_once(observe, evictor, planner, placement, config, history, time.time(),
-                              metrics=metrics, warnings=tuple(warnings))
+                              metrics=metrics, warnings=tuple(warnings), scaler=scaler)
         except ObjectError as exc:
             _err(f"{PROG}: {exc}")
             return 1
@@ -223,9 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():  # SIGTERM (Pod deletion): stop, release the Lease
         signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
 
-    def loop(until: threading.Event, ev: Evictor) -> None:
+    def loop(until: threading.Event, ev: Evictor, sc: Scaler | None) -> None:
         run_forever(interval_s, observe, ev, planner, placement, config, history, metrics=metrics,
-                    stop=until, on_report=emit,
+                    stop=until, on_report=emit, scaler=sc,
                     on_error=lambda exc: _err(f"{PROG}: cycle failed: {type(exc).__name__}: {exc}"))
 
     try:
@@ -239,13 +268,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             def leading(over: threading.Event) -> None:
                 _err(f"{PROG}: {elector.identity} holds the lease; running cycles")
-                loop(over, LeaderGatedEvictor(evictor, elector))
+                gated = None if scaler is None else GatedScaler(
+                    scaler, elector.is_leader, f"{elector.identity} does not hold the leader-election lease any more")
+                loop(over, LeaderGatedEvictor(evictor, elector), gated)
 
             if lead(elector, leading, stop) == "lost":
                 _err(f"{PROG}: lost the leader-election lease; exiting so that a restart rejoins the election")
                 return 1
         else:
-            loop(stop, evictor)
+            loop(stop, evictor, scaler)
     except KeyboardInterrupt:
         stop.set()
     return 0

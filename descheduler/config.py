@@ -15,14 +15,42 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
     cooldownSeconds: 1800         # a workload evicted from node N is not evicted from N again for this long
     stateFile: null               # JSON file keeping the eviction history across runs (CronJob mode)
     planner:
-      name: rebalance-heuristic
+      name: rebalance-heuristic   # or hierarchical (policy.hrl.HierarchicalPolicy)
       overloadThreshold: 0.85     # CPU utilisation fraction of allocatable
       localityMargin: 1.0         # score points (0..10) a target must beat the current node by
       minPairRps: 0.0             # call rate below which a caller/callee pair is not "chatty"
       defaultRps: 1.0             # rate assumed for a dependency without a measured rate
       maxMovesPerService: 1
       maxMoves: 50
-      intent: null                # [locality_weight, balance_weight]; null = defaults
+      intent: null                # [locality_weight, balance_weight]; null = defaults (hierarchical: computed)
+      # hierarchical only:
+      rebalance: true             # plan moves (false: replica targets and intent only)
+      movesPeriodSeconds: 0       # plan moves at most once per such window (0 = every cycle)
+      scalePeriodSeconds: 0       # plan replica targets at most once per such window (0 = every cycle)
+      autoscaler:                 # null = no replica targets
+        name: utilization-target  # or drpc (the learned students; bundle below)
+        bundle: null              # drpc: bundle directory; null = policy/bundles/hrl-scheduler/high
+        targetUtilization: 0.6    # utilization-target: CPU use / requests aimed at
+        tolerance: 0.1
+        stabilizationSeconds: 300
+        workloads: null           # [namespace/name, ...] the only Deployments scaled; null = all
+      intentPolicy:               # cluster utilisation (x forecast) -> [locality_weight, balance_weight]
+        lowUtilization: 0.3
+        highUtilization: 0.8
+        localityMax: 1.5
+        localityMin: 0.75
+        balanceMin: 0.5
+        balanceMax: 2.0
+        smoothing: 0.5
+    placement:                    # the low-level policy the planner scores with (as the extender's)
+      name: topology-heuristic    # or learned (policy.placement.LearnedPlacement)
+      bundle: null                # learned: bundle directory; null = policy/bundles/hrl-scheduler/low
+      targetUtilization: 0.7      # topology-heuristic only
+    scaling:                      # applying the plan's replica targets (deployments/scale)
+      enabled: true               # false: report the targets, scale nothing
+      minReplicas: 1
+      maxReplicas: 10
+      maxStepPerCycle: 4          # replicas added or removed per Deployment per cycle; null = no cap
     topology:
       sources: []                 # call-graph sources (manifests, spans, Alibaba CSV); [] = annotations
     metrics:
@@ -57,7 +85,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from policy.config import ConfigModel, load_config
-from policy.highlevel import RebalanceHeuristic
+from policy.highlevel import HighLevelPolicy, RebalanceHeuristic
+from policy.lowlevel import PlacementPolicy, TopologyHeuristic
 
 __all__ = [
     "KIND",
@@ -67,9 +96,14 @@ __all__ = [
     "MetricsConfig",
     "CacheConfig",
     "LeaderElectionConfig",
+    "AutoscalerConfig",
+    "IntentPolicyConfig",
+    "PlacementConfig",
+    "ScalingConfig",
     "DeschedulerConfiguration",
     "load_descheduler_config",
     "planner_from_config",
+    "placement_from_config",
 ]
 
 KIND = "DeschedulerConfiguration"
@@ -83,10 +117,59 @@ class Caps(ConfigModel):
     total: int | None = Field(10, ge=0)
 
 
-class PlannerConfig(ConfigModel):
-    """The high-level policy and its parameters (see :class:`policy.highlevel.RebalanceHeuristic`)."""
+def _finite_number(v: float) -> float:
+    if v != v or v in (float("inf"), float("-inf")):
+        raise ValueError("must be a finite number")
+    return v
 
-    name: Literal["rebalance-heuristic"] = "rebalance-heuristic"
+
+class AutoscalerConfig(ConfigModel):
+    """Where the hierarchical planner's replica targets come from (:mod:`policy.hrl`): ``utilization-target``
+    (the stand-in :class:`policy.hrl.UtilizationTargetAutoscaler`) or ``drpc`` (the learned students of
+    ``bundle``, :func:`policy.hrl.load_learned_autoscaler`)."""
+
+    name: Literal["utilization-target", "drpc"] = "utilization-target"
+    bundle: str | None = None
+    target_utilization: float = Field(0.6, gt=0.0, le=1.0)
+    tolerance: float = Field(0.1, ge=0.0)
+    stabilization_seconds: float = Field(300.0, ge=0.0)
+    workloads: tuple[str, ...] | None = None
+
+    @field_validator("workloads")
+    @classmethod
+    def _keys(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for k in v or ():
+            ns, sep, name = k.partition("/")
+            if not sep or not ns or not name or "/" in name:
+                raise ValueError(f"expected namespace/name, got {k!r}")
+        return v
+
+
+class IntentPolicyConfig(ConfigModel):
+    """:class:`policy.hrl.UtilizationIntent`: cluster CPU utilisation (times the forecast change of the
+    request rate) → ``[locality_weight, balance_weight]``, exponentially smoothed."""
+
+    low_utilization: float = Field(0.3, ge=0.0)
+    high_utilization: float = Field(0.8, gt=0.0)
+    locality_max: float = Field(1.5, ge=0.0)
+    locality_min: float = Field(0.75, ge=0.0)
+    balance_min: float = Field(0.5, ge=0.0)
+    balance_max: float = Field(2.0, ge=0.0)
+    smoothing: float = Field(0.5, gt=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _range(self) -> IntentPolicyConfig:
+        if not self.low_utilization < self.high_utilization:
+            raise ValueError(f"lowUtilization ({self.low_utilization:g}) must be < highUtilization "
+                             f"({self.high_utilization:g})")
+        return self
+
+
+class PlannerConfig(ConfigModel):
+    """The high-level policy and its parameters (see :class:`policy.highlevel.RebalanceHeuristic` and
+    :class:`policy.hrl.HierarchicalPolicy`)."""
+
+    name: Literal["rebalance-heuristic", "hierarchical"] = "rebalance-heuristic"
     overload_threshold: float = Field(0.85, gt=0.0, le=1.0)
     locality_margin: float = Field(1.0, ge=0.0, le=10.0)
     min_pair_rps: float = Field(0.0, ge=0.0)
@@ -94,13 +177,44 @@ class PlannerConfig(ConfigModel):
     max_moves_per_service: int = Field(1, ge=1)
     max_moves: int = Field(50, ge=0)
     intent: tuple[float, ...] | None = None
+    rebalance: bool = True
+    moves_period_seconds: float = Field(0.0, ge=0.0)
+    scale_period_seconds: float = Field(0.0, ge=0.0)
+    autoscaler: AutoscalerConfig | None = AutoscalerConfig()
+    intent_policy: IntentPolicyConfig = IntentPolicyConfig()
 
-    @field_validator("overload_threshold", "locality_margin", "min_pair_rps", "default_rps")
+    @field_validator("overload_threshold", "locality_margin", "min_pair_rps", "default_rps",
+                     "moves_period_seconds", "scale_period_seconds")
     @classmethod
     def _finite(cls, v: float) -> float:
-        if v != v or v in (float("inf"), float("-inf")):
-            raise ValueError("must be a finite number")
-        return v
+        return _finite_number(v)
+
+
+class PlacementConfig(ConfigModel):
+    """The low-level policy the descheduler plans and checks feasibility with (it should be the extender's):
+    ``topology-heuristic`` (:class:`policy.lowlevel.TopologyHeuristic`) or ``learned`` (the bundle's
+    :class:`policy.placement.LearnedPlacement`)."""
+
+    name: Literal["topology-heuristic", "learned"] = "topology-heuristic"
+    bundle: str | None = None
+    target_utilization: float = Field(0.7, gt=0.0, lt=1.0)
+
+
+class ScalingConfig(ConfigModel):
+    """How the plan's replica targets are applied through ``deployments/scale`` (:mod:`descheduler.scale`):
+    each target is clipped to ``[minReplicas, maxReplicas]`` and to ``maxStepPerCycle`` replicas away from the
+    current count (``null``: no step cap); a Deployment that a HorizontalPodAutoscaler targets is left alone."""
+
+    enabled: bool = True
+    min_replicas: int = Field(1, ge=0)
+    max_replicas: int = Field(10, ge=1)
+    max_step_per_cycle: int | None = Field(4, ge=1)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ScalingConfig:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(f"minReplicas ({self.min_replicas}) must be <= maxReplicas ({self.max_replicas})")
+        return self
 
 
 class TopologyConfig(ConfigModel):
@@ -185,6 +299,8 @@ class DeschedulerConfiguration(ConfigModel):
     cooldown_seconds: float = Field(1800.0, ge=0.0)
     state_file: str | None = None
     planner: PlannerConfig = PlannerConfig()
+    placement: PlacementConfig = PlacementConfig()
+    scaling: ScalingConfig = ScalingConfig()
     topology: TopologyConfig = TopologyConfig()
     metrics: MetricsConfig = MetricsConfig()
     cache: CacheConfig | None = None
@@ -197,10 +313,14 @@ def load_descheduler_config(source: str | Path | Mapping[str, Any] | None) -> De
     return load_config(DeschedulerConfiguration, KIND, source)
 
 
-def planner_from_config(config: DeschedulerConfiguration) -> RebalanceHeuristic:
-    """The :class:`RebalanceHeuristic` the ``planner`` section describes (it also skips the pods that
-    ``excludedNamespaces`` / ``evictLocalStoragePods`` make unevictable)."""
+def planner_from_config(config: DeschedulerConfiguration) -> HighLevelPolicy:
+    """The high-level policy the ``planner`` section describes: a :class:`RebalanceHeuristic`, or a
+    :class:`policy.hrl.HierarchicalPolicy` for ``name: hierarchical`` (both also skip the pods that
+    ``excludedNamespaces`` / ``evictLocalStoragePods`` make unevictable). Raises ``ValueError`` (naming the
+    path) when a learned autoscaler's bundle is missing or cannot be loaded."""
     cfg = config.planner
+    if cfg.name == "hierarchical":
+        return _hierarchical(config)
     return RebalanceHeuristic(
         overload_threshold=cfg.overload_threshold,
         locality_margin=cfg.locality_margin,
@@ -212,3 +332,41 @@ def planner_from_config(config: DeschedulerConfiguration) -> RebalanceHeuristic:
         excluded_namespaces=tuple(config.excluded_namespaces),
         evict_local_storage_pods=config.evict_local_storage_pods,
     )
+
+
+def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
+    from policy import hrl  # noqa: PLC0415 - only this planner needs it
+
+    cfg = config.planner
+    auto = None
+    a = cfg.autoscaler
+    if a is not None and a.name == "drpc":
+        bundle = a.bundle or str(hrl.DEFAULT_BUNDLES / "hrl-scheduler" / "high")
+        auto = hrl.load_learned_autoscaler(bundle, a.workloads)
+    elif a is not None:
+        auto = hrl.UtilizationTargetAutoscaler(
+            target_utilization=a.target_utilization, tolerance=a.tolerance, min_replicas=config.scaling.min_replicas,
+            max_replicas=config.scaling.max_replicas, stabilization_s=a.stabilization_seconds, workloads=a.workloads)
+    ip = cfg.intent_policy
+    intent_policy = (hrl.FixedIntent(cfg.intent) if cfg.intent is not None else hrl.UtilizationIntent(
+        low_utilization=ip.low_utilization, high_utilization=ip.high_utilization, locality_max=ip.locality_max,
+        locality_min=ip.locality_min, balance_min=ip.balance_min, balance_max=ip.balance_max,
+        smoothing=ip.smoothing))
+    return hrl.HierarchicalPolicy(
+        autoscaler=auto, intent_policy=intent_policy, rebalance=cfg.rebalance, margin=cfg.locality_margin,
+        overload_threshold=cfg.overload_threshold, max_moves=cfg.max_moves,
+        max_moves_per_service=cfg.max_moves_per_service, moves_period_s=cfg.moves_period_seconds,
+        scale_period_s=cfg.scale_period_seconds, workloads=a.workloads if a is not None else None,
+        excluded_namespaces=tuple(config.excluded_namespaces),
+        evict_local_storage_pods=config.evict_local_storage_pods)
+
+
+def placement_from_config(config: DeschedulerConfiguration) -> PlacementPolicy:
+    """The low-level policy of the ``placement`` section. Raises ``ValueError`` (naming the path) when the
+    learned policy's bundle is missing or cannot be loaded."""
+    p = config.placement
+    if p.name == "learned":
+        from policy import hrl  # noqa: PLC0415
+
+        return hrl.load_learned_placement(p.bundle or str(hrl.DEFAULT_BUNDLES / "hrl-scheduler" / "low"))
+    return TopologyHeuristic(target_utilization=p.target_utilization)

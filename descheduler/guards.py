@@ -115,11 +115,17 @@ class EvictionHistory:
     so the history survives CronJob runs; :meth:`record` saves it at once (atomic replace), so a run that
     dies half-way keeps what it evicted. A missing file is an empty history; an unreadable or malformed one
     raises :class:`HistoryError` (fail closed: better no cycle than a cycle blind to the last one).
+
+    The same file carries other state that must survive CronJob runs as extra top-level keys
+    (``sections``, e.g. ``"planner"``: the hierarchical planner's :class:`policy.hrl.HrlState`), kept as read
+    and written back on every save; :meth:`set_section` replaces one and saves.
     """
 
-    def __init__(self, records: Iterable[EvictionRecord] = (), path: str | Path | None = None):
+    def __init__(self, records: Iterable[EvictionRecord] = (), path: str | Path | None = None,
+                 sections: dict | None = None):
         self._records: list[EvictionRecord] = list(records)
         self.path = Path(path) if path is not None else None
+        self.sections: dict = dict(sections or {})
 
     @property
     def records(self) -> tuple[EvictionRecord, ...]:
@@ -149,7 +155,16 @@ class EvictionHistory:
             except (KeyError, TypeError, ValueError) as exc:
                 raise HistoryError(f"{p}: evictions[{i}]: needs workload, node and a finite at_s (got {r!r})") \
                     from exc
-        return cls(records, path=p)
+        return cls(records, path=p, sections={k: v for k, v in data.items() if k not in ("version", "evictions")})
+
+    def set_section(self, name: str, value: object) -> None:
+        """Replace the extra top-level key ``name`` (JSON-serialisable ``value``) and save when bound to a file.
+        Raises :class:`HistoryError` when it cannot be written."""
+        if name in ("version", "evictions"):
+            raise ValueError(f"section name {name!r} is reserved")
+        self.sections[name] = value
+        if self.path is not None:
+            self.save()
 
     def record(self, pod: PodInfo, node: str, at_s: float) -> None:
         """Remember that ``pod``'s workload was evicted from ``node`` at ``at_s``; saves when bound to a file."""
@@ -175,7 +190,7 @@ class EvictionHistory:
         p = Path(path) if path is not None else self.path
         if p is None:
             return
-        doc = {"version": 1, "evictions": [
+        doc = {**self.sections, "version": 1, "evictions": [
             {"workload": r.workload, "node": r.node, "at_s": r.at_s, "pod": r.pod} for r in self._records]}
         try:
             p.parent.mkdir(parents=True, exist_ok=True)

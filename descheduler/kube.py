@@ -1,9 +1,11 @@
 """The descheduler against a live cluster: :class:`KubeObserver` (the cluster → a
-:class:`~policy.state.ClusterSnapshot`) and :class:`KubeEvictor` (the policy/v1 Eviction API).
+:class:`~policy.state.ClusterSnapshot`), :class:`KubeEvictor` (the policy/v1 Eviction API) and
+:class:`KubeScaler` (``deployments/scale``, refusing Deployments an HPA owns; see :mod:`descheduler.scale`).
 
-This is the only module of ``descheduler`` that imports ``kubernetes``. The identity it runs as needs
-get/list/watch on nodes, pods, persistentvolumes, persistentvolumeclaims, poddisruptionbudgets
-(policy), deployments and statefulsets (apps), and ``create`` on ``pods/eviction``; never ``delete`` on pods.
+This is the only module of ``descheduler`` (with leader.py) that imports ``kubernetes``. The identity it runs
+as needs get/list/watch on nodes, pods, persistentvolumes, persistentvolumeclaims, poddisruptionbudgets
+(policy), deployments and statefulsets (apps), list/watch on horizontalpodautoscalers (autoscaling),
+get/update/patch on ``deployments/scale``, and ``create`` on ``pods/eviction``; never ``delete`` on pods.
 
 - :class:`KubeObserver` lists (paginated, raw JSON, so the objects reach :mod:`policy.observe` exactly as the
   API server sends them: the one parser) Nodes, Pods that are not ``Succeeded``/``Failed``,
@@ -35,9 +37,10 @@ from kubernetes.client.rest import ApiException
 from policy.observe import snapshot_from_objects
 from policy.state import ClusterSnapshot, EvictionResult, PodInfo, ServiceGraph
 
+from .scale import ApiScaler, ScaleApiError
 from .snapshot import graph_from_annotations
 
-__all__ = ["load_api_client", "KubeObserver", "KubeEvictor", "POD_FIELD_SELECTOR"]
+__all__ = ["load_api_client", "KubeObserver", "KubeEvictor", "KubeScaleApi", "KubeScaler", "POD_FIELD_SELECTOR"]
 
 #: Pods that hold no resources any more are not observed (as kube-scheduler's cache and the upstream
 #: descheduler's pod lister do).
@@ -176,3 +179,46 @@ class KubeEvictor:
                                                     f"{' '.join(str(exc).split())[:300]}")
         return EvictionResult(pod.key, "evicted", f"evicted from {pod.node_name} through the Eviction API")
 
+
+# ---- scaling through the scale subresource (descheduler/scale.py) ---------------------------------------------
+
+class KubeScaleApi:
+    """:class:`descheduler.scale.ScaleApi` with the ``kubernetes`` client: HorizontalPodAutoscalers through
+    autoscaling/v2 (``list`` on ``horizontalpodautoscalers``), ``get`` / ``update`` on ``deployments/scale``
+    (apps/v1; the body is an autoscaling/v1 ``Scale``). Raw JSON in and out; every failure becomes a
+    :class:`~descheduler.scale.ScaleApiError` with the HTTP status (``None`` when there was no answer)."""
+
+    def __init__(self, api_client: kclient.ApiClient, *, timeout_s: float = 30.0):
+        self.apps = kclient.AppsV1Api(api_client)
+        self.autoscaling = kclient.AutoscalingV2Api(api_client)
+        self.timeout_s = timeout_s
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> dict[str, Any]:
+        try:
+            r = fn(*args, _preload_content=False, _request_timeout=self.timeout_s, **kw)
+            return json.loads(r.data)
+        except ApiException as exc:
+            raise ScaleApiError(exc.status, f"{what}: {_status_message(exc)}") from exc
+        except Exception as exc:  # noqa: BLE001 - network, timeout: no answer
+            raise ScaleApiError(None, f"{what}: no answer: {type(exc).__name__}: "
+                                      f"{' '.join(str(exc).split())[:300]}") from exc
+
+    def list_hpas(self, namespace: str) -> list[dict[str, Any]]:
+        doc = self._call("list horizontalpodautoscalers", self.autoscaling.list_namespaced_horizontal_pod_autoscaler,
+                         namespace)
+        return list(doc.get("items") or [])
+
+    def read_scale(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._call("get deployments/scale", self.apps.read_namespaced_deployment_scale, name, namespace)
+
+    def replace_scale(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call("update deployments/scale", self.apps.replace_namespaced_deployment_scale, name,
+                          namespace, body)
+
+
+class KubeScaler(ApiScaler):
+    """The real :class:`~descheduler.scale.Scaler`: :class:`~descheduler.scale.ApiScaler` over
+    :class:`KubeScaleApi` (refuses a Deployment an autoscaling/v2 HPA targets; ``dry_run=True`` reads only)."""
+
+    def __init__(self, api_client: kclient.ApiClient, *, dry_run: bool = False, timeout_s: float = 30.0):
+        super().__init__(KubeScaleApi(api_client, timeout_s=timeout_s), dry_run=dry_run)

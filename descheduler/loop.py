@@ -13,8 +13,16 @@ A cycle (:func:`run_once`)::
                                                  not_found / error -> counted, nothing else
         evicted -> recorded in the eviction history (cooldown; saved to the state file when configured)
 
-A dry run is the same cycle with :class:`~descheduler.evict.DryRunEvictor` (``config.dry_run`` forces it):
-the same plan, the same guards, the same ledger; only the evictor and the persistent history differ (a
+    then, with a scaler and ``scaling.enabled``, the plan's replica targets (after the evictions):
+        observe() once more; per target, in key order:
+            excluded namespace / not a Deployment -> blocked;  not in the cluster -> not_found
+            bound_target(current, planned, minReplicas, maxReplicas, maxStepPerCycle) == current -> unchanged
+            scaler.scale(workload, target)        scaled / unchanged / refused_hpa (an HPA owns it: left alone)
+                                                  / not_found / error / dry_run
+
+A dry run is the same cycle with :class:`~descheduler.evict.DryRunEvictor` (``config.dry_run`` forces it)
+and the scaler's read-only twin (:func:`descheduler.scale.dry_run_scaler`): the same plan, the same guards,
+the same ledger, the same bounds; only the evictor, the scaler and the persistent history differ (a
 dry run never writes the history: it changes nothing).
 
 Fail closed: if re-reading the cluster fails or the history cannot be saved, the rest of the cycle's
@@ -39,6 +47,7 @@ from policy.state import ClusterSnapshot, Move, PodInfo
 
 from .config import DeschedulerConfiguration
 from .evict import DryRunEvictor, Evictor, safe_evict
+from .scale import SCALE_OUTCOMES, ScaleResult, Scaler, bound_target, dry_run_scaler, safe_scale
 from .guards import (GUARD_NAMES, Blocker, CycleLedger, EvictionHistory, GuardContext, HistoryError,
                      check_guards)
 
@@ -79,7 +88,8 @@ class CycleReport:
     ``planned_moves``: the plan, in order; ``results``: one :class:`MoveResult` per planned move, same order;
     ``counts``: outcome → number of moves (every outcome of :data:`REPORT_OUTCOMES` present);
     ``blocked_by_guard``: guard → moves it blocked (every guard present); ``replica_targets`` / ``intent``:
-    from the plan; ``nodes`` / ``pods``: size of the observed snapshot.
+    from the plan; ``nodes`` / ``pods``: size of the observed snapshot; ``scaling``: one
+    :class:`~descheduler.scale.ScaleResult` per replica target acted on, in key order (empty without a scaler).
     """
 
     started_at_s: float
@@ -95,11 +105,18 @@ class CycleReport:
     nodes: int = 0
     pods: int = 0
     warnings: tuple[str, ...] = field(default=())
+    scaling: tuple[ScaleResult, ...] = field(default=())
 
     @property
     def evictions(self) -> int:
         """Pods actually evicted this cycle (0 in a dry run)."""
         return self.counts.get("evicted", 0)
+
+    @property
+    def scale_counts(self) -> dict[str, int]:
+        """Scaling outcome → number of workloads (every outcome of :data:`descheduler.scale.SCALE_OUTCOMES`)."""
+        c = Counter(r.outcome for r in self.scaling)
+        return {o: c.get(o, 0) for o in SCALE_OUTCOMES}
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict with stable keys (units in the names)."""
@@ -119,6 +136,8 @@ class CycleReport:
             "replica_targets": dict(sorted(self.replica_targets.items())),
             "intent": list(self.intent),
             "intent_names": names[: len(self.intent)],
+            "scaling": [r.to_json() for r in self.scaling],
+            "scale_counts": self.scale_counts,
             "warnings": list(self.warnings),
         }
 
@@ -143,14 +162,16 @@ def _evict_reason(m: Move) -> str:
 def run_once(observe: Callable[[], ClusterSnapshot], evictor: Evictor, planner: HighLevelPolicy,
              placement: PlacementPolicy, config: DeschedulerConfiguration, history: EvictionHistory | None,
              now_s: float, *, metrics: Any = None, clock: Callable[[], float] = time.monotonic,
-             warnings: tuple[str, ...] = ()) -> CycleReport:
+             warnings: tuple[str, ...] = (), scaler: Scaler | None = None) -> CycleReport:
     """Run one descheduling cycle (see the module docstring) and return its :class:`CycleReport`.
 
-    ``observe``: returns a fresh snapshot each call (called once to plan, then once before each eviction);
+    ``observe``: returns a fresh snapshot each call (called once to plan, then once before each eviction, and
+    once before scaling when there are replica targets and a scaler);
     ``history``: the eviction history for the cooldown (``None`` = this cycle's only); ``now_s``: the time
     stamped on history records and compared with ``cooldownSeconds`` (unix s, or simulated time);
     ``metrics``: a :class:`descheduler.metrics.DeschedulerMetrics` to update, or ``None``; ``clock``:
-    for ``duration_s`` only; ``warnings``: carried into the report (e.g. from loading the graph).
+    for ``duration_s`` only; ``warnings``: carried into the report (e.g. from loading the graph);
+    ``scaler``: applies the plan's replica targets (:mod:`descheduler.scale`); ``None``: they are only reported.
 
     Raises whatever the first ``observe()`` or ``planner.plan`` raises (nothing has been evicted then).
     """
@@ -209,6 +230,10 @@ def run_once(observe: Callable[[], ClusterSnapshot], evictor: Evictor, planner: 
         elif res.outcome == "refused":
             ledger.record_refusal(pod)
 
+    scaling: tuple[ScaleResult, ...] = ()
+    if scaler is not None and config.scaling.enabled and plan.replica_targets:
+        scaling = _scale(plan.replica_targets, dry_run_scaler(scaler) if dry_run else scaler, config, observe)
+
     counts = Counter(r.outcome for r in results)
     blocked = Counter(g for r in results for g in r.blocked_by)
     report = CycleReport(
@@ -225,10 +250,49 @@ def run_once(observe: Callable[[], ClusterSnapshot], evictor: Evictor, planner: 
         nodes=len(snapshot.nodes),
         pods=len(snapshot.pods),
         warnings=tuple(warnings),
+        scaling=scaling,
     )
     if metrics is not None:
         metrics.observe_cycle(report)
     return report
+
+
+def _scale(targets: Mapping[str, int], scaler: Scaler, config: DeschedulerConfiguration,
+           observe: Callable[[], ClusterSnapshot]) -> tuple[ScaleResult, ...]:
+    """Apply replica targets (see the module docstring); fail closed when the cluster cannot be re-read."""
+    keys = sorted(targets)
+    try:
+        fresh = observe()
+    except Exception as exc:  # noqa: BLE001 - no scaling without a fresh view
+        why = f"cycle stopped: could not re-read the cluster: {type(exc).__name__}: {exc}"
+        return tuple(ScaleResult(k, "skipped", None, None, int(targets[k]), why) for k in keys)
+    workloads = {}
+    for w in fresh.workloads:  # a Deployment wins over a StatefulSet of the same name
+        key = f"{w.namespace}/{w.name}"
+        if key not in workloads or w.kind == "Deployment":
+            workloads[key] = w
+    sc = config.scaling
+    out = []
+    for key in keys:
+        planned = int(targets[key])
+        ns = key.split("/", 1)[0]
+        w = workloads.get(key)
+        if ns in config.excluded_namespaces:
+            out.append(ScaleResult(key, "blocked", None, None, planned,
+                                   f"namespace {ns} is excluded (excludedNamespaces)"))
+        elif w is None:
+            out.append(ScaleResult(key, "not_found", None, None, planned, f"no Deployment {key} in the cluster"))
+        elif w.kind != "Deployment":
+            out.append(ScaleResult(key, "blocked", w.replicas, None, planned,
+                                   f"{key} is a {w.kind}: only Deployments are scaled"))
+        else:
+            target = bound_target(w.replicas, planned, sc.min_replicas, sc.max_replicas, sc.max_step_per_cycle)
+            if target == w.replicas:
+                out.append(ScaleResult(key, "unchanged", w.replicas, target, planned,
+                                       f"{w.replicas} replicas (planned {planned}, within bounds: {target})"))
+            else:
+                out.append(safe_scale(scaler, key, target, current=w.replicas, planned=planned))
+    return tuple(out)
 
 
 def run_forever(interval_s: float, observe: Callable[[], ClusterSnapshot], evictor: Evictor,
@@ -237,11 +301,11 @@ def run_forever(interval_s: float, observe: Callable[[], ClusterSnapshot], evict
                 stop: threading.Event | None = None, max_cycles: int | None = None,
                 now: Callable[[], float] = time.time,
                 on_report: Callable[[CycleReport], None] | None = None,
-                on_error: Callable[[Exception], None] | None = None) -> int:
+                on_error: Callable[[Exception], None] | None = None, scaler: Scaler | None = None) -> int:
     """Run :func:`run_once` every ``interval_s`` seconds (> 0) until ``stop`` is set or ``max_cycles`` cycles
     ran; returns the number of cycles attempted. A cycle that raises is reported to ``on_error`` (default:
-    one line on stderr), counted as a failed cycle, and the loop goes on. ``on_report`` gets every report.
-    Raises ``ValueError`` when ``interval_s`` is not > 0."""
+    one line on stderr), counted as a failed cycle, and the loop goes on. ``on_report`` gets every report;
+    ``scaler`` is passed to :func:`run_once`. Raises ``ValueError`` when ``interval_s`` is not > 0."""
     if not interval_s > 0:
         raise ValueError(f"interval_s: must be > 0 (got {interval_s!r})")
     stop = stop if stop is not None else threading.Event()
@@ -249,7 +313,8 @@ def run_forever(interval_s: float, observe: Callable[[], ClusterSnapshot], evict
     while not stop.is_set() and (max_cycles is None or cycles < max_cycles):
         cycles += 1
         try:
-            report = run_once(observe, evictor, planner, placement, config, history, now(), metrics=metrics)
+            report = run_once(observe, evictor, planner, placement, config, history, now(), metrics=metrics,
+                              scaler=scaler)
         except Exception as exc:  # noqa: BLE001 - one bad cycle must not end the loop
             if metrics is not None:
                 metrics.observe_failed_cycle()

@@ -6,7 +6,11 @@
   by two guards counts once for each);
 - ``hrl_descheduler_planned_moves_total{reason}``: moves the high-level policy planned, by reason;
 - ``hrl_descheduler_cycle_duration_seconds``: histogram of whole-cycle wall time;
-- ``hrl_descheduler_cycles_total{result}``: cycles that completed (``ok``) or failed (``error``).
+- ``hrl_descheduler_cycles_total{result}``: cycles that completed (``ok``) or failed (``error``);
+- ``hrl_descheduler_scale_total{outcome}``: replica targets acted on, by outcome (scaled, unchanged, refused_hpa,
+  not_found, error, dry_run, blocked, skipped; :mod:`descheduler.scale`);
+- ``hrl_descheduler_hpa_conflicts``: Deployments the last cycle left alone because a HorizontalPodAutoscaler
+  targets them (gauge).
 
 No pod or node names as label values (DESIGN.md section 6). Exporters for the CronJob mode:
 :func:`write_textfile` (node_exporter textfile collector, or ``-`` for stderr) and :func:`push`
@@ -18,13 +22,14 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, get_args
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, push_to_gateway
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, push_to_gateway
 from prometheus_client import start_http_server, write_to_textfile
 
 from policy.state import MoveReason
 
 from .evict import EVICTION_OUTCOMES
 from .guards import GUARD_NAMES
+from .scale import SCALE_OUTCOMES
 
 if TYPE_CHECKING:
     from .loop import CycleReport
@@ -52,6 +57,12 @@ class DeschedulerMetrics:
                                         registry=r)
         self.cycles = Counter("hrl_descheduler_cycles_total", "Cycles by result (ok, error).", ["result"],
                               registry=r)
+        self.scale = Counter("hrl_descheduler_scale_total", "Replica targets acted on, by outcome.", ["outcome"],
+                             registry=r)
+        self.hpa_conflicts = Gauge("hrl_descheduler_hpa_conflicts",
+                                   "Deployments the last cycle left alone because an HPA targets them.", registry=r)
+        for o in SCALE_OUTCOMES:
+            self.scale.labels(outcome=o)
         for o in EVICTION_OUTCOMES:
             self.evictions.labels(outcome=o)
         for g in GUARD_NAMES:
@@ -70,6 +81,9 @@ class DeschedulerMetrics:
                 self.evictions.labels(outcome=res.outcome).inc()
             for guard in res.blocked_by:
                 self.blocked.labels(guard=guard).inc()
+        for sr in report.scaling:
+            self.scale.labels(outcome=sr.outcome).inc()
+        self.hpa_conflicts.set(sum(1 for sr in report.scaling if sr.outcome == "refused_hpa"))
         self.cycle_duration.observe(report.duration_s)
         self.cycles.labels(result="ok").inc()
 

@@ -49,7 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from policy.config import ConfigError
     from policy.observe import ObjectError
 
-    from .config import build_policy, load_extender_config, load_topology, tls_server_kwargs, topology_refresher
+    from .config import (build_policy, load_extender_config, load_topology, start_policy_feeds, tls_server_kwargs,
+                         topology_refresher)
 
     try:
         config = load_extender_config(args.config)
@@ -73,7 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .store import SnapshotStore
 
     store = SnapshotStore()
-    policy = build_policy(config)
+    try:
+        policy = build_policy(config)
+    except ValueError as exc:  # a learned policy's bundle that cannot be loaded (BundleError)
+        return _fail(f"policy.bundle: {exc}")
     try:  # live sources (prometheus+...://) → a background refresher; files only → read once
         refresher, warnings = topology_refresher(config)
         graph, more = (refresher.graph, []) if refresher is not None else load_topology(config)
@@ -148,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .cache import start_cache_link  # the embedding cache (config.cache); a background copy, never waited on
 
     cache_link = start_cache_link(config.cache, store, registry)
+    feeds = start_policy_feeds(policy, config, store)  # a learned policy's service rows, off the request path
     try:
         server.run()
     except SystemExit as exc:  # uvicorn exits 1 when it cannot bind
@@ -159,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             refresher.stop()
         if cache_link is not None:
             cache_link.stop()
+        if feeds is not None:
+            feeds.stop()
     return 0 if server.started else 1
 
 

@@ -10,8 +10,10 @@ Every field is optional; an empty file (or no ``--config``) gives the defaults b
       tls: null                # {certFile, keyFile}: serve HTTPS (kube-scheduler: enableHTTPS + tlsConfig.caData)
     urlPrefix: /scheduler      # the extender's urlPrefix in KubeSchedulerConfiguration.extenders
     policy:
-      name: topology-heuristic # the low-level placement policy
-      targetUtilization: 0.7   # CPU utilisation above which a node counts as hot, 0 < x < 1
+      name: topology-heuristic # the low-level placement policy: topology-heuristic | learned
+      targetUtilization: 0.7   # topology-heuristic: CPU utilisation above which a node counts as hot, 0 < x < 1
+      bundle: null             # learned: bundle directory; null = policy/bundles/hrl-scheduler/low
+      embeddingRefreshSeconds: 30  # learned: recompute the service rows (embeddings) in the background this often
     topology:
       sources: []              # call-graph sources: manifest files/dirs, AppGroups, span CSVs, Alibaba CSVs, and
                                #   live URIs prometheus+istio|linkerd|otel://HOST:PORT?window=5m&namespace=NS
@@ -62,6 +64,7 @@ __all__ = [
     "ExtenderConfiguration",
     "load_extender_config",
     "build_policy",
+    "start_policy_feeds",
     "tls_server_kwargs",
     "load_topology",
     "topology_refresher",
@@ -100,15 +103,24 @@ class ListenConfig(ConfigModel):
 class PolicyConfig(ConfigModel):
     """The low-level placement policy that scores nodes."""
 
-    name: Literal["topology-heuristic"] = Field(
+    name: Literal["topology-heuristic", "learned"] = Field(
         "topology-heuristic",
         description="Policy name. topology-heuristic: prefer nodes hosting the pod's callers and callees "
                     "(weighted by call rate), penalise nodes above targetUtilization "
-                    "(policy.lowlevel.TopologyHeuristic).")
+                    "(policy.lowlevel.TopologyHeuristic). learned: the trained placement policy of `bundle` "
+                    "(policy.placement.LearnedPlacement; numpy).")
     target_utilization: float = Field(
         0.7, gt=0.0, lt=1.0,
-        description="CPU utilisation (requested or measured, with the pod added) above which a node is "
-                    "penalised, as a fraction 0 < x < 1. Default 0.7.")
+        description="topology-heuristic: CPU utilisation (requested or measured, with the pod added) above which "
+                    "a node is penalised, as a fraction 0 < x < 1. Default 0.7.")
+    bundle: str | None = Field(
+        None, min_length=1,
+        description="learned: the policy bundle directory (level low); null = the committed "
+                    "policy/bundles/hrl-scheduler/low. Loaded at start: a bad bundle is a configuration error.")
+    embedding_refresh_seconds: float = Field(
+        30.0, gt=0.0,
+        description="learned: how often the service rows (graph-encoder embeddings) are recomputed from the "
+                    "snapshot in the background when no embedding cache provides them. Default 30.")
 
 
 class TopologyConfig(ConfigModel):
@@ -250,11 +262,32 @@ def tls_server_kwargs(config: ExtenderConfiguration) -> dict[str, str]:
 
 
 def build_policy(config: ExtenderConfiguration) -> PlacementPolicy:
-    """The placement policy ``config.policy`` names, configured."""
+    """The placement policy ``config.policy`` names, configured. ``learned`` loads its bundle (and the graph
+    encoder it was trained with); raises :class:`policy.bundle.BundleError` (a ``ValueError``, one line naming
+    the bundle) when it cannot."""
     p = config.policy
     if p.name == "topology-heuristic":
         return TopologyHeuristic(target_utilization=p.target_utilization)
+    if p.name == "learned":
+        from policy.placement import DEFAULT_PLACEMENT_BUNDLE, LearnedPlacement  # noqa: PLC0415 - only when used
+
+        return LearnedPlacement.load(p.bundle or DEFAULT_PLACEMENT_BUNDLE, refresh_s=p.embedding_refresh_seconds)
     raise ValueError(f"policy.name: unknown policy {p.name!r}")  # pragma: no cover - Literal guards this
+
+
+def start_policy_feeds(policy: PlacementPolicy, config: ExtenderConfiguration, store) -> object | None:
+    """Feed a learned policy its service rows off the request path: with ``cache`` configured it prefers the
+    cache's embeddings (``store.get().embeddings``, when made by the encoder it was trained with); a background
+    :class:`policy.placement.RowsRefresher` recomputes rows from the store's snapshot every
+    ``policy.embeddingRefreshSeconds`` either way (the fallback). Returns the started refresher (call ``stop()``
+    at shutdown), or ``None`` for a policy that needs no rows."""
+    from policy.placement import LearnedPlacement, RowsRefresher  # noqa: PLC0415
+
+    if not isinstance(policy, LearnedPlacement):
+        return None
+    if config.cache is not None:
+        policy.embedding_source = lambda: store.get().embeddings
+    return RowsRefresher(policy, lambda: store.get().snapshot, config.policy.embedding_refresh_seconds).start()
 
 
 def topology_refresher(config: ExtenderConfiguration):

@@ -88,7 +88,9 @@ IDENTITIES: dict[str, list[dict[str, Any]]] = {
          "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+        {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["get", "update", "patch"]},
     ],
 }
 

@@ -88,7 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
                 parsers[prefix] = p
             if prefix not in groups:
                 groups[prefix] = parsers[prefix].add_subparsers(title="subcommands", metavar="COMMAND")
-        p = groups[cmd.path[:-1]].add_parser(cmd.path[-1], help=cmd.help, description=cmd.help)
+        if cmd.path in parsers:  # made as the group of nested commands registered earlier: give it a body
+            p = parsers[cmd.path]
+            p.description = cmd.help
+        else:
+            p = groups[cmd.path[:-1]].add_parser(cmd.path[-1], help=cmd.help, description=cmd.help)
         for flags, kwargs in cmd.arguments:
             p.add_argument(*flags, **kwargs)
         p.set_defaults(_run=cmd.run, _parser=p, _name=" ".join(cmd.path))
@@ -188,6 +192,22 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 # ---- graph encoder and embedding cache (bodies in policy/encoder_train.py, policy/cache_cli.py) ---------
 
+@subcommand("train", "train the learned stacks: with --all, every stage in order (encoder, drpc, placement) "
+                     "and every stack's bundles under policy/bundles/<stack>/ (make train)", [
+    arg("--all", action="store_true", help="run every stage (policy/train_all.py); else name a stage subcommand"),
+    arg("--out", default=None, help="bundles root (default: policy/bundles)"),
+    arg("--quick", action="store_true", help="tiny stages for smoke tests (seconds to minutes)"),
+    arg("--seed", type=int, default=0, help="seed of every stage"),
+    arg("--stages", default=None, help="comma-separated subset of: encoder,drpc,placement (order is fixed)"),
+    arg("--report", default=None, metavar="DIR",
+        help="where training.json/.csv go (default: benchmarks/ for a full run, else out/train)"),
+])
+def cmd_train(args: argparse.Namespace) -> int:
+    from .train_all import cmd_train as run  # lazy: the stages import torch themselves
+
+    return run(args)
+
+
 @subcommand("train encoder", "pre-train the graph encoder (torch) and write its bundle", [
     arg("--out", default=None, help="bundle directory (default: policy/bundles/encoder)"),
     arg("--quick", action="store_true", help="a tiny run for smoke tests (seconds)"),
@@ -211,6 +231,61 @@ def cmd_train_encoder(args: argparse.Namespace) -> int:
 ])
 def cmd_export_encoder(args: argparse.Namespace) -> int:
     from .encoder_train import export_checkpoint  # lazy: torch
+
+    b = export_checkpoint(args.checkpoint, args.out)
+    print(f"{b.policy_version}: bundle written to {args.out}", file=sys.stderr)
+    return 0
+
+
+@subcommand("train drpc", "train the GRU workload predictor and the DRPC teacher + students (torch); write their "
+                          "bundles", [
+    arg("--students", default="drpc,hrl", help="comma-separated students: drpc (DRPC baseline), hrl (with graph "
+                                               "embeddings), hrl-td3 (no teacher; the hrl-flat ablation)"),
+    arg("--minutes", type=int, default=None, help="simulated minutes of training (default 30000)"),
+    arg("--seed", type=int, default=0, help="seed of episodes, exploration and torch"),
+    arg("--apps", default=None, help="comma-separated training apps (default online-boutique,sock-shop,"
+                                     "dsb-hotel-reservation)"),
+    arg("--predictor", default=None, metavar="DIR", help="reuse this predictor bundle instead of training one"),
+    arg("--out", default=None, metavar="ROOT", help="bundles root (default policy/bundles: drpc/, "
+                                                    "hrl-scheduler/high/, hrl-flat/high/)"),
+    arg("--run-dir", default=None, help="progress.csv, learning_curves.png, checkpoint.pt, report.json "
+                                        "(default runs/drpc-s<seed>-<time>)"),
+    arg("--quick", action="store_true", help="a tiny run for smoke tests (seconds)"),
+])
+def cmd_train_drpc(args: argparse.Namespace) -> int:
+    from .drpc_train import run_cli  # lazy: torch
+
+    return run_cli(args.students, args.minutes, args.seed, args.run_dir, args.out, args.apps, args.predictor,
+                   args.quick)
+
+
+@subcommand("train placement", "train the learned placement policy in the simulator (torch) and write its bundle", [
+    arg("--out", default=None, help="bundle directory (default: policy/bundles/<variant>/low; with --quick: "
+                                     "runs/placement-<variant>-quick/bundle)"),
+    arg("--run-dir", default=None, help="log.csv, learning_curves.png, checkpoint.pt, report.json (default: "
+                                        "runs/placement-<variant>)"),
+    arg("--quick", action="store_true", help="a tiny run for smoke tests (seconds)"),
+    arg("--seed", type=int, default=0, help="seed of instances, sampling and torch"),
+    arg("--iterations", type=int, default=None, help="override the number of policy updates"),
+    arg("--time-budget", type=float, default=None, metavar="SECONDS", help="stop training after this long"),
+    arg("--variant", choices=("hrl-scheduler", "hrl-no-encoder", "hrl-flat"), default="hrl-scheduler",
+        help="which low-level bundle: hrl-scheduler (encoder embeddings, intent-conditioned), hrl-no-encoder (flat "
+             "per-service features), hrl-flat (never sees an intent)"),
+    arg("--flat", action="store_true", help="shorthand for --variant hrl-no-encoder"),
+    arg("--no-eval", action="store_true", help="skip the final comparison on train and held-out apps"),
+])
+def cmd_train_placement(args: argparse.Namespace) -> int:
+    from .placement_train import run_cli  # lazy: torch
+
+    return run_cli(args)
+
+
+@subcommand("export placement", "write a placement bundle from a checkpoint of 'train placement'", [
+    arg("checkpoint", metavar="CHECKPOINT", help="the checkpoint.pt in the run directory of 'train placement'"),
+    arg("--out", required=True, help="bundle directory to write"),
+])
+def cmd_export_placement(args: argparse.Namespace) -> int:
+    from .placement_train import export_checkpoint  # lazy: torch
 
     b = export_checkpoint(args.checkpoint, args.out)
     print(f"{b.policy_version}: bundle written to {args.out}", file=sys.stderr)

@@ -30,7 +30,10 @@ class TD3Config:
     - ``actor_lr`` / ``critic_lr``: Adam learning rates;
     - ``batch_size``, ``buffer_size``, ``learning_starts`` (transitions before the first update);
     - ``hidden``: hidden layer width; ``imitation_weight``: weight of the distillation loss in a student
-      update (DRPC), >= 0.
+      update (DRPC), >= 0;
+    - ``actor_q_normalization``: divide the actor's ``−Q`` by the batch's mean ``|Q|`` (detached), as TD3+BC
+      does (Fujimoto & Gu, 2021), so an added loss (imitation) keeps the same relative weight whatever the
+      scale of the returns. Off by default (plain TD3).
     """
 
     gamma: float = 0.95
@@ -46,6 +49,7 @@ class TD3Config:
     learning_starts: int = 1_000
     hidden: int = 64
     imitation_weight: float = 1.0
+    actor_q_normalization: bool = False
 
 
 class ReplayBuffer:
@@ -170,6 +174,8 @@ class TD3:
 
     def actor_loss(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
         q1, _ = self.critic(b["obs"], self.actor(b["obs"]))
+        if self.config.actor_q_normalization:
+            return -q1.mean() / q1.abs().mean().detach().clamp_min(1e-6)
         return -q1.mean()
 
     def update(self, b: dict[str, torch.Tensor], extra_actor_loss=None) -> dict[str, float | None]:
@@ -201,13 +207,18 @@ def imitation_loss(student: Actor, obs: torch.Tensor, teacher_action: torch.Tens
 
 class WorkloadPredictor(nn.Module):
     """DRPC's workload predictor: a GRU over the last ``window`` per-minute request rates (normalised),
-    predicting the next ``horizon`` minutes. ``x``: (B, window, 1) → (B, horizon)."""
+    predicting the next ``horizon`` minutes. ``x``: (B, window, 1) → (B, horizon).
 
-    def __init__(self, hidden: int = 32, horizon: int = 5):
+    ``last_value_skip``: the head predicts the change from the window's last value (``x[:, -1]`` is added to
+    every output), so an untrained network starts as the naive last-value forecast."""
+
+    def __init__(self, hidden: int = 32, horizon: int = 5, last_value_skip: bool = False):
         super().__init__()
         self.gru = nn.GRU(1, hidden, batch_first=True)
         self.head = nn.Linear(hidden, horizon)
+        self.last_value_skip = last_value_skip
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         _, h = self.gru(x)
-        return self.head(h[-1])
+        y = self.head(h[-1])
+        return y + x[:, -1, :] if self.last_value_skip else y

@@ -135,13 +135,16 @@ DESCHEDULER_ALLOWED = [
     ("create", "pods/eviction"), *READS, ("list", "poddisruptionbudgets.policy"), ("list", "deployments.apps"),
     ("list", "replicasets.apps"), ("list", "statefulsets.apps"), ("list", "persistentvolumes"),
     ("list", "persistentvolumeclaims"), ("get", "deployments.apps/scale"), ("update", "deployments.apps/scale"),
-    ("patch", "deployments.apps/scale"),
+    ("patch", "deployments.apps/scale"), ("list", "horizontalpodautoscalers.autoscaling"),
+    ("watch", "horizontalpodautoscalers.autoscaling"),
 ]
 DESCHEDULER_FORBIDDEN = [
     ("delete", "pods"), ("deletecollection", "pods"), ("create", "pods"), ("update", "pods"), ("patch", "pods"),
     ("list", "secrets"), ("get", "secrets"), ("patch", "nodes"), ("update", "nodes"), ("delete", "nodes"),
     ("create", "pods/binding"), ("update", "deployments.apps"), ("delete", "deployments.apps"),
     ("update", "statefulsets.apps/scale"), ("delete", "poddisruptionbudgets.policy"), ("list", "configmaps"),
+    ("create", "horizontalpodautoscalers.autoscaling"), ("update", "horizontalpodautoscalers.autoscaling"),
+    ("delete", "horizontalpodautoscalers.autoscaling"), ("patch", "deployments.apps"),
 ]
 
 

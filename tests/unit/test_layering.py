@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TRAINING_MODULES = {"nn", "td3", "train", "export", "hrl_train", "drpc_train", "encoder_train", "torch_utils"}
+TRAINING_MODULES = {"nn", "td3", "train", "export", "hrl_train", "drpc_train", "encoder_train", "torch_utils",
+                    "placement_train"}
 
 
 def imports_of(path: Path) -> set[str]:
@@ -58,7 +59,7 @@ def test_torch_is_imported_only_by_training_modules():
 
 def test_the_servers_and_the_cli_run_without_loading_torch():
     code = ("import sys, extender.server, extender.__main__, descheduler.loop, descheduler.__main__, "
-            "policy.cli, policy.sim.engine; "
+            "policy.cli, policy.sim.engine, policy.placement, policy.placement_bench; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -311,7 +311,14 @@ def test_the_descheduler_may_evict_and_scale_but_never_delete_pods():
                       ("apps", "deployments/scale", "patch")}
     reads = {r for _, r, v in granted if v == "list"}
     assert reads == {"nodes", "pods", "persistentvolumes", "persistentvolumeclaims", "poddisruptionbudgets",
-                     "deployments", "replicasets", "statefulsets"}
+                     "deployments", "replicasets", "statefulsets", "horizontalpodautoscalers"}
+
+
+def test_the_descheduler_may_only_read_horizontal_pod_autoscalers_to_leave_their_deployments_alone():
+    granted = rules_of(render("base"), "ClusterRole", "hrl-scheduler:descheduler")
+    assert {(g, v) for g, r, v in granted if r == "horizontalpodautoscalers"} == {
+        ("autoscaling", "list"), ("autoscaling", "watch")}
+    assert not [t for t in granted if t[1].startswith("statefulsets/")]  # only Deployments are scaled
 
 
 @pytest.mark.parametrize("target", targets())

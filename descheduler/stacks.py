@@ -1,0 +1,224 @@
+"""hrl-scheduler's learned stacks for the simulator (`make bench`, ``hrl-policy simulate --policy NAME``),
+registered through the entry-point group ``hrl_scheduler.stacks`` (:mod:`policy.sim.stacks`; this module may
+import ``policy``, ``policy`` never imports it).
+
+Every stack is the product wired as in a cluster:
+
+- **low level**: the learned placement policy of the stack's bundle, plugged into kube-scheduler's default
+  profile as an extender (``InProcessExtender``, weight 2 as the shipped KubeSchedulerConfiguration: each 0..10
+  score × 2 × 10 is added to the in-tree plugins' sum), fed with the current cluster index and the intent;
+- **high level**: :class:`policy.hrl.HierarchicalPolicy` driven by the real :func:`descheduler.loop.run_once`
+  (guards, caps, cooldown, the bounds of ``scaling``) once per simulated minute: replica targets every minute
+  through the simulator's scale subresource (:class:`descheduler.scale.SimScaler`), moves every 5 simulated
+  minutes through its Eviction API, and the intent of each cycle passed down to the low level.
+
+=====================  ===================================================================================
+stack                  what differs from ``hrl-scheduler`` (bundles under ``policy/bundles/<stack>/``)
+=====================  ===================================================================================
+``hrl-scheduler``      the full hierarchy: ``low/`` placement on service embeddings, ``high/`` DRPC students
+                       (distilled from the teacher), intent from cluster utilisation × forecast
+``hrl-no-encoder``     ``low/`` and ``high/`` trained on flat per-service features instead of embeddings
+``hrl-flat``           no hierarchy: the low level never gets an intent (always the INTENT_SPEC defaults,
+                       and its ``low/`` bundle is trained that way), the students of ``high/`` are trained by
+                       TD3 alone (no teacher, no distillation), and moves are planned with the default intent
+                       too; everything else (moves by the low level's scores, replica targets) is unchanged,
+                       so the ablation isolates the coordination from above
+``hrl-no-rebalance``   no moves (no evictions at all); intent and replica targets as ``hrl-scheduler``
+``hrl-no-autoscale``   fixed replicas (the manifests'); only ``low/`` is loaded
+=====================  ===================================================================================
+
+``drpc`` (DRPC's TD3 autoscaling with default placement) is a stack of ``policy.drpc``.
+
+A factory raises :class:`policy.hrl.BundleMissing` naming the path when a bundle is missing: the benchmark never
+falls back silently to a heuristic. Tests and the demo build the same stacks from other parts with
+:func:`build_hrl_stack` (``parts=``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from policy.hrl import (DEFAULT_BUNDLES, FixedIntent, HierarchicalPolicy, ReplicaAutoscaler, UtilizationIntent,
+                        load_learned_autoscaler, load_learned_placement)
+from policy.index import ClusterIndex
+from policy.lowlevel import PlacementPolicy
+from policy.sim.engine import BACKGROUND_NAMESPACE, PeriodicHook, Simulation
+from policy.sim.kube_scheduler import InProcessExtender, KubeSchedulerModel
+from policy.sim.stacks import (AUTOSCALER_PERIOD_MIN, DESCHEDULER_PERIOD_MIN, StackBuild, StackContext,
+                               autoscaled_workloads, terms_lookup)
+
+from .config import DeschedulerConfiguration, load_descheduler_config
+from .guards import EvictionHistory
+from .loop import CycleReport, run_once
+from .scale import SimScaler
+
+__all__ = [
+    "HrlVariant",
+    "VARIANTS",
+    "StackParts",
+    "EXTENDER_WEIGHT",
+    "MOVE_MARGIN",
+    "SIM_DESCHEDULER_CONFIG",
+    "sim_descheduler_config",
+    "load_parts",
+    "build_hrl_stack",
+    "hrl_scheduler",
+    "hrl_no_encoder",
+    "hrl_flat",
+    "hrl_no_rebalance",
+    "hrl_no_autoscale",
+]
+
+#: The extender's weight in the shipped KubeSchedulerConfiguration (manifests/).
+EXTENDER_WEIGHT = 2
+#: Score points (0..10) the best other node must beat the pod's node by before a move: a move costs the
+#: requests in flight on the evicted pod and a start-up delay, so small differences are not worth it.
+MOVE_MARGIN = 2.0
+
+#: The descheduler's configuration inside the simulator: the shipped caps and cooldown, the background
+#: tenants' namespace excluded, replicas within 1..10 (as the HPA baseline), at most 4 added or removed per
+#: Deployment per minute (the HPA's default scale-up policy: 4 pods per period).
+SIM_DESCHEDULER_CONFIG: Mapping[str, Any] = {
+    "apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfiguration",
+    "excludedNamespaces": ["kube-system", BACKGROUND_NAMESPACE],
+    "scaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 10, "maxStepPerCycle": 4},
+}
+
+
+def sim_descheduler_config() -> DeschedulerConfiguration:
+    """:data:`SIM_DESCHEDULER_CONFIG` loaded."""
+    return load_descheduler_config(dict(SIM_DESCHEDULER_CONFIG))
+
+
+@dataclass(frozen=True)
+class HrlVariant:
+    """One learned stack: its ``name`` (also its bundle folder), whether it plans moves (``rebalance``), has
+    replica targets (``autoscale``) and passes the intent down (``pass_intent``), and a one-line description."""
+
+    name: str
+    rebalance: bool = True
+    autoscale: bool = True
+    pass_intent: bool = True
+    description: str = ""
+
+
+VARIANTS: dict[str, HrlVariant] = {v.name: v for v in (
+    HrlVariant("hrl-scheduler", description="learned placement (extender) + hierarchical descheduler: DRPC "
+                                            "replica targets, moves by the low level's scores, intent"),
+    HrlVariant("hrl-no-encoder", description="hrl-scheduler on flat per-service features (no graph encoder)"),
+    HrlVariant("hrl-flat", pass_intent=False,
+               description="no hierarchy: no intent passed down, students without a teacher"),
+    HrlVariant("hrl-no-rebalance", rebalance=False, description="hrl-scheduler without moves (no evictions)"),
+    HrlVariant("hrl-no-autoscale", autoscale=False, description="hrl-scheduler with fixed replicas"),
+)}
+
+
+@dataclass(frozen=True)
+class StackParts:
+    """The learned parts a stack runs: the low-level ``placement`` and the ``autoscaler`` (``None`` for a
+    variant without replica targets)."""
+
+    placement: PlacementPolicy
+    autoscaler: ReplicaAutoscaler | None = None
+
+
+def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None = None) -> StackParts:
+    """Load ``<root>/<variant>/low`` (and ``high`` when the variant autoscales); ``root`` defaults to
+    ``policy/bundles``. Raises :class:`policy.hrl.BundleMissing` naming the missing path, and whatever the
+    loaders raise for a bad bundle."""
+    base = Path(root) if root is not None else DEFAULT_BUNDLES
+    placement = load_learned_placement(base / variant.name / "low")
+    auto = None
+    if variant.autoscale:
+        auto = load_learned_autoscaler(base / variant.name / "high", autoscaled_workloads(ctx.app),
+                                       slo_p95_ms=ctx.app.slo_p95_ms)
+    return StackParts(placement, auto)
+
+
+def build_hrl_stack(name: str, ctx: StackContext, parts: StackParts | None = None, *,
+                    root: str | Path | None = None, config: DeschedulerConfiguration | None = None,
+                    reports: list[CycleReport] | None = None) -> StackBuild:
+    """Build learned stack ``name`` (a key of :data:`VARIANTS`) for one simulation (see the module docstring).
+
+    ``parts``: the placement and autoscaler to run (default: :func:`load_parts` from ``root``); ``config``:
+    the descheduler's configuration (default :func:`sim_descheduler_config`); ``reports``: a list that receives
+    every cycle's :class:`~descheduler.loop.CycleReport`. Raises ``ValueError`` for an unknown name and
+    :class:`policy.hrl.BundleMissing` for a missing bundle."""
+    if name not in VARIANTS:
+        raise ValueError(f"unknown learned stack {name!r} (known: {', '.join(VARIANTS)})")
+    variant = VARIANTS[name]
+    if parts is None:
+        parts = load_parts(variant, ctx, root)
+    cfg = config if config is not None else sim_descheduler_config()
+    workloads = tuple(autoscaled_workloads(ctx.app))
+    planner = HierarchicalPolicy(
+        autoscaler=parts.autoscaler if variant.autoscale else None,
+        intent_policy=UtilizationIntent() if variant.pass_intent else FixedIntent(),
+        rebalance=variant.rebalance, margin=MOVE_MARGIN,
+        overload_threshold=cfg.planner.overload_threshold, max_moves=cfg.planner.max_moves,
+        max_moves_per_service=cfg.planner.max_moves_per_service,
+        moves_period_s=DESCHEDULER_PERIOD_MIN * 60.0, scale_period_s=AUTOSCALER_PERIOD_MIN * 60.0,
+        workloads=workloads, excluded_namespaces=tuple(cfg.excluded_namespaces),
+        evict_local_storage_pods=cfg.evict_local_storage_pods, name=f"{name}-planner")
+    placement = parts.placement
+    shared: dict[str, Any] = {"index": None, "intent": None}
+
+    def on_change(snapshot) -> None:
+        shared["index"] = ClusterIndex.build(snapshot)
+
+    def view():
+        return shared["index"], (shared["intent"] if variant.pass_intent else None)
+
+    from policy.baselines.kube_default import default_score_plugins  # noqa: PLC0415
+
+    extender = InProcessExtender(placement, view, weight=EXTENDER_WEIGHT)
+    scheduler = KubeSchedulerModel(plugins=default_score_plugins(terms_lookup(ctx.app)), extenders=[extender])
+    history = EvictionHistory()
+
+    auto = planner.autoscaler
+
+    def cycle(sim: Simulation) -> None:
+        if auto is not None and hasattr(auto, "signals"):  # the DRPC students read the mesh-like service metrics
+            from policy.drpc import signals_from_sim  # noqa: PLC0415
+
+            auto.signals = signals_from_sim(sim)
+        report = run_once(sim.observe, sim.evictor, planner, placement, cfg, history, sim.now_s,
+                          scaler=SimScaler(sim))
+        if variant.pass_intent:
+            shared["intent"] = report.intent
+        if reports is not None:
+            reports.append(report)
+
+    hook = PeriodicHook("hrl-descheduler", AUTOSCALER_PERIOD_MIN, cycle)
+    return StackBuild(scheduler, hooks=(hook,), scheduler_name="hrl-scheduler", on_change=on_change)
+
+
+def hrl_scheduler(ctx: StackContext) -> StackBuild:
+    """hrl-scheduler: learned placement (extender) + hierarchical descheduler (DRPC replica targets every
+    minute, moves every 5 minutes, intent passed down); bundles policy/bundles/hrl-scheduler/{low,high}."""
+    return build_hrl_stack("hrl-scheduler", ctx)
+
+
+def hrl_no_encoder(ctx: StackContext) -> StackBuild:
+    """hrl-scheduler on flat per-service features instead of graph embeddings (ablation); bundles
+    policy/bundles/hrl-no-encoder/{low,high}."""
+    return build_hrl_stack("hrl-no-encoder", ctx)
+
+
+def hrl_flat(ctx: StackContext) -> StackBuild:
+    """No hierarchy (ablation): no intent passed down, students trained without a teacher; bundles
+    policy/bundles/hrl-flat/{low,high}."""
+    return build_hrl_stack("hrl-flat", ctx)
+
+
+def hrl_no_rebalance(ctx: StackContext) -> StackBuild:
+    """hrl-scheduler without moves (ablation); bundles policy/bundles/hrl-no-rebalance/{low,high}."""
+    return build_hrl_stack("hrl-no-rebalance", ctx)
+
+
+def hrl_no_autoscale(ctx: StackContext) -> StackBuild:
+    """hrl-scheduler with fixed replicas (ablation); bundle policy/bundles/hrl-no-autoscale/low."""
+    return build_hrl_stack("hrl-no-autoscale", ctx)

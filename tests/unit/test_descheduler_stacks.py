@@ -1,0 +1,109 @@
+"""descheduler/stacks.py: the learned stacks in the simulator, built with stand-in parts (the heuristic low level
+and the utilisation-target autoscaler) where the bundles are not trained yet; the factories never fall back."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from descheduler import stacks as hs
+from policy.hrl import BundleMissing, UtilizationTargetAutoscaler
+from policy.lowlevel import TopologyHeuristic
+from policy.highlevel import default_intent
+from policy.sim.app import load_app
+from policy.sim.engine import ClusterSpec, SimConfig, Simulation, rps_for_app
+from policy.sim.model import PerfModel
+from policy.sim.stacks import StackBuild, StackContext, autoscaled_workloads, register_stack, run_stack
+from policy.sim.traces import load_trace
+
+MINUTES = 11
+_names = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def world():
+    app = load_app("online-boutique")
+    rps = rps_for_app(load_trace("nasa", MINUTES), PerfModel(app), app, 0.8)
+    return app, rps, ClusterSpec(nodes=6), SimConfig(minutes=MINUTES, seed=0, n_samples=300)
+
+
+def parts(app) -> hs.StackParts:
+    return hs.StackParts(TopologyHeuristic(), UtilizationTargetAutoscaler(
+        target_utilization=0.3, workloads=tuple(autoscaled_workloads(app))))
+
+
+def simulate(name, world):
+    app, rps, spec, cfg = world
+    reports: list = []
+    built = hs.build_hrl_stack(name, StackContext(app, spec, 0, cfg), parts(app), reports=reports)
+    sim = Simulation(app, rps, spec, built.scheduler, cfg, hooks=built.hooks, on_change=built.on_change,
+                     scheduler_name=built.scheduler_name)
+    result = sim.run()
+    return built, reports, result, sim
+
+
+def test_hrl_scheduler_runs_the_real_descheduler_loop_every_minute_and_passes_its_intent_down(world):
+    built, reports, result, sim = simulate("hrl-scheduler", world)
+    assert built.scheduler_name == "hrl-scheduler" and [h.period_min for h in built.hooks] == [1]
+    assert [r.started_at_s / 60 for r in reports] == list(range(1, MINUTES))
+    (ext,) = built.scheduler.extenders
+    assert ext.weight == hs.EXTENDER_WEIGHT and ext.calls["prioritize"] >= 12
+    _index, intent = ext.view()
+    assert intent == reports[-1].intent  # the low level scores with the last cycle's intent
+    scaled = [s for r in reports for s in r.scaling if s.outcome == "scaled"]
+    assert scaled and all(s.workload in autoscaled_workloads(world[0]) for s in scaled)
+    assert all(abs(s.target - s.current) <= 4 and 1 <= s.target <= 10 for s in scaled)
+    assert result.pods_placed > 12  # the new replicas were placed (through the extender)
+    move_minutes = {r.started_at_s / 60 for r in reports if r.planned_moves}
+    assert move_minutes and move_minutes <= {5.0, 10.0}  # moves are planned every 5 simulated minutes only
+    assert all(r.planner == "hrl-scheduler-planner" for r in reports)
+
+
+def test_the_ablations_switch_off_exactly_their_part(world):
+    _b, no_rebalance, _r, _s = simulate("hrl-no-rebalance", world)
+    assert all(r.planned_moves == () for r in no_rebalance) and any(r.scaling for r in no_rebalance)
+    _b, no_autoscale, res, _s = simulate("hrl-no-autoscale", world)
+    assert all(dict(r.replica_targets) == {} and r.scaling == () for r in no_autoscale)
+    assert res.pods_placed == 12
+    built, flat, _r, _s = simulate("hrl-flat", world)
+    assert all(r.intent == default_intent() for r in flat)
+    assert built.scheduler.extenders[0].view()[1] is None  # no intent ever reaches the low level
+
+
+def test_a_stack_registered_by_name_runs_through_the_stack_registry(world):
+    app, rps, spec, cfg = world
+    name = f"test-hrl-stand-in-{next(_names)}"
+    register_stack(name, "hrl-scheduler with stand-in parts")(
+        lambda ctx: hs.build_hrl_stack("hrl-scheduler", ctx, parts(ctx.app)))
+    result = run_stack(name, app, rps, spec, cfg)
+    assert result.metrics["cross_node_call_pct"] >= 0 and result.pods_placed >= 12
+
+
+def test_a_missing_bundle_fails_the_factory_with_its_path_never_a_silent_fallback(world, tmp_path):
+    app, _rps, spec, cfg = world
+    ctx = StackContext(app, spec, 0, cfg)
+    for name in hs.VARIANTS:
+        with pytest.raises(BundleMissing, match=str(tmp_path / name / "low")):
+            hs.build_hrl_stack(name, ctx, root=tmp_path)
+    with pytest.raises(ValueError, match="unknown learned stack"):
+        hs.build_hrl_stack("hrl-magic", ctx, parts(app))
+
+
+@pytest.mark.parametrize("factory, name", [(hs.hrl_scheduler, "hrl-scheduler"), (hs.hrl_no_encoder, "hrl-no-encoder"),
+                                           (hs.hrl_flat, "hrl-flat"), (hs.hrl_no_rebalance, "hrl-no-rebalance"),
+                                           (hs.hrl_no_autoscale, "hrl-no-autoscale")])
+def test_each_entry_point_factory_loads_its_own_bundles(world, factory, name):
+    app, _rps, spec, cfg = world
+    try:
+        built = factory(StackContext(app, spec, 0, cfg))
+    except BundleMissing as exc:  # not trained yet: the error names this stack's folder
+        assert f"policy/bundles/{name}/" in str(exc)
+    else:
+        assert isinstance(built, StackBuild) and built.scheduler_name == "hrl-scheduler"
+
+
+def test_the_simulated_descheduler_excludes_the_background_tenants_and_bounds_replicas():
+    cfg = hs.sim_descheduler_config()
+    assert "tenants" in cfg.excluded_namespaces and "kube-system" in cfg.excluded_namespaces
+    assert (cfg.scaling.min_replicas, cfg.scaling.max_replicas, cfg.scaling.max_step_per_cycle) == (1, 10, 4)
