@@ -8,6 +8,7 @@ The server-side checks (dry run, `kubectl auth can-i`) are in tests/integration/
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -18,14 +19,17 @@ from typing import Any
 import pytest
 import yaml
 
-from descheduler.config import load_descheduler_config
-from extender.config import load_extender_config
+from descheduler.config import load_descheduler_config, placement_from_config
+from extender.config import build_policy, load_extender_config
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 OVERLAYS = sorted(p.parent.name for p in (MANIFESTS / "overlays").glob("*/kustomization.yaml"))
 NAMESPACE = "hrl-scheduler-system"
-SCHEDULER_OVERLAYS = {"second-scheduler", "second-scheduler-tls", "default-scheduler-dropin"}
+SCHEDULER_OVERLAYS = {"second-scheduler", "second-scheduler-tls", "default-scheduler-dropin",
+                      "second-scheduler-learned"}
+#: components/learned-policies: the embedding-cache sidecar's gRPC port (Service port grpc-cache).
+CACHE_PORT = 50051
 
 #: DESIGN.md section 5, "Our shipped configuration".
 SHIPPED_EXTENDER = {"prioritizeVerb": "prioritize", "filterVerb": "filter", "weight": 2,
@@ -86,7 +90,7 @@ def targets() -> list[str]:
 
 def test_the_expected_overlays_exist():
     assert set(OVERLAYS) >= {"second-scheduler", "second-scheduler-tls", "default-scheduler-dropin",
-                             "descheduler-interval"}
+                             "descheduler-interval", "second-scheduler-learned"}
 
 
 @pytest.mark.parametrize("target", targets())
@@ -195,8 +199,76 @@ def test_the_extender_deployment_probes_healthz_and_readyz_on_its_configured_por
         assert vols[mounts[tls_dir]]["secret"]["secretName"] == "hrl-extender-tls"
     svc = one(objs, "Service", "hrl-extender")
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
-    assert [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [(ext.listen.port, "extender")]
+    cache_port = [(CACHE_PORT, "grpc-cache")] if ext.cache else []  # the sidecar of components/learned-policies
+    assert [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [(ext.listen.port, "extender")] + cache_port
     assert spec["serviceAccountName"] == "hrl-extender" and "schedulerName" not in spec
+
+
+def test_the_learned_overlay_runs_the_embedding_cache_beside_the_one_extender_with_grpc_probes():
+    objs = render("overlays/second-scheduler-learned")
+    dep = one(objs, "Deployment", "hrl-extender")
+    # One replica: a second Pod's own cache would not get the descheduler's embeddings (docs/embedding-cache.md).
+    assert dep["spec"]["replicas"] == 1
+    extender, cache = pod_spec(dep)["containers"]  # the extender stays first (kubectl logs/exec default)
+    assert extender["name"] == "extender" and cache["name"] == "embedding-cache"
+    assert cache["image"] == extender["image"]
+    assert cache["command"] + cache["args"] == ["hrl-policy", "cache", "serve", "--listen", f"0.0.0.0:{CACHE_PORT}"]
+    assert [(p["name"], p["containerPort"]) for p in cache["ports"]] == [("grpc-cache", CACHE_PORT)]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert cache[probe]["grpc"] == {"port": CACHE_PORT}, probe  # grpc.health.v1, service ""
+    ext = load_extender_config(configmap_file(objs, "hrl-extender-config", "config.yaml"))
+    assert ext.cache.address == f"127.0.0.1:{CACHE_PORT}"  # the sidecar, same Pod
+
+
+def test_the_learned_overlay_configures_the_learned_policies_and_the_descheduler_reaches_the_cache():
+    objs = render("overlays/second-scheduler-learned")
+    ext = load_extender_config(configmap_file(objs, "hrl-extender-config", "config.yaml"))
+    des = load_descheduler_config(configmap_file(objs, "hrl-descheduler-config", "config.yaml"))
+    assert (ext.policy.name, ext.policy.bundle) == ("learned", None)
+    assert (des.planner.name, des.planner.autoscaler.name, des.placement.name) == ("hierarchical", "drpc", "learned")
+    assert des.dry_run is True and des.state_file  # the CronJob's PVC keeps the planner's state
+    svc = one(objs, "Service", "hrl-extender")
+    (port,) = [p["port"] for p in svc["spec"]["ports"] if p["name"] == "grpc-cache"]
+    assert des.cache.address == f"hrl-extender.{NAMESPACE}.svc:{port}"
+    # The placement policy of both loads from the bundle committed in the repository (and shipped in the image).
+    assert type(build_policy(ext)).__name__ == type(placement_from_config(des)).__name__ == "LearnedPlacement"
+
+
+def render_components(tmp_path: Path, components: list[str], own: str | None = None) -> tuple[dict[str, Any], ...]:
+    """The base plus ``components`` (names under manifests/components, in this order), and last, when ``own``
+    is given, a Component of the user's replacing the descheduler configuration with ``own``."""
+    rel = Path(os.path.relpath(MANIFESTS, tmp_path))  # kustomize wants relative paths
+    comps = [str(rel / "components" / c) for c in components]
+    if own is not None:
+        (tmp_path / "mine").mkdir()
+        (tmp_path / "mine" / "descheduler-config.yaml").write_text(own)
+        (tmp_path / "mine" / "kustomization.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "kustomize.config.k8s.io/v1alpha1", "kind": "Component",
+            "configMapGenerator": [{"name": "hrl-descheduler-config", "namespace": NAMESPACE, "behavior": "replace",
+                                    "files": ["config.yaml=descheduler-config.yaml"]}]}))
+        comps.append("mine")
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [str(rel / "base")], "components": comps}))
+    return render_path(tmp_path)
+
+
+@pytest.mark.parametrize("order,planner", [
+    (["descheduler-interval", "learned-policies"], "hierarchical"),
+    (["learned-policies", "descheduler-interval"], "rebalance-heuristic"),
+])
+def test_the_last_component_listed_replaces_the_descheduler_configuration_as_the_docs_say(tmp_path, order, planner):
+    """components/learned-policies/kustomization.yaml and docs/operations.md section 3.5 rely on this."""
+    objs = render_components(tmp_path, order)
+    cfg = load_descheduler_config(configmap_file(objs, "hrl-descheduler-config", "config.yaml"))
+    assert cfg.planner.name == planner
+    assert find(objs, "CronJob") == []  # the interval Deployment either way
+
+
+def test_a_component_of_your_own_listed_last_replaces_the_shipped_configurations(tmp_path):
+    own = "apiVersion: hrl-scheduler.io/v1alpha1\nkind: DeschedulerConfiguration\ndryRun: false\n"
+    objs = render_components(tmp_path, ["descheduler-interval", "learned-policies"], own)
+    assert load_descheduler_config(configmap_file(objs, "hrl-descheduler-config", "config.yaml")).dry_run is False
 
 
 def scheduler_configs(target: str) -> list[dict[str, Any]]:
