@@ -18,7 +18,9 @@ Usage::
   ``~/.kube/config``. The plan's replica targets go through ``deployments/scale`` (``descheduler/scale.py``;
   a Deployment an HPA targets is left alone), unless ``scaling.enabled`` is false.
 - Planner state (the hierarchical planner's rate history and last intent) is kept in ``stateFile`` next to
-  the eviction history, so a CronJob's next run continues from it; dry runs do not write it.
+  the eviction history, so a CronJob's next run continues from it; dry runs do not write it. A planner state
+  that cannot be read (an older layout, a bad value) is dropped with one warning line and the planner starts
+  fresh (its next save replaces it); an unreadable eviction history stops the run (exit 1, fail closed).
 - ``--json``: stdout carries only the :meth:`CycleReport.to_json` object (one line per cycle in
   ``--interval`` mode); messages go to stderr. Without it, a readable report.
 
@@ -37,7 +39,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from policy.config import ConfigError
+from policy.config import MAX_SECONDS, ConfigError
 from policy.observe import ObjectError
 
 from .config import DeschedulerConfiguration, load_descheduler_config, placement_from_config, planner_from_config
@@ -60,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--once", action="store_true", help="run one cycle and exit (CronJob mode)")
     mode.add_argument("--interval", metavar="SECONDS", type=_positive_float,
-                      help="run a cycle every SECONDS until interrupted")
+                      help=f"run a cycle every SECONDS (<= {MAX_SECONDS}, 365 days) until interrupted")
     p.add_argument("--dry-run", action="store_true", help="evict nothing; report what would be evicted")
     p.add_argument("--snapshot", metavar="FILE",
                    help="read the cluster from a Kubernetes List JSON/YAML file or directory "
@@ -77,8 +79,9 @@ def _positive_float(s: str) -> float:
         v = float(s)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number of seconds > 0 (got {s!r})") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0 (got {s!r})")
+    if not 0 < v <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0 and <= {MAX_SECONDS} (365 days) "
+                                         f"(got {s!r})")
     return v
 
 
@@ -170,8 +173,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         observe = KubeObserver(api_client, graph)
     else:
+        warned: set[str] = set()
+
+        def warn_once(msg: str) -> None:  # the file is re-read every cycle: say each inconsistency once
+            if msg not in warned:
+                warned.add(msg)
+                _err(f"{PROG}: warning: {msg}")
+
         def observe():
-            return load_snapshot_file(snapshot_path, graph, taken_at_s=time.time())
+            return load_snapshot_file(snapshot_path, graph, taken_at_s=time.time(), warn=warn_once)
 
     try:
         observe()  # fail fast, before anything else, on an unreadable snapshot / unreachable API server
@@ -196,9 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if state_section is not None and hasattr(planner, "load_state"):
         try:
             planner.load_state(state_section)
-        except ValueError as exc:
-            _err(f"{PROG}: {config.state_file}: {exc}")
-            return 1
+        except ValueError as exc:  # learned state only: safe to start afresh (the eviction history fails closed)
+            _err(f"{PROG}: warning: {config.state_file}: dropping the planner state, starting fresh: "
+                 f"{' '.join(str(exc).split())[:300]}")
+            history.sections.pop("planner", None)
     scaler: Scaler | None = None
     if config.scaling.enabled:
         if live:

@@ -22,17 +22,19 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
       defaultRps: 1.0             # rate assumed for a dependency without a measured rate
       maxMovesPerService: 1
       maxMoves: 50
-      intent: null                # [locality_weight, balance_weight]; null = defaults (hierarchical: computed)
+      minServingPods: 2           # hierarchical: move a pod only while its service has this many bound pods
+      intent: null                # [locality_weight, balance_weight], two finite numbers >= 0; null = defaults
+                                  #   (hierarchical: computed by intentPolicy)
       # hierarchical only:
       rebalance: true             # plan moves (false: replica targets and intent only)
       movesPeriodSeconds: 0       # plan moves at most once per such window (0 = every cycle)
       scalePeriodSeconds: 0       # plan replica targets at most once per such window (0 = every cycle)
       autoscaler:                 # null = no replica targets
         name: utilization-target  # or drpc (the learned students; bundle below)
-        bundle: null              # drpc: bundle directory; null = policy/bundles/hrl-scheduler/high
+        bundle: null              # drpc only: bundle directory; null = policy/bundles/hrl-scheduler/high
         targetUtilization: 0.6    # utilization-target: CPU use / requests aimed at
         tolerance: 0.1
-        stabilizationSeconds: 300
+        stabilizationSeconds: 300  # scale-downs held this long (both; drpc: after the saturation shield)
         workloads: null           # [namespace/name, ...] the only Deployments scaled; null = all
       intentPolicy:               # cluster utilisation (x forecast) -> [locality_weight, balance_weight]
         lowUtilization: 0.3
@@ -44,7 +46,7 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
         smoothing: 0.5
     placement:                    # the low-level policy the planner scores with (as the extender's)
       name: topology-heuristic    # or learned (policy.placement.LearnedPlacement)
-      bundle: null                # learned: bundle directory; null = policy/bundles/hrl-scheduler/low
+      bundle: null                # learned only: bundle directory; null = policy/bundles/hrl-scheduler/low
       targetUtilization: 0.7      # topology-heuristic only
     scaling:                      # applying the plan's replica targets (deployments/scale)
       enabled: true               # false: report the targets, scale nothing
@@ -72,8 +74,11 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
 
 The caps and the guards mirror kubernetes-sigs/descheduler (``maxNoOfPodsToEvictPerNode``,
 ``maxNoOfPodsToEvictPerNamespace``, ``maxNoOfPodsToEvictTotal``; DefaultEvictor's ``evictLocalStoragePods``),
-with more conservative defaults. Load with :func:`load_descheduler_config`; every problem is reported with
-its dotted path in one :class:`policy.config.ConfigError`.
+with more conservative defaults. Every number is finite, every ``*Seconds`` field at most
+:data:`policy.config.MAX_SECONDS` (365 days), ``localityMin <= localityMax`` and ``balanceMin <= balanceMax``;
+a ``bundle`` is an error next to a heuristic ``name`` (and when empty). Load with
+:func:`load_descheduler_config`; every problem is reported with its dotted path in one
+:class:`policy.config.ConfigError`.
 """
 
 from __future__ import annotations
@@ -86,7 +91,7 @@ from pydantic import Field, field_validator, model_validator
 
 from policy.config import ConfigModel, load_config
 from policy.highlevel import HighLevelPolicy, RebalanceHeuristic
-from policy.lowlevel import PlacementPolicy, TopologyHeuristic
+from policy.lowlevel import INTENT_SPEC, PlacementPolicy, TopologyHeuristic
 
 __all__ = [
     "KIND",
@@ -129,7 +134,7 @@ class AutoscalerConfig(ConfigModel):
     ``bundle``, :func:`policy.hrl.load_learned_autoscaler`)."""
 
     name: Literal["utilization-target", "drpc"] = "utilization-target"
-    bundle: str | None = None
+    bundle: str | None = Field(None, min_length=1)
     target_utilization: float = Field(0.6, gt=0.0, le=1.0)
     tolerance: float = Field(0.1, ge=0.0)
     stabilization_seconds: float = Field(300.0, ge=0.0)
@@ -143,6 +148,12 @@ class AutoscalerConfig(ConfigModel):
             if not sep or not ns or not name or "/" in name:
                 raise ValueError(f"expected namespace/name, got {k!r}")
         return v
+
+    @model_validator(mode="after")
+    def _bundle_needs_drpc(self) -> AutoscalerConfig:
+        if self.bundle is not None and self.name != "drpc":
+            raise ValueError(f"bundle ({self.bundle!r}) is only read by name: drpc (got name: {self.name})")
+        return self
 
 
 class IntentPolicyConfig(ConfigModel):
@@ -162,6 +173,10 @@ class IntentPolicyConfig(ConfigModel):
         if not self.low_utilization < self.high_utilization:
             raise ValueError(f"lowUtilization ({self.low_utilization:g}) must be < highUtilization "
                              f"({self.high_utilization:g})")
+        if not self.locality_min <= self.locality_max:
+            raise ValueError(f"localityMin ({self.locality_min:g}) must be <= localityMax ({self.locality_max:g})")
+        if not self.balance_min <= self.balance_max:
+            raise ValueError(f"balanceMin ({self.balance_min:g}) must be <= balanceMax ({self.balance_max:g})")
         return self
 
 
@@ -176,6 +191,7 @@ class PlannerConfig(ConfigModel):
     default_rps: float = Field(1.0, gt=0.0)
     max_moves_per_service: int = Field(1, ge=1)
     max_moves: int = Field(50, ge=0)
+    min_serving_pods: int = Field(2, ge=1)
     intent: tuple[float, ...] | None = None
     rebalance: bool = True
     moves_period_seconds: float = Field(0.0, ge=0.0)
@@ -189,6 +205,17 @@ class PlannerConfig(ConfigModel):
     def _finite(cls, v: float) -> float:
         return _finite_number(v)
 
+    @field_validator("intent")
+    @classmethod
+    def _intent(cls, v: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        # policy.lowlevel.INTENT_SPEC: [locality_weight, balance_weight], each a finite weight >= 0
+        if v is None:
+            return v
+        names = ", ".join(n for n, _doc, _default in INTENT_SPEC)
+        if len(v) != len(INTENT_SPEC) or not all(x == x and abs(x) != float("inf") and x >= 0 for x in v):
+            raise ValueError(f"must be [{names}]: exactly {len(INTENT_SPEC)} finite numbers >= 0")
+        return v
+
 
 class PlacementConfig(ConfigModel):
     """The low-level policy the descheduler plans and checks feasibility with (it should be the extender's):
@@ -196,8 +223,14 @@ class PlacementConfig(ConfigModel):
     :class:`policy.placement.LearnedPlacement`)."""
 
     name: Literal["topology-heuristic", "learned"] = "topology-heuristic"
-    bundle: str | None = None
+    bundle: str | None = Field(None, min_length=1)
     target_utilization: float = Field(0.7, gt=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _bundle_needs_learned(self) -> PlacementConfig:
+        if self.bundle is not None and self.name != "learned":
+            raise ValueError(f"bundle ({self.bundle!r}) is only read by name: learned (got name: {self.name})")
+        return self
 
 
 class ScalingConfig(ConfigModel):
@@ -276,7 +309,7 @@ class CacheConfig(ConfigModel):
 
     address: str = Field(..., min_length=3)
     timeout_seconds: float = Field(2.0, gt=0.0, le=60.0)
-    encoder_bundle: str | None = None
+    encoder_bundle: str | None = Field(None, min_length=1)
     reencode_after_seconds: float = Field(300.0, gt=0.0)
 
     @field_validator("address")
@@ -342,7 +375,11 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
     a = cfg.autoscaler
     if a is not None and a.name == "drpc":
         bundle = a.bundle or str(hrl.DEFAULT_BUNDLES / "hrl-scheduler" / "high")
-        auto = hrl.load_learned_autoscaler(bundle, a.workloads)
+        try:
+            auto = hrl.load_learned_autoscaler(bundle, a.workloads, stabilization_s=a.stabilization_seconds)
+        except ValueError as exc:  # one line starting with the field (BundleMissing, BundleError)
+            field = "planner.autoscaler.bundle"
+            raise ValueError(hrl.bundle_error_line(field, exc, default=a.bundle is None)) from None
     elif a is not None:
         auto = hrl.UtilizationTargetAutoscaler(
             target_utilization=a.target_utilization, tolerance=a.tolerance, min_replicas=config.scaling.min_replicas,
@@ -355,7 +392,8 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
     return hrl.HierarchicalPolicy(
         autoscaler=auto, intent_policy=intent_policy, rebalance=cfg.rebalance, margin=cfg.locality_margin,
         overload_threshold=cfg.overload_threshold, max_moves=cfg.max_moves,
-        max_moves_per_service=cfg.max_moves_per_service, moves_period_s=cfg.moves_period_seconds,
+        max_moves_per_service=cfg.max_moves_per_service, min_serving_pods=cfg.min_serving_pods,
+        moves_period_s=cfg.moves_period_seconds,
         scale_period_s=cfg.scale_period_seconds, workloads=a.workloads if a is not None else None,
         excluded_namespaces=tuple(config.excluded_namespaces),
         evict_local_storage_pods=config.evict_local_storage_pods)
@@ -368,5 +406,8 @@ def placement_from_config(config: DeschedulerConfiguration) -> PlacementPolicy:
     if p.name == "learned":
         from policy import hrl  # noqa: PLC0415
 
-        return hrl.load_learned_placement(p.bundle or str(hrl.DEFAULT_BUNDLES / "hrl-scheduler" / "low"))
+        try:
+            return hrl.load_learned_placement(p.bundle or str(hrl.DEFAULT_BUNDLES / "hrl-scheduler" / "low"))
+        except ValueError as exc:  # one line starting with the field (BundleMissing, BundleError)
+            raise ValueError(hrl.bundle_error_line("placement.bundle", exc, default=p.bundle is None)) from None
     return TopologyHeuristic(target_utilization=p.target_utilization)

@@ -138,9 +138,14 @@ class EvictionHistory:
         if not p.exists():
             return cls(path=p)
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
+            raw = p.read_bytes()
+            data = json.loads(raw.decode("utf-8"))
         except OSError as exc:
             raise HistoryError(f"{p}: cannot read eviction history: {exc.strerror}") from exc
+        except UnicodeDecodeError as exc:
+            from policy.config import describe_utf8_error  # noqa: PLC0415 - only on this error path
+
+            raise HistoryError(f"{p}: eviction history is {describe_utf8_error(raw, exc)}") from exc
         except json.JSONDecodeError as exc:
             raise HistoryError(f"{p}:{exc.lineno}: eviction history is not valid JSON: {exc.msg}") from exc
         if not isinstance(data, dict) or data.get("version") != 1 or not isinstance(data.get("evictions"), list):

@@ -1,17 +1,18 @@
 """Cluster state from a file, for ``hrl-descheduler --snapshot FILE`` (and for tests).
 
-The file is what ``kubectl get nodes,pods,pdb,deployments -A -o json`` prints (a ``List``), or any file or
-directory :func:`policy.observe.load_objects` reads. The call graph comes from ``topology.sources`` of the
+The file is what ``kubectl get nodes,pods,pdb,deployments -A -o json`` (or ``-o yaml``) prints: a ``List``, or a
+directory of such files (:func:`policy.observe.load_snapshot_objects`; anything else is an error, never an
+empty cluster). The call graph comes from ``topology.sources`` of the
 configuration when given (:func:`load_topology`), else from the ``hrl-scheduler.io/depends-on``
 annotations of the workloads and pods in the snapshot (:func:`graph_from_annotations`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from policy.observe import load_objects, snapshot_from_objects
+from policy.observe import load_snapshot_objects, snapshot_from_objects, snapshot_warnings
 from policy.state import ANNOTATION_DEPENDS_ON, ClusterSnapshot, ServiceEdge, ServiceGraph
 
 __all__ = ["TopologyUnavailable", "graph_from_annotations", "load_topology", "load_snapshot_file"]
@@ -49,10 +50,16 @@ def load_topology(sources: Sequence[str]) -> tuple[ServiceGraph, list[str]]:
 
 
 def load_snapshot_file(path: str | Path, graph: ServiceGraph | None = None,
-                       taken_at_s: float = 0.0) -> ClusterSnapshot:
+                       taken_at_s: float = 0.0, warn: Callable[[str], None] | None = None) -> ClusterSnapshot:
     """Read a snapshot from ``path``; ``graph=None`` → :func:`graph_from_annotations` of its contents.
-    Raises :class:`policy.observe.ObjectError` (one line naming file, object, field and value)."""
-    snap = snapshot_from_objects(load_objects(path), graph, taken_at_s)
+    Raises :class:`policy.observe.ObjectError` (one line naming file, object, field and value) for a file that
+    is not a Kubernetes List (see :func:`policy.observe.load_snapshot_objects`). ``warn`` (optional) gets one
+    line per inconsistency that does not stop the read (:func:`policy.observe.snapshot_warnings`: pods bound
+    to nodes not in the snapshot, duplicate pods), each prefixed with the path."""
+    snap = snapshot_from_objects(load_snapshot_objects(path), graph, taken_at_s)
+    if warn is not None:
+        for w in snapshot_warnings(snap):
+            warn(f"{path}: {w}")
     if graph is None:
         snap = snap.with_graph(graph_from_annotations(snap))
     return snap

@@ -12,7 +12,8 @@ Every field is optional; an empty file (or no ``--config``) gives the defaults b
     policy:
       name: topology-heuristic # the low-level placement policy: topology-heuristic | learned
       targetUtilization: 0.7   # topology-heuristic: CPU utilisation above which a node counts as hot, 0 < x < 1
-      bundle: null             # learned: bundle directory; null = policy/bundles/hrl-scheduler/low
+      bundle: null             # learned only (an error with topology-heuristic); null = the shipped
+                               #   policy/bundles/hrl-scheduler/low
       embeddingRefreshSeconds: 30  # learned: recompute the service rows (embeddings) in the background this often
     topology:
       sources: []              # call-graph sources: manifest files/dirs, AppGroups, span CSVs, Alibaba CSVs, and
@@ -37,6 +38,7 @@ Relative paths are relative to the working directory of the process. The matchin
 http://HOST:PORT/scheduler``, ``prioritizeVerb: prioritize``, ``filterVerb: filter`` (optional),
 ``nodeCacheCapable: true``, ``ignorable: true``, ``weight``, ``httpTimeout``.
 
+Every number is finite and every ``*Seconds`` field at most :data:`policy.config.MAX_SECONDS` (365 days).
 Load with :func:`load_extender_config`; every problem is reported at once with its dotted path in a
 :class:`policy.config.ConfigError`.
 """
@@ -47,7 +49,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from policy.config import ConfigModel, load_config
 from policy.lowlevel import PlacementPolicy, TopologyHeuristic
@@ -121,6 +123,12 @@ class PolicyConfig(ConfigModel):
         30.0, gt=0.0,
         description="learned: how often the service rows (graph-encoder embeddings) are recomputed from the "
                     "snapshot in the background when no embedding cache provides them. Default 30.")
+
+    @model_validator(mode="after")
+    def _bundle_needs_learned(self) -> PolicyConfig:
+        if self.bundle is not None and self.name != "learned":
+            raise ValueError(f"bundle ({self.bundle!r}) is only read by name: learned (got name: {self.name})")
+        return self
 
 
 class TopologyConfig(ConfigModel):

@@ -10,6 +10,7 @@ read an immutable :class:`StoreView`; they never block on a writer.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -19,10 +20,12 @@ from pathlib import Path
 
 from policy.embeddings import EmbeddingEntry
 from policy.index import ClusterIndex
-from policy.observe import load_objects, snapshot_from_objects
+from policy.observe import load_snapshot_objects, snapshot_from_objects, snapshot_warnings
 from policy.state import ClusterSnapshot, ServiceGraph
 
 __all__ = ["StoreView", "SnapshotStore"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -199,10 +202,15 @@ class SnapshotStore:
 
     def load_file(self, path: str | Path, now_s: float | None = None) -> StoreView:
         """Load a static cluster state — a Kubernetes ``List`` as ``kubectl get nodes,pods,pdb -A -o json``
-        prints it, or any file/directory :func:`policy.observe.load_objects` reads — and :meth:`update`
-        with it. The snapshot's ``taken_at_s`` is the store clock's time. Raises
-        :class:`policy.observe.ObjectError` (one line naming file, object, field, value); nothing changes then."""
-        objs = load_objects(path)
+        prints it, or a directory of such files (:func:`policy.observe.load_snapshot_objects`) — and
+        :meth:`update` with it. The snapshot's ``taken_at_s`` is the store clock's time. Raises
+        :class:`policy.observe.ObjectError` (one line naming file, object, field, value) for anything that is not
+        such a List (``null``, ``{}``, ``[]``, an empty directory, ...); nothing changes then. Inconsistencies
+        that do not stop the load (pods bound to nodes not in the file, duplicate pods) are logged as one
+        warning line each (:func:`policy.observe.snapshot_warnings`)."""
+        objs = load_snapshot_objects(path)
         t = self.clock() if now_s is None else float(now_s)
         snap = snapshot_from_objects(objs, taken_at_s=t)
+        for w in snapshot_warnings(snap):
+            log.warning("snapshot %s: %s", path, w)
         return self.update(snap, now_s=t)

@@ -26,7 +26,15 @@ A bundle is a directory::
 Loading reads ``weights.npz`` with ``np.load(..., allow_pickle=False)`` (no code runs from a bundle), checks
 the SHA-256 and every array's shape against the manifest, and — when the caller says what it expects —
 refuses a different level, schema or feature specification with one line naming both (expected vs found).
-Bad bundles raise :class:`BundleError` (a ``ValueError``).
+Every field's JSON type is checked while loading (before anything is built from it): ``weights.sha256`` must
+be the 64-hex-digit digest (an empty or missing one is refused, never a skipped check), every listed shape a
+list of integers >= 0, every ``dims`` value an integer in 0..:data:`MAX_DIM`, ``normalization`` an object of
+``{"mean": [numbers], "std": [numbers]}`` objects, ``metadata`` an object, ``action_bounds`` null or an
+object; ``manifest.json`` must be UTF-8 text of at most :data:`MAX_MANIFEST_BYTES`. Bad bundles raise
+:class:`BundleError` (a ``ValueError``): one line naming the bundle directory and the field. What an
+architecture's own fields mean (``temperature``, ``layers`` against the arrays present, ...) is checked by
+the code that serves it (:class:`policy.placement.LearnedPlacement`, :class:`policy.drpc.StudentActor`, ...),
+also when the bundle is loaded.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import io
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -47,18 +56,55 @@ import numpy as np
 
 from .features import FeatureSpec, FeatureSpecError, check_specs
 
-__all__ = ["SCHEMA_VERSION", "LEVELS", "BundleError", "PolicyBundle", "MANIFEST", "WEIGHTS"]
+__all__ = ["SCHEMA_VERSION", "LEVELS", "BundleError", "PolicyBundle", "MANIFEST", "WEIGHTS", "MAX_DIM",
+           "MAX_MANIFEST_BYTES", "located"]
 
 SCHEMA_VERSION = 1
 LEVELS = ("low", "high", "encoder")
 MANIFEST = "manifest.json"
 WEIGHTS = "weights.npz"
+#: The largest value a ``dims`` entry may have (sizes, layer counts, ...): anything larger is a malformed
+#: manifest, refused before a loader sizes anything by it.
+MAX_DIM = 1 << 16
+#: The largest ``manifest.json`` read (the committed ones are under 20 KB).
+MAX_MANIFEST_BYTES = 16 << 20
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 Level = Literal["low", "high", "encoder"]
 
 
 class BundleError(ValueError):
     """A bundle is missing, malformed, or not what the caller expects (one line, naming the bundle)."""
+
+
+def located(exc: BaseException, path: str | Path | None) -> BundleError:
+    """``exc`` as a one-line :class:`BundleError` that names bundle directory ``path`` (prefixed with
+    ``bundle <path>: `` unless its message already names it; unchanged when ``path`` is empty)."""
+    msg = " ".join(str(exc).split()) or type(exc).__name__
+    if path and str(path) not in msg:
+        msg = f"bundle {path}: {msg}"
+    return BundleError(msg)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _check_normalization(norm: Mapping[str, Any]) -> None:
+    """Every ``normalization`` entry is an object whose ``mean`` / ``std`` (when present) are lists of numbers."""
+    for k, n in norm.items():
+        if not isinstance(n, Mapping):
+            raise BundleError(f"normalization.{k}: expected an object {{mean: [...], std: [...]}}, "
+                              f"found {type(n).__name__} {_short(n)}")
+        for part in ("mean", "std"):
+            v = n.get(part)
+            if v is not None and not (isinstance(v, (list, tuple)) and all(_is_number(x) for x in v)):
+                raise BundleError(f"normalization.{k}.{part}: expected a list of numbers, found {_short(v)}")
+
+
+def _short(v: Any, limit: int = 60) -> str:
+    r = repr(v)
+    return r if len(r) <= limit else r[:limit - 3] + "..."
 
 
 def _freeze(m: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -106,6 +152,8 @@ class PolicyBundle:
     action_bounds: Mapping[str, Any] | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
+    #: the directory it was loaded from ("" when built in memory); named in the errors of the code serving it
+    source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.level not in LEVELS:
@@ -116,8 +164,8 @@ class PolicyBundle:
             if not isinstance(s, FeatureSpec):
                 raise BundleError(f"feature_spec.{k}: expected a FeatureSpec, got {type(s).__name__}")
         for k, d in self.dims.items():
-            if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0:
-                raise BundleError(f"dims.{k}: expected an integer >= 0, got {d!r}")
+            if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 0 <= d <= MAX_DIM:
+                raise BundleError(f"dims.{k}: expected an integer in 0..{MAX_DIM}, got {_short(d)}")
         if not isinstance(self.architecture.get("type"), str):
             raise BundleError(f"architecture.type: expected text, got {self.architecture.get('type')!r}")
         arrays = {}
@@ -135,6 +183,7 @@ class PolicyBundle:
         object.__setattr__(self, "dims", MappingProxyType({str(k): int(v) for k, v in self.dims.items()}))
         object.__setattr__(self, "architecture", _freeze(_json_safe(self.architecture, "architecture")))
         object.__setattr__(self, "normalization", _freeze(_json_safe(self.normalization, "normalization")))
+        _check_normalization(self.normalization)
         if self.action_bounds is not None:
             object.__setattr__(self, "action_bounds", _freeze(_json_safe(self.action_bounds, "action_bounds")))
         object.__setattr__(self, "metadata", _freeze(_json_safe(self.metadata, "metadata")))
@@ -161,7 +210,12 @@ class PolicyBundle:
         try:
             return self.weights[name]
         except KeyError:
-            raise BundleError(f"bundle {self.policy_version}: weights: no array {name!r}") from None
+            raise BundleError(f"{self.where}: weights: no array {name!r}") from None
+
+    @property
+    def where(self) -> str:
+        """``bundle <source directory>`` (``bundle <policy_version>`` when built in memory), for messages."""
+        return f"bundle {self.source or self.policy_version}"
 
     def norm(self, key: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
         """``(mean, std)`` float32 vectors of length ``dim`` from ``normalization[key]`` (std floored at
@@ -169,10 +223,17 @@ class PolicyBundle:
         n = self.normalization.get(key)
         if n is None:
             return np.zeros(dim, np.float32), np.ones(dim, np.float32)
-        mean = np.asarray(n.get("mean"), dtype=np.float32)
-        std = np.asarray(n.get("std"), dtype=np.float32)
+        if not isinstance(n, Mapping) or not all(isinstance(n.get(p), (list, tuple)) for p in ("mean", "std")):
+            raise BundleError(f"{self.where}: normalization.{key}: expected {{mean: [{dim} numbers], "
+                              f"std: [{dim} numbers]}}, found {_short(_plain(n))}")
+        try:
+            mean = np.asarray(n["mean"], dtype=np.float32)
+            std = np.asarray(n["std"], dtype=np.float32)
+        except (TypeError, ValueError):
+            raise BundleError(f"{self.where}: normalization.{key}: expected numbers, found "
+                              f"{_short(_plain(n))}") from None
         if mean.shape != (dim,) or std.shape != (dim,):
-            raise BundleError(f"normalization.{key}: expected mean and std of length {dim}, "
+            raise BundleError(f"{self.where}: normalization.{key}: expected mean and std of length {dim}, "
                               f"found {mean.shape} and {std.shape}")
         return mean, np.maximum(std, 1e-6)
 
@@ -199,66 +260,102 @@ class PolicyBundle:
 
         ``level`` / ``feature_spec`` / ``architecture_type``: what the caller's code was written for; a
         bundle that differs is refused. Raises :class:`BundleError` (one line: the bundle path, the field,
-        expected vs found) for a missing or unreadable file, a schema_version other than
-        :data:`SCHEMA_VERSION`, a checksum or shape mismatch, or a different level / feature spec /
-        architecture type.
+        expected vs found) for a missing or unreadable file, a manifest that is not UTF-8 JSON or whose fields
+        have the wrong JSON type (see the module docstring), a schema_version other than
+        :data:`SCHEMA_VERSION`, a missing or mismatched SHA-256, a shape mismatch, or a different level /
+        feature spec / architecture type.
         """
         d = Path(path)
         where = f"bundle {d}"
         mpath = d / MANIFEST
         try:
-            raw = mpath.read_text(encoding="utf-8")
+            with open(mpath, "rb") as f:
+                blob = f.read(MAX_MANIFEST_BYTES + 1)
         except OSError as exc:
             raise BundleError(f"{where}: cannot read {MANIFEST}: {exc.strerror or exc}") from None
+        if len(blob) > MAX_MANIFEST_BYTES:
+            raise BundleError(f"{where}: {MANIFEST}: larger than {MAX_MANIFEST_BYTES} bytes (not a manifest)")
+        try:
+            raw = blob.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BundleError(f"{where}: {MANIFEST}: not UTF-8 text (byte {exc.start}: "
+                              f"{blob[exc.start:exc.start + 1]!r})") from None
         try:
             m = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise BundleError(f"{where}: {MANIFEST}: not JSON ({exc.msg} at line {exc.lineno})") from None
+        except RecursionError:
+            raise BundleError(f"{where}: {MANIFEST}: not JSON (nested too deeply)") from None
         if not isinstance(m, dict):
             raise BundleError(f"{where}: {MANIFEST}: expected a JSON object, found {type(m).__name__}")
         sv = m.get("schema_version")
-        if sv != SCHEMA_VERSION:
-            raise BundleError(f"{where}: schema_version: expected {SCHEMA_VERSION}, found {sv!r}")
+        if sv != SCHEMA_VERSION or isinstance(sv, bool):
+            raise BundleError(f"{where}: schema_version: expected {SCHEMA_VERSION}, found {_short(sv)}")
         found_level = m.get("level")
         if found_level not in LEVELS:
-            raise BundleError(f"{where}: level: expected one of {', '.join(LEVELS)}, found {found_level!r}")
+            raise BundleError(f"{where}: level: expected one of {', '.join(LEVELS)}, found {_short(found_level)}")
         if level is not None and found_level != level:
             raise BundleError(f"{where}: level: expected {level!r}, found {found_level!r}")
+        pv = m.get("policy_version")
+        if not isinstance(pv, str) or not pv.strip():
+            raise BundleError(f"{where}: policy_version: expected non-empty text, found {_short(pv)}")
         arch = m.get("architecture")
         if not isinstance(arch, dict) or not isinstance(arch.get("type"), str):
-            raise BundleError(f"{where}: architecture.type: expected text, found {arch!r}")
+            raise BundleError(f"{where}: architecture.type: expected text, found {_short(arch)}")
         if architecture_type is not None and arch["type"] != architecture_type:
             raise BundleError(f"{where}: architecture.type: expected {architecture_type!r}, "
                               f"found {arch['type']!r}")
         fs_raw = m.get("feature_spec")
         if not isinstance(fs_raw, dict):
-            raise BundleError(f"{where}: feature_spec: expected an object, found {fs_raw!r}")
+            raise BundleError(f"{where}: feature_spec: expected an object, found {_short(fs_raw)}")
         try:
             specs = {k: FeatureSpec.from_json(v, f"feature_spec.{k}") for k, v in fs_raw.items()}
             if feature_spec is not None:
                 check_specs(feature_spec, specs)
         except FeatureSpecError as exc:
             raise BundleError(f"{where}: {exc}") from None
+        dims = m.get("dims")
+        dims = {} if dims is None else dims
+        if not isinstance(dims, dict):
+            raise BundleError(f"{where}: dims: expected an object of integers, found {_short(dims)}")
+        for k, v in dims.items():
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_DIM:
+                raise BundleError(f"{where}: dims.{k}: expected an integer in 0..{MAX_DIM}, found {_short(v)}")
+        sections: dict[str, Any] = {}
+        for key in ("normalization", "metadata", "action_bounds"):
+            v = m.get(key)
+            if v is not None and not isinstance(v, dict):
+                raise BundleError(f"{where}: {key}: expected an object or null, found {type(v).__name__} {_short(v)}")
+            sections[key] = v
         wmeta = m.get("weights")
         if not isinstance(wmeta, dict) or not isinstance(wmeta.get("arrays"), dict):
-            raise BundleError(f"{where}: weights: expected {{file, sha256, arrays}}, found {wmeta!r}")
+            raise BundleError(f"{where}: weights: expected {{file, sha256, arrays}}, found {_short(wmeta)}")
+        listed = wmeta["arrays"]
+        for k, shape in listed.items():
+            if not (isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                                                    for n in shape)):
+                raise BundleError(f"{where}: weights.arrays[{k!r}]: expected a shape (a list of integers >= 0), "
+                                  f"found {_short(shape)}")
         wfile = wmeta.get("file", WEIGHTS)
-        if not isinstance(wfile, str) or Path(wfile).name != wfile:
-            raise BundleError(f"{where}: weights.file: expected a file name in the bundle, found {wfile!r}")
+        if not isinstance(wfile, str) or not wfile or Path(wfile).name != wfile:
+            raise BundleError(f"{where}: weights.file: expected a file name in the bundle, found {_short(wfile)}")
+        want = wmeta.get("sha256")
+        if not isinstance(want, str) or not _SHA256.fullmatch(want.lower()):
+            raise BundleError(f"{where}: weights.sha256: expected the SHA-256 of {wfile} (64 hex digits), "
+                              f"found {_short(want)}")
         try:
             data = (d / wfile).read_bytes()
         except OSError as exc:
             raise BundleError(f"{where}: cannot read {wfile}: {exc.strerror or exc}") from None
-        want = wmeta.get("sha256")
         got = hashlib.sha256(data).hexdigest()
-        if want and want != got:
+        if want.lower() != got:
             raise BundleError(f"{where}: {wfile}: sha256 mismatch: manifest says {want}, file is {got}")
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as z:
                 weights = {k: z[k] for k in z.files}
-        except (ValueError, OSError, EOFError) as exc:
-            raise BundleError(f"{where}: {wfile}: not a readable npz without pickles ({exc})") from None
-        listed = wmeta["arrays"]
+        except Exception as exc:  # noqa: BLE001 - ValueError (pickles), BadZipFile, zlib.error, EOFError, ...
+            raise BundleError(f"{where}: {wfile}: not a readable npz without pickles "
+                              f"({type(exc).__name__}: {' '.join(str(exc).split())})") from None
         if set(listed) != set(weights):
             missing = sorted(set(listed) - set(weights))
             extra = sorted(set(weights) - set(listed))
@@ -268,21 +365,19 @@ class PolicyBundle:
             if list(weights[k].shape) != list(shape):
                 raise BundleError(f"{where}: weights[{k!r}]: expected shape {list(shape)}, "
                                   f"found {list(weights[k].shape)}")
-        dims = m.get("dims") or {}
-        if not isinstance(dims, dict):
-            raise BundleError(f"{where}: dims: expected an object, found {dims!r}")
         try:
             return PolicyBundle(
                 level=found_level,
-                policy_version=str(m.get("policy_version", "")),
+                policy_version=pv,
                 feature_spec=specs,
                 dims=dims,
                 architecture=arch,
                 weights=weights,
-                normalization=m.get("normalization") or {},
-                action_bounds=m.get("action_bounds"),
-                metadata=m.get("metadata") or {},
+                normalization=sections["normalization"] or {},
+                action_bounds=sections["action_bounds"],
+                metadata=sections["metadata"] or {},
                 schema_version=sv,
+                source=str(d),
             )
         except BundleError as exc:
             raise BundleError(f"{where}: {exc}") from None

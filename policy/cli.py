@@ -195,7 +195,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
 @subcommand("train", "train the learned stacks: with --all, every stage in order (encoder, drpc, placement) "
                      "and every stack's bundles under policy/bundles/<stack>/ (make train)", [
     arg("--all", action="store_true", help="run every stage (policy/train_all.py); else name a stage subcommand"),
-    arg("--out", default=None, help="bundles root (default: policy/bundles)"),
+    arg("--out", default=None, help="bundles root (default: policy/bundles; with --quick: out/train/bundles); "
+                                     "written only when every stage succeeded"),
     arg("--quick", action="store_true", help="tiny stages for smoke tests (seconds to minutes)"),
     arg("--seed", type=int, default=0, help="seed of every stage"),
     arg("--stages", default=None, help="comma-separated subset of: encoder,drpc,placement (order is fixed)"),
@@ -209,7 +210,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 @subcommand("train encoder", "pre-train the graph encoder (torch) and write its bundle", [
-    arg("--out", default=None, help="bundle directory (default: policy/bundles/encoder)"),
+    arg("--out", default=None, help="bundle directory (default: policy/bundles/encoder; with --quick: "
+                                     "runs/encoder-quick/bundle)"),
     arg("--quick", action="store_true", help="a tiny run for smoke tests (seconds)"),
     arg("--seed", type=int, default=0, help="seed of data generation and training"),
     arg("--epochs", type=int, default=None, help="override the number of epochs"),
@@ -247,7 +249,8 @@ def cmd_export_encoder(args: argparse.Namespace) -> int:
                                      "dsb-hotel-reservation)"),
     arg("--predictor", default=None, metavar="DIR", help="reuse this predictor bundle instead of training one"),
     arg("--out", default=None, metavar="ROOT", help="bundles root (default policy/bundles: drpc/, "
-                                                    "hrl-scheduler/high/, hrl-flat/high/)"),
+                                                    "hrl-scheduler/high/, hrl-flat/high/; with --quick: "
+                                                    "<run-dir>/bundles); written only at the end of a successful run"),
     arg("--run-dir", default=None, help="progress.csv, learning_curves.png, checkpoint.pt, report.json "
                                         "(default runs/drpc-s<seed>-<time>)"),
     arg("--quick", action="store_true", help="a tiny run for smoke tests (seconds)"),
@@ -330,6 +333,19 @@ def cmd_cache_encode(args: argparse.Namespace) -> int:
     from .cache_cli import encode
 
     return encode(args)
+
+
+@subcommand("bundle check", "check a policy bundle with the loaders the extender and descheduler run (exit 2 if "
+            "they would refuse it)", [
+    arg("dir", metavar="DIR", help="bundle directory (low or encoder: manifest.json; high: student/ + predictor/)"),
+    arg("--level", choices=("low", "high", "encoder"), default=None,
+        help="the level to check it as (default: the one its manifest declares)"),
+])
+def cmd_bundle_check(args: argparse.Namespace) -> int:
+    """``hrl-policy bundle check``: see :mod:`policy.bundle_check`."""
+    from .bundle_check import run
+
+    return run(args)
 
 
 # ---- simulate ----------------------------------------------------------------------------------------

@@ -18,10 +18,23 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
 API_VERSION = "hrl-scheduler.io/v1alpha1"
+
+#: Upper bound of every ``*Seconds`` field of every configuration (periods, timeouts, windows, ages):
+#: 365 days. Larger values only overflow timers (``threading.Event.wait``) and kill background threads.
+MAX_SECONDS = 365 * 86400
+
+
+def describe_utf8_error(raw: bytes, exc: UnicodeDecodeError) -> str:
+    """One line locating the first byte of ``raw`` that is not UTF-8 (``exc`` from ``raw.decode("utf-8")``):
+    ``"not UTF-8 text: byte 0xff at line 3, column 7 (offset 41)"`` (line and column 1-based, column in bytes)."""
+    start = int(exc.start)
+    line = raw.count(b"\n", 0, start) + 1
+    col = start - (raw.rfind(b"\n", 0, start) + 1) + 1
+    return f"not UTF-8 text: byte 0x{raw[start]:02x} at line {line}, column {col} (offset {start})"
 
 
 class ConfigError(ValueError):
@@ -36,9 +49,20 @@ class ConfigError(ValueError):
 
 
 class ConfigModel(BaseModel):
-    """Base for configuration sections: immutable, unknown keys rejected, camelCase or snake_case keys."""
+    """Base for configuration sections: immutable, unknown keys rejected, camelCase or snake_case keys,
+    every float finite (``.nan`` / ``.inf`` rejected), and every field named ``*_seconds`` at most
+    :data:`MAX_SECONDS` (365 days)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True,
+                              allow_inf_nan=False)
+
+    @field_validator("*")
+    @classmethod
+    def _bounded_seconds(cls, v: Any, info: ValidationInfo) -> Any:
+        if (info.field_name or "").endswith("_seconds") and isinstance(v, (int, float)) \
+                and not isinstance(v, bool) and v > MAX_SECONDS:
+            raise ValueError(f"must be <= {MAX_SECONDS} seconds (365 days)")
+        return v
 
 
 M = TypeVar("M", bound=ConfigModel)
@@ -67,13 +91,17 @@ def load_config(model: type[M], kind: str, source: str | Path | Mapping[str, Any
     else:
         name = str(source)
         try:
-            data = yaml.safe_load(Path(source).read_text(encoding="utf-8"))
+            raw = Path(source).read_bytes()
+            data = yaml.safe_load(raw.decode("utf-8"))
         except OSError as exc:
             raise ConfigError(name, [("", f"cannot read: {exc.strerror}")]) from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(name, [("", describe_utf8_error(raw, exc))]) from exc
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f"line {mark.line + 1}: " if mark is not None else ""
-            raise ConfigError(name, [("", f"{where}invalid YAML: {getattr(exc, 'problem', exc)}")]) from exc
+            what = " ".join(str(getattr(exc, "problem", None) or exc).split())
+            raise ConfigError(name, [("", f"{where}invalid YAML: {what}")]) from exc
         if data is None:
             data = {"apiVersion": API_VERSION, "kind": kind}
         if not isinstance(data, Mapping):
@@ -91,8 +119,10 @@ def load_config(model: type[M], kind: str, source: str | Path | Mapping[str, Any
     except ValidationError as exc:
         for err in exc.errors():
             got = err.get("input")
-            shown = "" if err["type"] in ("missing", "extra_forbidden") else f" (got {got!r})"
-            msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
+            # a section-level check (model validator) names its values itself: the whole mapping is noise
+            quiet = err["type"] in ("missing", "extra_forbidden") or isinstance(got, Mapping)
+            shown = "" if quiet else f" (got {got!r})"
+            msg = "unknown field" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
             problems.append((_dotted(err["loc"]), f"{msg}{shown}"))
         cfg = None
     if problems:

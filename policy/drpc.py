@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from .bundle import BundleError, PolicyBundle
+from .bundle import BundleError, PolicyBundle, located
 from .features import FeatureSpec, FeatureSpecError
 from .forecast import GruForecaster
 from .state import ClusterSnapshot, PodInfo, ServiceEdge, ServiceGraph, WorkloadInfo
@@ -485,7 +485,7 @@ class StudentActor:
     :class:`~policy.bundle.BundleError` naming both sides on any mismatch."""
 
     def __init__(self, bundle: PolicyBundle, spec: FeatureSpec | None = None):
-        where = f"student bundle {bundle.policy_version}"
+        where = f"student {bundle.where}"
         if bundle.level != "high":
             raise BundleError(f"{where}: level: expected 'high', found {bundle.level!r}")
         if bundle.architecture.get("type") != STUDENT_ARCH:
@@ -504,6 +504,11 @@ class StudentActor:
             hidden, layers = int(bundle.dims["hidden"]), int(bundle.dims["layers"])
         except KeyError as exc:
             raise BundleError(f"{where}: dims: missing {exc.args[0]!r}") from None
+        if hidden < 1:
+            raise BundleError(f"{where}: dims.hidden: expected an integer >= 1, found {hidden}")
+        if 2 * layers + 2 > len(bundle.weights):  # bound it by the arrays before sizing anything by it
+            raise BundleError(f"{where}: dims.layers: {layers} hidden layers need {2 * layers + 2} arrays, the "
+                              f"bundle has {len(bundle.weights)}")
         self.layers = layers
         self.w: dict[str, np.ndarray] = {}
         for k, shape in student_weight_shapes(len(found), hidden, layers).items():
@@ -512,9 +517,11 @@ class StudentActor:
                 raise BundleError(f"{where}: weights[{k!r}]: expected shape {list(shape)}, found {list(a.shape)}")
             self.w[k] = np.ascontiguousarray(a.T if a.ndim == 2 else a, dtype=np.float32)
         self.mean, self.std = bundle.norm("local", len(found))
+        am = bundle.metadata.get("action_mapping")
+        if am is not None and not isinstance(am, Mapping):
+            raise BundleError(f"{where}: metadata.action_mapping: expected an object, found {type(am).__name__}")
         try:
-            self.mapping = ActionMapping.from_json(bundle.metadata.get("action_mapping"),
-                                                   f"{where}: metadata.action_mapping")
+            self.mapping = ActionMapping.from_json(am, f"{where}: metadata.action_mapping")
         except ValueError as exc:
             raise BundleError(str(exc)) from None
         self.bundle = bundle
@@ -559,7 +566,10 @@ class DrpcAutoscaler:
         if spec not in SPECS:
             raise ValueError(f"spec: expected one of {', '.join(SPECS)}, got {spec!r}")
         self.actor = StudentActor(student, SPECS[spec])
-        self.forecaster = GruForecaster(predictor)
+        try:
+            self.forecaster = GruForecaster(predictor)
+        except BundleError as exc:  # its messages name the policy version: name the directory too
+            raise located(exc, predictor.source) from None
         if spec == "hrl" and encoder is None:
             from .serving import GraphEncoder
 

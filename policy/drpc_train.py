@@ -40,6 +40,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
 import sys
 import time
 from collections.abc import Sequence
@@ -160,11 +161,15 @@ def evaluate_predictor(model: WorkloadPredictor, sets, horizon: int) -> dict[str
 
 
 def export_predictor(model: WorkloadPredictor, cfg: PredictorConfig, path: str | Path,
-                     report: dict[str, Any] | None = None) -> PolicyBundle:
-    """Write the predictor bundle (``level: high``, ``gru-forecast-v1``) to directory ``path``."""
+                     report: dict[str, Any] | None = None, *, quick: bool = False) -> PolicyBundle:
+    """Write the predictor bundle (``level: high``, ``gru-forecast-v1``) to directory ``path``. Its
+    ``policy_version`` is ``drpc-predictor-<date>-s<seed>[-quick]-<hash8>`` (:func:`policy.train_all.content_version`;
+    ``quick``: a smoke-test run)."""
+    from .train_all import content_version
+
     weights = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in model.state_dict().items()}
     b = PolicyBundle(
-        level="high", policy_version=f"drpc-predictor-{_today()}-s{cfg.seed}",
+        level="high", policy_version=content_version(f"drpc-predictor-{_today()}-s{cfg.seed}", weights, quick=quick),
         feature_spec={"rates": FORECAST_SPEC},
         dims={"window": cfg.window, "horizon": cfg.horizon, "hidden": cfg.hidden},
         architecture={"type": FORECAST_ARCH, "cell": "GRU", "layers": 1,
@@ -229,7 +234,9 @@ class DrpcTrainConfig:
       training inputs (the embeddings of the three training apps are few distinct points; the noise keeps
       the students from keying on them, which hurt apps never seen in training);
     - ``signal_dropout``: share of training episodes observed without service metrics (``signals=None``: rates
-      from the call graph, latency and refusals unknown), as a descheduler without a mesh would serve.
+      from the call graph, latency and refusals unknown), as a descheduler without a mesh would serve;
+    - ``quick``: a smoke-test run (``hrl-policy train drpc --quick``): its bundles' versions say ``-quick`` and,
+      without explicit bundle directories, they go under the run directory, never to ``policy/bundles``.
 
     The defaults (30,000 simulated minutes) take about 11 minutes on one core of this machine, plus about
     30 s for the predictor.
@@ -256,6 +263,7 @@ class DrpcTrainConfig:
     eval_episodes: int = 2
     embedding_noise: float = 0.25
     signal_dropout: float = 0.2
+    quick: bool = False
 
     def __post_init__(self) -> None:
         if not self.students or any(s not in STUDENT_KINDS for s in self.students) or len(set(self.students)) != len(
@@ -267,6 +275,8 @@ class DrpcTrainConfig:
         if self.total_minutes < 1 or self.episode_minutes < 2:
             raise ValueError(f"total_minutes >= 1 and episode_minutes >= 2, got {self.total_minutes}, "
                              f"{self.episode_minutes}")
+        if self.seed < 0:
+            raise ValueError(f"seed: expected an integer >= 0, got {self.seed}")
 
     @property
     def feature_layout(self) -> str:
@@ -421,12 +431,16 @@ def _rollout(ep: _Episode, cfg: DrpcTrainConfig, act, on_step=None) -> tuple[lis
 def export_student(actor: Actor, name: str, cfg: DrpcTrainConfig, path: str | Path,
                    metadata: dict[str, Any]) -> PolicyBundle:
     """Write student ``name``'s bundle (``level: high``, ``drpc-student-v1``, feature spec ``local`` = its
-    layout's spec) to directory ``path``."""
+    layout's spec) to directory ``path``; ``policy_version`` ``drpc-student-<name>-<date>-s<seed>[-quick]-<hash8>``
+    (:func:`policy.train_all.content_version`)."""
+    from .train_all import content_version
+
     weights = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in actor.state_dict().items()}
     spec, distilled = STUDENT_KINDS[name]
     fs = SPECS[spec]
     b = PolicyBundle(
-        level="high", policy_version=f"drpc-student-{name}-{_today()}-s{cfg.seed}",
+        level="high",
+        policy_version=content_version(f"drpc-student-{name}-{_today()}-s{cfg.seed}", weights, quick=cfg.quick),
         feature_spec={"local": fs},
         dims={"hidden": cfg.td3.hidden, "layers": 2, "obs": len(fs), "action": 1},
         architecture={"type": STUDENT_ARCH, "activation": "relu", "output": "tanh"},
@@ -446,43 +460,79 @@ DEFAULT_BUNDLE_DIRS: dict[str, Path] = {"drpc": DEFAULT_DRPC_BUNDLE, "hrl": DEFA
                                         "hrl-td3": DEFAULT_HRL_HIGH_BUNDLE.parent.parent / "hrl-flat" / "high"}
 
 
+def check_apps(apps: Sequence[str]) -> None:
+    """Load every training app (cached for the episodes); raises ``ValueError`` naming an unknown one."""
+    from .sim.app import load_app
+
+    for name in apps:
+        if name not in _APP_CACHE:
+            _APP_CACHE[name] = load_app(name)
+
+
 def train_drpc(cfg: DrpcTrainConfig = DrpcTrainConfig(), out_dir: str | Path | None = None,
                bundle_dirs: dict[str, str | Path] | None = None,
                predictor: GruForecaster | PolicyBundle | str | Path | None = None,
-               progress: bool = True, plots: bool = True) -> dict[str, Any]:
+               progress: bool = True, plots: bool = True, encoder: Any = None) -> dict[str, Any]:
     """Train the predictor (unless given), then the teacher and the students, and export each student to
     ``bundle_dirs[spec]/student`` with the predictor in ``bundle_dirs[spec]/predictor`` (defaults
-    :data:`DEFAULT_BUNDLE_DIRS`: ``policy/bundles/drpc``, ``policy/bundles/hrl-scheduler/high``). Logs to
-    ``out_dir`` (default ``runs/drpc-s<seed>-<time>``): ``progress.csv`` (one row per episode),
-    ``learning_curves.png``, ``checkpoint.pt`` (teacher and students), ``report.json``. Returns the report."""
+    :data:`DEFAULT_BUNDLE_DIRS`: ``policy/bundles/drpc``, ``policy/bundles/hrl-scheduler/high``; with
+    ``cfg.quick``: the same layout under ``<out_dir>/bundles``). Logs to ``out_dir`` (default
+    ``runs/drpc-s<seed>-<time>``): ``progress.csv`` (one row per episode), ``learning_curves.png``,
+    ``checkpoint.pt`` (teacher and students), ``report.json``. ``encoder``: the graph encoder of the ``hrl``
+    layouts (a :class:`policy.serving.GraphEncoder` or a bundle directory; default the committed one).
+
+    Everything that can be checked is checked before any training (apps, the predictor and encoder bundles, the
+    bundle directories), and the bundles are built under ``<out_dir>/staged-bundles``; only at the end of a
+    successful run is each ``bundle_dirs`` directory replaced as a whole (student and predictor together:
+    :func:`policy.train_all.install_dirs`). Returns the report."""
+    from .train_all import check_replaceable, install_dirs
+
     torch.set_num_threads(1)
     t_start = time.perf_counter()
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     out = Path(out_dir) if out_dir is not None else ROOT / "runs" / f"drpc-s{cfg.seed}-{stamp}"
-    out.mkdir(parents=True, exist_ok=True)
+    # ---- 0. check everything before training anything ----
+    check_apps(cfg.apps)
     dirs = {k: Path(v) for k, v in (bundle_dirs or {}).items()}
     for sname in cfg.students:
-        dirs.setdefault(sname, DEFAULT_BUNDLE_DIRS[sname])
-    report: dict[str, Any] = {"config": _plain(asdict(cfg)), "started": stamp}
-    # ---- 1. the workload predictor ----
-    if predictor is None:
-        model, prep = train_predictor(cfg.predictor, progress=progress)
-        first = dirs[cfg.students[0]] / "predictor"
-        pb = export_predictor(model, cfg.predictor, first, prep)
-        report["predictor"] = prep
-    elif isinstance(predictor, GruForecaster):
+        dirs.setdefault(sname, out / "bundles" / DEFAULT_BUNDLE_DIRS[sname].relative_to(DEFAULT_DRPC_BUNDLE.parent)
+                        if cfg.quick else DEFAULT_BUNDLE_DIRS[sname])
+    dirs = {k: v for k, v in dirs.items() if k in cfg.students}
+    resolved = [d.resolve() for d in dirs.values()]
+    if len(set(resolved)) != len(resolved):
+        raise ValueError(f"bundle_dirs: expected a directory per student, got {', '.join(map(str, dirs.values()))}")
+    check_replaceable(list(dirs.values()))
+    pb: PolicyBundle | None = None
+    if isinstance(predictor, GruForecaster):
         pb = predictor.bundle
-    else:
+    elif predictor is not None:
         pb = predictor if isinstance(predictor, PolicyBundle) else PolicyBundle.load(predictor)
-    forecaster = GruForecaster(pb)
-    for sname in cfg.students:
-        pb.save(dirs[sname] / "predictor")
-    report["predictor_version"] = forecaster.version
-    encoder = None
+        GruForecaster(pb)  # refuses a bundle that is not a predictor, before training
     if cfg.feature_layout == "hrl":
         from .serving import GraphEncoder
 
-        encoder = GraphEncoder.load()
+        encoder = encoder if isinstance(encoder, GraphEncoder) else (
+            GraphEncoder.load() if encoder is None else GraphEncoder.load(encoder))
+    else:
+        encoder = None
+    out.mkdir(parents=True, exist_ok=True)
+    for d in dirs.values():
+        d.parent.mkdir(parents=True, exist_ok=True)
+    staging = out / "staged-bundles"
+    if staging.exists():
+        shutil.rmtree(staging)
+    staged = {sname: staging / sname for sname in cfg.students}
+    report: dict[str, Any] = {"config": _plain(asdict(cfg)), "started": stamp}
+    # ---- 1. the workload predictor ----
+    if pb is None:
+        model, prep = train_predictor(cfg.predictor, progress=progress)
+        pb = export_predictor(model, cfg.predictor, staged[cfg.students[0]] / "predictor", prep, quick=cfg.quick)
+        report["predictor"] = prep
+    forecaster = GruForecaster(pb)
+    for sname in cfg.students:
+        pb.save(staged[sname] / "predictor")
+    report["predictor_version"] = forecaster.version
+    if encoder is not None:
         report["encoder_version"] = encoder.version
     # ---- 2. teacher and students ----
     rng = np.random.default_rng(cfg.seed)
@@ -622,7 +672,7 @@ def train_drpc(cfg: DrpcTrainConfig = DrpcTrainConfig(), out_dir: str | Path | N
         meta["encoder_version"] = encoder.version
     versions = {}
     for sname, student in students.items():
-        versions[sname] = export_student(student.actor, sname, cfg, dirs[sname] / "student", meta).policy_version
+        versions[sname] = export_student(student.actor, sname, cfg, staged[sname] / "student", meta).policy_version
     torch.save({"teacher_actor": teacher.actor.state_dict(), "teacher_critic": teacher.critic.state_dict(),
                 **{f"{k}_actor": v.actor.state_dict() for k, v in students.items()},
                 **{f"{k}_critic": v.critic.state_dict() for k, v in students.items()},
@@ -636,6 +686,9 @@ def train_drpc(cfg: DrpcTrainConfig = DrpcTrainConfig(), out_dir: str | Path | N
     if plots and rows:
         report["plot"] = str(_plot(rows, out / "learning_curves.png", eval_rows))
     (out / "report.json").write_text(json.dumps(_plain(report), indent=1) + "\n", encoding="utf-8")
+    # ---- 3. only now replace the bundle directories, each student with its predictor ----
+    install_dirs({staged[k]: dirs[k] for k in cfg.students})
+    shutil.rmtree(staging, ignore_errors=True)
     return report
 
 
@@ -712,26 +765,57 @@ def _config_for(students: Sequence[str], seed: int, quick: bool, minutes: int | 
     if quick:
         cfg = replace(cfg, total_minutes=300, episode_minutes=15,
                       td3=replace(cfg.td3, learning_starts=100, batch_size=32), eval_episodes=1,
-                      predictor=replace(cfg.predictor, epochs=1, stride=40))
+                      predictor=replace(cfg.predictor, epochs=1, stride=40), quick=True)
     if minutes is not None:
         cfg = replace(cfg, total_minutes=minutes)
     return cfg
+
+
+def _names(text: str | None) -> list[str]:
+    return [x.strip() for x in (text or "").split(",") if x.strip()]
 
 
 def run_cli(students: str = "drpc,hrl", minutes: int | None = None, seed: int = 0, run_dir: str | None = None,
             bundles_root: str | None = None, apps: str | None = None, predictor: str | None = None,
             quick: bool = False) -> int:
     """The body of ``hrl-policy train drpc``: train and export the named students (comma-separated, of
-    :data:`STUDENT_KINDS`) into ``bundles_root`` (default ``policy/bundles``: ``drpc/``,
-    ``hrl-scheduler/high/``, ``hrl-flat/high/``)."""
-    names = [x.strip() for x in students.split(",") if x.strip()]
-    cfg = _config_for(names, seed, quick, minutes, [a.strip() for a in apps.split(",")] if apps else None)
-    dirs = None
-    if bundles_root:
-        root = Path(bundles_root)
-        dirs = {k: root / v.relative_to(DEFAULT_DRPC_BUNDLE.parent) for k, v in DEFAULT_BUNDLE_DIRS.items()
-                if k in names}
-    rep = train_drpc(cfg, out_dir=run_dir, bundle_dirs=dirs, predictor=predictor)
+    :data:`STUDENT_KINDS`) into ``bundles_root`` (default ``policy/bundles``; with ``quick``
+    ``<run_dir>/bundles``, so a smoke test never overwrites the committed bundles: ``drpc/``,
+    ``hrl-scheduler/high/``, ``hrl-flat/high/``).
+
+    Every argument is checked before any training; a bad one raises ``ValueError`` naming the flag and the
+    value (``hrl-policy`` prints it on one line and exits 2) and nothing is written."""
+    names = _names(students)
+    if not names or len(set(names)) != len(names) or any(n not in STUDENT_KINDS for n in names):
+        raise ValueError(f"--students: expected distinct names among {', '.join(STUDENT_KINDS)}, got {students!r}")
+    if minutes is not None and minutes < 1:
+        raise ValueError(f"--minutes: expected an integer >= 1, got {minutes}")
+    if seed < 0:
+        raise ValueError(f"--seed: expected an integer >= 0, got {seed}")
+    app_names = _names(apps) if apps is not None else None
+    if app_names is not None and not app_names:
+        raise ValueError(f"--apps: expected comma-separated app names, got {apps!r}")
+    if app_names:
+        try:
+            check_apps(app_names)
+        except ValueError as exc:
+            raise ValueError(f"--apps: {exc}") from None
+    pb = None
+    if predictor is not None:
+        try:
+            pb = PolicyBundle.load(predictor)
+            GruForecaster(pb)
+        except ValueError as exc:
+            raise ValueError(f"--predictor: {exc}") from None
+    cfg = _config_for(names, seed, quick, minutes, app_names)
+    if run_dir is None:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        run_dir = str(ROOT / "runs" / f"drpc-s{seed}-{stamp}{'-quick' if quick else ''}")
+    # a --quick run never overwrites a committed bundle unless --out says so
+    root = Path(bundles_root) if bundles_root else (Path(run_dir) / "bundles" if quick else DEFAULT_DRPC_BUNDLE.parent)
+    dirs = {k: root / v.relative_to(DEFAULT_DRPC_BUNDLE.parent) for k, v in DEFAULT_BUNDLE_DIRS.items()
+            if k in names}
+    rep = train_drpc(cfg, out_dir=run_dir, bundle_dirs=dirs, predictor=pb)
     _print_report(rep)
     return 0
 
@@ -741,8 +825,9 @@ def _print_report(rep: dict[str, Any], log=lambda m: print(m, file=sys.stderr)) 
     if p:
         log(f"drpc predictor: held-out WAPE {p['gru_wape_mean']:.3f} (naive last value {p['naive_wape_mean']:.3f}), "
             f"{p['train_windows']} training windows, {p['train_s']:.0f} s")
+    quick = bool(rep.get("config", {}).get("quick"))
     log(f"drpc: {rep['episodes']} episodes, {rep['simulated_minutes']} simulated minutes in "
-        f"{rep['train_wall_s'] / 60:.1f} min; bundles: "
+        f"{rep['train_wall_s'] / 60:.1f} min; " + ("quick run, " if quick else "") + "bundles: "
         + ", ".join(f"{k} → {v}" for k, v in rep["bundle_dirs"].items()) + f"; log in {rep['run_dir']}")
 
 
@@ -750,8 +835,10 @@ def train_stage(root: Path, *, quick: bool, seed: int, log=print) -> list[str]:
     """The ``drpc`` stage of ``make train`` (:mod:`policy.train_all`): one run training the teacher and the
     students ``drpc``, ``hrl`` and ``hrl-td3`` together, written to ``<root>/drpc``,
     ``<root>/hrl-scheduler/high``, ``<root>/hrl-flat/high``; ``<root>/hrl-no-encoder/high`` gets a copy of the
-    ``drpc`` student (flat per-service features, distilled) with its predictor. Returns the directories."""
-    import shutil
+    ``drpc`` student (flat per-service features, distilled) with its predictor. The ``hrl`` students read the
+    committed encoder's embeddings, as :meth:`policy.drpc.DrpcAutoscaler.load` serves them (the layout has a
+    fixed embedding width). Returns the directories."""
+    from .train_all import install_dirs
 
     root = Path(root)
     cfg = _config_for(("drpc", "hrl", "hrl-td3"), seed, quick, None, None)
@@ -760,7 +847,5 @@ def train_stage(root: Path, *, quick: bool, seed: int, log=print) -> list[str]:
                      out_dir=(ROOT / "out" / "train" / "drpc") if quick else None)
     _print_report(rep, log)
     ne = root / "hrl-no-encoder" / "high"
-    if ne.exists():
-        shutil.rmtree(ne)
-    shutil.copytree(dirs["drpc"], ne)
+    install_dirs({dirs["drpc"]: ne})
     return [str(d) for d in dirs.values()] + [str(ne)]

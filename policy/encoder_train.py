@@ -157,7 +157,8 @@ class EncoderTrainConfig:
     - ``hidden``, ``embedding`` (D), ``layers`` (message-passing rounds; 0 = no graph, a per-service MLP),
       ``head_hidden``: sizes of :class:`GraphEncoderNet`;
     - ``threads``: torch CPU threads (1: with these small matrices, more threads only spin against each other
-      on a shared machine — 15x slower on 2 busy cores).
+      on a shared machine — 15x slower on 2 busy cores);
+    - ``quick``: a smoke-test run (``--quick``): its ``policy_version`` says ``-quick``.
     """
 
     seed: int = 0
@@ -177,6 +178,14 @@ class EncoderTrainConfig:
     layers: int = 3
     head_hidden: int = 64
     threads: int = 1
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("n_train", "epochs", "batch_graphs", "hidden", "embedding", "head_hidden", "threads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected an integer >= 1, got {getattr(self, name)}")
+        if self.layers < 0 or self.seed < 0:
+            raise ValueError(f"layers and seed: expected integers >= 0, got {self.layers}, {self.seed}")
 
 
 def collate(samples: Sequence[EncoderSample]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -299,7 +308,13 @@ def train_encoder(config: EncoderTrainConfig = EncoderTrainConfig(), out: str | 
 
     net, train_s, final_loss = _fit(cfg, cfg.layers, train, norm, log, progress)
     n_params = sum(p.numel() for p in net.parameters())
-    version = f"encoder-{time.strftime('%Y%m%d')}-s{cfg.seed}-l{cfg.layers}"
+    # date, seed, rounds, -quick, and the weights' digest (policy.train_all.content_version): a quick 8-dim encoder
+    # never shares the committed one's version, so the encoder_version cross-checks in serving tell them apart
+    from .train_all import content_version
+
+    version = content_version(f"encoder-{time.strftime('%Y%m%d')}-s{cfg.seed}-l{cfg.layers}",
+                              {k: v.detach().cpu().numpy().astype(np.float32) for k, v in net.state_dict().items()},
+                              quick=cfg.quick)
     meta: dict[str, Any] = {
         "objective": "predict per-service CPU use and mean response time now, at 1.5x load, and with every "
                      "call on one node (policy.encoder_data), from partially measured call graphs",
@@ -367,7 +382,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m policy.encoder_train", description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=str(DEFAULT_ENCODER_BUNDLE), help="bundle directory to write")
+    p.add_argument("--out", default=None, help="bundle directory to write (default: policy/bundles/encoder; "
+                                               "with --quick: runs/encoder-quick/bundle)")
     p.add_argument("--quick", action="store_true", help="a tiny run (smoke test; seconds)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=None)
@@ -405,20 +421,38 @@ def export_checkpoint(path: str | Path, out: str | Path) -> PolicyBundle:
                           metadata=ck.get("metadata") or {})
 
 
+#: Where ``train encoder --quick`` writes without ``--out`` (git-ignored ``runs/``).
+QUICK_OUT = Path(__file__).resolve().parent.parent / "runs" / "encoder-quick" / "bundle"
+
+
 def run_cli(out: str | None, quick: bool, seed: int, epochs: int | None, layers: int | None,
             json_path: str | None, log=print, checkpoint: str | None = None, ablation: bool = False) -> int:
-    """The body of ``hrl-policy train encoder`` and ``python -m policy.encoder_train``."""
+    """The body of ``hrl-policy train encoder`` and ``python -m policy.encoder_train``: train, write the bundle
+    to ``out`` (default ``policy/bundles/encoder``; with ``quick`` :data:`QUICK_OUT`, so a smoke test never
+    overwrites the committed bundle), then the checkpoint and the JSON report when asked. Every argument is
+    checked first: a bad one raises ``ValueError`` naming the flag and the value, before any training."""
     import sys
 
+    if seed < 0:
+        raise ValueError(f"--seed: expected an integer >= 0, got {seed}")
+    if epochs is not None and epochs < 1:
+        raise ValueError(f"--epochs: expected an integer >= 1, got {epochs}")
+    if layers is not None and layers < 0:
+        raise ValueError(f"--layers: expected an integer >= 0, got {layers}")
+    for flag, path in (("--checkpoint", checkpoint), ("--json", json_path)):
+        if path and not Path(path).resolve().parent.is_dir():
+            raise ValueError(f"{flag}: directory {Path(path).resolve().parent} does not exist")
     kw: dict[str, Any] = {"seed": seed}
     if quick:
-        kw.update(n_train=64, n_val_synthetic=16, n_val_per_app=8, epochs=2, hidden=16, embedding=8, head_hidden=16)
+        kw.update(n_train=64, n_val_synthetic=16, n_val_per_app=8, epochs=2, hidden=16, embedding=8, head_hidden=16,
+                  quick=True)
     if epochs is not None:
         kw["epochs"] = epochs
     if layers is not None:
         kw["layers"] = layers
     cfg = EncoderTrainConfig(**kw)
-    out = out if out is not None else str(DEFAULT_ENCODER_BUNDLE)
+    # a --quick run never overwrites the committed bundle unless --out says so
+    out = out if out is not None else str(QUICK_OUT if quick else DEFAULT_ENCODER_BUNDLE)
     net, report = train_encoder(cfg, out, log=lambda m: print(m, file=sys.stderr), progress=sys.stderr.isatty(),
                                 ablation=ablation)
     if checkpoint:
@@ -428,7 +462,7 @@ def run_cli(out: str | None, quick: bool, seed: int, epochs: int | None, layers:
         log(f"checkpoint written to {checkpoint}")
     log(format_report(report))
     if out:
-        log(f"bundle written to {out}")
+        log(f"{report['policy_version']}: bundle written to {out}" + (" (quick run)" if quick else ""))
     if json_path:
         Path(json_path).write_text(json.dumps(report, indent=1, default=float) + "\n", encoding="utf-8")
     return 0

@@ -58,6 +58,7 @@ __all__ = [
     "due",
     "load_learned_placement",
     "load_learned_autoscaler",
+    "bundle_error_line",
     "DrpcReplicaAutoscaler",
     "DEFAULT_BUNDLES",
 ]
@@ -152,13 +153,23 @@ class HrlState:
 
     @staticmethod
     def from_json(doc: Any) -> HrlState:
-        """Parse :meth:`to_json`'s document. Raises ``ValueError`` naming the field and the value."""
+        """Parse :meth:`to_json`'s document. Raises ``ValueError`` naming the field and the value for anything
+        else: another ``version``, a field :meth:`to_json` does not write, a wrong type, a non-finite number,
+        a ``last_intent`` that is not ``len(INTENT_SPEC)`` finite weights >= 0, and an ``autoscaler.drpc``
+        section that :meth:`policy.drpc.DrpcState.from_dict` refuses (e.g. an older layout without
+        ``version``). The descheduler drops such a state with a warning and starts fresh."""
         if not isinstance(doc, Mapping):
             raise ValueError(f"planner state: expected an object, got {type(doc).__name__}")
         if doc.get("version") != STATE_VERSION:
             raise ValueError(f"planner state: version: expected {STATE_VERSION}, got {doc.get('version')!r}")
+        unknown = sorted(str(k) for k in doc if k not in HrlState().to_json())
+        if unknown:
+            raise ValueError(f"planner state: unknown field(s) {', '.join(unknown)} (got {doc[unknown[0]]!r} for "
+                             f"{unknown[0]})")
 
         def num(v: Any, where: str) -> float:
+            if isinstance(v, bool):
+                raise ValueError(f"planner state: {where}: expected a number, got {v!r}")
             try:
                 x = float(v)
             except (TypeError, ValueError):
@@ -170,31 +181,66 @@ class HrlState:
         def opt(v: Any, where: str) -> float | None:
             return None if v is None else num(v, where)
 
-        times = [num(v, f"rate_times_s[{i}]") for i, v in enumerate(doc.get("rate_times_s") or [])]
+        def seq(where: str) -> list[Any]:
+            v = doc.get(where)
+            if v is None:
+                return []
+            if not isinstance(v, list):
+                raise ValueError(f"planner state: {where}: expected a list, got {v!r}")
+            return v
+
+        def obj(where: str) -> Mapping[str, Any]:
+            v = doc.get(where)
+            if v is None:
+                return {}
+            if not isinstance(v, Mapping):
+                raise ValueError(f"planner state: {where}: expected an object, got {v!r}")
+            return v
+
+        times = [num(v, f"rate_times_s[{i}]") for i, v in enumerate(seq("rate_times_s"))]
         rates: dict[str, list[float]] = {}
-        for svc, series in (doc.get("rates_rps") or {}).items():
+        for svc, series in obj("rates_rps").items():
+            if series is not None and not isinstance(series, list):
+                raise ValueError(f"planner state: rates_rps.{svc}: expected a list of rates, got {series!r}")
             vals = [num(v, f"rates_rps.{svc}[{i}]") for i, v in enumerate(series or [])]
             if len(vals) != len(times):
                 raise ValueError(f"planner state: rates_rps.{svc}: {len(vals)} values for {len(times)} times")
             rates[str(svc)] = vals
         li = doc.get("last_intent")
-        intent = None if li is None else tuple(num(v, f"last_intent[{i}]") for i, v in enumerate(li))
+        intent = None
+        if li is not None:  # as planner.intent of the configuration: [locality_weight, balance_weight]
+            if not isinstance(li, list) or len(li) != len(INTENT_SPEC):
+                raise ValueError(f"planner state: last_intent: expected {len(INTENT_SPEC)} weights "
+                                 f"[{', '.join(n for n, _d, _v in INTENT_SPEC)}], got {li!r}")
+            intent = tuple(num(v, f"last_intent[{i}]") for i, v in enumerate(li))
+            if min(intent) < 0:
+                raise ValueError(f"planner state: last_intent: expected weights >= 0, got {li!r}")
         targets = {}
-        for k, v in (doc.get("last_targets") or {}).items():
+        for k, v in obj("last_targets").items():
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"planner state: last_targets.{k}: expected an integer >= 0, got {v!r}")
             targets[str(k)] = v
         recs: dict[str, list[list[float]]] = {}
-        for k, v in (doc.get("recommendations") or {}).items():
+        for k, v in obj("recommendations").items():
+            if v is not None and not isinstance(v, list):
+                raise ValueError(f"planner state: recommendations.{k}: expected a list, got {v!r}")
             rows = []
             for i, row in enumerate(v or []):
                 if not isinstance(row, (list, tuple)) or len(row) != 2:
                     raise ValueError(f"planner state: recommendations.{k}[{i}]: expected [t_s, replicas], got {row!r}")
                 rows.append([num(row[0], f"recommendations.{k}[{i}][0]"), num(row[1], f"recommendations.{k}[{i}][1]")])
             recs[str(k)] = rows
-        auto = doc.get("autoscaler") or {}
-        if not isinstance(auto, Mapping):
-            raise ValueError(f"planner state: autoscaler: expected an object, got {auto!r}")
+        auto = obj("autoscaler")
+        if "drpc" in auto:  # DrpcReplicaAutoscaler's own state: refuse it here, not at every cycle
+            from .drpc import DrpcState  # noqa: PLC0415 - the DRPC layout; no torch
+
+            try:
+                DrpcState.from_dict(auto["drpc"])
+            except ValueError as exc:  # names the field: "drpc state.version: expected 1, got None"
+                raise ValueError(f"planner state: autoscaler: {' '.join(str(exc).split())}") from None
+            except (TypeError, AttributeError) as exc:  # e.g. "history": "zz"
+                raise ValueError(f"planner state: autoscaler: drpc state: malformed ({exc}): "
+                                 f"{str(auto['drpc'])[:80]}") from None
         return HrlState(times, rates, intent, opt(doc.get("last_moves_s"), "last_moves_s"),
                         opt(doc.get("last_targets_s"), "last_targets_s"), targets, recs, dict(auto))
 
@@ -503,7 +549,9 @@ class HierarchicalPolicy:
        when the pod's node is above ``overload_threshold``, else ``policy``. Greedy by gain with re-evaluation
        on a virtual cluster after each accepted move (as :class:`policy.highlevel.RebalanceHeuristic`): at most
        one move per pod, ``max_moves_per_service`` per service, ``max_moves`` in all; sorted by gain
-       (descending), ties by pod key.
+       (descending), ties by pod key. A pod is moved only while its service has at least ``min_serving_pods``
+       bound, non-terminating pods (default 2: a service's only pod is never moved, since its requests would
+       fail until the replacement is ready; 1 allows it).
 
     The low level must score a pod already bound to a candidate node without counting that pod twice (its
     own requests and co-location), as :class:`policy.lowlevel.TopologyHeuristic` and
@@ -521,6 +569,7 @@ class HierarchicalPolicy:
     overload_threshold: float = 0.85
     max_moves: int = 10
     max_moves_per_service: int = 1
+    min_serving_pods: int = 2
     moves_period_s: float = 0.0
     scale_period_s: float = 0.0
     history_len: int = 60
@@ -542,6 +591,8 @@ class HierarchicalPolicy:
             raise bad("max_moves", self.max_moves, ">= 0")
         if self.max_moves_per_service < 1:
             raise bad("max_moves_per_service", self.max_moves_per_service, ">= 1")
+        if self.min_serving_pods < 1:
+            raise bad("min_serving_pods", self.min_serving_pods, ">= 1")
         for f in ("moves_period_s", "scale_period_s"):
             v = getattr(self, f)
             if not (math.isfinite(v) and v >= 0):
@@ -611,8 +662,14 @@ class HierarchicalPolicy:
                intent: tuple[float, ...]) -> tuple[Move, ...]:
         if self.max_moves == 0 or len(snapshot.nodes) < 2:
             return ()
-        pods = sorted((p for p in snapshot.pods if self.movable(p) and p.node_name in index.node_pos),
-                      key=lambda p: p.key)
+        bound: dict[str, int] = {}
+        for p in snapshot.pods:
+            if p.node_name is not None and not p.terminating:
+                bound[p.service] = bound.get(p.service, 0) + 1
+        # never move a service's only serving pod: its requests would fail until the replacement starts
+        # (make-before-break is the autoscaler's job: scale up first, the move comes in a later period)
+        pods = sorted((p for p in snapshot.pods if self.movable(p) and p.node_name in index.node_pos
+                       and bound.get(p.service, 0) >= self.min_serving_pods), key=lambda p: p.key)
         service_of = {p.key: p.service for p in pods}
         view = _View.of(index)
         heap: list[tuple[tuple, int, str]] = []
@@ -691,21 +748,46 @@ class HierarchicalPolicy:
 
 class BundleMissing(ValueError):
     """A learned stack's bundle directory (or its ``manifest.json``) does not exist; the message names the path
-    and says how to make it (``make train``)."""
+    and says how to make it (``make train``). ``path``: the directory without a bundle; ``hint``: what the
+    caller probably meant instead ("" when nothing better than ``make train`` is known)."""
+
+    def __init__(self, message: str, path: str | Path | None = None, hint: str = ""):
+        super().__init__(message)
+        self.path = None if path is None else Path(path)
+        self.hint = hint
 
 
-def _require_bundle(path: str | Path, what: str) -> Path:
+def _require_bundle(path: str | Path, what: str, hint: str = "") -> Path:
     p = Path(path)
     if not (p / "manifest.json").is_file():
-        raise BundleMissing(f"{what}: no policy bundle at {p} (missing {p / 'manifest.json'}; run `make train`)")
+        if hint:
+            raise BundleMissing(f"{what}: {hint}", p, hint)
+        raise BundleMissing(f"{what}: no policy bundle at {p} (missing {p / 'manifest.json'}; run `make train`)", p)
     return p
+
+
+def bundle_error_line(field: str, exc: ValueError, *, default: bool) -> str:
+    """One line for configuration field ``field`` (``placement.bundle``, ``planner.autoscaler.bundle``) whose
+    bundle did not load with ``exc`` (:class:`BundleMissing`, :class:`policy.bundle.BundleError`, ...):
+    ``<field>: <what is wrong>``. ``default``: the field was null, so the path is the committed default: only
+    then is ``make train`` suggested for a missing bundle (a path the user wrote is more likely a typo)."""
+    if isinstance(exc, BundleMissing) and exc.path is not None:
+        if exc.hint:
+            return f"{field}: {exc.hint}"
+        advice = f"run `make train` to build the default bundles, or set {field}" if default else "check the path"
+        return f"{field}: no policy bundle at {exc.path} (missing {exc.path / 'manifest.json'}; {advice})"
+    return f"{field}: {' '.join(str(exc).split())}"
 
 
 def load_learned_placement(path: str | Path) -> PlacementPolicy:
     """The learned low-level policy (``policy.placement.LearnedPlacement.load(path)``) from bundle directory
     ``path``. Raises :class:`BundleMissing` when there is no bundle there, ``ValueError`` when the module is
     not available, and whatever the loader raises (:class:`policy.bundle.BundleError`) for a bad bundle."""
-    p = _require_bundle(path, "low-level placement")
+    p = Path(path)
+    hint = ""
+    if not (p / "manifest.json").is_file() and (p / "low" / "manifest.json").is_file():
+        hint = f"{p} holds a stack's bundles, not a bundle: name its low/ directory, {p / 'low'}"
+    p = _require_bundle(p, "low-level placement", hint)
     try:
         from .placement import LearnedPlacement  # noqa: PLC0415 - part A of issue 6
     except ImportError as exc:
@@ -719,48 +801,115 @@ class DrpcReplicaAutoscaler:
     ``HrlState.autoscaler["drpc"]``, so it is persisted with the planner's state. ``workloads``
     (``namespace/name``; ``None``: every Deployment with a CPU request) are the Deployments it manages;
     ``signals`` (service → :class:`policy.drpc.ServiceSignals`, e.g. a service mesh's or the simulator's
-    per-service metrics) may be set before each period; ``None``: the snapshot's call graph only."""
+    per-service metrics) may be set before each period; ``None``: the snapshot's call graph only.
+
+    The students' targets pass two guardrails, in the spirit of the HPA's ``behavior`` (they are part of
+    hrl-scheduler's planner, not of DRPC: the ``drpc`` baseline stack runs the students bare):
+
+    - **saturation shield**: a Deployment whose measured pods use at least ``saturation`` of their CPU limit
+      (of the request where no limit is set), or whose service refuses at least ``refused_frac`` of its
+      arrivals (from ``signals``), gets at least the HPA formula's replicas at ``shield_target`` of the request:
+      ``max(student, ceil(used_m / (shield_target * request_m)), current + 1)``. A student that never saw an
+      application can otherwise hold a saturated service at its replicas (seen on held-out apps in
+      ``make bench``: the CPU it uses is capped by its limit, so the student's utilisation target can make a
+      saturated service look adequately provisioned);
+    - **scale-down stabilisation**: the target is the maximum of the (shielded) targets of the last
+      ``stabilization_s`` seconds (HPA's default 300 s), so a target that flips minute to minute does not
+      churn pods (kept in ``HrlState.recommendations``).
+
+    Ranges: 0 < ``saturation`` <= 1, 0 < ``shield_target`` <= 1, 0 < ``refused_frac`` <= 1,
+    ``stabilization_s`` >= 0; ValueError naming the parameter otherwise.
+    """
 
     name = "drpc"
 
-    def __init__(self, drpc: Any, workloads: Iterable[str] | None = None):
+    def __init__(self, drpc: Any, workloads: Iterable[str] | None = None, *, saturation: float = 0.9,
+                 shield_target: float = 0.8, refused_frac: float = 0.01, stabilization_s: float = 300.0):
+        for f, v in (("saturation", saturation), ("shield_target", shield_target), ("refused_frac", refused_frac)):
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 1):
+                raise ValueError(f"DrpcReplicaAutoscaler.{f}: must be in (0, 1], got {v!r}")
+        if not (isinstance(stabilization_s, (int, float)) and math.isfinite(stabilization_s) and stabilization_s >= 0):
+            raise ValueError(f"DrpcReplicaAutoscaler.stabilization_s: must be >= 0, got {stabilization_s!r}")
         self.drpc = drpc
         self.workloads = None if workloads is None else tuple(workloads)
         self.signals: Mapping[str, Any] | None = None
+        self.saturation = float(saturation)
+        self.shield_target = float(shield_target)
+        self.refused_frac = float(refused_frac)
+        self.stabilization_s = float(stabilization_s)
+
+    def shield(self, snapshot: ClusterSnapshot, w: WorkloadInfo, target: int) -> int:
+        """The saturation shield for workload ``w`` (see the class docstring): ``target`` or more."""
+        pods = [p for p in pods_of_workload(snapshot, w) if p.node_name is not None and p.usage is not None]
+        cur = max(int(w.replicas), 0)
+        req = float(w.pod_requests.cpu_m)
+        if not pods or req <= 0:
+            return target
+        used = float(sum(p.usage.cpu_m for p in pods))
+        cap = float(sum(p.limits.cpu_m if p.limits.cpu_m > 0 else p.requests.cpu_m for p in pods))
+        sig = (self.signals or {}).get(w.service)
+        refused = getattr(sig, "refused_frac", None)
+        saturated = cap > 0 and used >= self.saturation * cap
+        if saturated or (refused is not None and refused >= self.refused_frac):
+            hpa = int(math.ceil(used / (self.shield_target * req) - 1e-9))
+            return max(int(target), hpa, cur + 1)
+        return int(target)
 
     def replica_targets(self, snapshot: ClusterSnapshot, state: HrlState) -> dict[str, int]:
         from .drpc import DrpcState  # noqa: PLC0415
 
         ds = DrpcState.from_dict(state.autoscaler.get("drpc"))
-        present = {f"{w.namespace}/{w.name}" for w in snapshot.workloads
-                   if w.kind == "Deployment" and w.pod_requests.cpu_m > 0}
-        keys = None if self.workloads is None else [k for k in self.workloads if k in present]
+        by_key = {f"{w.namespace}/{w.name}": w for w in snapshot.workloads
+                  if w.kind == "Deployment" and w.pod_requests.cpu_m > 0}
+        keys = None if self.workloads is None else [k for k in self.workloads if k in by_key]
         targets = self.drpc.replica_targets(snapshot, ds, self.signals, keys)
         state.autoscaler["drpc"] = ds.to_dict()
-        return {k: int(v) for k, v in targets.items()}
+        now = float(snapshot.taken_at_s)
+        hi = int(getattr(self.drpc.mapping, "max_replicas", 10**6))
+        out: dict[str, int] = {}
+        for k, v in targets.items():
+            w = by_key.get(k)
+            t = min(self.shield(snapshot, w, int(v)), max(hi, int(v))) if w is not None else int(v)
+            window = [r for r in state.recommendations.get(k, []) if r[0] > now - self.stabilization_s]
+            window.append([now, float(t)])
+            state.recommendations[k] = window
+            out[k] = int(max(r[1] for r in window))
+        return out
 
 
 def load_learned_autoscaler(path: str | Path, workloads: Iterable[str] | None = None, *,
-                            slo_p95_ms: float | None = None) -> ReplicaAutoscaler:
+                            slo_p95_ms: float | None = None, stabilization_s: float = 300.0) -> ReplicaAutoscaler:
     """The DRPC student autoscaler of bundle directory ``path`` (``path/student`` + ``path/predictor``, as
     :meth:`policy.drpc.DrpcAutoscaler.load` reads them; the observation layout, with the graph encoder's
     embeddings or without, is the one the student's bundle declares), wrapped in
     :class:`DrpcReplicaAutoscaler` for ``workloads``. ``slo_p95_ms``: the application's p95 SLO (a feature of the
-    students; ``None``: unknown). Raises :class:`BundleMissing` when ``path/student`` has no bundle, ``ValueError``
+    students; ``None``: unknown); ``stabilization_s``: the scale-down stabilisation window of
+    :class:`DrpcReplicaAutoscaler`. Raises :class:`BundleMissing` when ``path/student`` has no bundle, ``ValueError``
     when ``policy.drpc`` cannot be imported, and :class:`policy.bundle.BundleError` naming expected and found when
-    the bundle matches neither layout."""
+    the bundle matches neither layout (or anything else is wrong with it: one line naming the directory and the
+    field). A ``path`` that is itself a bundle (``.../student``) is reported with a hint to name its parent."""
     p = Path(path)
-    _require_bundle(p / "student", "autoscaler (DRPC students)")
+    hint = ""
+    if (p / "manifest.json").is_file() and not (p / "student").exists():
+        hint = f"{p} is a single bundle, not a directory holding student/ and predictor/"
+        if (p.parent / "student" / "manifest.json").is_file():
+            hint += f": name its parent, {p.parent}"
+    elif not (p / "student").exists() and (p / "high" / "student" / "manifest.json").is_file():
+        hint = f"{p} holds a stack's bundles, not student/ and predictor/: name its high/ directory, {p / 'high'}"
+    _require_bundle(p / "student", "autoscaler (DRPC students)", hint)
     try:
-        from .bundle import BundleError  # noqa: PLC0415
-        from .drpc import DrpcAutoscaler  # noqa: PLC0415 - part B of issue 6
+        from .bundle import BundleError, PolicyBundle, located  # noqa: PLC0415
+        from .drpc import SPECS, DrpcAutoscaler  # noqa: PLC0415 - part B of issue 6
     except ImportError as exc:
         raise ValueError(f"autoscaler bundle {p}: policy.drpc cannot be imported ({exc})") from exc
-    problems = []
-    for spec in ("hrl", "drpc"):
-        try:
-            return DrpcReplicaAutoscaler(DrpcAutoscaler.load(p, spec=spec, slo_p95_ms=slo_p95_ms), workloads)
-        except BundleError as exc:
-            problems.append(f"as {spec!r}: {exc}")
-    raise BundleError(f"autoscaler bundle {p}: matches no student layout ({'; '.join(problems)})")
+    # the observation layout the student declares: with the encoder's embeddings ("hrl") or without ("drpc")
+    local = PolicyBundle.load(p / "student", level="high").feature_spec.get("local")
+    spec = next((k for k, v in SPECS.items() if v == local), None)
+    if spec is None:
+        spec = "hrl" if local is not None and any(n.startswith("emb_") for n in local.names) else "drpc"
+    try:
+        return DrpcReplicaAutoscaler(DrpcAutoscaler.load(p, spec=spec, slo_p95_ms=slo_p95_ms), workloads,
+                                     stabilization_s=stabilization_s)
+    except BundleError as exc:
+        raise located(exc, p) from None
 

@@ -50,6 +50,8 @@ __all__ = [
     "snapshot_from_objects",
     "iter_objects",
     "load_objects",
+    "load_snapshot_objects",
+    "snapshot_warnings",
     "service_of",
 ]
 
@@ -416,10 +418,42 @@ def iter_objects(doc: Any) -> Iterator[Mapping[str, Any]]:
     yield doc
 
 
+def _read_text(p: Path) -> str:
+    """The UTF-8 text of file ``p``; :class:`ObjectError` naming the file (and the first bad byte's position)."""
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ObjectError(f"{p}: cannot read: {exc.strerror}") from exc
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        from .config import describe_utf8_error  # noqa: PLC0415 - only on this error path
+
+        raise ObjectError(f"{p}: {describe_utf8_error(raw, exc)}") from exc
+
+
+def _read_docs(p: Path) -> list[Any]:
+    """The parsed documents of one JSON or (multi-document) YAML file; :class:`ObjectError` naming the file
+    (and line) when it cannot be read or parsed."""
+    text = _read_text(p)
+    if p.suffix == ".json" or text.lstrip().startswith("{"):
+        try:
+            return [json.loads(text)]
+        except json.JSONDecodeError as exc:
+            raise ObjectError(f"{p}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
+    try:
+        return list(yaml.load_all(text, Loader=_SAFE_LOADER))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        what = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise ObjectError(f"{p}{line}: invalid YAML: {what}") from exc
+
+
 def load_objects(path: str | Path) -> list[Mapping[str, Any]]:
     """Read Kubernetes objects from a JSON or (multi-document) YAML file, or from every ``*.yaml``,
     ``*.yml`` and ``*.json`` file under a directory (sorted). Raises :class:`ObjectError` naming the
-    file (and line, for YAML syntax errors)."""
+    file (and line, for YAML syntax errors; line and column of the first byte that is not UTF-8)."""
     p = Path(path)
     if p.is_dir():
         out: list[Mapping[str, Any]] = []
@@ -427,24 +461,99 @@ def load_objects(path: str | Path) -> list[Mapping[str, Any]]:
             if f.is_file() and f.suffix in (".yaml", ".yml", ".json"):
                 out.extend(load_objects(f))
         return out
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ObjectError(f"{p}: cannot read: {exc.strerror}") from exc
-    if p.suffix == ".json" or text.lstrip().startswith("{"):
-        try:
-            return list(iter_objects(json.loads(text)))
-        except json.JSONDecodeError as exc:
-            raise ObjectError(f"{p}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
-    try:
-        docs = list(yaml.load_all(text, Loader=_SAFE_LOADER))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise ObjectError(f"{p}{line}: invalid YAML: {getattr(exc, 'problem', exc)}") from exc
     out = []
-    for d in docs:
+    for d in _read_docs(p):
         out.extend(o for o in iter_objects(d) if isinstance(o, Mapping))
+    return out
+
+
+def _snapshot_list(doc: Any, where: str) -> list[Mapping[str, Any]]:
+    """The objects of one Kubernetes List document (strict; see :func:`load_snapshot_objects`)."""
+    if not isinstance(doc, Mapping):
+        shown = "null" if doc is None else type(doc).__name__
+        raise ObjectError(f"{where}: expected a Kubernetes List (an object with an items list, as `kubectl get "
+                          f"nodes,pods -A -o json` prints), got {shown}")
+    kind = doc.get("kind")
+    items = doc.get("items")
+    if not isinstance(items, list) or (kind is not None and not (isinstance(kind, str) and kind.endswith("List"))):
+        got = (f"kind {_short(kind)}" if kind is not None else "an object without kind") + (
+            " and no items" if "items" not in doc else f" and items {_short(items)}")
+        raise ObjectError(f"{where}: expected a Kubernetes List (an object with an items list, as `kubectl get "
+                          f"nodes,pods -A -o json` prints), got {got}")
+    elem = kind[:-4] if isinstance(kind, str) and kind != "List" else ""
+    out: list[Mapping[str, Any]] = []
+    for i, it in enumerate(items):
+        if not isinstance(it, Mapping):
+            raise ObjectError(f"{where}: items[{i}]: expected a Kubernetes object, got "
+                              f"{'null' if it is None else type(it).__name__}")
+        it_kind = it.get("kind") or elem
+        if not isinstance(it_kind, str) or not it_kind:
+            raise ObjectError(f"{where}: items[{i}]: expected a Kubernetes object with a kind, got kind "
+                              f"{it.get('kind')!r}")
+        if isinstance(it.get("items"), list) and it_kind.endswith("List"):  # a List nested in a List
+            out.extend(_snapshot_list({**it, "kind": it_kind}, f"{where}: items[{i}]"))
+        else:
+            out.append(it if it.get("kind") else {**it, "kind": it_kind})
+    return out
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def load_snapshot_objects(path: str | Path) -> list[Mapping[str, Any]]:
+    """Read a saved cluster state strictly: the objects of the Kubernetes ``List`` document(s) of a JSON or
+    YAML file, as ``kubectl get nodes,pods,pdb,deployments -A -o json`` (or ``-o yaml``) prints them, or of
+    every ``*.json`` / ``*.yaml`` / ``*.yml`` file under a directory (sorted).
+
+    A List is an object whose ``items`` is a list (``kind`` ``List`` or ``<Kind>List``, or no ``kind``);
+    an empty ``items: []`` is an empty cluster. Anything else (``null``, ``[]``, ``{}``, ``items: 5``, an
+    item that is not an object with a ``kind``, an empty file, a directory without such files) raises
+    :class:`ObjectError` naming the file (and the item), as do unreadable, non-UTF-8 and unparsable files:
+    a malformed snapshot is never read as an empty cluster."""
+    p = Path(path)
+    if p.is_dir():
+        files = [f for f in sorted(p.rglob("*")) if f.is_file() and f.suffix in (".yaml", ".yml", ".json")]
+        if not files:
+            raise ObjectError(f"{p}: directory holds no *.json, *.yaml or *.yml file with a Kubernetes List")
+        out: list[Mapping[str, Any]] = []
+        for f in files:
+            out.extend(load_snapshot_objects(f))
+        return out
+    docs = _read_docs(p)
+    present = [(i, d) for i, d in enumerate(docs) if d is not None]
+    if not present:  # an empty file, or JSON/YAML null
+        raise ObjectError(f"{p}: expected a Kubernetes List (an object with an items list, as `kubectl get "
+                          f"nodes,pods -A -o json` prints), got {'an empty file' if not docs else 'null'}")
+    out = []
+    for i, d in present:
+        out.extend(_snapshot_list(d, str(p) if len(docs) == 1 else f"{p}: document {i + 1}"))
+    return out
+
+
+def snapshot_warnings(snapshot: ClusterSnapshot, limit: int = 3) -> list[str]:
+    """Inconsistencies of a saved cluster state that do not stop reading it, one line per kind, counted:
+    pods bound to a node that is not in the snapshot (the planner sees them on no node), and duplicate pods
+    or nodes (the same ``namespace/name`` / name more than once; a real API server has one of each). Each line
+    shows up to ``limit`` examples. ``[]`` when consistent."""
+    out: list[str] = []
+    names = {n.name for n in snapshot.nodes}
+    dangling = [p for p in snapshot.pods if p.node_name is not None and p.node_name not in names]
+    if dangling:
+        eg = ", ".join(f"{p.key} on {p.node_name}" for p in dangling[:limit])
+        out.append(f"{len(dangling)} pod(s) bound to nodes not in the snapshot (e.g. {eg})")
+    for what, keys in (("pod(s)", [p.key for p in snapshot.pods]), ("node(s)", [n.name for n in snapshot.nodes])):
+        seen: set[str] = set()
+        dup: dict[str, None] = {}
+        for k in keys:
+            if k in seen:
+                dup[k] = None
+            seen.add(k)
+        if dup:
+            extra = len(keys) - len(seen)
+            out.append(f"{len(dup)} duplicate {what} ({extra} extra object(s) with the same "
+                       f"{'namespace/name' if what == 'pod(s)' else 'name'}; e.g. {', '.join(list(dup)[:limit])})")
     return out
 
 

@@ -49,7 +49,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .bundle import BundleError, PolicyBundle
+from .bundle import BundleError, PolicyBundle, located
 from .embeddings import EmbeddingEntry, fingerprint
 from .features import FeatureSpec, FeatureSpecError
 from .graph_features import NODE_SPEC, colocation_from_snapshot, featurize_graph, stats_from_snapshot
@@ -431,22 +431,28 @@ class LearnedPlacement:
     """The learned placement policy, a :class:`policy.lowlevel.PlacementPolicy`, built from a ``level: low``
     bundle of architecture ``placement-mlp-v1``.
 
-    ``encoder``: the :class:`policy.serving.GraphEncoder` for ``service_input: encoder`` bundles (default: the
-    committed encoder, checked against the bundle's ``architecture.encoder_version``); ``refresh_s``: service
+    ``encoder``: the :class:`policy.serving.GraphEncoder` for ``service_input: encoder`` bundles (default:
+    ``find_encoder(architecture.encoder_version)`` when given, called once the bundle itself has been checked,
+    else the committed encoder; checked against the bundle's ``architecture.encoder_version``); ``refresh_s``: service
     rows are recomputed when older than this (snapshot time). ``embedding_source``: a callable returning an
     embedding-cache copy (``EmbeddingEntry`` or ``None``) to prefer over in-process rows when its
     ``encoder_version`` matches (the extender passes ``lambda: store.get().embeddings``).
 
-    Raises :class:`policy.bundle.BundleError` when the bundle is of another level or architecture, its feature
-    spec differs from :func:`placement_feature_spec` of its service input, a weight is misshapen, or the encoder
-    differs from the one it was trained with.
+    Raises :class:`policy.bundle.BundleError` (one line naming the bundle directory and the field) when the
+    bundle is of another level or architecture, its feature spec differs from :func:`placement_feature_spec` of
+    its service input, its dims disagree with its feature spec or arrays (checked before anything is sized by
+    them), a weight is misshapen, an ``architecture`` field has the wrong type or range (``temperature``: a
+    finite number > 0, default 20; ``intent_gain``: a finite number, default 0; ``extender_weight``: an integer
+    >= 1, default :data:`EXTENDER_WEIGHT`; ``encoder_version``: text or absent), ``normalization.candidate`` is
+    not a mean/std pair of the input's width, or the encoder differs from the one it was trained with.
     """
 
     name = "learned"
 
     def __init__(self, bundle: PolicyBundle, *, encoder: Any = None, refresh_s: float = 300.0,
-                 embedding_source: Callable[[], Any] | None = None):
-        where = f"placement bundle {bundle.policy_version}"
+                 embedding_source: Callable[[], Any] | None = None,
+                 find_encoder: Callable[[str], Any] | None = None):
+        where = f"placement {bundle.where}"
         if bundle.level != "low":
             raise BundleError(f"{where}: level: expected 'low', found {bundle.level!r}")
         arch = dict(bundle.architecture)
@@ -461,11 +467,27 @@ class LearnedPlacement:
             self.hidden, self.layers, self.service_dim = d["hidden"], d["layers"], d["service_dim"]
         except KeyError as exc:
             raise BundleError(f"{where}: dims: missing {exc.args[0]!r}") from None
+        found = bundle.feature_spec.get("candidate")
+        if found is None:
+            raise BundleError(f"{where}: feature_spec: expected input 'candidate', found {sorted(bundle.feature_spec)}")
+        # bound every dim by what the manifest's own spec and arrays say before sizing anything by it
+        if len(CONTEXT_FEATURES) + self.service_dim != len(found):
+            raise BundleError(f"{where}: dims.service_dim: expected {len(found) - len(CONTEXT_FEATURES)} "
+                              f"(feature_spec.candidate has {len(found)} columns, {len(CONTEXT_FEATURES)} of them "
+                              f"context), found {self.service_dim}")
+        if "features" in d and d["features"] != len(found):
+            raise BundleError(f"{where}: dims.features: expected {len(found)} (the columns of "
+                              f"feature_spec.candidate), found {d['features']}")
+        if self.hidden < 1:
+            raise BundleError(f"{where}: dims.hidden: expected an integer >= 1, found {self.hidden}")
+        if 2 * self.layers + 2 > len(bundle.weights):
+            raise BundleError(f"{where}: dims.layers: {self.layers} hidden layers need {2 * self.layers + 2} "
+                              f"arrays, the bundle has {len(bundle.weights)}")
+        if si == "flat" and self.service_dim != len(NODE_SPEC):
+            raise BundleError(f"{where}: architecture.service_input: 'flat' rows have {len(NODE_SPEC)} columns "
+                              f"(policy.graph_features.NODE_SPEC), but dims.service_dim is {self.service_dim}")
         try:
             spec = placement_feature_spec(si, self.service_dim)
-            found = bundle.feature_spec.get("candidate")
-            if found is None:
-                raise FeatureSpecError(f"feature_spec: expected input 'candidate', found {sorted(bundle.feature_spec)}")
             spec.check(found, "feature_spec.candidate")
         except (FeatureSpecError, ValueError) as exc:
             raise BundleError(f"{where}: {exc}") from None
@@ -479,21 +501,28 @@ class LearnedPlacement:
             self.weights[k] = np.ascontiguousarray(a, dtype=np.float32)
         self.mean, self.std = bundle.norm("candidate", len(spec))
         self.service_input: str = si
-        self.rows_version = str(arch.get("encoder_version") or (FLAT_ROWS_VERSION if si == "flat" else ""))
-        self.temperature = float(arch.get("temperature", 20.0))
-        self.intent_gain = float(arch.get("intent_gain", 0.0))
-        self.extender_weight = int(arch.get("extender_weight", EXTENDER_WEIGHT))
+        ev = arch.get("encoder_version")
+        if ev is not None and not isinstance(ev, str):
+            raise BundleError(f"{where}: architecture.encoder_version: expected text, found {ev!r}")
+        self.rows_version = str(ev or (FLAT_ROWS_VERSION if si == "flat" else ""))
+        self.temperature = _arch_number(arch, "temperature", 20.0, where, minimum=0.0, strict=True)
+        self.intent_gain = _arch_number(arch, "intent_gain", 0.0, where)
+        self.extender_weight = int(_arch_number(arch, "extender_weight", EXTENDER_WEIGHT, where, minimum=1,
+                                                integer=True))
         if si == "encoder":
+            if encoder is None and find_encoder is not None:  # looked up only once the bundle itself is sound
+                encoder = find_encoder(self.rows_version)
             if encoder is None:
                 from .serving import GraphEncoder
 
                 encoder = GraphEncoder.load()
+            enc_src = getattr(getattr(encoder, "bundle", None), "source", "") or "given"
             if self.rows_version and encoder.version != self.rows_version:
                 raise BundleError(f"{where}: architecture.encoder_version: expected {self.rows_version!r} (trained "
-                                  f"with it), found encoder {encoder.version!r}")
+                                  f"with it), found encoder {encoder.version!r} ({enc_src})")
             if encoder.embedding_dim != self.service_dim:
-                raise BundleError(f"{where}: dims.service_dim: expected the encoder's {encoder.embedding_dim}, "
-                                  f"found {self.service_dim}")
+                raise BundleError(f"{where}: dims.service_dim: expected the encoder's {encoder.embedding_dim} "
+                                  f"({enc_src}), found {self.service_dim}")
         self.encoder = encoder
         self.rows = ServiceRowCache(si, encoder, refresh_s)
         self.embedding_source = embedding_source
@@ -507,12 +536,16 @@ class LearnedPlacement:
     def load(path: str | Path = DEFAULT_PLACEMENT_BUNDLE, *, encoder: Any = None, refresh_s: float = 300.0,
              embedding_source: Callable[[], Any] | None = None) -> LearnedPlacement:
         """Load the bundle at ``path`` (default: the committed ``policy/bundles/hrl-scheduler/low``). The encoder
-        (``encoder`` unless given) is the one the bundle was trained with, looked up in the same bundles root
-        (``<path>/../../encoder``, as ``make train`` writes it) and then in the committed ``policy/bundles/encoder``."""
+        (``encoder`` unless given) is the one the bundle was trained with (:func:`encoder_for`: the same bundles
+        root's ``<path>/../../encoder``, as ``make train`` writes it, when it loads and matches, else the committed
+        ``policy/bundles/encoder``). Everything is checked here, before serving: raises
+        :class:`policy.bundle.BundleError`, one line naming the bundle directory (or the encoder's) and the field."""
         b = PolicyBundle.load(path, level="low", architecture_type=PLACEMENT_ARCH)
-        if encoder is None and b.architecture.get("service_input") == "encoder":
-            encoder = encoder_for(Path(path), str(b.architecture.get("encoder_version") or ""))
-        return LearnedPlacement(b, encoder=encoder, refresh_s=refresh_s, embedding_source=embedding_source)
+        try:
+            return LearnedPlacement(b, encoder=encoder, refresh_s=refresh_s, embedding_source=embedding_source,
+                                    find_encoder=lambda version: encoder_for(Path(path), version))
+        except BundleError as exc:
+            raise located(exc, path) from None
 
     def with_embeddings(self, embedding_source: Callable[[], Any] | None) -> LearnedPlacement:
         """A copy sharing the weights and encoder, reading embeddings from ``embedding_source``."""
@@ -573,25 +606,49 @@ class LearnedPlacement:
 
 
 def encoder_for(bundle_path: Path, version: str = "") -> Any:
-    """The :class:`policy.serving.GraphEncoder` a placement bundle at ``bundle_path`` reads embeddings of: the
-    first of ``<bundle_path>/../../encoder`` and the committed encoder whose ``policy_version`` is ``version``
-    (any existing one when none matches: :class:`LearnedPlacement` then refuses the mismatch, naming both)."""
+    """The :class:`policy.serving.GraphEncoder` a placement bundle at ``bundle_path`` reads embeddings of, looked
+    up in this order: ``<bundle_path>/../../encoder`` (the same bundles root, as ``make train`` lays bundles
+    out), then the committed ``policy/bundles/encoder``; the first that loads and whose ``policy_version`` is
+    ``version`` (any loadable one when ``version`` is empty). A candidate that is absent, does not load or does
+    not match is skipped. Raises :class:`policy.bundle.BundleError` naming every encoder path tried and why it
+    was not used when none fits."""
     from .serving import DEFAULT_ENCODER_BUNDLE, GraphEncoder
 
-    found = []
-    for c in (Path(bundle_path).resolve().parent.parent / "encoder", DEFAULT_ENCODER_BUNDLE):
-        if (c / "manifest.json").exists() and c not in found:
-            found.append(c)
-    encoders = []
-    for c in found:
-        enc = GraphEncoder.load(c)
+    candidates: list[Path] = []
+    for c in (Path(bundle_path).resolve().parent.parent / "encoder", Path(DEFAULT_ENCODER_BUNDLE).resolve()):
+        if c not in candidates:
+            candidates.append(c)
+    tried = []
+    for c in candidates:
+        if not (c / "manifest.json").exists():
+            tried.append(f"{c}: absent")
+            continue
+        try:
+            enc = GraphEncoder.load(c)
+        except BundleError as exc:
+            tried.append(str(located(exc, c)))
+            continue
         if not version or enc.version == version:
             return enc
-        encoders.append(enc)
-    if not encoders:
-        raise BundleError(f"placement bundle {bundle_path}: no encoder bundle found next to it or in "
-                          f"{DEFAULT_ENCODER_BUNDLE}")
-    return encoders[0]
+        tried.append(f"{c}: policy_version {enc.version!r}")
+    want = f"the encoder {version!r} it was trained with (architecture.encoder_version)" if version else "an encoder"
+    raise BundleError(f"placement bundle {bundle_path}: no usable encoder bundle: expected {want}; tried "
+                      f"{'; '.join(tried)}")
+
+
+def _arch_number(arch: Mapping[str, Any], key: str, default: float, where: str, *, minimum: float | None = None,
+                 strict: bool = False, integer: bool = False) -> float:
+    """``architecture[key]`` (``default`` when absent) as a finite number (an integer when ``integer``) >=
+    ``minimum`` (> when ``strict``); raises :class:`BundleError` naming the field otherwise (null included)."""
+    if key not in arch:
+        return float(default)
+    v = arch[key]
+    ok = (isinstance(v, int) if integer else isinstance(v, (int, float))) and not isinstance(v, bool)
+    if ok and -1e300 < v < 1e300 and (minimum is None or (v > minimum if strict else v >= minimum)):
+        return float(v)
+    kind = "an integer" if integer else "a finite number"
+    bound = "" if minimum is None else f" {'>' if strict else '>='} {minimum:g}"
+    raise BundleError(f"{where}: architecture.{key}: expected {kind}{bound} (or absent: {default:g}), found {v!r}")
 
 
 class RowsRefresher:

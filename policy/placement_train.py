@@ -160,7 +160,11 @@ class PlacementTrainConfig:
       app (the best one is kept); ``final_seeds``: seeds of the final comparison on every app;
     - ``time_budget_s``: stop training after this many seconds (``None``: run every iteration);
       ``save_eval_checkpoints``: keep the weights of every evaluation (``eval-<iteration>.pt``, for analysis);
-    - ``threads``: torch CPU threads (1: this machine's cores are shared).
+    - ``threads``: torch CPU threads (1: this machine's cores are shared);
+    - ``quick``: a smoke-test run (:data:`QUICK`): its ``policy_version`` says ``-quick``.
+
+    Raises ``ValueError`` naming the field for ``iterations`` < 1, ``time_budget_s`` <= 0 or not finite, or a
+    negative ``seed``.
     """
 
     seed: int = 0
@@ -201,6 +205,15 @@ class PlacementTrainConfig:
     save_eval_checkpoints: bool = False
     reward: PlacementReward = field(default_factory=PlacementReward)
     threads: int = 1
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1:
+            raise ValueError(f"iterations: expected an integer >= 1, got {self.iterations}")
+        if self.time_budget_s is not None and not (math.isfinite(self.time_budget_s) and self.time_budget_s > 0):
+            raise ValueError(f"time_budget_s: expected a number of seconds > 0, got {self.time_budget_s}")
+        if self.seed < 0:
+            raise ValueError(f"seed: expected an integer >= 0, got {self.seed}")
 
 
 # ---- instances --------------------------------------------------------------------------------------------
@@ -676,7 +689,12 @@ def train_placement(cfg: PlacementTrainConfig = PlacementTrainConfig(), out: str
     net.eval()
     log(f"placement[{variant}]: {it} iterations, {episodes} episodes in {train_s:.0f} s; best eval gain "
         f"{best[0]:+.3f} at iteration {best[1]}")
-    version = f"placement-{variant}-{time.strftime('%Y%m%d')}-s{cfg.seed}"
+    # date, seed, -quick and the weights' digest (policy.train_all.content_version): never the version of another
+    # training's bundle
+    from .train_all import content_version
+
+    version = content_version(f"placement-{variant}-{time.strftime('%Y%m%d')}-s{cfg.seed}", net.numpy_weights(),
+                              quick=cfg.quick)
     meta: dict[str, Any] = {
         "algorithm": "PPO-clip with a common-random-numbers leave-one-out baseline (no critic), trained through "
                      "kube-scheduler's default scores + extender score x weight 2 x 10 (policy.placement_train)",
@@ -701,15 +719,15 @@ def train_placement(cfg: PlacementTrainConfig = PlacementTrainConfig(), out: str
         bundle = export_placement(net, None, service_input=cfg.service_input, service_dim=dim,
                                   rows_version=rows_version, temperature=cfg.temperature, policy_version=version,
                                   metadata=meta, intent_gain=cfg.intent_gain)
-    if out:
-        bundle.save(out)
-        log(f"placement[{variant}]: bundle written to {out}")
     save_checkpoint(net, run / "checkpoint.pt", service_input=cfg.service_input, service_dim=dim,
                     rows_version=rows_version, temperature=cfg.temperature, policy_version=version, metadata=meta,
                     intent_gain=cfg.intent_gain)
     report["evaluations"] = eval_details
     (run / "report.json").write_text(json.dumps(_jsonable(report), indent=1) + "\n", encoding="utf-8")
     plot_curves(log_path, run / "learning_curves.png", title=f"placement ({variant})")
+    if out:  # last: a run that fails on the way leaves the bundle as it was
+        bundle.save(out)
+        log(f"placement[{variant}]: {version}: bundle written to {out}" + (" (quick run)" if cfg.quick else ""))
     return net, report
 
 
@@ -817,7 +835,7 @@ def train_stage(root: str | Path, *, quick: bool = False, seed: int = 0, log: Ca
 
 
 QUICK = dict(iterations=3, instances_per_iter=1, rollouts=2, episode_minutes=4, n_samples=200, eval_every=2,
-             eval_instances=1, hidden=16, final_seeds=(0,), final_minutes=4)
+             eval_instances=1, hidden=16, final_seeds=(0,), final_minutes=4, quick=True)
 
 
 def run_cli(args: Any) -> int:
@@ -830,6 +848,13 @@ def run_cli(args: Any) -> int:
     key = f"{variant}/low"
     if key not in VARIANTS:
         raise ValueError(f"--variant: expected one of {', '.join(k.split('/')[0] for k in VARIANTS)}, got {variant!r}")
+    # refuse what would train nothing (an untrained bundle exiting 0) before anything runs
+    if args.iterations is not None and args.iterations < 1:
+        raise ValueError(f"--iterations: expected an integer >= 1, got {args.iterations}")
+    if args.time_budget is not None and not (math.isfinite(args.time_budget) and args.time_budget > 0):
+        raise ValueError(f"--time-budget: expected a number of seconds > 0, got {args.time_budget:g}")
+    if args.seed < 0:
+        raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
     kw: dict[str, Any] = {"seed": args.seed, **VARIANTS[key]}
     if args.quick:
         kw.update(QUICK)

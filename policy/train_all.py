@@ -20,6 +20,17 @@ part switched off (``hrl-no-rebalance/{low,high}`` and ``hrl-no-autoscale/low`` 
 ``hrl-scheduler``'s bundles unless a stage wrote its own) and checks that every learned stack has its
 bundles (:data:`REQUIRED_BUNDLES`).
 
+**Nothing half-written.** The stages train into a staging directory next to the bundles root (seeded with the
+root's existing bundles, so a stage reads what earlier stages or runs left there); only when every chosen stage
+succeeded are the directories they wrote (and the assembled copies) moved into the root, each directory
+replaced as a whole (:func:`install_dirs`). A ``--quick`` run's default root is ``out/train/bundles``
+(:data:`QUICK_ROOT`), never the committed ``policy/bundles``.
+
+**Versions.** Every trainer names a new bundle ``<what>-<date>-s<seed>[-...][-quick]-<hash8>``
+(:func:`content_version`): ``hash8`` is the first 8 hex digits of the SHA-256 of its ``weights.npz``, the digest
+its manifest records under ``weights.sha256``, so two different trainings never share a ``policy_version`` and
+serving's version cross-checks (equality of ``encoder_version`` / ``predictor_version``) tell them apart.
+
 Training wall time per stage goes to ``training.json`` and ``training.csv`` in the report directory and, for a
 full (not ``--quick``) run into ``policy/bundles``, to the ``training`` section of BENCHMARKS.md
 (:func:`policy.benchmarks_md.write_section`). torch is imported only by the stages' own modules.
@@ -34,16 +45,113 @@ import os
 import shutil
 import sys
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 __all__ = ["Stage", "STAGES", "REQUIRED_BUNDLES", "ABLATION_COPIES", "StageResult", "TrainingReport",
-           "resolve", "run_all", "assemble", "markdown", "cmd_train"]
+           "resolve", "run_all", "assemble", "missing_bundles", "markdown", "cmd_train", "weights_sha256",
+           "content_version", "install_dirs", "check_replaceable", "DEFAULT_ROOT", "QUICK_ROOT"]
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ROOT = ROOT / "policy" / "bundles"
+#: Where ``train --all --quick`` writes without ``--out`` (git-ignored): a quick run never overwrites the committed
+#: bundles unless told to.
+QUICK_ROOT = ROOT / "out" / "train" / "bundles"
+
+
+# ---- helpers the trainers share (no torch) ------------------------------------------------------------------
+
+def weights_sha256(weights: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of the ``weights.npz`` :meth:`policy.bundle.PolicyBundle.save` writes for ``weights``
+    (name → array): the same bytes (``np.savez_compressed`` of the arrays in name order; its zip entries carry a
+    fixed timestamp, so the bytes depend only on the arrays), hence the digest the manifest records under
+    ``weights.sha256``."""
+    import hashlib  # noqa: PLC0415
+    import io  # noqa: PLC0415
+
+    import numpy as np  # noqa: PLC0415
+
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **{str(k): np.asarray(v) for k, v in sorted(weights.items())})
+    return hashlib.sha256(buf.getvalue()).hexdigest()
+
+
+def content_version(base: str, weights: Mapping[str, Any], *, quick: bool = False) -> str:
+    """A bundle's ``policy_version``: ``base`` (e.g. ``encoder-20261130-s0-l3``), ``-quick`` for a smoke-test run,
+    and ``-`` + the first 8 hex digits of :func:`weights_sha256` (what the manifest records), so bundles with
+    different weights never share a version (``encoder-20261130-s0-l3-quick-1a2b3c4d``)."""
+    return f"{base}{'-quick' if quick else ''}-{weights_sha256(weights)[:8]}"
+
+
+def _outermost(paths: Sequence[Path]) -> list[Path]:
+    """``paths`` without duplicates and without any path inside another one of them."""
+    res = sorted({Path(p).resolve() for p in paths}, key=lambda p: len(p.parts))
+    out: list[Path] = []
+    for p in res:
+        if not any(p == q or q in p.parents for q in out):
+            out.append(p)
+    return out
+
+
+_BUNDLE_FILES = frozenset({"manifest.json", "weights.npz"})
+
+
+def check_replaceable(dirs: Sequence[str | Path]) -> None:
+    """Raise ``ValueError`` naming the first of ``dirs`` that exists and holds anything but bundles
+    (``manifest.json`` / ``weights.npz`` files, in it or in subdirectories; hidden leftovers of an interrupted
+    write are allowed): :func:`install_dirs` replaces a directory as a whole, and must never delete someone's
+    files because a path was mistyped."""
+    for d in map(Path, dirs):
+        if d.is_symlink() or (d.exists() and not d.is_dir()):
+            raise ValueError(f"install: {d} is not a bundle directory (a file or a link): refusing to replace it")
+        if not d.is_dir():
+            continue
+        for f in d.rglob("*"):
+            if (f.is_file() or f.is_symlink()) and f.name not in _BUNDLE_FILES and not f.name.startswith("."):
+                raise ValueError(f"install: {d} holds {f.relative_to(d)}, not a bundle file: refusing to replace it")
+
+
+def install_dirs(pairs: Mapping[str | Path, str | Path]) -> list[Path]:
+    """Replace each destination directory (value) by a copy of its source directory (key), all together: first
+    every source is copied next to its destination (``.<name>.new-*``; the step that can fail, e.g. on a full
+    disk, before anything is replaced), then each destination is swapped in by two renames (the old one moved
+    aside, then deleted). A reader sees the old or the new directory, never a mix of both (a student with
+    another training's predictor). Returns the destinations. Raises ``ValueError`` when a destination is
+    given twice, a source is not a directory or a destination holds other files (:func:`check_replaceable`);
+    ``OSError`` from the copies (the destinations are untouched)."""
+    items = [(Path(s), Path(d)) for s, d in pairs.items()]
+    dsts = [d.resolve() for _s, d in items]
+    if len(set(dsts)) != len(dsts):
+        raise ValueError(f"install: a destination is given twice ({', '.join(str(d) for d in dsts)})")
+    check_replaceable([d for _s, d in items])
+    for s, _d in items:
+        if not s.is_dir():
+            raise ValueError(f"install: {s} is not a directory")
+    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for s, d in items:
+            d.parent.mkdir(parents=True, exist_ok=True)
+            tmp = d.parent / f".{d.name}.new-{tag}"
+            shutil.copytree(s, tmp)
+            staged.append((tmp, d))
+    except BaseException:
+        for tmp, _d in staged:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for tmp, d in staged:
+        old = d.parent / f".{d.name}.old-{tag}"
+        if d.exists() or d.is_symlink():
+            os.rename(d, old)
+        os.rename(tmp, d)
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        elif old.exists() or old.is_symlink():
+            old.unlink()
+    return [d for _t, d in staged]
 
 StageFn = Callable[..., Sequence[str]]
 
@@ -164,53 +272,103 @@ def assemble(root: str | Path, written: Sequence[str] = ()) -> tuple[list[str], 
             shutil.rmtree(d)
         shutil.copytree(s, d)
         copied.append(dst)
+    return copied, missing_bundles(root)
+
+
+def missing_bundles(root: str | Path) -> dict[str, list[str]]:
+    """``{stack: [missing paths]}``: the :data:`REQUIRED_BUNDLES` directories under ``root`` without a bundle."""
+    root = Path(root)
     missing: dict[str, list[str]] = {}
     for stack, paths in REQUIRED_BUNDLES.items():
         for rel in paths:
             p = root / rel
             if not _has_bundle(p):
                 missing.setdefault(stack, []).append(str(p))
-    return copied, missing
+    return missing
 
 
-def run_all(root: str | Path = DEFAULT_ROOT, *, quick: bool = False, seed: int = 0,
+#: Bundle directories (under a root) a stage may read: copied into the staging root before the stages run.
+_SEED_DIRS: tuple[str, ...] = ("encoder", *sorted({p for ps in REQUIRED_BUNDLES.values() for p in ps}))
+
+
+def _seed_staging(root: Path, staging: Path) -> None:
+    for rel in _SEED_DIRS:
+        src = root / rel
+        if _has_bundle(src):
+            shutil.copytree(src, staging / rel, dirs_exist_ok=True)
+
+
+def run_all(root: str | Path | None = None, *, quick: bool = False, seed: int = 0,
             stages: Sequence[str] | None = None, trainers: Mapping[str, StageFn] | None = None,
             log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
             clock: Callable[[], float] = time.monotonic) -> TrainingReport:
     """Run the stages (``stages``: names, default all, always in :data:`STAGES` order), then :func:`assemble`.
 
-    ``trainers``: stage name → function overriding its entry (tests, stand-ins). Stops at the first stage that
-    fails (later stages read earlier outputs); its error is in the report. Raises ``ValueError`` for an unknown
-    stage name."""
+    ``root``: the bundles root (default :data:`DEFAULT_ROOT`, with ``quick`` :data:`QUICK_ROOT`). The stages
+    train into a staging directory next to it (seeded with the root's bundles); only when all of them succeed
+    are the directories they wrote and the assembled copies installed into ``root`` (:func:`install_dirs`), so
+    a failed run leaves ``root`` as it was. ``trainers``: stage name → function overriding its entry (tests,
+    stand-ins). Stops at the first stage that fails (later stages read earlier outputs); its error is in the
+    report. Raises ``ValueError`` for an unknown stage name or a negative seed (before anything runs)."""
     names = [s.name for s in STAGES]
     chosen = list(names) if stages is None else list(stages)
     unknown = [n for n in chosen if n not in names]
     if unknown:
         raise ValueError(f"stages: unknown {unknown} (known: {', '.join(names)})")
-    root = Path(root)
+    if not chosen:
+        raise ValueError(f"stages: expected at least one of {', '.join(names)}")
+    if seed < 0:
+        raise ValueError(f"seed: expected an integer >= 0, got {seed}")
+    root = Path(root) if root is not None else (QUICK_ROOT if quick else DEFAULT_ROOT)
+    check_replaceable([root / rel for rel in (*_SEED_DIRS, *ABLATION_COPIES)])
     root.mkdir(parents=True, exist_ok=True)
+    log(f"train --all: bundles root {root}" + (" (quick run)" if quick else ""))
+    staging = root.parent / f".{root.name}.staging-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     results = [StageResult(s.name) for s in STAGES if s.name in chosen]
     t_all = clock()
-    written: list[str] = []
-    for stage, res in zip([s for s in STAGES if s.name in chosen], results):
-        log(f"train --all: stage {stage.name}: {stage.description}")
-        t0 = clock()
-        try:
-            fn = (trainers or {}).get(stage.name) or resolve(stage)
-            out = fn(root, quick=quick, seed=seed, log=log)
-            res.bundles = [str(p) for p in (out or [])]
-            res.status = "ok"
-        except Exception as exc:  # noqa: BLE001 - report the failing stage, stop the pipeline
-            res.status = "failed"
-            res.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
-        res.wall_s = clock() - t0
-        written += res.bundles
-        log(f"train --all: stage {stage.name}: {res.status} in {res.wall_s:.1f} s"
-            + (f" ({res.error})" if res.error else ""))
-        if res.status != "ok":
-            break
-    copied, missing = assemble(root, written)
-    return TrainingReport(results, clock() - t_all, quick, seed, str(root), copied, missing)
+    written: list[Path] = []
+    copied: list[str] = []
+    try:
+        staging.mkdir(parents=True)
+        _seed_staging(root, staging)
+        for stage, res in zip([s for s in STAGES if s.name in chosen], results):
+            log(f"train --all: stage {stage.name}: {stage.description}")
+            t0 = clock()
+            try:
+                fn = (trainers or {}).get(stage.name) or resolve(stage)
+                out = fn(staging, quick=quick, seed=seed, log=log)
+                wrote = [Path(p) for p in (out or [])]
+                written += wrote
+                res.bundles = [str(_moved(p, staging, root)) for p in wrote]
+                res.status = "ok"
+            except Exception as exc:  # noqa: BLE001 - report the failing stage, stop the pipeline
+                res.status = "failed"
+                res.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
+            res.wall_s = clock() - t0
+            log(f"train --all: stage {stage.name}: {res.status} in {res.wall_s:.1f} s"
+                + (f" ({res.error})" if res.error else ""))
+            if res.status != "ok":
+                break
+        if all(r.status == "ok" for r in results):
+            copied, _ = assemble(staging, [str(p) for p in written])
+            base = staging.resolve()
+            dirs = [p for p in _outermost(written + [staging / c for c in copied])
+                    if p != base and base in p.parents]
+            install_dirs({p: root / p.relative_to(base) for p in dirs})
+            log(f"train --all: {len(dirs)} bundle directories installed under {root}")
+        else:
+            log(f"train --all: a stage failed: nothing installed, {root} left as it was")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return TrainingReport(results, clock() - t_all, quick, seed, str(root), copied, missing_bundles(root))
+
+
+def _moved(p: Path, staging: Path, root: Path) -> Path:
+    """``p`` under ``staging`` → the same place under ``root`` (other paths unchanged)."""
+    try:
+        return root / Path(p).resolve().relative_to(staging.resolve())
+    except ValueError:
+        return Path(p)
 
 
 def markdown(report: TrainingReport) -> str:
@@ -260,13 +418,23 @@ def cmd_train(args: Any) -> int:
         args._parser.print_help(sys.stderr)
         print("hrl-policy train: give --all, or a stage: train encoder | placement | drpc", file=sys.stderr)
         return 2
-    root = Path(args.out) if args.out else DEFAULT_ROOT
-    stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else None
+    if args.seed < 0:
+        raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
+    # a --quick run never overwrites the committed bundles unless --out says so
+    root = Path(args.out) if args.out else (QUICK_ROOT if args.quick else DEFAULT_ROOT)
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages is not None else None
+    if stages is not None:
+        known = [s.name for s in STAGES]
+        bad = [s for s in stages if s not in known]
+        if bad or not stages:
+            raise ValueError(f"--stages: expected a comma-separated subset of {','.join(known)}, got {args.stages!r}")
     report = run_all(root, quick=args.quick, seed=args.seed, stages=stages)
     full = not args.quick and stages is None and root.resolve() == DEFAULT_ROOT.resolve()
     out_dir = Path(args.report) if args.report else (ROOT / "benchmarks" if full else ROOT / "out" / "train")
     j, c = write_reports(report, out_dir)
-    print(f"hrl-policy train: report written to {j} and {c}", file=sys.stderr)
+    print(f"hrl-policy train: report written to {j} and {c}; bundles "
+          + (f"under {root}" if all(st.status == "ok" for st in report.stages) else f"unchanged in {root}"),
+          file=sys.stderr)
     if full:
         from .benchmarks_md import write_section  # noqa: PLC0415
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import zipfile
@@ -116,7 +117,7 @@ def test_pickled_object_arrays_are_never_loaded(tmp_path):
     np.savez(buf, **{"fc.weight": np.array([{"evil": 1}], dtype=object), "fc.bias": np.zeros(4)})
     (tmp_path / "weights.npz").write_bytes(buf.getvalue())
     m = json.loads((tmp_path / "manifest.json").read_text())
-    m["weights"]["sha256"] = ""  # even without a checksum to trip over
+    m["weights"]["sha256"] = hashlib.sha256(buf.getvalue()).hexdigest()  # a matching checksum: no other trip
     (tmp_path / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(BundleError, match="without pickles"):
         PolicyBundle.load(tmp_path)

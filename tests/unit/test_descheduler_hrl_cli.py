@@ -34,13 +34,17 @@ def test_a_snapshot_run_of_the_hierarchical_planner_reports_its_intent_and_write
 def test_a_missing_learned_bundle_is_a_configuration_error_naming_the_path(capsys, tmp_path):
     rc, _out, err = run(capsys, tmp_path, f"planner: {{name: hierarchical, autoscaler: {{name: drpc, "
                                           f"bundle: {tmp_path / 'nope'}}}}}\n")
-    assert rc == 2 and str(tmp_path / "nope") in err and "make train" in err
+    # a path the user wrote: the line names the field, and `make train` (which builds the defaults) is no advice
+    assert rc == 2 and str(tmp_path / "nope") in err and "planner.autoscaler.bundle: " in err
+    assert "make train" not in err
     rc, _out, err = run(capsys, tmp_path, f"placement: {{name: learned, bundle: {tmp_path / 'low'}}}\n")
     assert rc == 2 and str(tmp_path / "low") in err
 
 
-def test_a_malformed_planner_state_stops_before_any_cycle(capsys, tmp_path):
+def test_a_malformed_planner_state_is_dropped_with_one_warning_and_the_cycle_runs(capsys, tmp_path):
     state = tmp_path / "state.json"
     state.write_text(json.dumps({"version": 1, "evictions": [], "planner": {"version": 99}}))
     rc, out, err = run(capsys, tmp_path, f"planner: {{name: hierarchical}}\nstateFile: {state}\n")
-    assert rc == 1 and out == "" and "planner state: version" in err and str(state) in err
+    assert rc == 0 and json.loads(out)["planner"] == "hierarchical"
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert len(warnings) == 1 and "planner state: version" in warnings[0] and str(state) in warnings[0]

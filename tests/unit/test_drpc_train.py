@@ -4,7 +4,10 @@ the predictor learns to beat a naive forecast; the teacher's input handles any n
 from __future__ import annotations
 
 import csv
+import json
+import re
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +15,8 @@ import torch
 
 from policy.bundle import PolicyBundle
 from policy.drpc import DRPC_SPEC, HRL_SPEC, DrpcAutoscaler, DrpcState, StudentActor, drpc_hook, signals_from_sim
+from policy import drpc_train
+from policy.cli import main
 from policy.drpc_train import (GLOBAL_EXTRA, DrpcTrainConfig, PredictorConfig, evaluate_predictor, export_predictor,
                                teacher_input, train_drpc, train_predictor)
 from policy.forecast_data import Windows, windows_of
@@ -68,9 +73,13 @@ def test_a_seconds_long_run_exports_bundles_that_the_numpy_autoscaler_loads_and_
     with (tmp_path / "run" / "progress.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert rows and {"reward", "running_reward", "failed_pct", "cpu_core_hours", "driver"} <= set(rows[0])
+    assert not (tmp_path / "run" / "staged-bundles").exists()
     for name, spec in (("drpc", DRPC_SPEC), ("hrl", HRL_SPEC)):
         student = PolicyBundle.load(dirs[name] / "student", level="high", feature_spec={"local": spec})
         assert PolicyBundle.load(dirs[name] / "predictor").policy_version == pb.policy_version
+        assert student.metadata["predictor_version"] == pb.policy_version  # each student with its own predictor
+        digest = json.loads((dirs[name] / "student" / "manifest.json").read_text())["weights"]["sha256"]
+        assert re.fullmatch(rf"drpc-student-{name}-\d{{8}}-s3-{digest[:8]}", student.policy_version)
         # parity: the exported numpy student against the torch actor rebuilt from the checkpoint
         ckpt = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
         actor = Actor(len(spec), 1, cfg.td3.hidden)
@@ -96,3 +105,110 @@ def test_a_seconds_long_run_exports_bundles_that_the_numpy_autoscaler_loads_and_
     state = DrpcState()
     targets = scaler.replica_targets(sim.observe(), state, signals_from_sim(sim), autoscaled_workloads(app))
     assert set(targets) == set(autoscaled_workloads(app)) and all(1 <= n <= 10 for n in targets.values())
+
+
+# ---- nothing half-written, quick runs elsewhere, versions that name the weights ---------------------------
+
+def tiny_config(**kw) -> DrpcTrainConfig:
+    return DrpcTrainConfig(apps=("online-boutique",), total_minutes=16, episode_minutes=8, n_samples=100,
+                           updates_per_minute=1, td3=replace(DrpcTrainConfig().td3, learning_starts=8, batch_size=8,
+                                                             hidden=8), eval_every=0, **kw)
+
+
+def tiny_predictor(path: Path, quick: bool = False) -> PolicyBundle:
+    pcfg = PredictorConfig(window=10, horizon=3, hidden=8, epochs=1, seed=0)
+    model, rep = train_predictor(pcfg, data=small_windows(range(1), 10, 3), heldout={"w": small_windows([9], 10, 3)},
+                                 progress=False)
+    return export_predictor(model, pcfg, path, rep, **({"quick": True} if quick else {}))
+
+
+def committed_like(root: Path) -> dict[Path, bytes]:
+    """Stand-in 'committed' bundles (student + predictor per directory) and their file contents."""
+    for d in ("drpc", "hrl-scheduler/high", "hrl-flat/high"):
+        for part in ("student", "predictor"):
+            (root / d / part).mkdir(parents=True, exist_ok=True)
+            (root / d / part / "manifest.json").write_text(f"committed {d} {part}")
+    return contents(root)
+
+
+def contents(root: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("argv,flag,value", [
+    (["--apps", "nope"], "--apps", "'nope'"),
+    (["--apps", "online-boutique,nope"], "--apps", "'nope'"),
+    (["--students", "drpc,bogus"], "--students", "bogus"),
+    (["--minutes", "0"], "--minutes", "0"),
+    (["--seed", "-1"], "--seed", "-1"),
+    (["--predictor", "/nonexistent/predictor"], "--predictor", "/nonexistent/predictor"),
+])
+def test_a_bad_argument_is_refused_before_anything_is_trained_or_written(tmp_path, capsys, argv, flag, value):
+    root = tmp_path / "root"
+    before = committed_like(root)
+    rc = main(["train", "drpc", "--quick", "--out", str(root), "--run-dir", str(tmp_path / "run"), *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert err[0].startswith(f"hrl-policy train drpc: error: {flag}: ") and value in err[0]
+    assert contents(root) == before  # the predictor is not trained and written before --apps is checked
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_that_fails_on_the_way_leaves_every_bundle_directory_as_it_was(tmp_path, monkeypatch):
+    torch.set_num_threads(1)
+    root = tmp_path / "root"
+    before = committed_like(root)
+    pb = tiny_predictor(tmp_path / "pred")
+
+    def broken_plot(*a, **k):
+        raise RuntimeError("matplotlib exploded")
+
+    monkeypatch.setattr(drpc_train, "_plot", broken_plot)  # after the students are exported
+    dirs = {"drpc": root / "drpc", "hrl": root / "hrl-scheduler" / "high"}
+    with pytest.raises(RuntimeError, match="exploded"):
+        train_drpc(tiny_config(students=("drpc", "hrl")), out_dir=tmp_path / "run", bundle_dirs=dirs, predictor=pb,
+                   progress=False)
+    assert contents(root) == before
+
+
+def test_a_quick_run_without_bundle_directories_writes_under_its_run_directory(tmp_path, monkeypatch):
+    torch.set_num_threads(1)
+    committed = tmp_path / "committed"
+    monkeypatch.setattr(drpc_train, "DEFAULT_BUNDLE_DIRS", {
+        "drpc": committed / "drpc", "hrl": committed / "hrl-scheduler" / "high",
+        "hrl-td3": committed / "hrl-flat" / "high"})
+    monkeypatch.setattr(drpc_train, "DEFAULT_DRPC_BUNDLE", committed / "drpc")
+    pb = tiny_predictor(tmp_path / "pred", quick=True)
+    rep = train_drpc(tiny_config(students=("drpc",), quick=True), out_dir=tmp_path / "run", predictor=pb,
+                     progress=False, plots=False)
+    assert not committed.exists()
+    assert rep["bundle_dirs"] == {"drpc": str(tmp_path / "run" / "bundles" / "drpc")}
+    student = PolicyBundle.load(tmp_path / "run" / "bundles" / "drpc" / "student")
+    assert "-s0-quick-" in student.policy_version and "-s0-quick-" in pb.policy_version
+
+
+def test_the_quick_command_line_default_is_the_run_directory_and_the_log_says_so(tmp_path, monkeypatch, capsys):
+    seen = {}
+
+    def fake_train(cfg, out_dir=None, bundle_dirs=None, predictor=None, **kw):
+        seen.update(cfg=cfg, out_dir=out_dir, bundle_dirs=bundle_dirs)
+        return {"config": {"quick": cfg.quick}, "episodes": 1, "simulated_minutes": 15, "train_wall_s": 1.0,
+                "run_dir": str(out_dir), "bundle_dirs": {k: str(v) for k, v in (bundle_dirs or {}).items()}}
+
+    monkeypatch.setattr(drpc_train, "train_drpc", fake_train)
+    assert main(["train", "drpc", "--quick", "--students", "drpc,hrl,hrl-td3", "--run-dir", str(tmp_path / "run")]) == 0
+    bundles = tmp_path / "run" / "bundles"
+    assert seen["cfg"].quick and seen["bundle_dirs"] == {
+        "drpc": bundles / "drpc", "hrl": bundles / "hrl-scheduler" / "high", "hrl-td3": bundles / "hrl-flat" / "high"}
+    err = capsys.readouterr().err
+    assert "quick run" in err and f"drpc → {bundles / 'drpc'}" in err
+
+
+def test_an_out_directory_holding_other_files_is_refused_before_training(tmp_path, capsys):
+    root = tmp_path / "root"
+    before = committed_like(root)
+    (root / "drpc" / "notes.txt").write_text("mine")
+    rc = main(["train", "drpc", "--quick", "--students", "drpc", "--out", str(root), "--run-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "notes.txt" in err[0] and "refusing" in err[0]
+    assert contents(root) == {**before, root / "drpc" / "notes.txt": b"mine"} and not (tmp_path / "r").exists()

@@ -215,38 +215,38 @@ def test_replica_targets_follow_their_period_and_the_autoscaler_sees_the_state()
 def test_a_pod_moves_when_the_best_other_node_beats_its_own_by_more_than_the_margin():
     s = snap([node("n1"), node("n2"), node("n3")], [pod("api", "n1")])
     low = FixedScores({"n1": 3.0, "n2": 5.5, "n3": 4.0})
-    moves = plan(HierarchicalPolicy(margin=2.0), s, low).moves
+    moves = plan(HierarchicalPolicy(min_serving_pods=1, margin=2.0), s, low).moves
     assert [(m.pod, m.from_node, m.to_node, m.reason, m.gain) for m in moves] == [
         ("shop/api-0", "n1", "n2", "policy", 2.5)]
-    assert plan(HierarchicalPolicy(margin=2.5), s, low).moves == ()  # strictly more than the margin
+    assert plan(HierarchicalPolicy(min_serving_pods=1, margin=2.5), s, low).moves == ()  # strictly more than the margin
 
 
 def test_a_move_only_goes_where_the_low_level_filter_and_the_node_admit_it():
     cordoned = replace(node("n3"), unschedulable=True)
     s = snap([node("n1"), node("n2"), cordoned], [pod("api", "n1")])
     low = FixedScores({"n1": 0.0, "n2": 9.0, "n3": 10.0}, refuse={"n2": "policy says no"})
-    assert plan(HierarchicalPolicy(), s, low).moves == ()
+    assert plan(HierarchicalPolicy(min_serving_pods=1), s, low).moves == ()
     low = FixedScores({"n1": 0.0, "n2": 9.0, "n3": 10.0})
-    assert [m.to_node for m in plan(HierarchicalPolicy(), s, low).moves] == ["n2"]
+    assert [m.to_node for m in plan(HierarchicalPolicy(min_serving_pods=1), s, low).moves] == ["n2"]
 
 
 def test_a_move_never_creates_an_overload_and_a_pod_on_a_hot_node_is_an_overload_move():
     s = snap([node("n1", usage_m=3900), node("n2", usage_m=3400)], [pod("api", "n1", cpu_m=200)])
     low = FixedScores({"n1": 0.0, "n2": 10.0})
-    assert plan(HierarchicalPolicy(overload_threshold=0.85), s, low).moves == ()  # n2 would reach 0.9
+    assert plan(HierarchicalPolicy(min_serving_pods=1, overload_threshold=0.85), s, low).moves == ()  # n2 would reach 0.9
     s = snap([node("n1", usage_m=3900), node("n2", usage_m=1000)], [pod("api", "n1", cpu_m=200)])
-    (m,) = plan(HierarchicalPolicy(overload_threshold=0.85), s, low).moves
+    (m,) = plan(HierarchicalPolicy(min_serving_pods=1, overload_threshold=0.85), s, low).moves
     assert (m.to_node, m.reason) == ("n2", "overload")
 
 
 def test_the_heuristic_low_level_brings_a_caller_next_to_its_callee_and_then_rests():
     g_edges = [ServiceEdge("api", "db", rps=50.0)]
     s = snap([node("n1"), node("n2")], [pod("api", "n1"), pod("db", "n2")], edges=g_edges)
-    p = HierarchicalPolicy()
+    p = HierarchicalPolicy(min_serving_pods=1)
     moves = plan(p, s).moves
     assert len(moves) == 1 and {(m.from_node, m.to_node) for m in moves} <= {("n1", "n2"), ("n2", "n1")}
     together = snap([node("n1"), node("n2")], [pod("api", "n2"), pod("db", "n2")], edges=g_edges)
-    assert plan(HierarchicalPolicy(), together).moves == ()
+    assert plan(HierarchicalPolicy(min_serving_pods=1), together).moves == ()
 
 
 def test_movable_pods_only_and_the_caps_per_service_and_in_all():
@@ -256,20 +256,20 @@ def test_movable_pods_only_and_the_caps_per_service_and_in_all():
             replace(pod("crit", "n1"), priority_class_name="system-node-critical"),
             replace(pod("disk", "n1"), local_storage=True)]
     low = FixedScores({"n1": 0.0, "n2": 9.0})
-    moves = plan(HierarchicalPolicy(), snap(nodes, pods), low).moves
+    moves = plan(HierarchicalPolicy(min_serving_pods=1), snap(nodes, pods), low).moves
     assert sorted(m.pod for m in moves) == ["shop/api-0", "shop/web-0"]
-    assert len(plan(HierarchicalPolicy(max_moves=1), snap(nodes, pods), low).moves) == 1
-    assert len(plan(HierarchicalPolicy(max_moves_per_service=2), snap(nodes, pods), low).moves) == 3
+    assert len(plan(HierarchicalPolicy(min_serving_pods=1, max_moves=1), snap(nodes, pods), low).moves) == 1
+    assert len(plan(HierarchicalPolicy(min_serving_pods=1, max_moves_per_service=2), snap(nodes, pods), low).moves) == 3
 
 
 def test_moves_follow_their_period_and_rebalance_off_means_none():
     s = snap([node("n1"), node("n2")], [pod("api", "n1")], t_s=240.0)
     low = FixedScores({"n1": 0.0, "n2": 9.0})
-    p = HierarchicalPolicy(moves_period_s=300.0)
+    p = HierarchicalPolicy(min_serving_pods=1, moves_period_s=300.0)
     assert plan(p, s, low).moves == ()  # before the first window ends (the simulator starts at 0)
     assert len(plan(p, replace(s, taken_at_s=300.0), low).moves) == 1
     assert plan(p, replace(s, taken_at_s=420.0), low).moves == ()
-    assert plan(HierarchicalPolicy(rebalance=False), s, low).moves == ()
+    assert plan(HierarchicalPolicy(min_serving_pods=1, rebalance=False), s, low).moves == ()
 
 
 # ---- (c) intent ------------------------------------------------------------------------------------------
@@ -299,7 +299,7 @@ def test_a_rising_forecast_moves_the_intent_towards_balance_before_the_cpu_does(
 
 def test_the_intent_is_smoothed_against_the_last_one_kept_in_the_state():
     busy = snap([node("n1", usage_m=4000)], [pod("api", "n1")])
-    p = HierarchicalPolicy(intent_policy=UtilizationIntent(smoothing=0.5), rebalance=False)
+    p = HierarchicalPolicy(min_serving_pods=1, intent_policy=UtilizationIntent(smoothing=0.5), rebalance=False)
     p.state.last_intent = (1.5, 0.5)
     assert plan(p, busy).intent == pytest.approx((1.125, 1.25))
     assert plan(p, busy).intent == pytest.approx((0.9375, 1.625))
@@ -309,10 +309,10 @@ def test_the_intent_is_smoothed_against_the_last_one_kept_in_the_state():
 def test_the_flat_intent_is_always_the_default_and_the_low_level_is_scored_with_the_plan_intent():
     s = snap([node("n1", usage_m=4000), node("n2")], [pod("api", "n1")])
     low = FixedScores({"n1": 0.0, "n2": 9.0})
-    p = HierarchicalPolicy(intent_policy=FixedIntent())
+    p = HierarchicalPolicy(min_serving_pods=1, intent_policy=FixedIntent())
     out = plan(p, s, low)
     assert out.intent == default_intent() and set(low.intents) == {default_intent()}
-    p2 = HierarchicalPolicy()
+    p2 = HierarchicalPolicy(min_serving_pods=1)
     out2 = plan(p2, s, low)
     assert set(low.intents[-1:]) == {out2.intent} and out2.intent != default_intent()
     assert FixedIntent((2.0,)).intent(s, ClusterIndex.build(s), HrlState()) == (2.0, 1.0)
@@ -362,3 +362,74 @@ def test_a_missing_learned_bundle_names_its_path(tmp_path):
         load_learned_placement(tmp_path / "low")
     with pytest.raises(BundleMissing, match="run `make train`"):
         load_learned_autoscaler(tmp_path / "high")
+
+
+# ---- guardrails: a service's only pod stays; the learned targets are shielded and stabilised -------------
+
+
+def test_a_services_only_pod_is_not_moved_unless_allowed():
+    s = snap([node("n1"), node("n2"), node("n3")], [pod("api", "n1")])
+    low = FixedScores({"n1": 3.0, "n2": 5.5, "n3": 4.0})
+    assert plan(HierarchicalPolicy(margin=2.0), s, low).moves == ()  # default min_serving_pods=2
+    assert [m.to_node for m in plan(HierarchicalPolicy(margin=2.0, min_serving_pods=1), s, low).moves] == ["n2"]
+    two = snap([node("n1"), node("n2"), node("n3")], [pod("api", "n1"), pod("api", "n3", i=1)])
+    assert [m.pod for m in plan(HierarchicalPolicy(margin=0.5), two, FixedScores({"n1": 3.0, "n2": 5.5, "n3": 5.5})).moves] \
+        == ["shop/api-0"]
+
+
+class FakeStudents:
+    """The slice of policy.drpc.DrpcAutoscaler that DrpcReplicaAutoscaler uses: scripted targets."""
+
+    class mapping:  # noqa: N801 - stands for an ActionMapping
+        max_replicas = 10
+
+    def __init__(self, targets):
+        self.targets = targets
+
+    def replica_targets(self, snapshot, state, signals, keys):
+        return dict(self.targets)
+
+
+def limited_pod(i: int, usage_m: int) -> PodInfo:
+    return replace(pod("api", "n1", i=i, cpu_m=100, usage_m=usage_m), limits=Resources(200, GI))
+
+
+def test_the_saturation_shield_scales_a_saturated_service_up_whatever_the_students_say():
+    from policy.hrl import DrpcReplicaAutoscaler
+
+    # 2 pods at 95 % of their 200m limit: used 380m → HPA formula at 80 % of the 100m request = 5 pods
+    hot = snap([node("n1")], [limited_pod(0, 190), limited_pod(1, 190)], [workload("api", 2)])
+    auto = DrpcReplicaAutoscaler(FakeStudents({"shop/api": 2}), stabilization_s=0.0)
+    assert auto.replica_targets(hot, HrlState()) == {"shop/api": 5}
+    # below saturation the students decide, even to scale down
+    calm = snap([node("n1")], [limited_pod(0, 100), limited_pod(1, 100)], [workload("api", 2)])
+    assert DrpcReplicaAutoscaler(FakeStudents({"shop/api": 1}), stabilization_s=0.0).replica_targets(
+        calm, HrlState()) == {"shop/api": 1}
+
+
+def test_the_learned_targets_hold_scale_downs_for_the_stabilization_window():
+    from policy.hrl import DrpcReplicaAutoscaler
+
+    st = HrlState()
+    students = FakeStudents({"shop/api": 4})
+    auto = DrpcReplicaAutoscaler(students, stabilization_s=300.0)
+    pods = [limited_pod(0, 50), limited_pod(1, 50)]
+    assert auto.replica_targets(snap([node("n1")], pods, [workload("api", 2)], t_s=600.0), st) == {"shop/api": 4}
+    students.targets = {"shop/api": 2}
+    assert auto.replica_targets(snap([node("n1")], pods, [workload("api", 4)], t_s=660.0), st) == {"shop/api": 4}
+    assert auto.replica_targets(snap([node("n1")], pods, [workload("api", 4)], t_s=901.0), st) == {"shop/api": 2}
+
+
+@pytest.mark.parametrize("kw, field", [({"saturation": 0.0}, "saturation"), ({"shield_target": 1.5}, "shield_target"),
+                                       ({"refused_frac": math.nan}, "refused_frac"),
+                                       ({"stabilization_s": -1.0}, "stabilization_s")])
+def test_the_guardrails_refuse_bad_parameters_by_name(kw, field):
+    from policy.hrl import DrpcReplicaAutoscaler
+
+    with pytest.raises(ValueError, match=f"DrpcReplicaAutoscaler.{field}"):
+        DrpcReplicaAutoscaler(FakeStudents({}), **kw)
+
+
+def test_min_serving_pods_below_one_is_refused():
+    with pytest.raises(ValueError, match="HierarchicalPolicy.min_serving_pods"):
+        HierarchicalPolicy(min_serving_pods=0)

@@ -126,3 +126,123 @@ def test_the_orchestrator_the_hierarchy_and_the_learned_stacks_load_no_torch():
                          cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+# ---- nothing half-written, quick runs elsewhere, versions that name the weights ---------------------------
+
+def test_a_failing_stage_leaves_the_bundles_root_as_it_was(tmp_path):
+    root = tmp_path / "bundles"
+    fake_bundle(root / "encoder", "committed-encoder")
+    fake_bundle(root / "hrl-scheduler" / "low", "committed-low")
+    before = {p: p.read_text() for p in root.rglob("*") if p.is_file()}
+    report = ta.run_all(root, trainers=stand_ins([], fail="drpc"), log=lambda m: None)
+    assert [s.status for s in report.stages] == ["ok", "failed", "not_run"]
+    # the encoder stage succeeded, but its new encoder must not sit next to placement bundles trained on the old one
+    assert {p: p.read_text() for p in root.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundles"]  # the staging directory is gone
+
+
+def test_stages_read_the_roots_earlier_bundles_and_only_their_own_directories_are_replaced(tmp_path):
+    root = tmp_path / "bundles"
+    fake_bundle(root / "encoder", "earlier-encoder")
+    fake_bundle(root / "drpc" / "student", "earlier-drpc")
+    seen = []
+
+    def placement(r, *, quick, seed, log):
+        seen.append(json.loads((r / "encoder" / "manifest.json").read_text())["tag"])
+        return [fake_bundle(r / s / "low", f"new-{s}") for s in ("hrl-scheduler", "hrl-no-encoder", "hrl-flat")]
+
+    report = ta.run_all(root, stages=["placement"], trainers={"placement": placement}, log=lambda m: None)
+    assert seen == ["earlier-encoder"] and report.stages[0].status == "ok"
+    assert report.stages[0].bundles == [str(root / s / "low") for s in ("hrl-scheduler", "hrl-no-encoder", "hrl-flat")]
+    tag = lambda *p: json.loads(root.joinpath(*p, "manifest.json").read_text())["tag"]  # noqa: E731
+    assert tag("hrl-flat", "low") == "new-hrl-flat" and tag("hrl-no-autoscale", "low") == "new-hrl-scheduler"
+    assert tag("encoder") == "earlier-encoder" and tag("drpc", "student") == "earlier-drpc"
+
+
+def test_a_quick_run_without_out_never_writes_the_committed_bundles(tmp_path, monkeypatch, capsys):
+    committed, quick_root = tmp_path / "committed", tmp_path / "quick"
+    fake_bundle(committed / "encoder", "committed")
+    monkeypatch.setattr(ta, "DEFAULT_ROOT", committed)
+    monkeypatch.setattr(ta, "QUICK_ROOT", quick_root, raising=False)
+    monkeypatch.setattr(ta, "resolve", lambda stage: stand_ins([])[stage.name])
+    assert main(["train", "--all", "--quick", "--report", str(tmp_path / "rep")]) == 0
+    assert sorted(p.name for p in committed.iterdir()) == ["encoder"]
+    assert json.loads((committed / "encoder" / "manifest.json").read_text()) == {"tag": "committed"}
+    assert (quick_root / "hrl-scheduler" / "low" / "manifest.json").is_file()
+    assert f"bundles under {quick_root}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,flag", [(["--stages", "encoder,magic"], "--stages"), (["--seed", "-1"], "--seed")])
+def test_a_bad_train_all_argument_is_one_line_and_exit_2_before_any_stage(tmp_path, monkeypatch, capsys, argv, flag):
+    order: list[str] = []
+    monkeypatch.setattr(ta, "resolve", lambda stage: stand_ins(order)[stage.name])
+    rc = main(["train", "--all", "--out", str(tmp_path / "b"), "--report", str(tmp_path / "r"), *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and order == [] and not (tmp_path / "b").exists()
+    assert len(err) == 1 and err[0].startswith(f"hrl-policy train: error: {flag}: ") and argv[1] in err[0]
+
+
+def test_a_content_version_is_the_manifests_weights_digest_and_marks_quick_runs(tmp_path):
+    import numpy as np
+
+    from policy.bundle import PolicyBundle
+    from policy.features import FeatureSpec
+
+    w1 = {"b": np.zeros(3, np.float32), "a": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    w2 = {**w1, "b": np.full(3, 1e-6, np.float32)}
+    v1, v2 = ta.content_version("enc-20260101-s0", w1), ta.content_version("enc-20260101-s0", w2, quick=True)
+    assert v1.startswith("enc-20260101-s0-") and v2.startswith("enc-20260101-s0-quick-")
+    assert v1.rsplit("-", 1)[1] != v2.rsplit("-", 1)[1] and len(v1.rsplit("-", 1)[1]) == 8
+    assert ta.content_version("enc-20260101-s0", dict(reversed(list(w1.items())))) == v1  # order-free
+    b = PolicyBundle(level="encoder", policy_version=v1, feature_spec={"x": FeatureSpec.of([("x", "1")])},
+                     dims={}, architecture={"type": "t"}, weights=w1)
+    b.save(tmp_path)
+    sha = json.loads((tmp_path / "manifest.json").read_text())["weights"]["sha256"]
+    assert v1.endswith("-" + sha[:8]) and ta.weights_sha256(w1) == sha
+
+
+def test_install_replaces_whole_directories_and_touches_nothing_when_a_copy_fails(tmp_path, monkeypatch):
+    new_a, new_b = Path(fake_bundle(tmp_path / "new" / "a" / "student", "new-a")).parent, tmp_path / "new" / "b"
+    fake_bundle(new_b / "predictor", "new-b")
+    dst_a, dst_b = tmp_path / "root" / "a", tmp_path / "root" / "b"
+    fake_bundle(dst_a / "student", "old-a")
+    fake_bundle(dst_a / "predictor", "old-a-predictor")  # absent from the new directory: goes with the old one
+    assert ta.install_dirs({new_a: dst_a, new_b: dst_b}) == [dst_a, dst_b]
+    assert sorted(p.name for p in dst_a.iterdir()) == ["student"] and (dst_b / "predictor" / "manifest.json").is_file()
+    assert sorted(p.name for p in dst_a.parent.iterdir()) == ["a", "b"]  # no leftovers
+    with pytest.raises(ValueError, match="not a directory"):
+        ta.install_dirs({new_a: dst_a, tmp_path / "nope": dst_b})
+    with pytest.raises(ValueError, match="twice"):
+        ta.install_dirs({new_a: dst_a, new_b: dst_b / ".." / "a"})
+    fake_bundle(new_a / "student", "newer-a")
+    fake_bundle(new_b / "predictor", "newer-b")
+    real_copytree = ta.shutil.copytree
+
+    def full_disk(src, dst, *args, **kw):  # the second directory's copy fails (after the first one's worked)
+        if Path(dst).name.startswith(".b.new-"):
+            raise OSError(28, "No space left on device")
+        return real_copytree(src, dst, *args, **kw)
+
+    monkeypatch.setattr(ta.shutil, "copytree", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        ta.install_dirs({new_a: dst_a, new_b: dst_b})
+    assert json.loads((dst_a / "student" / "manifest.json").read_text()) == {"tag": "new-a"}  # not newer-a
+    assert json.loads((dst_b / "predictor" / "manifest.json").read_text()) == {"tag": "new-b"}
+    assert sorted(p.name for p in dst_a.parent.iterdir()) == ["a", "b"]
+
+
+def test_a_destination_holding_other_files_is_never_replaced(tmp_path):
+    src = Path(fake_bundle(tmp_path / "new" / "student", "new")).parent
+    dst = tmp_path / "home"
+    fake_bundle(dst / "student", "old")
+    (dst / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"holds notes.txt, not a bundle file: refusing"):
+        ta.install_dirs({src: dst})
+    assert (dst / "notes.txt").read_text() == "mine"
+    order: list[str] = []
+    (tmp_path / "root" / "encoder").mkdir(parents=True)
+    (tmp_path / "root" / "encoder" / "README").write_text("x")
+    with pytest.raises(ValueError, match="holds README"):  # train --all checks its root before any stage runs
+        ta.run_all(tmp_path / "root", trainers=stand_ins(order), log=lambda m: None)
+    assert order == []
