@@ -34,7 +34,7 @@ from .bundle import BundleError, PolicyBundle
 from .features import FeatureSpec
 
 __all__ = ["FORECAST_ARCH", "FORECAST_SPEC", "EPS_RPS", "GruForecaster", "forecast_weight_shapes",
-           "normalize_windows", "naive_forecast", "forecast_errors"]
+           "normalize_windows", "naive_forecast", "forecast_errors", "rate_history"]
 
 FORECAST_ARCH = "gru-forecast-v1"
 #: The predictor's one input column (per minute of the window).
@@ -75,6 +75,19 @@ def forecast_errors(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
 def _sigmoid(a: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * a))
 
+
+
+def rate_history(rates: np.ndarray) -> np.ndarray:
+    """``rates`` as a (B, T) float64 array of per-minute rates (requests/s); a 1-D history is one row.
+    Raises ValueError for another shape, T < 1, or a negative or non-finite rate."""
+    r = np.asarray(rates, dtype=np.float64)
+    if r.ndim == 1:
+        r = r[None, :]
+    if r.ndim != 2 or r.shape[1] < 1:
+        raise ValueError(f"rates: expected (B, T >= 1) requests/s, got shape {r.shape}")
+    if not np.all(np.isfinite(r)) or np.any(r < 0):
+        raise ValueError("rates: must be finite and >= 0")
+    return r
 
 class GruForecaster:
     """The numpy predictor built from a ``gru-forecast-v1`` bundle.
@@ -147,13 +160,7 @@ class GruForecaster:
         """(B, T) per-minute rates (requests/s, T >= 1; the last ``window`` minutes are used, a shorter
         history is padded on the left with its first value) → (B, horizon) forecast rates (requests/s, >= 0)
         for the next ``horizon`` minutes. Raises ValueError for negative or non-finite rates."""
-        r = np.asarray(rates, dtype=np.float64)
-        if r.ndim == 1:
-            r = r[None, :]
-        if r.ndim != 2 or r.shape[1] < 1:
-            raise ValueError(f"rates: expected (B, T >= 1) requests/s, got shape {r.shape}")
-        if not np.all(np.isfinite(r)) or np.any(r < 0):
-            raise ValueError("rates: must be finite and >= 0")
+        r = rate_history(rates)
         if r.shape[1] < self.window:
             r = np.concatenate([np.repeat(r[:, :1], self.window - r.shape[1], axis=1), r], axis=1)
         xn, m = normalize_windows(r[:, -self.window:])

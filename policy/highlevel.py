@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
@@ -190,35 +190,9 @@ class RebalanceHeuristic:
             return Plan(moves=(), replica_targets={}, intent=intent)
         pods = sorted((p for p in snapshot.pods if self.movable(p) and p.node_name in index.node_pos),
                       key=lambda p: p.key)
-        service_of = {p.key: p.service for p in pods}
-        view = _View.of(index)
-        heap: list[tuple[tuple, int, str]] = []
-        for p in pods:
-            prop = self._propose(p.key, view, placement, intent)
-            if prop is not None:
-                heapq.heappush(heap, (prop.sort_key, 0, p.key))
-
-        version = 0
-        moves: list[Move] = []
-        per_service: dict[str, int] = {}
-        while heap and len(moves) < self.max_moves:
-            _key, ver, pod_key = heapq.heappop(heap)
-            service = service_of[pod_key]
-            if per_service.get(service, 0) >= self.max_moves_per_service:
-                continue
-            prop = self._propose(pod_key, view, placement, intent)
-            if prop is None:
-                continue
-            if ver != version:  # computed before the last accepted move: re-queue with the fresh gain
-                heapq.heappush(heap, (prop.sort_key, version, pod_key))
-                continue
-            moves.append(prop.move)
-            per_service[service] = per_service.get(service, 0) + 1
-            view = _View.of(ClusterIndex.build(_apply_move(view.index.snapshot, view.pods[pod_key],
-                                                           prop.move.to_node)))
-            version += 1
-        moves.sort(key=lambda m: (-m.gain, m.pod))
-        return Plan(moves=tuple(moves), replica_targets={}, intent=intent)
+        moves = greedy_moves(pods, index, lambda key, view: self._propose(key, view, placement, intent),
+                             self.max_moves, self.max_moves_per_service)
+        return Plan(moves=moves, replica_targets={}, intent=intent)
 
     # ---- internals --------------------------------------------------------------------------------
 
@@ -365,3 +339,41 @@ def _apply_move(snapshot: ClusterSnapshot, pod: PodInfo, to_node: str | None) ->
         nodes.append(n)
     pods = tuple(replace(p, node_name=to_node) if p.key == pod.key else p for p in snapshot.pods)
     return replace(snapshot, nodes=tuple(nodes), pods=pods)
+
+
+def greedy_moves(pods: Sequence[PodInfo], index: ClusterIndex,
+                 propose: Callable[[str, "_View"], "_Proposal | None"], max_moves: int,
+                 max_moves_per_service: int) -> tuple[Move, ...]:
+    """Greedy move selection shared by :class:`RebalanceHeuristic` and :class:`policy.hrl.HierarchicalPolicy`:
+    every pod of ``pods`` gets a proposal on the current cluster (``propose(pod_key, view)``, ``None``: stays);
+    the best (by ``sort_key``) is accepted, the cluster is updated as if it had moved, and proposals computed
+    before that are re-evaluated before they can be accepted. At most one move per pod,
+    ``max_moves_per_service`` per service and ``max_moves`` in all. Returns the moves by gain (descending),
+    ties by pod key. Deterministic for the same inputs."""
+    service_of = {p.key: p.service for p in pods}
+    view = _View.of(index)
+    heap: list[tuple[tuple, int, str]] = []
+    for p in pods:
+        prop = propose(p.key, view)
+        if prop is not None:
+            heapq.heappush(heap, (prop.sort_key, 0, p.key))
+    version = 0
+    moves: list[Move] = []
+    per_service: dict[str, int] = {}
+    while heap and len(moves) < max_moves:
+        _key, ver, pod_key = heapq.heappop(heap)
+        service = service_of[pod_key]
+        if per_service.get(service, 0) >= max_moves_per_service:
+            continue
+        prop = propose(pod_key, view)
+        if prop is None:
+            continue
+        if ver != version:  # computed before the last accepted move: re-queue with the fresh gain
+            heapq.heappush(heap, (prop.sort_key, version, pod_key))
+            continue
+        moves.append(prop.move)
+        per_service[service] = per_service.get(service, 0) + 1
+        view = _View.of(ClusterIndex.build(_apply_move(view.index.snapshot, view.pods[pod_key], prop.move.to_node)))
+        version += 1
+    moves.sort(key=lambda m: (-m.gain, m.pod))
+    return tuple(moves)

@@ -24,7 +24,6 @@ to the eviction history.
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .highlevel import (SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY, _apply_move, _finite_scores,
+from .highlevel import (SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY, _finite_scores, greedy_moves,
                         _util_after_add, _View, default_intent, node_cpu_utilization, structurally_movable)
 from .index import ClusterIndex
 from .lowlevel import INTENT_SPEC, PlacementPolicy, node_admits
@@ -310,13 +309,9 @@ class TrendForecaster:
     def predict(self, rates: np.ndarray) -> np.ndarray:
         """(B, T) → (B, horizon) requests/s; see the class docstring. Raises ValueError for negative or
         non-finite rates or an empty history."""
-        r = np.asarray(rates, dtype=np.float64)
-        if r.ndim == 1:
-            r = r[None, :]
-        if r.ndim != 2 or r.shape[1] < 1:
-            raise ValueError(f"rates: expected (B, T >= 1) requests/s, got shape {r.shape}")
-        if not np.all(np.isfinite(r)) or np.any(r < 0):
-            raise ValueError("rates: must be finite and >= 0")
+        from .forecast import rate_history  # noqa: PLC0415 - numpy only
+
+        r = rate_history(rates)
         x = r[:, -max(2, self.window):]
         t = x.shape[1]
         steps = np.arange(1, self.horizon + 1, dtype=np.float64)
@@ -670,34 +665,8 @@ class HierarchicalPolicy:
         # (make-before-break is the autoscaler's job: scale up first, the move comes in a later period)
         pods = sorted((p for p in snapshot.pods if self.movable(p) and p.node_name in index.node_pos
                        and bound.get(p.service, 0) >= self.min_serving_pods), key=lambda p: p.key)
-        service_of = {p.key: p.service for p in pods}
-        view = _View.of(index)
-        heap: list[tuple[tuple, int, str]] = []
-        for p in pods:
-            prop = self._propose(p.key, view, placement, intent)
-            if prop is not None:
-                heapq.heappush(heap, (prop.sort_key, 0, p.key))
-        version = 0
-        moves: list[Move] = []
-        per_service: dict[str, int] = {}
-        while heap and len(moves) < self.max_moves:
-            _key, ver, pod_key = heapq.heappop(heap)
-            service = service_of[pod_key]
-            if per_service.get(service, 0) >= self.max_moves_per_service:
-                continue
-            prop = self._propose(pod_key, view, placement, intent)
-            if prop is None:
-                continue
-            if ver != version:  # computed before the last accepted move: re-queue with the fresh gain
-                heapq.heappush(heap, (prop.sort_key, version, pod_key))
-                continue
-            moves.append(prop.move)
-            per_service[service] = per_service.get(service, 0) + 1
-            view = _View.of(ClusterIndex.build(_apply_move(view.index.snapshot, view.pods[pod_key],
-                                                           prop.move.to_node)))
-            version += 1
-        moves.sort(key=lambda m: (-m.gain, m.pod))
-        return tuple(moves)
+        return greedy_moves(pods, index, lambda key, view: self._propose(key, view, placement, intent),
+                            self.max_moves, self.max_moves_per_service)
 
     def _propose(self, pod_key: str, view: _View, placement: PlacementPolicy,
                  intent: tuple[float, ...]) -> _Proposal | None:
