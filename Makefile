@@ -40,10 +40,10 @@ test: $(VENV)/.test controlplane
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.test
-	$(PY) -m policy.bench --full
+	OMP_NUM_THREADS=1 $(PY) -m policy.bench --full
 
 bench-quick: $(VENV)/.test
-	$(PY) -m policy.bench --quick
+	OMP_NUM_THREADS=1 $(PY) -m policy.bench --quick
 
 bench-sim: $(VENV)/.test
 	OMP_NUM_THREADS=1 $(PY) -m policy.sim.bench_sim
