@@ -282,7 +282,7 @@ def plots(summary: Mapping[str, Any], hists: Mapping[tuple[str, str, str], np.nd
     res = summary["results"]
     apps = list(res)
     traces = sorted({t for a in res.values() for t in a}, key=lambda t: (TRACES + (t,)).index(t))
-    colors = plt.get_cmap("tab10")
+    colors = plt.get_cmap("tab10" if len(policies) <= 10 else "tab20")  # one colour per stack
     styles = ("-", "--", "-.", ":", (0, (6, 2)), (0, (3, 1, 1, 1, 1, 1)))
     written = []
     centers = np.sqrt(HIST_EDGES_MS[:-1] * HIST_EDGES_MS[1:])
