@@ -25,39 +25,24 @@ get/update/patch on ``deployments/scale``, and ``create`` on ``pods/eviction``; 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client as kclient
-from kubernetes import config as kconfig
 from kubernetes.client.rest import ApiException
 
 from policy.observe import snapshot_from_objects
 from policy.state import ClusterSnapshot, EvictionResult, PodInfo, ServiceGraph
 
+from policy.kube import POD_FIELD_SELECTOR, load_api_client  # noqa: F401 - re-exported
 from .scale import ApiScaler, ScaleApiError
 from .snapshot import graph_from_annotations
 
 __all__ = ["load_api_client", "KubeObserver", "KubeEvictor", "KubeScaleApi", "KubeScaler", "POD_FIELD_SELECTOR"]
 
-#: Pods that hold no resources any more are not observed (as kube-scheduler's cache and the upstream
-#: descheduler's pod lister do).
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
 
-def load_api_client(kubeconfig: str | None = None) -> kclient.ApiClient:
-    """An ``ApiClient`` from ``kubeconfig`` (a path); ``None``: the in-cluster service account when running in
-    a Pod (``KUBERNETES_SERVICE_HOST`` set), else ``$KUBECONFIG`` / ``~/.kube/config``.
-    Raises ``kubernetes.config.ConfigException`` (or ``OSError``) when none can be loaded."""
-    if kubeconfig:
-        return kconfig.new_client_from_config(config_file=str(kubeconfig))
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        cfg = kclient.Configuration()
-        kconfig.load_incluster_config(client_configuration=cfg)
-        return kclient.ApiClient(cfg)
-    return kconfig.new_client_from_config()
 
 
 def _list_all(list_fn: Callable[..., Any], kind: str, page_size: int, timeout_s: float,

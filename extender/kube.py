@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import threading
 import time
@@ -38,34 +37,21 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes import client as kclient
-from kubernetes import config as kconfig
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from policy.observe import ObjectError, parse_node, parse_pod
 from policy.state import ANNOTATION_DEPENDS_ON, ClusterSnapshot, ServiceEdge, ServiceGraph
 
+from policy.kube import POD_FIELD_SELECTOR, load_api_client  # noqa: F401 - re-exported
 from .store import SnapshotStore
 
 __all__ = ["load_api_client", "graph_with_annotations", "KubeSnapshotSource", "POD_FIELD_SELECTOR"]
 
 log = logging.getLogger(__name__)
 
-#: Pods that hold no resources any more are left out, as kube-scheduler's cache does.
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 
 
-def load_api_client(kubeconfig: str | None = None) -> kclient.ApiClient:
-    """An ``ApiClient`` from ``kubeconfig`` (a path); ``None``: the in-cluster service account when running in
-    a Pod (``KUBERNETES_SERVICE_HOST`` set), else ``$KUBECONFIG`` / ``~/.kube/config``.
-    Raises ``kubernetes.config.ConfigException`` (or ``OSError``) when none can be loaded."""
-    if kubeconfig:
-        return kconfig.new_client_from_config(config_file=str(kubeconfig))
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
-        cfg = kclient.Configuration()
-        kconfig.load_incluster_config(client_configuration=cfg)
-        return kclient.ApiClient(cfg)
-    return kconfig.new_client_from_config()
 
 
 def graph_with_annotations(graph: ServiceGraph | None, pods) -> ServiceGraph:

@@ -38,12 +38,13 @@ def test_packages_import_only_what_the_layering_allows(pkg, forbidden):
     assert bad == []
 
 
-#: Besides the two ``kube.py`` modules, the Kubernetes client may be imported by these adapters only:
+#: Besides the ``kube.py`` modules (extender, descheduler, and policy/kube.py with what both share), the
+#: Kubernetes client may be imported by these adapters only:
 #: the descheduler's Lease-based leader election (its Lease API calls sit next to the elector).
 KUBERNETES_ADAPTERS = {"descheduler/leader.py"}
 
 
-def test_only_the_two_kube_modules_import_the_kubernetes_client():
+def test_only_the_kube_modules_import_the_kubernetes_client():
     bad = [str(p.relative_to(ROOT)) for pkg in ("policy", "extender", "descheduler") for p in modules(pkg)
            if any(m.split(".")[0] == "kubernetes" for m in imports_of(p)) and p.name != "kube.py"
            and p.relative_to(ROOT).as_posix() not in KUBERNETES_ADAPTERS]
