@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from proc_helpers import free_port
 from prometheus_client import CollectorRegistry
 
 from policy.embeddings import (SERVICE_NAME, CacheClientMetrics, CacheServer, CacheTimeout, CacheUnavailable,
@@ -25,12 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "extender"
 ARGS = (FIX / "args-nodecachecapable.json").read_bytes()
 NAMES = ["boutique-worker", "boutique-worker2", "boutique-worker3"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture()

@@ -4,17 +4,13 @@ hrl-extender command, driven with httpx exactly as kube-scheduler drives it."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+from proc_helpers import extender_process, free_port
 from prometheus_client.parser import text_string_to_metric_families
 
 from extender.server import ExtenderServer
@@ -150,44 +146,17 @@ def test_a_port_in_use_is_an_os_error_from_start():
 
 # ---- the hrl-extender command ---------------------------------------------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_command_serves_a_snapshot_file_and_shuts_down_cleanly_on_sigterm(tmp_path):
-    port = _free_port()
+    port = free_port()
     cfg = tmp_path / "extender.yaml"
     cfg.write_text("apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
                    f"listen: {{port: {port}}}\nurlPrefix: /hrl\nlogLevel: warning\n")
-    proc = subprocess.Popen([sys.executable, "-m", "extender", "--config", str(cfg),
-                             "--snapshot", str(FIX / "cluster-list.json")],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                r = httpx.get(base + "/readyz", timeout=1)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline, "hrl-extender did not start"
-                time.sleep(0.1)
-        assert r.status_code == 200
-        r = httpx.post(base + "/hrl/prioritize", content=ARGS, timeout=5)
+    with extender_process(cfg, port, "--snapshot", str(FIX / "cluster-list.json")) as ext:
+        assert ext.ready.status_code == 200
+        r = httpx.post(ext.base_url + "/hrl/prioritize", content=ARGS, timeout=5)
         # The static file carries no call graph and none is configured: neutral, but a valid reply.
         assert r.status_code == 200 and decode_host_priorities(r.content, NAMES) == dict.fromkeys(NAMES, 0)
         assert 'hrl_extender_prioritize_total{outcome="neutral_unknown_service"} 1.0' in httpx.get(
-            base + "/metrics", timeout=5).text
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-    assert proc.returncode == 0, err
-    assert "Traceback" not in err
+            ext.base_url + "/metrics", timeout=5).text
+    assert ext.returncode == 0, ext.stderr
+    assert "Traceback" not in ext.stderr

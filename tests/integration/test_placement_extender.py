@@ -5,17 +5,12 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
+from proc_helpers import extender_process, free_port
 
 from extender.config import build_policy, load_extender_config
 from extender.server import ExtenderServer
@@ -113,47 +108,21 @@ def test_a_missing_bundle_is_a_configuration_error_naming_it(tmp_path):
         build_policy(config_for(tmp_path / "nowhere"))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_the_command_serves_the_learned_policy_its_configuration_names(trained, tmp_path):
     bundle, _ = trained
     manifests = ROOT / "policy" / "data" / "apps" / "online-boutique" / "kubernetes-manifests.yaml"
-    port = _free_port()
+    port = free_port()
     cfg = tmp_path / "extender.yaml"
     cfg.write_text("apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
                    f"listen: {{port: {port}}}\nlogLevel: warning\n"
                    f"policy: {{name: learned, bundle: '{bundle}', embeddingRefreshSeconds: 0.2}}\n"
                    f"topology: {{sources: ['{manifests}']}}\n")
-    proc = subprocess.Popen([sys.executable, "-m", "extender", "--config", str(cfg),
-                             "--snapshot", str(FIX / "cluster-list.json")],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                r = httpx.get(base + "/readyz", timeout=1)
-                break
-            except httpx.TransportError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline, "hrl-extender did not start"
-                time.sleep(0.1)
-        assert r.status_code == 200
-        r = httpx.post(base + "/scheduler/prioritize", content=ARGS, timeout=10)
+    with extender_process(cfg, port, "--snapshot", str(FIX / "cluster-list.json"), start_timeout_s=60) as ext:
+        assert ext.ready.status_code == 200
+        r = httpx.post(ext.base_url + "/scheduler/prioritize", content=ARGS, timeout=10)
         assert r.status_code == 200
         assert all(isinstance(h["Score"], int) and 0 <= h["Score"] <= 10 for h in r.json())
-        assert 'hrl_extender_prioritize_total{outcome="ok"} 1.0' in httpx.get(base + "/metrics", timeout=5).text
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = proc.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-    assert proc.returncode == 0, err
-    assert "Traceback" not in err
+        assert 'hrl_extender_prioritize_total{outcome="ok"} 1.0' in httpx.get(ext.base_url + "/metrics",
+                                                                              timeout=5).text
+    assert ext.returncode == 0, ext.stderr
+    assert "Traceback" not in ext.stderr

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from proc_helpers import free_port
 
 from extender.server import ExtenderServer
 from policy.topology.live import TopologyRefresher
@@ -79,12 +79,6 @@ def prometheus_binary() -> str:
         pytest.fail("a real Prometheus server is required and could not be installed by "
                     f"hack/install-prometheus.sh (exit {p.returncode}):\n{p.stderr[-2000:]}")
     return p.stdout.strip().splitlines()[-1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PrometheusServer:
