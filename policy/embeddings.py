@@ -730,44 +730,39 @@ class CacheRefresher:
         if self.metrics is not None:
             self.metrics.refresh.labels(kind=kind, outcome=outcome).inc()
 
+    def _fetch(self, kind: str, get, entry_type: type, on_new) -> str:
+        """One conditional get of ``kind`` (``embeddings`` or ``intent``): a new ``entry_type`` entry replaces
+        the copy and is passed to ``on_new``. Returns the outcome (ok, not_modified, missing, error); on an
+        error the copy is kept."""
+        try:
+            r = get()
+            if r.not_modified:
+                return "not_modified"
+            if not isinstance(r.entry, entry_type):
+                return "missing"
+            setattr(self, kind, r.entry)
+            if on_new is not None:
+                on_new(r.entry)
+            return "ok"
+        except Exception as exc:  # noqa: BLE001 - keep the copy; count and go on
+            self._note_failure(exc)
+            return "error"
+
     def refresh_once(self) -> dict[str, str]:
         """One round: fetch what changed. Returns ``{"embeddings": outcome, "intent": outcome}`` with outcomes
         ok, not_modified, missing, error; an intent copy older than ``max_age_s`` is then dropped
         (``on_intent(None)``, counted as refresh outcome ``stale``). Never raises (callbacks' errors are
         counted as ``error``)."""
-        out = {}
-        try:
+        def embeddings():
             fp = self.fingerprint_fn()
             have = self.embeddings
-            known = have.version if have is not None and (not fp or have.fingerprint == fp) else 0
-            r = self.cache.get(fp, known)
-            if r.not_modified:
-                out["embeddings"] = "not_modified"
-            elif isinstance(r.entry, EmbeddingEntry):
-                self.embeddings = r.entry
-                out["embeddings"] = "ok"
-                if self.on_embeddings is not None:
-                    self.on_embeddings(r.entry)
-            else:
-                out["embeddings"] = "missing"
-        except Exception as exc:  # noqa: BLE001 - keep the copy; count and go on
-            out["embeddings"] = "error"
-            self._note_failure(exc)
-        try:
-            have_i = self.intent
-            r = self.cache.get_intent(have_i.version if have_i is not None else 0)
-            if r.not_modified:
-                out["intent"] = "not_modified"
-            elif isinstance(r.entry, IntentEntry):
-                self.intent = r.entry
-                out["intent"] = "ok"
-                if self.on_intent is not None:
-                    self.on_intent(r.entry)
-            else:
-                out["intent"] = "missing"
-        except Exception as exc:  # noqa: BLE001
-            out["intent"] = "error"
-            self._note_failure(exc)
+            return self.cache.get(fp, have.version if have is not None and (not fp or have.fingerprint == fp) else 0)
+
+        def intent():
+            return self.cache.get_intent(self.intent.version if self.intent is not None else 0)
+
+        out = {"embeddings": self._fetch("embeddings", embeddings, EmbeddingEntry, self.on_embeddings),
+               "intent": self._fetch("intent", intent, IntentEntry, self.on_intent)}
         it = self.intent
         if it is not None and self.max_age_s > 0 and it.age_s(self.clock()) > self.max_age_s:
             self.intent = None
