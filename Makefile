@@ -46,10 +46,10 @@ bench-quick: $(VENV)/.test
 	OMP_NUM_THREADS=1 $(PY) -m policy.bench --quick
 
 bench-sim: $(VENV)/.test
-	OMP_NUM_THREADS=1 $(PY) -m policy.sim.bench_sim
+	OMP_NUM_THREADS=1 $(PY) -m policy.bench.sim
 
 bench-topology: $(VENV)/.test
-	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) -m policy.bench_topology
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) -m policy.bench.topology
 
 bench-scheduler: $(VENV)/.test controlplane
 	$(PY) hack/bench-scheduler.py

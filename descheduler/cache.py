@@ -4,7 +4,7 @@ Each cycle the descheduler (a CronJob's short-lived pod, or the interval-mode De
 
 1. **reads the embeddings** of its call graph (:meth:`CacheLink.embeddings_for`): the entry stored under the
    graph's fingerprint when it is younger than ``reencodeAfterSeconds``; otherwise it encodes the graph with
-   the encoder bundle (numpy, :class:`policy.serving.GraphEncoder`; node features from the snapshot: replicas,
+   the encoder bundle (numpy, :class:`policy.encoder.mpnn.GraphEncoder`; node features from the snapshot: replicas,
    requests, limits, measured usage; edge features: call rates and the same-node share of each call) and
    stores the result, so the extender finds it;
 2. **writes its intent** (:meth:`CacheLink.publish_intent`): the plan's intent vector, which the extender
@@ -23,8 +23,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from policy.embeddings import (CacheClientMetrics, CacheUnavailable, EmbeddingCache, EmbeddingEntry, EncoderMetrics,
-                               GrpcEmbeddingCache, fingerprint)
+from policy.cache import CacheClientMetrics, EncoderMetrics
+from policy.cache import CacheUnavailable, GrpcEmbeddingCache
+from policy.cache import EmbeddingCache
+from policy.cache import EmbeddingEntry, fingerprint
 from policy.lowlevel import INTENT_SPEC
 from policy.state import ClusterSnapshot
 
@@ -38,7 +40,7 @@ SOURCE = "hrl-descheduler"
 class CacheLink:
     """Embeddings in, intent out (see the module docstring).
 
-    ``cache``: an :class:`~policy.embeddings.EmbeddingCache` (gRPC client, or in process in tests);
+    ``cache``: an :class:`~policy.cache.EmbeddingCache` (gRPC client, or in process in tests);
     ``encoder_bundle``: bundle directory (``None``: the committed ``policy/bundles/encoder``), loaded on first
     use; ``reencode_after_s``: re-encode when the stored entry is older (> 0); ``clock``: unix seconds.
     """
@@ -66,14 +68,14 @@ class CacheLink:
     def encoder(self):
         """The numpy graph encoder (loaded once). Raises :class:`policy.bundle.BundleError` for a bad bundle."""
         if self._encoder is None:
-            from policy.serving import DEFAULT_ENCODER_BUNDLE, GraphEncoder
+            from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder
 
             self._encoder = GraphEncoder.load(self.encoder_bundle or DEFAULT_ENCODER_BUNDLE)
         return self._encoder
 
     def encode(self, snapshot: ClusterSnapshot) -> tuple[str, tuple[str, ...], Any, float]:
         """``(fingerprint, services, embeddings (N, D) float32, duration_s)`` of ``snapshot.graph``."""
-        from policy.graph_features import colocation_from_snapshot, stats_from_snapshot
+        from policy.encoder import colocation_from_snapshot, stats_from_snapshot
 
         enc = self.encoder()
         g = snapshot.graph

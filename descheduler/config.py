@@ -15,7 +15,7 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
     cooldownSeconds: 1800         # a workload evicted from node N is not evicted from N again for this long
     stateFile: null               # JSON file keeping the eviction history across runs (CronJob mode)
     planner:
-      name: rebalance-heuristic   # or hierarchical (policy.hrl.HierarchicalPolicy)
+      name: rebalance-heuristic   # or hierarchical (policy.highlevel.HierarchicalPolicy)
       overloadThreshold: 0.85     # CPU utilisation fraction of allocatable
       localityMargin: 1.0         # score points (0..10) a target must beat the current node by
       minPairRps: 0.0             # call rate below which a caller/callee pair is not "chatty"
@@ -45,7 +45,7 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
         balanceMax: 2.0
         smoothing: 0.5
     placement:                    # the low-level policy the planner scores with (as the extender's)
-      name: topology-heuristic    # or learned (policy.placement.LearnedPlacement)
+      name: topology-heuristic    # or learned (policy.lowlevel.LearnedPlacement)
       bundle: null                # learned only: bundle directory; null = policy/bundles/hrl-scheduler/low
       targetUtilization: 0.7      # topology-heuristic only
     scaling:                      # applying the plan's replica targets (deployments/scale)
@@ -89,9 +89,12 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from policy.bundle import DEFAULT_BUNDLES, bundle_error_line
 from policy.config import ConfigModel, load_config
-from policy.highlevel import HighLevelPolicy, RebalanceHeuristic
-from policy.lowlevel import INTENT_SPEC, PlacementPolicy, TopologyHeuristic
+from policy.highlevel import HighLevelPolicy
+from policy.highlevel import RebalanceHeuristic
+from policy.lowlevel import INTENT_SPEC, PlacementPolicy
+from policy.lowlevel import TopologyHeuristic
 
 __all__ = [
     "KIND",
@@ -129,9 +132,9 @@ def _finite_number(v: float) -> float:
 
 
 class AutoscalerConfig(ConfigModel):
-    """Where the hierarchical planner's replica targets come from (:mod:`policy.hrl`): ``utilization-target``
-    (the stand-in :class:`policy.hrl.UtilizationTargetAutoscaler`) or ``drpc`` (the learned students of
-    ``bundle``, :func:`policy.hrl.load_learned_autoscaler`)."""
+    """Where the hierarchical planner's replica targets come from (:mod:`policy.highlevel`): ``utilization-target``
+    (the stand-in :class:`policy.highlevel.UtilizationTargetAutoscaler`) or ``drpc`` (the learned students of
+    ``bundle``, :func:`policy.highlevel.load_learned_autoscaler`)."""
 
     name: Literal["utilization-target", "drpc"] = "utilization-target"
     bundle: str | None = Field(None, min_length=1)
@@ -157,7 +160,7 @@ class AutoscalerConfig(ConfigModel):
 
 
 class IntentPolicyConfig(ConfigModel):
-    """:class:`policy.hrl.UtilizationIntent`: cluster CPU utilisation (times the forecast change of the
+    """:class:`policy.highlevel.UtilizationIntent`: cluster CPU utilisation (times the forecast change of the
     request rate) → ``[locality_weight, balance_weight]``, exponentially smoothed."""
 
     low_utilization: float = Field(0.3, ge=0.0)
@@ -182,7 +185,7 @@ class IntentPolicyConfig(ConfigModel):
 
 class PlannerConfig(ConfigModel):
     """The high-level policy and its parameters (see :class:`policy.highlevel.RebalanceHeuristic` and
-    :class:`policy.hrl.HierarchicalPolicy`)."""
+    :class:`policy.highlevel.HierarchicalPolicy`)."""
 
     name: Literal["rebalance-heuristic", "hierarchical"] = "rebalance-heuristic"
     overload_threshold: float = Field(0.85, gt=0.0, le=1.0)
@@ -220,7 +223,7 @@ class PlannerConfig(ConfigModel):
 class PlacementConfig(ConfigModel):
     """The low-level policy the descheduler plans and checks feasibility with (it should be the extender's):
     ``topology-heuristic`` (:class:`policy.lowlevel.TopologyHeuristic`) or ``learned`` (the bundle's
-    :class:`policy.placement.LearnedPlacement`)."""
+    :class:`policy.lowlevel.LearnedPlacement`)."""
 
     name: Literal["topology-heuristic", "learned"] = "topology-heuristic"
     bundle: str | None = Field(None, min_length=1)
@@ -348,7 +351,7 @@ def load_descheduler_config(source: str | Path | Mapping[str, Any] | None) -> De
 
 def planner_from_config(config: DeschedulerConfiguration) -> HighLevelPolicy:
     """The high-level policy the ``planner`` section describes: a :class:`RebalanceHeuristic`, or a
-    :class:`policy.hrl.HierarchicalPolicy` for ``name: hierarchical`` (both also skip the pods that
+    :class:`policy.highlevel.HierarchicalPolicy` for ``name: hierarchical`` (both also skip the pods that
     ``excludedNamespaces`` / ``evictLocalStoragePods`` make unevictable). Raises ``ValueError`` (naming the
     path) when a learned autoscaler's bundle is missing or cannot be loaded."""
     cfg = config.planner
@@ -368,28 +371,28 @@ def planner_from_config(config: DeschedulerConfiguration) -> HighLevelPolicy:
 
 
 def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
-    from policy import hrl  # noqa: PLC0415 - only this planner needs it
+    from policy import highlevel  # noqa: PLC0415 - only this planner needs it
 
     cfg = config.planner
     auto = None
     a = cfg.autoscaler
     if a is not None and a.name == "drpc":
-        bundle = a.bundle or str(hrl.DEFAULT_BUNDLES / "hrl-scheduler" / "high")
+        bundle = a.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "high")
         try:
-            auto = hrl.load_learned_autoscaler(bundle, a.workloads, stabilization_s=a.stabilization_seconds)
+            auto = highlevel.load_learned_autoscaler(bundle, a.workloads, stabilization_s=a.stabilization_seconds)
         except ValueError as exc:  # one line starting with the field (BundleMissing, BundleError)
             field = "planner.autoscaler.bundle"
-            raise ValueError(hrl.bundle_error_line(field, exc, default=a.bundle is None)) from None
+            raise ValueError(bundle_error_line(field, exc, default=a.bundle is None)) from None
     elif a is not None:
-        auto = hrl.UtilizationTargetAutoscaler(
+        auto = highlevel.UtilizationTargetAutoscaler(
             target_utilization=a.target_utilization, tolerance=a.tolerance, min_replicas=config.scaling.min_replicas,
             max_replicas=config.scaling.max_replicas, stabilization_s=a.stabilization_seconds, workloads=a.workloads)
     ip = cfg.intent_policy
-    intent_policy = (hrl.FixedIntent(cfg.intent) if cfg.intent is not None else hrl.UtilizationIntent(
+    intent_policy = (highlevel.FixedIntent(cfg.intent) if cfg.intent is not None else highlevel.UtilizationIntent(
         low_utilization=ip.low_utilization, high_utilization=ip.high_utilization, locality_max=ip.locality_max,
         locality_min=ip.locality_min, balance_min=ip.balance_min, balance_max=ip.balance_max,
         smoothing=ip.smoothing))
-    return hrl.HierarchicalPolicy(
+    return highlevel.HierarchicalPolicy(
         autoscaler=auto, intent_policy=intent_policy, rebalance=cfg.rebalance, margin=cfg.locality_margin,
         overload_threshold=cfg.overload_threshold, max_moves=cfg.max_moves,
         max_moves_per_service=cfg.max_moves_per_service, min_serving_pods=cfg.min_serving_pods,
@@ -404,10 +407,10 @@ def placement_from_config(config: DeschedulerConfiguration) -> PlacementPolicy:
     learned policy's bundle is missing or cannot be loaded."""
     p = config.placement
     if p.name == "learned":
-        from policy import hrl  # noqa: PLC0415
+        from policy.lowlevel import load_learned_placement  # noqa: PLC0415
 
         try:
-            return hrl.load_learned_placement(p.bundle or str(hrl.DEFAULT_BUNDLES / "hrl-scheduler" / "low"))
+            return load_learned_placement(p.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "low"))
         except ValueError as exc:  # one line starting with the field (BundleMissing, BundleError)
-            raise ValueError(hrl.bundle_error_line("placement.bundle", exc, default=p.bundle is None)) from None
+            raise ValueError(bundle_error_line("placement.bundle", exc, default=p.bundle is None)) from None
     return TopologyHeuristic(target_utilization=p.target_utilization)

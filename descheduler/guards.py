@@ -117,7 +117,7 @@ class EvictionHistory:
     raises :class:`HistoryError` (fail closed: better no cycle than a cycle blind to the last one).
 
     The same file carries other state that must survive CronJob runs as extra top-level keys
-    (``sections``, e.g. ``"planner"``: the hierarchical planner's :class:`policy.hrl.HrlState`), kept as read
+    (``sections``, e.g. ``"planner"``: the hierarchical planner's :class:`policy.highlevel.HrlState`), kept as read
     and written back on every save; :meth:`set_section` replaces one and saves.
     """
 

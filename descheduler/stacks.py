@@ -7,7 +7,7 @@ Every stack is the product wired as in a cluster:
 - **low level**: the learned placement policy of the stack's bundle, plugged into kube-scheduler's default
   profile as an extender (``InProcessExtender``, weight 2 as the shipped KubeSchedulerConfiguration: each 0..10
   score × 2 × 10 is added to the in-tree plugins' sum), fed with the current cluster index and the intent;
-- **high level**: :class:`policy.hrl.HierarchicalPolicy` driven by the real :func:`descheduler.loop.run_once`
+- **high level**: :class:`policy.highlevel.HierarchicalPolicy` driven by the real :func:`descheduler.loop.run_once`
   (guards, caps, cooldown, the bounds of ``scaling``) once per simulated minute: replica targets every minute
   through the simulator's scale subresource (:class:`descheduler.scale.SimScaler`), moves every 5 simulated
   minutes through its Eviction API, and the intent of each cycle passed down to the low level.
@@ -27,9 +27,9 @@ stack                  what differs from ``hrl-scheduler`` (bundles under ``poli
 ``hrl-no-autoscale``   fixed replicas (the manifests'); only ``low/`` is loaded
 =====================  ===================================================================================
 
-``drpc`` (DRPC's TD3 autoscaling with default placement) is a stack of ``policy.drpc``.
+``drpc`` (DRPC's TD3 autoscaling with default placement) is a stack of ``policy.highlevel.drpc``.
 
-A factory raises :class:`policy.hrl.BundleMissing` naming the path when a bundle is missing: the benchmark never
+A factory raises :class:`policy.bundle.BundleMissing` naming the path when a bundle is missing: the benchmark never
 falls back silently to a heuristic. Tests and the demo build the same stacks from other parts with
 :func:`build_hrl_stack` (``parts=``).
 """
@@ -41,14 +41,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from policy.hrl import (DEFAULT_BUNDLES, FixedIntent, HierarchicalPolicy, ReplicaAutoscaler, UtilizationIntent,
-                        load_learned_autoscaler, load_learned_placement)
+from policy.bundle import DEFAULT_BUNDLES
+from policy.highlevel import FixedIntent, UtilizationIntent
+from policy.highlevel import HierarchicalPolicy
+from policy.highlevel import ReplicaAutoscaler, load_learned_autoscaler
+from policy.lowlevel import load_learned_placement
 from policy.index import ClusterIndex
 from policy.lowlevel import PlacementPolicy
 from policy.sim.engine import BACKGROUND_NAMESPACE, PeriodicHook, Simulation
 from policy.sim.kube_scheduler import InProcessExtender, KubeSchedulerModel
-from policy.sim.stacks import (AUTOSCALER_PERIOD_MIN, DESCHEDULER_PERIOD_MIN, StackBuild, StackContext,
-                               autoscaled_workloads, terms_lookup)
+from policy.sim.stacks import AUTOSCALER_PERIOD_MIN, DESCHEDULER_PERIOD_MIN, StackBuild, StackContext, autoscaled_workloads, terms_lookup
 
 from .config import DeschedulerConfiguration, load_descheduler_config
 from .guards import EvictionHistory
@@ -127,7 +129,7 @@ class StackParts:
 
 def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None = None) -> StackParts:
     """Load ``<root>/<variant>/low`` (and ``high`` when the variant autoscales); ``root`` defaults to
-    ``policy/bundles``. Raises :class:`policy.hrl.BundleMissing` naming the missing path, and whatever the
+    ``policy/bundles``. Raises :class:`policy.bundle.BundleMissing` naming the missing path, and whatever the
     loaders raise for a bad bundle."""
     base = Path(root) if root is not None else DEFAULT_BUNDLES
     placement = load_learned_placement(base / variant.name / "low")
@@ -146,7 +148,7 @@ def build_hrl_stack(name: str, ctx: StackContext, parts: StackParts | None = Non
     ``parts``: the placement and autoscaler to run (default: :func:`load_parts` from ``root``); ``config``:
     the descheduler's configuration (default :func:`sim_descheduler_config`); ``reports``: a list that receives
     every cycle's :class:`~descheduler.loop.CycleReport`. Raises ``ValueError`` for an unknown name and
-    :class:`policy.hrl.BundleMissing` for a missing bundle."""
+    :class:`policy.bundle.BundleMissing` for a missing bundle."""
     if name not in VARIANTS:
         raise ValueError(f"unknown learned stack {name!r} (known: {', '.join(VARIANTS)})")
     variant = VARIANTS[name]
@@ -182,7 +184,7 @@ def build_hrl_stack(name: str, ctx: StackContext, parts: StackParts | None = Non
 
     def cycle(sim: Simulation) -> None:
         if auto is not None and hasattr(auto, "signals"):  # the DRPC students read the mesh-like service metrics
-            from policy.drpc import signals_from_sim  # noqa: PLC0415
+            from policy.sim.drpc import signals_from_sim  # noqa: PLC0415
 
             auto.signals = signals_from_sim(sim)
         report = run_once(sim.observe, sim.evictor, planner, placement, cfg, history, sim.now_s,

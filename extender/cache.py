@@ -1,6 +1,6 @@
 """The extender's link to the topology embedding cache (``cache:`` in :class:`extender.config.ExtenderConfiguration`).
 
-:func:`start_cache_link` starts a :class:`policy.embeddings.CacheRefresher` that copies, every
+:func:`start_cache_link` starts a :class:`policy.cache.CacheRefresher` that copies, every
 ``refreshSeconds``, the embeddings (of the fingerprint of the store's call graph, or the latest entry) into
 :meth:`SnapshotStore.set_embeddings` and the descheduler's intent into :meth:`SnapshotStore.set_intent`.
 Requests read the store only: they never wait on the cache. When the cache is down the last copy stays
@@ -15,7 +15,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from policy.embeddings import CacheClientMetrics, CacheRefresher, GrpcEmbeddingCache, IntentEntry, fingerprint
+from policy.cache import CacheClientMetrics
+from policy.cache import CacheRefresher
+from policy.cache import GrpcEmbeddingCache
+from policy.cache import IntentEntry, fingerprint
 from policy.state import ServiceGraph
 
 from .config import CacheConfig
@@ -51,9 +54,9 @@ def start_cache_link(config: CacheConfig | None, store: SnapshotStore,
     """Start copying from the cache ``config`` names into ``store`` (``None``: no cache, returns ``None``).
 
     Marks the store as requiring embeddings (:meth:`SnapshotStore.require_embeddings` with
-    ``maxAgeSeconds``), registers :class:`policy.embeddings.CacheClientMetrics` in ``registry`` (when given)
+    ``maxAgeSeconds``), registers :class:`policy.cache.CacheClientMetrics` in ``registry`` (when given)
     and returns the started refresher (call ``stop()`` at shutdown). ``client``: an
-    :class:`~policy.embeddings.EmbeddingCache` to use instead of a gRPC client to ``config.address`` (tests)."""
+    :class:`~policy.cache.EmbeddingCache` to use instead of a gRPC client to ``config.address`` (tests)."""
     if config is None:
         return None
     metrics = CacheClientMetrics(registry) if registry is not None else None

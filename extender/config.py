@@ -52,7 +52,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from policy.config import ConfigModel, load_config
-from policy.lowlevel import PlacementPolicy, TopologyHeuristic
+from policy.lowlevel import PlacementPolicy
+from policy.lowlevel import TopologyHeuristic
 from policy.state import ServiceGraph
 
 __all__ = [
@@ -110,7 +111,7 @@ class PolicyConfig(ConfigModel):
         description="Policy name. topology-heuristic: prefer nodes hosting the pod's callers and callees "
                     "(weighted by call rate), penalise nodes above targetUtilization "
                     "(policy.lowlevel.TopologyHeuristic). learned: the trained placement policy of `bundle` "
-                    "(policy.placement.LearnedPlacement; numpy).")
+                    "(policy.lowlevel.LearnedPlacement; numpy).")
     target_utilization: float = Field(
         0.7, gt=0.0, lt=1.0,
         description="topology-heuristic: CPU utilisation (requested or measured, with the pod added) above which "
@@ -171,7 +172,7 @@ class KubernetesConfig(ConfigModel):
 class CacheConfig(ConfigModel):
     """The topology embedding cache the extender reads (``hrl-policy cache serve``, usually a sidecar).
 
-    A background thread (:class:`policy.embeddings.CacheRefresher`) copies the embeddings and the intent
+    A background thread (:class:`policy.cache.CacheRefresher`) copies the embeddings and the intent
     every ``refreshSeconds``; requests read the copy and never wait on the network. With a cache configured,
     a pod whose service has no embedding in the copy, or whose copy is older than ``maxAgeSeconds``, gets
     neutral scores (outcomes ``neutral_embeddings_missing`` / ``neutral_embeddings_stale``); an intent older
@@ -277,7 +278,7 @@ def build_policy(config: ExtenderConfiguration) -> PlacementPolicy:
     if p.name == "topology-heuristic":
         return TopologyHeuristic(target_utilization=p.target_utilization)
     if p.name == "learned":
-        from policy.placement import DEFAULT_PLACEMENT_BUNDLE, LearnedPlacement  # noqa: PLC0415 - only when used
+        from policy.lowlevel import DEFAULT_PLACEMENT_BUNDLE, LearnedPlacement  # noqa: PLC0415 - only when used
 
         return LearnedPlacement.load(p.bundle or DEFAULT_PLACEMENT_BUNDLE, refresh_s=p.embedding_refresh_seconds)
     raise ValueError(f"policy.name: unknown policy {p.name!r}")  # pragma: no cover - Literal guards this
@@ -286,10 +287,11 @@ def build_policy(config: ExtenderConfiguration) -> PlacementPolicy:
 def start_policy_feeds(policy: PlacementPolicy, config: ExtenderConfiguration, store) -> object | None:
     """Feed a learned policy its service rows off the request path: with ``cache`` configured it prefers the
     cache's embeddings (``store.get().embeddings``, when made by the encoder it was trained with); a background
-    :class:`policy.placement.RowsRefresher` recomputes rows from the store's snapshot every
+    :class:`policy.lowlevel.RowsRefresher` recomputes rows from the store's snapshot every
     ``policy.embeddingRefreshSeconds`` either way (the fallback). Returns the started refresher (call ``stop()``
     at shutdown), or ``None`` for a policy that needs no rows."""
-    from policy.placement import LearnedPlacement, RowsRefresher  # noqa: PLC0415
+    from policy.lowlevel import LearnedPlacement  # noqa: PLC0415
+    from policy.lowlevel import RowsRefresher
 
     if not isinstance(policy, LearnedPlacement):
         return None

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from policy.embeddings import EmbeddingEntry
+from policy.cache import EmbeddingEntry
 from policy.index import ClusterIndex
 from policy.observe import load_snapshot_objects, snapshot_from_objects, snapshot_warnings
 from policy.state import ClusterSnapshot, ServiceGraph
@@ -41,7 +41,7 @@ class StoreView:
     - ``updated_at_s``: the store clock's time (unix seconds by default) of the last
       :meth:`~SnapshotStore.update` or :meth:`~SnapshotStore.touch`, ``None`` before the first;
     - ``generation``: incremented by every change (snapshot, graph, intent or embeddings), 0 initially;
-    - ``embeddings``: the latest copy of the topology embeddings (:class:`policy.embeddings.EmbeddingEntry`,
+    - ``embeddings``: the latest copy of the topology embeddings (:class:`policy.cache.EmbeddingEntry`,
       from the embedding cache), ``None`` before the first;
     - ``embeddings_required`` / ``embeddings_max_age_s``: set by :meth:`SnapshotStore.require_embeddings`
       when a cache is configured (see :meth:`embedding_problem`).

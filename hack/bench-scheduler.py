@@ -21,7 +21,7 @@ One run, one control plane, two phases that differ only in the scheduler:
    (the same plus binding: in a burst it is dominated by the API server's queue); the extender's own
    prioritize/filter latency p50/p99 from its histograms. Every pod must be bound, or the run fails.
 
-Writes the section ``scheduler`` of BENCHMARKS.md (``policy.benchmarks_md.write_section``) and, with
+Writes the section ``scheduler`` of BENCHMARKS.md (``policy.bench.markdown.write_section``) and, with
 ``--json PATH``, the figures as JSON. A benchmark, not a test: nothing here asserts speed.
 
     hack/bench-scheduler.py [--nodes 500] [--pods 2000] [--services 20] [--json PATH] [--no-write]
@@ -49,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from policy.benchmarks_md import write_section  # noqa: E402
+from policy.bench.markdown import write_section  # noqa: E402
 
 
 def _controlplane():

@@ -12,7 +12,7 @@ busiest service to 80% of its CPU limit. The same cluster, trace and seed are ru
     real HTTP on 127.0.0.1 by ``extender.server.ExtenderServer``; every pod's scheduling cycle POSTs the
     ExtenderArgs JSON kube-scheduler would send. The extender serves the learned low-level policy of
     ``policy/bundles/hrl-scheduler/low`` when that bundle exists (else ``TopologyHeuristic``). Our descheduler
-    (``descheduler.loop.run_once`` with the hierarchical planner ``policy.hrl.HierarchicalPolicy``) runs every
+    (``descheduler.loop.run_once`` with the hierarchical planner ``policy.highlevel.HierarchicalPolicy``) runs every
     simulated minute: replica targets every minute through the simulator's scale subresource (the DRPC
     students of ``policy/bundles/hrl-scheduler/high`` when that bundle exists, else the utilisation-target
     stand-in), moves every 5 minutes through its Eviction API, and each cycle's intent is published to the
@@ -46,19 +46,14 @@ from descheduler.scale import SimScaler  # noqa: E402
 from descheduler.stacks import MOVE_MARGIN, sim_descheduler_config  # noqa: E402
 from extender.config import load_extender_config  # noqa: E402
 from extender.server import ExtenderServer  # noqa: E402
-from policy.hrl import (DEFAULT_BUNDLES, FixedIntent, HierarchicalPolicy, UtilizationIntent,  # noqa: E402
-                        UtilizationTargetAutoscaler, load_learned_autoscaler, load_learned_placement)
+from policy.bundle import DEFAULT_BUNDLES
+from policy.highlevel import FixedIntent, UtilizationIntent
+from policy.highlevel import HierarchicalPolicy
+from policy.highlevel import UtilizationTargetAutoscaler, load_learned_autoscaler
+from policy.lowlevel import load_learned_placement
 from policy.lowlevel import TopologyHeuristic  # noqa: E402
 from policy.sim.app import load_app  # noqa: E402
-from policy.sim.engine import (  # noqa: E402
-    METRIC_KEYS,
-    ClusterSpec,
-    PeriodicHook,
-    SimConfig,
-    Simulation,
-    metrics_table_row,
-    rps_for_app,
-)
+from policy.sim.engine import METRIC_KEYS, ClusterSpec, PeriodicHook, SimConfig, Simulation, metrics_table_row, rps_for_app
 from policy.sim.kube_scheduler import HttpExtender, KubeSchedulerModel  # noqa: E402
 from policy.sim.model import PerfModel  # noqa: E402
 from policy.sim.stacks import StackContext, autoscaled_workloads, available_stacks, run_stack  # noqa: E402
@@ -95,11 +90,11 @@ def learned_or(load, path: Path, fallback, what: str):
 
 def drpc_row(app, rps, spec, cfg) -> tuple[object, bool]:
     """The DRPC row: the ``drpc`` stack (from the ``hrl_scheduler.stacks`` entry points, else
-    ``policy.drpc.drpc_stack`` directly) when its bundle loads, else the stand-in autoscaler."""
+    ``policy.sim.drpc.drpc_stack`` directly) when its bundle loads, else the stand-in autoscaler."""
     try:
         if "drpc" in available_stacks():
             return run_stack("drpc", app, rps, spec, cfg), True
-        from policy.drpc import drpc_stack
+        from policy.sim.drpc import drpc_stack
 
         built = drpc_stack(StackContext(app, spec, cfg.seed, cfg))
         return Simulation(app, rps, spec, built.scheduler, cfg, hooks=built.hooks, on_change=built.on_change,
@@ -167,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def descheduler(sim: Simulation) -> None:
             if learned_high:  # the DRPC students read per-service metrics, as from a service mesh
-                from policy.drpc import signals_from_sim
+                from policy.sim.drpc import signals_from_sim
 
                 autoscaler.signals = signals_from_sim(sim)
             report = run_once(sim.observe, sim.evictor, planner, placement, des_config, history, sim.now_s,

@@ -19,7 +19,7 @@ py=${PYTHON:-$root/.venv/bin/python}
 [ -x "$py" ] || py=python3
 
 write_section() { # markdown on stdin
-  (cd "$root" && "$py" -c 'import sys; from policy.benchmarks_md import write_section; write_section("controlplane-build", sys.stdin.read())')
+  (cd "$root" && "$py" -c 'import sys; from policy.bench.markdown import write_section; write_section("controlplane-build", sys.stdin.read())')
 }
 
 if [ "${1:-}" = "--recorded" ]; then

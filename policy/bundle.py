@@ -33,7 +33,7 @@ list of integers >= 0, every ``dims`` value an integer in 0..:data:`MAX_DIM`, ``
 object; ``manifest.json`` must be UTF-8 text of at most :data:`MAX_MANIFEST_BYTES`. Bad bundles raise
 :class:`BundleError` (a ``ValueError``): one line naming the bundle directory and the field. What an
 architecture's own fields mean (``temperature``, ``layers`` against the arrays present, ...) is checked by
-the code that serves it (:class:`policy.placement.LearnedPlacement`, :class:`policy.drpc.StudentActor`, ...),
+the code that serves it (:class:`policy.lowlevel.LearnedPlacement`, :class:`policy.highlevel.StudentActor`, ...),
 also when the bundle is loaded.
 """
 
@@ -57,7 +57,11 @@ import numpy as np
 from .features import FeatureSpec, FeatureSpecError, check_specs
 
 __all__ = ["SCHEMA_VERSION", "LEVELS", "BundleError", "PolicyBundle", "MANIFEST", "WEIGHTS", "MAX_DIM",
-           "MAX_MANIFEST_BYTES", "located"]
+           "MAX_MANIFEST_BYTES", "located", "DEFAULT_BUNDLES", "BundleMissing", "require_bundle",
+           "bundle_error_line", "weights_sha256", "content_version"]
+
+#: Where the committed bundles live: ``policy/bundles/<stack>/{low,high}``, ``policy/bundles/encoder``.
+DEFAULT_BUNDLES = Path(__file__).resolve().parent / "bundles"
 
 SCHEMA_VERSION = 1
 LEVELS = ("low", "high", "encoder")
@@ -405,3 +409,64 @@ def _atomic_write(path: Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+# ---- helpers the trainers share (no torch) ------------------------------------------------------------------
+
+def weights_sha256(weights: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of the ``weights.npz`` :meth:`policy.bundle.PolicyBundle.save` writes for ``weights``
+    (name → array): the same bytes (``np.savez_compressed`` of the arrays in name order; its zip entries carry a
+    fixed timestamp, so the bytes depend only on the arrays), hence the digest the manifest records under
+    ``weights.sha256``."""
+    import hashlib  # noqa: PLC0415
+    import io  # noqa: PLC0415
+
+    import numpy as np  # noqa: PLC0415
+
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **{str(k): np.asarray(v) for k, v in sorted(weights.items())})
+    return hashlib.sha256(buf.getvalue()).hexdigest()
+
+
+def content_version(base: str, weights: Mapping[str, Any], *, quick: bool = False) -> str:
+    """A bundle's ``policy_version``: ``base`` (e.g. ``encoder-20261130-s0-l3``), ``-quick`` for a smoke-test run,
+    and ``-`` + the first 8 hex digits of :func:`weights_sha256` (what the manifest records), so bundles with
+    different weights never share a version (``encoder-20261130-s0-l3-quick-1a2b3c4d``)."""
+    return f"{base}{'-quick' if quick else ''}-{weights_sha256(weights)[:8]}"
+
+
+# ---- the learned parts, by bundle ---------------------------------------------------------------------------
+
+class BundleMissing(ValueError):
+    """A learned stack's bundle directory (or its ``manifest.json``) does not exist; the message names the path
+    and says how to make it (``make train``). ``path``: the directory without a bundle; ``hint``: what the
+    caller probably meant instead ("" when nothing better than ``make train`` is known)."""
+
+    def __init__(self, message: str, path: str | Path | None = None, hint: str = ""):
+        super().__init__(message)
+        self.path = None if path is None else Path(path)
+        self.hint = hint
+
+
+def require_bundle(path: str | Path, what: str, hint: str = "") -> Path:
+    """``path`` as a ``Path`` when it holds a bundle (``manifest.json``); else :class:`BundleMissing` naming
+    ``what`` (e.g. ``"low-level placement"``) and, when given, ``hint`` instead of the default advice."""
+    p = Path(path)
+    if not (p / "manifest.json").is_file():
+        if hint:
+            raise BundleMissing(f"{what}: {hint}", p, hint)
+        raise BundleMissing(f"{what}: no policy bundle at {p} (missing {p / 'manifest.json'}; run `make train`)", p)
+    return p
+
+
+def bundle_error_line(field: str, exc: ValueError, *, default: bool) -> str:
+    """One line for configuration field ``field`` (``placement.bundle``, ``planner.autoscaler.bundle``) whose
+    bundle did not load with ``exc`` (:class:`BundleMissing`, :class:`policy.bundle.BundleError`, ...):
+    ``<field>: <what is wrong>``. ``default``: the field was null, so the path is the committed default: only
+    then is ``make train`` suggested for a missing bundle (a path the user wrote is more likely a typo)."""
+    if isinstance(exc, BundleMissing) and exc.path is not None:
+        if exc.hint:
+            return f"{field}: {exc.hint}"
+        advice = f"run `make train` to build the default bundles, or set {field}" if default else "check the path"
+        return f"{field}: no policy bundle at {exc.path} (missing {exc.path / 'manifest.json'}; {advice})"
+    return f"{field}: {' '.join(str(exc).split())}"

@@ -21,6 +21,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 from pydantic.alias_generators import to_camel
 
+__all__ = ["API_VERSION", "MAX_SECONDS", "describe_utf8_error", "ConfigError", "ConfigModel", "M", "load_config"]
+
 API_VERSION = "hrl-scheduler.io/v1alpha1"
 
 #: Upper bound of every ``*Seconds`` field of every configuration (periods, timeouts, windows, ages):

@@ -4,7 +4,7 @@ A :class:`FeatureSpec` travels inside each policy bundle (``manifest.json``, DES
 bundle trained on one feature layout is never fed another: :meth:`FeatureSpec.check` (called by
 :meth:`policy.bundle.PolicyBundle.load`) refuses a mismatch with one line naming both sides.
 
-This module is shared by every featurizer (the graph encoder's :mod:`policy.graph_features`, the
+This module is shared by every featurizer (the graph encoder's :mod:`policy.encoder.graph`, the
 Gymnasium environment, the actors); add ``featurize_*`` functions next to it, keep one ``FeatureSpec``.
 """
 

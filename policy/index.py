@@ -10,6 +10,8 @@ import numpy as np
 
 from .state import ClusterSnapshot
 
+__all__ = ["ClusterIndex"]
+
 
 @dataclass(frozen=True)
 class ClusterIndex:

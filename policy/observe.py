@@ -21,22 +21,7 @@ import yaml
 # libyaml's C parser when PyYAML was built with it (same safe semantics, ~10x faster)
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-from .state import (
-    ANNOTATION_DEPENDS_ON,
-    ANNOTATION_SERVICE,
-    ClusterSnapshot,
-    LabelSelector,
-    NodeInfo,
-    OwnerRef,
-    PodDisruptionBudgetInfo,
-    PodInfo,
-    Resources,
-    ServiceGraph,
-    Taint,
-    Toleration,
-    WorkloadInfo,
-    frozen_map,
-)
+from .state import ANNOTATION_DEPENDS_ON, ANNOTATION_SERVICE, ClusterSnapshot, LabelSelector, NodeInfo, OwnerRef, PodDisruptionBudgetInfo, PodInfo, Resources, ServiceGraph, Taint, Toleration, WorkloadInfo, frozen_map
 
 __all__ = [
     "ObjectError",

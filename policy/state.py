@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Literal
 
+__all__ = ["ANNOTATION_DEPENDS_ON", "ANNOTATION_SERVICE", "LABEL_ZONE", "LABEL_REGION", "LABEL_HOSTNAME", "ANNOTATION_MIRROR", "frozen_map", "Resources", "Taint", "Toleration", "NodeInfo", "OwnerRef", "PodInfo", "LabelSelector", "PodDisruptionBudgetInfo", "WorkloadInfo", "ServiceEdge", "ServiceGraph", "ClusterSnapshot", "MoveReason", "Move", "Plan", "EvictionOutcome", "EvictionResult"]
+
 # Annotations and labels hrl-scheduler reads or writes (documented in docs/operations.md).
 ANNOTATION_DEPENDS_ON = "hrl-scheduler.io/depends-on"
 ANNOTATION_SERVICE = "hrl-scheduler.io/service"

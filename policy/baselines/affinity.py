@@ -22,8 +22,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..observe import ObjectError, parse_selector
-from ..state import LabelSelector, PodInfo
+from policy.observe import ObjectError, parse_selector
+from policy.state import LabelSelector, PodInfo
+
+__all__ = ["NODE_SELECTOR_OPERATORS", "AffinityTerm", "WeightedAffinityTerm", "NodeSelectorTerm", "SpreadConstraint", "PodTerms", "NO_TERMS", "TermsLookup", "no_terms", "parse_pod_terms", "terms_by_service", "node_matches_required", "selector_from_labels"]
 
 NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 

@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+__all__ = ["ScalingPolicy", "HPASpec", "PodSample", "group_pods", "replica_count", "HorizontalPodAutoscaler"]
+
 
 @dataclass(frozen=True)
 class ScalingPolicy:

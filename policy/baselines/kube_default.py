@@ -23,16 +23,9 @@ from typing import Protocol
 
 import numpy as np
 
-from ..index import ClusterIndex
-from ..state import LABEL_HOSTNAME, LABEL_ZONE, LabelSelector, PodInfo, frozen_map
-from .affinity import (
-    PodTerms,
-    SpreadConstraint,
-    TermsLookup,
-    node_matches_required,
-    no_terms,
-    selector_from_labels,
-)
+from policy.index import ClusterIndex
+from policy.state import LABEL_HOSTNAME, LABEL_ZONE, LabelSelector, PodInfo, frozen_map
+from .affinity import PodTerms, SpreadConstraint, TermsLookup, node_matches_required, no_terms, selector_from_labels
 
 MAX_NODE_SCORE = 100
 #: pkg/scheduler/util/pod_resources.go: requests assumed for containers that set none (scoring only).

@@ -21,7 +21,9 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..state import ClusterSnapshot, NodeInfo, PodInfo
+from policy.state import ClusterSnapshot, NodeInfo, PodInfo
+
+__all__ = ["SYSTEM_CRITICAL_PRIORITY", "RESOURCES", "EvictFn", "DefaultEvictor", "sort_pods_priority_low_to_high", "LowNodeUtilization", "RemoveDuplicates"]
 
 #: scheduling.SystemCriticalPriority: pods at or above it are protected by the DefaultEvictor.
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000

@@ -26,9 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from ..index import ClusterIndex
-from ..state import NodeInfo, PodInfo, ServiceGraph
+from policy.index import ClusterIndex
+from policy.state import NodeInfo, PodInfo, ServiceGraph
 from .kube_default import MAX_NODE_SCORE
+
+__all__ = ["MAX_COST", "SAME_HOSTNAME", "SAME_ZONE", "DEFAULT_MAX_NETWORK_COST", "Dependency", "AppGroup", "NetworkTopology", "NetworkOverhead", "InTreeFilterExtender"]
 
 MAX_COST = 100
 SAME_HOSTNAME = 0
@@ -238,7 +240,7 @@ class InTreeFilterExtender:
     has_prioritize: bool = False
 
     def filter(self, pod_obj: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]):
-        from ..observe import parse_pod
+        from policy.observe import parse_pod
 
         names = [n["metadata"]["name"] for n in nodes]
         index = self.view()

@@ -21,7 +21,9 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from ..config import ConfigModel, load_config
+from policy.config import ConfigModel, load_config
+
+__all__ = ["ThresholdParams", "PARAMS_FILE", "load_params", "ThresholdAutoscaler", "GRID", "tuning_cost", "candidates", "grid_search"]
 
 
 class ThresholdParams(ConfigModel):

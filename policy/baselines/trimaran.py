@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..index import ClusterIndex
-from ..state import ClusterSnapshot, PodInfo
+from policy.index import ClusterIndex
+from policy.state import ClusterSnapshot, PodInfo
+
+__all__ = ["DEFAULT_TARGET_UTILIZATION_PCT", "DEFAULT_REQUESTS_MILLICORES", "DEFAULT_REQUESTS_MULTIPLIER", "METRICS_REPORTING_INTERVAL_S", "predict_utilisation_m", "MetricsWindow", "TargetLoadPacking"]
 
 DEFAULT_TARGET_UTILIZATION_PCT = 40
 DEFAULT_REQUESTS_MILLICORES = 1000

@@ -1,0 +1,16 @@
+"""The simulator of a microservice cluster, where every learned policy is trained and every performance claim
+is measured (numpy; no Kubernetes, no torch).
+
+- :mod:`.app`: applications (``app.yaml``: services, calls, calibrated parameters); :mod:`.synthetic`: generated
+  ones; :mod:`.calibrate`: Online Boutique fitted to measurements;
+- :mod:`.model`: the per-minute performance model; :mod:`.engine`: the simulation loop; :mod:`.cluster`,
+  :mod:`.objects`: the simulated cluster and its Kubernetes objects; :mod:`.kube_scheduler`: kube-scheduler's
+  scheduling cycle with its score plugins and extenders;
+- :mod:`.traces`: request-rate traces; :mod:`.stacks`: whole scheduling stacks by name (and the
+  ``hrl_scheduler.stacks`` entry points); :mod:`.drpc`: the ``drpc`` stack; :mod:`.run`: one simulation by name;
+- :mod:`.des`, :mod:`.crosscheck`: the same model as a discrete-event simulation, and the two compared;
+- :mod:`.env`: the Gymnasium environment.
+"""
+
+__all__ = ["app", "calibrate", "cluster", "crosscheck", "des", "drpc", "engine", "env", "kube_scheduler", "model",
+           "objects", "run", "stacks", "synthetic", "traces"]

@@ -16,9 +16,11 @@ from typing import Any
 
 from pydantic import Field
 
-from ..config import ConfigError, ConfigModel, load_config
-from ..observe import load_objects, parse_workload
-from ..state import ServiceEdge, ServiceGraph, WorkloadInfo
+from policy.config import ConfigError, ConfigModel, load_config
+from policy.observe import load_objects, parse_workload
+from policy.state import ServiceEdge, ServiceGraph, WorkloadInfo
+
+__all__ = ["ServiceParams", "CallParams", "EdgeParams", "AppFile", "AppSpec", "builtin_apps_dir", "builtin_apps", "load_app"]
 
 
 class ServiceParams(ConfigModel):
@@ -173,16 +175,16 @@ def load_app(name_or_path: str) -> AppSpec:
     workloads = tuple(parse_workload(o) for o in deployments)
     names = {w.service for w in workloads}
     if spec.graph == "manifests":
-        from ..topology.manifests import graph_from_objects, is_appgroup
+        from policy.topology.manifests import graph_from_objects, is_appgroup
 
         if any(is_appgroup(o) for o in objs):  # AppGroups: re-read with line numbers for their errors
-            from ..topology.sources import load_graph
+            from policy.topology.sources import load_graph
 
             graph, _warnings = load_graph([str(base / spec.manifests)], "manifests")
         else:  # the objects are already parsed: build the graph from them (no second YAML parse)
             graph, _warnings = graph_from_objects(objs, str(base / spec.manifests))
     else:
-        from ..topology.sources import load_graph
+        from policy.topology.sources import load_graph
 
         graph, _warnings = load_graph([str(base / spec.graph)])
     overrides = {(e.caller, e.callee): e for e in spec.edges}

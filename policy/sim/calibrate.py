@@ -42,6 +42,8 @@ import numpy as np
 from .app import AppSpec, ServiceParams, load_app
 from .model import PerfModel, PodArrays
 
+__all__ = ["ROOT", "DATA_DIR", "APP_DIR", "TRACED", "service_of_pod", "Measurements", "load_measurements", "normal_minutes", "front_normal_minutes", "SpanStats", "span_stats", "Calibration", "placement", "with_params", "simulate_services", "calibrate", "per_minute_fit", "APP_YAML_HEADER", "slo_for", "app_yaml", "markdown", "main"]
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "data" / "calibration" / "online-boutique"
 APP_DIR = ROOT / "data" / "apps" / "online-boutique"
@@ -205,7 +207,7 @@ def placement(model: PerfModel, app: AppSpec, nodes: int = 6) -> tuple[PodArrays
 
 
 def with_params(app: AppSpec, params: dict[str, ServiceParams], calls: dict[tuple[str, str], float]) -> AppSpec:
-    from ..state import ServiceEdge
+    from policy.state import ServiceEdge
 
     edges = [ServiceEdge(e.caller, e.callee, rps=e.rps,
                          calls_per_request=calls.get((e.caller, e.callee), e.calls_per_request),
@@ -455,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         (APP_DIR / "app.yaml").write_text(app_yaml(cal, app), encoding="utf-8")
         print(f"wrote {APP_DIR / 'app.yaml'}", file=sys.stderr)
     if args.bench:
-        from ..benchmarks_md import write_section
+        from policy.bench.markdown import write_section
 
         write_section("calibration", md)
         print("wrote BENCHMARKS.md section calibration", file=sys.stderr)

@@ -14,17 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from ..observe import parse_node, parse_pdb, parse_pod, parse_workload
-from ..state import (
-    ClusterSnapshot,
-    EvictionResult,
-    NodeInfo,
-    PodDisruptionBudgetInfo,
-    PodInfo,
-    Resources,
-    ServiceGraph,
-)
+from policy.observe import parse_node, parse_pdb, parse_pod, parse_workload
+from policy.state import ClusterSnapshot, EvictionResult, NodeInfo, PodDisruptionBudgetInfo, PodInfo, Resources, ServiceGraph
 from . import objects
+
+__all__ = ["SimPod", "SimCluster"]
 
 
 @dataclass

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..state import ServiceEdge, ServiceGraph
+from policy.state import ServiceEdge, ServiceGraph
 from . import des
 from .app import AppSpec, CallParams, ServiceParams
 from .model import PerfModel, PodArrays
+
+__all__ = ["Case", "cases", "utilization", "rate_for", "Point", "fast_figures", "run_point", "LATENCY_UTILS", "SATURATION_UTILS", "requests_for", "sweep", "markdown", "STRESS", "verdict"]
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,8 @@ import simpy
 
 from .model import PerfModel, PodArrays, zone_ids
 
+__all__ = ["BEST_EFFORT_WEIGHT_CORES", "water_fill", "DesResult", "simulate"]
+
 #: CPU weight of a pod without a CPU request (cgroup cpu.shares = 2 of 1024 per core, BestEffort).
 BEST_EFFORT_WEIGHT_CORES = 2.0 / 1024.0
 

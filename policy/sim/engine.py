@@ -24,13 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from ..index import ClusterIndex
-from ..state import ClusterSnapshot, EvictionResult, PodInfo, ServiceEdge, ServiceGraph
+from policy.index import ClusterIndex
+from policy.state import ClusterSnapshot, EvictionResult, PodInfo, ServiceEdge, ServiceGraph
 from .app import AppSpec
 from .cluster import SimCluster, SimPod
 from .kube_scheduler import KubeSchedulerModel
 from .model import NetworkModel, PerfModel, PodArrays, StepStats
 from .objects import node_object
+
+__all__ = ["METRIC_KEYS", "BACKGROUND_NAMESPACE", "ANNOTATION_BACKGROUND", "MIB", "BackgroundPod", "background_tenants", "ClusterSpec", "SimConfig", "SimResult", "SimEvictor", "PeriodicHook", "MinuteStats", "Simulation", "weighted_percentile", "rps_for_app", "metrics_table_row"]
 
 #: Metric keys every simulation reports (DESIGN.md section 4), all means over the run.
 METRIC_KEYS = ("latency_mean_ms", "latency_p95_ms", "latency_p99_ms", "failed_pct", "slo_violation_pct",

@@ -42,11 +42,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from ..features import FeatureSpec
+from policy.features import FeatureSpec
 from .app import AppSpec, load_app
 from .cluster import SimPod
 from .engine import ClusterSpec, SimConfig, Simulation, background_tenants, rps_for_app
 from .model import PerfModel
+
+__all__ = ["MODES", "NODE_FEATURES", "SERVICE_FEATURES", "POD_FEATURES", "GLOBAL_FEATURES", "OBS_HIGH", "RewardWeights", "EnvConfig", "SchedulingEnv"]
 
 MODES = ("placement", "scaling", "both")
 

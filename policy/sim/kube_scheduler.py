@@ -15,10 +15,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..baselines.kube_default import MAX_NODE_SCORE, ScorePlugin, default_score_plugins
-from ..index import ClusterIndex
-from ..lowlevel import MAX_EXTENDER_PRIORITY, TAINT_EFFECTS_THAT_REPEL, PlacementPolicy
-from ..state import NodeInfo, PodInfo
+from policy.baselines.kube_default import MAX_NODE_SCORE, ScorePlugin, default_score_plugins
+from policy.index import ClusterIndex
+from policy.lowlevel import MAX_EXTENDER_PRIORITY, TAINT_EFFECTS_THAT_REPEL, PlacementPolicy
+from policy.state import NodeInfo, PodInfo
+
+__all__ = ["MIN_FEASIBLE_NODES_TO_FIND", "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND", "ExtenderError", "Extender", "HttpExtender", "InProcessExtender", "num_feasible_nodes_to_find", "ScheduleResult", "KubeSchedulerModel"]
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -147,7 +149,7 @@ class InProcessExtender:
     def filter(self, pod_obj, nodes):
         self.calls["filter"] += 1
         index, _intent = self.view()
-        from ..observe import parse_pod
+        from policy.observe import parse_pod
 
         names = [n["metadata"]["name"] for n in nodes]
         failed = self.policy.filter(parse_pod(pod_obj), names, index)
@@ -156,7 +158,7 @@ class InProcessExtender:
     def prioritize(self, pod_obj, nodes):
         self.calls["prioritize"] += 1
         index, intent = self.view()
-        from ..observe import parse_pod
+        from policy.observe import parse_pod
 
         names = [n["metadata"]["name"] for n in nodes]
         s = self.policy.score(parse_pod(pod_obj), names, index, intent)

@@ -60,6 +60,8 @@ import numpy as np
 
 from .app import AppSpec, CallParams
 
+__all__ = ["MAX_COPIES", "NetworkModel", "zone_ids", "PodArrays", "StepStats", "Stations", "station_stats", "PerfModel"]
+
 #: Calls of one edge sampled one by one per caller visit; beyond, the sum / max is summarised.
 MAX_COPIES = 8
 

@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..state import LABEL_HOSTNAME, LABEL_REGION, LABEL_ZONE
+from policy.state import LABEL_HOSTNAME, LABEL_REGION, LABEL_ZONE
+
+__all__ = ["node_object", "template_hash", "pod_from_template", "bind", "record_restart"]
 
 # The alphabet kube-controller-manager uses for generated name suffixes (k8s.io/apimachinery rand.String).
 _ALNUM = "bcdfghjklmnpqrstvwxz2456789"

@@ -38,12 +38,14 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from ..index import ClusterIndex
-from ..observe import parse_workload
-from ..state import ClusterSnapshot, PodInfo
+from policy.index import ClusterIndex
+from policy.observe import parse_workload
+from policy.state import ClusterSnapshot, PodInfo
 from .app import AppSpec
 from .engine import ClusterSpec, PeriodicHook, SimConfig, Simulation
 from .kube_scheduler import KubeSchedulerModel
+
+__all__ = ["ENTRY_POINT_GROUP", "DESCHEDULER_PERIOD_MIN", "AUTOSCALER_PERIOD_MIN", "NOT_AUTOSCALED_IMAGES", "StackContext", "StackBuild", "StackFactory", "StackInfo", "register_stack", "available_stacks", "get_stack", "build_stack", "run_stack", "terms_lookup", "workload_key", "autoscaled_workloads", "PodView", "pod_views", "current_replicas", "default_kube_scheduler", "hpa_hook", "default_kube_scheduler_hpa", "threshold_hook", "threshold_autoscaler", "descheduler_hook", "descheduler_lownodeutilization", "networkaware", "trimaran_tlp", "BENCH_STACKS"]
 
 ENTRY_POINT_GROUP = "hrl_scheduler.stacks"
 #: How often the descheduler-based stacks run the descheduler (the upstream Deployment example's
@@ -170,7 +172,7 @@ def run_stack(name: str, app: AppSpec, rps: Sequence[float], cluster: ClusterSpe
 
 def terms_lookup(app: AppSpec):
     """The pods' affinity/spread terms from the app's pod templates (keyed by service)."""
-    from ..baselines.affinity import terms_by_service
+    from policy.baselines.affinity import terms_by_service
 
     return terms_by_service(app.deployments, lambda o: parse_workload(o).service)
 
@@ -238,14 +240,14 @@ def current_replicas(sim: Simulation, workload: str) -> int:
 @register_stack("default-kube-scheduler", "kube-scheduler's default profile, manifest replicas, no descheduler")
 def default_kube_scheduler(ctx: StackContext) -> StackBuild:
     """kube-scheduler's default profile (all default score plugins and weights), fixed replicas."""
-    from ..baselines.kube_default import default_score_plugins
+    from policy.baselines.kube_default import default_score_plugins
 
     return StackBuild(KubeSchedulerModel(plugins=default_score_plugins(terms_lookup(ctx.app))))
 
 
 def hpa_hook(app: AppSpec, spec=None) -> PeriodicHook:
     """One HPA per autoscaled workload (:func:`autoscaled_workloads`), synced every simulated minute."""
-    from ..baselines.hpa import HorizontalPodAutoscaler, HPASpec, PodSample
+    from policy.baselines.hpa import HorizontalPodAutoscaler, HPASpec, PodSample
 
     spec = spec or HPASpec()
     hpas = {w: HorizontalPodAutoscaler(spec) for w in autoscaled_workloads(app)}
@@ -283,7 +285,7 @@ def default_kube_scheduler_hpa(ctx: StackContext) -> StackBuild:
 def threshold_hook(app: AppSpec, params=None) -> PeriodicHook:
     """The threshold autoscaler on every autoscaled workload, every simulated minute, with the app's tuned
     parameters (``threshold-autoscaler.yaml`` next to its app.yaml) unless ``params`` is given."""
-    from ..baselines.threshold import ThresholdAutoscaler, load_params
+    from policy.baselines.threshold import ThresholdAutoscaler, load_params
 
     ctl = ThresholdAutoscaler(params or load_params(app.source))
     workloads = autoscaled_workloads(app)
@@ -317,7 +319,7 @@ def threshold_autoscaler(ctx: StackContext) -> StackBuild:
 def descheduler_hook(period_min: int = DESCHEDULER_PERIOD_MIN) -> PeriodicHook:
     """kubernetes-sigs/descheduler with RemoveDuplicates then LowNodeUtilization (the README's example
     thresholds), evicting through the simulation's Eviction API."""
-    from ..baselines.kube_descheduler import LowNodeUtilization, RemoveDuplicates
+    from policy.baselines.kube_descheduler import LowNodeUtilization, RemoveDuplicates
 
     plugins = (RemoveDuplicates(), LowNodeUtilization())
 
@@ -346,14 +348,8 @@ def networkaware(ctx: StackContext) -> StackBuild:
     """scheduler-plugins' network-aware profile: NetworkOverhead (weight 5, filter + score) with an AppGroup
     built from the app's call graph and a NetworkTopology of the cluster's zones (cross-zone cost 10),
     BalancedAllocation 1, NodeResourcesFit scoring disabled; the other default plugins keep their weights."""
-    from ..baselines.kube_default import (
-        InterPodAffinity,
-        NodeAffinity,
-        NodeResourcesBalancedAllocation,
-        PodTopologySpread,
-        TaintToleration,
-    )
-    from ..baselines.networkaware import AppGroup, InTreeFilterExtender, NetworkOverhead, NetworkTopology
+    from policy.baselines.kube_default import InterPodAffinity, NodeAffinity, NodeResourcesBalancedAllocation, PodTopologySpread, TaintToleration
+    from policy.baselines.networkaware import AppGroup, InTreeFilterExtender, NetworkOverhead, NetworkTopology
 
     terms = terms_lookup(ctx.app)
     overhead = NetworkOverhead(AppGroup.from_graph(ctx.app.graph, ctx.app.name),
@@ -374,8 +370,8 @@ def trimaran_tlp(ctx: StackContext) -> StackBuild:
     """scheduler-plugins Trimaran profile: TargetLoadPacking (weight 1, target 40 %) on measured node CPU,
     NodeResourcesBalancedAllocation and NodeResourcesFit scoring disabled; the load watcher reports every
     simulated minute."""
-    from ..baselines.kube_default import InterPodAffinity, NodeAffinity, PodTopologySpread, TaintToleration
-    from ..baselines.trimaran import TargetLoadPacking
+    from policy.baselines.kube_default import InterPodAffinity, NodeAffinity, PodTopologySpread, TaintToleration
+    from policy.baselines.trimaran import TargetLoadPacking
 
     terms = terms_lookup(ctx.app)
     tlp = TargetLoadPacking()

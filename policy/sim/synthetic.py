@@ -11,9 +11,11 @@ import math
 
 import numpy as np
 
-from ..state import ServiceEdge, ServiceGraph
-from ..observe import parse_workload
+from policy.state import ServiceEdge, ServiceGraph
+from policy.observe import parse_workload
 from .app import AppSpec, CallParams, ServiceParams
+
+__all__ = ["deployment", "synthetic_app"]
 
 
 def deployment(name: str, replicas: int, cpu_request_m: int, cpu_limit_m: int, mem_request_mi: int,

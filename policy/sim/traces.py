@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+__all__ = ["TraceError", "TraceWindow", "WINDOWS", "read_counts", "load_trace", "bursty_trace", "scale_to_peak"]
+
 
 class TraceError(ValueError):
     """A trace file or name is invalid; the message names the file/name, line and value."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from ..state import ServiceGraph
+from policy.state import ServiceGraph
 from .common import Observations, csv_files, is_missing, iter_csv_rows, parse_float
 
 __all__ = ["V2021_COLUMNS", "V2022_COLUMNS", "MISSING_NAMES", "alibaba_version", "read_alibaba", "load_alibaba"]

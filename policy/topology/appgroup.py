@@ -54,7 +54,7 @@ from typing import Any
 
 import yaml
 
-from ..state import ServiceEdge, ServiceGraph
+from policy.state import ServiceEdge, ServiceGraph
 from .common import TopologyError
 
 __all__ = [

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..state import ServiceEdge, ServiceGraph
+from policy.state import ServiceEdge, ServiceGraph
 
 __all__ = [
     "TopologyError",

@@ -47,7 +47,7 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from ..state import ServiceEdge, ServiceGraph
+from policy.state import ServiceEdge, ServiceGraph
 from .common import TopologyError
 
 __all__ = [
@@ -77,15 +77,15 @@ class LiveSource(Protocol):
 
 
 def graph_fingerprint(graph: ServiceGraph) -> str:
-    """The fingerprint of ``graph``: :func:`policy.embeddings.fingerprint` when that module provides it, else a
+    """The fingerprint of ``graph``: :func:`policy.cache.fingerprint` when that module provides it, else a
     sha256 over the sorted services and (caller, callee) pairs (the edge set, not the rates)."""
     try:
-        from ..embeddings import fingerprint  # noqa: PLC0415 - written by another part; optional here
+        from policy.cache import fingerprint  # noqa: PLC0415 - written by another part; optional here
     except ImportError:
         fingerprint = None
     if fingerprint is not None:
         return str(fingerprint(graph))
-    # TODO(lead): remove this fallback once policy.embeddings.fingerprint is on main.
+    # TODO(lead): remove this fallback once policy.cache.fingerprint is on main.
     h = hashlib.sha256()
     for s in graph.services:
         h.update(b"s\0" + s.encode() + b"\0")

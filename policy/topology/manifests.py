@@ -53,10 +53,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..observe import ObjectError, load_objects, parse_workload, service_of
-from ..state import ANNOTATION_DEPENDS_ON, OwnerRef, ServiceEdge, ServiceGraph
-from .appgroup import LABEL_WORKLOAD, AppGroup, WorkloadRef, graph_from_appgroups, is_appgroup, parse_appgroup, \
-    read_appgroups
+from policy.observe import ObjectError, load_objects, parse_workload, service_of
+from policy.state import ANNOTATION_DEPENDS_ON, OwnerRef, ServiceEdge, ServiceGraph
+from .appgroup import LABEL_WORKLOAD, AppGroup, WorkloadRef, graph_from_appgroups, is_appgroup, parse_appgroup, read_appgroups
 from .common import TopologyError
 
 __all__ = ["WORKLOAD_KINDS", "graph_from_objects", "load_manifests", "addresses_in_env", "workload_refs"]

@@ -53,7 +53,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
-from ..state import ServiceEdge, ServiceGraph
+from policy.state import ServiceEdge, ServiceGraph
 from .common import TopologyError
 
 __all__ = [

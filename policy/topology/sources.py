@@ -34,7 +34,7 @@ from typing import Literal, get_args
 
 import yaml
 
-from ..state import ServiceEdge, ServiceGraph
+from policy.state import ServiceEdge, ServiceGraph
 from .alibaba import alibaba_version, load_alibaba
 from .appgroup import WorkloadRef, is_appgroup, load_appgroup
 from .common import TopologyError, read_csv_header
@@ -235,7 +235,7 @@ def workload_refs_from_sources(paths: Sequence[str | Path]) -> dict[str, Workloa
     """The AppGroup workload reference (kind, name, namespace) of each service defined by the manifest sources
     among ``paths`` (others are skipped), for :func:`policy.topology.appgroup.appgroup_from_graph`.
     Raises :class:`TopologyError` for a malformed manifest."""
-    from ..observe import ObjectError, load_objects  # noqa: PLC0415
+    from policy.observe import ObjectError, load_objects  # noqa: PLC0415
 
     objs = []
     for p in paths:

@@ -34,8 +34,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from ..observe import service_of
-from ..state import ServiceGraph
+from policy.observe import service_of
+from policy.state import ServiceGraph
 from .common import Observations, TopologyError, csv_files, iter_csv_rows, parse_float, parse_int
 
 __all__ = ["SPAN_COLUMNS", "STATUS_COLUMNS", "service_of_pod", "read_spans", "load_spans"]

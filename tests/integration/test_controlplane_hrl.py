@@ -31,9 +31,9 @@ from descheduler.kube import KubeEvictor, KubeObserver, KubeScaler
 from descheduler.loop import run_once
 from descheduler.metrics import DeschedulerMetrics
 from extender.wire import build_host_priorities
-from policy.embeddings import GrpcEmbeddingCache
+from policy.cache import GrpcEmbeddingCache
 from policy.highlevel import default_intent
-from policy.hrl import UtilizationIntent, cluster_cpu_utilization
+from policy.highlevel import UtilizationIntent, cluster_cpu_utilization
 from policy.index import ClusterIndex
 from policy.lowlevel import TopologyHeuristic
 from policy.observe import parse_pod

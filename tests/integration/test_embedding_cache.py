@@ -18,8 +18,10 @@ import pytest
 from proc_helpers import free_port
 from prometheus_client import CollectorRegistry
 
-from policy.embeddings import (SERVICE_NAME, CacheClientMetrics, CacheServer, CacheTimeout, CacheUnavailable,
-                               GrpcEmbeddingCache, fingerprint)
+from policy.cache import SERVICE_NAME, CacheServer
+from policy.cache import CacheClientMetrics
+from policy.cache import CacheTimeout, CacheUnavailable, GrpcEmbeddingCache
+from policy.cache import fingerprint
 from policy.state import ServiceEdge, ServiceGraph
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,7 +76,7 @@ def test_the_health_service_reports_serving_and_then_not_serving_on_shutdown():
 
 
 def test_the_server_refuses_a_malformed_matrix_with_invalid_argument(server):
-    from policy.proto import embeddings_pb2, embeddings_pb2_grpc
+    from policy.cache.proto import embeddings_pb2, embeddings_pb2_grpc
     import grpc
 
     with grpc.insecure_channel(server.address) as ch:

@@ -16,11 +16,11 @@ from extender.config import build_policy, load_extender_config
 from extender.server import ExtenderServer
 from extender.wire import decode_host_priorities, parse_extender_args
 from policy.bundle import BundleError
-from policy.placement import LearnedPlacement
+from policy.lowlevel import LearnedPlacement
 from policy.state import ServiceEdge, ServiceGraph
 
 torch = pytest.importorskip("torch")
-from policy.cli import main as cli_main  # noqa: E402
+from policy.cli.core import main as cli_main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "extender"

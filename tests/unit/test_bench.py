@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from policy.bench import main, mean_ci95, summarize, t975, validate_summary, window_offset
+from policy.bench.stacks import main, mean_ci95, summarize, t975, validate_summary, window_offset
 from policy.sim.engine import METRIC_KEYS
 
 

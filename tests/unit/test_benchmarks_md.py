@@ -2,7 +2,7 @@
 
 import pytest
 
-from policy.benchmarks_md import write_section
+from policy.bench.markdown import write_section
 
 
 def test_a_section_is_appended_then_replaced_without_touching_the_others(tmp_path):

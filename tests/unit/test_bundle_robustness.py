@@ -21,11 +21,12 @@ import pytest
 
 from descheduler.config import load_descheduler_config, placement_from_config, planner_from_config
 from policy.bundle import MAX_DIM, BundleError, PolicyBundle
-from policy.bundle_check import check_bundle
-from policy.cli import main as policy_main
-from policy.hrl import BundleMissing, bundle_error_line, load_learned_autoscaler
-from policy.placement import LearnedPlacement, encoder_for
-from policy.serving import DEFAULT_ENCODER_BUNDLE
+from policy.cli.bundle import check_bundle
+from policy.cli.core import main as policy_main
+from policy.bundle import BundleMissing, bundle_error_line
+from policy.highlevel import load_learned_autoscaler
+from policy.lowlevel import LearnedPlacement, encoder_for
+from policy.encoder import DEFAULT_ENCODER_BUNDLE
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLES = ROOT / "policy" / "bundles"

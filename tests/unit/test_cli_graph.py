@@ -132,7 +132,7 @@ def test_without_json_a_readable_table_is_printed():
 
 
 def test_help_lists_every_registered_subcommand():
-    from policy.cli import SUBCOMMANDS
+    from policy.cli.core import SUBCOMMANDS
 
     p = run("--help")
     assert p.returncode == 0
@@ -163,7 +163,7 @@ def test_the_cli_imports_neither_torch_nor_the_topology_readers_until_a_command_
 
 
 def test_main_returns_the_exit_code_in_process(capsys):
-    from policy.cli import main
+    from policy.cli.core import main
 
     assert main(["graph", str(ALIBABA_2022), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

@@ -2,7 +2,7 @@
 
 import json
 
-from policy.cli import main
+from policy.cli.core import main
 from policy.sim.engine import METRIC_KEYS
 
 

@@ -11,8 +11,7 @@ from descheduler.config import DeschedulerConfiguration, load_descheduler_config
 from descheduler.guards import (GUARD_NAMES, GUARDS, CycleLedger, EvictionHistory, GuardContext, HistoryError,
                                 check_guards, eviction_blockers, workload_key)
 from policy.lowlevel import TopologyHeuristic
-from policy.state import (ClusterSnapshot, LabelSelector, NodeInfo, OwnerRef, PodDisruptionBudgetInfo, PodInfo,
-                          Resources, Taint, frozen_map)
+from policy.state import ClusterSnapshot, LabelSelector, NodeInfo, OwnerRef, PodDisruptionBudgetInfo, PodInfo, Resources, Taint, frozen_map
 
 GI = 1024 ** 3
 NOW_S = 1_000_000.0

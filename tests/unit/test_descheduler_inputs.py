@@ -14,7 +14,7 @@ import pytest
 from descheduler.__main__ import main
 from descheduler.guards import EvictionHistory, HistoryError
 from descheduler.snapshot import load_snapshot_file
-from policy.hrl import HrlState
+from policy.highlevel import HrlState
 from policy.observe import ObjectError, load_snapshot_objects, snapshot_from_objects, snapshot_warnings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,8 +16,7 @@ from descheduler.loop import REPORT_OUTCOMES, CycleReport, run_forever, run_once
 from descheduler.metrics import DeschedulerMetrics
 from policy.highlevel import RebalanceHeuristic
 from policy.lowlevel import TopologyHeuristic
-from policy.state import (ClusterSnapshot, EvictionResult, LabelSelector, Move, NodeInfo, OwnerRef, Plan,
-                          PodDisruptionBudgetInfo, PodInfo, Resources, ServiceEdge, ServiceGraph, frozen_map)
+from policy.state import ClusterSnapshot, EvictionResult, LabelSelector, Move, NodeInfo, OwnerRef, Plan, PodDisruptionBudgetInfo, PodInfo, Resources, ServiceEdge, ServiceGraph, frozen_map
 
 GI = 1024 ** 3
 NOW_S = 1_700_000_000.0

@@ -15,10 +15,10 @@ from descheduler.loop import run_once
 from descheduler.metrics import DeschedulerMetrics
 from descheduler.scale import (SCALE_OUTCOMES, ApiScaler, DryRunScaler, GatedScaler, ScaleApiError, ScaleResult,
                                SimScaler, bound_target, dry_run_scaler, hpa_targeting, safe_scale)
-from policy.hrl import HierarchicalPolicy, HrlState
+from policy.highlevel import HierarchicalPolicy
+from policy.highlevel import HrlState
 from policy.lowlevel import TopologyHeuristic
-from policy.state import (ClusterSnapshot, EvictionResult, LabelSelector, Move, NodeInfo, OwnerRef, Plan, PodInfo,
-                          Resources, WorkloadInfo, frozen_map)
+from policy.state import ClusterSnapshot, EvictionResult, LabelSelector, Move, NodeInfo, OwnerRef, Plan, PodInfo, Resources, WorkloadInfo, frozen_map
 
 GI = 1024 ** 3
 

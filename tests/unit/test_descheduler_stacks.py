@@ -8,7 +8,8 @@ import itertools
 import pytest
 
 from descheduler import stacks as hs
-from policy.hrl import BundleMissing, UtilizationTargetAutoscaler
+from policy.bundle import BundleMissing
+from policy.highlevel import UtilizationTargetAutoscaler
 from policy.lowlevel import TopologyHeuristic
 from policy.highlevel import default_intent
 from policy.sim.app import load_app

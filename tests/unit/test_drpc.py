@@ -12,12 +12,10 @@ import pytest
 import torch  # the [train] extra, which `make test` installs
 
 from policy.bundle import BundleError, PolicyBundle
-from policy.drpc import (DRPC_SPEC, HRL_SPEC, STUDENT_ARCH, ActionMapping, DrpcAutoscaler, DrpcFeaturizer,
-                         DrpcState, ServiceSignals, StudentActor, graph_rates, mapping_json)
-from policy.forecast import FORECAST_ARCH, FORECAST_SPEC, GruForecaster
-from policy.state import (ClusterSnapshot, LabelSelector, NodeInfo, OwnerRef, PodInfo, Resources, ServiceEdge,
-                          ServiceGraph, WorkloadInfo)
-from policy.td3 import Actor, WorkloadPredictor
+from policy.highlevel.drpc import DRPC_SPEC, HRL_SPEC, STUDENT_ARCH, ActionMapping, DrpcAutoscaler, DrpcFeaturizer, DrpcState, ServiceSignals, StudentActor, graph_rates, mapping_json
+from policy.highlevel import FORECAST_ARCH, FORECAST_SPEC, GruForecaster
+from policy.state import ClusterSnapshot, LabelSelector, NodeInfo, OwnerRef, PodInfo, Resources, ServiceEdge, ServiceGraph, WorkloadInfo
+from policy.train.td3 import Actor, WorkloadPredictor
 
 ROOT = Path(__file__).resolve().parents[2]
 GI = 1024 ** 3
@@ -225,9 +223,9 @@ def test_the_drpc_stack_runs_in_the_simulator_and_scales_under_a_peak():
         pytest.skip("no committed drpc bundle yet")
     from policy.sim.app import load_app
     from policy.sim.stacks import StackContext, autoscaled_workloads
-    from policy.simulate import cluster_for, trace_rps
+    from policy.sim.run import cluster_for, trace_rps
     from policy.sim.engine import SimConfig, Simulation
-    from policy.drpc import drpc_stack
+    from policy.sim.drpc import drpc_stack
 
     app = load_app("online-boutique")
     cfg = SimConfig(minutes=8, seed=0, n_samples=200)

@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from policy.bundle import PolicyBundle
-from policy.drpc import DRPC_SPEC, HRL_SPEC, DrpcAutoscaler, DrpcState, StudentActor, drpc_hook, signals_from_sim
-from policy import drpc_train
-from policy.cli import main
-from policy.drpc_train import (GLOBAL_EXTRA, DrpcTrainConfig, PredictorConfig, evaluate_predictor, export_predictor,
-                               teacher_input, train_drpc, train_predictor)
-from policy.forecast_data import Windows, windows_of
-from policy.td3 import Actor, TD3Config
+from policy.highlevel import DRPC_SPEC, HRL_SPEC, DrpcAutoscaler, DrpcState, StudentActor
+from policy.sim.drpc import drpc_hook, signals_from_sim
+from policy.train import drpc as drpc_train
+from policy.cli.core import main
+from policy.train.drpc import GLOBAL_EXTRA, DrpcTrainConfig, PredictorConfig, evaluate_predictor, export_predictor, teacher_input, train_drpc, train_predictor
+from policy.train.forecast_data import Windows, windows_of
+from policy.train.td3 import Actor
 
 
 def wavy(n: int, seed: int) -> np.ndarray:
@@ -92,7 +92,7 @@ def test_a_seconds_long_run_exports_bundles_that_the_numpy_autoscaler_loads_and_
     from policy.sim.app import load_app
     from policy.sim.engine import SimConfig, Simulation
     from policy.sim.stacks import StackContext, autoscaled_workloads, default_kube_scheduler
-    from policy.simulate import cluster_for, trace_rps
+    from policy.sim.run import cluster_for, trace_rps
 
     app = load_app("online-boutique")
     scaler = DrpcAutoscaler.load(dirs["drpc"], slo_p95_ms=app.slo_p95_ms)

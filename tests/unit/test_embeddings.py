@@ -6,8 +6,11 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from policy.embeddings import (CacheClientMetrics, CacheMetrics, CacheRefresher, CacheUnavailable, EmbeddingEntry,
-                               InMemoryEmbeddingCache, IntentEntry, fingerprint)
+from policy.cache import CacheClientMetrics, CacheMetrics
+from policy.cache import CacheRefresher
+from policy.cache import CacheUnavailable
+from policy.cache import EmbeddingEntry, IntentEntry, fingerprint
+from policy.cache import InMemoryEmbeddingCache
 from policy.state import ServiceEdge, ServiceGraph
 
 BASE = ServiceGraph.build(["a", "b", "c", "d"], [

@@ -1,4 +1,4 @@
-"""`hrl-policy train encoder` (policy/encoder_train.py): a quick run never overwrites the committed bundle, every
+"""`hrl-policy train encoder` (policy/train/encoder.py): a quick run never overwrites the committed bundle, every
 argument is checked before training, and a trained bundle's version names its weights (and says -quick)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from policy import encoder_train
+from policy.train import encoder as encoder_train
 from policy.bundle import PolicyBundle
-from policy.cli import main
-from policy.serving import DEFAULT_ENCODER_BUNDLE
+from policy.cli.core import main
+from policy.encoder import DEFAULT_ENCODER_BUNDLE
 
 torch = pytest.importorskip("torch")
 
@@ -35,7 +35,7 @@ def test_a_quick_run_without_out_writes_under_runs_and_says_where(monkeypatch, c
     cap = capsys.readouterr()
     assert f"bundle written to {seen['out']} (quick run)" in cap.out + cap.err
     seen.clear()
-    assert encoder_train.main(["--quick"]) == 0  # python -m policy.encoder_train: the same default
+    assert encoder_train.main(["--quick"]) == 0  # python -m policy.train.encoder: the same default
     assert Path(seen["out"]).resolve() == out
 
 

@@ -11,11 +11,10 @@ import torch  # the [train] extra, which `make test` installs
 
 from policy.bundle import BundleError, PolicyBundle
 from policy.features import FeatureSpec
-from policy.forecast import (FORECAST_ARCH, FORECAST_SPEC, GruForecaster, forecast_errors, naive_forecast,
-                             normalize_windows)
-from policy.forecast_data import EXCLUDE_MARGIN_MIN, HELDOUT_SEEDS, TRAIN_SEEDS, heldout_sets, segments, windows_of
+from policy.highlevel import FORECAST_ARCH, FORECAST_SPEC, GruForecaster, forecast_errors, naive_forecast, normalize_windows
+from policy.train.forecast_data import EXCLUDE_MARGIN_MIN, HELDOUT_SEEDS, TRAIN_SEEDS, heldout_sets, segments, windows_of
 from policy.sim.traces import WINDOWS
-from policy.td3 import WorkloadPredictor
+from policy.train.td3 import WorkloadPredictor
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "policy" / "bundles" / "drpc" / "predictor"

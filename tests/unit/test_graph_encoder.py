@@ -6,16 +6,13 @@ import numpy as np
 import pytest
 
 from policy.bundle import BundleError, PolicyBundle
-from policy.encoder_data import TARGET_SPEC, make_dataset, make_sample, synthetic_app
-from policy.graph_features import (EDGE_SPEC, NODE_SPEC, GraphArrays, ServiceStats, colocation_from_snapshot,
-                                   featurize_graph, stats_from_snapshot)
-from policy.serving import DEFAULT_ENCODER_BUNDLE, GraphEncoder, segment_mean
-from policy.state import (ClusterSnapshot, NodeInfo, OwnerRef, PodInfo, Resources, ServiceEdge, ServiceGraph,
-                          WorkloadInfo)
+from policy.train.encoder_data import TARGET_SPEC, make_dataset, make_sample, synthetic_app
+from policy.encoder import EDGE_SPEC, NODE_SPEC, GraphArrays, ServiceStats, colocation_from_snapshot, featurize_graph, stats_from_snapshot
+from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder, segment_mean
+from policy.state import ClusterSnapshot, NodeInfo, OwnerRef, PodInfo, Resources, ServiceEdge, ServiceGraph, WorkloadInfo
 
 torch = pytest.importorskip("torch")
-from policy.encoder_train import (GraphEncoderNet, export_checkpoint, export_encoder,  # noqa: E402
-                                  save_checkpoint)
+from policy.train.encoder import GraphEncoderNet, export_checkpoint, export_encoder, save_checkpoint
 
 G = ServiceGraph.build(["front", "cart", "db", "lonely"], [
     ServiceEdge("front", "cart", rps=20.0, calls_per_request=1.0, latency_p95_ms=8.0, error_rate=0.01),
@@ -207,7 +204,7 @@ def test_an_encoder_bundle_with_another_feature_layout_is_refused(tmp_path):
 
 
 def test_a_few_seconds_of_training_lower_the_loss_and_export_a_servable_bundle(tmp_path):
-    from policy.encoder_train import EncoderTrainConfig, train_encoder
+    from policy.train.encoder import EncoderTrainConfig, train_encoder
 
     cfg = EncoderTrainConfig(n_train=32, n_val_synthetic=8, n_val_per_app=2, epochs=3, hidden=16, embedding=8,
                              head_hidden=16, batch_graphs=8, size_range=(4, 10), holdout_apps=("online-boutique",),

@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from policy.highlevel import HighLevelPolicy, RebalanceHeuristic, default_intent, node_cpu_utilization
+from policy.highlevel import HighLevelPolicy, default_intent, node_cpu_utilization
+from policy.highlevel import RebalanceHeuristic
 from policy.index import ClusterIndex
 from policy.lowlevel import TopologyHeuristic
 from policy.state import ClusterSnapshot, NodeInfo, OwnerRef, Plan, PodInfo, Resources, ServiceEdge, ServiceGraph

@@ -1,4 +1,4 @@
-"""policy/hrl.py: the hierarchical high-level policy (replica targets, moves by the low level's scores, intent)
+"""policy/highlevel/hierarchy.py: the hierarchical high-level policy (replica targets, moves by the low level's scores, intent)
 and the state it carries between periods."""
 
 from __future__ import annotations
@@ -11,13 +11,16 @@ import numpy as np
 import pytest
 
 from policy.highlevel import HighLevelPolicy, default_intent
-from policy.hrl import (BundleMissing, FixedIntent, HierarchicalPolicy, HrlState, TrendForecaster,
-                        UtilizationIntent, UtilizationTargetAutoscaler, cluster_cpu_utilization, due,
-                        forecast_factor, load_learned_autoscaler, load_learned_placement, service_rates_rps)
+from policy.bundle import BundleMissing
+from policy.highlevel import FixedIntent, UtilizationIntent, cluster_cpu_utilization
+from policy.highlevel import HierarchicalPolicy, due
+from policy.highlevel import HrlState, service_rates_rps
+from policy.highlevel import TrendForecaster, forecast_factor
+from policy.highlevel import UtilizationTargetAutoscaler, load_learned_autoscaler
+from policy.lowlevel import load_learned_placement
 from policy.index import ClusterIndex
 from policy.lowlevel import TopologyHeuristic
-from policy.state import (ClusterSnapshot, LabelSelector, NodeInfo, OwnerRef, PodInfo, Resources, ServiceEdge,
-                          ServiceGraph, WorkloadInfo, frozen_map)
+from policy.state import ClusterSnapshot, LabelSelector, NodeInfo, OwnerRef, PodInfo, Resources, ServiceEdge, ServiceGraph, WorkloadInfo, frozen_map
 
 GI = 1024 ** 3
 
@@ -378,7 +381,7 @@ def test_a_services_only_pod_is_not_moved_unless_allowed():
 
 
 class FakeStudents:
-    """The slice of policy.drpc.DrpcAutoscaler that DrpcReplicaAutoscaler uses: scripted targets."""
+    """The slice of policy.highlevel.DrpcAutoscaler that DrpcReplicaAutoscaler uses: scripted targets."""
 
     class mapping:  # noqa: N801 - stands for an ActionMapping
         max_replicas = 10
@@ -395,7 +398,7 @@ def limited_pod(i: int, usage_m: int) -> PodInfo:
 
 
 def test_the_saturation_shield_scales_a_saturated_service_up_whatever_the_students_say():
-    from policy.hrl import DrpcReplicaAutoscaler
+    from policy.highlevel import DrpcReplicaAutoscaler
 
     # 2 pods at 95 % of their 200m limit: used 380m → HPA formula at 80 % of the 100m request = 5 pods
     hot = snap([node("n1")], [limited_pod(0, 190), limited_pod(1, 190)], [workload("api", 2)])
@@ -408,7 +411,7 @@ def test_the_saturation_shield_scales_a_saturated_service_up_whatever_the_studen
 
 
 def test_the_learned_targets_hold_scale_downs_for_the_stabilization_window():
-    from policy.hrl import DrpcReplicaAutoscaler
+    from policy.highlevel import DrpcReplicaAutoscaler
 
     st = HrlState()
     students = FakeStudents({"shop/api": 4})
@@ -424,7 +427,7 @@ def test_the_learned_targets_hold_scale_downs_for_the_stabilization_window():
                                        ({"refused_frac": math.nan}, "refused_frac"),
                                        ({"stabilization_s": -1.0}, "stabilization_s")])
 def test_the_guardrails_refuse_bad_parameters_by_name(kw, field):
-    from policy.hrl import DrpcReplicaAutoscaler
+    from policy.highlevel import DrpcReplicaAutoscaler
 
     with pytest.raises(ValueError, match=f"DrpcReplicaAutoscaler.{field}"):
         DrpcReplicaAutoscaler(FakeStudents({}), **kw)

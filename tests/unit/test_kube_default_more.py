@@ -6,38 +6,11 @@ import math
 import numpy as np
 import pytest
 
-from policy.baselines.affinity import (
-    NO_TERMS,
-    AffinityTerm,
-    NodeSelectorTerm,
-    PodTerms,
-    SpreadConstraint,
-    WeightedAffinityTerm,
-    parse_pod_terms,
-    terms_by_service,
-)
-from policy.baselines.kube_default import (
-    InterPodAffinity,
-    NodeAffinity,
-    PodTopologySpread,
-    TaintToleration,
-    default_normalize_score,
-    default_score_plugins,
-)
+from policy.baselines.affinity import NO_TERMS, AffinityTerm, NodeSelectorTerm, PodTerms, SpreadConstraint, WeightedAffinityTerm, parse_pod_terms, terms_by_service
+from policy.baselines.kube_default import InterPodAffinity, NodeAffinity, PodTopologySpread, TaintToleration, default_normalize_score, default_score_plugins
 from policy.index import ClusterIndex
 from policy.observe import ObjectError
-from policy.state import (
-    LABEL_HOSTNAME,
-    LABEL_ZONE,
-    ClusterSnapshot,
-    LabelSelector,
-    NodeInfo,
-    OwnerRef,
-    PodInfo,
-    Resources,
-    Taint,
-    Toleration,
-)
+from policy.state import LABEL_HOSTNAME, LABEL_ZONE, ClusterSnapshot, LabelSelector, NodeInfo, OwnerRef, PodInfo, Resources, Taint, Toleration
 
 GI = 2**30
 

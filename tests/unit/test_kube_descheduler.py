@@ -3,12 +3,7 @@ checked against hand-computed decisions."""
 
 import pytest
 
-from policy.baselines.kube_descheduler import (
-    DefaultEvictor,
-    LowNodeUtilization,
-    RemoveDuplicates,
-    sort_pods_priority_low_to_high,
-)
+from policy.baselines.kube_descheduler import DefaultEvictor, LowNodeUtilization, RemoveDuplicates, sort_pods_priority_low_to_high
 from policy.state import ClusterSnapshot, NodeInfo, OwnerRef, PodInfo, Resources
 
 GI = 2**30

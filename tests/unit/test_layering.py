@@ -60,7 +60,7 @@ def test_torch_is_imported_only_by_training_modules():
 
 def test_the_servers_and_the_cli_run_without_loading_torch():
     code = ("import sys, extender.server, extender.__main__, descheduler.loop, descheduler.__main__, "
-            "policy.cli, policy.sim.engine, policy.placement, policy.placement_bench; "
+            "policy.cli, policy.sim.engine, policy.lowlevel, policy.bench.placement; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -3,9 +3,9 @@
 import numpy as np
 
 from policy.index import ClusterIndex
-from policy.lowlevel import TopologyHeuristic, resource_fit_failures
-from policy.state import (ClusterSnapshot, NodeInfo, PodInfo, Resources, ServiceEdge, ServiceGraph, Taint,
-                          Toleration)
+from policy.lowlevel import TopologyHeuristic
+from policy.lowlevel import resource_fit_failures
+from policy.state import ClusterSnapshot, NodeInfo, PodInfo, Resources, ServiceEdge, ServiceGraph, Taint, Toleration
 
 GI = 2**30
 

@@ -3,25 +3,9 @@ maxNetworkCost filter, checked against hand-computed decisions."""
 
 import numpy as np
 
-from policy.baselines.networkaware import (
-    MAX_COST,
-    AppGroup,
-    Dependency,
-    InTreeFilterExtender,
-    NetworkOverhead,
-    NetworkTopology,
-)
+from policy.baselines.networkaware import MAX_COST, AppGroup, Dependency, InTreeFilterExtender, NetworkOverhead, NetworkTopology
 from policy.index import ClusterIndex
-from policy.state import (
-    LABEL_HOSTNAME,
-    LABEL_ZONE,
-    ClusterSnapshot,
-    NodeInfo,
-    PodInfo,
-    Resources,
-    ServiceEdge,
-    ServiceGraph,
-)
+from policy.state import LABEL_HOSTNAME, LABEL_ZONE, ClusterSnapshot, NodeInfo, PodInfo, Resources, ServiceEdge, ServiceGraph
 
 
 def node(name, zone=""):

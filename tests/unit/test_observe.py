@@ -4,18 +4,7 @@ import json
 
 import pytest
 
-from policy.observe import (
-    ObjectError,
-    load_objects,
-    parse_cpu_m,
-    parse_memory_bytes,
-    parse_node,
-    parse_pdb,
-    parse_pod,
-    parse_workload,
-    service_of,
-    snapshot_from_objects,
-)
+from policy.observe import ObjectError, load_objects, parse_cpu_m, parse_memory_bytes, parse_node, parse_pdb, parse_pod, parse_workload, service_of, snapshot_from_objects
 from policy.state import OwnerRef
 
 

@@ -11,20 +11,17 @@ import numpy as np
 import pytest
 
 from policy.bundle import BundleError, PolicyBundle
-from policy.embeddings import EmbeddingEntry
-from policy.graph_features import NODE_SPEC
+from policy.cache import EmbeddingEntry
+from policy.encoder import NODE_SPEC
 from policy.index import ClusterIndex
 from policy.lowlevel import PlacementPolicy, intent_value
-from policy.placement import (CONTEXT_FEATURES, DEFAULT_FLAT_PLACEMENT_BUNDLE, DEFAULT_PLACEMENT_BUNDLE,
-                              FLAT_ROWS_VERSION, PLACEMENT_FEATURES, PLACEMENT_INTENTS, PLACEMENT_FEATURES_FLAT, LearnedPlacement,
-                              ServiceRowCache, compute_service_rows, featurize_candidates, mlp_logits,
-                              placement_feature_spec, scores_from_logits, served_totals)
-from policy.state import (ClusterSnapshot, NodeInfo, OwnerRef, PodInfo, Resources, ServiceEdge, ServiceGraph,
-                          WorkloadInfo)
+from policy.lowlevel import CONTEXT_FEATURES, FLAT_ROWS_VERSION, PLACEMENT_FEATURES, PLACEMENT_INTENTS, PLACEMENT_FEATURES_FLAT, featurize_candidates, placement_feature_spec
+from policy.lowlevel import DEFAULT_FLAT_PLACEMENT_BUNDLE, DEFAULT_PLACEMENT_BUNDLE, LearnedPlacement, scores_from_logits, served_totals
+from policy.lowlevel import ServiceRowCache, compute_service_rows
+from policy.state import ClusterSnapshot, NodeInfo, OwnerRef, PodInfo, Resources, ServiceEdge, ServiceGraph, WorkloadInfo
 
 torch = pytest.importorskip("torch")
-from policy.placement_train import (PlacementNet, export_checkpoint, export_placement, loo_advantages,  # noqa: E402
-                                    policy_log_probs, save_checkpoint)
+from policy.train.placement import PlacementNet, export_checkpoint, export_placement, loo_advantages, policy_log_probs, save_checkpoint
 
 GI = 2**30
 ZONE = "topology.kubernetes.io/zone"
@@ -172,7 +169,7 @@ def random_net(features: int, seed: int = 0, hidden: int = 16) -> PlacementNet:
 
 def bundle_of(net: PlacementNet, service_input: str = "encoder", tmp=None, rows_version: str | None = None,
               intent_gain: float = 0.0):
-    from policy.serving import GraphEncoder
+    from policy.encoder import GraphEncoder
 
     dim = 32 if service_input == "encoder" else len(NODE_SPEC)
     rv = rows_version or (GraphEncoder.load().version if service_input == "encoder" else FLAT_ROWS_VERSION)
@@ -291,7 +288,7 @@ def test_the_committed_bundles_load_are_small_and_say_how_they_were_trained(path
 # ---- training mechanics -----------------------------------------------------------------------------------
 
 def test_leave_one_out_advantages_compare_rewards_to_go_at_the_decisions_minute():
-    from policy.placement_train import Decision
+    from policy.train.placement import Decision
 
     d = lambda t: Decision(np.zeros((1, 1)), np.zeros(1), 0, 0.0, t)  # noqa: E731
     returns = [np.array([1.0, 1.0, 1.0]), np.array([0.0, 1.0, 3.0]), np.array([2.0, 2.0, 2.0])]
@@ -324,7 +321,7 @@ def sim_states(n_minutes: int = 3):
     from policy.sim.app import load_app
     from policy.sim.engine import SimConfig, Simulation, background_tenants
     from policy.sim.kube_scheduler import KubeSchedulerModel
-    from policy.simulate import cluster_for, trace_rps
+    from policy.sim.run import cluster_for, trace_rps
 
     app = load_app("online-boutique")
     spec = replace(cluster_for(app, 6), background=background_tenants(6, 2000, 8 * GI, seed=3, use_frac=0.5))

@@ -1,4 +1,4 @@
-"""`hrl-policy train placement` (policy/placement_train.py): flags that would train nothing are refused before
+"""`hrl-policy train placement` (policy/train/placement.py): flags that would train nothing are refused before
 anything runs, and a trained bundle's version names its weights (and says -quick) so it never equals the committed
 bundle's."""
 
@@ -10,11 +10,11 @@ import re
 import pytest
 
 from policy.bundle import PolicyBundle
-from policy.cli import main
-from policy.placement import DEFAULT_PLACEMENT_BUNDLE
+from policy.cli.core import main
+from policy.lowlevel import DEFAULT_PLACEMENT_BUNDLE
 
 torch = pytest.importorskip("torch")
-from policy.placement_train import PlacementTrainConfig  # noqa: E402
+from policy.train.placement import PlacementTrainConfig  # noqa: E402
 
 
 @pytest.mark.parametrize("argv,flag,value", [

@@ -1,4 +1,4 @@
-"""The committed gRPC stubs in policy/proto/ are exactly what hack/gen-proto.sh generates (hack/verify-proto.sh)."""
+"""The committed gRPC stubs in policy/cache/proto/ are exactly what hack/gen-proto.sh generates (hack/verify-proto.sh)."""
 
 import subprocess
 import sys
@@ -15,7 +15,7 @@ def test_the_committed_grpc_stubs_match_the_proto_file():
 
 
 def test_the_stubs_import_as_part_of_the_policy_package():
-    from policy.proto import embeddings_pb2, embeddings_pb2_grpc
+    from policy.cache.proto import embeddings_pb2, embeddings_pb2_grpc
 
     assert embeddings_pb2.DESCRIPTOR.package == "hrlscheduler.embeddings.v1"
     assert hasattr(embeddings_pb2_grpc, "EmbeddingCacheStub")

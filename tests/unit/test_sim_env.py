@@ -7,15 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from policy.sim.engine import ClusterSpec
-from policy.sim.env import (
-    GLOBAL_FEATURES,
-    NODE_FEATURES,
-    POD_FEATURES,
-    SERVICE_FEATURES,
-    EnvConfig,
-    RewardWeights,
-    SchedulingEnv,
-)
+from policy.sim.env import GLOBAL_FEATURES, NODE_FEATURES, POD_FEATURES, SERVICE_FEATURES, EnvConfig, RewardWeights, SchedulingEnv
 
 
 def env(mode, **kw):

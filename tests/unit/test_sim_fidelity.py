@@ -8,14 +8,7 @@ import pytest
 
 from policy.sim.app import AppSpec, CallParams, ServiceParams
 from policy.sim.cluster import SimCluster
-from policy.sim.engine import (
-    BackgroundPod,
-    ClusterSpec,
-    PeriodicHook,
-    SimConfig,
-    Simulation,
-    background_tenants,
-)
+from policy.sim.engine import BackgroundPod, ClusterSpec, PeriodicHook, SimConfig, Simulation, background_tenants
 from policy.sim.kube_scheduler import KubeSchedulerModel
 from policy.sim.model import NetworkModel, PerfModel, PodArrays, station_stats
 from policy.sim.synthetic import deployment, synthetic_app

@@ -6,18 +6,8 @@ import textwrap
 import pytest
 
 from policy.sim.engine import SimConfig
-from policy.sim.stacks import (
-    BENCH_STACKS,
-    ENTRY_POINT_GROUP,
-    StackBuild,
-    StackContext,
-    autoscaled_workloads,
-    available_stacks,
-    build_stack,
-    get_stack,
-    run_stack,
-)
-from policy.simulate import cluster_for, trace_rps
+from policy.sim.stacks import BENCH_STACKS, ENTRY_POINT_GROUP, StackBuild, StackContext, autoscaled_workloads, available_stacks, build_stack, get_stack, run_stack
+from policy.sim.run import cluster_for, trace_rps
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +93,7 @@ def test_autoscaling_stacks_scale_out_a_workload_running_far_above_its_cpu_reque
 
     from policy.sim.app import load_app
     from policy.sim.engine import Simulation
-    from policy.simulate import capacity_rps
+    from policy.sim.run import capacity_rps
 
     app = load_app("dsb-hotel-reservation")  # requests 100m, limits 1000m: busy pods run at ~800 % of request
     cluster = cluster_for(app)

@@ -3,7 +3,7 @@
 import numpy as np
 import torch  # the [train] extra, which `make test` installs
 
-from policy.td3 import TD3, Actor, ReplayBuffer, TD3Config, WorkloadPredictor, imitation_loss
+from policy.train.td3 import TD3, Actor, ReplayBuffer, TD3Config, WorkloadPredictor, imitation_loss
 
 
 def batch(n=32, obs_dim=4, act_dim=2, seed=0):

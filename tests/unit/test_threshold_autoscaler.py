@@ -2,14 +2,7 @@
 
 import pytest
 
-from policy.baselines.threshold import (
-    ThresholdAutoscaler,
-    ThresholdParams,
-    candidates,
-    grid_search,
-    load_params,
-    tuning_cost,
-)
+from policy.baselines.threshold import ThresholdAutoscaler, ThresholdParams, candidates, grid_search, load_params, tuning_cost
 from policy.config import ConfigError
 
 

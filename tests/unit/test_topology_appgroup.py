@@ -16,18 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from policy.cli import main as cli_main
+from policy.cli.core import main as cli_main
 from policy.topology import detect_format, load_graph
-from policy.topology.appgroup import (
-    ANNOTATION_CALL_GRAPH,
-    API_VERSION,
-    LABEL_WORKLOAD,
-    WorkloadRef,
-    appgroup_from_graph,
-    dump_appgroup,
-    load_appgroup,
-    parse_appgroup,
-)
+from policy.topology.appgroup import ANNOTATION_CALL_GRAPH, API_VERSION, LABEL_WORKLOAD, WorkloadRef, appgroup_from_graph, dump_appgroup, load_appgroup, parse_appgroup
 from policy.topology.common import TopologyError
 from policy.topology.manifests import graph_from_objects
 from policy.state import ServiceEdge, ServiceGraph

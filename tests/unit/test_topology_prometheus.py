@@ -12,14 +12,7 @@ import pytest
 
 from policy.topology import load_graph
 from policy.topology.common import TopologyError
-from policy.topology.prometheus import (
-    PrometheusSource,
-    SourceUnavailable,
-    format_duration,
-    is_prometheus_uri,
-    parse_duration_s,
-    source_from_uri,
-)
+from policy.topology.prometheus import PrometheusSource, SourceUnavailable, format_duration, is_prometheus_uri, parse_duration_s, source_from_uri
 
 
 class FakePrometheus:

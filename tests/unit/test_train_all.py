@@ -1,4 +1,4 @@
-"""`make train` orchestration (policy/train_all.py, ``hrl-policy train --all``) with stand-in trainers: the
+"""`make train` orchestration (policy/train/pipeline.py, ``hrl-policy train --all``) with stand-in trainers: the
 stages in order, their wall time, the bundles of every stack, and the report."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from policy import train_all as ta
-from policy.cli import build_parser, main
+from policy.train import pipeline as ta
+from policy.cli.core import build_parser, main
 
 
 def fake_bundle(d: Path, tag: str) -> str:
@@ -120,7 +120,7 @@ def test_the_orchestrator_the_hierarchy_and_the_learned_stacks_load_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys, policy.train_all, policy.hrl, descheduler.stacks, descheduler.scale; "
+    code = ("import sys, policy.train.pipeline, policy.highlevel, descheduler.stacks, descheduler.scale; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          cwd=Path(__file__).resolve().parents[2])
@@ -186,20 +186,21 @@ def test_a_bad_train_all_argument_is_one_line_and_exit_2_before_any_stage(tmp_pa
 def test_a_content_version_is_the_manifests_weights_digest_and_marks_quick_runs(tmp_path):
     import numpy as np
 
+    from policy import bundle
     from policy.bundle import PolicyBundle
     from policy.features import FeatureSpec
 
     w1 = {"b": np.zeros(3, np.float32), "a": np.arange(6, dtype=np.float32).reshape(2, 3)}
     w2 = {**w1, "b": np.full(3, 1e-6, np.float32)}
-    v1, v2 = ta.content_version("enc-20260101-s0", w1), ta.content_version("enc-20260101-s0", w2, quick=True)
+    v1, v2 = bundle.content_version("enc-20260101-s0", w1), bundle.content_version("enc-20260101-s0", w2, quick=True)
     assert v1.startswith("enc-20260101-s0-") and v2.startswith("enc-20260101-s0-quick-")
     assert v1.rsplit("-", 1)[1] != v2.rsplit("-", 1)[1] and len(v1.rsplit("-", 1)[1]) == 8
-    assert ta.content_version("enc-20260101-s0", dict(reversed(list(w1.items())))) == v1  # order-free
+    assert bundle.content_version("enc-20260101-s0", dict(reversed(list(w1.items())))) == v1  # order-free
     b = PolicyBundle(level="encoder", policy_version=v1, feature_spec={"x": FeatureSpec.of([("x", "1")])},
                      dims={}, architecture={"type": "t"}, weights=w1)
     b.save(tmp_path)
     sha = json.loads((tmp_path / "manifest.json").read_text())["weights"]["sha256"]
-    assert v1.endswith("-" + sha[:8]) and ta.weights_sha256(w1) == sha
+    assert v1.endswith("-" + sha[:8]) and bundle.weights_sha256(w1) == sha
 
 
 def test_install_replaces_whole_directories_and_touches_nothing_when_a_copy_fails(tmp_path, monkeypatch):

@@ -1,0 +1,247 @@
+"""Placement alone, compared in the simulator, and the learned policy's inference latency (numpy only).
+
+``python -m policy.bench.placement [--seeds N] [--minutes M] [--apps A,B] [--no-write]`` runs, on every
+built-in app (the train apps of :mod:`policy.train.placement` and the held-out ones), with fixed replicas and
+the same seeds for every policy:
+
+- ``default``: kube-scheduler's default profile alone;
+- ``+heuristic``: the same + the extender serving :class:`policy.lowlevel.TopologyHeuristic` (weight 2);
+- ``+learned``: the same + the extender serving the committed :class:`policy.lowlevel.LearnedPlacement`
+  bundles (``hrl-scheduler/low``; ``+learned-no-encoder`` = ``hrl-no-encoder/low`` and ``+learned-no-intent`` =
+  ``hrl-flat/low`` too when present), weight 2,
+
+each in two cluster settings: the benchmark cluster of `make bench` (:func:`policy.sim.run.cluster_for`, no other
+tenants) and the same with background tenants (2 per node, ~30 % of the CPU requested, 20-50 % used, measured
+from the start: :func:`start_with_metrics`). The trace
+is ``nasa``'s window centred on its peak, scaled as `make bench` scales it. It also times
+``LearnedPlacement.score`` for 100 candidate nodes (features + forward pass, one thread) and writes both to
+section ``placement`` of BENCHMARKS.md.
+
+The extender stacks are built by :func:`placement_stack`, a :data:`policy.sim.stacks.StackFactory` maker that
+the learned stacks of ``make bench`` can reuse.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from policy.index import ClusterIndex
+from policy.lowlevel import PlacementPolicy
+from policy.lowlevel import TopologyHeuristic
+from policy.lowlevel import DEFAULT_FLAT_PLACEMENT_BUNDLE, DEFAULT_PLACEMENT_BUNDLE, EXTENDER_WEIGHT, LearnedPlacement
+from policy.sim.engine import METRIC_KEYS, SimConfig, Simulation, background_tenants
+from policy.sim.kube_scheduler import InProcessExtender, KubeSchedulerModel
+
+__all__ = ["placement_stack", "start_with_metrics", "run_placement", "compare", "markdown_table", "inference_latency", "main"]
+
+APPS = ("online-boutique", "sock-shop", "dsb-hotel-reservation", "dsb-social-network", "dsb-media-microservices",
+        "alibaba")
+TRAIN_APPS = ("online-boutique", "sock-shop", "dsb-hotel-reservation")
+SETTINGS = ("bench", "background")
+SHOWN = ("latency_mean_ms", "latency_p95_ms", "failed_pct", "cross_node_call_pct")
+
+
+def placement_stack(policy: PlacementPolicy | None, weight: int = EXTENDER_WEIGHT, intent: Sequence[float] | None = None):
+    """A stack factory (``factory(ctx) -> StackBuild``): kube-scheduler's default profile plus, unless ``policy``
+    is ``None``, an in-process extender serving ``policy`` with ``weight`` (filter + prioritize, as shipped),
+    fed the current snapshot before every cycle and ``intent``."""
+    from policy.baselines.kube_default import default_score_plugins
+    from policy.sim.stacks import StackBuild, terms_lookup
+
+    def factory(ctx) -> StackBuild:
+        plugins = default_score_plugins(terms_lookup(ctx.app))
+        if policy is None:
+            return StackBuild(KubeSchedulerModel(plugins=plugins))
+        state: dict[str, Any] = {"index": None}
+
+        def on_change(snap) -> None:
+            state["index"] = ClusterIndex.build(snap)
+
+        ext = InProcessExtender(policy, lambda: (state["index"], intent), weight=weight)
+        return StackBuild(KubeSchedulerModel(plugins=plugins, extenders=[ext]), on_change=on_change)
+
+    return factory
+
+
+def start_with_metrics(sim: Simulation) -> None:
+    """Start ``sim`` (create and place the pods) with the background tenants' CPU use already measured, as a
+    metrics pipeline would report it when the app is deployed into a running cluster: the simulator measures
+    use only from its first minute on, so without this every minute-0 scheduling cycle sees idle nodes.
+    (Reads and sets ``Simulation._last_pod_usage_m``; a ``Simulation`` option would be cleaner.)"""
+    sim.start(schedule=False)
+    if sim.background:
+        usage = dict(sim._last_pod_usage_m)
+        for p in sim.cluster.live_pods():
+            b = sim.background.get(p.workload)
+            if b is not None and p.node >= 0:
+                usage[p.info.key] = float(b.cpu_use_m)
+        sim._last_pod_usage_m = usage
+    sim.schedule_pending()
+
+
+def _cluster(app, setting: str, seed: int):
+    from policy.sim.run import cluster_for
+
+    spec = cluster_for(app)
+    if setting == "background":
+        spec = replace(spec, background=background_tenants(spec.nodes, spec.cpu_m, spec.memory_bytes,
+                                                           pods_per_node=2, request_frac=0.3, use_frac=0.35,
+                                                           seed=1000 + seed))
+    return spec
+
+
+def run_placement(app_name: str, policy: PlacementPolicy | None, seed: int, minutes: int = 30,
+                  setting: str = "bench", trace: str = "nasa") -> dict[str, float]:
+    """One simulation (fixed replicas) of ``app_name`` placed by default scoring (+ ``policy`` as an extender);
+    returns the metrics (:data:`policy.sim.engine.METRIC_KEYS`)."""
+    from .stacks import window_offset
+    from policy.sim.app import load_app
+    from policy.sim.stacks import StackContext
+    from policy.sim.run import trace_rps
+
+    app = load_app(app_name)
+    rps = trace_rps(app, trace, minutes, window_offset(trace, minutes))
+    spec = _cluster(app, setting, seed)
+    cfg = SimConfig(minutes=len(rps), seed=seed)
+    built = placement_stack(policy)(StackContext(app, spec, seed, cfg))
+    sim = Simulation(app, rps, spec, built.scheduler, cfg, hooks=built.hooks, on_change=built.on_change)
+    start_with_metrics(sim)
+    res = sim.run()
+    return {k: float(res.metrics[k]) for k in METRIC_KEYS}
+
+
+def compare(apps: Sequence[str], seeds: Sequence[int], minutes: int = 30,
+            learned: Mapping[str, PlacementPolicy] | None = None, settings: Sequence[str] = SETTINGS,
+            log: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Every app × setting × policy (``default``, ``+heuristic``, ``+<name>`` for each of ``learned``) over
+    ``seeds``: ``{"rows": [{"app", "setting", "policy", "<metric>": mean, "<metric>_sd": sd}], "seeds",
+    "minutes", "wall_s"}``."""
+    policies: dict[str, PlacementPolicy | None] = {"default": None, "+heuristic": TopologyHeuristic()}
+    for k, v in (learned or {}).items():
+        policies["+" + k] = v
+    t0 = time.perf_counter()
+    rows = []
+    for app in apps:
+        for setting in settings:
+            for name, pol in policies.items():
+                runs = [run_placement(app, pol, s, minutes, setting) for s in seeds]
+                row: dict[str, Any] = {"app": app, "setting": setting, "policy": name}
+                for k in METRIC_KEYS:
+                    v = np.array([r[k] for r in runs], dtype=np.float64)
+                    row[k] = float(v.mean())
+                    row[k + "_sd"] = float(v.std(ddof=1)) if len(v) > 1 else 0.0
+                rows.append(row)
+            if log is not None:
+                log(f"placement bench: {app} ({setting}) done, {time.perf_counter() - t0:.0f} s")
+    return {"rows": rows, "seeds": list(seeds), "minutes": minutes, "wall_s": time.perf_counter() - t0}
+
+
+def markdown_table(table: Mapping[str, Any]) -> str:
+    """The comparison as a Markdown table (mean ± sd over the seeds; ratios to ``default`` for latency)."""
+    rows = table["rows"]
+    base = {(r["app"], r["setting"]): r for r in rows if r["policy"] == "default"}
+    out = ["| app | cluster | placement | mean ms | p95 ms | failed % | cross-node calls % | mean / default |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        b = base[(r["app"], r["setting"])]
+        held = "" if r["app"] in TRAIN_APPS else " (held out)"
+        ratio = r["latency_mean_ms"] / b["latency_mean_ms"] if b["latency_mean_ms"] > 0 else math.nan
+        out.append(f"| {r['app']}{held} | {r['setting']} | {r['policy']} | {r['latency_mean_ms']:.1f} ± "
+                   f"{r['latency_mean_ms_sd']:.1f} | {r['latency_p95_ms']:.1f} ± {r['latency_p95_ms_sd']:.1f} | "
+                   f"{r['failed_pct']:.2f} | {r['cross_node_call_pct']:.1f} | {ratio:.3f} |")
+    return "\n".join(out)
+
+
+def inference_latency(policy: LearnedPlacement, candidates: int = 100, calls: int = 2000) -> dict[str, float]:
+    """Wall time of ``policy.score`` (features + forward, service rows cached) for one pod over ``candidates``
+    nodes of a synthetic cluster running Online Boutique ``candidates // 4`` times over; ``{"p50_ms", "p99_ms",
+    "mean_ms", "candidates", "calls"}``. Run with ``OMP_NUM_THREADS=1`` for the one-core figure."""
+    from policy.sim.app import load_app
+    from policy.sim.kube_scheduler import KubeSchedulerModel as _K
+    from policy.sim.run import cluster_for
+
+    app = load_app("online-boutique")
+    spec = replace(cluster_for(app, candidates), background=background_tenants(candidates, 2000, 8 * 1024**3, seed=0))
+    sim = Simulation(app, np.full(2, 5.0), spec, _K(), SimConfig(minutes=2, seed=0, n_samples=100))
+    for _ in range(max(1, candidates // 4) - 1):
+        for w in list(sim.cluster.replicas):
+            if not w.startswith("tenants/"):
+                sim.cluster.set_replicas(w, sim.cluster.replicas[w] + 1, 0.0)
+    sim.run()
+    snap = sim.observe()
+    index = ClusterIndex.build(snap)
+    pod = next(p for p in snap.pods if p.service == "checkoutservice")
+    pod = replace(pod, node_name=None)
+    names = list(index.node_names)[:candidates]
+    policy.refresh(snap)
+    for _ in range(20):
+        policy.score(pod, names, index, None)
+    ts = np.empty(calls)
+    for i in range(calls):
+        t0 = time.perf_counter()
+        policy.score(pod, names, index, None)
+        ts[i] = time.perf_counter() - t0
+    return {"p50_ms": float(np.percentile(ts, 50) * 1e3), "p99_ms": float(np.percentile(ts, 99) * 1e3),
+            "mean_ms": float(ts.mean() * 1e3), "candidates": len(names), "calls": calls}
+
+
+def _section(table: Mapping[str, Any], lat: Mapping[str, Mapping[str, float]], bundles: Mapping[str, Any]) -> str:
+    lines = ["## Learned placement (`python -m policy.bench.placement`)", ""]
+    for name, b in bundles.items():
+        m = b.bundle.metadata
+        lines.append(f"- `{name}`: bundle `{b.version}` ({m.get('algorithm', '')}); trained in "
+                     f"{m.get('train_s', '?')} s, {m.get('episodes', '?')} episodes, on "
+                     f"{', '.join(m.get('train_apps', []))}.")
+    lines += ["", "Inference in the extender (`LearnedPlacement.score`: features + forward pass, numpy, one thread, "
+              "service rows cached), one pod against 100 candidate nodes:", "",
+              "| bundle | p50 ms | p99 ms | mean ms |", "|---|---|---|---|"]
+    for name, v in lat.items():
+        lines.append(f"| {name} | {v['p50_ms']:.3f} | {v['p99_ms']:.3f} | {v['mean_ms']:.3f} |")
+    lines += ["", f"Placement alone in the simulator: fixed replicas (manifest), `nasa` trace, {table['minutes']} minutes "
+              f"centred on its peak, seeds {', '.join(map(str, table['seeds']))} (mean ± sd), the same seeds for every "
+              "policy; `bench` = the cluster of `make bench` (3 zones, no other tenants), `background` = the same "
+              "with 2 background pods per node (~30 % of the CPU requested, 20-50 % used). Extenders at weight 2 "
+              "(as shipped). Held-out apps were never seen in training.", "", markdown_table(table), "",
+              f"Run on {time.strftime('%Y-%m-%d')} in {table['wall_s']:.0f} s."]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m policy.bench.placement``: see the module docstring."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m policy.bench.placement", description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--minutes", type=int, default=30)
+    p.add_argument("--apps", default=",".join(APPS))
+    p.add_argument("--no-write", action="store_true", help="print instead of writing BENCHMARKS.md")
+    a = p.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    bundles: dict[str, LearnedPlacement] = {"learned": LearnedPlacement.load(DEFAULT_PLACEMENT_BUNDLE)}
+    for name, path in (("learned-no-encoder", DEFAULT_FLAT_PLACEMENT_BUNDLE),
+                       ("learned-no-intent", DEFAULT_PLACEMENT_BUNDLE.parent.parent / "hrl-flat" / "low")):
+        if (path / "manifest.json").exists():
+            bundles[name] = LearnedPlacement.load(path)
+    lat = {k: inference_latency(v) for k, v in bundles.items()}
+    table = compare(a.apps.split(","), list(range(a.seeds)), a.minutes, learned=bundles,
+                    log=lambda m: print(m, flush=True))
+    text = _section(table, lat, bundles)
+    if a.no_write:
+        print(text)
+    else:
+        from .markdown import write_section
+
+        write_section("placement", text)
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,15 @@
+"""The topology embedding cache shared by the extender and the descheduler (DESIGN.md section 2): records keyed
+by the call graph's fingerprint (:mod:`.records`), the in-process store (:mod:`.memory`), the gRPC server and client
+(:mod:`.server`, :mod:`.client`, :mod:`.codec`; generated stubs in ``proto/``), the background copy the extender
+reads (:mod:`.refresher`) and their metrics (:mod:`.metrics`).
+"""
+
+from .records import fingerprint, EmbeddingEntry, IntentEntry, Lookup, MAX_MESSAGE_BYTES, check_put, check_intent, MAX_DIM, MAX_FINGERPRINT_CHARS
+from .metrics import CacheMetrics, CacheClientMetrics, EncoderMetrics, GRPC_BUCKETS_S
+from .memory import EmbeddingCache, InMemoryEmbeddingCache
+from .codec import pb_modules, matrix_to_pb, matrix_from_pb, entry_to_pb, entry_from_pb, intent_to_pb, intent_from_pb
+from .server import CacheServer, SERVICE_NAME
+from .client import GrpcEmbeddingCache, CacheUnavailable, CacheTimeout
+from .refresher import CacheRefresher
+
+__all__ = ["fingerprint", "EmbeddingEntry", "IntentEntry", "Lookup", "MAX_MESSAGE_BYTES", "check_put", "check_intent", "MAX_DIM", "MAX_FINGERPRINT_CHARS", "CacheMetrics", "CacheClientMetrics", "EncoderMetrics", "GRPC_BUCKETS_S", "EmbeddingCache", "InMemoryEmbeddingCache", "pb_modules", "matrix_to_pb", "matrix_from_pb", "entry_to_pb", "entry_from_pb", "intent_to_pb", "intent_from_pb", "CacheServer", "SERVICE_NAME", "GrpcEmbeddingCache", "CacheUnavailable", "CacheTimeout", "CacheRefresher"]

@@ -1,0 +1,160 @@
+"""The gRPC embedding cache server (``hrl-policy cache serve``): :class:`CacheServer` over an
+:class:`~policy.cache.memory.InMemoryEmbeddingCache`, with ``grpc.health.v1`` health checking."""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent import futures
+from prometheus_client import CollectorRegistry
+from .metrics import CacheMetrics
+from .memory import InMemoryEmbeddingCache
+from .records import MAX_MESSAGE_BYTES
+from .codec import entry_to_pb
+from .codec import intent_to_pb
+from .codec import matrix_from_pb
+from .codec import pb_modules
+
+__all__ = ["CacheServer", "SERVICE_NAME"]
+
+log = logging.getLogger(__name__)
+
+
+#: The gRPC service's full name (also a health-check service name).
+SERVICE_NAME = "hrlscheduler.embeddings.v1.EmbeddingCache"
+
+
+# ---- gRPC: server ----------------------------------------------------------------------------------------------
+
+def _servicer(cache: InMemoryEmbeddingCache, metrics: CacheMetrics | None):
+    import grpc
+
+    pb2, pb2_grpc = pb_modules()
+
+    def timed(method: str, fn):
+        def handler(request, context):
+            t0 = time.perf_counter()
+            outcome = "ok"
+            try:
+                return fn(request)
+            except ValueError as exc:
+                outcome = "invalid"
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, " ".join(str(exc).split()))
+            except Exception as exc:  # noqa: BLE001 - reported to the caller as INTERNAL
+                outcome = "error"
+                log.exception("cache %s failed", method)
+                context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+            finally:
+                if metrics is not None:
+                    metrics.requests.labels(method=method, outcome=outcome).inc()
+                    metrics.request_duration.labels(method=method).observe(time.perf_counter() - t0)
+        return handler
+
+    def get(req):
+        r = cache.get(req.fingerprint, int(req.known_version))
+        if r.not_modified:
+            return pb2.GetResponse(found=True, not_modified=True)
+        if r.entry is None:
+            return pb2.GetResponse(found=False)
+        return pb2.GetResponse(found=True, entry=entry_to_pb(pb2, r.entry))
+
+    def put(req):
+        e = cache.put(req.fingerprint, tuple(req.services), matrix_from_pb(req.embeddings),
+                      encoder_version=req.encoder_version, timestamp_s=req.timestamp_s)
+        return pb2.PutResponse(version=e.version, stored_at_s=e.stored_at_s)
+
+    def get_intent(req):
+        r = cache.get_intent(int(req.known_version))
+        if r.not_modified:
+            return pb2.GetIntentResponse(found=True, not_modified=True)
+        if r.entry is None:
+            return pb2.GetIntentResponse(found=False)
+        return pb2.GetIntentResponse(found=True, intent=intent_to_pb(pb2, r.entry))
+
+    def put_intent(req):
+        it = cache.put_intent(tuple(req.values), tuple(req.names), source=req.source, timestamp_s=req.timestamp_s)
+        return pb2.PutIntentResponse(version=it.version, stored_at_s=it.stored_at_s)
+
+    class Servicer(pb2_grpc.EmbeddingCacheServicer):
+        Get = staticmethod(timed("Get", get))
+        Put = staticmethod(timed("Put", put))
+        GetIntent = staticmethod(timed("GetIntent", get_intent))
+        PutIntent = staticmethod(timed("PutIntent", put_intent))
+
+    return Servicer()
+
+
+class CacheServer:
+    """The gRPC embedding cache server (``hrl-policy cache serve``); a context manager.
+
+    ``address``: ``host:port`` to bind (port 0: any free port; :attr:`port` / :attr:`address` are real once
+    started). ``cache``: the store (default: a new :class:`InMemoryEmbeddingCache` with ``max_entries``).
+    ``registry``: where :class:`CacheMetrics` go (default: a new one). Serves ``grpc.health.v1`` with
+    SERVING for ``""`` and :data:`SERVICE_NAME` from :meth:`start` until :meth:`stop`. Raises ``OSError``
+    from :meth:`start` when the address cannot be bound.
+    """
+
+    def __init__(self, address: str = "127.0.0.1:0", cache: InMemoryEmbeddingCache | None = None,
+                 registry: CollectorRegistry | None = None, max_entries: int = 64, max_workers: int = 8):
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.metrics = CacheMetrics(self.registry)
+        if cache is None:
+            cache = InMemoryEmbeddingCache(max_entries, metrics=self.metrics)
+        elif cache.metrics is None:
+            cache.metrics = self.metrics
+            self.metrics.entries.set_function(lambda: float(len(cache)))
+        self.cache = cache
+        self.requested_address = address
+        self.max_workers = max_workers
+        self.port = 0
+        self._server = None
+        self._health = None
+
+    @property
+    def address(self) -> str:
+        host = self.requested_address.rsplit(":", 1)[0]
+        return f"{host}:{self.port}"
+
+    def start(self) -> CacheServer:
+        import grpc
+        from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+        _pb2, pb2_grpc = pb_modules()
+        opts = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.so_reuseport", 0)]
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self.max_workers,
+                                                        thread_name_prefix="hrl-cache"), options=opts)
+        pb2_grpc.add_EmbeddingCacheServicer_to_server(_servicer(self.cache, self.metrics), server)
+        hs = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(hs, server)
+        try:
+            port = server.add_insecure_port(self.requested_address)
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen on {self.requested_address}: {exc}") from None
+        if port == 0:
+            raise OSError(f"cannot listen on {self.requested_address} (address in use or invalid)")
+        server.start()
+        for name in ("", SERVICE_NAME):
+            hs.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self.port, self._server, self._health = port, server, hs
+        return self
+
+    def stop(self, grace_s: float | None = 0.5) -> None:
+        """Report NOT_SERVING, then stop (in-flight calls get ``grace_s`` seconds). Idempotent."""
+        if self._health is not None:
+            self._health.enter_graceful_shutdown()
+        if self._server is not None:
+            self._server.stop(grace_s).wait()
+        self._server = None
+        self._health = None
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until the server stops (or ``timeout_s``); True when it stopped."""
+        return self._server.wait_for_termination(timeout_s) if self._server is not None else True
+
+    def __enter__(self) -> CacheServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,235 @@
+"""Replica targets for the hierarchy: the :class:`ReplicaAutoscaler` interface, the documented stand-in
+(:class:`UtilizationTargetAutoscaler`: the HPA rule made proactive by a forecast) and the DRPC students
+(:class:`DrpcReplicaAutoscaler`, with the saturation shield and scale-down stabilisation), loaded from a bundle by
+:func:`load_learned_autoscaler`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+import numpy as np
+from policy.state import ClusterSnapshot, PodInfo, WorkloadInfo
+from .forecast import Forecaster
+from .planner_state import HrlState
+from .forecast import forecast_factor
+from policy.bundle import require_bundle
+
+__all__ = ["ReplicaAutoscaler", "UtilizationTargetAutoscaler", "pods_of_workload", "load_learned_autoscaler", "DrpcReplicaAutoscaler"]
+
+
+def pods_of_workload(snapshot: ClusterSnapshot, w: WorkloadInfo) -> list[PodInfo]:
+    """The non-terminating pods of workload ``w``: same namespace, labels matched by its selector (an empty
+    selector matches none here, unlike a PodDisruptionBudget's)."""
+    if not w.selector.match_labels and not w.selector.match_expressions:
+        return []
+    return [p for p in snapshot.pods if p.namespace == w.namespace and not p.terminating
+            and w.selector.matches(p.labels)]
+
+
+# ---- (a) replica targets ---------------------------------------------------------------------------------
+
+@runtime_checkable
+class ReplicaAutoscaler(Protocol):
+    """What :class:`HierarchicalPolicy` needs from an autoscaler: ``replica_targets(snapshot, state)`` →
+    ``{"namespace/name": replicas >= 0}`` for the Deployments it has an opinion on (absent: no opinion).
+    ``state`` is the policy's :class:`HrlState` (rate history in ``rates_rps``; ``state.autoscaler`` is the
+    autoscaler's own JSON slot, persisted across CronJob runs). Implementations: the DRPC students
+    (``policy.highlevel.DrpcAutoscaler``), :class:`UtilizationTargetAutoscaler` (stand-in)."""
+
+    name: str
+
+    def replica_targets(self, snapshot: ClusterSnapshot, state: HrlState) -> dict[str, int]: ...
+
+
+@dataclass(frozen=True)
+class UtilizationTargetAutoscaler:
+    """The stand-in autoscaler (used until a DRPC bundle exists, and in tests): the HPA rule on measured CPU,
+    made proactive by the forecast (Kubernetes HPA algorithm, k8s.io/kubernetes
+    pkg/controller/podautoscaler/replica_calculator.go, simplified)::
+
+        used_m   = Σ measured CPU of the workload's bound pods (pods without a measurement count 0)
+        factor   = forecast_factor(inbound rate of the workload's service)      in [0.5, 2], 1 without rates
+        ratio    = used_m · factor / (target_utilization · replicas · cpu_request_m)
+        desired  = replicas                                  if |ratio − 1| <= tolerance
+                   ceil(used_m · factor / (target_utilization · cpu_request_m))   otherwise
+        target   = clip(max(desired, recommendations of the last stabilization_s s), min_replicas, max_replicas)
+
+    (the max over the stabilisation window only holds scale-downs back, as the HPA's default 300 s
+    scale-down stabilisation does; recommendations are kept in ``state.recommendations``).
+
+    Only Deployments with a CPU request whose pods carry measured use are scaled (``workloads`` restricts
+    them further to ``namespace/name`` keys; ``None`` = all); a workload without any measurement gets no
+    target (no opinion). Parameters: ``target_utilization`` in (0, 1]; ``tolerance`` >= 0; ``min_replicas``
+    >= 0; ``max_replicas`` >= ``min_replicas``; ``stabilization_s`` >= 0. ValueError naming the field otherwise.
+    """
+
+    name: str = "utilization-target"
+    target_utilization: float = 0.6
+    tolerance: float = 0.1
+    min_replicas: int = 1
+    max_replicas: int = 10
+    stabilization_s: float = 300.0
+    workloads: tuple[str, ...] | None = None
+    forecaster: Forecaster | None = None
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.target_utilization) and 0.0 < self.target_utilization <= 1.0):
+            raise ValueError(f"UtilizationTargetAutoscaler.target_utilization: must be in (0, 1] "
+                             f"(got {self.target_utilization!r})")
+        if not (math.isfinite(self.tolerance) and self.tolerance >= 0):
+            raise ValueError(f"UtilizationTargetAutoscaler.tolerance: must be >= 0 (got {self.tolerance!r})")
+        if self.min_replicas < 0 or self.max_replicas < self.min_replicas:
+            raise ValueError(f"UtilizationTargetAutoscaler: need 0 <= min_replicas <= max_replicas "
+                             f"(got {self.min_replicas!r}, {self.max_replicas!r})")
+        if not (math.isfinite(self.stabilization_s) and self.stabilization_s >= 0):
+            raise ValueError(f"UtilizationTargetAutoscaler.stabilization_s: must be >= 0 "
+                             f"(got {self.stabilization_s!r})")
+        if self.workloads is not None:
+            object.__setattr__(self, "workloads", tuple(self.workloads))
+
+    def replica_targets(self, snapshot: ClusterSnapshot, state: HrlState) -> dict[str, int]:
+        now = snapshot.taken_at_s
+        allowed = None if self.workloads is None else set(self.workloads)
+        out: dict[str, int] = {}
+        for w in sorted(snapshot.workloads, key=lambda w: (w.namespace, w.name)):
+            key = f"{w.namespace}/{w.name}"
+            if w.kind != "Deployment" or w.pod_requests.cpu_m <= 0 or (allowed is not None and key not in allowed):
+                continue
+            pods = [p for p in pods_of_workload(snapshot, w) if p.node_name is not None]
+            measured = [p for p in pods if p.usage is not None]
+            if not measured:
+                continue
+            used_m = float(sum(p.usage.cpu_m for p in measured))
+            factor = forecast_factor(state.rates(w.service), self.forecaster)
+            cur = max(int(w.replicas), 0)
+            per_pod = self.target_utilization * w.pod_requests.cpu_m
+            ratio = used_m * factor / (per_pod * cur) if cur > 0 else math.inf
+            desired = cur if abs(ratio - 1.0) <= self.tolerance else int(math.ceil(used_m * factor / per_pod))
+            window = [r for r in state.recommendations.get(key, []) if r[0] > now - self.stabilization_s]
+            window.append([float(now), float(desired)])
+            state.recommendations[key] = window
+            stabilized = max(int(r[1]) for r in window)
+            out[key] = int(np.clip(stabilized, self.min_replicas, self.max_replicas))
+        return out
+
+
+class DrpcReplicaAutoscaler:
+    """:class:`ReplicaAutoscaler` over the DRPC students (:class:`policy.highlevel.DrpcAutoscaler`): their own state
+    (:class:`policy.highlevel.DrpcState`: per-minute rate history for the GRU predictor, last scale times) lives in
+    ``HrlState.autoscaler["drpc"]``, so it is persisted with the planner's state. ``workloads``
+    (``namespace/name``; ``None``: every Deployment with a CPU request) are the Deployments it manages;
+    ``signals`` (service → :class:`policy.highlevel.ServiceSignals`, e.g. a service mesh's or the simulator's
+    per-service metrics) may be set before each period; ``None``: the snapshot's call graph only.
+
+    The students' targets pass two guardrails, in the spirit of the HPA's ``behavior`` (they are part of
+    hrl-scheduler's planner, not of DRPC: the ``drpc`` baseline stack runs the students bare):
+
+    - **saturation shield**: a Deployment whose measured pods use at least ``saturation`` of their CPU limit
+      (of the request where no limit is set), or whose service refuses at least ``refused_frac`` of its
+      arrivals (from ``signals``), gets at least the HPA formula's replicas at ``shield_target`` of the request:
+      ``max(student, ceil(used_m / (shield_target * request_m)), current + 1)``. A student that never saw an
+      application can otherwise hold a saturated service at its replicas (seen on held-out apps in
+      ``make bench``: the CPU it uses is capped by its limit, so the student's utilisation target can make a
+      saturated service look adequately provisioned);
+    - **scale-down stabilisation**: the target is the maximum of the (shielded) targets of the last
+      ``stabilization_s`` seconds (HPA's default 300 s), so a target that flips minute to minute does not
+      churn pods (kept in ``HrlState.recommendations``).
+
+    Ranges: 0 < ``saturation`` <= 1, 0 < ``shield_target`` <= 1, 0 < ``refused_frac`` <= 1,
+    ``stabilization_s`` >= 0; ValueError naming the parameter otherwise.
+    """
+
+    name = "drpc"
+
+    def __init__(self, drpc: Any, workloads: Iterable[str] | None = None, *, saturation: float = 0.9,
+                 shield_target: float = 0.8, refused_frac: float = 0.01, stabilization_s: float = 300.0):
+        for f, v in (("saturation", saturation), ("shield_target", shield_target), ("refused_frac", refused_frac)):
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 1):
+                raise ValueError(f"DrpcReplicaAutoscaler.{f}: must be in (0, 1], got {v!r}")
+        if not (isinstance(stabilization_s, (int, float)) and math.isfinite(stabilization_s) and stabilization_s >= 0):
+            raise ValueError(f"DrpcReplicaAutoscaler.stabilization_s: must be >= 0, got {stabilization_s!r}")
+        self.drpc = drpc
+        self.workloads = None if workloads is None else tuple(workloads)
+        self.signals: Mapping[str, Any] | None = None
+        self.saturation = float(saturation)
+        self.shield_target = float(shield_target)
+        self.refused_frac = float(refused_frac)
+        self.stabilization_s = float(stabilization_s)
+
+    def shield(self, snapshot: ClusterSnapshot, w: WorkloadInfo, target: int) -> int:
+        """The saturation shield for workload ``w`` (see the class docstring): ``target`` or more."""
+        pods = [p for p in pods_of_workload(snapshot, w) if p.node_name is not None and p.usage is not None]
+        cur = max(int(w.replicas), 0)
+        req = float(w.pod_requests.cpu_m)
+        if not pods or req <= 0:
+            return target
+        used = float(sum(p.usage.cpu_m for p in pods))
+        cap = float(sum(p.limits.cpu_m if p.limits.cpu_m > 0 else p.requests.cpu_m for p in pods))
+        sig = (self.signals or {}).get(w.service)
+        refused = getattr(sig, "refused_frac", None)
+        saturated = cap > 0 and used >= self.saturation * cap
+        if saturated or (refused is not None and refused >= self.refused_frac):
+            hpa = int(math.ceil(used / (self.shield_target * req) - 1e-9))
+            return max(int(target), hpa, cur + 1)
+        return int(target)
+
+    def replica_targets(self, snapshot: ClusterSnapshot, state: HrlState) -> dict[str, int]:
+        from .drpc import DrpcState  # noqa: PLC0415
+
+        ds = DrpcState.from_dict(state.autoscaler.get("drpc"))
+        by_key = {f"{w.namespace}/{w.name}": w for w in snapshot.workloads
+                  if w.kind == "Deployment" and w.pod_requests.cpu_m > 0}
+        keys = None if self.workloads is None else [k for k in self.workloads if k in by_key]
+        targets = self.drpc.replica_targets(snapshot, ds, self.signals, keys)
+        state.autoscaler["drpc"] = ds.to_dict()
+        now = float(snapshot.taken_at_s)
+        hi = int(getattr(self.drpc.mapping, "max_replicas", 10**6))
+        out: dict[str, int] = {}
+        for k, v in targets.items():
+            w = by_key.get(k)
+            t = min(self.shield(snapshot, w, int(v)), max(hi, int(v))) if w is not None else int(v)
+            window = [r for r in state.recommendations.get(k, []) if r[0] > now - self.stabilization_s]
+            window.append([now, float(t)])
+            state.recommendations[k] = window
+            out[k] = int(max(r[1] for r in window))
+        return out
+
+
+def load_learned_autoscaler(path: str | Path, workloads: Iterable[str] | None = None, *,
+                            slo_p95_ms: float | None = None, stabilization_s: float = 300.0) -> ReplicaAutoscaler:
+    """The DRPC student autoscaler of bundle directory ``path`` (``path/student`` + ``path/predictor``, as
+    :meth:`policy.highlevel.DrpcAutoscaler.load` reads them; the observation layout, with the graph encoder's
+    embeddings or without, is the one the student's bundle declares), wrapped in
+    :class:`DrpcReplicaAutoscaler` for ``workloads``. ``slo_p95_ms``: the application's p95 SLO (a feature of the
+    students; ``None``: unknown); ``stabilization_s``: the scale-down stabilisation window of
+    :class:`DrpcReplicaAutoscaler`. Raises :class:`BundleMissing` when ``path/student`` has no bundle, ``ValueError``
+    when ``policy.highlevel.drpc`` cannot be imported, and :class:`policy.bundle.BundleError` naming expected and found when
+    the bundle matches neither layout (or anything else is wrong with it: one line naming the directory and the
+    field). A ``path`` that is itself a bundle (``.../student``) is reported with a hint to name its parent."""
+    p = Path(path)
+    hint = ""
+    if (p / "manifest.json").is_file() and not (p / "student").exists():
+        hint = f"{p} is a single bundle, not a directory holding student/ and predictor/"
+        if (p.parent / "student" / "manifest.json").is_file():
+            hint += f": name its parent, {p.parent}"
+    elif not (p / "student").exists() and (p / "high" / "student" / "manifest.json").is_file():
+        hint = f"{p} holds a stack's bundles, not student/ and predictor/: name its high/ directory, {p / 'high'}"
+    require_bundle(p / "student", "autoscaler (DRPC students)", hint)
+    try:
+        from policy.bundle import BundleError, PolicyBundle, located  # noqa: PLC0415
+        from .drpc import SPECS, DrpcAutoscaler  # noqa: PLC0415 - part B of issue 6
+    except ImportError as exc:
+        raise ValueError(f"autoscaler bundle {p}: policy.highlevel.drpc cannot be imported ({exc})") from exc
+    # the observation layout the student declares: with the encoder's embeddings ("hrl") or without ("drpc")
+    local = PolicyBundle.load(p / "student", level="high").feature_spec.get("local")
+    spec = next((k for k, v in SPECS.items() if v == local), None)
+    if spec is None:
+        spec = "hrl" if local is not None and any(n.startswith("emb_") for n in local.names) else "drpc"
+    try:
+        return DrpcReplicaAutoscaler(DrpcAutoscaler.load(p, spec=spec, slo_p95_ms=slo_p95_ms), workloads,
+                                     stabilization_s=stabilization_s)
+    except BundleError as exc:
+        raise located(exc, p) from None

@@ -1,0 +1,323 @@
+"""The hand-written high-level rebalancer (:class:`RebalanceHeuristic`: bring chatty services together, take
+load off hot nodes) and the greedy move selection (:func:`greedy_moves`) every planner shares.
+
+:class:`PlanView` is the cluster as planned so far; :class:`Proposal` one candidate move; :func:`finite_scores`
+and :func:`util_after_add` the checks both planners apply to a low-level policy's scores and a target node.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+import numpy as np
+from policy.index import ClusterIndex
+from policy.lowlevel import PlacementPolicy, node_admits
+from policy.state import ClusterSnapshot, Move, NodeInfo, Plan, PodInfo, Resources
+from .interface import SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY
+from .interface import default_intent
+from .interface import node_cpu_utilization
+from .interface import structurally_movable
+
+__all__ = ["RebalanceHeuristic", "PlanView", "Proposal", "greedy_moves", "finite_scores", "util_after_add"]
+
+
+@dataclass(frozen=True, order=True)
+class Proposal:
+    """One candidate move: ``sort_key`` orders proposals (smallest first: the planners put ``-gain`` first)."""
+
+    sort_key: tuple
+    move: Move
+
+
+@dataclass(frozen=True)
+class RebalanceHeuristic:
+    """A hand-written high-level policy: bring chatty services together, take load off hot nodes.
+
+    **Locality.** For a movable pod of service *s* whose chatty neighbours (callers and callees with call
+    rate ``>= min_pair_rps``, from :meth:`ServiceGraph.neighbor_weights`; an unknown rate counts
+    ``default_rps``) have pods on other nodes, the candidate targets are the nodes hosting those neighbours'
+    pods. A target must pass ``placement.filter`` and :func:`node_admits`, must stay below
+    ``overload_threshold`` with the pod added (so a locality move never creates an overload), and must
+    score, by ``placement.score`` under :attr:`intent`, strictly more than ``locality_margin`` points
+    (scores are 0..10) above the pod's current node. ``gain`` = score(target) − score(current).
+
+    **Overload.** A node is overloaded when its CPU utilisation (measured ``NodeInfo.usage`` when known, else
+    the sum of requests, over allocatable) is above ``overload_threshold``. Its movable pods may move to a
+    node that passes the same filters and stays *strictly below* the threshold with the pod added (the pod
+    adds its measured use when known, else its CPU request); among those, the best ``placement.score`` wins.
+    ``gain`` = 10 · min(pod CPU, excess CPU) / (allocatable · (1 − threshold)), capped at 10: relieving the
+    whole band between the threshold and full is worth as much as the best locality move.
+
+    **Selection.** Greedy by gain with re-evaluation (lazy greedy): after each accepted move the planner
+    applies it to a virtual copy of the cluster and re-checks the next proposal there, so two pods of a pair
+    never swap places and a node is not relieved twice. At most one move per pod, at most
+    ``max_moves_per_service`` per service (replicas rebalance gradually), at most ``max_moves`` in all.
+    Sorted by gain (descending), ties by pod key; an empty :class:`Plan` when nothing is worth it.
+
+    Parameters (all finite):
+
+    - ``overload_threshold``: CPU utilisation fraction, in (0, 1]; default 0.85 of allocatable;
+    - ``locality_margin``: score points (0..10 scale) a target must beat the current node by, >= 0; default 1;
+    - ``min_pair_rps``: call rate (requests/s, both directions summed) below which a pair is not chatty, >= 0;
+    - ``default_rps``: rate assumed for a dependency with no measured rate, > 0; default 1;
+    - ``max_moves_per_service``: >= 1; default 1;
+    - ``max_moves``: >= 0, bounds the planning work and the plan; default 50;
+    - ``intent``: the intent vector to score with and to pass down; ``None`` = :func:`default_intent`;
+    - ``excluded_namespaces``, ``evict_local_storage_pods``: pods the descheduler's guards would always refuse
+      (see :meth:`movable`) are not planned, so a move that can never happen does not shape the plan.
+
+    Raises ``ValueError`` (naming the parameter and value) on construction when a parameter is out of range.
+    """
+
+    name: str = "rebalance-heuristic"
+    overload_threshold: float = 0.85
+    locality_margin: float = 1.0
+    min_pair_rps: float = 0.0
+    default_rps: float = 1.0
+    max_moves_per_service: int = 1
+    max_moves: int = 50
+    intent: tuple[float, ...] | None = None
+    excluded_namespaces: tuple[str, ...] = ("kube-system",)
+    evict_local_storage_pods: bool = False
+
+    def __post_init__(self) -> None:
+        def bad(field: str, value: object, want: str) -> ValueError:
+            return ValueError(f"RebalanceHeuristic.{field}: must be {want} (got {value!r})")
+
+        if not (math.isfinite(self.overload_threshold) and 0.0 < self.overload_threshold <= 1.0):
+            raise bad("overload_threshold", self.overload_threshold, "in (0, 1]")
+        if not (math.isfinite(self.locality_margin) and self.locality_margin >= 0.0):
+            raise bad("locality_margin", self.locality_margin, "a finite number >= 0")
+        if not (math.isfinite(self.min_pair_rps) and self.min_pair_rps >= 0.0):
+            raise bad("min_pair_rps", self.min_pair_rps, "a finite number >= 0")
+        if not (math.isfinite(self.default_rps) and self.default_rps > 0.0):
+            raise bad("default_rps", self.default_rps, "a finite number > 0")
+        if self.max_moves_per_service < 1:
+            raise bad("max_moves_per_service", self.max_moves_per_service, ">= 1")
+        if self.max_moves < 0:
+            raise bad("max_moves", self.max_moves, ">= 0")
+        if self.intent is not None:
+            if not all(math.isfinite(float(x)) for x in self.intent):
+                raise bad("intent", self.intent, "finite numbers")
+            object.__setattr__(self, "intent", tuple(float(x) for x in self.intent))
+        object.__setattr__(self, "excluded_namespaces", tuple(self.excluded_namespaces))
+
+    def movable(self, pod: PodInfo) -> bool:
+        """Whether the planner considers ``pod`` at all: :func:`structurally_movable`, not system-critical
+        (priority >= 2000000000 or a ``system-*-critical`` class), not in ``excluded_namespaces``, and without
+        local storage unless ``evict_local_storage_pods``. PodDisruptionBudgets, caps and cooldown are left to
+        the guards (they change from one eviction to the next)."""
+        return (structurally_movable(pod)
+                and pod.priority < SYSTEM_CRITICAL_PRIORITY
+                and pod.priority_class_name not in SYSTEM_CRITICAL_CLASSES
+                and pod.namespace not in self.excluded_namespaces
+                and (self.evict_local_storage_pods or not pod.local_storage))
+
+    # ---- public -----------------------------------------------------------------------------------
+
+    def resolved_intent(self) -> tuple[float, ...]:
+        """:attr:`intent`, with missing trailing components filled from :data:`INTENT_SPEC`."""
+        base = list(default_intent())
+        if self.intent is not None:
+            for i, v in enumerate(self.intent[: len(base)]):
+                base[i] = float(v)
+        return tuple(base)
+
+    def plan(self, snapshot: ClusterSnapshot, index: ClusterIndex, placement: PlacementPolicy) -> Plan:
+        """Plan this cycle's moves (see the class docstring). Pure: reads its arguments, changes nothing."""
+        intent = self.resolved_intent()
+        if self.max_moves == 0 or len(snapshot.nodes) < 2:
+            return Plan(moves=(), replica_targets={}, intent=intent)
+        pods = sorted((p for p in snapshot.pods if self.movable(p) and p.node_name in index.node_pos),
+                      key=lambda p: p.key)
+        moves = greedy_moves(pods, index, lambda key, view: self._propose(key, view, placement, intent),
+                             self.max_moves, self.max_moves_per_service)
+        return Plan(moves=moves, replica_targets={}, intent=intent)
+
+    # ---- internals --------------------------------------------------------------------------------
+
+    def _propose(self, pod_key: str, view: PlanView, placement: PlacementPolicy,
+                 intent: tuple[float, ...]) -> Proposal | None:
+        """The best proposal for pod ``pod_key`` in ``view`` (the cluster as planned so far), or ``None``."""
+        current = view.pods.get(pod_key)
+        if current is None or current.node_name is None or current.node_name not in view.index.node_pos:
+            return None
+        best: Proposal | None = None
+        for prop in (self._locality(current, view, placement, intent),
+                     self._overload(current, view, placement, intent)):
+            if prop is not None and (best is None or prop.sort_key < best.sort_key):
+                best = prop
+        return best
+
+    def _admissible(self, pod: PodInfo, candidates: Sequence[str], view: PlanView,
+                    placement: PlacementPolicy) -> list[str]:
+        """Candidates (other than the pod's node) that pass placement.filter and node_admits and stay strictly
+        below the overload threshold with the pod added."""
+        index = view.index
+        others = [c for c in candidates if c != pod.node_name and c in index.node_pos]
+        if not others:
+            return []
+        failed = placement.filter(pod, others, index)
+        nodes = view.nodes
+        out = []
+        for c in others:
+            if c in failed:
+                continue
+            i = index.node_pos[c]
+            if node_admits(pod, nodes[c], int(index.pod_count[i])) is not None:
+                continue
+            if util_after_add(pod, index, i) >= self.overload_threshold:
+                continue
+            out.append(c)
+        return out
+
+    def _locality(self, pod: PodInfo, view: PlanView, placement: PlacementPolicy,
+                  intent: tuple[float, ...]) -> Proposal | None:
+        index = view.index
+        weights = index.snapshot.graph.neighbor_weights(pod.service, self.default_rps)
+        chatty = [s for s, w in sorted(weights.items()) if w > 0 and w >= self.min_pair_rps]
+        here = index.node_pos[pod.node_name]
+        hosts: set[int] = set()
+        for s in chatty:
+            counts = index.service_nodes.get(s)
+            if counts is not None:
+                hosts.update(int(i) for i in np.nonzero(counts > 0)[0] if int(i) != here)
+        if not hosts:
+            return None  # no chatty neighbour sits on another node
+        candidates = [index.node_names[i] for i in sorted(hosts)]
+        targets = self._admissible(pod, candidates, view, placement)
+        if not targets:
+            return None
+        scores = finite_scores(placement.score(pod, [pod.node_name, *targets], index, intent))
+        cur = float(scores[0])
+        if not math.isfinite(cur):
+            return None  # the policy cannot rate where the pod is now: no basis for a move
+        j = int(np.argmax(scores[1:]))  # first maximum: node order of the index breaks ties
+        best = float(scores[1 + j])
+        if not (best > cur + self.locality_margin):
+            return None
+        gain = best - cur
+        return Proposal((-gain, 1, pod.key), Move(pod.key, pod.node_name, targets[j], "locality", gain))
+
+    def _overload(self, pod: PodInfo, view: PlanView, placement: PlacementPolicy,
+                  intent: tuple[float, ...]) -> Proposal | None:
+        index, util = view.index, view.util
+        i = index.node_pos[pod.node_name]
+        if not (util[i] > self.overload_threshold) or not math.isfinite(util[i]):
+            return None
+        alloc = float(index.alloc_cpu_m[i])
+        excess_m = (util[i] - self.overload_threshold) * alloc
+        pod_m = float(_pod_cpu_contribution(pod, index, i))
+        if pod_m <= 0:
+            return None  # moving it would not relieve anything
+        targets = self._admissible(pod, index.node_names, view, placement)
+        if not targets:
+            return None
+        scores = finite_scores(placement.score(pod, targets, index, intent))
+        after = np.array([util_after_add(pod, index, index.node_pos[t]) for t in targets])
+        # Best score, then the coolest node after the move, then node order.
+        j = min(range(len(targets)), key=lambda k: (-scores[k], after[k], k))
+        band = max(1.0 - self.overload_threshold, 1e-9) * alloc
+        gain = min(10.0, 10.0 * min(pod_m, excess_m) / band)
+        key = (-gain, 0, pod_m, pod.key)
+        return Proposal(key, Move(pod.key, pod.node_name, targets[j], "overload", gain))
+
+
+# ---- helpers ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PlanView:
+    """The cluster as planned so far: its index, per-node CPU utilisation and lookups, built once per version."""
+
+    index: ClusterIndex
+    util: np.ndarray
+    pods: dict[str, PodInfo]
+    nodes: dict[str, NodeInfo]
+
+    @staticmethod
+    def of(index: ClusterIndex) -> PlanView:
+        snap = index.snapshot
+        return PlanView(index, node_cpu_utilization(index), {p.key: p for p in snap.pods},
+                     {n.name: n for n in snap.nodes})
+
+
+def finite_scores(scores) -> np.ndarray:
+    """A placement policy's scores as float64, with NaN / inf (a misbehaving policy) ranked last."""
+    arr = np.asarray(scores, dtype=np.float64).copy()
+    arr[~np.isfinite(arr)] = -np.inf
+    return arr
+
+
+def _pod_cpu_contribution(pod: PodInfo, index: ClusterIndex, i: int) -> float:
+    """CPU (m) the pod adds to node ``i``'s utilisation as :func:`node_cpu_utilization` measures it."""
+    if not np.isnan(index.usage_cpu_m[i]) and pod.usage is not None:
+        return float(pod.usage.cpu_m)
+    return float(pod.requests.cpu_m)
+
+
+def util_after_add(pod: PodInfo, index: ClusterIndex, i: int) -> float:
+    """CPU utilisation (fraction of allocatable; ``inf`` without allocatable CPU) of node ``i`` with ``pod``
+    added, as :func:`node_cpu_utilization` measures it."""
+    alloc = float(index.alloc_cpu_m[i])
+    if alloc <= 0:
+        return math.inf
+    base = index.req_cpu_m[i] if np.isnan(index.usage_cpu_m[i]) else index.usage_cpu_m[i]
+    return float((base + _pod_cpu_contribution(pod, index, i)) / alloc)
+
+
+def _apply_move(snapshot: ClusterSnapshot, pod: PodInfo, to_node: str | None) -> ClusterSnapshot:
+    """The snapshot as it would be with ``pod`` re-bound to ``to_node`` (measured node usage follows it)."""
+    src = pod.node_name
+    moved_m = pod.usage.cpu_m if pod.usage is not None else pod.requests.cpu_m
+    moved_mem = pod.usage.memory_bytes if pod.usage is not None else pod.requests.memory_bytes
+    delta = Resources(moved_m, moved_mem)
+    nodes = []
+    for n in snapshot.nodes:
+        if n.usage is not None and n.name == src:
+            n = replace(n, usage=Resources(max(0, n.usage.cpu_m - delta.cpu_m),
+                                           max(0, n.usage.memory_bytes - delta.memory_bytes)))
+        elif n.usage is not None and n.name == to_node:
+            n = replace(n, usage=n.usage + delta)
+        nodes.append(n)
+    pods = tuple(replace(p, node_name=to_node) if p.key == pod.key else p for p in snapshot.pods)
+    return replace(snapshot, nodes=tuple(nodes), pods=pods)
+
+
+def greedy_moves(pods: Sequence[PodInfo], index: ClusterIndex,
+                 propose: Callable[[str, "PlanView"], "Proposal | None"], max_moves: int,
+                 max_moves_per_service: int) -> tuple[Move, ...]:
+    """Greedy move selection shared by :class:`RebalanceHeuristic` and :class:`policy.highlevel.HierarchicalPolicy`:
+    every pod of ``pods`` gets a proposal on the current cluster (``propose(pod_key, view)``, ``None``: stays);
+    the best (by ``sort_key``) is accepted, the cluster is updated as if it had moved, and proposals computed
+    before that are re-evaluated before they can be accepted. At most one move per pod,
+    ``max_moves_per_service`` per service and ``max_moves`` in all. Returns the moves by gain (descending),
+    ties by pod key. Deterministic for the same inputs."""
+    service_of = {p.key: p.service for p in pods}
+    view = PlanView.of(index)
+    heap: list[tuple[tuple, int, str]] = []
+    for p in pods:
+        prop = propose(p.key, view)
+        if prop is not None:
+            heapq.heappush(heap, (prop.sort_key, 0, p.key))
+    version = 0
+    moves: list[Move] = []
+    per_service: dict[str, int] = {}
+    while heap and len(moves) < max_moves:
+        _key, ver, pod_key = heapq.heappop(heap)
+        service = service_of[pod_key]
+        if per_service.get(service, 0) >= max_moves_per_service:
+            continue
+        prop = propose(pod_key, view)
+        if prop is None:
+            continue
+        if ver != version:  # computed before the last accepted move: re-queue with the fresh gain
+            heapq.heappush(heap, (prop.sort_key, version, pod_key))
+            continue
+        moves.append(prop.move)
+        per_service[service] = per_service.get(service, 0) + 1
+        view = PlanView.of(ClusterIndex.build(_apply_move(view.index.snapshot, view.pods[pod_key], prop.move.to_node)))
+        version += 1
+    moves.sort(key=lambda m: (-m.gain, m.pod))
+    return tuple(moves)

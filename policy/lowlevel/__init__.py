@@ -1,0 +1,18 @@
+"""The low level: where should this pod go? Served by the extender on every scheduling cycle, and called by
+the simulator and the descheduler's feasibility check (numpy only; no torch, no simulator).
+
+- :mod:`.interface`: the :class:`PlacementPolicy` contract, the intent vector's layout (:data:`INTENT_SPEC`),
+  and the kube-scheduler rules we mirror (:func:`node_admits`, :func:`resource_fit_failures`);
+- :mod:`.heuristic`: :class:`TopologyHeuristic`, the hand-written scorer;
+- :mod:`.features`: the learned scorer's input, one row per (pod, candidate node);
+- :mod:`.rows`: the per-service block of that input (embeddings), computed off the request path;
+- :mod:`.learned`: :class:`LearnedPlacement`, the learned scorer served from a bundle.
+"""
+
+from .interface import MAX_EXTENDER_PRIORITY, INTENT_SPEC, intent_value, PlacementPolicy, TAINT_EFFECTS_THAT_REPEL, node_admits, resource_fit_failures
+from .heuristic import TopologyHeuristic
+from .features import SERVICE_INPUTS, FLAT_ROWS_VERSION, CONTEXT_FEATURES, PLACEMENT_INTENTS, placement_feature_spec, PLACEMENT_FEATURES, PLACEMENT_FEATURES_FLAT, featurize_candidates
+from .rows import ServiceRows, compute_service_rows, ServiceRowCache, RowsRefresher
+from .learned import PLACEMENT_ARCH, DEFAULT_PLACEMENT_BUNDLE, DEFAULT_FLAT_PLACEMENT_BUNDLE, EXTENDER_WEIGHT, mlp_weight_shapes, mlp_logits, intent_adjustment, scores_from_logits, served_totals, LearnedPlacement, encoder_for, load_learned_placement
+
+__all__ = ["MAX_EXTENDER_PRIORITY", "INTENT_SPEC", "intent_value", "PlacementPolicy", "TAINT_EFFECTS_THAT_REPEL", "node_admits", "resource_fit_failures", "TopologyHeuristic", "SERVICE_INPUTS", "FLAT_ROWS_VERSION", "CONTEXT_FEATURES", "PLACEMENT_INTENTS", "placement_feature_spec", "PLACEMENT_FEATURES", "PLACEMENT_FEATURES_FLAT", "featurize_candidates", "ServiceRows", "compute_service_rows", "ServiceRowCache", "RowsRefresher", "PLACEMENT_ARCH", "DEFAULT_PLACEMENT_BUNDLE", "DEFAULT_FLAT_PLACEMENT_BUNDLE", "EXTENDER_WEIGHT", "mlp_weight_shapes", "mlp_logits", "intent_adjustment", "scores_from_logits", "served_totals", "LearnedPlacement", "encoder_for", "load_learned_placement"]

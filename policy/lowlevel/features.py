@@ -1,0 +1,240 @@
+"""The learned placement policy's input: one row per (pod, candidate node) (numpy only).
+
+:func:`featurize_candidates` builds, for a pod of service *s* and each candidate node *n*, one row of
+:data:`PLACEMENT_FEATURES` (C candidates → a (C, F) float32 array); the columns are documented in
+:data:`CONTEXT_FEATURES` and :mod:`policy.lowlevel.learned`.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+import numpy as np
+from policy.features import FeatureSpec
+from policy.encoder import NODE_SPEC
+from policy.index import ClusterIndex
+from .interface import intent_value
+from policy.state import PodInfo, ServiceGraph
+
+__all__ = ["SERVICE_INPUTS", "FLAT_ROWS_VERSION", "CONTEXT_FEATURES", "PLACEMENT_INTENTS", "placement_feature_spec", "PLACEMENT_FEATURES", "PLACEMENT_FEATURES_FLAT", "featurize_candidates"]
+
+
+SERVICE_INPUTS = ("encoder", "flat")
+
+
+#: ``encoder_version`` of the rows :func:`compute_service_rows` makes for ``service_input="flat"``.
+FLAT_ROWS_VERSION = "flat-node-spec-v1"
+
+
+#: The columns every variant shares (before the service block), in order.
+CONTEXT_FEATURES: tuple[tuple[str, str], ...] = (
+    ("pod_cpu_request_frac", "pod CPU request / node allocatable CPU"),
+    ("pod_memory_request_frac", "pod memory request / node allocatable memory"),
+    ("cpu_requested_frac", "requested CPU / allocatable, the pod included"),
+    ("memory_requested_frac", "requested memory / allocatable, the pod included"),
+    ("cpu_used_frac", "measured CPU use + the pod's request / allocatable; = cpu_requested_frac when unknown"),
+    ("usage_known", "flag: the node reports measured CPU use (not when every node reports 0)"),
+    ("pods_frac", "pods / allocatable pods, the pod included"),
+    ("cpu_headroom_cores", "cores: allocatable - max(requested, used), the pod included (may be < 0)"),
+    ("caller_node_share", "call-rate-weighted share of the callers' pods on the node, 0..1"),
+    ("callee_node_share", "call-rate-weighted share of the callees' pods on the node, 0..1"),
+    ("caller_zone_share", "call-rate-weighted share of the callers' pods in the node's zone, 0..1"),
+    ("callee_zone_share", "call-rate-weighted share of the callees' pods in the node's zone, 0..1"),
+    ("log_caller_rps", "log1p(calls/s into the service, self-calls excluded; 1 per edge without a rate)"),
+    ("log_callee_rps", "log1p(calls/s out of the service, self-calls excluded; 1 per edge without a rate)"),
+    ("rates_known", "flag: some edge of the service has a measured rate"),
+    ("same_service_node_share", "share of the service's other pods on the node, 0..1"),
+    ("same_service_zone_share", "share of the service's other pods in the node's zone, 0..1"),
+    ("log_same_service_node_pods", "log1p(the service's other pods on the node)"),
+    *((f"intent_{n}", f"intent component {n} (policy.lowlevel.INTENT_SPEC; its default when absent)")
+      for n in ("locality_weight", "balance_weight")),
+)
+
+
+#: The intent components the policy reads, by name (INTENT_SPEC may grow without changing these columns).
+PLACEMENT_INTENTS = ("locality_weight", "balance_weight")
+
+
+def placement_feature_spec(service_input: str, dim: int) -> FeatureSpec:
+    """The candidate rows' columns: :data:`CONTEXT_FEATURES` then the service block — ``svc_emb_00`` ..
+    (``dim`` embedding components) for ``"encoder"``, or ``svc_<NODE_SPEC name>`` for ``"flat"`` (``dim`` must
+    be ``len(NODE_SPEC)``). Raises ``ValueError`` for another ``service_input`` or a wrong ``dim``."""
+    if service_input == "encoder":
+        block = [(f"svc_emb_{i:02d}", "graph-encoder embedding component") for i in range(dim)]
+    elif service_input == "flat":
+        if dim != len(NODE_SPEC):
+            raise ValueError(f"dim: the flat service block has {len(NODE_SPEC)} columns, got {dim}")
+        block = [(f"svc_{n}", u) for n, u in zip(NODE_SPEC.names, NODE_SPEC.units)]
+    else:
+        raise ValueError(f"service_input: expected one of {', '.join(SERVICE_INPUTS)}, got {service_input!r}")
+    return FeatureSpec.of([*CONTEXT_FEATURES, *block])
+
+
+#: The hrl-scheduler bundle's input (32-dimensional embeddings of the committed encoder).
+PLACEMENT_FEATURES = placement_feature_spec("encoder", 32)
+
+
+#: The ``hrl-no-encoder`` ablation's input (the encoder's raw per-service row instead of its embedding).
+PLACEMENT_FEATURES_FLAT = placement_feature_spec("flat", len(NODE_SPEC))
+
+
+# ---- featurization -------------------------------------------------------------------------------------
+
+class _IndexExtras:
+    """Per-index arrays featurization needs beyond :class:`ClusterIndex` (built once per index)."""
+
+    __slots__ = ("index", "zone", "n_zones", "alloc_pods", "usage_known")
+
+    def __init__(self, index: ClusterIndex):
+        self.index = index
+        u = index.usage_cpu_m
+        # a cluster where every node reports exactly 0 m has no metrics yet (e.g. before the first scrape)
+        self.usage_known = np.isfinite(u) & (not (len(u) and np.all(np.nan_to_num(u) == 0.0)))
+        zones: dict[str, int] = {}
+        self.zone = np.array([zones.setdefault(n.zone, len(zones)) for n in index.snapshot.nodes], dtype=np.int64)
+        self.n_zones = max(len(zones), 1)
+        self.alloc_pods = np.array([max(n.allocatable_pods, 1) for n in index.snapshot.nodes], dtype=np.float64)
+
+
+class _GraphExtras:
+    """Per-graph neighbour lists: service → ((caller, rps), ...), ((callee, rps), ...), rates known."""
+
+    __slots__ = ("graph", "callers", "callees", "known")
+
+    def __init__(self, graph: ServiceGraph, default_rps: float):
+        self.graph = graph
+        self.callers: dict[str, list[tuple[str, float]]] = {}
+        self.callees: dict[str, list[tuple[str, float]]] = {}
+        self.known: dict[str, bool] = {}
+        for e in graph.edges:
+            if e.caller == e.callee:
+                continue
+            r = default_rps if e.rps is None else max(float(e.rps), 0.0)
+            self.callees.setdefault(e.caller, []).append((e.callee, r))
+            self.callers.setdefault(e.callee, []).append((e.caller, r))
+            if e.rps is not None:
+                self.known[e.caller] = self.known[e.callee] = True
+
+
+_EXTRAS_LOCK = threading.Lock()
+
+
+_INDEX_EXTRAS: list[_IndexExtras] = []
+
+
+_GRAPH_EXTRAS: list[_GraphExtras] = []
+
+
+def _index_extras(index: ClusterIndex) -> _IndexExtras:
+    for e in _INDEX_EXTRAS:
+        if e.index is index:
+            return e
+    e = _IndexExtras(index)
+    with _EXTRAS_LOCK:
+        _INDEX_EXTRAS.insert(0, e)
+        del _INDEX_EXTRAS[4:]
+    return e
+
+
+def _graph_extras(graph: ServiceGraph, default_rps: float) -> _GraphExtras:
+    for e in _GRAPH_EXTRAS:
+        if e.graph is graph:
+            return e
+    e = _GraphExtras(graph, default_rps)
+    with _EXTRAS_LOCK:
+        _GRAPH_EXTRAS.insert(0, e)
+        del _GRAPH_EXTRAS[4:]
+    return e
+
+
+def _service_row(service: str, embeddings: Any) -> np.ndarray:
+    if isinstance(embeddings, np.ndarray):
+        return embeddings.reshape(-1)
+    if embeddings is None:
+        raise ValueError(f"embeddings: none given for service {service!r}")
+    row = embeddings.get(service) if isinstance(embeddings, Mapping) else embeddings.row(service)
+    if row is None:
+        raise ValueError(f"embeddings: no row for service {service!r}")
+    return np.asarray(row, dtype=np.float32).reshape(-1)
+
+
+def featurize_candidates(pod: PodInfo, candidates: Sequence[str], index: ClusterIndex, embeddings: Any,
+                         intent: Sequence[float] | None = None, *, default_rps: float = 1.0) -> np.ndarray:
+    """(C, len(CONTEXT_FEATURES) + D) float32: one row of :data:`PLACEMENT_FEATURES` (or the flat variant,
+    by the width of the service row) per candidate, in ``candidates`` order.
+
+    ``embeddings``: the pod's service row itself ((D,) array), or a mapping / :class:`ServiceRows` holding it
+    (raises ``ValueError`` when it lacks the service). Candidates the index does not know get all-zero context
+    columns. Call rates come from ``index.snapshot.graph`` (``default_rps`` per edge without one).
+    Vectorised over candidates: O(C · (1 + neighbours)).
+    """
+    svc_row = _service_row(pod.service, embeddings)
+    C = len(candidates)
+    K = len(CONTEXT_FEATURES)
+    out = np.zeros((C, K + svc_row.shape[0]), dtype=np.float32)
+    out[:, K:] = svc_row
+    if C == 0:
+        return out
+    ix = _index_extras(index)
+    gx = _graph_extras(index.snapshot.graph, default_rps)
+    node_pos = index.node_pos
+    pos = np.fromiter((node_pos.get(c, -1) for c in candidates), dtype=np.int64, count=C)
+    known = pos >= 0
+    p = np.where(known, pos, 0)
+    own_i = node_pos.get(pod.node_name, -2) if pod.node_name is not None else -2
+    own = (pos == own_i).astype(np.float64)
+    cpu = float(pod.requests.cpu_m)
+    mem = float(pod.requests.memory_bytes)
+    alloc_cpu = np.maximum(index.alloc_cpu_m[p], 1.0)
+    alloc_mem = np.maximum(index.alloc_mem_bytes[p], 1.0)
+    req_cpu = index.req_cpu_m[p] - own * cpu + cpu
+    req_mem = index.req_mem_bytes[p] - own * mem + mem
+    use = index.usage_cpu_m[p]
+    use_known = ix.usage_known[p]
+    own_use = float(pod.usage.cpu_m) if pod.usage is not None else cpu
+    used = np.where(use_known, np.nan_to_num(use) - own * own_use + cpu, req_cpu)
+    zone = ix.zone[p]
+    cols: list[np.ndarray] = [
+        cpu / alloc_cpu, mem / alloc_mem, req_cpu / alloc_cpu, req_mem / alloc_mem, used / alloc_cpu,
+        use_known.astype(np.float64), (index.pod_count[p] - own + 1.0) / ix.alloc_pods[p],
+        (alloc_cpu - np.maximum(req_cpu, used)) / 1000.0,
+    ]
+    nz = ix.n_zones
+    shares = []  # (node, zone) per side: callers, then callees
+    for side in (gx.callers.get(pod.service, ()), gx.callees.get(pod.service, ())):
+        node_share = np.zeros(C)
+        zone_share = np.zeros(C)
+        total_w = sum(w for _t, w in side)
+        if total_w > 0:
+            for t, w in side:
+                counts = index.service_nodes.get(t)
+                tot = index.service_total.get(t, 0)
+                if counts is None or tot <= 0:
+                    continue
+                f = w / (total_w * tot)
+                node_share += f * counts[p]
+                zone_share += f * np.bincount(ix.zone, weights=counts, minlength=nz)[zone]
+        shares.append((node_share, zone_share))
+    cols += [shares[0][0], shares[1][0], shares[0][1], shares[1][1]]
+    in_rps = sum(w for _t, w in gx.callers.get(pod.service, ()))
+    out_rps = sum(w for _t, w in gx.callees.get(pod.service, ()))
+    cols += [np.full(C, math.log1p(in_rps)), np.full(C, math.log1p(out_rps)),
+             np.full(C, 1.0 if gx.known.get(pod.service, False) else 0.0)]
+    counts = index.service_nodes.get(pod.service)
+    bound_here = 1.0 if (pod.node_name is not None and own_i >= 0) else 0.0
+    tot = index.service_total.get(pod.service, 0) - bound_here
+    if counts is not None and tot > 0:
+        on_node = counts[p] - own
+        in_zone = np.bincount(ix.zone, weights=counts, minlength=nz)[zone] - (ix.zone[own_i] == zone) * bound_here \
+            if own_i >= 0 else np.bincount(ix.zone, weights=counts, minlength=nz)[zone]
+        cols += [on_node / tot, in_zone / tot, np.log1p(np.maximum(on_node, 0.0))]
+    else:
+        cols += [np.zeros(C), np.zeros(C), np.zeros(C)]
+    for n in PLACEMENT_INTENTS:
+        cols.append(np.full(C, intent_value(intent, n)))
+    ctx = np.stack(cols, axis=1)
+    ctx[~known] = 0.0
+    out[:, :K] = ctx
+    return out

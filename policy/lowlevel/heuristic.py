@@ -1,0 +1,81 @@
+"""The hand-written low-level policy: :class:`TopologyHeuristic` scores a node by where the pod's
+callers and callees run and by how loaded the node is (numpy only)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+import numpy as np
+from policy.index import ClusterIndex
+from policy.state import PodInfo
+from .interface import MAX_EXTENDER_PRIORITY
+from .interface import intent_value
+from .interface import resource_fit_failures
+
+__all__ = ["TopologyHeuristic"]
+
+
+@dataclass(frozen=True)
+class TopologyHeuristic:
+    """A topology- and load-aware heuristic: prefer nodes hosting the pod's callers and callees,
+    weighted by call rate; avoid hot nodes.
+
+    For a pod of service *s* and candidate node *n*::
+
+        locality(n) = Σ_t w(s,t) · pods_t(n) / pods_t        (w = call rate s↔t, normalised to Σ w = 1)
+        load(n)     = (requested_cpu(n) + pod_cpu) / allocatable_cpu(n)   (measured use when known, if higher)
+        penalty(n)  = clip((load(n) - target_utilization) / (1 - target_utilization), 0, 1)
+        score(n)    = 10 · clip(a · locality(n) · (1 - b · penalty(n)) , 0, 1)
+
+    with *a* = ``locality_weight`` and *b* = ``balance_weight`` from the intent. A pod whose neighbours
+    are not placed yet scores 0 everywhere (neutral), so kube-scheduler's own plugins decide.
+    """
+
+    name: str = "topology-heuristic"
+    target_utilization: float = 0.7
+    default_rps: float = 1.0
+
+    def filter(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]:
+        return resource_fit_failures(pod, candidates, index)
+
+    def locality(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> np.ndarray:
+        """(len(candidates),) float64 in [0, 1]: call-rate-weighted share of neighbour pods per node."""
+        pos = index.positions(candidates)
+        out = np.zeros(len(candidates))
+        weights = index.snapshot.graph.neighbor_weights(pod.service, self.default_rps)
+        total_w = sum(weights.values())
+        if total_w <= 0:
+            return out
+        known = pos >= 0
+        for svc, w in weights.items():
+            counts = index.service_nodes.get(svc)
+            tot = index.service_total.get(svc, 0)
+            if counts is None or tot <= 0:
+                continue
+            out[known] += (w / total_w) * counts[pos[known]] / tot
+        return out
+
+    def load(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> np.ndarray:
+        """(len(candidates),) float64: CPU utilisation of each node with the pod added (0 where unknown)."""
+        pos = index.positions(candidates)
+        out = np.zeros(len(candidates))
+        known = pos >= 0
+        p = pos[known]
+        alloc = np.maximum(index.alloc_cpu_m[p], 1.0)
+        own = np.array([pod.requests.cpu_m if pod.node_name == c else 0.0
+                        for c, k in zip(candidates, known) if k])
+        req = (index.req_cpu_m[p] - own + pod.requests.cpu_m) / alloc
+        use = index.usage_cpu_m[p]
+        use = np.where(np.isnan(use), 0.0, (use + pod.requests.cpu_m) / alloc)
+        out[known] = np.maximum(req, use)
+        return out
+
+    def score(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex,
+              intent: Sequence[float] | None = None) -> np.ndarray:
+        a = max(0.0, intent_value(intent, "locality_weight"))
+        b = max(0.0, intent_value(intent, "balance_weight"))
+        loc = self.locality(pod, candidates, index)
+        t = self.target_utilization
+        penalty = np.clip((self.load(pod, candidates, index) - t) / (1.0 - t), 0.0, 1.0)
+        raw = np.clip(a * loc * (1.0 - b * penalty), 0.0, 1.0)
+        return MAX_EXTENDER_PRIORITY * raw

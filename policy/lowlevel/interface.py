@@ -1,0 +1,112 @@
+"""The low-level (placement) policy: which node should this pod go to?
+
+The extender serves a :class:`PlacementPolicy` on every scheduling cycle; the simulator and the
+descheduler's feasibility check call the same object. Implementations are numpy-only (no torch).
+
+Contract:
+
+- ``filter(pod, candidates, index)`` → ``{node: reason}`` for candidates that violate a hard constraint
+  of ours (never soft preferences). Nodes the index does not know pass: we only reject what we know.
+- ``score(pod, candidates, index, intent)`` → ``(len(candidates),)`` float64 in [0, 10]
+  (kube-scheduler's MaxExtenderPriority = 10); higher is better. Equal scores everywhere = neutral.
+
+``intent`` is the high-level policy's vector (see :data:`INTENT_SPEC`); ``None`` = defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+import numpy as np
+from policy.index import ClusterIndex
+from policy.state import NodeInfo, PodInfo
+
+__all__ = ["MAX_EXTENDER_PRIORITY", "INTENT_SPEC", "intent_value", "PlacementPolicy", "TAINT_EFFECTS_THAT_REPEL", "node_admits", "resource_fit_failures"]
+
+
+MAX_EXTENDER_PRIORITY = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
+
+
+#: Names (and meaning) of the intent vector's components, in order. Missing components take defaults.
+INTENT_SPEC: tuple[tuple[str, str, float], ...] = (
+    ("locality_weight", "weight of co-location with callers/callees, >= 0", 1.0),
+    ("balance_weight", "weight of the node-overload penalty, >= 0", 1.0),
+)
+
+
+def intent_value(intent: Sequence[float] | None, name: str) -> float:
+    """Component ``name`` of ``intent``, or its default from :data:`INTENT_SPEC`."""
+    for i, (n, _doc, default) in enumerate(INTENT_SPEC):
+        if n == name:
+            if intent is not None and i < len(intent) and np.isfinite(intent[i]):
+                return float(intent[i])
+            return default
+    raise KeyError(name)
+
+
+@runtime_checkable
+class PlacementPolicy(Protocol):
+    """What the extender, the simulator and the descheduler need from a low-level policy."""
+
+    name: str
+
+    def filter(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]: ...
+
+    def score(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex,
+              intent: Sequence[float] | None = None) -> np.ndarray: ...
+
+
+TAINT_EFFECTS_THAT_REPEL = ("NoSchedule", "NoExecute")
+
+
+def node_admits(pod: PodInfo, node: NodeInfo, pods_on_node: int | None = None) -> str | None:
+    """Why kube-scheduler would refuse ``node`` for ``pod`` on grounds the resource filter does not see,
+    or ``None`` when it would not.
+
+    Checks (k8s.io/kubernetes pkg/scheduler/framework/plugins): TaintToleration (an untolerated
+    ``NoSchedule``/``NoExecute`` taint), NodeAffinity's ``spec.nodeSelector`` part (every key/value must be
+    a node label), NodeUnschedulable, node Ready, and the node's pod-count limit (``allocatable_pods``,
+    when ``pods_on_node`` is given). Resource fit is :func:`resource_fit_failures`, which also applies these checks.
+    """
+    if node.unschedulable:
+        return "node is unschedulable (cordoned)"
+    if not node.ready:
+        return "node is not Ready"
+    for taint in node.taints:
+        if taint.effect in TAINT_EFFECTS_THAT_REPEL and not any(t.tolerates(taint) for t in pod.tolerations):
+            return f"untolerated taint {taint.key}={taint.value}:{taint.effect}"
+    for k, v in pod.node_selector.items():
+        if node.labels.get(k) != v:
+            return f"nodeSelector {k}={v} does not match"
+    if pods_on_node is not None and pods_on_node + 1 > node.allocatable_pods:
+        return f"too many pods: node allows {node.allocatable_pods}"
+    return None
+
+
+def resource_fit_failures(pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]:
+    """Candidates on which ``pod``'s requests do not fit next to the pods already bound there
+    (the NodeResourcesFit filter, from our snapshot), or that :func:`node_admits` refuses (cordoned, not
+    Ready, untolerated taint, nodeSelector, pod count). A pod already bound to a candidate is not counted
+    twice. Candidates the snapshot does not know pass."""
+    failed: dict[str, str] = {}
+    snap_nodes = {n.name: n for n in index.snapshot.nodes}
+    for name in candidates:
+        i = index.node_pos.get(name)
+        if i is None:
+            continue
+        node = snap_nodes[name]
+        on_node = int(index.pod_count[i]) - (1 if pod.node_name == name else 0)
+        why = node_admits(pod, node, on_node)
+        if why is not None:
+            failed[name] = why
+            continue
+        own_cpu = pod.requests.cpu_m if pod.node_name == name else 0
+        own_mem = pod.requests.memory_bytes if pod.node_name == name else 0
+        free_cpu = index.alloc_cpu_m[i] - (index.req_cpu_m[i] - own_cpu)
+        free_mem = index.alloc_mem_bytes[i] - (index.req_mem_bytes[i] - own_mem)
+        if pod.requests.cpu_m > free_cpu:
+            failed[name] = f"Insufficient cpu: requests {pod.requests.cpu_m}m, free {int(free_cpu)}m"
+        elif pod.requests.memory_bytes > free_mem:
+            failed[name] = (f"Insufficient memory: requests {pod.requests.memory_bytes} bytes, "
+                            f"free {int(free_mem)} bytes")
+    return failed

@@ -1,0 +1,69 @@
+"""The ``drpc`` baseline stack in the simulator: DRPC's student autoscaler (arXiv 2407.10169) on every
+autoscaled workload, fed the per-service signals a service mesh would report."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+import numpy as np
+from policy.bundle import BundleError
+from policy.highlevel import DEFAULT_DRPC_BUNDLE
+from policy.highlevel import DrpcAutoscaler
+from policy.highlevel import DrpcState
+from policy.highlevel import ServiceSignals
+if TYPE_CHECKING:  # pragma: no cover
+    from .engine import PeriodicHook, Simulation
+    from .stacks import StackBuild, StackContext
+
+__all__ = ["signals_from_sim", "drpc_hook", "drpc_stack"]
+
+
+# ---- the simulator's drpc stack ----------------------------------------------------------------------------
+
+def signals_from_sim(sim: Simulation) -> dict[str, ServiceSignals]:
+    """Per-service signals of the simulation's last minute (what a service mesh would report): arrivals
+    (requests/s), mean visit latency (ms) and refused share. Empty before the first minute."""
+    last = sim.last
+    if last is None:
+        return {}
+    st = last.step
+    pos = sim.model.pos
+    S = len(sim.model.services)
+    idx = np.array([pos[p.info.service] for p in last.ready], dtype=np.int64)
+    rps = np.bincount(idx, weights=st.pod_rps, minlength=S) if len(idx) else np.zeros(S)
+    blocked = np.bincount(idx, weights=st.pod_rps * st.pod_blocked_frac, minlength=S) if len(idx) else np.zeros(S)
+    visit = st.service_visit_ms if len(st.service_visit_ms) == S else np.zeros(S)
+    return {s: ServiceSignals(float(rps[i]), float(visit[i]), float(blocked[i] / rps[i]) if rps[i] > 0 else 0.0)
+            for s, i in pos.items()}
+
+
+def drpc_hook(autoscaler: DrpcAutoscaler, workloads: Iterable[str], name: str = "drpc",
+              period_min: int = 1) -> PeriodicHook:
+    """A :class:`~policy.sim.engine.PeriodicHook` running ``autoscaler`` on ``workloads`` every
+    ``period_min`` simulated minutes with the simulator's service signals, scaling through ``sim.scale``."""
+    from .engine import PeriodicHook
+
+    keys = list(workloads)
+    state = DrpcState()
+
+    def sync(sim: Simulation) -> None:
+        targets = autoscaler.replica_targets(sim.observe(), state, signals_from_sim(sim), keys)
+        for w, n in targets.items():
+            if n != int(sim.cluster.replicas[w]):
+                sim.scale(w, n)
+
+    return PeriodicHook(name, period_min, sync)
+
+
+def drpc_stack(ctx: StackContext) -> StackBuild:
+    """DRPC baseline: kube-scheduler's default profile + the DRPC student autoscaler (policy/bundles/drpc)
+    on every autoscaled workload, every simulated minute."""
+    from .stacks import AUTOSCALER_PERIOD_MIN, autoscaled_workloads, default_kube_scheduler
+
+    try:
+        scaler = DrpcAutoscaler.load(DEFAULT_DRPC_BUNDLE, spec="drpc", slo_p95_ms=ctx.app.slo_p95_ms)
+    except BundleError as exc:
+        raise ValueError(f"stack drpc: {exc} (train it with `hrl-policy train drpc`)") from None
+    built = default_kube_scheduler(ctx)
+    built.hooks = (drpc_hook(scaler, autoscaled_workloads(ctx.app), "drpc", AUTOSCALER_PERIOD_MIN),)
+    return built

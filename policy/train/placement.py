@@ -1,0 +1,877 @@
+"""[torch] Training of the learned placement policy (:mod:`policy.lowlevel`) in the simulator, and its export.
+
+**Setting (trained as served).** Every scheduling cycle of the simulated kube-scheduler
+(:class:`policy.sim.kube_scheduler.KubeSchedulerModel` with the default score plugins) computes the in-tree total
+``D_c`` of each feasible candidate *c*; the policy adds its extender score ``s_c = 10·sigmoid(f_θ(x_c))`` as
+kube-scheduler does with the shipped weight 2: ``total_c = D_c + 20·round(s_c)``. Training samples the node from
+``π(c) = softmax_c(total_c / T)`` (rounding in the forward pass, straight-through in the backward pass); the
+served decision is kube-scheduler's ``argmax_c total_c``, i.e. the trained policy's greedy choice
+(``test_placement.py`` checks the two agree on sampled states).
+
+**Algorithm: PPO-clip with a common-random-numbers leave-one-out baseline, no critic.** The action is a choice
+among a variable set of candidate nodes, so the policy is one per-candidate scorer shared by all candidates
+with a softmax over them (a pointer-style categorical policy, as in Decima, Mao et al. SIGCOMM 2019, and the
+routing policies of Kool et al. ICLR 2019): it works for any cluster size and candidate sample. Its effect is
+delayed (a pod placed at minute 0 shapes latency for the whole episode) and small against the noise of the
+load, so a learned critic of a whole cluster state would be hard to fit in minutes of CPU; instead each
+training instance (app, cluster, background tenants, trace window, churn, simulator seed) is rolled out K
+times with the same random numbers (the simulator's streams are seeded per instance), and each decision taken
+at minute *t* gets the advantage ``G_k(t) − mean_{j≠k} G_j(t)`` (reward-to-go from minute *t*, the other
+rollouts' mean as baseline: Kool et al. 2019, "Buy 4 REINFORCE samples, get a baseline for free"; Decima's
+input-driven baseline uses the same idea). Everything but the placements is then identical between the K
+rollouts, so the advantage isolates what the placements did. The update is PPO's clipped surrogate
+(Schulman et al. 2017) for a few epochs over each batch plus a small entropy bonus. Q-learning was not chosen:
+bootstrapping a per-candidate value through the simulator's long, shared consequences is unstable, and the
+simulator is cheap enough (a 20-minute episode of Online Boutique is ~0.1 s) for Monte Carlo returns.
+
+**Episodes.** Train apps (default: online-boutique, sock-shop, dsb-hotel-reservation) on random clusters
+(0.5-1.5 × the benchmark's node count, 1-3 zones), background tenants on most of them (random requests and
+CPU use, measured from minute 0: :func:`policy.bench.placement.start_with_metrics`), metrics hidden on some (no
+``NodeInfo.usage``), a random window of a random trace scaled to a random
+peak, the initial deployment and then churn (random evictions, scale-outs and scale-ins whose new pods are
+placed again), and a random high-level intent half of the time. Reward per simulated minute
+(:class:`PlacementReward`, the terms of :class:`policy.sim.env.RewardWeights` plus the mean latency)::
+
+    r = −( p95/SLO (≤ 10) + mean/SLO (≤ 10) + 10·failed + [p95 > SLO] + 0.02·evictions
+           + locality_weight · 0.1 · cross-node call share + balance_weight · CPU overload )
+
+where the intent's ``locality_weight`` / ``balance_weight`` (:data:`policy.lowlevel.INTENT_SPEC`, default 1)
+weigh two shaping terms: the share of calls crossing nodes and the mean over nodes of
+``clip((CPU used fraction − 0.7) / 0.3, 0, 1)``. So the high level steers the low level by reweighting its
+objective, and at the defaults both terms are small next to latency and failures.
+
+Outputs under ``run_dir`` (``hrl-policy train placement``: ``runs/placement-<stack>``): ``log.csv`` (one row per iteration),
+``learning_curves.png``, ``checkpoint.pt`` (best by the periodic evaluation), ``evaluations.json`` (each evaluation, per instance),
+``report.json``; the bundle goes
+to ``out`` (``hrl-policy train placement``: ``policy/bundles/<stack>/low``, see :data:`VARIANTS`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from policy.bundle import PolicyBundle
+from policy.index import ClusterIndex
+from policy.lowlevel import CONTEXT_FEATURES, FLAT_ROWS_VERSION, PLACEMENT_INTENTS, featurize_candidates, placement_feature_spec
+from policy.lowlevel.learned import EXTENDER_WEIGHT, OVERLOAD_FROM, PLACEMENT_ARCH, LearnedPlacement, mlp_logits, mlp_weight_shapes, scores_from_logits, served_totals
+from policy.lowlevel import ServiceRowCache
+from policy.bench.placement import start_with_metrics
+from policy.sim.engine import PeriodicHook, SimConfig, Simulation, background_tenants
+from policy.sim.env import RewardWeights
+from policy.sim.kube_scheduler import KubeSchedulerModel, ScheduleResult
+
+__all__ = ["PlacementNet", "PlacementReward", "PlacementTrainConfig", "Instance", "sample_instance",
+           "SamplingScheduler", "rollout", "export_placement", "train_placement", "save_checkpoint",
+           "export_checkpoint", "VARIANTS", "train_stage", "run_cli"]
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACES = ("nasa", "twitter", "bursty")
+ZONE_SETS = (("zone-a",), ("zone-a", "zone-b"), ("zone-a", "zone-b", "zone-c"))
+
+
+class PlacementNet(nn.Module):
+    """``placement-mlp-v1`` in torch (see :mod:`policy.lowlevel`): ``forward(x (..., F)) -> z (...)``, the
+    pre-sigmoid output; inputs are normalised inside with the buffers ``mean`` / ``std``."""
+
+    def __init__(self, features: int, hidden: int = 64, layers: int = 2):
+        super().__init__()
+        self.config = dict(features=features, hidden=hidden, layers=layers)
+        mods: list[nn.Module] = []
+        d = features
+        for _ in range(layers):
+            mods += [nn.Linear(d, hidden), nn.Tanh()]
+            d = hidden
+        mods.append(nn.Linear(d, 1))
+        self.net = nn.Sequential(*mods)
+        with torch.no_grad():  # start neutral: every score 5, the default scheduler decides
+            self.net[-1].weight.mul_(0.01)
+            self.net[-1].bias.zero_()
+        self.register_buffer("mean", torch.zeros(features), persistent=False)
+        self.register_buffer("std", torch.ones(features), persistent=False)
+
+    def set_normalization(self, mean: np.ndarray, std: np.ndarray) -> None:
+        self.mean.copy_(torch.as_tensor(np.asarray(mean, np.float32)))
+        self.std.copy_(torch.as_tensor(np.maximum(np.asarray(std, np.float32), 1e-6)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net((x - self.mean) / self.std).squeeze(-1)
+
+    def numpy_weights(self) -> dict[str, np.ndarray]:
+        """The state_dict as float32 numpy arrays (the bundle's ``weights``)."""
+        return {k: v.detach().cpu().numpy().astype(np.float32) for k, v in self.state_dict().items()}
+
+
+@dataclass(frozen=True)
+class PlacementReward:
+    """Per-minute reward of the placement training (module docstring): ``base`` supplies the terms shared
+    with the Gymnasium environment (p95 latency / SLO, failed fraction, SLO violation, evictions; its ``cpu``
+    term is left out: replicas do not depend on placement); ``latency_mean``: weight of mean latency / SLO
+    (capped at 10). ``base.failed`` is 100 here, not the environment's 10: a failed request is excluded from
+    the latency percentiles, so with 10 a placement that overloads a node at the peak and refuses 3 % of the
+    requests could *gain* reward from the survivors' lower p95; at 100, 1 % failed weighs as much as a p95 at
+    the SLO. ``locality`` / ``balance``: scale of the cross-node call share and CPU-overload terms,
+    multiplied by the intent's ``locality_weight`` / ``balance_weight``; ``overload_from``: the CPU used
+    fraction above which a node counts as overloaded."""
+
+    base: RewardWeights = RewardWeights(failed=100.0)
+    latency_mean: float = 1.0
+    locality: float = 0.1
+    balance: float = 1.0
+    overload_from: float = 0.7
+
+
+@dataclass(frozen=True)
+class PlacementTrainConfig:
+    """Hyperparameters of :func:`train_placement` (the defaults trained the committed bundles).
+
+    - ``seed``: seeds instance sampling, the policy's sampling and torch;
+    - ``service_input``: ``"encoder"`` (the graph encoder's embeddings) or ``"flat"`` (``hrl-no-encoder``);
+    - ``train_apps``: built-in apps episodes are drawn from; ``synthetic_share``: share of instances on a random
+      synthetic app instead (:func:`policy.sim.synthetic.synthetic_app`, ``synthetic_services`` services: new
+      call graphs for generalisation); ``heldout_apps``: evaluated only, at the end;
+    - ``iterations``: policy updates; ``instances_per_iter``: training instances per update; ``rollouts``: K
+      rollouts per instance with common random numbers (the leave-one-out baseline needs K >= 2);
+    - ``episode_minutes``: simulated minutes per rollout; ``n_samples``: requests sampled per minute;
+    - ``node_scale``: cluster size range as a multiple of the app's benchmark node count;
+      ``background_prob``: share of instances with background tenants; ``hidden_usage_prob``: share with
+      node metrics hidden (no ``usage``); ``load_range``: trace peak as a multiple of the benchmark's;
+    - ``evictions_per_min``: mean random evictions per minute; ``scale_prob``: chance per minute of a random
+      scale-out (and half of it of a scale-in); ``intent_prob``: share of instances with a random intent
+      (components uniform in ``intent_range``; the rest use the defaults); ``intent_gain``: points of score
+      per unit of :func:`policy.lowlevel.intent_adjustment` (the served score's direct intent term, trained with);
+    - ``temperature``: T of ``softmax(total / T)``, in kube-scheduler score points (20 = one extender point
+      is one nat), annealed geometrically to ``temperature_final`` over the iterations: the served policy is
+      the greedy one (T → 0), and a policy that is only good when it samples would pile pods onto whichever
+      node its argmax prefers; ``hidden``, ``layers``: the MLP; ``lr`` (Adam), ``update_epochs``, ``clip`` (PPO ratio
+      clip), ``entropy_coef``, ``max_grad_norm``, ``adv_clip`` (normalised advantages are clipped to ±this, so
+      one instance whose rollouts diverge wildly — an OOM cascade — does not drown the batch);
+    - ``eval_every``: iterations between greedy evaluations on ``eval_instances`` fixed instances per train
+      app (the best one is kept); ``final_seeds``: seeds of the final comparison on every app;
+    - ``time_budget_s``: stop training after this many seconds (``None``: run every iteration);
+      ``save_eval_checkpoints``: keep the weights of every evaluation (``eval-<iteration>.pt``, for analysis);
+    - ``threads``: torch CPU threads (1: this machine's cores are shared);
+    - ``quick``: a smoke-test run (:data:`QUICK`): its ``policy_version`` says ``-quick``.
+
+    Raises ``ValueError`` naming the field for ``iterations`` < 1, ``time_budget_s`` <= 0 or not finite, or a
+    negative ``seed``.
+    """
+
+    seed: int = 0
+    service_input: str = "encoder"
+    train_apps: tuple[str, ...] = ("online-boutique", "sock-shop", "dsb-hotel-reservation")
+    synthetic_share: float = 0.3
+    synthetic_services: tuple[int, int] = (6, 40)
+    heldout_apps: tuple[str, ...] = ("dsb-social-network", "dsb-media-microservices", "alibaba")
+    iterations: int = 160
+    instances_per_iter: int = 2
+    rollouts: int = 4
+    episode_minutes: int = 20
+    n_samples: int = 1000
+    node_scale: tuple[float, float] = (0.5, 1.5)
+    background_prob: float = 0.7
+    hidden_usage_prob: float = 0.3
+    load_range: tuple[float, float] = (0.6, 1.2)
+    evictions_per_min: float = 0.3
+    scale_prob: float = 0.1
+    intent_prob: float = 0.5
+    intent_range: tuple[float, float] = (0.0, 3.0)
+    intent_gain: float = 3.0
+    temperature: float = 20.0
+    temperature_final: float = 5.0
+    hidden: int = 64
+    layers: int = 2
+    lr: float = 5e-4
+    update_epochs: int = 4
+    clip: float = 0.2
+    entropy_coef: float = 0.003
+    max_grad_norm: float = 1.0
+    adv_clip: float = 4.0
+    eval_every: int = 20
+    eval_instances: int = 3
+    final_seeds: tuple[int, ...] = (0, 1, 2)
+    final_minutes: int = 30
+    time_budget_s: float | None = None
+    save_eval_checkpoints: bool = False
+    reward: PlacementReward = field(default_factory=PlacementReward)
+    threads: int = 1
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        if self.iterations < 1:
+            raise ValueError(f"iterations: expected an integer >= 1, got {self.iterations}")
+        if self.time_budget_s is not None and not (math.isfinite(self.time_budget_s) and self.time_budget_s > 0):
+            raise ValueError(f"time_budget_s: expected a number of seconds > 0, got {self.time_budget_s}")
+        if self.seed < 0:
+            raise ValueError(f"seed: expected an integer >= 0, got {self.seed}")
+
+
+# ---- instances --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Instance:
+    """One training situation; the K rollouts of an instance share everything here (and so the simulator's
+    random numbers): only the placements differ."""
+
+    app: Any  # AppSpec
+    cluster: Any  # ClusterSpec
+    rps: np.ndarray
+    sim_seed: int
+    events_seed: int
+    intent: tuple[float, ...] | None
+    hidden_usage: bool
+    evictions_per_min: float
+    scale_prob: float
+
+
+_APPS: dict[str, Any] = {}
+
+
+def _app(name: str):
+    from policy.sim.app import load_app
+
+    if name not in _APPS:
+        _APPS[name] = load_app(name)
+    return _APPS[name]
+
+
+def sample_instance(cfg: PlacementTrainConfig, rng: np.random.Generator, app_name: str | None = None,
+                    randomize: bool = True) -> Instance:
+    """A random training instance (module docstring) of ``app_name`` (default: a random train app).
+    ``randomize=False``: the benchmark cluster with background tenants, default intent, metrics on (the fixed
+    evaluation instances)."""
+    from policy.sim.run import app_bench, cluster_for, trace_rps
+    from policy.sim.traces import load_trace
+
+    if app_name is None and randomize and rng.random() < cfg.synthetic_share:
+        from policy.sim.synthetic import synthetic_app
+
+        app = synthetic_app(int(rng.integers(cfg.synthetic_services[0], cfg.synthetic_services[1] + 1)),
+                            seed=int(rng.integers(2**31)), name="synthetic")
+    else:
+        app = _app(app_name or str(rng.choice(cfg.train_apps)))
+    b = app_bench(app)
+    M = cfg.episode_minutes
+    trace = str(rng.choice(TRACES))
+    whole = len(load_trace(trace))
+    offset = int(rng.integers(0, max(1, whole - M)))
+    if randomize:
+        nodes = max(3, int(round(b.nodes * rng.uniform(*cfg.node_scale))))
+        zones = ZONE_SETS[int(rng.integers(len(ZONE_SETS)))]
+        load = float(rng.uniform(*cfg.load_range))
+        bg = rng.random() < cfg.background_prob
+        hidden = bool(rng.random() < cfg.hidden_usage_prob)
+        intent = None
+        if rng.random() < cfg.intent_prob:
+            intent = tuple(float(rng.uniform(*cfg.intent_range)) for _ in PLACEMENT_INTENTS)
+    else:
+        nodes, zones, load, bg, hidden, intent = b.nodes, ZONE_SETS[2], 1.0, True, False, None
+    spec = replace(cluster_for(app, nodes), zones=zones)
+    sim_seed = int(rng.integers(2**31))
+    if bg:
+        spec = replace(spec, background=background_tenants(
+            nodes, spec.cpu_m, spec.memory_bytes, pods_per_node=int(rng.integers(1, 4)),
+            request_frac=float(rng.uniform(0.1, 0.5)), use_frac=float(rng.uniform(0.05, 0.7)),
+            memory_frac=float(rng.uniform(0.1, 0.3)), seed=sim_seed))
+    rps = trace_rps(app, trace, M, offset) * load
+    return Instance(app, spec, rps, sim_seed, int(rng.integers(2**31)), intent, hidden, cfg.evictions_per_min,
+                    cfg.scale_prob)
+
+
+def churn_hook(inst: Instance) -> PeriodicHook:
+    """Random evictions (Poisson), scale-outs and scale-ins every minute, drawn from ``inst.events_seed`` and
+    chosen by service (not by node), so every rollout of the instance sees the same events."""
+    from policy.sim.stacks import autoscaled_workloads
+
+    rng = np.random.default_rng(inst.events_seed)
+    scalable = sorted(autoscaled_workloads(inst.app))
+    base = {}
+
+    def run(sim: Simulation) -> None:
+        k = int(rng.poisson(inst.evictions_per_min))
+        u_scale = rng.random()
+        pick_w = int(rng.integers(1 << 30))
+        picks = rng.integers(1 << 30, size=max(k, 1))
+        bound = {}
+        for p in sim.cluster.live_pods():
+            if p.node >= 0 and not sim.is_background(p):
+                bound.setdefault(p.info.service, []).append(p)
+        services = sorted(bound)
+        for j in range(k):
+            if not services:
+                break
+            svc = services[int(picks[j]) % len(services)]
+            pod = sorted(bound[svc], key=lambda q: q.info.key)[0]
+            sim.evictor.evict(pod.info, "churn")
+            bound[svc].remove(pod)
+            if not bound[svc]:
+                services.remove(svc)
+        if scalable and u_scale < inst.scale_prob * 1.5:
+            w = scalable[pick_w % len(scalable)]
+            cur = int(sim.cluster.replicas[w])
+            base.setdefault(w, cur)
+            if u_scale < inst.scale_prob and cur < base[w] + 2:
+                sim.scale(w, cur + 1)
+            elif u_scale >= inst.scale_prob and cur > base[w]:
+                sim.scale(w, cur - 1)
+
+    return PeriodicHook("churn", 1, run)
+
+
+# ---- the scheduler with the policy inside -------------------------------------------------------------------
+
+@dataclass
+class Decision:
+    """One sampled placement: candidate rows ``x`` (C, F), in-tree totals ``d`` (C,), the chosen index, its
+    log-probability under the sampling policy, and the minute it was taken."""
+
+    x: np.ndarray
+    d: np.ndarray
+    choice: int
+    logp: float
+    minute: int
+
+
+class SamplingScheduler(KubeSchedulerModel):
+    """kube-scheduler's default profile whose node choice combines the in-tree totals with the policy's
+    extender score exactly as served (``served_totals``), then samples (``mode="sample"``), takes the argmax
+    (``"greedy"``: what kube-scheduler with the extender does) or ignores the policy (``"default"``)."""
+
+    def __init__(self, plugins, policy_state: dict[str, Any], rows: ServiceRowCache, *, mode: str = "sample",
+                 intent: Sequence[float] | None = None, hidden_usage: bool = False, temperature: float = 20.0,
+                 rng: np.random.Generator | None = None):
+        super().__init__(plugins=plugins, extenders=[])
+        self.state = policy_state
+        self.rows = rows
+        self.mode = mode
+        self.intent = intent
+        self.hidden_usage = hidden_usage
+        self.temperature = temperature
+        self.rng_policy = rng or np.random.default_rng(0)
+        self.decisions: list[Decision] = []
+        self.minute: Callable[[], int] = lambda: 0
+
+    def schedule(self, pod, pod_obj, index: ClusterIndex, node_objs, rng) -> ScheduleResult:
+        base = super().schedule(pod, pod_obj, index, node_objs, rng)
+        if self.mode == "default" or base.node is None or base.feasible <= 1 or not base.scores:
+            return base
+        names = list(base.scores)
+        d = np.array([base.scores[n] for n in names], dtype=np.float64)
+        if self.hidden_usage:
+            index = replace(index, usage_cpu_m=np.full_like(index.usage_cpu_m, np.nan))
+        x = featurize_candidates(pod, names, index, self.rows.get(index.snapshot), self.intent)
+        st = self.state
+        z = mlp_logits(st["weights"], x, st["mean"], st["std"], st["layers"])
+        totals = served_totals(d, scores_from_logits(z, x, st["intent_gain"]))
+        if self.mode == "greedy":
+            best = np.flatnonzero(totals == totals.max())
+            k = int(best[int(rng.integers(0, len(best)))]) if len(best) > 1 else int(best[0])
+            return replace(base, node=names[k])
+        lg = totals / self.temperature
+        lg = lg - lg.max()
+        p = np.exp(lg)
+        p /= p.sum()
+        k = int(self.rng_policy.choice(len(names), p=p))
+        self.decisions.append(Decision(x, d, k, float(np.log(max(p[k], 1e-300))), self.minute()))
+        return replace(base, node=names[k])
+
+
+def minute_reward(sim: Simulation, st, inst: Instance, w: PlacementReward) -> float:
+    """The reward of one simulated minute (module docstring)."""
+    from policy.lowlevel import intent_value
+
+    slo = inst.app.slo_p95_ms
+    p95 = st.p95_ms if math.isfinite(st.p95_ms) else 10 * slo
+    mean = float(st.latency_ms.mean()) if len(st.latency_ms) else 10 * slo
+    failed = st.failed / st.offered if st.offered > 0 else 0.0
+    b = w.base
+    r = -(b.latency * min(p95 / slo, 10.0) + w.latency_mean * min(mean / slo, 10.0) + b.failed * failed
+          + b.slo * float(p95 > slo) + b.evictions * st.evictions)
+    calls = st.step.calls_rps
+    cross = st.step.cross_calls_rps / calls if calls > 0 else 0.0
+    snap = sim.observe()
+    used = np.array([(n.usage.cpu_m if n.usage is not None else 0) / max(n.allocatable.cpu_m, 1) for n in snap.nodes])
+    overload = float(np.mean(np.clip((used - w.overload_from) / (1 - w.overload_from), 0, 1))) if len(used) else 0.0
+    r -= intent_value(inst.intent, "locality_weight") * w.locality * cross
+    r -= intent_value(inst.intent, "balance_weight") * w.balance * overload
+    return float(r)
+
+
+def rollout(inst: Instance, cfg: PlacementTrainConfig, policy_state: dict[str, Any], rows: ServiceRowCache,
+            mode: str, rng: np.random.Generator | None = None, minutes: int | None = None,
+            temperature: float | None = None) -> tuple[np.ndarray, list[Decision], dict[str, float]]:
+    """Run one episode of ``inst`` with the policy in ``mode`` (see :class:`SamplingScheduler`). Returns the
+    per-minute rewards (M,), the sampled decisions (``mode="sample"``) and the run's metrics."""
+    from policy.baselines.kube_default import default_score_plugins
+    from policy.sim.stacks import terms_lookup
+
+    M = minutes or cfg.episode_minutes
+    sched = SamplingScheduler(default_score_plugins(terms_lookup(inst.app)), policy_state, rows, mode=mode,
+                              intent=inst.intent, hidden_usage=inst.hidden_usage,
+                              temperature=temperature or cfg.temperature,
+                              rng=rng)
+    sim = Simulation(inst.app, inst.rps[:M], inst.cluster, sched,
+                     SimConfig(minutes=M, seed=inst.sim_seed, n_samples=cfg.n_samples), hooks=(churn_hook(inst),))
+    sched.minute = lambda: sim.minute
+    start_with_metrics(sim)
+    r = np.zeros(M)
+    for t in range(M):
+        st = sim.advance()
+        r[t] = minute_reward(sim, st, inst, cfg.reward)
+    return r, sched.decisions, dict(sim.result().metrics)
+
+
+def loo_advantages(returns: Sequence[np.ndarray], decisions: Sequence[Sequence[Decision]]) -> list[np.ndarray]:
+    """Per rollout k, per decision: ``G_k(t) − mean_{j≠k} G_j(t)`` with ``G(t)`` the reward-to-go from the
+    decision's minute ``t`` (``returns``: K per-minute reward arrays of one instance)."""
+    togo = np.array([np.cumsum(r[::-1])[::-1] for r in returns])  # (K, M)
+    K = len(returns)
+    out = []
+    for k in range(K):
+        others = (togo.sum(0) - togo[k]) / max(K - 1, 1)
+        out.append(np.array([togo[k, d.minute] - others[d.minute] for d in decisions[k]], dtype=np.float64))
+    return out
+
+
+# ---- update -----------------------------------------------------------------------------------------------
+
+def _pad(decs: Sequence[Decision], F: int) -> tuple[torch.Tensor, ...]:
+    B = len(decs)
+    C = max(len(d.d) for d in decs)
+    X = np.zeros((B, C, F), np.float32)
+    D = np.zeros((B, C), np.float32)
+    mask = np.zeros((B, C), bool)
+    for i, d in enumerate(decs):
+        c = len(d.d)
+        X[i, :c] = d.x
+        D[i, :c] = d.d
+        mask[i, :c] = True
+    a = np.array([d.choice for d in decs], np.int64)
+    lp = np.array([d.logp for d in decs], np.float32)
+    return (torch.from_numpy(X), torch.from_numpy(D), torch.from_numpy(mask), torch.from_numpy(a),
+            torch.from_numpy(lp))
+
+
+def intent_adjustment_t(X: torch.Tensor) -> torch.Tensor:
+    """:func:`policy.lowlevel.intent_adjustment` in torch, over the last axis of ``X`` (..., F)."""
+    col = {n: i for i, (n, _u) in enumerate(CONTEXT_FEATURES)}
+    loc = 0.5 * (X[..., col["caller_node_share"]] + X[..., col["callee_node_share"]])
+    over = ((X[..., col["cpu_used_frac"]] - OVERLOAD_FROM) / (1.0 - OVERLOAD_FROM)).clamp(0.0, 1.0)
+    return (X[..., col["intent_locality_weight"]] - 1.0) * loc - (X[..., col["intent_balance_weight"]] - 1.0) * over
+
+
+def policy_log_probs(net: PlacementNet, X: torch.Tensor, D: torch.Tensor, mask: torch.Tensor, T: float,
+                     weight: int = EXTENDER_WEIGHT, intent_gain: float = 0.0) -> torch.Tensor:
+    """(B, C) log π(c) = log_softmax((D + weight·10·round(s)) / T) over the valid candidates, with
+    ``s = clip(10·sigmoid(z) + intent_gain · intent_adjustment(X), 0, 10)`` as served; the rounding is
+    straight-through (identity gradient)."""
+    s = 10.0 * torch.sigmoid(net(X))
+    if intent_gain:
+        s = (s + intent_gain * intent_adjustment_t(X)).clamp(0.0, 10.0)
+    q = s + (torch.floor(s + 0.5) - s).detach()
+    logits = (D + weight * 10.0 * q) / T
+    logits = logits.masked_fill(~mask, -1e9)
+    return torch.log_softmax(logits, dim=-1)
+
+
+def ppo_update(net: PlacementNet, opt: torch.optim.Optimizer, decs: Sequence[Decision], adv: np.ndarray,
+               cfg: PlacementTrainConfig, temperature: float | None = None) -> dict[str, float]:
+    """PPO-clip epochs over one batch of decisions with advantages ``adv`` (normalised here), sampled at
+    ``temperature`` (default ``cfg.temperature``)."""
+    F = net.config["features"]
+    X, D, mask, a, lp_old = _pad(decs, F)
+    a_n = np.clip((adv - adv.mean()) / (adv.std() + 1e-8), -cfg.adv_clip, cfg.adv_clip)
+    A = torch.from_numpy(a_n.astype(np.float32))
+    stats = {}
+    for _ in range(cfg.update_epochs):
+        logp = policy_log_probs(net, X, D, mask, temperature or cfg.temperature, intent_gain=cfg.intent_gain)
+        lp = logp.gather(1, a[:, None]).squeeze(1)
+        ratio = torch.exp(lp - lp_old)
+        pg = -torch.min(ratio * A, torch.clamp(ratio, 1 - cfg.clip, 1 + cfg.clip) * A).mean()
+        p = torch.exp(logp) * mask
+        ent = -(p * torch.where(mask, logp, torch.zeros_like(logp))).sum(1).mean()
+        loss = pg - cfg.entropy_coef * ent
+        opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+        opt.step()
+        with torch.no_grad():
+            stats = {"loss": float(loss), "entropy": float(ent), "approx_kl": float((lp_old - lp).mean()),
+                     "clip_frac": float(((ratio - 1).abs() > cfg.clip).float().mean())}
+    return stats
+
+
+# ---- export -----------------------------------------------------------------------------------------------
+
+def export_placement(net: PlacementNet, path: str | Path | None, *, service_input: str, service_dim: int,
+                     rows_version: str, temperature: float, policy_version: str,
+                     metadata: dict[str, Any] | None = None, intent_gain: float = 0.0) -> PolicyBundle:
+    """The bundle of ``net`` (``level: low``, ``placement-mlp-v1``), written to directory ``path`` unless
+    ``None``. Raises ``ValueError`` when a weight's shape differs from :func:`policy.lowlevel.mlp_weight_shapes`."""
+    cfg = net.config
+    spec = placement_feature_spec(service_input, service_dim)
+    if cfg["features"] != len(spec):
+        raise ValueError(f"export: net has {cfg['features']} inputs, the feature spec {len(spec)}")
+    shapes = mlp_weight_shapes(len(spec), cfg["hidden"], cfg["layers"])
+    sd = net.numpy_weights()
+    if set(sd) != set(shapes) or any(sd[k].shape != s for k, s in shapes.items()):
+        raise ValueError(f"export: state_dict {sorted((k, v.shape) for k, v in sd.items())} does not match "
+                         f"{PLACEMENT_ARCH} {sorted(shapes.items())}")
+    bundle = PolicyBundle(
+        level="low", policy_version=policy_version, feature_spec={"candidate": spec},
+        dims={"hidden": cfg["hidden"], "layers": cfg["layers"], "features": len(spec), "service_dim": service_dim},
+        architecture={"type": PLACEMENT_ARCH, "service_input": service_input, "encoder_version": rows_version,
+                      "activation": "tanh", "score": "10*sigmoid(z)", "extender_weight": EXTENDER_WEIGHT,
+                      "temperature": temperature, "intent_gain": intent_gain},
+        weights=sd,
+        normalization={"candidate": {"mean": net.mean.numpy().tolist(), "std": net.std.numpy().tolist()}},
+        metadata=dict(metadata or {}),
+    )
+    if path is not None:
+        bundle.save(path)
+    return bundle
+
+
+def _state_of(net: PlacementNet, intent_gain: float = 0.0) -> dict[str, Any]:
+    return {"weights": net.numpy_weights(), "mean": net.mean.numpy().copy(), "std": net.std.numpy().copy(),
+            "layers": net.config["layers"], "intent_gain": intent_gain}
+
+
+def _norm_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    std = x.std(0)
+    return x.mean(0), np.where(std > 1e-3, std, 1.0)
+
+
+# ---- the loop ---------------------------------------------------------------------------------------------
+
+def train_placement(cfg: PlacementTrainConfig = PlacementTrainConfig(), out: str | Path | None = None,
+                    run_dir: str | Path | None = None, log: Callable[[str], None] = print, progress: bool = True,
+                    final_eval: bool = True, encoder_path: str | Path | None = None
+                    ) -> tuple[PlacementNet, dict[str, Any]]:
+    """Train (module docstring), export the best policy to the bundle directory ``out`` (``None``: none), write the log, curves and report to ``run_dir`` and, with
+    ``final_eval``, compare default / topology-heuristic / learned on every train and held-out app
+    (:func:`policy.bench.placement.compare`). ``encoder_path``: the encoder bundle whose embeddings the policy
+    reads (default: ``<out>/../../encoder`` when it exists, as ``make train`` lays bundles out, else the
+    committed one). Returns ``(net, report)``."""
+    torch.set_num_threads(max(1, cfg.threads))
+    torch.manual_seed(cfg.seed)
+    t_start = time.perf_counter()
+    variant = ("encoder" if cfg.service_input == "encoder" else "flat") + ("-nointent" if cfg.intent_prob <= 0 else "")
+    run = Path(run_dir) if run_dir else ROOT / "runs" / f"placement-{variant}"
+    run.mkdir(parents=True, exist_ok=True)
+    encoder = None
+    if cfg.service_input == "encoder":
+        from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder
+
+        if encoder_path is None:
+            sibling = Path(out).resolve().parent.parent / "encoder" if out else None
+            encoder_path = sibling if sibling is not None and (sibling / "manifest.json").exists() \
+                else DEFAULT_ENCODER_BUNDLE
+        encoder = GraphEncoder.load(encoder_path)
+        dim, rows_version = encoder.embedding_dim, encoder.version
+    else:
+        from policy.encoder import NODE_SPEC
+
+        dim, rows_version = len(NODE_SPEC), FLAT_ROWS_VERSION
+    rows = ServiceRowCache(cfg.service_input, encoder, refresh_s=300.0, max_entries=16)
+    spec = placement_feature_spec(cfg.service_input, dim)
+    net = PlacementNet(len(spec), cfg.hidden, cfg.layers)
+    rng = np.random.default_rng(cfg.seed)
+    rng_pol = np.random.default_rng(cfg.seed + 1)
+
+    # feature normalisation from rollouts of the initial (neutral) policy
+    warm = []
+    for _ in range(max(4, cfg.instances_per_iter * 2)):
+        inst = sample_instance(cfg, rng)
+        _r, decs, _m = rollout(inst, cfg, _state_of(net, cfg.intent_gain), rows, "sample", rng_pol)
+        warm += [d.x for d in decs]
+    mean, std = _norm_stats(np.concatenate(warm))
+    net.set_normalization(mean, std)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+
+    eval_rng = np.random.default_rng(cfg.seed + 10_000)
+    evals = [sample_instance(cfg, eval_rng, a, randomize=False) for a in cfg.train_apps
+             for _ in range(cfg.eval_instances)]
+    default_eval = [rollout(e, cfg, _state_of(net, cfg.intent_gain), rows, "default") for e in evals]
+
+    eval_details: list[dict[str, Any]] = []
+
+    def evaluate(it: int = 0) -> dict[str, float]:
+        res = [rollout(e, cfg, _state_of(net, cfg.intent_gain), rows, "greedy") for e in evals]
+        eval_details.append({"iteration": it, "instances": [
+            {"app": e.app.name, "nodes": e.cluster.nodes, "gain": float(r.sum() - d[0].sum()),
+             "default": {k: d[2][k] for k in ("latency_mean_ms", "failed_pct", "cross_node_call_pct")},
+             "learned": {k: m[k] for k in ("latency_mean_ms", "failed_pct", "cross_node_call_pct")}}
+            for e, (r, _, m), d in zip(evals, res, default_eval)]})
+        (run / "evaluations.json").write_text(json.dumps(_jsonable(eval_details), indent=1) + "\n", encoding="utf-8")
+        gain = np.mean([r.sum() - d[0].sum() for (r, _, _), d in zip(res, default_eval)])
+        lat = np.mean([m["latency_mean_ms"] / max(d[2]["latency_mean_ms"], 1e-9) for (_, _, m), d in
+                       zip(res, default_eval)])
+        return {"eval_gain": float(gain), "eval_latency_ratio": float(lat),
+                "eval_cross_node_pct": float(np.mean([m["cross_node_call_pct"] for _, _, m in res]))}
+
+    fields = ["iteration", "wall_s", "episodes", "decisions", "train_return", "adv_abs", "loss", "entropy",
+              "approx_kl", "clip_frac", "eval_gain", "eval_latency_ratio", "eval_cross_node_pct"]
+    log_path = run / "log.csv"
+    fh = log_path.open("w", newline="", encoding="utf-8")
+    writer = csv.DictWriter(fh, fieldnames=fields)
+    writer.writeheader()
+    ev = evaluate()
+    best = (ev["eval_gain"], 0, {k: v.clone() for k, v in net.state_dict().items()})
+    writer.writerow({"iteration": 0, "wall_s": round(time.perf_counter() - t_start, 2), "episodes": 0, **ev})
+    log(f"placement[{variant}]: start, eval gain over default {ev['eval_gain']:+.3f}")
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=cfg.iterations, desc=f"placement ({variant})", unit="it", leave=False)
+    episodes = 0
+    running = math.nan
+    t_train = time.perf_counter()
+    it = 0
+    for it in range(1, cfg.iterations + 1):
+        state = _state_of(net, cfg.intent_gain)
+        T = cfg.temperature * (cfg.temperature_final / cfg.temperature) ** ((it - 1) / max(cfg.iterations - 1, 1))
+        decs: list[Decision] = []
+        advs: list[np.ndarray] = []
+        rets = []
+        for _ in range(cfg.instances_per_iter):
+            inst = sample_instance(cfg, rng)
+            outs = [rollout(inst, cfg, state, rows, "sample", rng_pol, temperature=T) for _k in range(cfg.rollouts)]
+            episodes += len(outs)
+            rets += [o[0].sum() for o in outs]
+            for dk, ak in zip([o[1] for o in outs], loo_advantages([o[0] for o in outs], [o[1] for o in outs])):
+                decs += dk
+                advs.append(ak)
+        adv = np.concatenate(advs) if advs else np.zeros(0)
+        stats: dict[str, float] = {}
+        if len(decs) >= 2:
+            stats = ppo_update(net, opt, decs, adv, cfg, T)
+        mret = float(np.mean(rets))
+        running = mret if math.isnan(running) else 0.9 * running + 0.1 * mret
+        row: dict[str, Any] = {"iteration": it, "wall_s": round(time.perf_counter() - t_start, 2),
+                               "episodes": episodes, "decisions": len(decs), "train_return": round(mret, 4),
+                               "adv_abs": round(float(np.abs(adv).mean()) if len(adv) else 0.0, 5),
+                               **{k: round(v, 5) for k, v in stats.items()}}
+        if it % cfg.eval_every == 0 or it == cfg.iterations:
+            ev = evaluate(it)
+            if cfg.save_eval_checkpoints:
+                torch.save(net.state_dict(), str(run / f"eval-{it:04d}.pt"))
+            row.update({k: round(v, 4) for k, v in ev.items()})
+            if ev["eval_gain"] > best[0]:
+                best = (ev["eval_gain"], it, {k: v.clone() for k, v in net.state_dict().items()})
+            if bar is None:
+                log(f"placement[{variant}]: it {it}, return {running:.3f}, eval gain {ev['eval_gain']:+.3f}, "
+                    f"latency x{ev['eval_latency_ratio']:.3f}, {time.perf_counter() - t_start:.0f} s")
+        writer.writerow(row)
+        fh.flush()
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(ret=f"{running:.2f}", gain=f"{best[0]:+.2f}")
+        if cfg.time_budget_s is not None and time.perf_counter() - t_train > cfg.time_budget_s:
+            log(f"placement[{variant}]: time budget of {cfg.time_budget_s:g} s reached at iteration {it}")
+            break
+    if bar is not None:
+        bar.close()
+    fh.close()
+    train_s = time.perf_counter() - t_start
+    net.load_state_dict(best[2])
+    net.eval()
+    log(f"placement[{variant}]: {it} iterations, {episodes} episodes in {train_s:.0f} s; best eval gain "
+        f"{best[0]:+.3f} at iteration {best[1]}")
+    # date, seed, -quick and the weights' digest (policy.bundle.content_version): never the version of another
+    # training's bundle
+    from policy.bundle import content_version
+
+    version = content_version(f"placement-{variant}-{time.strftime('%Y%m%d')}-s{cfg.seed}", net.numpy_weights(),
+                              quick=cfg.quick)
+    meta: dict[str, Any] = {
+        "algorithm": "PPO-clip with a common-random-numbers leave-one-out baseline (no critic), trained through "
+                     "kube-scheduler's default scores + extender score x weight 2 x 10 (policy.train.placement)",
+        "train_apps": list(cfg.train_apps), "heldout_apps": list(cfg.heldout_apps),
+        "config": _jsonable(asdict(cfg)), "train_s": round(train_s, 1), "iterations": it, "episodes": episodes,
+        "best_iteration": best[1], "best_eval_gain": round(best[0], 4), "torch_version": torch.__version__,
+    }
+    report: dict[str, Any] = {"train_s": train_s, "iterations": it, "episodes": episodes, "best_iteration": best[1],
+                              "best_eval_gain": best[0], "policy_version": version, "config": meta["config"]}
+    bundle = export_placement(net, None, service_input=cfg.service_input, service_dim=dim, rows_version=rows_version,
+                              temperature=cfg.temperature, policy_version=version, metadata=meta,
+                              intent_gain=cfg.intent_gain)
+    if final_eval:
+        from policy.bench.placement import compare, markdown_table
+
+        pol = LearnedPlacement(bundle, encoder=encoder)
+        table = compare(list(cfg.train_apps) + list(cfg.heldout_apps), cfg.final_seeds, cfg.final_minutes,
+                        learned={f"learned-{variant}": pol}, log=log)
+        report["comparison"] = table
+        meta["comparison"] = table
+        (run / "comparison.md").write_text(markdown_table(table) + "\n", encoding="utf-8")
+        bundle = export_placement(net, None, service_input=cfg.service_input, service_dim=dim,
+                                  rows_version=rows_version, temperature=cfg.temperature, policy_version=version,
+                                  metadata=meta, intent_gain=cfg.intent_gain)
+    save_checkpoint(net, run / "checkpoint.pt", service_input=cfg.service_input, service_dim=dim,
+                    rows_version=rows_version, temperature=cfg.temperature, policy_version=version, metadata=meta,
+                    intent_gain=cfg.intent_gain)
+    report["evaluations"] = eval_details
+    (run / "report.json").write_text(json.dumps(_jsonable(report), indent=1) + "\n", encoding="utf-8")
+    plot_curves(log_path, run / "learning_curves.png", title=f"placement ({variant})")
+    if out:  # last: a run that fails on the way leaves the bundle as it was
+        bundle.save(out)
+        log(f"placement[{variant}]: {version}: bundle written to {out}" + (" (quick run)" if cfg.quick else ""))
+    return net, report
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (np.floating, np.integer)):
+        return v.item()
+    if isinstance(v, str):
+        return str(v)  # plain str: torch.__version__ is a TorchVersion, which weights_only loading refuses
+    return v
+
+
+def plot_curves(csv_path: Path, png_path: Path, title: str = "placement") -> None:
+    """Learning curves from ``log.csv``: training return per iteration (and its moving average) and the
+    periodic greedy evaluation's gain over default scoring."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
+    it = np.array([int(r["iteration"]) for r in rows if r["train_return"]])
+    ret = np.array([float(r["train_return"]) for r in rows if r["train_return"]])
+    ev = [(int(r["iteration"]), float(r["eval_gain"]), float(r["eval_latency_ratio"])) for r in rows if r["eval_gain"]]
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.6))
+    if len(ret):
+        ax[0].plot(it, ret, lw=0.6, alpha=0.5, label="episode return")
+        k = min(20, len(ret))
+        ax[0].plot(it[k - 1:], np.convolve(ret, np.ones(k) / k, mode="valid"), lw=1.6, label=f"moving mean ({k})")
+    ax[0].set_yscale("symlog", linthresh=10)
+    ax[0].set_xlabel("iteration")
+    ax[0].set_ylabel("return, random instances (symlog)")
+    ax[0].legend(fontsize=8)
+    if ev:
+        e = np.array(ev)
+        ax[1].plot(e[:, 0], e[:, 1], marker="o", label="return gain over default scoring")
+        ax[1].axhline(0, color="grey", lw=0.8)
+        ax2 = ax[1].twinx()
+        ax2.plot(e[:, 0], e[:, 2], color="C1", marker="x", label="latency mean / default")
+        ax2.set_ylabel("latency mean / default", color="C1")
+    ax[1].set_yscale("symlog", linthresh=10)
+    ax[1].set_xlabel("iteration")
+    ax[1].set_ylabel("greedy eval gain over default (symlog)")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
+
+
+def save_checkpoint(net: PlacementNet, path: str | Path, **export_kwargs: Any) -> None:
+    """A torch checkpoint of ``net`` with what :func:`export_placement` needs (for ``hrl-policy export
+    placement``)."""
+    torch.save({"state_dict": net.state_dict(), "config": dict(net.config), "mean": net.mean.clone(),
+                "std": net.std.clone(), "export": _jsonable(export_kwargs)}, str(path))
+
+
+def export_checkpoint(path: str | Path, out: str | Path) -> PolicyBundle:
+    """Rebuild the net from a :func:`save_checkpoint` file and write its bundle to ``out``. Raises
+    ``ValueError`` for a file that is not such a checkpoint."""
+    try:
+        ck = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - OSError, UnpicklingError, RuntimeError: one line
+        raise ValueError(f"{path}: not a readable placement checkpoint ({type(exc).__name__})") from None
+    if not isinstance(ck, dict) or not {"state_dict", "config", "mean", "std", "export"} <= set(ck):
+        raise ValueError(f"{path}: not a placement checkpoint (expected state_dict, config, mean, std, export)")
+    c = ck["config"]
+    net = PlacementNet(c["features"], c["hidden"], c["layers"])
+    net.load_state_dict(ck["state_dict"])
+    net.set_normalization(ck["mean"].numpy(), ck["std"].numpy())
+    return export_placement(net, out, **ck["export"])
+
+
+#: The low-level bundles ``make train`` writes (under the bundles root) and how each is trained:
+#: ``hrl-scheduler`` on encoder embeddings, ``hrl-no-encoder`` on flat per-service features, ``hrl-flat`` (no
+#: hierarchy) without ever seeing an intent other than the defaults (and without the direct intent term).
+VARIANTS: dict[str, dict[str, Any]] = {
+    "hrl-scheduler/low": {"service_input": "encoder"},
+    "hrl-no-encoder/low": {"service_input": "flat"},
+    "hrl-flat/low": {"service_input": "encoder", "intent_prob": 0.0, "intent_gain": 0.0},
+}
+
+
+def train_stage(root: str | Path, *, quick: bool = False, seed: int = 0, log: Callable[[str], None] = print
+                ) -> list[str]:
+    """The ``placement`` stage of ``make train`` (:mod:`policy.train.pipeline`): train every :data:`VARIANTS` bundle
+    into ``root`` (run directories ``runs/placement-<stack>``; the encoder is ``<root>/encoder`` when present)
+    and return the directories written. ``quick``: seconds-long runs (smoke tests)."""
+    written = []
+    for rel, kw in VARIANTS.items():
+        over = dict(kw, seed=seed)
+        if quick:
+            over.update(QUICK, train_apps=("online-boutique",), heldout_apps=())
+        cfg = PlacementTrainConfig(**over)
+        out = Path(root) / rel
+        stack = rel.split("/")[0]
+        t0 = time.perf_counter()
+        train_placement(cfg, out=out, run_dir=ROOT / "runs" / (f"placement-{stack}" + ("-quick" if quick else "")),
+                        log=log, progress=False, final_eval=False)
+        log(f"placement: {rel} trained in {time.perf_counter() - t0:.0f} s")
+        written.append(str(out))
+    return written
+
+
+QUICK = dict(iterations=3, instances_per_iter=1, rollouts=2, episode_minutes=4, n_samples=200, eval_every=2,
+             eval_instances=1, hidden=16, final_seeds=(0,), final_minutes=4, quick=True)
+
+
+def run_cli(args: Any) -> int:
+    """The body of ``hrl-policy train placement`` (``args``: out, run_dir, quick, seed, iterations, variant,
+    flat, time_budget, no_eval): one :data:`VARIANTS` bundle, by default into ``policy/bundles/<variant>/low``
+    (``--quick``: into ``runs/placement-<variant>-quick/bundle``)."""
+    import sys
+
+    variant = "hrl-no-encoder" if args.flat else (getattr(args, "variant", None) or "hrl-scheduler")
+    key = f"{variant}/low"
+    if key not in VARIANTS:
+        raise ValueError(f"--variant: expected one of {', '.join(k.split('/')[0] for k in VARIANTS)}, got {variant!r}")
+    # refuse what would train nothing (an untrained bundle exiting 0) before anything runs
+    if args.iterations is not None and args.iterations < 1:
+        raise ValueError(f"--iterations: expected an integer >= 1, got {args.iterations}")
+    if args.time_budget is not None and not (math.isfinite(args.time_budget) and args.time_budget > 0):
+        raise ValueError(f"--time-budget: expected a number of seconds > 0, got {args.time_budget:g}")
+    if args.seed < 0:
+        raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
+    kw: dict[str, Any] = {"seed": args.seed, **VARIANTS[key]}
+    if args.quick:
+        kw.update(QUICK)
+        kw["heldout_apps"] = ()
+        kw["train_apps"] = ("online-boutique",)
+    if args.iterations is not None:
+        kw["iterations"] = args.iterations
+    if args.time_budget is not None:
+        kw["time_budget_s"] = args.time_budget
+    cfg = PlacementTrainConfig(**kw)
+    run_dir = args.run_dir or str(ROOT / "runs" / (f"placement-{variant}" + ("-quick" if args.quick else "")))
+    # a --quick run never overwrites a committed bundle unless --out says so
+    out = args.out or (str(Path(run_dir) / "bundle") if args.quick else str(ROOT / "policy" / "bundles" / key))
+    _net, report = train_placement(cfg, out=out, run_dir=run_dir, log=lambda m: print(m, file=sys.stderr),
+                                   progress=sys.stderr.isatty(), final_eval=not args.no_eval)
+    if "comparison" in report:
+        from policy.bench.placement import markdown_table
+
+        print(markdown_table(report["comparison"]), file=sys.stderr)
+    return 0
