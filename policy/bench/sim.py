@@ -194,7 +194,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_calibration:
         from policy.sim import calibrate
 
-        calibrate.main(["--bench"] if not args.no_write else [])
+        cal_md = calibrate.markdown(calibrate.calibrate())
+        print(cal_md)
+        if not args.no_write:
+            from .markdown import write_section
+
+            write_section("calibration", cal_md)
+            _log("wrote BENCHMARKS.md section calibration")
     return 0
 
 

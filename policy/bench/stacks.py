@@ -31,7 +31,9 @@ from typing import Any
 import numpy as np
 from policy.sim.engine import METRIC_KEYS
 
-__all__ = ["ROOT", "BENCH_DIR", "APPS", "TRACES", "TUNING_SEEDS", "HIST_EDGES_MS", "t975", "mean_ci95", "Mode", "QUICK", "FULL", "window_offset", "run_one", "run_all", "summarize", "validate_summary", "markdown", "plots", "tune", "unavailable_stacks", "main"]
+from policy.sim.run import window_offset
+
+__all__ = ["ROOT", "BENCH_DIR", "APPS", "TRACES", "TUNING_SEEDS", "HIST_EDGES_MS", "t975", "mean_ci95", "Mode", "QUICK", "FULL", "run_one", "run_all", "summarize", "validate_summary", "markdown", "plots", "tune", "unavailable_stacks", "main"]
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,17 +100,6 @@ QUICK = Mode("quick", (0, 1, 2), 30, 1000)
 FULL = Mode("full", (0, 1, 2, 3, 4), None, None)
 
 
-def window_offset(trace: str, minutes: int | None) -> int:
-    """Where a shortened run starts: the ``minutes``-long part of the window centred on its peak."""
-    if minutes is None:
-        return 0
-    from policy.sim.traces import load_trace
-
-    whole = load_trace(trace)
-    if minutes >= len(whole):
-        return 0
-    peak = int(np.argmax(whole))
-    return int(min(max(peak - minutes // 2, 0), len(whole) - minutes))
 
 
 # ---- one run (in a worker process) -------------------------------------------------------------------------

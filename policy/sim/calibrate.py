@@ -22,7 +22,7 @@ What is fitted, and how:
   Fixed-point iterations on (log median, log p95/p50), all services together, common random numbers.
 
 The fit error (simulated vs measured p50/p95/p99 per service; the frontend minute by minute) goes to the
-``calibration`` section of BENCHMARKS.md. Run ``python -m policy.sim.calibrate [--write-app] [--bench]``.
+``calibration`` section of BENCHMARKS.md (written by ``make bench-sim``). Run ``python -m policy.sim.calibrate [--write-app]``.
 """
 
 from __future__ import annotations
@@ -390,7 +390,7 @@ def app_yaml(cal: Calibration, app: AppSpec) -> str:
 
 def markdown(cal: Calibration) -> str:
     """The ``calibration`` section of BENCHMARKS.md."""
-    out = ["Written by `make bench-sim` (`python -m policy.sim.calibrate --bench`). Online Boutique fitted to the "
+    out = ["Written by `make bench-sim` (`python -m policy.bench.sim`). Online Boutique fitted to the "
            "TraStrainer measurements (policy/sim/calibrate.py; data in policy/data/calibration/online-boutique/). "
            f"Fit load: {cal.lam_rps:.2f} user req/s (median frontend load of the normal minutes); one pod per "
            "service as measured.", "",
@@ -446,7 +446,6 @@ def markdown(cal: Calibration) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Calibrate the simulated Online Boutique from the TraStrainer data.")
     ap.add_argument("--write-app", action="store_true", help="regenerate policy/data/apps/online-boutique/app.yaml")
-    ap.add_argument("--bench", action="store_true", help="write the calibration section of BENCHMARKS.md")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     cal = calibrate(seed=args.seed)
@@ -456,11 +455,6 @@ def main(argv: list[str] | None = None) -> int:
         app = load_app(str(APP_DIR))
         (APP_DIR / "app.yaml").write_text(app_yaml(cal, app), encoding="utf-8")
         print(f"wrote {APP_DIR / 'app.yaml'}", file=sys.stderr)
-    if args.bench:
-        from policy.bench.markdown import write_section
-
-        write_section("calibration", md)
-        print("wrote BENCHMARKS.md section calibration", file=sys.stderr)
     return 0
 
 

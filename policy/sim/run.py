@@ -26,7 +26,7 @@ from .model import PerfModel
 from .objects import node_object
 from .traces import load_trace
 
-__all__ = ["PEAK_UTILIZATION", "ZONES", "REGION", "KubeletClusterSpec", "AppBench", "APP_BENCH", "app_bench", "cluster_for", "trace_rps", "capacity_rps", "scale_to_capacity", "simulate"]
+__all__ = ["PEAK_UTILIZATION", "ZONES", "REGION", "KubeletClusterSpec", "AppBench", "APP_BENCH", "app_bench", "cluster_for", "trace_rps", "capacity_rps", "scale_to_capacity", "simulate", "window_offset"]
 
 
 #: The trace's peak is scaled to this multiple of the app's capacity at its manifest replicas (busiest
@@ -147,3 +147,16 @@ def simulate(app: str | AppSpec, trace: str, policy: str, nodes: int | None = No
         v = float(res.metrics[k])
         flat[k] = v if math.isfinite(v) else None
     return flat, res
+
+
+def window_offset(trace: str, minutes: int | None) -> int:
+    """Where a shortened run starts: the ``minutes``-long part of the window centred on its peak."""
+    if minutes is None:
+        return 0
+    from policy.sim.traces import load_trace
+
+    whole = load_trace(trace)
+    if minutes >= len(whole):
+        return 0
+    peak = int(np.argmax(whole))
+    return int(min(max(peak - minutes // 2, 0), len(whole) - minutes))

@@ -33,7 +33,7 @@ class TraceWindow:
     description: str = ""
 
 
-def _data_dir() -> Path:
+def data_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "data" / "traces"
 
 
@@ -93,7 +93,7 @@ def load_trace(name_or_path: str, minutes: int | None = None, offset_min: int = 
         return bursty_trace(n + offset_min)[offset_min:offset_min + n]
     w = WINDOWS.get(name_or_path)
     if w is not None:
-        counts = read_counts(str(_data_dir() / w.file))
+        counts = read_counts(str(data_dir() / w.file))
         start, length = w.start_min, w.length_min
     else:
         p = Path(name_or_path)

@@ -43,11 +43,11 @@ import math
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -57,7 +57,7 @@ from policy.highlevel.drpc import DEFAULT_DRPC_BUNDLE, DEFAULT_HRL_HIGH_BUNDLE, 
 from policy.sim.drpc import signals_from_sim
 from policy.features import FeatureSpec
 from policy.highlevel import FORECAST_ARCH, FORECAST_SPEC, GruForecaster, forecast_errors, naive_forecast, normalize_windows
-from .td3 import TD3, Actor, ReplayBuffer, TD3Config, WorkloadPredictor, imitation_loss
+from .td3 import TD3, Actor, ReplayBuffer, ReplayBufferSamples, TD3Config, WorkloadPredictor, imitation_loss
 
 __all__ = ["PredictorConfig", "DrpcReward", "DrpcTrainConfig", "GLOBAL_EXTRA", "train_predictor",
            "export_predictor", "train_drpc", "export_student", "run_cli"]
@@ -387,16 +387,38 @@ def _reward(ep: _Episode, st, cores: np.ndarray, refused_pct: np.ndarray, change
     return -w.scale * (shared + own), shared
 
 
-def _rollout(ep: _Episode, cfg: DrpcTrainConfig, act, on_step=None) -> tuple[list[float], list[float], dict]:
-    """Run one episode with ``act(local (N, F), teacher input (N, FT)) -> (N,) actions``; ``on_step(transition)``
-    after every simulated minute, with ``transition`` = arrays (local, teacher input, action, reward, next local,
-    next teacher input) per deployment for the previous minute's decision (None when there is none).
-    Returns (mean reward per minute, shared QoS cost per minute, the run's metrics)."""
+class Transition(NamedTuple):
+    """One decision minute of an episode, one row per autoscaled deployment (N of them): ``local`` (N, F) and
+    ``teacher_obs`` (N, FT) the observations the action was taken on (:func:`teacher_input`), ``action`` (N, 1)
+    in [-1, 1], ``reward`` (N,) (:class:`DrpcReward`), ``next_local`` (N, F) and ``next_teacher_obs`` (N, FT)
+    one simulated minute later."""
+
+    local: np.ndarray
+    teacher_obs: np.ndarray
+    action: np.ndarray
+    reward: np.ndarray
+    next_local: np.ndarray
+    next_teacher_obs: np.ndarray
+
+
+class MinuteResult(NamedTuple):
+    """What :func:`_episode_minutes` yields after each simulated minute with a decision: ``transition``, the
+    previous minute's decision with its outcome (None after the first decision), ``reward``: this minute's
+    reward, mean over deployments, and ``shared``: its shared QoS cost (before ``−scale``)."""
+
+    transition: Transition | None
+    reward: float
+    shared: float
+
+
+def _episode_minutes(ep: _Episode, cfg: DrpcTrainConfig, act) -> Iterator[MinuteResult]:
+    """Run one episode with ``act(local (N, F), teacher input (N, FT)) -> (N,) actions``, yielding a
+    :class:`MinuteResult` after every simulated minute but the first (which only starts the load); the caller
+    runs between minutes (the training loop stores the transition and updates the networks there). The run's
+    metrics are ``ep.sim.result().metrics`` once the generator is exhausted."""
     sim = ep.sim
     sim.start()
     prev = None
-    ep_rewards: list[float] = []
-    ep_shared: list[float] = []
     for m in range(cfg.episode_minutes):
         sim.begin_minute()
         if m == 0:
@@ -406,7 +428,7 @@ def _rollout(ep: _Episode, cfg: DrpcTrainConfig, act, on_step=None) -> tuple[lis
         snap = sim.observe()
         obs = ep.featurizer.observe(snap, ep.state, signals_from_sim(sim) if ep.use_signals else None, ep.workloads)
         aug = teacher_input(obs.local, ep.global_extra())
-        transition = None if prev is None else (*prev, obs.local, aug)
+        transition = None if prev is None else Transition(*prev, obs.local, aug)
         a = act(obs.local, aug)
         before = obs.replicas.copy()
         targets = ep.featurizer.targets(obs, a, ep.state, snap.taken_at_s)
@@ -420,11 +442,14 @@ def _rollout(ep: _Episode, cfg: DrpcTrainConfig, act, on_step=None) -> tuple[lis
         refused = np.array([100.0 * ((sig.get(x).refused_frac or 0.0) if sig.get(x) else 0.0) for x in svc])
         r, shared = _reward(ep, st, ep.deployment_cores(), refused, changes, cfg.reward)
         prev = (obs.local, aug, a.reshape(-1, 1), r)
-        ep_rewards.append(float(r.mean()))
-        ep_shared.append(shared)
-        if on_step is not None:
-            on_step(transition)
-    return ep_rewards, ep_shared, sim.result().metrics
+        yield MinuteResult(transition, float(r.mean()), shared)
+
+
+def _rollout(ep: _Episode, cfg: DrpcTrainConfig, act) -> tuple[list[float], list[float], dict]:
+    """Run one whole episode (:func:`_episode_minutes`) without learning. Returns (mean reward per minute,
+    shared QoS cost per minute, the run's metrics)."""
+    minutes = list(_episode_minutes(ep, cfg, act))
+    return [m.reward for m in minutes], [m.shared for m in minutes], ep.sim.result().metrics
 
 
 def export_student(actor: Actor, name: str, cfg: DrpcTrainConfig, path: str | Path,
@@ -468,30 +493,15 @@ def check_apps(apps: Sequence[str]) -> None:
             _APP_CACHE[name] = load_app(name)
 
 
-def train_drpc(cfg: DrpcTrainConfig = DrpcTrainConfig(), out_dir: str | Path | None = None,
-               bundle_dirs: dict[str, str | Path] | None = None,
-               predictor: GruForecaster | PolicyBundle | str | Path | None = None,
-               progress: bool = True, plots: bool = True, encoder: Any = None) -> dict[str, Any]:
-    """Train the predictor (unless given), then the teacher and the students, and export each student to
-    ``bundle_dirs[spec]/student`` with the predictor in ``bundle_dirs[spec]/predictor`` (defaults
-    :data:`DEFAULT_BUNDLE_DIRS`: ``policy/bundles/drpc``, ``policy/bundles/hrl-scheduler/high``; with
-    ``cfg.quick``: the same layout under ``<out_dir>/bundles``). Logs to ``out_dir`` (default
-    ``runs/drpc-s<seed>-<time>``): ``progress.csv`` (one row per episode), ``learning_curves.png``,
-    ``checkpoint.pt`` (teacher and students), ``report.json``. ``encoder``: the graph encoder of the ``hrl``
-    layouts (a :class:`policy.encoder.mpnn.GraphEncoder` or a bundle directory; default the committed one).
+# ---- the pieces of train_drpc --------------------------------------------------------------------------------
 
-    Everything that can be checked is checked before any training (apps, the predictor and encoder bundles, the
-    bundle directories), and the bundles are built under ``<out_dir>/staged-bundles``; only at the end of a
-    successful run is each ``bundle_dirs`` directory replaced as a whole (student and predictor together:
-    :func:`policy.train.pipeline.install_dirs`). Returns the report."""
-    from .pipeline import check_replaceable, install_dirs
+def _resolve_bundle_dirs(cfg: DrpcTrainConfig, out: Path, bundle_dirs: dict[str, str | Path] | None
+                         ) -> dict[str, Path]:
+    """Each student's bundle directory: ``bundle_dirs`` or :data:`DEFAULT_BUNDLE_DIRS` (with ``cfg.quick`` the
+    same layout under ``<out>/bundles``). Raises ``ValueError`` when two students share a directory or one
+    holds files that are not a bundle (:func:`policy.train.pipeline.check_replaceable`)."""
+    from .pipeline import check_replaceable
 
-    torch.set_num_threads(1)
-    t_start = time.perf_counter()
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-    out = Path(out_dir) if out_dir is not None else ROOT / "runs" / f"drpc-s{cfg.seed}-{stamp}"
-    # ---- 0. check everything before training anything ----
-    check_apps(cfg.apps)
     dirs = {k: Path(v) for k, v in (bundle_dirs or {}).items()}
     for sname in cfg.students:
         dirs.setdefault(sname, out / "bundles" / DEFAULT_BUNDLE_DIRS[sname].relative_to(DEFAULT_DRPC_BUNDLE.parent)
@@ -501,19 +511,256 @@ def train_drpc(cfg: DrpcTrainConfig = DrpcTrainConfig(), out_dir: str | Path | N
     if len(set(resolved)) != len(resolved):
         raise ValueError(f"bundle_dirs: expected a directory per student, got {', '.join(map(str, dirs.values()))}")
     check_replaceable(list(dirs.values()))
-    pb: PolicyBundle | None = None
-    if isinstance(predictor, GruForecaster):
-        pb = predictor.bundle
-    elif predictor is not None:
-        pb = predictor if isinstance(predictor, PolicyBundle) else PolicyBundle.load(predictor)
-        GruForecaster(pb)  # refuses a bundle that is not a predictor, before training
-    if cfg.feature_layout == "hrl":
-        from policy.encoder import GraphEncoder
+    return dirs
 
-        encoder = encoder if isinstance(encoder, GraphEncoder) else (
-            GraphEncoder.load() if encoder is None else GraphEncoder.load(encoder))
-    else:
-        encoder = None
+
+def _predictor_bundle(predictor: GruForecaster | PolicyBundle | str | Path | None) -> PolicyBundle | None:
+    """The given predictor as a bundle (checked to be one before any training), or None: train one."""
+    if isinstance(predictor, GruForecaster):
+        return predictor.bundle
+    if predictor is None:
+        return None
+    pb = predictor if isinstance(predictor, PolicyBundle) else PolicyBundle.load(predictor)
+    GruForecaster(pb)  # refuses a bundle that is not a predictor, before training
+    return pb
+
+
+def _graph_encoder(cfg: DrpcTrainConfig, encoder: Any) -> Any:
+    """The graph encoder the ``hrl`` layout reads (``encoder``: a GraphEncoder, a bundle directory or None for the
+    committed one); None when no student needs embeddings."""
+    if cfg.feature_layout != "hrl":
+        return None
+    from policy.encoder import GraphEncoder
+
+    return encoder if isinstance(encoder, GraphEncoder) else (
+        GraphEncoder.load() if encoder is None else GraphEncoder.load(encoder))
+
+
+class _NoBar:
+    """Stands in for a tqdm bar when ``progress`` is off."""
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix(self, **kw: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress_bar(enabled: bool, total: int, desc: str, unit: str):
+    """A tqdm bar on stderr, or a :class:`_NoBar`."""
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)
+
+
+class _Imitation:
+    """DRPC's distillation term of a student's actor loss on a batch ``b`` (:class:`ReplayBufferSamples`):
+    ``weight · ‖π_s(b.observations) − π_t(b.teacher_observations)‖²``
+    (:func:`policy.train.td3.imitation_loss`; the teacher's action is a fixed target). Each unweighted value is
+    appended to ``log``."""
+
+    def __init__(self, teacher: Actor, student: Actor, weight: float, log: list[float]):
+        self.teacher, self.student, self.weight, self.log = teacher, student, weight, log
+
+    def __call__(self, b: ReplayBufferSamples) -> torch.Tensor:
+        with torch.no_grad():
+            target = self.teacher(b.teacher_observations)
+        loss = imitation_loss(self.student, b.observations, target)
+        self.log.append(float(loss.detach()))
+        return self.weight * loss
+
+
+class _Agents:
+    """The teacher (TD3 on the teacher input, FT columns) and the students (TD3 on the first ``dims[name]``
+    columns of the local row), with their recent losses (``losses``: ``teacher_critic``, ``<student>_critic``,
+    ``<student>_imitation``)."""
+
+    def __init__(self, cfg: DrpcTrainConfig, F: int, FT: int):
+        self.cfg = cfg
+        # torch.manual_seed inside each TD3: the teacher with cfg.seed, student k with cfg.seed + 7 + k
+        self.teacher = TD3(FT, 1, cfg.td3, seed=cfg.seed)
+        self.students = {sname: TD3(len(SPECS[STUDENT_KINDS[sname][0]]), 1, cfg.td3, seed=cfg.seed + 7 + k)
+                         for k, sname in enumerate(cfg.students)}
+        self.dims = {sname: len(SPECS[STUDENT_KINDS[sname][0]]) for sname in cfg.students}
+        self.emb_cols = slice(len(DRPC_SPEC), F)  # the encoder's embedding columns of the hrl layout
+        self.losses: dict[str, list[float]] = {"teacher_critic": [], **{f"{k}_critic": [] for k in self.students},
+                                               **{f"{k}_imitation": [] for k in self.students}}
+        self.imitations = {k: _Imitation(self.teacher.actor, s.actor, cfg.imitation_weight,
+                                         self.losses[f"{k}_imitation"]) if STUDENT_KINDS[k][1] else None
+                           for k, s in self.students.items()}
+
+    def actor_fn(self, name: str, noise: np.random.Generator | None):
+        """``act(local (N, F), teacher input (N, FT)) -> (N,)`` of ``name`` (``teacher`` or a student), with
+        Gaussian exploration noise drawn from ``noise`` (None: greedy)."""
+        if name == "teacher":
+            return lambda local, aug: self.teacher.act(aug, noise).reshape(-1)
+        d = self.dims[name]
+        return lambda local, aug: self.students[name].act(local[:, :d], noise).reshape(-1)
+
+    def update(self, b: ReplayBufferSamples) -> None:
+        """One TD3 step of the teacher on the teacher input, then one of each student on its columns of the
+        local rows (the ``hrl`` students' embedding columns with Gaussian noise of std ``embedding_noise``),
+        plus the imitation term for the distilled students."""
+        cfg = self.cfg
+        tb = b._replace(observations=b.teacher_observations, next_observations=b.next_teacher_observations)
+        self.losses["teacher_critic"].append(self.teacher.update(tb)["critic_loss"])
+        for sname, student in self.students.items():
+            d = self.dims[sname]
+            o, no = b.observations[:, :d], b.next_observations[:, :d]
+            if d > len(DRPC_SPEC) and cfg.embedding_noise > 0:
+                o, no = o.clone(), no.clone()
+                o[:, self.emb_cols] += cfg.embedding_noise * torch.randn_like(o[:, self.emb_cols])
+                no[:, self.emb_cols] += cfg.embedding_noise * torch.randn_like(no[:, self.emb_cols])
+            sb = b._replace(observations=o, next_observations=no)
+            self.losses[f"{sname}_critic"].append(student.update(sb, extra_actor_loss=self.imitations[sname])
+                                                  ["critic_loss"])
+
+    def recent_losses(self) -> dict[str, float | None]:
+        """``<name>_loss``: the mean of the last 200 values of each loss (None before the first update); then
+        keeps only the last 400 of each."""
+        row = {f"{k}_loss": float(np.mean(v[-200:])) if v else None for k, v in self.losses.items()}
+        for v in self.losses.values():
+            del v[:-400]
+        return row
+
+    def checkpoint(self) -> dict[str, Any]:
+        """Every network's state_dict and the config (``checkpoint.pt``)."""
+        cfg = self.cfg
+        return {"teacher_actor": self.teacher.actor.state_dict(), "teacher_critic": self.teacher.critic.state_dict(),
+                **{f"{k}_actor": v.actor.state_dict() for k, v in self.students.items()},
+                **{f"{k}_critic": v.critic.state_dict() for k, v in self.students.items()},
+                "config": _plain(asdict(cfg))}
+
+
+def _store(buf: ReplayBuffer, t: Transition) -> None:
+    """One buffer row per deployment (never ``done``: episodes end by a time limit, not a terminal state)."""
+    for local, aug, a, r, next_local, next_aug in zip(*t):
+        buf.add(local, a, r, next_local, 0.0, teacher_obs=aug, next_teacher_obs=next_aug)
+
+
+def _driver(cfg: DrpcTrainConfig, minutes_done: int, rng: np.random.Generator) -> str:
+    """Who drives the next episode: the teacher, or from ``student_from`` of the run with a probability growing
+    linearly to ``student_share`` a student chosen at random (DAgger-style)."""
+    frac = minutes_done / cfg.total_minutes
+    share = 0.0 if frac < cfg.student_from else cfg.student_share * (frac - cfg.student_from) / max(
+        1e-9, 1.0 - cfg.student_from)
+    return str(rng.choice(cfg.students)) if rng.random() < share else "teacher"
+
+
+def _cpu_vs_manifest(ep: _Episode, cfg: DrpcTrainConfig, metrics: dict) -> float:
+    """The episode's requested CPU core-hours over those of the app's manifests for the same time."""
+    return metrics["cpu_core_hours"] / max(ep.app_manifest_cores * cfg.episode_minutes / 60.0, 1e-9)
+
+
+class _Validation:
+    """The fixed validation set (``eval_episodes`` per training app, training-trace windows of fixed seeds at
+    peak 1.25× capacity, their own rngs, never the training stream's), its rows (``validation.csv``) and each
+    student's best actor weights so far."""
+
+    def __init__(self, cfg: DrpcTrainConfig, forecaster: GruForecaster, encoder: Any):
+        self.cfg, self.forecaster, self.encoder = cfg, forecaster, encoder
+        self.specs = [(app, 9_000_000 + 97 * k + j) for j, app in enumerate(cfg.apps)
+                      for k in range(cfg.eval_episodes)]
+        self.rows: list[dict[str, Any]] = []
+        self.best: dict[str, tuple[float, dict[str, torch.Tensor]]] = {}
+
+    def run(self, agents: _Agents, minutes: int) -> None:
+        """The teacher and each student act without noise on every validation episode; a row per policy
+        (mean reward per deployment-minute, failed %, CPU vs manifests); keeps a student's weights when its
+        reward beats its best."""
+        cfg = self.cfg
+        for name in ["teacher", *agents.students]:
+            rewards, failed, cpu = [], [], []
+            for app, seed in self.specs:
+                ep = _Episode(cfg, np.random.default_rng(seed), self.forecaster, self.encoder, seed, app_name=app,
+                              peak=1.25)
+                r, _shared, res = _rollout(ep, cfg, agents.actor_fn(name, None))
+                rewards.append(float(np.mean(r)) if r else 0.0)
+                failed.append(res["failed_pct"])
+                cpu.append(_cpu_vs_manifest(ep, cfg, res))
+            score = float(np.mean(rewards))
+            self.rows.append({"minutes": minutes, "policy": name, "reward": score,
+                              "failed_pct": float(np.mean(failed)), "cpu_vs_manifest": float(np.mean(cpu))})
+            if name in agents.students and (name not in self.best or score > self.best[name][0]):
+                self.best[name] = (score, {k: v.detach().clone()
+                                           for k, v in agents.students[name].actor.state_dict().items()})
+
+    def restore_best(self, agents: _Agents) -> None:
+        """Load each validated student's best actor weights (the ones exported)."""
+        for name, (_score, sd) in self.best.items():
+            agents.students[name].actor.load_state_dict(sd)
+
+    def selected(self) -> dict[str, Any]:
+        """``validation_reward`` and ``selected_at_minutes`` of each student's exported weights (bundle metadata)."""
+        return {"validation_reward": {k: v[0] for k, v in self.best.items()},
+                "selected_at_minutes": {k: max((r["minutes"] for r in self.rows if r["policy"] == k
+                                                and r["reward"] == v[0]), default=None)
+                                        for k, v in self.best.items()}}
+
+
+def _episode_row(episode: int, minutes: int, wall_s: float, ep: _Episode, driver: str, rewards: list[float],
+                 shared: list[float], running: float, metrics: dict, cfg: DrpcTrainConfig) -> dict[str, Any]:
+    """The episode's ``progress.csv`` row (before its ``<loss>_loss`` columns)."""
+    return {"episode": episode, "minutes": minutes, "wall_s": round(wall_s, 2),
+            "app": ep.app_name, "trace": ep.trace, "driver": driver,
+            "reward": float(np.mean(rewards)) if rewards else 0.0, "running_reward": running,
+            "qos_cost": float(np.mean(shared)) if shared else 0.0,
+            "latency_p95_ms": metrics["latency_p95_ms"], "failed_pct": metrics["failed_pct"],
+            "cpu_core_hours": metrics["cpu_core_hours"], "cpu_vs_manifest": _cpu_vs_manifest(ep, cfg, metrics)}
+
+
+def _write_run(out: Path, staged: dict[str, Path], dirs: dict[str, Path], cfg: DrpcTrainConfig, agents: _Agents,
+               validation: _Validation, rows: list[dict[str, Any]], meta: dict[str, Any], report: dict[str, Any],
+               summary: dict[str, Any], plots: bool) -> None:
+    """Export each student to ``<staged>/student`` (bundle metadata ``meta``), then write ``checkpoint.pt``,
+    ``progress.csv``, ``validation.csv``, ``learning_curves.png`` (``plots``) and ``report.json`` under ``out``;
+    ``report`` gets the validation rows, ``summary``, the students' versions and the directories."""
+    versions = {sname: export_student(student.actor, sname, cfg, staged[sname] / "student", meta).policy_version
+                for sname, student in agents.students.items()}
+    torch.save(agents.checkpoint(), out / "checkpoint.pt")
+    _write_csv(out / "progress.csv", rows)
+    _write_csv(out / "validation.csv", validation.rows)
+    report["validation"] = validation.rows
+    report.update({**summary, "student_versions": versions, "bundle_dirs": {k: str(v) for k, v in dirs.items()},
+                   "run_dir": str(out)})
+    if plots and rows:
+        report["plot"] = str(_plot(rows, out / "learning_curves.png", validation.rows))
+    (out / "report.json").write_text(json.dumps(_plain(report), indent=1) + "\n", encoding="utf-8")
+
+
+def train_drpc(cfg: DrpcTrainConfig = DrpcTrainConfig(), out_dir: str | Path | None = None,
+               bundle_dirs: dict[str, str | Path] | None = None,
+               predictor: GruForecaster | PolicyBundle | str | Path | None = None,
+               progress: bool = True, plots: bool = True, encoder: Any = None) -> dict[str, Any]:
+    """Train the predictor (unless given), then the teacher and the students, and export each student to
+    ``bundle_dirs[spec]/student`` with the predictor in ``bundle_dirs[spec]/predictor`` (defaults
+    :data:`DEFAULT_BUNDLE_DIRS`: ``policy/bundles/drpc``, ``policy/bundles/hrl-scheduler/high``; with
+    ``cfg.quick``: the same layout under ``<out_dir>/bundles``). Logs to ``out_dir`` (default
+    ``runs/drpc-s<seed>-<time>``): ``progress.csv`` (one row per episode), ``validation.csv``,
+    ``learning_curves.png``, ``checkpoint.pt`` (teacher and students), ``report.json``. ``encoder``: the graph
+    encoder of the ``hrl`` layouts (a :class:`policy.encoder.mpnn.GraphEncoder` or a bundle directory; default the
+    committed one).
+
+    Everything that can be checked is checked before any training (apps, the predictor and encoder bundles, the
+    bundle directories), and the bundles are built under ``<out_dir>/staged-bundles``; only at the end of a
+    successful run is each ``bundle_dirs`` directory replaced as a whole (student and predictor together:
+    :func:`policy.train.pipeline.install_dirs`). Returns the report."""
+    from .pipeline import install_dirs
+
+    # ---- build everything: checks first (nothing is trained or written before they pass) ----
+    torch.set_num_threads(1)
+    t_start = time.perf_counter()
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    out = Path(out_dir) if out_dir is not None else ROOT / "runs" / f"drpc-s{cfg.seed}-{stamp}"
+    check_apps(cfg.apps)
+    dirs = _resolve_bundle_dirs(cfg, out, bundle_dirs)
+    pb = _predictor_bundle(predictor)
+    encoder = _graph_encoder(cfg, encoder)
     out.mkdir(parents=True, exist_ok=True)
     for d in dirs.values():
         d.parent.mkdir(parents=True, exist_ok=True)
@@ -522,7 +769,7 @@ def train_drpc(cfg: DrpcTrainConfig = DrpcTrainConfig(), out_dir: str | Path | N
         shutil.rmtree(staging)
     staged = {sname: staging / sname for sname in cfg.students}
     report: dict[str, Any] = {"config": _plain(asdict(cfg)), "started": stamp}
-    # ---- 1. the workload predictor ----
+    # the workload predictor (trained here unless given), staged next to every student
     if pb is None:
         model, prep = train_predictor(cfg.predictor, progress=progress)
         pb = export_predictor(model, cfg.predictor, staged[cfg.students[0]] / "predictor", prep, quick=cfg.quick)
@@ -533,160 +780,69 @@ def train_drpc(cfg: DrpcTrainConfig = DrpcTrainConfig(), out_dir: str | Path | N
     report["predictor_version"] = forecaster.version
     if encoder is not None:
         report["encoder_version"] = encoder.version
-    # ---- 2. teacher and students ----
+    # seeds: rng draws the episodes and drivers, np_rng the exploration noise and the minibatches
     rng = np.random.default_rng(cfg.seed)
     np_rng = np.random.default_rng(cfg.seed + 1)
     F = len(SPECS[cfg.feature_layout])
     FT = F + 2 * len(DRPC_SPEC) + len(GLOBAL_EXTRA)
-    teacher = TD3(FT, 1, cfg.td3, seed=cfg.seed)
-    students = {sname: TD3(len(SPECS[STUDENT_KINDS[sname][0]]), 1, cfg.td3, seed=cfg.seed + 7 + k)
-                for k, sname in enumerate(cfg.students)}
-    dims = {sname: len(SPECS[STUDENT_KINDS[sname][0]]) for sname in cfg.students}
-    buf = ReplayBuffer(F, 1, cfg.td3.buffer_size, extra={"aug": (FT,), "next_aug": (FT,)})
+    agents = _Agents(cfg, F, FT)
+    buf = ReplayBuffer(F, 1, cfg.td3.buffer_size, teacher_obs_dim=FT)
+    validation = _Validation(cfg, forecaster, encoder)
+    bar = _progress_bar(progress, cfg.total_minutes, "drpc", "min")
     rows: list[dict[str, Any]] = []
     minutes_done = 0
     episode = 0
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=cfg.total_minutes, desc="drpc", unit="min", file=sys.stderr)
     running = None
-    losses: dict[str, list[float]] = {"teacher_critic": [], **{f"{k}_critic": [] for k in students},
-                                      **{f"{k}_imitation": [] for k in students}}
-
-    def imitation_of(sname: str):
-        student = students[sname]
-
-        def loss_fn(b: dict[str, torch.Tensor]) -> torch.Tensor:
-            with torch.no_grad():
-                target = teacher.actor(b["aug"])
-            loss = imitation_loss(student.actor, b["obs"], target)
-            losses[f"{sname}_imitation"].append(float(loss.detach()))
-            return cfg.imitation_weight * loss
-
-        return loss_fn
-
-    imitations = {k: imitation_of(k) if STUDENT_KINDS[k][1] else None for k in students}
-    emb_cols = slice(len(DRPC_SPEC), F)
-
-    def actor_fn(name: str, noise: np.random.Generator | None):
-        if name == "teacher":
-            return lambda local, aug: teacher.act(aug, noise).reshape(-1)
-        d = dims[name]
-        return lambda local, aug: students[name].act(local[:, :d], noise).reshape(-1)
-
-    def learn() -> None:
-        for _ in range(cfg.updates_per_minute):
-            b = buf.sample(cfg.td3.batch_size, np_rng)
-            tb = {"obs": b["aug"], "next_obs": b["next_aug"], "action": b["action"], "reward": b["reward"],
-                  "done": b["done"]}
-            losses["teacher_critic"].append(teacher.update(tb)["critic_loss"])
-            for sname, student in students.items():
-                d = dims[sname]
-                o, no = b["obs"][:, :d], b["next_obs"][:, :d]
-                if d > len(DRPC_SPEC) and cfg.embedding_noise > 0:
-                    o, no = o.clone(), no.clone()
-                    o[:, emb_cols] += cfg.embedding_noise * torch.randn_like(o[:, emb_cols])
-                    no[:, emb_cols] += cfg.embedding_noise * torch.randn_like(no[:, emb_cols])
-                sb = {**b, "obs": o, "next_obs": no}
-                losses[f"{sname}_critic"].append(student.update(sb, extra_actor_loss=imitations[sname])
-                                                 ["critic_loss"])
-
-    def on_step(transition) -> None:
-        nonlocal minutes_done
-        if transition is not None:
-            for t in zip(*transition):
-                p_local, p_aug, p_a, p_r, local, aug = t
-                buf.add(p_local, p_a, p_r, local, 0.0, aug=p_aug, next_aug=aug)
-        minutes_done += 1
-        if len(buf) >= cfg.td3.learning_starts:
-            learn()
-        if bar is not None:
-            bar.update(1)
-
-    # the validation set: fixed episodes per training app (their own rng, never the training stream's)
-    eval_specs = [(app, 9_000_000 + 97 * k + j) for j, app in enumerate(cfg.apps) for k in range(cfg.eval_episodes)]
-    eval_rows: list[dict[str, Any]] = []
-    best: dict[str, tuple[float, dict[str, torch.Tensor]]] = {}
-
-    def validate() -> None:
-        for name in ["teacher", *students]:
-            rewards, failed, cpu = [], [], []
-            for app, seed in eval_specs:
-                ep = _Episode(cfg, np.random.default_rng(seed), forecaster, encoder, seed, app_name=app, peak=1.25)
-                r, _shared, res = _rollout(ep, cfg, actor_fn(name, None))
-                rewards.append(float(np.mean(r)) if r else 0.0)
-                failed.append(res["failed_pct"])
-                cpu.append(res["cpu_core_hours"] / max(ep.app_manifest_cores * cfg.episode_minutes / 60.0, 1e-9))
-            score = float(np.mean(rewards))
-            eval_rows.append({"minutes": minutes_done, "policy": name, "reward": score,
-                              "failed_pct": float(np.mean(failed)), "cpu_vs_manifest": float(np.mean(cpu))})
-            if name in students and (name not in best or score > best[name][0]):
-                best[name] = (score, {k: v.detach().clone() for k, v in students[name].actor.state_dict().items()})
-
     next_eval = cfg.eval_every
+
     while minutes_done < cfg.total_minutes:
-        frac = minutes_done / cfg.total_minutes
-        share = 0.0 if frac < cfg.student_from else cfg.student_share * (frac - cfg.student_from) / max(
-            1e-9, 1.0 - cfg.student_from)
-        driver = str(rng.choice(cfg.students)) if rng.random() < share else "teacher"
+        # ---- collect: one episode, driven by the teacher or a student, with exploration noise ----
+        driver = _driver(cfg, minutes_done, rng)
         ep = _Episode(cfg, rng, forecaster, encoder, episode)
-        ep_rewards, ep_shared, res = _rollout(ep, cfg, actor_fn(driver, np_rng), on_step)
+        ep_rewards: list[float] = []
+        ep_shared: list[float] = []
+        for minute in _episode_minutes(ep, cfg, agents.actor_fn(driver, np_rng)):
+            ep_rewards.append(minute.reward)
+            ep_shared.append(minute.shared)
+            if minute.transition is not None:
+                _store(buf, minute.transition)
+            minutes_done += 1
+            # ---- update: every simulated minute once the buffer holds learning_starts transitions ----
+            if len(buf) >= cfg.td3.learning_starts:
+                for _ in range(cfg.updates_per_minute):
+                    agents.update(buf.sample(cfg.td3.batch_size, np_rng))
+            bar.update(1)
+        metrics = ep.sim.result().metrics
+
+        # ---- log: one progress.csv row per episode ----
         mean_r = float(np.mean(ep_rewards)) if ep_rewards else 0.0
         running = mean_r if running is None else 0.95 * running + 0.05 * mean_r
-        row = {"episode": episode, "minutes": minutes_done, "wall_s": round(time.perf_counter() - t_start, 2),
-               "app": ep.app_name, "trace": ep.trace, "driver": driver, "reward": mean_r, "running_reward": running,
-               "qos_cost": float(np.mean(ep_shared)) if ep_shared else 0.0,
-               "latency_p95_ms": res["latency_p95_ms"], "failed_pct": res["failed_pct"],
-               "cpu_core_hours": res["cpu_core_hours"],
-               "cpu_vs_manifest": res["cpu_core_hours"] / max(ep.app_manifest_cores * cfg.episode_minutes / 60.0,
-                                                              1e-9)}
-        for k, v in losses.items():
-            row[f"{k}_loss"] = float(np.mean(v[-200:])) if v else None
-        rows.append(row)
-        for v in losses.values():
-            del v[:-400]
-        if bar is not None:
-            bar.set_postfix(R=f"{running:.3f}", drv=driver[0], app=ep.app_name[:6])
+        rows.append({**_episode_row(episode, minutes_done, time.perf_counter() - t_start, ep, driver, ep_rewards,
+                                    ep_shared, running, metrics, cfg), **agents.recent_losses()})
+        bar.set_postfix(R=f"{running:.3f}", drv=driver[0], app=ep.app_name[:6])
         episode += 1
+
+        # ---- evaluate: every eval_every simulated minutes (and once more after the loop) ----
         if cfg.eval_every and minutes_done >= next_eval and minutes_done < cfg.total_minutes:
-            validate()
+            validation.run(agents, minutes_done)
             next_eval += cfg.eval_every
+
     if cfg.eval_every:
-        validate()
-    if bar is not None:
-        bar.close()
-    for name, (score, sd) in best.items():
-        students[name].actor.load_state_dict(sd)
+        validation.run(agents, minutes_done)
+    bar.close()
+    # ---- export: each student at its best validation reward, staged; the bundle directories last ----
+    validation.restore_best(agents)
     train_s = time.perf_counter() - t_start
     meta = {"apps": list(cfg.apps), "episodes": episode, "simulated_minutes": minutes_done,
             "train_wall_s": round(train_s, 1), "predictor_version": forecaster.version,
             "reward": asdict(cfg.reward), "imitation_weight": cfg.imitation_weight,
             "final_running_reward": running, "students_trained_together": list(cfg.students),
-            "validation_reward": {k: v[0] for k, v in best.items()},
-            "selected_at_minutes": {k: max((r["minutes"] for r in eval_rows if r["policy"] == k
-                                            and r["reward"] == v[0]), default=None) for k, v in best.items()}}
+            **validation.selected()}
     if encoder is not None:
         meta["encoder_version"] = encoder.version
-    versions = {}
-    for sname, student in students.items():
-        versions[sname] = export_student(student.actor, sname, cfg, staged[sname] / "student", meta).policy_version
-    torch.save({"teacher_actor": teacher.actor.state_dict(), "teacher_critic": teacher.critic.state_dict(),
-                **{f"{k}_actor": v.actor.state_dict() for k, v in students.items()},
-                **{f"{k}_critic": v.critic.state_dict() for k, v in students.items()},
-                "config": _plain(asdict(cfg))}, out / "checkpoint.pt")
-    _write_csv(out / "progress.csv", rows)
-    _write_csv(out / "validation.csv", eval_rows)
-    report["validation"] = eval_rows
-    report.update({"episodes": episode, "simulated_minutes": minutes_done, "train_wall_s": train_s,
-                   "student_versions": versions, "bundle_dirs": {k: str(v) for k, v in dirs.items()},
-                   "run_dir": str(out)})
-    if plots and rows:
-        report["plot"] = str(_plot(rows, out / "learning_curves.png", eval_rows))
-    (out / "report.json").write_text(json.dumps(_plain(report), indent=1) + "\n", encoding="utf-8")
-    # ---- 3. only now replace the bundle directories, each student with its predictor ----
-    install_dirs({staged[k]: dirs[k] for k in cfg.students})
+    _write_run(out, staged, dirs, cfg, agents, validation, rows, meta, report,
+               {"episodes": episode, "simulated_minutes": minutes_done, "train_wall_s": train_s}, plots)
+    install_dirs({staged[k]: dirs[k] for k in cfg.students})  # only now, each student with its predictor
     shutil.rmtree(staging, ignore_errors=True)
     return report
 

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from policy.sim.traces import WINDOWS, _data_dir, bursty_trace, read_counts
+from policy.sim.traces import WINDOWS, data_dir, bursty_trace, read_counts
 
 __all__ = ["EXCLUDE_MARGIN_MIN", "TRAIN_SEEDS", "HELDOUT_SEEDS", "BURSTY_MINUTES", "Windows", "segments", "windows_of", "dataset", "training_series", "heldout_sets"]
 
@@ -38,7 +38,7 @@ def segments(trace: str, heldout_frac: float = 0.2) -> tuple[list[np.ndarray], l
     """(train segments, held-out segments) of a real trace (``nasa`` or ``twitter``): the whole per-minute
     series minus its evaluation window ± :data:`EXCLUDE_MARGIN_MIN`, split in time."""
     w = WINDOWS[trace]
-    counts = read_counts(str(_data_dir() / w.file))
+    counts = read_counts(str(data_dir() / w.file))
     lo = max(w.start_min - EXCLUDE_MARGIN_MIN, 0)
     hi = min(w.start_min + w.length_min + EXCLUDE_MARGIN_MIN, len(counts))
     parts = [counts[:lo], counts[hi:]]

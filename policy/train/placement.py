@@ -26,7 +26,7 @@ simulator is cheap enough (a 20-minute episode of Online Boutique is ~0.1 s) for
 
 **Episodes.** Train apps (default: online-boutique, sock-shop, dsb-hotel-reservation) on random clusters
 (0.5-1.5 × the benchmark's node count, 1-3 zones), background tenants on most of them (random requests and
-CPU use, measured from minute 0: :func:`policy.bench.placement.start_with_metrics`), metrics hidden on some (no
+CPU use, measured from minute 0: :func:`policy.sim.placement.start_with_metrics`), metrics hidden on some (no
 ``NodeInfo.usage``), a random window of a random trace scaled to a random
 peak, the initial deployment and then churn (random evictions, scale-outs and scale-ins whose new pods are
 placed again), and a random high-level intent half of the time. Reward per simulated minute
@@ -55,7 +55,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -66,14 +66,14 @@ from policy.index import ClusterIndex
 from policy.lowlevel import CONTEXT_FEATURES, FLAT_ROWS_VERSION, PLACEMENT_INTENTS, featurize_candidates, placement_feature_spec
 from policy.lowlevel.learned import EXTENDER_WEIGHT, OVERLOAD_FROM, PLACEMENT_ARCH, LearnedPlacement, mlp_logits, mlp_weight_shapes, scores_from_logits, served_totals
 from policy.lowlevel import ServiceRowCache
-from policy.bench.placement import start_with_metrics
+from policy.sim.placement import start_with_metrics
 from policy.sim.engine import PeriodicHook, SimConfig, Simulation, background_tenants
 from policy.sim.env import RewardWeights
 from policy.sim.kube_scheduler import KubeSchedulerModel, ScheduleResult
 
 __all__ = ["PlacementNet", "PlacementReward", "PlacementTrainConfig", "Instance", "sample_instance",
-           "SamplingScheduler", "rollout", "export_placement", "train_placement", "save_checkpoint",
-           "export_checkpoint", "VARIANTS", "train_stage", "run_cli"]
+           "SamplingScheduler", "rollout", "DecisionBatch", "decision_batch", "ppo_update", "export_placement",
+           "train_placement", "save_checkpoint", "export_checkpoint", "VARIANTS", "train_stage", "run_cli"]
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ("nasa", "twitter", "bursty")
@@ -445,10 +445,32 @@ def loo_advantages(returns: Sequence[np.ndarray], decisions: Sequence[Sequence[D
 
 # ---- update -----------------------------------------------------------------------------------------------
 
-def _pad(decs: Sequence[Decision], F: int) -> tuple[torch.Tensor, ...]:
+class DecisionBatch(NamedTuple):
+    """One PPO batch of B sampled placements, padded to the largest candidate set C (torch tensors):
+
+    - ``x``: (B, C, F) float32 candidate feature rows (zeros where padded);
+    - ``d``: (B, C) float32 kube-scheduler's in-tree totals of the candidates;
+    - ``mask``: (B, C) bool, True for a real candidate;
+    - ``actions``: (B,) int64, the chosen candidate's index;
+    - ``old_log_probs``: (B,) float32, its log-probability under the policy that sampled it;
+    - ``advantages``: (B,) float32, the leave-one-out advantages normalised over the batch (zero mean, unit
+      std) and clipped to ± ``adv_clip``.
+    """
+
+    x: torch.Tensor
+    d: torch.Tensor
+    mask: torch.Tensor
+    actions: torch.Tensor
+    old_log_probs: torch.Tensor
+    advantages: torch.Tensor
+
+
+def decision_batch(decs: Sequence[Decision], adv: np.ndarray, features: int, adv_clip: float) -> DecisionBatch:
+    """The :class:`DecisionBatch` of ``decs`` (at least one) with raw advantages ``adv`` (B,) and ``features``
+    columns per candidate row."""
     B = len(decs)
     C = max(len(d.d) for d in decs)
-    X = np.zeros((B, C, F), np.float32)
+    X = np.zeros((B, C, features), np.float32)
     D = np.zeros((B, C), np.float32)
     mask = np.zeros((B, C), bool)
     for i, d in enumerate(decs):
@@ -458,8 +480,9 @@ def _pad(decs: Sequence[Decision], F: int) -> tuple[torch.Tensor, ...]:
         mask[i, :c] = True
     a = np.array([d.choice for d in decs], np.int64)
     lp = np.array([d.logp for d in decs], np.float32)
-    return (torch.from_numpy(X), torch.from_numpy(D), torch.from_numpy(mask), torch.from_numpy(a),
-            torch.from_numpy(lp))
+    a_n = np.clip((adv - adv.mean()) / (adv.std() + 1e-8), -adv_clip, adv_clip)
+    return DecisionBatch(torch.from_numpy(X), torch.from_numpy(D), torch.from_numpy(mask), torch.from_numpy(a),
+                         torch.from_numpy(lp), torch.from_numpy(a_n.astype(np.float32)))
 
 
 def intent_adjustment_t(X: torch.Tensor) -> torch.Tensor:
@@ -484,29 +507,28 @@ def policy_log_probs(net: PlacementNet, X: torch.Tensor, D: torch.Tensor, mask: 
     return torch.log_softmax(logits, dim=-1)
 
 
-def ppo_update(net: PlacementNet, opt: torch.optim.Optimizer, decs: Sequence[Decision], adv: np.ndarray,
-               cfg: PlacementTrainConfig, temperature: float | None = None) -> dict[str, float]:
-    """PPO-clip epochs over one batch of decisions with advantages ``adv`` (normalised here), sampled at
-    ``temperature`` (default ``cfg.temperature``)."""
-    F = net.config["features"]
-    X, D, mask, a, lp_old = _pad(decs, F)
-    a_n = np.clip((adv - adv.mean()) / (adv.std() + 1e-8), -cfg.adv_clip, cfg.adv_clip)
-    A = torch.from_numpy(a_n.astype(np.float32))
+def ppo_update(net: PlacementNet, opt: torch.optim.Optimizer, b: DecisionBatch, cfg: PlacementTrainConfig,
+               temperature: float | None = None) -> dict[str, float]:
+    """PPO-clip (Schulman et al. 2017) for ``cfg.update_epochs`` full-batch epochs over ``b``, sampled at
+    ``temperature`` (default ``cfg.temperature``): clipped surrogate minus ``entropy_coef`` × the entropy over the
+    valid candidates, gradients clipped to ``max_grad_norm``. Returns the last epoch's ``loss``, ``entropy``,
+    ``approx_kl`` and ``clip_frac``."""
+    A = b.advantages
     stats = {}
     for _ in range(cfg.update_epochs):
-        logp = policy_log_probs(net, X, D, mask, temperature or cfg.temperature, intent_gain=cfg.intent_gain)
-        lp = logp.gather(1, a[:, None]).squeeze(1)
-        ratio = torch.exp(lp - lp_old)
+        logp = policy_log_probs(net, b.x, b.d, b.mask, temperature or cfg.temperature, intent_gain=cfg.intent_gain)
+        lp = logp.gather(1, b.actions[:, None]).squeeze(1)
+        ratio = torch.exp(lp - b.old_log_probs)
         pg = -torch.min(ratio * A, torch.clamp(ratio, 1 - cfg.clip, 1 + cfg.clip) * A).mean()
-        p = torch.exp(logp) * mask
-        ent = -(p * torch.where(mask, logp, torch.zeros_like(logp))).sum(1).mean()
+        p = torch.exp(logp) * b.mask
+        ent = -(p * torch.where(b.mask, logp, torch.zeros_like(logp))).sum(1).mean()
         loss = pg - cfg.entropy_coef * ent
         opt.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
         opt.step()
         with torch.no_grad():
-            stats = {"loss": float(loss), "entropy": float(ent), "approx_kl": float((lp_old - lp).mean()),
+            stats = {"loss": float(loss), "entropy": float(ent), "approx_kl": float((b.old_log_probs - lp).mean()),
                      "clip_frac": float(((ratio - 1).abs() > cfg.clip).float().mean())}
     return stats
 
@@ -552,44 +574,31 @@ def _norm_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x.mean(0), np.where(std > 1e-3, std, 1.0)
 
 
-# ---- the loop ---------------------------------------------------------------------------------------------
+# ---- the pieces of train_placement --------------------------------------------------------------------------
 
-def train_placement(cfg: PlacementTrainConfig = PlacementTrainConfig(), out: str | Path | None = None,
-                    run_dir: str | Path | None = None, log: Callable[[str], None] = print, progress: bool = True,
-                    final_eval: bool = True, encoder_path: str | Path | None = None
-                    ) -> tuple[PlacementNet, dict[str, Any]]:
-    """Train (module docstring), export the best policy to the bundle directory ``out`` (``None``: none), write the log, curves and report to ``run_dir`` and, with
-    ``final_eval``, compare default / topology-heuristic / learned on every train and held-out app
-    (:func:`policy.bench.placement.compare`). ``encoder_path``: the encoder bundle whose embeddings the policy
-    reads (default: ``<out>/../../encoder`` when it exists, as ``make train`` lays bundles out, else the
-    committed one). Returns ``(net, report)``."""
-    torch.set_num_threads(max(1, cfg.threads))
-    torch.manual_seed(cfg.seed)
-    t_start = time.perf_counter()
-    variant = ("encoder" if cfg.service_input == "encoder" else "flat") + ("-nointent" if cfg.intent_prob <= 0 else "")
-    run = Path(run_dir) if run_dir else ROOT / "runs" / f"placement-{variant}"
-    run.mkdir(parents=True, exist_ok=True)
-    encoder = None
-    if cfg.service_input == "encoder":
-        from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder
-
-        if encoder_path is None:
-            sibling = Path(out).resolve().parent.parent / "encoder" if out else None
-            encoder_path = sibling if sibling is not None and (sibling / "manifest.json").exists() \
-                else DEFAULT_ENCODER_BUNDLE
-        encoder = GraphEncoder.load(encoder_path)
-        dim, rows_version = encoder.embedding_dim, encoder.version
-    else:
+def _service_input(cfg: PlacementTrainConfig, out: str | Path | None, encoder_path: str | Path | None
+                   ) -> tuple[Any, int, str]:
+    """``(encoder, service_dim, rows_version)`` of ``cfg.service_input``: the graph encoder (``encoder_path``,
+    default ``<out>/../../encoder`` when it exists, else the committed one) and its embedding width and version,
+    or for ``flat`` no encoder, the per-service feature count and :data:`FLAT_ROWS_VERSION`."""
+    if cfg.service_input != "encoder":
         from policy.encoder import NODE_SPEC
 
-        dim, rows_version = len(NODE_SPEC), FLAT_ROWS_VERSION
-    rows = ServiceRowCache(cfg.service_input, encoder, refresh_s=300.0, max_entries=16)
-    spec = placement_feature_spec(cfg.service_input, dim)
-    net = PlacementNet(len(spec), cfg.hidden, cfg.layers)
-    rng = np.random.default_rng(cfg.seed)
-    rng_pol = np.random.default_rng(cfg.seed + 1)
+        return None, len(NODE_SPEC), FLAT_ROWS_VERSION
+    from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder
 
-    # feature normalisation from rollouts of the initial (neutral) policy
+    if encoder_path is None:
+        sibling = Path(out).resolve().parent.parent / "encoder" if out else None
+        encoder_path = sibling if sibling is not None and (sibling / "manifest.json").exists() \
+            else DEFAULT_ENCODER_BUNDLE
+    encoder = GraphEncoder.load(encoder_path)
+    return encoder, encoder.embedding_dim, encoder.version
+
+
+def _fit_normalization(net: PlacementNet, cfg: PlacementTrainConfig, rows: ServiceRowCache,
+                       rng: np.random.Generator, rng_pol: np.random.Generator) -> None:
+    """Set ``net``'s input normalisation from the candidate rows of rollouts of the initial (neutral) policy on
+    ``max(4, 2 · instances_per_iter)`` random instances."""
     warm = []
     for _ in range(max(4, cfg.instances_per_iter * 2)):
         inst = sample_instance(cfg, rng)
@@ -597,98 +606,144 @@ def train_placement(cfg: PlacementTrainConfig = PlacementTrainConfig(), out: str
         warm += [d.x for d in decs]
     mean, std = _norm_stats(np.concatenate(warm))
     net.set_normalization(mean, std)
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
 
-    eval_rng = np.random.default_rng(cfg.seed + 10_000)
-    evals = [sample_instance(cfg, eval_rng, a, randomize=False) for a in cfg.train_apps
-             for _ in range(cfg.eval_instances)]
-    default_eval = [rollout(e, cfg, _state_of(net, cfg.intent_gain), rows, "default") for e in evals]
 
-    eval_details: list[dict[str, Any]] = []
+def _temperature(cfg: PlacementTrainConfig, it: int) -> float:
+    """The sampling temperature of iteration ``it`` (1-based): ``temperature`` annealed geometrically to
+    ``temperature_final`` at the last iteration."""
+    return cfg.temperature * (cfg.temperature_final / cfg.temperature) ** ((it - 1) / max(cfg.iterations - 1, 1))
 
-    def evaluate(it: int = 0) -> dict[str, float]:
-        res = [rollout(e, cfg, _state_of(net, cfg.intent_gain), rows, "greedy") for e in evals]
-        eval_details.append({"iteration": it, "instances": [
+
+class Collected(NamedTuple):
+    """One iteration's experience: the sampled ``decisions`` of every rollout, their leave-one-out
+    ``advantages`` (B,) float64 (same order), each rollout's ``returns`` (sum of its per-minute rewards) and
+    the number of ``episodes`` (rollouts) run."""
+
+    decisions: list[Decision]
+    advantages: np.ndarray
+    returns: list[float]
+    episodes: int
+
+
+def _collect(cfg: PlacementTrainConfig, state: dict[str, Any], rows: ServiceRowCache, rng: np.random.Generator,
+             rng_pol: np.random.Generator, temperature: float) -> Collected:
+    """``instances_per_iter`` random instances, each rolled out ``rollouts`` times with common random numbers
+    by the sampling policy ``state`` at ``temperature`` (:func:`loo_advantages`)."""
+    decs: list[Decision] = []
+    advs: list[np.ndarray] = []
+    rets = []
+    episodes = 0
+    for _ in range(cfg.instances_per_iter):
+        inst = sample_instance(cfg, rng)
+        outs = [rollout(inst, cfg, state, rows, "sample", rng_pol, temperature=temperature)
+                for _k in range(cfg.rollouts)]
+        episodes += len(outs)
+        rets += [o[0].sum() for o in outs]
+        for dk, ak in zip([o[1] for o in outs], loo_advantages([o[0] for o in outs], [o[1] for o in outs])):
+            decs += dk
+            advs.append(ak)
+    return Collected(decs, np.concatenate(advs) if advs else np.zeros(0), rets, episodes)
+
+
+class _Evaluation:
+    """The greedy evaluation: ``eval_instances`` fixed instances per train app (the benchmark cluster,
+    :func:`sample_instance` with ``randomize=False``, their own rng), each rolled out once with default scoring
+    (at construction) and, at every :meth:`run`, with the policy as served; ``details`` per run, written to
+    ``<run>/evaluations.json``."""
+
+    _METRICS = ("latency_mean_ms", "failed_pct", "cross_node_call_pct")
+
+    def __init__(self, cfg: PlacementTrainConfig, net: PlacementNet, rows: ServiceRowCache, run: Path):
+        self.cfg, self.rows, self.run_dir = cfg, rows, run
+        eval_rng = np.random.default_rng(cfg.seed + 10_000)
+        self.instances = [sample_instance(cfg, eval_rng, a, randomize=False) for a in cfg.train_apps
+                          for _ in range(cfg.eval_instances)]
+        self.default = [rollout(e, cfg, _state_of(net, cfg.intent_gain), rows, "default") for e in self.instances]
+        self.details: list[dict[str, Any]] = []
+
+    def run(self, net: PlacementNet, it: int = 0) -> dict[str, float]:
+        """Evaluate ``net`` (after iteration ``it``): ``eval_gain``, the mean over instances of the return minus
+        default scoring's; ``eval_latency_ratio``, mean latency over default's; ``eval_cross_node_pct``."""
+        cfg, rows = self.cfg, self.rows
+        res = [rollout(e, cfg, _state_of(net, cfg.intent_gain), rows, "greedy") for e in self.instances]
+        self.details.append({"iteration": it, "instances": [
             {"app": e.app.name, "nodes": e.cluster.nodes, "gain": float(r.sum() - d[0].sum()),
-             "default": {k: d[2][k] for k in ("latency_mean_ms", "failed_pct", "cross_node_call_pct")},
-             "learned": {k: m[k] for k in ("latency_mean_ms", "failed_pct", "cross_node_call_pct")}}
-            for e, (r, _, m), d in zip(evals, res, default_eval)]})
-        (run / "evaluations.json").write_text(json.dumps(_jsonable(eval_details), indent=1) + "\n", encoding="utf-8")
-        gain = np.mean([r.sum() - d[0].sum() for (r, _, _), d in zip(res, default_eval)])
+             "default": {k: d[2][k] for k in self._METRICS},
+             "learned": {k: m[k] for k in self._METRICS}}
+            for e, (r, _, m), d in zip(self.instances, res, self.default)]})
+        (self.run_dir / "evaluations.json").write_text(json.dumps(_jsonable(self.details), indent=1) + "\n",
+                                                       encoding="utf-8")
+        gain = np.mean([r.sum() - d[0].sum() for (r, _, _), d in zip(res, self.default)])
         lat = np.mean([m["latency_mean_ms"] / max(d[2]["latency_mean_ms"], 1e-9) for (_, _, m), d in
-                       zip(res, default_eval)])
+                       zip(res, self.default)])
         return {"eval_gain": float(gain), "eval_latency_ratio": float(lat),
                 "eval_cross_node_pct": float(np.mean([m["cross_node_call_pct"] for _, _, m in res]))}
 
-    fields = ["iteration", "wall_s", "episodes", "decisions", "train_return", "adv_abs", "loss", "entropy",
-              "approx_kl", "clip_frac", "eval_gain", "eval_latency_ratio", "eval_cross_node_pct"]
-    log_path = run / "log.csv"
-    fh = log_path.open("w", newline="", encoding="utf-8")
-    writer = csv.DictWriter(fh, fieldnames=fields)
-    writer.writeheader()
-    ev = evaluate()
-    best = (ev["eval_gain"], 0, {k: v.clone() for k, v in net.state_dict().items()})
-    writer.writerow({"iteration": 0, "wall_s": round(time.perf_counter() - t_start, 2), "episodes": 0, **ev})
-    log(f"placement[{variant}]: start, eval gain over default {ev['eval_gain']:+.3f}")
-    bar = None
-    if progress:
-        from tqdm import tqdm
 
-        bar = tqdm(total=cfg.iterations, desc=f"placement ({variant})", unit="it", leave=False)
-    episodes = 0
-    running = math.nan
-    t_train = time.perf_counter()
-    it = 0
-    for it in range(1, cfg.iterations + 1):
-        state = _state_of(net, cfg.intent_gain)
-        T = cfg.temperature * (cfg.temperature_final / cfg.temperature) ** ((it - 1) / max(cfg.iterations - 1, 1))
-        decs: list[Decision] = []
-        advs: list[np.ndarray] = []
-        rets = []
-        for _ in range(cfg.instances_per_iter):
-            inst = sample_instance(cfg, rng)
-            outs = [rollout(inst, cfg, state, rows, "sample", rng_pol, temperature=T) for _k in range(cfg.rollouts)]
-            episodes += len(outs)
-            rets += [o[0].sum() for o in outs]
-            for dk, ak in zip([o[1] for o in outs], loo_advantages([o[0] for o in outs], [o[1] for o in outs])):
-                decs += dk
-                advs.append(ak)
-        adv = np.concatenate(advs) if advs else np.zeros(0)
-        stats: dict[str, float] = {}
-        if len(decs) >= 2:
-            stats = ppo_update(net, opt, decs, adv, cfg, T)
-        mret = float(np.mean(rets))
-        running = mret if math.isnan(running) else 0.9 * running + 0.1 * mret
-        row: dict[str, Any] = {"iteration": it, "wall_s": round(time.perf_counter() - t_start, 2),
-                               "episodes": episodes, "decisions": len(decs), "train_return": round(mret, 4),
-                               "adv_abs": round(float(np.abs(adv).mean()) if len(adv) else 0.0, 5),
-                               **{k: round(v, 5) for k, v in stats.items()}}
-        if it % cfg.eval_every == 0 or it == cfg.iterations:
-            ev = evaluate(it)
-            if cfg.save_eval_checkpoints:
-                torch.save(net.state_dict(), str(run / f"eval-{it:04d}.pt"))
-            row.update({k: round(v, 4) for k, v in ev.items()})
-            if ev["eval_gain"] > best[0]:
-                best = (ev["eval_gain"], it, {k: v.clone() for k, v in net.state_dict().items()})
-            if bar is None:
-                log(f"placement[{variant}]: it {it}, return {running:.3f}, eval gain {ev['eval_gain']:+.3f}, "
-                    f"latency x{ev['eval_latency_ratio']:.3f}, {time.perf_counter() - t_start:.0f} s")
-        writer.writerow(row)
-        fh.flush()
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(ret=f"{running:.2f}", gain=f"{best[0]:+.2f}")
-        if cfg.time_budget_s is not None and time.perf_counter() - t_train > cfg.time_budget_s:
-            log(f"placement[{variant}]: time budget of {cfg.time_budget_s:g} s reached at iteration {it}")
-            break
-    if bar is not None:
-        bar.close()
-    fh.close()
-    train_s = time.perf_counter() - t_start
-    net.load_state_dict(best[2])
-    net.eval()
-    log(f"placement[{variant}]: {it} iterations, {episodes} episodes in {train_s:.0f} s; best eval gain "
-        f"{best[0]:+.3f} at iteration {best[1]}")
+@dataclass
+class _Best:
+    """The best evaluation so far: its ``gain``, ``iteration`` and a copy of the net's ``state``."""
+
+    gain: float
+    iteration: int
+    state: dict[str, torch.Tensor]
+
+    @classmethod
+    def of(cls, net: PlacementNet, gain: float, iteration: int) -> _Best:
+        return cls(gain, iteration, {k: v.clone() for k, v in net.state_dict().items()})
+
+    def offer(self, net: PlacementNet, gain: float, iteration: int) -> None:
+        """Keep ``net``'s weights when ``gain`` beats the best."""
+        if gain > self.gain:
+            self.gain, self.iteration, self.state = gain, iteration, {k: v.clone() for k, v in net.state_dict().items()}
+
+
+#: The columns of ``log.csv``.
+LOG_FIELDS = ["iteration", "wall_s", "episodes", "decisions", "train_return", "adv_abs", "loss", "entropy",
+              "approx_kl", "clip_frac", "eval_gain", "eval_latency_ratio", "eval_cross_node_pct"]
+
+
+class _Log:
+    """``log.csv`` (one row per iteration, flushed as it goes) and the progress display: a tqdm bar with
+    ``progress``, else a ``log`` line per evaluation."""
+
+    def __init__(self, path: Path, progress: bool, total: int, variant: str, log: Callable[[str], None]):
+        self.path, self.variant, self.log = path, variant, log
+        self.fh = path.open("w", newline="", encoding="utf-8")
+        self.writer = csv.DictWriter(self.fh, fieldnames=LOG_FIELDS)
+        self.writer.writeheader()
+        self.bar = None
+        if progress:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=f"placement ({variant})", unit="it", leave=False)
+
+    def row(self, row: dict[str, Any]) -> None:
+        self.writer.writerow(row)
+        self.fh.flush()
+
+    def evaluation(self, it: int, running: float, ev: dict[str, float], elapsed_s: float) -> None:
+        if self.bar is None:
+            self.log(f"placement[{self.variant}]: it {it}, return {running:.3f}, eval gain {ev['eval_gain']:+.3f}, "
+                     f"latency x{ev['eval_latency_ratio']:.3f}, {elapsed_s:.0f} s")
+
+    def step(self, running: float, best_gain: float) -> None:
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(ret=f"{running:.2f}", gain=f"{best_gain:+.2f}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self.fh.close()
+
+
+def _export(net: PlacementNet, cfg: PlacementTrainConfig, variant: str, run: Path, encoder: Any, dim: int,
+            rows_version: str, best: _Best, iterations: int, episodes: int, train_s: float, final_eval: bool,
+            log: Callable[[str], None]) -> tuple[PolicyBundle, dict[str, Any]]:
+    """The bundle of ``net`` (already the best weights) with its version and metadata, and the report; with
+    ``final_eval`` the comparison on every app (``comparison.md``, in the report and the bundle's metadata).
+    Writes ``checkpoint.pt``; the caller writes the bundle."""
     # date, seed, -quick and the weights' digest (policy.bundle.content_version): never the version of another
     # training's bundle
     from policy.bundle import content_version
@@ -699,16 +754,19 @@ def train_placement(cfg: PlacementTrainConfig = PlacementTrainConfig(), out: str
         "algorithm": "PPO-clip with a common-random-numbers leave-one-out baseline (no critic), trained through "
                      "kube-scheduler's default scores + extender score x weight 2 x 10 (policy.train.placement)",
         "train_apps": list(cfg.train_apps), "heldout_apps": list(cfg.heldout_apps),
-        "config": _jsonable(asdict(cfg)), "train_s": round(train_s, 1), "iterations": it, "episodes": episodes,
-        "best_iteration": best[1], "best_eval_gain": round(best[0], 4), "torch_version": torch.__version__,
+        "config": _jsonable(asdict(cfg)), "train_s": round(train_s, 1), "iterations": iterations,
+        "episodes": episodes, "best_iteration": best.iteration, "best_eval_gain": round(best.gain, 4),
+        "torch_version": torch.__version__,
     }
-    report: dict[str, Any] = {"train_s": train_s, "iterations": it, "episodes": episodes, "best_iteration": best[1],
-                              "best_eval_gain": best[0], "policy_version": version, "config": meta["config"]}
-    bundle = export_placement(net, None, service_input=cfg.service_input, service_dim=dim, rows_version=rows_version,
-                              temperature=cfg.temperature, policy_version=version, metadata=meta,
-                              intent_gain=cfg.intent_gain)
+    report: dict[str, Any] = {"train_s": train_s, "iterations": iterations, "episodes": episodes,
+                              "best_iteration": best.iteration, "best_eval_gain": best.gain,
+                              "policy_version": version, "config": meta["config"]}
+    export_kw: dict[str, Any] = {"service_input": cfg.service_input, "service_dim": dim, "rows_version": rows_version,
+                                 "temperature": cfg.temperature, "policy_version": version, "metadata": meta,
+                                 "intent_gain": cfg.intent_gain}
+    bundle = export_placement(net, None, **export_kw)
     if final_eval:
-        from policy.bench.placement import compare, markdown_table
+        from policy.sim.placement import compare, markdown_table
 
         pol = LearnedPlacement(bundle, encoder=encoder)
         table = compare(list(cfg.train_apps) + list(cfg.heldout_apps), cfg.final_seeds, cfg.final_minutes,
@@ -716,18 +774,99 @@ def train_placement(cfg: PlacementTrainConfig = PlacementTrainConfig(), out: str
         report["comparison"] = table
         meta["comparison"] = table
         (run / "comparison.md").write_text(markdown_table(table) + "\n", encoding="utf-8")
-        bundle = export_placement(net, None, service_input=cfg.service_input, service_dim=dim,
-                                  rows_version=rows_version, temperature=cfg.temperature, policy_version=version,
-                                  metadata=meta, intent_gain=cfg.intent_gain)
-    save_checkpoint(net, run / "checkpoint.pt", service_input=cfg.service_input, service_dim=dim,
-                    rows_version=rows_version, temperature=cfg.temperature, policy_version=version, metadata=meta,
-                    intent_gain=cfg.intent_gain)
-    report["evaluations"] = eval_details
+        bundle = export_placement(net, None, **export_kw)  # again, with the comparison in its metadata
+    save_checkpoint(net, run / "checkpoint.pt", **export_kw)
+    return bundle, report
+
+
+# ---- the loop ---------------------------------------------------------------------------------------------
+
+def train_placement(cfg: PlacementTrainConfig = PlacementTrainConfig(), out: str | Path | None = None,
+                    run_dir: str | Path | None = None, log: Callable[[str], None] = print, progress: bool = True,
+                    final_eval: bool = True, encoder_path: str | Path | None = None
+                    ) -> tuple[PlacementNet, dict[str, Any]]:
+    """Train (module docstring), export the best policy to the bundle directory ``out`` (``None``: none), write the log, curves and report to ``run_dir`` and, with
+    ``final_eval``, compare default / topology-heuristic / learned on every train and held-out app
+    (:func:`policy.sim.placement.compare`). ``encoder_path``: the encoder bundle whose embeddings the policy
+    reads (default: ``<out>/../../encoder`` when it exists, as ``make train`` lays bundles out, else the
+    committed one). Returns ``(net, report)``."""
+    # ---- build everything: seeds, the service rows, the net and its normalisation, the evaluation, the log ----
+    torch.set_num_threads(max(1, cfg.threads))
+    torch.manual_seed(cfg.seed)
+    t_start = time.perf_counter()
+    variant = ("encoder" if cfg.service_input == "encoder" else "flat") + ("-nointent" if cfg.intent_prob <= 0 else "")
+    run = Path(run_dir) if run_dir else ROOT / "runs" / f"placement-{variant}"
+    run.mkdir(parents=True, exist_ok=True)
+    encoder, dim, rows_version = _service_input(cfg, out, encoder_path)
+    rows = ServiceRowCache(cfg.service_input, encoder, refresh_s=300.0, max_entries=16)
+    net = PlacementNet(len(placement_feature_spec(cfg.service_input, dim)), cfg.hidden, cfg.layers)
+    rng = np.random.default_rng(cfg.seed)  # instances
+    rng_pol = np.random.default_rng(cfg.seed + 1)  # the policy's sampling
+    _fit_normalization(net, cfg, rows, rng, rng_pol)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    evaluation = _Evaluation(cfg, net, rows, run)
+    ev = evaluation.run(net)
+    best = _Best.of(net, ev["eval_gain"], 0)
+    log(f"placement[{variant}]: start, eval gain over default {ev['eval_gain']:+.3f}")
+    logger = _Log(run / "log.csv", progress, cfg.iterations, variant, log)
+    logger.row({"iteration": 0, "wall_s": round(time.perf_counter() - t_start, 2), "episodes": 0, **ev})
+    episodes = 0
+    running = math.nan
+    t_train = time.perf_counter()
+    it = 0
+
+    for it in range(1, cfg.iterations + 1):
+        # ---- collect: K rollouts of each random instance, sampling at the annealed temperature ----
+        state = _state_of(net, cfg.intent_gain)
+        T = _temperature(cfg, it)
+        batch = _collect(cfg, state, rows, rng, rng_pol, T)
+        episodes += batch.episodes
+
+        # ---- update: PPO-clip on the decisions with their leave-one-out advantages ----
+        stats: dict[str, float] = {}
+        if len(batch.decisions) >= 2:
+            stats = ppo_update(net, opt, decision_batch(batch.decisions, batch.advantages, net.config["features"],
+                                                        cfg.adv_clip), cfg, T)
+
+        # ---- log: the iteration's row (written after the evaluation's columns) ----
+        mret = float(np.mean(batch.returns))
+        running = mret if math.isnan(running) else 0.9 * running + 0.1 * mret
+        adv = batch.advantages
+        row: dict[str, Any] = {"iteration": it, "wall_s": round(time.perf_counter() - t_start, 2),
+                               "episodes": episodes, "decisions": len(batch.decisions), "train_return": round(mret, 4),
+                               "adv_abs": round(float(np.abs(adv).mean()) if len(adv) else 0.0, 5),
+                               **{k: round(v, 5) for k, v in stats.items()}}
+
+        # ---- evaluate: greedy, every eval_every iterations and at the last; keep the best weights ----
+        if it % cfg.eval_every == 0 or it == cfg.iterations:
+            ev = evaluation.run(net, it)
+            if cfg.save_eval_checkpoints:
+                torch.save(net.state_dict(), str(run / f"eval-{it:04d}.pt"))
+            row.update({k: round(v, 4) for k, v in ev.items()})
+            best.offer(net, ev["eval_gain"], it)
+            logger.evaluation(it, running, ev, time.perf_counter() - t_start)
+        logger.row(row)
+        logger.step(running, best.gain)
+        if cfg.time_budget_s is not None and time.perf_counter() - t_train > cfg.time_budget_s:
+            log(f"placement[{variant}]: time budget of {cfg.time_budget_s:g} s reached at iteration {it}")
+            break
+
+    logger.close()
+    # ---- export: the best evaluated weights; the bundle directory last ----
+    train_s = time.perf_counter() - t_start
+    net.load_state_dict(best.state)
+    net.eval()
+    log(f"placement[{variant}]: {it} iterations, {episodes} episodes in {train_s:.0f} s; best eval gain "
+        f"{best.gain:+.3f} at iteration {best.iteration}")
+    bundle, report = _export(net, cfg, variant, run, encoder, dim, rows_version, best, it, episodes, train_s,
+                             final_eval, log)
+    report["evaluations"] = evaluation.details
     (run / "report.json").write_text(json.dumps(_jsonable(report), indent=1) + "\n", encoding="utf-8")
-    plot_curves(log_path, run / "learning_curves.png", title=f"placement ({variant})")
+    plot_curves(logger.path, run / "learning_curves.png", title=f"placement ({variant})")
     if out:  # last: a run that fails on the way leaves the bundle as it was
         bundle.save(out)
-        log(f"placement[{variant}]: {version}: bundle written to {out}" + (" (quick run)" if cfg.quick else ""))
+        log(f"placement[{variant}]: {report['policy_version']}: bundle written to {out}"
+            + (" (quick run)" if cfg.quick else ""))
     return net, report
 
 
@@ -751,7 +890,8 @@ def plot_curves(csv_path: Path, png_path: Path, title: str = "placement") -> Non
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = list(csv.DictReader(csv_path.open(encoding="utf-8")))
+    with csv_path.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
     it = np.array([int(r["iteration"]) for r in rows if r["train_return"]])
     ret = np.array([float(r["train_return"]) for r in rows if r["train_return"]])
     ev = [(int(r["iteration"]), float(r["eval_gain"]), float(r["eval_latency_ratio"])) for r in rows if r["eval_gain"]]
@@ -871,7 +1011,7 @@ def run_cli(args: Any) -> int:
     _net, report = train_placement(cfg, out=out, run_dir=run_dir, log=lambda m: print(m, file=sys.stderr),
                                    progress=sys.stderr.isatty(), final_eval=not args.no_eval)
     if "comparison" in report:
-        from policy.bench.placement import markdown_table
+        from policy.sim.placement import markdown_table
 
         print(markdown_table(report["comparison"]), file=sys.stderr)
     return 0

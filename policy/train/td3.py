@@ -9,14 +9,16 @@ the numpy forward passes in :mod:`policy.encoder.mpnn` built from exported bundl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["TD3Config", "ReplayBuffer", "mlp", "Actor", "Critic", "soft_update", "TD3", "imitation_loss", "WorkloadPredictor"]
+__all__ = ["TD3Config", "ReplayBufferSamples", "ReplayBuffer", "mlp", "Actor", "Critic", "soft_update", "TD3", "imitation_loss", "WorkloadPredictor"]
 
 
 @dataclass(frozen=True)
@@ -54,43 +56,77 @@ class TD3Config:
     actor_q_normalization: bool = False
 
 
-class ReplayBuffer:
-    """A ring buffer of transitions (numpy, float32). ``obs``: (obs_dim,), ``action``: (act_dim,) in
-    [-1, 1], ``reward``: scalar, ``next_obs``, ``done``: 0/1. ``extra`` holds optional per-transition
-    arrays (e.g. the teacher's global state) of fixed shapes given at construction."""
+class ReplayBufferSamples(NamedTuple):
+    """A minibatch of transitions, as torch float32 tensors (the layout of Stable-Baselines3's
+    ``ReplayBufferSamples``); ``B`` is the batch size.
 
-    def __init__(self, obs_dim: int, act_dim: int, size: int, extra: dict[str, tuple[int, ...]] | None = None):
+    - ``observations``: (B, obs_dim), the state the action was taken in;
+    - ``actions``: (B, act_dim), in [-1, 1];
+    - ``next_observations``: (B, obs_dim), the state one decision period later;
+    - ``dones``: (B, 1), 1.0 where the episode ended at the transition (no bootstrap), else 0.0;
+    - ``rewards``: (B, 1);
+    - ``teacher_observations`` / ``next_teacher_observations``: (B, teacher_obs_dim), the DRPC teacher's input
+      (global state) for the same two states, or ``None`` when the buffer stores none.
+
+    :meth:`TD3.update` reads the first five fields; a different view of the same transitions (the teacher's
+    input, a student's slice of the local row) is ``batch._replace(observations=..., next_observations=...)``.
+    """
+
+    observations: torch.Tensor
+    actions: torch.Tensor
+    next_observations: torch.Tensor
+    dones: torch.Tensor
+    rewards: torch.Tensor
+    teacher_observations: torch.Tensor | None = None
+    next_teacher_observations: torch.Tensor | None = None
+
+
+class ReplayBuffer:
+    """A ring buffer of ``size`` transitions (numpy, float32): ``obs`` / ``next_obs`` (size, obs_dim),
+    ``action`` (size, act_dim) in [-1, 1], ``reward`` and ``done`` (size, 1). With ``teacher_obs_dim`` > 0 it
+    also keeps the DRPC teacher's input for both states, ``teacher_obs`` / ``next_teacher_obs``
+    (size, teacher_obs_dim). Once full, each :meth:`add` overwrites the oldest transition."""
+
+    def __init__(self, obs_dim: int, act_dim: int, size: int, teacher_obs_dim: int = 0):
         self.size = int(size)
         self.obs = np.zeros((size, obs_dim), np.float32)
         self.next_obs = np.zeros((size, obs_dim), np.float32)
         self.action = np.zeros((size, act_dim), np.float32)
         self.reward = np.zeros((size, 1), np.float32)
         self.done = np.zeros((size, 1), np.float32)
-        self.extra = {k: np.zeros((size, *shape), np.float32) for k, shape in (extra or {}).items()}
+        self.teacher_obs = np.zeros((size, teacher_obs_dim), np.float32) if teacher_obs_dim > 0 else None
+        self.next_teacher_obs = np.zeros((size, teacher_obs_dim), np.float32) if teacher_obs_dim > 0 else None
         self.ptr = 0
         self.full = False
 
     def __len__(self) -> int:
         return self.size if self.full else self.ptr
 
-    def add(self, obs, action, reward, next_obs, done, **extra) -> None:
+    def add(self, obs, action, reward, next_obs, done, teacher_obs=None, next_teacher_obs=None) -> None:
+        """Store one transition: ``obs`` / ``next_obs`` (obs_dim,), ``action`` (act_dim,), scalar ``reward`` and
+        ``done`` (0/1); ``teacher_obs`` / ``next_teacher_obs`` (teacher_obs_dim,) when the buffer keeps them."""
         i = self.ptr
         self.obs[i] = obs
         self.action[i] = action
         self.reward[i] = reward
         self.next_obs[i] = next_obs
         self.done[i] = done
-        for k, v in extra.items():
-            self.extra[k][i] = v
+        if self.teacher_obs is not None:
+            self.teacher_obs[i] = teacher_obs
+            self.next_teacher_obs[i] = next_teacher_obs
         self.ptr = (self.ptr + 1) % self.size
         self.full = self.full or self.ptr == 0
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> dict[str, torch.Tensor]:
+    def sample(self, batch_size: int, rng: np.random.Generator) -> ReplayBufferSamples:
+        """``batch_size`` transitions drawn uniformly with replacement (one ``rng.integers`` draw) as a
+        :class:`ReplayBufferSamples` of (batch_size, ·) float32 tensors."""
         idx = rng.integers(0, len(self), size=batch_size)
-        out = {"obs": self.obs[idx], "action": self.action[idx], "reward": self.reward[idx],
-               "next_obs": self.next_obs[idx], "done": self.done[idx]}
-        out.update({k: v[idx] for k, v in self.extra.items()})
-        return {k: torch.as_tensor(v) for k, v in out.items()}
+
+        def rows(a: np.ndarray | None) -> torch.Tensor | None:
+            return None if a is None else torch.as_tensor(a[idx])
+
+        return ReplayBufferSamples(rows(self.obs), rows(self.action), rows(self.next_obs), rows(self.done),
+                                   rows(self.reward), rows(self.teacher_obs), rows(self.next_teacher_obs))
 
 
 def mlp(in_dim: int, hidden: int, out_dim: int, layers: int = 2) -> nn.Sequential:
@@ -163,25 +199,31 @@ class TD3:
             a = a + rng.normal(0.0, self.config.exploration_noise, size=a.shape)
         return np.clip(a, -1.0, 1.0).astype(np.float32)
 
-    def critic_loss(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
+    def critic_loss(self, b: ReplayBufferSamples) -> torch.Tensor:
+        """Clipped double-Q loss: both critics regress on ``r + (1 − done)·gamma·min(Q1', Q2')(s', a')`` with
+        the target actor's ``a'`` plus clipped Gaussian noise (target policy smoothing)."""
         c = self.config
         with torch.no_grad():
-            noise = (torch.randn_like(b["action"]) * c.target_policy_noise).clamp(-c.target_noise_clip,
-                                                                                  c.target_noise_clip)
-            next_a = (self.actor_target(b["next_obs"]) + noise).clamp(-1.0, 1.0)
-            t1, t2 = self.critic_target(b["next_obs"], next_a)
-            target = b["reward"] + (1.0 - b["done"]) * c.gamma * torch.min(t1, t2)
-        q1, q2 = self.critic(b["obs"], b["action"])
+            noise = (torch.randn_like(b.actions) * c.target_policy_noise).clamp(-c.target_noise_clip,
+                                                                               c.target_noise_clip)
+            next_a = (self.actor_target(b.next_observations) + noise).clamp(-1.0, 1.0)
+            t1, t2 = self.critic_target(b.next_observations, next_a)
+            target = b.rewards + (1.0 - b.dones) * c.gamma * torch.min(t1, t2)
+        q1, q2 = self.critic(b.observations, b.actions)
         return F.mse_loss(q1, target) + F.mse_loss(q2, target)
 
-    def actor_loss(self, b: dict[str, torch.Tensor]) -> torch.Tensor:
-        q1, _ = self.critic(b["obs"], self.actor(b["obs"]))
+    def actor_loss(self, b: ReplayBufferSamples) -> torch.Tensor:
+        """``−mean Q1(s, π(s))`` (divided by the batch's mean ``|Q1|`` with ``actor_q_normalization``)."""
+        q1, _ = self.critic(b.observations, self.actor(b.observations))
         if self.config.actor_q_normalization:
             return -q1.mean() / q1.abs().mean().detach().clamp_min(1e-6)
         return -q1.mean()
 
-    def update(self, b: dict[str, torch.Tensor], extra_actor_loss=None) -> dict[str, float | None]:
-        """One TD3 update. ``extra_actor_loss(batch) -> Tensor`` is added to the actor loss (DRPC's imitation)."""
+    def update(self, b: ReplayBufferSamples,
+               extra_actor_loss: Callable[[ReplayBufferSamples], torch.Tensor] | None = None
+               ) -> dict[str, float | None]:
+        """One TD3 update on batch ``b``. ``extra_actor_loss(b) -> Tensor`` is added to the actor loss (DRPC's
+        imitation). Returns ``{"critic_loss": float, "actor_loss": float | None}``."""
         closs = self.critic_loss(b)
         self.critic_opt.zero_grad()
         closs.backward()

@@ -78,9 +78,9 @@ def test_training_and_held_out_segments_stay_a_day_away_from_the_evaluation_wind
     w = WINDOWS[trace]
     lo, hi = w.start_min - EXCLUDE_MARGIN_MIN, w.start_min + w.length_min + EXCLUDE_MARGIN_MIN
     train, held = segments(trace)
-    from policy.sim.traces import _data_dir, read_counts
+    from policy.sim.traces import data_dir, read_counts
 
-    counts = read_counts(str(_data_dir() / w.file))
+    counts = read_counts(str(data_dir() / w.file))
     # locate each segment in the trace: before the cut-out or after it, never inside
     pos = 0
     seen = []

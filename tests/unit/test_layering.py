@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-TRAINING_MODULES = {"nn", "td3", "train", "export", "hrl_train", "drpc_train", "encoder_train", "torch_utils",
-                    "placement_train"}
+#: Exactly the modules that import torch: all in policy/train (DESIGN.md section 3). A new module importing torch,
+#: or one of these no longer importing it, fails the test: keep the list exact.
+TORCH_MODULES = {"policy/train/td3.py", "policy/train/drpc.py", "policy/train/placement.py", "policy/train/encoder.py"}
 
 
 def imports_of(path: Path) -> set[str]:
@@ -51,16 +52,38 @@ def test_only_the_kube_modules_import_the_kubernetes_client():
     assert bad == []
 
 
-def test_torch_is_imported_only_by_training_modules():
-    bad = [str(p.relative_to(ROOT)) for pkg in ("policy", "extender", "descheduler") for p in modules(pkg)
-           if any(m.split(".")[0] == "torch" for m in imports_of(p))
-           and not (p.parent.name == "train" or p.stem in TRAINING_MODULES)]
-    assert bad == []
+def test_torch_is_imported_by_exactly_the_listed_training_modules():
+    found = {p.relative_to(ROOT).as_posix() for pkg in ("policy", "extender", "descheduler") for p in modules(pkg)
+             if any(m.split(".")[0] == "torch" for m in imports_of(p))}
+    assert found == TORCH_MODULES
+
+
+def test_the_headline_stacks_reach_the_simulator_only_through_entry_points():
+    # the deliberate inversion of DESIGN.md section 3: policy.sim.stacks never imports descheduler, yet the
+    # learned stacks the descheduler package provides are registered through the hrl_scheduler.stacks group
+    from importlib import metadata
+
+    from policy.sim.stacks import ENTRY_POINT_GROUP, available_stacks
+
+    eps = {ep.name: ep.value for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    assert eps["hrl-scheduler"] == "descheduler.stacks:hrl_scheduler"
+    stacks = available_stacks()
+    assert stacks["hrl-scheduler"].origin == "entry point descheduler.stacks:hrl_scheduler"
+    assert all(m.split(".")[0] != "descheduler" for p in modules("policy") for m in imports_of(p))
+
+
+def test_the_import_contracts_hold():
+    # the contracts of pyproject.toml [tool.importlinter] (import-linter), the same check `make test` runs first
+    code = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True, no_logo=True))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert "Contracts: " in out.stdout, out.stdout[-2000:] + out.stderr[-2000:]
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
 
 
 def test_the_servers_and_the_cli_run_without_loading_torch():
     code = ("import sys, extender.server, extender.__main__, descheduler.loop, descheduler.__main__, "
-            "policy.cli, policy.sim.engine, policy.lowlevel, policy.bench.placement; "
+            "policy.cli, policy.sim.engine, policy.lowlevel, policy.highlevel, policy.encoder, policy.cache, "
+            "policy.bench.placement, policy.bench.stacks; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -3,7 +3,7 @@
 import numpy as np
 import torch  # the [train] extra, which `make test` installs
 
-from policy.train.td3 import TD3, Actor, ReplayBuffer, TD3Config, WorkloadPredictor, imitation_loss
+from policy.train.td3 import TD3, Actor, ReplayBuffer, ReplayBufferSamples, TD3Config, WorkloadPredictor, imitation_loss
 
 
 def batch(n=32, obs_dim=4, act_dim=2, seed=0):
@@ -64,6 +64,25 @@ def test_the_replay_buffer_wraps_around_and_keeps_its_size():
         buf.add([i], [0], i, [i], 0)
     assert len(buf) == 5 and buf.full
     assert sorted(buf.obs[:, 0].tolist()) == [2, 3, 4, 5, 6]
+
+
+def test_a_sample_is_a_named_tuple_of_float32_rows_with_the_teachers_input_when_kept():
+    rng = np.random.default_rng(0)
+    plain = batch(n=8)
+    assert isinstance(plain, ReplayBufferSamples)
+    assert plain.observations.shape == plain.next_observations.shape == (8, 4) and plain.actions.shape == (8, 2)
+    assert plain.rewards.shape == plain.dones.shape == (8, 1)
+    assert all(t.dtype == torch.float32 for t in plain[:5])
+    assert plain.teacher_observations is None and plain.next_teacher_observations is None
+    buf = ReplayBuffer(2, 1, 10, teacher_obs_dim=3)
+    for i in range(4):
+        buf.add([i, i], [0.5], -i, [i + 1, i + 1], 0.0, teacher_obs=[i] * 3, next_teacher_obs=[i + 1] * 3)
+    b = buf.sample(16, rng)
+    assert b.teacher_observations.shape == b.next_teacher_observations.shape == (16, 3)
+    # every row is one stored transition: the teacher's input and the local row of the same state
+    assert torch.equal(b.teacher_observations[:, 0], b.observations[:, 0])
+    assert torch.equal(b.next_teacher_observations[:, 0], b.observations[:, 0] + 1)
+    assert torch.equal(b.rewards[:, 0], -b.observations[:, 0])
 
 
 def test_the_workload_predictor_maps_a_window_to_the_horizon():
