@@ -5,11 +5,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test bench bench-quick bench-sim bench-topology bench-scheduler train controlplane e2e-kind clean help
+.PHONY: demo test lint bench bench-quick bench-sim bench-topology bench-scheduler train controlplane e2e-kind clean help
 
 help:
 	@echo "make demo             install (runtime only, no torch) and run the main job on Online Boutique"
-	@echo "make test             install (with [train,test]) and run the whole test suite"
+	@echo "make test             install (with [train,test]) and run the whole test suite (lint included)"
+	@echo "make lint             ruff (lint + format check) and the import contracts"
 	@echo "make bench            the policy benchmark -> BENCHMARKS.md, benchmarks/summary.json, plots"
 	@echo "make bench-quick      a smaller policy benchmark (< 10 min)"
 	@echo "make bench-sim        simulator speed, discrete-event cross-check, calibration error (~13 min)"
@@ -35,9 +36,15 @@ demo: $(VENV)/.runtime
 controlplane:
 	hack/build-controlplane.sh
 
-test: $(VENV)/.test controlplane
+test: $(VENV)/.test controlplane lint
 	hack/install-prometheus.sh >/dev/null
 	$(PY) -m pytest -q
+
+# lint: ruff (rules and formatting, pyproject.toml [tool.ruff]) and the architecture contracts (import-linter)
+lint: $(VENV)/.test
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-logo
 
 bench: $(VENV)/.test
 	OMP_NUM_THREADS=1 $(PY) -m policy.bench --full

@@ -57,19 +57,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
         description="Topology-aware descheduler: moves pods of chatty services together and off overloaded "
-                    "nodes, through guarded evictions.")
+        "nodes, through guarded evictions.",
+    )
     p.add_argument("--config", metavar="FILE", help="DeschedulerConfiguration YAML (default: built-in defaults)")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--once", action="store_true", help="run one cycle and exit (CronJob mode)")
-    mode.add_argument("--interval", metavar="SECONDS", type=_positive_float,
-                      help=f"run a cycle every SECONDS (<= {MAX_SECONDS}, 365 days) until interrupted")
+    mode.add_argument(
+        "--interval",
+        metavar="SECONDS",
+        type=_positive_float,
+        help=f"run a cycle every SECONDS (<= {MAX_SECONDS}, 365 days) until interrupted",
+    )
     p.add_argument("--dry-run", action="store_true", help="evict nothing; report what would be evicted")
-    p.add_argument("--snapshot", metavar="FILE",
-                   help="read the cluster from a Kubernetes List JSON/YAML file or directory "
-                        "(kubectl get nodes,pods,pdb,deployments -A -o json); implies --dry-run")
-    p.add_argument("--kubeconfig", metavar="FILE",
-                   help="kubeconfig of the live cluster (default: in-cluster service account, else "
-                        "$KUBECONFIG / ~/.kube/config)")
+    p.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="read the cluster from a Kubernetes List JSON/YAML file or directory "
+        "(kubectl get nodes,pods,pdb,deployments -A -o json); implies --dry-run",
+    )
+    p.add_argument(
+        "--kubeconfig",
+        metavar="FILE",
+        help="kubeconfig of the live cluster (default: in-cluster service account, else $KUBECONFIG / ~/.kube/config)",
+    )
     p.add_argument("--json", action="store_true", help="print only the cycle report JSON on stdout")
     return p
 
@@ -80,8 +90,7 @@ def _positive_float(s: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number of seconds > 0 (got {s!r})") from None
     if not 0 < v <= MAX_SECONDS:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0 and <= {MAX_SECONDS} (365 days) "
-                                         f"(got {s!r})")
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0 and <= {MAX_SECONDS} (365 days) (got {s!r})")
     return v
 
 
@@ -91,13 +100,16 @@ def _err(msg: str) -> None:
 
 def format_report(report: CycleReport) -> str:
     """The human-readable report: one summary line, then a table of the planned moves and their outcomes."""
-    from tabulate import tabulate  # noqa: PLC0415 - only the readable output needs it
+    from tabulate import tabulate
 
     mode = "dry run" if report.dry_run else "live"
     counts = ", ".join(f"{k} {v}" for k, v in report.counts.items() if v)
-    head = (f"{PROG} ({mode}, planner {report.planner}): {report.nodes} nodes, {report.pods} pods, "
-            f"{len(report.planned_moves)} planned moves" + (f" ({counts})" if counts else "")
-            + f" in {report.duration_s * 1000:.0f} ms")
+    head = (
+        f"{PROG} ({mode}, planner {report.planner}): {report.nodes} nodes, {report.pods} pods, "
+        f"{len(report.planned_moves)} planned moves"
+        + (f" ({counts})" if counts else "")
+        + f" in {report.duration_s * 1000:.0f} ms"
+    )
     intent = ", ".join(f"{v:g}" for v in report.intent)
     lines = [head, f"intent: [{intent}]"]
     for r in report.scaling:
@@ -108,8 +120,14 @@ def format_report(report: CycleReport) -> str:
             m = r.move
             detail = "; ".join(str(b) for b in r.blockers) if r.blockers else r.message
             rows.append([m.pod, m.from_node, m.to_node or "-", m.reason, f"{m.gain:.2f}", r.outcome, detail])
-        lines.append(tabulate(rows, headers=["pod", "from", "to", "reason", "gain", "outcome", "detail"],
-                              tablefmt="simple", disable_numparse=True))
+        lines.append(
+            tabulate(
+                rows,
+                headers=["pod", "from", "to", "reason", "gain", "outcome", "detail"],
+                tablefmt="simple",
+                disable_numparse=True,
+            )
+        )
     else:
         lines.append("nothing worth moving")
     for w in report.warnings:
@@ -189,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ObjectError, HistoryError) as exc:
         _err(f"{PROG}: {exc}")
         return 1
-    except Exception as exc:  # noqa: BLE001 - the API server did not answer: one line
+    except Exception as exc:
         if not live:
             raise
         _err(f"{PROG}: cannot read the cluster: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
@@ -207,8 +225,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             planner.load_state(state_section)
         except ValueError as exc:  # learned state only: safe to start afresh (the eviction history fails closed)
-            _err(f"{PROG}: warning: {config.state_file}: dropping the planner state, starting fresh: "
-                 f"{' '.join(str(exc).split())[:300]}")
+            _err(
+                f"{PROG}: warning: {config.state_file}: dropping the planner state, starting fresh: "
+                f"{' '.join(str(exc).split())[:300]}"
+            )
             history.sections.pop("planner", None)
     scaler: Scaler | None = None
     if config.scaling.enabled:
@@ -243,12 +263,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     once = args.once or (args.interval is None and args.snapshot is not None)
     if once:
         try:
-            report = run_once(observe, evictor, planner, placement, config, history, time.time(),
-                              metrics=metrics, warnings=tuple(warnings), scaler=scaler)
+            report = run_once(
+                observe,
+                evictor,
+                planner,
+                placement,
+                config,
+                history,
+                time.time(),
+                metrics=metrics,
+                warnings=tuple(warnings),
+                scaler=scaler,
+            )
         except ObjectError as exc:
             _err(f"{PROG}: {exc}")
             return 1
-        except Exception as exc:  # noqa: BLE001 - the API server stopped answering before any eviction
+        except Exception as exc:
             if not live:
                 raise
             _err(f"{PROG}: cannot read the cluster: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
@@ -264,9 +294,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
 
     def loop(until: threading.Event, ev: Evictor, sc: Scaler | None) -> None:
-        run_forever(interval_s, observe, ev, planner, placement, config, history, metrics=metrics,
-                    stop=until, on_report=emit, scaler=sc,
-                    on_error=lambda exc: _err(f"{PROG}: cycle failed: {type(exc).__name__}: {exc}"))
+        run_forever(
+            interval_s,
+            observe,
+            ev,
+            planner,
+            placement,
+            config,
+            history,
+            metrics=metrics,
+            stop=until,
+            on_report=emit,
+            scaler=sc,
+            on_error=lambda exc: _err(f"{PROG}: cycle failed: {type(exc).__name__}: {exc}"),
+        )
 
     try:
         le = config.leader_election
@@ -279,8 +320,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             def leading(over: threading.Event) -> None:
                 _err(f"{PROG}: {elector.identity} holds the lease; running cycles")
-                gated = None if scaler is None else GatedScaler(
-                    scaler, elector.is_leader, f"{elector.identity} does not hold the leader-election lease any more")
+                gated = (
+                    None
+                    if scaler is None
+                    else GatedScaler(
+                        scaler,
+                        elector.is_leader,
+                        f"{elector.identity} does not hold the leader-election lease any more",
+                    )
+                )
                 loop(over, LeaderGatedEvictor(evictor, elector), gated)
 
             if lead(elector, leading, stop) == "lost":

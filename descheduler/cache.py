@@ -23,10 +23,15 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from policy.cache import CacheClientMetrics, EncoderMetrics
-from policy.cache import CacheUnavailable, GrpcEmbeddingCache
-from policy.cache import EmbeddingCache
-from policy.cache import EmbeddingEntry, fingerprint
+from policy.cache import (
+    CacheClientMetrics,
+    CacheUnavailable,
+    EmbeddingCache,
+    EmbeddingEntry,
+    EncoderMetrics,
+    GrpcEmbeddingCache,
+    fingerprint,
+)
 from policy.lowlevel import INTENT_SPEC
 from policy.state import ClusterSnapshot
 
@@ -45,8 +50,14 @@ class CacheLink:
     use; ``reencode_after_s``: re-encode when the stored entry is older (> 0); ``clock``: unix seconds.
     """
 
-    def __init__(self, cache: EmbeddingCache, encoder_bundle: str | None = None, reencode_after_s: float = 300.0,
-                 registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        cache: EmbeddingCache,
+        encoder_bundle: str | None = None,
+        reencode_after_s: float = 300.0,
+        registry: CollectorRegistry | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
         self.cache = cache
         self.encoder_bundle = encoder_bundle
         self.reencode_after_s = float(reencode_after_s)
@@ -104,8 +115,7 @@ class CacheLink:
         except ValueError as exc:  # BundleError, featurization of bad input
             return None, [*warnings, f"cache: cannot encode the call graph: {exc}"]
         try:
-            stored = self.cache.put(fp, services, z, encoder_version=self.encoder().version,
-                                    timestamp_s=self.clock())
+            stored = self.cache.put(fp, services, z, encoder_version=self.encoder().version, timestamp_s=self.clock())
             return stored, warnings
         except (CacheUnavailable, ValueError) as exc:
             warnings.append(f"cache: could not store the embeddings: {exc}")
@@ -118,8 +128,9 @@ class CacheLink:
             return []
         names = [n for n, _doc, _d in INTENT_SPEC][: len(intent)]
         try:
-            self.cache.put_intent(list(intent), names if len(names) == len(intent) else [], source=SOURCE,
-                                  timestamp_s=self.clock())
+            self.cache.put_intent(
+                list(intent), names if len(names) == len(intent) else [], source=SOURCE, timestamp_s=self.clock()
+            )
         except (CacheUnavailable, ValueError) as exc:
             return [f"cache: could not publish the intent: {exc}"]
         return []
@@ -134,8 +145,9 @@ class CacheLink:
         return warnings + self.publish_intent(intent, dry_run)
 
 
-def cache_link_from_config(config: CacheConfig | None, registry: CollectorRegistry | None = None,
-                           client: EmbeddingCache | None = None) -> CacheLink | None:
+def cache_link_from_config(
+    config: CacheConfig | None, registry: CollectorRegistry | None = None, client: EmbeddingCache | None = None
+) -> CacheLink | None:
     """A :class:`CacheLink` for ``config`` (``None`` → ``None``), with a gRPC client unless ``client`` is given;
     client and encoder metrics go to ``registry``."""
     if config is None:

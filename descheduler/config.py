@@ -91,10 +91,8 @@ from pydantic import Field, field_validator, model_validator
 
 from policy.bundle import DEFAULT_BUNDLES, bundle_error_line
 from policy.config import ConfigModel, load_config
-from policy.highlevel import HighLevelPolicy
-from policy.highlevel import RebalanceHeuristic
-from policy.lowlevel import INTENT_SPEC, PlacementPolicy
-from policy.lowlevel import TopologyHeuristic
+from policy.highlevel import HighLevelPolicy, RebalanceHeuristic
+from policy.lowlevel import INTENT_SPEC, PlacementPolicy, TopologyHeuristic
 
 __all__ = [
     "KIND",
@@ -174,8 +172,9 @@ class IntentPolicyConfig(ConfigModel):
     @model_validator(mode="after")
     def _range(self) -> IntentPolicyConfig:
         if not self.low_utilization < self.high_utilization:
-            raise ValueError(f"lowUtilization ({self.low_utilization:g}) must be < highUtilization "
-                             f"({self.high_utilization:g})")
+            raise ValueError(
+                f"lowUtilization ({self.low_utilization:g}) must be < highUtilization ({self.high_utilization:g})"
+            )
         if not self.locality_min <= self.locality_max:
             raise ValueError(f"localityMin ({self.locality_min:g}) must be <= localityMax ({self.locality_max:g})")
         if not self.balance_min <= self.balance_max:
@@ -202,8 +201,14 @@ class PlannerConfig(ConfigModel):
     autoscaler: AutoscalerConfig | None = AutoscalerConfig()
     intent_policy: IntentPolicyConfig = IntentPolicyConfig()
 
-    @field_validator("overload_threshold", "locality_margin", "min_pair_rps", "default_rps",
-                     "moves_period_seconds", "scale_period_seconds")
+    @field_validator(
+        "overload_threshold",
+        "locality_margin",
+        "min_pair_rps",
+        "default_rps",
+        "moves_period_seconds",
+        "scale_period_seconds",
+    )
     @classmethod
     def _finite(cls, v: float) -> float:
         return _finite_number(v)
@@ -285,8 +290,9 @@ class LeaderElectionConfig(ConfigModel):
     one Job at a time) and by ``--snapshot`` runs."""
 
     enabled: bool = True
-    lease_name: str = Field("hrl-descheduler", min_length=1, max_length=253,
-                            pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    lease_name: str = Field(
+        "hrl-descheduler", min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+    )
     lease_namespace: str | None = Field(None, min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     identity: str | None = Field(None, min_length=1)
     lease_duration_seconds: float = Field(15.0, ge=1.0)
@@ -297,11 +303,15 @@ class LeaderElectionConfig(ConfigModel):
     def _timings(self) -> LeaderElectionConfig:
         # client-go's rules (tools/leaderelection NewLeaderElector); JITTER_FACTOR = 1.2
         if not self.renew_deadline_seconds > 1.2 * self.retry_period_seconds:
-            raise ValueError(f"renewDeadlineSeconds ({self.renew_deadline_seconds:g}) must be > 1.2 x "
-                             f"retryPeriodSeconds ({self.retry_period_seconds:g})")
+            raise ValueError(
+                f"renewDeadlineSeconds ({self.renew_deadline_seconds:g}) must be > 1.2 x "
+                f"retryPeriodSeconds ({self.retry_period_seconds:g})"
+            )
         if not self.lease_duration_seconds > self.renew_deadline_seconds:
-            raise ValueError(f"leaseDurationSeconds ({self.lease_duration_seconds:g}) must be > "
-                             f"renewDeadlineSeconds ({self.renew_deadline_seconds:g})")
+            raise ValueError(
+                f"leaseDurationSeconds ({self.lease_duration_seconds:g}) must be > "
+                f"renewDeadlineSeconds ({self.renew_deadline_seconds:g})"
+            )
         return self
 
 
@@ -371,7 +381,7 @@ def planner_from_config(config: DeschedulerConfiguration) -> HighLevelPolicy:
 
 
 def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
-    from policy import highlevel  # noqa: PLC0415 - only this planner needs it
+    from policy import highlevel
 
     cfg = config.planner
     auto = None
@@ -385,21 +395,42 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
             raise ValueError(bundle_error_line(field, exc, default=a.bundle is None)) from None
     elif a is not None:
         auto = highlevel.UtilizationTargetAutoscaler(
-            target_utilization=a.target_utilization, tolerance=a.tolerance, min_replicas=config.scaling.min_replicas,
-            max_replicas=config.scaling.max_replicas, stabilization_s=a.stabilization_seconds, workloads=a.workloads)
+            target_utilization=a.target_utilization,
+            tolerance=a.tolerance,
+            min_replicas=config.scaling.min_replicas,
+            max_replicas=config.scaling.max_replicas,
+            stabilization_s=a.stabilization_seconds,
+            workloads=a.workloads,
+        )
     ip = cfg.intent_policy
-    intent_policy = (highlevel.FixedIntent(cfg.intent) if cfg.intent is not None else highlevel.UtilizationIntent(
-        low_utilization=ip.low_utilization, high_utilization=ip.high_utilization, locality_max=ip.locality_max,
-        locality_min=ip.locality_min, balance_min=ip.balance_min, balance_max=ip.balance_max,
-        smoothing=ip.smoothing))
+    intent_policy = (
+        highlevel.FixedIntent(cfg.intent)
+        if cfg.intent is not None
+        else highlevel.UtilizationIntent(
+            low_utilization=ip.low_utilization,
+            high_utilization=ip.high_utilization,
+            locality_max=ip.locality_max,
+            locality_min=ip.locality_min,
+            balance_min=ip.balance_min,
+            balance_max=ip.balance_max,
+            smoothing=ip.smoothing,
+        )
+    )
     return highlevel.HierarchicalPolicy(
-        autoscaler=auto, intent_policy=intent_policy, rebalance=cfg.rebalance, margin=cfg.locality_margin,
-        overload_threshold=cfg.overload_threshold, max_moves=cfg.max_moves,
-        max_moves_per_service=cfg.max_moves_per_service, min_serving_pods=cfg.min_serving_pods,
+        autoscaler=auto,
+        intent_policy=intent_policy,
+        rebalance=cfg.rebalance,
+        margin=cfg.locality_margin,
+        overload_threshold=cfg.overload_threshold,
+        max_moves=cfg.max_moves,
+        max_moves_per_service=cfg.max_moves_per_service,
+        min_serving_pods=cfg.min_serving_pods,
         moves_period_s=cfg.moves_period_seconds,
-        scale_period_s=cfg.scale_period_seconds, workloads=a.workloads if a is not None else None,
+        scale_period_s=cfg.scale_period_seconds,
+        workloads=a.workloads if a is not None else None,
         excluded_namespaces=tuple(config.excluded_namespaces),
-        evict_local_storage_pods=config.evict_local_storage_pods)
+        evict_local_storage_pods=config.evict_local_storage_pods,
+    )
 
 
 def placement_from_config(config: DeschedulerConfiguration) -> PlacementPolicy:
@@ -407,7 +438,7 @@ def placement_from_config(config: DeschedulerConfiguration) -> PlacementPolicy:
     learned policy's bundle is missing or cannot be loaded."""
     p = config.placement
     if p.name == "learned":
-        from policy.lowlevel import load_learned_placement  # noqa: PLC0415
+        from policy.lowlevel import load_learned_placement
 
         try:
             return load_learned_placement(p.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "low"))

@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from policy.highlevel import SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY
-from policy.lowlevel import node_admits
 from policy.index import ClusterIndex
-from policy.lowlevel import PlacementPolicy, resource_fit_failures
+from policy.lowlevel import PlacementPolicy, node_admits, resource_fit_failures
 from policy.state import ClusterSnapshot, PodDisruptionBudgetInfo, PodInfo
 
 from .config import DeschedulerConfiguration
@@ -46,7 +45,6 @@ __all__ = [
 ]
 
 
-
 def workload_key(pod: PodInfo) -> str:
     """The workload a pod belongs to: ``namespace/OwnerKind/ownerName`` of its controller owner, or
     ``namespace/Pod/name`` for a bare pod. Cooldown and PDB refusals are tracked per workload."""
@@ -56,6 +54,7 @@ def workload_key(pod: PodInfo) -> str:
 
 
 # ---- state kept within a cycle and across cycles ----------------------------------------------------
+
 
 @dataclass
 class CycleLedger:
@@ -121,8 +120,9 @@ class EvictionHistory:
     and written back on every save; :meth:`set_section` replaces one and saves.
     """
 
-    def __init__(self, records: Iterable[EvictionRecord] = (), path: str | Path | None = None,
-                 sections: dict | None = None):
+    def __init__(
+        self, records: Iterable[EvictionRecord] = (), path: str | Path | None = None, sections: dict | None = None
+    ):
         self._records: list[EvictionRecord] = list(records)
         self.path = Path(path) if path is not None else None
         self.sections: dict = dict(sections or {})
@@ -143,13 +143,13 @@ class EvictionHistory:
         except OSError as exc:
             raise HistoryError(f"{p}: cannot read eviction history: {exc.strerror}") from exc
         except UnicodeDecodeError as exc:
-            from policy.config import describe_utf8_error  # noqa: PLC0415 - only on this error path
+            from policy.config import describe_utf8_error
 
             raise HistoryError(f"{p}: eviction history is {describe_utf8_error(raw, exc)}") from exc
         except json.JSONDecodeError as exc:
             raise HistoryError(f"{p}:{exc.lineno}: eviction history is not valid JSON: {exc.msg}") from exc
         if not isinstance(data, dict) or data.get("version") != 1 or not isinstance(data.get("evictions"), list):
-            raise HistoryError(f"{p}: eviction history must be {{\"version\": 1, \"evictions\": [...]}}")
+            raise HistoryError(f'{p}: eviction history must be {{"version": 1, "evictions": [...]}}')
         records = []
         for i, r in enumerate(data["evictions"]):
             try:
@@ -158,8 +158,7 @@ class EvictionHistory:
                     raise ValueError
                 records.append(EvictionRecord(str(r["workload"]), str(r["node"]), at_s, str(r.get("pod", ""))))
             except (KeyError, TypeError, ValueError) as exc:
-                raise HistoryError(f"{p}: evictions[{i}]: needs workload, node and a finite at_s (got {r!r})") \
-                    from exc
+                raise HistoryError(f"{p}: evictions[{i}]: needs workload, node and a finite at_s (got {r!r})") from exc
         return cls(records, path=p, sections={k: v for k, v in data.items() if k not in ("version", "evictions")})
 
     def set_section(self, name: str, value: object) -> None:
@@ -195,8 +194,13 @@ class EvictionHistory:
         p = Path(path) if path is not None else self.path
         if p is None:
             return
-        doc = {**self.sections, "version": 1, "evictions": [
-            {"workload": r.workload, "node": r.node, "at_s": r.at_s, "pod": r.pod} for r in self._records]}
+        doc = {
+            **self.sections,
+            "version": 1,
+            "evictions": [
+                {"workload": r.workload, "node": r.node, "at_s": r.at_s, "pod": r.pod} for r in self._records
+            ],
+        }
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
@@ -208,6 +212,7 @@ class EvictionHistory:
 
 
 # ---- the guards ------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GuardContext:
@@ -295,8 +300,10 @@ def guard_pdb(pod: PodInfo, ctx: GuardContext) -> str | None:
             return f"PodDisruptionBudget {key} has no status.disruptionsAllowed yet"
         left = b.disruptions_allowed - ctx.ledger.pdb_evictions[key]
         if left <= 0:
-            return (f"PodDisruptionBudget {key} allows no more disruptions (disruptionsAllowed "
-                    f"{b.disruptions_allowed}, {ctx.ledger.pdb_evictions[key]} used this cycle)")
+            return (
+                f"PodDisruptionBudget {key} allows no more disruptions (disruptionsAllowed "
+                f"{b.disruptions_allowed}, {ctx.ledger.pdb_evictions[key]} used this cycle)"
+            )
     return None
 
 
@@ -348,8 +355,10 @@ def guard_cooldown(pod: PodInfo, ctx: GuardContext) -> str | None:
     if ctx.to_node is not None:
         rec = ctx.history.last_eviction(wl, ctx.to_node, since)
         if rec is not None:
-            return (f"would move {wl} back to {ctx.to_node}, from which it was evicted "
-                    f"{ctx.now_s - rec.at_s:.0f} s ago (cooldownSeconds {cooldown:g})")
+            return (
+                f"would move {wl} back to {ctx.to_node}, from which it was evicted "
+                f"{ctx.now_s - rec.at_s:.0f} s ago (cooldownSeconds {cooldown:g})"
+            )
     return None
 
 
@@ -421,10 +430,18 @@ def check_guards(pod: PodInfo, ctx: GuardContext, skip: Sequence[str] = ()) -> l
     return out
 
 
-def eviction_blockers(pod: PodInfo, snapshot: ClusterSnapshot, config: DeschedulerConfiguration,
-                      ledger: CycleLedger, *, history: EvictionHistory | None = None, now_s: float | None = None,
-                      placement: PlacementPolicy | None = None, index: ClusterIndex | None = None,
-                      to_node: str | None = None) -> list[str]:
+def eviction_blockers(
+    pod: PodInfo,
+    snapshot: ClusterSnapshot,
+    config: DeschedulerConfiguration,
+    ledger: CycleLedger,
+    *,
+    history: EvictionHistory | None = None,
+    now_s: float | None = None,
+    placement: PlacementPolicy | None = None,
+    index: ClusterIndex | None = None,
+    to_node: str | None = None,
+) -> list[str]:
     """Every reason not to evict ``pod`` now, as ``"guard: reason"`` strings; empty = may evict.
 
     ``snapshot`` must be fresh (re-read just before the eviction); see :class:`GuardContext` for the

@@ -32,21 +32,19 @@ from typing import Any
 from kubernetes import client as kclient
 from kubernetes.client.rest import ApiException
 
+from policy.kube import POD_FIELD_SELECTOR, load_api_client
 from policy.observe import snapshot_from_objects
 from policy.state import ClusterSnapshot, EvictionResult, PodInfo, ServiceGraph
 
-from policy.kube import POD_FIELD_SELECTOR, load_api_client  # noqa: F401 - re-exported
 from .scale import ApiScaler, ScaleApiError
 from .snapshot import graph_from_annotations
 
 __all__ = ["load_api_client", "KubeObserver", "KubeEvictor", "KubeScaleApi", "KubeScaler", "POD_FIELD_SELECTOR"]
 
 
-
-
-
-def _list_all(list_fn: Callable[..., Any], kind: str, page_size: int, timeout_s: float,
-              **kw: Any) -> list[dict[str, Any]]:
+def _list_all(
+    list_fn: Callable[..., Any], kind: str, page_size: int, timeout_s: float, **kw: Any
+) -> list[dict[str, Any]]:
     """Every object of a (paginated) list call, as raw camelCase dicts with ``kind`` set."""
     out: list[dict[str, Any]] = []
     cont = None
@@ -72,8 +70,15 @@ class KubeObserver:
     no eviction without a trustworthy view). ``calls`` counts observations.
     """
 
-    def __init__(self, api_client: kclient.ApiClient, graph: ServiceGraph | None = None, *,
-                 clock: Callable[[], float] = time.time, page_size: int = 500, timeout_s: float = 60.0):
+    def __init__(
+        self,
+        api_client: kclient.ApiClient,
+        graph: ServiceGraph | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        page_size: int = 500,
+        timeout_s: float = 60.0,
+    ):
         self.core = kclient.CoreV1Api(api_client)
         self.policy = kclient.PolicyV1Api(api_client)
         self.apps = kclient.AppsV1Api(api_client)
@@ -121,8 +126,7 @@ class KubeEvictor:
     ``calls``: ``(pod key, outcome)`` of every eviction attempted, in order.
     """
 
-    def __init__(self, api_client: kclient.ApiClient, *, timeout_s: float = 30.0,
-                 grace_period_s: int | None = None):
+    def __init__(self, api_client: kclient.ApiClient, *, timeout_s: float = 30.0, grace_period_s: int | None = None):
         self.core = kclient.CoreV1Api(api_client)
         self.timeout_s = timeout_s
         self.grace_period_s = grace_period_s
@@ -135,8 +139,11 @@ class KubeEvictor:
             opts["preconditions"] = {"uid": pod.uid}
         if self.grace_period_s is not None:
             opts["gracePeriodSeconds"] = int(self.grace_period_s)
-        body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction",
-                                "metadata": {"name": pod.name, "namespace": pod.namespace}}
+        body: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
+        }
         if opts:
             body["deleteOptions"] = opts
         return body
@@ -148,8 +155,9 @@ class KubeEvictor:
 
     def _evict(self, pod: PodInfo) -> EvictionResult:
         try:
-            self.core.create_namespaced_pod_eviction(pod.name, pod.namespace, self.body(pod),
-                                                     _request_timeout=self.timeout_s, _preload_content=False)
+            self.core.create_namespaced_pod_eviction(
+                pod.name, pod.namespace, self.body(pod), _request_timeout=self.timeout_s, _preload_content=False
+            )
         except ApiException as exc:
             msg = _status_message(exc)
             if exc.status == 429:
@@ -160,12 +168,14 @@ class KubeEvictor:
                 return EvictionResult(pod.key, "not_found", f"replaced since it was observed: {msg}")
             return EvictionResult(pod.key, "error", f"Eviction API answered {exc.status}: {msg}")
         except Exception as exc:  # noqa: BLE001 - network, timeout: fail closed
-            return EvictionResult(pod.key, "error", f"Eviction API unreachable: {type(exc).__name__}: "
-                                                    f"{' '.join(str(exc).split())[:300]}")
+            return EvictionResult(
+                pod.key, "error", f"Eviction API unreachable: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            )
         return EvictionResult(pod.key, "evicted", f"evicted from {pod.node_name} through the Eviction API")
 
 
 # ---- scaling through the scale subresource (descheduler/scale.py) ---------------------------------------------
+
 
 class KubeScaleApi:
     """:class:`descheduler.scale.ScaleApi` with the ``kubernetes`` client: HorizontalPodAutoscalers through
@@ -184,21 +194,24 @@ class KubeScaleApi:
             return json.loads(r.data)
         except ApiException as exc:
             raise ScaleApiError(exc.status, f"{what}: {_status_message(exc)}") from exc
-        except Exception as exc:  # noqa: BLE001 - network, timeout: no answer
-            raise ScaleApiError(None, f"{what}: no answer: {type(exc).__name__}: "
-                                      f"{' '.join(str(exc).split())[:300]}") from exc
+        except Exception as exc:
+            raise ScaleApiError(
+                None, f"{what}: no answer: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            ) from exc
 
     def list_hpas(self, namespace: str) -> list[dict[str, Any]]:
-        doc = self._call("list horizontalpodautoscalers", self.autoscaling.list_namespaced_horizontal_pod_autoscaler,
-                         namespace)
+        doc = self._call(
+            "list horizontalpodautoscalers", self.autoscaling.list_namespaced_horizontal_pod_autoscaler, namespace
+        )
         return list(doc.get("items") or [])
 
     def read_scale(self, namespace: str, name: str) -> dict[str, Any]:
         return self._call("get deployments/scale", self.apps.read_namespaced_deployment_scale, name, namespace)
 
     def replace_scale(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._call("update deployments/scale", self.apps.replace_namespaced_deployment_scale, name,
-                          namespace, body)
+        return self._call(
+            "update deployments/scale", self.apps.replace_namespaced_deployment_scale, name, namespace, body
+        )
 
 
 class KubeScaler(ApiScaler):

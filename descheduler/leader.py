@@ -38,7 +38,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -124,7 +124,7 @@ class LeaseBackend(Protocol):
 
 def micro_time(t_s: float) -> str:
     """A unix time as a Kubernetes ``MicroTime`` (``2006-01-02T15:04:05.000000Z``, always 6 digits)."""
-    return datetime.fromtimestamp(t_s, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.fromtimestamp(t_s, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -137,19 +137,31 @@ class LeaderElector:
     for the times written into the Lease. Raises ``ValueError`` for an impossible timing.
     """
 
-    def __init__(self, backend: LeaseBackend, identity: str, *, lease_duration_s: float = 15.0,
-                 renew_deadline_s: float = 10.0, retry_period_s: float = 2.0,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        backend: LeaseBackend,
+        identity: str,
+        *,
+        lease_duration_s: float = 15.0,
+        renew_deadline_s: float = 10.0,
+        retry_period_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ):
         if not identity:
             raise ValueError("identity: must not be empty")
         if not retry_period_s > 0:
             raise ValueError(f"retryPeriodSeconds: must be > 0 (got {retry_period_s!r})")
         if not renew_deadline_s > JITTER_FACTOR * retry_period_s:
-            raise ValueError(f"renewDeadlineSeconds: must be > {JITTER_FACTOR} x retryPeriodSeconds "
-                             f"(got {renew_deadline_s!r} with retryPeriodSeconds {retry_period_s!r})")
+            raise ValueError(
+                f"renewDeadlineSeconds: must be > {JITTER_FACTOR} x retryPeriodSeconds "
+                f"(got {renew_deadline_s!r} with retryPeriodSeconds {retry_period_s!r})"
+            )
         if not lease_duration_s > renew_deadline_s:
-            raise ValueError(f"leaseDurationSeconds: must be > renewDeadlineSeconds "
-                             f"(got {lease_duration_s!r} with renewDeadlineSeconds {renew_deadline_s!r})")
+            raise ValueError(
+                f"leaseDurationSeconds: must be > renewDeadlineSeconds "
+                f"(got {lease_duration_s!r} with renewDeadlineSeconds {renew_deadline_s!r})"
+            )
         self.backend = backend
         self.identity = identity
         self.lease_duration_s = lease_duration_s
@@ -178,9 +190,12 @@ class LeaderElector:
         """True while this candidate holds the Lease and its last successful renewal is younger than
         ``renew_deadline_s``: inside that window no other candidate can have taken the Lease."""
         with self._lock:
-            return (self._renewed_at is not None and self._observed is not None
-                    and self._observed.holder == self.identity
-                    and self.clock() - self._renewed_at < self.renew_deadline_s)
+            return (
+                self._renewed_at is not None
+                and self._observed is not None
+                and self._observed.holder == self.identity
+                and self.clock() - self._renewed_at < self.renew_deadline_s
+            )
 
     def try_acquire_or_renew(self) -> bool:
         """One round of client-go's ``tryAcquireOrRenew``: read the Lease and take or renew it when
@@ -192,8 +207,7 @@ class LeaderElector:
                 current = self.backend.get()
                 if current is None:
                     t = micro_time(self.wall())
-                    stored = self.backend.create(LeaseRecord(self.identity, _whole_s(self.lease_duration_s),
-                                                             t, t, 0))
+                    stored = self.backend.create(LeaseRecord(self.identity, _whole_s(self.lease_duration_s), t, t, 0))
                     self._note_written(stored, now)
                     return True
                 if not current.same_election_state(self._observed):
@@ -205,8 +219,14 @@ class LeaderElector:
                 if current.holder == self.identity:
                     new = replace(current, lease_duration_s=_whole_s(self.lease_duration_s), renew_time=t)
                 else:
-                    new = replace(current, holder=self.identity, lease_duration_s=_whole_s(self.lease_duration_s),
-                                  acquire_time=t, renew_time=t, transitions=current.transitions + 1)
+                    new = replace(
+                        current,
+                        holder=self.identity,
+                        lease_duration_s=_whole_s(self.lease_duration_s),
+                        acquire_time=t,
+                        renew_time=t,
+                        transitions=current.transitions + 1,
+                    )
                 stored = self.backend.update(new)
                 self._note_written(stored, now)
                 if current.holder != self.identity:
@@ -233,8 +253,7 @@ class LeaderElector:
             assert self._observed is not None
             t = micro_time(self.wall())
             try:
-                stored = self.backend.update(replace(self._observed, holder="", lease_duration_s=1,
-                                                     renew_time=t))
+                stored = self.backend.update(replace(self._observed, holder="", lease_duration_s=1, renew_time=t))
             except LeaseError as exc:
                 log.warning("leader election: %s could not release the lease: %s", self.identity, exc)
                 return False
@@ -314,8 +333,11 @@ class LeaderGatedEvictor:
 
     def evict(self, pod: PodInfo, reason: str) -> EvictionResult:
         if not self.elector.is_leader():
-            return EvictionResult(pod.key, "error", f"not evicted: {self.elector.identity} does not hold the "
-                                                    "leader-election lease any more")
+            return EvictionResult(
+                pod.key,
+                "error",
+                f"not evicted: {self.elector.identity} does not hold the leader-election lease any more",
+            )
         return self.inner.evict(pod, reason)
 
 
@@ -349,10 +371,13 @@ def elector_from_config(config: Any, api_client: Any = None) -> LeaderElector:
     ``identity: null`` → :func:`default_identity`)."""
     namespace = config.lease_namespace or default_lease_namespace()
     backend = KubeLeaseBackend(namespace, config.lease_name, api_client)
-    return LeaderElector(backend, config.identity or default_identity(),
-                         lease_duration_s=config.lease_duration_seconds,
-                         renew_deadline_s=config.renew_deadline_seconds,
-                         retry_period_s=config.retry_period_seconds)
+    return LeaderElector(
+        backend,
+        config.identity or default_identity(),
+        lease_duration_s=config.lease_duration_seconds,
+        renew_deadline_s=config.renew_deadline_seconds,
+        retry_period_s=config.retry_period_seconds,
+    )
 
 
 # -- the Lease API through the kubernetes client ---------------------------------------------------------
@@ -369,7 +394,7 @@ class KubeLeaseBackend:
     """
 
     def __init__(self, namespace: str, name: str, api_client: Any = None, *, request_timeout_s: float = 5.0):
-        from kubernetes import client  # noqa: PLC0415 - only the live mode needs the client library
+        from kubernetes import client
 
         self.namespace = namespace
         self.name = name
@@ -377,7 +402,7 @@ class KubeLeaseBackend:
         self._api = client.CoordinationV1Api(api_client)
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any) -> dict[str, Any]:
-        from kubernetes.client.exceptions import ApiException  # noqa: PLC0415
+        from kubernetes.client.exceptions import ApiException
 
         try:
             resp = fn(*args, _preload_content=False, _request_timeout=self.request_timeout_s)
@@ -391,7 +416,7 @@ class KubeLeaseBackend:
             raise LeaseError(f"{what} lease {self.namespace}/{self.name}: HTTP {exc.status}: {reason}") from exc
         except (OSError, ValueError) as exc:  # connection errors (urllib3 errors are OSError/ValueError)
             raise LeaseError(f"{what} lease {self.namespace}/{self.name}: {type(exc).__name__}: {exc}") from exc
-        except Exception as exc:  # noqa: BLE001 - urllib3 exceptions that are neither: fail as LeaseError
+        except Exception as exc:
             raise LeaseError(f"{what} lease {self.namespace}/{self.name}: {type(exc).__name__}: {exc}") from exc
 
     def get(self) -> LeaseRecord | None:
@@ -399,23 +424,32 @@ class KubeLeaseBackend:
         return _record(obj) if obj else None
 
     def create(self, record: LeaseRecord) -> LeaseRecord:
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace}, "spec": _spec(record)}
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": _spec(record),
+        }
         return _record(self._call("create", self._api.create_namespaced_lease, self.namespace, body))
 
     def update(self, record: LeaseRecord) -> LeaseRecord:
         if record.resource_version is None:
             raise LeaseConflict(f"update lease {self.namespace}/{self.name}: no resourceVersion to update from")
-        body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace,
-                             "resourceVersion": record.resource_version},
-                "spec": _spec(record)}
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace, "resourceVersion": record.resource_version},
+            "spec": _spec(record),
+        }
         return _record(self._call("update", self._api.replace_namespaced_lease, self.name, self.namespace, body))
 
 
 def _spec(r: LeaseRecord) -> dict[str, Any]:
-    spec: dict[str, Any] = {"holderIdentity": r.holder, "leaseDurationSeconds": int(r.lease_duration_s),
-                            "leaseTransitions": int(r.transitions)}
+    spec: dict[str, Any] = {
+        "holderIdentity": r.holder,
+        "leaseDurationSeconds": int(r.lease_duration_s),
+        "leaseTransitions": int(r.transitions),
+    }
     if r.acquire_time:
         spec["acquireTime"] = r.acquire_time
     if r.renew_time:
@@ -425,11 +459,14 @@ def _spec(r: LeaseRecord) -> dict[str, Any]:
 
 def _record(obj: dict[str, Any]) -> LeaseRecord:
     spec = obj.get("spec") or {}
-    return LeaseRecord(holder=str(spec.get("holderIdentity") or ""),
-                       lease_duration_s=int(spec.get("leaseDurationSeconds") or 0),
-                       acquire_time=spec.get("acquireTime"), renew_time=spec.get("renewTime"),
-                       transitions=int(spec.get("leaseTransitions") or 0),
-                       resource_version=(obj.get("metadata") or {}).get("resourceVersion"))
+    return LeaseRecord(
+        holder=str(spec.get("holderIdentity") or ""),
+        lease_duration_s=int(spec.get("leaseDurationSeconds") or 0),
+        acquire_time=spec.get("acquireTime"),
+        renew_time=spec.get("renewTime"),
+        transitions=int(spec.get("leaseTransitions") or 0),
+        resource_version=(obj.get("metadata") or {}).get("resourceVersion"),
+    )
 
 
 def _api_reason(exc: Any) -> str:

@@ -47,9 +47,8 @@ from policy.state import ClusterSnapshot, Move, PodInfo
 
 from .config import DeschedulerConfiguration
 from .evict import DryRunEvictor, Evictor, safe_evict
-from .scale import SCALE_OUTCOMES, ScaleResult, Scaler, bound_target, dry_run_scaler, safe_scale
-from .guards import (GUARD_NAMES, Blocker, CycleLedger, EvictionHistory, GuardContext, HistoryError,
-                     check_guards)
+from .guards import GUARD_NAMES, Blocker, CycleLedger, EvictionHistory, GuardContext, HistoryError, check_guards
+from .scale import SCALE_OUTCOMES, Scaler, ScaleResult, bound_target, dry_run_scaler, safe_scale
 
 __all__ = ["MoveOutcome", "REPORT_OUTCOMES", "MoveResult", "CycleReport", "run_once", "run_forever"]
 
@@ -75,9 +74,12 @@ class MoveResult:
         return tuple(b.guard for b in self.blockers)
 
     def to_json(self) -> dict[str, Any]:
-        return {**_move_json(self.move), "outcome": self.outcome,
-                "blockers": [{"guard": b.guard, "reason": b.reason} for b in self.blockers],
-                "message": self.message}
+        return {
+            **_move_json(self.move),
+            "outcome": self.outcome,
+            "blockers": [{"guard": b.guard, "reason": b.reason} for b in self.blockers],
+            "message": self.message,
+        }
 
 
 @dataclass(frozen=True)
@@ -143,8 +145,13 @@ class CycleReport:
 
 
 def _move_json(m: Move) -> dict[str, Any]:
-    return {"pod": m.pod, "from_node": m.from_node, "to_node": m.to_node, "reason": m.reason,
-            "gain": round(float(m.gain), 6)}
+    return {
+        "pod": m.pod,
+        "from_node": m.from_node,
+        "to_node": m.to_node,
+        "reason": m.reason,
+        "gain": round(float(m.gain), 6),
+    }
 
 
 def _find(snapshot: ClusterSnapshot, key: str) -> PodInfo | None:
@@ -159,10 +166,20 @@ def _evict_reason(m: Move) -> str:
     return f"hrl-descheduler: {m.reason} move off {m.from_node}{to} (gain {m.gain:.2f})"
 
 
-def run_once(observe: Callable[[], ClusterSnapshot], evictor: Evictor, planner: HighLevelPolicy,
-             placement: PlacementPolicy, config: DeschedulerConfiguration, history: EvictionHistory | None,
-             now_s: float, *, metrics: Any = None, clock: Callable[[], float] = time.monotonic,
-             warnings: tuple[str, ...] = (), scaler: Scaler | None = None) -> CycleReport:
+def run_once(
+    observe: Callable[[], ClusterSnapshot],
+    evictor: Evictor,
+    planner: HighLevelPolicy,
+    placement: PlacementPolicy,
+    config: DeschedulerConfiguration,
+    history: EvictionHistory | None,
+    now_s: float,
+    *,
+    metrics: Any = None,
+    clock: Callable[[], float] = time.monotonic,
+    warnings: tuple[str, ...] = (),
+    scaler: Scaler | None = None,
+) -> CycleReport:
     """Run one descheduling cycle (see the module docstring) and return its :class:`CycleReport`.
 
     ``observe``: returns a fresh snapshot each call (called once to plan, then once before each eviction, and
@@ -209,11 +226,13 @@ def run_once(observe: Callable[[], ClusterSnapshot], evictor: Evictor, planner: 
             results.append(MoveResult(move, "skipped", (), f"{move.pod} was re-created since planning"))
             continue
         if pod.node_name != move.from_node:
-            results.append(MoveResult(move, "skipped", (),
-                                      f"{move.pod} moved from {move.from_node} to {pod.node_name} since planning"))
+            results.append(
+                MoveResult(
+                    move, "skipped", (), f"{move.pod} moved from {move.from_node} to {pod.node_name} since planning"
+                )
+            )
             continue
-        ctx = GuardContext(fresh, config, ledger, history, now_s, placement, ClusterIndex.build(fresh),
-                           move.to_node)
+        ctx = GuardContext(fresh, config, ledger, history, now_s, placement, ClusterIndex.build(fresh), move.to_node)
         blockers = tuple(check_guards(pod, ctx))
         if blockers:
             results.append(MoveResult(move, "blocked", blockers, "; ".join(str(b) for b in blockers)))
@@ -257,8 +276,9 @@ def run_once(observe: Callable[[], ClusterSnapshot], evictor: Evictor, planner: 
     return report
 
 
-def _scale(targets: Mapping[str, int], scaler: Scaler, config: DeschedulerConfiguration,
-           observe: Callable[[], ClusterSnapshot]) -> tuple[ScaleResult, ...]:
+def _scale(
+    targets: Mapping[str, int], scaler: Scaler, config: DeschedulerConfiguration, observe: Callable[[], ClusterSnapshot]
+) -> tuple[ScaleResult, ...]:
     """Apply replica targets (see the module docstring); fail closed when the cluster cannot be re-read."""
     keys = sorted(targets)
     try:
@@ -278,30 +298,52 @@ def _scale(targets: Mapping[str, int], scaler: Scaler, config: DeschedulerConfig
         ns = key.split("/", 1)[0]
         w = workloads.get(key)
         if ns in config.excluded_namespaces:
-            out.append(ScaleResult(key, "blocked", None, None, planned,
-                                   f"namespace {ns} is excluded (excludedNamespaces)"))
+            out.append(
+                ScaleResult(key, "blocked", None, None, planned, f"namespace {ns} is excluded (excludedNamespaces)")
+            )
         elif w is None:
             out.append(ScaleResult(key, "not_found", None, None, planned, f"no Deployment {key} in the cluster"))
         elif w.kind != "Deployment":
-            out.append(ScaleResult(key, "blocked", w.replicas, None, planned,
-                                   f"{key} is a {w.kind}: only Deployments are scaled"))
+            out.append(
+                ScaleResult(
+                    key, "blocked", w.replicas, None, planned, f"{key} is a {w.kind}: only Deployments are scaled"
+                )
+            )
         else:
             target = bound_target(w.replicas, planned, sc.min_replicas, sc.max_replicas, sc.max_step_per_cycle)
             if target == w.replicas:
-                out.append(ScaleResult(key, "unchanged", w.replicas, target, planned,
-                                       f"{w.replicas} replicas (planned {planned}, within bounds: {target})"))
+                out.append(
+                    ScaleResult(
+                        key,
+                        "unchanged",
+                        w.replicas,
+                        target,
+                        planned,
+                        f"{w.replicas} replicas (planned {planned}, within bounds: {target})",
+                    )
+                )
             else:
                 out.append(safe_scale(scaler, key, target, current=w.replicas, planned=planned))
     return tuple(out)
 
 
-def run_forever(interval_s: float, observe: Callable[[], ClusterSnapshot], evictor: Evictor,
-                planner: HighLevelPolicy, placement: PlacementPolicy, config: DeschedulerConfiguration,
-                history: EvictionHistory | None, *, metrics: Any = None,
-                stop: threading.Event | None = None, max_cycles: int | None = None,
-                now: Callable[[], float] = time.time,
-                on_report: Callable[[CycleReport], None] | None = None,
-                on_error: Callable[[Exception], None] | None = None, scaler: Scaler | None = None) -> int:
+def run_forever(
+    interval_s: float,
+    observe: Callable[[], ClusterSnapshot],
+    evictor: Evictor,
+    planner: HighLevelPolicy,
+    placement: PlacementPolicy,
+    config: DeschedulerConfiguration,
+    history: EvictionHistory | None,
+    *,
+    metrics: Any = None,
+    stop: threading.Event | None = None,
+    max_cycles: int | None = None,
+    now: Callable[[], float] = time.time,
+    on_report: Callable[[CycleReport], None] | None = None,
+    on_error: Callable[[Exception], None] | None = None,
+    scaler: Scaler | None = None,
+) -> int:
     """Run :func:`run_once` every ``interval_s`` seconds (> 0) until ``stop`` is set or ``max_cycles`` cycles
     ran; returns the number of cycles attempted. A cycle that raises is reported to ``on_error`` (default:
     one line on stderr), counted as a failed cycle, and the loop goes on. ``on_report`` gets every report;
@@ -313,8 +355,9 @@ def run_forever(interval_s: float, observe: Callable[[], ClusterSnapshot], evict
     while not stop.is_set() and (max_cycles is None or cycles < max_cycles):
         cycles += 1
         try:
-            report = run_once(observe, evictor, planner, placement, config, history, now(), metrics=metrics,
-                              scaler=scaler)
+            report = run_once(
+                observe, evictor, planner, placement, config, history, now(), metrics=metrics, scaler=scaler
+            )
         except Exception as exc:  # noqa: BLE001 - one bad cycle must not end the loop
             if metrics is not None:
                 metrics.observe_failed_cycle()

@@ -22,8 +22,16 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, get_args
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, push_to_gateway
-from prometheus_client import start_http_server, write_to_textfile
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    push_to_gateway,
+    start_http_server,
+    write_to_textfile,
+)
 
 from policy.state import MoveReason
 
@@ -46,21 +54,30 @@ class DeschedulerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None):
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self.evictions = Counter("hrl_descheduler_evictions_total", "Eviction attempts by outcome.",
-                                 ["outcome"], registry=r)
-        self.blocked = Counter("hrl_descheduler_blocked_total", "Planned moves blocked, by guard.",
-                               ["guard"], registry=r)
-        self.planned = Counter("hrl_descheduler_planned_moves_total", "Moves planned, by reason.",
-                               ["reason"], registry=r)
-        self.cycle_duration = Histogram("hrl_descheduler_cycle_duration_seconds",
-                                        "Wall time of one descheduling cycle.", buckets=_CYCLE_BUCKETS_S,
-                                        registry=r)
-        self.cycles = Counter("hrl_descheduler_cycles_total", "Cycles by result (ok, error).", ["result"],
-                              registry=r)
-        self.scale = Counter("hrl_descheduler_scale_total", "Replica targets acted on, by outcome.", ["outcome"],
-                             registry=r)
-        self.hpa_conflicts = Gauge("hrl_descheduler_hpa_conflicts",
-                                   "Deployments the last cycle left alone because an HPA targets them.", registry=r)
+        self.evictions = Counter(
+            "hrl_descheduler_evictions_total", "Eviction attempts by outcome.", ["outcome"], registry=r
+        )
+        self.blocked = Counter(
+            "hrl_descheduler_blocked_total", "Planned moves blocked, by guard.", ["guard"], registry=r
+        )
+        self.planned = Counter(
+            "hrl_descheduler_planned_moves_total", "Moves planned, by reason.", ["reason"], registry=r
+        )
+        self.cycle_duration = Histogram(
+            "hrl_descheduler_cycle_duration_seconds",
+            "Wall time of one descheduling cycle.",
+            buckets=_CYCLE_BUCKETS_S,
+            registry=r,
+        )
+        self.cycles = Counter("hrl_descheduler_cycles_total", "Cycles by result (ok, error).", ["result"], registry=r)
+        self.scale = Counter(
+            "hrl_descheduler_scale_total", "Replica targets acted on, by outcome.", ["outcome"], registry=r
+        )
+        self.hpa_conflicts = Gauge(
+            "hrl_descheduler_hpa_conflicts",
+            "Deployments the last cycle left alone because an HPA targets them.",
+            registry=r,
+        )
         for o in SCALE_OUTCOMES:
             self.scale.labels(outcome=o)
         for o in EVICTION_OUTCOMES:

@@ -71,8 +71,14 @@ class ScaleResult:
     message: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"workload": self.workload, "outcome": self.outcome, "current_replicas": self.current,
-                "target_replicas": self.target, "planned_replicas": self.planned, "message": self.message}
+        return {
+            "workload": self.workload,
+            "outcome": self.outcome,
+            "current_replicas": self.current,
+            "target_replicas": self.target,
+            "planned_replicas": self.planned,
+            "message": self.message,
+        }
 
 
 @runtime_checkable
@@ -90,8 +96,7 @@ def split_key(workload: str) -> tuple[str, str]:
     return ns, name
 
 
-def bound_target(current: int, planned: int, min_replicas: int, max_replicas: int,
-                 max_step: int | None) -> int:
+def bound_target(current: int, planned: int, min_replicas: int, max_replicas: int, max_step: int | None) -> int:
     """The replicas to ask for: ``planned`` clipped to ``[min_replicas, max_replicas]``, then to at most
     ``max_step`` away from ``current`` (``None``: no step cap). A current count outside the range moves
     towards it by at most ``max_step`` too."""
@@ -176,11 +181,21 @@ class ApiScaler:
         try:
             owner = hpa_targeting(self.api.list_hpas(ns), name)
         except ScaleApiError as exc:
-            return ScaleResult(workload, "error", None, replicas, message=f"cannot check for a "
-                               f"HorizontalPodAutoscaler (not scaled): {exc}")
+            return ScaleResult(
+                workload,
+                "error",
+                None,
+                replicas,
+                message=f"cannot check for a HorizontalPodAutoscaler (not scaled): {exc}",
+            )
         if owner is not None:
-            return ScaleResult(workload, "refused_hpa", None, replicas,
-                               message=f"HorizontalPodAutoscaler {ns}/{owner} owns this Deployment; left alone")
+            return ScaleResult(
+                workload,
+                "refused_hpa",
+                None,
+                replicas,
+                message=f"HorizontalPodAutoscaler {ns}/{owner} owns this Deployment; left alone",
+            )
         try:
             sc = self.api.read_scale(ns, name)
         except ScaleApiError as exc:
@@ -194,12 +209,16 @@ class ApiScaler:
         if current == replicas:
             return ScaleResult(workload, "unchanged", current, replicas, message=f"already {current} replicas")
         if self.dry_run:
-            return ScaleResult(workload, "dry_run", current, replicas,
-                               message=f"dry run: would scale {current} -> {replicas}")
+            return ScaleResult(
+                workload, "dry_run", current, replicas, message=f"dry run: would scale {current} -> {replicas}"
+            )
         meta = sc.get("metadata") or {}
-        body = {"apiVersion": "autoscaling/v1", "kind": "Scale",
-                "metadata": {"name": name, "namespace": ns, "resourceVersion": meta.get("resourceVersion")},
-                "spec": {"replicas": replicas}}
+        body = {
+            "apiVersion": "autoscaling/v1",
+            "kind": "Scale",
+            "metadata": {"name": name, "namespace": ns, "resourceVersion": meta.get("resourceVersion")},
+            "spec": {"replicas": replicas},
+        }
         if not body["metadata"]["resourceVersion"]:
             del body["metadata"]["resourceVersion"]
         try:
@@ -208,11 +227,17 @@ class ApiScaler:
             if exc.status == 404:
                 return ScaleResult(workload, "not_found", current, replicas, message=f"gone: {exc.message}")
             if exc.status == 409:
-                return ScaleResult(workload, "error", current, replicas,
-                                   message=f"the scale changed since it was read (409); not retried: {exc.message}")
+                return ScaleResult(
+                    workload,
+                    "error",
+                    current,
+                    replicas,
+                    message=f"the scale changed since it was read (409); not retried: {exc.message}",
+                )
             return ScaleResult(workload, "error", current, replicas, message=f"deployments/scale update failed: {exc}")
-        return ScaleResult(workload, "scaled", current, replicas,
-                           message=f"scaled {current} -> {replicas} through deployments/scale")
+        return ScaleResult(
+            workload, "scaled", current, replicas, message=f"scaled {current} -> {replicas} through deployments/scale"
+        )
 
 
 @dataclass
@@ -248,7 +273,9 @@ class SimScaler:
         elif int(cur) == replicas:
             res = ScaleResult(workload, "unchanged", int(cur), replicas, message=f"already {cur} replicas")
         elif self.dry_run:
-            res = ScaleResult(workload, "dry_run", int(cur), replicas, message=f"dry run: would scale {cur} -> {replicas}")
+            res = ScaleResult(
+                workload, "dry_run", int(cur), replicas, message=f"dry run: would scale {cur} -> {replicas}"
+            )
         else:
             self.sim.scale(workload, replicas)
             res = ScaleResult(workload, "scaled", int(cur), replicas, message=f"scaled {cur} -> {replicas}")
@@ -265,26 +292,43 @@ def dry_run_scaler(scaler: Scaler) -> Scaler:
     return twin() if callable(twin) else DryRunScaler()
 
 
-def safe_scale(scaler: Scaler, workload: str, replicas: int, *, current: int | None = None,
-               planned: int | None = None) -> ScaleResult:
+def safe_scale(
+    scaler: Scaler, workload: str, replicas: int, *, current: int | None = None, planned: int | None = None
+) -> ScaleResult:
     """Call ``scaler.scale`` and make the answer trustworthy: an exception, a result that is not a
     :class:`ScaleResult`, about another workload or with an unknown outcome becomes ``error``. ``current`` /
     ``planned`` fill the result's fields when the scaler left them empty."""
     try:
         res = scaler.scale(workload, replicas)
     except Exception as exc:  # noqa: BLE001 - fail closed on anything the scaler throws
-        return ScaleResult(workload, "error", current, replicas, planned,
-                           f"scaler raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+        return ScaleResult(
+            workload,
+            "error",
+            current,
+            replicas,
+            planned,
+            f"scaler raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]}",
+        )
     if not isinstance(res, ScaleResult):
-        return ScaleResult(workload, "error", current, replicas, planned,
-                           f"scaler returned {type(res).__name__}, not a ScaleResult")
+        return ScaleResult(
+            workload, "error", current, replicas, planned, f"scaler returned {type(res).__name__}, not a ScaleResult"
+        )
     if res.outcome not in SCALER_OUTCOMES:
-        return ScaleResult(workload, "error", current, replicas, planned, f"scaler returned unknown outcome {res.outcome!r}")
+        return ScaleResult(
+            workload, "error", current, replicas, planned, f"scaler returned unknown outcome {res.outcome!r}"
+        )
     if res.workload != workload:
-        return ScaleResult(workload, "error", current, replicas, planned,
-                           f"scaler answered about {res.workload!r}, not {workload!r}")
-    return ScaleResult(workload, res.outcome, res.current if res.current is not None else current,
-                       res.target if res.target is not None else replicas, planned, res.message)
+        return ScaleResult(
+            workload, "error", current, replicas, planned, f"scaler answered about {res.workload!r}, not {workload!r}"
+        )
+    return ScaleResult(
+        workload,
+        res.outcome,
+        res.current if res.current is not None else current,
+        res.target if res.target is not None else replicas,
+        planned,
+        res.message,
+    )
 
 
 class GatedScaler:

@@ -41,16 +41,21 @@ def load_topology(sources: Sequence[str]) -> tuple[ServiceGraph, list[str]]:
     """The graph from ``topology.sources`` (through ``policy.topology.sources.load_graph``) and its warnings.
     Raises :class:`TopologyUnavailable` when that module is missing; its own errors pass through."""
     try:
-        from policy.topology.sources import load_graph  # noqa: PLC0415 - optional, written separately
+        from policy.topology.sources import load_graph
     except ImportError as exc:
         raise TopologyUnavailable(
-            f"topology.sources is set but policy.topology.sources cannot be imported ({exc})") from exc
+            f"topology.sources is set but policy.topology.sources cannot be imported ({exc})"
+        ) from exc
     graph, warnings = load_graph(list(sources))
     return graph, list(warnings)
 
 
-def load_snapshot_file(path: str | Path, graph: ServiceGraph | None = None,
-                       taken_at_s: float = 0.0, warn: Callable[[str], None] | None = None) -> ClusterSnapshot:
+def load_snapshot_file(
+    path: str | Path,
+    graph: ServiceGraph | None = None,
+    taken_at_s: float = 0.0,
+    warn: Callable[[str], None] | None = None,
+) -> ClusterSnapshot:
     """Read a snapshot from ``path``; ``graph=None`` → :func:`graph_from_annotations` of its contents.
     Raises :class:`policy.observe.ObjectError` (one line naming file, object, field and value) for a file that
     is not a Kubernetes List (see :func:`policy.observe.load_snapshot_objects`). ``warn`` (optional) gets one

@@ -42,15 +42,25 @@ from pathlib import Path
 from typing import Any
 
 from policy.bundle import DEFAULT_BUNDLES
-from policy.highlevel import FixedIntent, UtilizationIntent
-from policy.highlevel import HierarchicalPolicy
-from policy.highlevel import ReplicaAutoscaler, load_learned_autoscaler
-from policy.lowlevel import load_learned_placement
+from policy.highlevel import (
+    FixedIntent,
+    HierarchicalPolicy,
+    ReplicaAutoscaler,
+    UtilizationIntent,
+    load_learned_autoscaler,
+)
 from policy.index import ClusterIndex
-from policy.lowlevel import PlacementPolicy
+from policy.lowlevel import PlacementPolicy, load_learned_placement
 from policy.sim.engine import BACKGROUND_NAMESPACE, PeriodicHook, Simulation
 from policy.sim.kube_scheduler import InProcessExtender, KubeSchedulerModel
-from policy.sim.stacks import AUTOSCALER_PERIOD_MIN, DESCHEDULER_PERIOD_MIN, StackBuild, StackContext, autoscaled_workloads, terms_lookup
+from policy.sim.stacks import (
+    AUTOSCALER_PERIOD_MIN,
+    DESCHEDULER_PERIOD_MIN,
+    StackBuild,
+    StackContext,
+    autoscaled_workloads,
+    terms_lookup,
+)
 
 from .config import DeschedulerConfiguration, load_descheduler_config
 from .guards import EvictionHistory
@@ -84,7 +94,8 @@ MOVE_MARGIN = 2.0
 #: tenants' namespace excluded, replicas within 1..10 (as the HPA baseline), at most 4 added or removed per
 #: Deployment per minute (the HPA's default scale-up policy: 4 pods per period).
 SIM_DESCHEDULER_CONFIG: Mapping[str, Any] = {
-    "apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfiguration",
+    "apiVersion": "hrl-scheduler.io/v1alpha1",
+    "kind": "DeschedulerConfiguration",
     "excludedNamespaces": ["kube-system", BACKGROUND_NAMESPACE],
     "scaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 10, "maxStepPerCycle": 4},
 }
@@ -107,15 +118,22 @@ class HrlVariant:
     description: str = ""
 
 
-VARIANTS: dict[str, HrlVariant] = {v.name: v for v in (
-    HrlVariant("hrl-scheduler", description="learned placement (extender) + hierarchical descheduler: DRPC "
-                                            "replica targets, moves by the low level's scores, intent"),
-    HrlVariant("hrl-no-encoder", description="hrl-scheduler on flat per-service features (no graph encoder)"),
-    HrlVariant("hrl-flat", pass_intent=False,
-               description="no hierarchy: no intent passed down, students without a teacher"),
-    HrlVariant("hrl-no-rebalance", rebalance=False, description="hrl-scheduler without moves (no evictions)"),
-    HrlVariant("hrl-no-autoscale", autoscale=False, description="hrl-scheduler with fixed replicas"),
-)}
+VARIANTS: dict[str, HrlVariant] = {
+    v.name: v
+    for v in (
+        HrlVariant(
+            "hrl-scheduler",
+            description="learned placement (extender) + hierarchical descheduler: DRPC "
+            "replica targets, moves by the low level's scores, intent",
+        ),
+        HrlVariant("hrl-no-encoder", description="hrl-scheduler on flat per-service features (no graph encoder)"),
+        HrlVariant(
+            "hrl-flat", pass_intent=False, description="no hierarchy: no intent passed down, students without a teacher"
+        ),
+        HrlVariant("hrl-no-rebalance", rebalance=False, description="hrl-scheduler without moves (no evictions)"),
+        HrlVariant("hrl-no-autoscale", autoscale=False, description="hrl-scheduler with fixed replicas"),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -135,14 +153,21 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
     placement = load_learned_placement(base / variant.name / "low")
     auto = None
     if variant.autoscale:
-        auto = load_learned_autoscaler(base / variant.name / "high", autoscaled_workloads(ctx.app),
-                                       slo_p95_ms=ctx.app.slo_p95_ms)
+        auto = load_learned_autoscaler(
+            base / variant.name / "high", autoscaled_workloads(ctx.app), slo_p95_ms=ctx.app.slo_p95_ms
+        )
     return StackParts(placement, auto)
 
 
-def build_hrl_stack(name: str, ctx: StackContext, parts: StackParts | None = None, *,
-                    root: str | Path | None = None, config: DeschedulerConfiguration | None = None,
-                    reports: list[CycleReport] | None = None) -> StackBuild:
+def build_hrl_stack(
+    name: str,
+    ctx: StackContext,
+    parts: StackParts | None = None,
+    *,
+    root: str | Path | None = None,
+    config: DeschedulerConfiguration | None = None,
+    reports: list[CycleReport] | None = None,
+) -> StackBuild:
     """Build learned stack ``name`` (a key of :data:`VARIANTS`) for one simulation (see the module docstring).
 
     ``parts``: the placement and autoscaler to run (default: :func:`load_parts` from ``root``); ``config``:
@@ -159,12 +184,18 @@ def build_hrl_stack(name: str, ctx: StackContext, parts: StackParts | None = Non
     planner = HierarchicalPolicy(
         autoscaler=parts.autoscaler if variant.autoscale else None,
         intent_policy=UtilizationIntent() if variant.pass_intent else FixedIntent(),
-        rebalance=variant.rebalance, margin=MOVE_MARGIN,
-        overload_threshold=cfg.planner.overload_threshold, max_moves=cfg.planner.max_moves,
+        rebalance=variant.rebalance,
+        margin=MOVE_MARGIN,
+        overload_threshold=cfg.planner.overload_threshold,
+        max_moves=cfg.planner.max_moves,
         max_moves_per_service=cfg.planner.max_moves_per_service,
-        moves_period_s=DESCHEDULER_PERIOD_MIN * 60.0, scale_period_s=AUTOSCALER_PERIOD_MIN * 60.0,
-        workloads=workloads, excluded_namespaces=tuple(cfg.excluded_namespaces),
-        evict_local_storage_pods=cfg.evict_local_storage_pods, name=f"{name}-planner")
+        moves_period_s=DESCHEDULER_PERIOD_MIN * 60.0,
+        scale_period_s=AUTOSCALER_PERIOD_MIN * 60.0,
+        workloads=workloads,
+        excluded_namespaces=tuple(cfg.excluded_namespaces),
+        evict_local_storage_pods=cfg.evict_local_storage_pods,
+        name=f"{name}-planner",
+    )
     placement = parts.placement
     shared: dict[str, Any] = {"index": None, "intent": None}
 
@@ -174,7 +205,7 @@ def build_hrl_stack(name: str, ctx: StackContext, parts: StackParts | None = Non
     def view():
         return shared["index"], (shared["intent"] if variant.pass_intent else None)
 
-    from policy.baselines.kube_default import default_score_plugins  # noqa: PLC0415
+    from policy.baselines.kube_default import default_score_plugins
 
     extender = InProcessExtender(placement, view, weight=EXTENDER_WEIGHT)
     scheduler = KubeSchedulerModel(plugins=default_score_plugins(terms_lookup(ctx.app)), extenders=[extender])
@@ -184,11 +215,10 @@ def build_hrl_stack(name: str, ctx: StackContext, parts: StackParts | None = Non
 
     def cycle(sim: Simulation) -> None:
         if auto is not None and hasattr(auto, "signals"):  # the DRPC students read the mesh-like service metrics
-            from policy.sim.drpc import signals_from_sim  # noqa: PLC0415
+            from policy.sim.drpc import signals_from_sim
 
             auto.signals = signals_from_sim(sim)
-        report = run_once(sim.observe, sim.evictor, planner, placement, cfg, history, sim.now_s,
-                          scaler=SimScaler(sim))
+        report = run_once(sim.observe, sim.evictor, planner, placement, cfg, history, sim.now_s, scaler=SimScaler(sim))
         if variant.pass_intent:
             shared["intent"] = report.intent
         if reports is not None:

@@ -27,11 +27,17 @@ PROG = "hrl-extender"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Serve the hrl-scheduler kube-scheduler extender "
-                                "(POST {urlPrefix}/filter, {urlPrefix}/prioritize; GET /healthz, /readyz, /metrics).")
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Serve the hrl-scheduler kube-scheduler extender "
+        "(POST {urlPrefix}/filter, {urlPrefix}/prioritize; GET /healthz, /readyz, /metrics).",
+    )
     p.add_argument("--config", metavar="FILE", help="ExtenderConfiguration YAML (default: built-in defaults)")
-    p.add_argument("--snapshot", metavar="FILE",
-                   help="cluster state as `kubectl get nodes,pods,pdb -A -o json` prints it (overrides snapshotFile)")
+    p.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="cluster state as `kubectl get nodes,pods,pdb -A -o json` prints it (overrides snapshotFile)",
+    )
     p.add_argument("--host", help="address to bind (overrides listen.host)")
     p.add_argument("--port", type=int, help="TCP port (overrides listen.port; 0 = any free port)")
     return p
@@ -49,8 +55,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from policy.config import ConfigError
     from policy.observe import ObjectError
 
-    from .config import (build_policy, load_extender_config, load_topology, start_policy_feeds, tls_server_kwargs,
-                         topology_refresher)
+    from .config import (
+        build_policy,
+        load_extender_config,
+        load_topology,
+        start_policy_feeds,
+        tls_server_kwargs,
+        topology_refresher,
+    )
 
     try:
         config = load_extender_config(args.config)
@@ -63,8 +75,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.port is not None and not 0 <= args.port <= 65535:
         return _fail(f"--port: must be 0..65535, got {args.port}")
 
-    logging.basicConfig(stream=sys.stderr, level=config.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr, level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     log = logging.getLogger("extender")
 
     import uvicorn
@@ -84,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warnings += more
     except ImportError as exc:
         return _fail(f"topology.sources: the call-graph loader is unavailable ({exc})")
-    except Exception as exc:  # the loader's own one-line errors (unreadable file, bad content)
+    except Exception as exc:  # noqa: BLE001 - the loader's own one-line errors (unreadable file, bad content)
         return _fail(f"topology.sources: {exc}")
     for w in warnings:
         log.warning("topology: %s", w)
@@ -94,8 +107,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if graph is not None and not kube.enabled:  # with the watch, the source merges it with pod annotations
         store.set_graph(graph)
     if graph is not None:
-        log.info("call graph: %d services, %d edges from %d source(s)", len(graph.services), len(graph.edges),
-                 len(config.topology.sources))
+        log.info(
+            "call graph: %d services, %d edges from %d source(s)",
+            len(graph.services),
+            len(graph.edges),
+            len(config.topology.sources),
+        )
 
     source = None
     snap_path = args.snapshot or config.snapshot_file
@@ -106,8 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             api = load_api_client(kube.kubeconfig)
         except Exception as exc:  # noqa: BLE001 - ConfigException, OSError: one line
             return _fail(f"kubernetes.kubeconfig: cannot load a client configuration: {exc}")
-        source = KubeSnapshotSource(store, api, graph=graph, resync_s=kube.resync_seconds,
-                                    debounce_s=kube.debounce_seconds)
+        source = KubeSnapshotSource(
+            store, api, graph=graph, resync_s=kube.resync_seconds, debounce_s=kube.debounce_seconds
+        )
         log.info("watching nodes and pods on %s", api.configuration.host)
     elif snap_path:
         try:
@@ -126,16 +144,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             refresher.on_update = store.set_graph
         st = refresher.status()
         if st.stale:
-            log.warning("topology: %s (serving with the graph at hand; retrying every %g s)", st.reason,
-                        refresher.refresh_s)
+            log.warning(
+                "topology: %s (serving with the graph at hand; retrying every %g s)", st.reason, refresher.refresh_s
+            )
     registry = CollectorRegistry()
     app = make_app(config, store, policy, registry, topology=refresher)
     host = args.host or config.listen.host
     port = config.listen.port if args.port is None else args.port
     scheme = "https" if tls_kwargs else "http"
     log.info("serving on %s://%s:%d%s (policy %s)", scheme, host, port, config.url_prefix, policy.name)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, access_log=False, lifespan="off",
-                                           log_level=config.log_level.lower(), log_config=None, **tls_kwargs))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            access_log=False,
+            lifespan="off",
+            log_level=config.log_level.lower(),
+            log_config=None,
+            **tls_kwargs,
+        )
+    )
 
     def on_signal(signum: int, frame: object) -> None:
         # uvicorn handles SIGINT/SIGTERM while serving and re-raises the signal afterwards with the

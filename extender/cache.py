@@ -15,10 +15,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from policy.cache import CacheClientMetrics
-from policy.cache import CacheRefresher
-from policy.cache import GrpcEmbeddingCache
-from policy.cache import IntentEntry, fingerprint
+from policy.cache import CacheClientMetrics, CacheRefresher, GrpcEmbeddingCache, IntentEntry, fingerprint
 from policy.state import ServiceGraph
 
 from .config import CacheConfig
@@ -49,8 +46,9 @@ class GraphFingerprint:
         return self._fp
 
 
-def start_cache_link(config: CacheConfig | None, store: SnapshotStore,
-                     registry: CollectorRegistry | None = None, client: Any = None) -> CacheRefresher | None:
+def start_cache_link(
+    config: CacheConfig | None, store: SnapshotStore, registry: CollectorRegistry | None = None, client: Any = None
+) -> CacheRefresher | None:
     """Start copying from the cache ``config`` names into ``store`` (``None``: no cache, returns ``None``).
 
     Marks the store as requiring embeddings (:meth:`SnapshotStore.require_embeddings` with
@@ -69,9 +67,20 @@ def start_cache_link(config: CacheConfig | None, store: SnapshotStore,
         else:
             store.set_intent(it.values, version=it.version)
 
-    refresher = CacheRefresher(cache, config.refresh_seconds, GraphFingerprint(store, config.match),
-                               on_embeddings=store.set_embeddings, on_intent=on_intent, metrics=metrics,
-                               max_age_s=config.max_age_seconds)
-    log.info("embedding cache %s: refreshing every %g s (match %s, max age %g s)", config.address,
-             config.refresh_seconds, config.match, config.max_age_seconds)
+    refresher = CacheRefresher(
+        cache,
+        config.refresh_seconds,
+        GraphFingerprint(store, config.match),
+        on_embeddings=store.set_embeddings,
+        on_intent=on_intent,
+        metrics=metrics,
+        max_age_s=config.max_age_seconds,
+    )
+    log.info(
+        "embedding cache %s: refreshing every %g s (match %s, max age %g s)",
+        config.address,
+        config.refresh_seconds,
+        config.match,
+        config.max_age_seconds,
+    )
     return refresher.start()

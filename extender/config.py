@@ -52,8 +52,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from policy.config import ConfigModel, load_config
-from policy.lowlevel import PlacementPolicy
-from policy.lowlevel import TopologyHeuristic
+from policy.lowlevel import PlacementPolicy, TopologyHeuristic
 from policy.state import ServiceGraph
 
 __all__ = [
@@ -85,22 +84,23 @@ class TLSConfig(ConfigModel):
     certificates are not requested. A rotated certificate takes effect at the next restart.
     """
 
-    cert_file: str = Field(..., min_length=1,
-                           description="PEM certificate chain served to clients (leaf first). Required.")
-    key_file: str = Field(..., min_length=1,
-                          description="PEM private key of certFile (unencrypted). Required.")
+    cert_file: str = Field(
+        ..., min_length=1, description="PEM certificate chain served to clients (leaf first). Required."
+    )
+    key_file: str = Field(..., min_length=1, description="PEM private key of certFile (unencrypted). Required.")
 
 
 class ListenConfig(ConfigModel):
     """Where the HTTP server listens."""
 
-    host: str = Field("127.0.0.1", min_length=1,
-                      description="Address to bind (IPv4/IPv6 literal or host name). Default 127.0.0.1.")
-    port: int = Field(8888, ge=0, le=65535,
-                      description="TCP port, 0..65535; 0 = any free port. Default 8888.")
+    host: str = Field(
+        "127.0.0.1", min_length=1, description="Address to bind (IPv4/IPv6 literal or host name). Default 127.0.0.1."
+    )
+    port: int = Field(8888, ge=0, le=65535, description="TCP port, 0..65535; 0 = any free port. Default 8888.")
     tls: TLSConfig | None = Field(
-        None, description="Serve HTTPS with this certificate and key ({certFile, keyFile}); null = plain "
-                          "HTTP. Default null.")
+        None,
+        description="Serve HTTPS with this certificate and key ({certFile, keyFile}); null = plain HTTP. Default null.",
+    )
 
 
 class PolicyConfig(ConfigModel):
@@ -109,21 +109,29 @@ class PolicyConfig(ConfigModel):
     name: Literal["topology-heuristic", "learned"] = Field(
         "topology-heuristic",
         description="Policy name. topology-heuristic: prefer nodes hosting the pod's callers and callees "
-                    "(weighted by call rate), penalise nodes above targetUtilization "
-                    "(policy.lowlevel.TopologyHeuristic). learned: the trained placement policy of `bundle` "
-                    "(policy.lowlevel.LearnedPlacement; numpy).")
+        "(weighted by call rate), penalise nodes above targetUtilization "
+        "(policy.lowlevel.TopologyHeuristic). learned: the trained placement policy of `bundle` "
+        "(policy.lowlevel.LearnedPlacement; numpy).",
+    )
     target_utilization: float = Field(
-        0.7, gt=0.0, lt=1.0,
+        0.7,
+        gt=0.0,
+        lt=1.0,
         description="topology-heuristic: CPU utilisation (requested or measured, with the pod added) above which "
-                    "a node is penalised, as a fraction 0 < x < 1. Default 0.7.")
+        "a node is penalised, as a fraction 0 < x < 1. Default 0.7.",
+    )
     bundle: str | None = Field(
-        None, min_length=1,
+        None,
+        min_length=1,
         description="learned: the policy bundle directory (level low); null = the committed "
-                    "policy/bundles/hrl-scheduler/low. Loaded at start: a bad bundle is a configuration error.")
+        "policy/bundles/hrl-scheduler/low. Loaded at start: a bad bundle is a configuration error.",
+    )
     embedding_refresh_seconds: float = Field(
-        30.0, gt=0.0,
+        30.0,
+        gt=0.0,
         description="learned: how often the service rows (graph-encoder embeddings) are recomputed from the "
-                    "snapshot in the background when no embedding cache provides them. Default 30.")
+        "snapshot in the background when no embedding cache provides them. Default 30.",
+    )
 
     @model_validator(mode="after")
     def _bundle_needs_learned(self) -> PolicyConfig:
@@ -136,37 +144,53 @@ class TopologyConfig(ConfigModel):
     """Where the call graph comes from."""
 
     sources: tuple[str, ...] = Field(
-        (), description="Paths read once by policy.topology.sources.load_graph (Kubernetes manifests, AppGroups, "
-                        "span tables, Alibaba MSCallGraph CSVs; kind detected from content) and live URIs "
-                        "(prometheus+istio|linkerd|otel[+https]://HOST:PORT[/PREFIX]?window=5m&namespace=NS, "
-                        "policy.topology.prometheus) re-read every refreshSeconds in the background; a live "
-                        "source that fails keeps its last good graph, marked stale (metric "
-                        "hrl_topology_graph_stale, /readyz message; scoring goes on). Empty: the graph comes from "
-                        "the snapshot source, else is empty (neutral scores).")
-    refresh_seconds: float = Field(30.0, gt=0.0, description="Seconds between refreshes of the live sources. "
-                                                               "Default 30.")
+        (),
+        description="Paths read once by policy.topology.sources.load_graph (Kubernetes manifests, AppGroups, "
+        "span tables, Alibaba MSCallGraph CSVs; kind detected from content) and live URIs "
+        "(prometheus+istio|linkerd|otel[+https]://HOST:PORT[/PREFIX]?window=5m&namespace=NS, "
+        "policy.topology.prometheus) re-read every refreshSeconds in the background; a live "
+        "source that fails keeps its last good graph, marked stale (metric "
+        "hrl_topology_graph_stale, /readyz message; scoring goes on). Empty: the graph comes from "
+        "the snapshot source, else is empty (neutral scores).",
+    )
+    refresh_seconds: float = Field(
+        30.0, gt=0.0, description="Seconds between refreshes of the live sources. Default 30."
+    )
     smoothing_half_life_seconds: float = Field(
-        0.0, ge=0.0, description="Half-life (s) of the exponential moving average of live call rates and "
-                                 "latencies across refreshes (policy.topology.live.RateSmoother); 0 = off. Default 0.")
+        0.0,
+        ge=0.0,
+        description="Half-life (s) of the exponential moving average of live call rates and "
+        "latencies across refreshes (policy.topology.live.RateSmoother); 0 = off. Default 0.",
+    )
     stale_after_seconds: float = Field(
-        0.0, ge=0.0, description="A call graph whose live sources have not all been refreshed successfully for "
-                                 "this long is stale; 0 = 3 x refreshSeconds. Default 0.")
+        0.0,
+        ge=0.0,
+        description="A call graph whose live sources have not all been refreshed successfully for "
+        "this long is stale; 0 = 3 x refreshSeconds. Default 0.",
+    )
 
 
 class KubernetesConfig(ConfigModel):
     """The live snapshot source (:class:`extender.kube.KubeSnapshotSource`): list + watch Nodes and Pods.
     Needs get/list/watch on ``nodes`` and ``pods`` only."""
 
-    enabled: bool = Field(False, description="Feed the snapshot from the API server. Exclusive with "
-                                             "snapshotFile / --snapshot. Default false.")
+    enabled: bool = Field(
+        False,
+        description="Feed the snapshot from the API server. Exclusive with snapshotFile / --snapshot. Default false.",
+    )
     kubeconfig: str | None = Field(
-        None, description="kubeconfig path; null = the in-cluster service account when running in a Pod, "
-                          "else $KUBECONFIG / ~/.kube/config. Default null.")
+        None,
+        description="kubeconfig path; null = the in-cluster service account when running in a Pod, "
+        "else $KUBECONFIG / ~/.kube/config. Default null.",
+    )
     resync_seconds: float = Field(300.0, gt=0.0, description="Full re-list period, seconds > 0. Default 300.")
     debounce_seconds: float = Field(
-        0.2, ge=0.0, le=10.0,
+        0.2,
+        ge=0.0,
+        le=10.0,
         description="Wait after a change before rebuilding the snapshot, 0..10 s (coalesces bursts of "
-                    "events). Default 0.2.")
+        "events). Default 0.2.",
+    )
 
 
 class CacheConfig(ConfigModel):
@@ -182,14 +206,18 @@ class CacheConfig(ConfigModel):
 
     address: str = Field(..., min_length=3, description="host:port of the cache's gRPC endpoint. Required.")
     refresh_seconds: float = Field(10.0, gt=0.0, description="Seconds between refreshes of the copy. Default 10.")
-    timeout_seconds: float = Field(1.0, gt=0.0, le=60.0, description="Deadline of each gRPC call, seconds. "
-                                                                     "Default 1.")
-    max_age_seconds: float = Field(900.0, ge=0.0, description="Embeddings or intent computed longer ago than "
-                                                              "this are stale; 0 = never. Default 900.")
+    timeout_seconds: float = Field(1.0, gt=0.0, le=60.0, description="Deadline of each gRPC call, seconds. Default 1.")
+    max_age_seconds: float = Field(
+        900.0,
+        ge=0.0,
+        description="Embeddings or intent computed longer ago than this are stale; 0 = never. Default 900.",
+    )
     match: Literal["graph", "latest"] = Field(
-        "graph", description="graph: read the entry of the fingerprint of the extender's own call graph (the "
-                             "most recent entry while it has none); latest: always the most recently stored "
-                             "entry. Default graph.")
+        "graph",
+        description="graph: read the entry of the fingerprint of the extender's own call graph (the "
+        "most recent entry while it has none); latest: always the most recently stored "
+        "entry. Default graph.",
+    )
 
     @field_validator("address")
     @classmethod
@@ -207,24 +235,32 @@ class ExtenderConfiguration(ConfigModel):
     url_prefix: str = Field(
         "/scheduler",
         description="Path prefix of the verbs: POST {urlPrefix}/filter and {urlPrefix}/prioritize. Must "
-                    "start with '/'; a trailing '/' is dropped. Default /scheduler.")
+        "start with '/'; a trailing '/' is dropped. Default /scheduler.",
+    )
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Placement policy.")
     topology: TopologyConfig = Field(default_factory=TopologyConfig, description="Call-graph sources.")
     snapshot_file: str | None = Field(
-        None, description="Optional static cluster state loaded at start: a Kubernetes List as printed by "
-                          "`kubectl get nodes,pods,pdb -A -o json` (or any file/dir policy.observe reads). "
-                          "The --snapshot flag overrides it.")
-    kubernetes: KubernetesConfig = Field(default_factory=KubernetesConfig,
-                                         description="Live snapshot from the API server (list + watch).")
+        None,
+        description="Optional static cluster state loaded at start: a Kubernetes List as printed by "
+        "`kubectl get nodes,pods,pdb -A -o json` (or any file/dir policy.observe reads). "
+        "The --snapshot flag overrides it.",
+    )
+    kubernetes: KubernetesConfig = Field(
+        default_factory=KubernetesConfig, description="Live snapshot from the API server (list + watch)."
+    )
     max_snapshot_age_seconds: float = Field(
-        0.0, ge=0.0,
+        0.0,
+        ge=0.0,
         description="A snapshot not updated for longer than this many seconds is stale: scores turn "
-                    "neutral, filter passes every node and /readyz answers 503. 0 = never stale "
-                    "(right for a static snapshotFile; set it, e.g. 120, with a live watch).")
+        "neutral, filter passes every node and /readyz answers 503. 0 = never stale "
+        "(right for a static snapshotFile; set it, e.g. 120, with a live watch).",
+    )
     cache: CacheConfig | None = Field(
-        None, description="The topology embedding cache to copy embeddings and intent from; null = none.")
+        None, description="The topology embedding cache to copy embeddings and intent from; null = none."
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
-        "INFO", description="Log level of the process (stderr). Case-insensitive. Default INFO.")
+        "INFO", description="Log level of the process (stderr). Case-insensitive. Default INFO."
+    )
 
     @field_validator("url_prefix")
     @classmethod
@@ -255,7 +291,7 @@ def tls_server_kwargs(config: ExtenderConfiguration) -> dict[str, str]:
     tls = config.listen.tls
     if tls is None:
         return {}
-    import ssl  # noqa: PLC0415 - only HTTPS needs it
+    import ssl
 
     for field, path in (("certFile", tls.cert_file), ("keyFile", tls.key_file)):
         if not Path(path).is_file():
@@ -265,8 +301,9 @@ def tls_server_kwargs(config: ExtenderConfiguration) -> dict[str, str]:
         ctx.load_cert_chain(tls.cert_file, tls.key_file)
     except OSError as exc:  # ssl.SSLError is an OSError: bad PEM, key not matching the certificate
         detail = " ".join(str(getattr(exc, "reason", None) or exc.strerror or exc).split())
-        raise ValueError(f"listen.tls: cannot load certFile {tls.cert_file!r} with keyFile "
-                         f"{tls.key_file!r}: {detail}") from exc
+        raise ValueError(
+            f"listen.tls: cannot load certFile {tls.cert_file!r} with keyFile {tls.key_file!r}: {detail}"
+        ) from exc
     return {"ssl_certfile": tls.cert_file, "ssl_keyfile": tls.key_file}
 
 
@@ -278,7 +315,7 @@ def build_policy(config: ExtenderConfiguration) -> PlacementPolicy:
     if p.name == "topology-heuristic":
         return TopologyHeuristic(target_utilization=p.target_utilization)
     if p.name == "learned":
-        from policy.lowlevel import DEFAULT_PLACEMENT_BUNDLE, LearnedPlacement  # noqa: PLC0415 - only when used
+        from policy.lowlevel import DEFAULT_PLACEMENT_BUNDLE, LearnedPlacement
 
         return LearnedPlacement.load(p.bundle or DEFAULT_PLACEMENT_BUNDLE, refresh_s=p.embedding_refresh_seconds)
     raise ValueError(f"policy.name: unknown policy {p.name!r}")  # pragma: no cover - Literal guards this
@@ -290,8 +327,10 @@ def start_policy_feeds(policy: PlacementPolicy, config: ExtenderConfiguration, s
     :class:`policy.lowlevel.RowsRefresher` recomputes rows from the store's snapshot every
     ``policy.embeddingRefreshSeconds`` either way (the fallback). Returns the started refresher (call ``stop()``
     at shutdown), or ``None`` for a policy that needs no rows."""
-    from policy.lowlevel import LearnedPlacement  # noqa: PLC0415
-    from policy.lowlevel import RowsRefresher
+    from policy.lowlevel import (
+        LearnedPlacement,
+        RowsRefresher,
+    )
 
     if not isinstance(policy, LearnedPlacement):
         return None
@@ -314,8 +353,11 @@ def topology_refresher(config: ExtenderConfiguration):
     from policy.topology.live import TopologyRefresher
 
     refresher, warnings = TopologyRefresher.from_sources(
-        list(t.sources), refresh_s=t.refresh_seconds, half_life_s=t.smoothing_half_life_seconds,
-        stale_after_s=t.stale_after_seconds or None)
+        list(t.sources),
+        refresh_s=t.refresh_seconds,
+        half_life_s=t.smoothing_half_life_seconds,
+        stale_after_s=t.stale_after_seconds or None,
+    )
     refresher.refresh_once()
     return refresher, [str(w) for w in warnings]
 

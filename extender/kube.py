@@ -40,18 +40,15 @@ from kubernetes import client as kclient
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from policy.kube import POD_FIELD_SELECTOR, load_api_client
 from policy.observe import ObjectError, parse_node, parse_pod
 from policy.state import ANNOTATION_DEPENDS_ON, ClusterSnapshot, ServiceEdge, ServiceGraph
 
-from policy.kube import POD_FIELD_SELECTOR, load_api_client  # noqa: F401 - re-exported
 from .store import SnapshotStore
 
 __all__ = ["load_api_client", "graph_with_annotations", "KubeSnapshotSource", "POD_FIELD_SELECTOR"]
 
 log = logging.getLogger(__name__)
-
-
-
 
 
 def graph_with_annotations(graph: ServiceGraph | None, pods) -> ServiceGraph:
@@ -76,8 +73,14 @@ class _Gone(Exception):
 class _Reflector:
     """List + watch one resource into ``items`` (key → parsed object). Runs in its own thread."""
 
-    def __init__(self, kind: str, list_fn: Callable[..., Any], parse: Callable[[Mapping[str, Any]], Any],
-                 owner: KubeSnapshotSource, field_selector: str | None = None):
+    def __init__(
+        self,
+        kind: str,
+        list_fn: Callable[..., Any],
+        parse: Callable[[Mapping[str, Any]], Any],
+        owner: KubeSnapshotSource,
+        field_selector: str | None = None,
+    ):
         self.kind = kind
         self.list_fn = list_fn
         self.parse = parse
@@ -85,8 +88,8 @@ class _Reflector:
         self.field_selector = field_selector
         self.items: dict[str, Any] = {}
         self.resource_version = ""
-        self.synced = False      # the first list completed
-        self.healthy = False     # listed and watching, no error since
+        self.synced = False  # the first list completed
+        self.healthy = False  # listed and watching, no error since
         self.lists = 0
         self.events = 0
         self.errors = 0
@@ -118,8 +121,12 @@ class _Reflector:
         items: dict[str, Any] = {}
         cont = None
         while True:
-            kw = dict(self._kw(), limit=self.owner.page_size, _preload_content=False,
-                      _request_timeout=self.owner.request_timeout_s)
+            kw = dict(
+                self._kw(),
+                limit=self.owner.page_size,
+                _preload_content=False,
+                _request_timeout=self.owner.request_timeout_s,
+            )
             if cont:
                 kw["_continue"] = cont
             resp = self.list_fn(**kw)
@@ -148,9 +155,15 @@ class _Reflector:
         stop = self.owner.stop_event
         while not stop.is_set() and time.monotonic() < until:
             timeout = max(1, min(self.owner.watch_timeout_s, int(until - time.monotonic())))
-            resp = self.list_fn(**self._kw(), watch=True, resource_version=self.resource_version,
-                                allow_watch_bookmarks=True, timeout_seconds=timeout, _preload_content=False,
-                                _request_timeout=(self.owner.request_timeout_s, timeout + 30))
+            resp = self.list_fn(
+                **self._kw(),
+                watch=True,
+                resource_version=self.resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout,
+                _preload_content=False,
+                _request_timeout=(self.owner.request_timeout_s, timeout + 30),
+            )
             self._resp = resp
             self.healthy = True
             opened, seen = time.monotonic(), self.events
@@ -225,8 +238,13 @@ class _Reflector:
                     break
                 self.errors += 1
                 backoff = min(max(0.5, backoff * 2), 30.0)
-                log.warning("watch %s failed (%s: %s); retrying in %.1f s", self.kind, type(exc).__name__,
-                            " ".join(str(exc).split())[:300], backoff)
+                log.warning(
+                    "watch %s failed (%s: %s); retrying in %.1f s",
+                    self.kind,
+                    type(exc).__name__,
+                    " ".join(str(exc).split())[:300],
+                    backoff,
+                )
                 stop.wait(backoff * (0.8 + 0.4 * random.random()))
         self.healthy = False
 
@@ -246,10 +264,20 @@ class KubeSnapshotSource:
     via :meth:`stats`.
     """
 
-    def __init__(self, store: SnapshotStore, api_client: kclient.ApiClient | None = None, *, core: Any = None,
-                 graph: ServiceGraph | None = None,
-                 resync_s: float = 300.0, debounce_s: float = 0.2, touch_interval_s: float = 1.0,
-                 watch_timeout_s: int = 240, request_timeout_s: float = 30.0, page_size: int = 500):
+    def __init__(
+        self,
+        store: SnapshotStore,
+        api_client: kclient.ApiClient | None = None,
+        *,
+        core: Any = None,
+        graph: ServiceGraph | None = None,
+        resync_s: float = 300.0,
+        debounce_s: float = 0.2,
+        touch_interval_s: float = 1.0,
+        watch_timeout_s: int = 240,
+        request_timeout_s: float = 30.0,
+        page_size: int = 500,
+    ):
         if not resync_s > 0:
             raise ValueError(f"resync_s: must be > 0, got {resync_s!r}")
         if not debounce_s >= 0:
@@ -270,8 +298,9 @@ class KubeSnapshotSource:
                 raise ValueError("api_client or core is required")
             core = kclient.CoreV1Api(api_client)
         self.nodes = _Reflector("Node", core.list_node, parse_node, self)
-        self.pods = _Reflector("Pod", core.list_pod_for_all_namespaces, parse_pod, self,
-                               field_selector=POD_FIELD_SELECTOR)
+        self.pods = _Reflector(
+            "Pod", core.list_pod_for_all_namespaces, parse_pod, self, field_selector=POD_FIELD_SELECTOR
+        )
         self.rebuilds = 0
         self.last_build_s = 0.0
         self._threads: list[threading.Thread] = []
@@ -287,9 +316,15 @@ class KubeSnapshotSource:
 
     def stats(self) -> dict[str, Any]:
         """Counters, for logs and tests."""
-        return {"rebuilds": self.rebuilds, "last_build_s": round(self.last_build_s, 4),
-                **{f"{r.kind.lower()}_{k}": getattr(r, k) for r in (self.nodes, self.pods)
-                   for k in ("lists", "events", "errors")}}
+        return {
+            "rebuilds": self.rebuilds,
+            "last_build_s": round(self.last_build_s, 4),
+            **{
+                f"{r.kind.lower()}_{k}": getattr(r, k)
+                for r in (self.nodes, self.pods)
+                for k in ("lists", "events", "errors")
+            },
+        }
 
     def changed(self) -> None:
         self._dirty.set()
@@ -300,8 +335,11 @@ class KubeSnapshotSource:
         snapshot once both lists completed (see :meth:`wait_synced`)."""
         if self._threads:
             raise RuntimeError("KubeSnapshotSource already started")
-        for target, name in ((self.nodes.run, "watch-nodes"), (self.pods.run, "watch-pods"),
-                             (self._build_loop, "snapshot-builder")):
+        for target, name in (
+            (self.nodes.run, "watch-nodes"),
+            (self.pods.run, "watch-pods"),
+            (self._build_loop, "snapshot-builder"),
+        ):
             t = threading.Thread(target=target, name=f"hrl-extender:{name}", daemon=True)
             t.start()
             self._threads.append(t)
@@ -340,8 +378,9 @@ class KubeSnapshotSource:
             nodes = tuple(self.nodes.items[k] for k in sorted(self.nodes.items))
             pods = tuple(self.pods.items[k] for k in sorted(self.pods.items))
         graph = graph_with_annotations(self.graph, pods)
-        return ClusterSnapshot(nodes=nodes, pods=pods, pdbs=(), workloads=(), graph=graph,
-                               taken_at_s=self.store.clock())
+        return ClusterSnapshot(
+            nodes=nodes, pods=pods, pdbs=(), workloads=(), graph=graph, taken_at_s=self.store.clock()
+        )
 
     def _build_loop(self) -> None:
         stop = self.stop_event
@@ -358,15 +397,19 @@ class KubeSnapshotSource:
                 try:
                     snap = self.build_snapshot()
                     self.store.update(snap)
-                except Exception as exc:  # noqa: BLE001 - keep the last good snapshot; it will go stale
+                except Exception as exc:
                     log.error("snapshot rebuild failed: %s: %s", type(exc).__name__, exc, exc_info=True)
                     stop.wait(1.0)
                     continue
                 self.last_build_s = time.perf_counter() - t0
                 self.rebuilds += 1
                 if self.rebuilds == 1:
-                    log.info("first snapshot from the API server: %d nodes, %d pods (%.0f ms)",
-                             len(snap.nodes), len(snap.pods), self.last_build_s * 1000)
+                    log.info(
+                        "first snapshot from the API server: %d nodes, %d pods (%.0f ms)",
+                        len(snap.nodes),
+                        len(snap.pods),
+                        self.last_build_s * 1000,
+                    )
                 last_touch = time.monotonic()
                 # Throttle: leave at least twice the build time between builds.
                 stop.wait(max(0.0, 2 * self.last_build_s - self.debounce_s))

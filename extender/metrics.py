@@ -32,8 +32,27 @@ __all__ = ["DURATION_BUCKETS_S", "VERBS", "ExtenderMetrics"]
 #: Histogram buckets (seconds): fine from 50 µs to 1 s. kube-scheduler's budget per cycle is a few ms
 #: (DESIGN.md section 5), so most of the resolution sits below 10 ms.
 DURATION_BUCKETS_S: tuple[float, ...] = (
-    0.00005, 0.0001, 0.00015, 0.0002, 0.0003, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005,
-    0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    0.00005,
+    0.0001,
+    0.00015,
+    0.0002,
+    0.0003,
+    0.0005,
+    0.00075,
+    0.001,
+    0.0015,
+    0.002,
+    0.003,
+    0.005,
+    0.0075,
+    0.01,
+    0.015,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
 )
 
 VERBS: tuple[str, ...] = ("filter", "prioritize")
@@ -52,33 +71,44 @@ class ExtenderMetrics:
         self.prioritize_duration_seconds = Histogram(
             "hrl_extender_prioritize_duration_seconds",
             "Time to answer a valid prioritize request (parse, score, encode), seconds.",
-            buckets=DURATION_BUCKETS_S, registry=registry)
+            buckets=DURATION_BUCKETS_S,
+            registry=registry,
+        )
         self.prioritize_total = Counter(
             "hrl_extender_prioritize_total",
             "Valid prioritize requests by outcome (ok, or neutral_* with the reason scores were neutral).",
-            ["outcome"], registry=registry)
+            ["outcome"],
+            registry=registry,
+        )
         self.filter_duration_seconds = Histogram(
             "hrl_extender_filter_duration_seconds",
             "Time to answer a valid filter request (parse, filter, encode), seconds.",
-            buckets=DURATION_BUCKETS_S, registry=registry)
+            buckets=DURATION_BUCKETS_S,
+            registry=registry,
+        )
         self.filter_total = Counter(
             "hrl_extender_filter_total",
             "Valid filter requests by outcome (ok, filtered, no_fit, or a fail-open reason).",
-            ["outcome"], registry=registry)
+            ["outcome"],
+            registry=registry,
+        )
         self.requests_invalid_total = Counter(
             "hrl_extender_requests_invalid_total",
             "Malformed extender requests answered with HTTP 400, by verb.",
-            ["verb"], registry=registry)
+            ["verb"],
+            registry=registry,
+        )
         self.snapshot_age_seconds = Gauge(
             "hrl_extender_snapshot_age_seconds",
             "Seconds since the cluster snapshot was last updated (NaN when there is none).",
-            registry=registry)
+            registry=registry,
+        )
         self.snapshot_pods = Gauge(
-            "hrl_extender_snapshot_pods", "Pods in the current cluster snapshot (0 when none).",
-            registry=registry)
+            "hrl_extender_snapshot_pods", "Pods in the current cluster snapshot (0 when none).", registry=registry
+        )
         self.snapshot_nodes = Gauge(
-            "hrl_extender_snapshot_nodes", "Nodes in the current cluster snapshot (0 when none).",
-            registry=registry)
+            "hrl_extender_snapshot_nodes", "Nodes in the current cluster snapshot (0 when none).", registry=registry
+        )
         for o in PRIORITIZE_OUTCOMES:
             self.prioritize_total.labels(outcome=o)
         for o in FILTER_OUTCOMES:

@@ -38,24 +38,24 @@ log = logging.getLogger(__name__)
 #: ``ok``: the policy's scores; every other label: neutral scores, and why.
 PRIORITIZE_OUTCOMES: tuple[str, ...] = (
     "ok",
-    "neutral_no_snapshot",      # no snapshot loaded yet
-    "neutral_stale",            # the snapshot is older than maxSnapshotAgeSeconds
+    "neutral_no_snapshot",  # no snapshot loaded yet
+    "neutral_stale",  # the snapshot is older than maxSnapshotAgeSeconds
     "neutral_unknown_service",  # the pod's service is not in the call graph
     "neutral_embeddings_missing",  # a cache is configured but has no embedding for the pod's service
-    "neutral_embeddings_stale",    # a cache is configured but its embeddings are older than maxAgeSeconds
-    "neutral_unknown_nodes",    # none of the candidates is in the snapshot
-    "neutral_error",            # the policy raised, or returned the wrong shape
-    "neutral_nonfinite",        # the policy returned NaN or infinity
+    "neutral_embeddings_stale",  # a cache is configured but its embeddings are older than maxAgeSeconds
+    "neutral_unknown_nodes",  # none of the candidates is in the snapshot
+    "neutral_error",  # the policy raised, or returned the wrong shape
+    "neutral_nonfinite",  # the policy returned NaN or infinity
 )
 
 #: Every outcome label :func:`filter_nodes` returns (the ``outcome`` label of ``hrl_extender_filter_total``).
 FILTER_OUTCOMES: tuple[str, ...] = (
-    "ok",           # every candidate passes
-    "filtered",     # some candidates rejected, some pass
-    "no_fit",       # every candidate rejected (still a normal reply with reasons)
+    "ok",  # every candidate passes
+    "filtered",  # some candidates rejected, some pass
+    "no_fit",  # every candidate rejected (still a normal reply with reasons)
     "no_snapshot",  # no snapshot: every candidate passes (fail open)
-    "stale",        # stale snapshot: every candidate passes (fail open)
-    "error",        # the policy raised or answered garbage: every candidate passes (fail open)
+    "stale",  # stale snapshot: every candidate passes (fail open)
+    "error",  # the policy raised or answered garbage: every candidate passes (fail open)
 )
 
 
@@ -69,8 +69,14 @@ def _precheck(view: StoreView, max_snapshot_age_s: float, now_s: float | None) -
     return None
 
 
-def prioritize(parsed: ParsedArgs, view: StoreView, policy: PlacementPolicy, *,
-               max_snapshot_age_s: float = 0.0, now_s: float | None = None) -> tuple[list[HostPriority], str]:
+def prioritize(
+    parsed: ParsedArgs,
+    view: StoreView,
+    policy: PlacementPolicy,
+    *,
+    max_snapshot_age_s: float = 0.0,
+    now_s: float | None = None,
+) -> tuple[list[HostPriority], str]:
     """Score ``parsed.node_names`` for ``parsed.pod`` with ``policy.score`` on ``view``.
 
     Returns ``(reply, outcome)``: ``reply`` has one ``{"Host", "Score"}`` per candidate in request order,
@@ -98,17 +104,29 @@ def prioritize(parsed: ParsedArgs, view: StoreView, policy: PlacementPolicy, *,
     try:
         raw = np.asarray(policy.score(parsed.pod, cands, view.index, view.intent), dtype=np.float64)
     except Exception as exc:
-        log.warning("prioritize: policy %r raised %s: %s (neutral scores for pod %s)",
-                    getattr(policy, "name", type(policy).__name__), type(exc).__name__, exc, parsed.pod.key,
-                    exc_info=log.isEnabledFor(logging.DEBUG))
+        log.warning(
+            "prioritize: policy %r raised %s: %s (neutral scores for pod %s)",
+            getattr(policy, "name", type(policy).__name__),
+            type(exc).__name__,
+            exc,
+            parsed.pod.key,
+            exc_info=log.isEnabledFor(logging.DEBUG),
+        )
         return neutral_host_priorities(names), "neutral_error"
     if raw.shape != (len(cands),):
-        log.warning("prioritize: policy %r returned shape %s for %d candidates (neutral scores)",
-                    getattr(policy, "name", type(policy).__name__), raw.shape, len(cands))
+        log.warning(
+            "prioritize: policy %r returned shape %s for %d candidates (neutral scores)",
+            getattr(policy, "name", type(policy).__name__),
+            raw.shape,
+            len(cands),
+        )
         return neutral_host_priorities(names), "neutral_error"
     if not np.all(np.isfinite(raw)):
-        log.warning("prioritize: policy %r returned non-finite scores (neutral scores for pod %s)",
-                    getattr(policy, "name", type(policy).__name__), parsed.pod.key)
+        log.warning(
+            "prioritize: policy %r returned non-finite scores (neutral scores for pod %s)",
+            getattr(policy, "name", type(policy).__name__),
+            parsed.pod.key,
+        )
         return neutral_host_priorities(names), "neutral_nonfinite"
     full = np.zeros(len(names))
     full[known] = np.clip(raw, 0.0, MAX_EXTENDER_PRIORITY)
@@ -127,8 +145,14 @@ def _clean_failures(failed: object, candidates: Sequence[str], policy_name: str)
     return out
 
 
-def filter_nodes(parsed: ParsedArgs, view: StoreView, policy: PlacementPolicy, *,
-                 max_snapshot_age_s: float = 0.0, now_s: float | None = None) -> tuple[ExtenderFilterResult, str]:
+def filter_nodes(
+    parsed: ParsedArgs,
+    view: StoreView,
+    policy: PlacementPolicy,
+    *,
+    max_snapshot_age_s: float = 0.0,
+    now_s: float | None = None,
+) -> tuple[ExtenderFilterResult, str]:
     """Reject the candidates that violate ``policy.filter``'s hard constraints.
 
     Returns ``(reply, outcome)``: an ``ExtenderFilterResult`` in the request's mode with the passing
@@ -147,8 +171,14 @@ def filter_nodes(parsed: ParsedArgs, view: StoreView, policy: PlacementPolicy, *
     try:
         failed = _clean_failures(policy.filter(parsed.pod, known, view.index), known, pname) if known else {}
     except Exception as exc:
-        log.warning("filter: policy %r raised %s: %s (every node passes for pod %s)",
-                    pname, type(exc).__name__, exc, parsed.pod.key, exc_info=log.isEnabledFor(logging.DEBUG))
+        log.warning(
+            "filter: policy %r raised %s: %s (every node passes for pod %s)",
+            pname,
+            type(exc).__name__,
+            exc,
+            parsed.pod.key,
+            exc_info=log.isEnabledFor(logging.DEBUG),
+        )
         return build_filter_result(parsed, {}), "error"
     result = build_filter_result(parsed, failed)
     if not failed:

@@ -45,8 +45,9 @@ log = logging.getLogger(__name__)
 _JSON = "application/json"
 
 
-def readiness(store: SnapshotStore, config: ExtenderConfiguration, now_s: float | None = None,
-              topology=None) -> tuple[bool, str]:
+def readiness(
+    store: SnapshotStore, config: ExtenderConfiguration, now_s: float | None = None, topology=None
+) -> tuple[bool, str]:
     """``(ready, reason)``: ready when a snapshot is loaded and not older than ``maxSnapshotAgeSeconds``.
 
     ``topology``: the :class:`policy.topology.live.TopologyRefresher` keeping the call graph current (or
@@ -66,13 +67,19 @@ def readiness(store: SnapshotStore, config: ExtenderConfiguration, now_s: float 
     t = store.clock() if now_s is None else now_s
     max_age = config.max_snapshot_age_seconds
     if v.is_stale(t, max_age):
-        return False, (f"not ready: snapshot is stale (age {v.age_s(t):.1f} s > maxSnapshotAgeSeconds {max_age:g})"
-                       + warning)
+        return False, (
+            f"not ready: snapshot is stale (age {v.age_s(t):.1f} s > maxSnapshotAgeSeconds {max_age:g})" + warning
+        )
     return True, "ok" + warning
 
 
-def make_app(config: ExtenderConfiguration, store: SnapshotStore, policy: PlacementPolicy,
-             registry: CollectorRegistry | ExtenderMetrics, topology=None) -> Starlette:
+def make_app(
+    config: ExtenderConfiguration,
+    store: SnapshotStore,
+    policy: PlacementPolicy,
+    registry: CollectorRegistry | ExtenderMetrics,
+    topology=None,
+) -> Starlette:
     """The starlette application serving the extender.
 
     ``config``: routes (``urlPrefix``) and staleness (``maxSnapshotAgeSeconds``); ``store``: read on every
@@ -85,7 +92,7 @@ def make_app(config: ExtenderConfiguration, store: SnapshotStore, policy: Placem
     metrics = registry if isinstance(registry, ExtenderMetrics) else ExtenderMetrics(registry)
     metrics.bind_store(store)
     if topology is not None and topology.metrics is None:
-        from policy.topology.live import TopologyMetrics  # noqa: PLC0415 - only with live topology
+        from policy.topology.live import TopologyMetrics
 
         topology.attach_metrics(TopologyMetrics(metrics.registry))
     max_age = config.max_snapshot_age_seconds
@@ -105,12 +112,12 @@ def make_app(config: ExtenderConfiguration, store: SnapshotStore, policy: Placem
         except WireError as exc:
             return bad_request("prioritize", exc)
         try:
-            reply, outcome = scoring.prioritize(parsed, store.get(), policy, max_snapshot_age_s=max_age,
-                                                now_s=store.clock())
+            reply, outcome = scoring.prioritize(
+                parsed, store.get(), policy, max_snapshot_age_s=max_age, now_s=store.clock()
+            )
             content = encode_json(reply)
         except Exception as exc:  # fail open: the scheduler's own plugins decide
-            log.error("prioritize: internal failure %s: %s (neutral scores)", type(exc).__name__, exc,
-                      exc_info=True)
+            log.error("prioritize: internal failure %s: %s (neutral scores)", type(exc).__name__, exc, exc_info=True)
             content, outcome = encode_json(neutral_host_priorities(parsed.node_names)), "neutral_error"
         metrics.prioritize_total.labels(outcome=outcome).inc()
         metrics.prioritize_duration_seconds.observe(time.perf_counter() - t0)
@@ -124,12 +131,12 @@ def make_app(config: ExtenderConfiguration, store: SnapshotStore, policy: Placem
         except WireError as exc:
             return bad_request("filter", exc)
         try:
-            reply, outcome = scoring.filter_nodes(parsed, store.get(), policy, max_snapshot_age_s=max_age,
-                                                  now_s=store.clock())
+            reply, outcome = scoring.filter_nodes(
+                parsed, store.get(), policy, max_snapshot_age_s=max_age, now_s=store.clock()
+            )
             content = encode_json(reply)
         except Exception as exc:  # fail open: every candidate passes
-            log.error("filter: internal failure %s: %s (every node passes)", type(exc).__name__, exc,
-                      exc_info=True)
+            log.error("filter: internal failure %s: %s (every node passes)", type(exc).__name__, exc, exc_info=True)
             content, outcome = encode_json(build_filter_result(parsed, {})), "error"
         metrics.filter_total.labels(outcome=outcome).inc()
         metrics.filter_duration_seconds.observe(time.perf_counter() - t0)
@@ -145,13 +152,15 @@ def make_app(config: ExtenderConfiguration, store: SnapshotStore, policy: Placem
     async def metrics_endpoint(request: Request) -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    app = Starlette(routes=[
-        Route(f"{prefix}/filter", filter_, methods=["POST"]),
-        Route(f"{prefix}/prioritize", prioritize, methods=["POST"]),
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz, methods=["GET"]),
-        Route("/metrics", metrics_endpoint, methods=["GET"]),
-    ])
+    app = Starlette(
+        routes=[
+            Route(f"{prefix}/filter", filter_, methods=["POST"]),
+            Route(f"{prefix}/prioritize", prioritize, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics_endpoint, methods=["GET"]),
+        ]
+    )
     app.state.metrics = metrics
     app.state.store = store
     app.state.config = config
@@ -177,10 +186,19 @@ class ExtenderServer:
     within ``startup_timeout_s``.
     """
 
-    def __init__(self, config: ExtenderConfiguration | None = None, store: SnapshotStore | None = None,
-                 policy: PlacementPolicy | None = None, registry: CollectorRegistry | None = None, *,
-                 host: str | None = None, port: int | None = None, startup_timeout_s: float = 10.0,
-                 log_level: str = "warning", topology=None):
+    def __init__(
+        self,
+        config: ExtenderConfiguration | None = None,
+        store: SnapshotStore | None = None,
+        policy: PlacementPolicy | None = None,
+        registry: CollectorRegistry | None = None,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        startup_timeout_s: float = 10.0,
+        log_level: str = "warning",
+        topology=None,
+    ):
         self.config = config or ExtenderConfiguration()
         self.store = store if store is not None else SnapshotStore()
         self.policy = policy if policy is not None else build_policy(self.config)
@@ -220,12 +238,19 @@ class ExtenderServer:
         sock.set_inheritable(True)
         self._sock = sock
         self.port = sock.getsockname()[1]
-        cfg = uvicorn.Config(self.app, log_level=self._log_level, access_log=False, lifespan="off",
-                             timeout_graceful_shutdown=2, **self._tls_kwargs)
+        cfg = uvicorn.Config(
+            self.app,
+            log_level=self._log_level,
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=2,
+            **self._tls_kwargs,
+        )
         server = uvicorn.Server(cfg)
         self._server = server
-        self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
-                                        name=f"hrl-extender:{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name=f"hrl-extender:{self.port}", daemon=True
+        )
         self._thread.start()
         deadline = time.monotonic() + self.startup_timeout_s
         while not server.started:

@@ -127,9 +127,14 @@ class SnapshotStore:
             index = ClusterIndex.build(snap)
             self._raw = snapshot
             v = self._view
-            self._view = replace(v, snapshot=snap, index=index, graph=graph,
-                                 updated_at_s=self.clock() if now_s is None else float(now_s),
-                                 generation=v.generation + 1)
+            self._view = replace(
+                v,
+                snapshot=snap,
+                index=index,
+                graph=graph,
+                updated_at_s=self.clock() if now_s is None else float(now_s),
+                generation=v.generation + 1,
+            )
             return self._view
 
     def touch(self, now_s: float | None = None) -> StoreView:
@@ -176,8 +181,9 @@ class SnapshotStore:
             vec = tuple(vals)
         with self._lock:
             v = self._view
-            self._view = replace(v, intent=vec, intent_version=None if version is None else str(version),
-                                 generation=v.generation + 1)
+            self._view = replace(
+                v, intent=vec, intent_version=None if version is None else str(version), generation=v.generation + 1
+            )
             return self._view
 
     def set_embeddings(self, entry: EmbeddingEntry | None) -> StoreView:
@@ -196,8 +202,12 @@ class SnapshotStore:
             raise ValueError(f"max_age_s: expected a finite number >= 0, got {max_age_s!r}")
         with self._lock:
             v = self._view
-            self._view = replace(v, embeddings_required=bool(required), embeddings_max_age_s=float(max_age_s),
-                                 generation=v.generation + 1)
+            self._view = replace(
+                v,
+                embeddings_required=bool(required),
+                embeddings_max_age_s=float(max_age_s),
+                generation=v.generation + 1,
+            )
             return self._view
 
     def load_file(self, path: str | Path, now_s: float | None = None) -> StoreView:

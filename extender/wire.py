@@ -69,6 +69,7 @@ class WireError(ValueError):
 
 # ---- wire JSON shapes (TypedDicts: DESIGN.md section 6) --------------------------------------------
 
+
 class NodeListJSON(TypedDict, total=False):
     """core/v1 NodeList as Go's encoding/json writes it: ``{"metadata": {}, "items": [Node, ...]}``."""
 
@@ -128,6 +129,7 @@ class ParsedArgs:
 
 # ---- helpers ---------------------------------------------------------------------------------------
 
+
 def _show(v: Any, limit: int = 60) -> str:
     """A short one-line rendering of a JSON value for error messages."""
     if isinstance(v, Mapping):
@@ -144,7 +146,7 @@ def _fold_lookup(obj: Mapping[str, Any], fields: Sequence[str]) -> dict[str, tup
     Returns ``{field: (present, value)}`` for every name in ``fields``."""
     exact = {f: f for f in fields}
     folded = {f.casefold(): f for f in fields}
-    out: dict[str, tuple[bool, Any]] = {f: (False, None) for f in fields}
+    out: dict[str, tuple[bool, Any]] = dict.fromkeys(fields, (False, None))
     for k, v in obj.items():
         if not isinstance(k, str):
             continue
@@ -187,6 +189,7 @@ def _load_body(body: bytes | bytearray | str | Mapping[str, Any]) -> Mapping[str
 
 # ---- requests ----------------------------------------------------------------------------------------
 
+
 def parse_extender_args(body: bytes | bytearray | str | Mapping[str, Any]) -> ParsedArgs:
     """Validate and parse an ``ExtenderArgs`` request body.
 
@@ -213,14 +216,16 @@ def parse_extender_args(body: bytes | bytearray | str | Mapping[str, Any]) -> Pa
         pod = parse_pod(pod_obj)
     except ObjectError as exc:
         raise WireError(f"Pod: {_one_line(exc)}") from None
-    except Exception as exc:  # a shape parse_pod did not anticipate (e.g. a list where a map belongs)
+    except Exception as exc:  # noqa: BLE001 - a shape parse_pod did not anticipate (a list where a map belongs)
         raise WireError(f"Pod: cannot parse: {type(exc).__name__}: {_one_line(exc)}") from None
 
     _, names_val = f["NodeNames"]
     _, nodes_val = f["Nodes"]
     if names_val is None and nodes_val is None:
-        raise WireError("NodeNames, Nodes: both null or missing; exactly one must carry the candidate "
-                        "nodes (NodeNames when nodeCacheCapable is true, Nodes otherwise)")
+        raise WireError(
+            "NodeNames, Nodes: both null or missing; exactly one must carry the candidate "
+            "nodes (NodeNames when nodeCacheCapable is true, Nodes otherwise)"
+        )
     if names_val is not None and nodes_val is not None:
         raise WireError("NodeNames, Nodes: both set; exactly one must carry the candidate nodes")
 
@@ -253,7 +258,7 @@ def parse_extender_args(body: bytes | bytearray | str | Mapping[str, Any]) -> Pa
             nodes.append(parse_node(it))
         except ObjectError as exc:
             raise WireError(f"Nodes.items[{i}]: {_one_line(exc)}") from None
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a shape parse_node did not anticipate
             raise WireError(f"Nodes.items[{i}]: cannot parse: {type(exc).__name__}: {_one_line(exc)}") from None
     return ParsedArgs(
         pod=pod,
@@ -265,8 +270,9 @@ def parse_extender_args(body: bytes | bytearray | str | Mapping[str, Any]) -> Pa
     )
 
 
-def make_extender_args(pod: Mapping[str, Any], node_names: Sequence[str] | None = None,
-                       nodes: Sequence[Mapping[str, Any]] | None = None) -> ExtenderArgs:
+def make_extender_args(
+    pod: Mapping[str, Any], node_names: Sequence[str] | None = None, nodes: Sequence[Mapping[str, Any]] | None = None
+) -> ExtenderArgs:
     """The ``ExtenderArgs`` kube-scheduler would send for ``pod`` and exactly one of ``node_names``
     (nodeCacheCapable: true) or ``nodes`` (full Node objects; false).
 
@@ -286,8 +292,10 @@ def make_extender_args(pod: Mapping[str, Any], node_names: Sequence[str] | None 
 
 # ---- replies -----------------------------------------------------------------------------------------
 
-def build_filter_result(parsed: ParsedArgs, failed: Mapping[str, str],
-                        unresolvable: Mapping[str, str] | None = None, error: str = "") -> ExtenderFilterResult:
+
+def build_filter_result(
+    parsed: ParsedArgs, failed: Mapping[str, str], unresolvable: Mapping[str, str] | None = None, error: str = ""
+) -> ExtenderFilterResult:
     """The filter reply for ``parsed``: every candidate not in ``failed`` or ``unresolvable`` passes,
     in request order, in the same field the request used (``NodeNames`` or ``Nodes`` with the passing
     Node objects exactly as received); the other field is ``null``.
@@ -344,6 +352,7 @@ def encode_json(reply: Any) -> bytes:
 
 # ---- the scheduler's side: how HTTPExtender reads replies (used by tests and the demo) ---------------
 
+
 def _decode_doc(body: bytes | str | Any, what: str) -> Any:
     if isinstance(body, (bytes, bytearray, str)):
         try:
@@ -356,7 +365,7 @@ def _decode_doc(body: bytes | str | Any, what: str) -> Any:
 def _go_int64(v: Any, field: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise WireError(f"{field}: expected an integer (Go int64), got {_show(v)}")
-    if not -(2 ** 63) <= v < 2 ** 63:
+    if not -(2**63) <= v < 2**63:
         raise WireError(f"{field}: integer out of int64 range, got {v}")
     return v
 
@@ -390,8 +399,9 @@ def decode_host_priorities(body: bytes | str | Any, candidates: Sequence[str] | 
     return out
 
 
-def decode_filter_result(body: bytes | str | Any, candidates: Sequence[str],
-                         node_cache_capable: bool) -> tuple[list[str], dict[str, str], dict[str, str]]:
+def decode_filter_result(
+    body: bytes | str | Any, candidates: Sequence[str], node_cache_capable: bool
+) -> tuple[list[str], dict[str, str], dict[str, str]]:
     """Read a filter reply the way kube-scheduler's ``HTTPExtender.Filter`` does and return
     ``(passing node names, FailedNodes, FailedAndUnresolvableNodes)``.
 

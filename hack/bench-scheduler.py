@@ -47,9 +47,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families
 
-from policy.bench.markdown import write_section  # noqa: E402
+from policy.bench.markdown import write_section
 
 
 def _controlplane():
@@ -70,6 +70,7 @@ def log(msg: str) -> None:
 
 
 # ---- metrics --------------------------------------------------------------------------------------------
+
 
 def histogram(text: str, name: str, **labels: str) -> list[tuple[float, float]]:
     """Cumulative buckets ``[(le, count)]`` of histogram ``name`` (summed over series matching ``labels``)."""
@@ -109,21 +110,31 @@ def diff(after: list[tuple[float, float]], before: list[tuple[float, float]]) ->
 
 # ---- workload -------------------------------------------------------------------------------------------
 
+
 def pod_manifest(i: int, services: int, scheduler: str) -> dict:
     svc = i % services
     ann = {"hrl-scheduler.io/depends-on": f"bench-svc-{svc + 1:02d}"} if svc + 1 < services else {}
     return {
-        "apiVersion": "v1", "kind": "Pod",
+        "apiVersion": "v1",
+        "kind": "Pod",
         "metadata": {"name": f"bench-{i:05d}", "labels": {"app": f"bench-svc-{svc:02d}"}, "annotations": ann},
-        "spec": {"schedulerName": scheduler, "terminationGracePeriodSeconds": 0,
-                 "containers": [{"name": "app", "image": "registry.invalid/bench:1",
-                                 "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]},
+        "spec": {
+            "schedulerName": scheduler,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "registry.invalid/bench:1",
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+                }
+            ],
+        },
     }
 
 
 def create_pods(cp, ns: str, count: int, services: int, scheduler: str, workers: int = 8) -> float:
     """Create ``count`` pods in ``ns`` with ``workers`` threads (one ApiClient each); returns seconds taken."""
-    from kubernetes import client as kclient  # noqa: PLC0415
+    from kubernetes import client as kclient
 
     local = threading.local()
 
@@ -142,7 +153,7 @@ def create_pods(cp, ns: str, count: int, services: int, scheduler: str, workers:
 
 
 def _fresh_admin(cp):
-    from kubernetes import config as kconfig  # noqa: PLC0415
+    from kubernetes import config as kconfig
 
     return kconfig.new_client_from_config(config_file=str(cp.kubeconfig))
 
@@ -164,8 +175,7 @@ def bind_times(log_path: Path) -> list[float]:
     return out
 
 
-def run_phase(cp, label: str, scheduler: str, extenders: list, pods: int, services: int,
-              timeout_s: float) -> dict:
+def run_phase(cp, label: str, scheduler: str, extenders: list, pods: int, services: int, timeout_s: float) -> dict:
     ns = f"bench-{label}"
     cp.kubectl("create", "namespace", ns)
     log(f"{label}: creating {pods} pods for scheduler {scheduler!r} (not running yet)")
@@ -193,8 +203,13 @@ def run_phase(cp, label: str, scheduler: str, extenders: list, pods: int, servic
     attempts = histogram(sched_metrics, "scheduler_scheduling_attempt_duration_seconds", result="scheduled")
     algorithm = histogram(sched_metrics, "scheduler_scheduling_algorithm_duration_seconds")
     res = {
-        "label": label, "scheduler": scheduler, "extenders": len(extenders), "pods": pods,
-        "bound": len(times), "create_s": round(create_s, 2), "schedule_span_s": round(span, 3),
+        "label": label,
+        "scheduler": scheduler,
+        "extenders": len(extenders),
+        "pods": pods,
+        "bound": len(times),
+        "create_s": round(create_s, 2),
+        "schedule_span_s": round(span, 3),
         "throughput_pods_per_s": round(pods / span, 1) if span > 0 else math.inf,
         "throughput_p50_per_second": secs[len(secs) // 2] if secs else 0,
         "algorithm_latency_p50_ms": round(1000 * quantile(0.5, algorithm), 2),
@@ -205,73 +220,95 @@ def run_phase(cp, label: str, scheduler: str, extenders: list, pods: int, servic
     }
     if extenders:
         for verb in ("prioritize", "filter"):
-            h = diff(histogram(ext_after, f"hrl_extender_{verb}_duration_seconds"),
-                     histogram(ext_before, f"hrl_extender_{verb}_duration_seconds"))
+            h = diff(
+                histogram(ext_after, f"hrl_extender_{verb}_duration_seconds"),
+                histogram(ext_before, f"hrl_extender_{verb}_duration_seconds"),
+            )
             res[f"extender_{verb}_calls"] = int(h[-1][1]) if h else 0
             res[f"extender_{verb}_p50_ms"] = round(1000 * quantile(0.5, h), 2)
             res[f"extender_{verb}_p99_ms"] = round(1000 * quantile(0.99, h), 2)
     log(f"{label}: {json.dumps(res)}")
     cp.kubectl("delete", "namespace", ns, "--wait=false")
-    cp.kubectl("delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force", "--wait=false",
-               check=False, timeout_s=300)
-    cpm.wait_for(lambda: cp.kubectl("get", "pods", "-n", ns, "-o", "name", timeout_s=120).stdout.strip() == "",
-                 300, f"the pods of {ns} to go", 1.0)
+    cp.kubectl(
+        "delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force", "--wait=false", check=False, timeout_s=300
+    )
+    cpm.wait_for(
+        lambda: cp.kubectl("get", "pods", "-n", ns, "-o", "name", timeout_s=120).stdout.strip() == "",
+        300,
+        f"the pods of {ns} to go",
+        1.0,
+    )
     return res
 
 
-NAMES = {"baseline": "without extender", "extender": "with hrl-extender as shipped (filter + prioritize)",
-         "prioritize-only": "with hrl-extender, prioritize only (no filterVerb)"}
+NAMES = {
+    "baseline": "without extender",
+    "extender": "with hrl-extender as shipped (filter + prioritize)",
+    "prioritize-only": "with hrl-extender, prioritize only (no filterVerb)",
+}
 
 
-def markdown(results: list[dict], nodes: int, pods: int, services: int, startup_s: float,
-             load: tuple[float, float] = (math.nan, math.nan)) -> str:
+def markdown(
+    results: list[dict],
+    nodes: int,
+    pods: int,
+    services: int,
+    startup_s: float,
+    load: tuple[float, float] = (math.nan, math.nan),
+) -> str:
     by = {r["label"]: r for r in results}
     base, ext = by["baseline"], by["extender"]
     ratio = ext["throughput_pods_per_s"] / base["throughput_pods_per_s"]
     extra = ""
     if "prioritize-only" in by:
         po = by["prioritize-only"]
-        extra = (f" Without `filterVerb` (prioritize only): {po['throughput_pods_per_s']:.1f} pods/s, ratio "
-                 f"{po['throughput_pods_per_s'] / base['throughput_pods_per_s']:.2f}.")
+        extra = (
+            f" Without `filterVerb` (prioritize only): {po['throughput_pods_per_s']:.1f} pods/s, ratio "
+            f"{po['throughput_pods_per_s'] / base['throughput_pods_per_s']:.2f}."
+        )
     rows = []
     for r in results:
         name = NAMES[r["label"]]
-        rows.append(f"| {name} | {r['bound']}/{r['pods']} | {r['throughput_pods_per_s']:.1f} | "
-                    f"{r['throughput_p50_per_second']} | {r['algorithm_latency_p50_ms']:.1f} / "
-                    f"{r['algorithm_latency_p99_ms']:.1f} | {r['attempt_latency_p50_ms']:.1f} / "
-                    f"{r['attempt_latency_p99_ms']:.1f} | {r['schedule_span_s']:.1f} |")
-    return "\n".join([
-        "## kube-scheduler with and without the extender (`make bench-scheduler`)",
-        "",
-        f"Real kube-scheduler v1.36.3 on the loopback control plane (`hack/controlplane.py`), in the style of "
-        f"scheduler_perf's SchedulingBasic: {nodes} kwok nodes (32 CPU, 128 GiB), {pods} pods (100m CPU, "
-        f"128 MiB) of {services} services chained by `hrl-scheduler.io/depends-on`, all queued before one "
-        "kube-scheduler starts and schedules them. The extender is `hrl-extender` (a separate Python process, "
-        "snapshot fed by its watch), registered as shipped: filter + prioritize, `nodeCacheCapable`, "
-        "`ignorable`, weight 2, `httpTimeout: 300ms`.",
-        "",
-        "| scheduler | bound | throughput (pods/s) | per-second p50 (pods) | algorithm latency p50 / p99 (ms) | "
-        "attempt latency p50 / p99 (ms) | span (s) |",
-        "|---|---|---|---|---|---|---|",
-        *rows,
-        "",
-        f"**Throughput ratio with / without the extender: {ratio:.2f}** "
-        f"({ext['throughput_pods_per_s']:.1f} / {base['throughput_pods_per_s']:.1f} pods/s). "
-        f"Extender time per call: prioritize p50 {ext['extender_prioritize_p50_ms']:.2f} ms / p99 "
-        f"{ext['extender_prioritize_p99_ms']:.2f} ms ({ext['extender_prioritize_calls']} calls), filter p50 "
-        f"{ext['extender_filter_p50_ms']:.2f} ms / p99 {ext['extender_filter_p99_ms']:.2f} ms "
-        f"({ext['extender_filter_calls']} calls).{extra}",
-        "",
-        "Throughput: pods / (last − first binding) from the scheduler's log. Per-pod latency from the "
-        "scheduler's histograms, interpolated within their exponential buckets (1 ms × 2^k): algorithm = "
-        "`scheduler_scheduling_algorithm_duration_seconds` (filter + score of one pod, extender calls "
-        "included: the cost of the decision); attempt = `scheduler_scheduling_attempt_duration_seconds"
-        "{result=\"scheduled\"}` (algorithm + binding; in a burst the binding waits in the API server's "
-        "queue, which is why the fastest scheduler shows the longest attempts). "
-        f"Control plane warm start-up: {startup_s:.1f} s. Run on {datetime.now().strftime('%Y-%m-%d')}, "
-        f"{platform.node() or 'this machine'} ({os.cpu_count()} cores, shared by every component, the extender "
-        f"and whatever else runs: 1-min load average {load[0]:.1f} at the start, {load[1]:.1f} at the end).",
-    ])
+        rows.append(
+            f"| {name} | {r['bound']}/{r['pods']} | {r['throughput_pods_per_s']:.1f} | "
+            f"{r['throughput_p50_per_second']} | {r['algorithm_latency_p50_ms']:.1f} / "
+            f"{r['algorithm_latency_p99_ms']:.1f} | {r['attempt_latency_p50_ms']:.1f} / "
+            f"{r['attempt_latency_p99_ms']:.1f} | {r['schedule_span_s']:.1f} |"
+        )
+    return "\n".join(
+        [
+            "## kube-scheduler with and without the extender (`make bench-scheduler`)",
+            "",
+            f"Real kube-scheduler v1.36.3 on the loopback control plane (`hack/controlplane.py`), in the style of "
+            f"scheduler_perf's SchedulingBasic: {nodes} kwok nodes (32 CPU, 128 GiB), {pods} pods (100m CPU, "
+            f"128 MiB) of {services} services chained by `hrl-scheduler.io/depends-on`, all queued before one "
+            "kube-scheduler starts and schedules them. The extender is `hrl-extender` (a separate Python process, "
+            "snapshot fed by its watch), registered as shipped: filter + prioritize, `nodeCacheCapable`, "
+            "`ignorable`, weight 2, `httpTimeout: 300ms`.",
+            "",
+            "| scheduler | bound | throughput (pods/s) | per-second p50 (pods) | algorithm latency p50 / p99 (ms) | "
+            "attempt latency p50 / p99 (ms) | span (s) |",
+            "|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            f"**Throughput ratio with / without the extender: {ratio:.2f}** "
+            f"({ext['throughput_pods_per_s']:.1f} / {base['throughput_pods_per_s']:.1f} pods/s). "
+            f"Extender time per call: prioritize p50 {ext['extender_prioritize_p50_ms']:.2f} ms / p99 "
+            f"{ext['extender_prioritize_p99_ms']:.2f} ms ({ext['extender_prioritize_calls']} calls), filter p50 "
+            f"{ext['extender_filter_p50_ms']:.2f} ms / p99 {ext['extender_filter_p99_ms']:.2f} ms "
+            f"({ext['extender_filter_calls']} calls).{extra}",
+            "",
+            "Throughput: pods / (last − first binding) from the scheduler's log. Per-pod latency from the "
+            "scheduler's histograms, interpolated within their exponential buckets (1 ms × 2^k): algorithm = "
+            "`scheduler_scheduling_algorithm_duration_seconds` (filter + score of one pod, extender calls "
+            "included: the cost of the decision); attempt = `scheduler_scheduling_attempt_duration_seconds"
+            '{result="scheduled"}` (algorithm + binding; in a burst the binding waits in the API server\'s '
+            "queue, which is why the fastest scheduler shows the longest attempts). "
+            f"Control plane warm start-up: {startup_s:.1f} s. Run on {datetime.now().strftime('%Y-%m-%d')}, "
+            f"{platform.node() or 'this machine'} ({os.cpu_count()} cores, shared by every component, the extender "
+            f"and whatever else runs: 1-min load average {load[0]:.1f} at the start, {load[1]:.1f} at the end).",
+        ]
+    )
 
 
 def main(argv=None) -> int:
@@ -282,8 +319,11 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per phase to bind every pod")
     ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     ap.add_argument("--no-write", action="store_true", help="do not touch BENCHMARKS.md")
-    ap.add_argument("--no-prioritize-only", action="store_true",
-                    help="skip the third phase (the extender registered without filterVerb)")
+    ap.add_argument(
+        "--no-prioritize-only",
+        action="store_true",
+        help="skip the third phase (the extender registered without filterVerb)",
+    )
     ap.add_argument("--workdir", help="control-plane working directory (default: a temporary one)")
     args = ap.parse_args(argv)
     if args.nodes < 2 or args.pods < 1 or args.services < 1:
@@ -296,28 +336,58 @@ def main(argv=None) -> int:
     cp.up(extender_config={"logLevel": "WARNING"})
     try:
         log(f"up in {cp.startup_s['total']:.1f} s; creating {args.nodes} nodes")
-        cp.create_nodes((cpm.fake_node(f"bench-node-{i:04d}", cpu="32", memory="128Gi")
-                         for i in range(args.nodes)), wait_s=600)
-        cpm.wait_for(lambda: float(re.search(r"^hrl_extender_snapshot_nodes (\S+)$",
-                                             cp.fetch(f"{cp.extender_base_url}/metrics"), re.M).group(1))
-                     >= args.nodes, 120, "the extender to see every node", 1.0)
+        cp.create_nodes(
+            (cpm.fake_node(f"bench-node-{i:04d}", cpu="32", memory="128Gi") for i in range(args.nodes)), wait_s=600
+        )
+        cpm.wait_for(
+            lambda: (
+                float(
+                    re.search(
+                        r"^hrl_extender_snapshot_nodes (\S+)$", cp.fetch(f"{cp.extender_base_url}/metrics"), re.M
+                    ).group(1)
+                )
+                >= args.nodes
+            ),
+            120,
+            "the extender to see every node",
+            1.0,
+        )
         results = [
             run_phase(cp, "baseline", "bench-baseline", [], args.pods, args.services, args.timeout),
-            run_phase(cp, "extender", "bench-extender", [cpm.extender_registration(cp.extender_url)],
-                      args.pods, args.services, args.timeout),
+            run_phase(
+                cp,
+                "extender",
+                "bench-extender",
+                [cpm.extender_registration(cp.extender_url)],
+                args.pods,
+                args.services,
+                args.timeout,
+            ),
         ]
         if not args.no_prioritize_only:
-            results.append(run_phase(cp, "prioritize-only", "bench-prioritize-only",
-                                     [cpm.extender_registration(cp.extender_url, filterVerb=None)],
-                                     args.pods, args.services, args.timeout))
+            results.append(
+                run_phase(
+                    cp,
+                    "prioritize-only",
+                    "bench-prioritize-only",
+                    [cpm.extender_registration(cp.extender_url, filterVerb=None)],
+                    args.pods,
+                    args.services,
+                    args.timeout,
+                )
+            )
     finally:
         cp.down()
-    md = markdown(results, args.nodes, args.pods, args.services, cp.startup_s.get("total", math.nan),
-                  (load0, os.getloadavg()[0]))
+    md = markdown(
+        results, args.nodes, args.pods, args.services, cp.startup_s.get("total", math.nan), (load0, os.getloadavg()[0])
+    )
     print(md)
     if args.json:
-        Path(args.json).write_text(json.dumps({"nodes": args.nodes, "pods": args.pods, "services": args.services,
-                                               "results": results}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {"nodes": args.nodes, "pods": args.pods, "services": args.services, "results": results}, indent=1
+            )
+        )
     if not args.no_write:
         write_section("scheduler", md)
         log("wrote the 'scheduler' section of BENCHMARKS.md")

@@ -57,8 +57,13 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_SCRIPT = ROOT / "hack" / "build-controlplane.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
-STAGES = ("node-initialize.yaml", "node-heartbeat-with-lease.yaml", "pod-ready.yaml", "pod-complete.yaml",
-          "pod-delete.yaml")
+STAGES = (
+    "node-initialize.yaml",
+    "node-heartbeat-with-lease.yaml",
+    "pod-ready.yaml",
+    "pod-complete.yaml",
+    "pod-delete.yaml",
+)
 
 #: kwok manages only the nodes carrying this annotation (``--manage-nodes-with-annotation-selector``).
 KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
@@ -84,8 +89,11 @@ IDENTITIES: dict[str, list[dict[str, Any]]] = {
         {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
     ],
     "hrl-descheduler": [
-        {"apiGroups": [""], "resources": ["nodes", "pods", "persistentvolumes", "persistentvolumeclaims"],
-         "verbs": ["get", "list", "watch"]},
+        {
+            "apiGroups": [""],
+            "resources": ["nodes", "pods", "persistentvolumes", "persistentvolumeclaims"],
+            "verbs": ["get", "list", "watch"],
+        },
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["apps"], "resources": ["deployments", "statefulsets"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list", "watch"]},
@@ -102,6 +110,7 @@ class ControlPlaneError(RuntimeError):
 
 # ---- small helpers ----------------------------------------------------------------------------------
 
+
 def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
     """``n`` distinct free TCP ports of ``host`` (bound together, then released)."""
     socks = []
@@ -116,8 +125,13 @@ def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.2,
-             on_timeout: Callable[[], str] | None = None) -> Any:
+def wait_for(
+    predicate: Callable[[], Any],
+    timeout_s: float,
+    what: str,
+    interval_s: float = 0.2,
+    on_timeout: Callable[[], str] | None = None,
+) -> Any:
     """Call ``predicate`` until it returns something truthy (returned) or ``timeout_s`` passes
     (:class:`ControlPlaneError` naming ``what``, plus ``on_timeout()``'s text). Exceptions count as falsy."""
     deadline = time.monotonic() + timeout_s
@@ -161,7 +175,8 @@ def resolve_bin_dir(build: bool = True, log: Callable[[str], None] | None = None
         if shutil.which("go") is None:
             raise ControlPlaneError(
                 f"the control-plane binaries are missing ({', '.join(missing)} in {bin_dir}) and Go is not "
-                "installed: install Go >= 1.26 (https://go.dev/dl/) and run hack/build-controlplane.sh")
+                "installed: install Go >= 1.26 (https://go.dev/dl/) and run hack/build-controlplane.sh"
+            )
         if log:
             log(f"building the control plane ({', '.join(missing)} missing): {BUILD_SCRIPT}")
         res = subprocess.run([str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -169,8 +184,9 @@ def resolve_bin_dir(build: bool = True, log: Callable[[str], None] | None = None
             raise ControlPlaneError(f"{BUILD_SCRIPT} failed (exit {res.returncode}):\n{res.stdout[-4000:]}")
         missing = [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
     if missing:
-        raise ControlPlaneError(f"control-plane binaries missing in {bin_dir}: {', '.join(missing)} "
-                                "(run hack/build-controlplane.sh)")
+        raise ControlPlaneError(
+            f"control-plane binaries missing in {bin_dir}: {', '.join(missing)} (run hack/build-controlplane.sh)"
+        )
     return bin_dir
 
 
@@ -188,26 +204,68 @@ def make_pki(pki: Path) -> None:
     if shutil.which("openssl") is None:
         raise ControlPlaneError("openssl is not installed (Debian package openssl); it makes the test PKI")
     ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1")  # P-256: fast to generate
-    _openssl("req", "-x509", *ec, "-nodes", "-days", "3650", "-subj", "/CN=hrl-test-ca",
-             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-             "-keyout", str(pki / "ca.key"), "-out", str(pki / "ca.crt"))
-    _openssl("req", *ec, "-nodes", "-subj", "/CN=127.0.0.1",
-             "-keyout", str(pki / "serving.key"), "-out", str(pki / "serving.csr"))
+    _openssl(
+        "req",
+        "-x509",
+        *ec,
+        "-nodes",
+        "-days",
+        "3650",
+        "-subj",
+        "/CN=hrl-test-ca",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        "-keyout",
+        str(pki / "ca.key"),
+        "-out",
+        str(pki / "ca.crt"),
+    )
+    _openssl(
+        "req",
+        *ec,
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        str(pki / "serving.key"),
+        "-out",
+        str(pki / "serving.csr"),
+    )
     ext = pki / "serving.ext"
-    ext.write_text("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
-                   "extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    _openssl("x509", "-req", "-in", str(pki / "serving.csr"), "-CA", str(pki / "ca.crt"), "-CAkey",
-             str(pki / "ca.key"), "-CAcreateserial", "-days", "3650", "-extfile", str(ext),
-             "-out", str(pki / "serving.crt"))
-    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-             "-out", str(pki / "sa.key"))  # service-account tokens are signed ES256
+    ext.write_text(
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+        "extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n"
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(pki / "serving.csr"),
+        "-CA",
+        str(pki / "ca.crt"),
+        "-CAkey",
+        str(pki / "ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "3650",
+        "-extfile",
+        str(ext),
+        "-out",
+        str(pki / "serving.crt"),
+    )
+    _openssl(
+        "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-out", str(pki / "sa.key")
+    )  # service-account tokens are signed ES256
     _openssl("pkey", "-in", str(pki / "sa.key"), "-pubout", "-out", str(pki / "sa.pub"))
 
 
 def kubeconfig_doc(server: str, ca_file: Path, user: str, token: str) -> dict[str, Any]:
     """A kubeconfig (one cluster, one user with a bearer token, TLS verified against ``ca_file``)."""
     return {
-        "apiVersion": "v1", "kind": "Config",
+        "apiVersion": "v1",
+        "kind": "Config",
         "clusters": [{"name": "hrl-test", "cluster": {"server": server, "certificate-authority": str(ca_file)}}],
         "users": [{"name": user, "user": {"token": token}}],
         "contexts": [{"name": user, "context": {"cluster": "hrl-test", "user": user}}],
@@ -215,8 +273,13 @@ def kubeconfig_doc(server: str, ca_file: Path, user: str, token: str) -> dict[st
     }
 
 
-def scheduler_config(kubeconfig: Path, scheduler_name: str, extenders: Sequence[Mapping[str, Any]] = (),
-                     qps: float = 500.0, burst: int = 1000) -> dict[str, Any]:
+def scheduler_config(
+    kubeconfig: Path,
+    scheduler_name: str,
+    extenders: Sequence[Mapping[str, Any]] = (),
+    qps: float = 500.0,
+    burst: int = 1000,
+) -> dict[str, Any]:
     """A KubeSchedulerConfiguration v1 with one profile ``scheduler_name``, leader election off, the
     kubeconfig in ``clientConnection`` (``--kubeconfig`` is ignored when ``--config`` is given) and the
     given ``extenders`` (global to the configuration, not per profile)."""
@@ -238,25 +301,42 @@ def extender_registration(url_prefix: str, **overrides: Any) -> dict[str, Any]:
     return {k: v for k, v in reg.items() if v is not None}
 
 
-def fake_node(name: str, cpu: str = "4", memory: str = "16Gi", pods: int = 110,
-              labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+def fake_node(
+    name: str, cpu: str = "4", memory: str = "16Gi", pods: int = 110, labels: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """A Node object kwok manages (annotation :data:`KWOK_ANNOTATION`), with the given capacity; no taint
     (the kwok docs' example taints it; there are no real nodes here to protect)."""
     alloc = {"cpu": cpu, "memory": memory, "pods": str(pods)}
     return {
-        "apiVersion": "v1", "kind": "Node",
+        "apiVersion": "v1",
+        "kind": "Node",
         "metadata": {
             "name": name,
             "annotations": {"node.alpha.kubernetes.io/ttl": "0", KWOK_ANNOTATION[0]: KWOK_ANNOTATION[1]},
-            "labels": {"kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
-                       "kubernetes.io/hostname": name, "type": "kwok", **(labels or {})},
+            "labels": {
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/hostname": name,
+                "type": "kwok",
+                **(labels or {}),
+            },
         },
         "spec": {},
         "status": {
-            "allocatable": alloc, "capacity": alloc,
-            "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux", "kubeletVersion": "fake",
-                         "kubeProxyVersion": "fake", "bootID": "", "containerRuntimeVersion": "",
-                         "kernelVersion": "", "machineID": "", "osImage": "", "systemUUID": ""},
+            "allocatable": alloc,
+            "capacity": alloc,
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeletVersion": "fake",
+                "kubeProxyVersion": "fake",
+                "bootID": "",
+                "containerRuntimeVersion": "",
+                "kernelVersion": "",
+                "machineID": "",
+                "osImage": "",
+                "systemUUID": "",
+            },
             "phase": "Running",
         },
     }
@@ -280,6 +360,7 @@ def _pid_alive(pid: int) -> bool:
 
 # ---- components -------------------------------------------------------------------------------------
 
+
 @dataclass
 class Component:
     """One process of the control plane: ``argv``, its log file, its PID once started, and the URL that
@@ -295,8 +376,13 @@ class Component:
     proc: subprocess.Popen | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "pid": self.pid, "argv": self.argv, "log": str(self.log_path),
-                "ready_url": self.ready_url}
+        return {
+            "name": self.name,
+            "pid": self.pid,
+            "argv": self.argv,
+            "log": str(self.log_path),
+            "ready_url": self.ready_url,
+        }
 
     def alive(self) -> bool:
         if self.proc is not None:
@@ -323,8 +409,15 @@ class ControlPlane:
     (the hrl-scheduler's ``urlPrefix``), ``components`` (start order), ``startup_s`` (per phase, seconds).
     """
 
-    def __init__(self, workdir: str | Path, bin_dir: str | Path | None = None, *, detach: bool = False,
-                 log: Callable[[str], None] | None = None, verbosity: int = 1):
+    def __init__(
+        self,
+        workdir: str | Path,
+        bin_dir: str | Path | None = None,
+        *,
+        detach: bool = False,
+        log: Callable[[str], None] | None = None,
+        verbosity: int = 1,
+    ):
         self.workdir = Path(workdir).resolve()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.logs_dir = self.workdir / "logs"
@@ -353,12 +446,20 @@ class ControlPlane:
         return self.workdir / "state.json"
 
     def _save_state(self) -> None:
-        state = {"server": self.server, "kubeconfig": str(self.kubeconfig), "ca_file": str(self.ca_file),
-                 "kubeconfigs": {k: str(v) for k, v in self.kubeconfigs.items()},
-                 "bin_dir": str(self.bin_dir), "ports": self.ports, "extender_url": self.extender_url,
-                 "extender_base_url": self.extender_base_url,
-                 "data_dir": str(self.data_dir) if self.data_dir else None, "logs_dir": str(self.logs_dir),
-                 "startup_s": self.startup_s, "components": [c.to_json() for c in self.components]}
+        state = {
+            "server": self.server,
+            "kubeconfig": str(self.kubeconfig),
+            "ca_file": str(self.ca_file),
+            "kubeconfigs": {k: str(v) for k, v in self.kubeconfigs.items()},
+            "bin_dir": str(self.bin_dir),
+            "ports": self.ports,
+            "extender_url": self.extender_url,
+            "extender_base_url": self.extender_base_url,
+            "data_dir": str(self.data_dir) if self.data_dir else None,
+            "logs_dir": str(self.logs_dir),
+            "startup_s": self.startup_s,
+            "components": [c.to_json() for c in self.components],
+        }
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=1))
         os.replace(tmp, self.state_file)
@@ -380,8 +481,9 @@ class ControlPlane:
         cp.extender_base_url = st.get("extender_base_url")
         cp.data_dir = Path(st["data_dir"]) if st.get("data_dir") else None
         cp.startup_s = st.get("startup_s", {})
-        cp.components = [Component(c["name"], c["argv"], Path(c["log"]), c.get("ready_url"), pid=c["pid"])
-                         for c in st["components"]]
+        cp.components = [
+            Component(c["name"], c["argv"], Path(c["log"]), c.get("ready_url"), pid=c["pid"]) for c in st["components"]
+        ]
         return cp
 
     # ---- processes ---------------------------------------------------------------------------------
@@ -415,9 +517,16 @@ class ControlPlane:
         env = {**os.environ, **(comp.env or {})}
         with open(comp.log_path, "ab") as logf:
             try:
-                comp.proc = subprocess.Popen(comp.argv, stdout=logf, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, cwd=self.workdir, env=env,
-                                             start_new_session=self.detach, preexec_fn=preexec)
+                comp.proc = subprocess.Popen(
+                    comp.argv,
+                    stdout=logf,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    cwd=self.workdir,
+                    env=env,
+                    start_new_session=self.detach,
+                    preexec_fn=preexec,
+                )
             except OSError as exc:
                 raise ControlPlaneError(f"{comp.name}: cannot start {comp.argv[0]}: {exc}") from exc
         comp.pid = comp.proc.pid
@@ -427,6 +536,7 @@ class ControlPlane:
 
     def wait_ready(self, comp: Component, timeout_s: float = 60.0) -> Component:
         """Wait until ``comp``'s ``ready_url`` answers 200 (see :meth:`start`)."""
+
         def ready() -> bool:
             if comp.proc is not None and comp.proc.poll() is not None:
                 raise _Exited(comp.proc.returncode)
@@ -436,8 +546,9 @@ class ControlPlane:
 
         def exited() -> ControlPlaneError:
             code = comp.proc.returncode if comp.proc is not None else "?"
-            return ControlPlaneError(f"{comp.name} exited with status {code} at start; "
-                                     f"log {comp.log_path}:\n{tail(comp.log_path)}")
+            return ControlPlaneError(
+                f"{comp.name} exited with status {code} at start; log {comp.log_path}:\n{tail(comp.log_path)}"
+            )
 
         try:
             wait_for(ready, timeout_s, f"{comp.name} to get ready ({comp.ready_url or 'running'})", 0.2)
@@ -482,8 +593,14 @@ class ControlPlane:
         raise KeyError(name)
 
     # ---- bring-up ----------------------------------------------------------------------------------
-    def up(self, extender_url: str | None = None, *, extender: bool = True,
-           extender_config: Mapping[str, Any] | None = None, timeout_s: float = 120.0) -> ControlPlane:
+    def up(
+        self,
+        extender_url: str | None = None,
+        *,
+        extender: bool = True,
+        extender_config: Mapping[str, Any] | None = None,
+        timeout_s: float = 120.0,
+    ) -> ControlPlane:
         """Start everything (see the module docstring). ``extender_url``: the ``urlPrefix`` the
         hrl-scheduler calls (an extender you run yourself); ``None`` with ``extender=True``: start
         ``hrl-extender`` here with ``extender_config`` merged into its generated configuration (a watch on
@@ -502,8 +619,9 @@ class ControlPlane:
     def _phase(self, name: str, t0: float) -> None:
         self.startup_s[name] = round(time.monotonic() - t0, 2)
 
-    def _up(self, extender_url: str | None, extender: bool, extender_config: Mapping[str, Any] | None,
-            timeout_s: float) -> None:
+    def _up(
+        self, extender_url: str | None, extender: bool, extender_config: Mapping[str, Any] | None, timeout_s: float
+    ) -> None:
         if self.bin_dir is None:
             self.bin_dir = resolve_bin_dir(build=True, log=self._log)
         b = self.bin_dir
@@ -537,35 +655,65 @@ class ControlPlane:
         t = time.monotonic()
         etcd_url = f"http://127.0.0.1:{p['etcd']}"
         peer_url = f"http://127.0.0.1:{p['etcd_peer']}"
-        self.start(Component("etcd", [
-            str(b / "etcd"), "--name=node0", f"--data-dir={self.data_dir / 'etcd'}",
-            f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
-            f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-            f"--initial-cluster=node0={peer_url}", "--unsafe-no-fsync=true",
-            "--auto-compaction-mode=periodic", "--auto-compaction-retention=5m", "--log-level=warn",
-        ], self.logs_dir / "etcd.log", f"{etcd_url}/health", '"health":"true"'), timeout_s)
+        self.start(
+            Component(
+                "etcd",
+                [
+                    str(b / "etcd"),
+                    "--name=node0",
+                    f"--data-dir={self.data_dir / 'etcd'}",
+                    f"--listen-client-urls={etcd_url}",
+                    f"--advertise-client-urls={etcd_url}",
+                    f"--listen-peer-urls={peer_url}",
+                    f"--initial-advertise-peer-urls={peer_url}",
+                    f"--initial-cluster=node0={peer_url}",
+                    "--unsafe-no-fsync=true",
+                    "--auto-compaction-mode=periodic",
+                    "--auto-compaction-retention=5m",
+                    "--log-level=warn",
+                ],
+                self.logs_dir / "etcd.log",
+                f"{etcd_url}/health",
+                '"health":"true"',
+            ),
+            timeout_s,
+        )
         self._phase("etcd", t)
 
         t = time.monotonic()
         pki = self.pki
-        self.start(Component("kube-apiserver", [
-            str(b / "kube-apiserver"), f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1", f"--secure-port={p['apiserver']}",
-            "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
-            f"--cert-dir={pki}", f"--tls-cert-file={pki / 'serving.crt'}",
-            f"--tls-private-key-file={pki / 'serving.key'}",
-            "--service-cluster-ip-range=10.96.0.0/16",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            f"--token-auth-file={pki / 'tokens.csv'}",
-            "--authorization-mode=RBAC", "--allow-privileged=true",
-            "--disable-admission-plugins=ServiceAccount",
-            f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
-            f"--audit-log-path={self.logs_dir / 'audit.log'}", "--audit-log-format=json",
-            "--audit-log-mode=blocking",
-            f"--v={self.verbosity}",
-        ], self.logs_dir / "kube-apiserver.log", f"{self.server}/readyz"), timeout_s)
+        self.start(
+            Component(
+                "kube-apiserver",
+                [
+                    str(b / "kube-apiserver"),
+                    f"--etcd-servers={etcd_url}",
+                    "--bind-address=127.0.0.1",
+                    f"--secure-port={p['apiserver']}",
+                    "--advertise-address=127.0.0.1",
+                    "--endpoint-reconciler-type=none",
+                    f"--cert-dir={pki}",
+                    f"--tls-cert-file={pki / 'serving.crt'}",
+                    f"--tls-private-key-file={pki / 'serving.key'}",
+                    "--service-cluster-ip-range=10.96.0.0/16",
+                    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                    f"--service-account-key-file={pki / 'sa.pub'}",
+                    f"--service-account-signing-key-file={pki / 'sa.key'}",
+                    f"--token-auth-file={pki / 'tokens.csv'}",
+                    "--authorization-mode=RBAC",
+                    "--allow-privileged=true",
+                    "--disable-admission-plugins=ServiceAccount",
+                    f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
+                    f"--audit-log-path={self.logs_dir / 'audit.log'}",
+                    "--audit-log-format=json",
+                    "--audit-log-mode=blocking",
+                    f"--v={self.verbosity}",
+                ],
+                self.logs_dir / "kube-apiserver.log",
+                f"{self.server}/readyz",
+            ),
+            timeout_s,
+        )
         self._phase("kube-apiserver", t)
 
         t = time.monotonic()
@@ -583,27 +731,50 @@ class ControlPlane:
 
         t = time.monotonic()
         assert self.extender_url is not None
-        kcm = Component("kube-controller-manager", [
-            str(b / "kube-controller-manager"), f"--kubeconfig={self.kubeconfig}",
-            "--bind-address=127.0.0.1", f"--secure-port={p['kcm']}", "--leader-elect=false",
-            f"--tls-cert-file={pki / 'serving.crt'}", f"--tls-private-key-file={pki / 'serving.key'}",
-            f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={self.ca_file}",
-            "--service-cluster-ip-range=10.96.0.0/16",
-            "--kube-api-qps=500", "--kube-api-burst=1000",
-            "--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
-            f"--v={self.verbosity}",
-        ], self.logs_dir / "kube-controller-manager.log", f"https://127.0.0.1:{p['kcm']}/healthz")
-        scheds = [self._scheduler_component(DEFAULT_SCHEDULER, p["sched_default"], ()),
-                  self._scheduler_component(HRL_SCHEDULER, p["sched_hrl"],
-                                            [extender_registration(self.extender_url)])]
-        kwok = Component("kwok", [
-            str(b / "kwok"), f"--kubeconfig={self.kubeconfig}", "--manage-all-nodes=false",
-            f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION[0]}={KWOK_ANNOTATION[1]}",
-            "--node-ip=127.0.0.1", "--node-name=localhost", f"--node-port={p['kwok']}",
-            f"--server-address=127.0.0.1:{p['kwok']}", "--cidr=10.244.0.0/16",
-            "--node-lease-duration-seconds=40",
-            *[f"--config={b / 'stages' / s}" for s in STAGES],
-        ], self.logs_dir / "kwok.log", f"http://127.0.0.1:{p['kwok']}/healthz")
+        kcm = Component(
+            "kube-controller-manager",
+            [
+                str(b / "kube-controller-manager"),
+                f"--kubeconfig={self.kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={p['kcm']}",
+                "--leader-elect=false",
+                f"--tls-cert-file={pki / 'serving.crt'}",
+                f"--tls-private-key-file={pki / 'serving.key'}",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={self.ca_file}",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                "--kube-api-qps=500",
+                "--kube-api-burst=1000",
+                "--concurrent-deployment-syncs=10",
+                "--concurrent-replicaset-syncs=10",
+                f"--v={self.verbosity}",
+            ],
+            self.logs_dir / "kube-controller-manager.log",
+            f"https://127.0.0.1:{p['kcm']}/healthz",
+        )
+        scheds = [
+            self._scheduler_component(DEFAULT_SCHEDULER, p["sched_default"], ()),
+            self._scheduler_component(HRL_SCHEDULER, p["sched_hrl"], [extender_registration(self.extender_url)]),
+        ]
+        kwok = Component(
+            "kwok",
+            [
+                str(b / "kwok"),
+                f"--kubeconfig={self.kubeconfig}",
+                "--manage-all-nodes=false",
+                f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION[0]}={KWOK_ANNOTATION[1]}",
+                "--node-ip=127.0.0.1",
+                "--node-name=localhost",
+                f"--node-port={p['kwok']}",
+                f"--server-address=127.0.0.1:{p['kwok']}",
+                "--cidr=10.244.0.0/16",
+                "--node-lease-duration-seconds=40",
+                *[f"--config={b / 'stages' / s}" for s in STAGES],
+            ],
+            self.logs_dir / "kwok.log",
+            f"http://127.0.0.1:{p['kwok']}/healthz",
+        )
         # Start the four together, then wait for each: they do not depend on one another.
         for comp in (kcm, *scheds, kwok):
             self.spawn(comp)
@@ -611,22 +782,32 @@ class ControlPlane:
             self.wait_ready(comp, timeout_s)
         self._phase("kcm+schedulers+kwok", t)
 
-    def _scheduler_component(self, name: str, port: int, extenders: Sequence[Mapping[str, Any]],
-                             qps: float = 500.0, burst: int = 1000) -> Component:
+    def _scheduler_component(
+        self, name: str, port: int, extenders: Sequence[Mapping[str, Any]], qps: float = 500.0, burst: int = 1000
+    ) -> Component:
         cfg = self.workdir / f"scheduler-{name}.yaml"
         self._write_yaml(cfg, scheduler_config(self.kubeconfig, name, extenders, qps, burst))
         assert self.bin_dir is not None
         pki = self.pki
-        return Component(f"kube-scheduler-{name}", [
-            str(self.bin_dir / "kube-scheduler"), f"--config={cfg}",
-            "--bind-address=127.0.0.1", f"--secure-port={port}",
-            f"--tls-cert-file={pki / 'serving.crt'}", f"--tls-private-key-file={pki / 'serving.key'}",
-            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
-            f"--v={max(self.verbosity, 2)}",
-        ], self.logs_dir / f"kube-scheduler-{name}.log", f"https://127.0.0.1:{port}/healthz")
+        return Component(
+            f"kube-scheduler-{name}",
+            [
+                str(self.bin_dir / "kube-scheduler"),
+                f"--config={cfg}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--tls-cert-file={pki / 'serving.crt'}",
+                f"--tls-private-key-file={pki / 'serving.key'}",
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+                f"--v={max(self.verbosity, 2)}",
+            ],
+            self.logs_dir / f"kube-scheduler-{name}.log",
+            f"https://127.0.0.1:{port}/healthz",
+        )
 
-    def start_scheduler(self, name: str, extenders: Sequence[Mapping[str, Any]] = (),
-                        timeout_s: float = 60.0) -> Component:
+    def start_scheduler(
+        self, name: str, extenders: Sequence[Mapping[str, Any]] = (), timeout_s: float = 60.0
+    ) -> Component:
         """Start one more kube-scheduler whose only profile is ``name`` (pods opt in with
         ``spec.schedulerName: name``) with the given ``extenders`` registrations (see
         :func:`extender_registration`). Stop it with :meth:`stop_component` or use :meth:`scheduler`."""
@@ -648,7 +829,8 @@ class ControlPlane:
         ExtenderConfiguration (e.g. ``{"topology": {"sources": [...]}}``)."""
         port = self.ports.get("extender") or free_ports(1)[0]
         cfg: dict[str, Any] = {
-            "apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration",
+            "apiVersion": "hrl-scheduler.io/v1alpha1",
+            "kind": "ExtenderConfiguration",
             "listen": {"host": "127.0.0.1", "port": port},
             "kubernetes": {"enabled": True, "kubeconfig": str(self.kubeconfigs["hrl-extender"])},
             "maxSnapshotAgeSeconds": 120,
@@ -662,9 +844,16 @@ class ControlPlane:
         self._write_yaml(path, cfg)
         self.extender_base_url = f"http://127.0.0.1:{port}"
         self.extender_url = f"{self.extender_base_url}{cfg.get('urlPrefix', '/scheduler')}"
-        return self.start(Component("hrl-extender", [sys.executable, "-m", "extender", "--config", str(path)],
-                                    self.logs_dir / "hrl-extender.log", f"{self.extender_base_url}/readyz",
-                                    env={"PYTHONUNBUFFERED": "1"}), timeout_s)
+        return self.start(
+            Component(
+                "hrl-extender",
+                [sys.executable, "-m", "extender", "--config", str(path)],
+                self.logs_dir / "hrl-extender.log",
+                f"{self.extender_base_url}/readyz",
+                env={"PYTHONUNBUFFERED": "1"},
+            ),
+            timeout_s,
+        )
 
     # ---- teardown ----------------------------------------------------------------------------------
     def down(self, grace_s: float = 10.0) -> None:
@@ -687,8 +876,14 @@ class ControlPlane:
         return [(c.name, c.pid, c.alive()) for c in self.components]
 
     # ---- clients -----------------------------------------------------------------------------------
-    def kubectl(self, *args: str, input: str | bytes | None = None, check: bool = True,
-                timeout_s: float = 120.0, kubeconfig: Path | None = None) -> subprocess.CompletedProcess:
+    def kubectl(
+        self,
+        *args: str,
+        input: str | bytes | None = None,
+        check: bool = True,
+        timeout_s: float = 120.0,
+        kubeconfig: Path | None = None,
+    ) -> subprocess.CompletedProcess:
         """Run the cached kubectl with the admin kubeconfig (or ``kubeconfig``); text in/out. With
         ``check``, a non-zero exit raises :class:`ControlPlaneError` with the command and its stderr."""
         assert self.bin_dir is not None
@@ -696,13 +891,14 @@ class ControlPlane:
         data = input.decode() if isinstance(input, bytes) else input
         res = subprocess.run(cmd, input=data, capture_output=True, text=True, timeout=timeout_s)
         if check and res.returncode != 0:
-            raise ControlPlaneError(f"kubectl {' '.join(args)} failed (exit {res.returncode}): "
-                                    f"{res.stderr.strip()[-2000:]}")
+            raise ControlPlaneError(
+                f"kubectl {' '.join(args)} failed (exit {res.returncode}): {res.stderr.strip()[-2000:]}"
+            )
         return res
 
     def api(self, identity: str | None = None):
         """A ``kubernetes.client.ApiClient`` for the admin (default, cached) or one of :data:`IDENTITIES`."""
-        from kubernetes import config as kconfig  # noqa: PLC0415 - only callers that need it pay the import
+        from kubernetes import config as kconfig
 
         if identity is None:
             if self._api_client is None:
@@ -815,37 +1011,60 @@ def _remove_orphaned_data_dirs(base: Path) -> None:
 def _rbac_yaml(identities: Mapping[str, list[dict[str, Any]]]) -> str:
     docs = []
     for ident, rules in identities.items():
-        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                     "metadata": {"name": f"{ident}-test"}, "rules": rules})
-        docs.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                     "metadata": {"name": f"{ident}-test"},
-                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                 "name": f"{ident}-test"},
-                     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": ident}]})
+        docs.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": f"{ident}-test"},
+                "rules": rules,
+            }
+        )
+        docs.append(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": f"{ident}-test"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{ident}-test"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": ident}],
+            }
+        )
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
 def _audit_policy(identities: Iterable[str]) -> dict[str, Any]:
-    return {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
-            "rules": [{"level": "Metadata", "users": sorted(identities)}, {"level": "None"}]}
+    return {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        "omitStages": ["RequestReceived"],
+        "rules": [{"level": "Metadata", "users": sorted(identities)}, {"level": "None"}],
+    }
 
 
 # ---- command line ---------------------------------------------------------------------------------------
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hack/controlplane.py", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name, help_ in (("up", "start the control plane"), ("down", "stop it"), ("status", "show it")):
         sp = sub.add_parser(name, help=help_)
-        sp.add_argument("--dir", default=str(ROOT / "out" / "controlplane"),
-                        help="working directory (default out/controlplane)")
+        sp.add_argument(
+            "--dir", default=str(ROOT / "out" / "controlplane"), help="working directory (default out/controlplane)"
+        )
         if name == "up":
             g = sp.add_mutually_exclusive_group()
             g.add_argument("--extender-url", help="urlPrefix of an extender you run yourself")
-            g.add_argument("--no-extender", action="store_true",
-                           help="start no extender (the hrl-scheduler then calls a closed port)")
-            sp.add_argument("--topology", action="append", default=[],
-                            help="call-graph source for the started extender (repeatable)")
+            g.add_argument(
+                "--no-extender",
+                action="store_true",
+                help="start no extender (the hrl-scheduler then calls a closed port)",
+            )
+            sp.add_argument(
+                "--topology",
+                action="append",
+                default=[],
+                help="call-graph source for the started extender (repeatable)",
+            )
             sp.add_argument("--nodes", type=int, default=0, help="create this many fake nodes (4 CPU, 16Gi)")
     args = ap.parse_args(argv)
     workdir = Path(args.dir)
@@ -856,8 +1075,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"a control plane is already running from {workdir}; run 'down' first", file=sys.stderr)
                 return 1
         cp = ControlPlane(workdir, detach=True)
-        overrides = {"topology": {"sources": [str(Path(s).resolve()) for s in args.topology]}} \
-            if args.topology else {}
+        overrides = {"topology": {"sources": [str(Path(s).resolve()) for s in args.topology]}} if args.topology else {}
         try:
             cp.up(args.extender_url, extender=not args.no_extender, extender_config=overrides)
             if args.nodes:

@@ -40,24 +40,38 @@ from tabulate import tabulate
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from descheduler.guards import EvictionHistory  # noqa: E402
-from descheduler.loop import run_once  # noqa: E402
-from descheduler.scale import SimScaler  # noqa: E402
-from descheduler.stacks import MOVE_MARGIN, sim_descheduler_config  # noqa: E402
-from extender.config import load_extender_config  # noqa: E402
-from extender.server import ExtenderServer  # noqa: E402
+from descheduler.guards import EvictionHistory
+from descheduler.loop import run_once
+from descheduler.scale import SimScaler
+from descheduler.stacks import MOVE_MARGIN, sim_descheduler_config
+from extender.config import load_extender_config
+from extender.server import ExtenderServer
 from policy.bundle import DEFAULT_BUNDLES
-from policy.highlevel import FixedIntent, UtilizationIntent
-from policy.highlevel import HierarchicalPolicy
-from policy.highlevel import UtilizationTargetAutoscaler, load_learned_autoscaler
-from policy.lowlevel import load_learned_placement
-from policy.lowlevel import TopologyHeuristic  # noqa: E402
-from policy.sim.app import load_app  # noqa: E402
-from policy.sim.engine import METRIC_KEYS, ClusterSpec, PeriodicHook, SimConfig, Simulation, metrics_table_row, rps_for_app
-from policy.sim.kube_scheduler import HttpExtender, KubeSchedulerModel  # noqa: E402
-from policy.sim.model import PerfModel  # noqa: E402
-from policy.sim.stacks import StackContext, autoscaled_workloads, available_stacks, run_stack  # noqa: E402
-from policy.sim.traces import load_trace  # noqa: E402
+from policy.highlevel import (
+    FixedIntent,
+    HierarchicalPolicy,
+    UtilizationIntent,
+    UtilizationTargetAutoscaler,
+    load_learned_autoscaler,
+)
+from policy.lowlevel import (
+    TopologyHeuristic,
+    load_learned_placement,
+)
+from policy.sim.app import load_app
+from policy.sim.engine import (
+    METRIC_KEYS,
+    ClusterSpec,
+    PeriodicHook,
+    SimConfig,
+    Simulation,
+    metrics_table_row,
+    rps_for_app,
+)
+from policy.sim.kube_scheduler import HttpExtender, KubeSchedulerModel
+from policy.sim.model import PerfModel
+from policy.sim.stacks import StackContext, autoscaled_workloads, available_stacks, run_stack
+from policy.sim.traces import load_trace
 
 #: The extender's weight in the shipped KubeSchedulerConfiguration (manifests/): each 0..10 score is
 #: multiplied by weight × 10 and added to the in-tree plugins' weighted sum.
@@ -97,19 +111,33 @@ def drpc_row(app, rps, spec, cfg) -> tuple[object, bool]:
         from policy.sim.drpc import drpc_stack
 
         built = drpc_stack(StackContext(app, spec, cfg.seed, cfg))
-        return Simulation(app, rps, spec, built.scheduler, cfg, hooks=built.hooks, on_change=built.on_change,
-                          scheduler_name=built.scheduler_name).run(), True
+        return Simulation(
+            app,
+            rps,
+            spec,
+            built.scheduler,
+            cfg,
+            hooks=built.hooks,
+            on_change=built.on_change,
+            scheduler_name=built.scheduler_name,
+        ).run(), True
     except Exception as exc:  # noqa: BLE001 - not there, or its bundle is missing: say it, run the stand-in
         log(f"drpc stack: {' '.join(str(exc).split())[:200]}; using the stand-in autoscaler")
     workloads = tuple(autoscaled_workloads(app))
     des_config = sim_descheduler_config()
-    planner = HierarchicalPolicy(autoscaler=UtilizationTargetAutoscaler(workloads=workloads),
-                                 intent_policy=FixedIntent(), rebalance=False, workloads=workloads,
-                                 excluded_namespaces=tuple(des_config.excluded_namespaces), name="drpc-stand-in")
+    planner = HierarchicalPolicy(
+        autoscaler=UtilizationTargetAutoscaler(workloads=workloads),
+        intent_policy=FixedIntent(),
+        rebalance=False,
+        workloads=workloads,
+        excluded_namespaces=tuple(des_config.excluded_namespaces),
+        name="drpc-stand-in",
+    )
 
     def autoscale(sim: Simulation) -> None:
-        run_once(sim.observe, sim.evictor, planner, TopologyHeuristic(), des_config, None, sim.now_s,
-                 scaler=SimScaler(sim))
+        run_once(
+            sim.observe, sim.evictor, planner, TopologyHeuristic(), des_config, None, sim.now_s, scaler=SimScaler(sim)
+        )
 
     hook = PeriodicHook("autoscaler", 1, autoscale)
     return Simulation(app, rps, spec, KubeSchedulerModel(), cfg, hooks=[hook]).run(), False
@@ -133,30 +161,47 @@ def main(argv: list[str] | None = None) -> int:
     rps = rps_for_app(load_trace(args.trace, args.minutes), model, app, args.peak_utilization)
     spec = ClusterSpec(nodes=args.nodes, cpu_m=2000, memory_bytes=8 * 1024**3)
     cfg = SimConfig(minutes=args.minutes, seed=args.seed)
-    log(f"{app.name}: {len(app.workloads)} workloads, {len(app.graph.edges)} call edges; trace {args.trace}: "
-        f"{args.minutes} min, {rps.min():.1f}-{rps.max():.1f} user req/s; {args.nodes} nodes x 2 vCPU / 8 GiB")
+    log(
+        f"{app.name}: {len(app.workloads)} workloads, {len(app.graph.edges)} call edges; trace {args.trace}: "
+        f"{args.minutes} min, {rps.min():.1f}-{rps.max():.1f} user req/s; {args.nodes} nodes x 2 vCPU / 8 GiB"
+    )
 
     # (a) default kube-scheduler scoring
     log("running default-kube-scheduler ...")
     base = Simulation(app, rps, spec, KubeSchedulerModel(), cfg).run()
 
     # (b) hrl-scheduler: the extender over real HTTP + the hierarchical descheduler every minute
-    ext_config = load_extender_config({"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration",
-                                       "listen": {"host": "127.0.0.1", "port": 0}})
+    ext_config = load_extender_config(
+        {
+            "apiVersion": "hrl-scheduler.io/v1alpha1",
+            "kind": "ExtenderConfiguration",
+            "listen": {"host": "127.0.0.1", "port": 0},
+        }
+    )
     workloads = tuple(autoscaled_workloads(app))
-    placement, learned_low = learned_or(load_learned_placement, DEFAULT_BUNDLES / "hrl-scheduler" / "low",
-                                        TopologyHeuristic, "learned placement")
-    autoscaler, learned_high = learned_or(lambda p: load_learned_autoscaler(p, workloads, slo_p95_ms=app.slo_p95_ms),
-                                          DEFAULT_BUNDLES / "hrl-scheduler" / "high",
-                                          lambda: UtilizationTargetAutoscaler(workloads=workloads), "DRPC students")
+    placement, learned_low = learned_or(
+        load_learned_placement, DEFAULT_BUNDLES / "hrl-scheduler" / "low", TopologyHeuristic, "learned placement"
+    )
+    autoscaler, learned_high = learned_or(
+        lambda p: load_learned_autoscaler(p, workloads, slo_p95_ms=app.slo_p95_ms),
+        DEFAULT_BUNDLES / "hrl-scheduler" / "high",
+        lambda: UtilizationTargetAutoscaler(workloads=workloads),
+        "DRPC students",
+    )
     with ExtenderServer(ext_config, policy=placement) as server:
         log(f"extender listening on {server.url} (placement {placement.name})")
         client = HttpExtender(server.url, weight=EXTENDER_WEIGHT, node_cache_capable=True, ignorable=True)
         scheduler = KubeSchedulerModel(extenders=[client])
         des_config = sim_descheduler_config()
-        planner = HierarchicalPolicy(autoscaler=autoscaler, intent_policy=UtilizationIntent(), margin=MOVE_MARGIN,
-                                     moves_period_s=args.descheduler_period_min * 60.0, scale_period_s=60.0,
-                                     workloads=workloads, excluded_namespaces=tuple(des_config.excluded_namespaces))
+        planner = HierarchicalPolicy(
+            autoscaler=autoscaler,
+            intent_policy=UtilizationIntent(),
+            margin=MOVE_MARGIN,
+            moves_period_s=args.descheduler_period_min * 60.0,
+            scale_period_s=60.0,
+            workloads=workloads,
+            excluded_namespaces=tuple(des_config.excluded_namespaces),
+        )
         history = EvictionHistory()
         cycles = []
 
@@ -165,21 +210,33 @@ def main(argv: list[str] | None = None) -> int:
                 from policy.sim.drpc import signals_from_sim
 
                 autoscaler.signals = signals_from_sim(sim)
-            report = run_once(sim.observe, sim.evictor, planner, placement, des_config, history, sim.now_s,
-                              scaler=SimScaler(sim))
+            report = run_once(
+                sim.observe, sim.evictor, planner, placement, des_config, history, sim.now_s, scaler=SimScaler(sim)
+            )
             cycles.append(report)
             server.store.set_intent(report.intent, version=len(cycles))
-            scaled = [f"{r.workload.split('/')[-1]} {r.current}->{r.target}" for r in report.scaling
-                      if r.outcome == "scaled"]
+            scaled = [
+                f"{r.workload.split('/')[-1]} {r.current}->{r.target}" for r in report.scaling if r.outcome == "scaled"
+            ]
             if report.planned_moves or scaled:
-                log(f"  t={sim.now_s / 60:.0f} min descheduler: {len(report.planned_moves)} planned, "
+                log(
+                    f"  t={sim.now_s / 60:.0f} min descheduler: {len(report.planned_moves)} planned, "
                     f"{report.counts['evicted']} evicted, {report.counts['blocked']} blocked; "
-                    f"scaled: {', '.join(scaled) or 'none'}; intent {[round(x, 2) for x in report.intent]}")
+                    f"scaled: {', '.join(scaled) or 'none'}; intent {[round(x, 2) for x in report.intent]}"
+                )
 
         log("running hrl-scheduler (extender + hierarchical descheduler) ...")
         hook = PeriodicHook("descheduler", 1, descheduler)
-        sim = Simulation(app, rps, spec, scheduler, cfg, hooks=[hook],
-                         on_change=lambda snap: server.store.update(snap), scheduler_name="hrl-scheduler")
+        sim = Simulation(
+            app,
+            rps,
+            spec,
+            scheduler,
+            cfg,
+            hooks=[hook],
+            on_change=lambda snap: server.store.update(snap),
+            scheduler_name="hrl-scheduler",
+        )
         hrl = sim.run()
         calls = prioritize_calls(server.base_url + "/metrics")
         client.close()
@@ -189,27 +246,42 @@ def main(argv: list[str] | None = None) -> int:
     drpc, learned_drpc = drpc_row(app, rps, spec, cfg)
 
     drpc_name = "drpc" if learned_drpc else "drpc (stand-in)"
-    rows = [metrics_table_row("default-kube-scheduler", base.metrics), metrics_table_row("hrl-scheduler", hrl.metrics),
-            metrics_table_row(drpc_name, drpc.metrics)]
+    rows = [
+        metrics_table_row("default-kube-scheduler", base.metrics),
+        metrics_table_row("hrl-scheduler", hrl.metrics),
+        metrics_table_row(drpc_name, drpc.metrics),
+    ]
     headers = ["policy", "mean ms", "p95 ms", "p99 ms", "failed %", "cross-node calls %", "CPU core-h", "evictions"]
     print(f"\n{app.name} on {args.nodes} simulated nodes, {args.trace} trace, {args.minutes} min, seed {args.seed}\n")
     print(tabulate(rows, headers=headers, floatfmt=".2f"))
     scaled = sum(1 for c in cycles for r in c.scaling if r.outcome == "scaled")
-    print(f"\nhrl-scheduler: {hrl.pods_placed} pods placed, {calls} prioritize calls counted by the extender, "
-          f"{len(cycles)} descheduler cycles, {scaled} scale-subresource updates; "
-          f"placement {'learned' if learned_low else 'TopologyHeuristic (no bundle)'}, autoscaler "
-          f"{'DRPC students' if learned_high else 'utilisation-target stand-in (no bundle)'}")
+    print(
+        f"\nhrl-scheduler: {hrl.pods_placed} pods placed, {calls} prioritize calls counted by the extender, "
+        f"{len(cycles)} descheduler cycles, {scaled} scale-subresource updates; "
+        f"placement {'learned' if learned_low else 'TopologyHeuristic (no bundle)'}, autoscaler "
+        f"{'DRPC students' if learned_high else 'utilisation-target stand-in (no bundle)'}"
+    )
     if not learned_drpc:
-        print("drpc (stand-in): the DRPC stack or its bundle is not available here; the utilisation-target "
-              "autoscaler ran in its place")
+        print(
+            "drpc (stand-in): the DRPC stack or its bundle is not available here; the utilisation-target "
+            "autoscaler ran in its place"
+        )
 
     out = {
-        "app": app.name, "trace": args.trace, "nodes": args.nodes, "minutes": args.minutes, "seed": args.seed,
+        "app": app.name,
+        "trace": args.trace,
+        "nodes": args.nodes,
+        "minutes": args.minutes,
+        "seed": args.seed,
         "policies": {
             "default-kube-scheduler": {k: base.metrics[k] for k in METRIC_KEYS},
-            "hrl-scheduler": {**{k: hrl.metrics[k] for k in METRIC_KEYS}, "pods_placed": hrl.pods_placed,
-                              "extender_prioritize_calls": calls, "scale_updates": scaled,
-                              "learned": {"placement": learned_low, "autoscaler": learned_high}},
+            "hrl-scheduler": {
+                **{k: hrl.metrics[k] for k in METRIC_KEYS},
+                "pods_placed": hrl.pods_placed,
+                "extender_prioritize_calls": calls,
+                "scale_updates": scaled,
+                "learned": {"placement": learned_low, "autoscaler": learned_high},
+            },
             "drpc": {**{k: drpc.metrics[k] for k in METRIC_KEYS}, "learned": learned_drpc},
         },
     }

@@ -39,7 +39,7 @@ ANNOTATION = "hrl-scheduler.io/depends-on"
 def edge_table(provenance: Path) -> list[tuple[str, str]]:
     """The (caller, callee) rows of the '## Call graph' table of an upstream PROVENANCE.md."""
     text = provenance.read_text(encoding="utf-8")
-    sec = text[text.index("## Call graph"):]
+    sec = text[text.index("## Call graph") :]
     rows = []
     for line in sec.splitlines()[1:]:
         if line.startswith("## "):
@@ -99,6 +99,7 @@ def sha256(p: Path) -> str:
 
 # ---- sock shop ------------------------------------------------------------------------------------------
 
+
 def sock_shop(shared: Path) -> None:
     src = shared / "sock-shop-manifests"
     edges = edge_table(src / "PROVENANCE.md")
@@ -111,11 +112,13 @@ def sock_shop(shared: Path) -> None:
 
 # ---- DeathStarBench hotelReservation ----------------------------------------------------------------------
 
+
 def hotel(shared: Path) -> None:
     src = shared / "deathstarbench-hotelreservation"
     edges = edge_table(src / "PROVENANCE.md")
-    files = sorted(f for f in (src / "kubernetes").rglob("*.yaml")
-                   if f.name.endswith(("-deployment.yaml", "-service.yaml")))
+    files = sorted(
+        f for f in (src / "kubernetes").rglob("*.yaml") if f.name.endswith(("-deployment.yaml", "-service.yaml"))
+    )
     parts = []
     for f in files:
         rel = f.relative_to(src)
@@ -129,8 +132,8 @@ def hotel(shared: Path) -> None:
 
 # ---- DeathStarBench Helm charts -------------------------------------------------------------------------
 
-def helm_deployments(chart: Path, deps: dict[str, list[str]], default_resources: dict | None,
-                     header: str) -> str:
+
+def helm_deployments(chart: Path, deps: dict[str, list[str]], default_resources: dict | None, header: str) -> str:
     """Plain Deployments as the chart's _baseDeployment.tpl / _baseNginxDeployment.tpl render them from
     each sub-chart's values.yaml and the umbrella chart's global values."""
     glob_vals = yaml.safe_load((chart / "values.yaml").read_text())["global"]
@@ -142,13 +145,19 @@ def helm_deployments(chart: Path, deps: dict[str, list[str]], default_resources:
         v = yaml.safe_load(vf.read_text()) or {}
         name = v.get("name") or sub.name
         c = v.get("container") or {}
-        image = (f"{c.get('dockerRegistry') or glob_vals.get('dockerRegistry', 'docker.io')}/{c['image']}:"
-                 f"{c.get('imageVersion') or glob_vals.get('defaultImageVersion', 'latest')}")
-        container = {"name": c.get("name") or name, "image": image,
-                     "imagePullPolicy": c.get("imagePullPolicy") or glob_vals.get("imagePullPolicy", "IfNotPresent"),
-                     "ports": [{"containerPort": p["containerPort"], **({"protocol": p["protocol"]}
-                                                                       if "protocol" in p else {})}
-                               for p in c.get("ports") or []]}
+        image = (
+            f"{c.get('dockerRegistry') or glob_vals.get('dockerRegistry', 'docker.io')}/{c['image']}:"
+            f"{c.get('imageVersion') or glob_vals.get('defaultImageVersion', 'latest')}"
+        )
+        container = {
+            "name": c.get("name") or name,
+            "image": image,
+            "imagePullPolicy": c.get("imagePullPolicy") or glob_vals.get("imagePullPolicy", "IfNotPresent"),
+            "ports": [
+                {"containerPort": p["containerPort"], **({"protocol": p["protocol"]} if "protocol" in p else {})}
+                for p in c.get("ports") or []
+            ],
+        }
         if c.get("command"):
             container["command"] = [c["command"]]
         if c.get("args"):
@@ -159,12 +168,19 @@ def helm_deployments(chart: Path, deps: dict[str, list[str]], default_resources:
         meta = {"name": name, "labels": {"service": name}}
         if deps.get(name):
             meta["annotations"] = {ANNOTATION: ",".join(deps[name])}
-        dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
-               "spec": {"replicas": v.get("replicas") or glob_vals.get("replicas", 1),
-                        "selector": {"matchLabels": {"service": name}},
-                        "template": {"metadata": {"labels": {"service": name, "app": name}},
-                                     "spec": {"containers": [container],
-                                              "restartPolicy": glob_vals.get("restartPolicy", "Always")}}}}
+        dep = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": meta,
+            "spec": {
+                "replicas": v.get("replicas") or glob_vals.get("replicas", 1),
+                "selector": {"matchLabels": {"service": name}},
+                "template": {
+                    "metadata": {"labels": {"service": name, "app": name}},
+                    "spec": {"containers": [container], "restartPolicy": glob_vals.get("restartPolicy", "Always")},
+                },
+            },
+        }
         docs.append(yaml.safe_dump(dep, sort_keys=False))
     return header + "---\n".join(docs)
 
@@ -173,8 +189,10 @@ def dsb_helm(shared: Path, folder: str, chart: str, app: str, default_resources:
     src = shared / folder
     edges = edge_table(src / "PROVENANCE.md")
     chart_dir = src / "helm-chart" / chart
-    header = (f"# Derived by hack/vendor_apps.py from DeathStarBench {chart_dir.relative_to(shared)} "
-              "(values.yaml of the umbrella chart and of each sub-chart; no Helm rendering). See PROVENANCE.md.\n")
+    header = (
+        f"# Derived by hack/vendor_apps.py from DeathStarBench {chart_dir.relative_to(shared)} "
+        "(values.yaml of the umbrella chart and of each sub-chart; no Helm rendering). See PROVENANCE.md.\n"
+    )
     out = APPS / app / "kubernetes-manifests.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(helm_deployments(chart_dir, deps_of(edges), default_resources, header), encoding="utf-8")
@@ -263,17 +281,37 @@ def alibaba() -> None:
         meta = {"name": s, "labels": {"app": s}, "annotations": {"hrl-scheduler.io/alibaba-name": n}}
         if deps.get(s):
             meta["annotations"][ANNOTATION] = ",".join(dict.fromkeys(deps[s]))
-        docs.append(yaml.safe_dump({
-            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta,
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": s}},
-                     "template": {"metadata": {"labels": {"app": s}},
-                                  "spec": {"containers": [{"name": "main", "image": "registry.invalid/alibaba/ms:1",
-                                                           "resources": {"requests": ALIBABA_REQUESTS,
-                                                                         "limits": ALIBABA_LIMITS}}]}}}},
-            sort_keys=False))
+        docs.append(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "Deployment",
+                    "metadata": meta,
+                    "spec": {
+                        "replicas": 1,
+                        "selector": {"matchLabels": {"app": s}},
+                        "template": {
+                            "metadata": {"labels": {"app": s}},
+                            "spec": {
+                                "containers": [
+                                    {
+                                        "name": "main",
+                                        "image": "registry.invalid/alibaba/ms:1",
+                                        "resources": {"requests": ALIBABA_REQUESTS, "limits": ALIBABA_LIMITS},
+                                    }
+                                ]
+                            },
+                        },
+                    },
+                },
+                sort_keys=False,
+            )
+        )
     (app_dir / "kubernetes-manifests.yaml").write_text(
         "# Synthetic Deployments for the union of the Alibaba sample call graphs (hack/vendor_apps.py); "
-        "see PROVENANCE.md.\n" + "---\n".join(docs), encoding="utf-8")
+        "see PROVENANCE.md.\n" + "---\n".join(docs),
+        encoding="utf-8",
+    )
     with (app_dir / "services.csv").open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["service", "trace_name", "sampled_calls_in", "mean_abs_rt_in_ms"])
@@ -288,8 +326,10 @@ def alibaba() -> None:
     for s in sorted(svc_rt):
         p50 = min(20.0, max(0.05, 0.3 * svc_rt[s]))
         cpu = min(2.0, max(0.02, 0.2 * p50))
-        lines.append(f"  {s}: {{cpuMsPerRequest: {cpu:.3f}, latencyP50Ms: {p50:.3f}, "
-                     f"latencyMeanMs: {1.5 * p50:.3f}, workingSetMi: 96}}")
+        lines.append(
+            f"  {s}: {{cpuMsPerRequest: {cpu:.3f}, latencyP50Ms: {p50:.3f}, "
+            f"latencyMeanMs: {1.5 * p50:.3f}, workingSetMi: 96}}"
+        )
     lines.append("edges:")
     for a, b, m in edge_params:
         lines.append(f"  - {{caller: {a}, callee: {b}, callsPerRequest: {m}}}")
@@ -310,8 +350,13 @@ def main(argv: list[str] | None = None) -> int:
     dsb_helm(shared, "deathstarbench-socialnetwork", "socialnetwork", "dsb-social-network", None)
     # the mediaMicroservices chart sets no resources at all (every pod BestEffort); we use the sibling
     # socialNetwork chart's global.resources (documented in PROVENANCE.md)
-    dsb_helm(shared, "deathstarbench-mediamicroservices", "mediamicroservices", "dsb-media-microservices",
-             {"limits": {"cpu": "100m", "memory": "128Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}})
+    dsb_helm(
+        shared,
+        "deathstarbench-mediamicroservices",
+        "mediamicroservices",
+        "dsb-media-microservices",
+        {"limits": {"cpu": "100m", "memory": "128Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}},
+    )
     alibaba()
     return 0
 

@@ -56,9 +56,23 @@ import numpy as np
 
 from .features import FeatureSpec, FeatureSpecError, check_specs
 
-__all__ = ["SCHEMA_VERSION", "LEVELS", "BundleError", "PolicyBundle", "MANIFEST", "WEIGHTS", "MAX_DIM",
-           "MAX_MANIFEST_BYTES", "located", "DEFAULT_BUNDLES", "BundleMissing", "require_bundle",
-           "bundle_error_line", "weights_sha256", "content_version"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "LEVELS",
+    "BundleError",
+    "PolicyBundle",
+    "MANIFEST",
+    "WEIGHTS",
+    "MAX_DIM",
+    "MAX_MANIFEST_BYTES",
+    "located",
+    "DEFAULT_BUNDLES",
+    "BundleMissing",
+    "require_bundle",
+    "bundle_error_line",
+    "weights_sha256",
+    "content_version",
+]
 
 #: Where the committed bundles live: ``policy/bundles/<stack>/{low,high}``, ``policy/bundles/encoder``.
 DEFAULT_BUNDLES = Path(__file__).resolve().parent / "bundles"
@@ -98,8 +112,10 @@ def _check_normalization(norm: Mapping[str, Any]) -> None:
     """Every ``normalization`` entry is an object whose ``mean`` / ``std`` (when present) are lists of numbers."""
     for k, n in norm.items():
         if not isinstance(n, Mapping):
-            raise BundleError(f"normalization.{k}: expected an object {{mean: [...], std: [...]}}, "
-                              f"found {type(n).__name__} {_short(n)}")
+            raise BundleError(
+                f"normalization.{k}: expected an object {{mean: [...], std: [...]}}, "
+                f"found {type(n).__name__} {_short(n)}"
+            )
         for part in ("mean", "std"):
             v = n.get(part)
             if v is not None and not (isinstance(v, (list, tuple)) and all(_is_number(x) for x in v)):
@@ -108,7 +124,7 @@ def _check_normalization(norm: Mapping[str, Any]) -> None:
 
 def _short(v: Any, limit: int = 60) -> str:
     r = repr(v)
-    return r if len(r) <= limit else r[:limit - 3] + "..."
+    return r if len(r) <= limit else r[: limit - 3] + "..."
 
 
 def _freeze(m: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -205,8 +221,11 @@ class PolicyBundle:
             "normalization": _plain(self.normalization),
             "architecture": _plain(self.architecture),
             "metadata": _plain(self.metadata),
-            "weights": {"file": WEIGHTS, "sha256": weights_sha256,
-                        "arrays": {k: list(a.shape) for k, a in sorted(self.weights.items())}},
+            "weights": {
+                "file": WEIGHTS,
+                "sha256": weights_sha256,
+                "arrays": {k: list(a.shape) for k, a in sorted(self.weights.items())},
+            },
         }
 
     def array(self, name: str) -> np.ndarray:
@@ -228,17 +247,22 @@ class PolicyBundle:
         if n is None:
             return np.zeros(dim, np.float32), np.ones(dim, np.float32)
         if not isinstance(n, Mapping) or not all(isinstance(n.get(p), (list, tuple)) for p in ("mean", "std")):
-            raise BundleError(f"{self.where}: normalization.{key}: expected {{mean: [{dim} numbers], "
-                              f"std: [{dim} numbers]}}, found {_short(_plain(n))}")
+            raise BundleError(
+                f"{self.where}: normalization.{key}: expected {{mean: [{dim} numbers], "
+                f"std: [{dim} numbers]}}, found {_short(_plain(n))}"
+            )
         try:
             mean = np.asarray(n["mean"], dtype=np.float32)
             std = np.asarray(n["std"], dtype=np.float32)
         except (TypeError, ValueError):
-            raise BundleError(f"{self.where}: normalization.{key}: expected numbers, found "
-                              f"{_short(_plain(n))}") from None
+            raise BundleError(
+                f"{self.where}: normalization.{key}: expected numbers, found {_short(_plain(n))}"
+            ) from None
         if mean.shape != (dim,) or std.shape != (dim,):
-            raise BundleError(f"{self.where}: normalization.{key}: expected mean and std of length {dim}, "
-                              f"found {mean.shape} and {std.shape}")
+            raise BundleError(
+                f"{self.where}: normalization.{key}: expected mean and std of length {dim}, "
+                f"found {mean.shape} and {std.shape}"
+            )
         return mean, np.maximum(std, 1e-6)
 
     # ---- save / load -------------------------------------------------------------------------------
@@ -257,9 +281,13 @@ class PolicyBundle:
         return d
 
     @staticmethod
-    def load(path: str | Path, *, level: Level | None = None,
-             feature_spec: Mapping[str, FeatureSpec] | None = None,
-             architecture_type: str | None = None) -> PolicyBundle:
+    def load(
+        path: str | Path,
+        *,
+        level: Level | None = None,
+        feature_spec: Mapping[str, FeatureSpec] | None = None,
+        architecture_type: str | None = None,
+    ) -> PolicyBundle:
         """Read the bundle in directory ``path``.
 
         ``level`` / ``feature_spec`` / ``architecture_type``: what the caller's code was written for; a
@@ -282,8 +310,9 @@ class PolicyBundle:
         try:
             raw = blob.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise BundleError(f"{where}: {MANIFEST}: not UTF-8 text (byte {exc.start}: "
-                              f"{blob[exc.start:exc.start + 1]!r})") from None
+            raise BundleError(
+                f"{where}: {MANIFEST}: not UTF-8 text (byte {exc.start}: {blob[exc.start : exc.start + 1]!r})"
+            ) from None
         try:
             m = json.loads(raw)
         except json.JSONDecodeError as exc:
@@ -307,8 +336,7 @@ class PolicyBundle:
         if not isinstance(arch, dict) or not isinstance(arch.get("type"), str):
             raise BundleError(f"{where}: architecture.type: expected text, found {_short(arch)}")
         if architecture_type is not None and arch["type"] != architecture_type:
-            raise BundleError(f"{where}: architecture.type: expected {architecture_type!r}, "
-                              f"found {arch['type']!r}")
+            raise BundleError(f"{where}: architecture.type: expected {architecture_type!r}, found {arch['type']!r}")
         fs_raw = m.get("feature_spec")
         if not isinstance(fs_raw, dict):
             raise BundleError(f"{where}: feature_spec: expected an object, found {_short(fs_raw)}")
@@ -336,17 +364,21 @@ class PolicyBundle:
             raise BundleError(f"{where}: weights: expected {{file, sha256, arrays}}, found {_short(wmeta)}")
         listed = wmeta["arrays"]
         for k, shape in listed.items():
-            if not (isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                                                    for n in shape)):
-                raise BundleError(f"{where}: weights.arrays[{k!r}]: expected a shape (a list of integers >= 0), "
-                                  f"found {_short(shape)}")
+            if not (
+                isinstance(shape, list)
+                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+            ):
+                raise BundleError(
+                    f"{where}: weights.arrays[{k!r}]: expected a shape (a list of integers >= 0), found {_short(shape)}"
+                )
         wfile = wmeta.get("file", WEIGHTS)
         if not isinstance(wfile, str) or not wfile or Path(wfile).name != wfile:
             raise BundleError(f"{where}: weights.file: expected a file name in the bundle, found {_short(wfile)}")
         want = wmeta.get("sha256")
         if not isinstance(want, str) or not _SHA256.fullmatch(want.lower()):
-            raise BundleError(f"{where}: weights.sha256: expected the SHA-256 of {wfile} (64 hex digits), "
-                              f"found {_short(want)}")
+            raise BundleError(
+                f"{where}: weights.sha256: expected the SHA-256 of {wfile} (64 hex digits), found {_short(want)}"
+            )
         try:
             data = (d / wfile).read_bytes()
         except OSError as exc:
@@ -358,17 +390,21 @@ class PolicyBundle:
             with np.load(io.BytesIO(data), allow_pickle=False) as z:
                 weights = {k: z[k] for k in z.files}
         except Exception as exc:  # noqa: BLE001 - ValueError (pickles), BadZipFile, zlib.error, EOFError, ...
-            raise BundleError(f"{where}: {wfile}: not a readable npz without pickles "
-                              f"({type(exc).__name__}: {' '.join(str(exc).split())})") from None
+            raise BundleError(
+                f"{where}: {wfile}: not a readable npz without pickles "
+                f"({type(exc).__name__}: {' '.join(str(exc).split())})"
+            ) from None
         if set(listed) != set(weights):
             missing = sorted(set(listed) - set(weights))
             extra = sorted(set(weights) - set(listed))
-            raise BundleError(f"{where}: {wfile}: arrays differ from the manifest "
-                              f"(missing {missing}, unlisted {extra})")
+            raise BundleError(
+                f"{where}: {wfile}: arrays differ from the manifest (missing {missing}, unlisted {extra})"
+            )
         for k, shape in listed.items():
             if list(weights[k].shape) != list(shape):
-                raise BundleError(f"{where}: weights[{k!r}]: expected shape {list(shape)}, "
-                                  f"found {list(weights[k].shape)}")
+                raise BundleError(
+                    f"{where}: weights[{k!r}]: expected shape {list(shape)}, found {list(weights[k].shape)}"
+                )
         try:
             return PolicyBundle(
                 level=found_level,
@@ -413,15 +449,16 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 # ---- helpers the trainers share (no torch) ------------------------------------------------------------------
 
+
 def weights_sha256(weights: Mapping[str, Any]) -> str:
     """SHA-256 (hex) of the ``weights.npz`` :meth:`policy.bundle.PolicyBundle.save` writes for ``weights``
     (name → array): the same bytes (``np.savez_compressed`` of the arrays in name order; its zip entries carry a
     fixed timestamp, so the bytes depend only on the arrays), hence the digest the manifest records under
     ``weights.sha256``."""
-    import hashlib  # noqa: PLC0415
-    import io  # noqa: PLC0415
+    import hashlib
+    import io
 
-    import numpy as np  # noqa: PLC0415
+    import numpy as np
 
     buf = io.BytesIO()
     np.savez_compressed(buf, **{str(k): np.asarray(v) for k, v in sorted(weights.items())})
@@ -436,6 +473,7 @@ def content_version(base: str, weights: Mapping[str, Any], *, quick: bool = Fals
 
 
 # ---- the learned parts, by bundle ---------------------------------------------------------------------------
+
 
 class BundleMissing(ValueError):
     """A learned stack's bundle directory (or its ``manifest.json``) does not exist; the message names the path

@@ -55,14 +55,19 @@ class ConfigModel(BaseModel):
     every float finite (``.nan`` / ``.inf`` rejected), and every field named ``*_seconds`` at most
     :data:`MAX_SECONDS` (365 days)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True,
-                              allow_inf_nan=False)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True, allow_inf_nan=False
+    )
 
     @field_validator("*")
     @classmethod
     def _bounded_seconds(cls, v: Any, info: ValidationInfo) -> Any:
-        if (info.field_name or "").endswith("_seconds") and isinstance(v, (int, float)) \
-                and not isinstance(v, bool) and v > MAX_SECONDS:
+        if (
+            (info.field_name or "").endswith("_seconds")
+            and isinstance(v, (int, float))
+            and not isinstance(v, bool)
+            and v > MAX_SECONDS
+        ):
             raise ValueError(f"must be <= {MAX_SECONDS} seconds (365 days)")
         return v
 

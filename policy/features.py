@@ -99,12 +99,12 @@ class FeatureSpec:
             if a != b:
                 diff = f"; first difference at column {i}: expected {a}, found {b}"
                 break
-        raise FeatureSpecError(f"{where}: feature mismatch: expected {self.describe()}, "
-                               f"found {found.describe()}{diff}")
+        raise FeatureSpecError(f"{where}: feature mismatch: expected {self.describe()}, found {found.describe()}{diff}")
 
 
-def check_specs(expected: Mapping[str, FeatureSpec], found: Mapping[str, FeatureSpec],
-                where: str = "feature_spec") -> None:
+def check_specs(
+    expected: Mapping[str, FeatureSpec], found: Mapping[str, FeatureSpec], where: str = "feature_spec"
+) -> None:
     """Check a mapping of named specs (``{"node": ..., "edge": ...}``): the same keys, each equal.
     Raises :class:`FeatureSpecError` naming both sides."""
     if set(expected) != set(found):

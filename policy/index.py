@@ -64,8 +64,9 @@ class ClusterIndex:
                 arr = svc_nodes[p.service] = np.zeros(n)
             arr[i] += 1.0
             svc_total[p.service] = svc_total.get(p.service, 0) + 1
-        return ClusterIndex(snapshot, names, pos, alloc_cpu, alloc_mem, req_cpu, req_mem, usage, count,
-                            svc_nodes, svc_total)
+        return ClusterIndex(
+            snapshot, names, pos, alloc_cpu, alloc_mem, req_cpu, req_mem, usage, count, svc_nodes, svc_total
+        )
 
     def positions(self, node_names: list[str] | tuple[str, ...]) -> np.ndarray:
         """Indices of ``node_names`` in this index; -1 for nodes the snapshot does not know."""

@@ -18,10 +18,25 @@ from typing import Any
 
 import yaml
 
+from .state import (
+    ANNOTATION_DEPENDS_ON,
+    ANNOTATION_SERVICE,
+    ClusterSnapshot,
+    LabelSelector,
+    NodeInfo,
+    OwnerRef,
+    PodDisruptionBudgetInfo,
+    PodInfo,
+    Resources,
+    ServiceGraph,
+    Taint,
+    Toleration,
+    WorkloadInfo,
+    frozen_map,
+)
+
 # libyaml's C parser when PyYAML was built with it (same safe semantics, ~10x faster)
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-from .state import ANNOTATION_DEPENDS_ON, ANNOTATION_SERVICE, ClusterSnapshot, LabelSelector, NodeInfo, OwnerRef, PodDisruptionBudgetInfo, PodInfo, Resources, ServiceGraph, Taint, Toleration, WorkloadInfo, frozen_map
 
 __all__ = [
     "ObjectError",
@@ -48,11 +63,22 @@ class ObjectError(ValueError):
 # ---- quantities (k8s.io/apimachinery/pkg/api/resource/quantity.go) -------------------------------
 
 _SUFFIX = {
-    "": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
-    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
-    "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
-    "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
 }
 _QTY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?)$")
 
@@ -109,6 +135,7 @@ def _resources(rl: Mapping[str, Any] | None, path: str) -> Resources:
 
 # ---- helpers -------------------------------------------------------------------------------------
 
+
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     m = obj.get("metadata") or {}
     if not isinstance(m, Mapping):
@@ -160,8 +187,9 @@ def parse_selector(sel: Any, path: str) -> LabelSelector:
 _RS_HASH = re.compile(r"^(?P<base>.+)-[0-9a-z]{5,10}$")
 
 
-def service_of(labels: Mapping[str, str], annotations: Mapping[str, str], owner: OwnerRef | None,
-               pod_name: str = "") -> str:
+def service_of(
+    labels: Mapping[str, str], annotations: Mapping[str, str], owner: OwnerRef | None, pod_name: str = ""
+) -> str:
     """The call-graph service a pod belongs to, first match wins:
 
     1. annotation ``hrl-scheduler.io/service``;
@@ -185,6 +213,7 @@ def service_of(labels: Mapping[str, str], annotations: Mapping[str, str], owner:
 
 
 # ---- nodes -----------------------------------------------------------------------------------------
+
 
 def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
     """core/v1 Node JSON → :class:`NodeInfo` (allocatable falls back to capacity)."""
@@ -217,6 +246,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
 
 
 # ---- pods ------------------------------------------------------------------------------------------
+
 
 def _controller_owner(meta: Mapping[str, Any]) -> OwnerRef | None:
     for o in meta.get("ownerReferences") or ():
@@ -276,8 +306,12 @@ def parse_pod(obj: Mapping[str, Any], local_pvcs: frozenset[str] = frozenset()) 
     owner = _controller_owner(meta)
     req, lim = _pod_spec_resources(spec, path)
     tols = tuple(
-        Toleration(str(t.get("key", "") or ""), str(t.get("operator", "Equal") or "Equal"),
-                   str(t.get("value", "") or ""), str(t.get("effect", "") or ""))
+        Toleration(
+            str(t.get("key", "") or ""),
+            str(t.get("operator", "Equal") or "Equal"),
+            str(t.get("value", "") or ""),
+            str(t.get("effect", "") or ""),
+        )
         for t in spec.get("tolerations") or ()
     )
     ns_pvcs = frozenset(p.split("/", 1)[1] for p in local_pvcs if p.startswith(ns + "/"))
@@ -305,6 +339,7 @@ def parse_pod(obj: Mapping[str, Any], local_pvcs: frozenset[str] = frozenset()) 
 
 
 # ---- PDBs and workloads ----------------------------------------------------------------------------
+
 
 def _int_or_str(v: Any) -> int | str | None:
     if v is None:
@@ -361,7 +396,8 @@ def parse_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
     tannotations = _str_map(tmeta.get("annotations"), f"{path}: spec.template.metadata.annotations")
     req, lim = _pod_spec_resources(tspec, f"{path}: spec.template.spec")
     deps = _split_names(annotations.get(ANNOTATION_DEPENDS_ON, "")) + _split_names(
-        tannotations.get(ANNOTATION_DEPENDS_ON, ""))
+        tannotations.get(ANNOTATION_DEPENDS_ON, "")
+    )
     all_ann = {**tannotations, **annotations}
     service = service_of(tlabels, all_ann, OwnerRef(kind, name), name)
     return WorkloadInfo(
@@ -380,6 +416,7 @@ def parse_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
 
 
 # ---- object streams ----------------------------------------------------------------------------------
+
 
 def iter_objects(doc: Any) -> Iterator[Mapping[str, Any]]:
     """Flatten a parsed document: a single object, a ``List`` / ``*List`` with ``items``, or a list of
@@ -412,7 +449,7 @@ def _read_text(p: Path) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        from .config import describe_utf8_error  # noqa: PLC0415 - only on this error path
+        from .config import describe_utf8_error
 
         raise ObjectError(f"{p}: {describe_utf8_error(raw, exc)}") from exc
 
@@ -456,25 +493,32 @@ def _snapshot_list(doc: Any, where: str) -> list[Mapping[str, Any]]:
     """The objects of one Kubernetes List document (strict; see :func:`load_snapshot_objects`)."""
     if not isinstance(doc, Mapping):
         shown = "null" if doc is None else type(doc).__name__
-        raise ObjectError(f"{where}: expected a Kubernetes List (an object with an items list, as `kubectl get "
-                          f"nodes,pods -A -o json` prints), got {shown}")
+        raise ObjectError(
+            f"{where}: expected a Kubernetes List (an object with an items list, as `kubectl get "
+            f"nodes,pods -A -o json` prints), got {shown}"
+        )
     kind = doc.get("kind")
     items = doc.get("items")
     if not isinstance(items, list) or (kind is not None and not (isinstance(kind, str) and kind.endswith("List"))):
         got = (f"kind {_short(kind)}" if kind is not None else "an object without kind") + (
-            " and no items" if "items" not in doc else f" and items {_short(items)}")
-        raise ObjectError(f"{where}: expected a Kubernetes List (an object with an items list, as `kubectl get "
-                          f"nodes,pods -A -o json` prints), got {got}")
+            " and no items" if "items" not in doc else f" and items {_short(items)}"
+        )
+        raise ObjectError(
+            f"{where}: expected a Kubernetes List (an object with an items list, as `kubectl get "
+            f"nodes,pods -A -o json` prints), got {got}"
+        )
     elem = kind[:-4] if isinstance(kind, str) and kind != "List" else ""
     out: list[Mapping[str, Any]] = []
     for i, it in enumerate(items):
         if not isinstance(it, Mapping):
-            raise ObjectError(f"{where}: items[{i}]: expected a Kubernetes object, got "
-                              f"{'null' if it is None else type(it).__name__}")
+            raise ObjectError(
+                f"{where}: items[{i}]: expected a Kubernetes object, got {'null' if it is None else type(it).__name__}"
+            )
         it_kind = it.get("kind") or elem
         if not isinstance(it_kind, str) or not it_kind:
-            raise ObjectError(f"{where}: items[{i}]: expected a Kubernetes object with a kind, got kind "
-                              f"{it.get('kind')!r}")
+            raise ObjectError(
+                f"{where}: items[{i}]: expected a Kubernetes object with a kind, got kind {it.get('kind')!r}"
+            )
         if isinstance(it.get("items"), list) and it_kind.endswith("List"):  # a List nested in a List
             out.extend(_snapshot_list({**it, "kind": it_kind}, f"{where}: items[{i}]"))
         else:
@@ -509,8 +553,10 @@ def load_snapshot_objects(path: str | Path) -> list[Mapping[str, Any]]:
     docs = _read_docs(p)
     present = [(i, d) for i, d in enumerate(docs) if d is not None]
     if not present:  # an empty file, or JSON/YAML null
-        raise ObjectError(f"{p}: expected a Kubernetes List (an object with an items list, as `kubectl get "
-                          f"nodes,pods -A -o json` prints), got {'an empty file' if not docs else 'null'}")
+        raise ObjectError(
+            f"{p}: expected a Kubernetes List (an object with an items list, as `kubectl get "
+            f"nodes,pods -A -o json` prints), got {'an empty file' if not docs else 'null'}"
+        )
     out = []
     for i, d in present:
         out.extend(_snapshot_list(d, str(p) if len(docs) == 1 else f"{p}: document {i + 1}"))
@@ -537,13 +583,16 @@ def snapshot_warnings(snapshot: ClusterSnapshot, limit: int = 3) -> list[str]:
             seen.add(k)
         if dup:
             extra = len(keys) - len(seen)
-            out.append(f"{len(dup)} duplicate {what} ({extra} extra object(s) with the same "
-                       f"{'namespace/name' if what == 'pod(s)' else 'name'}; e.g. {', '.join(list(dup)[:limit])})")
+            out.append(
+                f"{len(dup)} duplicate {what} ({extra} extra object(s) with the same "
+                f"{'namespace/name' if what == 'pod(s)' else 'name'}; e.g. {', '.join(list(dup)[:limit])})"
+            )
     return out
 
 
-def snapshot_from_objects(objs: Iterable[Mapping[str, Any]], graph: ServiceGraph | None = None,
-                          taken_at_s: float = 0.0) -> ClusterSnapshot:
+def snapshot_from_objects(
+    objs: Iterable[Mapping[str, Any]], graph: ServiceGraph | None = None, taken_at_s: float = 0.0
+) -> ClusterSnapshot:
     """Build a :class:`ClusterSnapshot` from Nodes, Pods, PodDisruptionBudgets, Deployments,
     StatefulSets, PersistentVolumes and PersistentVolumeClaims (other kinds are ignored).
 
@@ -551,12 +600,14 @@ def snapshot_from_objects(objs: Iterable[Mapping[str, Any]], graph: ServiceGraph
     """
     objs = list(objs)
     local_pvs = {
-        _name(o) for o in objs
-        if o.get("kind") == "PersistentVolume" and ("local" in (o.get("spec") or {})
-                                                    or "hostPath" in (o.get("spec") or {}))
+        _name(o)
+        for o in objs
+        if o.get("kind") == "PersistentVolume"
+        and ("local" in (o.get("spec") or {}) or "hostPath" in (o.get("spec") or {}))
     }
     local_pvcs = frozenset(
-        f"{_meta(o).get('namespace') or 'default'}/{_name(o)}" for o in objs
+        f"{_meta(o).get('namespace') or 'default'}/{_name(o)}"
+        for o in objs
         if o.get("kind") == "PersistentVolumeClaim" and (o.get("spec") or {}).get("volumeName") in local_pvs
     )
     nodes, pods, pdbs, workloads = [], [], [], []
@@ -571,6 +622,10 @@ def snapshot_from_objects(objs: Iterable[Mapping[str, Any]], graph: ServiceGraph
         elif kind in ("Deployment", "StatefulSet"):
             workloads.append(parse_workload(o))
     return ClusterSnapshot(
-        nodes=tuple(nodes), pods=tuple(pods), pdbs=tuple(pdbs), workloads=tuple(workloads),
-        graph=graph or ServiceGraph(), taken_at_s=taken_at_s,
+        nodes=tuple(nodes),
+        pods=tuple(pods),
+        pdbs=tuple(pdbs),
+        workloads=tuple(workloads),
+        graph=graph or ServiceGraph(),
+        taken_at_s=taken_at_s,
     )

@@ -16,7 +16,32 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Literal
 
-__all__ = ["ANNOTATION_DEPENDS_ON", "ANNOTATION_SERVICE", "LABEL_ZONE", "LABEL_REGION", "LABEL_HOSTNAME", "ANNOTATION_MIRROR", "frozen_map", "Resources", "Taint", "Toleration", "NodeInfo", "OwnerRef", "PodInfo", "LabelSelector", "PodDisruptionBudgetInfo", "WorkloadInfo", "ServiceEdge", "ServiceGraph", "ClusterSnapshot", "MoveReason", "Move", "Plan", "EvictionOutcome", "EvictionResult"]
+__all__ = [
+    "ANNOTATION_DEPENDS_ON",
+    "ANNOTATION_SERVICE",
+    "LABEL_ZONE",
+    "LABEL_REGION",
+    "LABEL_HOSTNAME",
+    "ANNOTATION_MIRROR",
+    "frozen_map",
+    "Resources",
+    "Taint",
+    "Toleration",
+    "NodeInfo",
+    "OwnerRef",
+    "PodInfo",
+    "LabelSelector",
+    "PodDisruptionBudgetInfo",
+    "WorkloadInfo",
+    "ServiceEdge",
+    "ServiceGraph",
+    "ClusterSnapshot",
+    "MoveReason",
+    "Move",
+    "Plan",
+    "EvictionOutcome",
+    "EvictionResult",
+]
 
 # Annotations and labels hrl-scheduler reads or writes (documented in docs/operations.md).
 ANNOTATION_DEPENDS_ON = "hrl-scheduler.io/depends-on"
@@ -329,8 +354,14 @@ class ServiceGraph:
         out_edges = []
         for e in self.edges:
             d: dict[str, object] = {"caller": e.caller, "callee": e.callee, "rps": _round(e.rps)}
-            for name in ("calls_per_request", "latency_mean_ms", "latency_p50_ms", "latency_p95_ms",
-                         "latency_p99_ms", "error_rate"):
+            for name in (
+                "calls_per_request",
+                "latency_mean_ms",
+                "latency_p50_ms",
+                "latency_p95_ms",
+                "latency_p99_ms",
+                "error_rate",
+            ):
                 v = getattr(e, name)
                 if v is not None:
                     d[name] = _round(v)
@@ -344,8 +375,9 @@ class ServiceGraph:
         g = nx.DiGraph()
         g.add_nodes_from(self.services)
         for e in self.edges:
-            g.add_edge(e.caller, e.callee, rps=e.rps, calls_per_request=e.calls_per_request,
-                       latency_p95_ms=e.latency_p95_ms)
+            g.add_edge(
+                e.caller, e.callee, rps=e.rps, calls_per_request=e.calls_per_request, latency_p95_ms=e.latency_p95_ms
+            )
         return g
 
 
@@ -358,8 +390,14 @@ def _round(v: float | None) -> float | None:
 def _merge_edges(a: ServiceEdge, b: ServiceEdge) -> ServiceEdge:
     rps = a.rps if b.rps is None else (b.rps if a.rps is None else a.rps + b.rps)
     kw = {"rps": rps}
-    for name in ("calls_per_request", "latency_mean_ms", "latency_p50_ms", "latency_p95_ms",
-                 "latency_p99_ms", "error_rate"):
+    for name in (
+        "calls_per_request",
+        "latency_mean_ms",
+        "latency_p50_ms",
+        "latency_p95_ms",
+        "latency_p99_ms",
+        "error_rate",
+    ):
         if getattr(a, name) is None and getattr(b, name) is not None:
             kw[name] = getattr(b, name)
     return replace(a, **kw)

@@ -25,7 +25,21 @@ from typing import Any
 from policy.observe import ObjectError, parse_selector
 from policy.state import LabelSelector, PodInfo
 
-__all__ = ["NODE_SELECTOR_OPERATORS", "AffinityTerm", "WeightedAffinityTerm", "NodeSelectorTerm", "SpreadConstraint", "PodTerms", "NO_TERMS", "TermsLookup", "no_terms", "parse_pod_terms", "terms_by_service", "node_matches_required", "selector_from_labels"]
+__all__ = [
+    "NODE_SELECTOR_OPERATORS",
+    "AffinityTerm",
+    "WeightedAffinityTerm",
+    "NodeSelectorTerm",
+    "SpreadConstraint",
+    "PodTerms",
+    "NO_TERMS",
+    "TermsLookup",
+    "no_terms",
+    "parse_pod_terms",
+    "terms_by_service",
+    "node_matches_required",
+    "selector_from_labels",
+]
 
 NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
@@ -110,8 +124,12 @@ class PodTerms:
     @property
     def has_pod_affinity(self) -> bool:
         """True when any inter-pod (anti-)affinity term is set (kube-scheduler's PodsWithAffinity)."""
-        return bool(self.required_affinity or self.required_anti_affinity or self.preferred_affinity
-                    or self.preferred_anti_affinity)
+        return bool(
+            self.required_affinity
+            or self.required_anti_affinity
+            or self.preferred_affinity
+            or self.preferred_anti_affinity
+        )
 
 
 NO_TERMS = PodTerms()
@@ -133,8 +151,13 @@ def _terms(items: Any, path: str) -> tuple[AffinityTerm, ...]:
         key = t.get("topologyKey")
         if not key:
             raise ObjectError(f"{path}[{i}].topologyKey: required, got {key!r}")
-        out.append(AffinityTerm(parse_selector(t.get("labelSelector"), f"{path}[{i}].labelSelector"), str(key),
-                                tuple(str(n) for n in t.get("namespaces") or ())))
+        out.append(
+            AffinityTerm(
+                parse_selector(t.get("labelSelector"), f"{path}[{i}].labelSelector"),
+                str(key),
+                tuple(str(n) for n in t.get("namespaces") or ()),
+            )
+        )
     return tuple(out)
 
 
@@ -181,8 +204,10 @@ def parse_pod_terms(pod_spec: Mapping[str, Any] | None, path: str = "spec") -> P
         pref_nodes.append((w, _node_term(p.get("preference"), f"{path}.affinity.nodeAffinity.preferred[{i}]")))
     req_nodes = tuple(
         _node_term(t, f"{path}.affinity.nodeAffinity.required.nodeSelectorTerms[{i}]")
-        for i, t in enumerate(((na.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
-                               .get("nodeSelectorTerms") or ())))
+        for i, t in enumerate(
+            (na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or ()
+        )
+    )
     spread = []
     for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
         p = f"{path}.topologySpreadConstraints[{i}]"
@@ -194,9 +219,15 @@ def parse_pod_terms(pod_spec: Mapping[str, Any] | None, path: str = "spec") -> P
             raise ObjectError(f"{p}.whenUnsatisfiable: must be DoNotSchedule or ScheduleAnyway, got {when!r}")
         if not c.get("topologyKey"):
             raise ObjectError(f"{p}.topologyKey: required")
-        spread.append(SpreadConstraint(skew, str(c["topologyKey"]), when,
-                                       parse_selector(c.get("labelSelector"), f"{p}.labelSelector"),
-                                       tuple(str(k) for k in c.get("matchLabelKeys") or ())))
+        spread.append(
+            SpreadConstraint(
+                skew,
+                str(c["topologyKey"]),
+                when,
+                parse_selector(c.get("labelSelector"), f"{p}.labelSelector"),
+                tuple(str(k) for k in c.get("matchLabelKeys") or ()),
+            )
+        )
     rpath = "requiredDuringSchedulingIgnoredDuringExecution"
     ppath = "preferredDuringSchedulingIgnoredDuringExecution"
     return PodTerms(
@@ -210,16 +241,18 @@ def parse_pod_terms(pod_spec: Mapping[str, Any] | None, path: str = "spec") -> P
     )
 
 
-def terms_by_service(workloads: Iterable[Mapping[str, Any]], service_of_workload: Callable[[Mapping[str, Any]], str]
-                     ) -> TermsLookup:
+def terms_by_service(
+    workloads: Iterable[Mapping[str, Any]], service_of_workload: Callable[[Mapping[str, Any]], str]
+) -> TermsLookup:
     """A lookup from the pod templates of ``workloads`` (apps/v1 Deployment / StatefulSet JSON), keyed by the
     service each workload's pods belong to (``service_of_workload(obj)``). Pods of unknown services get
     :data:`NO_TERMS`."""
     table: dict[str, PodTerms] = {}
     for w in workloads:
         tmpl = ((w.get("spec") or {}).get("template") or {}).get("spec") or {}
-        terms = parse_pod_terms(tmpl, f"{w.get('kind', 'Deployment')} {(w.get('metadata') or {}).get('name')}"
-                                      ": spec.template.spec")
+        terms = parse_pod_terms(
+            tmpl, f"{w.get('kind', 'Deployment')} {(w.get('metadata') or {}).get('name')}: spec.template.spec"
+        )
         if terms != NO_TERMS:
             table[service_of_workload(w)] = terms
     if not table:

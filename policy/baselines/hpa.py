@@ -59,8 +59,9 @@ class HPASpec:
         if self.target_cpu_utilization_pct <= 0:
             raise ValueError(f"targetCPUUtilizationPercentage: must be > 0, got {self.target_cpu_utilization_pct}")
         if not 1 <= self.min_replicas <= self.max_replicas:
-            raise ValueError(f"replicas: need 1 <= minReplicas <= maxReplicas, got {self.min_replicas}, "
-                             f"{self.max_replicas}")
+            raise ValueError(
+                f"replicas: need 1 <= minReplicas <= maxReplicas, got {self.min_replicas}, {self.max_replicas}"
+            )
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,9 @@ class PodSample:
     terminating: bool = False
 
 
-def group_pods(pods: Sequence[PodSample], now_s: float, spec: HPASpec
-               ) -> tuple[list[PodSample], list[PodSample], list[PodSample]]:
+def group_pods(
+    pods: Sequence[PodSample], now_s: float, spec: HPASpec
+) -> tuple[list[PodSample], list[PodSample], list[PodSample]]:
     """groupPods: (ready pods with metrics, unready pods, pods missing metrics); deleted/failed ignored."""
     ready, unready, missing = [], [], []
     for p in pods:
@@ -196,8 +198,11 @@ class HorizontalPodAutoscaler:
         if desired > current:
             limit = -math.inf
             for pol in s.scale_up_policies:
-                start = (current - self._changed(self.scale_up_events, pol.period_s, now_s)
-                         + self._changed(self.scale_down_events, pol.period_s, now_s))
+                start = (
+                    current
+                    - self._changed(self.scale_up_events, pol.period_s, now_s)
+                    + self._changed(self.scale_down_events, pol.period_s, now_s)
+                )
                 prop = start + pol.value if pol.kind == "Pods" else math.ceil(start * (1 + pol.value / 100))
                 limit = max(limit, prop)
             limit = max(int(limit), current)
@@ -205,8 +210,11 @@ class HorizontalPodAutoscaler:
         if desired < current:
             limit = math.inf
             for pol in s.scale_down_policies:
-                start = (current - self._changed(self.scale_up_events, pol.period_s, now_s)
-                         + self._changed(self.scale_down_events, pol.period_s, now_s))
+                start = (
+                    current
+                    - self._changed(self.scale_up_events, pol.period_s, now_s)
+                    + self._changed(self.scale_down_events, pol.period_s, now_s)
+                )
                 prop = start - pol.value if pol.kind == "Pods" else int(start * (1 - pol.value / 100))
                 limit = min(limit, prop)
             limit = min(int(limit), current)

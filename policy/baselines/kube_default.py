@@ -25,7 +25,8 @@ import numpy as np
 
 from policy.index import ClusterIndex
 from policy.state import LABEL_HOSTNAME, LABEL_ZONE, LabelSelector, PodInfo, frozen_map
-from .affinity import PodTerms, SpreadConstraint, TermsLookup, node_matches_required, no_terms, selector_from_labels
+
+from .affinity import PodTerms, SpreadConstraint, TermsLookup, no_terms, node_matches_required, selector_from_labels
 
 MAX_NODE_SCORE = 100
 #: pkg/scheduler/util/pod_resources.go: requests assumed for containers that set none (scoring only).
@@ -141,8 +142,7 @@ class NodeResourcesBalancedAllocation:
         own = np.array([c == pod.node_name for c in candidates])
         base_cpu = r_cpu - own * pod.requests.cpu_m
         base_mem = r_mem - own * pod.requests.memory_bytes
-        with_pod = _balanced_score(base_cpu + pod.requests.cpu_m, base_mem + pod.requests.memory_bytes,
-                                   a_cpu, a_mem)
+        with_pod = _balanced_score(base_cpu + pod.requests.cpu_m, base_mem + pod.requests.memory_bytes, a_cpu, a_mem)
         without = _balanced_score(base_cpu, base_mem, a_cpu, a_mem)
         # Go's integer division truncates toward zero; the operand is always >= 0 here.
         return MAX_NODE_SCORE // 2 + (MAX_NODE_SCORE // 2 + with_pod - without) // 2
@@ -186,8 +186,11 @@ class TaintToleration:
             i = index.node_pos.get(c)
             if i is None:
                 continue
-            counts[k] = sum(1 for t in nodes[i].taints if t.effect == "PreferNoSchedule"
-                            and not any(tol.tolerates(t) for tol in tols))
+            counts[k] = sum(
+                1
+                for t in nodes[i].taints
+                if t.effect == "PreferNoSchedule" and not any(tol.tolerates(t) for tol in tols)
+            )
         return default_normalize_score(counts, reverse=True)
 
 
@@ -205,8 +208,13 @@ class NodeAffinity:
         pref = self.terms(pod).preferred_node_affinity
         if not pref:
             return np.zeros(len(candidates), dtype=np.int64)
-        raw = np.array([0 if lab is None else sum(w for w, t in pref if t.matches(lab))
-                        for lab in _node_labels(candidates, index)], dtype=np.int64)
+        raw = np.array(
+            [
+                0 if lab is None else sum(w for w, t in pref if t.matches(lab))
+                for lab in _node_labels(candidates, index)
+            ],
+            dtype=np.int64,
+        )
         return default_normalize_score(raw, reverse=False)
 
 
@@ -272,8 +280,13 @@ class InterPodAffinity:
                     add(wt.term.topology_key, labels, -wt.weight)
         if not topo:
             return zeros
-        raw = np.array([0 if lab is None else sum(vals.get(lab[k], 0) for k, vals in topo.items() if k in lab)
-                        for lab in _node_labels(candidates, index)], dtype=np.int64)
+        raw = np.array(
+            [
+                0 if lab is None else sum(vals.get(lab[k], 0) for k, vals in topo.items() if k in lab)
+                for lab in _node_labels(candidates, index)
+            ],
+            dtype=np.int64,
+        )
         lo, hi = int(raw.min()), int(raw.max())
         if hi - lo <= 0:
             return zeros
@@ -346,8 +359,9 @@ class PodTopologySpread:
             return np.zeros(n, dtype=np.int64)
         require_all = bool(terms.spread_constraints) or not self.system_defaulted
         cand_labels = _node_labels(candidates, index)
-        ignored = [lab is None or (require_all and any(c.topology_key not in lab for c, _ in cons))
-                   for lab in cand_labels]
+        ignored = [
+            lab is None or (require_all and any(c.topology_key not in lab for c, _ in cons)) for lab in cand_labels
+        ]
         # matching pods per node, per constraint (the pod itself excluded if already bound)
         nodes = index.snapshot.nodes
         per_node = np.zeros((len(cons), len(nodes)), dtype=np.int64)
@@ -416,10 +430,26 @@ def default_score_plugins(terms: TermsLookup = no_terms) -> list[ScorePlugin]:
     TaintToleration 3, NodeAffinity 2, NodeResourcesFit 1 (LeastAllocated), PodTopologySpread 2 (system
     defaults), InterPodAffinity 2, NodeResourcesBalancedAllocation 1. ``terms`` finds each pod's affinity
     and spread terms (:func:`policy.baselines.affinity.terms_by_service`)."""
-    return [TaintToleration(), NodeAffinity(terms), NodeResourcesFitLeastAllocated(), PodTopologySpread(terms),
-            InterPodAffinity(terms), NodeResourcesBalancedAllocation()]
+    return [
+        TaintToleration(),
+        NodeAffinity(terms),
+        NodeResourcesFitLeastAllocated(),
+        PodTopologySpread(terms),
+        InterPodAffinity(terms),
+        NodeResourcesBalancedAllocation(),
+    ]
 
 
-__all__ = ["MAX_NODE_SCORE", "ScorePlugin", "NodeResourcesFitLeastAllocated", "NodeResourcesBalancedAllocation",
-           "TaintToleration", "NodeAffinity", "InterPodAffinity", "PodTopologySpread", "SYSTEM_DEFAULT_CONSTRAINTS",
-           "default_score_plugins", "default_normalize_score"]
+__all__ = [
+    "MAX_NODE_SCORE",
+    "ScorePlugin",
+    "NodeResourcesFitLeastAllocated",
+    "NodeResourcesBalancedAllocation",
+    "TaintToleration",
+    "NodeAffinity",
+    "InterPodAffinity",
+    "PodTopologySpread",
+    "SYSTEM_DEFAULT_CONSTRAINTS",
+    "default_score_plugins",
+    "default_normalize_score",
+]

@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 
 from policy.state import ClusterSnapshot, NodeInfo, PodInfo
 
-__all__ = ["SYSTEM_CRITICAL_PRIORITY", "RESOURCES", "EvictFn", "DefaultEvictor", "sort_pods_priority_low_to_high", "LowNodeUtilization", "RemoveDuplicates"]
+__all__ = [
+    "SYSTEM_CRITICAL_PRIORITY",
+    "RESOURCES",
+    "EvictFn",
+    "DefaultEvictor",
+    "sort_pods_priority_low_to_high",
+    "LowNodeUtilization",
+    "RemoveDuplicates",
+]
 
 #: scheduling.SystemCriticalPriority: pods at or above it are protected by the DefaultEvictor.
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
@@ -49,8 +57,10 @@ class DefaultEvictor:
             return False
         if pod.is_daemonset and not self.evict_daemonset_pods:
             return False
-        critical = (pod.priority >= SYSTEM_CRITICAL_PRIORITY
-                    or pod.priority_class_name in ("system-cluster-critical", "system-node-critical"))
+        critical = pod.priority >= SYSTEM_CRITICAL_PRIORITY or pod.priority_class_name in (
+            "system-cluster-critical",
+            "system-node-critical",
+        )
         if critical and not self.evict_system_critical_pods:
             return False
         if pod.local_storage and not self.evict_local_storage_pods:
@@ -79,8 +89,11 @@ def _pod_usage(p: PodInfo) -> dict[str, float]:
 
 
 def _capacity(n: NodeInfo) -> dict[str, float]:
-    return {"cpu": float(n.allocatable.cpu_m), "memory": float(n.allocatable.memory_bytes),
-            "pods": float(n.allocatable_pods)}
+    return {
+        "cpu": float(n.allocatable.cpu_m),
+        "memory": float(n.allocatable.memory_bytes),
+        "pods": float(n.allocatable_pods),
+    }
 
 
 def _tolerates_any(pod: PodInfo, destination_taints: Mapping[str, Sequence]) -> bool:
@@ -160,8 +173,10 @@ class LowNodeUtilization:
 
         def capped(n: NodeInfo) -> dict[str, float]:
             cap = _capacity(n)
-            return {k: (float(int(self.target_thresholds[k] * 0.01 * cap[k])) if k in self.target_thresholds
-                        else cap[k]) for k in RESOURCES}
+            return {
+                k: (float(int(self.target_thresholds[k] * 0.01 * cap[k])) if k in self.target_thresholds else cap[k])
+                for k in RESOURCES
+            }
 
         available = dict.fromkeys(RESOURCES, 0.0)
         for name in low:
@@ -206,8 +221,10 @@ def _node_selector_ok(pod: PodInfo, n: NodeInfo) -> bool:
 
 
 def _taints_ok(pod: PodInfo, n: NodeInfo) -> bool:
-    return all(t.effect not in ("NoSchedule", "NoExecute") or any(tol.tolerates(t) for tol in pod.tolerations)
-               for t in n.taints)
+    return all(
+        t.effect not in ("NoSchedule", "NoExecute") or any(tol.tolerates(t) for tol in pod.tolerations)
+        for t in n.taints
+    )
 
 
 @dataclass
@@ -256,7 +273,7 @@ class RemoveDuplicates:
             upper_avg = math.ceil(occurrences[key] / len(targets))
             for _node, ps in per_node.items():
                 if len(ps) + 1 > upper_avg:
-                    for p in ps[upper_avg - 1:]:
+                    for p in ps[upper_avg - 1 :]:
                         if evict(p, self.name):
                             evicted.append(p.key)
         return evicted

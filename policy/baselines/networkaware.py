@@ -28,9 +28,20 @@ import numpy as np
 
 from policy.index import ClusterIndex
 from policy.state import NodeInfo, PodInfo, ServiceGraph
+
 from .kube_default import MAX_NODE_SCORE
 
-__all__ = ["MAX_COST", "SAME_HOSTNAME", "SAME_ZONE", "DEFAULT_MAX_NETWORK_COST", "Dependency", "AppGroup", "NetworkTopology", "NetworkOverhead", "InTreeFilterExtender"]
+__all__ = [
+    "MAX_COST",
+    "SAME_HOSTNAME",
+    "SAME_ZONE",
+    "DEFAULT_MAX_NETWORK_COST",
+    "Dependency",
+    "AppGroup",
+    "NetworkTopology",
+    "NetworkOverhead",
+    "InTreeFilterExtender",
+]
 
 MAX_COST = 100
 SAME_HOSTNAME = 0
@@ -61,8 +72,9 @@ class AppGroup:
         return frozenset(self.workloads) | {d.workload for deps in self.workloads.values() for d in deps}
 
     @staticmethod
-    def from_graph(graph: ServiceGraph, name: str = "app",
-                   max_network_cost: int = DEFAULT_MAX_NETWORK_COST) -> AppGroup:
+    def from_graph(
+        graph: ServiceGraph, name: str = "app", max_network_cost: int = DEFAULT_MAX_NETWORK_COST
+    ) -> AppGroup:
         """One workload per service; its dependencies are its callees (self-calls dropped)."""
         deps: dict[str, list[Dependency]] = {s: [] for s in graph.services}
         for e in graph.edges:
@@ -80,12 +92,15 @@ class NetworkTopology:
     region_costs: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
     @staticmethod
-    def uniform(zones: Iterable[str], zone_cost: int, regions: Iterable[str] = (), region_cost: int = 50
-                ) -> NetworkTopology:
+    def uniform(
+        zones: Iterable[str], zone_cost: int, regions: Iterable[str] = (), region_cost: int = 50
+    ) -> NetworkTopology:
         """Every pair of distinct zones costs ``zone_cost``, every pair of distinct regions ``region_cost``."""
         zs, rs = sorted(set(zones)), sorted(set(regions))
-        return NetworkTopology({(a, b): zone_cost for a in zs for b in zs if a != b},
-                               {(a, b): region_cost for a in rs for b in rs if a != b})
+        return NetworkTopology(
+            {(a, b): zone_cost for a in zs for b in zs if a != b},
+            {(a, b): region_cost for a in rs for b in rs if a != b},
+        )
 
 
 # how checkMaxNetworkCostRequirements treats a dependency pod on node b for a candidate node a
@@ -188,8 +203,9 @@ class NetworkOverhead:
         if lo == 0 and hi == 0:
             return c
         if hi != lo:
-            return np.array([MAX_NODE_SCORE - int(MAX_NODE_SCORE * (v - lo) / (hi - lo)) for v in c.tolist()],
-                            dtype=np.int64)
+            return np.array(
+                [MAX_NODE_SCORE - int(MAX_NODE_SCORE * (v - lo) / (hi - lo)) for v in c.tolist()], dtype=np.int64
+            )
         return MAX_NODE_SCORE - (c - lo)
 
     def satisfied_violated(self, pod: PodInfo, index: ClusterIndex) -> tuple[np.ndarray, np.ndarray] | None:
@@ -220,8 +236,10 @@ class NetworkOverhead:
         for c in candidates:
             i = index.node_pos.get(c)
             if i is not None and vio[i] > sat[i]:
-                out[c] = (f"Node {c} does not meet several network requirements from Workload dependencies: "
-                          f"Satisfied: {sat[i]} Violated: {vio[i]}")
+                out[c] = (
+                    f"Node {c} does not meet several network requirements from Workload dependencies: "
+                    f"Satisfied: {sat[i]} Violated: {vio[i]}"
+                )
         return out
 
 

@@ -23,7 +23,16 @@ from pydantic import Field, model_validator
 
 from policy.config import ConfigModel, load_config
 
-__all__ = ["ThresholdParams", "PARAMS_FILE", "load_params", "ThresholdAutoscaler", "GRID", "tuning_cost", "candidates", "grid_search"]
+__all__ = [
+    "ThresholdParams",
+    "PARAMS_FILE",
+    "load_params",
+    "ThresholdAutoscaler",
+    "GRID",
+    "tuning_cost",
+    "candidates",
+    "grid_search",
+]
 
 
 class ThresholdParams(ConfigModel):
@@ -123,9 +132,11 @@ def candidates(grid: Mapping[str, Sequence] = GRID) -> list[ThresholdParams]:
     return out
 
 
-def grid_search(evaluate: Callable[[ThresholdParams], float], grid: Mapping[str, Sequence] = GRID,
-                progress: Callable[[Iterable], Iterable] = lambda it: it
-                ) -> tuple[ThresholdParams, list[tuple[ThresholdParams, float]]]:
+def grid_search(
+    evaluate: Callable[[ThresholdParams], float],
+    grid: Mapping[str, Sequence] = GRID,
+    progress: Callable[[Iterable], Iterable] = lambda it: it,
+) -> tuple[ThresholdParams, list[tuple[ThresholdParams, float]]]:
     """Evaluate every candidate with ``evaluate(params) -> cost`` (mean over the tuning runs) and return the
     cheapest (ties: the first in grid order) and the whole table."""
     table = [(c, float(evaluate(c))) for c in progress(candidates(grid))]

@@ -25,7 +25,15 @@ import numpy as np
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot, PodInfo
 
-__all__ = ["DEFAULT_TARGET_UTILIZATION_PCT", "DEFAULT_REQUESTS_MILLICORES", "DEFAULT_REQUESTS_MULTIPLIER", "METRICS_REPORTING_INTERVAL_S", "predict_utilisation_m", "MetricsWindow", "TargetLoadPacking"]
+__all__ = [
+    "DEFAULT_TARGET_UTILIZATION_PCT",
+    "DEFAULT_REQUESTS_MILLICORES",
+    "DEFAULT_REQUESTS_MULTIPLIER",
+    "METRICS_REPORTING_INTERVAL_S",
+    "predict_utilisation_m",
+    "MetricsWindow",
+    "TargetLoadPacking",
+]
 
 DEFAULT_TARGET_UTILIZATION_PCT = 40
 DEFAULT_REQUESTS_MILLICORES = 1000
@@ -34,8 +42,9 @@ DEFAULT_REQUESTS_MULTIPLIER = 1.5
 METRICS_REPORTING_INTERVAL_S = 60.0
 
 
-def predict_utilisation_m(pod: PodInfo, default_requests_m: int = DEFAULT_REQUESTS_MILLICORES,
-                          multiplier: float = DEFAULT_REQUESTS_MULTIPLIER) -> int:
+def predict_utilisation_m(
+    pod: PodInfo, default_requests_m: int = DEFAULT_REQUESTS_MILLICORES, multiplier: float = DEFAULT_REQUESTS_MULTIPLIER
+) -> int:
     """PredictUtilisation: the CPU limit (m), else round(request × multiplier), else the default request."""
     if pod.limits.cpu_m > 0:
         return pod.limits.cpu_m

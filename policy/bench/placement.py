@@ -17,8 +17,8 @@ is ``nasa``'s window centred on its peak, scaled as `make bench` scales it. It a
 ``LearnedPlacement.score`` for 100 candidate nodes (features + forward pass, one thread) and writes both to
 section ``placement`` of BENCHMARKS.md.
 
-The extender stacks are built by :func:`policy.sim.placement.placement_stack`, a :data:`policy.sim.stacks.StackFactory` maker that
-the learned stacks of ``make bench`` can reuse.
+The extender stacks are built by :func:`policy.sim.placement.placement_stack`, a
+:data:`policy.sim.stacks.StackFactory` maker that the learned stacks of ``make bench`` can reuse.
 """
 
 from __future__ import annotations
@@ -34,24 +34,11 @@ import numpy as np
 from policy.index import ClusterIndex
 from policy.lowlevel import DEFAULT_FLAT_PLACEMENT_BUNDLE, DEFAULT_PLACEMENT_BUNDLE, LearnedPlacement
 from policy.sim.engine import SimConfig, Simulation, background_tenants
-
 from policy.sim.placement import APPS, compare, markdown_table
 
 __all__ = ["inference_latency", "main"]
 
 SHOWN = ("latency_mean_ms", "latency_p95_ms", "failed_pct", "cross_node_call_pct")
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def inference_latency(policy: LearnedPlacement, candidates: int = 100, calls: int = 2000) -> dict[str, float]:
@@ -83,28 +70,46 @@ def inference_latency(policy: LearnedPlacement, candidates: int = 100, calls: in
         t0 = time.perf_counter()
         policy.score(pod, names, index, None)
         ts[i] = time.perf_counter() - t0
-    return {"p50_ms": float(np.percentile(ts, 50) * 1e3), "p99_ms": float(np.percentile(ts, 99) * 1e3),
-            "mean_ms": float(ts.mean() * 1e3), "candidates": len(names), "calls": calls}
+    return {
+        "p50_ms": float(np.percentile(ts, 50) * 1e3),
+        "p99_ms": float(np.percentile(ts, 99) * 1e3),
+        "mean_ms": float(ts.mean() * 1e3),
+        "candidates": len(names),
+        "calls": calls,
+    }
 
 
 def _section(table: Mapping[str, Any], lat: Mapping[str, Mapping[str, float]], bundles: Mapping[str, Any]) -> str:
     lines = ["## Learned placement (`python -m policy.bench.placement`)", ""]
     for name, b in bundles.items():
         m = b.bundle.metadata
-        lines.append(f"- `{name}`: bundle `{b.version}` ({m.get('algorithm', '')}); trained in "
-                     f"{m.get('train_s', '?')} s, {m.get('episodes', '?')} episodes, on "
-                     f"{', '.join(m.get('train_apps', []))}.")
-    lines += ["", "Inference in the extender (`LearnedPlacement.score`: features + forward pass, numpy, one thread, "
-              "service rows cached), one pod against 100 candidate nodes:", "",
-              "| bundle | p50 ms | p99 ms | mean ms |", "|---|---|---|---|"]
+        lines.append(
+            f"- `{name}`: bundle `{b.version}` ({m.get('algorithm', '')}); trained in "
+            f"{m.get('train_s', '?')} s, {m.get('episodes', '?')} episodes, on "
+            f"{', '.join(m.get('train_apps', []))}."
+        )
+    lines += [
+        "",
+        "Inference in the extender (`LearnedPlacement.score`: features + forward pass, numpy, one thread, "
+        "service rows cached), one pod against 100 candidate nodes:",
+        "",
+        "| bundle | p50 ms | p99 ms | mean ms |",
+        "|---|---|---|---|",
+    ]
     for name, v in lat.items():
         lines.append(f"| {name} | {v['p50_ms']:.3f} | {v['p99_ms']:.3f} | {v['mean_ms']:.3f} |")
-    lines += ["", f"Placement alone in the simulator: fixed replicas (manifest), `nasa` trace, {table['minutes']} minutes "
-              f"centred on its peak, seeds {', '.join(map(str, table['seeds']))} (mean ± sd), the same seeds for every "
-              "policy; `bench` = the cluster of `make bench` (3 zones, no other tenants), `background` = the same "
-              "with 2 background pods per node (~30 % of the CPU requested, 20-50 % used). Extenders at weight 2 "
-              "(as shipped). Held-out apps were never seen in training.", "", markdown_table(table), "",
-              f"Run on {time.strftime('%Y-%m-%d')} in {table['wall_s']:.0f} s."]
+    lines += [
+        "",
+        f"Placement alone in the simulator: fixed replicas (manifest), `nasa` trace, {table['minutes']} minutes "
+        f"centred on its peak, seeds {', '.join(map(str, table['seeds']))} (mean ± sd), the same seeds for every "
+        "policy; `bench` = the cluster of `make bench` (3 zones, no other tenants), `background` = the same "
+        "with 2 background pods per node (~30 % of the CPU requested, 20-50 % used). Extenders at weight 2 "
+        "(as shipped). Held-out apps were never seen in training.",
+        "",
+        markdown_table(table),
+        "",
+        f"Run on {time.strftime('%Y-%m-%d')} in {table['wall_s']:.0f} s.",
+    ]
     return "\n".join(lines)
 
 
@@ -120,13 +125,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = p.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     bundles: dict[str, LearnedPlacement] = {"learned": LearnedPlacement.load(DEFAULT_PLACEMENT_BUNDLE)}
-    for name, path in (("learned-no-encoder", DEFAULT_FLAT_PLACEMENT_BUNDLE),
-                       ("learned-no-intent", DEFAULT_PLACEMENT_BUNDLE.parent.parent / "hrl-flat" / "low")):
+    for name, path in (
+        ("learned-no-encoder", DEFAULT_FLAT_PLACEMENT_BUNDLE),
+        ("learned-no-intent", DEFAULT_PLACEMENT_BUNDLE.parent.parent / "hrl-flat" / "low"),
+    ):
         if (path / "manifest.json").exists():
             bundles[name] = LearnedPlacement.load(path)
     lat = {k: inference_latency(v) for k, v in bundles.items()}
-    table = compare(a.apps.split(","), list(range(a.seeds)), a.minutes, learned=bundles,
-                    log=lambda m: print(m, flush=True))
+    table = compare(
+        a.apps.split(","), list(range(a.seeds)), a.minutes, learned=bundles, log=lambda m: print(m, flush=True)
+    )
     text = _section(table, lat, bundles)
     if a.no_write:
         print(text)

@@ -28,12 +28,34 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-import numpy as np
-from policy.sim.engine import METRIC_KEYS
 
+import numpy as np
+
+from policy.sim.engine import METRIC_KEYS
 from policy.sim.run import window_offset
 
-__all__ = ["ROOT", "BENCH_DIR", "APPS", "TRACES", "TUNING_SEEDS", "HIST_EDGES_MS", "t975", "mean_ci95", "Mode", "QUICK", "FULL", "run_one", "run_all", "summarize", "validate_summary", "markdown", "plots", "tune", "unavailable_stacks", "main"]
+__all__ = [
+    "ROOT",
+    "BENCH_DIR",
+    "APPS",
+    "TRACES",
+    "TUNING_SEEDS",
+    "HIST_EDGES_MS",
+    "t975",
+    "mean_ci95",
+    "Mode",
+    "QUICK",
+    "FULL",
+    "run_one",
+    "run_all",
+    "summarize",
+    "validate_summary",
+    "markdown",
+    "plots",
+    "tune",
+    "unavailable_stacks",
+    "main",
+]
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,8 +64,14 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH_DIR = ROOT / "benchmarks"
 
 
-APPS = ("online-boutique", "sock-shop", "dsb-hotel-reservation", "dsb-social-network", "dsb-media-microservices",
-        "alibaba")
+APPS = (
+    "online-boutique",
+    "sock-shop",
+    "dsb-hotel-reservation",
+    "dsb-social-network",
+    "dsb-media-microservices",
+    "alibaba",
+)
 
 
 TRACES = ("nasa", "twitter", "bursty")
@@ -58,9 +86,38 @@ HIST_EDGES_MS = np.logspace(-1, 5, 601)
 
 
 # Student t 0.975 quantiles for 1..30 degrees of freedom (two-sided 95 %).
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042)
+_T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 
 def t975(df: int) -> float:
@@ -100,8 +157,6 @@ QUICK = Mode("quick", (0, 1, 2), 30, 1000)
 FULL = Mode("full", (0, 1, 2, 3, 4), None, None)
 
 
-
-
 # ---- one run (in a worker process) -------------------------------------------------------------------------
 
 _APPS: dict[str, Any] = {}
@@ -115,22 +170,33 @@ def _app(name: str):
     return _APPS[name]
 
 
-def run_one(app: str, trace: str, policy: str, seed: int, minutes: int | None, n_samples: int | None
-            ) -> dict[str, Any]:
+def run_one(app: str, trace: str, policy: str, seed: int, minutes: int | None, n_samples: int | None) -> dict[str, Any]:
     """One simulation → ``{"metrics": {...}, "hist": latency histogram counts (weighted), "wall_s"}``."""
     from policy.sim.run import simulate
 
     t0, c0 = time.perf_counter(), time.process_time()
     spec = _app(app)
-    flat, res = simulate(spec, trace, policy, minutes=minutes, seed=seed,
-                         offset_min=window_offset(trace, minutes), n_samples=n_samples)
-    hist, _ = np.histogram(np.clip(res.latency_samples_ms, HIST_EDGES_MS[0], HIST_EDGES_MS[-1]),
-                           bins=HIST_EDGES_MS, weights=res.latency_weights)
+    flat, res = simulate(
+        spec, trace, policy, minutes=minutes, seed=seed, offset_min=window_offset(trace, minutes), n_samples=n_samples
+    )
+    hist, _ = np.histogram(
+        np.clip(res.latency_samples_ms, HIST_EDGES_MS[0], HIST_EDGES_MS[-1]),
+        bins=HIST_EDGES_MS,
+        weights=res.latency_weights,
+    )
     metrics = {k: float(res.metrics[k]) for k in METRIC_KEYS}
-    return {"app": app, "trace": trace, "policy": policy, "seed": seed, "metrics": metrics,
-            "hist": hist.tolist(), "wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
-            "minutes": flat["minutes"],
-            "nodes": flat["nodes"]}
+    return {
+        "app": app,
+        "trace": trace,
+        "policy": policy,
+        "seed": seed,
+        "metrics": metrics,
+        "hist": hist.tolist(),
+        "wall_s": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,
+        "minutes": flat["minutes"],
+        "nodes": flat["nodes"],
+    }
 
 
 def _run_task(task: tuple) -> dict[str, Any]:
@@ -141,8 +207,9 @@ def _task_key(t: Sequence) -> str:
     return json.dumps(list(t))
 
 
-def run_all(tasks: Sequence[tuple], jobs: int, desc: str = "bench", journal: Path | None = None,
-            resume: bool = False) -> list[dict[str, Any]]:
+def run_all(
+    tasks: Sequence[tuple], jobs: int, desc: str = "bench", journal: Path | None = None, resume: bool = False
+) -> list[dict[str, Any]]:
     """Run ``tasks`` (argument tuples of :func:`run_one`) over ``jobs`` processes with a progress bar.
 
     ``journal``: a JSON-lines file every finished run is appended to (so a long run that is interrupted
@@ -187,6 +254,7 @@ def run_all(tasks: Sequence[tuple], jobs: int, desc: str = "bench", journal: Pat
 
 # ---- aggregation and outputs --------------------------------------------------------------------------------
 
+
 def summarize(results: Iterable[Mapping[str, Any]], seeds: int) -> dict[str, Any]:
     """The summary.json object from per-run results."""
     per: dict[tuple[str, str, str], list[Mapping[str, float]]] = {}
@@ -194,8 +262,7 @@ def summarize(results: Iterable[Mapping[str, Any]], seeds: int) -> dict[str, Any
         per.setdefault((r["app"], r["trace"], r["policy"]), []).append(r["metrics"])
     out: dict[str, Any] = {}
     for (app, trace, policy), ms in per.items():
-        out.setdefault(app, {}).setdefault(trace, {})[policy] = {
-            k: mean_ci95([m[k] for m in ms]) for k in METRIC_KEYS}
+        out.setdefault(app, {}).setdefault(trace, {})[policy] = {k: mean_ci95([m[k] for m in ms]) for k in METRIC_KEYS}
     return {"seeds": seeds, "results": out}
 
 
@@ -226,10 +293,16 @@ def _fmt(v: Mapping[str, float], digits: int) -> str:
     return f"{v['mean']:.{digits}f} ± {v['ci95']:.{digits}f}"
 
 
-_COLUMNS = (("latency_mean_ms", "mean ms", 1), ("latency_p95_ms", "p95 ms", 1), ("latency_p99_ms", "p99 ms", 1),
-            ("failed_pct", "failed %", 2), ("slo_violation_pct", "SLO viol. %", 1),
-            ("cpu_core_hours", "CPU core-h", 2), ("evictions", "evictions", 1),
-            ("cross_node_call_pct", "cross-node calls %", 1))
+_COLUMNS = (
+    ("latency_mean_ms", "mean ms", 1),
+    ("latency_p95_ms", "p95 ms", 1),
+    ("latency_p99_ms", "p99 ms", 1),
+    ("failed_pct", "failed %", 2),
+    ("slo_violation_pct", "SLO viol. %", 1),
+    ("cpu_core_hours", "CPU core-h", 2),
+    ("evictions", "evictions", 1),
+    ("cross_node_call_pct", "cross-node calls %", 1),
+)
 
 
 def markdown(summary: Mapping[str, Any], mode: Mode, policies: Sequence[str], meta: Mapping[str, Any]) -> str:
@@ -245,8 +318,11 @@ def markdown(summary: Mapping[str, Any], mode: Mode, policies: Sequence[str], me
         f"({meta['runs']} simulations, {meta['cpu_min']:.1f} CPU-minutes, {meta['jobs']} processes). "
         f"Each cell: mean ± half-width of the 95 % confidence interval over {summary['seeds']} seeds "
         "(Student t). Runs: "
-        + ("the whole 6-hour window of each trace" if mode.minutes is None else
-           f"{mode.minutes} minutes of each trace window, centred on its peak")
+        + (
+            "the whole 6-hour window of each trace"
+            if mode.minutes is None
+            else f"{mode.minutes} minutes of each trace window, centred on its peak"
+        )
         + f"; traces scaled so their peak asks {PEAK_UTILIZATION:g}× the CPU the app's busiest service has at "
         "its limits with the manifest replicas (fixed replicas saturate at the peaks); nodes spread over 3 zones. "
         "Machine-readable: `benchmarks/summary.json`. Stacks: see docs/benchmarks.md.",
@@ -268,14 +344,21 @@ def markdown(summary: Mapping[str, Any], mode: Mode, policies: Sequence[str], me
             for p in policies:
                 if p in pols:
                     rows.append([trace, p] + [_fmt(pols[p][k], d) for k, _h, d in _COLUMNS])
-        lines.append(tabulate(rows, headers=["trace", "policy"] + [h for _k, h, _d in _COLUMNS],
-                              tablefmt="github", disable_numparse=True))
+        lines.append(
+            tabulate(
+                rows,
+                headers=["trace", "policy"] + [h for _k, h, _d in _COLUMNS],
+                tablefmt="github",
+                disable_numparse=True,
+            )
+        )
         lines.append("")
     return "\n".join(lines)
 
 
-def plots(summary: Mapping[str, Any], hists: Mapping[tuple[str, str, str], np.ndarray], policies: Sequence[str],
-          out: Path) -> list[Path]:
+def plots(
+    summary: Mapping[str, Any], hists: Mapping[tuple[str, str, str], np.ndarray], policies: Sequence[str], out: Path
+) -> list[Path]:
     """Latency CDF per trace (one panel per app), failed %, CPU core-hours (relative to
     default-kube-scheduler) and p95 latency per policy (one panel per trace)."""
     import matplotlib
@@ -314,11 +397,12 @@ def plots(summary: Mapping[str, Any], hists: Mapping[tuple[str, str, str], np.nd
             ax.set_ylabel("fraction of requests")
             ax.grid(True, which="both", alpha=0.3)
             ax.set_ylim(0, 1.01)
-        for ax in list(axes.flat)[len(apps):]:
+        for ax in list(axes.flat)[len(apps) :]:
             ax.axis("off")
         handles, labels = axes.flat[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="lower center", ncol=min(len(policies), 3), fontsize=10,
-                   bbox_to_anchor=(0.5, 0.0))
+        fig.legend(
+            handles, labels, loc="lower center", ncol=min(len(policies), 3), fontsize=10, bbox_to_anchor=(0.5, 0.0)
+        )
         fig.suptitle(f"Latency CDF of successful requests — trace {trace} (all seeds)", fontsize=13)
         fig.tight_layout(rect=(0, 0.1 if nrow == 1 else 0.06, 1, 0.96))
         p = out / f"latency_cdf_{trace}.png"
@@ -345,8 +429,15 @@ def plots(summary: Mapping[str, Any], hists: Mapping[tuple[str, str, str], np.nd
                         m, c = m / ref[metric]["mean"], c / ref[metric]["mean"]
                     vals.append(m)
                     errs.append(c)
-                ax.bar(x + (k - (len(policies) - 1) / 2) * width, vals, width, yerr=errs, label=p,
-                       color=colors(k), capsize=2)
+                ax.bar(
+                    x + (k - (len(policies) - 1) / 2) * width,
+                    vals,
+                    width,
+                    yerr=errs,
+                    label=p,
+                    color=colors(k),
+                    capsize=2,
+                )
             ax.set_xticks(x)
             ax.set_xticklabels(apps, fontsize=10)
             ax.set_ylabel(ylabel)
@@ -355,8 +446,9 @@ def plots(summary: Mapping[str, Any], hists: Mapping[tuple[str, str, str], np.nd
             if log:
                 ax.set_yscale("log")
         handles, labels = axes[0, 0].get_legend_handles_labels()
-        fig.legend(handles, labels, ncol=min(len(policies), 6), fontsize=9, loc="upper center",
-                   bbox_to_anchor=(0.5, 0.965))
+        fig.legend(
+            handles, labels, ncol=min(len(policies), 6), fontsize=9, loc="upper center", bbox_to_anchor=(0.5, 0.965)
+        )
         fig.suptitle(title, fontsize=13)
         fig.tight_layout(rect=(0, 0, 1, 0.93))
         p = out / fname
@@ -365,14 +457,25 @@ def plots(summary: Mapping[str, Any], hists: Mapping[tuple[str, str, str], np.nd
         written.append(p)
 
     bars("failed_pct", "failed requests (%)", "failed_pct.png", "Failed requests per policy (mean ± 95 % CI)")
-    bars("cpu_core_hours", "CPU core-hours / default", "cpu_core_hours.png",
-         "Requested CPU core-hours per policy, relative to default-kube-scheduler (mean ± 95 % CI)", relative=True)
-    bars("latency_p95_ms", "p95 latency (ms)", "latency_p95.png", "p95 end-to-end latency per policy (mean ± 95 % CI)",
-         log=True)
+    bars(
+        "cpu_core_hours",
+        "CPU core-hours / default",
+        "cpu_core_hours.png",
+        "Requested CPU core-hours per policy, relative to default-kube-scheduler (mean ± 95 % CI)",
+        relative=True,
+    )
+    bars(
+        "latency_p95_ms",
+        "p95 latency (ms)",
+        "latency_p95.png",
+        "p95 end-to-end latency per policy (mean ± 95 % CI)",
+        log=True,
+    )
     return written
 
 
 # ---- the threshold autoscaler's grid search --------------------------------------------------------------
+
 
 def _tune_task(task: tuple) -> dict[str, Any]:
     """One tuning run set: the fixed-replica reference and every candidate on one (app, trace, seed). The
@@ -387,8 +490,8 @@ def _tune_task(task: tuple) -> dict[str, Any]:
     app, trace, seed, params_json, minutes, n_samples = task
     from policy.baselines.threshold import ThresholdParams, tuning_cost
     from policy.sim.engine import SimConfig, Simulation
-    from policy.sim.stacks import StackContext, default_kube_scheduler, threshold_hook
     from policy.sim.run import cluster_for, trace_rps
+    from policy.sim.stacks import StackContext, default_kube_scheduler, threshold_hook
 
     spec = _app(app)
     rps = trace_rps(spec, trace, minutes, window_offset(trace, minutes))
@@ -408,8 +511,14 @@ def _tune_task(task: tuple) -> dict[str, Any]:
     return {"app": app, "costs": out}
 
 
-def tune(apps: Sequence[str], traces: Sequence[str], jobs: int, minutes: int | None = 30,
-         n_samples: int | None = 300, write: bool = True) -> dict[str, Any]:
+def tune(
+    apps: Sequence[str],
+    traces: Sequence[str],
+    jobs: int,
+    minutes: int | None = 30,
+    n_samples: int | None = 300,
+    write: bool = True,
+) -> dict[str, Any]:
     """Grid-search the threshold autoscaler per app on :data:`TUNING_SEEDS` (disjoint from the evaluation
     seeds 0-4) over ``traces``; write each app's best parameters to ``threshold-autoscaler.yaml`` next to
     its app.yaml. Returns ``{app: {"best": params, "table": [(params, mean cost)]}}``."""
@@ -447,28 +556,40 @@ def tune(apps: Sequence[str], traces: Sequence[str], jobs: int, minutes: int | N
         if write:
             spec = _app(app)
             path = Path(spec.source).parent / "threshold-autoscaler.yaml"
-            doc = {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ThresholdAutoscaler",
-                   **{to_camel(k): best_params[k] for k in ("u_hi", "u_lo", "step_out", "step_in", "cooldown_min")},
-                   "tuning": {"command": "python -m policy.bench --tune", "seeds": list(TUNING_SEEDS),
-                              "traces": list(traces), "minutes": minutes, "nSamples": n_samples,
-                              "grid": {to_camel(k): list(v) for k, v in GRID.items()},
-                              "objective": "mean over runs of slo_violation_pct + 5 failed_pct + 50 "
-                                           "cpu_core_hours / cpu_core_hours(default-kube-scheduler)",
-                              "cost": round(best_cost, 3)}}
-            path.write_text("# Tuned by `python -m policy.bench --tune` (policy/baselines/threshold.py); "
-                            "do not edit by hand.\n" + yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+            doc = {
+                "apiVersion": "hrl-scheduler.io/v1alpha1",
+                "kind": "ThresholdAutoscaler",
+                **{to_camel(k): best_params[k] for k in ("u_hi", "u_lo", "step_out", "step_in", "cooldown_min")},
+                "tuning": {
+                    "command": "python -m policy.bench --tune",
+                    "seeds": list(TUNING_SEEDS),
+                    "traces": list(traces),
+                    "minutes": minutes,
+                    "nSamples": n_samples,
+                    "grid": {to_camel(k): list(v) for k, v in GRID.items()},
+                    "objective": "mean over runs of slo_violation_pct + 5 failed_pct + 50 "
+                    "cpu_core_hours / cpu_core_hours(default-kube-scheduler)",
+                    "cost": round(best_cost, 3),
+                },
+            }
+            path.write_text(
+                "# Tuned by `python -m policy.bench --tune` (policy/baselines/threshold.py); "
+                "do not edit by hand.\n" + yaml.safe_dump(doc, sort_keys=False),
+                encoding="utf-8",
+            )
             print(f"tune: {app}: {best_params} (cost {best_cost:.2f}) -> {path}", file=sys.stderr)
     return report
 
 
 # ---- the command ---------------------------------------------------------------------------------------------
 
+
 def unavailable_stacks(policies: Sequence[str], app: Any) -> dict[str, str]:
     """The stacks among ``policies`` whose factory fails for ``app`` on its benchmark cluster, with the
     one-line reason (each factory is called once; its ``close()`` too)."""
     from policy.sim.engine import SimConfig
-    from policy.sim.stacks import StackContext, build_stack
     from policy.sim.run import cluster_for
+    from policy.sim.stacks import StackContext, build_stack
 
     out = {}
     for p in policies:
@@ -494,10 +615,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--minutes", type=int, default=None, help="minutes per run (default by mode)")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="worker processes")
     ap.add_argument("--out", default=None, help="output folder (default: benchmarks/ for the standard run)")
-    ap.add_argument("--resume", action="store_true",
-                    help="reuse the runs of an interrupted benchmark with the same arguments (journal: "
-                         "out/bench-runs/runs-<mode>.jsonl, or runs-<mode>.jsonl in --out); without it the journal "
-                         "starts afresh")
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse the runs of an interrupted benchmark with the same arguments (journal: "
+        "out/bench-runs/runs-<mode>.jsonl, or runs-<mode>.jsonl in --out); without it the journal "
+        "starts afresh",
+    )
     args = ap.parse_args(argv)
 
     from policy.sim.stacks import BENCH_STACKS, available_stacks
@@ -511,11 +635,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     mode = QUICK if args.quick else FULL
     if args.seeds is not None or args.minutes is not None:
-        mode = Mode(mode.name, tuple(range(args.seeds)) if args.seeds else mode.seeds,
-                    args.minutes if args.minutes else mode.minutes, mode.n_samples)
+        mode = Mode(
+            mode.name,
+            tuple(range(args.seeds)) if args.seeds else mode.seeds,
+            args.minutes if args.minutes else mode.minutes,
+            mode.n_samples,
+        )
     stacks = available_stacks()
-    policies = [p for p in args.policies.split(",") if p] if args.policies else \
-        [*BENCH_STACKS, *sorted(set(stacks) - set(BENCH_STACKS))]
+    policies = (
+        [p for p in args.policies.split(",") if p]
+        if args.policies
+        else [*BENCH_STACKS, *sorted(set(stacks) - set(BENCH_STACKS))]
+    )
     unknown = [p for p in policies if p not in stacks]
     if unknown:
         raise SystemExit(f"policy.bench: unknown stack(s) {unknown} (known: {', '.join(sorted(stacks))})")
@@ -527,12 +658,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     for p, why in skipped.items():
         print(f"policy.bench: warning: skipping stack {p}: {why}", file=sys.stderr)
     policies = [p for p in policies if p not in skipped]
-    standard = (apps == list(APPS) and traces == list(TRACES) and set(BENCH_STACKS) <= set(policies))
+    standard = apps == list(APPS) and traces == list(TRACES) and set(BENCH_STACKS) <= set(policies)
     out = Path(args.out) if args.out else (BENCH_DIR if standard else ROOT / "out" / "bench")
     names = {a: _app(a).name for a in apps}
     # the longest runs first, so the two workers finish together
-    tasks = [(a, t, p, s, mode.minutes, mode.n_samples) for a in apps for t in traces for p in policies
-             for s in mode.seeds]
+    tasks = [
+        (a, t, p, s, mode.minutes, mode.n_samples) for a in apps for t in traces for p in policies for s in mode.seeds
+    ]
     tasks.sort(key=lambda t: -len(_app(t[0]).workloads))
     t0 = time.time()
     journal = (ROOT / "out" / "bench-runs" if standard else out) / f"runs-{mode.name}.jsonl"
@@ -542,8 +674,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         r["app"] = names[r["app"]]
     summary = summarize(results, len(mode.seeds))
     # stable order: apps, traces and policies as requested
-    ordered = {names[a]: {t: {p: summary["results"][names[a]][t][p] for p in policies}
-                          for t in traces} for a in apps}
+    ordered = {names[a]: {t: {p: summary["results"][names[a]][t][p] for p in policies} for t in traces} for a in apps}
     summary = {"seeds": len(mode.seeds), "results": ordered}
     validate_summary(summary)
     out.mkdir(parents=True, exist_ok=True)
@@ -553,8 +684,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         k = (r["app"], r["trace"], r["policy"])
         hists[k] = hists.get(k, 0) + np.asarray(r["hist"])
     written = plots(summary, hists, policies, out)
-    meta = {"date": time.strftime("%Y-%m-%d"), "wall_min": wall / 60, "runs": len(results), "jobs": args.jobs,
-            "cpu_min": sum(r["cpu_s"] for r in results) / 60, "skipped": skipped}
+    meta = {
+        "date": time.strftime("%Y-%m-%d"),
+        "wall_min": wall / 60,
+        "runs": len(results),
+        "jobs": args.jobs,
+        "cpu_min": sum(r["cpu_s"] for r in results) / 60,
+        "skipped": skipped,
+    }
     md = markdown(summary, mode, policies, meta)
     if standard:
         from .markdown import write_section
@@ -566,10 +703,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     for r in results:
         per_app[r["app"]] = per_app.get(r["app"], 0.0) + r["cpu_s"]
     timing = ", ".join(f"{a} {s / 60:.1f}" for a, s in per_app.items())
-    print(f"policy.bench: {len(results)} runs in {wall / 60:.1f} min wall, {sum(per_app.values()) / 60:.1f} "
-          f"CPU-minutes ({timing}); wrote "
-          f"{out / 'summary.json'}, {len(written)} plots" + (", BENCHMARKS.md section 'policy'" if standard else ""),
-          file=sys.stderr)
+    print(
+        f"policy.bench: {len(results)} runs in {wall / 60:.1f} min wall, {sum(per_app.values()) / 60:.1f} "
+        f"CPU-minutes ({timing}); wrote "
+        f"{out / 'summary.json'}, {len(written)} plots" + (", BENCHMARKS.md section 'policy'" if standard else ""),
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -16,29 +16,27 @@ No torch needed. ``python -m policy.bench.topology [--quick] [--no-write]``.
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
 
 __all__ = ["ROOT", "SIZES", "alibaba_like_graph", "bench_encoder", "bench_grpc", "bench_heldout", "markdown", "main"]
 
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # one core, before numpy loads
     os.environ.setdefault(_v, "1")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import socket  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from policy.cache import CacheUnavailable, GrpcEmbeddingCache  # noqa: E402
-from policy.cache import fingerprint
-from policy.encoder import ServiceStats, featurize_graph  # noqa: E402
-from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder  # noqa: E402
+from policy.cache import CacheUnavailable, GrpcEmbeddingCache, fingerprint  # noqa: E402
+from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder, ServiceStats, featurize_graph  # noqa: E402
 from policy.state import ServiceEdge, ServiceGraph  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,13 +56,28 @@ def alibaba_like_graph(n: int, seed: int = 0) -> tuple[ServiceGraph, dict[str, S
         k = 1 + rng.poisson(2.0)
         p = pop[:b] / pop[:b].sum()
         for a in set(rng.choice(b, size=min(k, b), p=p).tolist()):
-            edges.append(ServiceEdge(names[a], names[b], rps=float(rng.lognormal(2, 1)),
-                                     calls_per_request=float(rng.lognormal(0, 0.5)),
-                                     latency_p95_ms=float(rng.lognormal(1.5, 1)), error_rate=float(rng.beta(1, 200))))
+            edges.append(
+                ServiceEdge(
+                    names[a],
+                    names[b],
+                    rps=float(rng.lognormal(2, 1)),
+                    calls_per_request=float(rng.lognormal(0, 0.5)),
+                    latency_p95_ms=float(rng.lognormal(1.5, 1)),
+                    error_rate=float(rng.beta(1, 200)),
+                )
+            )
     g = ServiceGraph.build(names, edges, source="bench")
-    stats = {s: ServiceStats(replicas=float(rng.integers(1, 6)), cpu_request_m=200.0, memory_request_bytes=2.0**28,
-                             cpu_limit_m=1000.0, cpu_usage_m=float(rng.lognormal(4, 1)), slo_p95_ms=500.0)
-             for s in names}
+    stats = {
+        s: ServiceStats(
+            replicas=float(rng.integers(1, 6)),
+            cpu_request_m=200.0,
+            memory_request_bytes=2.0**28,
+            cpu_limit_m=1000.0,
+            cpu_usage_m=float(rng.lognormal(4, 1)),
+            slo_p95_ms=500.0,
+        )
+        for s in names
+    }
     return g, stats
 
 
@@ -85,11 +98,21 @@ def bench_encoder(enc: GraphEncoder, sizes, repeats: int) -> list[dict[str, Any]
             te.append(t2 - t1)
             tp.append(t3 - t2)
         assert z.shape == (n, enc.embedding_dim) and np.all(np.isfinite(z))
-        rows.append({"services": n, "edges": len(g.edges), "featurize_s": float(np.median(tf)),
-                     "encode_s": float(np.median(te)), "total_s": float(np.median(np.add(tf, te))),
-                     "fingerprint_s": float(np.median(tp))})
-        print(f"encoder: {n} services, {len(g.edges)} edges: featurize {rows[-1]['featurize_s']:.3f} s, "
-              f"encode {rows[-1]['encode_s']:.3f} s", file=sys.stderr)
+        rows.append(
+            {
+                "services": n,
+                "edges": len(g.edges),
+                "featurize_s": float(np.median(tf)),
+                "encode_s": float(np.median(te)),
+                "total_s": float(np.median(np.add(tf, te))),
+                "fingerprint_s": float(np.median(tp)),
+            }
+        )
+        print(
+            f"encoder: {n} services, {len(g.edges)} edges: featurize {rows[-1]['featurize_s']:.3f} s, "
+            f"encode {rows[-1]['encode_s']:.3f} s",
+            file=sys.stderr,
+        )
     return rows
 
 
@@ -102,8 +125,12 @@ def _free_port() -> int:
 def bench_grpc(n_services: int = 1000, dim: int = 32, calls: int = 1000) -> dict[str, Any]:
     port = _free_port()
     addr = f"127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "policy.cli", "cache", "serve", "--listen", addr,
-                             "--log-level", "WARNING"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "policy.cli", "cache", "serve", "--listen", addr, "--log-level", "WARNING"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         t0 = time.monotonic()
         with GrpcEmbeddingCache(addr, 5.0) as c:
@@ -142,11 +169,19 @@ def bench_grpc(n_services: int = 1000, dim: int = 32, calls: int = 1000) -> dict
     def pct(xs, q):
         return float(np.percentile(np.array(xs) * 1000.0, q))
 
-    return {"services": n_services, "dim": dim, "calls": calls, "payload_bytes": n_services * dim * 4,
-            "startup_to_serving_s": startup_s,
-            "get_p50_ms": pct(get, 50), "get_p99_ms": pct(get, 99),
-            "get_not_modified_p50_ms": pct(nm, 50), "get_not_modified_p99_ms": pct(nm, 99),
-            "put_p50_ms": pct(put, 50), "put_p99_ms": pct(put, 99)}
+    return {
+        "services": n_services,
+        "dim": dim,
+        "calls": calls,
+        "payload_bytes": n_services * dim * 4,
+        "startup_to_serving_s": startup_s,
+        "get_p50_ms": pct(get, 50),
+        "get_p99_ms": pct(get, 99),
+        "get_not_modified_p50_ms": pct(nm, 50),
+        "get_not_modified_p99_ms": pct(nm, 99),
+        "put_p50_ms": pct(put, 50),
+        "put_p99_ms": pct(put, 99),
+    }
 
 
 def bench_heldout(enc: GraphEncoder, quick: bool) -> dict[str, Any]:
@@ -184,20 +219,41 @@ def markdown(enc: GraphEncoder, enc_rows, grpc_res, held) -> str:
         "",
         "**Encoder time vs graph size** (Alibaba-like graphs, every service and call measured; median of runs):",
         "",
-        tabulate([[r["services"], r["edges"], f"{r['featurize_s']:.3f}", f"{r['encode_s']:.3f}",
-                   f"{r['total_s']:.3f}", f"{r['fingerprint_s']:.3f}"] for r in enc_rows],
-                 headers=["services", "edges", "featurize s", "encode s", "total s", "fingerprint s"],
-                 tablefmt="github", disable_numparse=True),
+        tabulate(
+            [
+                [
+                    r["services"],
+                    r["edges"],
+                    f"{r['featurize_s']:.3f}",
+                    f"{r['encode_s']:.3f}",
+                    f"{r['total_s']:.3f}",
+                    f"{r['fingerprint_s']:.3f}",
+                ]
+                for r in enc_rows
+            ],
+            headers=["services", "edges", "featurize s", "encode s", "total s", "fingerprint s"],
+            tablefmt="github",
+            disable_numparse=True,
+        ),
         "",
         f"**gRPC cache latency** ({grpc_res['services']} services x {grpc_res['dim']} dims = "
         f"{grpc_res['payload_bytes'] // 1024} KiB per entry; `hrl-policy cache serve` in its own process on "
         f"127.0.0.1, {grpc_res['calls']} calls; serving {grpc_res['startup_to_serving_s']:.2f} s after start):",
         "",
-        tabulate([["Get (full entry)", f"{grpc_res['get_p50_ms']:.2f}", f"{grpc_res['get_p99_ms']:.2f}"],
-                  ["Get (not modified)", f"{grpc_res['get_not_modified_p50_ms']:.2f}",
-                   f"{grpc_res['get_not_modified_p99_ms']:.2f}"],
-                  ["Put", f"{grpc_res['put_p50_ms']:.2f}", f"{grpc_res['put_p99_ms']:.2f}"]],
-                 headers=["call", "p50 ms", "p99 ms"], tablefmt="github", disable_numparse=True),
+        tabulate(
+            [
+                ["Get (full entry)", f"{grpc_res['get_p50_ms']:.2f}", f"{grpc_res['get_p99_ms']:.2f}"],
+                [
+                    "Get (not modified)",
+                    f"{grpc_res['get_not_modified_p50_ms']:.2f}",
+                    f"{grpc_res['get_not_modified_p99_ms']:.2f}",
+                ],
+                ["Put", f"{grpc_res['put_p50_ms']:.2f}", f"{grpc_res['put_p99_ms']:.2f}"],
+            ],
+            headers=["call", "p50 ms", "p99 ms"],
+            tablefmt="github",
+            disable_numparse=True,
+        ),
         "",
         "**Pre-training objective, held-out error** (numpy serving on new scenarios; apps never seen in training: "
         f"{', '.join(meta.get('holdout_apps', [])) or 'none'}; trained on "
@@ -213,13 +269,30 @@ def markdown(enc: GraphEncoder, enc_rows, grpc_res, held) -> str:
         for t, m in table.items():
             b = held["mean"][key][t]
             a = abl.get(key, {}).get(t) if isinstance(abl, dict) else None
-            rows.append([key, t, f"{m['mae_log']:.3f}", f"{100 * m['median_rel_err']:.0f}%", f"{m['r2']:.2f}",
-                         f"{a['mae_log']:.3f}" if a else "-", f"{b['mae_log']:.3f}"])
-    lines.append(tabulate(rows, headers=["held-out set", "target", "MAE", "rel", "R2", "no-graph MAE",
-                                         "mean-pred MAE"], tablefmt="github", disable_numparse=True))
+            rows.append(
+                [
+                    key,
+                    t,
+                    f"{m['mae_log']:.3f}",
+                    f"{100 * m['median_rel_err']:.0f}%",
+                    f"{m['r2']:.2f}",
+                    f"{a['mae_log']:.3f}" if a else "-",
+                    f"{b['mae_log']:.3f}",
+                ]
+            )
+    lines.append(
+        tabulate(
+            rows,
+            headers=["held-out set", "target", "MAE", "rel", "R2", "no-graph MAE", "mean-pred MAE"],
+            tablefmt="github",
+            disable_numparse=True,
+        )
+    )
     lines.append("")
-    lines.append("`no-graph` = the same network with 0 message-passing layers trained on the same data (from the "
-                 "bundle's training record); `mean-pred` = predicting the training mean.")
+    lines.append(
+        "`no-graph` = the same network with 0 message-passing layers trained on the same data (from the "
+        "bundle's training record); `mean-pred` = predicting the training mean."
+    )
     return "\n".join(lines)
 
 
@@ -242,8 +315,9 @@ def main(argv=None) -> int:
         write_section("topology", md)
         out = ROOT / "benchmarks"
         out.mkdir(exist_ok=True)
-        (out / "topology.json").write_text(json.dumps({"encoder": enc_rows, "grpc": grpc_res, "heldout": held},
-                                                      indent=1) + "\n", encoding="utf-8")
+        (out / "topology.json").write_text(
+            json.dumps({"encoder": enc_rows, "grpc": grpc_res, "heldout": held}, indent=1) + "\n", encoding="utf-8"
+        )
     return 0
 
 

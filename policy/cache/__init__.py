@@ -4,12 +4,51 @@ by the call graph's fingerprint (:mod:`.records`), the in-process store (:mod:`.
 reads (:mod:`.refresher`) and their metrics (:mod:`.metrics`).
 """
 
-from .records import fingerprint, EmbeddingEntry, IntentEntry, Lookup, MAX_MESSAGE_BYTES, check_put, check_intent, MAX_DIM, MAX_FINGERPRINT_CHARS
-from .metrics import CacheMetrics, CacheClientMetrics, EncoderMetrics, GRPC_BUCKETS_S
+from .client import CacheTimeout, CacheUnavailable, GrpcEmbeddingCache
+from .codec import entry_from_pb, entry_to_pb, intent_from_pb, intent_to_pb, matrix_from_pb, matrix_to_pb, pb_modules
 from .memory import EmbeddingCache, InMemoryEmbeddingCache
-from .codec import pb_modules, matrix_to_pb, matrix_from_pb, entry_to_pb, entry_from_pb, intent_to_pb, intent_from_pb
-from .server import CacheServer, SERVICE_NAME
-from .client import GrpcEmbeddingCache, CacheUnavailable, CacheTimeout
+from .metrics import GRPC_BUCKETS_S, CacheClientMetrics, CacheMetrics, EncoderMetrics
+from .records import (
+    MAX_DIM,
+    MAX_FINGERPRINT_CHARS,
+    MAX_MESSAGE_BYTES,
+    EmbeddingEntry,
+    IntentEntry,
+    Lookup,
+    check_intent,
+    check_put,
+    fingerprint,
+)
 from .refresher import CacheRefresher
+from .server import SERVICE_NAME, CacheServer
 
-__all__ = ["fingerprint", "EmbeddingEntry", "IntentEntry", "Lookup", "MAX_MESSAGE_BYTES", "check_put", "check_intent", "MAX_DIM", "MAX_FINGERPRINT_CHARS", "CacheMetrics", "CacheClientMetrics", "EncoderMetrics", "GRPC_BUCKETS_S", "EmbeddingCache", "InMemoryEmbeddingCache", "pb_modules", "matrix_to_pb", "matrix_from_pb", "entry_to_pb", "entry_from_pb", "intent_to_pb", "intent_from_pb", "CacheServer", "SERVICE_NAME", "GrpcEmbeddingCache", "CacheUnavailable", "CacheTimeout", "CacheRefresher"]
+__all__ = [
+    "fingerprint",
+    "EmbeddingEntry",
+    "IntentEntry",
+    "Lookup",
+    "MAX_MESSAGE_BYTES",
+    "check_put",
+    "check_intent",
+    "MAX_DIM",
+    "MAX_FINGERPRINT_CHARS",
+    "CacheMetrics",
+    "CacheClientMetrics",
+    "EncoderMetrics",
+    "GRPC_BUCKETS_S",
+    "EmbeddingCache",
+    "InMemoryEmbeddingCache",
+    "pb_modules",
+    "matrix_to_pb",
+    "matrix_from_pb",
+    "entry_to_pb",
+    "entry_from_pb",
+    "intent_to_pb",
+    "intent_from_pb",
+    "CacheServer",
+    "SERVICE_NAME",
+    "GrpcEmbeddingCache",
+    "CacheUnavailable",
+    "CacheTimeout",
+    "CacheRefresher",
+]

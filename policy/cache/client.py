@@ -6,23 +6,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+
 import numpy as np
+
+from .codec import entry_from_pb, intent_from_pb, matrix_to_pb, pb_modules
 from .metrics import CacheClientMetrics
-from .records import EmbeddingEntry
-from .records import IntentEntry
-from .records import Lookup
-from .records import MAX_MESSAGE_BYTES
-from .records import check_intent
-from .records import check_put
-from .codec import entry_from_pb
-from .codec import intent_from_pb
-from .codec import matrix_to_pb
-from .codec import pb_modules
+from .records import MAX_MESSAGE_BYTES, EmbeddingEntry, IntentEntry, Lookup, check_intent, check_put
 
 __all__ = ["GrpcEmbeddingCache", "CacheUnavailable", "CacheTimeout"]
 
 
 # ---- gRPC: client ----------------------------------------------------------------------------------------------
+
 
 class CacheUnavailable(ConnectionError):
     """The cache server could not answer (unreachable, shutting down, or an internal error); one line."""
@@ -53,10 +48,15 @@ class GrpcEmbeddingCache:
         self.address = address
         self.timeout_s = float(timeout_s)
         self.metrics = metrics
-        self._channel = grpc.insecure_channel(address, options=[
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.max_reconnect_backoff_ms", 2000)])
+        self._channel = grpc.insecure_channel(
+            address,
+            options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.initial_reconnect_backoff_ms", 200),
+                ("grpc.max_reconnect_backoff_ms", 2000),
+            ],
+        )
         self._stub = pb2_grpc.EmbeddingCacheStub(self._channel)
 
     def _call(self, method: str, request, miss=None):
@@ -80,8 +80,7 @@ class GrpcEmbeddingCache:
                 raise CacheTimeout(f"cache {self.address}: {method}: no answer within {self.timeout_s:g} s") from None
             outcome = "unavailable"
             name = code.name if code is not None else "ERROR"
-            raise CacheUnavailable(f"cache {self.address}: {method}: {name}: "
-                                   f"{' '.join(str(detail).split())}") from None
+            raise CacheUnavailable(f"cache {self.address}: {method}: {name}: {' '.join(str(detail).split())}") from None
         finally:
             if self.metrics is not None:
                 self.metrics.requests.labels(method=method, outcome=outcome).inc()
@@ -92,20 +91,40 @@ class GrpcEmbeddingCache:
         return "not_modified" if resp.not_modified else ("ok" if resp.found else "miss")
 
     def get(self, fingerprint: str = "", known_version: int = 0) -> Lookup:
-        r = self._call("Get", self._pb2.GetRequest(fingerprint=fingerprint, known_version=known_version),
-                       self._outcome)
+        r = self._call("Get", self._pb2.GetRequest(fingerprint=fingerprint, known_version=known_version), self._outcome)
         if r.not_modified:
             return Lookup(None, True)
         return Lookup(entry_from_pb(r.entry) if r.found else None)
 
-    def put(self, fingerprint: str, services: Sequence[str], matrix: np.ndarray, *, encoder_version: str = "",
-            timestamp_s: float = 0.0) -> EmbeddingEntry:
+    def put(
+        self,
+        fingerprint: str,
+        services: Sequence[str],
+        matrix: np.ndarray,
+        *,
+        encoder_version: str = "",
+        timestamp_s: float = 0.0,
+    ) -> EmbeddingEntry:
         names, m = check_put(fingerprint, services, matrix)
-        r = self._call("Put", self._pb2.PutRequest(fingerprint=fingerprint, services=list(names),
-                                                   embeddings=matrix_to_pb(self._pb2, m),
-                                                   timestamp_s=float(timestamp_s), encoder_version=encoder_version))
-        return EmbeddingEntry(fingerprint, names, m, int(r.version), float(timestamp_s) or float(r.stored_at_s),
-                              encoder_version, float(r.stored_at_s))
+        r = self._call(
+            "Put",
+            self._pb2.PutRequest(
+                fingerprint=fingerprint,
+                services=list(names),
+                embeddings=matrix_to_pb(self._pb2, m),
+                timestamp_s=float(timestamp_s),
+                encoder_version=encoder_version,
+            ),
+        )
+        return EmbeddingEntry(
+            fingerprint,
+            names,
+            m,
+            int(r.version),
+            float(timestamp_s) or float(r.stored_at_s),
+            encoder_version,
+            float(r.stored_at_s),
+        )
 
     def get_intent(self, known_version: int = 0) -> Lookup:
         r = self._call("GetIntent", self._pb2.GetIntentRequest(known_version=known_version), self._outcome)
@@ -113,13 +132,19 @@ class GrpcEmbeddingCache:
             return Lookup(None, True)
         return Lookup(intent_from_pb(r.intent) if r.found else None)
 
-    def put_intent(self, values: Sequence[float], names: Sequence[str] = (), *, source: str = "",
-                   timestamp_s: float = 0.0) -> IntentEntry:
+    def put_intent(
+        self, values: Sequence[float], names: Sequence[str] = (), *, source: str = "", timestamp_s: float = 0.0
+    ) -> IntentEntry:
         vals, nm = check_intent(values, names)
-        r = self._call("PutIntent", self._pb2.PutIntentRequest(values=list(vals), names=list(nm), source=source,
-                                                               timestamp_s=float(timestamp_s)))
-        return IntentEntry(vals, nm, int(r.version), float(timestamp_s) or float(r.stored_at_s), source,
-                           float(r.stored_at_s))
+        r = self._call(
+            "PutIntent",
+            self._pb2.PutIntentRequest(
+                values=list(vals), names=list(nm), source=source, timestamp_s=float(timestamp_s)
+            ),
+        )
+        return IntentEntry(
+            vals, nm, int(r.version), float(timestamp_s) or float(r.stored_at_s), source, float(r.stored_at_s)
+        )
 
     def health(self, service: str = "") -> str:
         """The server's ``grpc.health.v1`` status name for ``service`` (``SERVING``, ``NOT_SERVING``, ...);
@@ -128,8 +153,9 @@ class GrpcEmbeddingCache:
         from grpc_health.v1 import health_pb2, health_pb2_grpc
 
         try:
-            r = health_pb2_grpc.HealthStub(self._channel).Check(health_pb2.HealthCheckRequest(service=service),
-                                                                timeout=self.timeout_s)
+            r = health_pb2_grpc.HealthStub(self._channel).Check(
+                health_pb2.HealthCheckRequest(service=service), timeout=self.timeout_s
+            )
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise CacheTimeout(f"cache {self.address}: health: no answer within {self.timeout_s:g} s") from None

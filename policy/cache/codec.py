@@ -5,13 +5,22 @@ loaded only when a server or a client is built."""
 from __future__ import annotations
 
 import numpy as np
-from .records import EmbeddingEntry
-from .records import IntentEntry
 
-__all__ = ["pb_modules", "matrix_to_pb", "matrix_from_pb", "entry_to_pb", "entry_from_pb", "intent_to_pb", "intent_from_pb"]
+from .records import EmbeddingEntry, IntentEntry
+
+__all__ = [
+    "pb_modules",
+    "matrix_to_pb",
+    "matrix_from_pb",
+    "entry_to_pb",
+    "entry_from_pb",
+    "intent_to_pb",
+    "intent_from_pb",
+]
 
 
 # ---- gRPC: conversions -----------------------------------------------------------------------------------------
+
 
 def pb_modules():
     from .proto import embeddings_pb2, embeddings_pb2_grpc
@@ -32,21 +41,46 @@ def matrix_from_pb(mat) -> np.ndarray:
 
 
 def entry_to_pb(pb2, e: EmbeddingEntry):
-    return pb2.EmbeddingEntry(fingerprint=e.fingerprint, services=list(e.services),
-                              embeddings=matrix_to_pb(pb2, e.matrix), version=e.version, timestamp_s=e.timestamp_s,
-                              encoder_version=e.encoder_version, stored_at_s=e.stored_at_s)
+    return pb2.EmbeddingEntry(
+        fingerprint=e.fingerprint,
+        services=list(e.services),
+        embeddings=matrix_to_pb(pb2, e.matrix),
+        version=e.version,
+        timestamp_s=e.timestamp_s,
+        encoder_version=e.encoder_version,
+        stored_at_s=e.stored_at_s,
+    )
 
 
 def entry_from_pb(p) -> EmbeddingEntry:
-    return EmbeddingEntry(p.fingerprint, tuple(p.services), matrix_from_pb(p.embeddings), int(p.version),
-                          float(p.timestamp_s), p.encoder_version, float(p.stored_at_s))
+    return EmbeddingEntry(
+        p.fingerprint,
+        tuple(p.services),
+        matrix_from_pb(p.embeddings),
+        int(p.version),
+        float(p.timestamp_s),
+        p.encoder_version,
+        float(p.stored_at_s),
+    )
 
 
 def intent_to_pb(pb2, it: IntentEntry):
-    return pb2.Intent(values=list(it.values), names=list(it.names), version=it.version, timestamp_s=it.timestamp_s,
-                      source=it.source, stored_at_s=it.stored_at_s)
+    return pb2.Intent(
+        values=list(it.values),
+        names=list(it.names),
+        version=it.version,
+        timestamp_s=it.timestamp_s,
+        source=it.source,
+        stored_at_s=it.stored_at_s,
+    )
 
 
 def intent_from_pb(p) -> IntentEntry:
-    return IntentEntry(tuple(float(v) for v in p.values), tuple(p.names), int(p.version), float(p.timestamp_s),
-                       p.source, float(p.stored_at_s))
+    return IntentEntry(
+        tuple(float(v) for v in p.values),
+        tuple(p.names),
+        int(p.version),
+        float(p.timestamp_s),
+        p.source,
+        float(p.stored_at_s),
+    )

@@ -9,18 +9,17 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
+
 import numpy as np
+
 from .metrics import CacheMetrics
-from .records import EmbeddingEntry
-from .records import IntentEntry
-from .records import Lookup
-from .records import check_intent
-from .records import check_put
+from .records import EmbeddingEntry, IntentEntry, Lookup, check_intent, check_put
 
 __all__ = ["EmbeddingCache", "InMemoryEmbeddingCache"]
 
 
 # ---- the protocol and the in-memory cache ---------------------------------------------------------------------
+
 
 @runtime_checkable
 class EmbeddingCache(Protocol):
@@ -35,13 +34,21 @@ class EmbeddingCache(Protocol):
 
     def get(self, fingerprint: str = "", known_version: int = 0) -> Lookup: ...
 
-    def put(self, fingerprint: str, services: Sequence[str], matrix: np.ndarray, *, encoder_version: str = "",
-            timestamp_s: float = 0.0) -> EmbeddingEntry: ...
+    def put(
+        self,
+        fingerprint: str,
+        services: Sequence[str],
+        matrix: np.ndarray,
+        *,
+        encoder_version: str = "",
+        timestamp_s: float = 0.0,
+    ) -> EmbeddingEntry: ...
 
     def get_intent(self, known_version: int = 0) -> Lookup: ...
 
-    def put_intent(self, values: Sequence[float], names: Sequence[str] = (), *, source: str = "",
-                   timestamp_s: float = 0.0) -> IntentEntry: ...
+    def put_intent(
+        self, values: Sequence[float], names: Sequence[str] = (), *, source: str = "", timestamp_s: float = 0.0
+    ) -> IntentEntry: ...
 
 
 class InMemoryEmbeddingCache:
@@ -51,8 +58,9 @@ class InMemoryEmbeddingCache:
     ``clock``: unix seconds (default :func:`time.time`); ``metrics``: a :class:`CacheMetrics` to update.
     """
 
-    def __init__(self, max_entries: int = 64, clock: Callable[[], float] = time.time,
-                 metrics: CacheMetrics | None = None):
+    def __init__(
+        self, max_entries: int = 64, clock: Callable[[], float] = time.time, metrics: CacheMetrics | None = None
+    ):
         if max_entries < 1:
             raise ValueError(f"max_entries: must be >= 1, got {max_entries}")
         self.max_entries = max_entries
@@ -90,8 +98,15 @@ class InMemoryEmbeddingCache:
         self._count("embeddings", "hit")
         return Lookup(e)
 
-    def put(self, fingerprint: str, services: Sequence[str], matrix: np.ndarray, *, encoder_version: str = "",
-            timestamp_s: float = 0.0) -> EmbeddingEntry:
+    def put(
+        self,
+        fingerprint: str,
+        services: Sequence[str],
+        matrix: np.ndarray,
+        *,
+        encoder_version: str = "",
+        timestamp_s: float = 0.0,
+    ) -> EmbeddingEntry:
         names, m = check_put(fingerprint, services, matrix)
         ts = float(timestamp_s)
         if not math.isfinite(ts) or ts < 0:
@@ -123,8 +138,9 @@ class InMemoryEmbeddingCache:
         self._count("intent", "hit")
         return Lookup(it)
 
-    def put_intent(self, values: Sequence[float], names: Sequence[str] = (), *, source: str = "",
-                   timestamp_s: float = 0.0) -> IntentEntry:
+    def put_intent(
+        self, values: Sequence[float], names: Sequence[str] = (), *, source: str = "", timestamp_s: float = 0.0
+    ) -> IntentEntry:
         vals, nm = check_intent(values, names)
         ts = float(timestamp_s)
         if not math.isfinite(ts) or ts < 0:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 __all__ = ["CacheMetrics", "CacheClientMetrics", "EncoderMetrics", "GRPC_BUCKETS_S"]
@@ -14,6 +15,7 @@ GRPC_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.
 
 
 # ---- metrics ------------------------------------------------------------------------------------------------
+
 
 class CacheMetrics:
     """Server-side metrics, registered in ``registry``:
@@ -27,20 +29,36 @@ class CacheMetrics:
 
     def __init__(self, registry: CollectorRegistry):
         self.registry = registry
-        self.request_duration = Histogram("hrl_cache_grpc_request_duration_seconds",
-                                          "Time to serve one cache gRPC call, seconds.", ["method"],
-                                          buckets=GRPC_BUCKETS_S, registry=registry)
-        self.requests = Counter("hrl_cache_grpc_requests_total", "Cache gRPC calls by method and outcome.",
-                                ["method", "outcome"], registry=registry)
-        self.lookups = Counter("hrl_cache_lookups_total", "Cache lookups by kind and result (hit, miss, "
-                               "not_modified).", ["kind", "result"], registry=registry)
-        self.entries = Gauge("hrl_cache_entries", "Embedding entries held (one per graph fingerprint).",
-                             registry=registry)
-        self.puts = Counter("hrl_cache_puts_total", "Entries stored, by kind (embeddings, intent).", ["kind"],
-                            registry=registry)
-        self.fingerprint_changes = Counter("hrl_cache_fingerprint_changes_total",
-                                           "Embedding puts whose graph fingerprint differs from the latest one.",
-                                           registry=registry)
+        self.request_duration = Histogram(
+            "hrl_cache_grpc_request_duration_seconds",
+            "Time to serve one cache gRPC call, seconds.",
+            ["method"],
+            buckets=GRPC_BUCKETS_S,
+            registry=registry,
+        )
+        self.requests = Counter(
+            "hrl_cache_grpc_requests_total",
+            "Cache gRPC calls by method and outcome.",
+            ["method", "outcome"],
+            registry=registry,
+        )
+        self.lookups = Counter(
+            "hrl_cache_lookups_total",
+            "Cache lookups by kind and result (hit, miss, not_modified).",
+            ["kind", "result"],
+            registry=registry,
+        )
+        self.entries = Gauge(
+            "hrl_cache_entries", "Embedding entries held (one per graph fingerprint).", registry=registry
+        )
+        self.puts = Counter(
+            "hrl_cache_puts_total", "Entries stored, by kind (embeddings, intent).", ["kind"], registry=registry
+        )
+        self.fingerprint_changes = Counter(
+            "hrl_cache_fingerprint_changes_total",
+            "Embedding puts whose graph fingerprint differs from the latest one.",
+            registry=registry,
+        )
         for m in self.METHODS:
             self.request_duration.labels(method=m)
             for o in ("ok", "invalid", "error"):
@@ -64,15 +82,31 @@ class CacheClientMetrics:
 
     def __init__(self, registry: CollectorRegistry):
         self.registry = registry
-        self.request_duration = Histogram("hrl_cache_client_request_duration_seconds",
-                                          "Round trip of one cache gRPC call as the client sees it, seconds.",
-                                          ["method"], buckets=GRPC_BUCKETS_S, registry=registry)
-        self.requests = Counter("hrl_cache_client_requests_total", "Cache gRPC calls made, by method and outcome.",
-                                ["method", "outcome"], registry=registry)
-        self.refresh = Counter("hrl_cache_refresh_total", "Background refreshes of the local copy, by kind "
-                               "(embeddings, intent) and outcome.", ["kind", "outcome"], registry=registry)
-        self.copy_age = Gauge("hrl_cache_copy_age_seconds", "Age of the local copy (since its producer computed "
-                              "it), seconds; NaN without a copy.", ["kind"], registry=registry)
+        self.request_duration = Histogram(
+            "hrl_cache_client_request_duration_seconds",
+            "Round trip of one cache gRPC call as the client sees it, seconds.",
+            ["method"],
+            buckets=GRPC_BUCKETS_S,
+            registry=registry,
+        )
+        self.requests = Counter(
+            "hrl_cache_client_requests_total",
+            "Cache gRPC calls made, by method and outcome.",
+            ["method", "outcome"],
+            registry=registry,
+        )
+        self.refresh = Counter(
+            "hrl_cache_refresh_total",
+            "Background refreshes of the local copy, by kind (embeddings, intent) and outcome.",
+            ["kind", "outcome"],
+            registry=registry,
+        )
+        self.copy_age = Gauge(
+            "hrl_cache_copy_age_seconds",
+            "Age of the local copy (since its producer computed it), seconds; NaN without a copy.",
+            ["kind"],
+            registry=registry,
+        )
         for m in CacheMetrics.METHODS:
             self.request_duration.labels(method=m)
             for o in self.OUTCOMES:
@@ -88,9 +122,12 @@ class EncoderMetrics:
     ``hrl_encoder_services`` (gauge: services in the last encoded graph)."""
 
     def __init__(self, registry: CollectorRegistry):
-        self.duration = Histogram("hrl_encoder_duration_seconds", "Time to featurize and encode one call graph, "
-                                  "seconds.", buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-                                  registry=registry)
+        self.duration = Histogram(
+            "hrl_encoder_duration_seconds",
+            "Time to featurize and encode one call graph, seconds.",
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=registry,
+        )
         self.services = Gauge("hrl_encoder_services", "Services in the last encoded graph.", registry=registry)
 
     def observe(self, duration_s: float, services: int) -> None:

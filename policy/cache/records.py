@@ -23,10 +23,22 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
 import numpy as np
+
 from policy.state import ServiceGraph
 
-__all__ = ["fingerprint", "EmbeddingEntry", "IntentEntry", "Lookup", "MAX_MESSAGE_BYTES", "check_put", "check_intent", "MAX_DIM", "MAX_FINGERPRINT_CHARS"]
+__all__ = [
+    "fingerprint",
+    "EmbeddingEntry",
+    "IntentEntry",
+    "Lookup",
+    "MAX_MESSAGE_BYTES",
+    "check_put",
+    "check_intent",
+    "MAX_DIM",
+    "MAX_FINGERPRINT_CHARS",
+]
 
 
 log = logging.getLogger(__name__)
@@ -44,6 +56,7 @@ MAX_FINGERPRINT_CHARS = 128
 
 # ---- fingerprint ----------------------------------------------------------------------------------------
 
+
 def fingerprint(graph: ServiceGraph) -> str:
     """The structural fingerprint of ``graph``: 32 lowercase hex digits (128 bits of SHA-256) over the sorted
     services and the sorted (caller, callee) pairs. See the module docstring for what changes it."""
@@ -57,6 +70,7 @@ def fingerprint(graph: ServiceGraph) -> str:
 
 
 # ---- records ----------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class EmbeddingEntry:
@@ -126,7 +140,9 @@ class Lookup(NamedTuple):
 
 def check_put(fp: str, services: Sequence[str], matrix: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
     if not isinstance(fp, str) or not fp or len(fp) > MAX_FINGERPRINT_CHARS or not fp.isprintable() or " " in fp:
-        raise ValueError(f"fingerprint: expected 1..{MAX_FINGERPRINT_CHARS} printable characters without spaces, got {fp!r}")
+        raise ValueError(
+            f"fingerprint: expected 1..{MAX_FINGERPRINT_CHARS} printable characters without spaces, got {fp!r}"
+        )
     names = tuple(services)
     seen: set[str] = set()
     for i, s in enumerate(names):
@@ -137,8 +153,9 @@ def check_put(fp: str, services: Sequence[str], matrix: np.ndarray) -> tuple[tup
         seen.add(s)
     m = np.asarray(matrix)
     if m.ndim != 2 or m.shape[0] != len(names):
-        raise ValueError(f"embeddings: expected a ({len(names)}, D) matrix for {len(names)} services, "
-                         f"got shape {m.shape}")
+        raise ValueError(
+            f"embeddings: expected a ({len(names)}, D) matrix for {len(names)} services, got shape {m.shape}"
+        )
     if not 1 <= m.shape[1] <= MAX_DIM and len(names):
         raise ValueError(f"embeddings: width D must be 1..{MAX_DIM}, got {m.shape[1]}")
     if m.dtype.kind not in "fiu":

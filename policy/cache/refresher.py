@@ -9,10 +9,10 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from .metrics import CacheClientMetrics
+
 from .memory import EmbeddingCache
-from .records import EmbeddingEntry
-from .records import IntentEntry
+from .metrics import CacheClientMetrics
+from .records import EmbeddingEntry, IntentEntry
 
 __all__ = ["CacheRefresher"]
 
@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 
 # ---- the background copy -----------------------------------------------------------------------------------------
+
 
 class CacheRefresher:
     """Keep a local copy of one cache's embeddings and intent, refreshed every ``interval_s`` seconds in a
@@ -33,12 +34,17 @@ class CacheRefresher:
     the last copy stays.
     """
 
-    def __init__(self, cache: EmbeddingCache, interval_s: float = 10.0,
-                 fingerprint_fn: Callable[[], str] | None = None,
-                 on_embeddings: Callable[[EmbeddingEntry], None] | None = None,
-                 on_intent: Callable[[IntentEntry | None], None] | None = None,
-                 metrics: CacheClientMetrics | None = None, max_age_s: float = 0.0,
-                 clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        cache: EmbeddingCache,
+        interval_s: float = 10.0,
+        fingerprint_fn: Callable[[], str] | None = None,
+        on_embeddings: Callable[[EmbeddingEntry], None] | None = None,
+        on_intent: Callable[[IntentEntry | None], None] | None = None,
+        metrics: CacheClientMetrics | None = None,
+        max_age_s: float = 0.0,
+        clock: Callable[[], float] = time.time,
+    ):
         if not interval_s > 0:
             raise ValueError(f"interval_s: must be > 0, got {interval_s!r}")
         self.cache = cache
@@ -57,9 +63,11 @@ class CacheRefresher:
         self._thread: threading.Thread | None = None
         if metrics is not None:
             metrics.copy_age.labels(kind="embeddings").set_function(
-                lambda: self.embeddings.age_s(self.clock()) if self.embeddings else math.nan)
+                lambda: self.embeddings.age_s(self.clock()) if self.embeddings else math.nan
+            )
             metrics.copy_age.labels(kind="intent").set_function(
-                lambda: self.intent.age_s(self.clock()) if self.intent else math.nan)
+                lambda: self.intent.age_s(self.clock()) if self.intent else math.nan
+            )
 
     def _count(self, kind: str, outcome: str) -> None:
         if self.metrics is not None:
@@ -88,6 +96,7 @@ class CacheRefresher:
         ok, not_modified, missing, error; an intent copy older than ``max_age_s`` is then dropped
         (``on_intent(None)``, counted as refresh outcome ``stale``). Never raises (callbacks' errors are
         counted as ``error``)."""
+
         def embeddings():
             fp = self.fingerprint_fn()
             have = self.embeddings
@@ -96,8 +105,10 @@ class CacheRefresher:
         def intent():
             return self.cache.get_intent(self.intent.version if self.intent is not None else 0)
 
-        out = {"embeddings": self._fetch("embeddings", embeddings, EmbeddingEntry, self.on_embeddings),
-               "intent": self._fetch("intent", intent, IntentEntry, self.on_intent)}
+        out = {
+            "embeddings": self._fetch("embeddings", embeddings, EmbeddingEntry, self.on_embeddings),
+            "intent": self._fetch("intent", intent, IntentEntry, self.on_intent),
+        }
         it = self.intent
         if it is not None and self.max_age_s > 0 and it.age_s(self.clock()) > self.max_age_s:
             self.intent = None

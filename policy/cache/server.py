@@ -6,14 +6,13 @@ from __future__ import annotations
 import logging
 import time
 from concurrent import futures
+
 from prometheus_client import CollectorRegistry
-from .metrics import CacheMetrics
+
+from .codec import entry_to_pb, intent_to_pb, matrix_from_pb, pb_modules
 from .memory import InMemoryEmbeddingCache
+from .metrics import CacheMetrics
 from .records import MAX_MESSAGE_BYTES
-from .codec import entry_to_pb
-from .codec import intent_to_pb
-from .codec import matrix_from_pb
-from .codec import pb_modules
 
 __all__ = ["CacheServer", "SERVICE_NAME"]
 
@@ -25,6 +24,7 @@ SERVICE_NAME = "hrlscheduler.embeddings.v1.EmbeddingCache"
 
 
 # ---- gRPC: server ----------------------------------------------------------------------------------------------
+
 
 def _servicer(cache: InMemoryEmbeddingCache, metrics: CacheMetrics | None):
     import grpc
@@ -40,7 +40,7 @@ def _servicer(cache: InMemoryEmbeddingCache, metrics: CacheMetrics | None):
             except ValueError as exc:
                 outcome = "invalid"
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, " ".join(str(exc).split()))
-            except Exception as exc:  # noqa: BLE001 - reported to the caller as INTERNAL
+            except Exception as exc:
                 outcome = "error"
                 log.exception("cache %s failed", method)
                 context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
@@ -48,6 +48,7 @@ def _servicer(cache: InMemoryEmbeddingCache, metrics: CacheMetrics | None):
                 if metrics is not None:
                     metrics.requests.labels(method=method, outcome=outcome).inc()
                     metrics.request_duration.labels(method=method).observe(time.perf_counter() - t0)
+
         return handler
 
     def get(req):
@@ -59,8 +60,13 @@ def _servicer(cache: InMemoryEmbeddingCache, metrics: CacheMetrics | None):
         return pb2.GetResponse(found=True, entry=entry_to_pb(pb2, r.entry))
 
     def put(req):
-        e = cache.put(req.fingerprint, tuple(req.services), matrix_from_pb(req.embeddings),
-                      encoder_version=req.encoder_version, timestamp_s=req.timestamp_s)
+        e = cache.put(
+            req.fingerprint,
+            tuple(req.services),
+            matrix_from_pb(req.embeddings),
+            encoder_version=req.encoder_version,
+            timestamp_s=req.timestamp_s,
+        )
         return pb2.PutResponse(version=e.version, stored_at_s=e.stored_at_s)
 
     def get_intent(req):
@@ -94,8 +100,14 @@ class CacheServer:
     from :meth:`start` when the address cannot be bound.
     """
 
-    def __init__(self, address: str = "127.0.0.1:0", cache: InMemoryEmbeddingCache | None = None,
-                 registry: CollectorRegistry | None = None, max_entries: int = 64, max_workers: int = 8):
+    def __init__(
+        self,
+        address: str = "127.0.0.1:0",
+        cache: InMemoryEmbeddingCache | None = None,
+        registry: CollectorRegistry | None = None,
+        max_entries: int = 64,
+        max_workers: int = 8,
+    ):
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = CacheMetrics(self.registry)
         if cache is None:
@@ -120,11 +132,14 @@ class CacheServer:
         from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
         _pb2, pb2_grpc = pb_modules()
-        opts = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.so_reuseport", 0)]
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=self.max_workers,
-                                                        thread_name_prefix="hrl-cache"), options=opts)
+        opts = [
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ]
+        server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="hrl-cache"), options=opts
+        )
         pb2_grpc.add_EmbeddingCacheServicer_to_server(_servicer(self.cache, self.metrics), server)
         hs = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(hs, server)

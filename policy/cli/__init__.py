@@ -6,7 +6,7 @@
 - :mod:`.cache`, :mod:`.bundle`, :mod:`.simulate`, :mod:`.train`: the longer command bodies.
 """
 
-from . import commands as commands  # noqa: F401 - registers the subcommands
+from . import commands as commands
 from .core import PROG, SUBCOMMANDS, Subcommand, arg, build_parser, main, subcommand
 
 __all__ = ["PROG", "SUBCOMMANDS", "Subcommand", "arg", "build_parser", "main", "subcommand"]

@@ -44,8 +44,11 @@ def detect_level(path: str | Path) -> str:
     hint = ""
     if (d / "low" / MANIFEST).is_file() or (d / "high" / "student" / MANIFEST).is_file():
         hint = f" ({d} holds a stack's bundles: check its low/ or high/ directory)"
-    what = "no such directory" if not d.exists() else f"no {MANIFEST} (level low or encoder) nor student/{MANIFEST} " \
-                                                      f"(level high)"
+    what = (
+        "no such directory"
+        if not d.exists()
+        else f"no {MANIFEST} (level low or encoder) nor student/{MANIFEST} (level high)"
+    )
     raise BundleError(f"bundle {d}: {what}{hint}")
 
 
@@ -60,22 +63,23 @@ def check_bundle(path: str | Path, level: str | None = None) -> tuple[str, str]:
         raise ValueError(f"--level: expected one of {', '.join(LEVELS)}, got {lv!r}")
     try:
         if lv == "low":
-            from policy.lowlevel import LearnedPlacement  # noqa: PLC0415
+            from policy.lowlevel import LearnedPlacement
 
             return lv, LearnedPlacement.load(d).version
         if lv == "high":
-            from policy.highlevel import load_learned_autoscaler  # noqa: PLC0415
+            from policy.highlevel import load_learned_autoscaler
 
             auto: Any = load_learned_autoscaler(d)
             return lv, str(auto.drpc.actor.version)
-        from policy.encoder import GraphEncoder  # noqa: PLC0415
+        from policy.encoder import GraphEncoder
 
         return lv, GraphEncoder.load(d).version
     except ValueError as exc:  # BundleError, BundleMissing
         raise located(exc, d) from None
     except Exception as exc:  # noqa: BLE001 - a loader bug still gets one line (and the same exit 2)
-        raise BundleError(f"bundle {d}: cannot be loaded (unexpected {type(exc).__name__}: "
-                          f"{' '.join(str(exc).split())})") from None
+        raise BundleError(
+            f"bundle {d}: cannot be loaded (unexpected {type(exc).__name__}: {' '.join(str(exc).split())})"
+        ) from None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -31,8 +31,11 @@ def serve(args: argparse.Namespace) -> int:
 
     from policy.cache import SERVICE_NAME, CacheServer
 
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, args.log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, args.log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     log = logging.getLogger("hrl-policy.cache")
     registry = CollectorRegistry()
     server = CacheServer(args.listen, registry=registry, max_entries=args.max_entries)
@@ -71,15 +74,30 @@ def get(args: argparse.Namespace) -> int:
         r = c.get_intent() if args.intent else c.get(args.fingerprint or "")
     e = r.entry
     if e is None:
-        print(f"{PROG} cache get: nothing stored" + ("" if args.intent else
-              f" for fingerprint {args.fingerprint!r}" if args.fingerprint else ""), file=sys.stderr)
+        print(
+            f"{PROG} cache get: nothing stored"
+            + ("" if args.intent else f" for fingerprint {args.fingerprint!r}" if args.fingerprint else ""),
+            file=sys.stderr,
+        )
         return 1
     if args.intent:
-        d = {"values": list(e.values), "names": list(e.names), "version": e.version,
-             "timestamp_s": e.timestamp_s, "source": e.source}
+        d = {
+            "values": list(e.values),
+            "names": list(e.names),
+            "version": e.version,
+            "timestamp_s": e.timestamp_s,
+            "source": e.source,
+        }
     else:
-        d = {"fingerprint": e.fingerprint, "services": len(e.services), "dim": e.dim, "version": e.version,
-             "timestamp_s": e.timestamp_s, "encoder_version": e.encoder_version, "stored_at_s": e.stored_at_s}
+        d = {
+            "fingerprint": e.fingerprint,
+            "services": len(e.services),
+            "dim": e.dim,
+            "version": e.version,
+            "timestamp_s": e.timestamp_s,
+            "encoder_version": e.encoder_version,
+            "stored_at_s": e.stored_at_s,
+        }
         if args.json:
             d["service_names"] = list(e.services)
             d["embeddings"] = [[round(float(v), 6) for v in row] for row in e.matrix]
@@ -94,8 +112,7 @@ def get(args: argparse.Namespace) -> int:
 
 def encode(args: argparse.Namespace) -> int:
     """``hrl-policy cache encode``: encode a graph; store it when ``--address`` is given."""
-    from policy.cache import GrpcEmbeddingCache
-    from policy.cache import fingerprint
+    from policy.cache import GrpcEmbeddingCache, fingerprint
     from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder
     from policy.topology.sources import load_graph
 
@@ -105,8 +122,13 @@ def encode(args: argparse.Namespace) -> int:
     enc = GraphEncoder.load(args.bundle or DEFAULT_ENCODER_BUNDLE)
     out = enc.encode_graph(graph)
     fp = fingerprint(graph)
-    d: dict[str, object] = {"fingerprint": fp, "services": len(out.services), "dim": int(out.embeddings.shape[1]),
-                            "encoder_version": enc.version, "encode_s": round(out.duration_s, 6)}
+    d: dict[str, object] = {
+        "fingerprint": fp,
+        "services": len(out.services),
+        "dim": int(out.embeddings.shape[1]),
+        "encoder_version": enc.version,
+        "encode_s": round(out.duration_s, 6),
+    }
     if args.address:
         with GrpcEmbeddingCache(args.address, args.timeout) as c:
             e = c.put(fp, out.services, out.embeddings, encoder_version=enc.version, timestamp_s=time.time())

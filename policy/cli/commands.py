@@ -5,35 +5,80 @@ from __future__ import annotations
 
 import argparse
 import sys
-from .core import PROG, arg
-from .core import subcommand
 
-__all__ = ["cmd_graph", "cmd_train", "cmd_train_encoder", "cmd_export_encoder", "cmd_train_drpc", "cmd_train_placement", "cmd_export_placement", "cmd_cache_serve", "cmd_cache_get", "cmd_cache_encode", "cmd_bundle_check", "cmd_simulate"]
+from .core import PROG, arg, subcommand
+
+__all__ = [
+    "cmd_graph",
+    "cmd_train",
+    "cmd_train_encoder",
+    "cmd_export_encoder",
+    "cmd_train_drpc",
+    "cmd_train_placement",
+    "cmd_export_placement",
+    "cmd_cache_serve",
+    "cmd_cache_get",
+    "cmd_cache_encode",
+    "cmd_bundle_check",
+    "cmd_simulate",
+]
 
 
 # ---- graph -------------------------------------------------------------------------------------------
 
-@subcommand("graph", "print the call graph derived from manifests, AppGroups, span tables, Alibaba call-graph CSV "
-                     "or live Prometheus metrics", [
-    arg("sources", nargs="+", metavar="SOURCE",
-        help="a Kubernetes manifest file or directory, a scheduler-plugins AppGroup YAML, a span CSV file or "
-             "directory (one table), an Alibaba MSCallGraph CSV (the kind is detected from the content), or a live "
-             "URI prometheus+istio|linkerd|otel://HOST:PORT[?window=5m&namespace=NS]"),
-    arg("--json", action="store_true",
-        help='print only {"services": [...], "edges": [{"caller", "callee", "rps", ...}]} on stdout'),
-    arg("--format", choices=("manifests", "spans", "alibaba", "appgroup"), default=None,
-        help="force the kind of every SOURCE path instead of detecting it"),
-    arg("--appgroup", metavar="NAME", default=None,
-        help="print the graph as a scheduler-plugins AppGroup named NAME (YAML) for the NetworkAware plugins"),
-    arg("--namespace", default="default", help="with --appgroup: the AppGroup's and workloads' namespace"),
-    arg("--max-network-cost", type=int, default=None, metavar="N",
-        help="with --appgroup: maxNetworkCost (0..10000) on every dependency (default: not written)"),
-    arg("--min-bandwidth", default=None, metavar="QUANTITY",
-        help="with --appgroup: minBandwidth (e.g. 100Mi) on every dependency (default: not written)"),
-    arg("--sorting-algorithm", default="KahnSort",
-        help="with --appgroup: spec.topologySortingAlgorithm (KahnSort, TarjanSort, ReverseKahn, ReverseTarjan, "
-             "AlternateKahn, AlternateTarjan)"),
-])
+
+@subcommand(
+    "graph",
+    "print the call graph derived from manifests, AppGroups, span tables, Alibaba call-graph CSV "
+    "or live Prometheus metrics",
+    [
+        arg(
+            "sources",
+            nargs="+",
+            metavar="SOURCE",
+            help="a Kubernetes manifest file or directory, a scheduler-plugins AppGroup YAML, a span CSV file or "
+            "directory (one table), an Alibaba MSCallGraph CSV (the kind is detected from the content), or a live "
+            "URI prometheus+istio|linkerd|otel://HOST:PORT[?window=5m&namespace=NS]",
+        ),
+        arg(
+            "--json",
+            action="store_true",
+            help='print only {"services": [...], "edges": [{"caller", "callee", "rps", ...}]} on stdout',
+        ),
+        arg(
+            "--format",
+            choices=("manifests", "spans", "alibaba", "appgroup"),
+            default=None,
+            help="force the kind of every SOURCE path instead of detecting it",
+        ),
+        arg(
+            "--appgroup",
+            metavar="NAME",
+            default=None,
+            help="print the graph as a scheduler-plugins AppGroup named NAME (YAML) for the NetworkAware plugins",
+        ),
+        arg("--namespace", default="default", help="with --appgroup: the AppGroup's and workloads' namespace"),
+        arg(
+            "--max-network-cost",
+            type=int,
+            default=None,
+            metavar="N",
+            help="with --appgroup: maxNetworkCost (0..10000) on every dependency (default: not written)",
+        ),
+        arg(
+            "--min-bandwidth",
+            default=None,
+            metavar="QUANTITY",
+            help="with --appgroup: minBandwidth (e.g. 100Mi) on every dependency (default: not written)",
+        ),
+        arg(
+            "--sorting-algorithm",
+            default="KahnSort",
+            help="with --appgroup: spec.topologySortingAlgorithm (KahnSort, TarjanSort, ReverseKahn, ReverseTarjan, "
+            "AlternateKahn, AlternateTarjan)",
+        ),
+    ],
+)
 def cmd_graph(args: argparse.Namespace) -> int:
     """``hrl-policy graph SOURCE... [--json] [--format KIND]``: warnings go to stderr, the graph to stdout
     (JSON from :meth:`ServiceGraph.to_json`, or a table). Bad input raises ``TopologyError`` (exit 2)."""
@@ -46,10 +91,15 @@ def cmd_graph(args: argparse.Namespace) -> int:
         from policy.topology.appgroup import appgroup_from_graph, dump_appgroup
         from policy.topology.sources import workload_refs_from_sources
 
-        obj = appgroup_from_graph(graph, args.appgroup, args.namespace,
-                                  workloads=workload_refs_from_sources(args.sources),
-                                  topology_sorting_algorithm=args.sorting_algorithm,
-                                  max_network_cost=args.max_network_cost, min_bandwidth=args.min_bandwidth)
+        obj = appgroup_from_graph(
+            graph,
+            args.appgroup,
+            args.namespace,
+            workloads=workload_refs_from_sources(args.sources),
+            topology_sorting_algorithm=args.sorting_algorithm,
+            max_network_cost=args.max_network_cost,
+            min_bandwidth=args.min_bandwidth,
+        )
         sys.stdout.write(dump_appgroup(obj))
         return 0
     if args.json:
@@ -63,59 +113,113 @@ def cmd_graph(args: argparse.Namespace) -> int:
     def num(v: float | None, digits: int) -> str:
         return "" if v is None else f"{v:.{digits}f}"
 
-    rows = [[e.caller, e.callee, num(e.rps, 3), num(e.calls_per_request, 2), num(e.latency_mean_ms, 2),
-             num(e.latency_p50_ms, 2), num(e.latency_p95_ms, 2), num(e.latency_p99_ms, 2),
-             "" if e.error_rate is None else f"{100 * e.error_rate:.1f}"] for e in graph.edges]
-    print(tabulate(rows, headers=["caller", "callee", "rps", "calls/req", "mean ms", "p50 ms", "p95 ms",
-                                  "p99 ms", "errors %"], disable_numparse=True))
+    rows = [
+        [
+            e.caller,
+            e.callee,
+            num(e.rps, 3),
+            num(e.calls_per_request, 2),
+            num(e.latency_mean_ms, 2),
+            num(e.latency_p50_ms, 2),
+            num(e.latency_p95_ms, 2),
+            num(e.latency_p99_ms, 2),
+            "" if e.error_rate is None else f"{100 * e.error_rate:.1f}",
+        ]
+        for e in graph.edges
+    ]
+    print(
+        tabulate(
+            rows,
+            headers=["caller", "callee", "rps", "calls/req", "mean ms", "p50 ms", "p95 ms", "p99 ms", "errors %"],
+            disable_numparse=True,
+        )
+    )
     connected = {e.caller for e in graph.edges} | {e.callee for e in graph.edges}
     isolated = [s for s in graph.services if s not in connected]
-    print(f"\n{len(graph.services)} services, {len(graph.edges)} edges"
-          + (f"; without edges: {', '.join(isolated)}" if isolated else ""))
+    print(
+        f"\n{len(graph.services)} services, {len(graph.edges)} edges"
+        + (f"; without edges: {', '.join(isolated)}" if isolated else "")
+    )
     return 0
 
 
 # ---- graph encoder and embedding cache (bodies in policy/train/encoder.py, policy/cli/cache.py) ---------
 
-@subcommand("train", "train the learned stacks: with --all, every stage in order (encoder, drpc, placement) "
-                     "and every stack's bundles under policy/bundles/<stack>/ (make train)", [
-    arg("--all", action="store_true", help="run every stage (policy/train/pipeline.py); else name a stage subcommand"),
-    arg("--out", default=None, help="bundles root (default: policy/bundles; with --quick: out/train/bundles); "
-                                     "written only when every stage succeeded"),
-    arg("--quick", action="store_true", help="tiny stages for smoke tests (seconds to minutes)"),
-    arg("--seed", type=int, default=0, help="seed of every stage"),
-    arg("--stages", default=None, help="comma-separated subset of: encoder,drpc,placement (order is fixed)"),
-    arg("--report", default=None, metavar="DIR",
-        help="where training.json/.csv go (default: benchmarks/ for a full run, else out/train)"),
-])
+
+@subcommand(
+    "train",
+    "train the learned stacks: with --all, every stage in order (encoder, drpc, placement) "
+    "and every stack's bundles under policy/bundles/<stack>/ (make train)",
+    [
+        arg(
+            "--all",
+            action="store_true",
+            help="run every stage (policy/train/pipeline.py); else name a stage subcommand",
+        ),
+        arg(
+            "--out",
+            default=None,
+            help="bundles root (default: policy/bundles; with --quick: out/train/bundles); "
+            "written only when every stage succeeded",
+        ),
+        arg("--quick", action="store_true", help="tiny stages for smoke tests (seconds to minutes)"),
+        arg("--seed", type=int, default=0, help="seed of every stage"),
+        arg("--stages", default=None, help="comma-separated subset of: encoder,drpc,placement (order is fixed)"),
+        arg(
+            "--report",
+            default=None,
+            metavar="DIR",
+            help="where training.json/.csv go (default: benchmarks/ for a full run, else out/train)",
+        ),
+    ],
+)
 def cmd_train(args: argparse.Namespace) -> int:
     from .train import cmd_train as run  # lazy: the stages import torch themselves
 
     return run(args)
 
 
-@subcommand("train encoder", "pre-train the graph encoder (torch) and write its bundle", [
-    arg("--out", default=None, help="bundle directory (default: policy/bundles/encoder; with --quick: "
-                                     "runs/encoder-quick/bundle)"),
-    arg("--quick", action="store_true", help="a tiny run for smoke tests (seconds)"),
-    arg("--seed", type=int, default=0, help="seed of data generation and training"),
-    arg("--epochs", type=int, default=None, help="override the number of epochs"),
-    arg("--layers", type=int, default=None, help="message-passing rounds (0 = no graph, an ablation)"),
-    arg("--checkpoint", metavar="PATH", default=None, help="also save the torch checkpoint here"),
-    arg("--ablation", action="store_true", help="also train a no-message-passing twin and report its error"),
-    arg("--json", metavar="PATH", default=None, help="write the training report (held-out errors) as JSON"),
-])
+@subcommand(
+    "train encoder",
+    "pre-train the graph encoder (torch) and write its bundle",
+    [
+        arg(
+            "--out",
+            default=None,
+            help="bundle directory (default: policy/bundles/encoder; with --quick: runs/encoder-quick/bundle)",
+        ),
+        arg("--quick", action="store_true", help="a tiny run for smoke tests (seconds)"),
+        arg("--seed", type=int, default=0, help="seed of data generation and training"),
+        arg("--epochs", type=int, default=None, help="override the number of epochs"),
+        arg("--layers", type=int, default=None, help="message-passing rounds (0 = no graph, an ablation)"),
+        arg("--checkpoint", metavar="PATH", default=None, help="also save the torch checkpoint here"),
+        arg("--ablation", action="store_true", help="also train a no-message-passing twin and report its error"),
+        arg("--json", metavar="PATH", default=None, help="write the training report (held-out errors) as JSON"),
+    ],
+)
 def cmd_train_encoder(args: argparse.Namespace) -> int:
     from policy.train.encoder import run_cli  # lazy: torch
 
-    return run_cli(args.out, args.quick, args.seed, args.epochs, args.layers, args.json, checkpoint=args.checkpoint,
-                   ablation=args.ablation)
+    return run_cli(
+        args.out,
+        args.quick,
+        args.seed,
+        args.epochs,
+        args.layers,
+        args.json,
+        checkpoint=args.checkpoint,
+        ablation=args.ablation,
+    )
 
 
-@subcommand("export encoder", "write an encoder bundle from a torch checkpoint of 'train encoder'", [
-    arg("checkpoint", metavar="CHECKPOINT", help="the .pt file written by 'train encoder --checkpoint'"),
-    arg("--out", required=True, help="bundle directory to write"),
-])
+@subcommand(
+    "export encoder",
+    "write an encoder bundle from a torch checkpoint of 'train encoder'",
+    [
+        arg("checkpoint", metavar="CHECKPOINT", help="the .pt file written by 'train encoder --checkpoint'"),
+        arg("--out", required=True, help="bundle directory to write"),
+    ],
+)
 def cmd_export_encoder(args: argparse.Namespace) -> int:
     from policy.train.encoder import export_checkpoint  # lazy: torch
 
@@ -124,54 +228,92 @@ def cmd_export_encoder(args: argparse.Namespace) -> int:
     return 0
 
 
-@subcommand("train drpc", "train the GRU workload predictor and the DRPC teacher + students (torch); write their "
-                          "bundles", [
-    arg("--students", default="drpc,hrl", help="comma-separated students: drpc (DRPC baseline), hrl (with graph "
-                                               "embeddings), hrl-td3 (no teacher; the hrl-flat ablation)"),
-    arg("--minutes", type=int, default=None, help="simulated minutes of training (default 30000)"),
-    arg("--seed", type=int, default=0, help="seed of episodes, exploration and torch"),
-    arg("--apps", default=None, help="comma-separated training apps (default online-boutique,sock-shop,"
-                                     "dsb-hotel-reservation)"),
-    arg("--predictor", default=None, metavar="DIR", help="reuse this predictor bundle instead of training one"),
-    arg("--out", default=None, metavar="ROOT", help="bundles root (default policy/bundles: drpc/, "
-                                                    "hrl-scheduler/high/, hrl-flat/high/; with --quick: "
-                                                    "<run-dir>/bundles); written only at the end of a successful run"),
-    arg("--run-dir", default=None, help="progress.csv, learning_curves.png, checkpoint.pt, report.json "
-                                        "(default runs/drpc-s<seed>-<time>)"),
-    arg("--quick", action="store_true", help="a tiny run for smoke tests (seconds)"),
-])
+@subcommand(
+    "train drpc",
+    "train the GRU workload predictor and the DRPC teacher + students (torch); write their bundles",
+    [
+        arg(
+            "--students",
+            default="drpc,hrl",
+            help="comma-separated students: drpc (DRPC baseline), hrl (with graph "
+            "embeddings), hrl-td3 (no teacher; the hrl-flat ablation)",
+        ),
+        arg("--minutes", type=int, default=None, help="simulated minutes of training (default 30000)"),
+        arg("--seed", type=int, default=0, help="seed of episodes, exploration and torch"),
+        arg(
+            "--apps",
+            default=None,
+            help="comma-separated training apps (default online-boutique,sock-shop,dsb-hotel-reservation)",
+        ),
+        arg("--predictor", default=None, metavar="DIR", help="reuse this predictor bundle instead of training one"),
+        arg(
+            "--out",
+            default=None,
+            metavar="ROOT",
+            help="bundles root (default policy/bundles: drpc/, "
+            "hrl-scheduler/high/, hrl-flat/high/; with --quick: "
+            "<run-dir>/bundles); written only at the end of a successful run",
+        ),
+        arg(
+            "--run-dir",
+            default=None,
+            help="progress.csv, learning_curves.png, checkpoint.pt, report.json (default runs/drpc-s<seed>-<time>)",
+        ),
+        arg("--quick", action="store_true", help="a tiny run for smoke tests (seconds)"),
+    ],
+)
 def cmd_train_drpc(args: argparse.Namespace) -> int:
     from policy.train.drpc import run_cli  # lazy: torch
 
-    return run_cli(args.students, args.minutes, args.seed, args.run_dir, args.out, args.apps, args.predictor,
-                   args.quick)
+    return run_cli(
+        args.students, args.minutes, args.seed, args.run_dir, args.out, args.apps, args.predictor, args.quick
+    )
 
 
-@subcommand("train placement", "train the learned placement policy in the simulator (torch) and write its bundle", [
-    arg("--out", default=None, help="bundle directory (default: policy/bundles/<variant>/low; with --quick: "
-                                     "runs/placement-<variant>-quick/bundle)"),
-    arg("--run-dir", default=None, help="log.csv, learning_curves.png, checkpoint.pt, report.json (default: "
-                                        "runs/placement-<variant>)"),
-    arg("--quick", action="store_true", help="a tiny run for smoke tests (seconds)"),
-    arg("--seed", type=int, default=0, help="seed of instances, sampling and torch"),
-    arg("--iterations", type=int, default=None, help="override the number of policy updates"),
-    arg("--time-budget", type=float, default=None, metavar="SECONDS", help="stop training after this long"),
-    arg("--variant", choices=("hrl-scheduler", "hrl-no-encoder", "hrl-flat"), default="hrl-scheduler",
-        help="which low-level bundle: hrl-scheduler (encoder embeddings, intent-conditioned), hrl-no-encoder (flat "
-             "per-service features), hrl-flat (never sees an intent)"),
-    arg("--flat", action="store_true", help="shorthand for --variant hrl-no-encoder"),
-    arg("--no-eval", action="store_true", help="skip the final comparison on train and held-out apps"),
-])
+@subcommand(
+    "train placement",
+    "train the learned placement policy in the simulator (torch) and write its bundle",
+    [
+        arg(
+            "--out",
+            default=None,
+            help="bundle directory (default: policy/bundles/<variant>/low; with --quick: "
+            "runs/placement-<variant>-quick/bundle)",
+        ),
+        arg(
+            "--run-dir",
+            default=None,
+            help="log.csv, learning_curves.png, checkpoint.pt, report.json (default: runs/placement-<variant>)",
+        ),
+        arg("--quick", action="store_true", help="a tiny run for smoke tests (seconds)"),
+        arg("--seed", type=int, default=0, help="seed of instances, sampling and torch"),
+        arg("--iterations", type=int, default=None, help="override the number of policy updates"),
+        arg("--time-budget", type=float, default=None, metavar="SECONDS", help="stop training after this long"),
+        arg(
+            "--variant",
+            choices=("hrl-scheduler", "hrl-no-encoder", "hrl-flat"),
+            default="hrl-scheduler",
+            help="which low-level bundle: hrl-scheduler (encoder embeddings, intent-conditioned), hrl-no-encoder (flat "
+            "per-service features), hrl-flat (never sees an intent)",
+        ),
+        arg("--flat", action="store_true", help="shorthand for --variant hrl-no-encoder"),
+        arg("--no-eval", action="store_true", help="skip the final comparison on train and held-out apps"),
+    ],
+)
 def cmd_train_placement(args: argparse.Namespace) -> int:
     from policy.train.placement import run_cli  # lazy: torch
 
     return run_cli(args)
 
 
-@subcommand("export placement", "write a placement bundle from a checkpoint of 'train placement'", [
-    arg("checkpoint", metavar="CHECKPOINT", help="the checkpoint.pt in the run directory of 'train placement'"),
-    arg("--out", required=True, help="bundle directory to write"),
-])
+@subcommand(
+    "export placement",
+    "write a placement bundle from a checkpoint of 'train placement'",
+    [
+        arg("checkpoint", metavar="CHECKPOINT", help="the checkpoint.pt in the run directory of 'train placement'"),
+        arg("--out", required=True, help="bundle directory to write"),
+    ],
+)
 def cmd_export_placement(args: argparse.Namespace) -> int:
     from policy.train.placement import export_checkpoint  # lazy: torch
 
@@ -180,52 +322,75 @@ def cmd_export_placement(args: argparse.Namespace) -> int:
     return 0
 
 
-@subcommand("cache serve", "serve the gRPC topology embedding cache (starts empty; grpc.health.v1)", [
-    arg("--listen", default="127.0.0.1:50051", metavar="HOST:PORT",
-        help="gRPC address to bind (default 127.0.0.1:50051; 0.0.0.0:50051 in a Pod; port 0 = any)"),
-    arg("--metrics-listen", default=None, metavar="HOST:PORT", help="serve Prometheus /metrics here"),
-    arg("--max-entries", type=int, default=64, help="graph fingerprints kept (least recently stored dropped)"),
-    arg("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
-])
+@subcommand(
+    "cache serve",
+    "serve the gRPC topology embedding cache (starts empty; grpc.health.v1)",
+    [
+        arg(
+            "--listen",
+            default="127.0.0.1:50051",
+            metavar="HOST:PORT",
+            help="gRPC address to bind (default 127.0.0.1:50051; 0.0.0.0:50051 in a Pod; port 0 = any)",
+        ),
+        arg("--metrics-listen", default=None, metavar="HOST:PORT", help="serve Prometheus /metrics here"),
+        arg("--max-entries", type=int, default=64, help="graph fingerprints kept (least recently stored dropped)"),
+        arg("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
+    ],
+)
 def cmd_cache_serve(args: argparse.Namespace) -> int:
     from .cache import serve
 
     return serve(args)
 
 
-@subcommand("cache get", "print what an embedding cache holds for a fingerprint (or its intent)", [
-    arg("--address", default="127.0.0.1:50051", metavar="HOST:PORT", help="the cache's gRPC address"),
-    arg("--fingerprint", default="", help="graph fingerprint (default: the most recently stored entry)"),
-    arg("--intent", action="store_true", help="print the intent instead of embeddings"),
-    arg("--timeout", type=float, default=2.0, help="seconds per call (default 2)"),
-    arg("--json", action="store_true", help="print JSON (with the matrix) on stdout"),
-])
+@subcommand(
+    "cache get",
+    "print what an embedding cache holds for a fingerprint (or its intent)",
+    [
+        arg("--address", default="127.0.0.1:50051", metavar="HOST:PORT", help="the cache's gRPC address"),
+        arg("--fingerprint", default="", help="graph fingerprint (default: the most recently stored entry)"),
+        arg("--intent", action="store_true", help="print the intent instead of embeddings"),
+        arg("--timeout", type=float, default=2.0, help="seconds per call (default 2)"),
+        arg("--json", action="store_true", help="print JSON (with the matrix) on stdout"),
+    ],
+)
 def cmd_cache_get(args: argparse.Namespace) -> int:
     from .cache import get
 
     return get(args)
 
 
-@subcommand("cache encode", "encode a call graph with the encoder bundle (and store it in a cache)", [
-    arg("sources", nargs="+", metavar="SOURCE", help="as for 'hrl-policy graph'"),
-    arg("--format", default=None, help="force the kind of every SOURCE (as for 'hrl-policy graph')"),
-    arg("--bundle", default=None, help="encoder bundle directory (default: policy/bundles/encoder)"),
-    arg("--address", default=None, metavar="HOST:PORT", help="store the embeddings in this cache"),
-    arg("--timeout", type=float, default=5.0, help="seconds per cache call (default 5)"),
-    arg("--json", action="store_true", help="print JSON on stdout"),
-])
+@subcommand(
+    "cache encode",
+    "encode a call graph with the encoder bundle (and store it in a cache)",
+    [
+        arg("sources", nargs="+", metavar="SOURCE", help="as for 'hrl-policy graph'"),
+        arg("--format", default=None, help="force the kind of every SOURCE (as for 'hrl-policy graph')"),
+        arg("--bundle", default=None, help="encoder bundle directory (default: policy/bundles/encoder)"),
+        arg("--address", default=None, metavar="HOST:PORT", help="store the embeddings in this cache"),
+        arg("--timeout", type=float, default=5.0, help="seconds per cache call (default 5)"),
+        arg("--json", action="store_true", help="print JSON on stdout"),
+    ],
+)
 def cmd_cache_encode(args: argparse.Namespace) -> int:
     from .cache import encode
 
     return encode(args)
 
 
-@subcommand("bundle check", "check a policy bundle with the loaders the extender and descheduler run (exit 2 if "
-            "they would refuse it)", [
-    arg("dir", metavar="DIR", help="bundle directory (low or encoder: manifest.json; high: student/ + predictor/)"),
-    arg("--level", choices=("low", "high", "encoder"), default=None,
-        help="the level to check it as (default: the one its manifest declares)"),
-])
+@subcommand(
+    "bundle check",
+    "check a policy bundle with the loaders the extender and descheduler run (exit 2 if they would refuse it)",
+    [
+        arg("dir", metavar="DIR", help="bundle directory (low or encoder: manifest.json; high: student/ + predictor/)"),
+        arg(
+            "--level",
+            choices=("low", "high", "encoder"),
+            default=None,
+            help="the level to check it as (default: the one its manifest declares)",
+        ),
+    ],
+)
 def cmd_bundle_check(args: argparse.Namespace) -> int:
     """``hrl-policy bundle check``: see :mod:`policy.cli.bundle`."""
     from .bundle import run
@@ -235,15 +400,20 @@ def cmd_bundle_check(args: argparse.Namespace) -> int:
 
 # ---- simulate ----------------------------------------------------------------------------------------
 
-@subcommand("simulate", "run one simulation: an app under a load trace with a scheduling stack", [
-    arg("--app", required=True, help="built-in app name or path to an app.yaml (or its folder)"),
-    arg("--trace", required=True, help="nasa, twitter, bursty, or a CSV of requests per minute"),
-    arg("--policy", required=True, help="stack name (built-in or from the hrl_scheduler.stacks entry points)"),
-    arg("--nodes", type=int, default=None, help="number of nodes (default: the app's benchmark cluster)"),
-    arg("--minutes", type=int, default=30, help="simulated minutes from the start of the trace window"),
-    arg("--seed", type=int, default=0, help="random seed"),
-    arg("--json", metavar="PATH", help="write one flat JSON object to PATH ('-' for stdout)"),
-])
+
+@subcommand(
+    "simulate",
+    "run one simulation: an app under a load trace with a scheduling stack",
+    [
+        arg("--app", required=True, help="built-in app name or path to an app.yaml (or its folder)"),
+        arg("--trace", required=True, help="nasa, twitter, bursty, or a CSV of requests per minute"),
+        arg("--policy", required=True, help="stack name (built-in or from the hrl_scheduler.stacks entry points)"),
+        arg("--nodes", type=int, default=None, help="number of nodes (default: the app's benchmark cluster)"),
+        arg("--minutes", type=int, default=30, help="simulated minutes from the start of the trace window"),
+        arg("--seed", type=int, default=0, help="random seed"),
+        arg("--json", metavar="PATH", help="write one flat JSON object to PATH ('-' for stdout)"),
+    ],
+)
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``hrl-policy simulate``: see :mod:`policy.sim.run`."""
     from .simulate import cmd_simulate as run

@@ -53,8 +53,9 @@ def arg(*flags: str, **kwargs: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
     return flags, kwargs
 
 
-def subcommand(name: str, help: str, arguments: Sequence[tuple[tuple[str, ...], dict[str, Any]]] = ()
-               ) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
+def subcommand(
+    name: str, help: str, arguments: Sequence[tuple[tuple[str, ...], dict[str, Any]]] = ()
+) -> Callable[[Callable[[argparse.Namespace], int]], Callable[[argparse.Namespace], int]]:
     """Register the decorated ``fn(args) -> exit code`` as subcommand ``name`` (words separated by spaces
     nest: ``"cache serve"``). Raises ``ValueError`` when the name is already registered."""
     path = tuple(name.split())

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from policy.sim.engine import METRIC_KEYS
 
+from policy.sim.engine import METRIC_KEYS
 from policy.sim.run import simulate
 
 __all__ = ["cmd_simulate"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 from typing import Any
+
 from policy.train import pipeline
 
 __all__ = ["cmd_train"]
@@ -29,13 +30,19 @@ def cmd_train(args: Any) -> int:
             raise ValueError(f"--stages: expected a comma-separated subset of {','.join(known)}, got {args.stages!r}")
     report = pipeline.run_all(root, quick=args.quick, seed=args.seed, stages=stages)
     full = not args.quick and stages is None and root.resolve() == pipeline.DEFAULT_ROOT.resolve()
-    out_dir = Path(args.report) if args.report else (pipeline.ROOT / "benchmarks" if full else pipeline.ROOT / "out" / "train")
+    out_dir = (
+        Path(args.report)
+        if args.report
+        else (pipeline.ROOT / "benchmarks" if full else pipeline.ROOT / "out" / "train")
+    )
     j, c = pipeline.write_reports(report, out_dir)
-    print(f"hrl-policy train: report written to {j} and {c}; bundles "
-          + (f"under {root}" if all(st.status == "ok" for st in report.stages) else f"unchanged in {root}"),
-          file=sys.stderr)
+    print(
+        f"hrl-policy train: report written to {j} and {c}; bundles "
+        + (f"under {root}" if all(st.status == "ok" for st in report.stages) else f"unchanged in {root}"),
+        file=sys.stderr,
+    )
     if full:
-        from policy.bench.markdown import write_section  # noqa: PLC0415
+        from policy.bench.markdown import write_section
 
         write_section("training", pipeline.markdown(report))
         print("hrl-policy train: BENCHMARKS.md section 'training' updated", file=sys.stderr)

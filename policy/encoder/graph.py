@@ -26,54 +26,65 @@ import numpy as np
 from policy.features import FeatureSpec
 from policy.state import ClusterSnapshot, ServiceGraph
 
-__all__ = ["NODE_SPEC", "EDGE_SPEC", "ServiceStats", "GraphArrays", "featurize_graph", "stats_from_snapshot",
-           "colocation_from_snapshot"]
+__all__ = [
+    "NODE_SPEC",
+    "EDGE_SPEC",
+    "ServiceStats",
+    "GraphArrays",
+    "featurize_graph",
+    "stats_from_snapshot",
+    "colocation_from_snapshot",
+]
 
 _MIB = 1024.0 * 1024.0
 
 #: Per-service input columns (names, units) of the encoder.
-NODE_SPEC = FeatureSpec.of([
-    ("log_replicas", "log1p(pods)"),
-    ("log_cpu_request_m", "log1p(millicores per pod)"),
-    ("log_memory_request_mib", "log1p(MiB per pod)"),
-    ("log_cpu_limit_m", "log1p(millicores per pod), 0 = no limit"),
-    ("has_cpu_limit", "flag"),
-    ("log_cpu_usage_m", "log1p(millicores, all pods)"),
-    ("cpu_usage_per_request", "fraction of replicas x request, clipped 0..10"),
-    ("log_memory_usage_mib", "log1p(MiB, all pods)"),
-    ("usage_known", "flag"),
-    ("log_request_rps", "log1p(requests/s served)"),
-    ("rate_known", "flag"),
-    ("log_latency_p50_ms", "log1p(ms)"),
-    ("log_latency_p95_ms", "log1p(ms)"),
-    ("log_latency_p99_ms", "log1p(ms)"),
-    ("latency_known", "flag"),
-    ("error_rate", "fraction 0..1"),
-    ("error_known", "flag"),
-    ("log_slo_p95_ms", "log1p(ms)"),
-    ("latency_p95_per_slo", "fraction of the SLO, clipped 0..10"),
-    ("slo_known", "flag"),
-    ("log_in_degree", "log1p(callers)"),
-    ("log_out_degree", "log1p(callees)"),
-    ("is_entry", "flag"),
-    ("has_self_call", "flag"),
-])
+NODE_SPEC = FeatureSpec.of(
+    [
+        ("log_replicas", "log1p(pods)"),
+        ("log_cpu_request_m", "log1p(millicores per pod)"),
+        ("log_memory_request_mib", "log1p(MiB per pod)"),
+        ("log_cpu_limit_m", "log1p(millicores per pod), 0 = no limit"),
+        ("has_cpu_limit", "flag"),
+        ("log_cpu_usage_m", "log1p(millicores, all pods)"),
+        ("cpu_usage_per_request", "fraction of replicas x request, clipped 0..10"),
+        ("log_memory_usage_mib", "log1p(MiB, all pods)"),
+        ("usage_known", "flag"),
+        ("log_request_rps", "log1p(requests/s served)"),
+        ("rate_known", "flag"),
+        ("log_latency_p50_ms", "log1p(ms)"),
+        ("log_latency_p95_ms", "log1p(ms)"),
+        ("log_latency_p99_ms", "log1p(ms)"),
+        ("latency_known", "flag"),
+        ("error_rate", "fraction 0..1"),
+        ("error_known", "flag"),
+        ("log_slo_p95_ms", "log1p(ms)"),
+        ("latency_p95_per_slo", "fraction of the SLO, clipped 0..10"),
+        ("slo_known", "flag"),
+        ("log_in_degree", "log1p(callers)"),
+        ("log_out_degree", "log1p(callees)"),
+        ("is_entry", "flag"),
+        ("has_self_call", "flag"),
+    ]
+)
 
 #: Per-edge (caller → callee) input columns of the encoder.
-EDGE_SPEC = FeatureSpec.of([
-    ("log_rps", "log1p(calls/s)"),
-    ("rps_share_of_callee", "fraction of the callee's incoming calls/s"),
-    ("rps_known", "flag"),
-    ("log_calls_per_request", "log1p(calls per caller request)"),
-    ("calls_known", "flag"),
-    ("log_latency_ms", "log1p(ms), callee side, p95 else mean/p99/p50"),
-    ("latency_known", "flag"),
-    ("error_rate", "fraction 0..1"),
-    ("parallel", "flag"),
-    ("same_node_share", "fraction of calls staying on one node"),
-    ("placement_known", "flag"),
-    ("is_self_call", "flag"),
-])
+EDGE_SPEC = FeatureSpec.of(
+    [
+        ("log_rps", "log1p(calls/s)"),
+        ("rps_share_of_callee", "fraction of the callee's incoming calls/s"),
+        ("rps_known", "flag"),
+        ("log_calls_per_request", "log1p(calls per caller request)"),
+        ("calls_known", "flag"),
+        ("log_latency_ms", "log1p(ms), callee side, p95 else mean/p99/p50"),
+        ("latency_known", "flag"),
+        ("error_rate", "fraction 0..1"),
+        ("parallel", "flag"),
+        ("same_node_share", "fraction of calls staying on one node"),
+        ("placement_known", "flag"),
+        ("is_self_call", "flag"),
+    ]
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +146,11 @@ def _log1p0(a: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(a), 0.0, np.log1p(np.maximum(np.nan_to_num(a), 0.0)))
 
 
-def featurize_graph(graph: ServiceGraph, stats: Mapping[str, ServiceStats] | None = None,
-                    same_node_share: Mapping[tuple[str, str], float] | None = None) -> GraphArrays:
+def featurize_graph(
+    graph: ServiceGraph,
+    stats: Mapping[str, ServiceStats] | None = None,
+    same_node_share: Mapping[tuple[str, str], float] | None = None,
+) -> GraphArrays:
     """The encoder's input arrays for ``graph`` (see :class:`GraphArrays`; columns :data:`NODE_SPEC`,
     :data:`EDGE_SPEC`).
 
@@ -205,8 +219,11 @@ def featurize_graph(graph: ServiceGraph, stats: Mapping[str, ServiceStats] | Non
 
     in_p50, in_p95, in_p99 = wmean(p50e), wmean(p95e), wmean(p99e)
     ew = np.bincount(dst, weights=np.where(err_k, w, 0.0), minlength=n)
-    in_err = np.where(ew > 0, np.bincount(dst, weights=np.where(err_k, w * np.nan_to_num(err), 0.0), minlength=n)
-                      / np.maximum(ew, 1e-12), np.nan)
+    in_err = np.where(
+        ew > 0,
+        np.bincount(dst, weights=np.where(err_k, w * np.nan_to_num(err), 0.0), minlength=n) / np.maximum(ew, 1e-12),
+        np.nan,
+    )
 
     none = ServiceStats()
     st = [stats.get(s_) or none for s_ in services]
@@ -241,8 +258,9 @@ def featurize_graph(graph: ServiceGraph, stats: Mapping[str, ServiceStats] | Non
     x[:, 4] = lim_k
     x[:, 5] = _log1p0(use)
     denom = np.nan_to_num(reps) * np.nan_to_num(req)
-    x[:, 6] = np.where(use_k & reps_k & req_k & (denom > 0), np.minimum(10.0, np.nan_to_num(use) / np.maximum(denom, 1e-12)),
-                       0.0)
+    x[:, 6] = np.where(
+        use_k & reps_k & req_k & (denom > 0), np.minimum(10.0, np.nan_to_num(use) / np.maximum(denom, 1e-12)), 0.0
+    )
     x[:, 7] = np.where(use_k, _log1p0(muse / _MIB), 0.0)
     x[:, 8] = use_k
     x[:, 9] = _log1p0(rate)
@@ -263,8 +281,9 @@ def featurize_graph(graph: ServiceGraph, stats: Mapping[str, ServiceStats] | Non
     return GraphArrays(services, x, np.stack([src, dst]) if m else np.zeros((2, 0), np.int64), ea)
 
 
-def stats_from_snapshot(snapshot: ClusterSnapshot, slo_p95_ms: Mapping[str, float] | None = None
-                        ) -> dict[str, ServiceStats]:
+def stats_from_snapshot(
+    snapshot: ClusterSnapshot, slo_p95_ms: Mapping[str, float] | None = None
+) -> dict[str, ServiceStats]:
     """Per-service :class:`ServiceStats` from a snapshot: replicas, requests and limits from its workloads
     (else from its pods), CPU/memory usage summed over the pods that report usage, and SLOs from
     ``slo_p95_ms`` (service → ms). Rates, latencies and error rates are left to the graph's edges

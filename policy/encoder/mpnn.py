@@ -30,43 +30,63 @@ from typing import NamedTuple
 
 import numpy as np
 
-from policy.bundle import BundleError, PolicyBundle
-from .graph import EDGE_SPEC, NODE_SPEC, GraphArrays, ServiceStats, featurize_graph
+from policy.bundle import DEFAULT_BUNDLES, BundleError, PolicyBundle
 from policy.state import ServiceGraph
-from policy.bundle import DEFAULT_BUNDLES
 
-__all__ = ["ENCODER_ARCH", "DEFAULT_ENCODER_BUNDLE", "encoder_weight_shapes", "segment_mean", "GraphEncoder",
-           "EncodedGraph"]
+from .graph import EDGE_SPEC, NODE_SPEC, GraphArrays, ServiceStats, featurize_graph
+
+__all__ = [
+    "ENCODER_ARCH",
+    "DEFAULT_ENCODER_BUNDLE",
+    "encoder_weight_shapes",
+    "segment_mean",
+    "GraphEncoder",
+    "EncodedGraph",
+]
 
 ENCODER_ARCH = "mpnn-v1"
 DEFAULT_ENCODER_BUNDLE = DEFAULT_BUNDLES / "encoder"
 
 
-def encoder_weight_shapes(node_features: int, edge_features: int, hidden: int, embedding: int, layers: int,
-                          head_hidden: int, targets: int) -> dict[str, tuple[int, ...]]:
+def encoder_weight_shapes(
+    node_features: int, edge_features: int, hidden: int, embedding: int, layers: int, head_hidden: int, targets: int
+) -> dict[str, tuple[int, ...]]:
     """Every weight of ``mpnn-v1`` and its shape (torch ``Linear`` layout: ``weight`` is (out, in))."""
     H = hidden
     s: dict[str, tuple[int, ...]] = {"input.weight": (H, node_features), "input.bias": (H,)}
     for i in range(layers):
         p = f"layers.{i}."
-        s.update({
-            p + "msg_in_node.weight": (H, H), p + "msg_in_edge.weight": (H, edge_features), p + "msg_in_edge.bias": (H,),
-            p + "msg_out_node.weight": (H, H), p + "msg_out_edge.weight": (H, edge_features),
-            p + "msg_out_edge.bias": (H,),
-            p + "self.weight": (H, H), p + "self.bias": (H,),
-            p + "upd_in.weight": (H, H), p + "upd_out.weight": (H, H),
-        })
+        s.update(
+            {
+                p + "msg_in_node.weight": (H, H),
+                p + "msg_in_edge.weight": (H, edge_features),
+                p + "msg_in_edge.bias": (H,),
+                p + "msg_out_node.weight": (H, H),
+                p + "msg_out_edge.weight": (H, edge_features),
+                p + "msg_out_edge.bias": (H,),
+                p + "self.weight": (H, H),
+                p + "self.bias": (H,),
+                p + "upd_in.weight": (H, H),
+                p + "upd_out.weight": (H, H),
+            }
+        )
     s.update({"output.weight": (embedding, H), "output.bias": (embedding,)})
     if targets:
-        s.update({"head.0.weight": (head_hidden, embedding), "head.0.bias": (head_hidden,),
-                  "head.2.weight": (targets, head_hidden), "head.2.bias": (targets,)})
+        s.update(
+            {
+                "head.0.weight": (head_hidden, embedding),
+                "head.0.bias": (head_hidden,),
+                "head.2.weight": (targets, head_hidden),
+                "head.2.bias": (targets,),
+            }
+        )
     return s
 
 
 class _Segments(NamedTuple):
-    order: np.ndarray    # (E,) edge order sorted by target
-    starts: np.ndarray   # (K,) start of each non-empty segment in the sorted order
-    rows: np.ndarray     # (K,) target row of each non-empty segment
+    order: np.ndarray  # (E,) edge order sorted by target
+    starts: np.ndarray  # (K,) start of each non-empty segment in the sorted order
+    rows: np.ndarray  # (K,) target row of each non-empty segment
     inv_count: np.ndarray  # (N, 1) float32 1/count (0 where no edge)
 
 
@@ -115,8 +135,9 @@ class GraphEncoder:
         if bundle.level != "encoder":
             raise BundleError(f"{where}: level: expected 'encoder', found {bundle.level!r}")
         if bundle.architecture.get("type") != ENCODER_ARCH:
-            raise BundleError(f"{where}: architecture.type: expected {ENCODER_ARCH!r}, "
-                              f"found {bundle.architecture.get('type')!r}")
+            raise BundleError(
+                f"{where}: architecture.type: expected {ENCODER_ARCH!r}, found {bundle.architecture.get('type')!r}"
+            )
         from policy.features import FeatureSpecError, check_specs
 
         try:
@@ -129,8 +150,9 @@ class GraphEncoder:
             self.head_hidden, self.targets = d.get("head_hidden", 0), d.get("targets", 0)
         except KeyError as exc:
             raise BundleError(f"{where}: dims: missing {exc.args[0]!r}") from None
-        shapes = encoder_weight_shapes(len(NODE_SPEC), len(EDGE_SPEC), self.hidden, self.embedding_dim,
-                                       self.layers, self.head_hidden, self.targets)
+        shapes = encoder_weight_shapes(
+            len(NODE_SPEC), len(EDGE_SPEC), self.hidden, self.embedding_dim, self.layers, self.head_hidden, self.targets
+        )
         self.w: dict[str, np.ndarray] = {}
         for k, shape in shapes.items():
             a = bundle.array(k)
@@ -148,9 +170,14 @@ class GraphEncoder:
     @staticmethod
     def load(path: str | Path = DEFAULT_ENCODER_BUNDLE) -> GraphEncoder:
         """Load the encoder bundle at ``path`` (default: the committed ``policy/bundles/encoder``)."""
-        return GraphEncoder(PolicyBundle.load(path, level="encoder",
-                                              feature_spec={"node": NODE_SPEC, "edge": EDGE_SPEC},
-                                              architecture_type=ENCODER_ARCH))
+        return GraphEncoder(
+            PolicyBundle.load(
+                path,
+                level="encoder",
+                feature_spec={"node": NODE_SPEC, "edge": EDGE_SPEC},
+                architecture_type=ENCODER_ARCH,
+            )
+        )
 
     # ---- forward -----------------------------------------------------------------------------------
     def _hidden(self, arrays: GraphArrays) -> np.ndarray:
@@ -160,8 +187,10 @@ class GraphEncoder:
         ei = np.asarray(arrays.edge_index, np.int64).reshape(2, -1)
         e = np.asarray(arrays.edge_attr, np.float32)
         if x.ndim != 2 or x.shape[1] != len(NODE_SPEC) or e.shape != (ei.shape[1], len(EDGE_SPEC)):
-            raise ValueError(f"arrays: expected x (N, {len(NODE_SPEC)}) and edge_attr ({ei.shape[1]}, "
-                             f"{len(EDGE_SPEC)}), got {x.shape} and {e.shape}")
+            raise ValueError(
+                f"arrays: expected x (N, {len(NODE_SPEC)}) and edge_attr ({ei.shape[1]}, "
+                f"{len(EDGE_SPEC)}), got {x.shape} and {e.shape}"
+            )
         x = (x - self.node_mean) / self.node_std
         e = (e - self.edge_mean) / self.edge_std
         if ei.size and (ei.min() < 0 or ei.max() >= n):
@@ -171,14 +200,21 @@ class GraphEncoder:
         h = _relu(x @ w["input.weight"] + w["input.bias"])
         for i in range(self.layers):
             p = f"layers.{i}."
-            m_in = _relu((h @ w[p + "msg_in_node.weight"])[src] + (e @ w[p + "msg_in_edge.weight"]
-                                                                   + w[p + "msg_in_edge.bias"]))
+            m_in = _relu(
+                (h @ w[p + "msg_in_node.weight"])[src] + (e @ w[p + "msg_in_edge.weight"] + w[p + "msg_in_edge.bias"])
+            )
             a_in = segment_mean(m_in, dst, n, seg_in)
-            m_out = _relu((h @ w[p + "msg_out_node.weight"])[dst] + (e @ w[p + "msg_out_edge.weight"]
-                                                                     + w[p + "msg_out_edge.bias"]))
+            m_out = _relu(
+                (h @ w[p + "msg_out_node.weight"])[dst]
+                + (e @ w[p + "msg_out_edge.weight"] + w[p + "msg_out_edge.bias"])
+            )
             a_out = segment_mean(m_out, src, n, seg_out)
-            upd = h @ w[p + "self.weight"] + w[p + "self.bias"] + a_in @ w[p + "upd_in.weight"] \
+            upd = (
+                h @ w[p + "self.weight"]
+                + w[p + "self.bias"]
+                + a_in @ w[p + "upd_in.weight"]
                 + a_out @ w[p + "upd_out.weight"]
+            )
             h = h + _relu(upd)
         return h
 
@@ -202,8 +238,12 @@ class GraphEncoder:
         """:meth:`encode` then :meth:`predict_from_embeddings`."""
         return self.predict_from_embeddings(self.encode(arrays))
 
-    def encode_graph(self, graph: ServiceGraph, stats: dict[str, ServiceStats] | None = None,
-                     same_node_share: dict[tuple[str, str], float] | None = None) -> EncodedGraph:
+    def encode_graph(
+        self,
+        graph: ServiceGraph,
+        stats: dict[str, ServiceStats] | None = None,
+        same_node_share: dict[tuple[str, str], float] | None = None,
+    ) -> EncodedGraph:
         """Featurize (:func:`~policy.encoder.graph.featurize_graph`) and encode ``graph``; timed."""
         t0 = time.perf_counter()
         arrays = featurize_graph(graph, stats, same_node_share)

@@ -11,13 +11,111 @@
 - :mod:`.forecast`: the workload predictors (DRPC's GRU, the trend stand-in).
 """
 
-from .interface import HighLevelPolicy, default_intent, structurally_movable, node_cpu_utilization, SYSTEM_CRITICAL_PRIORITY, SYSTEM_CRITICAL_CLASSES
-from .rebalance import RebalanceHeuristic, PlanView, Proposal, greedy_moves, finite_scores, util_after_add
-from .planner_state import STATE_VERSION, HrlState, service_rates_rps
-from .forecast import FORECAST_ARCH, FORECAST_SPEC, EPS_RPS, GruForecaster, forecast_weight_shapes, normalize_windows, naive_forecast, forecast_errors, rate_history, Forecaster, TrendForecaster, forecast_factor
-from .intent import IntentPolicy, UtilizationIntent, FixedIntent, cluster_cpu_utilization
-from .drpc import STUDENT_ARCH, DRPC_SPEC, HRL_SPEC, EMBEDDING_DIM, SPECS, DEFAULT_DRPC_BUNDLE, DEFAULT_HRL_HIGH_BUNDLE, ActionMapping, ServiceSignals, DrpcState, DrpcObservation, DrpcFeaturizer, StudentActor, DrpcAutoscaler, structural_embeddings, student_weight_shapes
-from .autoscale import ReplicaAutoscaler, UtilizationTargetAutoscaler, pods_of_workload, load_learned_autoscaler, DrpcReplicaAutoscaler
+from .autoscale import (
+    DrpcReplicaAutoscaler,
+    ReplicaAutoscaler,
+    UtilizationTargetAutoscaler,
+    load_learned_autoscaler,
+    pods_of_workload,
+)
+from .drpc import (
+    DEFAULT_DRPC_BUNDLE,
+    DEFAULT_HRL_HIGH_BUNDLE,
+    DRPC_SPEC,
+    EMBEDDING_DIM,
+    HRL_SPEC,
+    SPECS,
+    STUDENT_ARCH,
+    ActionMapping,
+    DrpcAutoscaler,
+    DrpcFeaturizer,
+    DrpcObservation,
+    DrpcState,
+    ServiceSignals,
+    StudentActor,
+    structural_embeddings,
+    student_weight_shapes,
+)
+from .forecast import (
+    EPS_RPS,
+    FORECAST_ARCH,
+    FORECAST_SPEC,
+    Forecaster,
+    GruForecaster,
+    TrendForecaster,
+    forecast_errors,
+    forecast_factor,
+    forecast_weight_shapes,
+    naive_forecast,
+    normalize_windows,
+    rate_history,
+)
 from .hierarchy import HierarchicalPolicy, due
+from .intent import FixedIntent, IntentPolicy, UtilizationIntent, cluster_cpu_utilization
+from .interface import (
+    SYSTEM_CRITICAL_CLASSES,
+    SYSTEM_CRITICAL_PRIORITY,
+    HighLevelPolicy,
+    default_intent,
+    node_cpu_utilization,
+    structurally_movable,
+)
+from .planner_state import STATE_VERSION, HrlState, service_rates_rps
+from .rebalance import PlanView, Proposal, RebalanceHeuristic, finite_scores, greedy_moves, util_after_add
 
-__all__ = ["HighLevelPolicy", "default_intent", "structurally_movable", "node_cpu_utilization", "SYSTEM_CRITICAL_PRIORITY", "SYSTEM_CRITICAL_CLASSES", "RebalanceHeuristic", "PlanView", "Proposal", "greedy_moves", "finite_scores", "util_after_add", "STATE_VERSION", "HrlState", "service_rates_rps", "FORECAST_ARCH", "FORECAST_SPEC", "EPS_RPS", "GruForecaster", "forecast_weight_shapes", "normalize_windows", "naive_forecast", "forecast_errors", "rate_history", "Forecaster", "TrendForecaster", "forecast_factor", "IntentPolicy", "UtilizationIntent", "FixedIntent", "cluster_cpu_utilization", "STUDENT_ARCH", "DRPC_SPEC", "HRL_SPEC", "EMBEDDING_DIM", "SPECS", "DEFAULT_DRPC_BUNDLE", "DEFAULT_HRL_HIGH_BUNDLE", "ActionMapping", "ServiceSignals", "DrpcState", "DrpcObservation", "DrpcFeaturizer", "StudentActor", "DrpcAutoscaler", "structural_embeddings", "student_weight_shapes", "ReplicaAutoscaler", "UtilizationTargetAutoscaler", "pods_of_workload", "load_learned_autoscaler", "DrpcReplicaAutoscaler", "HierarchicalPolicy", "due"]
+__all__ = [
+    "HighLevelPolicy",
+    "default_intent",
+    "structurally_movable",
+    "node_cpu_utilization",
+    "SYSTEM_CRITICAL_PRIORITY",
+    "SYSTEM_CRITICAL_CLASSES",
+    "RebalanceHeuristic",
+    "PlanView",
+    "Proposal",
+    "greedy_moves",
+    "finite_scores",
+    "util_after_add",
+    "STATE_VERSION",
+    "HrlState",
+    "service_rates_rps",
+    "FORECAST_ARCH",
+    "FORECAST_SPEC",
+    "EPS_RPS",
+    "GruForecaster",
+    "forecast_weight_shapes",
+    "normalize_windows",
+    "naive_forecast",
+    "forecast_errors",
+    "rate_history",
+    "Forecaster",
+    "TrendForecaster",
+    "forecast_factor",
+    "IntentPolicy",
+    "UtilizationIntent",
+    "FixedIntent",
+    "cluster_cpu_utilization",
+    "STUDENT_ARCH",
+    "DRPC_SPEC",
+    "HRL_SPEC",
+    "EMBEDDING_DIM",
+    "SPECS",
+    "DEFAULT_DRPC_BUNDLE",
+    "DEFAULT_HRL_HIGH_BUNDLE",
+    "ActionMapping",
+    "ServiceSignals",
+    "DrpcState",
+    "DrpcObservation",
+    "DrpcFeaturizer",
+    "StudentActor",
+    "DrpcAutoscaler",
+    "structural_embeddings",
+    "student_weight_shapes",
+    "ReplicaAutoscaler",
+    "UtilizationTargetAutoscaler",
+    "pods_of_workload",
+    "load_learned_autoscaler",
+    "DrpcReplicaAutoscaler",
+    "HierarchicalPolicy",
+    "due",
+]

@@ -10,14 +10,22 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
-import numpy as np
-from policy.state import ClusterSnapshot, PodInfo, WorkloadInfo
-from .forecast import Forecaster
-from .planner_state import HrlState
-from .forecast import forecast_factor
-from policy.bundle import require_bundle
 
-__all__ = ["ReplicaAutoscaler", "UtilizationTargetAutoscaler", "pods_of_workload", "load_learned_autoscaler", "DrpcReplicaAutoscaler"]
+import numpy as np
+
+from policy.bundle import require_bundle
+from policy.state import ClusterSnapshot, PodInfo, WorkloadInfo
+
+from .forecast import Forecaster, forecast_factor
+from .planner_state import HrlState
+
+__all__ = [
+    "ReplicaAutoscaler",
+    "UtilizationTargetAutoscaler",
+    "pods_of_workload",
+    "load_learned_autoscaler",
+    "DrpcReplicaAutoscaler",
+]
 
 
 def pods_of_workload(snapshot: ClusterSnapshot, w: WorkloadInfo) -> list[PodInfo]:
@@ -25,11 +33,13 @@ def pods_of_workload(snapshot: ClusterSnapshot, w: WorkloadInfo) -> list[PodInfo
     selector matches none here, unlike a PodDisruptionBudget's)."""
     if not w.selector.match_labels and not w.selector.match_expressions:
         return []
-    return [p for p in snapshot.pods if p.namespace == w.namespace and not p.terminating
-            and w.selector.matches(p.labels)]
+    return [
+        p for p in snapshot.pods if p.namespace == w.namespace and not p.terminating and w.selector.matches(p.labels)
+    ]
 
 
 # ---- (a) replica targets ---------------------------------------------------------------------------------
+
 
 @runtime_checkable
 class ReplicaAutoscaler(Protocol):
@@ -77,16 +87,20 @@ class UtilizationTargetAutoscaler:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.target_utilization) and 0.0 < self.target_utilization <= 1.0):
-            raise ValueError(f"UtilizationTargetAutoscaler.target_utilization: must be in (0, 1] "
-                             f"(got {self.target_utilization!r})")
+            raise ValueError(
+                f"UtilizationTargetAutoscaler.target_utilization: must be in (0, 1] (got {self.target_utilization!r})"
+            )
         if not (math.isfinite(self.tolerance) and self.tolerance >= 0):
             raise ValueError(f"UtilizationTargetAutoscaler.tolerance: must be >= 0 (got {self.tolerance!r})")
         if self.min_replicas < 0 or self.max_replicas < self.min_replicas:
-            raise ValueError(f"UtilizationTargetAutoscaler: need 0 <= min_replicas <= max_replicas "
-                             f"(got {self.min_replicas!r}, {self.max_replicas!r})")
+            raise ValueError(
+                f"UtilizationTargetAutoscaler: need 0 <= min_replicas <= max_replicas "
+                f"(got {self.min_replicas!r}, {self.max_replicas!r})"
+            )
         if not (math.isfinite(self.stabilization_s) and self.stabilization_s >= 0):
-            raise ValueError(f"UtilizationTargetAutoscaler.stabilization_s: must be >= 0 "
-                             f"(got {self.stabilization_s!r})")
+            raise ValueError(
+                f"UtilizationTargetAutoscaler.stabilization_s: must be >= 0 (got {self.stabilization_s!r})"
+            )
         if self.workloads is not None:
             object.__setattr__(self, "workloads", tuple(self.workloads))
 
@@ -144,8 +158,16 @@ class DrpcReplicaAutoscaler:
 
     name = "drpc"
 
-    def __init__(self, drpc: Any, workloads: Iterable[str] | None = None, *, saturation: float = 0.9,
-                 shield_target: float = 0.8, refused_frac: float = 0.01, stabilization_s: float = 300.0):
+    def __init__(
+        self,
+        drpc: Any,
+        workloads: Iterable[str] | None = None,
+        *,
+        saturation: float = 0.9,
+        shield_target: float = 0.8,
+        refused_frac: float = 0.01,
+        stabilization_s: float = 300.0,
+    ):
         for f, v in (("saturation", saturation), ("shield_target", shield_target), ("refused_frac", refused_frac)):
             if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 1):
                 raise ValueError(f"DrpcReplicaAutoscaler.{f}: must be in (0, 1], got {v!r}")
@@ -177,11 +199,14 @@ class DrpcReplicaAutoscaler:
         return int(target)
 
     def replica_targets(self, snapshot: ClusterSnapshot, state: HrlState) -> dict[str, int]:
-        from .drpc import DrpcState  # noqa: PLC0415
+        from .drpc import DrpcState
 
         ds = DrpcState.from_dict(state.autoscaler.get("drpc"))
-        by_key = {f"{w.namespace}/{w.name}": w for w in snapshot.workloads
-                  if w.kind == "Deployment" and w.pod_requests.cpu_m > 0}
+        by_key = {
+            f"{w.namespace}/{w.name}": w
+            for w in snapshot.workloads
+            if w.kind == "Deployment" and w.pod_requests.cpu_m > 0
+        }
         keys = None if self.workloads is None else [k for k in self.workloads if k in by_key]
         targets = self.drpc.replica_targets(snapshot, ds, self.signals, keys)
         state.autoscaler["drpc"] = ds.to_dict()
@@ -198,17 +223,23 @@ class DrpcReplicaAutoscaler:
         return out
 
 
-def load_learned_autoscaler(path: str | Path, workloads: Iterable[str] | None = None, *,
-                            slo_p95_ms: float | None = None, stabilization_s: float = 300.0) -> ReplicaAutoscaler:
+def load_learned_autoscaler(
+    path: str | Path,
+    workloads: Iterable[str] | None = None,
+    *,
+    slo_p95_ms: float | None = None,
+    stabilization_s: float = 300.0,
+) -> ReplicaAutoscaler:
     """The DRPC student autoscaler of bundle directory ``path`` (``path/student`` + ``path/predictor``, as
     :meth:`policy.highlevel.DrpcAutoscaler.load` reads them; the observation layout, with the graph encoder's
     embeddings or without, is the one the student's bundle declares), wrapped in
     :class:`DrpcReplicaAutoscaler` for ``workloads``. ``slo_p95_ms``: the application's p95 SLO (a feature of the
     students; ``None``: unknown); ``stabilization_s``: the scale-down stabilisation window of
-    :class:`DrpcReplicaAutoscaler`. Raises :class:`BundleMissing` when ``path/student`` has no bundle, ``ValueError``
-    when ``policy.highlevel.drpc`` cannot be imported, and :class:`policy.bundle.BundleError` naming expected and found when
-    the bundle matches neither layout (or anything else is wrong with it: one line naming the directory and the
-    field). A ``path`` that is itself a bundle (``.../student``) is reported with a hint to name its parent."""
+    :class:`DrpcReplicaAutoscaler`. Raises :class:`BundleMissing` when ``path/student`` has no bundle,
+    ``ValueError`` when ``policy.highlevel.drpc`` cannot be imported, and :class:`policy.bundle.BundleError`
+    naming expected and found when the bundle matches neither layout (or anything else is wrong with it: one line
+    naming the directory and the field). A ``path`` that is itself a bundle (``.../student``) is reported with a
+    hint to name its parent."""
     p = Path(path)
     hint = ""
     if (p / "manifest.json").is_file() and not (p / "student").exists():
@@ -219,8 +250,9 @@ def load_learned_autoscaler(path: str | Path, workloads: Iterable[str] | None = 
         hint = f"{p} holds a stack's bundles, not student/ and predictor/: name its high/ directory, {p / 'high'}"
     require_bundle(p / "student", "autoscaler (DRPC students)", hint)
     try:
-        from policy.bundle import BundleError, PolicyBundle, located  # noqa: PLC0415
-        from .drpc import SPECS, DrpcAutoscaler  # noqa: PLC0415 - part B of issue 6
+        from policy.bundle import BundleError, PolicyBundle, located
+
+        from .drpc import SPECS, DrpcAutoscaler
     except ImportError as exc:
         raise ValueError(f"autoscaler bundle {p}: policy.highlevel.drpc cannot be imported ({exc})") from exc
     # the observation layout the student declares: with the encoder's embeddings ("hrl") or without ("drpc")
@@ -229,7 +261,8 @@ def load_learned_autoscaler(path: str | Path, workloads: Iterable[str] | None = 
     if spec is None:
         spec = "hrl" if local is not None and any(n.startswith("emb_") for n in local.names) else "drpc"
     try:
-        return DrpcReplicaAutoscaler(DrpcAutoscaler.load(p, spec=spec, slo_p95_ms=slo_p95_ms), workloads,
-                                     stabilization_s=stabilization_s)
+        return DrpcReplicaAutoscaler(
+            DrpcAutoscaler.load(p, spec=spec, slo_p95_ms=slo_p95_ms), workloads, stabilization_s=stabilization_s
+        )
     except BundleError as exc:
         raise located(exc, p) from None

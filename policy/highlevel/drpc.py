@@ -61,16 +61,36 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
+
 import numpy as np
-from policy.bundle import BundleError, PolicyBundle, located
+
+from policy.bundle import DEFAULT_BUNDLES, BundleError, PolicyBundle, located
 from policy.features import FeatureSpec, FeatureSpecError
-from .forecast import GruForecaster
 from policy.state import ClusterSnapshot, PodInfo, ServiceEdge, ServiceGraph, WorkloadInfo
-from policy.bundle import DEFAULT_BUNDLES
+
+from .forecast import GruForecaster
+
 if TYPE_CHECKING:  # pragma: no cover
     from policy.encoder import GraphEncoder
 
-__all__ = ["STUDENT_ARCH", "DRPC_SPEC", "HRL_SPEC", "EMBEDDING_DIM", "SPECS", "DEFAULT_DRPC_BUNDLE", "DEFAULT_HRL_HIGH_BUNDLE", "ActionMapping", "ServiceSignals", "DrpcState", "DrpcObservation", "DrpcFeaturizer", "StudentActor", "DrpcAutoscaler", "structural_embeddings", "student_weight_shapes"]
+__all__ = [
+    "STUDENT_ARCH",
+    "DRPC_SPEC",
+    "HRL_SPEC",
+    "EMBEDDING_DIM",
+    "SPECS",
+    "DEFAULT_DRPC_BUNDLE",
+    "DEFAULT_HRL_HIGH_BUNDLE",
+    "ActionMapping",
+    "ServiceSignals",
+    "DrpcState",
+    "DrpcObservation",
+    "DrpcFeaturizer",
+    "StudentActor",
+    "DrpcAutoscaler",
+    "structural_embeddings",
+    "student_weight_shapes",
+]
 
 
 STUDENT_ARCH = "drpc-student-v1"
@@ -89,27 +109,33 @@ DEFAULT_HRL_HIGH_BUNDLE = BUNDLES / "hrl-scheduler" / "high"
 EMBEDDING_DIM = 32
 
 
-DRPC_SPEC = FeatureSpec.of([
-    ("replicas_frac", "spec.replicas / max_replicas"),
-    ("at_min", "flag: spec.replicas <= min_replicas"),
-    ("measured_frac", "pods with a CPU metric / spec.replicas, capped at 2"),
-    ("starting_frac", "pods pending or without a metric / spec.replicas, capped at 2"),
-    ("cpu_util_request", "CPU used / CPU requested (measured pods), capped at 5"),
-    ("cpu_util_capacity", "CPU used / CPU limit or node allocatable (measured pods), capped at 5"),
-    ("capacity_over_request", "(CPU limit or node allocatable) / request / 10, capped at 1"),
-    ("load_trend_1m", "log(rate now / rate 1 min ago), clipped to [-2, 2]"),
-    ("load_trend_5m", "log(rate now / mean rate of the 5 min before), clipped to [-2, 2]"),
-    ("forecast_ratio", "log(forecast peak over the horizon / rate now), clipped to [-2, 2]"),
-    ("forecast_util", "cpu_util_request x forecast peak / rate now, capped at 5"),
-    ("latency_slo", "mean visit latency (calls included) / app SLO p95, capped at 5; 0 unknown"),
-    ("refused_frac", "share of arrivals refused, last minute; 0 unknown"),
-    ("metrics_known", "flag: latency_slo and refused_frac come from service metrics"),
-    ("minutes_since_scale", "minutes since this controller changed the deployment / 10, capped at 1"),
-])
+DRPC_SPEC = FeatureSpec.of(
+    [
+        ("replicas_frac", "spec.replicas / max_replicas"),
+        ("at_min", "flag: spec.replicas <= min_replicas"),
+        ("measured_frac", "pods with a CPU metric / spec.replicas, capped at 2"),
+        ("starting_frac", "pods pending or without a metric / spec.replicas, capped at 2"),
+        ("cpu_util_request", "CPU used / CPU requested (measured pods), capped at 5"),
+        ("cpu_util_capacity", "CPU used / CPU limit or node allocatable (measured pods), capped at 5"),
+        ("capacity_over_request", "(CPU limit or node allocatable) / request / 10, capped at 1"),
+        ("load_trend_1m", "log(rate now / rate 1 min ago), clipped to [-2, 2]"),
+        ("load_trend_5m", "log(rate now / mean rate of the 5 min before), clipped to [-2, 2]"),
+        ("forecast_ratio", "log(forecast peak over the horizon / rate now), clipped to [-2, 2]"),
+        ("forecast_util", "cpu_util_request x forecast peak / rate now, capped at 5"),
+        ("latency_slo", "mean visit latency (calls included) / app SLO p95, capped at 5; 0 unknown"),
+        ("refused_frac", "share of arrivals refused, last minute; 0 unknown"),
+        ("metrics_known", "flag: latency_slo and refused_frac come from service metrics"),
+        ("minutes_since_scale", "minutes since this controller changed the deployment / 10, capped at 1"),
+    ]
+)
 
 
-HRL_SPEC = FeatureSpec.of([*zip(DRPC_SPEC.names, DRPC_SPEC.units),
-                           *((f"emb_{i}", "graph encoder embedding (structure only)") for i in range(EMBEDDING_DIM))])
+HRL_SPEC = FeatureSpec.of(
+    [
+        *zip(DRPC_SPEC.names, DRPC_SPEC.units),
+        *((f"emb_{i}", "graph encoder embedding (structure only)") for i in range(EMBEDDING_DIM)),
+    ]
+)
 
 
 #: The two local observation layouts by name.
@@ -117,6 +143,7 @@ SPECS: dict[str, FeatureSpec] = {"drpc": DRPC_SPEC, "hrl": HRL_SPEC}
 
 
 # ---- action mapping ------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ActionMapping:
@@ -137,8 +164,9 @@ class ActionMapping:
         if not 0 < self.u_min < self.u_max:
             raise ValueError(f"action_mapping: need 0 < u_min < u_max, got {self.u_min}, {self.u_max}")
         if not 1 <= self.min_replicas <= self.max_replicas:
-            raise ValueError(f"action_mapping: need 1 <= min_replicas <= max_replicas, got {self.min_replicas}, "
-                             f"{self.max_replicas}")
+            raise ValueError(
+                f"action_mapping: need 1 <= min_replicas <= max_replicas, got {self.min_replicas}, {self.max_replicas}"
+            )
         if self.max_up_factor < 1 or not 0 < self.max_down_factor <= 1 or self.max_up_pods < 0:
             raise ValueError("action_mapping: need max_up_factor >= 1, 0 < max_down_factor <= 1, max_up_pods >= 0")
 
@@ -177,6 +205,7 @@ class ActionMapping:
 
 # ---- inputs: service signals, state -------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ServiceSignals:
     """What service metrics (a mesh, or the simulator) say about one service over the last minute:
@@ -206,8 +235,12 @@ class DrpcState:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"version": 1, "history": {...}, "last_s": ..., "last_scale_s": {...}}`` (plain JSON data)."""
-        return {"version": STATE_VERSION, "history": {k: [float(x) for x in v] for k, v in self.history.items()},
-                "last_s": self.last_s, "last_scale_s": dict(self.last_scale_s)}
+        return {
+            "version": STATE_VERSION,
+            "history": {k: [float(x) for x in v] for k, v in self.history.items()},
+            "last_s": self.last_s,
+            "last_scale_s": dict(self.last_scale_s),
+        }
 
     @staticmethod
     def from_dict(d: Mapping[str, Any] | None) -> DrpcState:
@@ -230,8 +263,9 @@ class DrpcState:
                 xs.append(float(x))
             hist[str(k)] = xs
         last = d.get("last_s")
-        if last is not None and (isinstance(last, bool) or not isinstance(last, (int, float))
-                                 or not math.isfinite(last)):
+        if last is not None and (
+            isinstance(last, bool) or not isinstance(last, (int, float)) or not math.isfinite(last)
+        ):
             raise ValueError(f"drpc state.last_s: expected seconds or null, got {last!r}")
         scale: dict[str, float] = {}
         for k, v in (d.get("last_scale_s") or {}).items():
@@ -262,6 +296,7 @@ class DrpcState:
 
 
 # ---- observation -------------------------------------------------------------------------------------------
+
 
 class DrpcObservation(NamedTuple):
     """One period's observation: ``keys`` (N,) workload ``namespace/name``; ``local`` (N, len(spec)) float32;
@@ -308,7 +343,7 @@ def graph_rates(graph: ServiceGraph) -> dict[str, float]:
         if e.calls_per_request and e.calls_per_request > 0:
             outbound[e.caller] = max(outbound.get(e.caller, 0.0), float(e.rps) / float(e.calls_per_request))
     called = {e.callee for e in graph.edges if e.caller != e.callee}
-    out = {s: r for s, r in inbound.items()}
+    out = dict(inbound.items())
     for s, r in outbound.items():
         if s not in called:
             out[s] = r
@@ -318,8 +353,14 @@ def graph_rates(graph: ServiceGraph) -> dict[str, float]:
 def structural_embeddings(encoder: GraphEncoder, graph: ServiceGraph) -> dict[str, np.ndarray]:
     """Per-service embeddings of ``graph``'s structure (services, calls, calls per request, fan-out mode; the
     measured rates and latencies are removed first so the embedding does not move minute to minute)."""
-    bare = ServiceGraph.build(graph.services, [ServiceEdge(e.caller, e.callee, calls_per_request=e.calls_per_request,
-                                                           parallel=e.parallel) for e in graph.edges], graph.source)
+    bare = ServiceGraph.build(
+        graph.services,
+        [
+            ServiceEdge(e.caller, e.callee, calls_per_request=e.calls_per_request, parallel=e.parallel)
+            for e in graph.edges
+        ],
+        graph.source,
+    )
     enc = encoder.encode_graph(bare)
     return {s: enc.embeddings[i] for i, s in enumerate(enc.services)}
 
@@ -340,8 +381,14 @@ class DrpcFeaturizer:
     ``slo_p95_ms``: the application's p95 SLO (None: latency unknown); ``encoder``: the graph encoder (needed
     for ``"hrl"``)."""
 
-    def __init__(self, predictor: GruForecaster, spec: str = "drpc", mapping: ActionMapping = ActionMapping(),
-                 slo_p95_ms: float | None = None, encoder: GraphEncoder | None = None):
+    def __init__(
+        self,
+        predictor: GruForecaster,
+        spec: str = "drpc",
+        mapping: ActionMapping = ActionMapping(),
+        slo_p95_ms: float | None = None,
+        encoder: GraphEncoder | None = None,
+    ):
         if spec not in SPECS:
             raise ValueError(f"spec: expected one of {', '.join(SPECS)}, got {spec!r}")
         if spec == "hrl" and encoder is None:
@@ -381,17 +428,25 @@ class DrpcFeaturizer:
             out.append(by_key[k])
         return out
 
-    def observe(self, snapshot: ClusterSnapshot, state: DrpcState,
-                signals: Mapping[str, ServiceSignals] | None = None,
-                workloads: Iterable[str] | None = None, record: bool = True) -> DrpcObservation:
+    def observe(
+        self,
+        snapshot: ClusterSnapshot,
+        state: DrpcState,
+        signals: Mapping[str, ServiceSignals] | None = None,
+        workloads: Iterable[str] | None = None,
+        record: bool = True,
+    ) -> DrpcObservation:
         """The observation of every managed workload now (``snapshot.taken_at_s``); with ``record`` (default)
         this minute's rates are appended to ``state.history`` first."""
         now = float(snapshot.taken_at_s)
         ws = self.managed(snapshot, workloads)
         pods = _pods_by_workload(snapshot, ws)
         node_cpu = {n.name: n.allocatable.cpu_m for n in snapshot.nodes}
-        g_rates = graph_rates(snapshot.graph) if signals is None or any(
-            (signals.get(w.service) or ServiceSignals()).rps is None for w in ws) else {}
+        g_rates = (
+            graph_rates(snapshot.graph)
+            if signals is None or any((signals.get(w.service) or ServiceSignals()).rps is None for w in ws)
+            else {}
+        )
         m = self.mapping
         N, F = len(ws), len(self.spec)
         keys = tuple(_wkey(w) for w in ws)
@@ -403,8 +458,9 @@ class DrpcFeaturizer:
         per_row: list[tuple[float, float, float, float, float, float, float, float, bool]] = []
         for i, w in enumerate(ws):
             req_m = float(w.pod_requests.cpu_m)
-            measured = [p for p in pods[keys[i]] if p.node_name is not None and p.phase == "Running"
-                        and p.usage is not None]
+            measured = [
+                p for p in pods[keys[i]] if p.node_name is not None and p.phase == "Running" and p.usage is not None
+            ]
             starting = max(len(pods[keys[i]]) - len(measured), 0)
             used = float(sum(p.usage.cpu_m for p in measured))  # type: ignore[union-attr]
             requested = float(sum(p.requests.cpu_m for p in measured))
@@ -420,8 +476,19 @@ class DrpcFeaturizer:
             used_all[i] = used
             known = sig.latency_mean_ms is not None and sig.refused_frac is not None and self.slo_p95_ms is not None
             lat = (sig.latency_mean_ms or 0.0) / self.slo_p95_ms if known and self.slo_p95_ms else 0.0
-            per_row.append((len(measured), starting, used, requested, cap, cap_one / max(req_m, 1.0),
-                            lat, float(refused or 0.0) if known else 0.0, known))
+            per_row.append(
+                (
+                    len(measured),
+                    starting,
+                    used,
+                    requested,
+                    cap,
+                    cap_one / max(req_m, 1.0),
+                    lat,
+                    float(refused or 0.0) if known else 0.0,
+                    known,
+                )
+            )
         if record:
             state.record(now, dict(zip(keys, rates.tolist())), self.keep)
         hist = [state.history.get(k) or [float(rates[i])] for i, k in enumerate(keys)]
@@ -441,21 +508,33 @@ class DrpcFeaturizer:
             fr = (peak + 1e-6) / (now_rate + 1e-6)
             last = state.last_scale_s.get(keys[i])
             since = 1.0 if last is None else _clip((now - last) / 600.0, 0.0, 1.0)
-            row = [replicas[i] / m.max_replicas, float(replicas[i] <= m.min_replicas), min(n_meas / r, 2.0),
-                   min(starting / r, 2.0), _clip(util, 0.0, 5.0), _clip(used / cap if cap > 0 else 0.0, 0.0, 5.0),
-                   _clip(cap_ratio / 10.0, 0.0, 1.0), _log_ratio(now_rate, prev),
-                   _log_ratio(now_rate, float(np.mean(before))), _clip(math.log(fr), -2.0, 2.0),
-                   _clip(util * min(fr, 10.0), 0.0, 5.0), _clip(lat, 0.0, 5.0), _clip(refused, 0.0, 1.0),
-                   float(known), since]
-            local[i, :len(DRPC_SPEC)] = row
+            row = [
+                replicas[i] / m.max_replicas,
+                float(replicas[i] <= m.min_replicas),
+                min(n_meas / r, 2.0),
+                min(starting / r, 2.0),
+                _clip(util, 0.0, 5.0),
+                _clip(used / cap if cap > 0 else 0.0, 0.0, 5.0),
+                _clip(cap_ratio / 10.0, 0.0, 1.0),
+                _log_ratio(now_rate, prev),
+                _log_ratio(now_rate, float(np.mean(before))),
+                _clip(math.log(fr), -2.0, 2.0),
+                _clip(util * min(fr, 10.0), 0.0, 5.0),
+                _clip(lat, 0.0, 5.0),
+                _clip(refused, 0.0, 1.0),
+                float(known),
+                since,
+            ]
+            local[i, : len(DRPC_SPEC)] = row
             if emb is not None:
                 e = emb.get(w.service)
                 if e is not None:
-                    local[i, len(DRPC_SPEC):] = e
+                    local[i, len(DRPC_SPEC) :] = e
         return DrpcObservation(keys, local, replicas, demand, rates, forecast)
 
-    def targets(self, obs: DrpcObservation, actions: np.ndarray, state: DrpcState | None = None,
-                now_s: float | None = None) -> dict[str, int]:
+    def targets(
+        self, obs: DrpcObservation, actions: np.ndarray, state: DrpcState | None = None, now_s: float | None = None
+    ) -> dict[str, int]:
         """Replica targets from (N,) actions in [−1, 1] (:class:`ActionMapping`); with ``state`` and
         ``now_s``, records when each changed deployment was scaled."""
         a = np.asarray(actions, dtype=np.float64).reshape(-1)
@@ -472,6 +551,7 @@ class DrpcFeaturizer:
 
 
 # ---- the student actor -------------------------------------------------------------------------------------
+
 
 def student_weight_shapes(obs_dim: int, hidden: int, layers: int = 2, act_dim: int = 1) -> dict[str, tuple[int, ...]]:
     """Every weight of ``drpc-student-v1`` (:class:`policy.train.td3.Actor`'s state_dict layout)."""
@@ -496,8 +576,9 @@ class StudentActor:
         if bundle.level != "high":
             raise BundleError(f"{where}: level: expected 'high', found {bundle.level!r}")
         if bundle.architecture.get("type") != STUDENT_ARCH:
-            raise BundleError(f"{where}: architecture.type: expected {STUDENT_ARCH!r}, "
-                              f"found {bundle.architecture.get('type')!r}")
+            raise BundleError(
+                f"{where}: architecture.type: expected {STUDENT_ARCH!r}, found {bundle.architecture.get('type')!r}"
+            )
         found = bundle.feature_spec.get("local")
         if found is None:
             raise BundleError(f"{where}: feature_spec: expected input 'local', found {sorted(bundle.feature_spec)}")
@@ -514,8 +595,10 @@ class StudentActor:
         if hidden < 1:
             raise BundleError(f"{where}: dims.hidden: expected an integer >= 1, found {hidden}")
         if 2 * layers + 2 > len(bundle.weights):  # bound it by the arrays before sizing anything by it
-            raise BundleError(f"{where}: dims.layers: {layers} hidden layers need {2 * layers + 2} arrays, the "
-                              f"bundle has {len(bundle.weights)}")
+            raise BundleError(
+                f"{where}: dims.layers: {layers} hidden layers need {2 * layers + 2} arrays, the "
+                f"bundle has {len(bundle.weights)}"
+            )
         self.layers = layers
         self.w: dict[str, np.ndarray] = {}
         for k, shape in student_weight_shapes(len(found), hidden, layers).items():
@@ -546,15 +629,18 @@ class StudentActor:
 
 # ---- the autoscaler ----------------------------------------------------------------------------------------
 
+
 @lru_cache(maxsize=8)
 def _load_pair(path: str, spec: str) -> tuple[PolicyBundle, PolicyBundle]:
     from .forecast import FORECAST_ARCH, FORECAST_SPEC
 
     d = Path(path)
-    student = PolicyBundle.load(d / "student", level="high", feature_spec={"local": SPECS[spec]},
-                                architecture_type=STUDENT_ARCH)
-    predictor = PolicyBundle.load(d / "predictor", level="high", feature_spec={"rates": FORECAST_SPEC},
-                                  architecture_type=FORECAST_ARCH)
+    student = PolicyBundle.load(
+        d / "student", level="high", feature_spec={"local": SPECS[spec]}, architecture_type=STUDENT_ARCH
+    )
+    predictor = PolicyBundle.load(
+        d / "predictor", level="high", feature_spec={"rates": FORECAST_SPEC}, architecture_type=FORECAST_ARCH
+    )
     return student, predictor
 
 
@@ -567,9 +653,16 @@ class DrpcAutoscaler:
     (e.g. other min/max replicas). Raises :class:`~policy.bundle.BundleError` when a bundle does not match
     the spec (the message names expected and found)."""
 
-    def __init__(self, student: PolicyBundle, predictor: PolicyBundle, *, spec: str = "drpc",
-                 slo_p95_ms: float | None = None, encoder: GraphEncoder | None = None,
-                 mapping: ActionMapping | None = None):
+    def __init__(
+        self,
+        student: PolicyBundle,
+        predictor: PolicyBundle,
+        *,
+        spec: str = "drpc",
+        slo_p95_ms: float | None = None,
+        encoder: GraphEncoder | None = None,
+        mapping: ActionMapping | None = None,
+    ):
         if spec not in SPECS:
             raise ValueError(f"spec: expected one of {', '.join(SPECS)}, got {spec!r}")
         self.actor = StudentActor(student, SPECS[spec])
@@ -585,8 +678,14 @@ class DrpcAutoscaler:
         self.spec = spec
 
     @staticmethod
-    def load(path: str | Path | None = None, *, spec: str = "drpc", slo_p95_ms: float | None = None,
-             encoder: GraphEncoder | None = None, mapping: ActionMapping | None = None) -> DrpcAutoscaler:
+    def load(
+        path: str | Path | None = None,
+        *,
+        spec: str = "drpc",
+        slo_p95_ms: float | None = None,
+        encoder: GraphEncoder | None = None,
+        mapping: ActionMapping | None = None,
+    ) -> DrpcAutoscaler:
         """Load ``path/student`` and ``path/predictor`` (default: ``policy/bundles/drpc`` for spec drpc,
         ``policy/bundles/hrl-scheduler/high`` for hrl). Raises BundleError when missing or mismatched."""
         if path is None:
@@ -600,9 +699,13 @@ class DrpcAutoscaler:
     def mapping(self) -> ActionMapping:
         return self.featurizer.mapping
 
-    def observe(self, snapshot: ClusterSnapshot, state: DrpcState,
-                signals: Mapping[str, ServiceSignals] | None = None,
-                workloads: Iterable[str] | None = None) -> DrpcObservation:
+    def observe(
+        self,
+        snapshot: ClusterSnapshot,
+        state: DrpcState,
+        signals: Mapping[str, ServiceSignals] | None = None,
+        workloads: Iterable[str] | None = None,
+    ) -> DrpcObservation:
         """The local observations now (records this minute's rates in ``state``)."""
         return self.featurizer.observe(snapshot, state, signals, workloads)
 
@@ -612,9 +715,13 @@ class DrpcAutoscaler:
             return np.zeros(0, np.float32)
         return self.actor(obs.local)
 
-    def replica_targets(self, snapshot: ClusterSnapshot, state: DrpcState,
-                        signals: Mapping[str, ServiceSignals] | None = None,
-                        workloads: Iterable[str] | None = None) -> dict[str, int]:
+    def replica_targets(
+        self,
+        snapshot: ClusterSnapshot,
+        state: DrpcState,
+        signals: Mapping[str, ServiceSignals] | None = None,
+        workloads: Iterable[str] | None = None,
+    ) -> dict[str, int]:
         """``{namespace/name: replicas}`` for every managed workload (``workloads``, or every Deployment with a
         CPU request), unchanged ones included. Updates ``state`` in place (rate history, scale times).
         ``signals``: per-service metrics by service name (optional). Raises ValueError for an unknown

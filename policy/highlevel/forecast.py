@@ -26,18 +26,30 @@ GRU (PyTorch ``nn.GRU`` gate order r, z, n; weights ``gru.weight_ih_l0`` (3H, 1)
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from policy.bundle import BundleError, PolicyBundle
 from policy.features import FeatureSpec
-from typing import Protocol
-from dataclasses import dataclass
-import math
-from typing import runtime_checkable
 
-__all__ = ["FORECAST_ARCH", "FORECAST_SPEC", "EPS_RPS", "GruForecaster", "forecast_weight_shapes", "normalize_windows", "naive_forecast", "forecast_errors", "rate_history", "Forecaster", "TrendForecaster", "forecast_factor"]
+__all__ = [
+    "FORECAST_ARCH",
+    "FORECAST_SPEC",
+    "EPS_RPS",
+    "GruForecaster",
+    "forecast_weight_shapes",
+    "normalize_windows",
+    "naive_forecast",
+    "forecast_errors",
+    "rate_history",
+    "Forecaster",
+    "TrendForecaster",
+    "forecast_factor",
+]
 
 FORECAST_ARCH = "gru-forecast-v1"
 #: The predictor's one input column (per minute of the window).
@@ -49,8 +61,14 @@ EPS_RPS = 1e-3
 def forecast_weight_shapes(hidden: int, horizon: int) -> dict[str, tuple[int, ...]]:
     """Every weight of ``gru-forecast-v1`` and its shape (torch layout)."""
     H = hidden
-    return {"gru.weight_ih_l0": (3 * H, 1), "gru.weight_hh_l0": (3 * H, H), "gru.bias_ih_l0": (3 * H,),
-            "gru.bias_hh_l0": (3 * H,), "head.weight": (horizon, H), "head.bias": (horizon,)}
+    return {
+        "gru.weight_ih_l0": (3 * H, 1),
+        "gru.weight_hh_l0": (3 * H, H),
+        "gru.bias_ih_l0": (3 * H,),
+        "gru.bias_hh_l0": (3 * H,),
+        "head.weight": (horizon, H),
+        "head.bias": (horizon,),
+    }
 
 
 def normalize_windows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -71,13 +89,15 @@ def forecast_errors(pred: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     weighted absolute percentage error, 0..), ``rmse`` (requests/s) and ``mae`` (requests/s)."""
     e = np.asarray(pred, np.float64) - np.asarray(truth, np.float64)
     denom = float(np.abs(truth).sum())
-    return {"wape": float(np.abs(e).sum() / denom) if denom > 0 else 0.0,
-            "rmse": float(np.sqrt(np.mean(e ** 2))), "mae": float(np.mean(np.abs(e)))}
+    return {
+        "wape": float(np.abs(e).sum() / denom) if denom > 0 else 0.0,
+        "rmse": float(np.sqrt(np.mean(e**2))),
+        "mae": float(np.mean(np.abs(e))),
+    }
 
 
 def _sigmoid(a: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * a))
-
 
 
 def rate_history(rates: np.ndarray) -> np.ndarray:
@@ -92,6 +112,7 @@ def rate_history(rates: np.ndarray) -> np.ndarray:
         raise ValueError("rates: must be finite and >= 0")
     return r
 
+
 class GruForecaster:
     """The numpy predictor built from a ``gru-forecast-v1`` bundle.
 
@@ -105,8 +126,9 @@ class GruForecaster:
         if bundle.level != "high":
             raise BundleError(f"{where}: level: expected 'high', found {bundle.level!r}")
         if bundle.architecture.get("type") != FORECAST_ARCH:
-            raise BundleError(f"{where}: architecture.type: expected {FORECAST_ARCH!r}, "
-                              f"found {bundle.architecture.get('type')!r}")
+            raise BundleError(
+                f"{where}: architecture.type: expected {FORECAST_ARCH!r}, found {bundle.architecture.get('type')!r}"
+            )
         from policy.features import FeatureSpecError, check_specs
 
         try:
@@ -133,8 +155,11 @@ class GruForecaster:
     @staticmethod
     def load(path: str | Path) -> GruForecaster:
         """Load the predictor bundle in directory ``path``."""
-        return GruForecaster(PolicyBundle.load(path, level="high", feature_spec={"rates": FORECAST_SPEC},
-                                               architecture_type=FORECAST_ARCH))
+        return GruForecaster(
+            PolicyBundle.load(
+                path, level="high", feature_spec={"rates": FORECAST_SPEC}, architecture_type=FORECAST_ARCH
+            )
+        )
 
     def forward_normalized(self, x: np.ndarray) -> np.ndarray:
         """The network itself: (B, W) normalised rates → (B, horizon) float32 (units of the window mean)."""
@@ -151,8 +176,8 @@ class GruForecaster:
             gi = gi_all[:, t]
             gh = h @ wh + bh
             r = _sigmoid(gi[:, :H] + gh[:, :H])
-            z = _sigmoid(gi[:, H:2 * H] + gh[:, H:2 * H])
-            n = np.tanh(gi[:, 2 * H:] + r * gh[:, 2 * H:])
+            z = _sigmoid(gi[:, H : 2 * H] + gh[:, H : 2 * H])
+            n = np.tanh(gi[:, 2 * H :] + r * gh[:, 2 * H :])
             h = (1.0 - z) * n + z * h
         y = h @ w["head.weight"] + w["head.bias"]
         if self.last_value_skip:
@@ -166,12 +191,13 @@ class GruForecaster:
         r = rate_history(rates)
         if r.shape[1] < self.window:
             r = np.concatenate([np.repeat(r[:, :1], self.window - r.shape[1], axis=1), r], axis=1)
-        xn, m = normalize_windows(r[:, -self.window:])
+        xn, m = normalize_windows(r[:, -self.window :])
         y = self.forward_normalized(xn)
         return np.maximum(y, 0.0) * m[:, None]
 
 
 # ---- forecasting -----------------------------------------------------------------------------------------
+
 
 @runtime_checkable
 class Forecaster(Protocol):
@@ -192,10 +218,10 @@ class TrendForecaster:
     def predict(self, rates: np.ndarray) -> np.ndarray:
         """(B, T) → (B, horizon) requests/s; see the class docstring. Raises ValueError for negative or
         non-finite rates or an empty history."""
-        from .forecast import rate_history  # noqa: PLC0415 - numpy only
+        from .forecast import rate_history
 
         r = rate_history(rates)
-        x = r[:, -max(2, self.window):]
+        x = r[:, -max(2, self.window) :]
         t = x.shape[1]
         steps = np.arange(1, self.horizon + 1, dtype=np.float64)
         if t < 2:

@@ -28,17 +28,18 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
 import numpy as np
-from .interface import SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY, structurally_movable
-from .rebalance import finite_scores, greedy_moves, util_after_add, PlanView
+
 from policy.index import ClusterIndex
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy, node_admits
 from policy.state import ClusterSnapshot, Move, Plan, PodInfo
-from .planner_state import HrlState
-from .intent import IntentPolicy
-from .rebalance import Proposal
+
 from .autoscale import ReplicaAutoscaler
-from .intent import UtilizationIntent
+from .intent import IntentPolicy, UtilizationIntent
+from .interface import SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY, structurally_movable
+from .planner_state import HrlState
+from .rebalance import PlanView, Proposal, finite_scores, greedy_moves, util_after_add
 
 __all__ = ["HierarchicalPolicy", "due"]
 
@@ -56,6 +57,7 @@ def due(now_s: float, last_s: float | None, period_s: float) -> bool:
 
 
 # ---- the hierarchy -----------------------------------------------------------------------------------------
+
 
 @dataclass
 class HierarchicalPolicy:
@@ -147,11 +149,13 @@ class HierarchicalPolicy:
 
     def movable(self, pod: PodInfo) -> bool:
         """Whether the planner considers moving ``pod`` at all (see the class docstring, step 4)."""
-        return (structurally_movable(pod)
-                and pod.priority < SYSTEM_CRITICAL_PRIORITY
-                and pod.priority_class_name not in SYSTEM_CRITICAL_CLASSES
-                and pod.namespace not in self.excluded_namespaces
-                and (self.evict_local_storage_pods or not pod.local_storage))
+        return (
+            structurally_movable(pod)
+            and pod.priority < SYSTEM_CRITICAL_PRIORITY
+            and pod.priority_class_name not in SYSTEM_CRITICAL_CLASSES
+            and pod.namespace not in self.excluded_namespaces
+            and (self.evict_local_storage_pods or not pod.local_storage)
+        )
 
     def plan(self, snapshot: ClusterSnapshot, index: ClusterIndex, placement: PlacementPolicy) -> Plan:
         """One period's plan (see the class docstring); updates :attr:`state`."""
@@ -188,8 +192,9 @@ class HierarchicalPolicy:
             out[key] = int(v)
         return out
 
-    def _moves(self, snapshot: ClusterSnapshot, index: ClusterIndex, placement: PlacementPolicy,
-               intent: tuple[float, ...]) -> tuple[Move, ...]:
+    def _moves(
+        self, snapshot: ClusterSnapshot, index: ClusterIndex, placement: PlacementPolicy, intent: tuple[float, ...]
+    ) -> tuple[Move, ...]:
         if self.max_moves == 0 or len(snapshot.nodes) < 2:
             return ()
         bound: dict[str, int] = {}
@@ -198,13 +203,27 @@ class HierarchicalPolicy:
                 bound[p.service] = bound.get(p.service, 0) + 1
         # never move a service's only serving pod: its requests would fail until the replacement starts
         # (make-before-break is the autoscaler's job: scale up first, the move comes in a later period)
-        pods = sorted((p for p in snapshot.pods if self.movable(p) and p.node_name in index.node_pos
-                       and bound.get(p.service, 0) >= self.min_serving_pods), key=lambda p: p.key)
-        return greedy_moves(pods, index, lambda key, view: self._propose(key, view, placement, intent),
-                            self.max_moves, self.max_moves_per_service)
+        pods = sorted(
+            (
+                p
+                for p in snapshot.pods
+                if self.movable(p)
+                and p.node_name in index.node_pos
+                and bound.get(p.service, 0) >= self.min_serving_pods
+            ),
+            key=lambda p: p.key,
+        )
+        return greedy_moves(
+            pods,
+            index,
+            lambda key, view: self._propose(key, view, placement, intent),
+            self.max_moves,
+            self.max_moves_per_service,
+        )
 
-    def _propose(self, pod_key: str, view: PlanView, placement: PlacementPolicy,
-                 intent: tuple[float, ...]) -> Proposal | None:
+    def _propose(
+        self, pod_key: str, view: PlanView, placement: PlacementPolicy, intent: tuple[float, ...]
+    ) -> Proposal | None:
         index = view.index
         pod = view.pods.get(pod_key)
         if pod is None or pod.node_name is None or pod.node_name not in index.node_pos:
@@ -233,8 +252,10 @@ class HierarchicalPolicy:
         except Exception:  # noqa: BLE001 - e.g. no service row for the pod: it stays where it is
             return None
         if scores.shape != (len(targets) + 1,):
-            raise ValueError(f"placement {getattr(placement, 'name', placement)!r}: score returned shape "
-                             f"{scores.shape} for {len(targets) + 1} candidates")
+            raise ValueError(
+                f"placement {getattr(placement, 'name', placement)!r}: score returned shape "
+                f"{scores.shape} for {len(targets) + 1} candidates"
+            )
         cur = float(scores[0])
         if not math.isfinite(cur):
             return None

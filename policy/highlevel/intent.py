@@ -7,13 +7,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
 import numpy as np
-from .interface import default_intent, node_cpu_utilization
+
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot
-from .forecast import Forecaster
+
+from .forecast import Forecaster, forecast_factor
+from .interface import default_intent, node_cpu_utilization
 from .planner_state import HrlState
-from .forecast import forecast_factor
 
 __all__ = ["IntentPolicy", "UtilizationIntent", "FixedIntent", "cluster_cpu_utilization"]
 
@@ -32,6 +34,7 @@ def cluster_cpu_utilization(index: ClusterIndex) -> float:
 
 
 # ---- (c) the intent ---------------------------------------------------------------------------------------
+
 
 @runtime_checkable
 class IntentPolicy(Protocol):
@@ -87,13 +90,22 @@ class UtilizationIntent:
     forecaster: Forecaster | None = None
 
     def __post_init__(self) -> None:
-        vals = (self.low_utilization, self.high_utilization, self.locality_max, self.locality_min,
-                self.balance_min, self.balance_max, self.smoothing)
+        vals = (
+            self.low_utilization,
+            self.high_utilization,
+            self.locality_max,
+            self.locality_min,
+            self.balance_min,
+            self.balance_max,
+            self.smoothing,
+        )
         if not all(math.isfinite(v) for v in vals):
             raise ValueError(f"UtilizationIntent: parameters must be finite (got {vals!r})")
         if not 0.0 <= self.low_utilization < self.high_utilization:
-            raise ValueError(f"UtilizationIntent: need 0 <= low_utilization < high_utilization "
-                             f"(got {self.low_utilization!r}, {self.high_utilization!r})")
+            raise ValueError(
+                f"UtilizationIntent: need 0 <= low_utilization < high_utilization "
+                f"(got {self.low_utilization!r}, {self.high_utilization!r})"
+            )
         if min(self.locality_max, self.locality_min, self.balance_min, self.balance_max) < 0:
             raise ValueError("UtilizationIntent: weights must be >= 0")
         if not 0.0 < self.smoothing <= 1.0:
@@ -101,10 +113,13 @@ class UtilizationIntent:
 
     def target(self, utilization: float) -> tuple[float, float]:
         """``(locality_weight, balance_weight)`` for a (forecast) utilisation, before smoothing."""
-        x = float(np.clip((utilization - self.low_utilization) / (self.high_utilization - self.low_utilization),
-                          0.0, 1.0))
-        return (self.locality_max - x * (self.locality_max - self.locality_min),
-                self.balance_min + x * (self.balance_max - self.balance_min))
+        x = float(
+            np.clip((utilization - self.low_utilization) / (self.high_utilization - self.low_utilization), 0.0, 1.0)
+        )
+        return (
+            self.locality_max - x * (self.locality_max - self.locality_min),
+            self.balance_min + x * (self.balance_max - self.balance_min),
+        )
 
     def intent(self, snapshot: ClusterSnapshot, index: ClusterIndex, state: HrlState) -> tuple[float, ...]:
         u = cluster_cpu_utilization(index) * forecast_factor(state.total_rates(), self.forecaster)

@@ -20,12 +20,21 @@ Contract (``plan(snapshot, index, placement) -> Plan``):
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
+
 import numpy as np
+
 from policy.index import ClusterIndex
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy
 from policy.state import ClusterSnapshot, Plan, PodInfo
 
-__all__ = ["HighLevelPolicy", "default_intent", "structurally_movable", "node_cpu_utilization", "SYSTEM_CRITICAL_PRIORITY", "SYSTEM_CRITICAL_CLASSES"]
+__all__ = [
+    "HighLevelPolicy",
+    "default_intent",
+    "structurally_movable",
+    "node_cpu_utilization",
+    "SYSTEM_CRITICAL_PRIORITY",
+    "SYSTEM_CRITICAL_CLASSES",
+]
 
 
 #: k8s.io/kubernetes pkg/apis/scheduling SystemCriticalPriority = 2 * HighestUserDefinablePriority (1e9).
@@ -59,8 +68,14 @@ def structurally_movable(pod: PodInfo) -> bool:
     finished, with a controller owner that is not a DaemonSet, and not a mirror (static) pod.
     The descheduler's guards check these again (and much more); the planner only skips pods that could
     never move, so it does not waste a move on them."""
-    return (pod.node_name is not None and not pod.terminating and pod.phase not in _DONE_PHASES
-            and pod.owner is not None and not pod.is_daemonset and not pod.is_mirror)
+    return (
+        pod.node_name is not None
+        and not pod.terminating
+        and pod.phase not in _DONE_PHASES
+        and pod.owner is not None
+        and not pod.is_daemonset
+        and not pod.is_mirror
+    )
 
 
 def node_cpu_utilization(index: ClusterIndex) -> np.ndarray:

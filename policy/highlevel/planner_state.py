@@ -7,7 +7,9 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
 import numpy as np
+
 from policy.lowlevel import INTENT_SPEC
 from policy.state import ServiceGraph
 
@@ -19,6 +21,7 @@ STATE_VERSION = 1
 
 
 # ---- state kept between periods -----------------------------------------------------------------------
+
 
 @dataclass
 class HrlState:
@@ -113,8 +116,9 @@ class HrlState:
             raise ValueError(f"planner state: version: expected {STATE_VERSION}, got {doc.get('version')!r}")
         unknown = sorted(str(k) for k in doc if k not in HrlState().to_json())
         if unknown:
-            raise ValueError(f"planner state: unknown field(s) {', '.join(unknown)} (got {doc[unknown[0]]!r} for "
-                             f"{unknown[0]})")
+            raise ValueError(
+                f"planner state: unknown field(s) {', '.join(unknown)} (got {doc[unknown[0]]!r} for {unknown[0]})"
+            )
 
         def num(v: Any, where: str) -> float:
             if isinstance(v, bool):
@@ -159,8 +163,10 @@ class HrlState:
         intent = None
         if li is not None:  # as planner.intent of the configuration: [locality_weight, balance_weight]
             if not isinstance(li, list) or len(li) != len(INTENT_SPEC):
-                raise ValueError(f"planner state: last_intent: expected {len(INTENT_SPEC)} weights "
-                                 f"[{', '.join(n for n, _d, _v in INTENT_SPEC)}], got {li!r}")
+                raise ValueError(
+                    f"planner state: last_intent: expected {len(INTENT_SPEC)} weights "
+                    f"[{', '.join(n for n, _d, _v in INTENT_SPEC)}], got {li!r}"
+                )
             intent = tuple(num(v, f"last_intent[{i}]") for i, v in enumerate(li))
             if min(intent) < 0:
                 raise ValueError(f"planner state: last_intent: expected weights >= 0, got {li!r}")
@@ -181,17 +187,26 @@ class HrlState:
             recs[str(k)] = rows
         auto = obj("autoscaler")
         if "drpc" in auto:  # DrpcReplicaAutoscaler's own state: refuse it here, not at every cycle
-            from .drpc import DrpcState  # noqa: PLC0415 - the DRPC layout; no torch
+            from .drpc import DrpcState
 
             try:
                 DrpcState.from_dict(auto["drpc"])
             except ValueError as exc:  # names the field: "drpc state.version: expected 1, got None"
                 raise ValueError(f"planner state: autoscaler: {' '.join(str(exc).split())}") from None
             except (TypeError, AttributeError) as exc:  # e.g. "history": "zz"
-                raise ValueError(f"planner state: autoscaler: drpc state: malformed ({exc}): "
-                                 f"{str(auto['drpc'])[:80]}") from None
-        return HrlState(times, rates, intent, opt(doc.get("last_moves_s"), "last_moves_s"),
-                        opt(doc.get("last_targets_s"), "last_targets_s"), targets, recs, dict(auto))
+                raise ValueError(
+                    f"planner state: autoscaler: drpc state: malformed ({exc}): {str(auto['drpc'])[:80]}"
+                ) from None
+        return HrlState(
+            times,
+            rates,
+            intent,
+            opt(doc.get("last_moves_s"), "last_moves_s"),
+            opt(doc.get("last_targets_s"), "last_targets_s"),
+            targets,
+            recs,
+            dict(auto),
+        )
 
 
 def service_rates_rps(graph: ServiceGraph) -> dict[str, float]:

@@ -11,14 +11,20 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+
 import numpy as np
+
 from policy.index import ClusterIndex
 from policy.lowlevel import PlacementPolicy, node_admits
 from policy.state import ClusterSnapshot, Move, NodeInfo, Plan, PodInfo, Resources
-from .interface import SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY
-from .interface import default_intent
-from .interface import node_cpu_utilization
-from .interface import structurally_movable
+
+from .interface import (
+    SYSTEM_CRITICAL_CLASSES,
+    SYSTEM_CRITICAL_PRIORITY,
+    default_intent,
+    node_cpu_utilization,
+    structurally_movable,
+)
 
 __all__ = ["RebalanceHeuristic", "PlanView", "Proposal", "greedy_moves", "finite_scores", "util_after_add"]
 
@@ -109,11 +115,13 @@ class RebalanceHeuristic:
         (priority >= 2000000000 or a ``system-*-critical`` class), not in ``excluded_namespaces``, and without
         local storage unless ``evict_local_storage_pods``. PodDisruptionBudgets, caps and cooldown are left to
         the guards (they change from one eviction to the next)."""
-        return (structurally_movable(pod)
-                and pod.priority < SYSTEM_CRITICAL_PRIORITY
-                and pod.priority_class_name not in SYSTEM_CRITICAL_CLASSES
-                and pod.namespace not in self.excluded_namespaces
-                and (self.evict_local_storage_pods or not pod.local_storage))
+        return (
+            structurally_movable(pod)
+            and pod.priority < SYSTEM_CRITICAL_PRIORITY
+            and pod.priority_class_name not in SYSTEM_CRITICAL_CLASSES
+            and pod.namespace not in self.excluded_namespaces
+            and (self.evict_local_storage_pods or not pod.local_storage)
+        )
 
     # ---- public -----------------------------------------------------------------------------------
 
@@ -130,29 +138,39 @@ class RebalanceHeuristic:
         intent = self.resolved_intent()
         if self.max_moves == 0 or len(snapshot.nodes) < 2:
             return Plan(moves=(), replica_targets={}, intent=intent)
-        pods = sorted((p for p in snapshot.pods if self.movable(p) and p.node_name in index.node_pos),
-                      key=lambda p: p.key)
-        moves = greedy_moves(pods, index, lambda key, view: self._propose(key, view, placement, intent),
-                             self.max_moves, self.max_moves_per_service)
+        pods = sorted(
+            (p for p in snapshot.pods if self.movable(p) and p.node_name in index.node_pos), key=lambda p: p.key
+        )
+        moves = greedy_moves(
+            pods,
+            index,
+            lambda key, view: self._propose(key, view, placement, intent),
+            self.max_moves,
+            self.max_moves_per_service,
+        )
         return Plan(moves=moves, replica_targets={}, intent=intent)
 
     # ---- internals --------------------------------------------------------------------------------
 
-    def _propose(self, pod_key: str, view: PlanView, placement: PlacementPolicy,
-                 intent: tuple[float, ...]) -> Proposal | None:
+    def _propose(
+        self, pod_key: str, view: PlanView, placement: PlacementPolicy, intent: tuple[float, ...]
+    ) -> Proposal | None:
         """The best proposal for pod ``pod_key`` in ``view`` (the cluster as planned so far), or ``None``."""
         current = view.pods.get(pod_key)
         if current is None or current.node_name is None or current.node_name not in view.index.node_pos:
             return None
         best: Proposal | None = None
-        for prop in (self._locality(current, view, placement, intent),
-                     self._overload(current, view, placement, intent)):
+        for prop in (
+            self._locality(current, view, placement, intent),
+            self._overload(current, view, placement, intent),
+        ):
             if prop is not None and (best is None or prop.sort_key < best.sort_key):
                 best = prop
         return best
 
-    def _admissible(self, pod: PodInfo, candidates: Sequence[str], view: PlanView,
-                    placement: PlacementPolicy) -> list[str]:
+    def _admissible(
+        self, pod: PodInfo, candidates: Sequence[str], view: PlanView, placement: PlacementPolicy
+    ) -> list[str]:
         """Candidates (other than the pod's node) that pass placement.filter and node_admits and stay strictly
         below the overload threshold with the pod added."""
         index = view.index
@@ -173,8 +191,9 @@ class RebalanceHeuristic:
             out.append(c)
         return out
 
-    def _locality(self, pod: PodInfo, view: PlanView, placement: PlacementPolicy,
-                  intent: tuple[float, ...]) -> Proposal | None:
+    def _locality(
+        self, pod: PodInfo, view: PlanView, placement: PlacementPolicy, intent: tuple[float, ...]
+    ) -> Proposal | None:
         index = view.index
         weights = index.snapshot.graph.neighbor_weights(pod.service, self.default_rps)
         chatty = [s for s, w in sorted(weights.items()) if w > 0 and w >= self.min_pair_rps]
@@ -201,8 +220,9 @@ class RebalanceHeuristic:
         gain = best - cur
         return Proposal((-gain, 1, pod.key), Move(pod.key, pod.node_name, targets[j], "locality", gain))
 
-    def _overload(self, pod: PodInfo, view: PlanView, placement: PlacementPolicy,
-                  intent: tuple[float, ...]) -> Proposal | None:
+    def _overload(
+        self, pod: PodInfo, view: PlanView, placement: PlacementPolicy, intent: tuple[float, ...]
+    ) -> Proposal | None:
         index, util = view.index, view.util
         i = index.node_pos[pod.node_name]
         if not (util[i] > self.overload_threshold) or not math.isfinite(util[i]):
@@ -227,6 +247,7 @@ class RebalanceHeuristic:
 
 # ---- helpers ---------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class PlanView:
     """The cluster as planned so far: its index, per-node CPU utilisation and lookups, built once per version."""
@@ -239,8 +260,9 @@ class PlanView:
     @staticmethod
     def of(index: ClusterIndex) -> PlanView:
         snap = index.snapshot
-        return PlanView(index, node_cpu_utilization(index), {p.key: p for p in snap.pods},
-                     {n.name: n for n in snap.nodes})
+        return PlanView(
+            index, node_cpu_utilization(index), {p.key: p for p in snap.pods}, {n.name: n for n in snap.nodes}
+        )
 
 
 def finite_scores(scores) -> np.ndarray:
@@ -276,8 +298,10 @@ def _apply_move(snapshot: ClusterSnapshot, pod: PodInfo, to_node: str | None) ->
     nodes = []
     for n in snapshot.nodes:
         if n.usage is not None and n.name == src:
-            n = replace(n, usage=Resources(max(0, n.usage.cpu_m - delta.cpu_m),
-                                           max(0, n.usage.memory_bytes - delta.memory_bytes)))
+            n = replace(
+                n,
+                usage=Resources(max(0, n.usage.cpu_m - delta.cpu_m), max(0, n.usage.memory_bytes - delta.memory_bytes)),
+            )
         elif n.usage is not None and n.name == to_node:
             n = replace(n, usage=n.usage + delta)
         nodes.append(n)
@@ -285,9 +309,13 @@ def _apply_move(snapshot: ClusterSnapshot, pod: PodInfo, to_node: str | None) ->
     return replace(snapshot, nodes=tuple(nodes), pods=pods)
 
 
-def greedy_moves(pods: Sequence[PodInfo], index: ClusterIndex,
-                 propose: Callable[[str, "PlanView"], "Proposal | None"], max_moves: int,
-                 max_moves_per_service: int) -> tuple[Move, ...]:
+def greedy_moves(
+    pods: Sequence[PodInfo],
+    index: ClusterIndex,
+    propose: Callable[[str, PlanView], Proposal | None],
+    max_moves: int,
+    max_moves_per_service: int,
+) -> tuple[Move, ...]:
     """Greedy move selection shared by :class:`RebalanceHeuristic` and :class:`policy.highlevel.HierarchicalPolicy`:
     every pod of ``pods`` gets a proposal on the current cluster (``propose(pod_key, view)``, ``None``: stays);
     the best (by ``sort_key``) is accepted, the cluster is updated as if it had moved, and proposals computed

@@ -9,10 +9,73 @@ the simulator and the descheduler's feasibility check (numpy only; no torch, no 
 - :mod:`.learned`: :class:`LearnedPlacement`, the learned scorer served from a bundle.
 """
 
-from .interface import MAX_EXTENDER_PRIORITY, INTENT_SPEC, intent_value, PlacementPolicy, TAINT_EFFECTS_THAT_REPEL, node_admits, resource_fit_failures
+from .features import (
+    CONTEXT_FEATURES,
+    FLAT_ROWS_VERSION,
+    PLACEMENT_FEATURES,
+    PLACEMENT_FEATURES_FLAT,
+    PLACEMENT_INTENTS,
+    SERVICE_INPUTS,
+    featurize_candidates,
+    placement_feature_spec,
+)
 from .heuristic import TopologyHeuristic
-from .features import SERVICE_INPUTS, FLAT_ROWS_VERSION, CONTEXT_FEATURES, PLACEMENT_INTENTS, placement_feature_spec, PLACEMENT_FEATURES, PLACEMENT_FEATURES_FLAT, featurize_candidates
-from .rows import ServiceRows, compute_service_rows, ServiceRowCache, RowsRefresher
-from .learned import PLACEMENT_ARCH, DEFAULT_PLACEMENT_BUNDLE, DEFAULT_FLAT_PLACEMENT_BUNDLE, EXTENDER_WEIGHT, mlp_weight_shapes, mlp_logits, intent_adjustment, scores_from_logits, served_totals, LearnedPlacement, encoder_for, load_learned_placement
+from .interface import (
+    INTENT_SPEC,
+    MAX_EXTENDER_PRIORITY,
+    TAINT_EFFECTS_THAT_REPEL,
+    PlacementPolicy,
+    intent_value,
+    node_admits,
+    resource_fit_failures,
+)
+from .learned import (
+    DEFAULT_FLAT_PLACEMENT_BUNDLE,
+    DEFAULT_PLACEMENT_BUNDLE,
+    EXTENDER_WEIGHT,
+    PLACEMENT_ARCH,
+    LearnedPlacement,
+    encoder_for,
+    intent_adjustment,
+    load_learned_placement,
+    mlp_logits,
+    mlp_weight_shapes,
+    scores_from_logits,
+    served_totals,
+)
+from .rows import RowsRefresher, ServiceRowCache, ServiceRows, compute_service_rows
 
-__all__ = ["MAX_EXTENDER_PRIORITY", "INTENT_SPEC", "intent_value", "PlacementPolicy", "TAINT_EFFECTS_THAT_REPEL", "node_admits", "resource_fit_failures", "TopologyHeuristic", "SERVICE_INPUTS", "FLAT_ROWS_VERSION", "CONTEXT_FEATURES", "PLACEMENT_INTENTS", "placement_feature_spec", "PLACEMENT_FEATURES", "PLACEMENT_FEATURES_FLAT", "featurize_candidates", "ServiceRows", "compute_service_rows", "ServiceRowCache", "RowsRefresher", "PLACEMENT_ARCH", "DEFAULT_PLACEMENT_BUNDLE", "DEFAULT_FLAT_PLACEMENT_BUNDLE", "EXTENDER_WEIGHT", "mlp_weight_shapes", "mlp_logits", "intent_adjustment", "scores_from_logits", "served_totals", "LearnedPlacement", "encoder_for", "load_learned_placement"]
+__all__ = [
+    "MAX_EXTENDER_PRIORITY",
+    "INTENT_SPEC",
+    "intent_value",
+    "PlacementPolicy",
+    "TAINT_EFFECTS_THAT_REPEL",
+    "node_admits",
+    "resource_fit_failures",
+    "TopologyHeuristic",
+    "SERVICE_INPUTS",
+    "FLAT_ROWS_VERSION",
+    "CONTEXT_FEATURES",
+    "PLACEMENT_INTENTS",
+    "placement_feature_spec",
+    "PLACEMENT_FEATURES",
+    "PLACEMENT_FEATURES_FLAT",
+    "featurize_candidates",
+    "ServiceRows",
+    "compute_service_rows",
+    "ServiceRowCache",
+    "RowsRefresher",
+    "PLACEMENT_ARCH",
+    "DEFAULT_PLACEMENT_BUNDLE",
+    "DEFAULT_FLAT_PLACEMENT_BUNDLE",
+    "EXTENDER_WEIGHT",
+    "mlp_weight_shapes",
+    "mlp_logits",
+    "intent_adjustment",
+    "scores_from_logits",
+    "served_totals",
+    "LearnedPlacement",
+    "encoder_for",
+    "load_learned_placement",
+]

@@ -11,14 +11,26 @@ import math
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
+
 import numpy as np
-from policy.features import FeatureSpec
+
 from policy.encoder import NODE_SPEC
+from policy.features import FeatureSpec
 from policy.index import ClusterIndex
-from .interface import intent_value
 from policy.state import PodInfo, ServiceGraph
 
-__all__ = ["SERVICE_INPUTS", "FLAT_ROWS_VERSION", "CONTEXT_FEATURES", "PLACEMENT_INTENTS", "placement_feature_spec", "PLACEMENT_FEATURES", "PLACEMENT_FEATURES_FLAT", "featurize_candidates"]
+from .interface import intent_value
+
+__all__ = [
+    "SERVICE_INPUTS",
+    "FLAT_ROWS_VERSION",
+    "CONTEXT_FEATURES",
+    "PLACEMENT_INTENTS",
+    "placement_feature_spec",
+    "PLACEMENT_FEATURES",
+    "PLACEMENT_FEATURES_FLAT",
+    "featurize_candidates",
+]
 
 
 SERVICE_INPUTS = ("encoder", "flat")
@@ -48,8 +60,10 @@ CONTEXT_FEATURES: tuple[tuple[str, str], ...] = (
     ("same_service_node_share", "share of the service's other pods on the node, 0..1"),
     ("same_service_zone_share", "share of the service's other pods in the node's zone, 0..1"),
     ("log_same_service_node_pods", "log1p(the service's other pods on the node)"),
-    *((f"intent_{n}", f"intent component {n} (policy.lowlevel.INTENT_SPEC; its default when absent)")
-      for n in ("locality_weight", "balance_weight")),
+    *(
+        (f"intent_{n}", f"intent component {n} (policy.lowlevel.INTENT_SPEC; its default when absent)")
+        for n in ("locality_weight", "balance_weight")
+    ),
 )
 
 
@@ -81,6 +95,7 @@ PLACEMENT_FEATURES_FLAT = placement_feature_spec("flat", len(NODE_SPEC))
 
 
 # ---- featurization -------------------------------------------------------------------------------------
+
 
 class _IndexExtras:
     """Per-index arrays featurization needs beyond :class:`ClusterIndex` (built once per index)."""
@@ -160,8 +175,15 @@ def _service_row(service: str, embeddings: Any) -> np.ndarray:
     return np.asarray(row, dtype=np.float32).reshape(-1)
 
 
-def featurize_candidates(pod: PodInfo, candidates: Sequence[str], index: ClusterIndex, embeddings: Any,
-                         intent: Sequence[float] | None = None, *, default_rps: float = 1.0) -> np.ndarray:
+def featurize_candidates(
+    pod: PodInfo,
+    candidates: Sequence[str],
+    index: ClusterIndex,
+    embeddings: Any,
+    intent: Sequence[float] | None = None,
+    *,
+    default_rps: float = 1.0,
+) -> np.ndarray:
     """(C, len(CONTEXT_FEATURES) + D) float32: one row of :data:`PLACEMENT_FEATURES` (or the flat variant,
     by the width of the service row) per candidate, in ``candidates`` order.
 
@@ -197,8 +219,13 @@ def featurize_candidates(pod: PodInfo, candidates: Sequence[str], index: Cluster
     used = np.where(use_known, np.nan_to_num(use) - own * own_use + cpu, req_cpu)
     zone = ix.zone[p]
     cols: list[np.ndarray] = [
-        cpu / alloc_cpu, mem / alloc_mem, req_cpu / alloc_cpu, req_mem / alloc_mem, used / alloc_cpu,
-        use_known.astype(np.float64), (index.pod_count[p] - own + 1.0) / ix.alloc_pods[p],
+        cpu / alloc_cpu,
+        mem / alloc_mem,
+        req_cpu / alloc_cpu,
+        req_mem / alloc_mem,
+        used / alloc_cpu,
+        use_known.astype(np.float64),
+        (index.pod_count[p] - own + 1.0) / ix.alloc_pods[p],
         (alloc_cpu - np.maximum(req_cpu, used)) / 1000.0,
     ]
     nz = ix.n_zones
@@ -220,15 +247,21 @@ def featurize_candidates(pod: PodInfo, candidates: Sequence[str], index: Cluster
     cols += [shares[0][0], shares[1][0], shares[0][1], shares[1][1]]
     in_rps = sum(w for _t, w in gx.callers.get(pod.service, ()))
     out_rps = sum(w for _t, w in gx.callees.get(pod.service, ()))
-    cols += [np.full(C, math.log1p(in_rps)), np.full(C, math.log1p(out_rps)),
-             np.full(C, 1.0 if gx.known.get(pod.service, False) else 0.0)]
+    cols += [
+        np.full(C, math.log1p(in_rps)),
+        np.full(C, math.log1p(out_rps)),
+        np.full(C, 1.0 if gx.known.get(pod.service, False) else 0.0),
+    ]
     counts = index.service_nodes.get(pod.service)
     bound_here = 1.0 if (pod.node_name is not None and own_i >= 0) else 0.0
     tot = index.service_total.get(pod.service, 0) - bound_here
     if counts is not None and tot > 0:
         on_node = counts[p] - own
-        in_zone = np.bincount(ix.zone, weights=counts, minlength=nz)[zone] - (ix.zone[own_i] == zone) * bound_here \
-            if own_i >= 0 else np.bincount(ix.zone, weights=counts, minlength=nz)[zone]
+        in_zone = (
+            np.bincount(ix.zone, weights=counts, minlength=nz)[zone] - (ix.zone[own_i] == zone) * bound_here
+            if own_i >= 0
+            else np.bincount(ix.zone, weights=counts, minlength=nz)[zone]
+        )
         cols += [on_node / tot, in_zone / tot, np.log1p(np.maximum(on_node, 0.0))]
     else:
         cols += [np.zeros(C), np.zeros(C), np.zeros(C)]

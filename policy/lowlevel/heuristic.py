@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
 import numpy as np
+
 from policy.index import ClusterIndex
 from policy.state import PodInfo
-from .interface import MAX_EXTENDER_PRIORITY
-from .interface import intent_value
-from .interface import resource_fit_failures
+
+from .interface import MAX_EXTENDER_PRIORITY, intent_value, resource_fit_failures
 
 __all__ = ["TopologyHeuristic"]
 
@@ -62,16 +63,16 @@ class TopologyHeuristic:
         known = pos >= 0
         p = pos[known]
         alloc = np.maximum(index.alloc_cpu_m[p], 1.0)
-        own = np.array([pod.requests.cpu_m if pod.node_name == c else 0.0
-                        for c, k in zip(candidates, known) if k])
+        own = np.array([pod.requests.cpu_m if pod.node_name == c else 0.0 for c, k in zip(candidates, known) if k])
         req = (index.req_cpu_m[p] - own + pod.requests.cpu_m) / alloc
         use = index.usage_cpu_m[p]
         use = np.where(np.isnan(use), 0.0, (use + pod.requests.cpu_m) / alloc)
         out[known] = np.maximum(req, use)
         return out
 
-    def score(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex,
-              intent: Sequence[float] | None = None) -> np.ndarray:
+    def score(
+        self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex, intent: Sequence[float] | None = None
+    ) -> np.ndarray:
         a = max(0.0, intent_value(intent, "locality_weight"))
         b = max(0.0, intent_value(intent, "balance_weight"))
         loc = self.locality(pod, candidates, index)

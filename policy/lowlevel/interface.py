@@ -17,11 +17,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
+
 import numpy as np
+
 from policy.index import ClusterIndex
 from policy.state import NodeInfo, PodInfo
 
-__all__ = ["MAX_EXTENDER_PRIORITY", "INTENT_SPEC", "intent_value", "PlacementPolicy", "TAINT_EFFECTS_THAT_REPEL", "node_admits", "resource_fit_failures"]
+__all__ = [
+    "MAX_EXTENDER_PRIORITY",
+    "INTENT_SPEC",
+    "intent_value",
+    "PlacementPolicy",
+    "TAINT_EFFECTS_THAT_REPEL",
+    "node_admits",
+    "resource_fit_failures",
+]
 
 
 MAX_EXTENDER_PRIORITY = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
@@ -52,8 +62,9 @@ class PlacementPolicy(Protocol):
 
     def filter(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]: ...
 
-    def score(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex,
-              intent: Sequence[float] | None = None) -> np.ndarray: ...
+    def score(
+        self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex, intent: Sequence[float] | None = None
+    ) -> np.ndarray: ...
 
 
 TAINT_EFFECTS_THAT_REPEL = ("NoSchedule", "NoExecute")
@@ -107,6 +118,7 @@ def resource_fit_failures(pod: PodInfo, candidates: Sequence[str], index: Cluste
         if pod.requests.cpu_m > free_cpu:
             failed[name] = f"Insufficient cpu: requests {pod.requests.cpu_m}m, free {int(free_cpu)}m"
         elif pod.requests.memory_bytes > free_mem:
-            failed[name] = (f"Insufficient memory: requests {pod.requests.memory_bytes} bytes, "
-                            f"free {int(free_mem)} bytes")
+            failed[name] = (
+                f"Insufficient memory: requests {pod.requests.memory_bytes} bytes, free {int(free_mem)} bytes"
+            )
     return failed

@@ -43,26 +43,34 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-import numpy as np
-from policy.bundle import BundleError, PolicyBundle, located
-from policy.cache import EmbeddingEntry
-from policy.features import FeatureSpecError
-from policy.encoder import NODE_SPEC
-from policy.index import ClusterIndex
-from .interface import MAX_EXTENDER_PRIORITY, resource_fit_failures
-from policy.state import ClusterSnapshot, PodInfo
-from .features import CONTEXT_FEATURES
-from policy.bundle import DEFAULT_BUNDLES
-from .features import FLAT_ROWS_VERSION
-from .interface import PlacementPolicy
-from .features import SERVICE_INPUTS
-from .rows import ServiceRowCache
-from .rows import ServiceRows
-from .features import featurize_candidates
-from .features import placement_feature_spec
-from policy.bundle import require_bundle
 
-__all__ = ["PLACEMENT_ARCH", "DEFAULT_PLACEMENT_BUNDLE", "DEFAULT_FLAT_PLACEMENT_BUNDLE", "EXTENDER_WEIGHT", "mlp_weight_shapes", "mlp_logits", "intent_adjustment", "scores_from_logits", "served_totals", "LearnedPlacement", "encoder_for", "load_learned_placement"]
+import numpy as np
+
+from policy.bundle import DEFAULT_BUNDLES, BundleError, PolicyBundle, located, require_bundle
+from policy.cache import EmbeddingEntry
+from policy.encoder import NODE_SPEC
+from policy.features import FeatureSpecError
+from policy.index import ClusterIndex
+from policy.state import ClusterSnapshot, PodInfo
+
+from .features import CONTEXT_FEATURES, FLAT_ROWS_VERSION, SERVICE_INPUTS, featurize_candidates, placement_feature_spec
+from .interface import MAX_EXTENDER_PRIORITY, PlacementPolicy, resource_fit_failures
+from .rows import ServiceRowCache, ServiceRows
+
+__all__ = [
+    "PLACEMENT_ARCH",
+    "DEFAULT_PLACEMENT_BUNDLE",
+    "DEFAULT_FLAT_PLACEMENT_BUNDLE",
+    "EXTENDER_WEIGHT",
+    "mlp_weight_shapes",
+    "mlp_logits",
+    "intent_adjustment",
+    "scores_from_logits",
+    "served_totals",
+    "LearnedPlacement",
+    "encoder_for",
+    "load_learned_placement",
+]
 
 
 log = logging.getLogger(__name__)
@@ -75,8 +83,6 @@ PLACEMENT_ARCH = "placement-mlp-v1"
 EXTENDER_WEIGHT = 2
 
 
-
-
 DEFAULT_PLACEMENT_BUNDLE = DEFAULT_BUNDLES / "hrl-scheduler" / "low"
 
 
@@ -84,6 +90,7 @@ DEFAULT_FLAT_PLACEMENT_BUNDLE = DEFAULT_BUNDLES / "hrl-no-encoder" / "low"
 
 
 # ---- the network ---------------------------------------------------------------------------------------
+
 
 def mlp_weight_shapes(features: int, hidden: int, layers: int = 2) -> dict[str, tuple[int, ...]]:
     """Every weight of ``placement-mlp-v1`` (torch ``nn.Sequential`` names: Linear at 0, 2, ..., Tanh between)."""
@@ -98,8 +105,9 @@ def mlp_weight_shapes(features: int, hidden: int, layers: int = 2) -> dict[str, 
     return s
 
 
-def mlp_logits(weights: Mapping[str, np.ndarray], x: np.ndarray, mean: np.ndarray, std: np.ndarray,
-               layers: int = 2) -> np.ndarray:
+def mlp_logits(
+    weights: Mapping[str, np.ndarray], x: np.ndarray, mean: np.ndarray, std: np.ndarray, layers: int = 2
+) -> np.ndarray:
     """(C,) float32 pre-sigmoid outputs ``z`` of ``placement-mlp-v1`` for rows ``x`` (C, F); ``weights`` in torch
     layout (``weight`` is (out, in))."""
     h = (np.asarray(x, np.float32) - mean) / std
@@ -130,8 +138,9 @@ def scores_from_logits(z: np.ndarray, x: np.ndarray | None = None, intent_gain: 
     """(C,) float64 scores in [0, 10]: ``10 · sigmoid(z)`` (numerically stable), plus ``intent_gain ·``
     :func:`intent_adjustment` ``(x)`` clipped to [0, 10] when ``x`` is given and the gain is not 0."""
     z = np.asarray(z, dtype=np.float64)
-    s = MAX_EXTENDER_PRIORITY * np.where(z >= 0, 1.0 / (1.0 + np.exp(-np.abs(z))),
-                                         np.exp(-np.abs(z)) / (1.0 + np.exp(-np.abs(z))))
+    s = MAX_EXTENDER_PRIORITY * np.where(
+        z >= 0, 1.0 / (1.0 + np.exp(-np.abs(z))), np.exp(-np.abs(z)) / (1.0 + np.exp(-np.abs(z)))
+    )
     if x is not None and intent_gain:
         s = np.clip(s + intent_gain * intent_adjustment(x), 0.0, MAX_EXTENDER_PRIORITY)
     return s
@@ -146,6 +155,7 @@ def served_totals(in_tree_totals: np.ndarray, scores: np.ndarray, weight: int = 
 
 
 # ---- the policy ----------------------------------------------------------------------------------------
+
 
 class LearnedPlacement:
     """The learned placement policy, a :class:`policy.lowlevel.PlacementPolicy`, built from a ``level: low``
@@ -169,9 +179,15 @@ class LearnedPlacement:
 
     name = "learned"
 
-    def __init__(self, bundle: PolicyBundle, *, encoder: Any = None, refresh_s: float = 300.0,
-                 embedding_source: Callable[[], Any] | None = None,
-                 find_encoder: Callable[[str], Any] | None = None):
+    def __init__(
+        self,
+        bundle: PolicyBundle,
+        *,
+        encoder: Any = None,
+        refresh_s: float = 300.0,
+        embedding_source: Callable[[], Any] | None = None,
+        find_encoder: Callable[[str], Any] | None = None,
+    ):
         where = f"placement {bundle.where}"
         if bundle.level != "low":
             raise BundleError(f"{where}: level: expected 'low', found {bundle.level!r}")
@@ -180,8 +196,9 @@ class LearnedPlacement:
             raise BundleError(f"{where}: architecture.type: expected {PLACEMENT_ARCH!r}, found {arch.get('type')!r}")
         si = arch.get("service_input")
         if si not in SERVICE_INPUTS:
-            raise BundleError(f"{where}: architecture.service_input: expected one of {', '.join(SERVICE_INPUTS)}, "
-                              f"found {si!r}")
+            raise BundleError(
+                f"{where}: architecture.service_input: expected one of {', '.join(SERVICE_INPUTS)}, found {si!r}"
+            )
         d = bundle.dims
         try:
             self.hidden, self.layers, self.service_dim = d["hidden"], d["layers"], d["service_dim"]
@@ -192,20 +209,28 @@ class LearnedPlacement:
             raise BundleError(f"{where}: feature_spec: expected input 'candidate', found {sorted(bundle.feature_spec)}")
         # bound every dim by what the manifest's own spec and arrays say before sizing anything by it
         if len(CONTEXT_FEATURES) + self.service_dim != len(found):
-            raise BundleError(f"{where}: dims.service_dim: expected {len(found) - len(CONTEXT_FEATURES)} "
-                              f"(feature_spec.candidate has {len(found)} columns, {len(CONTEXT_FEATURES)} of them "
-                              f"context), found {self.service_dim}")
+            raise BundleError(
+                f"{where}: dims.service_dim: expected {len(found) - len(CONTEXT_FEATURES)} "
+                f"(feature_spec.candidate has {len(found)} columns, {len(CONTEXT_FEATURES)} of them "
+                f"context), found {self.service_dim}"
+            )
         if "features" in d and d["features"] != len(found):
-            raise BundleError(f"{where}: dims.features: expected {len(found)} (the columns of "
-                              f"feature_spec.candidate), found {d['features']}")
+            raise BundleError(
+                f"{where}: dims.features: expected {len(found)} (the columns of "
+                f"feature_spec.candidate), found {d['features']}"
+            )
         if self.hidden < 1:
             raise BundleError(f"{where}: dims.hidden: expected an integer >= 1, found {self.hidden}")
         if 2 * self.layers + 2 > len(bundle.weights):
-            raise BundleError(f"{where}: dims.layers: {self.layers} hidden layers need {2 * self.layers + 2} "
-                              f"arrays, the bundle has {len(bundle.weights)}")
+            raise BundleError(
+                f"{where}: dims.layers: {self.layers} hidden layers need {2 * self.layers + 2} "
+                f"arrays, the bundle has {len(bundle.weights)}"
+            )
         if si == "flat" and self.service_dim != len(NODE_SPEC):
-            raise BundleError(f"{where}: architecture.service_input: 'flat' rows have {len(NODE_SPEC)} columns "
-                              f"(policy.encoder.graph.NODE_SPEC), but dims.service_dim is {self.service_dim}")
+            raise BundleError(
+                f"{where}: architecture.service_input: 'flat' rows have {len(NODE_SPEC)} columns "
+                f"(policy.encoder.graph.NODE_SPEC), but dims.service_dim is {self.service_dim}"
+            )
         try:
             spec = placement_feature_spec(si, self.service_dim)
             spec.check(found, "feature_spec.candidate")
@@ -227,8 +252,9 @@ class LearnedPlacement:
         self.rows_version = str(ev or (FLAT_ROWS_VERSION if si == "flat" else ""))
         self.temperature = _arch_number(arch, "temperature", 20.0, where, minimum=0.0, strict=True)
         self.intent_gain = _arch_number(arch, "intent_gain", 0.0, where)
-        self.extender_weight = int(_arch_number(arch, "extender_weight", EXTENDER_WEIGHT, where, minimum=1,
-                                                integer=True))
+        self.extender_weight = int(
+            _arch_number(arch, "extender_weight", EXTENDER_WEIGHT, where, minimum=1, integer=True)
+        )
         if si == "encoder":
             if encoder is None and find_encoder is not None:  # looked up only once the bundle itself is sound
                 encoder = find_encoder(self.rows_version)
@@ -238,11 +264,15 @@ class LearnedPlacement:
                 encoder = GraphEncoder.load()
             enc_src = getattr(getattr(encoder, "bundle", None), "source", "") or "given"
             if self.rows_version and encoder.version != self.rows_version:
-                raise BundleError(f"{where}: architecture.encoder_version: expected {self.rows_version!r} (trained "
-                                  f"with it), found encoder {encoder.version!r} ({enc_src})")
+                raise BundleError(
+                    f"{where}: architecture.encoder_version: expected {self.rows_version!r} (trained "
+                    f"with it), found encoder {encoder.version!r} ({enc_src})"
+                )
             if encoder.embedding_dim != self.service_dim:
-                raise BundleError(f"{where}: dims.service_dim: expected the encoder's {encoder.embedding_dim} "
-                                  f"({enc_src}), found {self.service_dim}")
+                raise BundleError(
+                    f"{where}: dims.service_dim: expected the encoder's {encoder.embedding_dim} "
+                    f"({enc_src}), found {self.service_dim}"
+                )
         self.encoder = encoder
         self.rows = ServiceRowCache(si, encoder, refresh_s)
         self.embedding_source = embedding_source
@@ -253,8 +283,13 @@ class LearnedPlacement:
         self.version = bundle.policy_version
 
     @staticmethod
-    def load(path: str | Path = DEFAULT_PLACEMENT_BUNDLE, *, encoder: Any = None, refresh_s: float = 300.0,
-             embedding_source: Callable[[], Any] | None = None) -> LearnedPlacement:
+    def load(
+        path: str | Path = DEFAULT_PLACEMENT_BUNDLE,
+        *,
+        encoder: Any = None,
+        refresh_s: float = 300.0,
+        embedding_source: Callable[[], Any] | None = None,
+    ) -> LearnedPlacement:
         """Load the bundle at ``path`` (default: the committed ``policy/bundles/hrl-scheduler/low``). The encoder
         (``encoder`` unless given) is the one the bundle was trained with (:func:`encoder_for`: the same bundles
         root's ``<path>/../../encoder``, as ``make train`` writes it, when it loads and matches, else the committed
@@ -262,15 +297,21 @@ class LearnedPlacement:
         :class:`policy.bundle.BundleError`, one line naming the bundle directory (or the encoder's) and the field."""
         b = PolicyBundle.load(path, level="low", architecture_type=PLACEMENT_ARCH)
         try:
-            return LearnedPlacement(b, encoder=encoder, refresh_s=refresh_s, embedding_source=embedding_source,
-                                    find_encoder=lambda version: encoder_for(Path(path), version))
+            return LearnedPlacement(
+                b,
+                encoder=encoder,
+                refresh_s=refresh_s,
+                embedding_source=embedding_source,
+                find_encoder=lambda version: encoder_for(Path(path), version),
+            )
         except BundleError as exc:
             raise located(exc, path) from None
 
     def with_embeddings(self, embedding_source: Callable[[], Any] | None) -> LearnedPlacement:
         """A copy sharing the weights and encoder, reading embeddings from ``embedding_source``."""
-        return LearnedPlacement(self.bundle, encoder=self.encoder, refresh_s=self.rows.refresh_s,
-                                embedding_source=embedding_source)
+        return LearnedPlacement(
+            self.bundle, encoder=self.encoder, refresh_s=self.rows.refresh_s, embedding_source=embedding_source
+        )
 
     # ---- service rows ----------------------------------------------------------------------------------
     def service_rows(self, index: ClusterIndex, service: str | None = None) -> ServiceRows:
@@ -281,8 +322,11 @@ class LearnedPlacement:
                 e = self.embedding_source()
             except Exception:  # noqa: BLE001 - a broken source falls back to in-process rows
                 e = None
-            if (e is not None and getattr(e, "encoder_version", "") == self.rows_version
-                    and (service is None or e.row(service) is not None)):
+            if (
+                e is not None
+                and getattr(e, "encoder_version", "") == self.rows_version
+                and (service is None or e.row(service) is not None)
+            ):
                 return e
         if self.background_rows:
             cached = self.rows.peek(index.snapshot)
@@ -299,23 +343,39 @@ class LearnedPlacement:
         """The hard filter: :func:`policy.lowlevel.resource_fit_failures`."""
         return resource_fit_failures(pod, candidates, index)
 
-    def features(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex,
-                 intent: Sequence[float] | None = None, *, embeddings: Any = None) -> np.ndarray:
+    def features(
+        self,
+        pod: PodInfo,
+        candidates: Sequence[str],
+        index: ClusterIndex,
+        intent: Sequence[float] | None = None,
+        *,
+        embeddings: Any = None,
+    ) -> np.ndarray:
         """(C, F) float32 rows of :attr:`spec` (``embeddings``: as :func:`featurize_candidates`; default
         :meth:`service_rows`). Raises ``ValueError`` when the service has no row or the row's width differs."""
         rows = embeddings if embeddings is not None else self.service_rows(index, pod.service)
         x = featurize_candidates(pod, candidates, index, rows, intent)
         if x.shape[1] != len(self.spec):
-            raise ValueError(f"features: service row of width {x.shape[1] - len(CONTEXT_FEATURES)}, the bundle "
-                             f"expects {self.service_dim}")
+            raise ValueError(
+                f"features: service row of width {x.shape[1] - len(CONTEXT_FEATURES)}, the bundle "
+                f"expects {self.service_dim}"
+            )
         return x
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         """(C,) float32 pre-sigmoid outputs for feature rows ``x`` (C, F)."""
         return mlp_logits(self.weights, x, self.mean, self.std, self.layers)
 
-    def score(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex,
-              intent: Sequence[float] | None = None, *, embeddings: Any = None) -> np.ndarray:
+    def score(
+        self,
+        pod: PodInfo,
+        candidates: Sequence[str],
+        index: ClusterIndex,
+        intent: Sequence[float] | None = None,
+        *,
+        embeddings: Any = None,
+    ) -> np.ndarray:
         """(C,) float64 in [0, 10] for ``candidates`` (any list, the pod's current node included: the pod is
         then not counted twice). Raises ``ValueError`` when the pod's service has no service row (the extender
         answers neutral scores then)."""
@@ -352,12 +412,21 @@ def encoder_for(bundle_path: Path, version: str = "") -> Any:
             return enc
         tried.append(f"{c}: policy_version {enc.version!r}")
     want = f"the encoder {version!r} it was trained with (architecture.encoder_version)" if version else "an encoder"
-    raise BundleError(f"placement bundle {bundle_path}: no usable encoder bundle: expected {want}; tried "
-                      f"{'; '.join(tried)}")
+    raise BundleError(
+        f"placement bundle {bundle_path}: no usable encoder bundle: expected {want}; tried {'; '.join(tried)}"
+    )
 
 
-def _arch_number(arch: Mapping[str, Any], key: str, default: float, where: str, *, minimum: float | None = None,
-                 strict: bool = False, integer: bool = False) -> float:
+def _arch_number(
+    arch: Mapping[str, Any],
+    key: str,
+    default: float,
+    where: str,
+    *,
+    minimum: float | None = None,
+    strict: bool = False,
+    integer: bool = False,
+) -> float:
     """``architecture[key]`` (``default`` when absent) as a finite number (an integer when ``integer``) >=
     ``minimum`` (> when ``strict``); raises :class:`BundleError` naming the field otherwise (null included)."""
     if key not in arch:
@@ -381,7 +450,7 @@ def load_learned_placement(path: str | Path) -> PlacementPolicy:
         hint = f"{p} holds a stack's bundles, not a bundle: name its low/ directory, {p / 'low'}"
     p = require_bundle(p, "low-level placement", hint)
     try:
-        from .learned import LearnedPlacement  # noqa: PLC0415 - part A of issue 6
+        from .learned import LearnedPlacement
     except ImportError as exc:
         raise ValueError(f"low-level placement bundle {p}: policy.lowlevel cannot be imported ({exc})") from exc
     return LearnedPlacement.load(p)

@@ -11,12 +11,14 @@ import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
+
 import numpy as np
+
 from policy.cache import EmbeddingEntry, fingerprint
 from policy.encoder import colocation_from_snapshot, featurize_graph, stats_from_snapshot
 from policy.state import ClusterSnapshot, ServiceGraph
-from .features import FLAT_ROWS_VERSION
-from .features import SERVICE_INPUTS
+
+from .features import FLAT_ROWS_VERSION, SERVICE_INPUTS
 
 if TYPE_CHECKING:  # pragma: no cover
     from .learned import LearnedPlacement
@@ -28,14 +30,16 @@ log = logging.getLogger(__name__)
 
 # ---- service rows ----------------------------------------------------------------------------------------
 
+
 class ServiceRows(Protocol):
     """Per-service vectors: :class:`policy.cache.EmbeddingEntry` is one."""
 
     def row(self, service: str) -> np.ndarray | None: ...
 
 
-def compute_service_rows(snapshot: ClusterSnapshot, service_input: str, encoder: Any = None,
-                         now_s: float | None = None) -> EmbeddingEntry:
+def compute_service_rows(
+    snapshot: ClusterSnapshot, service_input: str, encoder: Any = None, now_s: float | None = None
+) -> EmbeddingEntry:
     """The service block of every service of ``snapshot.graph``, as the descheduler computes embeddings
     (:mod:`descheduler.cache`): node features from :func:`~policy.encoder.graph.stats_from_snapshot`, edge
     features with :func:`~policy.encoder.graph.colocation_from_snapshot`.
@@ -115,8 +119,9 @@ class RowsRefresher:
     :class:`LearnedPlacement` computes service rows off the request path (the extender without an embedding
     cache). Errors are logged and retried at the next tick."""
 
-    def __init__(self, policy: LearnedPlacement, get_snapshot: Callable[[], ClusterSnapshot | None],
-                 interval_s: float = 30.0):
+    def __init__(
+        self, policy: LearnedPlacement, get_snapshot: Callable[[], ClusterSnapshot | None], interval_s: float = 30.0
+    ):
         self.policy = policy
         self.get_snapshot = get_snapshot
         self.interval_s = float(interval_s)

@@ -12,5 +12,20 @@ is measured (numpy; no Kubernetes, no torch).
 - :mod:`.env`: the Gymnasium environment.
 """
 
-__all__ = ["app", "calibrate", "cluster", "crosscheck", "des", "drpc", "engine", "env", "kube_scheduler", "model",
-           "objects", "run", "stacks", "synthetic", "traces"]
+__all__ = [
+    "app",
+    "calibrate",
+    "cluster",
+    "crosscheck",
+    "des",
+    "drpc",
+    "engine",
+    "env",
+    "kube_scheduler",
+    "model",
+    "objects",
+    "run",
+    "stacks",
+    "synthetic",
+    "traces",
+]

@@ -20,7 +20,16 @@ from policy.config import ConfigError, ConfigModel, load_config
 from policy.observe import load_objects, parse_workload
 from policy.state import ServiceEdge, ServiceGraph, WorkloadInfo
 
-__all__ = ["ServiceParams", "CallParams", "EdgeParams", "AppFile", "AppSpec", "builtin_apps_dir", "builtin_apps", "load_app"]
+__all__ = [
+    "ServiceParams",
+    "CallParams",
+    "EdgeParams",
+    "AppFile",
+    "AppSpec",
+    "builtin_apps_dir",
+    "builtin_apps",
+    "load_app",
+]
 
 
 class ServiceParams(ConfigModel):
@@ -161,8 +170,10 @@ def load_app(name_or_path: str) -> AppSpec:
     if not p.exists():
         cand = builtin_apps_dir() / name_or_path
         if not (cand / "app.yaml").is_file():
-            raise ValueError(f"app: unknown app {name_or_path!r} (built-in: {', '.join(builtin_apps())}; "
-                             "or a path to an app.yaml or its folder)")
+            raise ValueError(
+                f"app: unknown app {name_or_path!r} (built-in: {', '.join(builtin_apps())}; "
+                "or a path to an app.yaml or its folder)"
+            )
         p = cand
     if p.is_dir():
         p = p / "app.yaml"
@@ -188,8 +199,11 @@ def load_app(name_or_path: str) -> AppSpec:
 
         graph, _warnings = load_graph([str(base / spec.graph)])
     overrides = {(e.caller, e.callee): e for e in spec.edges}
-    problems = [(f"edges[{i}]", f"{e.caller} -> {e.callee} is not an edge of the call graph")
-                for i, e in enumerate(spec.edges) if graph.edge(e.caller, e.callee) is None]
+    problems = [
+        (f"edges[{i}]", f"{e.caller} -> {e.callee} is not an edge of the call graph")
+        for i, e in enumerate(spec.edges)
+        if graph.edge(e.caller, e.callee) is None
+    ]
     problems += [(f"entry.{s}", "not a service of the manifests") for s in spec.entry if s not in names]
     problems += [(f"services.{s}", "not a service of the manifests") for s in spec.services if s not in names]
     if problems:
@@ -197,17 +211,38 @@ def load_app(name_or_path: str) -> AppSpec:
     edges = []
     for e in graph.edges:
         o = overrides.get((e.caller, e.callee))
-        edges.append(ServiceEdge(e.caller, e.callee, rps=None,
-                                 calls_per_request=o.calls_per_request if o else 1.0,
-                                 parallel=o.parallel if o else False))
+        edges.append(
+            ServiceEdge(
+                e.caller,
+                e.callee,
+                rps=None,
+                calls_per_request=o.calls_per_request if o else 1.0,
+                parallel=o.parallel if o else False,
+            )
+        )
     graph = ServiceGraph.build(names, edges, source=f"app:{spec.name}")
     params = {s: spec.services.get(s, spec.defaults) for s in sorted(names)}
-    calls = {(e.caller, e.callee): (overrides[(e.caller, e.callee)].call_params(spec.edge_defaults)
-                                    if (e.caller, e.callee) in overrides else spec.edge_defaults)
-             for e in graph.edges}
+    calls = {
+        (e.caller, e.callee): (
+            overrides[(e.caller, e.callee)].call_params(spec.edge_defaults)
+            if (e.caller, e.callee) in overrides
+            else spec.edge_defaults
+        )
+        for e in graph.edges
+    }
     total = sum(spec.entry.values())
     if total <= 0 or not all(math.isfinite(v) and v >= 0 for v in spec.entry.values()):
         raise ConfigError(str(p), [("entry", f"shares must be >= 0 and sum > 0 (got {dict(spec.entry)})")])
     entry = {s: v / total for s, v in spec.entry.items()}
-    return AppSpec(spec.name, workloads, deployments, graph, params, entry, spec.slo_p95_ms, spec.timeout_ms,
-                   source=str(p), calls=calls)
+    return AppSpec(
+        spec.name,
+        workloads,
+        deployments,
+        graph,
+        params,
+        entry,
+        spec.slo_p95_ms,
+        spec.timeout_ms,
+        source=str(p),
+        calls=calls,
+    )

@@ -22,7 +22,8 @@ What is fitted, and how:
   Fixed-point iterations on (log median, log p95/p50), all services together, common random numbers.
 
 The fit error (simulated vs measured p50/p95/p99 per service; the frontend minute by minute) goes to the
-``calibration`` section of BENCHMARKS.md (written by ``make bench-sim``). Run ``python -m policy.sim.calibrate [--write-app]``.
+``calibration`` section of BENCHMARKS.md (written by ``make bench-sim``). Run
+``python -m policy.sim.calibrate [--write-app]``.
 """
 
 from __future__ import annotations
@@ -42,15 +43,48 @@ import numpy as np
 from .app import AppSpec, ServiceParams, load_app
 from .model import PerfModel, PodArrays
 
-__all__ = ["ROOT", "DATA_DIR", "APP_DIR", "TRACED", "service_of_pod", "Measurements", "load_measurements", "normal_minutes", "front_normal_minutes", "SpanStats", "span_stats", "Calibration", "placement", "with_params", "simulate_services", "calibrate", "per_minute_fit", "APP_YAML_HEADER", "slo_for", "app_yaml", "markdown", "main"]
+__all__ = [
+    "ROOT",
+    "DATA_DIR",
+    "APP_DIR",
+    "TRACED",
+    "service_of_pod",
+    "Measurements",
+    "load_measurements",
+    "normal_minutes",
+    "front_normal_minutes",
+    "SpanStats",
+    "span_stats",
+    "Calibration",
+    "placement",
+    "with_params",
+    "simulate_services",
+    "calibrate",
+    "per_minute_fit",
+    "APP_YAML_HEADER",
+    "slo_for",
+    "app_yaml",
+    "markdown",
+    "main",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "data" / "calibration" / "online-boutique"
 APP_DIR = ROOT / "data" / "apps" / "online-boutique"
 
 #: Services whose pods were instrumented (redis-cart and the load generator were not).
-TRACED = ("adservice", "cartservice", "checkoutservice", "currencyservice", "emailservice", "frontend",
-          "paymentservice", "productcatalogservice", "recommendationservice", "shippingservice")
+TRACED = (
+    "adservice",
+    "cartservice",
+    "checkoutservice",
+    "currencyservice",
+    "emailservice",
+    "frontend",
+    "paymentservice",
+    "productcatalogservice",
+    "recommendationservice",
+    "shippingservice",
+)
 
 
 def service_of_pod(pod: str) -> str:
@@ -59,8 +93,11 @@ def service_of_pod(pod: str) -> str:
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
-    with gzip.open(path, "rt", encoding="utf-8", newline="") if path.suffix == ".gz" else open(
-            path, encoding="utf-8", newline="") as fh:
+    with (
+        gzip.open(path, "rt", encoding="utf-8", newline="")
+        if path.suffix == ".gz"
+        else open(path, encoding="utf-8", newline="") as fh
+    ):
         return list(csv.DictReader(io.StringIO(fh.read())))
 
 
@@ -87,8 +124,7 @@ def load_measurements(data_dir: Path = DATA_DIR) -> Measurements:
         rows = _read_csv(p)
         if not rows:
             continue
-        cols = {k: np.array([_num(r[k]) for r in rows]) for k in rows[0] if k not in ("Time", "PodName",
-                                                                                    "ServiceName")}
+        cols = {k: np.array([_num(r[k]) for r in rows]) for k in rows[0] if k not in ("Time", "PodName", "ServiceName")}
         if p.name.startswith("front_service"):
             front = cols
         else:
@@ -209,9 +245,16 @@ def placement(model: PerfModel, app: AppSpec, nodes: int = 6) -> tuple[PodArrays
 def with_params(app: AppSpec, params: dict[str, ServiceParams], calls: dict[tuple[str, str], float]) -> AppSpec:
     from policy.state import ServiceEdge
 
-    edges = [ServiceEdge(e.caller, e.callee, rps=e.rps,
-                         calls_per_request=calls.get((e.caller, e.callee), e.calls_per_request),
-                         parallel=e.parallel) for e in app.graph.edges]
+    edges = [
+        ServiceEdge(
+            e.caller,
+            e.callee,
+            rps=e.rps,
+            calls_per_request=calls.get((e.caller, e.callee), e.calls_per_request),
+            parallel=e.parallel,
+        )
+        for e in app.graph.edges
+    ]
     return replace(app, graph=app.graph.with_edges(edges), params={**app.params, **params})
 
 
@@ -219,14 +262,21 @@ def simulate_services(app: AppSpec, lam: float, seed: int = 0, n: int = 20000) -
     """Simulated p50/p95/p99 (ms) of every visited service's visit latency at ``lam`` user req/s."""
     m = PerfModel(app)
     pods, cores = placement(m, app)
-    st = m.step(lam, pods, cores, [""] * len(cores), np.random.default_rng(seed), n, app.timeout_ms,
-                per_service=True)
-    return {s: tuple(float(x) for x in st.service_latency_ms[i]) for s, i in m.pos.items()
-            if np.isfinite(st.service_latency_ms[i]).all()}
+    st = m.step(lam, pods, cores, [""] * len(cores), np.random.default_rng(seed), n, app.timeout_ms, per_service=True)
+    return {
+        s: tuple(float(x) for x in st.service_latency_ms[i])
+        for s, i in m.pos.items()
+        if np.isfinite(st.service_latency_ms[i]).all()
+    }
 
 
-def calibrate(meas: Measurements | None = None, app: AppSpec | None = None, iterations: int = 20,
-              seed: int = 0, checks: bool = True) -> Calibration:
+def calibrate(
+    meas: Measurements | None = None,
+    app: AppSpec | None = None,
+    iterations: int = 20,
+    seed: int = 0,
+    checks: bool = True,
+) -> Calibration:
     """Fit the parameters (module docstring). ``app``: the Online Boutique AppSpec to start from (only its
     structure is used: the fit does not depend on the parameters it holds). ``checks``: also run the
     minute-by-minute comparison and the other checks of the report (slower)."""
@@ -240,8 +290,9 @@ def calibrate(meas: Measurements | None = None, app: AppSpec | None = None, iter
         ok = normal_minutes(m)
         cpu = float(np.nansum(m["CpuUsage(m)"][ok]) / max(np.nansum(m["PodWorkload(Ops)"][ok]), 1e-9))
         ws = float(np.nanmedian(m["MemoryUsage(Mi)"][ok]))
-        params[s] = base.get(s, ServiceParams()).model_copy(update={"cpu_ms_per_request": round(cpu, 4),
-                                                                   "working_set_mi": round(ws, 1)})
+        params[s] = base.get(s, ServiceParams()).model_copy(
+            update={"cpu_ms_per_request": round(cpu, 4), "working_set_mi": round(ws, 1)}
+        )
         notes.append(f"{s}: {int(ok.sum())} of {len(ok)} minutes normal")
     # ---- calls per request from the spans -------------------------------------------------------------
     ss = span_stats(meas.spans)
@@ -258,8 +309,10 @@ def calibrate(meas: Measurements | None = None, app: AppSpec | None = None, iter
             continue
         targets[s] = tuple(float(np.percentile(d, q)) for q in (50, 95, 99))  # type: ignore[assignment]
         source[s] = f"server spans (n={len(d)})"
-    targets["frontend"] = tuple(1000.0 * float(np.nanmedian(meas.front[c][fm]))  # type: ignore[assignment]
-                                for c in ("LatencyP50(s)", "LatencyP95(s)", "LatencyP99(s)"))
+    targets["frontend"] = tuple(
+        1000.0 * float(np.nanmedian(meas.front[c][fm]))  # type: ignore[assignment]
+        for c in ("LatencyP50(s)", "LatencyP95(s)", "LatencyP99(s)")
+    )
     source["frontend"] = f"front_service.csv, median over {int(fm.sum())} normal minutes"
     lam = float(np.nanmedian(meas.metrics["frontend"]["PodWorkload(Ops)"][fm]))
     # ---- own time: fixed-point fit on the simulated visit latency ---------------------------------------
@@ -271,8 +324,9 @@ def calibrate(meas: Measurements | None = None, app: AppSpec | None = None, iter
     cur = app
     for _ in range(iterations):
         for s in targets:
-            params[s] = params[s].model_copy(update={
-                "latency_p50_ms": math.exp(mu[s]), "latency_mean_ms": math.exp(mu[s] + sg[s] ** 2 / 2)})
+            params[s] = params[s].model_copy(
+                update={"latency_p50_ms": math.exp(mu[s]), "latency_mean_ms": math.exp(mu[s] + sg[s] ** 2 / 2)}
+            )
         cur = with_params(app, params, calls)
         sim = simulate_services(cur, lam, seed)
         for s, (t50, t95, _t99) in targets.items():
@@ -287,12 +341,17 @@ def calibrate(meas: Measurements | None = None, app: AppSpec | None = None, iter
             sg[s] = min(max(sg[s] + want / 1.645, 0.05), 2.5)
             mu[s] = max(mu[s], math.log(0.005))
     for s in targets:
-        params[s] = params[s].model_copy(update={"latency_p50_ms": round(math.exp(mu[s]), 4),
-                                                 "latency_mean_ms": round(math.exp(mu[s] + sg[s] ** 2 / 2), 4)})
+        params[s] = params[s].model_copy(
+            update={
+                "latency_p50_ms": round(math.exp(mu[s]), 4),
+                "latency_mean_ms": round(math.exp(mu[s] + sg[s] ** 2 / 2), 4),
+            }
+        )
     cur = with_params(app, params, calls)
     sim = simulate_services(cur, lam, seed + 1)
-    cal = Calibration(params, calls, lam, targets, {s: sim.get(s, (math.nan,) * 3) for s in targets}, source,
-                      notes=notes)
+    cal = Calibration(
+        params, calls, lam, targets, {s: sim.get(s, (math.nan,) * 3) for s in targets}, source, notes=notes
+    )
     if not checks:
         return cal
     # ---- checks -------------------------------------------------------------------------------------------
@@ -306,8 +365,14 @@ def calibrate(meas: Measurements | None = None, app: AppSpec | None = None, iter
     for s, mm in sorted(meas.metrics.items()):
         ok = normal_minutes(mm)
         meas_p95 = 1000.0 * float(np.nanmedian(mm["PodServerLatencyP95(s)"][ok]))
-        cal.pod_latency_check.append((s, meas_p95, targets[s][1] if s in targets else math.nan,
-                                      cal.simulated[s][1] if s in cal.simulated else math.nan))
+        cal.pod_latency_check.append(
+            (
+                s,
+                meas_p95,
+                targets[s][1] if s in targets else math.nan,
+                cal.simulated[s][1] if s in cal.simulated else math.nan,
+            )
+        )
     return cal
 
 
@@ -334,10 +399,13 @@ def per_minute_fit(app: AppSpec, meas: Measurements, seed: int = 0, n: int = 200
     for j, q in enumerate(("p50", "p95", "p99")):
         err = 100.0 * (sim[:, j] / meas_q[:, j] - 1.0)
         okk = np.isfinite(err)
-        out[q] = {"mape_normal_pct": float(np.nanmedian(np.abs(err[okk & normal]))),
-                  "mape_all_pct": float(np.nanmedian(np.abs(err[okk]))),
-                  "median_err_normal_pct": float(np.nanmedian(err[okk & normal])),
-                  "minutes_normal": int((okk & normal).sum()), "minutes_all": int(okk.sum())}
+        out[q] = {
+            "mape_normal_pct": float(np.nanmedian(np.abs(err[okk & normal]))),
+            "mape_all_pct": float(np.nanmedian(np.abs(err[okk]))),
+            "median_err_normal_pct": float(np.nanmedian(err[okk & normal])),
+            "minutes_normal": int((okk & normal).sum()),
+            "minutes_all": int(okk.sum()),
+        }
     return out
 
 
@@ -360,21 +428,30 @@ def slo_for(cal: Calibration) -> float:
 
 def app_yaml(cal: Calibration, app: AppSpec) -> str:
     """The whole app.yaml text with the fitted parameters."""
-    lines = [APP_YAML_HEADER.rstrip("\n"),
-             "apiVersion: hrl-scheduler.io/v1alpha1", "kind: App", "name: online-boutique",
-             "description: Google Online Boutique, 12 workloads, user requests enter at the frontend",
-             "manifests: kubernetes-manifests.yaml", "graph: manifests", "entry: {frontend: 1.0}",
-             f"# SLO: about 1.3x the measured p95 of the frontend in normal minutes ({cal.targets['frontend'][1]:.0f} ms)",
-             f"sloP95Ms: {slo_for(cal):g}", f"timeoutMs: {app.timeout_ms:g}",
-             "# untraced services (redis-cart, loadgenerator) keep these defaults",
-             "defaults: {cpuMsPerRequest: 0.05, latencyP50Ms: 0.2, latencyMeanMs: 0.25, workingSetMi: 64}",
-             "services:"]
+    lines = [
+        APP_YAML_HEADER.rstrip("\n"),
+        "apiVersion: hrl-scheduler.io/v1alpha1",
+        "kind: App",
+        "name: online-boutique",
+        "description: Google Online Boutique, 12 workloads, user requests enter at the frontend",
+        "manifests: kubernetes-manifests.yaml",
+        "graph: manifests",
+        "entry: {frontend: 1.0}",
+        f"# SLO: about 1.3x the measured p95 of the frontend in normal minutes ({cal.targets['frontend'][1]:.0f} ms)",
+        f"sloP95Ms: {slo_for(cal):g}",
+        f"timeoutMs: {app.timeout_ms:g}",
+        "# untraced services (redis-cart, loadgenerator) keep these defaults",
+        "defaults: {cpuMsPerRequest: 0.05, latencyP50Ms: 0.2, latencyMeanMs: 0.25, workingSetMi: 64}",
+        "services:",
+    ]
     width = max(len(s) for s in cal.params) + 1
     for s in sorted(cal.params):
         p = cal.params[s]
         cv = f", cpuCv: {p.cpu_cv:g}" if p.cpu_cv != 1.0 else ""
-        lines.append(f"  {s + ':':<{width}} {{cpuMsPerRequest: {p.cpu_ms_per_request:g}{cv}, latencyP50Ms: "
-                     f"{p.latency_p50_ms:g}, latencyMeanMs: {p.latency_mean_ms:g}, workingSetMi: {p.working_set_mi:g}}}")
+        lines.append(
+            f"  {s + ':':<{width}} {{cpuMsPerRequest: {p.cpu_ms_per_request:g}{cv}, latencyP50Ms: "
+            f"{p.latency_p50_ms:g}, latencyMeanMs: {p.latency_mean_ms:g}, workingSetMi: {p.working_set_mi:g}}}"
+        )
     lines.append("edges:")
     order = sorted(cal.calls_per_request.items(), key=lambda kv: (kv[0][0] != "frontend", kv[0][0], -kv[1]))
     for (a, b), v in order:
@@ -390,56 +467,86 @@ def app_yaml(cal: Calibration, app: AppSpec) -> str:
 
 def markdown(cal: Calibration) -> str:
     """The ``calibration`` section of BENCHMARKS.md."""
-    out = ["Written by `make bench-sim` (`python -m policy.bench.sim`). Online Boutique fitted to the "
-           "TraStrainer measurements (policy/sim/calibrate.py; data in policy/data/calibration/online-boutique/). "
-           f"Fit load: {cal.lam_rps:.2f} user req/s (median frontend load of the normal minutes); one pod per "
-           "service as measured.", "",
-           "**Per service: simulated vs measured visit latency** (ms; back ends: their server spans, fitted on p50 "
-           "and p95, p99 not fitted; frontend: front_service.csv per-minute percentiles, median over normal "
-           "minutes).", "",
-           "| service | target from | measured p50 / p95 / p99 | simulated p50 / p95 / p99 | error p50 / p95 / p99 % |",
-           "|---|---|---|---|---|"]
+    out = [
+        "Written by `make bench-sim` (`python -m policy.bench.sim`). Online Boutique fitted to the "
+        "TraStrainer measurements (policy/sim/calibrate.py; data in policy/data/calibration/online-boutique/). "
+        f"Fit load: {cal.lam_rps:.2f} user req/s (median frontend load of the normal minutes); one pod per "
+        "service as measured.",
+        "",
+        "**Per service: simulated vs measured visit latency** (ms; back ends: their server spans, fitted on p50 "
+        "and p95, p99 not fitted; frontend: front_service.csv per-minute percentiles, median over normal "
+        "minutes).",
+        "",
+        "| service | target from | measured p50 / p95 / p99 | simulated p50 / p95 / p99 | error p50 / p95 / p99 % |",
+        "|---|---|---|---|---|",
+    ]
     errs = []
     for s in sorted(cal.targets):
         t, m = cal.targets[s], cal.simulated[s]
         e = [100.0 * (b / a - 1.0) for a, b in zip(t, m)]
         errs.append(e)
-        out.append(f"| {s} | {cal.target_source[s]} | {t[0]:.2f} / {t[1]:.2f} / {t[2]:.2f} | "
-                   f"{m[0]:.2f} / {m[1]:.2f} / {m[2]:.2f} | {e[0]:+.1f} / {e[1]:+.1f} / {e[2]:+.1f} |")
+        out.append(
+            f"| {s} | {cal.target_source[s]} | {t[0]:.2f} / {t[1]:.2f} / {t[2]:.2f} | "
+            f"{m[0]:.2f} / {m[1]:.2f} / {m[2]:.2f} | {e[0]:+.1f} / {e[1]:+.1f} / {e[2]:+.1f} |"
+        )
     E = np.abs(np.array(errs))
-    out += ["", f"Median absolute error over services: p50 {np.median(E[:, 0]):.1f}%, p95 {np.median(E[:, 1]):.1f}%, "
-                f"p99 {np.median(E[:, 2]):.1f}% (max {E[:, 0].max():.1f}% / {E[:, 1].max():.1f}% / "
-                f"{E[:, 2].max():.1f}%).", ""]
+    out += [
+        "",
+        f"Median absolute error over services: p50 {np.median(E[:, 0]):.1f}%, p95 {np.median(E[:, 1]):.1f}%, "
+        f"p99 {np.median(E[:, 2]):.1f}% (max {E[:, 0].max():.1f}% / {E[:, 1].max():.1f}% / "
+        f"{E[:, 2].max():.1f}%).",
+        "",
+    ]
     pm = cal.per_minute
     if pm:
-        out += ["**Frontend minute by minute** (each measured minute simulated at its measured frontend load, "
-                "compared with that minute's front_service.csv percentiles): median absolute error %.", "",
-                "| percentile | normal minutes | all minutes (faults included) | median signed error, normal |",
-                "|---|---|---|---|"]
+        out += [
+            "**Frontend minute by minute** (each measured minute simulated at its measured frontend load, "
+            "compared with that minute's front_service.csv percentiles): median absolute error %.",
+            "",
+            "| percentile | normal minutes | all minutes (faults included) | median signed error, normal |",
+            "|---|---|---|---|",
+        ]
         for q, d in pm.items():
-            out.append(f"| {q} | {d['mape_normal_pct']:.1f} (n={d['minutes_normal']}) | {d['mape_all_pct']:.1f} "
-                       f"(n={d['minutes_all']}) | {d['median_err_normal_pct']:+.1f} |")
+            out.append(
+                f"| {q} | {d['mape_normal_pct']:.1f} (n={d['minutes_normal']}) | {d['mape_all_pct']:.1f} "
+                f"(n={d['minutes_all']}) | {d['median_err_normal_pct']:+.1f} |"
+            )
         out.append("")
-    out += ["**Visits per user request**: measured (Σ PodWorkload / Σ frontend PodWorkload over normal minutes, "
-            "from the metrics) vs the model (from the span-derived calls per request):", "",
-            "| service | measured | model |", "|---|---|---|"]
+    out += [
+        "**Visits per user request**: measured (Σ PodWorkload / Σ frontend PodWorkload over normal minutes, "
+        "from the metrics) vs the model (from the span-derived calls per request):",
+        "",
+        "| service | measured | model |",
+        "|---|---|---|",
+    ]
     for s, a, b in cal.visits_check:
         out.append(f"| {s} | {a:.3f} | {b:.3f} |")
-    out += ["", "**Per-pod PodServerLatencyP95** (median over normal minutes) vs the span-derived p95 and the "
-                "simulated p95 (ms). The metric comes from a latency histogram: values just under 5 ms are the "
-                "first bucket's interpolation (\"under 5 ms\"); for currencyservice, frontend and checkoutservice it "
-                "disagrees with the spans by an order of magnitude (it measures more than the handler: queueing in "
-                "front of it), so it is reported, not fitted.", "",
-            "| service | PodServerLatencyP95 | spans p95 | simulated p95 |", "|---|---|---|---|"]
+    out += [
+        "",
+        "**Per-pod PodServerLatencyP95** (median over normal minutes) vs the span-derived p95 and the "
+        "simulated p95 (ms). The metric comes from a latency histogram: values just under 5 ms are the "
+        'first bucket\'s interpolation ("under 5 ms"); for currencyservice, frontend and checkoutservice it '
+        "disagrees with the spans by an order of magnitude (it measures more than the handler: queueing in "
+        "front of it), so it is reported, not fitted.",
+        "",
+        "| service | PodServerLatencyP95 | spans p95 | simulated p95 |",
+        "|---|---|---|---|",
+    ]
     for s, a, t, b in cal.pod_latency_check:
         out.append(f"| {s} | {a:.1f} | {t:.1f} | {b:.1f} |")
-    out += ["", "Fitted parameters (written to app.yaml by `--write-app`):", "",
-            "| service | cpuMsPerRequest | cpuCv | latencyP50Ms | latencyMeanMs | workingSetMi |",
-            "|---|---|---|---|---|---|"]
+    out += [
+        "",
+        "Fitted parameters (written to app.yaml by `--write-app`):",
+        "",
+        "| service | cpuMsPerRequest | cpuCv | latencyP50Ms | latencyMeanMs | workingSetMi |",
+        "|---|---|---|---|---|---|",
+    ]
     for s in sorted(cal.params):
         p = cal.params[s]
-        out.append(f"| {s} | {p.cpu_ms_per_request:g} | {p.cpu_cv:g} | {p.latency_p50_ms:g} | {p.latency_mean_ms:g} | "
-                   f"{p.working_set_mi:g} |")
+        out.append(
+            f"| {s} | {p.cpu_ms_per_request:g} | {p.cpu_cv:g} | {p.latency_p50_ms:g} | {p.latency_mean_ms:g} | "
+            f"{p.working_set_mi:g} |"
+        )
     return "\n".join(out)
 
 

@@ -15,7 +15,16 @@ from typing import Any
 import numpy as np
 
 from policy.observe import parse_node, parse_pdb, parse_pod, parse_workload
-from policy.state import ClusterSnapshot, EvictionResult, NodeInfo, PodDisruptionBudgetInfo, PodInfo, Resources, ServiceGraph
+from policy.state import (
+    ClusterSnapshot,
+    EvictionResult,
+    NodeInfo,
+    PodDisruptionBudgetInfo,
+    PodInfo,
+    Resources,
+    ServiceGraph,
+)
+
 from . import objects
 
 __all__ = ["SimPod", "SimCluster"]
@@ -71,9 +80,15 @@ class SimCluster:
     # ---- construction ---------------------------------------------------------------------------
 
     @staticmethod
-    def build(node_objs: Sequence[Mapping[str, Any]], deployments: Sequence[Mapping[str, Any]], seed: int,
-              startup_delay_s: float = 20.0, scheduler_name: str = "default-scheduler",
-              namespace: str = "default", pdb_objs: Sequence[Mapping[str, Any]] = ()) -> SimCluster:
+    def build(
+        node_objs: Sequence[Mapping[str, Any]],
+        deployments: Sequence[Mapping[str, Any]],
+        seed: int,
+        startup_delay_s: float = 20.0,
+        scheduler_name: str = "default-scheduler",
+        namespace: str = "default",
+        pdb_objs: Sequence[Mapping[str, Any]] = (),
+    ) -> SimCluster:
         deps: dict[str, dict[str, Any]] = {}
         for d in deployments:
             d = dict(d)
@@ -81,8 +96,14 @@ class SimCluster:
             meta.setdefault("namespace", namespace)
             d["metadata"] = meta
             deps[f"{meta['namespace']}/{meta['name']}"] = d
-        return SimCluster([dict(o) for o in node_objs], deps, np.random.default_rng(seed),
-                          startup_delay_s, scheduler_name, [dict(o) for o in pdb_objs])
+        return SimCluster(
+            [dict(o) for o in node_objs],
+            deps,
+            np.random.default_rng(seed),
+            startup_delay_s,
+            scheduler_name,
+            [dict(o) for o in pdb_objs],
+        )
 
     def _dirty(self) -> None:
         self._snap_cache = None
@@ -144,8 +165,14 @@ class SimCluster:
         pod.ready_at_s = now_s + self.startup_delay_s
         self._dirty()
 
-    def oom_kill(self, pod: SimPod, now_s: float, first_backoff_s: float = 10.0, max_backoff_s: float = 300.0,
-                 ready_s: float = 5.0) -> float:
+    def oom_kill(
+        self,
+        pod: SimPod,
+        now_s: float,
+        first_backoff_s: float = 10.0,
+        max_backoff_s: float = 300.0,
+        ready_s: float = 5.0,
+    ) -> float:
         """The kernel kills the pod's container (OOMKilled) at ``now_s``; the kubelet restarts it in place after
         its crash back-off (``first_backoff_s``, doubling per consecutive crash, capped at ``max_backoff_s``,
         reset after 10 minutes without one: kubelet's CrashLoopBackOff) and it is Ready ``ready_s`` later.
@@ -191,16 +218,18 @@ class SimCluster:
             return EvictionResult(pod_key, "not_found", "pod not found")
         for pdb in self.pdbs:
             if pdb.covers(pod.info) and self.disruptions_allowed(pdb, now_s) <= 0:
-                return EvictionResult(pod_key, "refused",
-                                      f"Cannot evict pod as it would violate the pod's disruption budget {pdb.name}")
+                return EvictionResult(
+                    pod_key, "refused", f"Cannot evict pod as it would violate the pod's disruption budget {pdb.name}"
+                )
         self._remove(pod, now_s)
         self.reconcile(now_s)
         return EvictionResult(pod_key, "evicted", "evicted")
 
     # ---- views ----------------------------------------------------------------------------------------
 
-    def snapshot(self, now_s: float, graph: ServiceGraph | None = None,
-                 pod_cpu_usage_m: Mapping[str, float] | None = None) -> ClusterSnapshot:
+    def snapshot(
+        self, now_s: float, graph: ServiceGraph | None = None, pod_cpu_usage_m: Mapping[str, float] | None = None
+    ) -> ClusterSnapshot:
         """A :class:`ClusterSnapshot` of the current state. ``pod_cpu_usage_m`` (pod key → millicores of
         measured use, e.g. from the last simulated minute) fills ``PodInfo.usage`` / ``NodeInfo.usage``."""
         if self._snap_cache is not None and pod_cpu_usage_m is None and graph is None:

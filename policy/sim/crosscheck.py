@@ -20,11 +20,27 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from policy.state import ServiceEdge, ServiceGraph
+
 from . import des
 from .app import AppSpec, CallParams, ServiceParams
 from .model import PerfModel, PodArrays
 
-__all__ = ["Case", "cases", "utilization", "rate_for", "Point", "fast_figures", "run_point", "LATENCY_UTILS", "SATURATION_UTILS", "requests_for", "sweep", "markdown", "STRESS", "verdict"]
+__all__ = [
+    "Case",
+    "cases",
+    "utilization",
+    "rate_for",
+    "Point",
+    "fast_figures",
+    "run_point",
+    "LATENCY_UTILS",
+    "SATURATION_UTILS",
+    "requests_for",
+    "sweep",
+    "markdown",
+    "STRESS",
+    "verdict",
+]
 
 
 @dataclass(frozen=True)
@@ -43,11 +59,18 @@ class Case:
         return PerfModel(self.app)
 
 
-def _app(name: str, services: list[str], edges: list[tuple[str, str, float, bool]], params: dict,
-         timeout_ms: float = 1000.0, calls: dict | None = None) -> AppSpec:
+def _app(
+    name: str,
+    services: list[str],
+    edges: list[tuple[str, str, float, bool]],
+    params: dict,
+    timeout_ms: float = 1000.0,
+    calls: dict | None = None,
+) -> AppSpec:
     g = ServiceGraph.build(services, [ServiceEdge(a, b, calls_per_request=m, parallel=p) for a, b, m, p in edges])
-    return AppSpec(name, (), (), g, params, {services[0]: 1.0}, slo_p95_ms=100.0, timeout_ms=timeout_ms,
-                   calls=calls or {})
+    return AppSpec(
+        name, (), (), g, params, {services[0]: 1.0}, slo_p95_ms=100.0, timeout_ms=timeout_ms, calls=calls or {}
+    )
 
 
 def _pods(rows: list[tuple[int, int, float, float]]) -> PodArrays:
@@ -60,60 +83,146 @@ def cases() -> dict[str, Case]:
     P = ServiceParams
     K = 64  # a small run queue so saturation settles within seconds of simulated time
     out = [
-        Case("single", "one service, one pod limited to 1 core on a 2-core node (M/M/1-PS)",
-             _app("single", ["a"], [], {"a": P(cpu_ms_per_request=10.0, latency_p50_ms=0.5, latency_mean_ms=0.6,
-                                               max_inflight=K)}),
-             _pods([(0, 0, 1.0, 0.5)]), (2.0,), ("z1",)),
-        Case("chain", "a -> b -> c (b calls c twice, one after the other); b limited to 2 cores; c has a pod on "
-                      "each of 2 nodes",
-             _app("chain", ["a", "b", "c"], [("a", "b", 1.0, False), ("b", "c", 2.0, False)],
-                  {"a": P(cpu_ms_per_request=2.0, latency_p50_ms=1.0, latency_mean_ms=1.5, max_inflight=K),
-                   "b": P(cpu_ms_per_request=8.0, latency_p50_ms=2.0, latency_mean_ms=3.0, max_inflight=K),
-                   "c": P(cpu_ms_per_request=3.0, latency_p50_ms=0.5, latency_mean_ms=0.7, max_inflight=K)}),
-             _pods([(0, 0, 1.0, 0.5), (1, 1, 2.0, 1.0), (2, 0, 1.0, 0.5), (2, 1, 1.0, 0.5)]), (4.0, 4.0),
-             ("z1", "z1")),
-        Case("fanout", "a calls b once and c twice, all in parallel; c has 2 pods; 3 nodes in 2 zones; 1.2 MB "
-                       "per call to c",
-             _app("fanout", ["a", "b", "c"], [("a", "b", 1.0, True), ("a", "c", 2.0, True)],
-                  {"a": P(cpu_ms_per_request=1.0, latency_p50_ms=0.5, latency_mean_ms=0.6, max_inflight=K),
-                   "b": P(cpu_ms_per_request=5.0, latency_p50_ms=1.0, latency_mean_ms=2.0, max_inflight=K),
-                   "c": P(cpu_ms_per_request=2.5, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K)},
-                  calls={("a", "c"): CallParams(request_bytes=2e5, response_bytes=1e6)}),
-             _pods([(0, 0, 1.0, 0.5), (1, 1, 1.0, 0.5), (2, 1, 1.0, 0.5), (2, 2, 1.0, 0.5)]), (2.0, 2.0, 2.0),
-             ("z1", "z1", "z2")),
-        Case("shared-node", "a -> b on one 1-core node, no CPU limits (the node's CPU is shared by CFS weight)",
-             _app("shared-node", ["a", "b"], [("a", "b", 1.0, False)],
-                  {"a": P(cpu_ms_per_request=4.0, latency_p50_ms=0.5, latency_mean_ms=0.6, max_inflight=K),
-                   "b": P(cpu_ms_per_request=4.0, latency_p50_ms=0.5, latency_mean_ms=0.6, max_inflight=K)}),
-             _pods([(0, 0, math.inf, 0.1), (1, 0, math.inf, 0.1)]), (1.0,), ("z1",)),
-        Case("retries", "a -> b (the CPU bottleneck), then a -> c with a 30 ms per-try timeout and 2 retries after "
-                        "5 ms; c's own time has a heavy tail (I/O: ~8% of tries time out whatever the load)",
-             _app("retries", ["a", "b", "c"], [("a", "b", 1.0, False), ("a", "c", 1.0, False)],
-                  {"a": P(cpu_ms_per_request=1.0, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K),
-                   "b": P(cpu_ms_per_request=8.0, latency_p50_ms=2.0, latency_mean_ms=3.0, max_inflight=K),
-                   "c": P(cpu_ms_per_request=0.5, latency_p50_ms=10.0, latency_mean_ms=10.0 * math.exp(0.32),
-                          max_inflight=K)},
-                  calls={("a", "c"): CallParams(timeout_ms=30.0, retries=2, retry_backoff_ms=5.0)}),
-             _pods([(0, 0, 1.0, 0.5), (1, 1, 1.0, 0.5), (2, 0, 1.0, 0.5)]), (2.0, 2.0), ("z1", "z1")),
-        Case("retry-storm", "stress: a -> b, b the bottleneck, with a 150 ms per-try timeout and 1 retry: "
-                            "bistable (metastable retry storms)",
-             _app("retry-storm", ["a", "b"], [("a", "b", 1.0, False)],
-                  {"a": P(cpu_ms_per_request=1.0, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K),
-                   "b": P(cpu_ms_per_request=8.0, latency_p50_ms=2.0, latency_mean_ms=3.0, max_inflight=K)},
-                  calls={("a", "b"): CallParams(timeout_ms=150.0, retries=1, retry_backoff_ms=5.0)}),
-             _pods([(0, 0, 1.0, 0.5), (1, 1, 1.0, 0.5)]), (2.0, 2.0), ("z1", "z1")),
-        Case("quota", "a -> b, b limited to 300m (under one core: a lone request runs at full speed, "
-                      "concurrent ones share the quota)",
-             _app("quota", ["a", "b"], [("a", "b", 1.0, False)],
-                  {"a": P(cpu_ms_per_request=0.5, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K),
-                   "b": P(cpu_ms_per_request=1.5, latency_p50_ms=0.5, latency_mean_ms=0.6, max_inflight=K)}),
-             _pods([(0, 0, 1.0, 0.5), (1, 1, 0.3, 0.1)]), (2.0, 2.0), ("z1", "z1")),
-        Case("fanout-batch", "stress: a calls c 2.5 times in parallel, c has ONE pod (batch arrivals)",
-             _app("fanout-batch", ["a", "b", "c"], [("a", "b", 1.0, True), ("a", "c", 2.5, True)],
-                  {"a": P(cpu_ms_per_request=1.0, latency_p50_ms=0.5, latency_mean_ms=0.6, max_inflight=K),
-                   "b": P(cpu_ms_per_request=5.0, latency_p50_ms=1.0, latency_mean_ms=2.0, max_inflight=K),
-                   "c": P(cpu_ms_per_request=2.0, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K)}),
-             _pods([(0, 0, 1.0, 0.5), (1, 1, 1.0, 0.5), (2, 2, 1.0, 0.5)]), (2.0, 2.0, 2.0), ("z1", "z1", "z2")),
+        Case(
+            "single",
+            "one service, one pod limited to 1 core on a 2-core node (M/M/1-PS)",
+            _app(
+                "single",
+                ["a"],
+                [],
+                {"a": P(cpu_ms_per_request=10.0, latency_p50_ms=0.5, latency_mean_ms=0.6, max_inflight=K)},
+            ),
+            _pods([(0, 0, 1.0, 0.5)]),
+            (2.0,),
+            ("z1",),
+        ),
+        Case(
+            "chain",
+            "a -> b -> c (b calls c twice, one after the other); b limited to 2 cores; c has a pod on each of 2 nodes",
+            _app(
+                "chain",
+                ["a", "b", "c"],
+                [("a", "b", 1.0, False), ("b", "c", 2.0, False)],
+                {
+                    "a": P(cpu_ms_per_request=2.0, latency_p50_ms=1.0, latency_mean_ms=1.5, max_inflight=K),
+                    "b": P(cpu_ms_per_request=8.0, latency_p50_ms=2.0, latency_mean_ms=3.0, max_inflight=K),
+                    "c": P(cpu_ms_per_request=3.0, latency_p50_ms=0.5, latency_mean_ms=0.7, max_inflight=K),
+                },
+            ),
+            _pods([(0, 0, 1.0, 0.5), (1, 1, 2.0, 1.0), (2, 0, 1.0, 0.5), (2, 1, 1.0, 0.5)]),
+            (4.0, 4.0),
+            ("z1", "z1"),
+        ),
+        Case(
+            "fanout",
+            "a calls b once and c twice, all in parallel; c has 2 pods; 3 nodes in 2 zones; 1.2 MB per call to c",
+            _app(
+                "fanout",
+                ["a", "b", "c"],
+                [("a", "b", 1.0, True), ("a", "c", 2.0, True)],
+                {
+                    "a": P(cpu_ms_per_request=1.0, latency_p50_ms=0.5, latency_mean_ms=0.6, max_inflight=K),
+                    "b": P(cpu_ms_per_request=5.0, latency_p50_ms=1.0, latency_mean_ms=2.0, max_inflight=K),
+                    "c": P(cpu_ms_per_request=2.5, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K),
+                },
+                calls={("a", "c"): CallParams(request_bytes=2e5, response_bytes=1e6)},
+            ),
+            _pods([(0, 0, 1.0, 0.5), (1, 1, 1.0, 0.5), (2, 1, 1.0, 0.5), (2, 2, 1.0, 0.5)]),
+            (2.0, 2.0, 2.0),
+            ("z1", "z1", "z2"),
+        ),
+        Case(
+            "shared-node",
+            "a -> b on one 1-core node, no CPU limits (the node's CPU is shared by CFS weight)",
+            _app(
+                "shared-node",
+                ["a", "b"],
+                [("a", "b", 1.0, False)],
+                {
+                    "a": P(cpu_ms_per_request=4.0, latency_p50_ms=0.5, latency_mean_ms=0.6, max_inflight=K),
+                    "b": P(cpu_ms_per_request=4.0, latency_p50_ms=0.5, latency_mean_ms=0.6, max_inflight=K),
+                },
+            ),
+            _pods([(0, 0, math.inf, 0.1), (1, 0, math.inf, 0.1)]),
+            (1.0,),
+            ("z1",),
+        ),
+        Case(
+            "retries",
+            "a -> b (the CPU bottleneck), then a -> c with a 30 ms per-try timeout and 2 retries after "
+            "5 ms; c's own time has a heavy tail (I/O: ~8% of tries time out whatever the load)",
+            _app(
+                "retries",
+                ["a", "b", "c"],
+                [("a", "b", 1.0, False), ("a", "c", 1.0, False)],
+                {
+                    "a": P(cpu_ms_per_request=1.0, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K),
+                    "b": P(cpu_ms_per_request=8.0, latency_p50_ms=2.0, latency_mean_ms=3.0, max_inflight=K),
+                    "c": P(
+                        cpu_ms_per_request=0.5,
+                        latency_p50_ms=10.0,
+                        latency_mean_ms=10.0 * math.exp(0.32),
+                        max_inflight=K,
+                    ),
+                },
+                calls={("a", "c"): CallParams(timeout_ms=30.0, retries=2, retry_backoff_ms=5.0)},
+            ),
+            _pods([(0, 0, 1.0, 0.5), (1, 1, 1.0, 0.5), (2, 0, 1.0, 0.5)]),
+            (2.0, 2.0),
+            ("z1", "z1"),
+        ),
+        Case(
+            "retry-storm",
+            "stress: a -> b, b the bottleneck, with a 150 ms per-try timeout and 1 retry: "
+            "bistable (metastable retry storms)",
+            _app(
+                "retry-storm",
+                ["a", "b"],
+                [("a", "b", 1.0, False)],
+                {
+                    "a": P(cpu_ms_per_request=1.0, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K),
+                    "b": P(cpu_ms_per_request=8.0, latency_p50_ms=2.0, latency_mean_ms=3.0, max_inflight=K),
+                },
+                calls={("a", "b"): CallParams(timeout_ms=150.0, retries=1, retry_backoff_ms=5.0)},
+            ),
+            _pods([(0, 0, 1.0, 0.5), (1, 1, 1.0, 0.5)]),
+            (2.0, 2.0),
+            ("z1", "z1"),
+        ),
+        Case(
+            "quota",
+            "a -> b, b limited to 300m (under one core: a lone request runs at full speed, "
+            "concurrent ones share the quota)",
+            _app(
+                "quota",
+                ["a", "b"],
+                [("a", "b", 1.0, False)],
+                {
+                    "a": P(cpu_ms_per_request=0.5, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K),
+                    "b": P(cpu_ms_per_request=1.5, latency_p50_ms=0.5, latency_mean_ms=0.6, max_inflight=K),
+                },
+            ),
+            _pods([(0, 0, 1.0, 0.5), (1, 1, 0.3, 0.1)]),
+            (2.0, 2.0),
+            ("z1", "z1"),
+        ),
+        Case(
+            "fanout-batch",
+            "stress: a calls c 2.5 times in parallel, c has ONE pod (batch arrivals)",
+            _app(
+                "fanout-batch",
+                ["a", "b", "c"],
+                [("a", "b", 1.0, True), ("a", "c", 2.5, True)],
+                {
+                    "a": P(cpu_ms_per_request=1.0, latency_p50_ms=0.5, latency_mean_ms=0.6, max_inflight=K),
+                    "b": P(cpu_ms_per_request=5.0, latency_p50_ms=1.0, latency_mean_ms=2.0, max_inflight=K),
+                    "c": P(cpu_ms_per_request=2.0, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K),
+                },
+            ),
+            _pods([(0, 0, 1.0, 0.5), (1, 1, 1.0, 0.5), (2, 2, 1.0, 0.5)]),
+            (2.0, 2.0, 2.0),
+            ("z1", "z1", "z2"),
+        ),
     ]
     return {c.name: c for c in out}
 
@@ -184,8 +293,9 @@ class Point:
         return self.fast_failed_pct - self.des_failed_pct
 
 
-def fast_figures(case: Case, lam: float, samples: int = 200_000, steps: int = 4, seed: int = 0,
-                 model: PerfModel | None = None) -> tuple[float, float, float]:
+def fast_figures(
+    case: Case, lam: float, samples: int = 200_000, steps: int = 4, seed: int = 0, model: PerfModel | None = None
+) -> tuple[float, float, float]:
     """(mean ms, p95 ms, failed %) of the fast model at ``lam``: ``steps`` steps of ``samples`` requests,
     each step starting from the previous one's retry failure shares (as the engine carries them)."""
     m = model or case.model()
@@ -203,13 +313,23 @@ def fast_figures(case: Case, lam: float, samples: int = 200_000, steps: int = 4,
         if not m.has_retries and k + 1 >= steps:
             break
     lat = np.concatenate(lats) if lats else np.zeros(0)
-    return (float(lat.mean()) if len(lat) else math.nan, float(np.percentile(lat, 95)) if len(lat) else math.nan,
-            100.0 * float(np.mean(fails)))
+    return (
+        float(lat.mean()) if len(lat) else math.nan,
+        float(np.percentile(lat, 95)) if len(lat) else math.nan,
+        100.0 * float(np.mean(fails)),
+    )
 
 
-def run_point(case: Case, util: float, requests: int, seed: int = 1, fast_samples: int = 200_000,
-              warmup_s: float | None = None, target_ci_pct: float | None = None,
-              max_requests: int = 2_000_000) -> Point:
+def run_point(
+    case: Case,
+    util: float,
+    requests: int,
+    seed: int = 1,
+    fast_samples: int = 200_000,
+    warmup_s: float | None = None,
+    target_ci_pct: float | None = None,
+    max_requests: int = 2_000_000,
+) -> Point:
     """Cross-check ``case`` at utilisation ``util`` with about ``requests`` discrete-event user requests;
     with ``target_ci_pct`` (latency points only), run again longer (up to ``max_requests``) until the mean's
     and the p95's 95% CI half-widths are under it."""
@@ -219,8 +339,17 @@ def run_point(case: Case, util: float, requests: int, seed: int = 1, fast_sample
     while True:
         duration = requests / lam
         warm = warmup_s if warmup_s is not None else max(duration / 10.0, 5.0 if util >= 1.0 else 0.0)
-        r = des.simulate(m, lam, case.pods, np.array(case.node_cores), list(case.zones), duration_s=duration,
-                         warmup_s=warm, seed=seed, timeout_ms=case.app.timeout_ms)
+        r = des.simulate(
+            m,
+            lam,
+            case.pods,
+            np.array(case.node_cores),
+            list(case.zones),
+            duration_s=duration,
+            warmup_s=warm,
+            seed=seed,
+            timeout_ms=case.app.timeout_ms,
+        )
         dm, cm = r.estimate("mean")
         dp, cp = r.estimate("p95")
         ci = 100.0 * max(cm / dm, cp / dp) if dm and dp else math.inf
@@ -244,8 +373,14 @@ def requests_for(util: float) -> int:
     return {0.3: 40_000, 0.5: 60_000, 0.7: 120_000}.get(util, 300_000)
 
 
-def sweep(names: list[str] | None = None, latency_utils=LATENCY_UTILS, saturation_utils=SATURATION_UTILS,
-          scale: float = 1.0, progress=None, target_ci_pct: float | None = 2.8) -> list[Point]:
+def sweep(
+    names: list[str] | None = None,
+    latency_utils=LATENCY_UTILS,
+    saturation_utils=SATURATION_UTILS,
+    scale: float = 1.0,
+    progress=None,
+    target_ci_pct: float | None = 2.8,
+) -> list[Point]:
     """Every case (or ``names``) at every utilisation; ``scale`` multiplies the first try's requests per point,
     latency points are extended until their CI is under ``target_ci_pct``."""
     out = []
@@ -254,8 +389,12 @@ def sweep(names: list[str] | None = None, latency_utils=LATENCY_UTILS, saturatio
             continue
         for u in (*latency_utils, *saturation_utils):
             stress = name in STRESS  # reported at fixed lengths, not run until their CI is small
-            p = run_point(case, u, int(requests_for(u) * scale * (0.5 if stress else 1.0)),
-                          target_ci_pct=None if stress else target_ci_pct)
+            p = run_point(
+                case,
+                u,
+                int(requests_for(u) * scale * (0.5 if stress else 1.0)),
+                target_ci_pct=None if stress else target_ci_pct,
+            )
             out.append(p)
             if progress:
                 progress(p)
@@ -264,14 +403,18 @@ def sweep(names: list[str] | None = None, latency_utils=LATENCY_UTILS, saturatio
 
 def markdown(points: list[Point]) -> str:
     """The cross-check table (one row per case × utilisation) and the verdict."""
-    rows = ["| case | util | req/s | DES requests | DES mean ms (±CI%) | fast mean ms (err %) | DES p95 ms (±CI%) | "
-            "fast p95 ms (err %) | DES failed % | fast failed % |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| case | util | req/s | DES requests | DES mean ms (±CI%) | fast mean ms (err %) | DES p95 ms (±CI%) | "
+        "fast p95 ms (err %) | DES failed % | fast failed % |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for p in points:
-        rows.append(f"| {p.case} | {p.util:.2f} | {p.lam_rps:.1f} | {p.requests:,} | {p.des_mean_ms:.2f} "
-                    f"(±{p.des_mean_ci_pct:.1f}) | {p.fast_mean_ms:.2f} ({p.mean_err_pct:+.1f}) | {p.des_p95_ms:.2f} "
-                    f"(±{p.des_p95_ci_pct:.1f}) | {p.fast_p95_ms:.2f} ({p.p95_err_pct:+.1f}) | "
-                    f"{p.des_failed_pct:.2f} | {p.fast_failed_pct:.2f} |")
+        rows.append(
+            f"| {p.case} | {p.util:.2f} | {p.lam_rps:.1f} | {p.requests:,} | {p.des_mean_ms:.2f} "
+            f"(±{p.des_mean_ci_pct:.1f}) | {p.fast_mean_ms:.2f} ({p.mean_err_pct:+.1f}) | {p.des_p95_ms:.2f} "
+            f"(±{p.des_p95_ci_pct:.1f}) | {p.fast_p95_ms:.2f} ({p.p95_err_pct:+.1f}) | "
+            f"{p.des_failed_pct:.2f} | {p.fast_failed_pct:.2f} |"
+        )
     return "\n".join(rows)
 
 

@@ -11,7 +11,8 @@ What it simulates, event by event:
   then makes its calls: sequential edges one call after another (``floor(m)`` + Bernoulli(frac) calls per
   edge), all parallel calls at once, waiting for the last;
 - CPU is shared on each node by water-filling (CFS): each pod with ``n >= 2`` requests can use up to
-  ``min(limit, n)`` cores, a lone request one core (CFS quota lets a short request run at full speed); the node's cores (minus background tenants' use) go to the pods in proportion to
+  ``min(limit, n)`` cores, a lone request one core (CFS quota lets a short request run at full speed); the
+  node's cores (minus background tenants' use) go to the pods in proportion to
   their CPU requests (``cpu.weight``), capped by what each can use, the rest redistributed; inside a pod the
   requests share its cores equally (each at most one core);
 - a call costs the network delay of its link (same node / zone / cross zone + bytes × per-byte cost); with a
@@ -183,7 +184,7 @@ class DesResult:
 
     def estimate(self, stat: str) -> tuple[float, float]:
         """(estimate, 95% CI half-width) of ``mean`` or ``pNN`` (e.g. ``p95``) by batch means."""
-        f = (np.mean if stat == "mean" else (lambda x: np.percentile(x, float(stat[1:]))))
+        f = np.mean if stat == "mean" else (lambda x: np.percentile(x, float(stat[1:])))
         est = float(f(self.latency_ms)) if len(self.latency_ms) else math.nan
         per = np.array([f(b) for b in self._batches() if len(b) > 1])
         if len(per) < 2:
@@ -193,9 +194,16 @@ class DesResult:
 
 
 class _Sim:
-    def __init__(self, model: PerfModel, pods: PodArrays, node_cores: np.ndarray, node_zones: list[str],
-                 rng: random.Random, node_bg_cores: np.ndarray | None,
-                 node_bg_request_cores: np.ndarray | None):
+    def __init__(
+        self,
+        model: PerfModel,
+        pods: PodArrays,
+        node_cores: np.ndarray,
+        node_zones: list[str],
+        rng: random.Random,
+        node_bg_cores: np.ndarray | None,
+        node_bg_request_cores: np.ndarray | None,
+    ):
         self.m = model
         self.env = simpy.Environment()
         self.rng = rng
@@ -334,10 +342,22 @@ class _Sim:
             self.env.process(self.request(e, out))
 
 
-def simulate(model: PerfModel, lam_rps: float, pods: PodArrays, node_cores: np.ndarray, node_zones: list[str],
-             *, duration_s: float, warmup_s: float | None = None, seed: int = 0, timeout_ms: float = math.inf,
-             node_bg_cores: np.ndarray | None = None, node_bg_request_cores: np.ndarray | None = None,
-             drain_s: float = 60.0, batches: int = 20) -> DesResult:
+def simulate(
+    model: PerfModel,
+    lam_rps: float,
+    pods: PodArrays,
+    node_cores: np.ndarray,
+    node_zones: list[str],
+    *,
+    duration_s: float,
+    warmup_s: float | None = None,
+    seed: int = 0,
+    timeout_ms: float = math.inf,
+    node_bg_cores: np.ndarray | None = None,
+    node_bg_request_cores: np.ndarray | None = None,
+    drain_s: float = 60.0,
+    batches: int = 20,
+) -> DesResult:
     """Simulate ``warmup_s + duration_s`` seconds at ``lam_rps`` user requests/s (> 0) and measure the
     requests that start after the warm-up (default: a tenth of ``duration_s``). Requests still running at
     the end get ``drain_s`` more seconds to finish (none arrive then); any still unfinished count as failed.
@@ -345,8 +365,7 @@ def simulate(model: PerfModel, lam_rps: float, pods: PodArrays, node_cores: np.n
     if not lam_rps > 0:
         raise ValueError(f"lam_rps: must be > 0, got {lam_rps!r}")
     warm = duration_s / 10.0 if warmup_s is None else warmup_s
-    sim = _Sim(model, pods, node_cores, node_zones, random.Random(seed), node_bg_cores,
-               node_bg_request_cores)
+    sim = _Sim(model, pods, node_cores, node_zones, random.Random(seed), node_bg_cores, node_bg_request_cores)
     out: list[tuple[float, float, bool]] = []
     end = warm + duration_s
     sim.env.process(sim.source(lam_rps, end, out))

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
+
 import numpy as np
+
 from policy.bundle import BundleError
-from policy.highlevel import DEFAULT_DRPC_BUNDLE
-from policy.highlevel import DrpcAutoscaler
-from policy.highlevel import DrpcState
-from policy.highlevel import ServiceSignals
+from policy.highlevel import DEFAULT_DRPC_BUNDLE, DrpcAutoscaler, DrpcState, ServiceSignals
+
 if TYPE_CHECKING:  # pragma: no cover
     from .engine import PeriodicHook, Simulation
     from .stacks import StackBuild, StackContext
@@ -19,6 +19,7 @@ __all__ = ["signals_from_sim", "drpc_hook", "drpc_stack"]
 
 
 # ---- the simulator's drpc stack ----------------------------------------------------------------------------
+
 
 def signals_from_sim(sim: Simulation) -> dict[str, ServiceSignals]:
     """Per-service signals of the simulation's last minute (what a service mesh would report): arrivals
@@ -33,12 +34,15 @@ def signals_from_sim(sim: Simulation) -> dict[str, ServiceSignals]:
     rps = np.bincount(idx, weights=st.pod_rps, minlength=S) if len(idx) else np.zeros(S)
     blocked = np.bincount(idx, weights=st.pod_rps * st.pod_blocked_frac, minlength=S) if len(idx) else np.zeros(S)
     visit = st.service_visit_ms if len(st.service_visit_ms) == S else np.zeros(S)
-    return {s: ServiceSignals(float(rps[i]), float(visit[i]), float(blocked[i] / rps[i]) if rps[i] > 0 else 0.0)
-            for s, i in pos.items()}
+    return {
+        s: ServiceSignals(float(rps[i]), float(visit[i]), float(blocked[i] / rps[i]) if rps[i] > 0 else 0.0)
+        for s, i in pos.items()
+    }
 
 
-def drpc_hook(autoscaler: DrpcAutoscaler, workloads: Iterable[str], name: str = "drpc",
-              period_min: int = 1) -> PeriodicHook:
+def drpc_hook(
+    autoscaler: DrpcAutoscaler, workloads: Iterable[str], name: str = "drpc", period_min: int = 1
+) -> PeriodicHook:
     """A :class:`~policy.sim.engine.PeriodicHook` running ``autoscaler`` on ``workloads`` every
     ``period_min`` simulated minutes with the simulator's service signals, scaling through ``sim.scale``."""
     from .engine import PeriodicHook

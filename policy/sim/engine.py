@@ -26,17 +26,43 @@ import numpy as np
 
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot, EvictionResult, PodInfo, ServiceEdge, ServiceGraph
+
 from .app import AppSpec
 from .cluster import SimCluster, SimPod
 from .kube_scheduler import KubeSchedulerModel
 from .model import NetworkModel, PerfModel, PodArrays, StepStats
 from .objects import node_object
 
-__all__ = ["METRIC_KEYS", "BACKGROUND_NAMESPACE", "ANNOTATION_BACKGROUND", "MIB", "BackgroundPod", "background_tenants", "ClusterSpec", "SimConfig", "SimResult", "SimEvictor", "PeriodicHook", "MinuteStats", "Simulation", "weighted_percentile", "rps_for_app", "metrics_table_row"]
+__all__ = [
+    "METRIC_KEYS",
+    "BACKGROUND_NAMESPACE",
+    "ANNOTATION_BACKGROUND",
+    "MIB",
+    "BackgroundPod",
+    "background_tenants",
+    "ClusterSpec",
+    "SimConfig",
+    "SimResult",
+    "SimEvictor",
+    "PeriodicHook",
+    "MinuteStats",
+    "Simulation",
+    "weighted_percentile",
+    "rps_for_app",
+    "metrics_table_row",
+]
 
 #: Metric keys every simulation reports (DESIGN.md section 4), all means over the run.
-METRIC_KEYS = ("latency_mean_ms", "latency_p95_ms", "latency_p99_ms", "failed_pct", "slo_violation_pct",
-               "cpu_core_hours", "evictions", "cross_node_call_pct")
+METRIC_KEYS = (
+    "latency_mean_ms",
+    "latency_p95_ms",
+    "latency_p99_ms",
+    "failed_pct",
+    "slo_violation_pct",
+    "cpu_core_hours",
+    "evictions",
+    "cross_node_call_pct",
+)
 
 #: Label and annotation of background tenants' pods (other workloads sharing the nodes).
 BACKGROUND_NAMESPACE = "tenants"
@@ -75,18 +101,32 @@ class BackgroundPod:
             res["limits"] = lim
         labels = {"app": self.name, "hrl-scheduler.io/tenant": "background"}
         return {
-            "apiVersion": "apps/v1", "kind": "Deployment",
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
             "metadata": {"name": self.name, "namespace": BACKGROUND_NAMESPACE, "labels": dict(labels)},
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": self.name}},
-                     "template": {"metadata": {"labels": labels, "annotations": {ANNOTATION_BACKGROUND: "true"}},
-                                  "spec": {"containers": [{"name": "main", "image": "tenant/workload:1",
-                                                           "resources": res}]}}},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": self.name}},
+                "template": {
+                    "metadata": {"labels": labels, "annotations": {ANNOTATION_BACKGROUND: "true"}},
+                    "spec": {"containers": [{"name": "main", "image": "tenant/workload:1", "resources": res}]},
+                },
+            },
         }
 
 
-def background_tenants(nodes: int, cpu_m: int, memory_bytes: int, *, pods_per_node: int = 2,
-                       request_frac: float = 0.3, use_frac: float = 0.2, memory_frac: float = 0.25,
-                       cpu_use_cv: float = 0.2, seed: int = 0) -> tuple[BackgroundPod, ...]:
+def background_tenants(
+    nodes: int,
+    cpu_m: int,
+    memory_bytes: int,
+    *,
+    pods_per_node: int = 2,
+    request_frac: float = 0.3,
+    use_frac: float = 0.2,
+    memory_frac: float = 0.25,
+    cpu_use_cv: float = 0.2,
+    seed: int = 0,
+) -> tuple[BackgroundPod, ...]:
     """A random mix of background pods: ``pods_per_node`` per node requesting about ``request_frac`` of
     each node's CPU (and ``memory_frac`` of its memory) and using about ``use_frac`` of its CPU, the shares
     varying ±50% between pods. Deterministic per ``seed``."""
@@ -102,8 +142,11 @@ def background_tenants(nodes: int, cpu_m: int, memory_bytes: int, *, pods_per_no
             req = int(cpu_m * request_frac * w[k])
             use = float(cpu_m * use_frac * w[k] * rng.uniform(0.5, 1.5))
             mem = int(memory_bytes * memory_frac * w[k])
-            out.append(BackgroundPod(f"tenant-{n:03d}-{k}", n, req, mem, use, int(mem * rng.uniform(0.6, 1.0)),
-                                     cpu_use_cv=cpu_use_cv))
+            out.append(
+                BackgroundPod(
+                    f"tenant-{n:03d}-{k}", n, req, mem, use, int(mem * rng.uniform(0.6, 1.0)), cpu_use_cv=cpu_use_cv
+                )
+            )
     return tuple(out)
 
 
@@ -205,7 +248,7 @@ class PeriodicHook:
 
     name: str
     period_min: int
-    fn: Callable[["Simulation"], Any]
+    fn: Callable[[Simulation], Any]
 
 
 @dataclass(frozen=True)
@@ -234,10 +277,17 @@ class Simulation:
     Raises ValueError when the trace is shorter than ``config.minutes`` or a hook's period is < 1.
     """
 
-    def __init__(self, app: AppSpec, rps: np.ndarray, cluster_spec: ClusterSpec, scheduler: KubeSchedulerModel,
-                 config: SimConfig, hooks: Sequence[PeriodicHook] = (),
-                 on_change: Callable[[ClusterSnapshot], None] | None = None,
-                 scheduler_name: str = "default-scheduler"):
+    def __init__(
+        self,
+        app: AppSpec,
+        rps: np.ndarray,
+        cluster_spec: ClusterSpec,
+        scheduler: KubeSchedulerModel,
+        config: SimConfig,
+        hooks: Sequence[PeriodicHook] = (),
+        on_change: Callable[[ClusterSnapshot], None] | None = None,
+        scheduler_name: str = "default-scheduler",
+    ):
         if len(rps) < config.minutes:
             raise ValueError(f"trace: {len(rps)} minutes of rates for a {config.minutes}-minute simulation")
         self.app = app
@@ -259,8 +309,13 @@ class Simulation:
         self.rng_bg = r_bg
         self.model = PerfModel(app, config.network)
         bg_deps = [b.deployment() for b in cluster_spec.background]
-        self.cluster = SimCluster.build(cluster_spec.node_objects(), [*app.deployments, *bg_deps], seed=0,
-                                        startup_delay_s=config.startup_delay_s, scheduler_name=scheduler_name)
+        self.cluster = SimCluster.build(
+            cluster_spec.node_objects(),
+            [*app.deployments, *bg_deps],
+            seed=0,
+            startup_delay_s=config.startup_delay_s,
+            scheduler_name=scheduler_name,
+        )
         self.cluster.rng = r_cluster
         self.node_objs = {o["metadata"]["name"]: o for o in self.cluster.node_objs}
         self.node_cores = np.array([n.allocatable.cpu_m / 1000.0 for n in self.cluster.nodes])
@@ -293,18 +348,26 @@ class Simulation:
         metrics would show); rates are None before the first minute."""
         if self._last_edge_rps is None:
             return self.app.graph
-        rates = {(self.model.services[a], self.model.services[b]): float(r)
-                 for (a, b, _m, _p), r in zip(self.model.edges, self._last_edge_rps)}
-        edges = [ServiceEdge(e.caller, e.callee, rps=rates.get((e.caller, e.callee), e.rps),
-                             calls_per_request=e.calls_per_request, parallel=e.parallel)
-                 for e in self.app.graph.edges]
+        rates = {
+            (self.model.services[a], self.model.services[b]): float(r)
+            for (a, b, _m, _p), r in zip(self.model.edges, self._last_edge_rps)
+        }
+        edges = [
+            ServiceEdge(
+                e.caller,
+                e.callee,
+                rps=rates.get((e.caller, e.callee), e.rps),
+                calls_per_request=e.calls_per_request,
+                parallel=e.parallel,
+            )
+            for e in self.app.graph.edges
+        ]
         return self.app.graph.with_edges(edges)
 
     def observe(self) -> ClusterSnapshot:
         """The cluster as an observer would see it now: objects, measured CPU use of the last minute, and
         the observed call graph."""
-        return self.cluster.snapshot(self.now_s, graph=self.observed_graph(),
-                                     pod_cpu_usage_m=self._last_pod_usage_m)
+        return self.cluster.snapshot(self.now_s, graph=self.observed_graph(), pod_cpu_usage_m=self._last_pod_usage_m)
 
     def scale(self, workload: str, replicas: int) -> None:
         """The scale subresource (``namespace/name``)."""
@@ -330,8 +393,7 @@ class Simulation:
             snap = self.observe()
             if self.on_change is not None:
                 self.on_change(snap)
-            res = self.scheduler.schedule(pod.info, pod.obj, ClusterIndex.build(snap), self.node_objs,
-                                          self.rng_sched)
+            res = self.scheduler.schedule(pod.info, pod.obj, ClusterIndex.build(snap), self.node_objs, self.rng_sched)
             node = res.node
         if node is None:
             self.unschedulable += 1
@@ -357,13 +419,40 @@ class Simulation:
         self._place_background()
         if schedule:
             self.schedule_pending()
-        self._acc = {"lat": [], "w": [], "failed": 0.0, "offered": 0.0, "calls": 0.0, "cross": 0.0,
-                     "core_hours": 0.0, "slo_bad": 0, "evictions": 0, "oom": 0, "lost": 0.0,
-                     "series": {k: [] for k in (
-                         "rps", "offered", "served", "failed", "latency_mean_ms", "latency_p50_ms",
-                         "latency_p95_ms", "failed_pct", "cross_node_call_pct", "cross_zone_call_pct",
-                         "cpu_cores_requested", "cpu_cores_used", "pods", "evictions", "oom_kills",
-                         "lost_inflight")}}
+        self._acc = {
+            "lat": [],
+            "w": [],
+            "failed": 0.0,
+            "offered": 0.0,
+            "calls": 0.0,
+            "cross": 0.0,
+            "core_hours": 0.0,
+            "slo_bad": 0,
+            "evictions": 0,
+            "oom": 0,
+            "lost": 0.0,
+            "series": {
+                k: []
+                for k in (
+                    "rps",
+                    "offered",
+                    "served",
+                    "failed",
+                    "latency_mean_ms",
+                    "latency_p50_ms",
+                    "latency_p95_ms",
+                    "failed_pct",
+                    "cross_node_call_pct",
+                    "cross_zone_call_pct",
+                    "cpu_cores_requested",
+                    "cpu_cores_used",
+                    "pods",
+                    "evictions",
+                    "oom_kills",
+                    "lost_inflight",
+                )
+            },
+        }
         if self.config.per_service:
             self._acc["series"]["service_latency_ms"] = []
 
@@ -374,8 +463,9 @@ class Simulation:
         return PodArrays(
             service=np.array([pos[p.info.service] for p in app_pods], dtype=np.int64),
             node=np.array([p.node for p in app_pods], dtype=np.int64),
-            limit_cores=np.array([p.info.limits.cpu_m / 1000.0 if p.info.limits.cpu_m else math.inf
-                                  for p in app_pods], dtype=np.float64),
+            limit_cores=np.array(
+                [p.info.limits.cpu_m / 1000.0 if p.info.limits.cpu_m else math.inf for p in app_pods], dtype=np.float64
+            ),
             request_cores=np.array([p.info.requests.cpu_m / 1000.0 for p in app_pods], dtype=np.float64),
         )
 
@@ -422,10 +512,21 @@ class Simulation:
         bg_use, bg_req, bg_mem, bg_pods = self._background_now(ready_all)
         self.last_node_bg_mem_mi = bg_mem
         lam = float(self.rps[minute])
-        st = self.model.step(lam, pa, self.node_cores, self.node_zones, self.rng_model, cfg.n_samples,
-                             self.app.timeout_ms, node_bg_cores=bg_use, node_bg_request_cores=bg_req,
-                             retry_fail_prob=self._retry_q, retry_iterations=cfg.retry_iterations,
-                             sample_budget=cfg.sample_budget, per_service=cfg.per_service)
+        st = self.model.step(
+            lam,
+            pa,
+            self.node_cores,
+            self.node_zones,
+            self.rng_model,
+            cfg.n_samples,
+            self.app.timeout_ms,
+            node_bg_cores=bg_use,
+            node_bg_request_cores=bg_req,
+            retry_fail_prob=self._retry_q,
+            retry_iterations=cfg.retry_iterations,
+            sample_budget=cfg.sample_budget,
+            per_service=cfg.per_service,
+        )
         self._retry_q = st.edge_attempt_fail
         # ---- OOM kills ----------------------------------------------------------------------------------
         killed = self._oom(app_ready, st, bg_mem, mid)
@@ -480,8 +581,9 @@ class Simulation:
         s["lost_inflight"].append(float(lost))
         if cfg.per_service and st.service_latency_ms is not None:
             s["service_latency_ms"].append(st.service_latency_ms)
-        self.last = MinuteStats(minute, lam, offered, served, failed, lat, w, p95, evictions, len(killed), lost,
-                                st, tuple(app_ready))
+        self.last = MinuteStats(
+            minute, lam, offered, served, failed, lat, w, p95, evictions, len(killed), lost, st, tuple(app_ready)
+        )
         self.minute += 1
         return self.last
 
@@ -501,7 +603,7 @@ class Simulation:
                 continue
             u = b.cpu_use_m / 1000.0
             if b.cpu_use_cv > 0:
-                s2 = math.log1p(b.cpu_use_cv ** 2)
+                s2 = math.log1p(b.cpu_use_cv**2)
                 u *= float(self.rng_bg.lognormal(-s2 / 2, math.sqrt(s2)))
             if b.cpu_limit_m:
                 u = min(u, b.cpu_limit_m / 1000.0)
@@ -528,7 +630,7 @@ class Simulation:
         nodes = np.array([p.node for p in app_ready])
         used = np.bincount(nodes[alive], weights=mem[alive], minlength=len(self.node_cores)) + bg_mem_mi
         for n in np.flatnonzero(used > self.node_mem_mi):
-            cand = [i for i in np.flatnonzero((nodes == n) & alive)]
+            cand = list(np.flatnonzero((nodes == n) & alive))
             cand.sort(key=lambda i: -(mem[i] - app_ready[i].info.requests.memory_bytes / MIB))
             for i in cand:
                 if used[n] <= self.node_mem_mi[n]:
@@ -537,8 +639,13 @@ class Simulation:
                 alive[i] = False
                 used[n] -= mem[i]
         for i in killed:
-            self.cluster.oom_kill(app_ready[i], at_s, self.config.restart_delay_s, self.config.restart_delay_max_s,
-                                  self.config.restart_ready_s)
+            self.cluster.oom_kill(
+                app_ready[i],
+                at_s,
+                self.config.restart_delay_s,
+                self.config.restart_delay_max_s,
+                self.config.restart_ready_s,
+            )
         return killed
 
     def result(self) -> SimResult:
@@ -559,10 +666,16 @@ class Simulation:
             "evictions": float(acc.get("evictions", 0)),
             "cross_node_call_pct": 100.0 * acc["cross"] / acc["calls"] if acc.get("calls", 0) > 0 else 0.0,
         }
-        extra = {"offered_requests": offered, "failed_requests": acc.get("failed", 0.0),
-                 "served_requests": offered - acc.get("failed", 0.0), "oom_kills": acc.get("oom", 0),
-                 "lost_inflight_requests": acc.get("lost", 0.0), "evictions": acc.get("evictions", 0),
-                 "minutes": self.minute, "step_s": cfg.step_s}
+        extra = {
+            "offered_requests": offered,
+            "failed_requests": acc.get("failed", 0.0),
+            "served_requests": offered - acc.get("failed", 0.0),
+            "oom_kills": acc.get("oom", 0),
+            "lost_inflight_requests": acc.get("lost", 0.0),
+            "evictions": acc.get("evictions", 0),
+            "minutes": self.minute,
+            "step_s": cfg.step_s,
+        }
         return SimResult(metrics, dict(acc.get("series", {})), lat, w, self.pods_placed, self.unschedulable, extra)
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
@@ -601,5 +714,13 @@ def rps_for_app(counts_per_min: np.ndarray, model: PerfModel, app: AppSpec, peak
 
 
 def metrics_table_row(name: str, m: Mapping[str, float]) -> list[Any]:
-    return [name, m["latency_mean_ms"], m["latency_p95_ms"], m["latency_p99_ms"], m["failed_pct"],
-            m["cross_node_call_pct"], m["cpu_core_hours"], int(m["evictions"])]
+    return [
+        name,
+        m["latency_mean_ms"],
+        m["latency_p95_ms"],
+        m["latency_p99_ms"],
+        m["failed_pct"],
+        m["cross_node_call_pct"],
+        m["cpu_core_hours"],
+        int(m["evictions"]),
+    ]

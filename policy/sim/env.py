@@ -43,63 +43,82 @@ import numpy as np
 from gymnasium import spaces
 
 from policy.features import FeatureSpec
+
 from .app import AppSpec, load_app
 from .cluster import SimPod
 from .engine import ClusterSpec, SimConfig, Simulation, background_tenants, rps_for_app
 from .model import PerfModel
 
-__all__ = ["MODES", "NODE_FEATURES", "SERVICE_FEATURES", "POD_FEATURES", "GLOBAL_FEATURES", "OBS_HIGH", "RewardWeights", "EnvConfig", "SchedulingEnv"]
+__all__ = [
+    "MODES",
+    "NODE_FEATURES",
+    "SERVICE_FEATURES",
+    "POD_FEATURES",
+    "GLOBAL_FEATURES",
+    "OBS_HIGH",
+    "RewardWeights",
+    "EnvConfig",
+    "SchedulingEnv",
+]
 
 MODES = ("placement", "scaling", "both")
 
-NODE_FEATURES = FeatureSpec.of([
-    ("cpu_allocatable_cores", "cores"),
-    ("cpu_requested_frac", "fraction of allocatable"),
-    ("cpu_used_frac", "fraction of allocatable, last minute (background tenants included)"),
-    ("memory_requested_frac", "fraction of allocatable"),
-    ("memory_used_frac", "fraction of allocatable, last minute's working sets"),
-    ("pods_frac", "pods / allocatable pods"),
-    ("zone", "zone index / zones"),
-    ("same_service_pods", "count of the decision pod's service on the node"),
-    ("neighbor_affinity", "fraction of the decision service's call traffic whose peer has pods here"),
-    ("fits", "flag: the decision pod's requests fit"),
-    ("valid", "flag: 1 node, 0 padding"),
-])
+NODE_FEATURES = FeatureSpec.of(
+    [
+        ("cpu_allocatable_cores", "cores"),
+        ("cpu_requested_frac", "fraction of allocatable"),
+        ("cpu_used_frac", "fraction of allocatable, last minute (background tenants included)"),
+        ("memory_requested_frac", "fraction of allocatable"),
+        ("memory_used_frac", "fraction of allocatable, last minute's working sets"),
+        ("pods_frac", "pods / allocatable pods"),
+        ("zone", "zone index / zones"),
+        ("same_service_pods", "count of the decision pod's service on the node"),
+        ("neighbor_affinity", "fraction of the decision service's call traffic whose peer has pods here"),
+        ("fits", "flag: the decision pod's requests fit"),
+        ("valid", "flag: 1 node, 0 padding"),
+    ]
+)
 
-SERVICE_FEATURES = FeatureSpec.of([
-    ("replicas_ready", "count"),
-    ("replicas_target", "count"),
-    ("pods_pending", "count"),
-    ("rps", "log1p(requests/s), last minute, retries included"),
-    ("cpu_used_cores", "cores, last minute"),
-    ("cpu_requested_cores", "cores"),
-    ("cpu_utilization", "used / requested"),
-    ("latency_p95_ms", "log1p(ms), visit latency with calls, last minute"),
-    ("refused_frac", "fraction of visits refused (run queue full), last minute"),
-    ("visits_per_request", "count per user request"),
-    ("cross_node_calls_frac", "fraction of its outgoing calls to another node"),
-    ("restarts", "count, OOM kills so far"),
-    ("scalable", "flag: the agent may scale it"),
-    ("is_decision", "flag: the decision pod's service"),
-])
+SERVICE_FEATURES = FeatureSpec.of(
+    [
+        ("replicas_ready", "count"),
+        ("replicas_target", "count"),
+        ("pods_pending", "count"),
+        ("rps", "log1p(requests/s), last minute, retries included"),
+        ("cpu_used_cores", "cores, last minute"),
+        ("cpu_requested_cores", "cores"),
+        ("cpu_utilization", "used / requested"),
+        ("latency_p95_ms", "log1p(ms), visit latency with calls, last minute"),
+        ("refused_frac", "fraction of visits refused (run queue full), last minute"),
+        ("visits_per_request", "count per user request"),
+        ("cross_node_calls_frac", "fraction of its outgoing calls to another node"),
+        ("restarts", "count, OOM kills so far"),
+        ("scalable", "flag: the agent may scale it"),
+        ("is_decision", "flag: the decision pod's service"),
+    ]
+)
 
-POD_FEATURES = FeatureSpec.of([
-    ("service", "index / services"),
-    ("cpu_request_cores", "cores"),
-    ("memory_request_gib", "GiB"),
-    ("cpu_limit_cores", "cores, 0 = none"),
-])
+POD_FEATURES = FeatureSpec.of(
+    [
+        ("service", "index / services"),
+        ("cpu_request_cores", "cores"),
+        ("memory_request_gib", "GiB"),
+        ("cpu_limit_cores", "cores, 0 = none"),
+    ]
+)
 
-GLOBAL_FEATURES = FeatureSpec.of([
-    ("phase", "0 scaling, 1 placement"),
-    ("time_frac", "minutes done / episode minutes"),
-    ("rps_last", "log1p(user requests/s), last minute"),
-    ("latency_p95_slo", "p95 / SLO, last minute (capped at 10)"),
-    ("failed_frac", "fraction, last minute"),
-    ("cpu_requested_frac", "cluster CPU requested / allocatable"),
-    ("cpu_used_frac", "cluster CPU used / allocatable, last minute"),
-    ("pending_pods", "count"),
-])
+GLOBAL_FEATURES = FeatureSpec.of(
+    [
+        ("phase", "0 scaling, 1 placement"),
+        ("time_frac", "minutes done / episode minutes"),
+        ("rps_last", "log1p(user requests/s), last minute"),
+        ("latency_p95_slo", "p95 / SLO, last minute (capped at 10)"),
+        ("failed_frac", "fraction, last minute"),
+        ("cpu_requested_frac", "cluster CPU requested / allocatable"),
+        ("cpu_used_frac", "cluster CPU used / allocatable, last minute"),
+        ("pending_pods", "count"),
+    ]
+)
 
 #: Bounds of every observation value (features are counts, fractions, cores and logs: never negative).
 OBS_HIGH = 1e6
@@ -170,8 +189,9 @@ class SchedulingEnv(gym.Env):
 
         self._trace_counts = load_trace(cfg.trace)
         if len(self._trace_counts) < cfg.episode_minutes:
-            raise ValueError(f"trace {cfg.trace!r}: {len(self._trace_counts)} minutes < episode_minutes "
-                             f"{cfg.episode_minutes}")
+            raise ValueError(
+                f"trace {cfg.trace!r}: {len(self._trace_counts)} minutes < episode_minutes {cfg.episode_minutes}"
+            )
         self.model = PerfModel(self.app, cfg.sim.network)
         self._rps_all = rps_for_app(self._trace_counts, self.model, self.app, cfg.peak_utilization)
         self.services = self.model.services
@@ -197,12 +217,14 @@ class SchedulingEnv(gym.Env):
         else:
             self.action_space = spaces.Dict({"place": place, "scale": scale})
         box = lambda shape: spaces.Box(0.0, OBS_HIGH, shape=shape, dtype=np.float32)  # noqa: E731
-        self.observation_space = spaces.Dict({
-            "nodes": box((self.Nmax, len(NODE_FEATURES))),
-            "services": box((self.S, len(SERVICE_FEATURES))),
-            "pod": box((len(POD_FEATURES),)),
-            "global": box((len(GLOBAL_FEATURES),)),
-        })
+        self.observation_space = spaces.Dict(
+            {
+                "nodes": box((self.Nmax, len(NODE_FEATURES))),
+                "services": box((self.S, len(SERVICE_FEATURES))),
+                "pod": box((len(POD_FEATURES),)),
+                "global": box((len(GLOBAL_FEATURES),)),
+            }
+        )
         self.sim: Simulation | None = None
         self._pending: SimPod | None = None
         self._phase = 0
@@ -218,20 +240,28 @@ class SchedulingEnv(gym.Env):
         offset = int(rng.integers(0, len(self._rps_all) - cfg.episode_minutes + 1))
         if options and "offset_min" in options:
             offset = int(options["offset_min"])
-        rps = self._rps_all[offset:offset + cfg.episode_minutes]
+        rps = self._rps_all[offset : offset + cfg.episode_minutes]
         sim_seed = int(rng.integers(2**31))
         spec = cfg.cluster
         if cfg.background and not spec.background:
-            spec = replace(spec, background=background_tenants(spec.nodes, spec.cpu_m, spec.memory_bytes,
-                                                               seed=sim_seed))
+            spec = replace(
+                spec, background=background_tenants(spec.nodes, spec.cpu_m, spec.memory_bytes, seed=sim_seed)
+            )
         from .stacks import StackContext, build_stack
 
-        simcfg = replace(cfg.sim, minutes=cfg.episode_minutes, seed=sim_seed, n_samples=cfg.n_samples,
-                         per_service=True)
+        simcfg = replace(cfg.sim, minutes=cfg.episode_minutes, seed=sim_seed, n_samples=cfg.n_samples, per_service=True)
         built = build_stack(cfg.stack, StackContext(self.app, spec, sim_seed, simcfg))
         self._built = built
-        self.sim = Simulation(self.app, rps, spec, built.scheduler, simcfg, hooks=built.hooks,
-                              on_change=built.on_change, scheduler_name=built.scheduler_name)
+        self.sim = Simulation(
+            self.app,
+            rps,
+            spec,
+            built.scheduler,
+            simcfg,
+            hooks=built.hooks,
+            on_change=built.on_change,
+            scheduler_name=built.scheduler_name,
+        )
         sim = self.sim
         sim.start(schedule=not self._agent_places())  # the agent places the app's pods itself
         self._episode_reward = 0.0
@@ -297,11 +327,22 @@ class SchedulingEnv(gym.Env):
         slo = self.app.slo_p95_ms
         p95 = st.p95_ms if math.isfinite(st.p95_ms) else 10 * slo
         failed = st.failed / st.offered if st.offered > 0 else 0.0
-        req = sum(p.info.requests.cpu_m for p in self.sim.cluster.live_pods()
-                  if p.node >= 0 and not self.sim.is_background(p)) / 1000.0
+        req = (
+            sum(
+                p.info.requests.cpu_m
+                for p in self.sim.cluster.live_pods()
+                if p.node >= 0 and not self.sim.is_background(p)
+            )
+            / 1000.0
+        )
         cpu = req / self._manifest_req_cores if self._manifest_req_cores > 0 else 0.0
-        return -(w.latency * min(p95 / slo, 10.0) + w.failed * failed + w.slo * float(p95 > slo)
-                 + w.cpu * cpu + w.evictions * st.evictions)
+        return -(
+            w.latency * min(p95 / slo, 10.0)
+            + w.failed * failed
+            + w.slo * float(p95 > slo)
+            + w.cpu * cpu
+            + w.evictions * st.evictions
+        )
 
     def step(self, action):
         if self.sim is None:
@@ -384,10 +425,13 @@ class SchedulingEnv(gym.Env):
                 count[p.node] += 1
         m = np.zeros(self.Nmax, dtype=bool)
         for i, n in enumerate(sim.cluster.nodes):
-            ok = (not n.unschedulable and req_cpu[i] + pod.info.requests.cpu_m <= n.allocatable.cpu_m
-                  and req_mem[i] + pod.info.requests.memory_bytes <= n.allocatable.memory_bytes
-                  and count[i] + 1 <= n.allocatable_pods
-                  and all(n.labels.get(k) == v for k, v in pod.info.node_selector.items()))
+            ok = (
+                not n.unschedulable
+                and req_cpu[i] + pod.info.requests.cpu_m <= n.allocatable.cpu_m
+                and req_mem[i] + pod.info.requests.memory_bytes <= n.allocatable.memory_bytes
+                and count[i] + 1 <= n.allocatable_pods
+                and all(n.labels.get(k) == v for k, v in pod.info.node_selector.items())
+            )
             m[i] = ok
         return m
 
@@ -480,7 +524,11 @@ class SchedulingEnv(gym.Env):
         if dec is not None:
             same = svc_nodes[dec]
             share = svc_nodes / np.maximum(svc_nodes.sum(axis=1, keepdims=True), 1)
-            rates = sim._last_edge_rps if sim._last_edge_rps is not None else self.model.e_m * self.model.visits[self.model.e_a]
+            rates = (
+                sim._last_edge_rps
+                if sim._last_edge_rps is not None
+                else self.model.e_m * self.model.visits[self.model.e_a]
+            )
             wsum = 0.0
             for k, (a, b, _m, _p) in enumerate(self.model.edges):
                 if a == dec or b == dec:
@@ -490,8 +538,22 @@ class SchedulingEnv(gym.Env):
                     wsum += w
             aff = aff / wsum if wsum > 0 else aff
             fits = self._place_mask(self._pending)[:N].astype(np.float64)
-        nodes[:N] = np.stack([alloc_cpu / 1000.0, req_cpu / alloc_cpu, used_cpu / alloc_cpu, req_mem / alloc_mem,
-                              used_mem / alloc_mem, count / alloc_pods, zid, same, aff, fits, np.ones(N)], axis=1)
+        nodes[:N] = np.stack(
+            [
+                alloc_cpu / 1000.0,
+                req_cpu / alloc_cpu,
+                used_cpu / alloc_cpu,
+                req_mem / alloc_mem,
+                used_mem / alloc_mem,
+                count / alloc_pods,
+                zid,
+                same,
+                aff,
+                fits,
+                np.ones(N),
+            ],
+            axis=1,
+        )
         # services
         rps = np.zeros(S)
         cpu_used = np.zeros(S)
@@ -516,19 +578,39 @@ class SchedulingEnv(gym.Env):
             cross[a] += w * (1.0 - float(share[a] @ share[b]))
             out_w[a] += w
         cross = np.where(out_w > 0, cross / np.maximum(out_w, 1e-12), 0.0)
-        target = np.array([sim.cluster.replicas.get(self._workload_of.get(s, ""), 0) for s in self.services],
-                          dtype=np.float64)
+        target = np.array(
+            [sim.cluster.replicas.get(self._workload_of.get(s, ""), 0) for s in self.services], dtype=np.float64
+        )
         isdec = np.zeros(S)
         if dec is not None:
             isdec[dec] = 1.0
-        svc[:] = np.stack([ready_by_svc, target, pending_by_svc, np.log1p(rps), cpu_used, req_by_svc,
-                           np.where(req_by_svc > 0, cpu_used / np.maximum(req_by_svc, 1e-9), 0.0), np.log1p(p95),
-                           refused, self.model.visits, cross, restarts, self._scalable.astype(np.float64), isdec],
-                          axis=1)
+        svc[:] = np.stack(
+            [
+                ready_by_svc,
+                target,
+                pending_by_svc,
+                np.log1p(rps),
+                cpu_used,
+                req_by_svc,
+                np.where(req_by_svc > 0, cpu_used / np.maximum(req_by_svc, 1e-9), 0.0),
+                np.log1p(p95),
+                refused,
+                self.model.visits,
+                cross,
+                restarts,
+                self._scalable.astype(np.float64),
+                isdec,
+            ],
+            axis=1,
+        )
         if self._pending is not None:
             info = self._pending.info
-            pod_f[:] = [(dec or 0) / max(S, 1), info.requests.cpu_m / 1000.0, info.requests.memory_bytes / 2**30,
-                        (info.limits.cpu_m or 0) / 1000.0]
+            pod_f[:] = [
+                (dec or 0) / max(S, 1),
+                info.requests.cpu_m / 1000.0,
+                info.requests.memory_bytes / 2**30,
+                (info.limits.cpu_m or 0) / 1000.0,
+            ]
         slo = self.app.slo_p95_ms
         if last is not None:
             lp95 = min((last.p95_ms if math.isfinite(last.p95_ms) else 10 * slo) / slo, 10.0)
@@ -536,21 +618,36 @@ class SchedulingEnv(gym.Env):
             lrps = last.rps
         else:
             lp95, lf, lrps = 0.0, 0.0, 0.0
-        glob[:] = [float(self._phase), sim.minute / self.config.episode_minutes, math.log1p(lrps), lp95, lf,
-                   req_cpu.sum() / alloc_cpu.sum(), used_cpu.sum() / alloc_cpu.sum(),
-                   float(sum(1 for p in sim.cluster.pending() if not sim.is_background(p)))]
+        glob[:] = [
+            float(self._phase),
+            sim.minute / self.config.episode_minutes,
+            math.log1p(lrps),
+            lp95,
+            lf,
+            req_cpu.sum() / alloc_cpu.sum(),
+            used_cpu.sum() / alloc_cpu.sum(),
+            float(sum(1 for p in sim.cluster.pending() if not sim.is_background(p))),
+        ]
         clip = lambda x: np.clip(np.nan_to_num(x, nan=0.0, posinf=OBS_HIGH), 0.0, OBS_HIGH).astype(np.float32)  # noqa: E731
         return {"nodes": clip(nodes), "services": clip(svc), "pod": clip(pod_f), "global": clip(glob)}
 
     def _info(self) -> dict[str, Any]:
         sim = self.sim
-        d: dict[str, Any] = {"phase": "placement" if self._phase == 1 else "scaling",
-                             "minute": sim.minute if sim else 0,
-                             "episode_reward": getattr(self, "_episode_reward", 0.0)}
+        d: dict[str, Any] = {
+            "phase": "placement" if self._phase == 1 else "scaling",
+            "minute": sim.minute if sim else 0,
+            "episode_reward": getattr(self, "_episode_reward", 0.0),
+        }
         if self._last_minute is not None:
             m = self._last_minute
-            d.update({"latency_p95_ms": m.p95_ms, "failed_pct": 100.0 * m.failed / m.offered if m.offered else 0.0,
-                      "evictions": m.evictions, "oom_kills": m.oom_kills})
+            d.update(
+                {
+                    "latency_p95_ms": m.p95_ms,
+                    "failed_pct": 100.0 * m.failed / m.offered if m.offered else 0.0,
+                    "evictions": m.evictions,
+                    "oom_kills": m.oom_kills,
+                }
+            )
         return d
 
     def result(self):

@@ -20,7 +20,17 @@ from policy.index import ClusterIndex
 from policy.lowlevel import MAX_EXTENDER_PRIORITY, TAINT_EFFECTS_THAT_REPEL, PlacementPolicy
 from policy.state import NodeInfo, PodInfo
 
-__all__ = ["MIN_FEASIBLE_NODES_TO_FIND", "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND", "ExtenderError", "Extender", "HttpExtender", "InProcessExtender", "num_feasible_nodes_to_find", "ScheduleResult", "KubeSchedulerModel"]
+__all__ = [
+    "MIN_FEASIBLE_NODES_TO_FIND",
+    "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
+    "ExtenderError",
+    "Extender",
+    "HttpExtender",
+    "InProcessExtender",
+    "num_feasible_nodes_to_find",
+    "ScheduleResult",
+    "KubeSchedulerModel",
+]
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
@@ -38,8 +48,9 @@ class Extender(Protocol):
     has_filter: bool
     has_prioritize: bool
 
-    def filter(self, pod_obj: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]
-               ) -> tuple[list[str], dict[str, str]]: ...
+    def filter(
+        self, pod_obj: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]
+    ) -> tuple[list[str], dict[str, str]]: ...
 
     def prioritize(self, pod_obj: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> dict[str, int]: ...
 
@@ -82,8 +93,11 @@ class HttpExtender:
         import httpx
 
         try:
-            r = self._client.post(f"{self.url_prefix.rstrip('/')}/{verb}", content=json.dumps(body),
-                                  headers={"Content-Type": "application/json"})
+            r = self._client.post(
+                f"{self.url_prefix.rstrip('/')}/{verb}",
+                content=json.dumps(body),
+                headers={"Content-Type": "application/json"},
+            )
         except httpx.HTTPError as exc:
             raise ExtenderError(f"{verb}: {exc}") from exc
         if r.status_code != 200:
@@ -244,8 +258,14 @@ class KubeSchedulerModel:
         self._next_start = (start + checked) % max(n_all, 1)
         return feasible, reasons
 
-    def schedule(self, pod: PodInfo, pod_obj: Mapping[str, Any], index: ClusterIndex,
-                 node_objs: Mapping[str, Mapping[str, Any]], rng: np.random.Generator) -> ScheduleResult:
+    def schedule(
+        self,
+        pod: PodInfo,
+        pod_obj: Mapping[str, Any],
+        index: ClusterIndex,
+        node_objs: Mapping[str, Mapping[str, Any]],
+        rng: np.random.Generator,
+    ) -> ScheduleResult:
         """One scheduling cycle for ``pod``: filter → extenders' filter → score → selectHost."""
         feasible, reasons = self.filter_in_tree(pod, index)
         for ext in self.extenders:

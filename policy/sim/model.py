@@ -109,8 +109,9 @@ class NetworkModel:
         np.fill_diagonal(d, self.same_node_ms)
         return d
 
-    def call_ms(self, node_a: np.ndarray, node_b: np.ndarray, zone_id: np.ndarray, nbytes: np.ndarray | float
-                ) -> np.ndarray:
+    def call_ms(
+        self, node_a: np.ndarray, node_b: np.ndarray, zone_id: np.ndarray, nbytes: np.ndarray | float
+    ) -> np.ndarray:
         """Cost (ms) of calls from nodes ``node_a`` to ``node_b`` (index arrays of one shape) carrying
         ``nbytes`` (request + response); ``zone_id`` (N,) int zone of each node."""
         cls = (node_a != node_b).astype(np.int8) + (zone_id[node_a] != zone_id[node_b])
@@ -221,8 +222,14 @@ def _log_geom_sum(log_r: np.ndarray, J: np.ndarray) -> np.ndarray:
     return out
 
 
-def station_stats(lam_rps: np.ndarray, work_s: np.ndarray, kappa: np.ndarray, speed: np.ndarray,
-                  max_inflight: np.ndarray, batch_gamma: np.ndarray | None = None) -> Stations:
+def station_stats(
+    lam_rps: np.ndarray,
+    work_s: np.ndarray,
+    kappa: np.ndarray,
+    speed: np.ndarray,
+    max_inflight: np.ndarray,
+    batch_gamma: np.ndarray | None = None,
+) -> Stations:
     """The stationary quantities of each pod's station (module docstring, step 4).
 
     ``lam_rps`` (P,) arrivals/s, ``work_s`` (P,) mean CPU work per request (core-seconds), ``kappa`` (P,)
@@ -275,8 +282,9 @@ def station_stats(lam_rps: np.ndarray, work_s: np.ndarray, kappa: np.ndarray, sp
             with np.errstate(over="ignore", invalid="ignore"):
                 pn = np.exp(t[bm] - log_z[bm][:, None]) / acc_b[:, None]  # P(n | admitted), n < f
             pn = np.nan_to_num(pn)
-            rate_inv = np.maximum(1.0 / speed[bm][:, None],
-                                  (beta[:, None] * n[None, :] + 1.0 + h[:, None]) / kappa[bm][:, None])
+            rate_inv = np.maximum(
+                1.0 / speed[bm][:, None], (beta[:, None] * n[None, :] + 1.0 + h[:, None]) / kappa[bm][:, None]
+            )
             head_part = np.sum(np.where(n[None, :] < f[bm][:, None], pn * rate_inv, 0.0), axis=1)
             tail_part = (1.0 - head[bm]) * (beta * (f[bm] + mean_j[bm]) + 1.0 + h) / kappa[bm]
             factor[bm] = np.maximum((head_part + tail_part) / base[bm], 1.0)
@@ -289,7 +297,7 @@ def _trunc_geom_mean(r: np.ndarray, jt: np.ndarray) -> np.ndarray:
     """E[j] for P(j) ∝ r^j on 0..jt."""
     out = jt / 2.0
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        lt = (r < 1 - 1e-9)
+        lt = r < 1 - 1e-9
         m = lt & (jt > 0)
         rr = r[m]
         n1 = jt[m] + 1
@@ -347,9 +355,15 @@ class PerfModel:
         self.mem_per_inflight_mi = np.array([x.memory_mi_per_inflight if x else 0.0 for x in p])
         # edges, minus self-edges (folded into CPU work) and cycle-closing edges
         # calls_per_request None (declared, never measured) means one call; 0 means the edge is never taken
-        edges = [(self.pos[e.caller], self.pos[e.callee],
-                  1.0 if e.calls_per_request is None else float(e.calls_per_request), bool(e.parallel))
-                 for e in app.graph.edges]
+        edges = [
+            (
+                self.pos[e.caller],
+                self.pos[e.callee],
+                1.0 if e.calls_per_request is None else float(e.calls_per_request),
+                bool(e.parallel),
+            )
+            for e in app.graph.edges
+        ]
         for a, b, m, _ in edges:
             if a == b:
                 self.cpu_s[a] *= 1.0 + m
@@ -431,11 +445,18 @@ class PerfModel:
             first = np.concatenate([[0], np.cumsum(ncopy)[:-1]])
             copy_k = np.arange(len(copy_edge)) - first[copy_edge]
             callers, cstart = np.unique(self.e_a[idx], return_index=True)
-            self._levels.append({
-                "edges": idx, "ncopy": ncopy, "copy_edge": copy_edge, "copy_k": copy_k, "copy_start": first,
-                "callers": callers, "caller_start": cstart,
-                "R": int(self.e_retries[idx].max(initial=0)),
-            })
+            self._levels.append(
+                {
+                    "edges": idx,
+                    "ncopy": ncopy,
+                    "copy_edge": copy_edge,
+                    "copy_k": copy_k,
+                    "copy_start": first,
+                    "callers": callers,
+                    "caller_start": cstart,
+                    "R": int(self.e_retries[idx].max(initial=0)),
+                }
+            )
 
     def capacity_rps(self, replicas: dict[str, int], limit_cores: dict[str, float]) -> float:
         """User requests/s at which the busiest service reaches utilisation 1 (all pods at their limit)."""
@@ -450,10 +471,16 @@ class PerfModel:
 
     # ---- one step ---------------------------------------------------------------------------------------
 
-    def pod_stations(self, lam_rps: float, pods: PodArrays, node_cores: np.ndarray,
-                     attempts: np.ndarray | None = None, node_bg_cores: np.ndarray | None = None,
-                     node_bg_request_cores: np.ndarray | None = None, thinning_iterations: int = 4
-                     ) -> tuple[np.ndarray, np.ndarray, Stations, np.ndarray]:
+    def pod_stations(
+        self,
+        lam_rps: float,
+        pods: PodArrays,
+        node_cores: np.ndarray,
+        attempts: np.ndarray | None = None,
+        node_bg_cores: np.ndarray | None = None,
+        node_bg_request_cores: np.ndarray | None = None,
+        thinning_iterations: int = 4,
+    ) -> tuple[np.ndarray, np.ndarray, Stations, np.ndarray]:
         """Visits per user request (S,), per-pod arrival rates (P,), station quantities and the admitted share
         of each service's visits (S,) at user rate
         ``lam_rps``. A refused visit makes no calls, so a service's callees see only its admitted share:
@@ -472,9 +499,11 @@ class PerfModel:
         node_req = np.bincount(pods.node, weights=pods.request_cores, minlength=N) + bg_req
         node_n = np.bincount(pods.node, minlength=N) + (bg_req > 0)
         cap = node_cores[pods.node]
-        fair = cap * np.where(node_req[pods.node] > 0,
-                              pods.request_cores / np.maximum(node_req[pods.node], 1e-12),
-                              1.0 / np.maximum(node_n[pods.node], 1))
+        fair = cap * np.where(
+            node_req[pods.node] > 0,
+            pods.request_cores / np.maximum(node_req[pods.node], 1e-12),
+            1.0 / np.maximum(node_n[pods.node], 1),
+        )
         st = None
         for _ in range(max(1, thinning_iterations)):
             v = self.visits_with(att, admitted)
@@ -501,8 +530,9 @@ class PerfModel:
             admitted = new
         return v, pod_rps, st, admitted
 
-    def _batch_gamma(self, lam_rps: float, svc_rate: np.ndarray, n_ready: np.ndarray, attempts: np.ndarray,
-                     admitted: np.ndarray) -> np.ndarray:
+    def _batch_gamma(
+        self, lam_rps: float, svc_rate: np.ndarray, n_ready: np.ndarray, attempts: np.ndarray, admitted: np.ndarray
+    ) -> np.ndarray:
         """(S,) E[B²]/E[B] of the arrival batches at one pod of each service: the calls one caller visit makes
         in parallel on one edge land on the same pod together (Binomial(k, 1/pods) of them); user requests,
         sequential calls and retries arrive one by one."""
@@ -515,7 +545,7 @@ class PerfModel:
         fr = self.e_m - w
         ek2 = w * w * (1 - fr) + (w + 1) ** 2 * fr
         x1 = lam_a * self.e_m / pb
-        x2 = lam_a * (self.e_m / pb * (1 - 1 / pb) + ek2 / pb ** 2)
+        x2 = lam_a * (self.e_m / pb * (1 - 1 / pb) + ek2 / pb**2)
         retry_extra = lam_a * self.e_m * (attempts - 1.0) / pb
         x2 = np.where(self.e_par, x2, x1) + retry_extra
         x1 = x1 + retry_extra
@@ -528,11 +558,23 @@ class PerfModel:
         second += single
         return np.where(first > 0, second / np.maximum(first, 1e-300), 1.0)
 
-    def step(self, lam_rps: float, pods: PodArrays, node_cores: np.ndarray, node_zones: list[str],
-             rng: np.random.Generator, n_samples: int = 2000, timeout_ms: float = np.inf, *,
-             node_bg_cores: np.ndarray | None = None, node_bg_request_cores: np.ndarray | None = None,
-             retry_fail_prob: np.ndarray | None = None, retry_iterations: int = 2,
-             sample_budget: int = 1_000_000, per_service: bool = False) -> StepStats:
+    def step(
+        self,
+        lam_rps: float,
+        pods: PodArrays,
+        node_cores: np.ndarray,
+        node_zones: list[str],
+        rng: np.random.Generator,
+        n_samples: int = 2000,
+        timeout_ms: float = np.inf,
+        *,
+        node_bg_cores: np.ndarray | None = None,
+        node_bg_request_cores: np.ndarray | None = None,
+        retry_fail_prob: np.ndarray | None = None,
+        retry_iterations: int = 2,
+        sample_budget: int = 1_000_000,
+        per_service: bool = False,
+    ) -> StepStats:
         """Simulate one step at user arrival rate ``lam_rps`` (>= 0). See the module docstring.
 
         ``node_cores`` (N,) allocatable cores; ``node_zones`` (N,) zone labels; ``node_bg_cores`` /
@@ -551,16 +593,46 @@ class PerfModel:
         out = None
         for _ in range(passes):
             attempts = _attempts(q, self.e_retries)
-            v, pod_rps, st, admitted = self.pod_stations(lam_rps, pods, node_cores, attempts, node_bg_cores,
-                                                         node_bg_request_cores)
-            out = self._sample(lam_rps, v, pod_rps, st, pods, node_cores, zid, rng, n_samples, timeout_ms,
-                               sample_budget, per_service, attempts, admitted)
+            v, pod_rps, st, admitted = self.pod_stations(
+                lam_rps, pods, node_cores, attempts, node_bg_cores, node_bg_request_cores
+            )
+            out = self._sample(
+                lam_rps,
+                v,
+                pod_rps,
+                st,
+                pods,
+                node_cores,
+                zid,
+                rng,
+                n_samples,
+                timeout_ms,
+                sample_budget,
+                per_service,
+                attempts,
+                admitted,
+            )
             q = out.edge_attempt_fail
         assert out is not None
         return out
 
-    def _sample(self, lam_rps, v, pod_rps, st: Stations, pods: PodArrays, node_cores, zid, rng, n_samples,
-                timeout_ms, sample_budget, per_service, attempts, admitted) -> StepStats:
+    def _sample(
+        self,
+        lam_rps,
+        v,
+        pod_rps,
+        st: Stations,
+        pods: PodArrays,
+        node_cores,
+        zid,
+        rng,
+        n_samples,
+        timeout_ms,
+        sample_budget,
+        per_service,
+        attempts,
+        admitted,
+    ) -> StepStats:
         S = len(self.services)
         E = len(self.edges)
         P = len(pods.service)
@@ -574,14 +646,44 @@ class PerfModel:
         empty = np.zeros(0)
         if lam_rps <= 0 or n_samples <= 0:
             mem = self.mem_base_mi[pods.service] if P else empty
-            return StepStats(empty, 0.0, calls, cross, used, pod_rps, soj_ms, edge_rps, st.blocked,
-                             np.zeros(P), mem, np.zeros(E), edge_rps * attempts if E else empty,
-                             np.full((S, 3), np.nan) if per_service else None, np.zeros(S), cross_zone)
+            return StepStats(
+                empty,
+                0.0,
+                calls,
+                cross,
+                used,
+                pod_rps,
+                soj_ms,
+                edge_rps,
+                st.blocked,
+                np.zeros(P),
+                mem,
+                np.zeros(E),
+                edge_rps * attempts if E else empty,
+                np.full((S, 3), np.nan) if per_service else None,
+                np.zeros(S),
+                cross_zone,
+            )
 
         if P == 0:
-            return StepStats(empty, 1.0, calls, cross, used, pod_rps, soj_ms, edge_rps, st.blocked, empty, empty,
-                             np.zeros(E), edge_rps * attempts if E else empty,
-                             np.full((S, 3), np.nan) if per_service else None, np.zeros(S), cross_zone)
+            return StepStats(
+                empty,
+                1.0,
+                calls,
+                cross,
+                used,
+                pod_rps,
+                soj_ms,
+                edge_rps,
+                st.blocked,
+                empty,
+                empty,
+                np.zeros(E),
+                edge_rps * attempts if E else empty,
+                np.full((S, 3), np.nan) if per_service else None,
+                np.zeros(S),
+                cross_zone,
+            )
         n = int(max(16, min(n_samples, sample_budget // max(S, 1))))
         # ---- per-visit samples of every service: pod, CPU sojourn, own time, refusal ------------------
         order = np.argsort(pods.service, kind="stable")
@@ -636,9 +738,24 @@ class PerfModel:
             svc_lat[(v <= 0) | (ok_n == 0)] = np.nan
         inflight = pod_rps * (1.0 - st.blocked) * visit_ms[pods.service] / 1000.0
         mem = self.mem_base_mi[pods.service] + self.mem_per_inflight_mi[pods.service] * inflight
-        return StepStats(lat[~failed], float(failed.mean()), calls, cross, used, pod_rps, soj_ms, edge_rps,
-                         st.blocked, inflight, mem, first_fail, edge_rps * attempts if E else empty, svc_lat,
-                         visit_ms, cross_zone)
+        return StepStats(
+            lat[~failed],
+            float(failed.mean()),
+            calls,
+            cross,
+            used,
+            pod_rps,
+            soj_ms,
+            edge_rps,
+            st.blocked,
+            inflight,
+            mem,
+            first_fail,
+            edge_rps * attempts if E else empty,
+            svc_lat,
+            visit_ms,
+            cross_zone,
+        )
 
     def _calls_of_level(self, lv, L, F, node, zid, rng, n, first_fail) -> None:
         idx = lv["edges"]
@@ -703,7 +820,7 @@ class PerfModel:
         if capped.any():
             for i in np.flatnonzero(capped):
                 k = int(ncopy[i])
-                blk = contrib[cs[i]:cs[i] + k]
+                blk = contrib[cs[i] : cs[i] + k]
                 mu = float(blk.mean())
                 if self.e_par[idx[i]]:
                     pooled = np.sort(blk.ravel())
@@ -711,7 +828,7 @@ class PerfModel:
                     par_e[i] = pooled[np.minimum((uu * len(pooled)).astype(np.int64), len(pooled) - 1)]
                 else:
                     seq_e[i] = np.maximum(m[i] * mu + math.sqrt(m[i] / k) * (seq_e[i] - k * mu), 0.0)
-                p_fail = float(cfail[cs[i]:cs[i] + k].mean())
+                p_fail = float(cfail[cs[i] : cs[i] + k].mean())
                 if p_fail > 0:
                     extra = 1.0 - (1.0 - p_fail) ** max(m[i] - k, 0.0)
                     fail_e[i] |= rng.random(n) < extra
@@ -726,8 +843,9 @@ class PerfModel:
         L[callers] = np.where(F[callers], 0.0, L[callers] + add)
         F[callers] |= fails
 
-    def _exact_calls(self, edge_rps: np.ndarray, pods: PodArrays, n_ready: np.ndarray, N: int,
-                     zid: np.ndarray) -> tuple[float, float, float]:
+    def _exact_calls(
+        self, edge_rps: np.ndarray, pods: PodArrays, n_ready: np.ndarray, N: int, zid: np.ndarray
+    ) -> tuple[float, float, float]:
         """Calls/s, calls/s crossing nodes and calls/s crossing zones, from the placement (expected values
         under random backend choice; first attempts)."""
         E = len(edge_rps)

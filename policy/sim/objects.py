@@ -25,8 +25,15 @@ __all__ = ["node_object", "template_hash", "pod_from_template", "bind", "record_
 _ALNUM = "bcdfghjklmnpqrstvwxz2456789"
 
 
-def node_object(name: str, cpu_m: int, memory_bytes: int, pods: int = 110, zone: str = "",
-                region: str = "", labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+def node_object(
+    name: str,
+    cpu_m: int,
+    memory_bytes: int,
+    pods: int = 110,
+    zone: str = "",
+    region: str = "",
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """A Ready, schedulable Node with ``allocatable == capacity`` (no system reservations)."""
     lab = {LABEL_HOSTNAME: name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "type": "kwok"}
     if zone:
@@ -38,8 +45,11 @@ def node_object(name: str, cpu_m: int, memory_bytes: int, pods: int = 110, zone:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": lab,
-                     "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+        "metadata": {
+            "name": name,
+            "labels": lab,
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+        },
         "spec": {},
         "status": {
             "allocatable": dict(res),
@@ -72,8 +82,9 @@ def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, str]]:
     return [(prefix, str(obj))]
 
 
-def pod_from_template(deployment: Mapping[str, Any], rng: np.random.Generator, created_s: float = 0.0,
-                      scheduler_name: str | None = None) -> dict[str, Any]:
+def pod_from_template(
+    deployment: Mapping[str, Any], rng: np.random.Generator, created_s: float = 0.0, scheduler_name: str | None = None
+) -> dict[str, Any]:
     """A Pending Pod as the ReplicaSet controller creates it from ``deployment`` (apps/v1 Deployment JSON).
 
     ``rng`` draws the 5-character name suffix and the uid (deterministic per seed). ``scheduler_name``
@@ -86,9 +97,8 @@ def pod_from_template(deployment: Mapping[str, Any], rng: np.random.Generator, c
     phash = template_hash(tmpl)
     rs_name = f"{dname}-{phash}"
     suffix = "".join(_ALNUM[int(i)] for i in rng.integers(0, len(_ALNUM), size=5))
-    uid = "%08x-%04x-%04x-%04x-%012x" % tuple(int(x) for x in (
-        rng.integers(0, 2**32), rng.integers(0, 2**16), rng.integers(0, 2**16),
-        rng.integers(0, 2**16), rng.integers(0, 2**48)))
+    a, b, c, d, e = (int(rng.integers(0, 2**bits)) for bits in (32, 16, 16, 16, 48))
+    uid = f"{a:08x}-{b:04x}-{c:04x}-{d:04x}-{e:012x}"
     tmeta = tmpl.get("metadata") or {}
     labels = dict(tmeta.get("labels") or {})
     labels["pod-template-hash"] = phash
@@ -98,22 +108,39 @@ def pod_from_template(deployment: Mapping[str, Any], rng: np.random.Generator, c
     spec.setdefault("schedulerName", "default-scheduler")
     spec.setdefault("restartPolicy", "Always")
     spec.setdefault("terminationGracePeriodSeconds", 30)
-    spec.setdefault("tolerations", [
-        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute",
-         "tolerationSeconds": 300},
-    ])
+    spec.setdefault(
+        "tolerations",
+        [
+            {
+                "key": "node.kubernetes.io/not-ready",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+            {
+                "key": "node.kubernetes.io/unreachable",
+                "operator": "Exists",
+                "effect": "NoExecute",
+                "tolerationSeconds": 300,
+            },
+        ],
+    )
     pod_meta: dict[str, Any] = {
         "name": f"{rs_name}-{suffix}",
         "generateName": f"{rs_name}-",
         "namespace": ns,
         "uid": uid,
         "labels": labels,
-        "ownerReferences": [{
-            "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs_name,
-            "uid": "rs-" + hashlib.sha256(f"{ns}/{rs_name}".encode()).hexdigest()[:24],
-            "controller": True, "blockOwnerDeletion": True,
-        }],
+        "ownerReferences": [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": rs_name,
+                "uid": "rs-" + hashlib.sha256(f"{ns}/{rs_name}".encode()).hexdigest()[:24],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
         "creationTimestamp": _rfc3339(created_s),
     }
     if tmeta.get("annotations"):
@@ -149,7 +176,7 @@ def _rfc3339(t_s: float) -> str:
     import datetime as _dt
 
     # Simulated time 0 is 2026-01-01T00:00:00Z, so timestamps look like the API server's.
-    base = _dt.datetime(2026, 1, 1, tzinfo=_dt.timezone.utc)
+    base = _dt.datetime(2026, 1, 1, tzinfo=_dt.UTC)
     return (base + _dt.timedelta(seconds=float(t_s))).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -157,9 +184,14 @@ def bind(pod: Mapping[str, Any], node_name: str, phase: str = "Running") -> dict
     """The Pod after the scheduler's Binding (``spec.nodeName``) and kwok's pod-ready stage."""
     p = copy.deepcopy(dict(pod))
     p["spec"]["nodeName"] = node_name
-    p["status"] = {**p.get("status", {}), "phase": phase,
-                   "conditions": [{"type": "PodScheduled", "status": "True"},
-                                  {"type": "Ready", "status": "True" if phase == "Running" else "False"}]}
+    p["status"] = {
+        **p.get("status", {}),
+        "phase": phase,
+        "conditions": [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Ready", "status": "True" if phase == "Running" else "False"},
+        ],
+    }
     return p
 
 
@@ -168,8 +200,16 @@ def record_restart(pod: Mapping[str, Any], restart_count: int, reason: str, at_s
     ``lastState.terminated`` (``reason``, e.g. ``OOMKilled``, exit code 137 for a kill)."""
     p = copy.deepcopy(dict(pod))
     names = [c.get("name", f"c{i}") for i, c in enumerate((p.get("spec") or {}).get("containers") or [])] or ["main"]
-    p["status"] = {**p.get("status", {}), "containerStatuses": [
-        {"name": n, "ready": False, "restartCount": int(restart_count),
-         "lastState": {"terminated": {"reason": reason, "exitCode": 137, "finishedAt": _rfc3339(at_s)}}}
-        for n in names]}
+    p["status"] = {
+        **p.get("status", {}),
+        "containerStatuses": [
+            {
+                "name": n,
+                "ready": False,
+                "restartCount": int(restart_count),
+                "lastState": {"terminated": {"reason": reason, "exitCode": 137, "finishedAt": _rfc3339(at_s)}},
+            }
+            for n in names
+        ],
+    }
     return p

@@ -18,12 +18,27 @@ from policy.lowlevel import EXTENDER_WEIGHT, PlacementPolicy, TopologyHeuristic
 from .engine import METRIC_KEYS, SimConfig, Simulation, background_tenants
 from .kube_scheduler import InProcessExtender, KubeSchedulerModel
 
-__all__ = ["APPS", "TRAIN_APPS", "SETTINGS", "placement_stack", "start_with_metrics", "cluster_for_setting",
-           "run_placement", "compare", "markdown_table"]
+__all__ = [
+    "APPS",
+    "TRAIN_APPS",
+    "SETTINGS",
+    "placement_stack",
+    "start_with_metrics",
+    "cluster_for_setting",
+    "run_placement",
+    "compare",
+    "markdown_table",
+]
 
 
-APPS = ("online-boutique", "sock-shop", "dsb-hotel-reservation", "dsb-social-network", "dsb-media-microservices",
-        "alibaba")
+APPS = (
+    "online-boutique",
+    "sock-shop",
+    "dsb-hotel-reservation",
+    "dsb-social-network",
+    "dsb-media-microservices",
+    "alibaba",
+)
 
 
 TRAIN_APPS = ("online-boutique", "sock-shop", "dsb-hotel-reservation")
@@ -32,7 +47,9 @@ TRAIN_APPS = ("online-boutique", "sock-shop", "dsb-hotel-reservation")
 SETTINGS = ("bench", "background")
 
 
-def placement_stack(policy: PlacementPolicy | None, weight: int = EXTENDER_WEIGHT, intent: Sequence[float] | None = None):
+def placement_stack(
+    policy: PlacementPolicy | None, weight: int = EXTENDER_WEIGHT, intent: Sequence[float] | None = None
+):
     """A stack factory (``factory(ctx) -> StackBuild``): kube-scheduler's default profile plus, unless ``policy``
     is ``None``, an in-process extender serving ``policy`` with ``weight`` (filter + prioritize, as shipped),
     fed the current snapshot before every cycle and ``intent``."""
@@ -77,20 +94,36 @@ def cluster_for_setting(app, setting: str, seed: int):
 
     spec = cluster_for(app)
     if setting == "background":
-        spec = replace(spec, background=background_tenants(spec.nodes, spec.cpu_m, spec.memory_bytes,
-                                                           pods_per_node=2, request_frac=0.3, use_frac=0.35,
-                                                           seed=1000 + seed))
+        spec = replace(
+            spec,
+            background=background_tenants(
+                spec.nodes,
+                spec.cpu_m,
+                spec.memory_bytes,
+                pods_per_node=2,
+                request_frac=0.3,
+                use_frac=0.35,
+                seed=1000 + seed,
+            ),
+        )
     return spec
 
 
-def run_placement(app_name: str, policy: PlacementPolicy | None, seed: int, minutes: int = 30,
-                  setting: str = "bench", trace: str = "nasa") -> dict[str, float]:
+def run_placement(
+    app_name: str,
+    policy: PlacementPolicy | None,
+    seed: int,
+    minutes: int = 30,
+    setting: str = "bench",
+    trace: str = "nasa",
+) -> dict[str, float]:
     """One simulation (fixed replicas) of ``app_name`` placed by default scoring (+ ``policy`` as an extender);
     returns the metrics (:data:`policy.sim.engine.METRIC_KEYS`)."""
-    from .run import window_offset
     from policy.sim.app import load_app
-    from policy.sim.stacks import StackContext
     from policy.sim.run import trace_rps
+    from policy.sim.stacks import StackContext
+
+    from .run import window_offset
 
     app = load_app(app_name)
     rps = trace_rps(app, trace, minutes, window_offset(trace, minutes))
@@ -103,9 +136,14 @@ def run_placement(app_name: str, policy: PlacementPolicy | None, seed: int, minu
     return {k: float(res.metrics[k]) for k in METRIC_KEYS}
 
 
-def compare(apps: Sequence[str], seeds: Sequence[int], minutes: int = 30,
-            learned: Mapping[str, PlacementPolicy] | None = None, settings: Sequence[str] = SETTINGS,
-            log: Callable[[str], None] | None = None) -> dict[str, Any]:
+def compare(
+    apps: Sequence[str],
+    seeds: Sequence[int],
+    minutes: int = 30,
+    learned: Mapping[str, PlacementPolicy] | None = None,
+    settings: Sequence[str] = SETTINGS,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Every app × setting × policy (``default``, ``+heuristic``, ``+<name>`` for each of ``learned``) over
     ``seeds``: ``{"rows": [{"app", "setting", "policy", "<metric>": mean, "<metric>_sd": sd}], "seeds",
     "minutes", "wall_s"}``."""
@@ -133,13 +171,17 @@ def markdown_table(table: Mapping[str, Any]) -> str:
     """The comparison as a Markdown table (mean ± sd over the seeds; ratios to ``default`` for latency)."""
     rows = table["rows"]
     base = {(r["app"], r["setting"]): r for r in rows if r["policy"] == "default"}
-    out = ["| app | cluster | placement | mean ms | p95 ms | failed % | cross-node calls % | mean / default |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| app | cluster | placement | mean ms | p95 ms | failed % | cross-node calls % | mean / default |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         b = base[(r["app"], r["setting"])]
         held = "" if r["app"] in TRAIN_APPS else " (held out)"
         ratio = r["latency_mean_ms"] / b["latency_mean_ms"] if b["latency_mean_ms"] > 0 else math.nan
-        out.append(f"| {r['app']}{held} | {r['setting']} | {r['policy']} | {r['latency_mean_ms']:.1f} ± "
-                   f"{r['latency_mean_ms_sd']:.1f} | {r['latency_p95_ms']:.1f} ± {r['latency_p95_ms_sd']:.1f} | "
-                   f"{r['failed_pct']:.2f} | {r['cross_node_call_pct']:.1f} | {ratio:.3f} |")
+        out.append(
+            f"| {r['app']}{held} | {r['setting']} | {r['policy']} | {r['latency_mean_ms']:.1f} ± "
+            f"{r['latency_mean_ms_sd']:.1f} | {r['latency_p95_ms']:.1f} ± {r['latency_p95_ms_sd']:.1f} | "
+            f"{r['failed_pct']:.2f} | {r['cross_node_call_pct']:.1f} | {ratio:.3f} |"
+        )
     return "\n".join(out)

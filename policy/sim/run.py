@@ -19,14 +19,30 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any
+
 import numpy as np
+
 from .app import AppSpec, load_app
 from .engine import METRIC_KEYS, ClusterSpec, SimConfig
 from .model import PerfModel
 from .objects import node_object
 from .traces import load_trace
 
-__all__ = ["PEAK_UTILIZATION", "ZONES", "REGION", "KubeletClusterSpec", "AppBench", "APP_BENCH", "app_bench", "cluster_for", "trace_rps", "capacity_rps", "scale_to_capacity", "simulate", "window_offset"]
+__all__ = [
+    "PEAK_UTILIZATION",
+    "ZONES",
+    "REGION",
+    "KubeletClusterSpec",
+    "AppBench",
+    "APP_BENCH",
+    "app_bench",
+    "cluster_for",
+    "trace_rps",
+    "capacity_rps",
+    "scale_to_capacity",
+    "simulate",
+    "window_offset",
+]
 
 
 #: The trace's peak is scaled to this multiple of the app's capacity at its manifest replicas (busiest
@@ -53,9 +69,17 @@ class KubeletClusterSpec(ClusterSpec):
         out = []
         for i in range(self.nodes):
             zone = self.zones[i % len(self.zones)] if self.zones else ""
-            out.append(node_object(f"node-{i:03d}", self.cpu_m, self.memory_bytes, self.max_pods, zone=zone,
-                                   region=self.region if zone else "",
-                                   labels={"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}))
+            out.append(
+                node_object(
+                    f"node-{i:03d}",
+                    self.cpu_m,
+                    self.memory_bytes,
+                    self.max_pods,
+                    zone=zone,
+                    region=self.region if zone else "",
+                    labels={"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"},
+                )
+            )
         return out
 
 
@@ -92,8 +116,7 @@ def app_bench(app: AppSpec) -> AppBench:
 
 def cluster_for(app: AppSpec, nodes: int | None = None) -> KubeletClusterSpec:
     b = app_bench(app)
-    return KubeletClusterSpec(nodes=nodes or b.nodes, cpu_m=b.cpu_m, memory_bytes=b.memory_gib * 1024**3,
-                              zones=ZONES)
+    return KubeletClusterSpec(nodes=nodes or b.nodes, cpu_m=b.cpu_m, memory_bytes=b.memory_gib * 1024**3, zones=ZONES)
 
 
 def trace_rps(app: AppSpec, trace: str, minutes: int | None, offset_min: int = 0) -> np.ndarray:
@@ -103,9 +126,10 @@ def trace_rps(app: AppSpec, trace: str, minutes: int | None, offset_min: int = 0
     if minutes is None:
         minutes = len(whole) - offset_min
     if offset_min < 0 or offset_min + minutes > len(whole):
-        raise ValueError(f"minutes: trace {trace!r} has {len(whole)} minutes, cannot give "
-                         f"[{offset_min}, {offset_min + minutes})")
-    return scale_to_capacity(whole, app)[offset_min:offset_min + minutes]
+        raise ValueError(
+            f"minutes: trace {trace!r} has {len(whole)} minutes, cannot give [{offset_min}, {offset_min + minutes})"
+        )
+    return scale_to_capacity(whole, app)[offset_min : offset_min + minutes]
 
 
 def capacity_rps(app: AppSpec, node_cpu_m: int | None = None) -> float:
@@ -125,8 +149,17 @@ def scale_to_capacity(counts_per_min: np.ndarray, app: AppSpec) -> np.ndarray:
     return scale_to_peak(np.asarray(counts_per_min, dtype=np.float64), PEAK_UTILIZATION * capacity_rps(app))
 
 
-def simulate(app: str | AppSpec, trace: str, policy: str, nodes: int | None = None, minutes: int | None = 30,
-             seed: int = 0, offset_min: int = 0, n_samples: int | None = None, progress=None):
+def simulate(
+    app: str | AppSpec,
+    trace: str,
+    policy: str,
+    nodes: int | None = None,
+    minutes: int | None = 30,
+    seed: int = 0,
+    offset_min: int = 0,
+    n_samples: int | None = None,
+    progress=None,
+):
     """Run one simulation; returns ``(flat_result_dict, SimResult)``. Raises ValueError (unknown app,
     trace or policy; bad numbers) with a one-line message."""
     from .stacks import run_stack
@@ -141,8 +174,14 @@ def simulate(app: str | AppSpec, trace: str, policy: str, nodes: int | None = No
     kw = {} if n_samples is None else {"n_samples": n_samples}
     cfg = SimConfig(minutes=len(rps), seed=seed, **kw)
     res = run_stack(policy, spec, rps, cluster, cfg, progress)
-    flat: dict[str, Any] = {"app": spec.name, "trace": trace, "policy": policy, "nodes": cluster.nodes,
-                            "minutes": len(rps), "seed": seed}
+    flat: dict[str, Any] = {
+        "app": spec.name,
+        "trace": trace,
+        "policy": policy,
+        "nodes": cluster.nodes,
+        "minutes": len(rps),
+        "seed": seed,
+    }
     for k in METRIC_KEYS:
         v = float(res.metrics[k])
         flat[k] = v if math.isfinite(v) else None

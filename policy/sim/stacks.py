@@ -41,11 +41,42 @@ from typing import Any
 from policy.index import ClusterIndex
 from policy.observe import parse_workload
 from policy.state import ClusterSnapshot, PodInfo
+
 from .app import AppSpec
 from .engine import ClusterSpec, PeriodicHook, SimConfig, Simulation
 from .kube_scheduler import KubeSchedulerModel
 
-__all__ = ["ENTRY_POINT_GROUP", "DESCHEDULER_PERIOD_MIN", "AUTOSCALER_PERIOD_MIN", "NOT_AUTOSCALED_IMAGES", "StackContext", "StackBuild", "StackFactory", "StackInfo", "register_stack", "available_stacks", "get_stack", "build_stack", "run_stack", "terms_lookup", "workload_key", "autoscaled_workloads", "PodView", "pod_views", "current_replicas", "default_kube_scheduler", "hpa_hook", "default_kube_scheduler_hpa", "threshold_hook", "threshold_autoscaler", "descheduler_hook", "descheduler_lownodeutilization", "networkaware", "trimaran_tlp", "BENCH_STACKS"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "DESCHEDULER_PERIOD_MIN",
+    "AUTOSCALER_PERIOD_MIN",
+    "NOT_AUTOSCALED_IMAGES",
+    "StackContext",
+    "StackBuild",
+    "StackFactory",
+    "StackInfo",
+    "register_stack",
+    "available_stacks",
+    "get_stack",
+    "build_stack",
+    "run_stack",
+    "terms_lookup",
+    "workload_key",
+    "autoscaled_workloads",
+    "PodView",
+    "pod_views",
+    "current_replicas",
+    "default_kube_scheduler",
+    "hpa_hook",
+    "default_kube_scheduler_hpa",
+    "threshold_hook",
+    "threshold_autoscaler",
+    "descheduler_hook",
+    "descheduler_lownodeutilization",
+    "networkaware",
+    "trimaran_tlp",
+    "BENCH_STACKS",
+]
 
 ENTRY_POINT_GROUP = "hrl_scheduler.stacks"
 #: How often the descheduler-based stacks run the descheduler (the upstream Deployment example's
@@ -54,8 +85,22 @@ DESCHEDULER_PERIOD_MIN = 5
 #: Autoscalers sync once per simulated minute (the simulation's step; the HPA controller syncs every 15 s).
 AUTOSCALER_PERIOD_MIN = 1
 #: Container images of data stores and infrastructure: not autoscaled (stateful or not on the request path).
-NOT_AUTOSCALED_IMAGES = ("mongo", "redis", "memcached", "mysql", "postgres", "rabbitmq", "consul", "jaeger",
-                         "loadgenerator", "catalogue-db", "cassandra", "kafka", "zookeeper", "etcd")
+NOT_AUTOSCALED_IMAGES = (
+    "mongo",
+    "redis",
+    "memcached",
+    "mysql",
+    "postgres",
+    "rabbitmq",
+    "consul",
+    "jaeger",
+    "loadgenerator",
+    "catalogue-db",
+    "cassandra",
+    "kafka",
+    "zookeeper",
+    "etcd",
+)
 
 
 @dataclass(frozen=True)
@@ -120,17 +165,18 @@ def available_stacks() -> dict[str, StackInfo]:
     out = dict(_BUILTIN)
     for ep in _entry_points():
         if ep.name in _BUILTIN:
-            raise ValueError(f"entry point {ep.name!r} ({ep.value}) of group {ENTRY_POINT_GROUP}: "
-                             "the name of a built-in stack")
+            raise ValueError(
+                f"entry point {ep.name!r} ({ep.value}) of group {ENTRY_POINT_GROUP}: the name of a built-in stack"
+            )
         try:
             fn = ep.load()
-        except Exception as exc:  # noqa: BLE001 - report any import problem as bad input
-            raise ValueError(f"entry point {ep.name!r} ({ep.value}) of group {ENTRY_POINT_GROUP}: "
-                             f"cannot load: {exc}") from exc
+        except Exception as exc:
+            raise ValueError(
+                f"entry point {ep.name!r} ({ep.value}) of group {ENTRY_POINT_GROUP}: cannot load: {exc}"
+            ) from exc
         if not callable(fn):
             raise ValueError(f"entry point {ep.name!r} ({ep.value}): not a callable stack factory")
-        out[ep.name] = StackInfo(ep.name, fn, (fn.__doc__ or "").strip().split("\n")[0],
-                                 f"entry point {ep.value}")
+        out[ep.name] = StackInfo(ep.name, fn, (fn.__doc__ or "").strip().split("\n")[0], f"entry point {ep.value}")
     return out
 
 
@@ -150,18 +196,34 @@ def build_stack(name: str, ctx: StackContext) -> StackBuild:
     info = get_stack(name)
     built = info.factory(ctx)
     if not isinstance(built, StackBuild):
-        raise ValueError(f"stack {name!r} ({info.origin}): factory returned {type(built).__name__}, "
-                         "expected policy.sim.stacks.StackBuild")
+        raise ValueError(
+            f"stack {name!r} ({info.origin}): factory returned {type(built).__name__}, "
+            "expected policy.sim.stacks.StackBuild"
+        )
     return built
 
 
-def run_stack(name: str, app: AppSpec, rps: Sequence[float], cluster: ClusterSpec, config: SimConfig,
-              progress: Callable[[int], None] | None = None):
+def run_stack(
+    name: str,
+    app: AppSpec,
+    rps: Sequence[float],
+    cluster: ClusterSpec,
+    config: SimConfig,
+    progress: Callable[[int], None] | None = None,
+):
     """Build stack ``name`` and run one simulation; returns the :class:`~policy.sim.engine.SimResult`."""
     built = build_stack(name, StackContext(app, cluster, config.seed, config))
     try:
-        sim = Simulation(app, rps, cluster, built.scheduler, config, hooks=built.hooks,
-                         on_change=built.on_change, scheduler_name=built.scheduler_name)
+        sim = Simulation(
+            app,
+            rps,
+            cluster,
+            built.scheduler,
+            config,
+            hooks=built.hooks,
+            on_change=built.on_change,
+            scheduler_name=built.scheduler_name,
+        )
         return sim.run(progress)
     finally:
         if built.close is not None:
@@ -169,6 +231,7 @@ def run_stack(name: str, app: AppSpec, rps: Sequence[float], cluster: ClusterSpe
 
 
 # ---- helpers shared by the built-in stacks ---------------------------------------------------------------
+
 
 def terms_lookup(app: AppSpec):
     """The pods' affinity/spread terms from the app's pod templates (keyed by service)."""
@@ -189,8 +252,10 @@ def autoscaled_workloads(app: AppSpec) -> list[str]:
     for obj, w in zip(app.deployments, app.workloads):
         if w.pod_requests.cpu_m <= 0:
             continue
-        images = [str(c.get("image", "")) for c in
-                  (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []]
+        images = [
+            str(c.get("image", ""))
+            for c in (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers") or []
+        ]
         names = [i.rsplit("/", 1)[-1].split(":")[0] for i in images] + [w.name]
         if any(k in n for n in names for k in NOT_AUTOSCALED_IMAGES):
             continue
@@ -237,6 +302,7 @@ def current_replicas(sim: Simulation, workload: str) -> int:
 
 # ---- the built-in stacks ---------------------------------------------------------------------------------
 
+
 @register_stack("default-kube-scheduler", "kube-scheduler's default profile, manifest replicas, no descheduler")
 def default_kube_scheduler(ctx: StackContext) -> StackBuild:
     """kube-scheduler's default profile (all default score plugins and weights), fixed replicas."""
@@ -259,11 +325,20 @@ def hpa_hook(app: AppSpec, spec=None) -> PeriodicHook:
                 continue
             ready = v.bound and v.ready_at_s <= sim.now_s
             usage = (float(v.info.usage.cpu_m) if v.info.usage is not None else 0.0) if v.has_metric else None
-            by_workload[v.workload].append(PodSample(
-                name=v.info.key, phase="Running" if v.bound else "Pending", cpu_request_m=v.info.requests.cpu_m,
-                ready=ready, ready_changed_s=v.ready_at_s if ready else (v.start_s or 0.0),
-                start_s=v.start_s, cpu_usage_m=usage, metric_s=sim.now_s, metric_window_s=sim.config.step_s,
-                terminating=v.info.terminating))
+            by_workload[v.workload].append(
+                PodSample(
+                    name=v.info.key,
+                    phase="Running" if v.bound else "Pending",
+                    cpu_request_m=v.info.requests.cpu_m,
+                    ready=ready,
+                    ready_changed_s=v.ready_at_s if ready else (v.start_s or 0.0),
+                    start_s=v.start_s,
+                    cpu_usage_m=usage,
+                    metric_s=sim.now_s,
+                    metric_window_s=sim.config.step_s,
+                    terminating=v.info.terminating,
+                )
+            )
         for w, hpa in hpas.items():
             cur = current_replicas(sim, w)
             new = hpa.reconcile(cur, by_workload[w], sim.now_s)
@@ -333,8 +408,10 @@ def descheduler_hook(period_min: int = DESCHEDULER_PERIOD_MIN) -> PeriodicHook:
     return PeriodicHook("descheduler", period_min, run)
 
 
-@register_stack("descheduler-lownodeutilization",
-                "default profile + descheduler LowNodeUtilization and RemoveDuplicates every 5 min")
+@register_stack(
+    "descheduler-lownodeutilization",
+    "default profile + descheduler LowNodeUtilization and RemoveDuplicates every 5 min",
+)
 def descheduler_lownodeutilization(ctx: StackContext) -> StackBuild:
     """kube-scheduler's default profile + kubernetes-sigs/descheduler (RemoveDuplicates, LowNodeUtilization
     with thresholds 20 % / targets 50 % of cpu, memory, pods) every 5 simulated minutes."""
@@ -348,19 +425,32 @@ def networkaware(ctx: StackContext) -> StackBuild:
     """scheduler-plugins' network-aware profile: NetworkOverhead (weight 5, filter + score) with an AppGroup
     built from the app's call graph and a NetworkTopology of the cluster's zones (cross-zone cost 10),
     BalancedAllocation 1, NodeResourcesFit scoring disabled; the other default plugins keep their weights."""
-    from policy.baselines.kube_default import InterPodAffinity, NodeAffinity, NodeResourcesBalancedAllocation, PodTopologySpread, TaintToleration
+    from policy.baselines.kube_default import (
+        InterPodAffinity,
+        NodeAffinity,
+        NodeResourcesBalancedAllocation,
+        PodTopologySpread,
+        TaintToleration,
+    )
     from policy.baselines.networkaware import AppGroup, InTreeFilterExtender, NetworkOverhead, NetworkTopology
 
     terms = terms_lookup(ctx.app)
-    overhead = NetworkOverhead(AppGroup.from_graph(ctx.app.graph, ctx.app.name),
-                               NetworkTopology.uniform(ctx.cluster.zones, zone_cost=10))
+    overhead = NetworkOverhead(
+        AppGroup.from_graph(ctx.app.graph, ctx.app.name), NetworkTopology.uniform(ctx.cluster.zones, zone_cost=10)
+    )
     state: dict[str, ClusterIndex | None] = {"index": None}
 
     def on_change(snap: ClusterSnapshot) -> None:
         state["index"] = ClusterIndex.build(snap)
 
-    plugins = [TaintToleration(), NodeAffinity(terms), PodTopologySpread(terms), InterPodAffinity(terms),
-               NodeResourcesBalancedAllocation(), overhead]
+    plugins = [
+        TaintToleration(),
+        NodeAffinity(terms),
+        PodTopologySpread(terms),
+        InterPodAffinity(terms),
+        NodeResourcesBalancedAllocation(),
+        overhead,
+    ]
     ext = InTreeFilterExtender(overhead, lambda: state["index"])
     return StackBuild(KubeSchedulerModel(plugins=plugins, extenders=[ext]), on_change=on_change)
 
@@ -384,5 +474,11 @@ def trimaran_tlp(ctx: StackContext) -> StackBuild:
 
 
 #: The stacks `make bench` compares, in table order.
-BENCH_STACKS = ("default-kube-scheduler", "default-kube-scheduler+hpa", "networkaware", "trimaran-tlp",
-                "descheduler-lownodeutilization", "threshold-autoscaler")
+BENCH_STACKS = (
+    "default-kube-scheduler",
+    "default-kube-scheduler+hpa",
+    "networkaware",
+    "trimaran-tlp",
+    "descheduler-lownodeutilization",
+    "threshold-autoscaler",
+)

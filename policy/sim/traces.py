@@ -40,11 +40,19 @@ def data_dir() -> Path:
 #: The named windows used by the demo, `hrl-policy simulate` and `make bench`.
 WINDOWS: dict[str, TraceWindow] = {
     "nasa": TraceWindow(
-        "nasa", "nasa_requests_per_minute.csv", start_min=3 * 1440 + 9 * 60, length_min=360,
-        description="NASA-HTTP, 3 July 1995 09:00-15:00 (server time): the daily ramp-up to the peak"),
+        "nasa",
+        "nasa_requests_per_minute.csv",
+        start_min=3 * 1440 + 9 * 60,
+        length_min=360,
+        description="NASA-HTTP, 3 July 1995 09:00-15:00 (server time): the daily ramp-up to the peak",
+    ),
     "twitter": TraceWindow(
-        "twitter", "twitter_requests_per_minute.csv", start_min=1440 + 4 * 60, length_min=360,
-        description="Twitter stream Aug 2021, day 2 04:00-10:00 (trace time): two swings between 3k and 6k/min"),
+        "twitter",
+        "twitter_requests_per_minute.csv",
+        start_min=1440 + 4 * 60,
+        length_min=360,
+        description="Twitter stream Aug 2021, day 2 04:00-10:00 (trace time): two swings between 3k and 6k/min",
+    ),
 }
 
 
@@ -90,7 +98,7 @@ def load_trace(name_or_path: str, minutes: int | None = None, offset_min: int = 
     """
     if name_or_path == "bursty":
         n = minutes or 360
-        return bursty_trace(n + offset_min)[offset_min:offset_min + n]
+        return bursty_trace(n + offset_min)[offset_min : offset_min + n]
     w = WINDOWS.get(name_or_path)
     if w is not None:
         counts = read_counts(str(data_dir() / w.file))
@@ -98,15 +106,18 @@ def load_trace(name_or_path: str, minutes: int | None = None, offset_min: int = 
     else:
         p = Path(name_or_path)
         if not p.exists():
-            raise TraceError(f"trace: unknown name or missing file {name_or_path!r} "
-                             f"(named traces: {', '.join(sorted([*WINDOWS, 'bursty']))})")
+            raise TraceError(
+                f"trace: unknown name or missing file {name_or_path!r} "
+                f"(named traces: {', '.join(sorted([*WINDOWS, 'bursty']))})"
+            )
         counts = read_counts(str(p))
         start, length = 0, len(counts)
     n = length - offset_min if minutes is None else minutes
     if offset_min < 0 or n <= 0 or offset_min + n > length or start + offset_min + n > len(counts):
-        raise TraceError(f"trace {name_or_path!r}: window of {length} min cannot give minutes "
-                         f"[{offset_min}, {offset_min + n})")
-    return counts[start + offset_min:start + offset_min + n].copy()
+        raise TraceError(
+            f"trace {name_or_path!r}: window of {length} min cannot give minutes [{offset_min}, {offset_min + n})"
+        )
+    return counts[start + offset_min : start + offset_min + n].copy()
 
 
 def bursty_trace(minutes: int, seed: int = 20240710, base: float = 100.0) -> np.ndarray:

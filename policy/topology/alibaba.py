@@ -33,19 +33,36 @@ from pathlib import Path
 from typing import Literal
 
 from policy.state import ServiceGraph
+
 from .common import Observations, csv_files, is_missing, iter_csv_rows, parse_float
 
 __all__ = ["V2021_COLUMNS", "V2022_COLUMNS", "MISSING_NAMES", "alibaba_version", "read_alibaba", "load_alibaba"]
 
 V2021_COLUMNS = ("traceid", "timestamp", "rpcid", "um", "rpctype", "dm", "interface", "rt")
-V2022_COLUMNS = ("timestamp", "traceid", "service", "rpc_id", "rpctype", "um", "uminstanceid", "interface",
-                 "dm", "dminstanceid", "rt")
+V2022_COLUMNS = (
+    "timestamp",
+    "traceid",
+    "service",
+    "rpc_id",
+    "rpctype",
+    "um",
+    "uminstanceid",
+    "interface",
+    "dm",
+    "dminstanceid",
+    "rt",
+)
 MISSING_NAMES = frozenset({"", "(?)", "nan", "unknown", "unavailable"})
 """um/dm values (compared stripped and lower-cased) that name no microservice: such rows are dropped."""
 
 _REQUIRED = ("timestamp", "um", "dm", "rt")
-_EXPECTED = ("an Alibaba call-graph table needs columns " + ",".join(V2021_COLUMNS)
-             + " (v2021) or " + ",".join(V2022_COLUMNS) + " (v2022)")
+_EXPECTED = (
+    "an Alibaba call-graph table needs columns "
+    + ",".join(V2021_COLUMNS)
+    + " (v2021) or "
+    + ",".join(V2022_COLUMNS)
+    + " (v2022)"
+)
 
 
 def alibaba_version(header: list[str]) -> Literal["v2021", "v2022"] | None:

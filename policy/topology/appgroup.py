@@ -55,6 +55,7 @@ from typing import Any
 import yaml
 
 from policy.state import ServiceEdge, ServiceGraph
+
 from .common import TopologyError
 
 __all__ = [
@@ -93,13 +94,23 @@ SORTING_ALGORITHMS = ("KahnSort", "TarjanSort", "ReverseKahn", "ReverseTarjan", 
 """The values appgroup-api defines for ``topologySortingAlgorithm`` (the CRD schema itself accepts any string)."""
 
 # resource.Quantity, as the CRD's pattern for minBandwidth
-_QUANTITY = re.compile(r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
-                       r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$")
-_EDGE_FIELDS = ("rps", "calls_per_request", "latency_mean_ms", "latency_p50_ms", "latency_p95_ms",
-                "latency_p99_ms", "error_rate")
+_QUANTITY = re.compile(
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+_EDGE_FIELDS = (
+    "rps",
+    "calls_per_request",
+    "latency_mean_ms",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "latency_p99_ms",
+    "error_rate",
+)
 
 
 # ---- YAML with line numbers ----------------------------------------------------------------------------
+
 
 class _Map(dict):
     """A YAML mapping that remembers the 1-based line of itself (``line``) and of each key (``key_lines``)."""
@@ -130,8 +141,8 @@ def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> _Map:
             hash(key)
         except TypeError:
             raise yaml.constructor.ConstructorError(
-                "while constructing a mapping", node.start_mark, "found an unhashable key",
-                key_node.start_mark) from None
+                "while constructing a mapping", node.start_mark, "found an unhashable key", key_node.start_mark
+            ) from None
         m[key] = loader.construct_object(value_node, deep=True)
         if isinstance(key, str):
             m.key_lines[key] = key_node.start_mark.line + 1
@@ -166,7 +177,7 @@ def load_yaml_with_lines(path: str | Path) -> list[Any]:
         except json.JSONDecodeError as exc:
             raise TopologyError(f"{p}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
     try:
-        return [d for d in yaml.load_all(text, Loader=_LineLoader) if d is not None]  # noqa: S506 - safe loader subclass
+        return [d for d in yaml.load_all(text, Loader=_LineLoader) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
@@ -183,6 +194,7 @@ def _line_of(container: Any, key: str | int | None = None) -> int:
 
 
 # ---- the object model ----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class WorkloadRef:
@@ -242,8 +254,11 @@ class AppGroup:
     def where(self, line: int | None = None) -> str:
         """``path:line: AppGroup namespace/name`` (the object's own line when ``line`` is not given)."""
         n = self.line if line is None else line
-        return f"{self.path}:{n}: AppGroup {self.namespace}/{self.name}" if n else \
-            f"{self.path}: AppGroup {self.namespace}/{self.name}"
+        return (
+            f"{self.path}:{n}: AppGroup {self.namespace}/{self.name}"
+            if n
+            else f"{self.path}: AppGroup {self.namespace}/{self.name}"
+        )
 
 
 def is_appgroup(obj: Any) -> bool:
@@ -314,12 +329,14 @@ def _workload_ref(ctx: _Ctx, parent: Any, key: str, fpath: str) -> WorkloadRef:
     assert m is not None
     for k in m:
         if k not in ("kind", "name", "selector", "apiVersion", "namespace"):
-            raise ctx.fail(m, k, f"{fpath}.{k}", "unknown field (expected kind, name, selector, apiVersion, "
-                                                 "namespace)")
-    return WorkloadRef(kind=_req_str(ctx, m, "kind", fpath), name=_req_str(ctx, m, "name", fpath),
-                       selector=_req_str(ctx, m, "selector", fpath),
-                       api_version=_opt_str(ctx, m, "apiVersion", fpath),
-                       namespace=_opt_str(ctx, m, "namespace", fpath))
+            raise ctx.fail(m, k, f"{fpath}.{k}", "unknown field (expected kind, name, selector, apiVersion, namespace)")
+    return WorkloadRef(
+        kind=_req_str(ctx, m, "kind", fpath),
+        name=_req_str(ctx, m, "name", fpath),
+        selector=_req_str(ctx, m, "selector", fpath),
+        api_version=_opt_str(ctx, m, "apiVersion", fpath),
+        namespace=_opt_str(ctx, m, "namespace", fpath),
+    )
 
 
 def _int_field(ctx: _Ctx, m: Any, key: str, fpath: str, lo: int, hi: int) -> int:
@@ -345,13 +362,18 @@ def _call_graph(ctx: _Ctx, meta: Mapping[str, Any], warnings: list[str]) -> dict
     except json.JSONDecodeError as exc:
         raise ctx.fail(ann, ANNOTATION_CALL_GRAPH, fpath, f"invalid JSON: {exc.msg} (column {exc.colno})") from exc
     if not isinstance(data, list):
-        raise ctx.fail(ann, ANNOTATION_CALL_GRAPH, fpath, "expected a JSON list of edges "
-                                                          '[{"caller", "callee", "rps", ...}]')
+        raise ctx.fail(
+            ann, ANNOTATION_CALL_GRAPH, fpath, 'expected a JSON list of edges [{"caller", "callee", "rps", ...}]'
+        )
     out: dict[tuple[str, str], ServiceEdge] = {}
     for i, e in enumerate(data):
         if not isinstance(e, Mapping) or not isinstance(e.get("caller"), str) or not isinstance(e.get("callee"), str):
-            raise ctx.fail(ann, ANNOTATION_CALL_GRAPH, f"{fpath}[{i}]",
-                           f"expected {{'caller': str, 'callee': str, ...}}, got {e!r}")
+            raise ctx.fail(
+                ann,
+                ANNOTATION_CALL_GRAPH,
+                f"{fpath}[{i}]",
+                f"expected {{'caller': str, 'callee': str, ...}}, got {e!r}",
+            )
         kw: dict[str, float | None] = {}
         for name in _EDGE_FIELDS:
             v = e.get(name)
@@ -359,8 +381,12 @@ def _call_graph(ctx: _Ctx, meta: Mapping[str, Any], warnings: list[str]) -> dict
                 kw[name] = None
                 continue
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                raise ctx.fail(ann, ANNOTATION_CALL_GRAPH, f"{fpath}[{i}].{name}",
-                               f"expected a finite number >= 0 or null, got {v!r}")
+                raise ctx.fail(
+                    ann,
+                    ANNOTATION_CALL_GRAPH,
+                    f"{fpath}[{i}].{name}",
+                    f"expected a finite number >= 0 or null, got {v!r}",
+                )
             kw[name] = float(v)
         key = (e["caller"], e["callee"])
         if key in out:
@@ -379,8 +405,9 @@ def parse_appgroup(obj: Mapping[str, Any], path: str = "", warnings: list[str] |
     api = str(obj.get("apiVersion") or "")
     group, _, version = api.partition("/")
     if group not in (API_GROUP, LEGACY_API_GROUP) or obj.get("kind") != KIND:
-        raise ctx.fail(obj, "apiVersion", "apiVersion", f"expected {API_VERSION} kind {KIND}, got {api!r} "
-                                                        f"kind {obj.get('kind')!r}")
+        raise ctx.fail(
+            obj, "apiVersion", "apiVersion", f"expected {API_VERSION} kind {KIND}, got {api!r} kind {obj.get('kind')!r}"
+        )
     if version != "v1alpha1":
         raise ctx.fail(obj, "apiVersion", "apiVersion", f"unsupported version {version!r} (expected v1alpha1)")
     meta = _map(ctx, obj, "metadata", "metadata")
@@ -398,8 +425,9 @@ def parse_appgroup(obj: Mapping[str, Any], path: str = "", warnings: list[str] |
     num = _int_field(ctx, spec, "numMembers", "spec.numMembers", 1, 2**31 - 1)
     algo = _req_str(ctx, spec, "topologySortingAlgorithm", "spec")
     if algo not in SORTING_ALGORITHMS:
-        warnings.append(f"{where}: spec.topologySortingAlgorithm {algo!r} is not one of "
-                        f"{', '.join(SORTING_ALGORITHMS)}")
+        warnings.append(
+            f"{where}: spec.topologySortingAlgorithm {algo!r} is not one of {', '.join(SORTING_ALGORITHMS)}"
+        )
     items = _list(ctx, spec, "workloads", "spec.workloads", required=True)
     workloads: list[AppGroupWorkload] = []
     for i, item in enumerate(items):
@@ -417,8 +445,12 @@ def parse_appgroup(obj: Mapping[str, Any], path: str = "", warnings: list[str] |
             bw = d.get("minBandwidth")
             if bw is not None:
                 if isinstance(bw, bool) or not isinstance(bw, (int, str)) or not _QUANTITY.match(str(bw).strip()):
-                    raise ctx.fail(d, "minBandwidth", f"{dpath}.minBandwidth",
-                                   f"expected a Kubernetes quantity such as 100Mi, got {bw!r}")
+                    raise ctx.fail(
+                        d,
+                        "minBandwidth",
+                        f"{dpath}.minBandwidth",
+                        f"expected a Kubernetes quantity such as 100Mi, got {bw!r}",
+                    )
                 bw = str(bw).strip()
             cost = None
             if d.get("maxNetworkCost") is not None:
@@ -460,13 +492,16 @@ def read_appgroups(path: str | Path, warnings: list[str] | None = None) -> list[
                 if is_appgroup(obj):
                     out.append(parse_appgroup(obj, str(f), warnings))
                 elif isinstance(obj, Mapping) and obj.get("kind") == KIND:
-                    warnings.append(f"{f}:{_line_of(obj)}: kind {KIND} with apiVersion {obj.get('apiVersion')!r} "
-                                    f"is not a scheduler-plugins AppGroup ({API_VERSION}); skipped")
+                    warnings.append(
+                        f"{f}:{_line_of(obj)}: kind {KIND} with apiVersion {obj.get('apiVersion')!r} "
+                        f"is not a scheduler-plugins AppGroup ({API_VERSION}); skipped"
+                    )
     return out
 
 
-def graph_from_appgroups(groups: Sequence[AppGroup], resolve=None, source: str = "appgroup"
-                         ) -> tuple[ServiceGraph, list[str]]:
+def graph_from_appgroups(
+    groups: Sequence[AppGroup], resolve=None, source: str = "appgroup"
+) -> tuple[ServiceGraph, list[str]]:
     """The call graph of parsed AppGroups (see the module docstring for the rules).
 
     ``resolve(ref: WorkloadRef) -> list[str]``: the services a workload reference names (used with manifests);
@@ -482,8 +517,10 @@ def graph_from_appgroups(groups: Sequence[AppGroup], resolve=None, source: str =
             return [ref.selector]
         got = list(resolve(ref))
         if not got:
-            warnings.append(f"{group.where(line)}: workload {ref.kind} {ref.name} (selector {ref.selector!r}) "
-                            f"matches no workload in the input; not an edge")
+            warnings.append(
+                f"{group.where(line)}: workload {ref.kind} {ref.name} (selector {ref.selector!r}) "
+                f"matches no workload in the input; not an edge"
+            )
         return got
 
     for g in groups:
@@ -494,8 +531,10 @@ def graph_from_appgroups(groups: Sequence[AppGroup], resolve=None, source: str =
             services.extend(callers)
             for d in w.dependencies:
                 if d.workload.selector not in declared:
-                    warnings.append(f"{g.where(d.line)}: workload {w.workload.selector!r} depends on "
-                                    f"{d.workload.selector!r}, which is not among spec.workloads")
+                    warnings.append(
+                        f"{g.where(d.line)}: workload {w.workload.selector!r} depends on "
+                        f"{d.workload.selector!r}, which is not among spec.workloads"
+                    )
                 callees = names(d.workload, g, d.line)
                 services.extend(callees)
                 for c in callers:
@@ -508,8 +547,10 @@ def graph_from_appgroups(groups: Sequence[AppGroup], resolve=None, source: str =
                         edges.append(measured if measured is not None else ServiceEdge(c, t))
         for key in g.call_graph:
             if key not in seen_edges:
-                warnings.append(f"{g.where()}: annotation {ANNOTATION_CALL_GRAPH} lists {key[0]} -> {key[1]}, "
-                                f"which spec.workloads does not declare; ignored")
+                warnings.append(
+                    f"{g.where()}: annotation {ANNOTATION_CALL_GRAPH} lists {key[0]} -> {key[1]}, "
+                    f"which spec.workloads does not declare; ignored"
+                )
     return ServiceGraph.build(services, edges, source), list(dict.fromkeys(warnings))
 
 
@@ -526,13 +567,19 @@ def load_appgroup(path: str | Path) -> tuple[ServiceGraph, list[str]]:
 
 # ---- export --------------------------------------------------------------------------------------------
 
-def appgroup_from_graph(graph: ServiceGraph, name: str, namespace: str = "default", *,
-                        workloads: Mapping[str, WorkloadRef] | None = None,
-                        topology_sorting_algorithm: str = "KahnSort",
-                        num_members: int | None = None,
-                        max_network_cost: int | None = None,
-                        min_bandwidth: str | None = None,
-                        include_call_graph: bool = True) -> dict[str, Any]:
+
+def appgroup_from_graph(
+    graph: ServiceGraph,
+    name: str,
+    namespace: str = "default",
+    *,
+    workloads: Mapping[str, WorkloadRef] | None = None,
+    topology_sorting_algorithm: str = "KahnSort",
+    num_members: int | None = None,
+    max_network_cost: int | None = None,
+    min_bandwidth: str | None = None,
+    include_call_graph: bool = True,
+) -> dict[str, Any]:
     """``graph`` as an AppGroup object (a plain dict, ready for YAML/JSON).
 
     - one ``spec.workloads`` entry per service, in ``graph.services`` order, with ``dependencies`` = its
@@ -552,8 +599,10 @@ def appgroup_from_graph(graph: ServiceGraph, name: str, namespace: str = "defaul
     if not name or not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", name) or len(name) > 253:
         raise ValueError(f"name: not a Kubernetes object name: {name!r}")
     if topology_sorting_algorithm not in SORTING_ALGORITHMS:
-        raise ValueError(f"topology_sorting_algorithm: expected one of {', '.join(SORTING_ALGORITHMS)}, "
-                         f"got {topology_sorting_algorithm!r}")
+        raise ValueError(
+            f"topology_sorting_algorithm: expected one of {', '.join(SORTING_ALGORITHMS)}, "
+            f"got {topology_sorting_algorithm!r}"
+        )
     if max_network_cost is not None and not 0 <= max_network_cost <= 10000:
         raise ValueError(f"max_network_cost: out of range 0..10000: {max_network_cost}")
     if min_bandwidth is not None and not _QUANTITY.match(str(min_bandwidth)):
@@ -585,8 +634,11 @@ def appgroup_from_graph(graph: ServiceGraph, name: str, namespace: str = "defaul
             item["dependencies"] = deps
         items.append(item)
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
-    measured = [e for e in graph.to_json()["edges"] if e["caller"] != e["callee"]
-                and any(e.get(k) is not None for k in _EDGE_FIELDS)]
+    measured = [
+        e
+        for e in graph.to_json()["edges"]
+        if e["caller"] != e["callee"] and any(e.get(k) is not None for k in _EDGE_FIELDS)
+    ]
     if include_call_graph and measured:
         meta["annotations"] = {ANNOTATION_CALL_GRAPH: json.dumps(measured, separators=(",", ":"))}
     return {

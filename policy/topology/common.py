@@ -99,8 +99,19 @@ class Observations:
                 mean = float(lat.mean())
                 p50, p95, p99 = (float(v) for v in np.percentile(lat, [50.0, 95.0, 99.0]))
             err = obs.errors / obs.calls if obs.errors is not None and obs.calls else None
-            out.append(ServiceEdge(caller, callee, rps=rps, calls_per_request=cpr, latency_mean_ms=mean,
-                                   latency_p50_ms=p50, latency_p95_ms=p95, latency_p99_ms=p99, error_rate=err))
+            out.append(
+                ServiceEdge(
+                    caller,
+                    callee,
+                    rps=rps,
+                    calls_per_request=cpr,
+                    latency_mean_ms=mean,
+                    latency_p50_ms=p50,
+                    latency_p95_ms=p95,
+                    latency_p99_ms=p99,
+                    error_rate=err,
+                )
+            )
         return out
 
     def to_graph(self, source: str = "") -> ServiceGraph:
@@ -109,6 +120,7 @@ class Observations:
 
 
 # ---- CSV ---------------------------------------------------------------------------------------------
+
 
 def csv_files(path: str | Path) -> list[Path]:
     """The files of one CSV table: ``path`` itself, or every ``*.csv`` directly inside a directory (sorted by
@@ -140,8 +152,9 @@ def read_csv_header(path: str | Path) -> list[str]:
     return []
 
 
-def iter_csv_rows(path: str | Path, required: Sequence[str],
-                  expected_hint: str = "") -> Iterator[tuple[int, Mapping[str, int], list[str]]]:
+def iter_csv_rows(
+    path: str | Path, required: Sequence[str], expected_hint: str = ""
+) -> Iterator[tuple[int, Mapping[str, int], list[str]]]:
     """Yield ``(line_number, column_index, row)`` for each data row of a CSV file with a header line.
 
     ``line_number`` is the 1-based physical line where the row ends (the header is line 1 for a file
@@ -168,11 +181,13 @@ def iter_csv_rows(path: str | Path, required: Sequence[str],
                         hint = f" ({expected_hint})" if expected_hint else ""
                         raise TopologyError(
                             f"{path}:{reader.line_num}: missing column(s) {', '.join(missing)}; "
-                            f"header is {','.join(header)}{hint}")
+                            f"header is {','.join(header)}{hint}"
+                        )
                     continue
                 if len(row) != len(header):
                     raise TopologyError(
-                        f"{path}:{reader.line_num}: expected {len(header)} fields as in the header, got {len(row)}")
+                        f"{path}:{reader.line_num}: expected {len(header)} fields as in the header, got {len(row)}"
+                    )
                 yield reader.line_num, index, row
         except csv.Error as exc:
             raise TopologyError(f"{path}:{reader.line_num}: malformed CSV: {exc}") from exc

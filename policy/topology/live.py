@@ -48,6 +48,7 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from policy.state import ServiceEdge, ServiceGraph
+
 from .common import TopologyError
 
 __all__ = [
@@ -62,8 +63,15 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_SMOOTHED = ("rps", "calls_per_request", "latency_mean_ms", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms",
-             "error_rate")
+_SMOOTHED = (
+    "rps",
+    "calls_per_request",
+    "latency_mean_ms",
+    "latency_p50_ms",
+    "latency_p95_ms",
+    "latency_p99_ms",
+    "error_rate",
+)
 
 
 class LiveSource(Protocol):
@@ -80,7 +88,7 @@ def graph_fingerprint(graph: ServiceGraph) -> str:
     """The fingerprint of ``graph``: :func:`policy.cache.fingerprint` when that module provides it, else a
     sha256 over the sorted services and (caller, callee) pairs (the edge set, not the rates)."""
     try:
-        from policy.cache import fingerprint  # noqa: PLC0415 - written by another part; optional here
+        from policy.cache import fingerprint
     except ImportError:
         fingerprint = None
     if fingerprint is not None:
@@ -195,24 +203,31 @@ class TopologyMetrics:
         self.graph_age_seconds = Gauge(
             "hrl_topology_graph_age_seconds",
             "Seconds since the call graph was last refreshed successfully (NaN before the first success).",
-            registry=registry)
+            registry=registry,
+        )
         self.graph_edges = Gauge("hrl_topology_graph_edges", "Edges of the call graph in use.", registry=registry)
-        self.graph_services = Gauge("hrl_topology_graph_services", "Services of the call graph in use.",
-                                    registry=registry)
+        self.graph_services = Gauge(
+            "hrl_topology_graph_services", "Services of the call graph in use.", registry=registry
+        )
         self.fingerprint_changes_total = Counter(
-            "hrl_topology_fingerprint_changes_total", "Times the call graph's fingerprint changed.",
-            registry=registry)
+            "hrl_topology_fingerprint_changes_total", "Times the call graph's fingerprint changed.", registry=registry
+        )
         self.source_errors_total = Counter(
-            "hrl_topology_source_errors_total", "Failed refreshes of a live call-graph source, by source.",
-            ["source"], registry=registry)
+            "hrl_topology_source_errors_total",
+            "Failed refreshes of a live call-graph source, by source.",
+            ["source"],
+            registry=registry,
+        )
         self.graph_stale = Gauge(
             "hrl_topology_graph_stale",
             "1 when the call graph is stale (a live source failed its latest refresh, or no refresh for too long).",
-            registry=registry)
+            registry=registry,
+        )
         self.graph_age_seconds.set(math.nan)
 
     def bind(self, refresher: TopologyRefresher) -> None:
         """Compute age and staleness from ``refresher`` at every scrape; pre-create the per-source error series."""
+
         def age() -> float:
             st = refresher.status()
             return math.nan if st.updated_at_s is None else st.age_s(refresher.clock())
@@ -235,11 +250,18 @@ class TopologyRefresher:
     ``time.time``). Raises ``ValueError`` for a bad parameter.
     """
 
-    def __init__(self, static: ServiceGraph | None = None, live: Sequence[LiveSource] = (), *,
-                 refresh_s: float = 30.0, half_life_s: float = 0.0, stale_after_s: float | None = None,
-                 metrics: TopologyMetrics | None = None,
-                 on_update: Callable[[ServiceGraph], None] | None = None,
-                 clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        static: ServiceGraph | None = None,
+        live: Sequence[LiveSource] = (),
+        *,
+        refresh_s: float = 30.0,
+        half_life_s: float = 0.0,
+        stale_after_s: float | None = None,
+        metrics: TopologyMetrics | None = None,
+        on_update: Callable[[ServiceGraph], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ):
         if not (math.isfinite(refresh_s) and refresh_s > 0):
             raise ValueError(f"refresh_s: must be > 0, got {refresh_s!r}")
         if stale_after_s is not None and not (math.isfinite(stale_after_s) and stale_after_s >= 0):
@@ -260,7 +282,7 @@ class TopologyRefresher:
         self._errors: dict[str, str] = {}
         self._error_counts: dict[str, int] = {}
         self._warnings: dict[str, list[str]] = {}
-        self._lock = threading.Lock()      # serialises refreshes
+        self._lock = threading.Lock()  # serialises refreshes
         self._static_at = clock()
         self._status = self._compose()
         self._stop = threading.Event()
@@ -290,8 +312,9 @@ class TopologyRefresher:
         now = self.clock() if now_s is None else now_s
         age = st.age_s(now)
         if age > self.stale_after_s:
-            return replace(st, stale=True, reason=f"call graph not refreshed for {age:.0f} s "
-                                                  f"(> {self.stale_after_s:g} s)")
+            return replace(
+                st, stale=True, reason=f"call graph not refreshed for {age:.0f} s (> {self.stale_after_s:g} s)"
+            )
         return st
 
     @property
@@ -362,8 +385,9 @@ class TopologyRefresher:
         else:
             updated = self._static_at
         warnings = tuple(w for s in self.live for w in self._warnings.get(s.name, ()))
-        return GraphStatus(graph, updated, bool(reasons), "; ".join(reasons), dict(self._errors),
-                           graph_fingerprint(graph), warnings)
+        return GraphStatus(
+            graph, updated, bool(reasons), "; ".join(reasons), dict(self._errors), graph_fingerprint(graph), warnings
+        )
 
     def _publish_metrics(self, st: GraphStatus, changed: bool) -> None:
         m = self.metrics
@@ -416,11 +440,11 @@ class TopologyRefresher:
         (``prometheus+FLAVOR://...``, :func:`policy.topology.prometheus.source_from_uri`; ``ValueError`` for a bad
         one) become live sources, not fetched here (call :meth:`refresh_once` or :meth:`start`). ``kwargs`` go to
         the constructor. Returns ``(refresher, warnings of the static sources)``."""
-        from .prometheus import is_prometheus_uri, source_from_uri  # noqa: PLC0415
-        from .sources import load_graph  # noqa: PLC0415
+        from .prometheus import is_prometheus_uri, source_from_uri
+        from .sources import load_graph
 
         files = [s for s in sources if not is_prometheus_uri(str(s))]
         uris = [str(s) for s in sources if is_prometheus_uri(str(s))]
-        static, warnings = (load_graph(files) if files else (ServiceGraph(), []))
+        static, warnings = load_graph(files) if files else (ServiceGraph(), [])
         live = [source_from_uri(u) for u in uris]
         return cls(static, live, **kwargs), list(warnings)

@@ -55,7 +55,16 @@ from urllib.parse import urlsplit
 
 from policy.observe import ObjectError, load_objects, parse_workload, service_of
 from policy.state import ANNOTATION_DEPENDS_ON, OwnerRef, ServiceEdge, ServiceGraph
-from .appgroup import LABEL_WORKLOAD, AppGroup, WorkloadRef, graph_from_appgroups, is_appgroup, parse_appgroup, read_appgroups
+
+from .appgroup import (
+    LABEL_WORKLOAD,
+    AppGroup,
+    WorkloadRef,
+    graph_from_appgroups,
+    is_appgroup,
+    parse_appgroup,
+    read_appgroups,
+)
 from .common import TopologyError
 
 __all__ = ["WORKLOAD_KINDS", "graph_from_objects", "load_manifests", "addresses_in_env", "workload_refs"]
@@ -127,12 +136,12 @@ def _workload(obj: Mapping[str, Any]) -> _Workload:
     where = f"{kind} {w.namespace}/{w.name}: spec.template"
     tmpl = _map(_map(obj.get("spec"), f"{kind} {w.namespace}/{w.name}: spec").get("template"), where)
     spec = _map(tmpl.get("spec"), f"{where}.spec")
-    return _Workload(kind, w.name, w.namespace, w.service, dict(w.template_labels), spec, w.depends_on,
-                     "spec.template.spec")
+    return _Workload(
+        kind, w.name, w.namespace, w.service, dict(w.template_labels), spec, w.depends_on, "spec.template.spec"
+    )
 
 
-def _env_of(w: _Workload, configmaps: Mapping[tuple[str, str], Mapping[str, str]]
-            ) -> Iterable[tuple[str, str, str]]:
+def _env_of(w: _Workload, configmaps: Mapping[tuple[str, str], Mapping[str, str]]) -> Iterable[tuple[str, str, str]]:
     """(container name, variable name, value) for every resolvable env var of every (init) container."""
     for group in ("initContainers", "containers"):
         containers = w.pod_spec.get(group) or []
@@ -154,12 +163,16 @@ def _env_of(w: _Workload, configmaps: Mapping[tuple[str, str], Mapping[str, str]
             for j, e in enumerate(env):
                 if not isinstance(e, Mapping) or not e.get("name"):
                     raise ObjectError(
-                        f"{w.ref}: {w.spec_path}.{group}[{i}].env[{j}]: expected {{name, value}}, got {e!r}")
+                        f"{w.ref}: {w.spec_path}.{group}[{i}].env[{j}]: expected {{name, value}}, got {e!r}"
+                    )
                 if "value" in e and e["value"] is not None:
                     yield cname, str(e["name"]), str(e["value"])
                     continue
-                ref = (e.get("valueFrom") or {}).get("configMapKeyRef") if isinstance(e.get("valueFrom"), Mapping) \
+                ref = (
+                    (e.get("valueFrom") or {}).get("configMapKeyRef")
+                    if isinstance(e.get("valueFrom"), Mapping)
                     else None
+                )
                 if isinstance(ref, Mapping) and ref.get("name") and ref.get("key"):
                     v = configmaps.get((w.namespace, str(ref["name"])), {}).get(str(ref["key"]))
                     if v is not None:
@@ -235,8 +248,9 @@ def workload_refs(objs: Iterable[Mapping[str, Any]]) -> dict[str, WorkloadRef]:
     from manifests as an AppGroup (:func:`policy.topology.appgroup.appgroup_from_graph`)."""
     out: dict[str, WorkloadRef] = {}
     for w in _workloads_of(objs):
-        out.setdefault(w.service, WorkloadRef(w.kind, w.name, w.service, "v1" if w.kind == "Pod" else "apps/v1",
-                                              w.namespace))
+        out.setdefault(
+            w.service, WorkloadRef(w.kind, w.name, w.service, "v1" if w.kind == "Pod" else "apps/v1", w.namespace)
+        )
     return out
 
 
@@ -255,8 +269,9 @@ def _resolver(workloads: Sequence[_Workload]):
     return resolve
 
 
-def graph_from_objects(objs: Iterable[Mapping[str, Any]], source: str = "",
-                       appgroups: Sequence[AppGroup] | None = None) -> tuple[ServiceGraph, list[str]]:
+def graph_from_objects(
+    objs: Iterable[Mapping[str, Any]], source: str = "", appgroups: Sequence[AppGroup] | None = None
+) -> tuple[ServiceGraph, list[str]]:
     """The call graph declared by Kubernetes objects (see the module docstring for the rules).
 
     ``appgroups``: the input's AppGroups already parsed with line numbers (:func:`read_appgroups`); ``None`` =
@@ -299,8 +314,7 @@ def graph_from_objects(objs: Iterable[Mapping[str, Any]], source: str = "",
         sel = services.get(key)
         if not sel:
             return []
-        return [w for w in workloads if w.namespace == key[0]
-                and all(w.labels.get(k) == v for k, v in sel.items())]
+        return [w for w in workloads if w.namespace == key[0] and all(w.labels.get(k) == v for k, v in sel.items())]
 
     edges: list[ServiceEdge] = []
     try:
@@ -309,13 +323,17 @@ def graph_from_objects(objs: Iterable[Mapping[str, Any]], source: str = "",
                 for host in addresses_in_env(var, value):
                     keys = [k for k in _service_keys(host, w.namespace) if k in services]
                     if not keys:
-                        warnings.append(f"{prefix}{w.ref} container {cname}: env {var}={value!r}: host {host!r} "
-                                        f"is not a Service defined in the input; not an edge")
+                        warnings.append(
+                            f"{prefix}{w.ref} container {cname}: env {var}={value!r}: host {host!r} "
+                            f"is not a Service defined in the input; not an edge"
+                        )
                         continue
                     targets = selected(keys[0])
                     if not targets:
-                        warnings.append(f"{prefix}{w.ref} container {cname}: env {var}={value!r}: Service "
-                                        f"{keys[0][0]}/{keys[0][1]} selects no workload in the input; not an edge")
+                        warnings.append(
+                            f"{prefix}{w.ref} container {cname}: env {var}={value!r}: Service "
+                            f"{keys[0][0]}/{keys[0][1]} selects no workload in the input; not an edge"
+                        )
                     edges.extend(ServiceEdge(w.service, t.service) for t in targets)
     except ObjectError as exc:
         raise TopologyError(f"{prefix}{exc}") from exc
@@ -334,8 +352,10 @@ def graph_from_objects(objs: Iterable[Mapping[str, Any]], source: str = "",
                     key = next((k for k in services if k[1] == dep), key)
                 named = selected(key)
             if not named:
-                warnings.append(f"{prefix}{w.ref}: annotation {ANNOTATION_DEPENDS_ON}: unknown service {dep!r} "
-                                f"(no workload or Service of that name in the input); not an edge")
+                warnings.append(
+                    f"{prefix}{w.ref}: annotation {ANNOTATION_DEPENDS_ON}: unknown service {dep!r} "
+                    f"(no workload or Service of that name in the input); not an edge"
+                )
                 continue
             edges.extend(ServiceEdge(w.service, x.service) for x in named)
 

@@ -54,6 +54,7 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 
 from policy.state import ServiceEdge, ServiceGraph
+
 from .common import TopologyError
 
 __all__ = [
@@ -117,22 +118,22 @@ def _quote(v: str) -> str:
 
 @dataclass(frozen=True)
 class _FlavorSpec:
-    requests: str                      # counter of calls
-    errors: str                        # counter of failed calls, or the requests counter with an error matcher
-    error_matcher: str                 # extra label matcher for errors ("" = none)
-    error_total: str                   # the counter the error ratio divides by ("" = requests)
-    histogram: str                     # histogram base name (without _bucket/_sum/_count)
-    to_ms: float                       # histogram unit → ms
+    requests: str  # counter of calls
+    errors: str  # counter of failed calls, or the requests counter with an error matcher
+    error_matcher: str  # extra label matcher for errors ("" = none)
+    error_total: str  # the counter the error ratio divides by ("" = requests)
+    histogram: str  # histogram base name (without _bucket/_sum/_count)
+    to_ms: float  # histogram unit → ms
     caller: str
     callee: str
     caller_ns: str | None
     callee_ns: str | None
     base_matchers: tuple[str, ...] = field(default_factory=tuple)
     inbound_matchers: tuple[str, ...] = field(default_factory=tuple)
-    inbound_requests: str = ""          # counter whose rate by callee is the requests each service served
+    inbound_requests: str = ""  # counter whose rate by callee is the requests each service served
     inbound_service: str = ""
     inbound_ns: str | None = None
-    external_label: str | None = None   # a label whose value external_value marks a mesh-external side
+    external_label: str | None = None  # a label whose value external_value marks a mesh-external side
     external_value: str = ""
 
 
@@ -151,10 +152,22 @@ class PrometheusSource:
     Raises ``ValueError`` naming the bad argument.
     """
 
-    def __init__(self, url: str, flavor: Flavor, window_s: float = 300.0, namespace: str | None = None,
-                 timeout_s: float = 5.0, *, reporter: str = "destination", latency_side: str = "server",
-                 latency_unit: str = "s", caller_label: str | None = None, callee_label: str | None = None,
-                 client: httpx.Client | None = None, name: str | None = None):
+    def __init__(
+        self,
+        url: str,
+        flavor: Flavor,
+        window_s: float = 300.0,
+        namespace: str | None = None,
+        timeout_s: float = 5.0,
+        *,
+        reporter: str = "destination",
+        latency_side: str = "server",
+        latency_unit: str = "s",
+        caller_label: str | None = None,
+        callee_label: str | None = None,
+        client: httpx.Client | None = None,
+        name: str | None = None,
+    ):
         if flavor not in FLAVORS:
             raise ValueError(f"flavor: expected one of {', '.join(FLAVORS)}, got {flavor!r}")
         parts = urlsplit(url)
@@ -165,8 +178,10 @@ class PrometheusSource:
         if namespace is not None and (not namespace or '"' in namespace):
             raise ValueError(f"namespace: not a namespace name: {namespace!r}")
         if namespace is not None and flavor == "otel":
-            raise ValueError("namespace: the otel service-graph series carry no namespace label; drop the filter "
-                             "or use a collector 'dimensions' setting and another flavor")
+            raise ValueError(
+                "namespace: the otel service-graph series carry no namespace label; drop the filter "
+                "or use a collector 'dimensions' setting and another flavor"
+            )
         if reporter not in ("destination", "source"):
             raise ValueError(f"reporter: expected destination or source, got {reporter!r}")
         if latency_side not in ("server", "client"):
@@ -199,11 +214,23 @@ class PrometheusSource:
             if ns is not None:
                 m += [f"source_workload_namespace={_quote(ns)}", f"destination_workload_namespace={_quote(ns)}"]
                 inbound += [f"destination_workload_namespace={_quote(ns)}"]
-            return _FlavorSpec("istio_requests_total", "istio_requests_total", 'response_code=~"5.."', "",
-                               "istio_request_duration_milliseconds", 1.0, "source_workload",
-                               "destination_workload", "source_workload_namespace", "destination_workload_namespace",
-                               tuple(m), tuple(inbound), "istio_requests_total", "destination_workload",
-                               "destination_workload_namespace")
+            return _FlavorSpec(
+                "istio_requests_total",
+                "istio_requests_total",
+                'response_code=~"5.."',
+                "",
+                "istio_request_duration_milliseconds",
+                1.0,
+                "source_workload",
+                "destination_workload",
+                "source_workload_namespace",
+                "destination_workload_namespace",
+                tuple(m),
+                tuple(inbound),
+                "istio_requests_total",
+                "destination_workload",
+                "destination_workload_namespace",
+            )
         if self.flavor == "linkerd":
             caller = caller_label or "deployment"
             callee = callee_label or "dst_deployment"
@@ -212,19 +239,49 @@ class PrometheusSource:
             if ns is not None:
                 m += [f"namespace={_quote(ns)}", f"dst_namespace={_quote(ns)}"]
                 inbound += [f"namespace={_quote(ns)}"]
-            return _FlavorSpec("request_total", "response_total", 'classification="failure"', "response_total",
-                               "response_latency_ms", 1.0, caller, callee, "namespace", "dst_namespace",
-                               tuple(m), tuple(inbound), "request_total", caller, "namespace")
+            return _FlavorSpec(
+                "request_total",
+                "response_total",
+                'classification="failure"',
+                "response_total",
+                "response_latency_ms",
+                1.0,
+                caller,
+                callee,
+                "namespace",
+                "dst_namespace",
+                tuple(m),
+                tuple(inbound),
+                "request_total",
+                caller,
+                "namespace",
+            )
         side = self.latency_side
-        return _FlavorSpec("traces_service_graph_request_total", "traces_service_graph_request_failed_total", "", "",
-                           f"traces_service_graph_request_{side}_seconds",
-                           1.0 if self.latency_unit == "ms" else 1000.0, "client", "server", None, None,
-                           (), (), "traces_service_graph_request_total", "server", None,
-                           "connection_type", "virtual_node")
+        return _FlavorSpec(
+            "traces_service_graph_request_total",
+            "traces_service_graph_request_failed_total",
+            "",
+            "",
+            f"traces_service_graph_request_{side}_seconds",
+            1.0 if self.latency_unit == "ms" else 1000.0,
+            "client",
+            "server",
+            None,
+            None,
+            (),
+            (),
+            "traces_service_graph_request_total",
+            "server",
+            None,
+            "connection_type",
+            "virtual_node",
+        )
 
     def _by(self) -> str:
         s = self._spec
-        labels = [s.caller] + ([s.caller_ns] if s.caller_ns else []) + [s.callee] + ([s.callee_ns] if s.callee_ns else [])
+        labels = (
+            [s.caller] + ([s.caller_ns] if s.caller_ns else []) + [s.callee] + ([s.callee_ns] if s.callee_ns else [])
+        )
         if s.external_label:
             labels.append(s.external_label)
         return ", ".join(labels)
@@ -250,8 +307,9 @@ class PrometheusSource:
             "latency_count": f"sum by ({by}) (rate({s.histogram}_count{self._sel(*base)}[{w}]))",
         }
         for key, quant in QUANTILES:
-            q[key] = (f"histogram_quantile({quant}, sum by (le, {by}) "
-                      f"(rate({s.histogram}_bucket{self._sel(*base)}[{w}])))")
+            q[key] = (
+                f"histogram_quantile({quant}, sum by (le, {by}) (rate({s.histogram}_bucket{self._sel(*base)}[{w}])))"
+            )
         in_by = s.inbound_service + (f", {s.inbound_ns}" if s.inbound_ns else "")
         q["inbound"] = f"sum by ({in_by}) (rate({s.inbound_requests}{self._sel(*s.inbound_matchers)}[{w}]))"
         return q
@@ -267,8 +325,9 @@ class PrometheusSource:
         try:
             r = self._client.get(endpoint, params=params, timeout=self.timeout_s)
         except httpx.TimeoutException as exc:
-            raise SourceUnavailable(f"{self.name}: no answer within {self.timeout_s:g} s "
-                                    f"({type(exc).__name__})") from exc
+            raise SourceUnavailable(
+                f"{self.name}: no answer within {self.timeout_s:g} s ({type(exc).__name__})"
+            ) from exc
         except httpx.HTTPError as exc:
             raise SourceUnavailable(f"{self.name}: cannot reach Prometheus: {exc}") from exc
         try:
@@ -277,17 +336,28 @@ class PrometheusSource:
             body = None
         if r.status_code >= 500 or r.status_code == 429:
             detail = body.get("error") if isinstance(body, Mapping) else r.text[:200]
-            raise SourceUnavailable(f"{self.name}: HTTP {r.status_code} from {endpoint}: {' '.join(str(detail).split())}")
+            raise SourceUnavailable(
+                f"{self.name}: HTTP {r.status_code} from {endpoint}: {' '.join(str(detail).split())}"
+            )
         if not isinstance(body, Mapping):
-            raise TopologyError(f"{self.name}: HTTP {r.status_code} from {endpoint}: not a Prometheus API answer "
-                                f"(expected JSON, got {r.text[:80]!r})")
+            raise TopologyError(
+                f"{self.name}: HTTP {r.status_code} from {endpoint}: not a Prometheus API answer "
+                f"(expected JSON, got {r.text[:80]!r})"
+            )
         if body.get("status") != "success":
-            raise TopologyError(f"{self.name}: query rejected (HTTP {r.status_code}, {body.get('errorType')}): "
-                                f"{body.get('error')}; query: {promql}")
+            raise TopologyError(
+                f"{self.name}: query rejected (HTTP {r.status_code}, {body.get('errorType')}): "
+                f"{body.get('error')}; query: {promql}"
+            )
         data = body.get("data")
-        if not isinstance(data, Mapping) or data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
-            raise TopologyError(f"{self.name}: expected an instant vector in data.result, got "
-                                f"{str(data)[:120]!r}; query: {promql}")
+        if (
+            not isinstance(data, Mapping)
+            or data.get("resultType") != "vector"
+            or not isinstance(data.get("result"), list)
+        ):
+            raise TopologyError(
+                f"{self.name}: expected an instant vector in data.result, got {str(data)[:120]!r}; query: {promql}"
+            )
         out = []
         for i, sample in enumerate(data["result"]):
             try:
@@ -295,8 +365,10 @@ class PrometheusSource:
                 raw = sample["value"][1]
                 v = float(raw)
             except (KeyError, TypeError, ValueError, IndexError, AttributeError):
-                raise TopologyError(f"{self.name}: data.result[{i}]: expected {{metric: {{...}}, value: [t, \"x\"]}}, "
-                                    f"got {str(sample)[:120]!r}") from None
+                raise TopologyError(
+                    f'{self.name}: data.result[{i}]: expected {{metric: {{...}}, value: [t, "x"]}}, '
+                    f"got {str(sample)[:120]!r}"
+                ) from None
             out.append((labels, v if math.isfinite(v) else None))
         return out
 
@@ -393,17 +465,21 @@ class PrometheusSource:
             edges.append(ServiceEdge(a, b, rps=r, calls_per_request=cpr, latency_mean_ms=mean, error_rate=err, **lat))
         multi = sorted(n for n, spaces in ns_of.items() if len(spaces) > 1)
         if multi:
-            warnings.append(f"{self.name}: workload name(s) {', '.join(multi)} occur in several namespaces and are "
-                            f"merged into one service each; set a namespace to keep one")
+            warnings.append(
+                f"{self.name}: workload name(s) {', '.join(multi)} occur in several namespaces and are "
+                f"merged into one service each; set a namespace to keep one"
+            )
         services = set(inbound) - _NO_NAME
         return ServiceGraph.build(services, edges, self.name), warnings
 
     def __repr__(self) -> str:
-        return (f"PrometheusSource({self.url!r}, {self.flavor!r}, window_s={self.window_s:g}, "
-                f"namespace={self.namespace!r})")
+        return (
+            f"PrometheusSource({self.url!r}, {self.flavor!r}, window_s={self.window_s:g}, namespace={self.namespace!r})"
+        )
 
 
 # ---- URIs -----------------------------------------------------------------------------------------------
+
 
 def is_prometheus_uri(text: str) -> bool:
     """True for a ``prometheus+FLAVOR://`` or ``prometheus+FLAVOR+https://`` source string (any flavor name, so a
@@ -411,8 +487,7 @@ def is_prometheus_uri(text: str) -> bool:
     return bool(re.match(r"^prometheus\+[A-Za-z0-9+.-]*://", str(text)))
 
 
-_URI_PARAMS = ("window", "namespace", "timeout", "reporter", "latency", "latency_unit", "caller_label",
-               "callee_label")
+_URI_PARAMS = ("window", "namespace", "timeout", "reporter", "latency", "latency_unit", "caller_label", "callee_label")
 
 
 def source_from_uri(uri: str, client: httpx.Client | None = None) -> PrometheusSource:
@@ -428,8 +503,10 @@ def source_from_uri(uri: str, client: httpx.Client | None = None) -> PrometheusS
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
     if scheme not in URI_SCHEMES:
-        raise ValueError(f"{uri}: unknown scheme {parts.scheme!r}; expected prometheus+FLAVOR:// or "
-                         f"prometheus+FLAVOR+https:// with FLAVOR one of {', '.join(FLAVORS)}")
+        raise ValueError(
+            f"{uri}: unknown scheme {parts.scheme!r}; expected prometheus+FLAVOR:// or "
+            f"prometheus+FLAVOR+https:// with FLAVOR one of {', '.join(FLAVORS)}"
+        )
     flavor = scheme.split("+")[1]
     if not parts.hostname:
         raise ValueError(f"{uri}: no host (expected prometheus+{flavor}://HOST:PORT)")
@@ -448,11 +525,17 @@ def source_from_uri(uri: str, client: httpx.Client | None = None) -> PrometheusS
     base = f"{'https' if scheme.endswith('+https') else 'http'}://{host}{f':{port}' if port else ''}{parts.path}"
     try:
         return PrometheusSource(
-            base, flavor, window_s=parse_duration_s(params.get("window", "5m"), "window"),
-            namespace=params.get("namespace"), timeout_s=parse_duration_s(params.get("timeout", "5s"), "timeout"),
-            reporter=params.get("reporter", "destination"), latency_side=params.get("latency", "server"),
-            latency_unit=params.get("latency_unit", "s"), caller_label=params.get("caller_label"),
-            callee_label=params.get("callee_label"), client=client)
+            base,
+            flavor,
+            window_s=parse_duration_s(params.get("window", "5m"), "window"),
+            namespace=params.get("namespace"),
+            timeout_s=parse_duration_s(params.get("timeout", "5s"), "timeout"),
+            reporter=params.get("reporter", "destination"),
+            latency_side=params.get("latency", "server"),
+            latency_unit=params.get("latency_unit", "s"),
+            caller_label=params.get("caller_label"),
+            callee_label=params.get("callee_label"),
+            client=client,
+        )
     except ValueError as exc:
         raise ValueError(f"{uri}: {exc}") from None
-

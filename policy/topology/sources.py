@@ -35,14 +35,22 @@ from typing import Literal, get_args
 import yaml
 
 from policy.state import ServiceEdge, ServiceGraph
+
 from .alibaba import alibaba_version, load_alibaba
 from .appgroup import WorkloadRef, is_appgroup, load_appgroup
 from .common import TopologyError, read_csv_header
 from .manifests import WORKLOAD_KINDS, load_manifests, workload_refs
 from .spans import load_spans
 
-__all__ = ["Format", "FORMATS", "TopologyError", "detect_format", "load_graph", "is_live_source",
-           "workload_refs_from_sources"]
+__all__ = [
+    "Format",
+    "FORMATS",
+    "TopologyError",
+    "detect_format",
+    "load_graph",
+    "is_live_source",
+    "workload_refs_from_sources",
+]
 
 Format = Literal["manifests", "spans", "alibaba", "appgroup"]
 FORMATS: tuple[str, ...] = get_args(Format)
@@ -50,9 +58,12 @@ FORMATS: tuple[str, ...] = get_args(Format)
 _SPAN_KEYS = ("TraceID", "SpanID", "ParentID", "PodName")
 _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 _MAX_SNIFF_BYTES = 16 * 2**20  # files without a YAML/JSON suffix larger than this are not parsed as YAML
-_EXPECTED = ("expected Kubernetes YAML/JSON objects with a 'kind' (manifests or AppGroups), a span CSV with columns "
-             + ",".join(_SPAN_KEYS) + ", an Alibaba MSCallGraph CSV with columns um,dm,timestamp,rt, or a "
-             "prometheus+FLAVOR://HOST:PORT URI")
+_EXPECTED = (
+    "expected Kubernetes YAML/JSON objects with a 'kind' (manifests or AppGroups), a span CSV with columns "
+    + ",".join(_SPAN_KEYS)
+    + ", an Alibaba MSCallGraph CSV with columns um,dm,timestamp,rt, or a "
+    "prometheus+FLAVOR://HOST:PORT URI"
+)
 
 
 _LIVE_URI = re.compile(r"^prometheus\+[A-Za-z0-9+.-]*://")
@@ -171,8 +182,7 @@ def detect_format(path: str | Path) -> Format:
     raise TopologyError(f"{p}: unknown format{seen}; {_EXPECTED}")
 
 
-def load_graph(paths: str | Path | Sequence[str | Path],
-               fmt: Format | None = None) -> tuple[ServiceGraph, list[str]]:
+def load_graph(paths: str | Path | Sequence[str | Path], fmt: Format | None = None) -> tuple[ServiceGraph, list[str]]:
     """Read one or more sources and combine them into one graph.
 
     A source is a path (file or directory) or a live URI (``prometheus+FLAVOR://...``, fetched once here; see
@@ -216,7 +226,7 @@ def load_graph(paths: str | Path | Sequence[str | Path],
         warnings.extend(w)
     names = [f"{k}:{p}" for p, k in kinds]
     if uris:
-        from .prometheus import source_from_uri  # noqa: PLC0415 - httpx only when a live source is given
+        from .prometheus import source_from_uri
     for uri in uris:
         try:
             src = source_from_uri(uri)
@@ -235,7 +245,7 @@ def workload_refs_from_sources(paths: Sequence[str | Path]) -> dict[str, Workloa
     """The AppGroup workload reference (kind, name, namespace) of each service defined by the manifest sources
     among ``paths`` (others are skipped), for :func:`policy.topology.appgroup.appgroup_from_graph`.
     Raises :class:`TopologyError` for a malformed manifest."""
-    from policy.observe import ObjectError, load_objects  # noqa: PLC0415
+    from policy.observe import ObjectError, load_objects
 
     objs = []
     for p in paths:

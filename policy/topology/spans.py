@@ -36,6 +36,7 @@ from pathlib import Path
 
 from policy.observe import service_of
 from policy.state import ServiceGraph
+
 from .common import Observations, TopologyError, csv_files, iter_csv_rows, parse_float, parse_int
 
 __all__ = ["SPAN_COLUMNS", "STATUS_COLUMNS", "service_of_pod", "read_spans", "load_spans"]
@@ -146,11 +147,14 @@ def read_spans(path: str | Path) -> Observations:
     if repeats:
         obs.warnings.append(f"{path}: {repeats} span row(s) repeat an earlier (TraceID, SpanID) exactly; counted once")
     if conflicts:
-        obs.warnings.append(f"{path}: {conflicts} span row(s) reuse an earlier (TraceID, SpanID) with different "
-                            f"values; the first row was kept")
+        obs.warnings.append(
+            f"{path}: {conflicts} span row(s) reuse an earlier (TraceID, SpanID) with different "
+            f"values; the first row was kept"
+        )
     if orphans:
-        obs.warnings.append(f"{path}: {orphans} span(s) have a ParentID not found in the table; "
-                            f"treated as entry spans (no caller edge)")
+        obs.warnings.append(
+            f"{path}: {orphans} span(s) have a ParentID not found in the table; treated as entry spans (no caller edge)"
+        )
     if not spans:
         obs.warnings.append(f"{path}: no spans")
     return obs

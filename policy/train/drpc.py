@@ -45,7 +45,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -53,36 +53,66 @@ import numpy as np
 import torch
 
 from policy.bundle import PolicyBundle
-from policy.highlevel.drpc import DEFAULT_DRPC_BUNDLE, DEFAULT_HRL_HIGH_BUNDLE, DRPC_SPEC, SPECS, STUDENT_ARCH, ActionMapping, DrpcFeaturizer, DrpcState, mapping_json
-from policy.sim.drpc import signals_from_sim
 from policy.features import FeatureSpec
-from policy.highlevel import FORECAST_ARCH, FORECAST_SPEC, GruForecaster, forecast_errors, naive_forecast, normalize_windows
+from policy.highlevel import (
+    FORECAST_ARCH,
+    FORECAST_SPEC,
+    GruForecaster,
+    forecast_errors,
+    naive_forecast,
+    normalize_windows,
+)
+from policy.highlevel.drpc import (
+    DEFAULT_DRPC_BUNDLE,
+    DEFAULT_HRL_HIGH_BUNDLE,
+    DRPC_SPEC,
+    SPECS,
+    STUDENT_ARCH,
+    ActionMapping,
+    DrpcFeaturizer,
+    DrpcState,
+    mapping_json,
+)
+from policy.sim.drpc import signals_from_sim
+
 from .td3 import TD3, Actor, ReplayBuffer, ReplayBufferSamples, TD3Config, WorkloadPredictor, imitation_loss
 
-__all__ = ["PredictorConfig", "DrpcReward", "DrpcTrainConfig", "GLOBAL_EXTRA", "train_predictor",
-           "export_predictor", "train_drpc", "export_student", "run_cli"]
+__all__ = [
+    "PredictorConfig",
+    "DrpcReward",
+    "DrpcTrainConfig",
+    "GLOBAL_EXTRA",
+    "train_predictor",
+    "export_predictor",
+    "train_drpc",
+    "export_student",
+    "run_cli",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 
 #: The teacher's global features besides the pooled local rows.
-GLOBAL_EXTRA = FeatureSpec.of([
-    ("user_trend_1m", "log(user rate now / 1 min ago), clipped to [-2, 2]"),
-    ("user_forecast_ratio", "log(forecast peak of the user rate / now), clipped to [-2, 2]"),
-    ("p95_slo", "end-to-end p95 / SLO, last minute, capped at 10, / 10"),
-    ("failed_frac", "failed user requests / offered, last minute"),
-    ("cpu_requested_frac", "cluster CPU requested / allocatable"),
-    ("deployments", "autoscaled deployments / 50"),
-])
+GLOBAL_EXTRA = FeatureSpec.of(
+    [
+        ("user_trend_1m", "log(user rate now / 1 min ago), clipped to [-2, 2]"),
+        ("user_forecast_ratio", "log(forecast peak of the user rate / now), clipped to [-2, 2]"),
+        ("p95_slo", "end-to-end p95 / SLO, last minute, capped at 10, / 10"),
+        ("failed_frac", "failed user requests / offered, last minute"),
+        ("cpu_requested_frac", "cluster CPU requested / allocatable"),
+        ("deployments", "autoscaled deployments / 50"),
+    ]
+)
 
 
 # ---- the workload predictor -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class PredictorConfig:
     """GRU predictor training: ``window`` minutes of history → ``horizon`` minutes ahead; ``hidden`` GRU
     width; ``epochs`` over the training windows (``stride`` minutes apart); Adam ``lr``; ``batch_size``;
-    ``seed``. Huber loss (beta 0.1) on the window-mean-normalised rates (:mod:`policy.highlevel.forecast`), targets capped
-    at 10 window means."""
+    ``seed``. Huber loss (beta 0.1) on the window-mean-normalised rates (:mod:`policy.highlevel.forecast`),
+    targets capped at 10 window means."""
 
     window: int = 30
     horizon: int = 5
@@ -94,8 +124,9 @@ class PredictorConfig:
     seed: int = 0
 
 
-def train_predictor(cfg: PredictorConfig = PredictorConfig(), data=None, heldout=None, progress: bool = True
-                    ) -> tuple[WorkloadPredictor, dict[str, Any]]:
+def train_predictor(
+    cfg: PredictorConfig = PredictorConfig(), data=None, heldout=None, progress: bool = True
+) -> tuple[WorkloadPredictor, dict[str, Any]]:
     """Train the predictor on :func:`policy.train.forecast_data.dataset` (or ``data``: a Windows of rates) and measure
     it on the held-out windows (``heldout``: name → Windows; default :func:`policy.train.forecast_data.heldout_sets`)
     against the last-value forecast. Returns (model, report): :func:`evaluate_predictor`'s errors, sizes and
@@ -126,7 +157,7 @@ def train_predictor(cfg: PredictorConfig = PredictorConfig(), data=None, heldout
     for _epoch in range(cfg.epochs):
         order = rng.permutation(len(X))
         for k in range(0, len(X), cfg.batch_size):
-            idx = torch.as_tensor(order[k:k + cfg.batch_size])
+            idx = torch.as_tensor(order[k : k + cfg.batch_size])
             loss = torch.nn.functional.smooth_l1_loss(model(X[idx]), Y[idx], beta=0.1)
             opt.zero_grad()
             loss.backward()
@@ -138,8 +169,12 @@ def train_predictor(cfg: PredictorConfig = PredictorConfig(), data=None, heldout
                 bar.set_postfix(loss=f"{loss.item():.4f}")
     if bar is not None:
         bar.close()
-    report = {"train_windows": int(len(X)), "heldout_windows": int(sum(len(w.x) for w in heldout.values())),
-              "train_s": time.perf_counter() - t0, **evaluate_predictor(model, heldout, cfg.horizon)}
+    report = {
+        "train_windows": int(len(X)),
+        "heldout_windows": int(sum(len(w.x) for w in heldout.values())),
+        "train_s": time.perf_counter() - t0,
+        **evaluate_predictor(model, heldout, cfg.horizon),
+    }
     return model, report
 
 
@@ -151,16 +186,23 @@ def evaluate_predictor(model: WorkloadPredictor, sets, horizon: int) -> dict[str
         xn, m = normalize_windows(windows.x)
         with torch.no_grad():
             pred = model(torch.as_tensor(xn[:, :, None])).numpy().clip(min=0.0) * m[:, None]
-        out[name] = {"gru": forecast_errors(pred, windows.y),
-                     "naive": forecast_errors(naive_forecast(windows.x, horizon), windows.y)}
+        out[name] = {
+            "gru": forecast_errors(pred, windows.y),
+            "naive": forecast_errors(naive_forecast(windows.x, horizon), windows.y),
+        }
     out["gru_wape_mean"] = float(np.mean([v["gru"]["wape"] for v in out.values() if isinstance(v, dict)]))
-    out["naive_wape_mean"] = float(np.mean([v["naive"]["wape"] for k, v in out.items()
-                                            if isinstance(v, dict)]))
+    out["naive_wape_mean"] = float(np.mean([v["naive"]["wape"] for k, v in out.items() if isinstance(v, dict)]))
     return out
 
 
-def export_predictor(model: WorkloadPredictor, cfg: PredictorConfig, path: str | Path,
-                     report: dict[str, Any] | None = None, *, quick: bool = False) -> PolicyBundle:
+def export_predictor(
+    model: WorkloadPredictor,
+    cfg: PredictorConfig,
+    path: str | Path,
+    report: dict[str, Any] | None = None,
+    *,
+    quick: bool = False,
+) -> PolicyBundle:
     """Write the predictor bundle (``level: high``, ``gru-forecast-v1``) to directory ``path``. Its
     ``policy_version`` is ``drpc-predictor-<date>-s<seed>[-quick]-<hash8>`` (:func:`policy.bundle.content_version`;
     ``quick``: a smoke-test run)."""
@@ -168,22 +210,31 @@ def export_predictor(model: WorkloadPredictor, cfg: PredictorConfig, path: str |
 
     weights = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in model.state_dict().items()}
     b = PolicyBundle(
-        level="high", policy_version=content_version(f"drpc-predictor-{_today()}-s{cfg.seed}", weights, quick=quick),
+        level="high",
+        policy_version=content_version(f"drpc-predictor-{_today()}-s{cfg.seed}", weights, quick=quick),
         feature_spec={"rates": FORECAST_SPEC},
         dims={"window": cfg.window, "horizon": cfg.horizon, "hidden": cfg.hidden},
-        architecture={"type": FORECAST_ARCH, "cell": "GRU", "layers": 1,
-                      **({"skip": "last_value"} if model.last_value_skip else {})},
+        architecture={
+            "type": FORECAST_ARCH,
+            "cell": "GRU",
+            "layers": 1,
+            **({"skip": "last_value"} if model.last_value_skip else {}),
+        },
         weights=weights,
-        metadata={"source": "arXiv 2407.10169 (DRPC) workload predictor; policy/train/drpc.py",
-                  "data": "NASA-HTTP and Twitter traces minus the evaluation windows ± 1 day (time split 80/20), "
-                          "synthetic bursty traces of training seeds 1-40 (held out: 9001-9010)",
-                  "config": asdict(cfg), "heldout": _plain(report or {})},
+        metadata={
+            "source": "arXiv 2407.10169 (DRPC) workload predictor; policy/train/drpc.py",
+            "data": "NASA-HTTP and Twitter traces minus the evaluation windows ± 1 day (time split 80/20), "
+            "synthetic bursty traces of training seeds 1-40 (held out: 9001-9010)",
+            "config": asdict(cfg),
+            "heldout": _plain(report or {}),
+        },
     )
     b.save(path)
     return b
 
 
 # ---- DRPC autoscaling ----------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DrpcReward:
@@ -247,9 +298,18 @@ class DrpcTrainConfig:
     episode_minutes: int = 40
     peak_range: tuple[float, float] = (1.0, 1.5)
     n_samples: int = 300
-    td3: TD3Config = TD3Config(gamma=0.9, tau=0.01, exploration_noise=0.25, batch_size=256, learning_starts=3_000,
-                               buffer_size=200_000, hidden=64, actor_lr=3e-4, critic_lr=1e-3,
-                               actor_q_normalization=True)
+    td3: TD3Config = TD3Config(
+        gamma=0.9,
+        tau=0.01,
+        exploration_noise=0.25,
+        batch_size=256,
+        learning_starts=3_000,
+        buffer_size=200_000,
+        hidden=64,
+        actor_lr=3e-4,
+        critic_lr=1e-3,
+        actor_q_normalization=True,
+    )
     updates_per_minute: int = 2
     imitation_weight: float = 2.5
     student_from: float = 0.3
@@ -265,15 +325,20 @@ class DrpcTrainConfig:
     quick: bool = False
 
     def __post_init__(self) -> None:
-        if not self.students or any(s not in STUDENT_KINDS for s in self.students) or len(set(self.students)) != len(
-                self.students):
-            raise ValueError(f"students: expected distinct names among {', '.join(STUDENT_KINDS)}, "
-                             f"got {self.students!r}")
+        if (
+            not self.students
+            or any(s not in STUDENT_KINDS for s in self.students)
+            or len(set(self.students)) != len(self.students)
+        ):
+            raise ValueError(
+                f"students: expected distinct names among {', '.join(STUDENT_KINDS)}, got {self.students!r}"
+            )
         if not self.apps:
             raise ValueError("apps: at least one training application")
         if self.total_minutes < 1 or self.episode_minutes < 2:
-            raise ValueError(f"total_minutes >= 1 and episode_minutes >= 2, got {self.total_minutes}, "
-                             f"{self.episode_minutes}")
+            raise ValueError(
+                f"total_minutes >= 1 and episode_minutes >= 2, got {self.total_minutes}, {self.episode_minutes}"
+            )
         if self.seed < 0:
             raise ValueError(f"seed: expected an integer >= 0, got {self.seed}")
 
@@ -285,7 +350,7 @@ class DrpcTrainConfig:
 
 
 def _today() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%d")
+    return datetime.now(UTC).strftime("%Y%m%d")
 
 
 def _plain(v: Any) -> Any:
@@ -303,16 +368,25 @@ def _plain(v: Any) -> Any:
 class _Episode:
     """One training episode: the simulation, the featurizer's state and the teacher's global extras."""
 
-    def __init__(self, cfg: DrpcTrainConfig, rng: np.random.Generator, forecaster: GruForecaster, encoder,
-                 episode: int, app_name: str | None = None, peak: float | None = None):
-        from .forecast_data import training_series
+    def __init__(
+        self,
+        cfg: DrpcTrainConfig,
+        rng: np.random.Generator,
+        forecaster: GruForecaster,
+        encoder,
+        episode: int,
+        app_name: str | None = None,
+        peak: float | None = None,
+    ):
+        from policy.baselines.kube_default import default_score_plugins
         from policy.sim.app import load_app
         from policy.sim.engine import SimConfig, Simulation
         from policy.sim.kube_scheduler import KubeSchedulerModel
-        from policy.sim.stacks import autoscaled_workloads, terms_lookup
-        from policy.baselines.kube_default import default_score_plugins
         from policy.sim.run import capacity_rps, cluster_for
+        from policy.sim.stacks import autoscaled_workloads, terms_lookup
         from policy.sim.traces import scale_to_peak
+
+        from .forecast_data import training_series
 
         self.app_name = app_name or str(rng.choice(cfg.apps))
         app = _APP_CACHE.get(self.app_name)
@@ -324,8 +398,13 @@ class _Episode:
         self.rps = scale_to_peak(counts, peak * capacity_rps(app))
         cluster = cluster_for(app)
         sched = KubeSchedulerModel(plugins=default_score_plugins(terms_lookup(app)))
-        self.sim = Simulation(app, self.rps, cluster, sched,
-                              SimConfig(minutes=cfg.episode_minutes, seed=100_000 + episode, n_samples=cfg.n_samples))
+        self.sim = Simulation(
+            app,
+            self.rps,
+            cluster,
+            sched,
+            SimConfig(minutes=cfg.episode_minutes, seed=100_000 + episode, n_samples=cfg.n_samples),
+        )
         self.workloads = autoscaled_workloads(app)
         self.featurizer = DrpcFeaturizer(forecaster, cfg.feature_layout, cfg.mapping, app.slo_p95_ms, encoder)
         self.state = DrpcState()
@@ -343,7 +422,7 @@ class _Episode:
         last = sim.last
         lam = float(last.rps) if last is not None else float(self.rps[0])
         self.user_hist.append(lam)
-        h = self.user_hist[-self.forecaster.window:]
+        h = self.user_hist[-self.forecaster.window :]
         prev = h[-2] if len(h) >= 2 else h[-1]
         peak = float(self.forecaster.predict(np.array([h])).max())
         slo = self.app.slo_p95_ms
@@ -352,12 +431,21 @@ class _Episode:
             failed = last.failed / last.offered if last.offered > 0 else 0.0
         else:
             p95, failed = 0.0, 0.0
-        req = sum(p.info.requests.cpu_m for p in sim.cluster.live_pods() if p.node >= 0
-                  and not sim.is_background(p)) / 1000.0
-        return np.array([
-            np.clip(math.log((lam + 1e-6) / (prev + 1e-6)), -2, 2), np.clip(math.log((peak + 1e-6) / (lam + 1e-6)), -2, 2),
-            min(p95 / slo, 10.0) / 10.0, failed, req / max(self.alloc_cores, 1e-9), len(self.workloads) / 50.0],
-            dtype=np.float32)
+        req = (
+            sum(p.info.requests.cpu_m for p in sim.cluster.live_pods() if p.node >= 0 and not sim.is_background(p))
+            / 1000.0
+        )
+        return np.array(
+            [
+                np.clip(math.log((lam + 1e-6) / (prev + 1e-6)), -2, 2),
+                np.clip(math.log((peak + 1e-6) / (lam + 1e-6)), -2, 2),
+                min(p95 / slo, 10.0) / 10.0,
+                failed,
+                req / max(self.alloc_cores, 1e-9),
+                len(self.workloads) / 50.0,
+            ],
+            dtype=np.float32,
+        )
 
     def deployment_cores(self) -> np.ndarray:
         cnt = dict.fromkeys(self.workloads, 0)
@@ -372,13 +460,14 @@ _APP_CACHE: dict[str, Any] = {}
 
 def teacher_input(local: np.ndarray, extra: np.ndarray) -> np.ndarray:
     """(N, F) local rows + (G,) extras → (N, F + 2·len(DRPC_SPEC) + G): row ⊕ mean ⊕ max of the DRPC part ⊕ extras."""
-    base = local[:, :len(DRPC_SPEC)]
+    base = local[:, : len(DRPC_SPEC)]
     pooled = np.concatenate([base.mean(axis=0), base.max(axis=0), extra]).astype(np.float32)
     return np.concatenate([local, np.repeat(pooled[None, :], len(local), axis=0)], axis=1)
 
 
-def _reward(ep: _Episode, st, cores: np.ndarray, refused_pct: np.ndarray, changes: np.ndarray,
-            w: DrpcReward) -> tuple[np.ndarray, float]:
+def _reward(
+    ep: _Episode, st, cores: np.ndarray, refused_pct: np.ndarray, changes: np.ndarray, w: DrpcReward
+) -> tuple[np.ndarray, float]:
     slo = ep.app.slo_p95_ms
     p95 = st.p95_ms if math.isfinite(st.p95_ms) else 10 * slo
     failed_pct = 100.0 * st.failed / st.offered if st.offered > 0 else 0.0
@@ -452,8 +541,9 @@ def _rollout(ep: _Episode, cfg: DrpcTrainConfig, act) -> tuple[list[float], list
     return [m.reward for m in minutes], [m.shared for m in minutes], ep.sim.result().metrics
 
 
-def export_student(actor: Actor, name: str, cfg: DrpcTrainConfig, path: str | Path,
-                   metadata: dict[str, Any]) -> PolicyBundle:
+def export_student(
+    actor: Actor, name: str, cfg: DrpcTrainConfig, path: str | Path, metadata: dict[str, Any]
+) -> PolicyBundle:
     """Write student ``name``'s bundle (``level: high``, ``drpc-student-v1``, feature spec ``local`` = its
     layout's spec) to directory ``path``; ``policy_version`` ``drpc-student-<name>-<date>-s<seed>[-quick]-<hash8>``
     (:func:`policy.bundle.content_version`)."""
@@ -470,18 +560,26 @@ def export_student(actor: Actor, name: str, cfg: DrpcTrainConfig, path: str | Pa
         architecture={"type": STUDENT_ARCH, "activation": "relu", "output": "tanh"},
         weights=weights,
         action_bounds={"low": [-1.0], "high": [1.0]},
-        metadata={"source": "arXiv 2407.10169 (DRPC) student actor, TD3 + imitation of a global teacher; "
-                            "policy/train/drpc.py",
-                  "spec": spec, "student": name, "distilled": distilled,
-                  "action_mapping": mapping_json(cfg.mapping), **_plain(metadata)},
+        metadata={
+            "source": "arXiv 2407.10169 (DRPC) student actor, TD3 + imitation of a global teacher; "
+            "policy/train/drpc.py",
+            "spec": spec,
+            "student": name,
+            "distilled": distilled,
+            "action_mapping": mapping_json(cfg.mapping),
+            **_plain(metadata),
+        },
     )
     b.save(path)
     return b
 
 
 #: Where each student's bundle goes by default (the predictor is written next to it, in ``predictor/``).
-DEFAULT_BUNDLE_DIRS: dict[str, Path] = {"drpc": DEFAULT_DRPC_BUNDLE, "hrl": DEFAULT_HRL_HIGH_BUNDLE,
-                                        "hrl-td3": DEFAULT_HRL_HIGH_BUNDLE.parent.parent / "hrl-flat" / "high"}
+DEFAULT_BUNDLE_DIRS: dict[str, Path] = {
+    "drpc": DEFAULT_DRPC_BUNDLE,
+    "hrl": DEFAULT_HRL_HIGH_BUNDLE,
+    "hrl-td3": DEFAULT_HRL_HIGH_BUNDLE.parent.parent / "hrl-flat" / "high",
+}
 
 
 def check_apps(apps: Sequence[str]) -> None:
@@ -495,8 +593,8 @@ def check_apps(apps: Sequence[str]) -> None:
 
 # ---- the pieces of train_drpc --------------------------------------------------------------------------------
 
-def _resolve_bundle_dirs(cfg: DrpcTrainConfig, out: Path, bundle_dirs: dict[str, str | Path] | None
-                         ) -> dict[str, Path]:
+
+def _resolve_bundle_dirs(cfg: DrpcTrainConfig, out: Path, bundle_dirs: dict[str, str | Path] | None) -> dict[str, Path]:
     """Each student's bundle directory: ``bundle_dirs`` or :data:`DEFAULT_BUNDLE_DIRS` (with ``cfg.quick`` the
     same layout under ``<out>/bundles``). Raises ``ValueError`` when two students share a directory or one
     holds files that are not a bundle (:func:`policy.train.pipeline.check_replaceable`)."""
@@ -504,8 +602,12 @@ def _resolve_bundle_dirs(cfg: DrpcTrainConfig, out: Path, bundle_dirs: dict[str,
 
     dirs = {k: Path(v) for k, v in (bundle_dirs or {}).items()}
     for sname in cfg.students:
-        dirs.setdefault(sname, out / "bundles" / DEFAULT_BUNDLE_DIRS[sname].relative_to(DEFAULT_DRPC_BUNDLE.parent)
-                        if cfg.quick else DEFAULT_BUNDLE_DIRS[sname])
+        dirs.setdefault(
+            sname,
+            out / "bundles" / DEFAULT_BUNDLE_DIRS[sname].relative_to(DEFAULT_DRPC_BUNDLE.parent)
+            if cfg.quick
+            else DEFAULT_BUNDLE_DIRS[sname],
+        )
     dirs = {k: v for k, v in dirs.items() if k in cfg.students}
     resolved = [d.resolve() for d in dirs.values()]
     if len(set(resolved)) != len(resolved):
@@ -532,8 +634,11 @@ def _graph_encoder(cfg: DrpcTrainConfig, encoder: Any) -> Any:
         return None
     from policy.encoder import GraphEncoder
 
-    return encoder if isinstance(encoder, GraphEncoder) else (
-        GraphEncoder.load() if encoder is None else GraphEncoder.load(encoder))
+    return (
+        encoder
+        if isinstance(encoder, GraphEncoder)
+        else (GraphEncoder.load() if encoder is None else GraphEncoder.load(encoder))
+    )
 
 
 class _NoBar:
@@ -584,15 +689,23 @@ class _Agents:
         self.cfg = cfg
         # torch.manual_seed inside each TD3: the teacher with cfg.seed, student k with cfg.seed + 7 + k
         self.teacher = TD3(FT, 1, cfg.td3, seed=cfg.seed)
-        self.students = {sname: TD3(len(SPECS[STUDENT_KINDS[sname][0]]), 1, cfg.td3, seed=cfg.seed + 7 + k)
-                         for k, sname in enumerate(cfg.students)}
+        self.students = {
+            sname: TD3(len(SPECS[STUDENT_KINDS[sname][0]]), 1, cfg.td3, seed=cfg.seed + 7 + k)
+            for k, sname in enumerate(cfg.students)
+        }
         self.dims = {sname: len(SPECS[STUDENT_KINDS[sname][0]]) for sname in cfg.students}
         self.emb_cols = slice(len(DRPC_SPEC), F)  # the encoder's embedding columns of the hrl layout
-        self.losses: dict[str, list[float]] = {"teacher_critic": [], **{f"{k}_critic": [] for k in self.students},
-                                               **{f"{k}_imitation": [] for k in self.students}}
-        self.imitations = {k: _Imitation(self.teacher.actor, s.actor, cfg.imitation_weight,
-                                         self.losses[f"{k}_imitation"]) if STUDENT_KINDS[k][1] else None
-                           for k, s in self.students.items()}
+        self.losses: dict[str, list[float]] = {
+            "teacher_critic": [],
+            **{f"{k}_critic": [] for k in self.students},
+            **{f"{k}_imitation": [] for k in self.students},
+        }
+        self.imitations = {
+            k: _Imitation(self.teacher.actor, s.actor, cfg.imitation_weight, self.losses[f"{k}_imitation"])
+            if STUDENT_KINDS[k][1]
+            else None
+            for k, s in self.students.items()
+        }
 
     def actor_fn(self, name: str, noise: np.random.Generator | None):
         """``act(local (N, F), teacher input (N, FT)) -> (N,)`` of ``name`` (``teacher`` or a student), with
@@ -617,8 +730,9 @@ class _Agents:
                 o[:, self.emb_cols] += cfg.embedding_noise * torch.randn_like(o[:, self.emb_cols])
                 no[:, self.emb_cols] += cfg.embedding_noise * torch.randn_like(no[:, self.emb_cols])
             sb = b._replace(observations=o, next_observations=no)
-            self.losses[f"{sname}_critic"].append(student.update(sb, extra_actor_loss=self.imitations[sname])
-                                                  ["critic_loss"])
+            self.losses[f"{sname}_critic"].append(
+                student.update(sb, extra_actor_loss=self.imitations[sname])["critic_loss"]
+            )
 
     def recent_losses(self) -> dict[str, float | None]:
         """``<name>_loss``: the mean of the last 200 values of each loss (None before the first update); then
@@ -631,10 +745,13 @@ class _Agents:
     def checkpoint(self) -> dict[str, Any]:
         """Every network's state_dict and the config (``checkpoint.pt``)."""
         cfg = self.cfg
-        return {"teacher_actor": self.teacher.actor.state_dict(), "teacher_critic": self.teacher.critic.state_dict(),
-                **{f"{k}_actor": v.actor.state_dict() for k, v in self.students.items()},
-                **{f"{k}_critic": v.critic.state_dict() for k, v in self.students.items()},
-                "config": _plain(asdict(cfg))}
+        return {
+            "teacher_actor": self.teacher.actor.state_dict(),
+            "teacher_critic": self.teacher.critic.state_dict(),
+            **{f"{k}_actor": v.actor.state_dict() for k, v in self.students.items()},
+            **{f"{k}_critic": v.critic.state_dict() for k, v in self.students.items()},
+            "config": _plain(asdict(cfg)),
+        }
 
 
 def _store(buf: ReplayBuffer, t: Transition) -> None:
@@ -647,8 +764,11 @@ def _driver(cfg: DrpcTrainConfig, minutes_done: int, rng: np.random.Generator) -
     """Who drives the next episode: the teacher, or from ``student_from`` of the run with a probability growing
     linearly to ``student_share`` a student chosen at random (DAgger-style)."""
     frac = minutes_done / cfg.total_minutes
-    share = 0.0 if frac < cfg.student_from else cfg.student_share * (frac - cfg.student_from) / max(
-        1e-9, 1.0 - cfg.student_from)
+    share = (
+        0.0
+        if frac < cfg.student_from
+        else cfg.student_share * (frac - cfg.student_from) / max(1e-9, 1.0 - cfg.student_from)
+    )
     return str(rng.choice(cfg.students)) if rng.random() < share else "teacher"
 
 
@@ -664,8 +784,7 @@ class _Validation:
 
     def __init__(self, cfg: DrpcTrainConfig, forecaster: GruForecaster, encoder: Any):
         self.cfg, self.forecaster, self.encoder = cfg, forecaster, encoder
-        self.specs = [(app, 9_000_000 + 97 * k + j) for j, app in enumerate(cfg.apps)
-                      for k in range(cfg.eval_episodes)]
+        self.specs = [(app, 9_000_000 + 97 * k + j) for j, app in enumerate(cfg.apps) for k in range(cfg.eval_episodes)]
         self.rows: list[dict[str, Any]] = []
         self.best: dict[str, tuple[float, dict[str, torch.Tensor]]] = {}
 
@@ -677,18 +796,28 @@ class _Validation:
         for name in ["teacher", *agents.students]:
             rewards, failed, cpu = [], [], []
             for app, seed in self.specs:
-                ep = _Episode(cfg, np.random.default_rng(seed), self.forecaster, self.encoder, seed, app_name=app,
-                              peak=1.25)
+                ep = _Episode(
+                    cfg, np.random.default_rng(seed), self.forecaster, self.encoder, seed, app_name=app, peak=1.25
+                )
                 r, _shared, res = _rollout(ep, cfg, agents.actor_fn(name, None))
                 rewards.append(float(np.mean(r)) if r else 0.0)
                 failed.append(res["failed_pct"])
                 cpu.append(_cpu_vs_manifest(ep, cfg, res))
             score = float(np.mean(rewards))
-            self.rows.append({"minutes": minutes, "policy": name, "reward": score,
-                              "failed_pct": float(np.mean(failed)), "cpu_vs_manifest": float(np.mean(cpu))})
+            self.rows.append(
+                {
+                    "minutes": minutes,
+                    "policy": name,
+                    "reward": score,
+                    "failed_pct": float(np.mean(failed)),
+                    "cpu_vs_manifest": float(np.mean(cpu)),
+                }
+            )
             if name in agents.students and (name not in self.best or score > self.best[name][0]):
-                self.best[name] = (score, {k: v.detach().clone()
-                                           for k, v in agents.students[name].actor.state_dict().items()})
+                self.best[name] = (
+                    score,
+                    {k: v.detach().clone() for k, v in agents.students[name].actor.state_dict().items()},
+                )
 
     def restore_best(self, agents: _Agents) -> None:
         """Load each validated student's best actor weights (the ones exported)."""
@@ -697,46 +826,91 @@ class _Validation:
 
     def selected(self) -> dict[str, Any]:
         """``validation_reward`` and ``selected_at_minutes`` of each student's exported weights (bundle metadata)."""
-        return {"validation_reward": {k: v[0] for k, v in self.best.items()},
-                "selected_at_minutes": {k: max((r["minutes"] for r in self.rows if r["policy"] == k
-                                                and r["reward"] == v[0]), default=None)
-                                        for k, v in self.best.items()}}
+        return {
+            "validation_reward": {k: v[0] for k, v in self.best.items()},
+            "selected_at_minutes": {
+                k: max((r["minutes"] for r in self.rows if r["policy"] == k and r["reward"] == v[0]), default=None)
+                for k, v in self.best.items()
+            },
+        }
 
 
-def _episode_row(episode: int, minutes: int, wall_s: float, ep: _Episode, driver: str, rewards: list[float],
-                 shared: list[float], running: float, metrics: dict, cfg: DrpcTrainConfig) -> dict[str, Any]:
+def _episode_row(
+    episode: int,
+    minutes: int,
+    wall_s: float,
+    ep: _Episode,
+    driver: str,
+    rewards: list[float],
+    shared: list[float],
+    running: float,
+    metrics: dict,
+    cfg: DrpcTrainConfig,
+) -> dict[str, Any]:
     """The episode's ``progress.csv`` row (before its ``<loss>_loss`` columns)."""
-    return {"episode": episode, "minutes": minutes, "wall_s": round(wall_s, 2),
-            "app": ep.app_name, "trace": ep.trace, "driver": driver,
-            "reward": float(np.mean(rewards)) if rewards else 0.0, "running_reward": running,
-            "qos_cost": float(np.mean(shared)) if shared else 0.0,
-            "latency_p95_ms": metrics["latency_p95_ms"], "failed_pct": metrics["failed_pct"],
-            "cpu_core_hours": metrics["cpu_core_hours"], "cpu_vs_manifest": _cpu_vs_manifest(ep, cfg, metrics)}
+    return {
+        "episode": episode,
+        "minutes": minutes,
+        "wall_s": round(wall_s, 2),
+        "app": ep.app_name,
+        "trace": ep.trace,
+        "driver": driver,
+        "reward": float(np.mean(rewards)) if rewards else 0.0,
+        "running_reward": running,
+        "qos_cost": float(np.mean(shared)) if shared else 0.0,
+        "latency_p95_ms": metrics["latency_p95_ms"],
+        "failed_pct": metrics["failed_pct"],
+        "cpu_core_hours": metrics["cpu_core_hours"],
+        "cpu_vs_manifest": _cpu_vs_manifest(ep, cfg, metrics),
+    }
 
 
-def _write_run(out: Path, staged: dict[str, Path], dirs: dict[str, Path], cfg: DrpcTrainConfig, agents: _Agents,
-               validation: _Validation, rows: list[dict[str, Any]], meta: dict[str, Any], report: dict[str, Any],
-               summary: dict[str, Any], plots: bool) -> None:
+def _write_run(
+    out: Path,
+    staged: dict[str, Path],
+    dirs: dict[str, Path],
+    cfg: DrpcTrainConfig,
+    agents: _Agents,
+    validation: _Validation,
+    rows: list[dict[str, Any]],
+    meta: dict[str, Any],
+    report: dict[str, Any],
+    summary: dict[str, Any],
+    plots: bool,
+) -> None:
     """Export each student to ``<staged>/student`` (bundle metadata ``meta``), then write ``checkpoint.pt``,
     ``progress.csv``, ``validation.csv``, ``learning_curves.png`` (``plots``) and ``report.json`` under ``out``;
     ``report`` gets the validation rows, ``summary``, the students' versions and the directories."""
-    versions = {sname: export_student(student.actor, sname, cfg, staged[sname] / "student", meta).policy_version
-                for sname, student in agents.students.items()}
+    versions = {
+        sname: export_student(student.actor, sname, cfg, staged[sname] / "student", meta).policy_version
+        for sname, student in agents.students.items()
+    }
     torch.save(agents.checkpoint(), out / "checkpoint.pt")
     _write_csv(out / "progress.csv", rows)
     _write_csv(out / "validation.csv", validation.rows)
     report["validation"] = validation.rows
-    report.update({**summary, "student_versions": versions, "bundle_dirs": {k: str(v) for k, v in dirs.items()},
-                   "run_dir": str(out)})
+    report.update(
+        {
+            **summary,
+            "student_versions": versions,
+            "bundle_dirs": {k: str(v) for k, v in dirs.items()},
+            "run_dir": str(out),
+        }
+    )
     if plots and rows:
         report["plot"] = str(_plot(rows, out / "learning_curves.png", validation.rows))
     (out / "report.json").write_text(json.dumps(_plain(report), indent=1) + "\n", encoding="utf-8")
 
 
-def train_drpc(cfg: DrpcTrainConfig = DrpcTrainConfig(), out_dir: str | Path | None = None,
-               bundle_dirs: dict[str, str | Path] | None = None,
-               predictor: GruForecaster | PolicyBundle | str | Path | None = None,
-               progress: bool = True, plots: bool = True, encoder: Any = None) -> dict[str, Any]:
+def train_drpc(
+    cfg: DrpcTrainConfig = DrpcTrainConfig(),
+    out_dir: str | Path | None = None,
+    bundle_dirs: dict[str, str | Path] | None = None,
+    predictor: GruForecaster | PolicyBundle | str | Path | None = None,
+    progress: bool = True,
+    plots: bool = True,
+    encoder: Any = None,
+) -> dict[str, Any]:
     """Train the predictor (unless given), then the teacher and the students, and export each student to
     ``bundle_dirs[spec]/student`` with the predictor in ``bundle_dirs[spec]/predictor`` (defaults
     :data:`DEFAULT_BUNDLE_DIRS`: ``policy/bundles/drpc``, ``policy/bundles/hrl-scheduler/high``; with
@@ -755,7 +929,7 @@ def train_drpc(cfg: DrpcTrainConfig = DrpcTrainConfig(), out_dir: str | Path | N
     # ---- build everything: checks first (nothing is trained or written before they pass) ----
     torch.set_num_threads(1)
     t_start = time.perf_counter()
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     out = Path(out_dir) if out_dir is not None else ROOT / "runs" / f"drpc-s{cfg.seed}-{stamp}"
     check_apps(cfg.apps)
     dirs = _resolve_bundle_dirs(cfg, out, bundle_dirs)
@@ -817,8 +991,23 @@ def train_drpc(cfg: DrpcTrainConfig = DrpcTrainConfig(), out_dir: str | Path | N
         # ---- log: one progress.csv row per episode ----
         mean_r = float(np.mean(ep_rewards)) if ep_rewards else 0.0
         running = mean_r if running is None else 0.95 * running + 0.05 * mean_r
-        rows.append({**_episode_row(episode, minutes_done, time.perf_counter() - t_start, ep, driver, ep_rewards,
-                                    ep_shared, running, metrics, cfg), **agents.recent_losses()})
+        rows.append(
+            {
+                **_episode_row(
+                    episode,
+                    minutes_done,
+                    time.perf_counter() - t_start,
+                    ep,
+                    driver,
+                    ep_rewards,
+                    ep_shared,
+                    running,
+                    metrics,
+                    cfg,
+                ),
+                **agents.recent_losses(),
+            }
+        )
         bar.set_postfix(R=f"{running:.3f}", drv=driver[0], app=ep.app_name[:6])
         episode += 1
 
@@ -833,15 +1022,33 @@ def train_drpc(cfg: DrpcTrainConfig = DrpcTrainConfig(), out_dir: str | Path | N
     # ---- export: each student at its best validation reward, staged; the bundle directories last ----
     validation.restore_best(agents)
     train_s = time.perf_counter() - t_start
-    meta = {"apps": list(cfg.apps), "episodes": episode, "simulated_minutes": minutes_done,
-            "train_wall_s": round(train_s, 1), "predictor_version": forecaster.version,
-            "reward": asdict(cfg.reward), "imitation_weight": cfg.imitation_weight,
-            "final_running_reward": running, "students_trained_together": list(cfg.students),
-            **validation.selected()}
+    meta = {
+        "apps": list(cfg.apps),
+        "episodes": episode,
+        "simulated_minutes": minutes_done,
+        "train_wall_s": round(train_s, 1),
+        "predictor_version": forecaster.version,
+        "reward": asdict(cfg.reward),
+        "imitation_weight": cfg.imitation_weight,
+        "final_running_reward": running,
+        "students_trained_together": list(cfg.students),
+        **validation.selected(),
+    }
     if encoder is not None:
         meta["encoder_version"] = encoder.version
-    _write_run(out, staged, dirs, cfg, agents, validation, rows, meta, report,
-               {"episodes": episode, "simulated_minutes": minutes_done, "train_wall_s": train_s}, plots)
+    _write_run(
+        out,
+        staged,
+        dirs,
+        cfg,
+        agents,
+        validation,
+        rows,
+        meta,
+        report,
+        {"episodes": episode, "simulated_minutes": minutes_done, "train_wall_s": train_s},
+        plots,
+    )
     install_dirs({staged[k]: dirs[k] for k in cfg.students})  # only now, each student with its predictor
     shutil.rmtree(staging, ignore_errors=True)
     return report
@@ -871,10 +1078,17 @@ def _plot(rows: Sequence[dict[str, Any]], path: Path, eval_rows: Sequence[dict[s
     ax_v, ax_vc = axes[0, 2], axes[1, 2]
     for j, name in enumerate(sorted({r["policy"] for r in eval_rows}, key=lambda n: (n != "teacher", n))):
         sel = [r for r in eval_rows if r["policy"] == name]
-        ax_v.plot([r["minutes"] for r in sel], [r["reward"] for r in sel], marker="o", ms=3, label=name,
-                  color=colors(j + 3))
-        ax_vc.plot([r["minutes"] for r in sel], [r["cpu_vs_manifest"] for r in sel], marker="o", ms=3, label=name,
-                   color=colors(j + 3))
+        ax_v.plot(
+            [r["minutes"] for r in sel], [r["reward"] for r in sel], marker="o", ms=3, label=name, color=colors(j + 3)
+        )
+        ax_vc.plot(
+            [r["minutes"] for r in sel],
+            [r["cpu_vs_manifest"] for r in sel],
+            marker="o",
+            ms=3,
+            label=name,
+            color=colors(j + 3),
+        )
     ax_v.set_title("validation (fixed episodes, no noise)", fontsize=10)
     ax_v.set_ylabel("mean reward per deployment-minute")
     ax_vc.set_ylabel("validation CPU requested / manifests")
@@ -883,10 +1097,12 @@ def _plot(rows: Sequence[dict[str, Any]], path: Path, eval_rows: Sequence[dict[s
         ax.grid(alpha=0.3)
     if eval_rows:
         ax_v.legend(fontsize=8)
-    panels = ((axes[0, 0], "reward", "mean reward per deployment-minute"),
-              (axes[0, 1], "failed_pct", "failed requests (%)"),
-              (axes[1, 0], "cpu_vs_manifest", "CPU requested / manifests' requests"),
-              (axes[1, 1], "latency_p95_ms", "p95 latency (ms)"))
+    panels = (
+        (axes[0, 0], "reward", "mean reward per deployment-minute"),
+        (axes[0, 1], "failed_pct", "failed requests (%)"),
+        (axes[1, 0], "cpu_vs_manifest", "CPU requested / manifests' requests"),
+        (axes[1, 1], "latency_p95_ms", "p95 latency (ms)"),
+    )
     for ax, key, label in panels:
         for j, app in enumerate(apps):
             sel = [r for r in rows if r["app"] == app]
@@ -898,7 +1114,7 @@ def _plot(rows: Sequence[dict[str, Any]], path: Path, eval_rows: Sequence[dict[s
             k = min(20, len(y))
             if k > 1:
                 smooth = np.convolve(np.nan_to_num(y), np.ones(k) / k, mode="valid")
-                ax.plot(x[k - 1:], smooth, color=colors(j), lw=1.8, label=f"{app} ({k}-episode mean)")
+                ax.plot(x[k - 1 :], smooth, color=colors(j), lw=1.8, label=f"{app} ({k}-episode mean)")
         ax.set_xlabel("simulated minutes")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
@@ -912,15 +1128,22 @@ def _plot(rows: Sequence[dict[str, Any]], path: Path, eval_rows: Sequence[dict[s
     return path
 
 
-def _config_for(students: Sequence[str], seed: int, quick: bool, minutes: int | None,
-                apps: Sequence[str] | None) -> DrpcTrainConfig:
+def _config_for(
+    students: Sequence[str], seed: int, quick: bool, minutes: int | None, apps: Sequence[str] | None
+) -> DrpcTrainConfig:
     cfg = DrpcTrainConfig(students=tuple(students), seed=seed)
     if apps:
         cfg = replace(cfg, apps=tuple(apps))
     if quick:
-        cfg = replace(cfg, total_minutes=300, episode_minutes=15,
-                      td3=replace(cfg.td3, learning_starts=100, batch_size=32), eval_episodes=1,
-                      predictor=replace(cfg.predictor, epochs=1, stride=40), quick=True)
+        cfg = replace(
+            cfg,
+            total_minutes=300,
+            episode_minutes=15,
+            td3=replace(cfg.td3, learning_starts=100, batch_size=32),
+            eval_episodes=1,
+            predictor=replace(cfg.predictor, epochs=1, stride=40),
+            quick=True,
+        )
     if minutes is not None:
         cfg = replace(cfg, total_minutes=minutes)
     return cfg
@@ -930,9 +1153,16 @@ def _names(text: str | None) -> list[str]:
     return [x.strip() for x in (text or "").split(",") if x.strip()]
 
 
-def run_cli(students: str = "drpc,hrl", minutes: int | None = None, seed: int = 0, run_dir: str | None = None,
-            bundles_root: str | None = None, apps: str | None = None, predictor: str | None = None,
-            quick: bool = False) -> int:
+def run_cli(
+    students: str = "drpc,hrl",
+    minutes: int | None = None,
+    seed: int = 0,
+    run_dir: str | None = None,
+    bundles_root: str | None = None,
+    apps: str | None = None,
+    predictor: str | None = None,
+    quick: bool = False,
+) -> int:
     """The body of ``hrl-policy train drpc``: train and export the named students (comma-separated, of
     :data:`STUDENT_KINDS`) into ``bundles_root`` (default ``policy/bundles``; with ``quick``
     ``<run_dir>/bundles``, so a smoke test never overwrites the committed bundles: ``drpc/``,
@@ -964,12 +1194,11 @@ def run_cli(students: str = "drpc,hrl", minutes: int | None = None, seed: int = 
             raise ValueError(f"--predictor: {exc}") from None
     cfg = _config_for(names, seed, quick, minutes, app_names)
     if run_dir is None:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         run_dir = str(ROOT / "runs" / f"drpc-s{seed}-{stamp}{'-quick' if quick else ''}")
     # a --quick run never overwrites a committed bundle unless --out says so
     root = Path(bundles_root) if bundles_root else (Path(run_dir) / "bundles" if quick else DEFAULT_DRPC_BUNDLE.parent)
-    dirs = {k: root / v.relative_to(DEFAULT_DRPC_BUNDLE.parent) for k, v in DEFAULT_BUNDLE_DIRS.items()
-            if k in names}
+    dirs = {k: root / v.relative_to(DEFAULT_DRPC_BUNDLE.parent) for k, v in DEFAULT_BUNDLE_DIRS.items() if k in names}
     rep = train_drpc(cfg, out_dir=run_dir, bundle_dirs=dirs, predictor=pb)
     _print_report(rep)
     return 0
@@ -978,12 +1207,19 @@ def run_cli(students: str = "drpc,hrl", minutes: int | None = None, seed: int = 
 def _print_report(rep: dict[str, Any], log=lambda m: print(m, file=sys.stderr)) -> None:
     p = rep.get("predictor")
     if p:
-        log(f"drpc predictor: held-out WAPE {p['gru_wape_mean']:.3f} (naive last value {p['naive_wape_mean']:.3f}), "
-            f"{p['train_windows']} training windows, {p['train_s']:.0f} s")
+        log(
+            f"drpc predictor: held-out WAPE {p['gru_wape_mean']:.3f} (naive last value {p['naive_wape_mean']:.3f}), "
+            f"{p['train_windows']} training windows, {p['train_s']:.0f} s"
+        )
     quick = bool(rep.get("config", {}).get("quick"))
-    log(f"drpc: {rep['episodes']} episodes, {rep['simulated_minutes']} simulated minutes in "
-        f"{rep['train_wall_s'] / 60:.1f} min; " + ("quick run, " if quick else "") + "bundles: "
-        + ", ".join(f"{k} → {v}" for k, v in rep["bundle_dirs"].items()) + f"; log in {rep['run_dir']}")
+    log(
+        f"drpc: {rep['episodes']} episodes, {rep['simulated_minutes']} simulated minutes in "
+        f"{rep['train_wall_s'] / 60:.1f} min; "
+        + ("quick run, " if quick else "")
+        + "bundles: "
+        + ", ".join(f"{k} → {v}" for k, v in rep["bundle_dirs"].items())
+        + f"; log in {rep['run_dir']}"
+    )
 
 
 def train_stage(root: Path, *, quick: bool, seed: int, log=print) -> list[str]:
@@ -998,8 +1234,9 @@ def train_stage(root: Path, *, quick: bool, seed: int, log=print) -> list[str]:
     root = Path(root)
     cfg = _config_for(("drpc", "hrl", "hrl-td3"), seed, quick, None, None)
     dirs = {"drpc": root / "drpc", "hrl": root / "hrl-scheduler" / "high", "hrl-td3": root / "hrl-flat" / "high"}
-    rep = train_drpc(cfg, bundle_dirs=dirs, progress=not quick,
-                     out_dir=(ROOT / "out" / "train" / "drpc") if quick else None)
+    rep = train_drpc(
+        cfg, bundle_dirs=dirs, progress=not quick, out_dir=(ROOT / "out" / "train" / "drpc") if quick else None
+    )
     _print_report(rep, log)
     ne = root / "hrl-no-encoder" / "high"
     install_dirs({dirs["drpc"]: ne})

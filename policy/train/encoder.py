@@ -29,12 +29,30 @@ import torch
 from torch import nn
 
 from policy.bundle import PolicyBundle
-from .encoder_data import TARGET_SPEC, EncoderSample, error_table, heldout_sets, load_builtin_apps, make_dataset
-from policy.encoder import EDGE_SPEC, NODE_SPEC
-from policy.encoder import DEFAULT_ENCODER_BUNDLE, ENCODER_ARCH, GraphEncoder, encoder_weight_shapes
+from policy.encoder import (
+    DEFAULT_ENCODER_BUNDLE,
+    EDGE_SPEC,
+    ENCODER_ARCH,
+    NODE_SPEC,
+    GraphEncoder,
+    encoder_weight_shapes,
+)
 
-__all__ = ["GraphEncoderNet", "scatter_mean", "export_encoder", "EncoderTrainConfig", "collate",
-           "graph_weights", "train_encoder", "save_checkpoint", "export_checkpoint", "format_report", "run_cli"]
+from .encoder_data import TARGET_SPEC, EncoderSample, error_table, heldout_sets, load_builtin_apps, make_dataset
+
+__all__ = [
+    "GraphEncoderNet",
+    "scatter_mean",
+    "export_encoder",
+    "EncoderTrainConfig",
+    "collate",
+    "graph_weights",
+    "train_encoder",
+    "save_checkpoint",
+    "export_checkpoint",
+    "format_report",
+    "run_cli",
+]
 
 
 def scatter_mean(values: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
@@ -72,26 +90,47 @@ class GraphEncoderNet(nn.Module):
     :meth:`heads` maps embeddings to ``targets`` normalised predictions.
     """
 
-    def __init__(self, hidden: int = 64, embedding: int = 32, layers: int = 3, head_hidden: int = 64,
-                 targets: int = 0, node_features: int = len(NODE_SPEC), edge_features: int = len(EDGE_SPEC)):
+    def __init__(
+        self,
+        hidden: int = 64,
+        embedding: int = 32,
+        layers: int = 3,
+        head_hidden: int = 64,
+        targets: int = 0,
+        node_features: int = len(NODE_SPEC),
+        edge_features: int = len(EDGE_SPEC),
+    ):
         super().__init__()
-        self.config = dict(hidden=hidden, embedding=embedding, layers=layers, head_hidden=head_hidden,
-                           targets=targets)
+        self.config = {
+            "hidden": hidden,
+            "embedding": embedding,
+            "layers": layers,
+            "head_hidden": head_hidden,
+            "targets": targets,
+        }
         self.input = nn.Linear(node_features, hidden)
         self.layers = nn.ModuleList([_Layer(hidden, edge_features) for _ in range(layers)])
         self.output = nn.Linear(hidden, embedding)
-        self.head = nn.Sequential(nn.Linear(embedding, head_hidden), nn.ReLU(), nn.Linear(head_hidden, targets)) \
-            if targets else None
+        self.head = (
+            nn.Sequential(nn.Linear(embedding, head_hidden), nn.ReLU(), nn.Linear(head_hidden, targets))
+            if targets
+            else None
+        )
         self.register_buffer("node_mean", torch.zeros(node_features), persistent=False)
         self.register_buffer("node_std", torch.ones(node_features), persistent=False)
         self.register_buffer("edge_mean", torch.zeros(edge_features), persistent=False)
         self.register_buffer("edge_std", torch.ones(edge_features), persistent=False)
 
-    def set_normalization(self, node_mean: np.ndarray, node_std: np.ndarray, edge_mean: np.ndarray,
-                          edge_std: np.ndarray) -> None:
+    def set_normalization(
+        self, node_mean: np.ndarray, node_std: np.ndarray, edge_mean: np.ndarray, edge_std: np.ndarray
+    ) -> None:
         """Input scaling (std floored at 1e-6, as :meth:`policy.bundle.PolicyBundle.norm` does)."""
-        for name, v in (("node_mean", node_mean), ("node_std", np.maximum(node_std, 1e-6)),
-                        ("edge_mean", edge_mean), ("edge_std", np.maximum(edge_std, 1e-6))):
+        for name, v in (
+            ("node_mean", node_mean),
+            ("node_std", np.maximum(node_std, 1e-6)),
+            ("edge_mean", edge_mean),
+            ("edge_std", np.maximum(edge_std, 1e-6)),
+        ):
             getattr(self, name).copy_(torch.as_tensor(np.asarray(v, np.float32)))
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor) -> torch.Tensor:
@@ -110,8 +149,14 @@ class GraphEncoderNet(nn.Module):
         return self.head(z)
 
 
-def export_encoder(net: GraphEncoderNet, path: str | Path, *, policy_version: str,
-                   normalization: Mapping[str, Any], metadata: Mapping[str, Any] | None = None) -> PolicyBundle:
+def export_encoder(
+    net: GraphEncoderNet,
+    path: str | Path,
+    *,
+    policy_version: str,
+    normalization: Mapping[str, Any],
+    metadata: Mapping[str, Any] | None = None,
+) -> PolicyBundle:
     """Write ``net`` as an encoder bundle into directory ``path`` and return it.
 
     ``normalization``: ``{"node": {"mean", "std"}, "edge": {...}, "targets": {...}}`` (lists of floats);
@@ -119,19 +164,32 @@ def export_encoder(net: GraphEncoderNet, path: str | Path, *, policy_version: st
     Raises ``ValueError`` when a weight's shape differs from :func:`policy.encoder.mpnn.encoder_weight_shapes`.
     """
     cfg = net.config
-    shapes = encoder_weight_shapes(len(NODE_SPEC), len(EDGE_SPEC), cfg["hidden"], cfg["embedding"], cfg["layers"],
-                                   cfg["head_hidden"], cfg["targets"])
+    shapes = encoder_weight_shapes(
+        len(NODE_SPEC),
+        len(EDGE_SPEC),
+        cfg["hidden"],
+        cfg["embedding"],
+        cfg["layers"],
+        cfg["head_hidden"],
+        cfg["targets"],
+    )
     sd = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in net.state_dict().items()}
     if set(sd) != set(shapes) or any(sd[k].shape != s for k, s in shapes.items()):
-        raise ValueError(f"export: state_dict {sorted((k, v.shape) for k, v in sd.items())} does not match "
-                         f"mpnn-v1 {sorted(shapes.items())}")
+        raise ValueError(
+            f"export: state_dict {sorted((k, v.shape) for k, v in sd.items())} does not match "
+            f"mpnn-v1 {sorted(shapes.items())}"
+        )
     bundle = PolicyBundle(
         level="encoder",
         policy_version=policy_version,
         feature_spec={"node": NODE_SPEC, "edge": EDGE_SPEC},
         dims=dict(cfg),
-        architecture={"type": ENCODER_ARCH, "aggregation": "mean, callers and callees separately",
-                      "activation": "relu", "residual": True},
+        architecture={
+            "type": ENCODER_ARCH,
+            "aggregation": "mean, callers and callees separately",
+            "activation": "relu",
+            "residual": True,
+        },
         weights=sd,
         normalization=normalization,
         metadata=dict(metadata or {}),
@@ -141,6 +199,7 @@ def export_encoder(net: GraphEncoderNet, path: str | Path, *, policy_version: st
 
 
 # ---- pre-training -----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class EncoderTrainConfig:
@@ -198,15 +257,20 @@ def collate(samples: Sequence[EncoderSample]) -> tuple[torch.Tensor, torch.Tenso
         eas.append(s.arrays.edge_attr)
         ys.append(s.targets)
         off += s.arrays.x.shape[0]
-    return (torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(eis, axis=1)),
-            torch.from_numpy(np.concatenate(eas)), torch.from_numpy(np.concatenate(ys)))
+    return (
+        torch.from_numpy(np.concatenate(xs)),
+        torch.from_numpy(np.concatenate(eis, axis=1)),
+        torch.from_numpy(np.concatenate(eas)),
+        torch.from_numpy(np.concatenate(ys)),
+    )
 
 
 def graph_weights(samples: Sequence[EncoderSample]) -> torch.Tensor:
     """(ΣN,) row weights giving every graph of the batch the same total weight (1 / its services), so a
     386-service app does not drown twenty 10-service ones; they sum to the number of graphs."""
-    return torch.from_numpy(np.concatenate([np.full(len(s.targets), 1.0 / max(1, len(s.targets)), np.float32)
-                                            for s in samples]))
+    return torch.from_numpy(
+        np.concatenate([np.full(len(s.targets), 1.0 / max(1, len(s.targets)), np.float32) for s in samples])
+    )
 
 
 def _stats(a: np.ndarray) -> dict[str, list[float]]:
@@ -214,21 +278,27 @@ def _stats(a: np.ndarray) -> dict[str, list[float]]:
     return {"mean": [float(v) for v in a.mean(0)], "std": [float(v) if v > 1e-3 else 1.0 for v in a.std(0)]}
 
 
-def _fit(cfg: EncoderTrainConfig, layers: int, train: Sequence[EncoderSample], norm: Mapping[str, Any], log,
-         progress: bool) -> tuple[GraphEncoderNet, float, float]:
+def _fit(
+    cfg: EncoderTrainConfig, layers: int, train: Sequence[EncoderSample], norm: Mapping[str, Any], log, progress: bool
+) -> tuple[GraphEncoderNet, float, float]:
     """One CleanRL-style loop: Adam on the MSE of standardised targets, each graph weighing the same.
     Returns ``(net, seconds, final loss)``."""
     torch.manual_seed(cfg.seed)
     y_mean = torch.tensor(norm["targets"]["mean"])
     y_std = torch.tensor(norm["targets"]["std"])
     net = GraphEncoderNet(cfg.hidden, cfg.embedding, layers, cfg.head_hidden, len(TARGET_SPEC))
-    net.set_normalization(np.array(norm["node"]["mean"]), np.array(norm["node"]["std"]),
-                          np.array(norm["edge"]["mean"]), np.array(norm["edge"]["std"]))
+    net.set_normalization(
+        np.array(norm["node"]["mean"]),
+        np.array(norm["node"]["std"]),
+        np.array(norm["edge"]["mean"]),
+        np.array(norm["edge"]["std"]),
+    )
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     steps_per_epoch = max(1, math.ceil(len(train) / cfg.batch_graphs))
     total_steps = cfg.epochs * steps_per_epoch
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda k: 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(k, total_steps) / total_steps)))
+        opt, lambda k: 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(k, total_steps) / total_steps))
+    )
     rng = np.random.default_rng(cfg.seed)
     bar = None
     if progress:
@@ -240,7 +310,7 @@ def _fit(cfg: EncoderTrainConfig, layers: int, train: Sequence[EncoderSample], n
     for epoch in range(cfg.epochs):
         order = rng.permutation(len(train))
         for k in range(steps_per_epoch):
-            batch = [train[i] for i in order[k * cfg.batch_graphs:(k + 1) * cfg.batch_graphs]]
+            batch = [train[i] for i in order[k * cfg.batch_graphs : (k + 1) * cfg.batch_graphs]]
             x, ei, ea, y = collate(batch)
             w = graph_weights(batch)
             pred = net.heads(net(x, ei, ea))
@@ -256,8 +326,10 @@ def _fit(cfg: EncoderTrainConfig, layers: int, train: Sequence[EncoderSample], n
                 bar.update(1)
                 bar.set_postfix(epoch=epoch + 1, loss=f"{loss_ema:.4f}")
         if bar is None and (epoch + 1) % 10 == 0:
-            log(f"encoder (layers={layers}): epoch {epoch + 1}/{cfg.epochs}, loss {loss_ema:.4f}, "
-                f"{time.perf_counter() - t0:.0f} s")
+            log(
+                f"encoder (layers={layers}): epoch {epoch + 1}/{cfg.epochs}, loss {loss_ema:.4f}, "
+                f"{time.perf_counter() - t0:.0f} s"
+            )
     if bar is not None:
         bar.close()
     train_s = time.perf_counter() - t0
@@ -275,8 +347,13 @@ def _evaluate(enc: GraphEncoder, sets: Mapping[str, Sequence[EncoderSample]]) ->
     return out
 
 
-def train_encoder(config: EncoderTrainConfig = EncoderTrainConfig(), out: str | Path | None = DEFAULT_ENCODER_BUNDLE,
-                  log=print, progress: bool = True, ablation: bool = False) -> tuple[GraphEncoderNet, dict[str, Any]]:
+def train_encoder(
+    config: EncoderTrainConfig = EncoderTrainConfig(),
+    out: str | Path | None = DEFAULT_ENCODER_BUNDLE,
+    log=print,
+    progress: bool = True,
+    ablation: bool = False,
+) -> tuple[GraphEncoderNet, dict[str, Any]]:
     """Pre-train the encoder (module docstring), export it to ``out`` (``None``: do not write a bundle),
     and evaluate the exported bundle with the numpy :class:`~policy.encoder.mpnn.GraphEncoder` on the held-out sets.
     ``ablation``: also train the same network without message passing (``layers=0``: each service sees only
@@ -293,9 +370,11 @@ def train_encoder(config: EncoderTrainConfig = EncoderTrainConfig(), out: str | 
     all_apps = load_builtin_apps(only=cfg.apps)
     held = [a for a in all_apps if a.name in cfg.holdout_apps]
     train_apps = [a for a in all_apps if a.name not in cfg.holdout_apps]
-    log(f"encoder: generating {cfg.n_train} training scenarios (apps: "
+    log(
+        f"encoder: generating {cfg.n_train} training scenarios (apps: "
         f"{', '.join(a.name for a in train_apps) or 'none'} + synthetic; held out: "
-        f"{', '.join(a.name for a in held) or 'none'})")
+        f"{', '.join(a.name for a in held) or 'none'})"
+    )
     train = make_dataset(cfg.n_train, cfg.seed, train_apps, cfg.app_share if train_apps else 0.0, cfg.size_range)
     sets = heldout_sets(cfg.seed, cfg.n_val_synthetic, cfg.n_val_per_app, held, cfg.size_range)
     t_data = time.perf_counter() - t_start
@@ -311,12 +390,14 @@ def train_encoder(config: EncoderTrainConfig = EncoderTrainConfig(), out: str | 
     # never shares the committed one's version, so the encoder_version cross-checks in serving tell them apart
     from policy.bundle import content_version
 
-    version = content_version(f"encoder-{time.strftime('%Y%m%d')}-s{cfg.seed}-l{cfg.layers}",
-                              {k: v.detach().cpu().numpy().astype(np.float32) for k, v in net.state_dict().items()},
-                              quick=cfg.quick)
+    version = content_version(
+        f"encoder-{time.strftime('%Y%m%d')}-s{cfg.seed}-l{cfg.layers}",
+        {k: v.detach().cpu().numpy().astype(np.float32) for k, v in net.state_dict().items()},
+        quick=cfg.quick,
+    )
     meta: dict[str, Any] = {
         "objective": "predict per-service CPU use and mean response time now, at 1.5x load, and with every "
-                     "call on one node (policy.train.encoder_data), from partially measured call graphs",
+        "call on one node (policy.train.encoder_data), from partially measured call graphs",
         "target_names": list(TARGET_SPEC.names),
         "target_units": list(TARGET_SPEC.units),
         "train_apps": [a.name for a in train_apps],
@@ -339,9 +420,17 @@ def train_encoder(config: EncoderTrainConfig = EncoderTrainConfig(), out: str | 
     meta["heldout"] = heldout
     meta["baseline_mean"] = baseline
     meta["heldout_rows"] = {k: int(sum(len(s.targets) for s in v)) for k, v in sets.items()}
-    report: dict[str, Any] = {"heldout": heldout, "baseline_mean": baseline, "train_s": train_s, "data_s": t_data,
-                              "parameters": n_params, "policy_version": version, "config": meta["config"],
-                              "rows": meta["heldout_rows"], "train_rows": int(len(Y))}
+    report: dict[str, Any] = {
+        "heldout": heldout,
+        "baseline_mean": baseline,
+        "train_s": train_s,
+        "data_s": t_data,
+        "parameters": n_params,
+        "policy_version": version,
+        "config": meta["config"],
+        "rows": meta["heldout_rows"],
+        "train_rows": int(len(Y)),
+    }
     if ablation:
         flat, flat_s, _ = _fit(cfg, 0, train, norm, log, progress)
         abl = _evaluate(GraphEncoder(_bundle_of(flat, version + "-l0", norm, {})), sets)
@@ -370,10 +459,22 @@ def format_report(report: Mapping[str, Any]) -> str:
         base = report["baseline_mean"][setname]
         for t, m in table.items():
             a = abl.get(setname, {}).get(t)
-            rows.append([setname, t, f"{m['mae_log']:.3f}", f"{100 * m['median_rel_err']:.1f}", f"{m['r2']:.3f}",
-                         f"{a['mae_log']:.3f}" if a else "", f"{base[t]['mae_log']:.3f}"])
-    return tabulate(rows, headers=["held-out set", "target", "MAE log1p", "median rel err %", "R2",
-                                   "no-graph MAE", "mean-pred MAE"], disable_numparse=True)
+            rows.append(
+                [
+                    setname,
+                    t,
+                    f"{m['mae_log']:.3f}",
+                    f"{100 * m['median_rel_err']:.1f}",
+                    f"{m['r2']:.3f}",
+                    f"{a['mae_log']:.3f}" if a else "",
+                    f"{base[t]['mae_log']:.3f}",
+                ]
+            )
+    return tabulate(
+        rows,
+        headers=["held-out set", "target", "MAE log1p", "median rel err %", "R2", "no-graph MAE", "mean-pred MAE"],
+        disable_numparse=True,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -381,8 +482,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m policy.train.encoder", description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=None, help="bundle directory to write (default: policy/bundles/encoder; "
-                                               "with --quick: runs/encoder-quick/bundle)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="bundle directory to write (default: policy/bundles/encoder; with --quick: runs/encoder-quick/bundle)",
+    )
     p.add_argument("--quick", action="store_true", help="a tiny run (smoke test; seconds)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--epochs", type=int, default=None)
@@ -394,11 +498,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_cli(a.out, a.quick, a.seed, a.epochs, a.layers, a.json, checkpoint=a.checkpoint, ablation=a.ablation)
 
 
-def save_checkpoint(net: GraphEncoderNet, path: str | Path, *, policy_version: str,
-                    normalization: Mapping[str, Any], metadata: Mapping[str, Any]) -> None:
+def save_checkpoint(
+    net: GraphEncoderNet,
+    path: str | Path,
+    *,
+    policy_version: str,
+    normalization: Mapping[str, Any],
+    metadata: Mapping[str, Any],
+) -> None:
     """A torch checkpoint of ``net`` (state_dict, sizes, normalisation, metadata) for :func:`export_checkpoint`."""
-    torch.save({"state_dict": net.state_dict(), "config": dict(net.config), "policy_version": policy_version,
-                "normalization": dict(normalization), "metadata": dict(metadata)}, str(path))
+    torch.save(
+        {
+            "state_dict": net.state_dict(),
+            "config": dict(net.config),
+            "policy_version": policy_version,
+            "normalization": dict(normalization),
+            "metadata": dict(metadata),
+        },
+        str(path),
+    )
 
 
 def export_checkpoint(path: str | Path, out: str | Path) -> PolicyBundle:
@@ -414,18 +532,33 @@ def export_checkpoint(path: str | Path, out: str | Path) -> PolicyBundle:
     net = GraphEncoderNet(c["hidden"], c["embedding"], c["layers"], c["head_hidden"], c["targets"])
     net.load_state_dict(ck["state_dict"])
     n = ck["normalization"]
-    net.set_normalization(np.array(n["node"]["mean"]), np.array(n["node"]["std"]), np.array(n["edge"]["mean"]),
-                          np.array(n["edge"]["std"]))
-    return export_encoder(net, out, policy_version=str(ck.get("policy_version") or "encoder"), normalization=n,
-                          metadata=ck.get("metadata") or {})
+    net.set_normalization(
+        np.array(n["node"]["mean"]), np.array(n["node"]["std"]), np.array(n["edge"]["mean"]), np.array(n["edge"]["std"])
+    )
+    return export_encoder(
+        net,
+        out,
+        policy_version=str(ck.get("policy_version") or "encoder"),
+        normalization=n,
+        metadata=ck.get("metadata") or {},
+    )
 
 
 #: Where ``train encoder --quick`` writes without ``--out`` (git-ignored ``runs/``).
 QUICK_OUT = Path(__file__).resolve().parents[2] / "runs" / "encoder-quick" / "bundle"
 
 
-def run_cli(out: str | None, quick: bool, seed: int, epochs: int | None, layers: int | None,
-            json_path: str | None, log=print, checkpoint: str | None = None, ablation: bool = False) -> int:
+def run_cli(
+    out: str | None,
+    quick: bool,
+    seed: int,
+    epochs: int | None,
+    layers: int | None,
+    json_path: str | None,
+    log=print,
+    checkpoint: str | None = None,
+    ablation: bool = False,
+) -> int:
     """The body of ``hrl-policy train encoder`` and ``python -m policy.train.encoder``: train, write the bundle
     to ``out`` (default ``policy/bundles/encoder``; with ``quick`` :data:`QUICK_OUT`, so a smoke test never
     overwrites the committed bundle), then the checkpoint and the JSON report when asked. Every argument is
@@ -443,8 +576,16 @@ def run_cli(out: str | None, quick: bool, seed: int, epochs: int | None, layers:
             raise ValueError(f"{flag}: directory {Path(path).resolve().parent} does not exist")
     kw: dict[str, Any] = {"seed": seed}
     if quick:
-        kw.update(n_train=64, n_val_synthetic=16, n_val_per_app=8, epochs=2, hidden=16, embedding=8, head_hidden=16,
-                  quick=True)
+        kw.update(
+            n_train=64,
+            n_val_synthetic=16,
+            n_val_per_app=8,
+            epochs=2,
+            hidden=16,
+            embedding=8,
+            head_hidden=16,
+            quick=True,
+        )
     if epochs is not None:
         kw["epochs"] = epochs
     if layers is not None:
@@ -452,12 +593,18 @@ def run_cli(out: str | None, quick: bool, seed: int, epochs: int | None, layers:
     cfg = EncoderTrainConfig(**kw)
     # a --quick run never overwrites the committed bundle unless --out says so
     out = out if out is not None else str(QUICK_OUT if quick else DEFAULT_ENCODER_BUNDLE)
-    net, report = train_encoder(cfg, out, log=lambda m: print(m, file=sys.stderr), progress=sys.stderr.isatty(),
-                                ablation=ablation)
+    net, report = train_encoder(
+        cfg, out, log=lambda m: print(m, file=sys.stderr), progress=sys.stderr.isatty(), ablation=ablation
+    )
     if checkpoint:
         b = PolicyBundle.load(out)
-        save_checkpoint(net, checkpoint, policy_version=b.policy_version, normalization=dict(b.normalization),
-                        metadata=dict(b.metadata))
+        save_checkpoint(
+            net,
+            checkpoint,
+            policy_version=b.policy_version,
+            normalization=dict(b.normalization),
+            metadata=dict(b.metadata),
+        )
         log(f"checkpoint written to {checkpoint}")
     log(format_report(report))
     if out:

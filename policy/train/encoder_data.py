@@ -34,27 +34,39 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from policy.features import FeatureSpec
 from policy.encoder import GraphArrays, ServiceStats, featurize_graph
+from policy.features import FeatureSpec
 from policy.sim.app import AppSpec, ServiceParams, builtin_apps, load_app
 from policy.sim.model import NetworkModel, PerfModel, PodArrays
 from policy.state import Resources, ServiceEdge, ServiceGraph, WorkloadInfo
 
-__all__ = ["TARGET_SPEC", "MAX_LATENCY_MS", "EncoderSample", "Scenario", "synthetic_app", "random_scenario", "simulate",
-           "make_sample", "make_dataset", "load_builtin_apps", "LOAD_FACTOR"]
+__all__ = [
+    "TARGET_SPEC",
+    "MAX_LATENCY_MS",
+    "EncoderSample",
+    "Scenario",
+    "synthetic_app",
+    "random_scenario",
+    "simulate",
+    "make_sample",
+    "make_dataset",
+    "load_builtin_apps",
+    "LOAD_FACTOR",
+]
 
 LOAD_FACTOR = 1.5
 #: Response-time targets and inputs are capped here (ms): beyond it a request has long timed out.
 MAX_LATENCY_MS = 60_000.0
 
-TARGET_SPEC = FeatureSpec.of([
-    ("log_cpu_m", "log1p(millicores used, all pods)"),
-    ("log_latency_ms", "log1p(ms): expected response time incl. calls"),
-    ("log_cpu_m_1p5x", "log1p(millicores) at 1.5x the load"),
-    ("log_latency_ms_1p5x", "log1p(ms) at 1.5x the load"),
-    ("log_latency_ms_colocated", "log1p(ms) with every call on one node"),
-])
-
+TARGET_SPEC = FeatureSpec.of(
+    [
+        ("log_cpu_m", "log1p(millicores used, all pods)"),
+        ("log_latency_ms", "log1p(ms): expected response time incl. calls"),
+        ("log_cpu_m_1p5x", "log1p(millicores) at 1.5x the load"),
+        ("log_latency_ms_1p5x", "log1p(ms) at 1.5x the load"),
+        ("log_latency_ms_colocated", "log1p(ms) with every call on one node"),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -121,8 +133,9 @@ def synthetic_app(rng: np.random.Generator, n_services: int, name: str = "synthe
         if (a, b) in edges:
             return
         m = float(np.clip(rng.lognormal(-0.3, 0.9), 0.02, 8.0))
-        edges[(a, b)] = ServiceEdge(names[a], names[b], calls_per_request=round(m, 3),
-                                    parallel=bool(rng.random() < 0.2))
+        edges[(a, b)] = ServiceEdge(
+            names[a], names[b], calls_per_request=round(m, 3), parallel=bool(rng.random() < 0.2)
+        )
 
     for b in range(n_entry, n):
         earlier = np.flatnonzero(depth < depth[b])
@@ -138,26 +151,45 @@ def synthetic_app(rng: np.random.Generator, n_services: int, name: str = "synthe
     graph = ServiceGraph.build(names, edges.values(), source=f"synthetic:{name}")
     params = {}
     workloads = []
-    for i, s in enumerate(names):
+    for s in names:
         p50 = float(np.clip(rng.lognormal(0.0, 1.2), 0.05, 100.0))
         params[s] = ServiceParams(
             cpu_ms_per_request=float(np.clip(rng.lognormal(math.log(0.3), 1.0), 0.01, 20.0)),
-            latency_p50_ms=p50, latency_mean_ms=p50 * (1.0 + float(np.clip(rng.lognormal(-0.5, 1.5), 0.0, 50.0))),
-            working_set_mi=float(np.clip(rng.lognormal(math.log(64), 0.7), 8, 2048)))
+            latency_p50_ms=p50,
+            latency_mean_ms=p50 * (1.0 + float(np.clip(rng.lognormal(-0.5, 1.5), 0.0, 50.0))),
+            working_set_mi=float(np.clip(rng.lognormal(math.log(64), 0.7), 8, 2048)),
+        )
         req = int(np.clip(rng.lognormal(math.log(200), 0.7), 50, 1000))
         lim = int(req * rng.uniform(1.0, 4.0)) if rng.random() < 0.6 else 0
         mem = int(np.clip(rng.lognormal(math.log(128), 0.6), 16, 4096)) * 1024 * 1024
-        workloads.append(WorkloadInfo(s, "default", s, replicas=int(rng.integers(1, 6)),
-                                      pod_requests=Resources(req, mem), pod_limits=Resources(lim, 2 * mem)))
+        workloads.append(
+            WorkloadInfo(
+                s,
+                "default",
+                s,
+                replicas=int(rng.integers(1, 6)),
+                pod_requests=Resources(req, mem),
+                pod_limits=Resources(lim, 2 * mem),
+            )
+        )
     entry = {names[i]: float(rng.uniform(0.3, 1.0)) for i in range(n_entry)}
     total = sum(entry.values())
     entry = {k: v / total for k, v in entry.items()}
-    return AppSpec(name, tuple(workloads), (), graph, params, entry,
-                   slo_p95_ms=float(rng.uniform(100, 1000)), timeout_ms=float(rng.uniform(1000, 5000)))
+    return AppSpec(
+        name,
+        tuple(workloads),
+        (),
+        graph,
+        params,
+        entry,
+        slo_p95_ms=float(rng.uniform(100, 1000)),
+        timeout_ms=float(rng.uniform(1000, 5000)),
+    )
 
 
-def random_scenario(app: AppSpec, rng: np.random.Generator, vary_resources: bool = True,
-                    network: NetworkModel | None = None) -> Scenario:
+def random_scenario(
+    app: AppSpec, rng: np.random.Generator, vary_resources: bool = True, network: NetworkModel | None = None
+) -> Scenario:
     """A random cluster, replica counts, placement and load for ``app`` (see the module docstring).
     ``vary_resources``: scale the manifests' replicas by 1–3× (built-in apps) instead of keeping them."""
     model = PerfModel(app, network)
@@ -205,8 +237,9 @@ def random_scenario(app: AppSpec, rng: np.random.Generator, vary_resources: bool
         for s in rng.permutation(S):
             placed = [home[t] for t in nbrs[s] if home[t] >= 0]
             home[s] = int(rng.choice(placed)) if placed and rng.random() < 0.8 else int(rng.integers(n_nodes))
-        pod_node = np.where(rng.random(len(pod_service)) < 0.7, home[pod_service],
-                            rng.integers(0, n_nodes, size=len(pod_service)))
+        pod_node = np.where(
+            rng.random(len(pod_service)) < 0.7, home[pod_service], rng.integers(0, n_nodes, size=len(pod_service))
+        )
     # load: a fraction of the capacity of the busiest service (its pods at min(limit, node cores))
     work = model.visits * model.cpu_s  # core-seconds per user request
     svc_cores = reps * np.minimum(lim / 1000.0, cores)
@@ -216,13 +249,16 @@ def random_scenario(app: AppSpec, rng: np.random.Generator, vary_resources: bool
     if not math.isfinite(cap):
         cap = 100.0
     lam = cap * float(rng.uniform(0.05, 0.85))
-    return Scenario(app, model, reps, req, lim, mem, node_cores, zones, pod_service, np.asarray(pod_node, int),
-                    lam)
+    return Scenario(app, model, reps, req, lim, mem, node_cores, zones, pod_service, np.asarray(pod_node, int), lam)
 
 
 def _pods(sc: Scenario) -> PodArrays:
-    return PodArrays(service=sc.pod_service, node=sc.pod_node, limit_cores=sc.cpu_limit_m[sc.pod_service] / 1000.0,
-                     request_cores=sc.cpu_request_m[sc.pod_service] / 1000.0)
+    return PodArrays(
+        service=sc.pod_service,
+        node=sc.pod_node,
+        limit_cores=sc.cpu_limit_m[sc.pod_service] / 1000.0,
+        request_cores=sc.cpu_request_m[sc.pod_service] / 1000.0,
+    )
 
 
 def _flat(network: NetworkModel) -> NetworkModel:
@@ -250,13 +286,17 @@ def simulate(sc: Scenario, rng: np.random.Generator, n_samples: int = 128) -> di
     share /= np.maximum(n_pods[:, None], 1)
     seed = int(rng.integers(2**63))
     out: dict[str, np.ndarray] = {}
-    runs = (("", model, sc.lam_rps), ("_hi", model, sc.lam_rps * LOAD_FACTOR),
-            ("_coloc", PerfModel(sc.app, _flat(model.network)), sc.lam_rps))
+    runs = (
+        ("", model, sc.lam_rps),
+        ("_hi", model, sc.lam_rps * LOAD_FACTOR),
+        ("_coloc", PerfModel(sc.app, _flat(model.network)), sc.lam_rps),
+    )
     for tag, m, lam in runs:
         with warnings.catch_warnings():  # services nobody visits have no latency samples (NaN -> 0 below)
             warnings.simplefilter("ignore", RuntimeWarning)
-            st = m.step(lam, pods, sc.node_cores, sc.zones, np.random.default_rng(seed), n_samples=n_samples,
-                        per_service=True)
+            st = m.step(
+                lam, pods, sc.node_cores, sc.zones, np.random.default_rng(seed), n_samples=n_samples, per_service=True
+            )
         out["latency_ms" + tag] = np.nan_to_num(np.asarray(st.service_visit_ms, float), nan=0.0)
         if tag == "_coloc":
             continue
@@ -281,8 +321,13 @@ def simulate(sc: Scenario, rng: np.random.Generator, n_samples: int = 128) -> di
     return out
 
 
-def make_sample(app: AppSpec, rng: np.random.Generator, measured_frac: float | None = None,
-                vary_resources: bool = True, noise: float = 0.1) -> EncoderSample:
+def make_sample(
+    app: AppSpec,
+    rng: np.random.Generator,
+    measured_frac: float | None = None,
+    vary_resources: bool = True,
+    noise: float = 0.1,
+) -> EncoderSample:
     """One :class:`EncoderSample` of ``app`` under a :func:`random_scenario`.
 
     ``measured_frac``: share of services whose measurements (usage, rate, latency, error; their incoming
@@ -304,22 +349,33 @@ def make_sample(app: AppSpec, rng: np.random.Generator, measured_frac: float | N
     stats: dict[str, ServiceStats] = {}
     for i, s in enumerate(model.services):
         p = app.params.get(s)
-        kw: dict[str, float | None] = dict(
-            replicas=float(sc.replicas[i]), cpu_request_m=float(sc.cpu_request_m[i]),
-            memory_request_bytes=float(sc.memory_request_mib[i]) * 2**20,
-            cpu_limit_m=float(sc.cpu_limit_m[i]) if math.isfinite(sc.cpu_limit_m[i]) else None,
-            slo_p95_ms=app.slo_p95_ms if s in entry else None)
+        kw: dict[str, float | None] = {
+            "replicas": float(sc.replicas[i]),
+            "cpu_request_m": float(sc.cpu_request_m[i]),
+            "memory_request_bytes": float(sc.memory_request_mib[i]) * 2**20,
+            "cpu_limit_m": float(sc.cpu_limit_m[i]) if math.isfinite(sc.cpu_limit_m[i]) else None,
+            "slo_p95_ms": app.slo_p95_ms if s in entry else None,
+        }
         if measured[i]:
-            lat = {k: min(MAX_LATENCY_MS, sim[k][i]) for k in ("latency_ms", "latency_p50_ms", "latency_p95_ms",
-                                                                "latency_p99_ms")}
-            kw.update(cpu_usage_m=jit(sim["cpu_m"][i]),
-                      memory_usage_bytes=jit(sc.replicas[i] * (p.working_set_mi if p else 64.0) * 2**20),
-                      request_rps=jit(sim["rps"][i]), latency_mean_ms=jit(lat["latency_ms"]),
-                      latency_p50_ms=jit(lat["latency_p50_ms"]), latency_p95_ms=jit(lat["latency_p95_ms"]),
-                      latency_p99_ms=jit(lat["latency_p99_ms"]), error_rate=float(sim["error_rate"][i]))
+            lat = {
+                k: min(MAX_LATENCY_MS, sim[k][i])
+                for k in ("latency_ms", "latency_p50_ms", "latency_p95_ms", "latency_p99_ms")
+            }
+            kw.update(
+                cpu_usage_m=jit(sim["cpu_m"][i]),
+                memory_usage_bytes=jit(sc.replicas[i] * (p.working_set_mi if p else 64.0) * 2**20),
+                request_rps=jit(sim["rps"][i]),
+                latency_mean_ms=jit(lat["latency_ms"]),
+                latency_p50_ms=jit(lat["latency_p50_ms"]),
+                latency_p95_ms=jit(lat["latency_p95_ms"]),
+                latency_p99_ms=jit(lat["latency_p99_ms"]),
+                error_rate=float(sim["error_rate"][i]),
+            )
         stats[s] = ServiceStats(**kw)
-    rates = {(model.services[a], model.services[b]): (float(r), float(sh))
-             for (a, b, _m, _p), r, sh in zip(model.edges, sim["edge_rps"], sim["same_node"])}
+    rates = {
+        (model.services[a], model.services[b]): (float(r), float(sh))
+        for (a, b, _m, _p), r, sh in zip(model.edges, sim["edge_rps"], sim["same_node"])
+    }
     hide_calls = rng.random() < 0.3
     placement_known = rng.random() < 0.8
     edges = []
@@ -327,26 +383,37 @@ def make_sample(app: AppSpec, rng: np.random.Generator, measured_frac: float | N
     for e in app.graph.edges:
         b = model.pos[e.callee]
         r = rates.get((e.caller, e.callee))
-        kw2: dict[str, object] = dict(calls_per_request=None if hide_calls else e.calls_per_request,
-                                      parallel=e.parallel)
+        kw2: dict[str, object] = {
+            "calls_per_request": None if hide_calls else e.calls_per_request,
+            "parallel": e.parallel,
+        }
         if measured[b] and r is not None:
-            kw2.update(rps=jit(r[0]), latency_mean_ms=jit(min(MAX_LATENCY_MS, sim["latency_ms"][b])),
-                       latency_p95_ms=jit(min(MAX_LATENCY_MS, sim["latency_p95_ms"][b])),
-                       error_rate=float(sim["error_rate"][b]))
+            kw2.update(
+                rps=jit(r[0]),
+                latency_mean_ms=jit(min(MAX_LATENCY_MS, sim["latency_ms"][b])),
+                latency_p95_ms=jit(min(MAX_LATENCY_MS, sim["latency_p95_ms"][b])),
+                error_rate=float(sim["error_rate"][b]),
+            )
         edges.append(ServiceEdge(e.caller, e.callee, **kw2))  # type: ignore[arg-type]
         if placement_known and r is not None:
             colocation[(e.caller, e.callee)] = r[1]
     graph = ServiceGraph.build(model.services, edges, source=app.graph.source)
     arrays = featurize_graph(graph, stats, colocation)
     rows = np.array([model.pos[s] for s in arrays.services])
-    y = np.stack([sim["cpu_m"], sim["latency_ms"], sim["cpu_m_hi"], sim["latency_ms_hi"], sim["latency_ms_coloc"]],
-                 axis=1)[rows]
+    y = np.stack(
+        [sim["cpu_m"], sim["latency_ms"], sim["cpu_m_hi"], sim["latency_ms_hi"], sim["latency_ms_coloc"]], axis=1
+    )[rows]
     y[:, [1, 3, 4]] = np.minimum(y[:, [1, 3, 4]], MAX_LATENCY_MS)
     return EncoderSample(arrays, np.log1p(np.maximum(y, 0.0)).astype(np.float32), app.name, measured[rows])
 
 
-def make_dataset(n_samples: int, seed: int, apps: Sequence[AppSpec] = (), app_share: float = 0.3,
-                 size_range: tuple[int, int] = (4, 40)) -> list[EncoderSample]:
+def make_dataset(
+    n_samples: int,
+    seed: int,
+    apps: Sequence[AppSpec] = (),
+    app_share: float = 0.3,
+    size_range: tuple[int, int] = (4, 40),
+) -> list[EncoderSample]:
     """``n_samples`` samples: a share ``app_share`` from ``apps`` (round robin; none when empty), the rest
     from fresh :func:`synthetic_app` graphs with ``size_range`` services. Deterministic for ``seed``."""
     rng = np.random.default_rng(seed)
@@ -362,8 +429,9 @@ def make_dataset(n_samples: int, seed: int, apps: Sequence[AppSpec] = (), app_sh
     return out
 
 
-def error_table(preds: Sequence[np.ndarray], samples: Sequence[EncoderSample], subset: str = "all"
-                ) -> dict[str, dict[str, float]]:
+def error_table(
+    preds: Sequence[np.ndarray], samples: Sequence[EncoderSample], subset: str = "all"
+) -> dict[str, dict[str, float]]:
     """Held-out error per target of predictions ``preds`` ((N_i, T) log1p units, one per sample), over the
     services of ``subset``: ``all``, ``measured`` (the encoder saw their measurements) or ``unmeasured``.
 
@@ -384,13 +452,18 @@ def error_table(preds: Sequence[np.ndarray], samples: Sequence[EncoderSample], s
         ey = np.expm1(y)
         rel = np.abs(np.expm1(p) - ey) / np.maximum(ey, 1.0)
         var = float(np.var(y))
-        out[name] = {"mae_log": float(np.mean(np.abs(p - y))), "median_rel_err": float(np.median(rel)),
-                     "r2": float(1.0 - np.mean((p - y) ** 2) / var) if var > 0 else 0.0, "rows": float(len(y))}
+        out[name] = {
+            "mae_log": float(np.mean(np.abs(p - y))),
+            "median_rel_err": float(np.median(rel)),
+            "r2": float(1.0 - np.mean((p - y) ** 2) / var) if var > 0 else 0.0,
+            "rows": float(len(y)),
+        }
     return out
 
 
-def heldout_sets(seed: int, n_synthetic: int, n_per_app: int, holdout_apps: Sequence[AppSpec],
-                 size_range: tuple[int, int] = (4, 40)) -> dict[str, list[EncoderSample]]:
+def heldout_sets(
+    seed: int, n_synthetic: int, n_per_app: int, holdout_apps: Sequence[AppSpec], size_range: tuple[int, int] = (4, 40)
+) -> dict[str, list[EncoderSample]]:
     """The held-out evaluation sets: ``"synthetic"`` (new random graphs, seed-derived) and one per held-out
     application (``"app:<name>"``, under new scenarios). Deterministic for ``seed``."""
     sets = {"synthetic": make_dataset(n_synthetic, seed + 7919, (), 0.0, size_range)}

@@ -14,9 +14,20 @@ from typing import NamedTuple
 
 import numpy as np
 
-from policy.sim.traces import WINDOWS, data_dir, bursty_trace, read_counts
+from policy.sim.traces import WINDOWS, bursty_trace, data_dir, read_counts
 
-__all__ = ["EXCLUDE_MARGIN_MIN", "TRAIN_SEEDS", "HELDOUT_SEEDS", "BURSTY_MINUTES", "Windows", "segments", "windows_of", "dataset", "training_series", "heldout_sets"]
+__all__ = [
+    "EXCLUDE_MARGIN_MIN",
+    "TRAIN_SEEDS",
+    "HELDOUT_SEEDS",
+    "BURSTY_MINUTES",
+    "Windows",
+    "segments",
+    "windows_of",
+    "dataset",
+    "training_series",
+    "heldout_sets",
+]
 
 #: Minutes cut out before and after each evaluation window (one day).
 EXCLUDE_MARGIN_MIN = 1440
@@ -68,15 +79,20 @@ def windows_of(series: np.ndarray, window: int, horizon: int, stride: int = 1) -
     return Windows(full[:, :window], full[:, window:])
 
 
-def dataset(window: int = 30, horizon: int = 5, stride: int = 2, heldout: bool = False,
-            bursty_seeds: tuple[int, ...] | None = None) -> Windows:
+def dataset(
+    window: int = 30,
+    horizon: int = 5,
+    stride: int = 2,
+    heldout: bool = False,
+    bursty_seeds: tuple[int, ...] | None = None,
+) -> Windows:
     """The predictor's training set (``heldout=False``) or held-out set (``True``): NASA + Twitter segments
     and the synthetic bursty traces, all windows concatenated (rates in the traces' own units; the predictor
     normalises each window by its mean)."""
     xs, ys = [], []
     for trace in ("nasa", "twitter"):
         train, held = segments(trace)
-        for seg in (held if heldout else train):
+        for seg in held if heldout else train:
             w = windows_of(seg, window, horizon, stride)
             xs.append(w.x)
             ys.append(w.y)
@@ -105,11 +121,11 @@ def training_series(rng: np.random.Generator, minutes: int) -> tuple[str, np.nda
         name = str(kind)
     region = min(360, len(s))
     r0 = int(rng.integers(0, len(s) - region + 1))
-    reg = s[r0:r0 + region]
+    reg = s[r0 : r0 + region]
     peak = r0 + int(np.argmax(reg))
     jitter = int(rng.integers(-minutes // 3, minutes // 3 + 1))
     start = int(min(max(peak - minutes // 2 + jitter, 0), len(s) - minutes))
-    return f"{name}@{start}", np.asarray(s[start:start + minutes], dtype=np.float64)
+    return f"{name}@{start}", np.asarray(s[start : start + minutes], dtype=np.float64)
 
 
 def heldout_sets(window: int = 30, horizon: int = 5, stride: int = 2) -> dict[str, Windows]:

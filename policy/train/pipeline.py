@@ -51,7 +51,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Stage", "STAGES", "REQUIRED_BUNDLES", "ABLATION_COPIES", "StageResult", "TrainingReport", "resolve", "run_all", "assemble", "missing_bundles", "markdown", "install_dirs", "check_replaceable", "DEFAULT_ROOT", "QUICK_ROOT"]
+__all__ = [
+    "Stage",
+    "STAGES",
+    "REQUIRED_BUNDLES",
+    "ABLATION_COPIES",
+    "StageResult",
+    "TrainingReport",
+    "resolve",
+    "run_all",
+    "assemble",
+    "missing_bundles",
+    "markdown",
+    "install_dirs",
+    "check_replaceable",
+    "DEFAULT_ROOT",
+    "QUICK_ROOT",
+]
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -204,16 +220,30 @@ class TrainingReport:
         return all(s.status == "ok" for s in self.stages) and not self.missing
 
     def to_json(self) -> dict[str, Any]:
-        return {"quick": self.quick, "seed": self.seed, "root": self.root, "ok": self.ok,
-                "total_wall_s": round(self.total_wall_s, 3),
-                "stages": [{"stage": s.name, "status": s.status, "wall_s": round(s.wall_s, 3), "bundles": s.bundles,
-                            "error": s.error} for s in self.stages],
-                "assembled": self.assembled, "missing": self.missing}
+        return {
+            "quick": self.quick,
+            "seed": self.seed,
+            "root": self.root,
+            "ok": self.ok,
+            "total_wall_s": round(self.total_wall_s, 3),
+            "stages": [
+                {
+                    "stage": s.name,
+                    "status": s.status,
+                    "wall_s": round(s.wall_s, 3),
+                    "bundles": s.bundles,
+                    "error": s.error,
+                }
+                for s in self.stages
+            ],
+            "assembled": self.assembled,
+            "missing": self.missing,
+        }
 
 
 def encoder_stage(root: Path, *, quick: bool, seed: int, log: Callable[[str], None] = print) -> list[str]:
     """The ``encoder`` stage: ``policy.train.encoder.run_cli`` writing ``<root>/encoder``."""
-    from . import encoder as encoder_train  # noqa: PLC0415 - torch, only when this stage runs
+    from . import encoder as encoder_train
 
     out = Path(root) / "encoder"
     rc = encoder_train.run_cli(str(out), quick, seed, None, None, None, log=log)
@@ -280,10 +310,16 @@ def _seed_staging(root: Path, staging: Path) -> None:
             shutil.copytree(src, staging / rel, dirs_exist_ok=True)
 
 
-def run_all(root: str | Path | None = None, *, quick: bool = False, seed: int = 0,
-            stages: Sequence[str] | None = None, trainers: Mapping[str, StageFn] | None = None,
-            log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
-            clock: Callable[[], float] = time.monotonic) -> TrainingReport:
+def run_all(
+    root: str | Path | None = None,
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    stages: Sequence[str] | None = None,
+    trainers: Mapping[str, StageFn] | None = None,
+    log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+    clock: Callable[[], float] = time.monotonic,
+) -> TrainingReport:
     """Run the stages (``stages``: names, default all, always in :data:`STAGES` order), then :func:`assemble`.
 
     ``root``: the bundles root (default :data:`DEFAULT_ROOT`, with ``quick`` :data:`QUICK_ROOT`). The stages
@@ -327,15 +363,16 @@ def run_all(root: str | Path | None = None, *, quick: bool = False, seed: int = 
                 res.status = "failed"
                 res.error = f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
             res.wall_s = clock() - t0
-            log(f"train --all: stage {stage.name}: {res.status} in {res.wall_s:.1f} s"
-                + (f" ({res.error})" if res.error else ""))
+            log(
+                f"train --all: stage {stage.name}: {res.status} in {res.wall_s:.1f} s"
+                + (f" ({res.error})" if res.error else "")
+            )
             if res.status != "ok":
                 break
         if all(r.status == "ok" for r in results):
             copied, _ = assemble(staging, [str(p) for p in written])
             base = staging.resolve()
-            dirs = [p for p in _outermost(written + [staging / c for c in copied])
-                    if p != base and base in p.parents]
+            dirs = [p for p in _outermost(written + [staging / c for c in copied]) if p != base and base in p.parents]
             install_dirs({p: root / p.relative_to(base) for p in dirs})
             log(f"train --all: {len(dirs)} bundle directories installed under {root}")
         else:
@@ -355,23 +392,49 @@ def _moved(p: Path, staging: Path, root: Path) -> Path:
 
 def markdown(report: TrainingReport) -> str:
     """The ``training`` section of BENCHMARKS.md: wall time per stage on this machine."""
-    from tabulate import tabulate  # noqa: PLC0415
+    from tabulate import tabulate
 
-    rows = [[s.name, s.status, f"{s.wall_s:.1f}", f"{s.wall_s / 60:.1f}",
-             ", ".join(os.path.relpath(b, ROOT) if os.path.isabs(b) else b for b in s.bundles) or "-"]
-            for s in report.stages]
-    rows.append(["total", "ok" if report.ok else "incomplete", f"{report.total_wall_s:.1f}",
-                 f"{report.total_wall_s / 60:.1f}", ""])
+    rows = [
+        [
+            s.name,
+            s.status,
+            f"{s.wall_s:.1f}",
+            f"{s.wall_s / 60:.1f}",
+            ", ".join(os.path.relpath(b, ROOT) if os.path.isabs(b) else b for b in s.bundles) or "-",
+        ]
+        for s in report.stages
+    ]
+    rows.append(
+        [
+            "total",
+            "ok" if report.ok else "incomplete",
+            f"{report.total_wall_s:.1f}",
+            f"{report.total_wall_s / 60:.1f}",
+            "",
+        ]
+    )
     cpus = os.cpu_count() or 0
-    lines = ["## Training", "",
-             f"`make train` (`hrl-policy train --all`, seed {report.seed}) on {cpus} CPU cores: wall time per stage "
-             "(each stage trains in torch with one thread per process and exports numpy bundles to "
-             "`policy/bundles/<stack>/`).", "",
-             tabulate(rows, headers=["stage", "status", "wall s", "wall min", "bundles written"], tablefmt="github",
-                      disable_numparse=True)]
+    lines = [
+        "## Training",
+        "",
+        f"`make train` (`hrl-policy train --all`, seed {report.seed}) on {cpus} CPU cores: wall time per stage "
+        "(each stage trains in torch with one thread per process and exports numpy bundles to "
+        "`policy/bundles/<stack>/`).",
+        "",
+        tabulate(
+            rows,
+            headers=["stage", "status", "wall s", "wall min", "bundles written"],
+            tablefmt="github",
+            disable_numparse=True,
+        ),
+    ]
     if report.assembled:
-        lines += ["", "Copied from `hrl-scheduler` (ablations evaluated with its trained policies): "
-                  + ", ".join(f"`{a}`" for a in report.assembled) + "."]
+        lines += [
+            "",
+            "Copied from `hrl-scheduler` (ablations evaluated with its trained policies): "
+            + ", ".join(f"`{a}`" for a in report.assembled)
+            + ".",
+        ]
     if report.missing:
         lines += ["", "Missing after this run: " + "; ".join(f"{k}: {', '.join(v)}" for k, v in report.missing.items())]
     return "\n".join(lines) + "\n"

@@ -40,9 +40,9 @@ weigh two shaping terms: the share of calls crossing nodes and the mean over nod
 ``clip((CPU used fraction − 0.7) / 0.3, 0, 1)``. So the high level steers the low level by reweighting its
 objective, and at the defaults both terms are small next to latency and failures.
 
-Outputs under ``run_dir`` (``hrl-policy train placement``: ``runs/placement-<stack>``): ``log.csv`` (one row per iteration),
-``learning_curves.png``, ``checkpoint.pt`` (best by the periodic evaluation), ``evaluations.json`` (each evaluation, per instance),
-``report.json``; the bundle goes
+Outputs under ``run_dir`` (``hrl-policy train placement``: ``runs/placement-<stack>``): ``log.csv`` (one row per
+iteration), ``learning_curves.png``, ``checkpoint.pt`` (best by the periodic evaluation), ``evaluations.json`` (each
+evaluation, per instance), ``report.json``; the bundle goes
 to ``out`` (``hrl-policy train placement``: ``policy/bundles/<stack>/low``, see :data:`VARIANTS`).
 """
 
@@ -63,17 +63,48 @@ from torch import nn
 
 from policy.bundle import PolicyBundle
 from policy.index import ClusterIndex
-from policy.lowlevel import CONTEXT_FEATURES, FLAT_ROWS_VERSION, PLACEMENT_INTENTS, featurize_candidates, placement_feature_spec
-from policy.lowlevel.learned import EXTENDER_WEIGHT, OVERLOAD_FROM, PLACEMENT_ARCH, LearnedPlacement, mlp_logits, mlp_weight_shapes, scores_from_logits, served_totals
-from policy.lowlevel import ServiceRowCache
-from policy.sim.placement import start_with_metrics
+from policy.lowlevel import (
+    CONTEXT_FEATURES,
+    FLAT_ROWS_VERSION,
+    PLACEMENT_INTENTS,
+    ServiceRowCache,
+    featurize_candidates,
+    placement_feature_spec,
+)
+from policy.lowlevel.learned import (
+    EXTENDER_WEIGHT,
+    OVERLOAD_FROM,
+    PLACEMENT_ARCH,
+    LearnedPlacement,
+    mlp_logits,
+    mlp_weight_shapes,
+    scores_from_logits,
+    served_totals,
+)
 from policy.sim.engine import PeriodicHook, SimConfig, Simulation, background_tenants
 from policy.sim.env import RewardWeights
 from policy.sim.kube_scheduler import KubeSchedulerModel, ScheduleResult
+from policy.sim.placement import start_with_metrics
 
-__all__ = ["PlacementNet", "PlacementReward", "PlacementTrainConfig", "Instance", "sample_instance",
-           "SamplingScheduler", "rollout", "DecisionBatch", "decision_batch", "ppo_update", "export_placement",
-           "train_placement", "save_checkpoint", "export_checkpoint", "VARIANTS", "train_stage", "run_cli"]
+__all__ = [
+    "PlacementNet",
+    "PlacementReward",
+    "PlacementTrainConfig",
+    "Instance",
+    "sample_instance",
+    "SamplingScheduler",
+    "rollout",
+    "DecisionBatch",
+    "decision_batch",
+    "ppo_update",
+    "export_placement",
+    "train_placement",
+    "save_checkpoint",
+    "export_checkpoint",
+    "VARIANTS",
+    "train_stage",
+    "run_cli",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ("nasa", "twitter", "bursty")
@@ -86,7 +117,7 @@ class PlacementNet(nn.Module):
 
     def __init__(self, features: int, hidden: int = 64, layers: int = 2):
         super().__init__()
-        self.config = dict(features=features, hidden=hidden, layers=layers)
+        self.config = {"features": features, "hidden": hidden, "layers": layers}
         mods: list[nn.Module] = []
         d = features
         for _ in range(layers):
@@ -218,6 +249,7 @@ class PlacementTrainConfig:
 
 # ---- instances --------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Instance:
     """One training situation; the K rollouts of an instance share everything here (and so the simulator's
@@ -245,8 +277,9 @@ def _app(name: str):
     return _APPS[name]
 
 
-def sample_instance(cfg: PlacementTrainConfig, rng: np.random.Generator, app_name: str | None = None,
-                    randomize: bool = True) -> Instance:
+def sample_instance(
+    cfg: PlacementTrainConfig, rng: np.random.Generator, app_name: str | None = None, randomize: bool = True
+) -> Instance:
     """A random training instance (module docstring) of ``app_name`` (default: a random train app).
     ``randomize=False``: the benchmark cluster with background tenants, default intent, metrics on (the fixed
     evaluation instances)."""
@@ -256,8 +289,11 @@ def sample_instance(cfg: PlacementTrainConfig, rng: np.random.Generator, app_nam
     if app_name is None and randomize and rng.random() < cfg.synthetic_share:
         from policy.sim.synthetic import synthetic_app
 
-        app = synthetic_app(int(rng.integers(cfg.synthetic_services[0], cfg.synthetic_services[1] + 1)),
-                            seed=int(rng.integers(2**31)), name="synthetic")
+        app = synthetic_app(
+            int(rng.integers(cfg.synthetic_services[0], cfg.synthetic_services[1] + 1)),
+            seed=int(rng.integers(2**31)),
+            name="synthetic",
+        )
     else:
         app = _app(app_name or str(rng.choice(cfg.train_apps)))
     b = app_bench(app)
@@ -279,13 +315,23 @@ def sample_instance(cfg: PlacementTrainConfig, rng: np.random.Generator, app_nam
     spec = replace(cluster_for(app, nodes), zones=zones)
     sim_seed = int(rng.integers(2**31))
     if bg:
-        spec = replace(spec, background=background_tenants(
-            nodes, spec.cpu_m, spec.memory_bytes, pods_per_node=int(rng.integers(1, 4)),
-            request_frac=float(rng.uniform(0.1, 0.5)), use_frac=float(rng.uniform(0.05, 0.7)),
-            memory_frac=float(rng.uniform(0.1, 0.3)), seed=sim_seed))
+        spec = replace(
+            spec,
+            background=background_tenants(
+                nodes,
+                spec.cpu_m,
+                spec.memory_bytes,
+                pods_per_node=int(rng.integers(1, 4)),
+                request_frac=float(rng.uniform(0.1, 0.5)),
+                use_frac=float(rng.uniform(0.05, 0.7)),
+                memory_frac=float(rng.uniform(0.1, 0.3)),
+                seed=sim_seed,
+            ),
+        )
     rps = trace_rps(app, trace, M, offset) * load
-    return Instance(app, spec, rps, sim_seed, int(rng.integers(2**31)), intent, hidden, cfg.evictions_per_min,
-                    cfg.scale_prob)
+    return Instance(
+        app, spec, rps, sim_seed, int(rng.integers(2**31)), intent, hidden, cfg.evictions_per_min, cfg.scale_prob
+    )
 
 
 def churn_hook(inst: Instance) -> PeriodicHook:
@@ -330,6 +376,7 @@ def churn_hook(inst: Instance) -> PeriodicHook:
 
 # ---- the scheduler with the policy inside -------------------------------------------------------------------
 
+
 @dataclass
 class Decision:
     """One sampled placement: candidate rows ``x`` (C, F), in-tree totals ``d`` (C,), the chosen index, its
@@ -347,9 +394,18 @@ class SamplingScheduler(KubeSchedulerModel):
     extender score exactly as served (``served_totals``), then samples (``mode="sample"``), takes the argmax
     (``"greedy"``: what kube-scheduler with the extender does) or ignores the policy (``"default"``)."""
 
-    def __init__(self, plugins, policy_state: dict[str, Any], rows: ServiceRowCache, *, mode: str = "sample",
-                 intent: Sequence[float] | None = None, hidden_usage: bool = False, temperature: float = 20.0,
-                 rng: np.random.Generator | None = None):
+    def __init__(
+        self,
+        plugins,
+        policy_state: dict[str, Any],
+        rows: ServiceRowCache,
+        *,
+        mode: str = "sample",
+        intent: Sequence[float] | None = None,
+        hidden_usage: bool = False,
+        temperature: float = 20.0,
+        rng: np.random.Generator | None = None,
+    ):
         super().__init__(plugins=plugins, extenders=[])
         self.state = policy_state
         self.rows = rows
@@ -395,8 +451,13 @@ def minute_reward(sim: Simulation, st, inst: Instance, w: PlacementReward) -> fl
     mean = float(st.latency_ms.mean()) if len(st.latency_ms) else 10 * slo
     failed = st.failed / st.offered if st.offered > 0 else 0.0
     b = w.base
-    r = -(b.latency * min(p95 / slo, 10.0) + w.latency_mean * min(mean / slo, 10.0) + b.failed * failed
-          + b.slo * float(p95 > slo) + b.evictions * st.evictions)
+    r = -(
+        b.latency * min(p95 / slo, 10.0)
+        + w.latency_mean * min(mean / slo, 10.0)
+        + b.failed * failed
+        + b.slo * float(p95 > slo)
+        + b.evictions * st.evictions
+    )
     calls = st.step.calls_rps
     cross = st.step.cross_calls_rps / calls if calls > 0 else 0.0
     snap = sim.observe()
@@ -407,21 +468,40 @@ def minute_reward(sim: Simulation, st, inst: Instance, w: PlacementReward) -> fl
     return float(r)
 
 
-def rollout(inst: Instance, cfg: PlacementTrainConfig, policy_state: dict[str, Any], rows: ServiceRowCache,
-            mode: str, rng: np.random.Generator | None = None, minutes: int | None = None,
-            temperature: float | None = None) -> tuple[np.ndarray, list[Decision], dict[str, float]]:
+def rollout(
+    inst: Instance,
+    cfg: PlacementTrainConfig,
+    policy_state: dict[str, Any],
+    rows: ServiceRowCache,
+    mode: str,
+    rng: np.random.Generator | None = None,
+    minutes: int | None = None,
+    temperature: float | None = None,
+) -> tuple[np.ndarray, list[Decision], dict[str, float]]:
     """Run one episode of ``inst`` with the policy in ``mode`` (see :class:`SamplingScheduler`). Returns the
     per-minute rewards (M,), the sampled decisions (``mode="sample"``) and the run's metrics."""
     from policy.baselines.kube_default import default_score_plugins
     from policy.sim.stacks import terms_lookup
 
     M = minutes or cfg.episode_minutes
-    sched = SamplingScheduler(default_score_plugins(terms_lookup(inst.app)), policy_state, rows, mode=mode,
-                              intent=inst.intent, hidden_usage=inst.hidden_usage,
-                              temperature=temperature or cfg.temperature,
-                              rng=rng)
-    sim = Simulation(inst.app, inst.rps[:M], inst.cluster, sched,
-                     SimConfig(minutes=M, seed=inst.sim_seed, n_samples=cfg.n_samples), hooks=(churn_hook(inst),))
+    sched = SamplingScheduler(
+        default_score_plugins(terms_lookup(inst.app)),
+        policy_state,
+        rows,
+        mode=mode,
+        intent=inst.intent,
+        hidden_usage=inst.hidden_usage,
+        temperature=temperature or cfg.temperature,
+        rng=rng,
+    )
+    sim = Simulation(
+        inst.app,
+        inst.rps[:M],
+        inst.cluster,
+        sched,
+        SimConfig(minutes=M, seed=inst.sim_seed, n_samples=cfg.n_samples),
+        hooks=(churn_hook(inst),),
+    )
     sched.minute = lambda: sim.minute
     start_with_metrics(sim)
     r = np.zeros(M)
@@ -444,6 +524,7 @@ def loo_advantages(returns: Sequence[np.ndarray], decisions: Sequence[Sequence[D
 
 
 # ---- update -----------------------------------------------------------------------------------------------
+
 
 class DecisionBatch(NamedTuple):
     """One PPO batch of B sampled placements, padded to the largest candidate set C (torch tensors):
@@ -481,8 +562,14 @@ def decision_batch(decs: Sequence[Decision], adv: np.ndarray, features: int, adv
     a = np.array([d.choice for d in decs], np.int64)
     lp = np.array([d.logp for d in decs], np.float32)
     a_n = np.clip((adv - adv.mean()) / (adv.std() + 1e-8), -adv_clip, adv_clip)
-    return DecisionBatch(torch.from_numpy(X), torch.from_numpy(D), torch.from_numpy(mask), torch.from_numpy(a),
-                         torch.from_numpy(lp), torch.from_numpy(a_n.astype(np.float32)))
+    return DecisionBatch(
+        torch.from_numpy(X),
+        torch.from_numpy(D),
+        torch.from_numpy(mask),
+        torch.from_numpy(a),
+        torch.from_numpy(lp),
+        torch.from_numpy(a_n.astype(np.float32)),
+    )
 
 
 def intent_adjustment_t(X: torch.Tensor) -> torch.Tensor:
@@ -493,8 +580,15 @@ def intent_adjustment_t(X: torch.Tensor) -> torch.Tensor:
     return (X[..., col["intent_locality_weight"]] - 1.0) * loc - (X[..., col["intent_balance_weight"]] - 1.0) * over
 
 
-def policy_log_probs(net: PlacementNet, X: torch.Tensor, D: torch.Tensor, mask: torch.Tensor, T: float,
-                     weight: int = EXTENDER_WEIGHT, intent_gain: float = 0.0) -> torch.Tensor:
+def policy_log_probs(
+    net: PlacementNet,
+    X: torch.Tensor,
+    D: torch.Tensor,
+    mask: torch.Tensor,
+    T: float,
+    weight: int = EXTENDER_WEIGHT,
+    intent_gain: float = 0.0,
+) -> torch.Tensor:
     """(B, C) log π(c) = log_softmax((D + weight·10·round(s)) / T) over the valid candidates, with
     ``s = clip(10·sigmoid(z) + intent_gain · intent_adjustment(X), 0, 10)`` as served; the rounding is
     straight-through (identity gradient)."""
@@ -507,8 +601,13 @@ def policy_log_probs(net: PlacementNet, X: torch.Tensor, D: torch.Tensor, mask: 
     return torch.log_softmax(logits, dim=-1)
 
 
-def ppo_update(net: PlacementNet, opt: torch.optim.Optimizer, b: DecisionBatch, cfg: PlacementTrainConfig,
-               temperature: float | None = None) -> dict[str, float]:
+def ppo_update(
+    net: PlacementNet,
+    opt: torch.optim.Optimizer,
+    b: DecisionBatch,
+    cfg: PlacementTrainConfig,
+    temperature: float | None = None,
+) -> dict[str, float]:
     """PPO-clip (Schulman et al. 2017) for ``cfg.update_epochs`` full-batch epochs over ``b``, sampled at
     ``temperature`` (default ``cfg.temperature``): clipped surrogate minus ``entropy_coef`` × the entropy over the
     valid candidates, gradients clipped to ``max_grad_norm``. Returns the last epoch's ``loss``, ``entropy``,
@@ -528,16 +627,30 @@ def ppo_update(net: PlacementNet, opt: torch.optim.Optimizer, b: DecisionBatch, 
         nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
         opt.step()
         with torch.no_grad():
-            stats = {"loss": float(loss), "entropy": float(ent), "approx_kl": float((b.old_log_probs - lp).mean()),
-                     "clip_frac": float(((ratio - 1).abs() > cfg.clip).float().mean())}
+            stats = {
+                "loss": float(loss),
+                "entropy": float(ent),
+                "approx_kl": float((b.old_log_probs - lp).mean()),
+                "clip_frac": float(((ratio - 1).abs() > cfg.clip).float().mean()),
+            }
     return stats
 
 
 # ---- export -----------------------------------------------------------------------------------------------
 
-def export_placement(net: PlacementNet, path: str | Path | None, *, service_input: str, service_dim: int,
-                     rows_version: str, temperature: float, policy_version: str,
-                     metadata: dict[str, Any] | None = None, intent_gain: float = 0.0) -> PolicyBundle:
+
+def export_placement(
+    net: PlacementNet,
+    path: str | Path | None,
+    *,
+    service_input: str,
+    service_dim: int,
+    rows_version: str,
+    temperature: float,
+    policy_version: str,
+    metadata: dict[str, Any] | None = None,
+    intent_gain: float = 0.0,
+) -> PolicyBundle:
     """The bundle of ``net`` (``level: low``, ``placement-mlp-v1``), written to directory ``path`` unless
     ``None``. Raises ``ValueError`` when a weight's shape differs from :func:`policy.lowlevel.mlp_weight_shapes`."""
     cfg = net.config
@@ -547,14 +660,25 @@ def export_placement(net: PlacementNet, path: str | Path | None, *, service_inpu
     shapes = mlp_weight_shapes(len(spec), cfg["hidden"], cfg["layers"])
     sd = net.numpy_weights()
     if set(sd) != set(shapes) or any(sd[k].shape != s for k, s in shapes.items()):
-        raise ValueError(f"export: state_dict {sorted((k, v.shape) for k, v in sd.items())} does not match "
-                         f"{PLACEMENT_ARCH} {sorted(shapes.items())}")
+        raise ValueError(
+            f"export: state_dict {sorted((k, v.shape) for k, v in sd.items())} does not match "
+            f"{PLACEMENT_ARCH} {sorted(shapes.items())}"
+        )
     bundle = PolicyBundle(
-        level="low", policy_version=policy_version, feature_spec={"candidate": spec},
+        level="low",
+        policy_version=policy_version,
+        feature_spec={"candidate": spec},
         dims={"hidden": cfg["hidden"], "layers": cfg["layers"], "features": len(spec), "service_dim": service_dim},
-        architecture={"type": PLACEMENT_ARCH, "service_input": service_input, "encoder_version": rows_version,
-                      "activation": "tanh", "score": "10*sigmoid(z)", "extender_weight": EXTENDER_WEIGHT,
-                      "temperature": temperature, "intent_gain": intent_gain},
+        architecture={
+            "type": PLACEMENT_ARCH,
+            "service_input": service_input,
+            "encoder_version": rows_version,
+            "activation": "tanh",
+            "score": "10*sigmoid(z)",
+            "extender_weight": EXTENDER_WEIGHT,
+            "temperature": temperature,
+            "intent_gain": intent_gain,
+        },
         weights=sd,
         normalization={"candidate": {"mean": net.mean.numpy().tolist(), "std": net.std.numpy().tolist()}},
         metadata=dict(metadata or {}),
@@ -565,8 +689,13 @@ def export_placement(net: PlacementNet, path: str | Path | None, *, service_inpu
 
 
 def _state_of(net: PlacementNet, intent_gain: float = 0.0) -> dict[str, Any]:
-    return {"weights": net.numpy_weights(), "mean": net.mean.numpy().copy(), "std": net.std.numpy().copy(),
-            "layers": net.config["layers"], "intent_gain": intent_gain}
+    return {
+        "weights": net.numpy_weights(),
+        "mean": net.mean.numpy().copy(),
+        "std": net.std.numpy().copy(),
+        "layers": net.config["layers"],
+        "intent_gain": intent_gain,
+    }
 
 
 def _norm_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -576,8 +705,10 @@ def _norm_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 # ---- the pieces of train_placement --------------------------------------------------------------------------
 
-def _service_input(cfg: PlacementTrainConfig, out: str | Path | None, encoder_path: str | Path | None
-                   ) -> tuple[Any, int, str]:
+
+def _service_input(
+    cfg: PlacementTrainConfig, out: str | Path | None, encoder_path: str | Path | None
+) -> tuple[Any, int, str]:
     """``(encoder, service_dim, rows_version)`` of ``cfg.service_input``: the graph encoder (``encoder_path``,
     default ``<out>/../../encoder`` when it exists, else the committed one) and its embedding width and version,
     or for ``flat`` no encoder, the per-service feature count and :data:`FLAT_ROWS_VERSION`."""
@@ -589,14 +720,20 @@ def _service_input(cfg: PlacementTrainConfig, out: str | Path | None, encoder_pa
 
     if encoder_path is None:
         sibling = Path(out).resolve().parent.parent / "encoder" if out else None
-        encoder_path = sibling if sibling is not None and (sibling / "manifest.json").exists() \
-            else DEFAULT_ENCODER_BUNDLE
+        encoder_path = (
+            sibling if sibling is not None and (sibling / "manifest.json").exists() else DEFAULT_ENCODER_BUNDLE
+        )
     encoder = GraphEncoder.load(encoder_path)
     return encoder, encoder.embedding_dim, encoder.version
 
 
-def _fit_normalization(net: PlacementNet, cfg: PlacementTrainConfig, rows: ServiceRowCache,
-                       rng: np.random.Generator, rng_pol: np.random.Generator) -> None:
+def _fit_normalization(
+    net: PlacementNet,
+    cfg: PlacementTrainConfig,
+    rows: ServiceRowCache,
+    rng: np.random.Generator,
+    rng_pol: np.random.Generator,
+) -> None:
     """Set ``net``'s input normalisation from the candidate rows of rollouts of the initial (neutral) policy on
     ``max(4, 2 · instances_per_iter)`` random instances."""
     warm = []
@@ -625,8 +762,14 @@ class Collected(NamedTuple):
     episodes: int
 
 
-def _collect(cfg: PlacementTrainConfig, state: dict[str, Any], rows: ServiceRowCache, rng: np.random.Generator,
-             rng_pol: np.random.Generator, temperature: float) -> Collected:
+def _collect(
+    cfg: PlacementTrainConfig,
+    state: dict[str, Any],
+    rows: ServiceRowCache,
+    rng: np.random.Generator,
+    rng_pol: np.random.Generator,
+    temperature: float,
+) -> Collected:
     """``instances_per_iter`` random instances, each rolled out ``rollouts`` times with common random numbers
     by the sampling policy ``state`` at ``temperature`` (:func:`loo_advantages`)."""
     decs: list[Decision] = []
@@ -635,8 +778,9 @@ def _collect(cfg: PlacementTrainConfig, state: dict[str, Any], rows: ServiceRowC
     episodes = 0
     for _ in range(cfg.instances_per_iter):
         inst = sample_instance(cfg, rng)
-        outs = [rollout(inst, cfg, state, rows, "sample", rng_pol, temperature=temperature)
-                for _k in range(cfg.rollouts)]
+        outs = [
+            rollout(inst, cfg, state, rows, "sample", rng_pol, temperature=temperature) for _k in range(cfg.rollouts)
+        ]
         episodes += len(outs)
         rets += [o[0].sum() for o in outs]
         for dk, ak in zip([o[1] for o in outs], loo_advantages([o[0] for o in outs], [o[1] for o in outs])):
@@ -656,8 +800,11 @@ class _Evaluation:
     def __init__(self, cfg: PlacementTrainConfig, net: PlacementNet, rows: ServiceRowCache, run: Path):
         self.cfg, self.rows, self.run_dir = cfg, rows, run
         eval_rng = np.random.default_rng(cfg.seed + 10_000)
-        self.instances = [sample_instance(cfg, eval_rng, a, randomize=False) for a in cfg.train_apps
-                          for _ in range(cfg.eval_instances)]
+        self.instances = [
+            sample_instance(cfg, eval_rng, a, randomize=False)
+            for a in cfg.train_apps
+            for _ in range(cfg.eval_instances)
+        ]
         self.default = [rollout(e, cfg, _state_of(net, cfg.intent_gain), rows, "default") for e in self.instances]
         self.details: list[dict[str, Any]] = []
 
@@ -666,18 +813,33 @@ class _Evaluation:
         default scoring's; ``eval_latency_ratio``, mean latency over default's; ``eval_cross_node_pct``."""
         cfg, rows = self.cfg, self.rows
         res = [rollout(e, cfg, _state_of(net, cfg.intent_gain), rows, "greedy") for e in self.instances]
-        self.details.append({"iteration": it, "instances": [
-            {"app": e.app.name, "nodes": e.cluster.nodes, "gain": float(r.sum() - d[0].sum()),
-             "default": {k: d[2][k] for k in self._METRICS},
-             "learned": {k: m[k] for k in self._METRICS}}
-            for e, (r, _, m), d in zip(self.instances, res, self.default)]})
-        (self.run_dir / "evaluations.json").write_text(json.dumps(_jsonable(self.details), indent=1) + "\n",
-                                                       encoding="utf-8")
+        self.details.append(
+            {
+                "iteration": it,
+                "instances": [
+                    {
+                        "app": e.app.name,
+                        "nodes": e.cluster.nodes,
+                        "gain": float(r.sum() - d[0].sum()),
+                        "default": {k: d[2][k] for k in self._METRICS},
+                        "learned": {k: m[k] for k in self._METRICS},
+                    }
+                    for e, (r, _, m), d in zip(self.instances, res, self.default)
+                ],
+            }
+        )
+        (self.run_dir / "evaluations.json").write_text(
+            json.dumps(_jsonable(self.details), indent=1) + "\n", encoding="utf-8"
+        )
         gain = np.mean([r.sum() - d[0].sum() for (r, _, _), d in zip(res, self.default)])
-        lat = np.mean([m["latency_mean_ms"] / max(d[2]["latency_mean_ms"], 1e-9) for (_, _, m), d in
-                       zip(res, self.default)])
-        return {"eval_gain": float(gain), "eval_latency_ratio": float(lat),
-                "eval_cross_node_pct": float(np.mean([m["cross_node_call_pct"] for _, _, m in res]))}
+        lat = np.mean(
+            [m["latency_mean_ms"] / max(d[2]["latency_mean_ms"], 1e-9) for (_, _, m), d in zip(res, self.default)]
+        )
+        return {
+            "eval_gain": float(gain),
+            "eval_latency_ratio": float(lat),
+            "eval_cross_node_pct": float(np.mean([m["cross_node_call_pct"] for _, _, m in res])),
+        }
 
 
 @dataclass
@@ -699,8 +861,21 @@ class _Best:
 
 
 #: The columns of ``log.csv``.
-LOG_FIELDS = ["iteration", "wall_s", "episodes", "decisions", "train_return", "adv_abs", "loss", "entropy",
-              "approx_kl", "clip_frac", "eval_gain", "eval_latency_ratio", "eval_cross_node_pct"]
+LOG_FIELDS = [
+    "iteration",
+    "wall_s",
+    "episodes",
+    "decisions",
+    "train_return",
+    "adv_abs",
+    "loss",
+    "entropy",
+    "approx_kl",
+    "clip_frac",
+    "eval_gain",
+    "eval_latency_ratio",
+    "eval_cross_node_pct",
+]
 
 
 class _Log:
@@ -724,8 +899,10 @@ class _Log:
 
     def evaluation(self, it: int, running: float, ev: dict[str, float], elapsed_s: float) -> None:
         if self.bar is None:
-            self.log(f"placement[{self.variant}]: it {it}, return {running:.3f}, eval gain {ev['eval_gain']:+.3f}, "
-                     f"latency x{ev['eval_latency_ratio']:.3f}, {elapsed_s:.0f} s")
+            self.log(
+                f"placement[{self.variant}]: it {it}, return {running:.3f}, eval gain {ev['eval_gain']:+.3f}, "
+                f"latency x{ev['eval_latency_ratio']:.3f}, {elapsed_s:.0f} s"
+            )
 
     def step(self, running: float, best_gain: float) -> None:
         if self.bar is not None:
@@ -738,9 +915,21 @@ class _Log:
         self.fh.close()
 
 
-def _export(net: PlacementNet, cfg: PlacementTrainConfig, variant: str, run: Path, encoder: Any, dim: int,
-            rows_version: str, best: _Best, iterations: int, episodes: int, train_s: float, final_eval: bool,
-            log: Callable[[str], None]) -> tuple[PolicyBundle, dict[str, Any]]:
+def _export(
+    net: PlacementNet,
+    cfg: PlacementTrainConfig,
+    variant: str,
+    run: Path,
+    encoder: Any,
+    dim: int,
+    rows_version: str,
+    best: _Best,
+    iterations: int,
+    episodes: int,
+    train_s: float,
+    final_eval: bool,
+    log: Callable[[str], None],
+) -> tuple[PolicyBundle, dict[str, Any]]:
     """The bundle of ``net`` (already the best weights) with its version and metadata, and the report; with
     ``final_eval`` the comparison on every app (``comparison.md``, in the report and the bundle's metadata).
     Writes ``checkpoint.pt``; the caller writes the bundle."""
@@ -748,29 +937,52 @@ def _export(net: PlacementNet, cfg: PlacementTrainConfig, variant: str, run: Pat
     # training's bundle
     from policy.bundle import content_version
 
-    version = content_version(f"placement-{variant}-{time.strftime('%Y%m%d')}-s{cfg.seed}", net.numpy_weights(),
-                              quick=cfg.quick)
+    version = content_version(
+        f"placement-{variant}-{time.strftime('%Y%m%d')}-s{cfg.seed}", net.numpy_weights(), quick=cfg.quick
+    )
     meta: dict[str, Any] = {
         "algorithm": "PPO-clip with a common-random-numbers leave-one-out baseline (no critic), trained through "
-                     "kube-scheduler's default scores + extender score x weight 2 x 10 (policy.train.placement)",
-        "train_apps": list(cfg.train_apps), "heldout_apps": list(cfg.heldout_apps),
-        "config": _jsonable(asdict(cfg)), "train_s": round(train_s, 1), "iterations": iterations,
-        "episodes": episodes, "best_iteration": best.iteration, "best_eval_gain": round(best.gain, 4),
+        "kube-scheduler's default scores + extender score x weight 2 x 10 (policy.train.placement)",
+        "train_apps": list(cfg.train_apps),
+        "heldout_apps": list(cfg.heldout_apps),
+        "config": _jsonable(asdict(cfg)),
+        "train_s": round(train_s, 1),
+        "iterations": iterations,
+        "episodes": episodes,
+        "best_iteration": best.iteration,
+        "best_eval_gain": round(best.gain, 4),
         "torch_version": torch.__version__,
     }
-    report: dict[str, Any] = {"train_s": train_s, "iterations": iterations, "episodes": episodes,
-                              "best_iteration": best.iteration, "best_eval_gain": best.gain,
-                              "policy_version": version, "config": meta["config"]}
-    export_kw: dict[str, Any] = {"service_input": cfg.service_input, "service_dim": dim, "rows_version": rows_version,
-                                 "temperature": cfg.temperature, "policy_version": version, "metadata": meta,
-                                 "intent_gain": cfg.intent_gain}
+    report: dict[str, Any] = {
+        "train_s": train_s,
+        "iterations": iterations,
+        "episodes": episodes,
+        "best_iteration": best.iteration,
+        "best_eval_gain": best.gain,
+        "policy_version": version,
+        "config": meta["config"],
+    }
+    export_kw: dict[str, Any] = {
+        "service_input": cfg.service_input,
+        "service_dim": dim,
+        "rows_version": rows_version,
+        "temperature": cfg.temperature,
+        "policy_version": version,
+        "metadata": meta,
+        "intent_gain": cfg.intent_gain,
+    }
     bundle = export_placement(net, None, **export_kw)
     if final_eval:
         from policy.sim.placement import compare, markdown_table
 
         pol = LearnedPlacement(bundle, encoder=encoder)
-        table = compare(list(cfg.train_apps) + list(cfg.heldout_apps), cfg.final_seeds, cfg.final_minutes,
-                        learned={f"learned-{variant}": pol}, log=log)
+        table = compare(
+            list(cfg.train_apps) + list(cfg.heldout_apps),
+            cfg.final_seeds,
+            cfg.final_minutes,
+            learned={f"learned-{variant}": pol},
+            log=log,
+        )
         report["comparison"] = table
         meta["comparison"] = table
         (run / "comparison.md").write_text(markdown_table(table) + "\n", encoding="utf-8")
@@ -781,11 +993,18 @@ def _export(net: PlacementNet, cfg: PlacementTrainConfig, variant: str, run: Pat
 
 # ---- the loop ---------------------------------------------------------------------------------------------
 
-def train_placement(cfg: PlacementTrainConfig = PlacementTrainConfig(), out: str | Path | None = None,
-                    run_dir: str | Path | None = None, log: Callable[[str], None] = print, progress: bool = True,
-                    final_eval: bool = True, encoder_path: str | Path | None = None
-                    ) -> tuple[PlacementNet, dict[str, Any]]:
-    """Train (module docstring), export the best policy to the bundle directory ``out`` (``None``: none), write the log, curves and report to ``run_dir`` and, with
+
+def train_placement(
+    cfg: PlacementTrainConfig = PlacementTrainConfig(),
+    out: str | Path | None = None,
+    run_dir: str | Path | None = None,
+    log: Callable[[str], None] = print,
+    progress: bool = True,
+    final_eval: bool = True,
+    encoder_path: str | Path | None = None,
+) -> tuple[PlacementNet, dict[str, Any]]:
+    """Train (module docstring), export the best policy to the bundle directory ``out`` (``None``: none), write the
+    log, curves and report to ``run_dir`` and, with
     ``final_eval``, compare default / topology-heuristic / learned on every train and held-out app
     (:func:`policy.sim.placement.compare`). ``encoder_path``: the encoder bundle whose embeddings the policy
     reads (default: ``<out>/../../encoder`` when it exists, as ``make train`` lays bundles out, else the
@@ -825,17 +1044,27 @@ def train_placement(cfg: PlacementTrainConfig = PlacementTrainConfig(), out: str
         # ---- update: PPO-clip on the decisions with their leave-one-out advantages ----
         stats: dict[str, float] = {}
         if len(batch.decisions) >= 2:
-            stats = ppo_update(net, opt, decision_batch(batch.decisions, batch.advantages, net.config["features"],
-                                                        cfg.adv_clip), cfg, T)
+            stats = ppo_update(
+                net,
+                opt,
+                decision_batch(batch.decisions, batch.advantages, net.config["features"], cfg.adv_clip),
+                cfg,
+                T,
+            )
 
         # ---- log: the iteration's row (written after the evaluation's columns) ----
         mret = float(np.mean(batch.returns))
         running = mret if math.isnan(running) else 0.9 * running + 0.1 * mret
         adv = batch.advantages
-        row: dict[str, Any] = {"iteration": it, "wall_s": round(time.perf_counter() - t_start, 2),
-                               "episodes": episodes, "decisions": len(batch.decisions), "train_return": round(mret, 4),
-                               "adv_abs": round(float(np.abs(adv).mean()) if len(adv) else 0.0, 5),
-                               **{k: round(v, 5) for k, v in stats.items()}}
+        row: dict[str, Any] = {
+            "iteration": it,
+            "wall_s": round(time.perf_counter() - t_start, 2),
+            "episodes": episodes,
+            "decisions": len(batch.decisions),
+            "train_return": round(mret, 4),
+            "adv_abs": round(float(np.abs(adv).mean()) if len(adv) else 0.0, 5),
+            **{k: round(v, 5) for k, v in stats.items()},
+        }
 
         # ---- evaluate: greedy, every eval_every iterations and at the last; keep the best weights ----
         if it % cfg.eval_every == 0 or it == cfg.iterations:
@@ -856,17 +1085,22 @@ def train_placement(cfg: PlacementTrainConfig = PlacementTrainConfig(), out: str
     train_s = time.perf_counter() - t_start
     net.load_state_dict(best.state)
     net.eval()
-    log(f"placement[{variant}]: {it} iterations, {episodes} episodes in {train_s:.0f} s; best eval gain "
-        f"{best.gain:+.3f} at iteration {best.iteration}")
-    bundle, report = _export(net, cfg, variant, run, encoder, dim, rows_version, best, it, episodes, train_s,
-                             final_eval, log)
+    log(
+        f"placement[{variant}]: {it} iterations, {episodes} episodes in {train_s:.0f} s; best eval gain "
+        f"{best.gain:+.3f} at iteration {best.iteration}"
+    )
+    bundle, report = _export(
+        net, cfg, variant, run, encoder, dim, rows_version, best, it, episodes, train_s, final_eval, log
+    )
     report["evaluations"] = evaluation.details
     (run / "report.json").write_text(json.dumps(_jsonable(report), indent=1) + "\n", encoding="utf-8")
     plot_curves(logger.path, run / "learning_curves.png", title=f"placement ({variant})")
     if out:  # last: a run that fails on the way leaves the bundle as it was
         bundle.save(out)
-        log(f"placement[{variant}]: {report['policy_version']}: bundle written to {out}"
-            + (" (quick run)" if cfg.quick else ""))
+        log(
+            f"placement[{variant}]: {report['policy_version']}: bundle written to {out}"
+            + (" (quick run)" if cfg.quick else "")
+        )
     return net, report
 
 
@@ -899,7 +1133,7 @@ def plot_curves(csv_path: Path, png_path: Path, title: str = "placement") -> Non
     if len(ret):
         ax[0].plot(it, ret, lw=0.6, alpha=0.5, label="episode return")
         k = min(20, len(ret))
-        ax[0].plot(it[k - 1:], np.convolve(ret, np.ones(k) / k, mode="valid"), lw=1.6, label=f"moving mean ({k})")
+        ax[0].plot(it[k - 1 :], np.convolve(ret, np.ones(k) / k, mode="valid"), lw=1.6, label=f"moving mean ({k})")
     ax[0].set_yscale("symlog", linthresh=10)
     ax[0].set_xlabel("iteration")
     ax[0].set_ylabel("return, random instances (symlog)")
@@ -923,8 +1157,16 @@ def plot_curves(csv_path: Path, png_path: Path, title: str = "placement") -> Non
 def save_checkpoint(net: PlacementNet, path: str | Path, **export_kwargs: Any) -> None:
     """A torch checkpoint of ``net`` with what :func:`export_placement` needs (for ``hrl-policy export
     placement``)."""
-    torch.save({"state_dict": net.state_dict(), "config": dict(net.config), "mean": net.mean.clone(),
-                "std": net.std.clone(), "export": _jsonable(export_kwargs)}, str(path))
+    torch.save(
+        {
+            "state_dict": net.state_dict(),
+            "config": dict(net.config),
+            "mean": net.mean.clone(),
+            "std": net.std.clone(),
+            "export": _jsonable(export_kwargs),
+        },
+        str(path),
+    )
 
 
 def export_checkpoint(path: str | Path, out: str | Path) -> PolicyBundle:
@@ -953,8 +1195,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def train_stage(root: str | Path, *, quick: bool = False, seed: int = 0, log: Callable[[str], None] = print
-                ) -> list[str]:
+def train_stage(
+    root: str | Path, *, quick: bool = False, seed: int = 0, log: Callable[[str], None] = print
+) -> list[str]:
     """The ``placement`` stage of ``make train`` (:mod:`policy.train.pipeline`): train every :data:`VARIANTS` bundle
     into ``root`` (run directories ``runs/placement-<stack>``; the encoder is ``<root>/encoder`` when present)
     and return the directories written. ``quick``: seconds-long runs (smoke tests)."""
@@ -967,15 +1210,32 @@ def train_stage(root: str | Path, *, quick: bool = False, seed: int = 0, log: Ca
         out = Path(root) / rel
         stack = rel.split("/")[0]
         t0 = time.perf_counter()
-        train_placement(cfg, out=out, run_dir=ROOT / "runs" / (f"placement-{stack}" + ("-quick" if quick else "")),
-                        log=log, progress=False, final_eval=False)
+        train_placement(
+            cfg,
+            out=out,
+            run_dir=ROOT / "runs" / (f"placement-{stack}" + ("-quick" if quick else "")),
+            log=log,
+            progress=False,
+            final_eval=False,
+        )
         log(f"placement: {rel} trained in {time.perf_counter() - t0:.0f} s")
         written.append(str(out))
     return written
 
 
-QUICK = dict(iterations=3, instances_per_iter=1, rollouts=2, episode_minutes=4, n_samples=200, eval_every=2,
-             eval_instances=1, hidden=16, final_seeds=(0,), final_minutes=4, quick=True)
+QUICK = {
+    "iterations": 3,
+    "instances_per_iter": 1,
+    "rollouts": 2,
+    "episode_minutes": 4,
+    "n_samples": 200,
+    "eval_every": 2,
+    "eval_instances": 1,
+    "hidden": 16,
+    "final_seeds": (0,),
+    "final_minutes": 4,
+    "quick": True,
+}
 
 
 def run_cli(args: Any) -> int:
@@ -1008,8 +1268,14 @@ def run_cli(args: Any) -> int:
     run_dir = args.run_dir or str(ROOT / "runs" / (f"placement-{variant}" + ("-quick" if args.quick else "")))
     # a --quick run never overwrites a committed bundle unless --out says so
     out = args.out or (str(Path(run_dir) / "bundle") if args.quick else str(ROOT / "policy" / "bundles" / key))
-    _net, report = train_placement(cfg, out=out, run_dir=run_dir, log=lambda m: print(m, file=sys.stderr),
-                                   progress=sys.stderr.isatty(), final_eval=not args.no_eval)
+    _net, report = train_placement(
+        cfg,
+        out=out,
+        run_dir=run_dir,
+        log=lambda m: print(m, file=sys.stderr),
+        progress=sys.stderr.isatty(),
+        final_eval=not args.no_eval,
+    )
     if "comparison" in report:
         from policy.sim.placement import markdown_table
 

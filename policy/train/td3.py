@@ -18,7 +18,18 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["TD3Config", "ReplayBufferSamples", "ReplayBuffer", "mlp", "Actor", "Critic", "soft_update", "TD3", "imitation_loss", "WorkloadPredictor"]
+__all__ = [
+    "TD3Config",
+    "ReplayBufferSamples",
+    "ReplayBuffer",
+    "mlp",
+    "Actor",
+    "Critic",
+    "soft_update",
+    "TD3",
+    "imitation_loss",
+    "WorkloadPredictor",
+]
 
 
 @dataclass(frozen=True)
@@ -125,8 +136,15 @@ class ReplayBuffer:
         def rows(a: np.ndarray | None) -> torch.Tensor | None:
             return None if a is None else torch.as_tensor(a[idx])
 
-        return ReplayBufferSamples(rows(self.obs), rows(self.action), rows(self.next_obs), rows(self.done),
-                                   rows(self.reward), rows(self.teacher_obs), rows(self.next_teacher_obs))
+        return ReplayBufferSamples(
+            rows(self.obs),
+            rows(self.action),
+            rows(self.next_obs),
+            rows(self.done),
+            rows(self.reward),
+            rows(self.teacher_obs),
+            rows(self.next_teacher_obs),
+        )
 
 
 def mlp(in_dim: int, hidden: int, out_dim: int, layers: int = 2) -> nn.Sequential:
@@ -204,8 +222,9 @@ class TD3:
         the target actor's ``a'`` plus clipped Gaussian noise (target policy smoothing)."""
         c = self.config
         with torch.no_grad():
-            noise = (torch.randn_like(b.actions) * c.target_policy_noise).clamp(-c.target_noise_clip,
-                                                                               c.target_noise_clip)
+            noise = (torch.randn_like(b.actions) * c.target_policy_noise).clamp(
+                -c.target_noise_clip, c.target_noise_clip
+            )
             next_a = (self.actor_target(b.next_observations) + noise).clamp(-1.0, 1.0)
             t1, t2 = self.critic_target(b.next_observations, next_a)
             target = b.rewards + (1.0 - b.dones) * c.gamma * torch.min(t1, t2)
@@ -219,9 +238,9 @@ class TD3:
             return -q1.mean() / q1.abs().mean().detach().clamp_min(1e-6)
         return -q1.mean()
 
-    def update(self, b: ReplayBufferSamples,
-               extra_actor_loss: Callable[[ReplayBufferSamples], torch.Tensor] | None = None
-               ) -> dict[str, float | None]:
+    def update(
+        self, b: ReplayBufferSamples, extra_actor_loss: Callable[[ReplayBufferSamples], torch.Tensor] | None = None
+    ) -> dict[str, float | None]:
         """One TD3 update on batch ``b``. ``extra_actor_loss(b) -> Tensor`` is added to the actor loss (DRPC's
         imitation). Returns ``{"critic_loss": float, "actor_loss": float | None}``."""
         closs = self.critic_loss(b)
