@@ -27,7 +27,7 @@ stack                  what differs from ``hrl-scheduler`` (bundles under ``poli
 ``hrl-no-autoscale``   fixed replicas (the manifests'); only ``low/`` is loaded
 =====================  ===================================================================================
 
-``drpc`` (DRPC's TD3 autoscaling with default placement) is a stack of ``policy.highlevel.drpc``.
+``drpc`` (DRPC's TD3 autoscaling with default placement) is a stack of ``policy.sim.drpc``.
 
 A factory raises :class:`policy.bundle.BundleMissing` naming the path when a bundle is missing: the benchmark never
 falls back silently to a heuristic. Tests and the demo build the same stacks from other parts with

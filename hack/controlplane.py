@@ -494,14 +494,22 @@ class ControlPlane:
         """GET ``url`` (a component's endpoint: ``https`` verified against the test CA) and return the body.
         Raises ``urllib.error.URLError`` / ``HTTPError``."""
         ctx = self._ssl_context() if url.startswith("https:") else None
-        with urllib.request.urlopen(url, timeout=timeout_s, context=ctx) as r:
-            return r.read().decode("utf-8", "replace")
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_s, context=ctx) as r:
+                return r.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as exc:
+            exc.close()  # an HTTPError holds the open response (and its socket) until closed
+            raise
 
     def _probe(self, url: str, body: str | None = None) -> bool:
         ctx = self._ssl_context() if url.startswith("https:") else None
-        with urllib.request.urlopen(url, timeout=2, context=ctx) as r:
-            text = r.read().decode("utf-8", "replace")
-            return r.status == 200 and (body is None or body in text)
+        try:
+            with urllib.request.urlopen(url, timeout=2, context=ctx) as r:
+                text = r.read().decode("utf-8", "replace")
+                return r.status == 200 and (body is None or body in text)
+        except urllib.error.HTTPError as exc:
+            exc.close()  # not ready yet (e.g. 503): close the response it holds, or its socket leaks
+            raise
 
     def start(self, comp: Component, timeout_s: float = 60.0) -> Component:
         """Start ``comp`` (stdout+stderr to its log), record its PID, wait until its ``ready_url`` answers 200

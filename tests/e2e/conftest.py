@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -74,22 +75,41 @@ class KindCluster(cpmod.ControlPlane):
 
     def forward_extender(self) -> None:
         port = cpmod.free_ports(1)[0]
-        self._port_forward = subprocess.Popen(
-            [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", "-n", NS, "port-forward",
-             "deploy/hrl-extender", f"{port}:8888"], stdout=subprocess.DEVNULL,
-            stderr=open(self.logs_dir / "port-forward.log", "w"))
+        with open(self.logs_dir / "port-forward.log", "w") as log:  # the child keeps its own descriptor
+            self._port_forward = subprocess.Popen(
+                [
+                    str(self.bin_dir / "kubectl"),
+                    f"--kubeconfig={self.kubeconfig}",
+                    "-n",
+                    NS,
+                    "port-forward",
+                    "deploy/hrl-extender",
+                    f"{port}:8888",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         self.extender_base_url = f"http://127.0.0.1:{port}"
         self.extender_url = f"{self.extender_base_url}/scheduler"
 
         def ready() -> bool:
-            with urllib.request.urlopen(f"{self.extender_base_url}/readyz", timeout=5) as r:
-                return r.status == 200
+            try:
+                with urllib.request.urlopen(f"{self.extender_base_url}/readyz", timeout=5) as r:
+                    return r.status == 200
+            except urllib.error.HTTPError as exc:
+                exc.close()  # it holds the open response (and its socket)
+                raise
 
         cpmod.wait_for(ready, 60, "the extender's /readyz through kubectl port-forward")
 
     def audit_events(self, user: str | None = None) -> list[dict[str, Any]]:
-        text = subprocess.run(["docker", "exec", self.audit_node, "cat", AUDIT_LOG], capture_output=True,
-                              text=True, check=True, timeout=60).stdout
+        text = subprocess.run(
+            ["docker", "exec", self.audit_node, "cat", AUDIT_LOG],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
         (self.logs_dir / "audit.log").write_text(text)
         if user in IDENTITIES:
             user = f"system:serviceaccount:{NS}:{user}"
@@ -98,7 +118,11 @@ class KindCluster(cpmod.ControlPlane):
     def down(self, grace_s: float = 10.0) -> None:
         if self._port_forward is not None and self._port_forward.poll() is None:
             self._port_forward.terminate()
-            self._port_forward.wait(grace_s)
+            try:
+                self._port_forward.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self._port_forward.kill()
+                self._port_forward.wait()
         super().down(grace_s)
 
 
@@ -106,8 +130,11 @@ class KindCluster(cpmod.ControlPlane):
 def control_plane(tmp_path_factory):
     kubeconfig = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
     if not kubeconfig:
-        pytest.fail("the kind tests need KUBECONFIG naming a cluster set up by hack/kind-up.sh --e2e "
-                    "(hack/e2e-kind.sh does both)", pytrace=False)
+        pytest.fail(
+            "the kind tests need KUBECONFIG naming a cluster set up by hack/kind-up.sh --e2e "
+            "(hack/e2e-kind.sh does both)",
+            pytrace=False,
+        )
     kubectl = shutil.which(os.environ.get("KUBECTL", "kubectl"))
     if kubectl is None:
         pytest.fail("kubectl not found on PATH (or $KUBECTL)", pytrace=False)

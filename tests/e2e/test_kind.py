@@ -9,7 +9,6 @@ Marker ``kind``: deselected by default (pyproject addopts); ``hack/e2e-kind.sh``
 from __future__ import annotations
 
 import pytest
-
 import test_controlplane_boutique as _boutique  # tests/integration, on sys.path through conftest.py
 import test_controlplane_descheduler as _descheduler
 

@@ -26,7 +26,6 @@ import sys
 import time
 
 import pytest
-
 from cp_helpers import BOUTIQUE, cpmod
 
 
@@ -39,15 +38,18 @@ def control_plane(tmp_path_factory):
     except cpmod.ControlPlaneError as exc:
         cp.down()
         pytest.fail(f"the control plane did not come up: {exc}", pytrace=False)
-    print(f"\ncontrol plane up in {cp.startup_s.get('total', 0):.1f} s ({json.dumps(cp.startup_s)}); "
-          f"logs in {cp.logs_dir}", file=sys.stderr)
+    print(
+        f"\ncontrol plane up in {cp.startup_s.get('total', 0):.1f} s ({json.dumps(cp.startup_s)}); "
+        f"logs in {cp.logs_dir}",
+        file=sys.stderr,
+    )
     yield cp
     cp.down()
 
 
 def _slug(text: str, limit: int = 30) -> str:
     s = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return (s[:limit].rstrip("-") or "t")
+    return s[:limit].rstrip("-") or "t"
 
 
 @pytest.fixture
@@ -55,8 +57,9 @@ def kwok_nodes(control_plane, request):
     created: list[str] = []
     prefix = f"{_slug(request.node.name, 24)}-{int(time.time() * 1000) % 100000}"
 
-    def make(count: int, cpu: str = "4", memory: str = "16Gi", labels: dict | None = None,
-             pods: int = 110) -> list[str]:
+    def make(
+        count: int, cpu: str = "4", memory: str = "16Gi", labels: dict | None = None, pods: int = 110
+    ) -> list[str]:
         start = len(created)
         nodes = [cpmod.fake_node(f"{prefix}-n{start + i}", cpu, memory, pods, labels) for i in range(count)]
         names = [n["metadata"]["name"] for n in nodes]
@@ -85,8 +88,17 @@ def namespace(control_plane, kwok_nodes, request):
     pods = json.loads(control_plane.kubectl("get", "pods", "-n", ns, "-o", "json").stdout)["items"]
     for p in pods:
         if p["metadata"].get("finalizers"):
-            control_plane.kubectl("patch", "pod", p["metadata"]["name"], "-n", ns, "--type=merge",
-                                  "-p", '{"metadata":{"finalizers":null}}', check=False)
+            control_plane.kubectl(
+                "patch",
+                "pod",
+                p["metadata"]["name"],
+                "-n",
+                ns,
+                "--type=merge",
+                "-p",
+                '{"metadata":{"finalizers":null}}',
+                check=False,
+            )
     # The namespace controller waits a fixed 5 s (namespaceDeletionGracePeriod) before it even starts, so
     # do not wait for it: mark the namespace Terminating (no new pod can be created in it any more), delete
     # its pods at once (grace 0, as kwok would) and wait only until none is left; the namespace object goes
@@ -94,8 +106,9 @@ def namespace(control_plane, kwok_nodes, request):
     control_plane.kubectl("delete", "namespace", ns, "--wait=false")
 
     def no_pods() -> bool:
-        control_plane.kubectl("delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force",
-                              "--wait=false", check=False)
+        control_plane.kubectl(
+            "delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force", "--wait=false", check=False
+        )
         return control_plane.kubectl("get", "pods", "-n", ns, "-o", "name").stdout.strip() == ""
 
     cpmod.wait_for(no_pods, 60, f"the pods of namespace {ns} to be deleted", 0.3)

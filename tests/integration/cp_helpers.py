@@ -54,14 +54,26 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str, interval
 
 
 def container(cpu: str = "100m", memory: str = "64Mi") -> dict[str, Any]:
-    return {"name": "app", "image": "registry.invalid/fake:1",
-            "resources": {"requests": {"cpu": cpu, "memory": memory}}}
+    return {
+        "name": "app",
+        "image": "registry.invalid/fake:1",
+        "resources": {"requests": {"cpu": cpu, "memory": memory}},
+    }
 
 
-def pod_spec(scheduler: str = HRL, cpu: str = "100m", memory: str = "64Mi", node_selector: Mapping | None = None,
-             volumes: list | None = None, **extra: Any) -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [container(cpu, memory)],
-                            "terminationGracePeriodSeconds": 0}
+def pod_spec(
+    scheduler: str = HRL,
+    cpu: str = "100m",
+    memory: str = "64Mi",
+    node_selector: Mapping | None = None,
+    volumes: list | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [container(cpu, memory)],
+        "terminationGracePeriodSeconds": 0,
+    }
     if node_selector:
         spec["nodeSelector"] = dict(node_selector)
     if volumes:
@@ -70,26 +82,47 @@ def pod_spec(scheduler: str = HRL, cpu: str = "100m", memory: str = "64Mi", node
     return spec
 
 
-def deployment(name: str, app: str | None = None, replicas: int = 1, *, scheduler: str = HRL, cpu: str = "100m",
-               memory: str = "64Mi", node_selector: Mapping | None = None, depends_on: Iterable[str] = (),
-               labels: Mapping | None = None, volumes: list | None = None, **spec_extra: Any) -> dict[str, Any]:
+def deployment(
+    name: str,
+    app: str | None = None,
+    replicas: int = 1,
+    *,
+    scheduler: str = HRL,
+    cpu: str = "100m",
+    memory: str = "64Mi",
+    node_selector: Mapping | None = None,
+    depends_on: Iterable[str] = (),
+    labels: Mapping | None = None,
+    volumes: list | None = None,
+    **spec_extra: Any,
+) -> dict[str, Any]:
     """An apps/v1 Deployment whose pods belong to service ``app`` (label ``app``; default ``name``), selected by
     ``app`` + ``hrl-test/deployment=name`` (so two Deployments of one service never adopt each other's pods)."""
     app = app or name
     sel = {"app": app, "hrl-test/deployment": name}
     ann = {ANNOTATION_DEPENDS_ON: ",".join(depends_on)} if depends_on else {}
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
         "metadata": {"name": name, "labels": dict(sel)},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": sel},
-                 "template": {"metadata": {"labels": {**sel, **(labels or {})}, "annotations": ann},
-                              "spec": pod_spec(scheduler, cpu, memory, node_selector, volumes, **spec_extra)}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": sel},
+            "template": {
+                "metadata": {"labels": {**sel, **(labels or {})}, "annotations": ann},
+                "spec": pod_spec(scheduler, cpu, memory, node_selector, volumes, **spec_extra),
+            },
+        },
     }
 
 
 def pdb(name: str, match_labels: Mapping[str, str], min_available: int) -> dict[str, Any]:
-    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
-            "spec": {"minAvailable": min_available, "selector": {"matchLabels": dict(match_labels)}}}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": dict(match_labels)}},
+    }
 
 
 def apply(cp, ns: str, objs: Iterable[Mapping[str, Any]]) -> None:
@@ -108,13 +141,19 @@ def pods(cp, ns: str, selector: str | None = None) -> list[dict[str, Any]]:
 
 
 def running(pods_: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [p for p in pods_ if p.get("status", {}).get("phase") == "Running"
-            and p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")]
+    return [
+        p
+        for p in pods_
+        if p.get("status", {}).get("phase") == "Running"
+        and p["spec"].get("nodeName")
+        and not p["metadata"].get("deletionTimestamp")
+    ]
 
 
 def wait_running(cp, ns: str, count: int, selector: str | None = None, timeout_s: float = 60) -> list[dict]:
     """Wait until exactly ``count`` pods (matching ``selector``) are Running, bound and not terminating, and
     no other pod of the selection exists; returns them."""
+
     def ok():
         ps = pods(cp, ns, selector)
         r = running(ps)
@@ -152,19 +191,25 @@ def metrics(base_url: str) -> dict[tuple[str, tuple], float]:
 
 def metric(samples: Mapping, name: str, **labels: str) -> float:
     """Sum of the samples named ``name`` whose labels include ``labels``."""
-    return sum(v for (n, ls), v in samples.items()
-               if n == name and all(dict(ls).get(k) == val for k, val in labels.items()))
+    return sum(
+        v for (n, ls), v in samples.items() if n == name and all(dict(ls).get(k) == val for k, val in labels.items())
+    )
 
 
 def extender_synced(cp, timeout_s: float = 20) -> None:
     """Wait until the extender's snapshot holds exactly the pods (not Succeeded/Failed) and nodes the API
     server has: the watch caught up."""
+
     def ok():
-        n_pods = len([p for p in get_json(cp, "pods", "-A")["items"]
-                      if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")])
+        n_pods = len(
+            [
+                p
+                for p in get_json(cp, "pods", "-A")["items"]
+                if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")
+            ]
+        )
         n_nodes = len(get_json(cp, "nodes")["items"])
         m = metrics(cp.extender_base_url)
-        return (metric(m, "hrl_extender_snapshot_pods") == n_pods
-                and metric(m, "hrl_extender_snapshot_nodes") == n_nodes)
+        return metric(m, "hrl_extender_snapshot_pods") == n_pods and metric(m, "hrl_extender_snapshot_nodes") == n_nodes
 
     wait_for(ok, timeout_s, "the extender's snapshot to match the API server")

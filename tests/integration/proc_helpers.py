@@ -42,9 +42,14 @@ def extender_process(config: Path, port: int, *args: str, start_timeout_s: float
     """Run ``python -m extender --config CONFIG ARGS...`` (its configuration listens on ``port``) until its
     ``/readyz`` answers; fails the test with its stderr when it exits first, or after ``start_timeout_s``.
     On exit: SIGTERM, then wait up to 15 s (kill after that) and record ``returncode`` and ``stderr``."""
-    proc = subprocess.Popen([sys.executable, "-m", "extender", "--config", str(config), *args],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "extender", "--config", str(config), *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     ext = ExtenderProcess(proc, f"http://127.0.0.1:{port}")
     try:
         deadline = time.monotonic() + start_timeout_s

@@ -41,11 +41,55 @@ from policy.topology.spans import read_spans
 ROOT = Path(__file__).resolve().parents[2]
 SPANS = ROOT / "tests" / "fixtures" / "online-boutique-spans"
 
-ISTIO_BUCKETS_MS = (0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000,
-                    600000, 1800000, 3600000)
+ISTIO_BUCKETS_MS = (
+    0.5,
+    1,
+    5,
+    10,
+    25,
+    50,
+    100,
+    250,
+    500,
+    1000,
+    2500,
+    5000,
+    10000,
+    30000,
+    60000,
+    300000,
+    600000,
+    1800000,
+    3600000,
+)
 """Envoy's default histogram buckets (ms), which Istio's istio_request_duration_milliseconds uses."""
-LINKERD_BUCKETS_MS = (1, 2, 3, 4, 5, 10, 20, 30, 40, 50, 100, 200, 300, 400, 500, 1000, 2000, 3000, 4000, 5000,
-                      10000, 20000, 30000, 40000, 50000)
+LINKERD_BUCKETS_MS = (
+    1,
+    2,
+    3,
+    4,
+    5,
+    10,
+    20,
+    30,
+    40,
+    50,
+    100,
+    200,
+    300,
+    400,
+    500,
+    1000,
+    2000,
+    3000,
+    4000,
+    5000,
+    10000,
+    20000,
+    30000,
+    40000,
+    50000,
+)
 """Bounds of the Linkerd proxy's response_latency_ms histogram."""
 OTEL_BUCKETS_S = (0.002, 0.004, 0.006, 0.008, 0.01, 0.05, 0.1, 0.2, 0.4, 0.8, 1, 1.4, 2, 5, 10, 15)
 """servicegraphconnector ``defaultLatencyHistogramBuckets`` (seconds)."""
@@ -86,8 +130,9 @@ class ReplayTable:
         obs = read_spans(path)
         if not obs.window_s:
             raise ValueError(f"{path}: the span table has no time window")
-        edges = tuple(ReplayEdge(a, b, e.calls, tuple(sorted(e.latencies_ms)))
-                      for (a, b), e in sorted(obs.edges.items()))
+        edges = tuple(
+            ReplayEdge(a, b, e.calls, tuple(sorted(e.latencies_ms))) for (a, b), e in sorted(obs.edges.items())
+        )
         served = dict(obs.requests or {})
         inbound: dict[str, int] = {}
         for e in edges:
@@ -105,9 +150,16 @@ class ReplayCollector:
     filters and the merging of equal names); ``clock``: seconds (default ``time.time``).
     """
 
-    def __init__(self, table: ReplayTable, speed: float = 100.0, namespace: str = "boutique",
-                 errors: Mapping[tuple[str, str], float] | None = None, decoy_namespace: str | None = None,
-                 decoy_rps: float = 5.0, clock: Callable[[], float] = time.time):
+    def __init__(
+        self,
+        table: ReplayTable,
+        speed: float = 100.0,
+        namespace: str = "boutique",
+        errors: Mapping[tuple[str, str], float] | None = None,
+        decoy_namespace: str | None = None,
+        decoy_rps: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ):
         self.table = table
         self.speed = speed
         self.namespace = namespace
@@ -130,8 +182,9 @@ class ReplayCollector:
         for e in self.table.edges:
             yield self.namespace, e, e.calls * scale
         if self.decoy_namespace:
-            pc = next((e for e in self.table.edges if (e.caller, e.callee) == ("frontend", "productcatalogservice")),
-                      None)
+            pc = next(
+                (e for e in self.table.edges if (e.caller, e.callee) == ("frontend", "productcatalogservice")), None
+            )
             if pc is not None:
                 yield self.decoy_namespace, pc, self.decoy_rps * t
 
@@ -159,11 +212,18 @@ class ReplayCollector:
         return count * (1.0 - f), count * f
 
     def _istio(self, edges, entries) -> Iterable[Metric]:
-        labels = ["reporter", "source_workload", "source_workload_namespace", "destination_workload",
-                  "destination_workload_namespace", "response_code"]
+        labels = [
+            "reporter",
+            "source_workload",
+            "source_workload_namespace",
+            "destination_workload",
+            "destination_workload_namespace",
+            "response_code",
+        ]
         req = CounterMetricFamily("istio_requests", "Requests handled by an Istio proxy (replay).", labels=labels)
-        dur = HistogramMetricFamily("istio_request_duration_milliseconds", "Request duration, ms (replay).",
-                                    labels=labels)
+        dur = HistogramMetricFamily(
+            "istio_request_duration_milliseconds", "Request duration, ms (replay).", labels=labels
+        )
         for ns, e, count in edges:
             ok, bad = self._split(e, count)
             for reporter in ("destination", "source"):
@@ -182,12 +242,13 @@ class ReplayCollector:
 
     def _linkerd(self, edges, entries) -> Iterable[Metric]:
         out_labels = ["direction", "deployment", "namespace", "dst_deployment", "dst_namespace", "tls"]
-        request = CounterMetricFamily("request", "Requests the proxy received (replay).",
-                                      labels=out_labels)
-        response = CounterMetricFamily("response", "Responses the proxy received (replay).",
-                                       labels=out_labels + ["classification", "status_code"])
-        latency = HistogramMetricFamily("response_latency_ms", "Response latency, ms (replay).",
-                                        labels=out_labels + ["status_code"])
+        request = CounterMetricFamily("request", "Requests the proxy received (replay).", labels=out_labels)
+        response = CounterMetricFamily(
+            "response", "Responses the proxy received (replay).", labels=out_labels + ["classification", "status_code"]
+        )
+        latency = HistogramMetricFamily(
+            "response_latency_ms", "Response latency, ms (replay).", labels=out_labels + ["status_code"]
+        )
         served: dict[tuple[str, str], float] = {}
         for ns, e, count in edges:
             ok, bad = self._split(e, count)
@@ -208,14 +269,20 @@ class ReplayCollector:
 
     def _otel(self, edges, entries) -> Iterable[Metric]:
         labels = ["client", "server", "connection_type"]
-        total = CounterMetricFamily("traces_service_graph_request", "Requests between two nodes (replay).",
-                                    labels=labels)
-        failed = CounterMetricFamily("traces_service_graph_request_failed", "Failed requests (replay).",
-                                     labels=labels)
-        server = HistogramMetricFamily("traces_service_graph_request_server_seconds",
-                                       "Request time seen from the server, s (replay).", labels=labels)
-        client = HistogramMetricFamily("traces_service_graph_request_client_seconds",
-                                       "Request time seen from the client, s (replay).", labels=labels)
+        total = CounterMetricFamily(
+            "traces_service_graph_request", "Requests between two nodes (replay).", labels=labels
+        )
+        failed = CounterMetricFamily("traces_service_graph_request_failed", "Failed requests (replay).", labels=labels)
+        server = HistogramMetricFamily(
+            "traces_service_graph_request_server_seconds",
+            "Request time seen from the server, s (replay).",
+            labels=labels,
+        )
+        client = HistogramMetricFamily(
+            "traces_service_graph_request_client_seconds",
+            "Request time seen from the client, s (replay).",
+            labels=labels,
+        )
         for ns, e, count in edges:
             if ns != self.namespace:
                 continue  # the connector has no namespace label
@@ -235,7 +302,7 @@ class ReplayCollector:
 
 def serve(collector: ReplayCollector, port: int = 0, addr: str = "127.0.0.1"):
     """Serve ``collector`` on ``http://addr:port/metrics`` in a daemon thread; returns the ``WSGIServer``
-    (``.server_port``; ``.shutdown()`` to stop)."""
+    (``.server_port``; ``.shutdown()`` then ``.server_close()`` to stop and release its socket)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     httpd, _thread = start_http_server(port, addr, registry)
@@ -255,6 +322,7 @@ def main() -> None:  # pragma: no cover - manual use
             time.sleep(3600)
     except KeyboardInterrupt:
         httpd.shutdown()
+        httpd.server_close()
 
 
 if __name__ == "__main__":  # pragma: no cover

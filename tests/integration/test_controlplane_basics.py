@@ -10,8 +10,8 @@ import time
 import urllib.request
 
 import pytest
-
 from cp_helpers import ROOT, apply, cpmod, deployment, metric, metrics, wait_for, wait_running
+
 from extender.kube import KubeSnapshotSource
 from extender.store import SnapshotStore
 
@@ -21,8 +21,15 @@ pytestmark = pytest.mark.controlplane
 def test_every_component_runs_on_loopback_and_the_api_server_is_the_built_version(control_plane):
     cp = control_plane
     names = [n for n, _pid, alive in cp.status() if alive]
-    assert names == ["etcd", "kube-apiserver", "hrl-extender", "kube-controller-manager",
-                     "kube-scheduler-default-scheduler", "kube-scheduler-hrl-scheduler", "kwok"]
+    assert names == [
+        "etcd",
+        "kube-apiserver",
+        "hrl-extender",
+        "kube-controller-manager",
+        "kube-scheduler-default-scheduler",
+        "kube-scheduler-hrl-scheduler",
+        "kwok",
+    ]
     assert cp.server.startswith("https://127.0.0.1:")
     assert cp.extender_url.startswith("http://127.0.0.1:")
     assert all(c.ready_url.startswith(("http://127.0.0.1:", "https://127.0.0.1:")) for c in cp.components)
@@ -33,20 +40,23 @@ def test_every_component_runs_on_loopback_and_the_api_server_is_the_built_versio
         assert r.status == 200
 
 
-@pytest.mark.parametrize("identity,verb,resource,allowed", [
-    ("hrl-extender", "watch", "pods", True),
-    ("hrl-extender", "list", "nodes", True),
-    ("hrl-extender", "create", "pods", False),
-    ("hrl-extender", "list", "secrets", False),
-    ("hrl-descheduler", "create", "pods --subresource=eviction", True),
-    ("hrl-descheduler", "list", "poddisruptionbudgets.policy", True),
-    ("hrl-descheduler", "delete", "pods", False),
-    ("hrl-descheduler", "patch", "pods", False),
-])
-def test_the_test_identities_hold_only_what_their_component_needs(control_plane, identity, verb, resource,
-                                                                  allowed):
-    res = control_plane.kubectl("auth", "can-i", verb, *resource.split(), "-A",
-                                kubeconfig=control_plane.kubeconfigs[identity], check=False)
+@pytest.mark.parametrize(
+    "identity,verb,resource,allowed",
+    [
+        ("hrl-extender", "watch", "pods", True),
+        ("hrl-extender", "list", "nodes", True),
+        ("hrl-extender", "create", "pods", False),
+        ("hrl-extender", "list", "secrets", False),
+        ("hrl-descheduler", "create", "pods --subresource=eviction", True),
+        ("hrl-descheduler", "list", "poddisruptionbudgets.policy", True),
+        ("hrl-descheduler", "delete", "pods", False),
+        ("hrl-descheduler", "patch", "pods", False),
+    ],
+)
+def test_the_test_identities_hold_only_what_their_component_needs(control_plane, identity, verb, resource, allowed):
+    res = control_plane.kubectl(
+        "auth", "can-i", verb, *resource.split(), "-A", kubeconfig=control_plane.kubeconfigs[identity], check=False
+    )
     assert res.stdout.strip() == ("yes" if allowed else "no")
 
 
@@ -68,8 +78,7 @@ def test_the_extenders_watch_follows_nodes_and_pods_as_they_come_and_go(control_
     assert metric(metrics(cp.extender_base_url), "hrl_extender_snapshot_age_seconds") < 5
 
 
-def test_the_watch_source_in_process_mirrors_the_api_server_and_stops_at_once(control_plane, namespace,
-                                                                              kwok_nodes):
+def test_the_watch_source_in_process_mirrors_the_api_server_and_stops_at_once(control_plane, namespace, kwok_nodes):
     cp = control_plane
     (n,) = kwok_nodes(1)
     src = KubeSnapshotSource(SnapshotStore(), cp.api("hrl-extender"), debounce_s=0.05)
@@ -95,20 +104,26 @@ def test_the_script_brings_a_control_plane_up_and_down_by_recorded_pids(tmp_path
     """``hack/controlplane.py up`` (detached) → ``status`` → ``down``: every recorded PID is gone after."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     run = [sys.executable, str(ROOT / "hack" / "controlplane.py")]
-    up = subprocess.run([*run, "up", "--dir", str(tmp_path), "--no-extender", "--nodes", "1"],
-                        capture_output=True, text=True, env=env, timeout=180)
+    up = subprocess.run(
+        [*run, "up", "--dir", str(tmp_path), "--no-extender", "--nodes", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=180,
+    )
     state = json.loads((tmp_path / "state.json").read_text()) if (tmp_path / "state.json").exists() else {}
     pids = [c["pid"] for c in state.get("components", [])]
     try:
         assert up.returncode == 0, up.stderr
         assert "export KUBECONFIG=" in up.stdout
-        status = subprocess.run([*run, "status", "--dir", str(tmp_path)], capture_output=True, text=True,
-                                timeout=60)
+        status = subprocess.run([*run, "status", "--dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
         assert status.stdout.count("running") == 6, status.stdout
-        kubectl = [str(cpmod.resolve_bin_dir(build=False) / "kubectl"),
-                   f"--kubeconfig={tmp_path / 'admin.kubeconfig'}"]
-        nodes = json.loads(subprocess.run([*kubectl, "get", "nodes", "-o", "json"], capture_output=True,
-                                          text=True, timeout=60, check=True).stdout)["items"]
+        kubectl = [str(cpmod.resolve_bin_dir(build=False) / "kubectl"), f"--kubeconfig={tmp_path / 'admin.kubeconfig'}"]
+        nodes = json.loads(
+            subprocess.run(
+                [*kubectl, "get", "nodes", "-o", "json"], capture_output=True, text=True, timeout=60, check=True
+            ).stdout
+        )["items"]
         assert [n["metadata"]["name"] for n in nodes] == ["kwok-node-0"]
     finally:
         down = subprocess.run([*run, "down", "--dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
@@ -121,8 +136,9 @@ def test_the_hrl_scheduler_registers_the_extender_exactly_as_the_shipped_manifes
     """The fixture's hrl-scheduler must test what users install: same registration, only urlPrefix differs."""
     import yaml
 
-    shipped = yaml.safe_load((ROOT / "manifests" / "overlays" / "second-scheduler" / "scheduler-config.yaml")
-                             .read_text())["extenders"]
+    shipped = yaml.safe_load(
+        (ROOT / "manifests" / "overlays" / "second-scheduler" / "scheduler-config.yaml").read_text()
+    )["extenders"]
     ours = yaml.safe_load((control_plane.workdir / "scheduler-hrl-scheduler.yaml").read_text())["extenders"]
     assert len(shipped) == len(ours) == 1
     drop = lambda reg: {k: v for k, v in reg.items() if k != "urlPrefix"}  # noqa: E731

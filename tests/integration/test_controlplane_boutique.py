@@ -8,9 +8,19 @@ import copy
 
 import pytest
 import yaml
-
-from cp_helpers import (BOUTIQUE, DEFAULT, HRL, apply, deployment, extender_synced, metric, metrics, node_of,
-                        scheduled_by, wait_running)
+from cp_helpers import (
+    BOUTIQUE,
+    DEFAULT,
+    HRL,
+    apply,
+    deployment,
+    extender_synced,
+    metric,
+    metrics,
+    node_of,
+    scheduled_by,
+    wait_running,
+)
 
 pytestmark = pytest.mark.controlplane
 
@@ -30,7 +40,8 @@ def boutique_objects(scheduler: str) -> list[dict]:
 
 
 def test_online_boutique_is_bound_pod_by_pod_by_hrl_scheduler_after_asking_the_extender(
-        control_plane, namespace, kwok_nodes):
+    control_plane, namespace, kwok_nodes
+):
     nodes = kwok_nodes(8)
     objs = boutique_objects(HRL)
     deployments = [o for o in objs if o["kind"] == "Deployment"]
@@ -52,27 +63,34 @@ def test_online_boutique_is_bound_pod_by_pod_by_hrl_scheduler_after_asking_the_e
     name = "hrl_extender_prioritize_total"
     assert metric(after, name, outcome="ok") - metric(before, name, outcome="ok") >= expected
     assert metric(after, name) - metric(before, name) == metric(after, name, outcome="ok") - metric(
-        before, name, outcome="ok")
+        before, name, outcome="ok"
+    )
     assert metric(after, "hrl_extender_filter_total") - metric(before, "hrl_extender_filter_total") >= expected
     assert metric(after, "hrl_extender_requests_invalid_total") == 0
 
 
 def test_a_caller_lands_next_to_its_callee_with_the_extender_and_elsewhere_with_default_scoring(
-        control_plane, namespace, kwok_nodes):
+    control_plane, namespace, kwok_nodes
+):
     """Node X holds productcatalogservice and a 2-CPU filler, so it is the most loaded of four nodes and
     default scoring (NodeResourcesFit LeastAllocated + BalancedAllocation) ranks it last, by about 50 points.
     recommendationservice calls productcatalogservice: the extender scores X 5 of 10 (half of its call weight
     sits there, X stays under the 0.7 target utilisation), times weight 2 and 10 = 100 points for X."""
     x, *others = kwok_nodes(4)
-    apply(control_plane, namespace, [
-        deployment("filler", app="filler", cpu="2", scheduler=DEFAULT, node_selector={HOSTNAME: x}),
-        deployment("productcatalogservice", scheduler=DEFAULT, node_selector={HOSTNAME: x}),
-    ])
+    apply(
+        control_plane,
+        namespace,
+        [
+            deployment("filler", app="filler", cpu="2", scheduler=DEFAULT, node_selector={HOSTNAME: x}),
+            deployment("productcatalogservice", scheduler=DEFAULT, node_selector={HOSTNAME: x}),
+        ],
+    )
     wait_running(control_plane, namespace, 2)
     extender_synced(control_plane)
 
-    apply(control_plane, namespace, [deployment("recommendation-default", app="recommendationservice",
-                                                scheduler=DEFAULT)])
+    apply(
+        control_plane, namespace, [deployment("recommendation-default", app="recommendationservice", scheduler=DEFAULT)]
+    )
     (by_default,) = wait_running(control_plane, namespace, 1, "hrl-test/deployment=recommendation-default")
     assert node_of(by_default) in others
 

@@ -21,10 +21,24 @@ import time
 from dataclasses import dataclass
 
 import pytest
+from cp_helpers import (
+    DEFAULT,
+    HRL,
+    ROOT,
+    apply,
+    deployment,
+    extender_synced,
+    get_json,
+    node_of,
+    pdb,
+    pods,
+    running,
+    scheduled_by,
+    wait_for,
+    wait_running,
+)
 from prometheus_client import CollectorRegistry
 
-from cp_helpers import (DEFAULT, HRL, ROOT, apply, deployment, extender_synced, get_json, node_of, pdb, pods,
-                        running, scheduled_by, wait_for, wait_running)
 from descheduler.config import load_descheduler_config, planner_from_config
 from descheduler.guards import EvictionHistory
 from descheduler.kube import KubeEvictor, KubeObserver
@@ -53,9 +67,16 @@ def config(**overrides):
 def prefer(node: str, weight: int = 100) -> dict:
     """A soft node affinity: the first placement is deterministic, yet the pod may live elsewhere
     (so the feasibility guard has somewhere else to send it)."""
-    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": weight, "preference": {"matchExpressions": [
-            {"key": HOSTNAME, "operator": "In", "values": [node]}]}}]}}
+    return {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": weight,
+                    "preference": {"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [node]}]},
+                }
+            ]
+        }
+    }
 
 
 @dataclass
@@ -83,14 +104,18 @@ def descheduler(cp):
 
 def eviction_calls(cp, ns: str) -> list[dict]:
     """Audit events of the descheduler's requests on pods in ``ns`` (eviction creates, and anything else)."""
-    return [e for e in cp.audit_events(USER)
-            if (e.get("objectRef") or {}).get("resource") == "pods"
-            and (e.get("objectRef") or {}).get("namespace") == ns
-            and e.get("verb") not in ("list", "watch", "get")]
+    return [
+        e
+        for e in cp.audit_events(USER)
+        if (e.get("objectRef") or {}).get("resource") == "pods"
+        and (e.get("objectRef") or {}).get("namespace") == ns
+        and e.get("verb") not in ("list", "watch", "get")
+    ]
 
 
 def test_it_observes_evicts_through_the_eviction_api_and_the_extender_places_the_replacement_by_its_callee(
-        control_plane, namespace, kwok_nodes):
+    control_plane, namespace, kwok_nodes
+):
     cp, ns = control_plane, namespace
     kwok_nodes(3)
     # The caller first: nothing it depends on is placed yet, so the extender is neutral and it lands anywhere.
@@ -110,7 +135,8 @@ def test_it_observes_evicts_through_the_eviction_api_and_the_extender_places_the
     dry = run_once(observe, evictor, planner, placement, cfg.model_copy(update={"dry_run": True}), None, 0.0)
     assert dry.pods >= 2 and dry.nodes >= 3
     assert [(r.move.pod, r.move.to_node, r.outcome) for r in dry.results] == [
-        (f"{ns}/{caller['metadata']['name']}", x, "dry_run")]
+        (f"{ns}/{caller['metadata']['name']}", x, "dry_run")
+    ]
     assert evictor.calls == [] and eviction_calls(cp, ns) == []
 
     history = EvictionHistory()
@@ -118,14 +144,18 @@ def test_it_observes_evicts_through_the_eviction_api_and_the_extender_places_the
     calls_before = observe.calls
     report = run_once(observe, evictor, planner, placement, cfg, history, 1000.0, metrics=metrics)
     assert [(r.move.from_node, r.move.to_node, r.move.reason, r.outcome) for r in report.results] == [
-        (node_of(caller), x, "locality", "evicted")]
+        (node_of(caller), x, "locality", "evicted")
+    ]
     assert observe.calls - calls_before == 2  # once to plan, once more right before the eviction
     assert metrics.registry.get_sample_value("hrl_descheduler_evictions_total", {"outcome": "evicted"}) == 1
 
     # The API server saw exactly one eviction, of that pod, and no delete from the descheduler.
     (call,) = eviction_calls(cp, ns)
     assert (call["verb"], call["objectRef"]["subresource"], call["objectRef"]["name"]) == (
-        "create", "eviction", caller["metadata"]["name"])
+        "create",
+        "eviction",
+        caller["metadata"]["name"],
+    )
     assert call["responseStatus"]["code"] in (200, 201)
     assert not [e for e in cp.audit_events(USER) if e.get("verb") in ("delete", "deletecollection")]
 
@@ -143,20 +173,27 @@ def test_it_observes_evicts_through_the_eviction_api_and_the_extender_places_the
     assert again.planned_moves == ()  # together now: nothing left to move
 
 
-def test_a_pdb_refusal_is_an_outcome_counted_once_and_its_workload_is_not_retried(
-        control_plane, namespace, kwok_nodes):
+def test_a_pdb_refusal_is_an_outcome_counted_once_and_its_workload_is_not_retried(control_plane, namespace, kwok_nodes):
     cp, ns = control_plane, namespace
     a, b, c = kwok_nodes(3)
-    apply(cp, ns, [
-        deployment("guarded", app="ds-guarded", replicas=2, scheduler=DEFAULT, depends_on=["ds-target"],
-                   affinity=prefer(a)),
-        deployment("target", app="ds-target", scheduler=DEFAULT, node_selector={HOSTNAME: c}),
-        pdb("guarded", {"app": "ds-guarded"}, min_available=2),
-    ])
+    apply(
+        cp,
+        ns,
+        [
+            deployment(
+                "guarded", app="ds-guarded", replicas=2, scheduler=DEFAULT, depends_on=["ds-target"], affinity=prefer(a)
+            ),
+            deployment("target", app="ds-target", scheduler=DEFAULT, node_selector={HOSTNAME: c}),
+            pdb("guarded", {"app": "ds-guarded"}, min_available=2),
+        ],
+    )
     before = {p["metadata"]["name"] for p in wait_running(cp, ns, 2, "app=ds-guarded")}
     wait_running(cp, ns, 1, "app=ds-target")
-    wait_for(lambda: get_json(cp, "pdb", "guarded", "-n", ns).get("status", {}).get("observedGeneration"),
-             30, "the disruption controller to compute the budget")
+    wait_for(
+        lambda: get_json(cp, "pdb", "guarded", "-n", ns).get("status", {}).get("observedGeneration"),
+        30,
+        "the disruption controller to compute the budget",
+    )
     observe, evictor = descheduler(cp)
     cfg = config(planner={"maxMovesPerService": 2})
     planner = planner_from_config(cfg)
@@ -185,62 +222,138 @@ def test_a_pdb_refusal_is_an_outcome_counted_once_and_its_workload_is_not_retrie
 
 
 def test_the_structural_guards_block_local_storage_terminating_critical_and_uncontrolled_pods(
-        control_plane, namespace, kwok_nodes):
+    control_plane, namespace, kwok_nodes
+):
     cp, ns = control_plane, namespace
     a, b = kwok_nodes(2)
-    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{ns}-local"},
-          "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
-                   "persistentVolumeReclaimPolicy": "Retain", "local": {"path": "/mnt/disk0"},
-                   "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                       {"key": HOSTNAME, "operator": "In", "values": [a]}]}]}}}}
-    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
-           "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": f"{ns}-local",
-                    "resources": {"requests": {"storage": "1Gi"}}}}
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{ns}-local"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "persistentVolumeReclaimPolicy": "Retain",
+            "local": {"path": "/mnt/disk0"},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [{"matchExpressions": [{"key": HOSTNAME, "operator": "In", "values": [a]}]}]
+                }
+            },
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "volumeName": f"{ns}-local",
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
     cp.kubectl("apply", "-f", "-", input=json.dumps(pv))
-    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
-                 "spec": {"selector": {"matchLabels": {"hrl-test/deployment": "agent"}},
-                          "template": {"metadata": {"labels": {"hrl-test/deployment": "agent", "app": "agent"}},
-                                       "spec": {"nodeSelector": {HOSTNAME: a},
-                                                "containers": [{"name": "a", "image": "registry.invalid/a"}]}}}}
-    bare = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare", "labels": {"hrl-test/deployment": "bare"}},
-            "spec": {"containers": [{"name": "a", "image": "registry.invalid/a"}], "nodeSelector": {HOSTNAME: a}}}
-    mirror = {"apiVersion": "v1", "kind": "Pod",
-              "metadata": {"name": "static", "labels": {"hrl-test/deployment": "static"},
-                           "annotations": {"kubernetes.io/config.mirror": "0123456789abcdef"}},
-              "spec": {"nodeName": a, "containers": [{"name": "a", "image": "registry.invalid/a"}]}}
-    apply(cp, ns, [
-        pvc, daemonset, bare, mirror,
-        deployment("empty-dir", scheduler=DEFAULT, affinity=prefer(a),
-                   volumes=[{"name": "scratch", "emptyDir": {}}]),
-        deployment("host-path", scheduler=DEFAULT, affinity=prefer(a),
-                   volumes=[{"name": "host", "hostPath": {"path": "/tmp"}}]),
-        deployment("local-pv", scheduler=DEFAULT,
-                   volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]),
-        deployment("critical", scheduler=DEFAULT, affinity=prefer(a), priorityClassName="system-cluster-critical"),
-        deployment("terminating", scheduler=DEFAULT, affinity=prefer(a)),
-        deployment("plain", scheduler=DEFAULT, affinity=prefer(a)),
-    ])
+    daemonset = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent"},
+        "spec": {
+            "selector": {"matchLabels": {"hrl-test/deployment": "agent"}},
+            "template": {
+                "metadata": {"labels": {"hrl-test/deployment": "agent", "app": "agent"}},
+                "spec": {"nodeSelector": {HOSTNAME: a}, "containers": [{"name": "a", "image": "registry.invalid/a"}]},
+            },
+        },
+    }
+    bare = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "bare", "labels": {"hrl-test/deployment": "bare"}},
+        "spec": {"containers": [{"name": "a", "image": "registry.invalid/a"}], "nodeSelector": {HOSTNAME: a}},
+    }
+    mirror = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "static",
+            "labels": {"hrl-test/deployment": "static"},
+            "annotations": {"kubernetes.io/config.mirror": "0123456789abcdef"},
+        },
+        "spec": {"nodeName": a, "containers": [{"name": "a", "image": "registry.invalid/a"}]},
+    }
+    apply(
+        cp,
+        ns,
+        [
+            pvc,
+            daemonset,
+            bare,
+            mirror,
+            deployment(
+                "empty-dir", scheduler=DEFAULT, affinity=prefer(a), volumes=[{"name": "scratch", "emptyDir": {}}]
+            ),
+            deployment(
+                "host-path",
+                scheduler=DEFAULT,
+                affinity=prefer(a),
+                volumes=[{"name": "host", "hostPath": {"path": "/tmp"}}],
+            ),
+            deployment(
+                "local-pv",
+                scheduler=DEFAULT,
+                volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+            ),
+            deployment("critical", scheduler=DEFAULT, affinity=prefer(a), priorityClassName="system-cluster-critical"),
+            deployment("terminating", scheduler=DEFAULT, affinity=prefer(a)),
+            deployment("plain", scheduler=DEFAULT, affinity=prefer(a)),
+        ],
+    )
     wait_running(cp, ns, 9, timeout_s=90)
     (term,) = pods(cp, ns, "hrl-test/deployment=terminating")
     # A finalizer holds the pod in Terminating after kwok deletes it (released by the namespace fixture).
-    cp.kubectl("patch", "pod", term["metadata"]["name"], "-n", ns, "--type=merge",
-               "-p", '{"metadata":{"finalizers":["hrl-scheduler.io/test-hold"]}}')
+    cp.kubectl(
+        "patch",
+        "pod",
+        term["metadata"]["name"],
+        "-n",
+        ns,
+        "--type=merge",
+        "-p",
+        '{"metadata":{"finalizers":["hrl-scheduler.io/test-hold"]}}',
+    )
     cp.kubectl("delete", "pod", term["metadata"]["name"], "-n", ns, "--wait=false")
-    wait_for(lambda: len(running(pods(cp, ns, "hrl-test/deployment=terminating"))) == 1
-             and len(pods(cp, ns, "hrl-test/deployment=terminating")) == 2, 30,
-             "the held pod Terminating and its replacement Running")
+    wait_for(
+        lambda: (
+            len(running(pods(cp, ns, "hrl-test/deployment=terminating"))) == 1
+            and len(pods(cp, ns, "hrl-test/deployment=terminating")) == 2
+        ),
+        30,
+        "the held pod Terminating and its replacement Running",
+    )
     system_ns = "kube-system"
     sys_dep = deployment(f"{ns}-sys"[:60], app="ds-system", scheduler=DEFAULT, affinity=prefer(a))
     apply(cp, system_ns, [sys_dep])
     try:
         wait_running(cp, system_ns, 1, f"hrl-test/deployment={sys_dep['metadata']['name']}")
-        names = ["empty-dir", "host-path", "local-pv", "critical", "terminating", "agent", "bare", "static",
-                 sys_dep["metadata"]["name"], "plain"]
+        names = [
+            "empty-dir",
+            "host-path",
+            "local-pv",
+            "critical",
+            "terminating",
+            "agent",
+            "bare",
+            "static",
+            sys_dep["metadata"]["name"],
+            "plain",
+        ]
         observe, evictor = descheduler(cp)
         snap = observe()
         term_pod = next(p for p in snap.pods if p.name == term["metadata"]["name"])
         assert term_pod.terminating
-        planner = FixedPlanner(ns, {n: b for n in names})
+        planner = FixedPlanner(ns, dict.fromkeys(names, b))
         cfg = config(dryRun=True)
         report = run_once(observe, evictor, planner, TopologyHeuristic(), cfg, None, 0.0)
     finally:
@@ -248,9 +361,17 @@ def test_the_structural_guards_block_local_storage_terminating_critical_and_unco
         cp.kubectl("delete", "pv", f"{ns}-local", "--wait=false")
 
     got = {r.move.pod.split("/", 1)[1]: (r.outcome, r.blocked_by) for r in report.results}
-    want = {"empty-dir": "local_storage", "host-path": "local_storage", "local-pv": "local_storage",
-            "critical": "system_critical", "terminating": "terminating", "agent": "daemonset",
-            "bare": "no_controller", "static": "mirror", sys_dep["metadata"]["name"]: "excluded_namespace"}
+    want = {
+        "empty-dir": "local_storage",
+        "host-path": "local_storage",
+        "local-pv": "local_storage",
+        "critical": "system_critical",
+        "terminating": "terminating",
+        "agent": "daemonset",
+        "bare": "no_controller",
+        "static": "mirror",
+        sys_dep["metadata"]["name"]: "excluded_namespace",
+    }
     seen = {}
     for r in report.results:
         dep = next(p for p in snap.pods if p.key == r.move.pod).labels.get("hrl-test/deployment")
@@ -269,52 +390,83 @@ def test_per_node_per_namespace_and_total_caps_hold_on_real_evictions(control_pl
     other = f"{ns}-b"
     cp.kubectl("create", "namespace", other)
     try:
-        apply(cp, ns, [deployment("a1", scheduler=DEFAULT, affinity=prefer(n1)),
-                       deployment("a2", scheduler=DEFAULT, affinity=prefer(n1)),
-                       deployment("a3", scheduler=DEFAULT, affinity=prefer(n2)),
-                       deployment("a4", scheduler=DEFAULT, affinity=prefer(n3))])
-        apply(cp, other, [deployment("b1", scheduler=DEFAULT, affinity=prefer(n4)),
-                          deployment("b2", scheduler=DEFAULT, affinity=prefer(n5))])
+        apply(
+            cp,
+            ns,
+            [
+                deployment("a1", scheduler=DEFAULT, affinity=prefer(n1)),
+                deployment("a2", scheduler=DEFAULT, affinity=prefer(n1)),
+                deployment("a3", scheduler=DEFAULT, affinity=prefer(n2)),
+                deployment("a4", scheduler=DEFAULT, affinity=prefer(n3)),
+            ],
+        )
+        apply(
+            cp,
+            other,
+            [
+                deployment("b1", scheduler=DEFAULT, affinity=prefer(n4)),
+                deployment("b2", scheduler=DEFAULT, affinity=prefer(n5)),
+            ],
+        )
         wait_running(cp, ns, 4)
         wait_running(cp, other, 2)
         observe, evictor = descheduler(cp)
-        planner = FixedPlanner(ns, {n: spare for n in ("a1", "a2", "a3", "a4", "b1", "b2")})
+        planner = FixedPlanner(ns, dict.fromkeys(("a1", "a2", "a3", "a4", "b1", "b2"), spare))
         cfg = config(caps={"perNode": 1, "perNamespace": 2, "total": 3})
         report = run_once(observe, evictor, planner, TopologyHeuristic(), cfg, EvictionHistory(), 0.0)
         deps = [r.move.pod.split("/", 1)[1].rsplit("-", 2)[0] for r in report.results]
         assert deps == ["a1", "a2", "a3", "a4", "b1", "b2"]
         assert [(r.outcome, r.blocked_by) for r in report.results] == [
-            ("evicted", ()), ("blocked", ("cap_node",)), ("evicted", ()), ("blocked", ("cap_namespace",)),
-            ("evicted", ()), ("blocked", ("cap_total",))]
+            ("evicted", ()),
+            ("blocked", ("cap_node",)),
+            ("evicted", ()),
+            ("blocked", ("cap_namespace",)),
+            ("evicted", ()),
+            ("blocked", ("cap_total",)),
+        ]
         evicted = {r.move.pod for r in report.results if r.outcome == "evicted"}
-        audited = {f"{e['objectRef']['namespace']}/{e['objectRef']['name']}" for e in cp.audit_events(USER)
-                   if (e.get("objectRef") or {}).get("subresource") == "eviction"
-                   and e["objectRef"]["namespace"] in (ns, other)}
+        audited = {
+            f"{e['objectRef']['namespace']}/{e['objectRef']['name']}"
+            for e in cp.audit_events(USER)
+            if (e.get("objectRef") or {}).get("subresource") == "eviction"
+            and e["objectRef"]["namespace"] in (ns, other)
+        }
         assert audited == evicted
     finally:
         cp.kubectl("delete", "namespace", other, "--wait=false")
-        cp.kubectl("delete", "pods", "--all", "-n", other, "--grace-period=0", "--force", "--wait=false",
-                   check=False)
-        wait_for(lambda: cp.kubectl("get", "pods", "-n", other, "-o", "name").stdout.strip() == "", 60,
-                 f"the pods of {other} to go")
+        cp.kubectl("delete", "pods", "--all", "-n", other, "--grace-period=0", "--force", "--wait=false", check=False)
+        wait_for(
+            lambda: cp.kubectl("get", "pods", "-n", other, "-o", "name").stdout.strip() == "",
+            60,
+            f"the pods of {other} to go",
+        )
 
 
-def test_a_pod_that_comes_back_to_the_same_node_is_not_evicted_again(control_plane, namespace, kwok_nodes,
-                                                                     tmp_path):
+def test_a_pod_that_comes_back_to_the_same_node_is_not_evicted_again(control_plane, namespace, kwok_nodes, tmp_path):
     """Loop detection: the planner keeps wanting the caller next to its callee on X, but the default scheduler
     keeps putting it back on Y (X is loaded). Evicted once; then the cooldown guard says no - in the same
     process and in a fresh ``hrl-descheduler`` run reading the eviction history from its state file."""
     cp, ns = control_plane, namespace
     x, y = kwok_nodes(2)
-    apply(cp, ns, [deployment("filler", app="loop-filler", cpu="2", scheduler=DEFAULT, affinity=prefer(x)),
-                   deployment("callee", app="loop-callee", scheduler=DEFAULT, node_selector={HOSTNAME: x})])
+    apply(
+        cp,
+        ns,
+        [
+            deployment("filler", app="loop-filler", cpu="2", scheduler=DEFAULT, affinity=prefer(x)),
+            deployment("callee", app="loop-callee", scheduler=DEFAULT, node_selector={HOSTNAME: x}),
+        ],
+    )
     wait_running(cp, ns, 2)
     apply(cp, ns, [deployment("caller", app="loop-caller", depends_on=["loop-callee"], scheduler=DEFAULT)])
     (first,) = wait_running(cp, ns, 1, "app=loop-caller")
     assert node_of(first) == y
     state = tmp_path / "history.json"
-    cfg_doc = {**HEADER, "caps": {"perNode": None, "perNamespace": None, "total": None}, "cooldownSeconds": 1800,
-               "stateFile": str(state)}
+    cfg_doc = {
+        **HEADER,
+        "caps": {"perNode": None, "perNamespace": None, "total": None},
+        "cooldownSeconds": 1800,
+        "stateFile": str(state),
+    }
     cfg = load_descheduler_config(cfg_doc)
     observe, evictor = descheduler(cp)
     history = EvictionHistory.load(state)
@@ -336,22 +488,43 @@ def test_a_pod_that_comes_back_to_the_same_node_is_not_evicted_again(control_pla
 
     cfg_file = tmp_path / "descheduler.yaml"
     cfg_file.write_text(json.dumps(cfg_doc))
-    proc = subprocess.run([sys.executable, "-m", "descheduler", "--once", "--json", "--config", str(cfg_file),
-                           "--kubeconfig", str(cp.kubeconfigs[USER])],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "descheduler",
+            "--once",
+            "--json",
+            "--config",
+            str(cfg_file),
+            "--kubeconfig",
+            str(cp.kubeconfigs[USER]),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["dry_run"] is False
     assert [(r["pod"], r["outcome"], [b["guard"] for b in r["blockers"]]) for r in out["results"]] == [
-        (f"{ns}/{second['metadata']['name']}", "blocked", ["cooldown"])]
+        (f"{ns}/{second['metadata']['name']}", "blocked", ["cooldown"])
+    ]
     assert len([e for e in eviction_calls(cp, ns) if e["objectRef"].get("subresource") == "eviction"]) == 1
 
 
 def test_state_is_read_again_before_each_eviction(control_plane, namespace, kwok_nodes):
     cp, ns = control_plane, namespace
     a, b = kwok_nodes(2)
-    apply(cp, ns, [deployment("first", scheduler=DEFAULT, affinity=prefer(a)),
-                   deployment("second", scheduler=DEFAULT, affinity=prefer(a))])
+    apply(
+        cp,
+        ns,
+        [
+            deployment("first", scheduler=DEFAULT, affinity=prefer(a)),
+            deployment("second", scheduler=DEFAULT, affinity=prefer(a)),
+        ],
+    )
     wait_running(cp, ns, 2)
     (gone,) = pods(cp, ns, "hrl-test/deployment=first")
     observe, evictor = descheduler(cp)
@@ -368,14 +541,21 @@ def test_state_is_read_again_before_each_eviction(control_plane, namespace, kwok
     assert len(seen) == 3  # plan, then once per move
     assert [r.outcome for r in report.results] == ["not_found", "evicted"]
     assert [k.split("/", 1)[1] for k, _o in evictor.calls] == [
-        report.results[1].move.pod.split("/", 1)[1]]  # the vanished pod was never sent to the API
+        report.results[1].move.pod.split("/", 1)[1]
+    ]  # the vanished pod was never sent to the API
 
 
 def test_the_feasibility_guard_keeps_a_pod_that_no_other_node_can_take(control_plane, namespace, kwok_nodes):
     cp, ns = control_plane, namespace
     here, full, cordoned = kwok_nodes(3)
-    apply(cp, ns, [deployment("stuck", cpu="1", scheduler=DEFAULT, affinity=prefer(here)),
-                   deployment("hog", cpu="3500m", scheduler=DEFAULT, node_selector={HOSTNAME: full})])
+    apply(
+        cp,
+        ns,
+        [
+            deployment("stuck", cpu="1", scheduler=DEFAULT, affinity=prefer(here)),
+            deployment("hog", cpu="3500m", scheduler=DEFAULT, node_selector={HOSTNAME: full}),
+        ],
+    )
     wait_running(cp, ns, 2)
     cp.kubectl("cordon", cordoned)
     observe, evictor = descheduler(cp)

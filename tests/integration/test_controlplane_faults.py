@@ -15,7 +15,6 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
 from cp_helpers import apply, cpmod, deployment, events, pods, scheduled_by, wait_for, wait_running
 
 pytestmark = pytest.mark.controlplane
@@ -31,7 +30,7 @@ class FakeExtender:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 verb = self.path.rsplit("/", 1)[-1]
                 fake.calls[verb] = fake.calls.get(verb, 0) + 1
@@ -84,7 +83,8 @@ def test_with_ignorable_extenders_down_or_too_slow_pods_still_schedule(control_p
 
 
 def test_with_a_non_ignorable_filter_extender_down_the_pod_stays_pending_with_the_error_in_its_events(
-        control_plane, namespace, kwok_nodes):
+    control_plane, namespace, kwok_nodes
+):
     cp, ns = control_plane, namespace
     kwok_nodes(2)
     port = cpmod.free_ports(1)[0]
@@ -112,4 +112,3 @@ def test_with_a_non_ignorable_filter_extender_down_the_pod_stays_pending_with_th
             assert ext.calls["filter"] >= 1
         assert bound["metadata"]["name"] == pod["metadata"]["name"]
         assert scheduled_by(cp, ns, bound["metadata"]["name"]) == "hrl-strict"
-

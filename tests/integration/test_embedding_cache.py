@@ -17,11 +17,17 @@ import numpy as np
 import pytest
 from proc_helpers import free_port
 from prometheus_client import CollectorRegistry
+from waiting import wait_until
 
-from policy.cache import SERVICE_NAME, CacheServer
-from policy.cache import CacheClientMetrics
-from policy.cache import CacheTimeout, CacheUnavailable, GrpcEmbeddingCache
-from policy.cache import fingerprint
+from policy.cache import (
+    SERVICE_NAME,
+    CacheClientMetrics,
+    CacheServer,
+    CacheTimeout,
+    CacheUnavailable,
+    GrpcEmbeddingCache,
+    fingerprint,
+)
 from policy.state import ServiceEdge, ServiceGraph
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,8 +56,12 @@ def test_embeddings_round_trip_exactly_over_grpc(server):
         assert c.get("", known_version=got.version).not_modified  # latest, unchanged: no matrix sent
         c.put_intent([1.5, 0.25], ["locality_weight", "balance_weight"], source="test", timestamp_s=99.0)
         it = c.get_intent().entry
-        assert (it.values, it.names, it.source, it.timestamp_s) == ((1.5, 0.25), ("locality_weight", "balance_weight"),
-                                                                    "test", 99.0)
+        assert (it.values, it.names, it.source, it.timestamp_s) == (
+            (1.5, 0.25),
+            ("locality_weight", "balance_weight"),
+            "test",
+            99.0,
+        )
     assert reg.get_sample_value("hrl_cache_client_requests_total", {"method": "Get", "outcome": "miss"}) == 1
     assert reg.get_sample_value("hrl_cache_client_requests_total", {"method": "Get", "outcome": "not_modified"}) == 1
     assert reg.get_sample_value("hrl_cache_client_request_duration_seconds_count", {"method": "Put"}) == 1
@@ -76,17 +86,21 @@ def test_the_health_service_reports_serving_and_then_not_serving_on_shutdown():
 
 
 def test_the_server_refuses_a_malformed_matrix_with_invalid_argument(server):
-    from policy.cache.proto import embeddings_pb2, embeddings_pb2_grpc
     import grpc
+
+    from policy.cache.proto import embeddings_pb2, embeddings_pb2_grpc
 
     with grpc.insecure_channel(server.address) as ch:
         stub = embeddings_pb2_grpc.EmbeddingCacheStub(ch)
-        bad = embeddings_pb2.PutRequest(fingerprint="fp", services=["a", "b"],
-                                        embeddings=embeddings_pb2.Matrix(rows=2, cols=4, data=b"\0" * 12))
+        bad = embeddings_pb2.PutRequest(
+            fingerprint="fp", services=["a", "b"], embeddings=embeddings_pb2.Matrix(rows=2, cols=4, data=b"\0" * 12)
+        )
         with pytest.raises(grpc.RpcError) as e:
             stub.Put(bad, timeout=2)
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "needs 32 bytes" in e.value.details()
-    assert server.registry.get_sample_value("hrl_cache_grpc_requests_total", {"method": "Put", "outcome": "invalid"}) == 1
+    assert (
+        server.registry.get_sample_value("hrl_cache_grpc_requests_total", {"method": "Put", "outcome": "invalid"}) == 1
+    )
 
 
 def test_a_client_of_a_dead_or_silent_server_fails_fast_with_one_line():
@@ -131,34 +145,43 @@ def test_a_second_server_on_a_taken_port_fails_to_start():
 
 # ---- the command -----------------------------------------------------------------------------------
 
+
 def _cli(*args: str, **kw) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "policy.cli", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "policy.cli", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
 
 
 def test_cache_serve_reports_serving_within_10_seconds_and_stops_cleanly_on_sigterm():
     port = free_port()
     t0 = time.monotonic()
-    proc = _cli("cache", "serve", "--listen", f"127.0.0.1:{port}")
-    try:
-        status = None
-        with GrpcEmbeddingCache(f"127.0.0.1:{port}", 0.5) as c:
-            while time.monotonic() - t0 < 10:
-                try:
-                    status = c.health("")
-                    break
-                except CacheUnavailable:
-                    time.sleep(0.05)
-            assert status == "SERVING", proc.stderr.read() if proc.poll() is not None else "no answer"
-            elapsed = time.monotonic() - t0
-            assert c.put("fp", ["a"], np.ones((1, 3))).version == 1
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(10) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with _cli("cache", "serve", "--listen", f"127.0.0.1:{port}") as proc:  # closes the pipes, reaps it
+        try:
+            status = None
+            with GrpcEmbeddingCache(f"127.0.0.1:{port}", 0.5) as c:
+                while time.monotonic() - t0 < 10:
+                    try:
+                        status = c.health("")
+                        break
+                    except CacheUnavailable:
+                        time.sleep(0.05)
+                assert status == "SERVING", proc.stderr.read() if proc.poll() is not None else "no answer"
+                elapsed = time.monotonic() - t0
+                assert c.put("fp", ["a"], np.ones((1, 3))).version == 1
+            proc.send_signal(signal.SIGTERM)
+            _out, err = proc.communicate(timeout=10)
+            assert proc.returncode == 0, err
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     assert elapsed < 10
 
 
@@ -172,23 +195,49 @@ def test_cache_serve_on_a_taken_port_exits_2_with_one_line():
 
 def test_cache_encode_then_get_through_the_command_line(server, tmp_path):
     src = str(ROOT / "policy" / "data" / "apps" / "online-boutique" / "kubernetes-manifests.yaml")
-    out = subprocess.run([sys.executable, "-m", "policy.cli", "cache", "encode", src, "--address", server.address,
-                          "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "policy.cli", "cache", "encode", src, "--address", server.address, "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["services"] >= 11 and d["dim"] == 32 and d["version"] == 1 and len(d["fingerprint"]) == 32
-    got = subprocess.run([sys.executable, "-m", "policy.cli", "cache", "get", "--address", server.address,
-                          "--fingerprint", d["fingerprint"], "--json"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60)
+    got = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "policy.cli",
+            "cache",
+            "get",
+            "--address",
+            server.address,
+            "--fingerprint",
+            d["fingerprint"],
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert got.returncode == 0, got.stderr
     g = json.loads(got.stdout)
     assert g["fingerprint"] == d["fingerprint"] and len(g["embeddings"]) == d["services"]
-    miss = subprocess.run([sys.executable, "-m", "policy.cli", "cache", "get", "--address", server.address,
-                           "--intent"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    miss = subprocess.run(
+        [sys.executable, "-m", "policy.cli", "cache", "get", "--address", server.address, "--intent"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert miss.returncode == 1 and "nothing stored" in miss.stderr
 
 
 # ---- the extender's copy ---------------------------------------------------------------------------------
+
 
 def boutique_graph() -> ServiceGraph:
     d = json.loads((FIX / "online-boutique-graph.json").read_text())
@@ -235,13 +284,21 @@ def test_the_extender_scores_from_its_copy_and_keeps_serving_when_the_cache_dies
                 _wait(lambda: ext.store.get().intent == (1.0, 1.0))
             good, _ = prioritize(c)
             assert outcome_count(ext, "ok") == 1 and set(good.values()) != {0}
-            # the cache dies: requests go on from the copy, and the refresher counts its failures
+            # the cache dies: the refresher counts its failures, and requests go on from the copy
             cache.stop()
-            time.sleep(0.3)
+            _wait(
+                lambda: (
+                    (
+                        ext.registry.get_sample_value(
+                            "hrl_cache_refresh_total", {"kind": "embeddings", "outcome": "error"}
+                        )
+                        or 0
+                    )
+                    >= 1
+                )
+            )
             again, _ = prioritize(c)
             assert again == good and outcome_count(ext, "ok") == 2
-            _wait(lambda: (ext.registry.get_sample_value(
-                "hrl_cache_refresh_total", {"kind": "embeddings", "outcome": "error"}) or 0) >= 1)
             # until the copy is older than maxAgeSeconds: then neutral, counted as stale
             _wait(lambda: prioritize(c)[0] == dict.fromkeys(NAMES, 0), timeout_s=10)
             assert outcome_count(ext, "neutral_embeddings_stale") >= 1
@@ -257,10 +314,7 @@ def test_the_extender_scores_from_its_copy_and_keeps_serving_when_the_cache_dies
 
 
 def _wait(cond, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
+    wait_until(cond, timeout_s, interval_s=0.02)
 
 
 def test_the_descheduler_link_stores_embeddings_of_its_snapshot_and_publishes_its_intent(server):
@@ -282,7 +336,9 @@ def test_the_descheduler_link_stores_embeddings_of_its_snapshot_and_publishes_it
         assert not c.get_intent().found  # a dry run publishes nothing
         assert link.publish_intent((2.0, 0.5), dry_run=False) == []
         it = c.get_intent().entry
-    assert it.values == (2.0, 0.5) and it.names == ("locality_weight", "balance_weight") and it.source == "hrl-descheduler"
+    assert (
+        it.values == (2.0, 0.5) and it.names == ("locality_weight", "balance_weight") and it.source == "hrl-descheduler"
+    )
     server.stop()
     _e, warnings = link.embeddings_for(snap)
     assert any("could not store" in w or "UNAVAILABLE" in w for w in warnings)
@@ -291,6 +347,7 @@ def test_the_descheduler_link_stores_embeddings_of_its_snapshot_and_publishes_it
 
 # ---- the commands, wired end to end ------------------------------------------------------------------------
 
+
 def test_hrl_extender_with_a_cache_section_copies_embeddings_and_intent_in_the_background(tmp_path, server):
     src = ROOT / "policy" / "data" / "apps" / "online-boutique" / "kubernetes-manifests.yaml"
     from policy.topology.sources import load_graph
@@ -298,12 +355,19 @@ def test_hrl_extender_with_a_cache_section_copies_embeddings_and_intent_in_the_b
     g, _ = load_graph([str(src)])
     port = free_port()
     cfg = tmp_path / "extender.yaml"
-    cfg.write_text("apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
-                   f"listen: {{port: {port}}}\nlogLevel: warning\ntopology: {{sources: [{json.dumps(str(src))}]}}\n"
-                   f"cache: {{address: '{server.address}', refreshSeconds: 0.2, timeoutSeconds: 1}}\n")
-    proc = subprocess.Popen([sys.executable, "-m", "extender", "--config", str(cfg), "--snapshot",
-                             str(FIX / "cluster-list.json")], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    cfg.write_text(
+        "apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
+        f"listen: {{port: {port}}}\nlogLevel: warning\ntopology: {{sources: [{json.dumps(str(src))}]}}\n"
+        f"cache: {{address: '{server.address}', refreshSeconds: 0.2, timeoutSeconds: 1}}\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "extender", "--config", str(cfg), "--snapshot", str(FIX / "cluster-list.json")],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         _wait(lambda: _up(base, proc), timeout_s=30)
@@ -336,13 +400,16 @@ def _up(base: str, proc: subprocess.Popen) -> bool:
         return False
 
 
-def test_hrl_descheduler_with_a_cache_section_stores_embeddings_and_a_dry_run_publishes_no_intent(tmp_path, server,
-                                                                                                   capsys):
+def test_hrl_descheduler_with_a_cache_section_stores_embeddings_and_a_dry_run_publishes_no_intent(
+    tmp_path, server, capsys
+):
     from descheduler.__main__ import main
 
     cfg = tmp_path / "descheduler.yaml"
-    cfg.write_text("apiVersion: hrl-scheduler.io/v1alpha1\nkind: DeschedulerConfiguration\n"
-                   f"cache: {{address: '{server.address}', timeoutSeconds: 5}}\n")
+    cfg.write_text(
+        "apiVersion: hrl-scheduler.io/v1alpha1\nkind: DeschedulerConfiguration\n"
+        f"cache: {{address: '{server.address}', timeoutSeconds: 5}}\n"
+    )
     snap = ROOT / "tests" / "fixtures" / "descheduler" / "cluster-list.json"
     assert main(["--config", str(cfg), "--snapshot", str(snap), "--once", "--json"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -354,7 +421,9 @@ def test_hrl_descheduler_with_a_cache_section_stores_embeddings_and_a_dry_run_pu
     # the cache gone: the cycle still runs and says why on stderr
     addr = server.address
     server.stop()
-    cfg.write_text("apiVersion: hrl-scheduler.io/v1alpha1\nkind: DeschedulerConfiguration\n"
-                   f"cache: {{address: '{addr}', timeoutSeconds: 0.5}}\n")
+    cfg.write_text(
+        "apiVersion: hrl-scheduler.io/v1alpha1\nkind: DeschedulerConfiguration\n"
+        f"cache: {{address: '{addr}', timeoutSeconds: 0.5}}\n"
+    )
     assert main(["--config", str(cfg), "--snapshot", str(snap), "--once", "--json"]) == 0
     assert "warning: cache:" in capsys.readouterr().err

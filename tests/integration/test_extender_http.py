@@ -69,8 +69,11 @@ def test_health_readiness_and_scoring_before_and_after_a_snapshot(server):
         for body in (ARGS, ARGS_LIST, ARGS_MIXED):
             r = c.post("/scheduler/prioritize", content=body, headers={"Content-Type": "application/json"})
             assert r.status_code == 200
-            assert decode_host_priorities(r.content, NAMES) == {"boutique-worker": 1, "boutique-worker2": 5,
-                                                                "boutique-worker3": 2}
+            assert decode_host_priorities(r.content, NAMES) == {
+                "boutique-worker": 1,
+                "boutique-worker2": 5,
+                "boutique-worker3": 2,
+            }
         r = c.post("/scheduler/filter", content=ARGS_LIST)
         assert r.status_code == 200 and r.json()["NodeNames"] is None
         assert decode_filter_result(r.content, NAMES, node_cache_capable=False)[0] == NAMES
@@ -146,17 +149,22 @@ def test_a_port_in_use_is_an_os_error_from_start():
 
 # ---- the hrl-extender command ---------------------------------------------------------------------------
 
+
 def test_the_command_serves_a_snapshot_file_and_shuts_down_cleanly_on_sigterm(tmp_path):
     port = free_port()
     cfg = tmp_path / "extender.yaml"
-    cfg.write_text("apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
-                   f"listen: {{port: {port}}}\nurlPrefix: /hrl\nlogLevel: warning\n")
+    cfg.write_text(
+        "apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
+        f"listen: {{port: {port}}}\nurlPrefix: /hrl\nlogLevel: warning\n"
+    )
     with extender_process(cfg, port, "--snapshot", str(FIX / "cluster-list.json")) as ext:
         assert ext.ready.status_code == 200
         r = httpx.post(ext.base_url + "/hrl/prioritize", content=ARGS, timeout=5)
         # The static file carries no call graph and none is configured: neutral, but a valid reply.
         assert r.status_code == 200 and decode_host_priorities(r.content, NAMES) == dict.fromkeys(NAMES, 0)
-        assert 'hrl_extender_prioritize_total{outcome="neutral_unknown_service"} 1.0' in httpx.get(
-            ext.base_url + "/metrics", timeout=5).text
+        assert (
+            'hrl_extender_prioritize_total{outcome="neutral_unknown_service"} 1.0'
+            in httpx.get(ext.base_url + "/metrics", timeout=5).text
+        )
     assert ext.returncode == 0, ext.stderr
     assert "Traceback" not in ext.stderr

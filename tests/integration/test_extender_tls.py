@@ -22,8 +22,9 @@ ARGS = (ROOT / "tests" / "fixtures" / "extender" / "args-nodecachecapable.json")
 
 
 def gen_certs(out: Path, *names: str) -> Path:
-    subprocess.run([str(ROOT / "hack" / "gen-extender-certs.sh"), str(out), *names], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        [str(ROOT / "hack" / "gen-extender-certs.sh"), str(out), *names], check=True, capture_output=True, timeout=60
+    )
     return out
 
 
@@ -38,11 +39,17 @@ def other_pki(tmp_path_factory) -> Path:
 
 
 def tls_config(pki: Path) -> ExtenderConfiguration:
-    return load_extender_config({
-        "apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration",
-        "listen": {"host": "127.0.0.1", "port": 0,
-                   "tls": {"certFile": str(pki / "tls.crt"), "keyFile": str(pki / "tls.key")}},
-    })
+    return load_extender_config(
+        {
+            "apiVersion": "hrl-scheduler.io/v1alpha1",
+            "kind": "ExtenderConfiguration",
+            "listen": {
+                "host": "127.0.0.1",
+                "port": 0,
+                "tls": {"certFile": str(pki / "tls.crt"), "keyFile": str(pki / "tls.key")},
+            },
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -116,16 +123,25 @@ def test_tls_needs_both_files():
     from policy.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"listen\.tls\.keyFile: Field required"):
-        load_extender_config({"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration",
-                              "listen": {"tls": {"certFile": "a.crt"}}})
+        load_extender_config(
+            {
+                "apiVersion": "hrl-scheduler.io/v1alpha1",
+                "kind": "ExtenderConfiguration",
+                "listen": {"tls": {"certFile": "a.crt"}},
+            }
+        )
 
 
 def test_the_command_exits_2_with_one_line_when_the_certificate_is_missing(tmp_path):
     cfg = tmp_path / "extender.yaml"
-    cfg.write_text("apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
-                   f"listen: {{port: 0, tls: {{certFile: {tmp_path}/nope.crt, keyFile: {tmp_path}/nope.key}}}}\n")
-    out = subprocess.run([sys.executable, "-m", "extender", "--config", str(cfg)], capture_output=True,
-                         text=True, timeout=60, cwd=ROOT)
+    cfg.write_text(
+        "apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
+        f"listen: {{port: 0, tls: {{certFile: {tmp_path}/nope.crt, keyFile: {tmp_path}/nope.key}}}}\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "extender", "--config", str(cfg)], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
-        f"hrl-extender: error: listen.tls.certFile: no such file '{tmp_path}/nope.crt'"]
+        f"hrl-extender: error: listen.tls.certFile: no such file '{tmp_path}/nope.crt'"
+    ]

@@ -26,10 +26,9 @@ from typing import Any
 
 import pytest
 import yaml
-
 from cp_helpers import ROOT, apply, events, pod_spec, wait_for
-from descheduler.leader import (KubeLeaseBackend, LeaderElector, LeaseConflict, LeaseError, LeaseRecord,
-                                micro_time)
+
+from descheduler.leader import KubeLeaseBackend, LeaderElector, LeaseConflict, LeaseError, LeaseRecord, micro_time
 from extender.config import load_extender_config
 from extender.server import ExtenderServer
 
@@ -67,10 +66,14 @@ def shipped_rbac(control_plane):
     docs = yaml.safe_dump_all(sorted(seen.values(), key=lambda o: o["kind"] != "Namespace"))
     control_plane.kubectl("apply", "-f", "-", input=docs)
     yield seen
-    cluster_scoped = [o for o in seen.values() if o["kind"] in ("ClusterRole", "ClusterRoleBinding")
-                      or o["metadata"].get("namespace") == "kube-system"]
-    control_plane.kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-",
-                          input=yaml.safe_dump_all(cluster_scoped), check=False)
+    cluster_scoped = [
+        o
+        for o in seen.values()
+        if o["kind"] in ("ClusterRole", "ClusterRoleBinding") or o["metadata"].get("namespace") == "kube-system"
+    ]
+    control_plane.kubectl(
+        "delete", "--ignore-not-found", "--wait=false", "-f", "-", input=yaml.safe_dump_all(cluster_scoped), check=False
+    )
     control_plane.kubectl("delete", "namespace", NS, "--ignore-not-found", "--wait=false", check=False)
 
     def gone() -> bool:
@@ -125,26 +128,60 @@ def can_i(cp, sa: str, verb: str, resource: str, namespace: str | None = "defaul
 
 READS = [(v, r) for r in ("nodes", "pods") for v in ("get", "list", "watch")]
 EXTENDER_FORBIDDEN = [
-    ("create", "pods"), ("delete", "pods"), ("update", "pods"), ("patch", "pods"), ("create", "pods/eviction"),
-    ("create", "pods/binding"), ("patch", "nodes"), ("delete", "nodes"), ("list", "secrets"), ("get", "secrets"),
-    ("list", "configmaps"), ("list", "poddisruptionbudgets.policy"), ("list", "deployments.apps"),
-    ("update", "deployments.apps/scale"), ("create", "leases.coordination.k8s.io"), ("create", "events"),
+    ("create", "pods"),
+    ("delete", "pods"),
+    ("update", "pods"),
+    ("patch", "pods"),
+    ("create", "pods/eviction"),
+    ("create", "pods/binding"),
+    ("patch", "nodes"),
+    ("delete", "nodes"),
+    ("list", "secrets"),
+    ("get", "secrets"),
+    ("list", "configmaps"),
+    ("list", "poddisruptionbudgets.policy"),
+    ("list", "deployments.apps"),
+    ("update", "deployments.apps/scale"),
+    ("create", "leases.coordination.k8s.io"),
+    ("create", "events"),
     ("list", "persistentvolumes"),
 ]
 DESCHEDULER_ALLOWED = [
-    ("create", "pods/eviction"), *READS, ("list", "poddisruptionbudgets.policy"), ("list", "deployments.apps"),
-    ("list", "replicasets.apps"), ("list", "statefulsets.apps"), ("list", "persistentvolumes"),
-    ("list", "persistentvolumeclaims"), ("get", "deployments.apps/scale"), ("update", "deployments.apps/scale"),
-    ("patch", "deployments.apps/scale"), ("list", "horizontalpodautoscalers.autoscaling"),
+    ("create", "pods/eviction"),
+    *READS,
+    ("list", "poddisruptionbudgets.policy"),
+    ("list", "deployments.apps"),
+    ("list", "replicasets.apps"),
+    ("list", "statefulsets.apps"),
+    ("list", "persistentvolumes"),
+    ("list", "persistentvolumeclaims"),
+    ("get", "deployments.apps/scale"),
+    ("update", "deployments.apps/scale"),
+    ("patch", "deployments.apps/scale"),
+    ("list", "horizontalpodautoscalers.autoscaling"),
     ("watch", "horizontalpodautoscalers.autoscaling"),
 ]
 DESCHEDULER_FORBIDDEN = [
-    ("delete", "pods"), ("deletecollection", "pods"), ("create", "pods"), ("update", "pods"), ("patch", "pods"),
-    ("list", "secrets"), ("get", "secrets"), ("patch", "nodes"), ("update", "nodes"), ("delete", "nodes"),
-    ("create", "pods/binding"), ("update", "deployments.apps"), ("delete", "deployments.apps"),
-    ("update", "statefulsets.apps/scale"), ("delete", "poddisruptionbudgets.policy"), ("list", "configmaps"),
-    ("create", "horizontalpodautoscalers.autoscaling"), ("update", "horizontalpodautoscalers.autoscaling"),
-    ("delete", "horizontalpodautoscalers.autoscaling"), ("patch", "deployments.apps"),
+    ("delete", "pods"),
+    ("deletecollection", "pods"),
+    ("create", "pods"),
+    ("update", "pods"),
+    ("patch", "pods"),
+    ("list", "secrets"),
+    ("get", "secrets"),
+    ("patch", "nodes"),
+    ("update", "nodes"),
+    ("delete", "nodes"),
+    ("create", "pods/binding"),
+    ("update", "deployments.apps"),
+    ("delete", "deployments.apps"),
+    ("update", "statefulsets.apps/scale"),
+    ("delete", "poddisruptionbudgets.policy"),
+    ("list", "configmaps"),
+    ("create", "horizontalpodautoscalers.autoscaling"),
+    ("update", "horizontalpodautoscalers.autoscaling"),
+    ("delete", "horizontalpodautoscalers.autoscaling"),
+    ("patch", "deployments.apps"),
 ]
 
 
@@ -171,14 +208,16 @@ def listed_rules(cp, sa: str, namespace: str) -> set[tuple[str, str]]:
             continue
         if parts[0].startswith("selfsubject"):
             continue
-        rows.add((parts[0], line[line.rindex("["):]))
+        rows.add((parts[0], line[line.rindex("[") :]))
     return rows
 
 
 def test_the_extender_has_exactly_two_resource_rules(control_plane, shipped_rbac):
     for ns in ("default", NS, "kube-system"):
-        assert listed_rules(control_plane, EXTENDER_SA, ns) == {("nodes", "[get list watch]"),
-                                                                ("pods", "[get list watch]")}
+        assert listed_rules(control_plane, EXTENDER_SA, ns) == {
+            ("nodes", "[get list watch]"),
+            ("pods", "[get list watch]"),
+        }
 
 
 @pytest.mark.parametrize("verb,resource", DESCHEDULER_ALLOWED)
@@ -270,16 +309,44 @@ def test_a_stale_write_is_a_conflict_and_a_foreign_lease_is_forbidden(control_pl
 
 def start_descheduler(tmp_path: Path, kubeconfig: Path, identity: str) -> subprocess.Popen:
     cfg = tmp_path / f"{identity}.yaml"
-    cfg.write_text(yaml.safe_dump({
-        "apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfiguration", "dryRun": True,
-        "excludedNamespaces": ["kube-system", NS],
-        "leaderElection": {"enabled": True, "leaseNamespace": NS, "identity": identity,
-                           "leaseDurationSeconds": 4, "renewDeadlineSeconds": 3, "retryPeriodSeconds": 1}}))
-    out = open(tmp_path / f"{identity}.out", "w")
-    err = open(tmp_path / f"{identity}.err", "w")
-    return subprocess.Popen([sys.executable, "-m", "descheduler", "--config", str(cfg), "--kubeconfig",
-                             str(kubeconfig), "--interval", "1", "--json"], stdout=out, stderr=err, cwd=ROOT,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "hrl-scheduler.io/v1alpha1",
+                "kind": "DeschedulerConfiguration",
+                "dryRun": True,
+                "excludedNamespaces": ["kube-system", NS],
+                "leaderElection": {
+                    "enabled": True,
+                    "leaseNamespace": NS,
+                    "identity": identity,
+                    "leaseDurationSeconds": 4,
+                    "renewDeadlineSeconds": 3,
+                    "retryPeriodSeconds": 1,
+                },
+            }
+        )
+    )
+    # the child writes to its own copies of the descriptors; ours are closed once it is started
+    with open(tmp_path / f"{identity}.out", "w") as out, open(tmp_path / f"{identity}.err", "w") as err:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "descheduler",
+                "--config",
+                str(cfg),
+                "--kubeconfig",
+                str(kubeconfig),
+                "--interval",
+                "1",
+                "--json",
+            ],
+            stdout=out,
+            stderr=err,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
 
 
 def reports(tmp_path: Path, identity: str) -> int:
@@ -291,9 +358,11 @@ def test_only_the_lease_holder_runs_cycles_and_a_stopped_leader_hands_over(contr
     kc = service_account_kubeconfig(cp, tmp_path / "descheduler.kubeconfig", NS, "hrl-descheduler")
     procs = {name: start_descheduler(tmp_path, kc, name) for name in ("replica-a", "replica-b")}
     try:
+
         def holder() -> str | None:
-            res = cp.kubectl("get", "lease", "hrl-descheduler", "-n", NS, "-o", "jsonpath={.spec.holderIdentity}",
-                             check=False)
+            res = cp.kubectl(
+                "get", "lease", "hrl-descheduler", "-n", NS, "-o", "jsonpath={.spec.holderIdentity}", check=False
+            )
             return res.stdout.strip() or None
 
         leader = wait_for(lambda: holder() if holder() in procs else None, 60, "a replica to take the lease")
@@ -317,6 +386,7 @@ def test_only_the_lease_holder_runs_cycles_and_a_stopped_leader_hands_over(contr
                     p.wait(30)
                 except subprocess.TimeoutExpired:
                     p.kill()
+                    p.wait()
         cp.kubectl("delete", "lease", "hrl-descheduler", "-n", NS, "--ignore-not-found")
 
 
@@ -326,39 +396,65 @@ def test_only_the_lease_holder_runs_cycles_and_a_stopped_leader_hands_over(contr
 @pytest.fixture()
 def https_extender(tmp_path):
     pki = tmp_path / "pki"
-    subprocess.run([str(ROOT / "hack" / "gen-extender-certs.sh"), str(pki), "localhost", "127.0.0.1"],
-                   check=True, capture_output=True, timeout=60)
-    config = load_extender_config({
-        "apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration",
-        "listen": {"host": "127.0.0.1", "port": 0,
-                   "tls": {"certFile": str(pki / "tls.crt"), "keyFile": str(pki / "tls.key")}}})
+    subprocess.run(
+        [str(ROOT / "hack" / "gen-extender-certs.sh"), str(pki), "localhost", "127.0.0.1"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    config = load_extender_config(
+        {
+            "apiVersion": "hrl-scheduler.io/v1alpha1",
+            "kind": "ExtenderConfiguration",
+            "listen": {
+                "host": "127.0.0.1",
+                "port": 0,
+                "tls": {"certFile": str(pki / "tls.crt"), "keyFile": str(pki / "tls.key")},
+            },
+        }
+    )
     with ExtenderServer(config) as server:
         yield server, pki
 
 
 def filter_calls(server) -> float:
-    return sum(s.value for fam in server.registry.collect() for s in fam.samples
-               if s.name == "hrl_extender_filter_total")
+    return sum(
+        s.value for fam in server.registry.collect() for s in fam.samples if s.name == "hrl_extender_filter_total"
+    )
 
 
 def test_kube_scheduler_verifies_the_extender_against_the_ca_and_schedules_through_it(
-        control_plane, kwok_nodes, namespace, https_extender, tmp_path):
+    control_plane, kwok_nodes, namespace, https_extender, tmp_path
+):
     cp, (server, pki) = control_plane, https_extender
     kwok_nodes(2)
     other = tmp_path / "other-pki"
-    subprocess.run([str(ROOT / "hack" / "gen-extender-certs.sh"), str(other), "localhost"], check=True,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        [str(ROOT / "hack" / "gen-extender-certs.sh"), str(other), "localhost"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     # ignorable: false, so that a TLS failure is not papered over: the pod would stay Pending.
-    reg = dict(enableHTTPS=True, ignorable=False, httpTimeout="5s")
+    reg = {"enableHTTPS": True, "ignorable": False, "httpTimeout": "5s"}
     good = cpmod().extender_registration(server.url, **reg, tlsConfig={"caFile": str(pki / "ca.crt")})
     bad = cpmod().extender_registration(server.url, **reg, tlsConfig={"caFile": str(other / "ca.crt")})
     assert server.url.startswith("https://127.0.0.1:")
     with cp.scheduler("hrl-tls", [good]), cp.scheduler("hrl-tls-wrong-ca", [bad]):
         before = filter_calls(server)
-        apply(cp, namespace, [
-            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "via-tls"}, "spec": pod_spec("hrl-tls")},
-            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "wrong-ca"},
-             "spec": pod_spec("hrl-tls-wrong-ca")}])
+        apply(
+            cp,
+            namespace,
+            [
+                {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "via-tls"}, "spec": pod_spec("hrl-tls")},
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {"name": "wrong-ca"},
+                    "spec": pod_spec("hrl-tls-wrong-ca"),
+                },
+            ],
+        )
 
         def node(name: str) -> str:
             return cp.kubectl("get", "pod", name, "-n", namespace, "-o", "jsonpath={.spec.nodeName}").stdout

@@ -37,15 +37,17 @@ def boutique_graph() -> ServiceGraph:
 def trained(tmp_path_factory) -> tuple[Path, Path]:
     """``hrl-policy train placement --quick`` (seconds of training) into a temporary directory."""
     d = tmp_path_factory.mktemp("placement")
-    rc = cli_main(["train", "placement", "--quick", "--no-eval", "--out", str(d / "bundle"),
-                   "--run-dir", str(d / "run")])
+    rc = cli_main(
+        ["train", "placement", "--quick", "--no-eval", "--out", str(d / "bundle"), "--run-dir", str(d / "run")]
+    )
     assert rc == 0
     return d / "bundle", d / "run"
 
 
 def test_a_short_training_run_writes_its_log_curves_checkpoint_and_bundle(trained):
     bundle, run = trained
-    rows = list(csv.DictReader((run / "log.csv").open()))
+    with (run / "log.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
     assert [int(r["iteration"]) for r in rows] == list(range(len(rows))) and len(rows) >= 2
     assert all(r["train_return"] for r in rows[1:])
     assert (run / "learning_curves.png").stat().st_size > 1000
@@ -62,8 +64,14 @@ def test_export_placement_rebuilds_the_bundle_from_the_checkpoint(trained, tmp_p
 
 
 def config_for(bundle: Path, **extra):
-    return load_extender_config({"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration",
-                                 "policy": {"name": "learned", "bundle": str(bundle)}, **extra})
+    return load_extender_config(
+        {
+            "apiVersion": "hrl-scheduler.io/v1alpha1",
+            "kind": "ExtenderConfiguration",
+            "policy": {"name": "learned", "bundle": str(bundle)},
+            **extra,
+        }
+    )
 
 
 def test_the_extender_serves_the_exported_bundle_over_http_with_integer_scores(trained):
@@ -99,8 +107,10 @@ def test_a_failing_policy_answers_neutral_scores_and_is_counted(trained):
         s.policy.rows.get = broken  # the one slice of the policy this test breaks
         r = httpx.post(s.url + "/prioritize", content=ARGS, timeout=10)
         assert r.status_code == 200 and decode_host_priorities(r.content, NAMES) == dict.fromkeys(NAMES, 0)
-        assert 'hrl_extender_prioritize_total{outcome="neutral_error"} 1.0' in httpx.get(
-            s.base_url + "/metrics", timeout=5).text
+        assert (
+            'hrl_extender_prioritize_total{outcome="neutral_error"} 1.0'
+            in httpx.get(s.base_url + "/metrics", timeout=5).text
+        )
 
 
 def test_a_missing_bundle_is_a_configuration_error_naming_it(tmp_path):
@@ -113,16 +123,17 @@ def test_the_command_serves_the_learned_policy_its_configuration_names(trained, 
     manifests = ROOT / "policy" / "data" / "apps" / "online-boutique" / "kubernetes-manifests.yaml"
     port = free_port()
     cfg = tmp_path / "extender.yaml"
-    cfg.write_text("apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
-                   f"listen: {{port: {port}}}\nlogLevel: warning\n"
-                   f"policy: {{name: learned, bundle: '{bundle}', embeddingRefreshSeconds: 0.2}}\n"
-                   f"topology: {{sources: ['{manifests}']}}\n")
+    cfg.write_text(
+        "apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
+        f"listen: {{port: {port}}}\nlogLevel: warning\n"
+        f"policy: {{name: learned, bundle: '{bundle}', embeddingRefreshSeconds: 0.2}}\n"
+        f"topology: {{sources: ['{manifests}']}}\n"
+    )
     with extender_process(cfg, port, "--snapshot", str(FIX / "cluster-list.json"), start_timeout_s=60) as ext:
         assert ext.ready.status_code == 200
         r = httpx.post(ext.base_url + "/scheduler/prioritize", content=ARGS, timeout=10)
         assert r.status_code == 200
         assert all(isinstance(h["Score"], int) and 0 <= h["Score"] <= 10 for h in r.json())
-        assert 'hrl_extender_prioritize_total{outcome="ok"} 1.0' in httpx.get(ext.base_url + "/metrics",
-                                                                              timeout=5).text
+        assert 'hrl_extender_prioritize_total{outcome="ok"} 1.0' in httpx.get(ext.base_url + "/metrics", timeout=5).text
     assert ext.returncode == 0, ext.stderr
     assert "Traceback" not in ext.stderr

@@ -24,11 +24,11 @@ from pathlib import Path
 import httpx
 import pytest
 from proc_helpers import free_port
+from prom_exporter import ISTIO_BUCKETS_MS, LINKERD_BUCKETS_MS, OTEL_BUCKETS_S, ReplayCollector, ReplayTable, serve
 
 from extender.server import ExtenderServer
 from policy.topology.live import TopologyRefresher
 from policy.topology.prometheus import PrometheusSource
-from prom_exporter import ISTIO_BUCKETS_MS, LINKERD_BUCKETS_MS, OTEL_BUCKETS_S, ReplayCollector, ReplayTable, serve
 
 pytestmark = pytest.mark.prometheus
 
@@ -36,16 +36,19 @@ ROOT = Path(__file__).resolve().parents[2]
 SPANS_DIR = ROOT / "tests/fixtures/online-boutique-spans"
 MANIFESTS = ROOT / "tests/fixtures/online-boutique-manifests"
 CLUSTER = ROOT / "tests/fixtures/extender/cluster-list.json"
-TABLE_WINDOW_S = 108.100294386          # PROVENANCE.md: min start .. max end of the excerpt
+TABLE_WINDOW_S = 108.100294386  # PROVENANCE.md: min start .. max end of the excerpt
 SPEED = 100.0
 WINDOW = "4s"
 SCRAPE = "500ms"
 NAMESPACE = "boutique"
 DECOY_NS, DECOY_RPS = "staging", 5.0
 FAILING_EDGE, FAILING_SHARE = ("checkoutservice", "paymentservice"), 0.25
-RATE_TOLERANCE = 0.02                   # timing of scrapes vs the exporter's clock: well under 1 % in practice
-BUCKETS_MS = {"istio": ISTIO_BUCKETS_MS, "linkerd": LINKERD_BUCKETS_MS,
-              "otel": tuple(b * 1000.0 for b in OTEL_BUCKETS_S)}
+RATE_TOLERANCE = 0.02  # timing of scrapes vs the exporter's clock: well under 1 % in practice
+BUCKETS_MS = {
+    "istio": ISTIO_BUCKETS_MS,
+    "linkerd": LINKERD_BUCKETS_MS,
+    "otel": tuple(b * 1000.0 for b in OTEL_BUCKETS_S),
+}
 
 
 def provenance_table() -> dict[tuple[str, str], dict[str, float]]:
@@ -54,8 +57,14 @@ def provenance_table() -> dict[tuple[str, str], dict[str, float]]:
     row = r"^\| ([a-z]+) \| ([a-z]+) \| (\d+) \| (\d+) \|" + r" ([\d.]+) \|" * 4
     for m in re.finditer(row, text, flags=re.M):
         caller, callee, spans, req, mean, p50, p95, p99 = m.groups()
-        out[(caller, callee)] = {"spans": int(spans), "requests": int(req), "mean": float(mean), "p50": float(p50),
-                                 "p95": float(p95), "p99": float(p99)}
+        out[(caller, callee)] = {
+            "spans": int(spans),
+            "requests": int(req),
+            "mean": float(mean),
+            "p50": float(p50),
+            "p95": float(p95),
+            "p99": float(p99),
+        }
     assert len(out) == 13
     return out
 
@@ -69,6 +78,7 @@ def expected_rps(edge: tuple[str, str]) -> float:
 
 # ---- the server ----------------------------------------------------------------------------------------
 
+
 def prometheus_binary() -> str:
     script = ROOT / "hack" / "install-prometheus.sh"
     try:
@@ -76,8 +86,10 @@ def prometheus_binary() -> str:
     except subprocess.TimeoutExpired:
         pytest.fail("hack/install-prometheus.sh did not finish within 15 min")
     if p.returncode != 0 or not p.stdout.strip():
-        pytest.fail("a real Prometheus server is required and could not be installed by "
-                    f"hack/install-prometheus.sh (exit {p.returncode}):\n{p.stderr[-2000:]}")
+        pytest.fail(
+            "a real Prometheus server is required and could not be installed by "
+            f"hack/install-prometheus.sh (exit {p.returncode}):\n{p.stderr[-2000:]}"
+        )
     return p.stdout.strip().splitlines()[-1]
 
 
@@ -98,16 +110,25 @@ class PrometheusServer:
             "  - job_name: replay\n"
             "    honor_labels: true\n"
             "    static_configs:\n"
-            f"      - targets: ['{target}']\n")
+            f"      - targets: ['{target}']\n"
+        )
         self.log = workdir / "prometheus.log"
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 30.0) -> None:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [self.binary, f"--config.file={self.config}", f"--storage.tsdb.path={self.workdir / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1h",
-                 "--log.level=warn"], stdout=log, stderr=subprocess.STDOUT)
+                [
+                    self.binary,
+                    f"--config.file={self.config}",
+                    f"--storage.tsdb.path={self.workdir / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--storage.tsdb.retention.time=1h",
+                    "--log.level=warn",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -153,11 +174,18 @@ class PrometheusServer:
 
 @pytest.fixture(scope="module")
 def replay():
-    collector = ReplayCollector(ReplayTable.from_spans(SPANS_DIR), speed=SPEED, namespace=NAMESPACE,
-                                errors={FAILING_EDGE: FAILING_SHARE}, decoy_namespace=DECOY_NS, decoy_rps=DECOY_RPS)
+    collector = ReplayCollector(
+        ReplayTable.from_spans(SPANS_DIR),
+        speed=SPEED,
+        namespace=NAMESPACE,
+        errors={FAILING_EDGE: FAILING_SHARE},
+        decoy_namespace=DECOY_NS,
+        decoy_rps=DECOY_RPS,
+    )
     httpd = serve(collector)
     yield collector, f"127.0.0.1:{httpd.server_port}"
     httpd.shutdown()
+    httpd.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -175,8 +203,9 @@ def prom(replay):
 
 
 def fetch(prom: PrometheusServer, flavor: str, namespace: str | None = NAMESPACE):
-    with PrometheusSource(prom.url, flavor, window_s=WINDOW, namespace=None if flavor == "otel" else namespace,
-                          timeout_s=5) as src:
+    with PrometheusSource(
+        prom.url, flavor, window_s=WINDOW, namespace=None if flavor == "otel" else namespace, timeout_s=5
+    ) as src:
         return src.fetch_with_warnings()
 
 
@@ -191,6 +220,7 @@ def bucket_range(bounds: tuple[float, ...], value: float) -> tuple[float, float]
 
 
 # ---- tests ---------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("flavor", ["istio", "linkerd", "otel"])
 def test_the_graph_read_back_through_promql_has_the_13_span_edges_at_the_replayed_rates(prom, replay, flavor):
@@ -254,16 +284,20 @@ def test_hrl_policy_graph_on_a_live_uri_prints_the_replayed_edges(prom, flavor):
 def test_hrl_policy_graph_combines_declared_manifest_edges_with_observed_rates(prom):
     exe = Path(sys.executable).parent / "hrl-policy"
     uri = f"prometheus+istio://127.0.0.1:{prom.port}?window={WINDOW}&namespace={NAMESPACE}"
-    p = subprocess.run([str(exe), "graph", str(MANIFESTS), uri, "--json"], capture_output=True, text=True,
-                       timeout=60, cwd=ROOT)
+    p = subprocess.run(
+        [str(exe), "graph", str(MANIFESTS), uri, "--json"], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     edges = {(e["caller"], e["callee"]): e for e in doc["edges"]}
-    assert len(doc["services"]) == 12 and len(edges) == 16          # the manifests' graph ...
-    for key in EXPECTED:                                            # ... with the 13 observed rates
+    assert len(doc["services"]) == 12 and len(edges) == 16  # the manifests' graph ...
+    for key in EXPECTED:  # ... with the 13 observed rates
         assert edges[key]["rps"] == pytest.approx(expected_rps(key), rel=RATE_TOLERANCE)
     assert {k for k, e in edges.items() if e["rps"] is None} == {
-        ("loadgenerator", "frontend"), ("checkoutservice", "currencyservice"), ("cartservice", "redis-cart")}
+        ("loadgenerator", "frontend"),
+        ("checkoutservice", "currencyservice"),
+        ("cartservice", "redis-cart"),
+    }
 
 
 def test_when_prometheus_goes_away_the_extender_keeps_the_last_good_graph_and_readyz_says_it_is_stale(prom):
@@ -277,8 +311,9 @@ def test_when_prometheus_goes_away_the_extender_keeps_the_last_good_graph_and_re
             assert not st.stale
             graph = server.store.get().graph
             assert graph.edge("frontend", "productcatalogservice").rps == pytest.approx(
-                expected_rps(("frontend", "productcatalogservice")), rel=RATE_TOLERANCE)
-            assert graph.edge("loadgenerator", "frontend").rps is None       # declared only
+                expected_rps(("frontend", "productcatalogservice")), rel=RATE_TOLERANCE
+            )
+            assert graph.edge("loadgenerator", "frontend").rps is None  # declared only
             r = c.get("/readyz")
             assert (r.status_code, r.text) == (200, "ok\n")
 
@@ -286,13 +321,15 @@ def test_when_prometheus_goes_away_the_extender_keeps_the_last_good_graph_and_re
             try:
                 st = refresher.refresh_once()
                 assert st.stale and "cannot reach Prometheus" in st.reason
-                assert server.store.get().graph == graph                    # the last good graph, unchanged
+                assert server.store.get().graph == graph  # the last good graph, unchanged
                 r = c.get("/readyz")
                 assert r.status_code == 200 and "warning: call graph stale" in r.text
                 metrics = c.get("/metrics").text
                 assert "hrl_topology_graph_stale 1.0" in metrics
-                assert f'hrl_topology_source_errors_total{{source="prometheus+istio://127.0.0.1:{prom.port}"}} 1.0' \
-                       in metrics
+                assert (
+                    f'hrl_topology_source_errors_total{{source="prometheus+istio://127.0.0.1:{prom.port}"}} 1.0'
+                    in metrics
+                )
                 assert "hrl_topology_graph_edges 16.0" in metrics
             finally:
                 prom.start()
@@ -314,24 +351,36 @@ def test_hrl_extender_with_a_live_source_in_its_configuration_serves_the_observe
         "apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
         "topology:\n"
         f"  sources: ['{MANIFESTS}', 'prometheus+otel://127.0.0.1:{prom.port}?window={WINDOW}']\n"
-        "  refreshSeconds: 1\n")
+        "  refreshSeconds: 1\n"
+    )
     exe = Path(sys.executable).parent / "hrl-extender"
-    proc = subprocess.Popen([str(exe), "--config", str(cfg), "--snapshot", str(CLUSTER), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 20
-        ready = None
-        while time.monotonic() < deadline and proc.poll() is None:
+    # ``with``: the pipe is closed and the process reaped on the way out
+    with subprocess.Popen(
+        [str(exe), "--config", str(cfg), "--snapshot", str(CLUSTER), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as proc:
+        try:
+            deadline = time.monotonic() + 20
+            ready = None
+            while time.monotonic() < deadline and proc.poll() is None:
+                try:
+                    ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            assert ready is not None, proc.stdout.read() if proc.poll() is not None else "no answer"
+            assert (ready.status_code, ready.text) == (200, "ok\n")
+            metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+            assert "hrl_topology_graph_stale 0.0" in metrics and "hrl_topology_graph_edges 16.0" in metrics
+            assert (
+                f'hrl_topology_source_errors_total{{source="prometheus+otel://127.0.0.1:{prom.port}"}} 0.0' in metrics
+            )
+        finally:
+            proc.terminate()
             try:
-                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        assert ready is not None, proc.stdout.read() if proc.poll() is not None else "no answer"
-        assert (ready.status_code, ready.text) == (200, "ok\n")
-        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-        assert "hrl_topology_graph_stale 0.0" in metrics and "hrl_topology_graph_edges 16.0" in metrics
-        assert f'hrl_topology_source_errors_total{{source="prometheus+otel://127.0.0.1:{prom.port}"}} 0.0' in metrics
-    finally:
-        proc.terminate()
-        proc.wait(10)
+                proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()

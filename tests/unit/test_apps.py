@@ -2,17 +2,16 @@
 and a timeout, and places on its benchmark cluster."""
 
 import re
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
-from functools import lru_cache
-
 from policy.sim.app import builtin_apps, builtin_apps_dir
 from policy.sim.app import load_app as _load_app
 from policy.sim.engine import SimConfig
-from policy.sim.stacks import run_stack
 from policy.sim.run import cluster_for, trace_rps
+from policy.sim.stacks import run_stack
 
 load_app = lru_cache(maxsize=None)(_load_app)
 
@@ -40,18 +39,23 @@ def test_an_app_has_its_workloads_edges_slo_and_timeout(name):
     assert all(w.replicas >= 1 for w in app.workloads)
 
 
-@pytest.mark.parametrize("name", ["sock-shop", "dsb-hotel-reservation", "dsb-social-network",
-                                  "dsb-media-microservices"])
+@pytest.mark.parametrize(
+    "name", ["sock-shop", "dsb-hotel-reservation", "dsb-social-network", "dsb-media-microservices"]
+)
 def test_the_call_graph_is_the_edge_table_of_the_provenance(name):
     text = (builtin_apps_dir() / name / "PROVENANCE.md").read_text()
-    table = text[text.index("## Call graph"):]
+    table = text[text.index("## Call graph") :]
     rows = set()
     for line in table.splitlines()[1:]:
         if line.startswith("## "):
             break
         cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
-        if line.startswith("|") and len(cells) >= 2 and re.fullmatch(r"[a-z0-9][a-z0-9-]*", cells[0]) \
-                and cells[0] != "caller":
+        if (
+            line.startswith("|")
+            and len(cells) >= 2
+            and re.fullmatch(r"[a-z0-9][a-z0-9-]*", cells[0])
+            and cells[0] != "caller"
+        ):
             rows.add((cells[0], cells[1]))
     app = load_app(name)
     assert {(e.caller, e.callee) for e in app.graph.edges} == rows
@@ -68,8 +72,13 @@ def test_the_alibaba_app_is_the_union_of_the_sample_call_graphs():
 @pytest.mark.parametrize("name", [n for n in EXPECTED if n != "alibaba"])
 def test_every_pod_of_an_app_places_on_its_benchmark_cluster(name):
     app = load_app(name)
-    res = run_stack("default-kube-scheduler", app, trace_rps(app, "nasa", 2), cluster_for(app),
-                    SimConfig(minutes=2, seed=0, n_samples=100))
+    res = run_stack(
+        "default-kube-scheduler",
+        app,
+        trace_rps(app, "nasa", 2),
+        cluster_for(app),
+        SimConfig(minutes=2, seed=0, n_samples=100),
+    )
     assert res.unschedulable == 0
     assert res.pods_placed == sum(w.replicas for w in app.workloads)
 

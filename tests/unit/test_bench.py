@@ -25,8 +25,13 @@ def test_a_metric_that_cannot_vary_has_a_zero_interval_and_non_finite_values_are
 
 
 def run(app, trace, policy, seed, **m):
-    return {"app": app, "trace": trace, "policy": policy, "seed": seed,
-            "metrics": {k: m.get(k, 1.0 + seed) for k in METRIC_KEYS}}
+    return {
+        "app": app,
+        "trace": trace,
+        "policy": policy,
+        "seed": seed,
+        "metrics": {k: m.get(k, 1.0 + seed) for k in METRIC_KEYS},
+    }
 
 
 def test_the_summary_has_exactly_the_documented_shape():
@@ -38,13 +43,16 @@ def test_the_summary_has_exactly_the_documented_shape():
     validate_summary(s)
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda s: s.update(extra=1),
-    lambda s: s["results"]["a"]["nasa"]["p"]["failed_pct"].update(ci95=None),
-    lambda s: s["results"]["a"]["nasa"]["p"]["failed_pct"].update(mean=float("nan")),
-    lambda s: s["results"]["a"]["nasa"]["p"].pop("evictions"),
-    lambda s: s.update(seeds=0),
-])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda s: s.update(extra=1),
+        lambda s: s["results"]["a"]["nasa"]["p"]["failed_pct"].update(ci95=None),
+        lambda s: s["results"]["a"]["nasa"]["p"]["failed_pct"].update(mean=float("nan")),
+        lambda s: s["results"]["a"]["nasa"]["p"].pop("evictions"),
+        lambda s: s.update(seeds=0),
+    ],
+)
 def test_a_malformed_summary_is_rejected(mutate):
     s = summarize([run("a", "nasa", "p", 0), run("a", "nasa", "p", 1)], seeds=2)
     mutate(s)
@@ -58,14 +66,30 @@ def test_short_runs_are_centred_on_the_windows_peak():
     whole = load_trace("twitter")
     off = window_offset("twitter", 30)
     assert 0 <= off <= len(whole) - 30
-    assert whole[off:off + 30].max() == whole.max()
+    assert whole[off : off + 30].max() == whole.max()
     assert window_offset("twitter", None) == 0
 
 
 def test_a_tiny_benchmark_writes_the_summary_plots_and_its_own_markdown(tmp_path):
-    rc = main(["--quick", "--apps", "online-boutique", "--traces", "bursty", "--policies",
-               "default-kube-scheduler,networkaware", "--seeds", "2", "--minutes", "3", "--jobs", "1",
-               "--out", str(tmp_path)])
+    rc = main(
+        [
+            "--quick",
+            "--apps",
+            "online-boutique",
+            "--traces",
+            "bursty",
+            "--policies",
+            "default-kube-scheduler,networkaware",
+            "--seeds",
+            "2",
+            "--minutes",
+            "3",
+            "--jobs",
+            "1",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     assert rc == 0
     s = json.loads((tmp_path / "summary.json").read_text())
     validate_summary(s)
@@ -78,8 +102,23 @@ def test_a_tiny_benchmark_writes_the_summary_plots_and_its_own_markdown(tmp_path
 
 
 def test_an_interrupted_benchmark_resumes_from_its_journal(tmp_path, capsys):
-    args = ["--quick", "--apps", "online-boutique", "--traces", "nasa", "--policies", "default-kube-scheduler",
-            "--seeds", "2", "--minutes", "2", "--jobs", "1", "--out", str(tmp_path)]
+    args = [
+        "--quick",
+        "--apps",
+        "online-boutique",
+        "--traces",
+        "nasa",
+        "--policies",
+        "default-kube-scheduler",
+        "--seeds",
+        "2",
+        "--minutes",
+        "2",
+        "--jobs",
+        "1",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(args) == 0
     journal = tmp_path / "runs-quick.jsonl"
     lines = journal.read_text().splitlines()
@@ -100,8 +139,21 @@ def test_a_registered_stack_that_cannot_be_built_is_skipped_unless_asked_for(tmp
 
     monkeypatch.setitem(stacks._BUILTIN, "zz-broken", stacks.StackInfo("zz-broken", broken, "broken"))
     monkeypatch.setattr(stacks, "_entry_points", lambda: [])
-    base = ["--quick", "--apps", "online-boutique", "--traces", "nasa", "--seeds", "1", "--minutes", "1",
-            "--jobs", "1", "--out", str(tmp_path)]
+    base = [
+        "--quick",
+        "--apps",
+        "online-boutique",
+        "--traces",
+        "nasa",
+        "--seeds",
+        "1",
+        "--minutes",
+        "1",
+        "--jobs",
+        "1",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(base) == 0
     assert "skipping stack zz-broken: no policy bundle at /nowhere" in capsys.readouterr().err
     s = json.loads((tmp_path / "summary.json").read_text())

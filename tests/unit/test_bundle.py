@@ -17,11 +17,17 @@ OBS = FeatureSpec.of([("cpu_util", "fraction"), ("log_rps", "log1p(rps)")])
 
 
 def bundle(**kw) -> PolicyBundle:
-    args = dict(level="low", policy_version="test-1", feature_spec={"obs": OBS}, dims={"hidden": 4},
-                architecture={"type": "mlp"},
-                weights={"fc.weight": np.arange(8, dtype=np.float32).reshape(4, 2), "fc.bias": np.zeros(4, np.float32)},
-                normalization={"obs": {"mean": [0.0, 1.0], "std": [1.0, 2.0]}},
-                action_bounds={"low": [-1.0], "high": [1.0]}, metadata={"seed": 3})
+    args = {
+        "level": "low",
+        "policy_version": "test-1",
+        "feature_spec": {"obs": OBS},
+        "dims": {"hidden": 4},
+        "architecture": {"type": "mlp"},
+        "weights": {"fc.weight": np.arange(8, dtype=np.float32).reshape(4, 2), "fc.bias": np.zeros(4, np.float32)},
+        "normalization": {"obs": {"mean": [0.0, 1.0], "std": [1.0, 2.0]}},
+        "action_bounds": {"low": [-1.0], "high": [1.0]},
+        "metadata": {"seed": 3},
+    }
     args.update(kw)
     return PolicyBundle(**args)
 
@@ -59,14 +65,23 @@ def test_weights_are_read_only_after_loading(tmp_path):
         w[0, 0] = 1.0
 
 
-@pytest.mark.parametrize("expected,needle", [
-    (FeatureSpec.of([("cpu_util", "fraction"), ("log_rps", "log1p(rps)"), ("extra", "flag")]),
-     "first difference at column 2: expected extra (flag), found nothing"),
-    (FeatureSpec.of([("cpu_util", "fraction"), ("rps", "rps")]),
-     "first difference at column 1: expected rps (rps), found log_rps (log1p(rps))"),
-    (FeatureSpec.of([("cpu_util", "percent"), ("log_rps", "log1p(rps)")]),
-     "expected cpu_util (percent), found cpu_util (fraction)"),
-])
+@pytest.mark.parametrize(
+    "expected,needle",
+    [
+        (
+            FeatureSpec.of([("cpu_util", "fraction"), ("log_rps", "log1p(rps)"), ("extra", "flag")]),
+            "first difference at column 2: expected extra (flag), found nothing",
+        ),
+        (
+            FeatureSpec.of([("cpu_util", "fraction"), ("rps", "rps")]),
+            "first difference at column 1: expected rps (rps), found log_rps (log1p(rps))",
+        ),
+        (
+            FeatureSpec.of([("cpu_util", "percent"), ("log_rps", "log1p(rps)")]),
+            "expected cpu_util (percent), found cpu_util (fraction)",
+        ),
+    ],
+)
 def test_a_feature_spec_mismatch_is_refused_with_both_sides_named(tmp_path, expected, needle):
     bundle().save(tmp_path)
     with pytest.raises(BundleError) as e:
@@ -92,10 +107,13 @@ def test_another_schema_version_is_refused_naming_both(tmp_path):
         PolicyBundle.load(tmp_path)
 
 
-@pytest.mark.parametrize("kw,needle", [
-    ({"level": "high"}, "level: expected 'high', found 'low'"),
-    ({"architecture_type": "gru"}, "architecture.type: expected 'gru', found 'mlp'"),
-])
+@pytest.mark.parametrize(
+    "kw,needle",
+    [
+        ({"level": "high"}, "level: expected 'high', found 'low'"),
+        ({"architecture_type": "gru"}, "architecture.type: expected 'gru', found 'mlp'"),
+    ],
+)
 def test_another_level_or_architecture_is_refused(tmp_path, kw, needle):
     bundle().save(tmp_path)
     with pytest.raises(BundleError, match=needle.replace("(", r"\(").replace(")", r"\)")):
@@ -140,14 +158,17 @@ def test_missing_files_and_broken_json_give_one_line_errors(tmp_path):
         PolicyBundle.load(tmp_path)
 
 
-@pytest.mark.parametrize("kw,needle", [
-    ({"level": "middle"}, "level: expected one of low, high, encoder"),
-    ({"policy_version": " "}, "policy_version"),
-    ({"weights": {"w": np.array([np.nan])}}, "NaN or infinity"),
-    ({"normalization": {"obs": {"mean": [float("inf")]}}}, "normalization.obs.mean[0]: expected a finite number"),
-    ({"dims": {"hidden": -1}}, "dims.hidden"),
-    ({"architecture": {}}, "architecture.type"),
-])
+@pytest.mark.parametrize(
+    "kw,needle",
+    [
+        ({"level": "middle"}, "level: expected one of low, high, encoder"),
+        ({"policy_version": " "}, "policy_version"),
+        ({"weights": {"w": np.array([np.nan])}}, "NaN or infinity"),
+        ({"normalization": {"obs": {"mean": [float("inf")]}}}, "normalization.obs.mean[0]: expected a finite number"),
+        ({"dims": {"hidden": -1}}, "dims.hidden"),
+        ({"architecture": {}}, "architecture.type"),
+    ],
+)
 def test_invalid_bundles_cannot_be_built(kw, needle):
     with pytest.raises(BundleError) as e:
         bundle(**kw)

@@ -20,13 +20,12 @@ from typing import Any
 import pytest
 
 from descheduler.config import load_descheduler_config, placement_from_config, planner_from_config
-from policy.bundle import MAX_DIM, BundleError, PolicyBundle
+from policy.bundle import MAX_DIM, BundleError, BundleMissing, PolicyBundle, bundle_error_line
 from policy.cli.bundle import check_bundle
 from policy.cli.core import main as policy_main
-from policy.bundle import BundleMissing, bundle_error_line
+from policy.encoder import DEFAULT_ENCODER_BUNDLE
 from policy.highlevel import load_learned_autoscaler
 from policy.lowlevel import LearnedPlacement, encoder_for
-from policy.encoder import DEFAULT_ENCODER_BUNDLE
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLES = ROOT / "policy" / "bundles"
@@ -56,6 +55,7 @@ def setter(*path: str, value: Any) -> Callable[[dict], None]:
         for k in path[:-1]:
             o = o[k]
         o[path[-1]] = value
+
     return edit
 
 
@@ -65,6 +65,7 @@ def deleter(*path: str) -> Callable[[dict], None]:
         for k in path[:-1]:
             o = o[k]
         del o[path[-1]]
+
     return edit
 
 
@@ -84,16 +85,25 @@ MALFORMED = [
     ("temperature text", setter("architecture", "temperature", value="hot"), "architecture.temperature"),
     ("temperature zero", setter("architecture", "temperature", value=0), "architecture.temperature"),
     ("extender_weight null", setter("architecture", "extender_weight", value=None), "architecture.extender_weight"),
-    ("extender_weight fractional", setter("architecture", "extender_weight", value=2.5),
-     "architecture.extender_weight"),
+    (
+        "extender_weight fractional",
+        setter("architecture", "extender_weight", value=2.5),
+        "architecture.extender_weight",
+    ),
     ("intent_gain text", setter("architecture", "intent_gain", value="3"), "architecture.intent_gain"),
     ("encoder_version a number", setter("architecture", "encoder_version", value=5), "architecture.encoder_version"),
-    ("service_input flat on an encoder bundle", setter("architecture", "service_input", value="flat"),
-     "architecture.service_input"),
+    (
+        "service_input flat on an encoder bundle",
+        setter("architecture", "service_input", value="flat"),
+        "architecture.service_input",
+    ),
     ("normalization entry a list", setter("normalization", "candidate", value=[1, 2]), "normalization.candidate"),
     ("normalization entry a string", setter("normalization", "candidate", value="abc"), "normalization.candidate"),
-    ("normalization mean a string", setter("normalization", "candidate", "mean", value="abc"),
-     "normalization.candidate.mean"),
+    (
+        "normalization mean a string",
+        setter("normalization", "candidate", "mean", value="abc"),
+        "normalization.candidate.mean",
+    ),
     ("normalization mean missing", deleter("normalization", "candidate", "mean"), "normalization.candidate"),
     ("normalization a list", setter("normalization", value=[1]), "normalization"),
     ("metadata a string", setter("metadata", value="x"), "metadata"),
@@ -113,8 +123,7 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize("edit,field", [c[1:] for c in MALFORMED], ids=[c[0] for c in MALFORMED])
-def test_a_malformed_low_bundle_is_refused_at_load_with_one_line_naming_the_bundle_and_the_field(tmp_path, edit,
-                                                                                                   field):
+def test_a_malformed_low_bundle_is_refused_at_load_with_one_line_naming_the_bundle_and_the_field(tmp_path, edit, field):
     d = low_copy(tmp_path, edit)
     with pytest.raises(BundleError) as e:
         LearnedPlacement.load(d)
@@ -166,12 +175,17 @@ def test_the_committed_bundles_still_load():
 
 # ---- high bundles -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("part,edit,field", [
-    ("student", setter("dims", "layers", value=MAX_DIM), "dims.layers"),
-    ("student", setter("metadata", "action_mapping", value=5), "metadata.action_mapping"),
-    ("student", setter("weights", "sha256", value=""), "weights.sha256"),
-    ("predictor", setter("dims", "hidden", value=31), "weights["),
-], ids=["student layers", "student action mapping", "student checksum", "predictor shape"])
+
+@pytest.mark.parametrize(
+    "part,edit,field",
+    [
+        ("student", setter("dims", "layers", value=MAX_DIM), "dims.layers"),
+        ("student", setter("metadata", "action_mapping", value=5), "metadata.action_mapping"),
+        ("student", setter("weights", "sha256", value=""), "weights.sha256"),
+        ("predictor", setter("dims", "hidden", value=31), "weights["),
+    ],
+    ids=["student layers", "student action mapping", "student checksum", "predictor shape"],
+)
 def test_a_malformed_high_bundle_names_the_directory_and_the_field(tmp_path, part, edit, field):
     d = tmp_path / "high"
     shutil.copytree(HIGH, d)
@@ -186,30 +200,41 @@ def test_a_malformed_high_bundle_names_the_directory_and_the_field(tmp_path, par
 
 # ---- M2: hrl-policy bundle check ----------------------------------------------------------------------------
 
+
 def run_check(capsys, *argv: str) -> tuple[int, str, str]:
     rc = policy_main(["bundle", "check", *argv])
     out, err = capsys.readouterr()
     return rc, out, err
 
 
-@pytest.mark.parametrize("path,level", [
-    (LOW, "low"), (HIGH, "high"), (BUNDLES / "drpc", "high"), (DEFAULT_ENCODER_BUNDLE, "encoder"),
-    (BUNDLES / "hrl-no-encoder" / "low", "low"),
-])
+@pytest.mark.parametrize(
+    "path,level",
+    [
+        (LOW, "low"),
+        (HIGH, "high"),
+        (BUNDLES / "drpc", "high"),
+        (DEFAULT_ENCODER_BUNDLE, "encoder"),
+        (BUNDLES / "hrl-no-encoder" / "low", "low"),
+    ],
+)
 def test_bundle_check_accepts_the_committed_bundles_naming_level_version_and_path(capsys, path, level):
     rc, out, err = run_check(capsys, str(path))
     assert rc == 0 and err == ""
     assert out.startswith(f"ok: {level} ") and out.endswith(f" ({path})\n") and out.count("\n") == 1
 
 
-@pytest.mark.parametrize("edit,field", [
-    (setter("architecture", "encoder_version", value="encoder-other"), "encoder-other"),
-    (setter("architecture", "temperature", value=None), "architecture.temperature"),
-    (setter("architecture", "service_input", value="flat"), "architecture.service_input"),
-    (setter("dims", "hidden", value=-1), "dims.hidden"),
-    (setter("architecture", "extender_weight", value=None), "architecture.extender_weight"),
-    (setter("normalization", "candidate", value=[1]), "normalization.candidate"),
-], ids=["encoder version", "temperature null", "flat input", "negative dims", "extender weight null", "norm list"])
+@pytest.mark.parametrize(
+    "edit,field",
+    [
+        (setter("architecture", "encoder_version", value="encoder-other"), "encoder-other"),
+        (setter("architecture", "temperature", value=None), "architecture.temperature"),
+        (setter("architecture", "service_input", value="flat"), "architecture.service_input"),
+        (setter("dims", "hidden", value=-1), "dims.hidden"),
+        (setter("architecture", "extender_weight", value=None), "architecture.extender_weight"),
+        (setter("normalization", "candidate", value=[1]), "normalization.candidate"),
+    ],
+    ids=["encoder version", "temperature null", "flat input", "negative dims", "extender weight null", "norm list"],
+)
 def test_bundle_check_refuses_what_the_extender_refuses_with_one_line_and_exit_2(capsys, tmp_path, edit, field):
     d = low_copy(tmp_path, edit)
     rc, out, err = run_check(capsys, str(d))
@@ -236,6 +261,7 @@ def test_bundle_check_of_a_missing_directory_says_so(tmp_path):
 
 # ---- L1: the descheduler names the configuration field ------------------------------------------------------
 
+
 def des_config(**sections: Any):
     return load_descheduler_config({**HEAD, "kind": "DeschedulerConfiguration", **sections})
 
@@ -251,8 +277,9 @@ def test_the_descheduler_names_the_autoscaler_field_and_suggests_make_train_only
 
 
 def test_an_autoscaler_bundle_pointing_at_student_itself_gets_a_hint_naming_the_parent():
-    cfg = des_config(planner={"name": "hierarchical",
-                              "autoscaler": {"name": "drpc", "bundle": str(BUNDLES / "drpc" / "student")}})
+    cfg = des_config(
+        planner={"name": "hierarchical", "autoscaler": {"name": "drpc", "bundle": str(BUNDLES / "drpc" / "student")}}
+    )
     with pytest.raises(ValueError) as e:
         planner_from_config(cfg)
     msg = str(e.value)
@@ -269,6 +296,7 @@ def test_a_malformed_placement_bundle_is_reported_under_its_field(tmp_path):
 
 
 # ---- L4: the encoder lookup falls back to the committed encoder ---------------------------------------------
+
 
 def test_a_broken_sibling_encoder_falls_back_to_the_committed_one(tmp_path):
     d = low_copy(tmp_path)
@@ -304,24 +332,36 @@ def test_when_no_encoder_matches_the_error_names_every_encoder_path_tried(tmp_pa
 
 # ---- the real command lines ----------------------------------------------------------------------------------
 
+
 def run_cli(module: str, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *argv], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-m", module, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
 def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.strip() and ": note: " not in line]
 
 
-@pytest.mark.parametrize("edit,field", [
-    (setter("weights", "arrays", "net.0.bias", value=64), "weights.arrays['net.0.bias']"),
-    (setter("architecture", "temperature", value=None), "architecture.temperature"),
-], ids=["integer shape", "temperature null"])
+@pytest.mark.parametrize(
+    "edit,field",
+    [
+        (setter("weights", "arrays", "net.0.bias", value=64), "weights.arrays['net.0.bias']"),
+        (setter("architecture", "temperature", value=None), "architecture.temperature"),
+    ],
+    ids=["integer shape", "temperature null"],
+)
 def test_hrl_extender_exits_2_with_one_line_naming_the_field_and_the_bundle(tmp_path, edit, field):
     d = low_copy(tmp_path, edit)
     cfg = tmp_path / "extender.yaml"
-    cfg.write_text(json.dumps({**HEAD, "kind": "ExtenderConfiguration", "listen": {"port": 0},
-                               "policy": {"name": "learned", "bundle": str(d)}}))
+    cfg.write_text(
+        json.dumps(
+            {
+                **HEAD,
+                "kind": "ExtenderConfiguration",
+                "listen": {"port": 0},
+                "policy": {"name": "learned", "bundle": str(d)},
+            }
+        )
+    )
     r = run_cli("extender", "--config", str(cfg))
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("hrl-extender: error: policy.bundle: ")
@@ -331,8 +371,9 @@ def test_hrl_extender_exits_2_with_one_line_naming_the_field_and_the_bundle(tmp_
 def test_hrl_descheduler_exits_2_with_one_line_starting_with_the_field(tmp_path):
     d = low_copy(tmp_path, setter("normalization", "candidate", value=[1, 2]))
     cfg = tmp_path / "descheduler.yaml"
-    cfg.write_text(json.dumps({**HEAD, "kind": "DeschedulerConfiguration",
-                               "placement": {"name": "learned", "bundle": str(d)}}))
+    cfg.write_text(
+        json.dumps({**HEAD, "kind": "DeschedulerConfiguration", "placement": {"name": "learned", "bundle": str(d)}})
+    )
     r = run_cli("descheduler", "--config", str(cfg), "--once", "--snapshot", str(FIXTURE))
     assert r.returncode == 2, r.stderr
     (line,) = error_lines(r.stderr)

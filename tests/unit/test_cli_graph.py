@@ -41,18 +41,31 @@ def check_shape(doc: dict) -> None:
         assert {"caller", "callee", "rps"} <= set(e)
         assert e["caller"] in doc["services"] and e["callee"] in doc["services"]
         assert e["rps"] is None or (isinstance(e["rps"], float) and e["rps"] > 0)
-        assert set(e) <= {"caller", "callee", "rps", "calls_per_request", "latency_mean_ms", "latency_p50_ms",
-                          "latency_p95_ms", "latency_p99_ms", "error_rate"}
+        assert set(e) <= {
+            "caller",
+            "callee",
+            "rps",
+            "calls_per_request",
+            "latency_mean_ms",
+            "latency_p50_ms",
+            "latency_p95_ms",
+            "latency_p99_ms",
+            "error_rate",
+        }
 
 
-@pytest.mark.parametrize("source, n_services, n_edges, has_rates", [
-    (RELEASE, 12, 16, False),
-    (FIX / "online-boutique-manifests", 12, 16, False),
-    (SPANS_DIR, 10, 13, True),
-    (ALIBABA_2021, 100, 140, True),
-    (ALIBABA_CASPER_2021, 133, 188, True),
-    (ALIBABA_2022, 224, 244, True),
-], ids=["manifest-file", "manifest-dir", "spans-dir", "alibaba-2021", "alibaba-casper-2021", "alibaba-2022"])
+@pytest.mark.parametrize(
+    "source, n_services, n_edges, has_rates",
+    [
+        (RELEASE, 12, 16, False),
+        (FIX / "online-boutique-manifests", 12, 16, False),
+        (SPANS_DIR, 10, 13, True),
+        (ALIBABA_2021, 100, 140, True),
+        (ALIBABA_CASPER_2021, 133, 188, True),
+        (ALIBABA_2022, 224, 244, True),
+    ],
+    ids=["manifest-file", "manifest-dir", "spans-dir", "alibaba-2021", "alibaba-casper-2021", "alibaba-2022"],
+)
 def test_graph_json_prints_only_the_graph_on_stdout_for_every_source_kind(source, n_services, n_edges, has_rates):
     p = run("graph", source, "--json")
     assert p.returncode == 0, p.stderr
@@ -87,9 +100,11 @@ def test_format_forces_the_reader_instead_of_detection(tmp_path):
     assert json.loads(forced.stdout) == json.loads(run("graph", ALIBABA_2021, "--json").stdout)
     # A table with both header sets is detected as spans; --format alibaba reads it as a call-graph table.
     both = tmp_path / "both.csv"
-    both.write_text("TraceID,SpanID,ParentID,PodName,StartTimeUnixNano,EndTimeUnixNano,timestamp,um,dm,rt\n"
-                    "t,a,root,web-abc12-x1,0,1000,0,web,db,2\n"
-                    "t,b,a,db-def34-y2,0,500,1000,web,db,4\n")
+    both.write_text(
+        "TraceID,SpanID,ParentID,PodName,StartTimeUnixNano,EndTimeUnixNano,timestamp,um,dm,rt\n"
+        "t,a,root,web-abc12-x1,0,1000,0,web,db,2\n"
+        "t,b,a,db-def34-y2,0,500,1000,web,db,4\n"
+    )
     as_spans = json.loads(run("graph", both, "--json").stdout)
     as_alibaba = json.loads(run("graph", both, "--json", "--format", "alibaba").stdout)
     assert as_spans["edges"][0]["calls_per_request"] == 1.0
@@ -105,15 +120,28 @@ def test_forcing_the_wrong_format_is_a_one_line_error_with_exit_code_2():
     assert len(lines) == 1 and "Callgraph.csv:1: missing column(s) TraceID" in lines[0]
 
 
-@pytest.mark.parametrize("make_source, expected", [
-    (lambda d: d / "missing.yaml", "missing.yaml: no such file or directory"),
-    (lambda d: NASA, "nasa_requests_per_minute.csv: unknown format"),
-    (lambda d: (d / "bad.yaml").write_text("kind: Deployment\nmetadata: {name: x\n") and d / "bad.yaml",
-     "bad.yaml:3: invalid YAML"),
-    (lambda d: (d / "t.csv").write_text("TraceID,SpanID,ParentID,PodName,StartTimeUnixNano,EndTimeUnixNano\n"
-                                        "t,a,root,web-a-b,0,1\nt,b,a,db-c-d,x,1\n") and d / "t.csv",
-     "t.csv:3: StartTimeUnixNano: not an integer: 'x'"),
-], ids=["missing-file", "unknown-format", "malformed-yaml", "malformed-span-row"])
+@pytest.mark.parametrize(
+    "make_source, expected",
+    [
+        (lambda d: d / "missing.yaml", "missing.yaml: no such file or directory"),
+        (lambda d: NASA, "nasa_requests_per_minute.csv: unknown format"),
+        (
+            lambda d: (d / "bad.yaml").write_text("kind: Deployment\nmetadata: {name: x\n") and d / "bad.yaml",
+            "bad.yaml:3: invalid YAML",
+        ),
+        (
+            lambda d: (
+                (d / "t.csv").write_text(
+                    "TraceID,SpanID,ParentID,PodName,StartTimeUnixNano,EndTimeUnixNano\n"
+                    "t,a,root,web-a-b,0,1\nt,b,a,db-c-d,x,1\n"
+                )
+                and d / "t.csv"
+            ),
+            "t.csv:3: StartTimeUnixNano: not an integer: 'x'",
+        ),
+    ],
+    ids=["missing-file", "unknown-format", "malformed-yaml", "malformed-span-row"],
+)
 def test_bad_input_exits_2_with_one_line_on_stderr(tmp_path, make_source, expected):
     p = run("graph", make_source(tmp_path), "--json")
     assert p.returncode == 2
@@ -172,14 +200,17 @@ def test_main_returns_the_exit_code_in_process(capsys):
     assert "unknown format" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("source, kind", [
-    (RELEASE, "manifests"),
-    (FIX / "online-boutique-manifests", "manifests"),
-    (SPANS_DIR, "spans"),
-    (SPANS_DIR / "backend-spans.csv", "spans"),
-    (ALIBABA_2021, "alibaba"),
-    (FIX / "alibaba/v2022-casper", "alibaba"),
-])
+@pytest.mark.parametrize(
+    "source, kind",
+    [
+        (RELEASE, "manifests"),
+        (FIX / "online-boutique-manifests", "manifests"),
+        (SPANS_DIR, "spans"),
+        (SPANS_DIR / "backend-spans.csv", "spans"),
+        (ALIBABA_2021, "alibaba"),
+        (FIX / "alibaba/v2022-casper", "alibaba"),
+    ],
+)
 def test_the_source_kind_is_detected_for_files_and_directories(source, kind):
     from policy.topology.sources import detect_format
 

@@ -28,10 +28,21 @@ def problems(load, doc: dict[str, Any]) -> list[tuple[str, str]]:
 
 # ---- M3: planner.intent and intentPolicy ----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ["hierarchical", "rebalance-heuristic"])
-@pytest.mark.parametrize("intent", [
-    [float("nan"), 1.0], [1.0, float("inf")], [1, 2, 3], [], [1], [-5, -1], [1, -0.5],
-], ids=["nan", "inf", "three", "empty", "one", "negative", "one-negative"])
+@pytest.mark.parametrize(
+    "intent",
+    [
+        [float("nan"), 1.0],
+        [1.0, float("inf")],
+        [1, 2, 3],
+        [],
+        [1],
+        [-5, -1],
+        [1, -0.5],
+    ],
+    ids=["nan", "inf", "three", "empty", "one", "negative", "one-negative"],
+)
 def test_planner_intent_must_be_two_finite_weights_at_least_zero(name, intent):
     got = problems(load_descheduler_config, {**D, "planner": {"name": name, "intent": intent}})
     assert len(got) == 1 and got[0][0].startswith("planner.intent")
@@ -44,10 +55,13 @@ def test_a_planner_intent_of_two_weights_at_least_zero_is_kept_as_written(intent
     assert cfg.planner.intent == tuple(float(x) for x in intent)
 
 
-@pytest.mark.parametrize("ip,field", [
-    ({"localityMin": 5, "localityMax": 1}, "localityMin (5) must be <= localityMax (1)"),
-    ({"balanceMin": 3, "balanceMax": 2}, "balanceMin (3) must be <= balanceMax (2)"),
-])
+@pytest.mark.parametrize(
+    "ip,field",
+    [
+        ({"localityMin": 5, "localityMax": 1}, "localityMin (5) must be <= localityMax (1)"),
+        ({"balanceMin": 3, "balanceMax": 2}, "balanceMin (3) must be <= balanceMax (2)"),
+    ],
+)
 def test_intent_policy_minimums_may_not_exceed_their_maximums(ip, field):
     got = problems(load_descheduler_config, {**D, "planner": {"name": "hierarchical", "intentPolicy": ip}})
     assert got == [("planner.intentPolicy", field)]
@@ -59,6 +73,7 @@ def test_equal_intent_policy_bounds_are_a_constant_weight():
 
 
 # ---- M6: every *Seconds field is bounded, every float finite -----------------------------------------------
+
 
 def seconds_paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     """Alias paths of every field named ``*_seconds`` in ``model`` and its sections."""
@@ -89,14 +104,20 @@ def with_required(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-SECONDS_CASES = ([(load_extender_config, E, p) for p in seconds_paths(ExtenderConfiguration)]
-                 + [(load_descheduler_config, D, p) for p in seconds_paths(DeschedulerConfiguration)])
+SECONDS_CASES = [(load_extender_config, E, p) for p in seconds_paths(ExtenderConfiguration)] + [
+    (load_descheduler_config, D, p) for p in seconds_paths(DeschedulerConfiguration)
+]
 
 
 def test_the_walk_finds_the_seconds_fields_that_killed_threads():
     found = {".".join(p) for _l, _h, p in SECONDS_CASES}
-    assert {"policy.embeddingRefreshSeconds", "cache.refreshSeconds", "intervalSeconds",
-            "kubernetes.resyncSeconds", "leaderElection.leaseDurationSeconds"} <= found
+    assert {
+        "policy.embeddingRefreshSeconds",
+        "cache.refreshSeconds",
+        "intervalSeconds",
+        "kubernetes.resyncSeconds",
+        "leaderElection.leaseDurationSeconds",
+    } <= found
 
 
 @pytest.mark.parametrize("load,head,path", SECONDS_CASES, ids=[".".join(c[2]) for c in SECONDS_CASES])
@@ -112,11 +133,14 @@ def test_a_year_is_still_a_valid_period():
     assert cfg.interval_seconds == cfg.cooldown_seconds == MAX_SECONDS
 
 
-@pytest.mark.parametrize("doc,path", [
-    ({**D, "planner": {"autoscaler": {"tolerance": float("inf")}}}, "planner.autoscaler.tolerance"),
-    ({**D, "planner": {"intentPolicy": {"localityMax": float("nan")}}}, "planner.intentPolicy.localityMax"),
-    ({**E, "policy": {"targetUtilization": float("nan")}}, "policy.targetUtilization"),
-])
+@pytest.mark.parametrize(
+    "doc,path",
+    [
+        ({**D, "planner": {"autoscaler": {"tolerance": float("inf")}}}, "planner.autoscaler.tolerance"),
+        ({**D, "planner": {"intentPolicy": {"localityMax": float("nan")}}}, "planner.intentPolicy.localityMax"),
+        ({**E, "policy": {"targetUtilization": float("nan")}}, "policy.targetUtilization"),
+    ],
+)
 def test_non_finite_numbers_are_refused_everywhere(doc, path):
     load = load_descheduler_config if doc["kind"] == "DeschedulerConfiguration" else load_extender_config
     got = problems(load, doc)
@@ -125,25 +149,43 @@ def test_non_finite_numbers_are_refused_everywhere(doc, path):
 
 # ---- L2: bundles -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("load,doc,path", [
-    (load_descheduler_config, {**D, "planner": {"name": "hierarchical", "autoscaler": {"name": "drpc", "bundle": ""}}},
-     "planner.autoscaler.bundle"),
-    (load_descheduler_config, {**D, "placement": {"name": "learned", "bundle": ""}}, "placement.bundle"),
-    (load_descheduler_config, {**D, "cache": {"address": "127.0.0.1:1", "encoderBundle": ""}}, "cache.encoderBundle"),
-    (load_extender_config, {**E, "policy": {"name": "learned", "bundle": ""}}, "policy.bundle"),
-], ids=["autoscaler", "placement", "cache-encoder", "extender"])
+
+@pytest.mark.parametrize(
+    "load,doc,path",
+    [
+        (
+            load_descheduler_config,
+            {**D, "planner": {"name": "hierarchical", "autoscaler": {"name": "drpc", "bundle": ""}}},
+            "planner.autoscaler.bundle",
+        ),
+        (load_descheduler_config, {**D, "placement": {"name": "learned", "bundle": ""}}, "placement.bundle"),
+        (
+            load_descheduler_config,
+            {**D, "cache": {"address": "127.0.0.1:1", "encoderBundle": ""}},
+            "cache.encoderBundle",
+        ),
+        (load_extender_config, {**E, "policy": {"name": "learned", "bundle": ""}}, "policy.bundle"),
+    ],
+    ids=["autoscaler", "placement", "cache-encoder", "extender"],
+)
 def test_an_empty_bundle_path_is_refused_in_both_binaries(load, doc, path):
     got = problems(load, doc)
     assert [p for p, _m in got] == [path]
 
 
-@pytest.mark.parametrize("load,doc,path", [
-    (load_descheduler_config, {**D, "planner": {"name": "hierarchical",
-                                                "autoscaler": {"name": "utilization-target", "bundle": "/b"}}},
-     "planner.autoscaler"),
-    (load_descheduler_config, {**D, "placement": {"name": "topology-heuristic", "bundle": "/b"}}, "placement"),
-    (load_extender_config, {**E, "policy": {"name": "topology-heuristic", "bundle": "/b"}}, "policy"),
-], ids=["autoscaler", "placement", "extender"])
+@pytest.mark.parametrize(
+    "load,doc,path",
+    [
+        (
+            load_descheduler_config,
+            {**D, "planner": {"name": "hierarchical", "autoscaler": {"name": "utilization-target", "bundle": "/b"}}},
+            "planner.autoscaler",
+        ),
+        (load_descheduler_config, {**D, "placement": {"name": "topology-heuristic", "bundle": "/b"}}, "placement"),
+        (load_extender_config, {**E, "policy": {"name": "topology-heuristic", "bundle": "/b"}}, "policy"),
+    ],
+    ids=["autoscaler", "placement", "extender"],
+)
 def test_a_bundle_next_to_a_heuristic_is_refused_not_ignored(load, doc, path):
     got = problems(load, doc)
     assert len(got) == 1 and got[0][0] == path
@@ -151,21 +193,34 @@ def test_a_bundle_next_to_a_heuristic_is_refused_not_ignored(load, doc, path):
 
 
 def test_a_bundle_with_the_learned_name_is_accepted():
-    cfg = load_descheduler_config({**D, "placement": {"name": "learned", "bundle": "/b"},
-                                   "planner": {"autoscaler": {"name": "drpc", "bundle": "/h"}}})
+    cfg = load_descheduler_config(
+        {
+            **D,
+            "placement": {"name": "learned", "bundle": "/b"},
+            "planner": {"autoscaler": {"name": "drpc", "bundle": "/h"}},
+        }
+    )
     assert cfg.placement.bundle == "/b" and cfg.planner.autoscaler.bundle == "/h"
 
 
 # ---- M4: files that are not UTF-8 -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("load,kind", [(load_extender_config, "ExtenderConfiguration"),
-                                       (load_descheduler_config, "DeschedulerConfiguration")])
-@pytest.mark.parametrize("content,where", [
-    (b"\xff\xfe\x00", "line 1, column 1 (offset 0)"),
-    (None, "line 3, column 6"),  # a valid file with one Latin-1 byte in a comment
-], ids=["binary", "latin-1"])
-def test_a_config_file_that_is_not_utf8_is_one_problem_naming_the_file_and_position(tmp_path, load, kind, content,
-                                                                                      where):
+
+@pytest.mark.parametrize(
+    "load,kind",
+    [(load_extender_config, "ExtenderConfiguration"), (load_descheduler_config, "DeschedulerConfiguration")],
+)
+@pytest.mark.parametrize(
+    "content,where",
+    [
+        (b"\xff\xfe\x00", "line 1, column 1 (offset 0)"),
+        (None, "line 3, column 6"),  # a valid file with one Latin-1 byte in a comment
+    ],
+    ids=["binary", "latin-1"],
+)
+def test_a_config_file_that_is_not_utf8_is_one_problem_naming_the_file_and_position(
+    tmp_path, load, kind, content, where
+):
     f = tmp_path / "c.yaml"
     f.write_bytes(content if content is not None else (HEAD + f"kind: {kind}\n# caf\xe9\n").encode("latin-1"))
     with pytest.raises(ConfigError) as ei:
@@ -176,7 +231,7 @@ def test_a_config_file_that_is_not_utf8_is_one_problem_naming_the_file_and_posit
 
 def test_a_yaml_reader_error_is_still_one_line(tmp_path):
     f = tmp_path / "c.yaml"
-    f.write_text(HEAD + "kind: ExtenderConfiguration\nurlPrefix: \"/a\x07\"\n")
+    f.write_text(HEAD + 'kind: ExtenderConfiguration\nurlPrefix: "/a\x07"\n')
     with pytest.raises(ConfigError) as ei:
         load_extender_config(f)
     assert len(str(ei.value).splitlines()) == 1 and "invalid YAML" in str(ei.value)

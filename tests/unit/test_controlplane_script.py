@@ -38,9 +38,16 @@ def test_the_hrl_scheduler_configuration_has_one_profile_no_leader_election_and_
 
 def test_the_extender_registration_is_the_shipped_one_and_a_none_override_removes_a_field(cpmod):
     reg = cpmod.extender_registration("http://x/scheduler")
-    assert reg == {"urlPrefix": "http://x/scheduler", "filterVerb": "filter", "prioritizeVerb": "prioritize",
-                   "weight": 2, "nodeCacheCapable": True, "enableHTTPS": False, "httpTimeout": "300ms",
-                   "ignorable": True}
+    assert reg == {
+        "urlPrefix": "http://x/scheduler",
+        "filterVerb": "filter",
+        "prioritizeVerb": "prioritize",
+        "weight": 2,
+        "nodeCacheCapable": True,
+        "enableHTTPS": False,
+        "httpTimeout": "300ms",
+        "ignorable": True,
+    }
     strict = cpmod.extender_registration("http://x/scheduler", ignorable=False, prioritizeVerb=None, weight=None)
     assert strict["ignorable"] is False and "prioritizeVerb" not in strict and "weight" not in strict
 

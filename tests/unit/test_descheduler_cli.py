@@ -136,8 +136,13 @@ def test_a_non_positive_interval_is_a_usage_error(capsys):
 
 
 def test_the_module_runs_as_a_program_and_keeps_stdout_pure_json():
-    proc = subprocess.run([sys.executable, "-m", "descheduler", "--once", "--snapshot", str(FIXTURE), "--json"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "descheduler", "--once", "--snapshot", str(FIXTURE), "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["planner"] == "rebalance-heuristic"
     assert "implies --dry-run" in proc.stderr

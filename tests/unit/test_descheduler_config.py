@@ -28,7 +28,9 @@ def test_an_empty_file_gives_the_defaults(tmp_path):
 
 def test_a_camel_case_file_sets_every_section(tmp_path):
     f = tmp_path / "d.yaml"
-    f.write_text(HEAD + """
+    f.write_text(
+        HEAD
+        + """
 dryRun: true
 intervalSeconds: 60
 caps: {perNode: 1, perNamespace: null, total: 3}
@@ -40,7 +42,8 @@ planner: {name: rebalance-heuristic, overloadThreshold: 0.9, localityMargin: 2, 
           maxMovesPerService: 2, intent: [2.0, 0.5]}
 topology: {sources: [manifests/, spans.csv]}
 metrics: {textfile: /tmp/hrl.prom, listen: "127.0.0.1:9102"}
-""")
+"""
+    )
     cfg = load_descheduler_config(f)
     assert cfg.dry_run and cfg.interval_seconds == 60 and cfg.caps.per_namespace is None
     assert cfg.excluded_namespaces == ("kube-system", "monitoring")
@@ -53,17 +56,19 @@ metrics: {textfile: /tmp/hrl.prom, listen: "127.0.0.1:9102"}
 
 def test_every_problem_is_reported_with_its_dotted_path(tmp_path):
     f = tmp_path / "bad.yaml"
-    f.write_text(HEAD + """
+    f.write_text(
+        HEAD
+        + """
 caps: {perNode: -1}
 planner: {name: magic, overloadThreshold: 1.5}
 cooldownSecs: 10
 metrics: {listen: "nowhere"}
-""")
+"""
+    )
     with pytest.raises(ConfigError) as exc:
         load_descheduler_config(f)
     paths = {p for p, _ in exc.value.problems}
-    assert {"caps.perNode", "planner.name", "planner.overloadThreshold", "cooldownSecs",
-            "metrics.listen"} <= paths
+    assert {"caps.perNode", "planner.name", "planner.overloadThreshold", "cooldownSecs", "metrics.listen"} <= paths
     assert str(f) in str(exc.value)
 
 

@@ -8,12 +8,31 @@ from dataclasses import replace
 import pytest
 
 from descheduler.config import DeschedulerConfiguration, load_descheduler_config
-from descheduler.guards import (GUARD_NAMES, GUARDS, CycleLedger, EvictionHistory, GuardContext, HistoryError,
-                                check_guards, eviction_blockers, workload_key)
+from descheduler.guards import (
+    GUARD_NAMES,
+    GUARDS,
+    CycleLedger,
+    EvictionHistory,
+    GuardContext,
+    HistoryError,
+    check_guards,
+    eviction_blockers,
+    workload_key,
+)
 from policy.lowlevel import TopologyHeuristic
-from policy.state import ClusterSnapshot, LabelSelector, NodeInfo, OwnerRef, PodDisruptionBudgetInfo, PodInfo, Resources, Taint, frozen_map
+from policy.state import (
+    ClusterSnapshot,
+    LabelSelector,
+    NodeInfo,
+    OwnerRef,
+    PodDisruptionBudgetInfo,
+    PodInfo,
+    Resources,
+    Taint,
+    frozen_map,
+)
 
-GI = 1024 ** 3
+GI = 1024**3
 NOW_S = 1_000_000.0
 
 
@@ -21,11 +40,26 @@ def node(name: str, cpu_m: int = 4000, **kw) -> NodeInfo:
     return NodeInfo(name, Resources(cpu_m, 16 * GI), **kw)
 
 
-def pod(name: str = "api-5d8f6c7b9c-abcde", node_name: str | None = "n1", ns: str = "shop", cpu_m: int = 500,
-        owner: OwnerRef | None = OwnerRef("ReplicaSet", "api-5d8f6c7b9c"), **kw) -> PodInfo:
+def pod(
+    name: str = "api-5d8f6c7b9c-abcde",
+    node_name: str | None = "n1",
+    ns: str = "shop",
+    cpu_m: int = 500,
+    owner: OwnerRef | None = OwnerRef("ReplicaSet", "api-5d8f6c7b9c"),
+    **kw,
+) -> PodInfo:
     labels = kw.pop("labels", {"app": "api"})
-    return PodInfo(name=name, namespace=ns, service=labels.get("app", name), requests=Resources(cpu_m, GI),
-                   node_name=node_name, phase="Running", owner=owner, labels=frozen_map(labels), **kw)
+    return PodInfo(
+        name=name,
+        namespace=ns,
+        service=labels.get("app", name),
+        requests=Resources(cpu_m, GI),
+        node_name=node_name,
+        phase="Running",
+        owner=owner,
+        labels=frozen_map(labels),
+        **kw,
+    )
 
 
 def base_snapshot(*extra_pods: PodInfo, pdbs=(), nodes=None) -> ClusterSnapshot:
@@ -33,15 +67,18 @@ def base_snapshot(*extra_pods: PodInfo, pdbs=(), nodes=None) -> ClusterSnapshot:
 
 
 def config(**kw) -> DeschedulerConfiguration:
-    return load_descheduler_config({"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfiguration",
-                                    **kw})
+    return load_descheduler_config(
+        {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfiguration", **kw}
+    )
 
 
-def ctx_for(target: PodInfo, *, snapshot: ClusterSnapshot | None = None, cfg=None, ledger=None, history=None,
-            to_node=None) -> GuardContext:
+def ctx_for(
+    target: PodInfo, *, snapshot: ClusterSnapshot | None = None, cfg=None, ledger=None, history=None, to_node=None
+) -> GuardContext:
     snap = snapshot if snapshot is not None else base_snapshot(target)
-    return GuardContext(snap, cfg or config(), ledger or CycleLedger(), history, NOW_S, TopologyHeuristic(), None,
-                        to_node)
+    return GuardContext(
+        snap, cfg or config(), ledger or CycleLedger(), history, NOW_S, TopologyHeuristic(), None, to_node
+    )
 
 
 def _ledger_with(*evicted: PodInfo, pdbs=()) -> CycleLedger:
@@ -58,8 +95,9 @@ def _history(*records: tuple[PodInfo, str, float]) -> EvictionHistory:
     return h
 
 
-PDB0 = PodDisruptionBudgetInfo("api", "shop", LabelSelector(frozen_map({"app": "api"})), min_available=1,
-                               disruptions_allowed=0)
+PDB0 = PodDisruptionBudgetInfo(
+    "api", "shop", LabelSelector(frozen_map({"app": "api"})), min_available=1, disruptions_allowed=0
+)
 PDB1 = replace(PDB0, disruptions_allowed=1)
 OTHER_NS_POD = pod("web-1", ns="other", labels={"app": "web"}, owner=OwnerRef("ReplicaSet", "web-1"))
 OTHER_NODE_POD = pod("web-2", node_name="n2", labels={"app": "web"}, owner=OwnerRef("ReplicaSet", "web-2"))
@@ -68,8 +106,11 @@ P = pod()
 
 # guard name -> (blocked context, the same pod passing without that one thing)
 CASES = {
-    "mirror": (lambda: ctx_for(pod(annotations=frozen_map({"kubernetes.io/config.mirror": "abc"}),
-                                   owner=OwnerRef("Node", "n1")))),
+    "mirror": (
+        lambda: ctx_for(
+            pod(annotations=frozen_map({"kubernetes.io/config.mirror": "abc"}), owner=OwnerRef("Node", "n1"))
+        )
+    ),
     "daemonset": (lambda: ctx_for(pod(owner=OwnerRef("DaemonSet", "agent")))),
     "no_controller": (lambda: ctx_for(pod(owner=None))),
     "excluded_namespace": (lambda: ctx_for(pod(ns="kube-system"))),
@@ -79,12 +120,23 @@ CASES = {
     "unbound": (lambda: ctx_for(pod(node_name=None))),
     "pdb": (lambda: ctx_for(P, snapshot=base_snapshot(P, pdbs=[PDB0]))),
     "pdb_refused": (lambda: ctx_for(P, ledger=_refused(P))),
-    "cap_node": (lambda: ctx_for(P, cfg=config(caps={"perNode": 1, "perNamespace": None, "total": None}),
-                                 ledger=_ledger_with(OTHER_NS_POD))),
-    "cap_namespace": (lambda: ctx_for(P, cfg=config(caps={"perNode": None, "perNamespace": 1, "total": None}),
-                                      ledger=_ledger_with(OTHER_NODE_POD))),
-    "cap_total": (lambda: ctx_for(P, cfg=config(caps={"perNode": None, "perNamespace": None, "total": 1}),
-                                  ledger=_ledger_with(replace(OTHER_NS_POD, node_name="n2")))),
+    "cap_node": (
+        lambda: ctx_for(
+            P, cfg=config(caps={"perNode": 1, "perNamespace": None, "total": None}), ledger=_ledger_with(OTHER_NS_POD)
+        )
+    ),
+    "cap_namespace": (
+        lambda: ctx_for(
+            P, cfg=config(caps={"perNode": None, "perNamespace": 1, "total": None}), ledger=_ledger_with(OTHER_NODE_POD)
+        )
+    ),
+    "cap_total": (
+        lambda: ctx_for(
+            P,
+            cfg=config(caps={"perNode": None, "perNamespace": None, "total": 1}),
+            ledger=_ledger_with(replace(OTHER_NS_POD, node_name="n2")),
+        )
+    ),
     "cooldown": (lambda: ctx_for(P, history=_history((pod(name="api-5d8f6c7b9c-old"), "n1", NOW_S - 60)))),
     "infeasible": (lambda: ctx_for(P, snapshot=base_snapshot(P, FILLER_N2))),
 }
@@ -101,12 +153,17 @@ PASSING = {
     "unbound": lambda: ctx_for(pod()),
     "pdb": lambda: ctx_for(P, snapshot=base_snapshot(P, pdbs=[PDB1])),
     "pdb_refused": lambda: ctx_for(P, ledger=CycleLedger()),
-    "cap_node": lambda: ctx_for(P, cfg=config(caps={"perNode": 2, "perNamespace": None, "total": None}),
-                                ledger=_ledger_with(OTHER_NS_POD)),
-    "cap_namespace": lambda: ctx_for(P, cfg=config(caps={"perNode": None, "perNamespace": 2, "total": None}),
-                                     ledger=_ledger_with(OTHER_NODE_POD)),
-    "cap_total": lambda: ctx_for(P, cfg=config(caps={"perNode": None, "perNamespace": None, "total": 2}),
-                                 ledger=_ledger_with(replace(OTHER_NS_POD, node_name="n2"))),
+    "cap_node": lambda: ctx_for(
+        P, cfg=config(caps={"perNode": 2, "perNamespace": None, "total": None}), ledger=_ledger_with(OTHER_NS_POD)
+    ),
+    "cap_namespace": lambda: ctx_for(
+        P, cfg=config(caps={"perNode": None, "perNamespace": 2, "total": None}), ledger=_ledger_with(OTHER_NODE_POD)
+    ),
+    "cap_total": lambda: ctx_for(
+        P,
+        cfg=config(caps={"perNode": None, "perNamespace": None, "total": 2}),
+        ledger=_ledger_with(replace(OTHER_NS_POD, node_name="n2")),
+    ),
     "cooldown": lambda: ctx_for(P, history=_history((pod(name="api-5d8f6c7b9c-old"), "n1", NOW_S - 3600))),
     "infeasible": lambda: ctx_for(P, snapshot=base_snapshot(P, replace(FILLER_N2, requests=Resources(3000, GI)))),
 }
@@ -203,12 +260,15 @@ def test_cooldown_sees_evictions_of_the_same_workload_from_the_same_node_earlier
     assert [b.guard for b in check_guards(P, ctx)] == ["cooldown"]
 
 
-@pytest.mark.parametrize("n2, why", [
-    (node("n2", unschedulable=True), "cordoned"),
-    (node("n2", ready=False), "not Ready"),
-    (node("n2", taints=(Taint("dedicated", "gpu", "NoSchedule"),)), "taint"),
-    (node("n2", allocatable_pods=0), "too many pods"),
-])
+@pytest.mark.parametrize(
+    "n2, why",
+    [
+        (node("n2", unschedulable=True), "cordoned"),
+        (node("n2", ready=False), "not Ready"),
+        (node("n2", taints=(Taint("dedicated", "gpu", "NoSchedule"),)), "taint"),
+        (node("n2", allocatable_pods=0), "too many pods"),
+    ],
+)
 def test_feasibility_respects_cordon_readiness_taints_and_pod_count(n2, why):
     ctx = ctx_for(P, snapshot=base_snapshot(P, nodes=[node("n1"), n2]))
     blockers = check_guards(P, ctx)
@@ -229,7 +289,7 @@ def test_feasibility_applies_our_placement_policys_filter():
         name = "reject-all"
 
         def filter(self, pod, candidates, index):
-            return {c: "policy says no" for c in candidates}
+            return dict.fromkeys(candidates, "policy says no")
 
         def score(self, pod, candidates, index, intent=None):  # pragma: no cover - not called
             raise AssertionError
@@ -279,8 +339,9 @@ def test_a_missing_state_file_is_an_empty_history(tmp_path):
     assert EvictionHistory.load(tmp_path / "nope.json").records == ()
 
 
-@pytest.mark.parametrize("text", ["{not json", '{"version": 2, "evictions": []}',
-                                  '{"version": 1, "evictions": [{"node": "n1"}]}'])
+@pytest.mark.parametrize(
+    "text", ["{not json", '{"version": 2, "evictions": []}', '{"version": 1, "evictions": [{"node": "n1"}]}']
+)
 def test_a_malformed_state_file_fails_closed_with_a_one_line_error(tmp_path, text):
     path = tmp_path / "history.json"
     path.write_text(text)

@@ -32,8 +32,9 @@ def test_a_snapshot_run_of_the_hierarchical_planner_reports_its_intent_and_write
 
 
 def test_a_missing_learned_bundle_is_a_configuration_error_naming_the_path(capsys, tmp_path):
-    rc, _out, err = run(capsys, tmp_path, f"planner: {{name: hierarchical, autoscaler: {{name: drpc, "
-                                          f"bundle: {tmp_path / 'nope'}}}}}\n")
+    rc, _out, err = run(
+        capsys, tmp_path, f"planner: {{name: hierarchical, autoscaler: {{name: drpc, bundle: {tmp_path / 'nope'}}}}}\n"
+    )
     # a path the user wrote: the line names the field, and `make train` (which builds the defaults) is no advice
     assert rc == 2 and str(tmp_path / "nope") in err and "planner.autoscaler.bundle: " in err
     assert "make train" not in err

@@ -23,8 +23,9 @@ HEAD = "apiVersion: hrl-scheduler.io/v1alpha1\nkind: DeschedulerConfiguration\n"
 
 
 def cli(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "descheduler", *argv], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "descheduler", *argv], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -42,8 +43,11 @@ NOT_A_LIST = [
     ("items5.json", '{"kind": "List", "items": 5}', "items 5"),
     ("items-null.json", '{"kind": "List", "items": [null]}', "items[0]: expected a Kubernetes object, got null"),
     ("items-int.json", '{"kind": "List", "items": [5]}', "items[0]: expected a Kubernetes object, got int"),
-    ("kindless.json", '{"kind": "List", "items": [{"metadata": {"name": "n"}}]}', "items[0]: expected a Kubernetes "
-                                                                                  "object with a kind"),
+    (
+        "kindless.json",
+        '{"kind": "List", "items": [{"metadata": {"name": "n"}}]}',
+        "items[0]: expected a Kubernetes object with a kind",
+    ),
     ("node.json", '{"kind": "Node", "metadata": {"name": "n"}}', "got kind 'Node' and no items"),
     ("empty.json", "", "invalid JSON"),
     ("empty.yaml", "", "got an empty file"),
@@ -68,12 +72,16 @@ def test_an_empty_directory_is_an_error_not_an_empty_cluster(tmp_path):
         load_snapshot_objects(tmp_path)
 
 
-@pytest.mark.parametrize("content,kinds", [
-    ('{"kind": "List", "items": []}', []),
-    ('{"items": [{"kind": "Node", "metadata": {"name": "n"}}]}', ["Node"]),
-    ('{"kind": "NodeList", "items": [{"metadata": {"name": "n"}}]}', ["Node"]),
-    ('{"kind": "List", "items": [{"kind": "PodList", "items": [{"metadata": {"name": "p"}}]}]}', ["Pod"]),
-], ids=["empty-items", "kindless-list", "typed-list", "nested"])
+@pytest.mark.parametrize(
+    "content,kinds",
+    [
+        ('{"kind": "List", "items": []}', []),
+        ('{"items": [{"kind": "Node", "metadata": {"name": "n"}}]}', ["Node"]),
+        ('{"kind": "NodeList", "items": [{"metadata": {"name": "n"}}]}', ["Node"]),
+        ('{"kind": "List", "items": [{"kind": "PodList", "items": [{"metadata": {"name": "p"}}]}]}', ["Pod"]),
+    ],
+    ids=["empty-items", "kindless-list", "typed-list", "nested"],
+)
 def test_lists_are_read_and_an_empty_items_list_is_an_empty_cluster(tmp_path, content, kinds):
     f = tmp_path / "s.json"
     f.write_text(content)
@@ -112,6 +120,7 @@ def test_dangling_bindings_and_duplicate_pods_are_counted_warnings_not_errors(tm
 
 
 # ---- M4: files that are not UTF-8 ---------------------------------------------------------------------------
+
 
 def test_a_snapshot_that_is_not_utf8_names_the_file_and_the_position(tmp_path):
     f = tmp_path / "s.json"
@@ -159,8 +168,13 @@ def test_a_bad_planner_state_is_refused_with_one_line_naming_the_field(change, s
 
 
 def test_a_good_planner_state_round_trips_with_an_opaque_and_a_drpc_autoscaler_section():
-    doc = {**GOOD_STATE, "autoscaler": {"drpc": {"version": 1, "history": {"a/b": [1.0]}, "last_s": 5.0,
-                                                 "last_scale_s": {}}, "other": {"anything": [1]}}}
+    doc = {
+        **GOOD_STATE,
+        "autoscaler": {
+            "drpc": {"version": 1, "history": {"a/b": [1.0]}, "last_s": 5.0, "last_scale_s": {}},
+            "other": {"anything": [1]},
+        },
+    }
     st = HrlState.from_json(doc)
     assert st.last_intent == (1.0, 1.0) and st.to_json() == doc
 
@@ -171,11 +185,15 @@ def write_state(tmp_path: Path, planner: object, evictions: object = ()) -> Path
     return f
 
 
-@pytest.mark.parametrize("planner", [
-    {"version": 1, "autoscaler": {"drpc": {"history": {}}}},  # an older DRPC layout: no version
-    {"version": 1, "intent": [1]},
-    "x",
-], ids=["drpc-without-version", "intent-one", "not-an-object"])
+@pytest.mark.parametrize(
+    "planner",
+    [
+        {"version": 1, "autoscaler": {"drpc": {"history": {}}}},  # an older DRPC layout: no version
+        {"version": 1, "intent": [1]},
+        "x",
+    ],
+    ids=["drpc-without-version", "intent-one", "not-an-object"],
+)
 def test_hierarchical_drpc_drops_an_unreadable_planner_state_with_one_warning_and_runs(capsys, tmp_path, planner):
     state = write_state(tmp_path, planner)
     cfg = tmp_path / "d.yaml"
@@ -189,12 +207,19 @@ def test_hierarchical_drpc_drops_an_unreadable_planner_state_with_one_warning_an
 def test_a_dropped_planner_state_is_replaced_by_the_next_live_save(tmp_path):
     from descheduler.config import load_descheduler_config, planner_from_config
 
-    state = write_state(tmp_path, {"version": 1, "intent": [1]},
-                        [{"workload": "ns/Deployment/a", "node": "n1", "at_s": 5.0}])
+    state = write_state(
+        tmp_path, {"version": 1, "intent": [1]}, [{"workload": "ns/Deployment/a", "node": "n1", "at_s": 5.0}]
+    )
     history = EvictionHistory.load(state)
-    planner = planner_from_config(load_descheduler_config({
-        "apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfiguration",
-        "planner": {"name": "hierarchical"}}))
+    planner = planner_from_config(
+        load_descheduler_config(
+            {
+                "apiVersion": "hrl-scheduler.io/v1alpha1",
+                "kind": "DeschedulerConfiguration",
+                "planner": {"name": "hierarchical"},
+            }
+        )
+    )
     with pytest.raises(ValueError):
         planner.load_state(history.sections["planner"])
     history.sections.pop("planner")  # what the command does after the warning
@@ -212,6 +237,7 @@ def test_a_corrupt_eviction_history_still_fails_closed_with_exit_1(capsys, tmp_p
 
 
 # ---- the real command, as a subprocess --------------------------------------------------------------------
+
 
 def test_cli_a_binary_config_exits_2_with_one_line(tmp_path):
     f = tmp_path / "x.yaml"
@@ -241,5 +267,8 @@ def test_cli_a_malformed_snapshot_is_one_line_naming_the_file_not_an_empty_clust
 def test_cli_a_huge_interval_is_a_usage_error_not_a_traceback():
     p = cli("--interval", "1e300", "--snapshot", str(FIXTURE))
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert p.stderr.strip().splitlines()[-1].endswith("must be a number of seconds > 0 and <= 31536000 (365 days) "
-                                                      "(got '1e300')")
+    assert (
+        p.stderr.strip()
+        .splitlines()[-1]
+        .endswith("must be a number of seconds > 0 and <= 31536000 (365 days) (got '1e300')")
+    )

@@ -10,8 +10,15 @@ import pytest
 
 from descheduler.config import load_descheduler_config
 from descheduler.evict import DryRunEvictor
-from descheduler.leader import (LeaderElector, LeaderGatedEvictor, LeaseConflict, LeaseError, LeaseRecord, lead,
-                                micro_time)
+from descheduler.leader import (
+    LeaderElector,
+    LeaderGatedEvictor,
+    LeaseConflict,
+    LeaseError,
+    LeaseRecord,
+    lead,
+    micro_time,
+)
 from policy.config import ConfigError
 from policy.state import PodInfo, Resources
 
@@ -168,11 +175,14 @@ def test_micro_time_always_has_six_fractional_digits():
     assert micro_time(1.5) == "1970-01-01T00:00:01.500000Z"
 
 
-@pytest.mark.parametrize("kw,field", [
-    ({"lease_duration_s": 10, "renew_deadline_s": 10}, "leaseDurationSeconds"),
-    ({"renew_deadline_s": 2.4, "retry_period_s": 2}, "renewDeadlineSeconds"),
-    ({"retry_period_s": 0}, "retryPeriodSeconds"),
-])
+@pytest.mark.parametrize(
+    "kw,field",
+    [
+        ({"lease_duration_s": 10, "renew_deadline_s": 10}, "leaseDurationSeconds"),
+        ({"renew_deadline_s": 2.4, "retry_period_s": 2}, "renewDeadlineSeconds"),
+        ({"retry_period_s": 0}, "retryPeriodSeconds"),
+    ],
+)
 def test_impossible_timings_are_refused_with_the_field_named(kw, field):
     with pytest.raises(ValueError, match=f"^{field}: "):
         LeaderElector(FakeLease(), "a", **kw)
@@ -185,8 +195,13 @@ def test_the_configuration_checks_the_same_timing_rules():
     with pytest.raises(ConfigError, match=r"leaderElection.leaseName: "):
         load_descheduler_config({**head, "leaderElection": {"leaseName": "Not_A_Name"}})
     le = load_descheduler_config(None).leader_election
-    assert (le.enabled, le.lease_name, le.lease_duration_seconds, le.renew_deadline_seconds,
-            le.retry_period_seconds) == (True, "hrl-descheduler", 15, 10, 2)
+    assert (
+        le.enabled,
+        le.lease_name,
+        le.lease_duration_seconds,
+        le.renew_deadline_seconds,
+        le.retry_period_seconds,
+    ) == (True, "hrl-descheduler", 15, 10, 2)
 
 
 POD = PodInfo(name="p", namespace="ns", service="svc", requests=Resources(100, 1 << 20), node_name="n1")

@@ -16,31 +16,55 @@ from descheduler.loop import REPORT_OUTCOMES, CycleReport, run_forever, run_once
 from descheduler.metrics import DeschedulerMetrics
 from policy.highlevel import RebalanceHeuristic
 from policy.lowlevel import TopologyHeuristic
-from policy.state import ClusterSnapshot, EvictionResult, LabelSelector, Move, NodeInfo, OwnerRef, Plan, PodDisruptionBudgetInfo, PodInfo, Resources, ServiceEdge, ServiceGraph, frozen_map
+from policy.state import (
+    ClusterSnapshot,
+    EvictionResult,
+    LabelSelector,
+    Move,
+    NodeInfo,
+    OwnerRef,
+    Plan,
+    PodDisruptionBudgetInfo,
+    PodInfo,
+    Resources,
+    ServiceEdge,
+    ServiceGraph,
+    frozen_map,
+)
 
-GI = 1024 ** 3
+GI = 1024**3
 NOW_S = 1_700_000_000.0
 PLACEMENT = TopologyHeuristic()
 
 
 # ---- small fakes of the slice of the world the loop uses --------------------------------------------
 
+
 def node(name: str) -> NodeInfo:
     return NodeInfo(name, Resources(8000, 32 * GI))
 
 
 def pod(workload: str, node_name: str, suffix: str = "aaaaa", ns: str = "shop", uid: str = "") -> PodInfo:
-    return PodInfo(name=f"{workload}-{suffix}", namespace=ns, service=workload, requests=Resources(100, GI),
-                   uid=uid or f"uid-{workload}-{suffix}", node_name=node_name, phase="Running",
-                   owner=OwnerRef("ReplicaSet", workload), labels=frozen_map({"app": workload}))
+    return PodInfo(
+        name=f"{workload}-{suffix}",
+        namespace=ns,
+        service=workload,
+        requests=Resources(100, GI),
+        uid=uid or f"uid-{workload}-{suffix}",
+        node_name=node_name,
+        phase="Running",
+        owner=OwnerRef("ReplicaSet", workload),
+        labels=frozen_map({"app": workload}),
+    )
 
 
 class FakeCluster:
     """Holds the current snapshot; ``observe`` returns it; hooks can change it between reads."""
 
     def __init__(self, pods, pdbs=(), graph=ServiceGraph()):
-        self.snapshot = ClusterSnapshot(nodes=(node("n1"), node("n2"), node("n3")), pods=tuple(pods),
-                                        pdbs=tuple(pdbs), graph=graph)
+        self.snapshot = ClusterSnapshot(
+            nodes=(node("n1"), node("n2"), node("n3")), pods=tuple(pods), pdbs=tuple(pdbs), graph=graph
+        )
         self.reads = 0
         self.on_read = None
 
@@ -88,8 +112,11 @@ class ScriptedPlanner:
 
 
 def config(**kw):
-    base = {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfiguration",
-            "caps": {"perNode": None, "perNamespace": None, "total": None}}
+    base = {
+        "apiVersion": "hrl-scheduler.io/v1alpha1",
+        "kind": "DeschedulerConfiguration",
+        "caps": {"perNode": None, "perNamespace": None, "total": None},
+    }
     base.update(kw)
     return load_descheduler_config(base)
 
@@ -104,6 +131,7 @@ def outcomes(report: CycleReport) -> list[tuple[str, str]]:
 
 # ---- tests --------------------------------------------------------------------------------------------
 
+
 def test_the_real_planner_and_a_real_eviction_move_a_chatty_pod_next_to_its_neighbour():
     g = ServiceGraph.build((), [ServiceEdge("api", "db", rps=40.0)])
     cluster = FakeCluster([pod("api", "n1"), pod("db", "n2")], graph=g)
@@ -115,11 +143,14 @@ def test_the_real_planner_and_a_real_eviction_move_a_chatty_pod_next_to_its_neig
     assert cluster.reads == 2  # once to plan, once again just before the eviction
 
 
-@pytest.mark.parametrize("caps, pods, blocked_by", [
-    ({"perNode": 2}, [pod("a", "n1"), pod("b", "n1"), pod("c", "n1")], "cap_node"),
-    ({"perNamespace": 2}, [pod("a", "n1"), pod("b", "n2"), pod("c", "n3")], "cap_namespace"),
-    ({"total": 2}, [pod("a", "n1", ns="x"), pod("b", "n2", ns="y"), pod("c", "n3", ns="z")], "cap_total"),
-])
+@pytest.mark.parametrize(
+    "caps, pods, blocked_by",
+    [
+        ({"perNode": 2}, [pod("a", "n1"), pod("b", "n1"), pod("c", "n1")], "cap_node"),
+        ({"perNamespace": 2}, [pod("a", "n1"), pod("b", "n2"), pod("c", "n3")], "cap_namespace"),
+        ({"total": 2}, [pod("a", "n1", ns="x"), pod("b", "n2", ns="y"), pod("c", "n3", ns="z")], "cap_total"),
+    ],
+)
 def test_caps_stop_evictions_once_reached_within_a_cycle(caps, pods, blocked_by):
     cluster = FakeCluster(pods)
     ev = RecordingEvictor(cluster)
@@ -157,8 +188,7 @@ def test_a_pdb_refusal_skips_the_rest_of_that_workload_without_retrying():
     ev = RecordingEvictor(cluster, outcomes={a.key: "refused"})
     report = cycle(cluster, ev, ScriptedPlanner(a, b, other, c, to_node="n2"))
     assert ev.calls == [a.key, other.key]  # one attempt for api; web still goes
-    assert outcomes(report) == [(a.key, "refused"), (b.key, "blocked"), (other.key, "evicted"),
-                                (c.key, "blocked")]
+    assert outcomes(report) == [(a.key, "refused"), (b.key, "blocked"), (other.key, "evicted"), (c.key, "blocked")]
     assert report.results[1].blocked_by == ("pdb_refused",) == report.results[3].blocked_by
     assert report.counts["refused"] == 1 and report.counts["blocked"] == 2
 
@@ -177,10 +207,13 @@ def test_a_pod_gone_between_plan_and_eviction_is_not_found_and_nothing_is_evicte
     assert ev.calls == [] and outcomes(report) == [(p.key, "not_found")]
 
 
-@pytest.mark.parametrize("change, why", [
-    (lambda p: replace(p, node_name="n2"), "moved"),
-    (lambda p: replace(p, uid="uid-new"), "re-created"),
-])
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        (lambda p: replace(p, node_name="n2"), "moved"),
+        (lambda p: replace(p, uid="uid-new"), "re-created"),
+    ],
+)
 def test_a_pod_moved_or_recreated_since_planning_is_skipped(change, why):
     p = pod("api", "n1")
     cluster = FakeCluster([p])
@@ -243,8 +276,9 @@ def test_cooldown_survives_a_restart_through_the_state_file(tmp_path):
 
 def _mixed_cluster() -> tuple[FakeCluster, list[PodInfo]]:
     pods = [pod("a", "n1"), pod("b", "n1"), pod("c", "n1"), pod("guarded", "n2"), pod("d", "n3")]
-    pdb = PodDisruptionBudgetInfo("guarded", "shop", LabelSelector(frozen_map({"app": "guarded"})),
-                                  disruptions_allowed=0)
+    pdb = PodDisruptionBudgetInfo(
+        "guarded", "shop", LabelSelector(frozen_map({"app": "guarded"})), disruptions_allowed=0
+    )
     return FakeCluster(pods, pdbs=[pdb]), pods
 
 
@@ -289,11 +323,14 @@ def test_an_evictor_that_raises_is_an_error_and_the_cycle_goes_on():
     assert "apiserver unreachable" in report.results[0].message
 
 
-@pytest.mark.parametrize("answer, why", [
-    ("not a result", "not an EvictionResult"),
-    (EvictionResult("shop/other", "evicted"), "not 'shop/a-aaaaa'"),
-    (EvictionResult("shop/a-aaaaa", "maybe"), "unknown outcome"),
-])
+@pytest.mark.parametrize(
+    "answer, why",
+    [
+        ("not a result", "not an EvictionResult"),
+        (EvictionResult("shop/other", "evicted"), "not 'shop/a-aaaaa'"),
+        (EvictionResult("shop/a-aaaaa", "maybe"), "unknown outcome"),
+    ],
+)
 def test_a_malformed_evictor_answer_counts_as_an_error_never_a_success(answer, why):
     class Odd:
         def evict(self, p, reason):
@@ -337,8 +374,13 @@ def test_the_report_json_has_stable_keys_every_outcome_and_the_plan_intent():
     assert doc["replica_targets"] == {"shop/api": 3} and doc["intent"] == [1.0, 1.0]
     assert doc["intent_names"] == ["locality_weight", "balance_weight"]
     assert doc["results"][0]["outcome"] == "evicted" and doc["evictions"] == 1
-    assert doc["planned_moves"][0] == {"pod": a.key, "from_node": "n1", "to_node": "n3", "reason": "locality",
-                                       "gain": 1.0}
+    assert doc["planned_moves"][0] == {
+        "pod": a.key,
+        "from_node": "n1",
+        "to_node": "n3",
+        "reason": "locality",
+        "gain": 1.0,
+    }
 
 
 def test_metrics_count_outcomes_guards_and_planned_moves_without_pod_or_node_labels():
@@ -373,9 +415,20 @@ def test_run_forever_runs_the_requested_cycles_and_survives_a_failing_one():
 
     reports, errors = [], []
     metrics = DeschedulerMetrics()
-    n = run_forever(0.001, flaky, RecordingEvictor(cluster), ScriptedPlanner(a), PLACEMENT, config(), None,
-                    metrics=metrics, max_cycles=3, on_report=reports.append, on_error=errors.append,
-                    now=lambda: NOW_S)
+    n = run_forever(
+        0.001,
+        flaky,
+        RecordingEvictor(cluster),
+        ScriptedPlanner(a),
+        PLACEMENT,
+        config(),
+        None,
+        metrics=metrics,
+        max_cycles=3,
+        on_report=reports.append,
+        on_error=errors.append,
+        now=lambda: NOW_S,
+    )
     assert n == 3 and len(errors) == 1 and len(reports) == 2
     assert metrics.registry.get_sample_value("hrl_descheduler_cycles_total", {"result": "error"}) == 1
 
@@ -383,7 +436,11 @@ def test_run_forever_runs_the_requested_cycles_and_survives_a_failing_one():
 def test_run_forever_stops_when_asked():
     stop = threading.Event()
     stop.set()
-    assert run_forever(60, FakeCluster([]).observe, DryRunEvictor(), ScriptedPlanner(), PLACEMENT, config(),
-                       None, stop=stop) == 0
+    assert (
+        run_forever(
+            60, FakeCluster([]).observe, DryRunEvictor(), ScriptedPlanner(), PLACEMENT, config(), None, stop=stop
+        )
+        == 0
+    )
     with pytest.raises(ValueError, match="interval_s"):
         run_forever(0, FakeCluster([]).observe, DryRunEvictor(), ScriptedPlanner(), PLACEMENT, config(), None)

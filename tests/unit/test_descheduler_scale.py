@@ -13,20 +13,49 @@ from descheduler.config import load_descheduler_config
 from descheduler.guards import EvictionHistory
 from descheduler.loop import run_once
 from descheduler.metrics import DeschedulerMetrics
-from descheduler.scale import (SCALE_OUTCOMES, ApiScaler, DryRunScaler, GatedScaler, ScaleApiError, ScaleResult,
-                               SimScaler, bound_target, dry_run_scaler, hpa_targeting, safe_scale)
-from policy.highlevel import HierarchicalPolicy
-from policy.highlevel import HrlState
+from descheduler.scale import (
+    SCALE_OUTCOMES,
+    ApiScaler,
+    DryRunScaler,
+    GatedScaler,
+    ScaleApiError,
+    ScaleResult,
+    SimScaler,
+    bound_target,
+    dry_run_scaler,
+    hpa_targeting,
+    safe_scale,
+)
+from policy.highlevel import HierarchicalPolicy, HrlState
 from policy.lowlevel import TopologyHeuristic
-from policy.state import ClusterSnapshot, EvictionResult, LabelSelector, Move, NodeInfo, OwnerRef, Plan, PodInfo, Resources, WorkloadInfo, frozen_map
+from policy.state import (
+    ClusterSnapshot,
+    EvictionResult,
+    LabelSelector,
+    Move,
+    NodeInfo,
+    OwnerRef,
+    Plan,
+    PodInfo,
+    Resources,
+    WorkloadInfo,
+    frozen_map,
+)
 
-GI = 1024 ** 3
+GI = 1024**3
 
 
 def hpa(name: str, target: str, kind: str = "Deployment", api_version: str = "apps/v1") -> dict:
-    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": name},
-            "spec": {"scaleTargetRef": {"apiVersion": api_version, "kind": kind, "name": target},
-                     "minReplicas": 1, "maxReplicas": 5}}
+    return {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": name},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": api_version, "kind": kind, "name": target},
+            "minReplicas": 1,
+            "maxReplicas": 5,
+        },
+    }
 
 
 class FakeScaleApi:
@@ -52,9 +81,13 @@ class FakeScaleApi:
         key = f"{namespace}/{name}"
         if key not in self.replicas:
             raise ScaleApiError(404, f'deployments.apps "{name}" not found')
-        return {"apiVersion": "autoscaling/v1", "kind": "Scale",
-                "metadata": {"name": name, "namespace": namespace, "resourceVersion": str(self.rv[key])},
-                "spec": {"replicas": self.replicas[key]}, "status": {"replicas": self.replicas[key]}}
+        return {
+            "apiVersion": "autoscaling/v1",
+            "kind": "Scale",
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": str(self.rv[key])},
+            "spec": {"replicas": self.replicas[key]},
+            "status": {"replicas": self.replicas[key]},
+        }
 
     def replace_scale(self, namespace, name, body):
         self.calls.append(("replace_scale", namespace, name))
@@ -76,6 +109,7 @@ class FakeScaleApi:
 
 # ---- the scaler ------------------------------------------------------------------------------------------
 
+
 def test_it_scales_through_the_scale_subresource_with_the_resource_version_it_read():
     api = FakeScaleApi({"shop/api": 2})
     s = ApiScaler(api)
@@ -87,8 +121,9 @@ def test_it_scales_through_the_scale_subresource_with_the_resource_version_it_re
 
 
 def test_a_deployment_an_hpa_targets_is_refused_and_never_written():
-    api = FakeScaleApi({"shop/api": 2, "shop/web": 1},
-                       hpas={"shop": [hpa("other", "web-canary"), hpa("api-hpa", "api")]})
+    api = FakeScaleApi(
+        {"shop/api": 2, "shop/web": 1}, hpas={"shop": [hpa("other", "web-canary"), hpa("api-hpa", "api")]}
+    )
     s = ApiScaler(api)
     res = s.scale("shop/api", 5)
     assert res.outcome == "refused_hpa" and "shop/api-hpa" in res.message and "left alone" in res.message
@@ -97,33 +132,39 @@ def test_a_deployment_an_hpa_targets_is_refused_and_never_written():
     assert s.scale("shop/web", 3).outcome == "scaled"  # an HPA on another Deployment changes nothing here
 
 
-@pytest.mark.parametrize("objs, name, want", [
-    ([hpa("h", "api")], "api", "h"),
-    ([hpa("h", "api", api_version="extensions/v1beta1")], "api", "h"),
-    ([hpa("h", "api", kind="StatefulSet")], "api", None),
-    ([hpa("h", "api", api_version="example.com/v1")], "api", None),
-    ([hpa("h", "apiserver")], "api", None),
-    ([hpa("b", "api"), hpa("a", "api")], "api", "a"),
-    ([{"metadata": {"name": "broken"}}], "api", None),
-])
+@pytest.mark.parametrize(
+    "objs, name, want",
+    [
+        ([hpa("h", "api")], "api", "h"),
+        ([hpa("h", "api", api_version="extensions/v1beta1")], "api", "h"),
+        ([hpa("h", "api", kind="StatefulSet")], "api", None),
+        ([hpa("h", "api", api_version="example.com/v1")], "api", None),
+        ([hpa("h", "apiserver")], "api", None),
+        ([hpa("b", "api"), hpa("a", "api")], "api", "a"),
+        ([{"metadata": {"name": "broken"}}], "api", None),
+    ],
+)
 def test_hpa_targeting_matches_the_scale_target_ref(objs, name, want):
     assert hpa_targeting(objs, name) == want
 
 
 def test_without_knowing_about_hpas_nothing_is_scaled():
     api = FakeScaleApi({"shop/api": 1})
-    api.fail["list_hpas"] = ScaleApiError(403, 'horizontalpodautoscalers.autoscaling is forbidden')
+    api.fail["list_hpas"] = ScaleApiError(403, "horizontalpodautoscalers.autoscaling is forbidden")
     res = ApiScaler(api).scale("shop/api", 3)
     assert res.outcome == "error" and "cannot check for a HorizontalPodAutoscaler" in res.message
     assert api.writes() == [] and not [c for c in api.calls if c[0] == "read_scale"]
 
 
-@pytest.mark.parametrize("setup, outcome, text", [
-    (lambda api: api.replicas.pop("shop/api"), "not_found", "no Deployment"),
-    (lambda api: setattr(api, "bump_before_write", True), "error", "changed since it was read (409)"),
-    (lambda api: api.fail.update(replace_scale=ScaleApiError(500, "etcd timeout")), "error", "update failed"),
-    (lambda api: api.fail.update(replace_scale=ScaleApiError(None, "no answer")), "error", "no answer"),
-])
+@pytest.mark.parametrize(
+    "setup, outcome, text",
+    [
+        (lambda api: api.replicas.pop("shop/api"), "not_found", "no Deployment"),
+        (lambda api: setattr(api, "bump_before_write", True), "error", "changed since it was read (409)"),
+        (lambda api: api.fail.update(replace_scale=ScaleApiError(500, "etcd timeout")), "error", "update failed"),
+        (lambda api: api.fail.update(replace_scale=ScaleApiError(None, "no answer")), "error", "no answer"),
+    ],
+)
 def test_api_failures_are_outcomes_and_nothing_is_retried(setup, outcome, text):
     api = FakeScaleApi({"shop/api": 1})
     setup(api)
@@ -144,10 +185,19 @@ def test_the_dry_run_twin_reads_and_refuses_like_the_real_one_but_writes_nothing
     assert isinstance(dry_run_scaler(object()), DryRunScaler)
 
 
-@pytest.mark.parametrize("current, planned, lo, hi, step, want", [
-    (2, 9, 1, 10, 4, 6), (8, 1, 1, 10, 4, 4), (3, 3, 1, 10, 4, 3), (2, 50, 1, 10, None, 10),
-    (2, 0, 1, 10, None, 1), (12, 12, 1, 10, 1, 11), (0, 5, 1, 10, 2, 2), (5, 7, 0, 6, 4, 6),
-])
+@pytest.mark.parametrize(
+    "current, planned, lo, hi, step, want",
+    [
+        (2, 9, 1, 10, 4, 6),
+        (8, 1, 1, 10, 4, 4),
+        (3, 3, 1, 10, 4, 3),
+        (2, 50, 1, 10, None, 10),
+        (2, 0, 1, 10, None, 1),
+        (12, 12, 1, 10, 1, 11),
+        (0, 5, 1, 10, 2, 2),
+        (5, 7, 0, 6, 4, 6),
+    ],
+)
 def test_targets_are_clipped_to_the_bounds_and_the_step(current, planned, lo, hi, step, want):
     assert bound_target(current, planned, lo, hi, step) == want
 
@@ -198,24 +248,41 @@ def test_the_simulators_scaler_uses_its_scale_subresource():
     assert SimScaler(sim).scale("default/api", 3).outcome == "unchanged"
     assert SimScaler(sim).scale("default/nope", 3).outcome == "not_found"
     assert dry_run_scaler(SimScaler(sim)).scale("default/api", 5).outcome == "dry_run" and sim.scaled == [
-        ("default/api", 3)]
+        ("default/api", 3)
+    ]
 
 
 # ---- the loop ----------------------------------------------------------------------------------------------
+
 
 def node(name: str) -> NodeInfo:
     return NodeInfo(name, Resources(8000, 32 * GI))
 
 
 def pod(svc: str, node_name: str, ns: str = "shop") -> PodInfo:
-    return PodInfo(name=f"{svc}-x", namespace=ns, service=svc, requests=Resources(100, GI), uid=f"u-{svc}",
-                   node_name=node_name, phase="Running", owner=OwnerRef("ReplicaSet", f"{svc}-rs"),
-                   labels=frozen_map({"app": svc}))
+    return PodInfo(
+        name=f"{svc}-x",
+        namespace=ns,
+        service=svc,
+        requests=Resources(100, GI),
+        uid=f"u-{svc}",
+        node_name=node_name,
+        phase="Running",
+        owner=OwnerRef("ReplicaSet", f"{svc}-rs"),
+        labels=frozen_map({"app": svc}),
+    )
 
 
 def wl(name: str, replicas: int, ns: str = "shop", kind: str = "Deployment") -> WorkloadInfo:
-    return WorkloadInfo(name, ns, name, kind=kind, replicas=replicas, selector=LabelSelector(frozen_map({"app": name})),
-                        pod_requests=Resources(100, GI))
+    return WorkloadInfo(
+        name,
+        ns,
+        name,
+        kind=kind,
+        replicas=replicas,
+        selector=LabelSelector(frozen_map({"app": name})),
+        pod_requests=Resources(100, GI),
+    )
 
 
 class Cluster:
@@ -229,8 +296,12 @@ class Cluster:
     def observe(self) -> ClusterSnapshot:
         self.reads += 1
         ws = tuple(wl(k.split("/")[1], r, k.split("/")[0]) for k, r in sorted(self.api.replicas.items()))
-        return ClusterSnapshot(nodes=(node("n1"), node("n2"), node("n3")), pods=tuple(self.pods),
-                               workloads=ws + self.extra, taken_at_s=100.0)
+        return ClusterSnapshot(
+            nodes=(node("n1"), node("n2"), node("n3")),
+            pods=tuple(self.pods),
+            workloads=ws + self.extra,
+            taken_at_s=100.0,
+        )
 
 
 class Evictor:
@@ -263,44 +334,69 @@ class Planner:
 
 
 def config(**kw):
-    base = {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfiguration",
-            "caps": {"perNode": None, "perNamespace": None, "total": None}}
+    base = {
+        "apiVersion": "hrl-scheduler.io/v1alpha1",
+        "kind": "DeschedulerConfiguration",
+        "caps": {"perNode": None, "perNamespace": None, "total": None},
+    }
     base.update(kw)
     return load_descheduler_config(base)
 
 
 def cycle(cluster, planner, scaler, cfg=None, metrics=None):
-    return run_once(cluster.observe, Evictor(cluster), planner, TopologyHeuristic(), cfg or config(), None, 100.0,
-                    scaler=scaler, metrics=metrics)
+    return run_once(
+        cluster.observe,
+        Evictor(cluster),
+        planner,
+        TopologyHeuristic(),
+        cfg or config(),
+        None,
+        100.0,
+        scaler=scaler,
+        metrics=metrics,
+    )
 
 
 def test_the_loop_scales_after_its_evictions_within_the_bounds_and_reports_every_target():
     events: list[str] = []
-    api = RecordingApi(events, {"shop/api": 2, "shop/web": 1, "shop/db": 3, "kube-system/dns": 1},
-                       hpas={"shop": [hpa("db-hpa", "db")]})
+    api = RecordingApi(
+        events, {"shop/api": 2, "shop/web": 1, "shop/db": 3, "kube-system/dns": 1}, hpas={"shop": [hpa("db-hpa", "db")]}
+    )
     cluster = Cluster(api, extra_workloads=[wl("cache", 1, kind="StatefulSet")])
     cluster.events = events
     move = Move("shop/web-x", "n2", "n1", "locality", 3.0)
     targets = {"shop/api": 20, "shop/web": 1, "shop/db": 5, "kube-system/dns": 3, "shop/cache": 2, "shop/gone": 2}
     registry = CollectorRegistry()
-    report = cycle(cluster, Planner(targets, [move]), ApiScaler(api),
-                   config(scaling={"maxStepPerCycle": 3, "maxReplicas": 10}), DeschedulerMetrics(registry))
+    report = cycle(
+        cluster,
+        Planner(targets, [move]),
+        ApiScaler(api),
+        config(scaling={"maxStepPerCycle": 3, "maxReplicas": 10}),
+        DeschedulerMetrics(registry),
+    )
     assert events == ["evict shop/web-x", "scale shop/api"]  # evictions first, then scaling
     got = {r.workload: (r.outcome, r.current, r.target, r.planned) for r in report.scaling}
-    assert got == {"kube-system/dns": ("blocked", None, None, 3),
-                   "shop/api": ("scaled", 2, 5, 20),
-                   "shop/cache": ("blocked", 1, None, 2),
-                   "shop/db": ("refused_hpa", 3, 5, 5),
-                   "shop/gone": ("not_found", None, None, 2),
-                   "shop/web": ("unchanged", 1, 1, 1)}
+    assert got == {
+        "kube-system/dns": ("blocked", None, None, 3),
+        "shop/api": ("scaled", 2, 5, 20),
+        "shop/cache": ("blocked", 1, None, 2),
+        "shop/db": ("refused_hpa", 3, 5, 5),
+        "shop/gone": ("not_found", None, None, 2),
+        "shop/web": ("unchanged", 1, 1, 1),
+    }
     assert [r.workload for r in report.scaling] == sorted(targets)
     assert api.replicas == {"shop/api": 5, "shop/web": 1, "shop/db": 3, "kube-system/dns": 1}
     assert cluster.reads == 3  # plan, before the eviction, before scaling
     doc = json.loads(json.dumps(report.to_json()))
     assert set(doc["scale_counts"]) == set(SCALE_OUTCOMES) and doc["scale_counts"]["refused_hpa"] == 1
-    assert doc["scaling"][1] == {"workload": "shop/api", "outcome": "scaled", "current_replicas": 2,
-                                 "target_replicas": 5, "planned_replicas": 20,
-                                 "message": "scaled 2 -> 5 through deployments/scale"}
+    assert doc["scaling"][1] == {
+        "workload": "shop/api",
+        "outcome": "scaled",
+        "current_replicas": 2,
+        "target_replicas": 5,
+        "planned_replicas": 20,
+        "message": "scaled 2 -> 5 through deployments/scale",
+    }
     v = registry.get_sample_value
     assert v("hrl_descheduler_scale_total", {"outcome": "refused_hpa"}) == 1
     assert v("hrl_descheduler_scale_total", {"outcome": "scaled"}) == 1
@@ -310,10 +406,16 @@ def test_the_loop_scales_after_its_evictions_within_the_bounds_and_reports_every
 def test_a_dry_run_goes_through_the_same_bounds_and_hpa_check_and_writes_nothing():
     api = FakeScaleApi({"shop/api": 2, "shop/db": 3}, hpas={"shop": [hpa("db-hpa", "db")]})
     cluster = Cluster(api)
-    report = cycle(cluster, Planner({"shop/api": 9, "shop/db": 1}), ApiScaler(api),
-                   config(dryRun=True, scaling={"maxStepPerCycle": 2}))
+    report = cycle(
+        cluster,
+        Planner({"shop/api": 9, "shop/db": 1}),
+        ApiScaler(api),
+        config(dryRun=True, scaling={"maxStepPerCycle": 2}),
+    )
     assert [(r.workload, r.outcome, r.target) for r in report.scaling] == [
-        ("shop/api", "dry_run", 4), ("shop/db", "refused_hpa", 1)]
+        ("shop/api", "dry_run", 4),
+        ("shop/db", "refused_hpa", 1),
+    ]
     assert api.writes() == [] and report.dry_run
 
 
@@ -337,8 +439,16 @@ def test_a_failed_re_read_skips_every_target():
             raise TimeoutError("list deployments timed out")
         return original()
 
-    report = run_once(flaky, Evictor(cluster), Planner({"shop/api": 4}), TopologyHeuristic(), config(), None, 0.0,
-                      scaler=ApiScaler(api))
+    report = run_once(
+        flaky,
+        Evictor(cluster),
+        Planner({"shop/api": 4}),
+        TopologyHeuristic(),
+        config(),
+        None,
+        0.0,
+        scaler=ApiScaler(api),
+    )
     assert [(r.outcome, r.planned) for r in report.scaling] == [("skipped", 4)]
     assert "could not re-read" in report.scaling[0].message and api.calls == []
 

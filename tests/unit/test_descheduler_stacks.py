@@ -9,9 +9,8 @@ import pytest
 
 from descheduler import stacks as hs
 from policy.bundle import BundleMissing
-from policy.highlevel import UtilizationTargetAutoscaler
+from policy.highlevel import UtilizationTargetAutoscaler, default_intent
 from policy.lowlevel import TopologyHeuristic
-from policy.highlevel import default_intent
 from policy.sim.app import load_app
 from policy.sim.engine import ClusterSpec, SimConfig, Simulation, rps_for_app
 from policy.sim.model import PerfModel
@@ -30,16 +29,26 @@ def world():
 
 
 def parts(app) -> hs.StackParts:
-    return hs.StackParts(TopologyHeuristic(), UtilizationTargetAutoscaler(
-        target_utilization=0.3, workloads=tuple(autoscaled_workloads(app))))
+    return hs.StackParts(
+        TopologyHeuristic(),
+        UtilizationTargetAutoscaler(target_utilization=0.3, workloads=tuple(autoscaled_workloads(app))),
+    )
 
 
 def simulate(name, world):
     app, rps, spec, cfg = world
     reports: list = []
     built = hs.build_hrl_stack(name, StackContext(app, spec, 0, cfg), parts(app), reports=reports)
-    sim = Simulation(app, rps, spec, built.scheduler, cfg, hooks=built.hooks, on_change=built.on_change,
-                     scheduler_name=built.scheduler_name)
+    sim = Simulation(
+        app,
+        rps,
+        spec,
+        built.scheduler,
+        cfg,
+        hooks=built.hooks,
+        on_change=built.on_change,
+        scheduler_name=built.scheduler_name,
+    )
     result = sim.run()
     return built, reports, result, sim
 
@@ -76,7 +85,8 @@ def test_a_stack_registered_by_name_runs_through_the_stack_registry(world):
     app, rps, spec, cfg = world
     name = f"test-hrl-stand-in-{next(_names)}"
     register_stack(name, "hrl-scheduler with stand-in parts")(
-        lambda ctx: hs.build_hrl_stack("hrl-scheduler", ctx, parts(ctx.app)))
+        lambda ctx: hs.build_hrl_stack("hrl-scheduler", ctx, parts(ctx.app))
+    )
     result = run_stack(name, app, rps, spec, cfg)
     assert result.metrics["cross_node_call_pct"] >= 0 and result.pods_placed >= 12
 
@@ -91,9 +101,16 @@ def test_a_missing_bundle_fails_the_factory_with_its_path_never_a_silent_fallbac
         hs.build_hrl_stack("hrl-magic", ctx, parts(app))
 
 
-@pytest.mark.parametrize("factory, name", [(hs.hrl_scheduler, "hrl-scheduler"), (hs.hrl_no_encoder, "hrl-no-encoder"),
-                                           (hs.hrl_flat, "hrl-flat"), (hs.hrl_no_rebalance, "hrl-no-rebalance"),
-                                           (hs.hrl_no_autoscale, "hrl-no-autoscale")])
+@pytest.mark.parametrize(
+    "factory, name",
+    [
+        (hs.hrl_scheduler, "hrl-scheduler"),
+        (hs.hrl_no_encoder, "hrl-no-encoder"),
+        (hs.hrl_flat, "hrl-flat"),
+        (hs.hrl_no_rebalance, "hrl-no-rebalance"),
+        (hs.hrl_no_autoscale, "hrl-no-autoscale"),
+    ],
+)
 def test_each_entry_point_factory_loads_its_own_bundles(world, factory, name):
     app, _rps, spec, cfg = world
     try:

@@ -12,47 +12,95 @@ import pytest
 import torch  # the [train] extra, which `make test` installs
 
 from policy.bundle import BundleError, PolicyBundle
-from policy.highlevel.drpc import DRPC_SPEC, HRL_SPEC, STUDENT_ARCH, ActionMapping, DrpcAutoscaler, DrpcFeaturizer, DrpcState, ServiceSignals, StudentActor, graph_rates, mapping_json
 from policy.highlevel import FORECAST_ARCH, FORECAST_SPEC, GruForecaster
-from policy.state import ClusterSnapshot, LabelSelector, NodeInfo, OwnerRef, PodInfo, Resources, ServiceEdge, ServiceGraph, WorkloadInfo
+from policy.highlevel.drpc import (
+    DRPC_SPEC,
+    HRL_SPEC,
+    STUDENT_ARCH,
+    ActionMapping,
+    DrpcAutoscaler,
+    DrpcFeaturizer,
+    DrpcState,
+    ServiceSignals,
+    StudentActor,
+    graph_rates,
+    mapping_json,
+)
+from policy.state import (
+    ClusterSnapshot,
+    LabelSelector,
+    NodeInfo,
+    OwnerRef,
+    PodInfo,
+    Resources,
+    ServiceEdge,
+    ServiceGraph,
+    WorkloadInfo,
+)
 from policy.train.td3 import Actor, WorkloadPredictor
 
 ROOT = Path(__file__).resolve().parents[2]
-GI = 1024 ** 3
+GI = 1024**3
 
 
 # ---- fixtures ------------------------------------------------------------------------------------------------
 
+
 def student_bundle(spec=DRPC_SPEC, seed=0, mapping=ActionMapping(), hidden=16) -> tuple[PolicyBundle, Actor]:
     torch.manual_seed(seed)
     actor = Actor(len(spec), 1, hidden)
-    b = PolicyBundle(level="high", policy_version=f"test-student-{seed}", feature_spec={"local": spec},
-                     dims={"hidden": hidden, "layers": 2}, architecture={"type": STUDENT_ARCH},
-                     weights={k: v.detach().numpy() for k, v in actor.state_dict().items()},
-                     action_bounds={"low": [-1.0], "high": [1.0]},
-                     metadata={"action_mapping": mapping_json(mapping)})
+    b = PolicyBundle(
+        level="high",
+        policy_version=f"test-student-{seed}",
+        feature_spec={"local": spec},
+        dims={"hidden": hidden, "layers": 2},
+        architecture={"type": STUDENT_ARCH},
+        weights={k: v.detach().numpy() for k, v in actor.state_dict().items()},
+        action_bounds={"low": [-1.0], "high": [1.0]},
+        metadata={"action_mapping": mapping_json(mapping)},
+    )
     return b, actor
 
 
 def predictor_bundle(window=10, horizon=3) -> PolicyBundle:
     torch.manual_seed(1)
     m = WorkloadPredictor(hidden=8, horizon=horizon, last_value_skip=True)
-    return PolicyBundle(level="high", policy_version="test-predictor", feature_spec={"rates": FORECAST_SPEC},
-                        dims={"window": window, "horizon": horizon, "hidden": 8},
-                        architecture={"type": FORECAST_ARCH, "skip": "last_value"},
-                        weights={k: v.detach().numpy() for k, v in m.state_dict().items()})
+    return PolicyBundle(
+        level="high",
+        policy_version="test-predictor",
+        feature_spec={"rates": FORECAST_SPEC},
+        dims={"window": window, "horizon": horizon, "hidden": 8},
+        architecture={"type": FORECAST_ARCH, "skip": "last_value"},
+        weights={k: v.detach().numpy() for k, v in m.state_dict().items()},
+    )
 
 
 def pod(service, i, node="n1", req_m=200, limit_m=0, usage_m=None, phase="Running", created_s=0.0):
-    return PodInfo(name=f"{service}-abc-{i}", namespace="shop", service=service, requests=Resources(req_m, GI),
-                   limits=Resources(limit_m, 0), node_name=node if phase == "Running" else None, phase=phase,
-                   labels={"app": service}, owner=OwnerRef("ReplicaSet", f"{service}-abc"),
-                   usage=None if usage_m is None else Resources(usage_m, 0), created_s=created_s)
+    return PodInfo(
+        name=f"{service}-abc-{i}",
+        namespace="shop",
+        service=service,
+        requests=Resources(req_m, GI),
+        limits=Resources(limit_m, 0),
+        node_name=node if phase == "Running" else None,
+        phase=phase,
+        labels={"app": service},
+        owner=OwnerRef("ReplicaSet", f"{service}-abc"),
+        usage=None if usage_m is None else Resources(usage_m, 0),
+        created_s=created_s,
+    )
 
 
 def workload(service, replicas, req_m=200, limit_m=0):
-    return WorkloadInfo(service, "shop", service, replicas=replicas, selector=LabelSelector({"app": service}),
-                        pod_requests=Resources(req_m, GI), pod_limits=Resources(limit_m, 0))
+    return WorkloadInfo(
+        service,
+        "shop",
+        service,
+        replicas=replicas,
+        selector=LabelSelector({"app": service}),
+        pod_requests=Resources(req_m, GI),
+        pod_limits=Resources(limit_m, 0),
+    )
 
 
 def snapshot(t_s=600.0, api_usage=(300, 300), db_usage=(50,), pending_api=0, api_rps=None):
@@ -60,30 +108,37 @@ def snapshot(t_s=600.0, api_usage=(300, 300), db_usage=(50,), pending_api=0, api
     pods += [pod("api", 10 + i, phase="Pending") for i in range(pending_api)]
     pods += [pod("db", i, node="n2", usage_m=u) for i, u in enumerate(db_usage)]
     edges = [ServiceEdge("api", "db", rps=None if api_rps is None else 2.0 * api_rps, calls_per_request=2.0)]
-    return ClusterSnapshot(nodes=(NodeInfo("n1", Resources(4000, 8 * GI)), NodeInfo("n2", Resources(2000, 8 * GI))),
-                           pods=tuple(pods),
-                           workloads=(workload("api", len(api_usage) + pending_api, limit_m=400), workload("db", len(db_usage))),
-                           graph=ServiceGraph.build((), edges), taken_at_s=t_s)
+    return ClusterSnapshot(
+        nodes=(NodeInfo("n1", Resources(4000, 8 * GI)), NodeInfo("n2", Resources(2000, 8 * GI))),
+        pods=tuple(pods),
+        workloads=(workload("api", len(api_usage) + pending_api, limit_m=400), workload("db", len(db_usage))),
+        graph=ServiceGraph.build((), edges),
+        taken_at_s=t_s,
+    )
 
 
 # ---- action mapping --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("a,u", [(-1.0, 0.2), (1.0, 2.0), (0.0, 0.2 * 10 ** 0.5), (-5.0, 0.2), (5.0, 2.0)])
+
+@pytest.mark.parametrize("a,u", [(-1.0, 0.2), (1.0, 2.0), (0.0, 0.2 * 10**0.5), (-5.0, 0.2), (5.0, 2.0)])
 def test_an_action_maps_to_a_target_utilisation_log_uniformly_between_u_min_and_u_max(a, u):
     assert float(ActionMapping().target_utilization(a)) == pytest.approx(u)
 
 
-@pytest.mark.parametrize("action,current,demand,expected", [
-    (0.0, 2, None, 2),                    # no metric yet: keep
-    (1.0, 4, 4.0, 2),                     # u = 2.0: 4 pods' worth of CPU fits in 2 pods
-    (-1.0, 2, 1.0, 5),                    # u = 0.2: 1 pod's worth wants 5 pods
-    (-1.0, 2, 10.0, 6),                   # wants 50, one step adds at most max(×2, +4): 6
-    (-1.0, 8, 10.0, 10),                  # from 8, doubling is the larger bound (then max_replicas)
-    (-1.0, 1, 3.0, 5),                    # from 1, + 4 pods is the larger bound
-    (1.0, 8, 0.1, 4),                     # scale-in at most halves
-    (1.0, 1, 0.0, 1),                     # never below min_replicas
-    (-1.0, 9, 50.0, 10),                  # never above max_replicas
-])
+@pytest.mark.parametrize(
+    "action,current,demand,expected",
+    [
+        (0.0, 2, None, 2),  # no metric yet: keep
+        (1.0, 4, 4.0, 2),  # u = 2.0: 4 pods' worth of CPU fits in 2 pods
+        (-1.0, 2, 1.0, 5),  # u = 0.2: 1 pod's worth wants 5 pods
+        (-1.0, 2, 10.0, 6),  # wants 50, one step adds at most max(×2, +4): 6
+        (-1.0, 8, 10.0, 10),  # from 8, doubling is the larger bound (then max_replicas)
+        (-1.0, 1, 3.0, 5),  # from 1, + 4 pods is the larger bound
+        (1.0, 8, 0.1, 4),  # scale-in at most halves
+        (1.0, 1, 0.0, 1),  # never below min_replicas
+        (-1.0, 9, 50.0, 10),  # never above max_replicas
+    ],
+)
 def test_replicas_follow_the_demand_over_the_target_within_the_step_bounds(action, current, demand, expected):
     assert ActionMapping().replicas(action, current, demand) == expected
 
@@ -96,6 +151,7 @@ def test_an_invalid_mapping_is_refused_naming_the_fields():
 
 
 # ---- state -------------------------------------------------------------------------------------------------
+
 
 def test_the_state_round_trips_through_json_and_stays_small():
     s = DrpcState()
@@ -111,21 +167,24 @@ def test_the_state_round_trips_through_json_and_stays_small():
 def test_a_gap_between_calls_is_filled_by_linear_interpolation_and_a_repeat_replaces_the_minute():
     s = DrpcState()
     s.record(0.0, {"w": 0.0}, keep=10)
-    s.record(240.0, {"w": 8.0}, keep=10)    # a CronJob every 4 minutes
+    s.record(240.0, {"w": 8.0}, keep=10)  # a CronJob every 4 minutes
     assert s.history["w"] == [0.0, 2.0, 4.0, 6.0, 8.0]
-    s.record(250.0, {"w": 9.0}, keep=10)    # again within the same minute
+    s.record(250.0, {"w": 9.0}, keep=10)  # again within the same minute
     assert s.history["w"][-1] == 9.0 and len(s.history["w"]) == 5
-    s.record(310.0, {}, keep=10)            # a workload that disappeared is forgotten
+    s.record(310.0, {}, keep=10)  # a workload that disappeared is forgotten
     assert s.history == {}
 
 
-@pytest.mark.parametrize("bad,field", [
-    ({"version": 2}, "version"),
-    ({"version": 1, "history": {"w": [1.0, -2.0]}}, "history.w\\[1\\]"),
-    ({"version": 1, "history": {"w": "x"}}, "history.w"),
-    ({"version": 1, "last_s": "yesterday"}, "last_s"),
-    ({"version": 1, "last_scale_s": {"w": float("inf")}}, "last_scale_s.w"),
-])
+@pytest.mark.parametrize(
+    "bad,field",
+    [
+        ({"version": 2}, "version"),
+        ({"version": 1, "history": {"w": [1.0, -2.0]}}, "history.w\\[1\\]"),
+        ({"version": 1, "history": {"w": "x"}}, "history.w"),
+        ({"version": 1, "last_s": "yesterday"}, "last_s"),
+        ({"version": 1, "last_scale_s": {"w": float("inf")}}, "last_scale_s.w"),
+    ],
+)
 def test_a_corrupt_state_is_refused_naming_the_field(bad, field):
     with pytest.raises(ValueError, match=f"drpc state.{field}"):
         DrpcState.from_dict(bad)
@@ -133,11 +192,18 @@ def test_a_corrupt_state_is_refused_naming_the_field(bad, field):
 
 # ---- features --------------------------------------------------------------------------------------------------
 
+
 def test_graph_rates_sum_incoming_calls_and_infer_the_entry_rate_from_calls_per_request():
-    g = ServiceGraph.build((), [ServiceEdge("fe", "a", rps=30.0, calls_per_request=3.0),
-                                ServiceEdge("fe", "b", rps=5.0, calls_per_request=0.5),
-                                ServiceEdge("a", "b", rps=2.0), ServiceEdge("b", "b", rps=100.0),
-                                ServiceEdge("a", "c", rps=None)])
+    g = ServiceGraph.build(
+        (),
+        [
+            ServiceEdge("fe", "a", rps=30.0, calls_per_request=3.0),
+            ServiceEdge("fe", "b", rps=5.0, calls_per_request=0.5),
+            ServiceEdge("a", "b", rps=2.0),
+            ServiceEdge("b", "b", rps=100.0),
+            ServiceEdge("a", "c", rps=None),
+        ],
+    )
     assert graph_rates(g) == {"fe": 10.0, "a": 30.0, "b": 7.0}
 
 
@@ -182,6 +248,7 @@ def test_unknown_or_unscalable_workloads_are_refused_by_name():
 
 # ---- the student and the autoscaler -----------------------------------------------------------------------
 
+
 def test_the_numpy_student_matches_the_torch_actor_to_1e_5():
     b, actor = student_bundle(HRL_SPEC, seed=4)
     x = np.random.default_rng(0).normal(size=(9, len(HRL_SPEC))).astype(np.float32)
@@ -207,13 +274,14 @@ def test_replica_targets_scale_a_hot_deployment_and_remember_when(tmp_path):
     b, _ = student_bundle(seed=2)
     b.save(tmp_path / "student")
     predictor_bundle().save(tmp_path / "predictor")
-    scaler = DrpcAutoscaler.load(tmp_path, slo_p95_ms=200.0,
-                                 mapping=ActionMapping(u_min=0.25, u_max=0.5))  # any action: 0.25..0.5
+    scaler = DrpcAutoscaler.load(
+        tmp_path, slo_p95_ms=200.0, mapping=ActionMapping(u_min=0.25, u_max=0.5)
+    )  # any action: 0.25..0.5
     state = DrpcState()
     targets = scaler.replica_targets(snapshot(api_usage=(400, 400)), state, None, ["shop/api", "shop/db"])
     assert set(targets) == {"shop/api", "shop/db"}
-    assert targets["shop/api"] == 6       # 4 pods' worth at 0.25..0.5 → 8..16; one step adds at most max(×2, +4)
-    assert targets["shop/db"] == 1        # 0.25 pod's worth at 0.25..0.5 → 1
+    assert targets["shop/api"] == 6  # 4 pods' worth at 0.25..0.5 → 8..16; one step adds at most max(×2, +4)
+    assert targets["shop/db"] == 1  # 0.25 pod's worth at 0.25..0.5 → 1
     assert state.last_scale_s == {"shop/api": 600.0}
     assert json.loads(json.dumps(state.to_dict()))["history"]["shop/api"]
 
@@ -222,10 +290,10 @@ def test_the_drpc_stack_runs_in_the_simulator_and_scales_under_a_peak():
     if not (ROOT / "policy" / "bundles" / "drpc" / "student" / "manifest.json").is_file():
         pytest.skip("no committed drpc bundle yet")
     from policy.sim.app import load_app
-    from policy.sim.stacks import StackContext, autoscaled_workloads
-    from policy.sim.run import cluster_for, trace_rps
-    from policy.sim.engine import SimConfig, Simulation
     from policy.sim.drpc import drpc_stack
+    from policy.sim.engine import SimConfig, Simulation
+    from policy.sim.run import cluster_for, trace_rps
+    from policy.sim.stacks import StackContext, autoscaled_workloads
 
     app = load_app("online-boutique")
     cfg = SimConfig(minutes=8, seed=0, n_samples=200)

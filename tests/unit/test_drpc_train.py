@@ -14,11 +14,20 @@ import pytest
 import torch
 
 from policy.bundle import PolicyBundle
+from policy.cli.core import main
 from policy.highlevel import DRPC_SPEC, HRL_SPEC, DrpcAutoscaler, DrpcState, StudentActor
 from policy.sim.drpc import drpc_hook, signals_from_sim
 from policy.train import drpc as drpc_train
-from policy.cli.core import main
-from policy.train.drpc import GLOBAL_EXTRA, DrpcTrainConfig, PredictorConfig, evaluate_predictor, export_predictor, teacher_input, train_drpc, train_predictor
+from policy.train.drpc import (
+    GLOBAL_EXTRA,
+    DrpcTrainConfig,
+    PredictorConfig,
+    evaluate_predictor,
+    export_predictor,
+    teacher_input,
+    train_drpc,
+    train_predictor,
+)
 from policy.train.forecast_data import Windows, windows_of
 from policy.train.td3 import Actor
 
@@ -51,20 +60,30 @@ def test_the_teacher_input_is_each_row_plus_the_same_pooled_summary_for_any_numb
     F = len(HRL_SPEC)
     assert x.shape == (n, F + 2 * len(DRPC_SPEC) + len(GLOBAL_EXTRA))
     assert np.array_equal(x[:, :F], local)
-    assert np.allclose(x[:, F:F + len(DRPC_SPEC)], local[:, :len(DRPC_SPEC)].mean(axis=0))
-    assert np.allclose(x[:, F + len(DRPC_SPEC):F + 2 * len(DRPC_SPEC)], local[:, :len(DRPC_SPEC)].max(axis=0))
-    assert np.array_equal(x[:, -len(GLOBAL_EXTRA):], np.repeat(extra[None], n, axis=0))
+    assert np.allclose(x[:, F : F + len(DRPC_SPEC)], local[:, : len(DRPC_SPEC)].mean(axis=0))
+    assert np.allclose(x[:, F + len(DRPC_SPEC) : F + 2 * len(DRPC_SPEC)], local[:, : len(DRPC_SPEC)].max(axis=0))
+    assert np.array_equal(x[:, -len(GLOBAL_EXTRA) :], np.repeat(extra[None], n, axis=0))
 
 
 def test_a_seconds_long_run_exports_bundles_that_the_numpy_autoscaler_loads_and_acts_with(tmp_path):
     torch.set_num_threads(1)
     pcfg = PredictorConfig(window=10, horizon=3, hidden=8, epochs=1, seed=0)
-    model, rep = train_predictor(pcfg, data=small_windows(range(2), 10, 3), heldout={"w": small_windows([9], 10, 3)},
-                                 progress=False)
+    model, rep = train_predictor(
+        pcfg, data=small_windows(range(2), 10, 3), heldout={"w": small_windows([9], 10, 3)}, progress=False
+    )
     pb = export_predictor(model, pcfg, tmp_path / "pred", rep)
-    cfg = DrpcTrainConfig(apps=("online-boutique",), students=("drpc", "hrl"), total_minutes=40, episode_minutes=8,
-                          n_samples=100, updates_per_minute=1, student_from=0.0, student_share=1.0,
-                          td3=replace(DrpcTrainConfig().td3, learning_starts=20, batch_size=16), seed=3)
+    cfg = DrpcTrainConfig(
+        apps=("online-boutique",),
+        students=("drpc", "hrl"),
+        total_minutes=40,
+        episode_minutes=8,
+        n_samples=100,
+        updates_per_minute=1,
+        student_from=0.0,
+        student_share=1.0,
+        td3=replace(DrpcTrainConfig().td3, learning_starts=20, batch_size=16),
+        seed=3,
+    )
     dirs = {"drpc": tmp_path / "drpc", "hrl": tmp_path / "hrl"}
     report = train_drpc(cfg, out_dir=tmp_path / "run", bundle_dirs=dirs, predictor=pb, progress=False, plots=True)
     assert report["simulated_minutes"] >= 40 and (tmp_path / "run" / "learning_curves.png").is_file()
@@ -91,15 +110,21 @@ def test_a_seconds_long_run_exports_bundles_that_the_numpy_autoscaler_loads_and_
     # the DRPC student drives a short simulation through the stack's hook
     from policy.sim.app import load_app
     from policy.sim.engine import SimConfig, Simulation
-    from policy.sim.stacks import StackContext, autoscaled_workloads, default_kube_scheduler
     from policy.sim.run import cluster_for, trace_rps
+    from policy.sim.stacks import StackContext, autoscaled_workloads, default_kube_scheduler
 
     app = load_app("online-boutique")
     scaler = DrpcAutoscaler.load(dirs["drpc"], slo_p95_ms=app.slo_p95_ms)
     sim_cfg = SimConfig(minutes=5, seed=0, n_samples=100)
     built = default_kube_scheduler(StackContext(app, cluster_for(app), 0, sim_cfg))
-    sim = Simulation(app, trace_rps(app, "nasa", 5, 100), cluster_for(app), built.scheduler, sim_cfg,
-                     hooks=[drpc_hook(scaler, autoscaled_workloads(app))])
+    sim = Simulation(
+        app,
+        trace_rps(app, "nasa", 5, 100),
+        cluster_for(app),
+        built.scheduler,
+        sim_cfg,
+        hooks=[drpc_hook(scaler, autoscaled_workloads(app))],
+    )
     sim.run()
     assert set(signals_from_sim(sim)) >= {"frontend", "cartservice"}
     state = DrpcState()
@@ -109,16 +134,25 @@ def test_a_seconds_long_run_exports_bundles_that_the_numpy_autoscaler_loads_and_
 
 # ---- nothing half-written, quick runs elsewhere, versions that name the weights ---------------------------
 
+
 def tiny_config(**kw) -> DrpcTrainConfig:
-    return DrpcTrainConfig(apps=("online-boutique",), total_minutes=16, episode_minutes=8, n_samples=100,
-                           updates_per_minute=1, td3=replace(DrpcTrainConfig().td3, learning_starts=8, batch_size=8,
-                                                             hidden=8), eval_every=0, **kw)
+    return DrpcTrainConfig(
+        apps=("online-boutique",),
+        total_minutes=16,
+        episode_minutes=8,
+        n_samples=100,
+        updates_per_minute=1,
+        td3=replace(DrpcTrainConfig().td3, learning_starts=8, batch_size=8, hidden=8),
+        eval_every=0,
+        **kw,
+    )
 
 
 def tiny_predictor(path: Path, quick: bool = False) -> PolicyBundle:
     pcfg = PredictorConfig(window=10, horizon=3, hidden=8, epochs=1, seed=0)
-    model, rep = train_predictor(pcfg, data=small_windows(range(1), 10, 3), heldout={"w": small_windows([9], 10, 3)},
-                                 progress=False)
+    model, rep = train_predictor(
+        pcfg, data=small_windows(range(1), 10, 3), heldout={"w": small_windows([9], 10, 3)}, progress=False
+    )
     return export_predictor(model, pcfg, path, rep, **({"quick": True} if quick else {}))
 
 
@@ -135,14 +169,17 @@ def contents(root: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("argv,flag,value", [
-    (["--apps", "nope"], "--apps", "'nope'"),
-    (["--apps", "online-boutique,nope"], "--apps", "'nope'"),
-    (["--students", "drpc,bogus"], "--students", "bogus"),
-    (["--minutes", "0"], "--minutes", "0"),
-    (["--seed", "-1"], "--seed", "-1"),
-    (["--predictor", "/nonexistent/predictor"], "--predictor", "/nonexistent/predictor"),
-])
+@pytest.mark.parametrize(
+    "argv,flag,value",
+    [
+        (["--apps", "nope"], "--apps", "'nope'"),
+        (["--apps", "online-boutique,nope"], "--apps", "'nope'"),
+        (["--students", "drpc,bogus"], "--students", "bogus"),
+        (["--minutes", "0"], "--minutes", "0"),
+        (["--seed", "-1"], "--seed", "-1"),
+        (["--predictor", "/nonexistent/predictor"], "--predictor", "/nonexistent/predictor"),
+    ],
+)
 def test_a_bad_argument_is_refused_before_anything_is_trained_or_written(tmp_path, capsys, argv, flag, value):
     root = tmp_path / "root"
     before = committed_like(root)
@@ -166,21 +203,33 @@ def test_a_run_that_fails_on_the_way_leaves_every_bundle_directory_as_it_was(tmp
     monkeypatch.setattr(drpc_train, "_plot", broken_plot)  # after the students are exported
     dirs = {"drpc": root / "drpc", "hrl": root / "hrl-scheduler" / "high"}
     with pytest.raises(RuntimeError, match="exploded"):
-        train_drpc(tiny_config(students=("drpc", "hrl")), out_dir=tmp_path / "run", bundle_dirs=dirs, predictor=pb,
-                   progress=False)
+        train_drpc(
+            tiny_config(students=("drpc", "hrl")),
+            out_dir=tmp_path / "run",
+            bundle_dirs=dirs,
+            predictor=pb,
+            progress=False,
+        )
     assert contents(root) == before
 
 
 def test_a_quick_run_without_bundle_directories_writes_under_its_run_directory(tmp_path, monkeypatch):
     torch.set_num_threads(1)
     committed = tmp_path / "committed"
-    monkeypatch.setattr(drpc_train, "DEFAULT_BUNDLE_DIRS", {
-        "drpc": committed / "drpc", "hrl": committed / "hrl-scheduler" / "high",
-        "hrl-td3": committed / "hrl-flat" / "high"})
+    monkeypatch.setattr(
+        drpc_train,
+        "DEFAULT_BUNDLE_DIRS",
+        {
+            "drpc": committed / "drpc",
+            "hrl": committed / "hrl-scheduler" / "high",
+            "hrl-td3": committed / "hrl-flat" / "high",
+        },
+    )
     monkeypatch.setattr(drpc_train, "DEFAULT_DRPC_BUNDLE", committed / "drpc")
     pb = tiny_predictor(tmp_path / "pred", quick=True)
-    rep = train_drpc(tiny_config(students=("drpc",), quick=True), out_dir=tmp_path / "run", predictor=pb,
-                     progress=False, plots=False)
+    rep = train_drpc(
+        tiny_config(students=("drpc",), quick=True), out_dir=tmp_path / "run", predictor=pb, progress=False, plots=False
+    )
     assert not committed.exists()
     assert rep["bundle_dirs"] == {"drpc": str(tmp_path / "run" / "bundles" / "drpc")}
     student = PolicyBundle.load(tmp_path / "run" / "bundles" / "drpc" / "student")
@@ -192,14 +241,23 @@ def test_the_quick_command_line_default_is_the_run_directory_and_the_log_says_so
 
     def fake_train(cfg, out_dir=None, bundle_dirs=None, predictor=None, **kw):
         seen.update(cfg=cfg, out_dir=out_dir, bundle_dirs=bundle_dirs)
-        return {"config": {"quick": cfg.quick}, "episodes": 1, "simulated_minutes": 15, "train_wall_s": 1.0,
-                "run_dir": str(out_dir), "bundle_dirs": {k: str(v) for k, v in (bundle_dirs or {}).items()}}
+        return {
+            "config": {"quick": cfg.quick},
+            "episodes": 1,
+            "simulated_minutes": 15,
+            "train_wall_s": 1.0,
+            "run_dir": str(out_dir),
+            "bundle_dirs": {k: str(v) for k, v in (bundle_dirs or {}).items()},
+        }
 
     monkeypatch.setattr(drpc_train, "train_drpc", fake_train)
     assert main(["train", "drpc", "--quick", "--students", "drpc,hrl,hrl-td3", "--run-dir", str(tmp_path / "run")]) == 0
     bundles = tmp_path / "run" / "bundles"
     assert seen["cfg"].quick and seen["bundle_dirs"] == {
-        "drpc": bundles / "drpc", "hrl": bundles / "hrl-scheduler" / "high", "hrl-td3": bundles / "hrl-flat" / "high"}
+        "drpc": bundles / "drpc",
+        "hrl": bundles / "hrl-scheduler" / "high",
+        "hrl-td3": bundles / "hrl-flat" / "high",
+    }
     err = capsys.readouterr().err
     assert "quick run" in err and f"drpc → {bundles / 'drpc'}" in err
 

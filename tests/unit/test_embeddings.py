@@ -5,19 +5,28 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
+from waiting import wait_until
 
-from policy.cache import CacheClientMetrics, CacheMetrics
-from policy.cache import CacheRefresher
-from policy.cache import CacheUnavailable
-from policy.cache import EmbeddingEntry, IntentEntry, fingerprint
-from policy.cache import InMemoryEmbeddingCache
+from policy.cache import (
+    CacheClientMetrics,
+    CacheMetrics,
+    CacheRefresher,
+    CacheUnavailable,
+    EmbeddingEntry,
+    InMemoryEmbeddingCache,
+    IntentEntry,
+    fingerprint,
+)
 from policy.state import ServiceEdge, ServiceGraph
 
-BASE = ServiceGraph.build(["a", "b", "c", "d"], [
-    ServiceEdge("a", "b", rps=10.0, calls_per_request=1.0),
-    ServiceEdge("b", "c", rps=5.0, latency_p95_ms=3.0),
-    ServiceEdge("a", "c", rps=1.0),
-])
+BASE = ServiceGraph.build(
+    ["a", "b", "c", "d"],
+    [
+        ServiceEdge("a", "b", rps=10.0, calls_per_request=1.0),
+        ServiceEdge("b", "c", rps=5.0, latency_p95_ms=3.0),
+        ServiceEdge("a", "c", rps=1.0),
+    ],
+)
 
 
 def graph(services=("a", "b", "c", "d"), edges=(("a", "b", 10.0), ("b", "c", 5.0), ("a", "c", 1.0))) -> ServiceGraph:
@@ -30,10 +39,18 @@ SAME = [
     ("services listed in another order", graph(services=("d", "c", "b", "a"))),
     ("other call rates", graph(edges=(("a", "b", 99.0), ("b", "c", 0.1), ("a", "c", 7.0)))),
     ("unknown rates", graph(edges=(("a", "b", None), ("b", "c", None), ("a", "c", None)))),
-    ("latencies, multiplicities, errors and parallel flags",
-     ServiceGraph.build(["a", "b", "c", "d"], [
-         ServiceEdge("a", "b", 1.0, 3.0, latency_p95_ms=10.0, error_rate=0.5, parallel=True),
-         ServiceEdge("b", "c"), ServiceEdge("a", "c")], source="other")),
+    (
+        "latencies, multiplicities, errors and parallel flags",
+        ServiceGraph.build(
+            ["a", "b", "c", "d"],
+            [
+                ServiceEdge("a", "b", 1.0, 3.0, latency_p95_ms=10.0, error_rate=0.5, parallel=True),
+                ServiceEdge("b", "c"),
+                ServiceEdge("a", "c"),
+            ],
+            source="other",
+        ),
+    ),
 ]
 
 DIFFERENT = [
@@ -122,16 +139,19 @@ def test_the_oldest_fingerprints_are_dropped_beyond_max_entries():
     assert c.fingerprints() == ["f2", "f4"]
 
 
-@pytest.mark.parametrize("fp,services,m,needle", [
-    ("", ["a"], matrix(1), "fingerprint"),
-    ("has space", ["a"], matrix(1), "fingerprint"),
-    ("fp", ["a", "a"], matrix(2), "services[1]: 'a' appears twice"),
-    ("fp", ["a", ""], matrix(2), "services[1]: expected a non-empty name"),
-    ("fp", ["a", "b"], matrix(3), "expected a (2, D) matrix for 2 services"),
-    ("fp", ["a"], np.full((1, 2), np.nan), "NaN or infinity"),
-    ("fp", ["a"], np.zeros((1, 0)), "width D must be"),
-    ("fp", ["a"], np.array([["x"]]), "expected numbers"),
-])
+@pytest.mark.parametrize(
+    "fp,services,m,needle",
+    [
+        ("", ["a"], matrix(1), "fingerprint"),
+        ("has space", ["a"], matrix(1), "fingerprint"),
+        ("fp", ["a", "a"], matrix(2), "services[1]: 'a' appears twice"),
+        ("fp", ["a", ""], matrix(2), "services[1]: expected a non-empty name"),
+        ("fp", ["a", "b"], matrix(3), "expected a (2, D) matrix for 2 services"),
+        ("fp", ["a"], np.full((1, 2), np.nan), "NaN or infinity"),
+        ("fp", ["a"], np.zeros((1, 0)), "width D must be"),
+        ("fp", ["a"], np.array([["x"]]), "expected numbers"),
+    ],
+)
 def test_invalid_puts_are_refused_and_change_nothing(fp, services, m, needle):
     c = InMemoryEmbeddingCache()
     with pytest.raises(ValueError) as e:
@@ -197,8 +217,9 @@ def test_the_refresher_copies_new_entries_once_and_keeps_its_copy_while_the_cach
     cache = FlakyCache(clock=lambda: now[0])
     seen = []
     reg = CollectorRegistry()
-    r = CacheRefresher(cache, 1.0, lambda: "fp", on_embeddings=seen.append, metrics=CacheClientMetrics(reg),
-                       clock=lambda: now[0])
+    r = CacheRefresher(
+        cache, 1.0, lambda: "fp", on_embeddings=seen.append, metrics=CacheClientMetrics(reg), clock=lambda: now[0]
+    )
     assert r.refresh_once() == {"embeddings": "missing", "intent": "missing"}
     cache.put("fp", ["a"], matrix(1))
     assert r.refresh_once()["embeddings"] == "ok"
@@ -249,11 +270,7 @@ def test_the_refresher_thread_starts_and_stops():
     cache.put("fp", ["a"], matrix(1))
     r = CacheRefresher(cache, 0.05).start()
     try:
-        import time
-
-        deadline = time.monotonic() + 5
-        while r.embeddings is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: r.embeddings is not None, 5, what="the refresher thread to copy the embeddings")
         assert r.embeddings is not None
     finally:
         r.stop()

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from policy.train import encoder as encoder_train
 from policy.bundle import PolicyBundle
 from policy.cli.core import main
 from policy.encoder import DEFAULT_ENCODER_BUNDLE
+from policy.train import encoder as encoder_train
 
 torch = pytest.importorskip("torch")
 
@@ -46,11 +46,16 @@ def test_without_quick_the_default_is_still_the_committed_bundle(monkeypatch):
     assert Path(seen["out"]).resolve() == DEFAULT_ENCODER_BUNDLE.resolve() and not seen["cfg"].quick
 
 
-@pytest.mark.parametrize("argv,flag,value", [
-    (["--epochs", "0"], "--epochs", "0"), (["--layers", "-1"], "--layers", "-1"), (["--seed", "-2"], "--seed", "-2"),
-    (["--checkpoint", "/nonexistent/dir/enc.pt"], "--checkpoint", "/nonexistent/dir"),
-    (["--json", "/nonexistent/dir/r.json"], "--json", "/nonexistent/dir"),
-])
+@pytest.mark.parametrize(
+    "argv,flag,value",
+    [
+        (["--epochs", "0"], "--epochs", "0"),
+        (["--layers", "-1"], "--layers", "-1"),
+        (["--seed", "-2"], "--seed", "-2"),
+        (["--checkpoint", "/nonexistent/dir/enc.pt"], "--checkpoint", "/nonexistent/dir"),
+        (["--json", "/nonexistent/dir/r.json"], "--json", "/nonexistent/dir"),
+    ],
+)
 def test_a_bad_argument_is_one_line_exit_2_before_any_training(tmp_path, monkeypatch, capsys, argv, flag, value):
     seen: dict = {}
     monkeypatch.setattr(encoder_train, "train_encoder", fake_train(seen))
@@ -61,9 +66,20 @@ def test_a_bad_argument_is_one_line_exit_2_before_any_training(tmp_path, monkeyp
 
 
 def test_a_quick_encoders_version_names_its_weights_and_differs_from_the_committed_one(tmp_path):
-    cfg = encoder_train.EncoderTrainConfig(n_train=16, n_val_synthetic=4, n_val_per_app=1, epochs=1, hidden=8,
-                                           embedding=8, head_hidden=8, batch_graphs=8, size_range=(4, 8),
-                                           holdout_apps=("online-boutique",), apps=("online-boutique",), quick=True)
+    cfg = encoder_train.EncoderTrainConfig(
+        n_train=16,
+        n_val_synthetic=4,
+        n_val_per_app=1,
+        epochs=1,
+        hidden=8,
+        embedding=8,
+        head_hidden=8,
+        batch_graphs=8,
+        size_range=(4, 8),
+        holdout_apps=("online-boutique",),
+        apps=("online-boutique",),
+        quick=True,
+    )
     _net, report = encoder_train.train_encoder(cfg, tmp_path, log=lambda m: None, progress=False)
     b = PolicyBundle.load(tmp_path)
     sha = json.loads((tmp_path / "manifest.json").read_text())["weights"]["sha256"]

@@ -87,8 +87,11 @@ def test_prioritize_scores_the_candidates_with_the_policy():
     c, reg, _ = client(loaded_store())
     r = c.post("/scheduler/prioritize", content=ARGS)
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
-    assert decode_host_priorities(r.content, NAMES) == {"boutique-worker": 1, "boutique-worker2": 5,
-                                                        "boutique-worker3": 2}
+    assert decode_host_priorities(r.content, NAMES) == {
+        "boutique-worker": 1,
+        "boutique-worker2": 5,
+        "boutique-worker3": 2,
+    }
     assert count(reg, "hrl_extender_prioritize_total", outcome="ok") == 1
     assert count(reg, "hrl_extender_prioritize_duration_seconds_count") == 1
 
@@ -96,9 +99,18 @@ def test_prioritize_scores_the_candidates_with_the_policy():
 BAD = [
     (b'{"Pod": {', "body: invalid JSON at line 1 column 10"),
     (b'{"NodeNames": ["a"]}', "Pod: missing"),
-    (json.dumps({"Pod": json.loads(ARGS)["Pod"], "NodeNames": "a"}).encode(), 'NodeNames: expected a list of strings, got "a"'),
-    (json.dumps({"Pod": json.loads(ARGS)["Pod"], "NodeNames": ["a", 5]}).encode(), "NodeNames[1]: expected a string, got 5"),
-    (json.dumps({"Pod": json.loads(ARGS)["Pod"], "NodeNames": None, "Nodes": None}).encode(), "NodeNames, Nodes: both null"),
+    (
+        json.dumps({"Pod": json.loads(ARGS)["Pod"], "NodeNames": "a"}).encode(),
+        'NodeNames: expected a list of strings, got "a"',
+    ),
+    (
+        json.dumps({"Pod": json.loads(ARGS)["Pod"], "NodeNames": ["a", 5]}).encode(),
+        "NodeNames[1]: expected a string, got 5",
+    ),
+    (
+        json.dumps({"Pod": json.loads(ARGS)["Pod"], "NodeNames": None, "Nodes": None}).encode(),
+        "NodeNames, Nodes: both null",
+    ),
 ]
 
 
@@ -162,9 +174,15 @@ def test_filter_in_node_list_mode_answers_in_the_nodes_field():
     assert decode_filter_result(r.content, NAMES, node_cache_capable=False)[0] == NAMES
 
 
-@pytest.mark.parametrize("method,path", [
-    ("GET", "/scheduler/prioritize"), ("PUT", "/scheduler/filter"), ("POST", "/healthz"), ("POST", "/metrics"),
-])
+@pytest.mark.parametrize(
+    "method,path",
+    [
+        ("GET", "/scheduler/prioritize"),
+        ("PUT", "/scheduler/filter"),
+        ("POST", "/healthz"),
+        ("POST", "/metrics"),
+    ],
+)
 def test_a_wrong_method_is_a_405(method, path):
     c, _, _ = client()
     assert c.request(method, path).status_code == 405
@@ -176,8 +194,9 @@ def test_an_unknown_path_is_a_404():
 
 
 def test_the_url_prefix_comes_from_the_config():
-    cfg = load_extender_config({"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration",
-                                "urlPrefix": "/hrl/v1"})
+    cfg = load_extender_config(
+        {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration", "urlPrefix": "/hrl/v1"}
+    )
     c, _, _ = client(loaded_store(), config=cfg)
     assert c.post("/hrl/v1/prioritize", content=ARGS).status_code == 200
     assert c.post("/scheduler/prioritize", content=ARGS).status_code == 404
@@ -191,8 +210,9 @@ def test_health_is_always_ok_and_readiness_follows_the_snapshot_and_its_age():
             return self.t
 
     clock = Clock()
-    cfg = load_extender_config({"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration",
-                                "maxSnapshotAgeSeconds": 60})
+    cfg = load_extender_config(
+        {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration", "maxSnapshotAgeSeconds": 60}
+    )
     store = SnapshotStore(clock=clock)
     c, reg, _ = client(store, config=cfg)
     assert c.get("/healthz").status_code == 200
@@ -233,8 +253,10 @@ def test_the_serving_code_imports_neither_torch_nor_kubernetes_nor_the_deschedul
     import subprocess
     import sys
 
-    code = ("import sys, extender.server, extender.__main__, extender.scoring, extender.store, extender.config;"
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'kubernetes', 'descheduler')];"
-            "print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, extender.server, extender.__main__, extender.scoring, extender.store, extender.config;"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'kubernetes', 'descheduler')];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -35,7 +35,11 @@ def test_an_empty_file_gives_the_defaults(tmp_path):
 
 
 def test_every_field_is_read_from_camel_case_yaml(tmp_path):
-    c = load_extender_config(write(tmp_path, HEAD + """
+    c = load_extender_config(
+        write(
+            tmp_path,
+            HEAD
+            + """
 listen: {host: 0.0.0.0, port: 9443}
 urlPrefix: /hrl/
 policy: {name: topology-heuristic, targetUtilization: 0.8}
@@ -43,7 +47,9 @@ topology: {sources: [manifests/, spans.csv]}
 snapshotFile: cluster.json
 maxSnapshotAgeSeconds: 120
 logLevel: debug
-"""))
+""",
+        )
+    )
     assert (c.listen.host, c.listen.port) == ("0.0.0.0", 9443)
     assert c.url_prefix == "/hrl"  # trailing slash dropped
     assert c.policy.target_utilization == 0.8
@@ -54,16 +60,28 @@ logLevel: debug
 
 def test_every_problem_is_reported_at_once_with_its_dotted_path(tmp_path):
     with pytest.raises(ConfigError) as ei:
-        load_extender_config(write(tmp_path, HEAD + """
+        load_extender_config(
+            write(
+                tmp_path,
+                HEAD
+                + """
 listen: {port: 70000}
 urlPrefix: scheduler
 policy: {name: magic, targetUtilization: 1.0}
 maxSnapshotAgeSeconds: -1
 colour: blue
-"""))
+""",
+            )
+        )
     paths = {p for p, _ in ei.value.problems}
-    assert paths == {"listen.port", "urlPrefix", "policy.name", "policy.targetUtilization",
-                     "maxSnapshotAgeSeconds", "colour"}
+    assert paths == {
+        "listen.port",
+        "urlPrefix",
+        "policy.name",
+        "policy.targetUtilization",
+        "maxSnapshotAgeSeconds",
+        "colour",
+    }
 
 
 def test_a_wrong_kind_is_refused():
@@ -72,9 +90,15 @@ def test_a_wrong_kind_is_refused():
 
 
 def test_build_policy_configures_the_topology_heuristic():
-    p = build_policy(load_extender_config({"apiVersion": "hrl-scheduler.io/v1alpha1",
-                                           "kind": "ExtenderConfiguration",
-                                           "policy": {"targetUtilization": 0.6}}))
+    p = build_policy(
+        load_extender_config(
+            {
+                "apiVersion": "hrl-scheduler.io/v1alpha1",
+                "kind": "ExtenderConfiguration",
+                "policy": {"targetUtilization": 0.6},
+            }
+        )
+    )
     assert isinstance(p, TopologyHeuristic) and p.target_utilization == 0.6
 
 
@@ -84,11 +108,15 @@ def test_no_topology_sources_means_no_graph_and_no_import():
 
 # ---- the command line: bad input → one line on stderr, exit 2 -----------------------------------------------
 
-@pytest.mark.parametrize("text,needle", [
-    ("listen: {port: -5}\n", "listen.port"),
-    ("kind: Nope\n", "kind"),
-    ("policy: [1, 2\n", "invalid YAML"),
-])
+
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("listen: {port: -5}\n", "listen.port"),
+        ("kind: Nope\n", "kind"),
+        ("policy: [1, 2\n", "invalid YAML"),
+    ],
+)
 def test_a_bad_config_exits_2_with_one_line(tmp_path, capsys, text, needle):
     body = text if text.startswith("kind") else HEAD + text
     assert main(["--config", str(write(tmp_path, body))]) == 2
@@ -156,9 +184,15 @@ spec:
 def test_topology_sources_are_loaded_into_a_call_graph(tmp_path):
     m = tmp_path / "app.yaml"
     m.write_text(MANIFESTS)
-    graph, warnings = load_topology(load_extender_config(
-        {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration",
-         "topology": {"sources": [str(m)]}}))
+    graph, warnings = load_topology(
+        load_extender_config(
+            {
+                "apiVersion": "hrl-scheduler.io/v1alpha1",
+                "kind": "ExtenderConfiguration",
+                "topology": {"sources": [str(m)]},
+            }
+        )
+    )
     assert graph is not None
     assert [(e.caller, e.callee) for e in graph.edges] == [("web", "api")]
     assert isinstance(warnings, list)

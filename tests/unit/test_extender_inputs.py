@@ -22,8 +22,9 @@ HEAD = "apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
 
 def cli(*argv: str) -> subprocess.CompletedProcess:
     # every case fails before the server starts; --port 0 keeps a regression from colliding on 8888
-    return subprocess.run([sys.executable, "-m", "extender", "--port", "0", *argv], capture_output=True, text=True,
-                          cwd=ROOT, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-m", "extender", "--port", "0", *argv], capture_output=True, text=True, cwd=ROOT, timeout=30
+    )
 
 
 def one_line_exit_2(p: subprocess.CompletedProcess) -> str:
@@ -33,8 +34,9 @@ def one_line_exit_2(p: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("content", [b"\xff\xfe\x00", (HEAD + "# caf\xe9\n").encode("latin-1")],
-                         ids=["binary", "latin-1"])
+@pytest.mark.parametrize(
+    "content", [b"\xff\xfe\x00", (HEAD + "# caf\xe9\n").encode("latin-1")], ids=["binary", "latin-1"]
+)
 def test_cli_a_config_that_is_not_utf8_exits_2_with_one_line_naming_the_file(tmp_path, content):
     f = tmp_path / "x.yaml"
     f.write_bytes(content)
@@ -42,11 +44,15 @@ def test_cli_a_config_that_is_not_utf8_exits_2_with_one_line_naming_the_file(tmp
     assert str(f) in line and "not UTF-8" in line and "line " in line
 
 
-@pytest.mark.parametrize("body,path", [
-    ("policy: {name: learned, embeddingRefreshSeconds: 1.0e+300}\n", "policy.embeddingRefreshSeconds"),
-    ("cache: {address: '127.0.0.1:1', refreshSeconds: 1.0e+300}\n", "cache.refreshSeconds"),
-    ("policy: {name: topology-heuristic, bundle: /nope}\n", "policy"),
-], ids=["embedding-refresh", "cache-refresh", "bundle-with-heuristic"])
+@pytest.mark.parametrize(
+    "body,path",
+    [
+        ("policy: {name: learned, embeddingRefreshSeconds: 1.0e+300}\n", "policy.embeddingRefreshSeconds"),
+        ("cache: {address: '127.0.0.1:1', refreshSeconds: 1.0e+300}\n", "cache.refreshSeconds"),
+        ("policy: {name: topology-heuristic, bundle: /nope}\n", "policy"),
+    ],
+    ids=["embedding-refresh", "cache-refresh", "bundle-with-heuristic"],
+)
 def test_cli_config_values_that_broke_threads_or_were_ignored_exit_2(tmp_path, body, path):
     f = tmp_path / "e.yaml"
     f.write_text(HEAD + body)

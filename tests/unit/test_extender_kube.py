@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from waiting import wait_until
 
 from extender.kube import POD_FIELD_SELECTOR, KubeSnapshotSource, _Gone, graph_with_annotations
 from extender.store import SnapshotStore
@@ -17,9 +18,13 @@ from policy.state import ServiceEdge, ServiceGraph
 
 
 def node(name, rv="1"):
-    return {"metadata": {"name": name, "resourceVersion": rv},
-            "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    return {
+        "metadata": {"name": name, "resourceVersion": rv},
+        "status": {
+            "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
 
 
 def pod(name, node_name=None, rv="1", app="web", depends=None, cpu="100m"):
@@ -27,8 +32,17 @@ def pod(name, node_name=None, rv="1", app="web", depends=None, cpu="100m"):
     spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
     if node_name:
         spec["nodeName"] = node_name
-    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv, "labels": {"app": app},
-                         "annotations": ann}, "spec": spec, "status": {"phase": "Running"}}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "resourceVersion": rv,
+            "labels": {"app": app},
+            "annotations": ann,
+        },
+        "spec": spec,
+        "status": {"phase": "Running"},
+    }
 
 
 class ListResponse:
@@ -86,9 +100,12 @@ def source(core, **kw):
 
 
 def test_a_paginated_list_is_followed_by_a_watch_from_the_list_resource_version():
-    core = FakeCore({"Node": [ListResponse([node("a")], "5", cont="next"), ListResponse([node("b")], "7"),
-                              WatchResponse([])],
-                     "Pod": [ListResponse([], "7")]})
+    core = FakeCore(
+        {
+            "Node": [ListResponse([node("a")], "5", cont="next"), ListResponse([node("b")], "7"), WatchResponse([])],
+            "Pod": [ListResponse([], "7")],
+        }
+    )
     src = source(core)
     src.nodes.list()
     assert sorted(src.nodes.items) == ["a", "b"] and src.nodes.resource_version == "7"
@@ -114,8 +131,9 @@ def test_watch_events_update_the_objects_and_the_resource_version():
         {"type": "DELETED", "object": pod("p2", "a", rv="11")},
         {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}},
     ]
-    core = FakeCore({"Node": [ListResponse([], "1")],
-                     "Pod": [ListResponse([], "7"), WatchResponse(events), WatchResponse([])]})
+    core = FakeCore(
+        {"Node": [ListResponse([], "1")], "Pod": [ListResponse([], "7"), WatchResponse(events), WatchResponse([])]}
+    )
     src = source(core)
     src.pods.list()
     src.pods.watch(time.monotonic() + 0.2)
@@ -127,8 +145,9 @@ def test_watch_events_update_the_objects_and_the_resource_version():
 
 def test_410_gone_in_a_watch_raises_so_the_reflector_lists_again():
     gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old resource version"}}
-    core = FakeCore({"Node": [ListResponse([], "1")],
-                     "Pod": [ListResponse([pod("p1", "a")], "7"), WatchResponse([gone])]})
+    core = FakeCore(
+        {"Node": [ListResponse([], "1")], "Pod": [ListResponse([pod("p1", "a")], "7"), WatchResponse([gone])]}
+    )
     src = source(core)
     src.pods.list()
     with pytest.raises(_Gone):
@@ -137,16 +156,22 @@ def test_410_gone_in_a_watch_raises_so_the_reflector_lists_again():
 
 def test_the_reflector_loop_lists_again_after_410_and_keeps_watching():
     gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old resource version"}}
-    core = FakeCore({"Node": [ListResponse([node("a")], "1"), WatchResponse([], hold=True)],
-                     "Pod": [ListResponse([pod("old", "a")], "7"), WatchResponse([gone]),
-                             ListResponse([pod("new", "a")], "20"), WatchResponse([], hold=True)]})
+    core = FakeCore(
+        {
+            "Node": [ListResponse([node("a")], "1"), WatchResponse([], hold=True)],
+            "Pod": [
+                ListResponse([pod("old", "a")], "7"),
+                WatchResponse([gone]),
+                ListResponse([pod("new", "a")], "20"),
+                WatchResponse([], hold=True),
+            ],
+        }
+    )
     src = source(core)
     src.start()
     try:
         assert src.wait_synced(5)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and src.pods.lists < 2:
-            time.sleep(0.01)
+        wait_until(lambda: src.pods.lists >= 2, 5, what="the pod reflector to list again after the 410")
         assert src.pods.lists == 2 and list(src.pods.items) == ["ns/new"]
         lists = [c for c in core.calls["Pod"] if not c.get("watch")]
         watches = [c["resource_version"] for c in core.calls["Pod"] if c.get("watch")]
@@ -166,30 +191,39 @@ def test_an_object_the_parser_rejects_is_left_out_and_the_rest_is_kept():
 
 def test_the_snapshot_graph_is_the_static_graph_plus_pod_annotations():
     static = ServiceGraph.build(["frontend", "cart"], [ServiceEdge("frontend", "cart", 10.0)])
-    core = FakeCore({"Node": [ListResponse([node("a")], "1")],
-                     "Pod": [ListResponse([pod("p", "a", app="checkout", depends="cart,payment")], "7")]})
+    core = FakeCore(
+        {
+            "Node": [ListResponse([node("a")], "1")],
+            "Pod": [ListResponse([pod("p", "a", app="checkout", depends="cart,payment")], "7")],
+        }
+    )
     src = source(core, graph=static)
     src.nodes.list()
     src.pods.list()
     snap = src.build_snapshot()
     assert snap.graph.services == ("cart", "checkout", "frontend", "payment")
     assert {(e.caller, e.callee) for e in snap.graph.edges} == {
-        ("frontend", "cart"), ("checkout", "cart"), ("checkout", "payment")}
+        ("frontend", "cart"),
+        ("checkout", "cart"),
+        ("checkout", "payment"),
+    }
     assert graph_with_annotations(None, []).services == ()
 
 
 def test_the_store_gets_a_snapshot_once_both_lists_are_done_and_is_touched_while_idle():
-    core = FakeCore({"Node": [ListResponse([node("a")], "1"), WatchResponse([], hold=True)],
-                     "Pod": [ListResponse([pod("p", "a")], "7"), WatchResponse([], hold=True)]})
+    core = FakeCore(
+        {
+            "Node": [ListResponse([node("a")], "1"), WatchResponse([], hold=True)],
+            "Pod": [ListResponse([pod("p", "a")], "7"), WatchResponse([], hold=True)],
+        }
+    )
     src = KubeSnapshotSource(SnapshotStore(), core=core, debounce_s=0.0, touch_interval_s=0.05)
     with src:
         assert src.wait_synced(5)
         view = src.store.get()
         assert [n.name for n in view.snapshot.nodes] == ["a"] and [p.name for p in view.snapshot.pods] == ["p"]
         first = view.updated_at_s
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and src.store.get().updated_at_s == first:
-            time.sleep(0.02)
+        wait_until(lambda: src.store.get().updated_at_s != first, 5, what="the idle store to be touched")
         assert src.store.get().updated_at_s > first and src.store.get().generation == view.generation
     assert src._threads == []
 
@@ -198,7 +232,12 @@ def test_an_unreachable_api_server_leaves_the_store_untouched_so_it_goes_stale()
     core = FakeCore({"Node": [ConnectionRefusedError("down")], "Pod": [ConnectionRefusedError("down")]})
     src = KubeSnapshotSource(SnapshotStore(), core=core, debounce_s=0.0, touch_interval_s=0.05)
     with src:
-        time.sleep(0.3)
+        # a second failure of each comes after a back-off (>= 0.4 s): the store had many touch intervals to go wrong
+        wait_until(
+            lambda: src.nodes.errors >= 2 and src.pods.errors >= 2,
+            5,
+            what="both reflectors to fail, back off and fail again against the unreachable API server",
+        )
         assert not src.synced and not src.store.ready
         assert src.nodes.errors >= 1 and src.pods.errors >= 1
 

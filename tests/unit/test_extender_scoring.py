@@ -41,28 +41,51 @@ def fixture_store(clock=lambda: 1000.0) -> SnapshotStore:
 
 # ---- small designed clusters -------------------------------------------------------------------------
 
+
 def node(name: str, cpu_m: int = 4000, mem: int = 16 * 2**30, **kw) -> NodeInfo:
     return NodeInfo(name=name, allocatable=Resources(cpu_m, mem), **kw)
 
 
 def pod(name: str, service: str, node_name: str | None = None, cpu_m: int = 100, mem: int = 2**26) -> PodInfo:
-    return PodInfo(name=name, namespace="default", service=service, requests=Resources(cpu_m, mem),
-                   node_name=node_name, phase="Running" if node_name else "Pending",
-                   owner=OwnerRef("ReplicaSet", f"{service}-abc12"))
+    return PodInfo(
+        name=name,
+        namespace="default",
+        service=service,
+        requests=Resources(cpu_m, mem),
+        node_name=node_name,
+        phase="Running" if node_name else "Pending",
+        owner=OwnerRef("ReplicaSet", f"{service}-abc12"),
+    )
 
 
 def pod_json(name: str, service: str, cpu: str = "100m") -> dict:
-    return {"metadata": {"name": name, "namespace": "default", "labels": {"app": service},
-                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                                              "name": f"{service}-5d8c9f7b6d", "uid": "u", "controller": True}]},
-            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
-                     "schedulerName": "default-scheduler"},
-            "status": {"phase": "Pending"}}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"app": service},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "ReplicaSet",
+                    "name": f"{service}-5d8c9f7b6d",
+                    "uid": "u",
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}],
+            "schedulerName": "default-scheduler",
+        },
+        "status": {"phase": "Pending"},
+    }
 
 
 def request(service: str, names: list[str], cpu: str = "100m"):
-    return parse_extender_args({"Pod": pod_json(f"{service}-5d8c9f7b6d-abcde", service, cpu),
-                                "Nodes": None, "NodeNames": names})
+    return parse_extender_args(
+        {"Pod": pod_json(f"{service}-5d8c9f7b6d-abcde", service, cpu), "Nodes": None, "NodeNames": names}
+    )
 
 
 GRAPH = ServiceGraph.build([], [ServiceEdge("web", "api", rps=50.0), ServiceEdge("api", "db", rps=20.0)])
@@ -79,6 +102,7 @@ HEURISTIC = TopologyHeuristic()
 
 # ---- the heuristic through the extender ---------------------------------------------------------------
 
+
 def test_the_node_hosting_the_pods_callee_with_room_gets_the_top_score():
     s = store_of([node("x"), node("y"), node("z")], [pod("api-1", "api", "y")])
     reply, outcome = prioritize(request("web", ["x", "y", "z"]), s.get(), HEURISTIC)
@@ -91,8 +115,10 @@ def test_a_hot_node_is_penalised_against_an_equally_close_cool_node():
     # api's neighbours: web (50 rps, one pod on x and one on y) and db (20 rps, unplaced):
     # locality 0.5 * 50/70 on both; x is hot: (3400 + 2*100 + 100) m / 4000 m = 0.925 > 0.7
     # → penalty (0.925 - 0.7) / 0.3 = 0.75 → score 3.57 * 0.25 ≈ 0.9.
-    s = store_of([node("x"), node("y")],
-                 [pod("web-1", "web", "x"), pod("web-2", "web", "y"), pod("hog", "batch", "x", cpu_m=3400)])
+    s = store_of(
+        [node("x"), node("y")],
+        [pod("web-1", "web", "x"), pod("web-2", "web", "y"), pod("hog", "batch", "x", cpu_m=3400)],
+    )
     reply, outcome = prioritize(request("api", ["x", "y"]), s.get(), HEURISTIC)
     sc = scores(reply)
     assert outcome == "ok"
@@ -130,6 +156,7 @@ def test_the_intent_vector_reaches_the_policy():
 
 # ---- failing open -----------------------------------------------------------------------------------------
 
+
 class Raising:
     name = "raising"
 
@@ -163,14 +190,17 @@ def small_store() -> SnapshotStore:
     return store_of([node("x"), node("y"), node("z")], [pod("api-1", "api", "y")])
 
 
-@pytest.mark.parametrize("view_of,policy,outcome", [
-    (lambda: SnapshotStore().get(), HEURISTIC, "neutral_no_snapshot"),
-    (lambda: small_store().get(), Raising(), "neutral_error"),
-    (lambda: small_store().get(), Fixed([1.0, math.nan, 3.0]), "neutral_nonfinite"),
-    (lambda: small_store().get(), Fixed([1.0, math.inf, 3.0]), "neutral_nonfinite"),
-    (lambda: small_store().get(), Fixed([1.0, 2.0]), "neutral_error"),          # wrong length
-    (lambda: small_store().get(), Fixed([[1.0, 2.0, 3.0]]), "neutral_error"),   # wrong shape
-])
+@pytest.mark.parametrize(
+    "view_of,policy,outcome",
+    [
+        (lambda: SnapshotStore().get(), HEURISTIC, "neutral_no_snapshot"),
+        (lambda: small_store().get(), Raising(), "neutral_error"),
+        (lambda: small_store().get(), Fixed([1.0, math.nan, 3.0]), "neutral_nonfinite"),
+        (lambda: small_store().get(), Fixed([1.0, math.inf, 3.0]), "neutral_nonfinite"),
+        (lambda: small_store().get(), Fixed([1.0, 2.0]), "neutral_error"),  # wrong length
+        (lambda: small_store().get(), Fixed([[1.0, 2.0, 3.0]]), "neutral_error"),  # wrong shape
+    ],
+)
 def test_trouble_gives_neutral_scores_and_an_outcome_saying_why(view_of, policy, outcome):
     reply, got = prioritize(request("web", ["x", "y", "z"]), view_of(), policy)
     assert got == outcome and got in PRIORITIZE_OUTCOMES
@@ -214,16 +244,24 @@ def test_no_candidates_gives_an_empty_reply():
 
 # ---- filter ---------------------------------------------------------------------------------------------------
 
+
 def test_filter_passes_every_node_with_room():
     result, outcome = filter_nodes(request("web", ["x", "y", "z"]), small_store().get(), HEURISTIC)
     assert outcome == "ok"
-    assert result == {"Nodes": None, "NodeNames": ["x", "y", "z"], "FailedNodes": {},
-                      "FailedAndUnresolvableNodes": {}, "Error": ""}
+    assert result == {
+        "Nodes": None,
+        "NodeNames": ["x", "y", "z"],
+        "FailedNodes": {},
+        "FailedAndUnresolvableNodes": {},
+        "Error": "",
+    }
 
 
 def test_filter_rejects_only_nodes_without_room_with_the_reason():
-    s = store_of([node("x", cpu_m=1000), node("y", cpu_m=1000), node("z", unschedulable=True)],
-                 [pod("hog", "batch", "x", cpu_m=900)])
+    s = store_of(
+        [node("x", cpu_m=1000), node("y", cpu_m=1000), node("z", unschedulable=True)],
+        [pod("hog", "batch", "x", cpu_m=900)],
+    )
     result, outcome = filter_nodes(request("web", ["x", "y", "z"], cpu="500m"), s.get(), HEURISTIC)
     assert outcome == "filtered"
     assert result["NodeNames"] == ["y"]
@@ -238,14 +276,20 @@ def test_no_fit_is_a_normal_reply_with_every_reason():
     assert result["NodeNames"] == [] and result["Error"] == ""
     assert set(result["FailedNodes"]) == {"x", "y"}
     assert decode_filter_result(json.dumps(result), ["x", "y"], node_cache_capable=True) == (
-        [], result["FailedNodes"], {})
+        [],
+        result["FailedNodes"],
+        {},
+    )
 
 
-@pytest.mark.parametrize("view_of,policy,outcome", [
-    (lambda: SnapshotStore().get(), HEURISTIC, "no_snapshot"),
-    (lambda: small_store().get(), Raising(), "error"),
-    (lambda: small_store().get(), Fixed(failures=["not", "a", "dict"]), "error"),
-])
+@pytest.mark.parametrize(
+    "view_of,policy,outcome",
+    [
+        (lambda: SnapshotStore().get(), HEURISTIC, "no_snapshot"),
+        (lambda: small_store().get(), Raising(), "error"),
+        (lambda: small_store().get(), Fixed(failures=["not", "a", "dict"]), "error"),
+    ],
+)
 def test_filter_fails_open(view_of, policy, outcome):
     result, got = filter_nodes(request("web", ["x", "y", "z"]), view_of(), policy)
     assert got == outcome and got in FILTER_OUTCOMES

@@ -98,11 +98,14 @@ def test_set_intent_stores_a_validated_vector_and_its_version():
     assert s.set_intent(None).intent is None
 
 
-@pytest.mark.parametrize("vector,msg", [
-    ([1.0, math.nan], r"intent\[1\]: expected a finite number"),
-    ([math.inf], r"intent\[0\]: expected a finite number"),
-    (["x"], r"intent\[0\]: expected a number, got 'x'"),
-])
+@pytest.mark.parametrize(
+    "vector,msg",
+    [
+        ([1.0, math.nan], r"intent\[1\]: expected a finite number"),
+        ([math.inf], r"intent\[0\]: expected a finite number"),
+        (["x"], r"intent\[0\]: expected a number, got 'x'"),
+    ],
+)
 def test_a_bad_intent_is_refused_and_nothing_changes(vector, msg):
     s = SnapshotStore()
     s.set_intent([1.0, 1.0], "a")
@@ -141,8 +144,10 @@ def test_a_bad_file_raises_a_one_line_error_and_changes_nothing(tmp_path):
     s = SnapshotStore()
     before = s.update(snap())
     bad = tmp_path / "bad.json"
-    bad.write_text('{"kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n"}, '
-                   '"status": {"allocatable": {"cpu": "lots"}}}]}')
+    bad.write_text(
+        '{"kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n"}, '
+        '"status": {"allocatable": {"cpu": "lots"}}}]}'
+    )
     with pytest.raises(ObjectError) as ei:
         s.load_file(bad)
     assert "\n" not in str(ei.value) and "lots" in str(ei.value)

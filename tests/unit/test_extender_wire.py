@@ -35,6 +35,7 @@ def raw(name: str) -> bytes:
 
 # ---- requests in both nodeCacheCapable modes ----------------------------------------------------------
 
+
 def test_node_cache_capable_request_parses_pod_and_node_names():
     p = parse_extender_args(raw("args-nodecachecapable.json"))
     assert p.mode == "NodeNames"
@@ -73,11 +74,14 @@ def test_keys_in_any_casing_are_accepted_as_go_does():
     assert p.mode == "NodeNames" and p.node_names == NAMES and p.pod.service == "frontend"
 
 
-@pytest.mark.parametrize("pod_key,names_key,nodes_key", [
-    ("pod", "nodenames", "nodes"),
-    ("POD", "NODENAMES", "NODES"),
-    ("pOd", "nodeNames", "Nodes"),
-])
+@pytest.mark.parametrize(
+    "pod_key,names_key,nodes_key",
+    [
+        ("pod", "nodenames", "nodes"),
+        ("POD", "NODENAMES", "NODES"),
+        ("pOd", "nodeNames", "Nodes"),
+    ],
+)
 def test_every_casing_of_every_top_level_key_is_accepted(pod_key, names_key, nodes_key):
     d = load("args-nodecachecapable.json")
     body = {pod_key: d["Pod"], nodes_key: None, names_key: NAMES}
@@ -121,6 +125,7 @@ def test_a_str_body_parses_like_bytes():
 
 # ---- malformed requests: one line naming the field and value ------------------------------------------
 
+
 def _pod() -> dict:
     return load("args-nodecachecapable.json")["Pod"]
 
@@ -135,20 +140,52 @@ BAD = [
     ("null Pod", {"Pod": None, "NodeNames": ["n1"]}, "Pod: null"),
     ("Pod not an object", {"Pod": "frontend", "NodeNames": ["n1"]}, 'Pod: expected an object, got "frontend"'),
     ("Pod without a name", {"Pod": {"metadata": {}}, "NodeNames": ["n1"]}, "Pod: object: metadata.name missing"),
-    ("Pod with a bad quantity", "badqty", "Pod: Pod default/frontend-6b8f7c9d4d-x7k2p: spec.containers[0].resources.requests.cpu: invalid quantity 'lots'"),
-    ("NodeNames not a list", {"Pod": "POD", "NodeNames": "n1,n2"}, 'NodeNames: expected a list of strings, got "n1,n2"'),
-    ("NodeNames an object", {"Pod": "POD", "NodeNames": {"n1": 1}}, "NodeNames: expected a list of strings, got an object"),
+    (
+        "Pod with a bad quantity",
+        "badqty",
+        "Pod: Pod default/frontend-6b8f7c9d4d-x7k2p: spec.containers[0].resources.requests.cpu: "
+        "invalid quantity 'lots'",
+    ),
+    (
+        "NodeNames not a list",
+        {"Pod": "POD", "NodeNames": "n1,n2"},
+        'NodeNames: expected a list of strings, got "n1,n2"',
+    ),
+    (
+        "NodeNames an object",
+        {"Pod": "POD", "NodeNames": {"n1": 1}},
+        "NodeNames: expected a list of strings, got an object",
+    ),
     ("node entry not a string", {"Pod": "POD", "NodeNames": ["a", "b", 5]}, "NodeNames[2]: expected a string, got 5"),
     ("node entry null", {"Pod": "POD", "NodeNames": [None]}, "NodeNames[0]: expected a string, got null"),
     ("node entry empty", {"Pod": "POD", "NodeNames": ["a", ""]}, 'NodeNames[1]: empty node name ""'),
-    ("both node fields null", {"Pod": "POD", "Nodes": None, "NodeNames": None}, "NodeNames, Nodes: both null or missing"),
+    (
+        "both node fields null",
+        {"Pod": "POD", "Nodes": None, "NodeNames": None},
+        "NodeNames, Nodes: both null or missing",
+    ),
     ("both node fields missing", {"Pod": "POD"}, "NodeNames, Nodes: both null or missing"),
     ("both node fields set", {"Pod": "POD", "Nodes": {"items": []}, "NodeNames": []}, "NodeNames, Nodes: both set"),
-    ("Nodes not an object", {"Pod": "POD", "Nodes": ["n1"], "NodeNames": None}, "Nodes: expected a NodeList object, got a list of 1"),
-    ("Nodes.items not a list", {"Pod": "POD", "Nodes": {"items": "n1"}}, 'Nodes.items: expected a list of Node objects, got "n1"'),
-    ("Nodes item not an object", {"Pod": "POD", "Nodes": {"items": ["n1"]}}, 'Nodes.items[0]: expected a Node object, got "n1"'),
-    ("Nodes item without a name", {"Pod": "POD", "Nodes": {"items": [{"metadata": {"labels": {}}}]}},
-     "Nodes.items[0]: object: metadata.name missing"),
+    (
+        "Nodes not an object",
+        {"Pod": "POD", "Nodes": ["n1"], "NodeNames": None},
+        "Nodes: expected a NodeList object, got a list of 1",
+    ),
+    (
+        "Nodes.items not a list",
+        {"Pod": "POD", "Nodes": {"items": "n1"}},
+        'Nodes.items: expected a list of Node objects, got "n1"',
+    ),
+    (
+        "Nodes item not an object",
+        {"Pod": "POD", "Nodes": {"items": ["n1"]}},
+        'Nodes.items[0]: expected a Node object, got "n1"',
+    ),
+    (
+        "Nodes item without a name",
+        {"Pod": "POD", "Nodes": {"items": [{"metadata": {"labels": {}}}]}},
+        "Nodes.items[0]: object: metadata.name missing",
+    ),
 ]
 
 
@@ -182,14 +219,22 @@ def test_a_non_json_value_type_is_rejected():
 
 # ---- filter replies ---------------------------------------------------------------------------------------
 
+
 def test_filter_reply_in_node_names_mode_uses_node_names_and_keeps_request_order():
     p = parse_extender_args(raw("args-nodecachecapable.json"))
     r = build_filter_result(p, {"boutique-worker2": "Insufficient cpu"})
-    assert r == {"Nodes": None, "NodeNames": ["boutique-worker", "boutique-worker3"],
-                 "FailedNodes": {"boutique-worker2": "Insufficient cpu"},
-                 "FailedAndUnresolvableNodes": {}, "Error": ""}
+    assert r == {
+        "Nodes": None,
+        "NodeNames": ["boutique-worker", "boutique-worker3"],
+        "FailedNodes": {"boutique-worker2": "Insufficient cpu"},
+        "FailedAndUnresolvableNodes": {},
+        "Error": "",
+    }
     assert decode_filter_result(json.dumps(r), NAMES, node_cache_capable=True) == (
-        ["boutique-worker", "boutique-worker3"], {"boutique-worker2": "Insufficient cpu"}, {})
+        ["boutique-worker", "boutique-worker3"],
+        {"boutique-worker2": "Insufficient cpu"},
+        {},
+    )
 
 
 def test_filter_reply_in_node_list_mode_echoes_the_passing_node_objects_unchanged():
@@ -205,7 +250,7 @@ def test_filter_reply_in_node_list_mode_echoes_the_passing_node_objects_unchange
 
 def test_filter_reply_where_nothing_fits_has_an_empty_list_and_every_reason():
     p = parse_extender_args(raw("args-nodecachecapable.json"))
-    r = build_filter_result(p, {n: "Insufficient memory" for n in NAMES})
+    r = build_filter_result(p, dict.fromkeys(NAMES, "Insufficient memory"))
     assert r["NodeNames"] == [] and set(r["FailedNodes"]) == set(NAMES) and r["Error"] == ""
 
 
@@ -227,12 +272,16 @@ def test_the_scheduler_side_decoder_reads_a_non_empty_error_as_a_failure():
 
 # ---- prioritize replies -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("scores,expected", [
-    ([0.0, 5.0, 10.0], [0, 5, 10]),
-    ([4.4, 4.5, 9.49], [4, 5, 9]),          # rounded half up
-    ([-3.0, 15.0, 10.6], [0, 10, 10]),       # clamped to 0..10
-    ([math.nan, math.inf, -math.inf], [0, 0, 0]),
-])
+
+@pytest.mark.parametrize(
+    "scores,expected",
+    [
+        ([0.0, 5.0, 10.0], [0, 5, 10]),
+        ([4.4, 4.5, 9.49], [4, 5, 9]),  # rounded half up
+        ([-3.0, 15.0, 10.6], [0, 10, 10]),  # clamped to 0..10
+        ([math.nan, math.inf, -math.inf], [0, 0, 0]),
+    ],
+)
 def test_prioritize_reply_has_integer_scores_clamped_to_0_10_one_per_candidate(scores, expected):
     r = build_host_priorities(NAMES, scores)
     assert [h["Host"] for h in r] == NAMES
@@ -250,11 +299,14 @@ def test_neutral_reply_scores_every_candidate_zero():
     assert neutral_host_priorities(NAMES) == [{"Host": n, "Score": 0} for n in NAMES]
 
 
-@pytest.mark.parametrize("reply,match", [
-    ([{"Host": "boutique-worker", "Score": 5.5}], "expected an integer"),
-    ([{"Host": "boutique-worker", "Score": "5"}], "expected an integer"),
-    ({"Host": "boutique-worker", "Score": 5}, "expected a list"),
-])
+@pytest.mark.parametrize(
+    "reply,match",
+    [
+        ([{"Host": "boutique-worker", "Score": 5.5}], "expected an integer"),
+        ([{"Host": "boutique-worker", "Score": "5"}], "expected an integer"),
+        ({"Host": "boutique-worker", "Score": 5}, "expected a list"),
+    ],
+)
 def test_the_scheduler_side_decoder_rejects_what_go_cannot_decode(reply, match):
     with pytest.raises(WireError, match=match):
         decode_host_priorities(json.dumps(reply))
@@ -265,6 +317,7 @@ def test_the_scheduler_side_decoder_reads_reply_keys_case_insensitively():
 
 
 # ---- building requests as kube-scheduler does ---------------------------------------------------------------
+
 
 def test_make_extender_args_reproduces_the_fixture_in_both_modes():
     d = load("args-nodelist.json")

@@ -11,9 +11,23 @@ import torch  # the [train] extra, which `make test` installs
 
 from policy.bundle import BundleError, PolicyBundle
 from policy.features import FeatureSpec
-from policy.highlevel import FORECAST_ARCH, FORECAST_SPEC, GruForecaster, forecast_errors, naive_forecast, normalize_windows
-from policy.train.forecast_data import EXCLUDE_MARGIN_MIN, HELDOUT_SEEDS, TRAIN_SEEDS, heldout_sets, segments, windows_of
+from policy.highlevel import (
+    FORECAST_ARCH,
+    FORECAST_SPEC,
+    GruForecaster,
+    forecast_errors,
+    naive_forecast,
+    normalize_windows,
+)
 from policy.sim.traces import WINDOWS
+from policy.train.forecast_data import (
+    EXCLUDE_MARGIN_MIN,
+    HELDOUT_SEEDS,
+    TRAIN_SEEDS,
+    heldout_sets,
+    segments,
+    windows_of,
+)
 from policy.train.td3 import WorkloadPredictor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,10 +36,14 @@ COMMITTED = ROOT / "policy" / "bundles" / "drpc" / "predictor"
 
 def bundle_of(model: WorkloadPredictor, window: int, spec: FeatureSpec = FORECAST_SPEC) -> PolicyBundle:
     arch = {"type": FORECAST_ARCH, **({"skip": "last_value"} if model.last_value_skip else {})}
-    return PolicyBundle(level="high", policy_version="test-predictor", feature_spec={"rates": spec},
-                        dims={"window": window, "horizon": model.head.out_features, "hidden": model.gru.hidden_size},
-                        architecture=arch,
-                        weights={k: v.detach().numpy() for k, v in model.state_dict().items()})
+    return PolicyBundle(
+        level="high",
+        policy_version="test-predictor",
+        feature_spec={"rates": spec},
+        dims={"window": window, "horizon": model.head.out_features, "hidden": model.gru.hidden_size},
+        architecture=arch,
+        weights={k: v.detach().numpy() for k, v in model.state_dict().items()},
+    )
 
 
 @pytest.mark.parametrize("skip", [False, True])
@@ -85,7 +103,7 @@ def test_training_and_held_out_segments_stay_a_day_away_from_the_evaluation_wind
     pos = 0
     seen = []
     for seg in train + held:
-        start = next(i for i in range(pos, len(counts) - len(seg) + 1) if np.array_equal(counts[i:i + len(seg)], seg))
+        start = next(i for i in range(pos, len(counts) - len(seg) + 1) if np.array_equal(counts[i : i + len(seg)], seg))
         seen.append((start, start + len(seg)))
         pos = start
     assert all(b <= max(lo, 0) or a >= hi for a, b in seen)

@@ -6,19 +6,41 @@ import numpy as np
 import pytest
 
 from policy.bundle import BundleError, PolicyBundle
+from policy.encoder import (
+    DEFAULT_ENCODER_BUNDLE,
+    EDGE_SPEC,
+    NODE_SPEC,
+    GraphArrays,
+    GraphEncoder,
+    ServiceStats,
+    colocation_from_snapshot,
+    featurize_graph,
+    segment_mean,
+    stats_from_snapshot,
+)
+from policy.state import (
+    ClusterSnapshot,
+    NodeInfo,
+    OwnerRef,
+    PodInfo,
+    Resources,
+    ServiceEdge,
+    ServiceGraph,
+    WorkloadInfo,
+)
 from policy.train.encoder_data import TARGET_SPEC, make_dataset, make_sample, synthetic_app
-from policy.encoder import EDGE_SPEC, NODE_SPEC, GraphArrays, ServiceStats, colocation_from_snapshot, featurize_graph, stats_from_snapshot
-from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder, segment_mean
-from policy.state import ClusterSnapshot, NodeInfo, OwnerRef, PodInfo, Resources, ServiceEdge, ServiceGraph, WorkloadInfo
 
 torch = pytest.importorskip("torch")
-from policy.train.encoder import GraphEncoderNet, export_checkpoint, export_encoder, save_checkpoint
+from policy.train.encoder import GraphEncoderNet, export_checkpoint, export_encoder, save_checkpoint  # noqa: E402
 
-G = ServiceGraph.build(["front", "cart", "db", "lonely"], [
-    ServiceEdge("front", "cart", rps=20.0, calls_per_request=1.0, latency_p95_ms=8.0, error_rate=0.01),
-    ServiceEdge("cart", "db", rps=40.0, latency_mean_ms=2.0),
-    ServiceEdge("db", "db", rps=5.0),
-])
+G = ServiceGraph.build(
+    ["front", "cart", "db", "lonely"],
+    [
+        ServiceEdge("front", "cart", rps=20.0, calls_per_request=1.0, latency_p95_ms=8.0, error_rate=0.01),
+        ServiceEdge("cart", "db", rps=40.0, latency_mean_ms=2.0),
+        ServiceEdge("db", "db", rps=5.0),
+    ],
+)
 
 
 def col(spec, name):
@@ -31,8 +53,11 @@ def test_featurize_gives_one_row_per_service_and_one_per_edge_in_graph_order():
     assert a.x.shape == (4, len(NODE_SPEC)) and a.x.dtype == np.float32
     assert a.edge_attr.shape == (3, len(EDGE_SPEC))
     pos = {s: i for i, s in enumerate(a.services)}
-    assert [tuple(r) for r in a.edge_index.T] == [(pos["cart"], pos["db"]), (pos["db"], pos["db"]),
-                                                  (pos["front"], pos["cart"])]
+    assert [tuple(r) for r in a.edge_index.T] == [
+        (pos["cart"], pos["db"]),
+        (pos["db"], pos["db"]),
+        (pos["front"], pos["cart"]),
+    ]
 
 
 def test_unknown_measurements_are_zero_with_their_flag_down_and_edges_fill_in_what_they_know():
@@ -57,9 +82,12 @@ def test_unknown_measurements_are_zero_with_their_flag_down_and_edges_fill_in_wh
 
 
 def test_explicit_stats_win_over_edges_and_bad_values_count_as_unknown():
-    stats = {"cart": ServiceStats(replicas=3, cpu_request_m=100, cpu_usage_m=150, request_rps=99.0, slo_p95_ms=16.0,
-                                  latency_p95_ms=8.0),
-             "db": ServiceStats(replicas=-1, cpu_usage_m=float("nan"))}
+    stats = {
+        "cart": ServiceStats(
+            replicas=3, cpu_request_m=100, cpu_usage_m=150, request_rps=99.0, slo_p95_ms=16.0, latency_p95_ms=8.0
+        ),
+        "db": ServiceStats(replicas=-1, cpu_usage_m=float("nan")),
+    }
     a = featurize_graph(G, stats)
     x = dict(zip(a.services, a.x))
     assert x["cart"][col(NODE_SPEC, "log_request_rps")] == pytest.approx(np.log1p(99.0))
@@ -70,14 +98,29 @@ def test_explicit_stats_win_over_edges_and_bad_values_count_as_unknown():
 
 def snapshot() -> ClusterSnapshot:
     def pod(name, svc, node, cpu_use=None):
-        return PodInfo(name, "default", svc, Resources(100, 2**27), Resources(500, 2**28), node_name=node,
-                       owner=OwnerRef("ReplicaSet", svc), usage=None if cpu_use is None else Resources(cpu_use, 2**26))
+        return PodInfo(
+            name,
+            "default",
+            svc,
+            Resources(100, 2**27),
+            Resources(500, 2**28),
+            node_name=node,
+            owner=OwnerRef("ReplicaSet", svc),
+            usage=None if cpu_use is None else Resources(cpu_use, 2**26),
+        )
 
     nodes = tuple(NodeInfo(n, Resources(4000, 2**34)) for n in ("n1", "n2"))
-    pods = (pod("front-1", "front", "n1", 50), pod("cart-1", "cart", "n1", 30), pod("cart-2", "cart", "n2", 10),
-            pod("db-1", "db", "n2"))
-    wl = (WorkloadInfo("cart", "default", "cart", replicas=2, pod_requests=Resources(100, 2**27),
-                       pod_limits=Resources(500, 2**28)),)
+    pods = (
+        pod("front-1", "front", "n1", 50),
+        pod("cart-1", "cart", "n1", 30),
+        pod("cart-2", "cart", "n2", 10),
+        pod("db-1", "db", "n2"),
+    )
+    wl = (
+        WorkloadInfo(
+            "cart", "default", "cart", replicas=2, pod_requests=Resources(100, 2**27), pod_limits=Resources(500, 2**28)
+        ),
+    )
     return ClusterSnapshot(nodes, pods, (), wl, G)
 
 
@@ -102,20 +145,27 @@ def test_segment_mean_averages_rows_per_index_and_leaves_empty_rows_zero():
     np.testing.assert_allclose(out, [[3, 4], [0, 0], [5.5, 6], [0, 0]])
 
 
-def tiny_net(layers=3, targets=len(TARGET_SPEC), seed=0) -> GraphEncoderNet:
+def tiny_net(layers=3, targets=None, seed=0) -> GraphEncoderNet:
     torch.manual_seed(seed)
+    targets = len(TARGET_SPEC) if targets is None else targets
     net = GraphEncoderNet(hidden=32, embedding=16, layers=layers, head_hidden=16, targets=targets)
     rng = np.random.default_rng(seed)
-    net.set_normalization(rng.normal(size=len(NODE_SPEC)), rng.uniform(0.5, 2, len(NODE_SPEC)),
-                          rng.normal(size=len(EDGE_SPEC)), rng.uniform(0.5, 2, len(EDGE_SPEC)))
+    net.set_normalization(
+        rng.normal(size=len(NODE_SPEC)),
+        rng.uniform(0.5, 2, len(NODE_SPEC)),
+        rng.normal(size=len(EDGE_SPEC)),
+        rng.uniform(0.5, 2, len(EDGE_SPEC)),
+    )
     net.eval()
     return net
 
 
 def norm_of(net) -> dict:
-    return {"node": {"mean": net.node_mean.tolist(), "std": net.node_std.tolist()},
-            "edge": {"mean": net.edge_mean.tolist(), "std": net.edge_std.tolist()},
-            "targets": {"mean": [1.0] * len(TARGET_SPEC), "std": [2.0] * len(TARGET_SPEC)}}
+    return {
+        "node": {"mean": net.node_mean.tolist(), "std": net.node_std.tolist()},
+        "edge": {"mean": net.edge_mean.tolist(), "std": net.edge_std.tolist()},
+        "targets": {"mean": [1.0] * len(TARGET_SPEC), "std": [2.0] * len(TARGET_SPEC)},
+    }
 
 
 def torch_forward(net, a: GraphArrays):
@@ -193,12 +243,24 @@ def test_an_encoder_bundle_with_another_feature_layout_is_refused(tmp_path):
     from policy.features import FeatureSpec
 
     other = FeatureSpec(NODE_SPEC.names[:-1] + ("something_else",), NODE_SPEC.units)
-    PolicyBundle(level="encoder", policy_version="x", feature_spec={"node": other, "edge": EDGE_SPEC},
-                 dims=dict(b.dims), architecture=dict(b.architecture), weights=dict(b.weights)).save(tmp_path)
+    PolicyBundle(
+        level="encoder",
+        policy_version="x",
+        feature_spec={"node": other, "edge": EDGE_SPEC},
+        dims=dict(b.dims),
+        architecture=dict(b.architecture),
+        weights=dict(b.weights),
+    ).save(tmp_path)
     with pytest.raises(BundleError, match="expected .*has_self_call.*found .*something_else"):
         GraphEncoder.load(tmp_path)
-    PolicyBundle(level="low", policy_version="x", feature_spec={"node": NODE_SPEC, "edge": EDGE_SPEC},
-                 dims=dict(b.dims), architecture=dict(b.architecture), weights=dict(b.weights)).save(tmp_path)
+    PolicyBundle(
+        level="low",
+        policy_version="x",
+        feature_spec={"node": NODE_SPEC, "edge": EDGE_SPEC},
+        dims=dict(b.dims),
+        architecture=dict(b.architecture),
+        weights=dict(b.weights),
+    ).save(tmp_path)
     with pytest.raises(BundleError, match="level: expected 'encoder', found 'low'"):
         GraphEncoder.load(tmp_path)
 
@@ -206,14 +268,28 @@ def test_an_encoder_bundle_with_another_feature_layout_is_refused(tmp_path):
 def test_a_few_seconds_of_training_lower_the_loss_and_export_a_servable_bundle(tmp_path):
     from policy.train.encoder import EncoderTrainConfig, train_encoder
 
-    cfg = EncoderTrainConfig(n_train=32, n_val_synthetic=8, n_val_per_app=2, epochs=3, hidden=16, embedding=8,
-                             head_hidden=16, batch_graphs=8, size_range=(4, 10), holdout_apps=("online-boutique",),
-                             apps=("online-boutique",))
+    cfg = EncoderTrainConfig(
+        n_train=32,
+        n_val_synthetic=8,
+        n_val_per_app=2,
+        epochs=3,
+        hidden=16,
+        embedding=8,
+        head_hidden=16,
+        batch_graphs=8,
+        size_range=(4, 10),
+        holdout_apps=("online-boutique",),
+        apps=("online-boutique",),
+    )
     net, report = train_encoder(cfg, tmp_path, log=lambda m: None, progress=False)
     enc = GraphEncoder.load(tmp_path)
     assert enc.embedding_dim == 8
-    assert set(report["heldout"]) == {"synthetic/all", "synthetic/unmeasured", "app:online-boutique/all",
-                                      "app:online-boutique/unmeasured"}
+    assert set(report["heldout"]) == {
+        "synthetic/all",
+        "synthetic/unmeasured",
+        "app:online-boutique/all",
+        "app:online-boutique/unmeasured",
+    }
     # after training the heads beat predicting the mean on the training distribution's held-out graphs
     h, b = report["heldout"]["synthetic/all"], report["baseline_mean"]["synthetic/all"]
     assert np.mean([h[t]["mae_log"] for t in h]) < np.mean([b[t]["mae_log"] for t in b])

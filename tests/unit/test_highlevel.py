@@ -6,13 +6,12 @@ from dataclasses import replace
 
 import pytest
 
-from policy.highlevel import HighLevelPolicy, default_intent, node_cpu_utilization
-from policy.highlevel import RebalanceHeuristic
+from policy.highlevel import HighLevelPolicy, RebalanceHeuristic, default_intent, node_cpu_utilization
 from policy.index import ClusterIndex
 from policy.lowlevel import TopologyHeuristic
 from policy.state import ClusterSnapshot, NodeInfo, OwnerRef, Plan, PodInfo, Resources, ServiceEdge, ServiceGraph
 
-GI = 1024 ** 3
+GI = 1024**3
 PLACEMENT = TopologyHeuristic()
 
 
@@ -20,12 +19,25 @@ def node(name: str, cpu_m: int = 4000, usage_m: int | None = None) -> NodeInfo:
     return NodeInfo(name, Resources(cpu_m, 16 * GI), usage=None if usage_m is None else Resources(usage_m, GI))
 
 
-def pod(service: str, node_name: str, cpu_m: int = 500, ns: str = "shop", suffix: str = "abcde",
-        owner_kind: str = "ReplicaSet", usage_m: int | None = None) -> PodInfo:
-    return PodInfo(name=f"{service}-5d8f6c7b9c-{suffix}", namespace=ns, service=service,
-                   requests=Resources(cpu_m, GI), node_name=node_name, phase="Running",
-                   owner=OwnerRef(owner_kind, f"{service}-5d8f6c7b9c"),
-                   usage=None if usage_m is None else Resources(usage_m, GI))
+def pod(
+    service: str,
+    node_name: str,
+    cpu_m: int = 500,
+    ns: str = "shop",
+    suffix: str = "abcde",
+    owner_kind: str = "ReplicaSet",
+    usage_m: int | None = None,
+) -> PodInfo:
+    return PodInfo(
+        name=f"{service}-5d8f6c7b9c-{suffix}",
+        namespace=ns,
+        service=service,
+        requests=Resources(cpu_m, GI),
+        node_name=node_name,
+        phase="Running",
+        owner=OwnerRef(owner_kind, f"{service}-5d8f6c7b9c"),
+        usage=None if usage_m is None else Resources(usage_m, GI),
+    )
 
 
 def graph(*pairs: tuple[str, str, float | None]) -> ServiceGraph:
@@ -67,13 +79,13 @@ def test_a_pair_below_the_chatty_rate_is_left_alone():
 
 
 def test_no_move_when_neither_side_fits_next_to_the_other():
-    pods = [pod("api", "n1"), pod("db", "n2"),
-            pod("filler-a", "n1", cpu_m=3400), pod("filler-b", "n2", cpu_m=3400)]
+    pods = [pod("api", "n1"), pod("db", "n2"), pod("filler-a", "n1", cpu_m=3400), pod("filler-b", "n2", cpu_m=3400)]
     s = snap(NODES3, pods, graph(("api", "db", 50.0)))
     assert plan(s, RebalanceHeuristic(overload_threshold=1.0)).moves == ()
     roomy = snap(NODES3, pods[:3] + [pod("filler-b", "n2", cpu_m=2500)], graph(("api", "db", 50.0)))
     assert [(m.pod, m.to_node) for m in plan(roomy, RebalanceHeuristic(overload_threshold=1.0)).moves] == [
-        ("shop/api-5d8f6c7b9c-abcde", "n2")]
+        ("shop/api-5d8f6c7b9c-abcde", "n2")
+    ]
 
 
 def test_no_move_when_no_node_scores_better_than_the_current_one():
@@ -86,10 +98,14 @@ def test_no_move_when_no_node_scores_better_than_the_current_one():
 
 def test_a_gain_within_the_margin_is_not_worth_a_move():
     # api's neighbours are pinned (kube-system is never planned): only api may move.
-    pods = [pod("api", "n1"), pod("db", "n2", ns="kube-system"), pod("cache", "n2", ns="kube-system"),
-            pod("queue", "n1", ns="kube-system")]
+    pods = [
+        pod("api", "n1"),
+        pod("db", "n2", ns="kube-system"),
+        pod("cache", "n2", ns="kube-system"),
+        pod("queue", "n1", ns="kube-system"),
+    ]
     g = graph(("api", "db", 10.0), ("api", "cache", 10.0), ("api", "queue", 10.0))
-    s = snap(NODES3, [p for p in pods], g)
+    s = snap(NODES3, list(pods), g)
     api_moves = lambda pl: [m for m in plan(s, pl).moves if m.pod.startswith("shop/api")]  # noqa: E731
     # score on n1 10/3, on n2 20/3: gain 3.33
     assert api_moves(RebalanceHeuristic(locality_margin=3.4)) == []
@@ -105,8 +121,13 @@ def test_a_locality_move_never_pushes_the_target_over_the_overload_threshold():
 
 
 def test_an_overloaded_node_sheds_a_pod_only_to_a_node_that_stays_under_the_threshold():
-    pods = [pod("a", "n1", 1000), pod("b", "n1", 1000), pod("c", "n1", 1500),
-            pod("x", "n2", 3000), pod("y", "n3", 2000)]
+    pods = [
+        pod("a", "n1", 1000),
+        pod("b", "n1", 1000),
+        pod("c", "n1", 1500),
+        pod("x", "n2", 3000),
+        pod("y", "n3", 2000),
+    ]
     s = snap(NODES3, pods)
     p = plan(s)
     assert len(p.moves) == 1  # one move brings n1 to 0.625: it is not relieved twice
@@ -117,8 +138,13 @@ def test_an_overloaded_node_sheds_a_pod_only_to_a_node_that_stays_under_the_thre
 
 
 def test_an_overloaded_node_keeps_its_pods_when_every_other_node_would_cross_the_threshold():
-    pods = [pod("a", "n1", 1000), pod("b", "n1", 1000), pod("c", "n1", 1500),
-            pod("x", "n2", 3000), pod("y", "n3", 3000)]
+    pods = [
+        pod("a", "n1", 1000),
+        pod("b", "n1", 1000),
+        pod("c", "n1", 1500),
+        pod("x", "n2", 3000),
+        pod("y", "n3", 3000),
+    ]
     assert plan(snap(NODES3, pods)).moves == ()
 
 
@@ -133,8 +159,7 @@ def test_measured_usage_decides_overload_when_known():
 
 
 def test_moves_are_sorted_by_gain_with_at_most_one_move_per_pod():
-    pods = [pod("api", "n1"), pod("db", "n2"),
-            pod("a", "n3", 1000), pod("b", "n3", 1000), pod("c", "n3", 1500)]
+    pods = [pod("api", "n1"), pod("db", "n2"), pod("a", "n3", 1000), pod("b", "n3", 1000), pod("c", "n3", 1500)]
     s = snap(NODES3, pods, graph(("api", "db", 50.0)))
     moves = plan(s).moves
     assert [m.reason for m in moves] == ["locality", "overload"]
@@ -150,8 +175,12 @@ def test_at_most_max_moves_per_service_pods_of_one_service_move_in_a_cycle():
 
 
 def test_pods_the_guards_would_always_refuse_are_not_planned():
-    pods = [pod("api", "n1", ns="kube-system"), pod("agent", "n1", owner_kind="DaemonSet"),
-            replace(pod("cache", "n3"), local_storage=True), pod("db", "n2")]
+    pods = [
+        pod("api", "n1", ns="kube-system"),
+        pod("agent", "n1", owner_kind="DaemonSet"),
+        replace(pod("cache", "n3"), local_storage=True),
+        pod("db", "n2"),
+    ]
     g = graph(("api", "db", 50.0), ("agent", "db", 50.0), ("cache", "db", 50.0))
     moves = plan(snap(NODES3, pods, g)).moves
     assert [m.pod for m in moves] == ["shop/db-5d8f6c7b9c-abcde"]
@@ -177,14 +206,17 @@ def test_the_plan_is_deterministic_whatever_the_pod_order():
     assert p1 == p2 and p1.moves
 
 
-@pytest.mark.parametrize("kw, field", [
-    ({"overload_threshold": 1.5}, "overload_threshold"),
-    ({"overload_threshold": 0.0}, "overload_threshold"),
-    ({"locality_margin": -1.0}, "locality_margin"),
-    ({"default_rps": 0.0}, "default_rps"),
-    ({"max_moves_per_service": 0}, "max_moves_per_service"),
-    ({"intent": (float("nan"),)}, "intent"),
-])
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        ({"overload_threshold": 1.5}, "overload_threshold"),
+        ({"overload_threshold": 0.0}, "overload_threshold"),
+        ({"locality_margin": -1.0}, "locality_margin"),
+        ({"default_rps": 0.0}, "default_rps"),
+        ({"max_moves_per_service": 0}, "max_moves_per_service"),
+        ({"intent": (float("nan"),)}, "intent"),
+    ],
+)
 def test_out_of_range_parameters_are_refused_with_the_field_named(kw, field):
     with pytest.raises(ValueError, match=field):
         RebalanceHeuristic(**kw)

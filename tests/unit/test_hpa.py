@@ -9,8 +9,16 @@ SPEC = HPASpec()  # target 80 %, tolerance 0.1, 1-10 replicas, 300 s scale-down 
 
 
 def ready(name, usage_m, request_m=100, start_s=-1000.0):
-    return PodSample(name, "Running", request_m, ready=True, ready_changed_s=start_s + 20, start_s=start_s,
-                     cpu_usage_m=usage_m, metric_s=0.0)
+    return PodSample(
+        name,
+        "Running",
+        request_m,
+        ready=True,
+        ready_changed_s=start_s + 20,
+        start_s=start_s,
+        cpu_usage_m=usage_m,
+        metric_s=0.0,
+    )
 
 
 def test_desired_replicas_is_ceil_of_ready_pods_times_utilization_over_target():
@@ -40,8 +48,17 @@ def test_missing_metrics_count_as_full_request_on_a_scale_down():
 
 
 def test_pods_still_initialising_are_unready_when_their_metric_predates_readiness():
-    young = PodSample("y", "Running", 100, ready=True, ready_changed_s=-40.0, start_s=-100.0, cpu_usage_m=50.0,
-                      metric_s=0.0, metric_window_s=60.0)
+    young = PodSample(
+        "y",
+        "Running",
+        100,
+        ready=True,
+        ready_changed_s=-40.0,
+        start_s=-100.0,
+        cpu_usage_m=50.0,
+        metric_s=0.0,
+        metric_window_s=60.0,
+    )
     old = ready("o", 50)
     r, u, m = group_pods([young, old], 0.0, SPEC)
     assert [p.name for p in r] == ["o"] and [p.name for p in u] == ["y"] and m == []

@@ -1,4 +1,5 @@
-"""policy/highlevel/hierarchy.py: the hierarchical high-level policy (replica targets, moves by the low level's scores, intent)
+"""policy/highlevel/hierarchy.py: the hierarchical high-level policy (replica targets, moves by the low
+level's scores, intent)
 and the state it carries between periods."""
 
 from __future__ import annotations
@@ -10,35 +11,71 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from policy.highlevel import HighLevelPolicy, default_intent
 from policy.bundle import BundleMissing
-from policy.highlevel import FixedIntent, UtilizationIntent, cluster_cpu_utilization
-from policy.highlevel import HierarchicalPolicy, due
-from policy.highlevel import HrlState, service_rates_rps
-from policy.highlevel import TrendForecaster, forecast_factor
-from policy.highlevel import UtilizationTargetAutoscaler, load_learned_autoscaler
-from policy.lowlevel import load_learned_placement
+from policy.highlevel import (
+    FixedIntent,
+    HierarchicalPolicy,
+    HighLevelPolicy,
+    HrlState,
+    TrendForecaster,
+    UtilizationIntent,
+    UtilizationTargetAutoscaler,
+    cluster_cpu_utilization,
+    default_intent,
+    due,
+    forecast_factor,
+    load_learned_autoscaler,
+    service_rates_rps,
+)
 from policy.index import ClusterIndex
-from policy.lowlevel import TopologyHeuristic
-from policy.state import ClusterSnapshot, LabelSelector, NodeInfo, OwnerRef, PodInfo, Resources, ServiceEdge, ServiceGraph, WorkloadInfo, frozen_map
+from policy.lowlevel import TopologyHeuristic, load_learned_placement
+from policy.state import (
+    ClusterSnapshot,
+    LabelSelector,
+    NodeInfo,
+    OwnerRef,
+    PodInfo,
+    Resources,
+    ServiceEdge,
+    ServiceGraph,
+    WorkloadInfo,
+    frozen_map,
+)
 
-GI = 1024 ** 3
+GI = 1024**3
 
 
 def node(name: str, cpu_m: int = 4000, usage_m: int | None = None) -> NodeInfo:
     return NodeInfo(name, Resources(cpu_m, 16 * GI), usage=None if usage_m is None else Resources(usage_m, 0))
 
 
-def pod(svc: str, node_name: str | None, i: int = 0, cpu_m: int = 100, usage_m: int | None = None,
-        ns: str = "shop") -> PodInfo:
-    return PodInfo(name=f"{svc}-{i}", namespace=ns, service=svc, requests=Resources(cpu_m, GI), uid=f"u-{svc}-{i}",
-                   node_name=node_name, phase="Running", owner=OwnerRef("ReplicaSet", f"{svc}-rs"),
-                   labels=frozen_map({"app": svc}), usage=None if usage_m is None else Resources(usage_m, 0))
+def pod(
+    svc: str, node_name: str | None, i: int = 0, cpu_m: int = 100, usage_m: int | None = None, ns: str = "shop"
+) -> PodInfo:
+    return PodInfo(
+        name=f"{svc}-{i}",
+        namespace=ns,
+        service=svc,
+        requests=Resources(cpu_m, GI),
+        uid=f"u-{svc}-{i}",
+        node_name=node_name,
+        phase="Running",
+        owner=OwnerRef("ReplicaSet", f"{svc}-rs"),
+        labels=frozen_map({"app": svc}),
+        usage=None if usage_m is None else Resources(usage_m, 0),
+    )
 
 
 def workload(svc: str, replicas: int, cpu_m: int = 100, ns: str = "shop", kind: str = "Deployment") -> WorkloadInfo:
-    return WorkloadInfo(svc, ns, svc, kind=kind, replicas=replicas, selector=LabelSelector(frozen_map({"app": svc})),
-                        pod_requests=Resources(cpu_m, GI))
+    return WorkloadInfo(
+        svc,
+        ns,
+        svc,
+        kind=kind,
+        replicas=replicas,
+        selector=LabelSelector(frozen_map({"app": svc})),
+        pod_requests=Resources(cpu_m, GI),
+    )
 
 
 def snap(nodes, pods, workloads=(), edges=(), t_s: float = 600.0) -> ClusterSnapshot:
@@ -79,6 +116,7 @@ def plan(policy, s, placement=None):
 
 # ---- state -----------------------------------------------------------------------------------------------
 
+
 def test_the_state_round_trips_through_json_exactly():
     st = HrlState()
     g = ServiceGraph.build((), [ServiceEdge("web", "api", rps=10.0), ServiceEdge("web", "db", rps=2.5)])
@@ -93,23 +131,32 @@ def test_the_state_round_trips_through_json_exactly():
     assert again.rates("api").tolist() == [10.0, 12.0] and again.rates("db").tolist() == [2.5, 1.0]
 
 
-@pytest.mark.parametrize("doc, message", [
-    ({"version": 2}, "version: expected 1"),
-    ({"version": 1, "rate_times_s": [1.0], "rates_rps": {"a": [1.0, 2.0]}}, "rates_rps.a: 2 values for 1 times"),
-    ({"version": 1, "last_intent": [1.0, "x"]}, "last_intent[1]: expected a number"),
-    ({"version": 1, "rate_times_s": [float("nan")]}, "rate_times_s[0]: expected a finite number"),
-    ({"version": 1, "last_targets": {"shop/a": -1}}, "last_targets.shop/a: expected an integer >= 0"),
-    ({"version": 1, "recommendations": {"shop/a": [[1.0]]}}, "recommendations.shop/a[0]"),
-    ([1, 2], "expected an object"),
-])
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ({"version": 2}, "version: expected 1"),
+        ({"version": 1, "rate_times_s": [1.0], "rates_rps": {"a": [1.0, 2.0]}}, "rates_rps.a: 2 values for 1 times"),
+        ({"version": 1, "last_intent": [1.0, "x"]}, "last_intent[1]: expected a number"),
+        ({"version": 1, "rate_times_s": [float("nan")]}, "rate_times_s[0]: expected a finite number"),
+        ({"version": 1, "last_targets": {"shop/a": -1}}, "last_targets.shop/a: expected an integer >= 0"),
+        ({"version": 1, "recommendations": {"shop/a": [[1.0]]}}, "recommendations.shop/a[0]"),
+        ([1, 2], "expected an object"),
+    ],
+)
 def test_a_malformed_state_is_refused_with_the_field_named(doc, message):
     with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("]", r"\]")):
         HrlState.from_json(doc)
 
 
 def test_rates_are_inbound_sums_and_a_late_service_is_padded_with_its_first_value():
-    g1 = ServiceGraph.build((), [ServiceEdge("web", "api", rps=4.0), ServiceEdge("cron", "api", rps=1.0),
-                                 ServiceEdge("web", "cache", rps=None)])
+    g1 = ServiceGraph.build(
+        (),
+        [
+            ServiceEdge("web", "api", rps=4.0),
+            ServiceEdge("cron", "api", rps=1.0),
+            ServiceEdge("web", "cache", rps=None),
+        ],
+    )
     assert service_rates_rps(g1) == {"api": 5.0}
     st = HrlState()
     assert st.record_rates(g1, 0.0, 3) and st.rates("api").tolist() == [5.0]
@@ -125,21 +172,35 @@ def test_rates_are_inbound_sums_and_a_late_service_is_padded_with_its_first_valu
     assert st.total_rates().tolist() == [9.0, 9.0, 9.0]
 
 
-@pytest.mark.parametrize("now, last, period, want", [
-    (100.0, None, 0.0, True), (100.0, 90.0, 0.0, True),
-    (240.0, None, 300.0, False), (300.0, None, 300.0, True),
-    (599.0, 300.0, 300.0, False), (600.0, 300.0, 300.0, True), (1_700_000_000.0, None, 300.0, True),
-])
+@pytest.mark.parametrize(
+    "now, last, period, want",
+    [
+        (100.0, None, 0.0, True),
+        (100.0, 90.0, 0.0, True),
+        (240.0, None, 300.0, False),
+        (300.0, None, 300.0, True),
+        (599.0, 300.0, 300.0, False),
+        (600.0, 300.0, 300.0, True),
+        (1_700_000_000.0, None, 300.0, True),
+    ],
+)
 def test_an_action_is_due_once_per_period_window(now, last, period, want):
     assert due(now, last, period) is want
 
 
 # ---- forecasting -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("series, want", [
-    ([10.0], 10.0), ([10.0, 20.0], 30.0), ([1.0, 2.0, 3.0, 4.0, 5.0], 6.0), ([5.0, 4.0, 3.0, 2.0, 1.0], 0.0),
-    ([0.0, 0.0, 3.0, 0.0, 0.0], 0.6),
-])
+
+@pytest.mark.parametrize(
+    "series, want",
+    [
+        ([10.0], 10.0),
+        ([10.0, 20.0], 30.0),
+        ([1.0, 2.0, 3.0, 4.0, 5.0], 6.0),
+        ([5.0, 4.0, 3.0, 2.0, 1.0], 0.0),
+        ([0.0, 0.0, 3.0, 0.0, 0.0], 0.6),
+    ],
+)
 def test_the_trend_forecaster_extrapolates_a_least_squares_line_floored_at_zero(series, want):
     assert TrendForecaster(window=5).predict(np.array(series))[0, 0] == pytest.approx(want)
 
@@ -153,6 +214,7 @@ def test_the_forecast_factor_is_clipped_and_neutral_without_data():
 
 
 # ---- (a) replica targets ---------------------------------------------------------------------------------
+
 
 def test_the_stand_in_autoscaler_scales_to_the_cpu_target_within_its_bounds():
     nodes = [node("n1"), node("n2")]
@@ -184,9 +246,14 @@ def test_the_stand_in_holds_scale_downs_for_the_stabilization_window_and_follows
     assert auto.replica_targets(mid, st2) == {"shop/api": 3}  # factor 1.5: ceil(150 / 50)
 
 
-@pytest.mark.parametrize("kw, field", [({"target_utilization": 0.0}, "target_utilization"),
-                                       ({"min_replicas": 3, "max_replicas": 2}, "min_replicas"),
-                                       ({"stabilization_s": -1.0}, "stabilization_s")])
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        ({"target_utilization": 0.0}, "target_utilization"),
+        ({"min_replicas": 3, "max_replicas": 2}, "min_replicas"),
+        ({"stabilization_s": -1.0}, "stabilization_s"),
+    ],
+)
 def test_the_stand_in_refuses_bad_parameters(kw, field):
     with pytest.raises(ValueError, match=field):
         UtilizationTargetAutoscaler(**kw)
@@ -194,8 +261,11 @@ def test_the_stand_in_refuses_bad_parameters(kw, field):
 
 def test_the_policy_keeps_only_allowed_targets_and_refuses_nonsense_from_its_autoscaler():
     s = snap([node("n1"), node("n2")], [pod("api", "n1")], [workload("api", 1)])
-    p = HierarchicalPolicy(autoscaler=ScriptedAutoscaler({"shop/api": 3, "kube-system/dns": 5, "shop/other": 2}),
-                           workloads=("shop/api", "kube-system/dns"), rebalance=False)
+    p = HierarchicalPolicy(
+        autoscaler=ScriptedAutoscaler({"shop/api": 3, "kube-system/dns": 5, "shop/other": 2}),
+        workloads=("shop/api", "kube-system/dns"),
+        rebalance=False,
+    )
     assert dict(plan(p, s).replica_targets) == {"shop/api": 3}
     assert p.state.last_targets == {"shop/api": 3} and p.state.last_targets_s == 600.0
     for bad in ({"shop/api": -1}, {"shop/api": 2.5}, {"api": 2}, {"shop/api": True}):
@@ -215,12 +285,14 @@ def test_replica_targets_follow_their_period_and_the_autoscaler_sees_the_state()
 
 # ---- (b) moves -------------------------------------------------------------------------------------------
 
+
 def test_a_pod_moves_when_the_best_other_node_beats_its_own_by_more_than_the_margin():
     s = snap([node("n1"), node("n2"), node("n3")], [pod("api", "n1")])
     low = FixedScores({"n1": 3.0, "n2": 5.5, "n3": 4.0})
     moves = plan(HierarchicalPolicy(min_serving_pods=1, margin=2.0), s, low).moves
     assert [(m.pod, m.from_node, m.to_node, m.reason, m.gain) for m in moves] == [
-        ("shop/api-0", "n1", "n2", "policy", 2.5)]
+        ("shop/api-0", "n1", "n2", "policy", 2.5)
+    ]
     assert plan(HierarchicalPolicy(min_serving_pods=1, margin=2.5), s, low).moves == ()  # strictly more than the margin
 
 
@@ -236,7 +308,9 @@ def test_a_move_only_goes_where_the_low_level_filter_and_the_node_admit_it():
 def test_a_move_never_creates_an_overload_and_a_pod_on_a_hot_node_is_an_overload_move():
     s = snap([node("n1", usage_m=3900), node("n2", usage_m=3400)], [pod("api", "n1", cpu_m=200)])
     low = FixedScores({"n1": 0.0, "n2": 10.0})
-    assert plan(HierarchicalPolicy(min_serving_pods=1, overload_threshold=0.85), s, low).moves == ()  # n2 would reach 0.9
+    assert (
+        plan(HierarchicalPolicy(min_serving_pods=1, overload_threshold=0.85), s, low).moves == ()
+    )  # n2 would reach 0.9
     s = snap([node("n1", usage_m=3900), node("n2", usage_m=1000)], [pod("api", "n1", cpu_m=200)])
     (m,) = plan(HierarchicalPolicy(min_serving_pods=1, overload_threshold=0.85), s, low).moves
     assert (m.to_node, m.reason) == ("n2", "overload")
@@ -254,10 +328,16 @@ def test_the_heuristic_low_level_brings_a_caller_next_to_its_callee_and_then_res
 
 def test_movable_pods_only_and_the_caps_per_service_and_in_all():
     nodes = [node("n1"), node("n2")]
-    pods = [pod("api", "n1", 0), pod("api", "n1", 1), pod("web", "n1"), pod("sys", "n1", ns="kube-system"),
-            replace(pod("bare", "n1"), owner=None), replace(pod("ds", "n1"), owner=OwnerRef("DaemonSet", "ds")),
-            replace(pod("crit", "n1"), priority_class_name="system-node-critical"),
-            replace(pod("disk", "n1"), local_storage=True)]
+    pods = [
+        pod("api", "n1", 0),
+        pod("api", "n1", 1),
+        pod("web", "n1"),
+        pod("sys", "n1", ns="kube-system"),
+        replace(pod("bare", "n1"), owner=None),
+        replace(pod("ds", "n1"), owner=OwnerRef("DaemonSet", "ds")),
+        replace(pod("crit", "n1"), priority_class_name="system-node-critical"),
+        replace(pod("disk", "n1"), local_storage=True),
+    ]
     low = FixedScores({"n1": 0.0, "n2": 9.0})
     moves = plan(HierarchicalPolicy(min_serving_pods=1), snap(nodes, pods), low).moves
     assert sorted(m.pod for m in moves) == ["shop/api-0", "shop/web-0"]
@@ -276,6 +356,7 @@ def test_moves_follow_their_period_and_rebalance_off_means_none():
 
 
 # ---- (c) intent ------------------------------------------------------------------------------------------
+
 
 def test_a_quiet_cluster_asks_for_locality_and_a_busy_one_for_balance():
     ui = UtilizationIntent(smoothing=1.0)
@@ -322,19 +403,25 @@ def test_the_flat_intent_is_always_the_default_and_the_low_level_is_scored_with_
 
 
 def test_cluster_utilization_uses_measured_use_else_requests_on_ready_schedulable_nodes():
-    s = snap([node("n1", usage_m=1000), node("n2"), replace(node("n3", usage_m=4000), unschedulable=True)],
-             [pod("api", "n2", cpu_m=1000)])
+    s = snap(
+        [node("n1", usage_m=1000), node("n2"), replace(node("n3", usage_m=4000), unschedulable=True)],
+        [pod("api", "n2", cpu_m=1000)],
+    )
     assert cluster_cpu_utilization(ClusterIndex.build(s)) == pytest.approx(2000 / 8000)
     assert cluster_cpu_utilization(ClusterIndex.build(snap([], []))) == 0.0
 
 
 # ---- the policy as a whole -------------------------------------------------------------------------------
 
+
 def test_it_is_a_high_level_policy_deterministic_for_the_same_inputs_and_state():
     edges = [ServiceEdge("api", "db", rps=5.0), ServiceEdge("web", "api", rps=20.0)]
-    s = snap([node("n1", usage_m=2000), node("n2", usage_m=500), node("n3")],
-             [pod("web", "n1", usage_m=80), pod("api", "n1", usage_m=95), pod("db", "n3", usage_m=10)],
-             [workload("web", 1), workload("api", 1), workload("db", 1)], edges)
+    s = snap(
+        [node("n1", usage_m=2000), node("n2", usage_m=500), node("n3")],
+        [pod("web", "n1", usage_m=80), pod("api", "n1", usage_m=95), pod("db", "n3", usage_m=10)],
+        [workload("web", 1), workload("api", 1), workload("db", 1)],
+        edges,
+    )
 
     def fresh():
         return HierarchicalPolicy(autoscaler=UtilizationTargetAutoscaler())
@@ -351,10 +438,17 @@ def test_it_is_a_high_level_policy_deterministic_for_the_same_inputs_and_state()
     assert plan(c, later) == plan(a, later)
 
 
-@pytest.mark.parametrize("kw, field", [({"margin": -1.0}, "margin"), ({"margin": 11.0}, "margin"),
-                                       ({"overload_threshold": 0.0}, "overload_threshold"),
-                                       ({"max_moves": -1}, "max_moves"), ({"moves_period_s": math.inf}, "moves_period_s"),
-                                       ({"history_len": 0}, "history_len")])
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        ({"margin": -1.0}, "margin"),
+        ({"margin": 11.0}, "margin"),
+        ({"overload_threshold": 0.0}, "overload_threshold"),
+        ({"max_moves": -1}, "max_moves"),
+        ({"moves_period_s": math.inf}, "moves_period_s"),
+        ({"history_len": 0}, "history_len"),
+    ],
+)
 def test_out_of_range_parameters_are_refused_by_name(kw, field):
     with pytest.raises(ValueError, match=f"HierarchicalPolicy.{field}"):
         HierarchicalPolicy(**kw)
@@ -376,14 +470,15 @@ def test_a_services_only_pod_is_not_moved_unless_allowed():
     assert plan(HierarchicalPolicy(margin=2.0), s, low).moves == ()  # default min_serving_pods=2
     assert [m.to_node for m in plan(HierarchicalPolicy(margin=2.0, min_serving_pods=1), s, low).moves] == ["n2"]
     two = snap([node("n1"), node("n2"), node("n3")], [pod("api", "n1"), pod("api", "n3", i=1)])
-    assert [m.pod for m in plan(HierarchicalPolicy(margin=0.5), two, FixedScores({"n1": 3.0, "n2": 5.5, "n3": 5.5})).moves] \
-        == ["shop/api-0"]
+    assert [
+        m.pod for m in plan(HierarchicalPolicy(margin=0.5), two, FixedScores({"n1": 3.0, "n2": 5.5, "n3": 5.5})).moves
+    ] == ["shop/api-0"]
 
 
 class FakeStudents:
     """The slice of policy.highlevel.DrpcAutoscaler that DrpcReplicaAutoscaler uses: scripted targets."""
 
-    class mapping:  # noqa: N801 - stands for an ActionMapping
+    class mapping:
         max_replicas = 10
 
     def __init__(self, targets):
@@ -407,7 +502,8 @@ def test_the_saturation_shield_scales_a_saturated_service_up_whatever_the_studen
     # below saturation the students decide, even to scale down
     calm = snap([node("n1")], [limited_pod(0, 100), limited_pod(1, 100)], [workload("api", 2)])
     assert DrpcReplicaAutoscaler(FakeStudents({"shop/api": 1}), stabilization_s=0.0).replica_targets(
-        calm, HrlState()) == {"shop/api": 1}
+        calm, HrlState()
+    ) == {"shop/api": 1}
 
 
 def test_the_learned_targets_hold_scale_downs_for_the_stabilization_window():
@@ -423,9 +519,15 @@ def test_the_learned_targets_hold_scale_downs_for_the_stabilization_window():
     assert auto.replica_targets(snap([node("n1")], pods, [workload("api", 4)], t_s=901.0), st) == {"shop/api": 2}
 
 
-@pytest.mark.parametrize("kw, field", [({"saturation": 0.0}, "saturation"), ({"shield_target": 1.5}, "shield_target"),
-                                       ({"refused_frac": math.nan}, "refused_frac"),
-                                       ({"stabilization_s": -1.0}, "stabilization_s")])
+@pytest.mark.parametrize(
+    "kw, field",
+    [
+        ({"saturation": 0.0}, "saturation"),
+        ({"shield_target": 1.5}, "shield_target"),
+        ({"refused_frac": math.nan}, "refused_frac"),
+        ({"stabilization_s": -1.0}, "stabilization_s"),
+    ],
+)
 def test_the_guardrails_refuse_bad_parameters_by_name(kw, field):
     from policy.highlevel import DrpcReplicaAutoscaler
 

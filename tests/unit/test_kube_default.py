@@ -80,18 +80,26 @@ def test_an_extender_score_is_multiplied_by_weight_and_ten_and_can_flip_the_deci
 
 
 def test_filters_drop_nodes_that_do_not_fit_are_cordoned_or_tainted():
-    nodes = [node("small", cpu_m=400), node("cordoned", unschedulable=True),
-             node("tainted", taints=(Taint("dedicated", "x", "NoSchedule"),)), node("ok")]
+    nodes = [
+        node("small", cpu_m=400),
+        node("cordoned", unschedulable=True),
+        node("tainted", taints=(Taint("dedicated", "x", "NoSchedule"),)),
+        node("ok"),
+    ]
     feasible, reasons = KubeSchedulerModel().filter_in_tree(NEW, index([], nodes))
     assert feasible == ["ok"]
-    assert reasons == {"small": "Insufficient cpu", "cordoned": "node(s) were unschedulable",
-                       "tainted": "node(s) had untolerated taint"}
+    assert reasons == {
+        "small": "Insufficient cpu",
+        "cordoned": "node(s) were unschedulable",
+        "tainted": "node(s) had untolerated taint",
+    }
 
 
 def test_ties_are_broken_at_random_but_reproducibly_per_seed():
     nodes = [node(f"n{i}") for i in range(6)]
-    picks = {KubeSchedulerModel().schedule(NEW, {}, index([], nodes), {}, np.random.default_rng(s)).node
-             for s in range(40)}
+    picks = {
+        KubeSchedulerModel().schedule(NEW, {}, index([], nodes), {}, np.random.default_rng(s)).node for s in range(40)
+    }
     assert len(picks) > 1
     a = KubeSchedulerModel().schedule(NEW, {}, index([], nodes), {}, np.random.default_rng(5)).node
     b = KubeSchedulerModel().schedule(NEW, {}, index([], nodes), {}, np.random.default_rng(5)).node

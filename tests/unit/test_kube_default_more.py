@@ -6,11 +6,38 @@ import math
 import numpy as np
 import pytest
 
-from policy.baselines.affinity import NO_TERMS, AffinityTerm, NodeSelectorTerm, PodTerms, SpreadConstraint, WeightedAffinityTerm, parse_pod_terms, terms_by_service
-from policy.baselines.kube_default import InterPodAffinity, NodeAffinity, PodTopologySpread, TaintToleration, default_normalize_score, default_score_plugins
+from policy.baselines.affinity import (
+    NO_TERMS,
+    AffinityTerm,
+    NodeSelectorTerm,
+    PodTerms,
+    SpreadConstraint,
+    WeightedAffinityTerm,
+    parse_pod_terms,
+    terms_by_service,
+)
+from policy.baselines.kube_default import (
+    InterPodAffinity,
+    NodeAffinity,
+    PodTopologySpread,
+    TaintToleration,
+    default_normalize_score,
+    default_score_plugins,
+)
 from policy.index import ClusterIndex
 from policy.observe import ObjectError
-from policy.state import LABEL_HOSTNAME, LABEL_ZONE, ClusterSnapshot, LabelSelector, NodeInfo, OwnerRef, PodInfo, Resources, Taint, Toleration
+from policy.state import (
+    LABEL_HOSTNAME,
+    LABEL_ZONE,
+    ClusterSnapshot,
+    LabelSelector,
+    NodeInfo,
+    OwnerRef,
+    PodInfo,
+    Resources,
+    Taint,
+    Toleration,
+)
 
 GI = 2**30
 
@@ -23,20 +50,31 @@ def node(name, zone="", **kw):
 
 
 def pod(name, node_name=None, rs="web-7d9f8", app="web", ns="ns", **kw):
-    return PodInfo(name, ns, app, Resources(100, GI), node_name=node_name, labels={"app": app},
-                   owner=OwnerRef("ReplicaSet", rs) if rs else None, **kw)
+    return PodInfo(
+        name,
+        ns,
+        app,
+        Resources(100, GI),
+        node_name=node_name,
+        labels={"app": app},
+        owner=OwnerRef("ReplicaSet", rs) if rs else None,
+        **kw,
+    )
 
 
 def index(pods, nodes):
     return ClusterIndex.build(ClusterSnapshot(nodes=tuple(nodes), pods=tuple(pods)))
 
 
-@pytest.mark.parametrize("raw,reverse,expected", [
-    ([0, 0, 0], False, [0, 0, 0]),
-    ([0, 0, 0], True, [100, 100, 100]),
-    ([1, 2, 3], False, [33, 66, 100]),
-    ([1, 2, 3], True, [67, 34, 0]),
-])
+@pytest.mark.parametrize(
+    "raw,reverse,expected",
+    [
+        ([0, 0, 0], False, [0, 0, 0]),
+        ([0, 0, 0], True, [100, 100, 100]),
+        ([1, 2, 3], False, [33, 66, 100]),
+        ([1, 2, 3], True, [67, 34, 0]),
+    ],
+)
 def test_default_normalize_scales_by_the_maximum_with_integer_division(raw, reverse, expected):
     assert default_normalize_score(np.array(raw), reverse).tolist() == expected
 
@@ -55,10 +93,12 @@ def test_taint_toleration_prefers_nodes_with_fewer_untolerated_prefer_no_schedul
 
 def test_node_affinity_sums_matched_preferred_weights_then_normalizes():
     nodes = [node("a", zone="z1"), node("b", zone="z2"), node("c")]
-    terms = PodTerms(preferred_node_affinity=(
-        (30, NodeSelectorTerm(((LABEL_ZONE, "In", ("z1",)),))),
-        (10, NodeSelectorTerm(((LABEL_ZONE, "Exists", ()),))),
-    ))
+    terms = PodTerms(
+        preferred_node_affinity=(
+            (30, NodeSelectorTerm(((LABEL_ZONE, "In", ("z1",)),))),
+            (10, NodeSelectorTerm(((LABEL_ZONE, "Exists", ()),))),
+        )
+    )
     plugin = NodeAffinity(lambda p: terms)
     # raw a = 40, b = 10, c = 0 -> 100*raw//40
     assert plugin.score(pod("p"), ["a", "b", "c"], index([], nodes)).tolist() == [100, 25, 0]
@@ -72,8 +112,9 @@ def test_inter_pod_affinity_adds_preferred_affinity_subtracts_anti_affinity_and_
     incoming = PodInfo("api-1", "ns", "api", Resources(100, GI), labels={"app": "api"})
     api_terms = PodTerms(
         preferred_affinity=(WeightedAffinityTerm(50, AffinityTerm(LabelSelector({"app": "db"}), LABEL_ZONE)),),
-        preferred_anti_affinity=(WeightedAffinityTerm(20, AffinityTerm(LabelSelector({"app": "cache"}),
-                                                                       LABEL_HOSTNAME)),),
+        preferred_anti_affinity=(
+            WeightedAffinityTerm(20, AffinityTerm(LabelSelector({"app": "cache"}), LABEL_HOSTNAME)),
+        ),
     )
     plugin = InterPodAffinity(lambda p: api_terms if p.service == "api" else NO_TERMS)
     # topology scores: zone z1 += 50 (db on a, zone z1); hostname c -= 20 (cache on c)
@@ -130,8 +171,9 @@ def test_pod_topology_spread_skips_pods_without_a_controller():
 def test_pod_topology_spread_uses_the_pods_own_schedule_anyway_constraints_and_ignores_unlabelled_nodes():
     nodes = [node("a", zone="z1"), node("b", zone="z2"), NodeInfo("c", Resources(4000, 8 * GI))]
     existing = [pod("w1", "a"), pod("w2", "a")]
-    terms = PodTerms(spread_constraints=(
-        SpreadConstraint(1, LABEL_ZONE, "ScheduleAnyway", LabelSelector({"app": "web"})),))
+    terms = PodTerms(
+        spread_constraints=(SpreadConstraint(1, LABEL_ZONE, "ScheduleAnyway", LabelSelector({"app": "web"})),)
+    )
     s = PodTopologySpread(lambda p: terms).score(pod("new"), ["a", "b", "c"], index(existing, nodes))
     # c lacks the zone key: ignored (0). zone weight ln(2 + 2): a = round(2 ln4) = 3, b = 0
     # normalized 100 * (3 + 0 - raw) // 3: a 0, b 100
@@ -144,40 +186,75 @@ def test_the_default_profile_spreads_replicas_across_nodes():
     nodes = [node("n1"), node("n2")]
     existing = [pod("w1", "n1")]
     res = KubeSchedulerModel(plugins=default_score_plugins()).schedule(
-        pod("new"), {}, index(existing, nodes), {}, np.random.default_rng(0))
+        pod("new"), {}, index(existing, nodes), {}, np.random.default_rng(0)
+    )
     assert res.node == "n2"
 
 
 def test_pod_terms_parse_from_a_pod_spec_and_reject_bad_weights():
     spec = {
         "affinity": {
-            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": "web"}},
-                                                    "topologyKey": LABEL_HOSTNAME}}]},
-            "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": 5, "preference": {"matchExpressions": [
-                    {"key": "disk", "operator": "In", "values": ["ssd"]}]}}]},
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "labelSelector": {"matchLabels": {"app": "web"}},
+                            "topologyKey": LABEL_HOSTNAME,
+                        },
+                    }
+                ]
+            },
+            "nodeAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 5,
+                        "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]},
+                    }
+                ]
+            },
         },
-        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": LABEL_ZONE,
-                                       "whenUnsatisfiable": "ScheduleAnyway",
-                                       "labelSelector": {"matchLabels": {"app": "web"}}}],
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": LABEL_ZONE,
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            }
+        ],
     }
     t = parse_pod_terms(spec)
     assert t.preferred_anti_affinity[0].weight == 100
     assert t.preferred_anti_affinity[0].term.topology_key == LABEL_HOSTNAME
     assert t.preferred_node_affinity[0][0] == 5
     assert t.spread_constraints[0].max_skew == 1
-    bad = {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 0, "podAffinityTerm": {"topologyKey": "k"}}]}}}
+    bad = {
+        "affinity": {
+            "podAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 0, "podAffinityTerm": {"topologyKey": "k"}}
+                ]
+            }
+        }
+    }
     with pytest.raises(ObjectError, match="weight"):
         parse_pod_terms(bad)
 
 
 def test_terms_by_service_reads_pod_templates():
-    dep = {"kind": "Deployment", "metadata": {"name": "web"},
-           "spec": {"template": {"spec": {"topologySpreadConstraints": [
-               {"maxSkew": 2, "topologyKey": LABEL_ZONE, "whenUnsatisfiable": "ScheduleAnyway"}]}}}}
-    look = terms_by_service([dep, {"kind": "Deployment", "metadata": {"name": "db"}}],
-                            lambda o: o["metadata"]["name"])
+    dep = {
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "topologySpreadConstraints": [
+                        {"maxSkew": 2, "topologyKey": LABEL_ZONE, "whenUnsatisfiable": "ScheduleAnyway"}
+                    ]
+                }
+            }
+        },
+    }
+    look = terms_by_service([dep, {"kind": "Deployment", "metadata": {"name": "db"}}], lambda o: o["metadata"]["name"])
     assert look(pod("x", app="web")).spread_constraints[0].max_skew == 2
     assert look(pod("y", app="db")) == NO_TERMS

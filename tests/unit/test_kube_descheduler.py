@@ -3,7 +3,12 @@ checked against hand-computed decisions."""
 
 import pytest
 
-from policy.baselines.kube_descheduler import DefaultEvictor, LowNodeUtilization, RemoveDuplicates, sort_pods_priority_low_to_high
+from policy.baselines.kube_descheduler import (
+    DefaultEvictor,
+    LowNodeUtilization,
+    RemoveDuplicates,
+    sort_pods_priority_low_to_high,
+)
 from policy.state import ClusterSnapshot, NodeInfo, OwnerRef, PodInfo, Resources
 
 GI = 2**30
@@ -14,9 +19,17 @@ def node(name, cpu_m=1000, **kw):
 
 
 def pod(name, node_name, req_m=250, lim_m=500, prio=0, owner="web-abc", mem=GI, **kw):
-    return PodInfo(name, "default", "web", Resources(req_m, mem), Resources(lim_m, mem if lim_m else 0),
-                   node_name=node_name, priority=prio,
-                   owner=OwnerRef("ReplicaSet", owner) if owner else None, **kw)
+    return PodInfo(
+        name,
+        "default",
+        "web",
+        Resources(req_m, mem),
+        Resources(lim_m, mem if lim_m else 0),
+        node_name=node_name,
+        priority=prio,
+        owner=OwnerRef("ReplicaSet", owner) if owner else None,
+        **kw,
+    )
 
 
 class Evictor:
@@ -40,16 +53,25 @@ def test_the_default_evictor_protects_bare_daemonset_critical_local_storage_and_
 
 
 def test_pods_are_evicted_lowest_priority_first_then_best_effort_burstable_guaranteed():
-    pods = [pod("g", "a", 250, 250, prio=0), pod("hi", "a", prio=100), pod("b", "a", 250, 500, prio=0),
-            pod("be", "a", 0, 0, prio=0, mem=0)]
+    pods = [
+        pod("g", "a", 250, 250, prio=0),
+        pod("hi", "a", prio=100),
+        pod("b", "a", 250, 500, prio=0),
+        pod("be", "a", 0, 0, prio=0, mem=0),
+    ]
     assert [p.name for p in sort_pods_priority_low_to_high(pods)] == ["be", "b", "g", "hi"]
 
 
 def cluster():
     # a: 3 x 250m = 75 % cpu (over the 50 % target); b: 100m = 10 % (under 20 %); c: 300m = 30 % (neither)
     nodes = [node("a"), node("b"), node("c")]
-    pods = [pod("p1", "a", 250, 500, prio=0), pod("p2", "a", 250, 250, prio=0), pod("p3", "a", 250, 500, prio=100),
-            pod("q", "b", 100, 200, owner="db-x"), pod("r", "c", 300, 600, owner="db-y")]
+    pods = [
+        pod("p1", "a", 250, 500, prio=0),
+        pod("p2", "a", 250, 250, prio=0),
+        pod("p3", "a", 250, 500, prio=100),
+        pod("q", "b", 100, 200, owner="db-x"),
+        pod("r", "c", 300, 600, owner="db-y"),
+    ]
     return ClusterSnapshot(nodes=tuple(nodes), pods=tuple(pods))
 
 
@@ -89,9 +111,16 @@ def test_low_node_utilization_validates_its_thresholds():
 
 def test_remove_duplicates_keeps_at_most_the_ceiling_average_per_node():
     nodes = (node("n1"), node("n2"), node("n3"))
-    pods = (pod("w1", "n1"), pod("w2", "n1"), pod("w3", "n1"),  # web: 3 pods on n1
-            pod("d1", "n1", owner="db-x"), pod("d2", "n1", owner="db-x"), pod("d3", "n2", owner="db-x"),
-            pod("l1", "n2", owner="logs-z", local_storage=True), pod("l2", "n2", owner="logs-z", local_storage=True))
+    pods = (
+        pod("w1", "n1"),
+        pod("w2", "n1"),
+        pod("w3", "n1"),  # web: 3 pods on n1
+        pod("d1", "n1", owner="db-x"),
+        pod("d2", "n1", owner="db-x"),
+        pod("d3", "n2", owner="db-x"),
+        pod("l1", "n2", owner="logs-z", local_storage=True),
+        pod("l2", "n2", owner="logs-z", local_storage=True),
+    )
     ev = Evictor()
     evicted = RemoveDuplicates().balance(ClusterSnapshot(nodes=nodes, pods=pods), ev)
     # web: 3 pods / 3 nodes -> at most 1 per node: w2, w3 go. db: 3 / 3 -> d2 goes. logs: local storage, kept.

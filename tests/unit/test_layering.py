@@ -28,14 +28,16 @@ def modules(pkg: str):
     return sorted((ROOT / pkg).rglob("*.py"))
 
 
-@pytest.mark.parametrize("pkg,forbidden", [
-    ("policy", ("extender", "descheduler")),
-    ("extender", ("descheduler",)),
-    ("descheduler", ("extender",)),
-])
+@pytest.mark.parametrize(
+    "pkg,forbidden",
+    [
+        ("policy", ("extender", "descheduler")),
+        ("extender", ("descheduler",)),
+        ("descheduler", ("extender",)),
+    ],
+)
 def test_packages_import_only_what_the_layering_allows(pkg, forbidden):
-    bad = [(str(p.relative_to(ROOT)), m) for p in modules(pkg) for m in imports_of(p)
-           if m.split(".")[0] in forbidden]
+    bad = [(str(p.relative_to(ROOT)), m) for p in modules(pkg) for m in imports_of(p) if m.split(".")[0] in forbidden]
     assert bad == []
 
 
@@ -46,15 +48,24 @@ KUBERNETES_ADAPTERS = {"descheduler/leader.py"}
 
 
 def test_only_the_kube_modules_import_the_kubernetes_client():
-    bad = [str(p.relative_to(ROOT)) for pkg in ("policy", "extender", "descheduler") for p in modules(pkg)
-           if any(m.split(".")[0] == "kubernetes" for m in imports_of(p)) and p.name != "kube.py"
-           and p.relative_to(ROOT).as_posix() not in KUBERNETES_ADAPTERS]
+    bad = [
+        str(p.relative_to(ROOT))
+        for pkg in ("policy", "extender", "descheduler")
+        for p in modules(pkg)
+        if any(m.split(".")[0] == "kubernetes" for m in imports_of(p))
+        and p.name != "kube.py"
+        and p.relative_to(ROOT).as_posix() not in KUBERNETES_ADAPTERS
+    ]
     assert bad == []
 
 
 def test_torch_is_imported_by_exactly_the_listed_training_modules():
-    found = {p.relative_to(ROOT).as_posix() for pkg in ("policy", "extender", "descheduler") for p in modules(pkg)
-             if any(m.split(".")[0] == "torch" for m in imports_of(p))}
+    found = {
+        p.relative_to(ROOT).as_posix()
+        for pkg in ("policy", "extender", "descheduler")
+        for p in modules(pkg)
+        if any(m.split(".")[0] == "torch" for m in imports_of(p))
+    }
     assert found == TORCH_MODULES
 
 
@@ -81,10 +92,12 @@ def test_the_import_contracts_hold():
 
 
 def test_the_servers_and_the_cli_run_without_loading_torch():
-    code = ("import sys, extender.server, extender.__main__, descheduler.loop, descheduler.__main__, "
-            "policy.cli, policy.sim.engine, policy.lowlevel, policy.highlevel, policy.encoder, policy.cache, "
-            "policy.bench.placement, policy.bench.stacks; "
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys, extender.server, extender.__main__, descheduler.loop, descheduler.__main__, "
+        "policy.cli, policy.sim.engine, policy.lowlevel, policy.highlevel, policy.encoder, policy.cache, "
+        "policy.bench.placement, policy.bench.stacks; "
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

@@ -26,14 +26,23 @@ ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "manifests"
 OVERLAYS = sorted(p.parent.name for p in (MANIFESTS / "overlays").glob("*/kustomization.yaml"))
 NAMESPACE = "hrl-scheduler-system"
-SCHEDULER_OVERLAYS = {"second-scheduler", "second-scheduler-tls", "default-scheduler-dropin",
-                      "second-scheduler-learned"}
+SCHEDULER_OVERLAYS = {
+    "second-scheduler",
+    "second-scheduler-tls",
+    "default-scheduler-dropin",
+    "second-scheduler-learned",
+}
 #: components/learned-policies: the embedding-cache sidecar's gRPC port (Service port grpc-cache).
 CACHE_PORT = 50051
 
 #: DESIGN.md section 5, "Our shipped configuration".
-SHIPPED_EXTENDER = {"prioritizeVerb": "prioritize", "filterVerb": "filter", "weight": 2,
-                    "nodeCacheCapable": True, "ignorable": True}
+SHIPPED_EXTENDER = {
+    "prioritizeVerb": "prioritize",
+    "filterVerb": "filter",
+    "weight": 2,
+    "nodeCacheCapable": True,
+    "ignorable": True,
+}
 
 
 @cache
@@ -52,8 +61,9 @@ def bin_dir() -> Path:
 @cache
 def render(target: str) -> tuple[dict[str, Any], ...]:
     """`kubectl kustomize manifests/<target>` as a tuple of objects."""
-    out = subprocess.run([str(bin_dir() / "kubectl"), "kustomize", str(MANIFESTS / target)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [str(bin_dir() / "kubectl"), "kustomize", str(MANIFESTS / target)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, f"kubectl kustomize {target} failed: {out.stderr}"
     return tuple(d for d in yaml.safe_load_all(out.stdout) if d)
 
@@ -89,8 +99,13 @@ def targets() -> list[str]:
 
 
 def test_the_expected_overlays_exist():
-    assert set(OVERLAYS) >= {"second-scheduler", "second-scheduler-tls", "default-scheduler-dropin",
-                             "descheduler-interval", "second-scheduler-learned"}
+    assert set(OVERLAYS) >= {
+        "second-scheduler",
+        "second-scheduler-tls",
+        "default-scheduler-dropin",
+        "descheduler-interval",
+        "second-scheduler-learned",
+    }
 
 
 @pytest.mark.parametrize("target", targets())
@@ -160,8 +175,14 @@ def test_the_interval_overlay_replaces_the_cronjob_by_a_leader_elected_deploymen
     assert cfg.leader_election.enabled and cfg.state_file is None
     role = one(objs, "Role", "hrl-scheduler:descheduler-leader-election")
     named = [r for r in role["rules"] if r.get("resourceNames")]
-    assert named == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-                      "resourceNames": [cfg.leader_election.lease_name], "verbs": ["get", "update"]}]
+    assert named == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [cfg.leader_election.lease_name],
+            "verbs": ["get", "update"],
+        }
+    ]
     port = cfg.metrics.listen.rpartition(":")[2]
     assert {p["containerPort"] for p in c["ports"]} == {int(port)}
 
@@ -242,21 +263,43 @@ def render_components(tmp_path: Path, components: list[str], own: str | None = N
     if own is not None:
         (tmp_path / "mine").mkdir()
         (tmp_path / "mine" / "descheduler-config.yaml").write_text(own)
-        (tmp_path / "mine" / "kustomization.yaml").write_text(yaml.safe_dump({
-            "apiVersion": "kustomize.config.k8s.io/v1alpha1", "kind": "Component",
-            "configMapGenerator": [{"name": "hrl-descheduler-config", "namespace": NAMESPACE, "behavior": "replace",
-                                    "files": ["config.yaml=descheduler-config.yaml"]}]}))
+        (tmp_path / "mine" / "kustomization.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "kustomize.config.k8s.io/v1alpha1",
+                    "kind": "Component",
+                    "configMapGenerator": [
+                        {
+                            "name": "hrl-descheduler-config",
+                            "namespace": NAMESPACE,
+                            "behavior": "replace",
+                            "files": ["config.yaml=descheduler-config.yaml"],
+                        }
+                    ],
+                }
+            )
+        )
         comps.append("mine")
-    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-        "resources": [str(rel / "base")], "components": comps}))
+    (tmp_path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [str(rel / "base")],
+                "components": comps,
+            }
+        )
+    )
     return render_path(tmp_path)
 
 
-@pytest.mark.parametrize("order,planner", [
-    (["descheduler-interval", "learned-policies"], "hierarchical"),
-    (["learned-policies", "descheduler-interval"], "rebalance-heuristic"),
-])
+@pytest.mark.parametrize(
+    "order,planner",
+    [
+        (["descheduler-interval", "learned-policies"], "hierarchical"),
+        (["learned-policies", "descheduler-interval"], "rebalance-heuristic"),
+    ],
+)
 def test_the_last_component_listed_replaces_the_descheduler_configuration_as_the_docs_say(tmp_path, order, planner):
     """components/learned-policies/kustomization.yaml and docs/operations.md section 3.5 rely on this."""
     objs = render_components(tmp_path, order)
@@ -299,8 +342,9 @@ def test_the_scheduler_configuration_registers_the_extender_with_the_design_valu
     objs = render(target)
     extender_cfg = load_extender_config(configmap_file(objs, "hrl-extender-config", "config.yaml"))
     scheme = "https" if extender_cfg.listen.tls else "http"
-    assert ext["urlPrefix"] == (f"{scheme}://hrl-extender.{NAMESPACE}.svc:{extender_cfg.listen.port}"
-                                f"{extender_cfg.url_prefix}")
+    assert ext["urlPrefix"] == (
+        f"{scheme}://hrl-extender.{NAMESPACE}.svc:{extender_cfg.listen.port}{extender_cfg.url_prefix}"
+    )
     if extender_cfg.listen.tls:
         assert ext["enableHTTPS"] is True
         tls = ext["tlsConfig"]
@@ -321,10 +365,17 @@ def test_the_second_scheduler_has_its_own_profile_lease_and_rbac():
     assert spec["serviceAccountName"] == "hrl-scheduler"
     assert "--config=/etc/hrl-scheduler/config.yaml" in spec["containers"][0]["command"]
     bindings = find(objs, "ClusterRoleBinding") + find(objs, "RoleBinding")
-    bound = {(b["roleRef"]["kind"], b["roleRef"]["name"]) for b in bindings
-             if any(s["name"] == "hrl-scheduler" for s in b["subjects"])}
-    assert bound == {("ClusterRole", "system:kube-scheduler"), ("ClusterRole", "system:volume-scheduler"),
-                     ("Role", "extension-apiserver-authentication-reader"), ("Role", "hrl-scheduler:leader-election")}
+    bound = {
+        (b["roleRef"]["kind"], b["roleRef"]["name"])
+        for b in bindings
+        if any(s["name"] == "hrl-scheduler" for s in b["subjects"])
+    }
+    assert bound == {
+        ("ClusterRole", "system:kube-scheduler"),
+        ("ClusterRole", "system:volume-scheduler"),
+        ("Role", "extension-apiserver-authentication-reader"),
+        ("Role", "hrl-scheduler:leader-election"),
+    }
     role = one(objs, "Role", "hrl-scheduler:leader-election")
     assert [r for r in role["rules"] if r.get("resourceNames")][0]["resourceNames"] == ["hrl-scheduler"]
 
@@ -342,20 +393,35 @@ def test_the_real_kube_scheduler_accepts_the_shipped_configuration(overlay, tmp_
     --write-config-to writes the effective configuration and exits before contacting the API server."""
     (cfg,) = scheduler_configs(f"overlays/{overlay}")
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "users": [{"name": "u", "user": {"token": "unused"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "unused"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+            }
+        )
+    )
     cfg = {**cfg, "clientConnection": {**cfg.get("clientConnection", {}), "kubeconfig": str(kubeconfig)}}
     ca_file = cfg["extenders"][0].get("tlsConfig", {}).get("caFile")
     if ca_file:  # the Secret's file exists only in the Pod; kube-scheduler reads it when building the client
         (tmp_path / "ca.crt").write_text("")
         cfg["extenders"][0]["tlsConfig"]["caFile"] = str(tmp_path / "ca.crt")
     (tmp_path / "in.yaml").write_text(yaml.safe_dump(cfg))
-    out = subprocess.run([str(bin_dir() / "kube-scheduler"), f"--config={tmp_path / 'in.yaml'}",
-                          f"--write-config-to={tmp_path / 'out.yaml'}", "--authentication-skip-lookup"],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [
+            str(bin_dir() / "kube-scheduler"),
+            f"--config={tmp_path / 'in.yaml'}",
+            f"--write-config-to={tmp_path / 'out.yaml'}",
+            "--authentication-skip-lookup",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     effective = yaml.safe_load((tmp_path / "out.yaml").read_text())
     (ext,) = effective["extenders"]
@@ -365,13 +431,21 @@ def test_the_real_kube_scheduler_accepts_the_shipped_configuration(overlay, tmp_
 def rules_of(objs, kind: str, name: str) -> list[tuple[str, str, str]]:
     """(apiGroup, resource, verb) triples granted by a role."""
     role = one(objs, kind, name)
-    return sorted({(g, r, v) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"]
-                   for v in rule["verbs"]})
+    return sorted(
+        {
+            (g, r, v)
+            for rule in role["rules"]
+            for g in rule["apiGroups"]
+            for r in rule["resources"]
+            for v in rule["verbs"]
+        }
+    )
 
 
 def test_the_extender_may_only_read_nodes_and_pods():
     assert rules_of(render("base"), "ClusterRole", "hrl-scheduler:extender") == sorted(
-        ("", r, v) for r in ("nodes", "pods") for v in ("get", "list", "watch"))
+        ("", r, v) for r in ("nodes", "pods") for v in ("get", "list", "watch")
+    )
 
 
 def test_the_descheduler_may_evict_and_scale_but_never_delete_pods():
@@ -379,17 +453,31 @@ def test_the_descheduler_may_evict_and_scale_but_never_delete_pods():
     assert ("", "pods/eviction", "create") in granted
     assert {("apps", "deployments/scale", v) for v in ("get", "update", "patch")} <= set(granted)
     writes = {(g, r, v) for g, r, v in granted if v not in ("get", "list", "watch")}
-    assert writes == {("", "pods/eviction", "create"), ("apps", "deployments/scale", "update"),
-                      ("apps", "deployments/scale", "patch")}
+    assert writes == {
+        ("", "pods/eviction", "create"),
+        ("apps", "deployments/scale", "update"),
+        ("apps", "deployments/scale", "patch"),
+    }
     reads = {r for _, r, v in granted if v == "list"}
-    assert reads == {"nodes", "pods", "persistentvolumes", "persistentvolumeclaims", "poddisruptionbudgets",
-                     "deployments", "replicasets", "statefulsets", "horizontalpodautoscalers"}
+    assert reads == {
+        "nodes",
+        "pods",
+        "persistentvolumes",
+        "persistentvolumeclaims",
+        "poddisruptionbudgets",
+        "deployments",
+        "replicasets",
+        "statefulsets",
+        "horizontalpodautoscalers",
+    }
 
 
 def test_the_descheduler_may_only_read_horizontal_pod_autoscalers_to_leave_their_deployments_alone():
     granted = rules_of(render("base"), "ClusterRole", "hrl-scheduler:descheduler")
     assert {(g, v) for g, r, v in granted if r == "horizontalpodautoscalers"} == {
-        ("autoscaling", "list"), ("autoscaling", "watch")}
+        ("autoscaling", "list"),
+        ("autoscaling", "watch"),
+    }
     assert not [t for t in granted if t[1].startswith("statefulsets/")]  # only Deployments are scaled
 
 
@@ -403,8 +491,10 @@ def test_no_role_uses_wildcards(target):
 
 # ---- Dockerfiles --------------------------------------------------------------------------------------------
 
-IMAGES = {"extender": ("hrl-extender", "/etc/hrl-extender/config.yaml"),
-          "descheduler": ("hrl-descheduler", "/etc/hrl-descheduler/config.yaml")}
+IMAGES = {
+    "extender": ("hrl-extender", "/etc/hrl-extender/config.yaml"),
+    "descheduler": ("hrl-descheduler", "/etc/hrl-descheduler/config.yaml"),
+}
 
 
 def dockerfile(component: str) -> list[tuple[str, str]]:
@@ -453,8 +543,14 @@ def test_the_image_entrypoint_is_the_console_script_with_the_manifests_config_pa
 @pytest.mark.parametrize("component", sorted(IMAGES))
 def test_the_build_context_holds_only_the_package_sources(component):
     ignore = (MANIFESTS / "images" / f"{component}.Dockerfile.dockerignore").read_text().split()
-    assert ignore[ignore.index("*") + 1:][:6] == ["!pyproject.toml", "!README.md", "!policy", "!extender",
-                                                  "!descheduler", "**/__pycache__"]
+    assert ignore[ignore.index("*") + 1 :][:6] == [
+        "!pyproject.toml",
+        "!README.md",
+        "!policy",
+        "!extender",
+        "!descheduler",
+        "**/__pycache__",
+    ]
     copied = [shlex.split(a)[0] for i, a in dockerfile(component) if i == "COPY" and not a.startswith("--from")]
     assert {c.rstrip("/") for c in copied} == {"pyproject.toml", "policy", "extender", "descheduler"}
 
@@ -462,8 +558,13 @@ def test_the_build_context_holds_only_the_package_sources(component):
 @pytest.mark.parametrize("component", sorted(IMAGES))
 def test_the_manifests_run_the_image_of_each_component(component):
     script, _ = IMAGES[component]
-    images = {c["image"].split(":")[0] for t in targets() for w in workloads(render(t))
-              for c in pod_spec(w)["containers"] if w["metadata"]["name"] == script}
+    images = {
+        c["image"].split(":")[0]
+        for t in targets()
+        for w in workloads(render(t))
+        for c in pod_spec(w)["containers"]
+        if w["metadata"]["name"] == script
+    }
     assert images == {script}
 
 
@@ -471,8 +572,9 @@ def test_the_manifests_run_the_image_of_each_component(component):
 
 
 def render_path(path: Path) -> tuple[dict[str, Any], ...]:
-    out = subprocess.run([str(bin_dir() / "kubectl"), "kustomize", str(path)], capture_output=True, text=True,
-                         timeout=120)
+    out = subprocess.run(
+        [str(bin_dir() / "kubectl"), "kustomize", str(path)], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     return tuple(d for d in yaml.safe_load_all(out.stdout) if d)
 
@@ -489,13 +591,17 @@ def test_the_kind_dropin_pins_the_extender_service_to_the_ip_the_script_writes_i
 def test_the_kind_e2e_setup_keeps_default_scheduler_plain_and_reads_the_boutique_graph_from_the_image():
     objs = render_path(ROOT / "hack" / "kind" / "e2e")
     assert one(objs, "Deployment", "hrl-scheduler")  # the second scheduler, not the drop-in
-    (cfg,) = [yaml.safe_load(t) for cm in find(objs, "ConfigMap") for t in cm.get("data", {}).values()
-              if "KubeSchedulerConfiguration" in t]
+    (cfg,) = [
+        yaml.safe_load(t)
+        for cm in find(objs, "ConfigMap")
+        for t in cm.get("data", {}).values()
+        if "KubeSchedulerConfiguration" in t
+    ]
     assert [p["schedulerName"] for p in cfg["profiles"]] == ["hrl-scheduler"]
     ext = load_extender_config(configmap_file(objs, "hrl-extender-config", "config.yaml"))
     (source,) = ext.topology.sources
     prefix = "/opt/hrl/lib/python3.11/site-packages/"  # the venv of manifests/images/*.Dockerfile
-    assert source.startswith(prefix) and (ROOT / source[len(prefix):]).is_file()
+    assert source.startswith(prefix) and (ROOT / source[len(prefix) :]).is_file()
     assert "python -m venv /opt/hrl" in (MANIFESTS / "images" / "extender.Dockerfile").read_text()
     assert one(objs, "Deployment", "hrl-extender")["spec"]["replicas"] == 1
 

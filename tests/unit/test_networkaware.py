@@ -3,9 +3,25 @@ maxNetworkCost filter, checked against hand-computed decisions."""
 
 import numpy as np
 
-from policy.baselines.networkaware import MAX_COST, AppGroup, Dependency, InTreeFilterExtender, NetworkOverhead, NetworkTopology
+from policy.baselines.networkaware import (
+    MAX_COST,
+    AppGroup,
+    Dependency,
+    InTreeFilterExtender,
+    NetworkOverhead,
+    NetworkTopology,
+)
 from policy.index import ClusterIndex
-from policy.state import LABEL_HOSTNAME, LABEL_ZONE, ClusterSnapshot, NodeInfo, PodInfo, Resources, ServiceEdge, ServiceGraph
+from policy.state import (
+    LABEL_HOSTNAME,
+    LABEL_ZONE,
+    ClusterSnapshot,
+    NodeInfo,
+    PodInfo,
+    Resources,
+    ServiceEdge,
+    ServiceGraph,
+)
 
 
 def node(name, zone=""):
@@ -28,8 +44,9 @@ def index(pods, nodes):
 
 
 def test_the_app_group_built_from_a_call_graph_lists_each_services_callees_without_self_calls():
-    g = ServiceGraph.build([], [ServiceEdge("frontend", "cart"), ServiceEdge("frontend", "catalog"),
-                                ServiceEdge("cart", "cart")])
+    g = ServiceGraph.build(
+        [], [ServiceEdge("frontend", "cart"), ServiceEdge("frontend", "catalog"), ServiceEdge("cart", "cart")]
+    )
     ag = AppGroup.from_graph(g, "shop", max_network_cost=15)
     assert ag.workloads["frontend"] == (Dependency("cart", 15), Dependency("catalog", 15))
     assert ag.workloads["cart"] == ()
@@ -84,8 +101,10 @@ def test_the_filter_runs_at_the_extender_step_with_the_current_index():
     group = AppGroup("shop", {"frontend": (Dependency("cart", 5),)})
     idx = index([pod("cart-2", "cart", "n4")], nodes)
     ext = InTreeFilterExtender(NetworkOverhead(group, TOPO), lambda: idx)
-    pod_obj = {"metadata": {"name": "fe", "namespace": "default", "labels": {"app": "frontend"}},
-               "spec": {"containers": []}}
+    pod_obj = {
+        "metadata": {"name": "fe", "namespace": "default", "labels": {"app": "frontend"}},
+        "spec": {"containers": []},
+    }
     names, failed = ext.filter(pod_obj, [{"metadata": {"name": "n1"}}, {"metadata": {"name": "n4"}}])
     assert names == ["n4"] and list(failed) == ["n1"]
     assert np.array_equal(ext.filter(pod_obj, [{"metadata": {"name": "n4"}}])[0], ["n4"])

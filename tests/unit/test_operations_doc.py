@@ -35,8 +35,11 @@ def fields(model: type[BaseModel], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, f in model.model_fields.items():
         path = prefix + (f.alias or name)
-        out[path] = f.get_default(call_default_factory=True) if f.default is not PydanticUndefined or \
-            f.default_factory is not None else PydanticUndefined
+        out[path] = (
+            f.get_default(call_default_factory=True)
+            if f.default is not PydanticUndefined or f.default_factory is not None
+            else PydanticUndefined
+        )
         for sub in submodels(f.annotation):
             out.update(fields(sub, path + "."))
     return out
@@ -45,15 +48,17 @@ def fields(model: type[BaseModel], prefix: str = "") -> dict[str, Any]:
 def section(title: str) -> str:
     start = DOC.index(title)
     end = DOC.find("\n### ", start + len(title))
-    return DOC[start:end if end >= 0 else None]
+    return DOC[start : end if end >= 0 else None]
 
 
 def documented(title: str) -> dict[str, str]:
     return {m[1]: m[2].strip() for m in ROW.finditer(section(title))}
 
 
-MODELS = [(ExtenderConfiguration, "### 5.1 ExtenderConfiguration"),
-          (DeschedulerConfiguration, "### 5.2 DeschedulerConfiguration")]
+MODELS = [
+    (ExtenderConfiguration, "### 5.1 ExtenderConfiguration"),
+    (DeschedulerConfiguration, "### 5.2 DeschedulerConfiguration"),
+]
 
 
 @pytest.mark.parametrize("model,title", MODELS, ids=["extender", "descheduler"])

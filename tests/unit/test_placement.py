@@ -14,43 +14,97 @@ from policy.bundle import BundleError, PolicyBundle
 from policy.cache import EmbeddingEntry
 from policy.encoder import NODE_SPEC
 from policy.index import ClusterIndex
-from policy.lowlevel import PlacementPolicy, intent_value
-from policy.lowlevel import CONTEXT_FEATURES, FLAT_ROWS_VERSION, PLACEMENT_FEATURES, PLACEMENT_INTENTS, PLACEMENT_FEATURES_FLAT, featurize_candidates, placement_feature_spec
-from policy.lowlevel import DEFAULT_FLAT_PLACEMENT_BUNDLE, DEFAULT_PLACEMENT_BUNDLE, LearnedPlacement, scores_from_logits, served_totals
-from policy.lowlevel import ServiceRowCache, compute_service_rows
-from policy.state import ClusterSnapshot, NodeInfo, OwnerRef, PodInfo, Resources, ServiceEdge, ServiceGraph, WorkloadInfo
+from policy.lowlevel import (
+    CONTEXT_FEATURES,
+    DEFAULT_FLAT_PLACEMENT_BUNDLE,
+    DEFAULT_PLACEMENT_BUNDLE,
+    FLAT_ROWS_VERSION,
+    PLACEMENT_FEATURES,
+    PLACEMENT_FEATURES_FLAT,
+    PLACEMENT_INTENTS,
+    LearnedPlacement,
+    PlacementPolicy,
+    ServiceRowCache,
+    compute_service_rows,
+    featurize_candidates,
+    intent_value,
+    placement_feature_spec,
+    scores_from_logits,
+    served_totals,
+)
+from policy.state import (
+    ClusterSnapshot,
+    NodeInfo,
+    OwnerRef,
+    PodInfo,
+    Resources,
+    ServiceEdge,
+    ServiceGraph,
+    WorkloadInfo,
+)
 
 torch = pytest.importorskip("torch")
-from policy.train.placement import PlacementNet, export_checkpoint, export_placement, loo_advantages, policy_log_probs, save_checkpoint
+from policy.train.placement import (  # noqa: E402
+    PlacementNet,
+    export_checkpoint,
+    export_placement,
+    loo_advantages,
+    policy_log_probs,
+    save_checkpoint,
+)
 
 GI = 2**30
 ZONE = "topology.kubernetes.io/zone"
 
 
 def node(name: str, zone: str, cpu_m: int = 4000, usage_m: int | None = None) -> NodeInfo:
-    return NodeInfo(name=name, allocatable=Resources(cpu_m, 8 * GI), allocatable_pods=10, labels={ZONE: zone},
-                    usage=None if usage_m is None else Resources(usage_m, 0))
+    return NodeInfo(
+        name=name,
+        allocatable=Resources(cpu_m, 8 * GI),
+        allocatable_pods=10,
+        labels={ZONE: zone},
+        usage=None if usage_m is None else Resources(usage_m, 0),
+    )
 
 
 def pod(name: str, service: str, node_name: str | None = None, cpu_m: int = 500, mem: int = GI) -> PodInfo:
-    return PodInfo(name=name, namespace="default", service=service, requests=Resources(cpu_m, mem),
-                   node_name=node_name, phase="Running" if node_name else "Pending",
-                   owner=OwnerRef("ReplicaSet", f"{service}-abc12"))
+    return PodInfo(
+        name=name,
+        namespace="default",
+        service=service,
+        requests=Resources(cpu_m, mem),
+        node_name=node_name,
+        phase="Running" if node_name else "Pending",
+        owner=OwnerRef("ReplicaSet", f"{service}-abc12"),
+    )
 
 
-GRAPH = ServiceGraph.build(["front", "cart", "db", "ads"], [
-    ServiceEdge("front", "cart", rps=30.0), ServiceEdge("cart", "db", rps=10.0), ServiceEdge("front", "ads", rps=10.0)])
+GRAPH = ServiceGraph.build(
+    ["front", "cart", "db", "ads"],
+    [
+        ServiceEdge("front", "cart", rps=30.0),
+        ServiceEdge("cart", "db", rps=10.0),
+        ServiceEdge("front", "ads", rps=10.0),
+    ],
+)
 NODES = (node("n1", "a"), node("n2", "a"), node("n3", "b"))
-BOUND = (pod("front-1", "front", "n1"), pod("db-1", "db", "n3"), pod("db-2", "db", "n3"), pod("ads-1", "ads", "n2"),
-         pod("cart-1", "cart", "n2"))
-WORKLOADS = tuple(WorkloadInfo(kind="Deployment", name=s, namespace="default", replicas=r, service=s,
-                               pod_requests=Resources(500, GI)) for s, r in
-                  (("front", 1), ("cart", 1), ("db", 2), ("ads", 1)))
+BOUND = (
+    pod("front-1", "front", "n1"),
+    pod("db-1", "db", "n3"),
+    pod("db-2", "db", "n3"),
+    pod("ads-1", "ads", "n2"),
+    pod("cart-1", "cart", "n2"),
+)
+WORKLOADS = tuple(
+    WorkloadInfo(kind="Deployment", name=s, namespace="default", replicas=r, service=s, pod_requests=Resources(500, GI))
+    for s, r in (("front", 1), ("cart", 1), ("db", 2), ("ads", 1))
+)
 
 
 def snapshot(nodes=NODES, pods=BOUND, graph=GRAPH, t: float = 100.0) -> ClusterSnapshot:
-    return ClusterSnapshot(nodes=tuple(nodes), pods=tuple(pods), pdbs=(), workloads=WORKLOADS, graph=graph,
-                           taken_at_s=t)
+    return ClusterSnapshot(
+        nodes=tuple(nodes), pods=tuple(pods), pdbs=(), workloads=WORKLOADS, graph=graph, taken_at_s=t
+    )
 
 
 ROW = np.arange(32, dtype=np.float32) / 10.0
@@ -62,11 +116,12 @@ def col(x: np.ndarray, name: str) -> np.ndarray:
 
 # ---- feature specification ------------------------------------------------------------------------------
 
+
 def test_the_encoder_and_flat_variants_have_distinct_specs_sharing_the_context_columns():
     assert len(PLACEMENT_FEATURES) == len(CONTEXT_FEATURES) + 32
     assert len(PLACEMENT_FEATURES_FLAT) == len(CONTEXT_FEATURES) + len(NODE_SPEC)
     assert PLACEMENT_FEATURES != PLACEMENT_FEATURES_FLAT
-    assert PLACEMENT_FEATURES.names[:len(CONTEXT_FEATURES)] == PLACEMENT_FEATURES_FLAT.names[:len(CONTEXT_FEATURES)]
+    assert PLACEMENT_FEATURES.names[: len(CONTEXT_FEATURES)] == PLACEMENT_FEATURES_FLAT.names[: len(CONTEXT_FEATURES)]
     assert PLACEMENT_FEATURES_FLAT.names[len(CONTEXT_FEATURES)] == "svc_log_replicas"
     for n in PLACEMENT_INTENTS:
         assert f"intent_{n}" in PLACEMENT_FEATURES.names
@@ -80,14 +135,15 @@ def test_a_spec_of_an_unknown_service_input_or_wrong_flat_width_is_refused(servi
 
 # ---- featurization ------------------------------------------------------------------------------------------
 
+
 def test_callers_and_callees_are_located_separately_by_node_and_by_zone():
     idx = ClusterIndex.build(snapshot())
     x = featurize_candidates(pod("cart-2", "cart"), ["n1", "n2", "n3"], idx, ROW)
     assert x.shape == (3, len(PLACEMENT_FEATURES)) and x.dtype == np.float32
-    np.testing.assert_allclose(col(x, "caller_node_share"), [1, 0, 0])   # front on n1
-    np.testing.assert_allclose(col(x, "callee_node_share"), [0, 0, 1])   # both db pods on n3
-    np.testing.assert_allclose(col(x, "caller_zone_share"), [1, 1, 0])   # zone a
-    np.testing.assert_allclose(col(x, "callee_zone_share"), [0, 0, 1])   # zone b
+    np.testing.assert_allclose(col(x, "caller_node_share"), [1, 0, 0])  # front on n1
+    np.testing.assert_allclose(col(x, "callee_node_share"), [0, 0, 1])  # both db pods on n3
+    np.testing.assert_allclose(col(x, "caller_zone_share"), [1, 1, 0])  # zone a
+    np.testing.assert_allclose(col(x, "callee_zone_share"), [0, 0, 1])  # zone b
     np.testing.assert_allclose(col(x, "log_caller_rps"), math.log1p(30.0), rtol=1e-6)
     np.testing.assert_allclose(col(x, "log_callee_rps"), math.log1p(10.0), rtol=1e-6)
     np.testing.assert_allclose(col(x, "rates_known"), 1.0)
@@ -126,8 +182,9 @@ def test_intent_columns_take_the_given_values_or_the_defaults():
     p = pod("cart-2", "cart")
     d = featurize_candidates(p, ["n1"], idx, ROW, None)
     given = featurize_candidates(p, ["n1"], idx, ROW, (0.5, 2.0))
-    assert [float(col(d, f"intent_{n}")[0]) for n in PLACEMENT_INTENTS] == [intent_value(None, n)
-                                                                             for n in PLACEMENT_INTENTS]
+    assert [float(col(d, f"intent_{n}")[0]) for n in PLACEMENT_INTENTS] == [
+        intent_value(None, n) for n in PLACEMENT_INTENTS
+    ]
     assert float(col(given, "intent_locality_weight")[0]) == 0.5
     assert float(col(given, "intent_balance_weight")[0]) == 2.0
 
@@ -156,6 +213,7 @@ def test_service_rows_are_cached_per_graph_and_recomputed_after_refresh_seconds_
 
 # ---- network, parity, bundles ------------------------------------------------------------------------------
 
+
 def random_net(features: int, seed: int = 0, hidden: int = 16) -> PlacementNet:
     torch.manual_seed(seed)
     net = PlacementNet(features, hidden, 2)
@@ -167,14 +225,27 @@ def random_net(features: int, seed: int = 0, hidden: int = 16) -> PlacementNet:
     return net
 
 
-def bundle_of(net: PlacementNet, service_input: str = "encoder", tmp=None, rows_version: str | None = None,
-              intent_gain: float = 0.0):
+def bundle_of(
+    net: PlacementNet,
+    service_input: str = "encoder",
+    tmp=None,
+    rows_version: str | None = None,
+    intent_gain: float = 0.0,
+):
     from policy.encoder import GraphEncoder
 
     dim = 32 if service_input == "encoder" else len(NODE_SPEC)
     rv = rows_version or (GraphEncoder.load().version if service_input == "encoder" else FLAT_ROWS_VERSION)
-    return export_placement(net, tmp, service_input=service_input, service_dim=dim, rows_version=rv,
-                            temperature=20.0, policy_version="test", intent_gain=intent_gain)
+    return export_placement(
+        net,
+        tmp,
+        service_input=service_input,
+        service_dim=dim,
+        rows_version=rv,
+        temperature=20.0,
+        policy_version="test",
+        intent_gain=intent_gain,
+    )
 
 
 def test_numpy_serving_matches_torch_to_1e_5():
@@ -223,7 +294,8 @@ def test_scores_are_in_0_10_for_any_candidate_list_and_the_policy_fits_the_proto
     assert s.shape == (4,) and np.all((s >= 0) & (s <= 10))
     assert pol.score(BOUND[-1], ["n2"], idx).shape == (1,)  # its current node alone (the descheduler's case)
     assert pol.filter(pod("big", "cart", cpu_m=3200), ["n1", "n2"], idx) == {
-        "n2": "Insufficient cpu: requests 3200m, free 3000m"}
+        "n2": "Insufficient cpu: requests 3200m, free 3000m"
+    }
 
 
 def test_the_intent_moves_scores_by_its_documented_adjustment_and_not_at_the_defaults():
@@ -264,8 +336,15 @@ def test_the_flat_variant_reads_the_encoders_input_rows():
 def test_a_checkpoint_exports_to_the_same_bundle(tmp_path):
     net = random_net(len(PLACEMENT_FEATURES))
     b = bundle_of(net)
-    save_checkpoint(net, tmp_path / "c.pt", service_input="encoder", service_dim=32,
-                    rows_version=b.architecture["encoder_version"], temperature=20.0, policy_version="test")
+    save_checkpoint(
+        net,
+        tmp_path / "c.pt",
+        service_input="encoder",
+        service_dim=32,
+        rows_version=b.architecture["encoder_version"],
+        temperature=20.0,
+        policy_version="test",
+    )
     b2 = export_checkpoint(tmp_path / "c.pt", tmp_path / "out")
     for k, a in b.weights.items():
         np.testing.assert_array_equal(a, b2.weights[k])
@@ -274,9 +353,14 @@ def test_a_checkpoint_exports_to_the_same_bundle(tmp_path):
         export_checkpoint(tmp_path / "out" / "manifest.json", tmp_path / "x")
 
 
-@pytest.mark.parametrize("path,spec", [(DEFAULT_PLACEMENT_BUNDLE, PLACEMENT_FEATURES),
-                                       (DEFAULT_PLACEMENT_BUNDLE.parent.parent / "hrl-flat" / "low", PLACEMENT_FEATURES),
-                                       (DEFAULT_FLAT_PLACEMENT_BUNDLE, PLACEMENT_FEATURES_FLAT)])
+@pytest.mark.parametrize(
+    "path,spec",
+    [
+        (DEFAULT_PLACEMENT_BUNDLE, PLACEMENT_FEATURES),
+        (DEFAULT_PLACEMENT_BUNDLE.parent.parent / "hrl-flat" / "low", PLACEMENT_FEATURES),
+        (DEFAULT_FLAT_PLACEMENT_BUNDLE, PLACEMENT_FEATURES_FLAT),
+    ],
+)
 def test_the_committed_bundles_load_are_small_and_say_how_they_were_trained(path, spec):
     b = PolicyBundle.load(path, level="low", feature_spec={"candidate": spec})
     size = sum(f.stat().st_size for f in path.iterdir())
@@ -286,6 +370,7 @@ def test_the_committed_bundles_load_are_small_and_say_how_they_were_trained(path
 
 
 # ---- training mechanics -----------------------------------------------------------------------------------
+
 
 def test_leave_one_out_advantages_compare_rewards_to_go_at_the_decisions_minute():
     from policy.train.placement import Decision
@@ -315,6 +400,7 @@ def test_the_training_distribution_is_kube_schedulers_total_with_the_rounded_ext
 
 # ---- served decision == trained greedy choice -------------------------------------------------------------
 
+
 def sim_states(n_minutes: int = 3):
     """(pod, pod object without a node, index without the pod) for every app pod of a short Online Boutique run
     with background tenants."""
@@ -325,8 +411,13 @@ def sim_states(n_minutes: int = 3):
 
     app = load_app("online-boutique")
     spec = replace(cluster_for(app, 6), background=background_tenants(6, 2000, 8 * GI, seed=3, use_frac=0.5))
-    sim = Simulation(app, trace_rps(app, "nasa", n_minutes), spec, KubeSchedulerModel(),
-                     SimConfig(minutes=n_minutes, seed=1, n_samples=200))
+    sim = Simulation(
+        app,
+        trace_rps(app, "nasa", n_minutes),
+        spec,
+        KubeSchedulerModel(),
+        SimConfig(minutes=n_minutes, seed=1, n_samples=200),
+    )
     sim.run()
     snap = sim.observe()
     out = []
@@ -364,14 +455,17 @@ def test_the_served_choice_is_the_trained_policys_greedy_choice(which, intent):
         D = torch.tensor([[float(res0.scores[n]) for n in names]])
         x = torch.from_numpy(pol.features(info, names, idx, intent)[None])
         with torch.no_grad():
-            logp = policy_log_probs(net, x, D, torch.ones_like(D, dtype=torch.bool), pol.temperature,
-                                    intent_gain=pol.intent_gain)[0]
+            logp = policy_log_probs(
+                net, x, D, torch.ones_like(D, dtype=torch.bool), pol.temperature, intent_gain=pol.intent_gain
+            )[0]
         top = torch.topk(logp, 2).values
         if float(top[0] - top[1]) < 1e-6:
             continue  # a tie: kube-scheduler breaks it at random
         trained = names[int(torch.argmax(logp))]
-        served = KubeSchedulerModel(plugins=default_score_plugins(terms_lookup(app)),
-                                    extenders=[InProcessExtender(pol, lambda: (idx, intent), weight=2)])
+        served = KubeSchedulerModel(
+            plugins=default_score_plugins(terms_lookup(app)),
+            extenders=[InProcessExtender(pol, lambda idx=idx: (idx, intent), weight=2)],
+        )
         res = served.schedule(info, obj, idx, node_objs, np.random.default_rng(0))
         assert res.node == trained, info.key
         compared += 1

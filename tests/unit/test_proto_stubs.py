@@ -1,4 +1,5 @@
-"""The committed gRPC stubs in policy/cache/proto/ are exactly what hack/gen-proto.sh generates (hack/verify-proto.sh)."""
+"""The committed gRPC stubs in policy/cache/proto/ are exactly what hack/gen-proto.sh generates
+(hack/verify-proto.sh)."""
 
 import subprocess
 import sys
@@ -8,8 +9,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_committed_grpc_stubs_match_the_proto_file():
-    out = subprocess.run([str(ROOT / "hack" / "verify-proto.sh")], capture_output=True, text=True, timeout=120,
-                         env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable})
+    out = subprocess.run(
+        [str(ROOT / "hack" / "verify-proto.sh")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable},
+    )
     assert out.returncode == 0, out.stderr
     assert "up to date" in out.stdout
 

@@ -10,13 +10,16 @@ from policy.sim import crosscheck as cc
 from policy.sim import des
 
 
-@pytest.mark.parametrize("capacity,caps,weights,expect", [
-    (1.0, [1.0, 1.0], [1.0, 1.0], [0.5, 0.5]),            # equal weights share equally
-    (1.0, [1.0, 1.0], [3.0, 1.0], [0.75, 0.25]),          # by weight (CFS cpu.weight)
-    (1.0, [0.1, 1.0], [1.0, 1.0], [0.1, 0.9]),            # a capped claimant's leftover is redistributed
-    (4.0, [1.0, 2.0], [1.0, 1.0], [1.0, 2.0]),            # no contention: everyone gets its cap
-    (2.0, [0.0, 5.0, 5.0], [1.0, 1.0, 3.0], [0.0, 0.5, 1.5]),
-])
+@pytest.mark.parametrize(
+    "capacity,caps,weights,expect",
+    [
+        (1.0, [1.0, 1.0], [1.0, 1.0], [0.5, 0.5]),  # equal weights share equally
+        (1.0, [1.0, 1.0], [3.0, 1.0], [0.75, 0.25]),  # by weight (CFS cpu.weight)
+        (1.0, [0.1, 1.0], [1.0, 1.0], [0.1, 0.9]),  # a capped claimant's leftover is redistributed
+        (4.0, [1.0, 2.0], [1.0, 1.0], [1.0, 2.0]),  # no contention: everyone gets its cap
+        (2.0, [0.0, 5.0, 5.0], [1.0, 1.0, 3.0], [0.0, 0.5, 1.5]),
+    ],
+)
 def test_water_filling_shares_by_weight_and_redistributes_the_leftover(capacity, caps, weights, expect):
     assert des.water_fill(capacity, caps, weights) == pytest.approx(expect)
 
@@ -36,8 +39,16 @@ def test_the_des_counts_every_request_once_past_saturation():
     case = cc.cases()["chain"]
     m = case.model()
     lam = cc.rate_for(case, 1.3, m)
-    r = des.simulate(m, lam, case.pods, np.array(case.node_cores), list(case.zones), duration_s=40.0, seed=1,
-                     timeout_ms=case.app.timeout_ms)
+    r = des.simulate(
+        m,
+        lam,
+        case.pods,
+        np.array(case.node_cores),
+        list(case.zones),
+        duration_s=40.0,
+        seed=1,
+        timeout_ms=case.app.timeout_ms,
+    )
     assert r.offered == len(r.latency_ms) + r.failed
     assert 0.1 < r.fail_frac < 0.6
     assert r.pod_refused_frac.max() > 0.1
@@ -46,8 +57,10 @@ def test_the_des_counts_every_request_once_past_saturation():
 @pytest.fixture(scope="module")
 def latency_points():
     cases = cc.cases()
-    return [cc.run_point(cases[name], util, requests, target_ci_pct=2.9, max_requests=400_000)
-            for name, util, requests in (("single", 0.6, 120_000), ("shared-node", 0.5, 70_000))]
+    return [
+        cc.run_point(cases[name], util, requests, target_ci_pct=2.9, max_requests=400_000)
+        for name, util, requests in (("single", 0.6, 120_000), ("shared-node", 0.5, 70_000))
+    ]
 
 
 def test_the_fast_model_is_within_10pct_of_the_des_in_mean_and_p95_below_saturation(latency_points):

@@ -7,7 +7,15 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from policy.sim.engine import ClusterSpec
-from policy.sim.env import GLOBAL_FEATURES, NODE_FEATURES, POD_FEATURES, SERVICE_FEATURES, EnvConfig, RewardWeights, SchedulingEnv
+from policy.sim.env import (
+    GLOBAL_FEATURES,
+    NODE_FEATURES,
+    POD_FEATURES,
+    SERVICE_FEATURES,
+    EnvConfig,
+    RewardWeights,
+    SchedulingEnv,
+)
 
 
 def env(mode, **kw):
@@ -83,8 +91,9 @@ def test_placement_decisions_place_the_pending_pod_where_the_agent_says():
 
 def test_a_masked_out_node_costs_the_invalid_penalty_and_kube_scheduler_places_the_pod():
     # 3 nodes of 300m: the frontend pod (100m) fits anywhere until two pods fill a node
-    e = env("placement", churn=0.0, reward=RewardWeights(invalid=3.0), max_nodes=4,
-            cluster=ClusterSpec(nodes=3, cpu_m=2000))
+    e = env(
+        "placement", churn=0.0, reward=RewardWeights(invalid=3.0), max_nodes=4, cluster=ClusterSpec(nodes=3, cpu_m=2000)
+    )
     e.reset(seed=1)
     mask = e.action_masks()
     assert mask.tolist() == [True, True, True, False]  # the padding node is never valid
@@ -118,7 +127,7 @@ def test_scaling_masks_forbid_going_below_one_replica_or_scaling_data_stores():
     e = env("scaling")
     e.reset(seed=0)
     m = e.action_masks()
-    per = m[:3 * e.S].reshape(e.S, 3)
+    per = m[: 3 * e.S].reshape(e.S, 3)
     redis = e.services.index("redis-cart")
     front = e.services.index("frontend")
     assert per[redis].tolist() == [False, True, False]  # not autoscaled (a data store)
@@ -134,8 +143,13 @@ def test_the_reward_is_the_documented_weighted_sum_of_the_minute():
     m = e._last_minute
     slo = e.app.slo_p95_ms
     req = sum(p.info.requests.cpu_m for p in e.sim.cluster.live_pods() if p.node >= 0) / 1000.0
-    expect = -(2.0 * min(m.p95_ms / slo, 10) + 7.0 * m.failed / m.offered + 3.0 * (m.p95_ms > slo)
-               + 0.25 * req / e._manifest_req_cores + 0.5 * m.evictions)
+    expect = -(
+        2.0 * min(m.p95_ms / slo, 10)
+        + 7.0 * m.failed / m.offered
+        + 3.0 * (m.p95_ms > slo)
+        + 0.25 * req / e._manifest_req_cores
+        + 0.5 * m.evictions
+    )
     assert r == pytest.approx(expect)
 
 

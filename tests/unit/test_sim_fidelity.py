@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from policy.observe import parse_workload
 from policy.sim.app import AppSpec, CallParams, ServiceParams
 from policy.sim.cluster import SimCluster
 from policy.sim.engine import BackgroundPod, ClusterSpec, PeriodicHook, SimConfig, Simulation, background_tenants
@@ -13,7 +14,6 @@ from policy.sim.kube_scheduler import KubeSchedulerModel
 from policy.sim.model import NetworkModel, PerfModel, PodArrays, station_stats
 from policy.sim.synthetic import deployment, synthetic_app
 from policy.state import ServiceEdge, ServiceGraph
-from policy.observe import parse_workload
 
 
 def app_of(services, edges=(), params=None, calls=None, timeout_ms=1e9, slo=100.0, entry=None):
@@ -32,11 +32,13 @@ def pods(rows):
 
 
 def step(app, lam, pa, cores=(4.0, 4.0, 4.0), zones=("", "", ""), seed=0, n=20000, **kw):
-    return PerfModel(app, kw.pop("network", None)).step(lam, pa, np.array(cores), list(zones),
-                                                        np.random.default_rng(seed), n, app.timeout_ms, **kw)
+    return PerfModel(app, kw.pop("network", None)).step(
+        lam, pa, np.array(cores), list(zones), np.random.default_rng(seed), n, app.timeout_ms, **kw
+    )
 
 
 # ---- the processor-sharing station -----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("rho", [0.2, 0.5, 0.8, 0.95])
 def test_one_core_station_has_the_mm1_mean_sojourn(rho):
@@ -78,8 +80,9 @@ def test_sampled_cpu_sojourns_average_to_the_stations_mean():
 
 
 def test_a_lone_request_runs_at_full_speed_under_a_subcore_limit_and_the_limit_caps_throughput():
-    app = app_of(["a"], params={"a": P(cpu_ms_per_request=2.0, cpu_cv=0.0, latency_p50_ms=0.001,
-                                       latency_mean_ms=0.0011)})
+    app = app_of(
+        ["a"], params={"a": P(cpu_ms_per_request=2.0, cpu_cv=0.0, latency_p50_ms=0.001, latency_mean_ms=0.0011)}
+    )
     low = step(app, 1.0, pods([(0, 0, 0.2, 0.1)]))
     assert np.median(low.latency_ms) == pytest.approx(2.0, rel=0.01)
     high = step(app, 200.0, pods([(0, 0, 0.2, 0.1)]))  # 0.4 cores offered to a 0.2-core limit
@@ -88,8 +91,11 @@ def test_a_lone_request_runs_at_full_speed_under_a_subcore_limit_and_the_limit_c
 
 
 def test_more_load_never_gives_less_mean_or_p95_latency_on_a_fanout_app():
-    app = app_of(["a", "b", "c"], [("a", "b", 2.0, False), ("a", "c", 1.5, True)],
-                 {"a": P(cpu_ms_per_request=2.0), "b": P(cpu_ms_per_request=3.0), "c": P(cpu_ms_per_request=4.0)})
+    app = app_of(
+        ["a", "b", "c"],
+        [("a", "b", 2.0, False), ("a", "c", 1.5, True)],
+        {"a": P(cpu_ms_per_request=2.0), "b": P(cpu_ms_per_request=3.0), "c": P(cpu_ms_per_request=4.0)},
+    )
     pa = pods([(0, 0, 1.0, 0.5), (1, 1, 1.0, 0.5), (2, 2, 1.0, 0.5)])
     means, p95s = [], []
     for lam in (10, 40, 80, 120, 150):
@@ -101,6 +107,7 @@ def test_more_load_never_gives_less_mean_or_p95_latency_on_a_fanout_app():
 
 
 # ---- calls ----------------------------------------------------------------------------------------------
+
 
 def quiet(own_ms=10.0):
     """A service with almost no CPU and an almost constant own time."""
@@ -120,8 +127,9 @@ def test_sequential_calls_add_up_and_parallel_calls_take_the_longest():
 def test_fractional_multiplicity_makes_the_mean_number_of_calls():
     prm = {"a": quiet(0.001), "b": quiet(10.0)}
     net = NetworkModel(same_node_ms=0.0, same_zone_ms=0.0, cross_zone_ms=0.0)
-    st = step(app_of(["a", "b"], [("a", "b", 2.5, False)], prm), 1, pods([(0, 0, 1.0, 0.5), (1, 0, 1.0, 0.5)]),
-              network=net)
+    st = step(
+        app_of(["a", "b"], [("a", "b", 2.5, False)], prm), 1, pods([(0, 0, 1.0, 0.5), (1, 0, 1.0, 0.5)]), network=net
+    )
     assert st.latency_ms.mean() == pytest.approx(25.0, rel=0.02)
     assert set(np.round(st.latency_ms / 10.0).astype(int)) == {2, 3}
 
@@ -131,8 +139,13 @@ def test_many_calls_on_one_edge_keep_their_mean_and_max(parallel):
     # 20 calls per visit: summarised beyond 8 sampled copies, the sum's mean and the max's order are kept
     prm = {"a": quiet(0.001), "b": P(cpu_ms_per_request=0.001, cpu_cv=0.0, latency_p50_ms=10.0, latency_mean_ms=12.0)}
     net = NetworkModel(same_node_ms=0.0, same_zone_ms=0.0, cross_zone_ms=0.0)
-    st = step(app_of(["a", "b"], [("a", "b", 20.0, parallel)], prm), 1, pods([(0, 0, 1.0, 0.5), (1, 0, 1.0, 0.5)]),
-              network=net, n=40000)
+    st = step(
+        app_of(["a", "b"], [("a", "b", 20.0, parallel)], prm),
+        1,
+        pods([(0, 0, 1.0, 0.5), (1, 0, 1.0, 0.5)]),
+        network=net,
+        n=40000,
+    )
     if not parallel:
         assert st.latency_ms.mean() == pytest.approx(20 * 12.0, rel=0.02)
     else:
@@ -159,11 +172,19 @@ def test_bytes_cost_their_size_over_the_links_bandwidth():
     mb = 1e6
     calls = {("a", "b"): CallParams(request_bytes=mb, response_bytes=mb)}
     app = app_of(["a", "b"], [("a", "b", 1.0, False)], {"a": quiet(1.0), "b": quiet(1.0)}, calls=calls)
-    net = NetworkModel(same_node_ms=0.0, same_zone_ms=0.0, cross_zone_ms=0.0, same_node_gbps=40.0,
-                       same_zone_gbps=10.0, cross_zone_gbps=1.0)
+    net = NetworkModel(
+        same_node_ms=0.0,
+        same_zone_ms=0.0,
+        cross_zone_ms=0.0,
+        same_node_gbps=40.0,
+        same_zone_gbps=10.0,
+        cross_zone_gbps=1.0,
+    )
     zones = ("z1", "z1", "z2")
-    lat = [np.median(step(app, 1, pods([(0, 0, 1.0, 0.5), (1, n, 1.0, 0.5)]), zones=zones, network=net).latency_ms)
-           for n in (0, 1, 2)]
+    lat = [
+        np.median(step(app, 1, pods([(0, 0, 1.0, 0.5), (1, n, 1.0, 0.5)]), zones=zones, network=net).latency_ms)
+        for n in (0, 1, 2)
+    ]
     per_gbps_ms = 2 * mb * 8 / 1e9 * 1000  # 2 MB over 1 Gbit/s, in ms
     assert lat[1] - lat[0] == pytest.approx(per_gbps_ms * (1 / 10 - 1 / 40), rel=0.01)
     assert lat[2] - lat[0] == pytest.approx(per_gbps_ms * (1 / 1 - 1 / 40), rel=0.01)
@@ -172,8 +193,12 @@ def test_bytes_cost_their_size_over_the_links_bandwidth():
 def slow_callee(timeout_ms, retries, backoff=5.0):
     # b takes 10 ms (median) with a heavy tail: P(> 30 ms) = P(Z > ln 3 / 0.8) ~ 8.5%
     sigma = 0.8
-    prm = {"a": quiet(0.001), "b": P(cpu_ms_per_request=0.001, cpu_cv=0.0, latency_p50_ms=10.0,
-                                     latency_mean_ms=10.0 * math.exp(sigma**2 / 2))}
+    prm = {
+        "a": quiet(0.001),
+        "b": P(
+            cpu_ms_per_request=0.001, cpu_cv=0.0, latency_p50_ms=10.0, latency_mean_ms=10.0 * math.exp(sigma**2 / 2)
+        ),
+    }
     calls = {("a", "b"): CallParams(timeout_ms=timeout_ms, retries=retries, retry_backoff_ms=backoff)}
     return app_of(["a", "b"], [("a", "b", 1.0, False)], prm, calls=calls)
 
@@ -204,8 +229,9 @@ def test_retries_add_load_to_the_callee():
     st = m.step(10.0, pa, np.array([4.0, 4.0]), ["", ""], np.random.default_rng(0), 20000)
     assert st.edge_attempts_rps[0] > st.edge_rps[0] * 1.05
     assert st.pod_rps[1] == pytest.approx(st.edge_attempts_rps[0], rel=1e-9)
-    none = PerfModel(slow_callee(30.0, 0)).step(10.0, pa, np.array([4.0, 4.0]), ["", ""],
-                                                np.random.default_rng(0), 20000)
+    none = PerfModel(slow_callee(30.0, 0)).step(
+        10.0, pa, np.array([4.0, 4.0]), ["", ""], np.random.default_rng(0), 20000
+    )
     assert none.pod_rps[1] == pytest.approx(10.0)
 
 
@@ -219,8 +245,15 @@ def test_refused_visits_make_no_calls_so_the_callees_see_only_the_admitted_load(
 
 
 def test_the_working_set_grows_with_the_requests_in_flight():
-    prm = {"a": P(cpu_ms_per_request=5.0, latency_p50_ms=50.0, latency_mean_ms=60.0, working_set_mi=100.0,
-                  memory_mi_per_inflight=2.0)}
+    prm = {
+        "a": P(
+            cpu_ms_per_request=5.0,
+            latency_p50_ms=50.0,
+            latency_mean_ms=60.0,
+            working_set_mi=100.0,
+            memory_mi_per_inflight=2.0,
+        )
+    }
     app = app_of(["a"], params=prm)
     lo = step(app, 5.0, pods([(0, 0, 1.0, 0.5)]))
     hi = step(app, 100.0, pods([(0, 0, 1.0, 0.5)]))
@@ -235,25 +268,40 @@ def test_a_node_busy_with_background_use_slows_the_pods_on_it():
     app = app_of(["a"], params={"a": P(cpu_ms_per_request=10.0)})
     pa = pods([(0, 0, math.inf, 0.5)])
     free = step(app, 50.0, pa, cores=(1.0,), zones=("",))
-    busy = step(app, 50.0, pa, cores=(1.0,), zones=("",), node_bg_cores=np.array([0.3]),
-                node_bg_request_cores=np.array([0.5]))
+    busy = step(
+        app, 50.0, pa, cores=(1.0,), zones=("",), node_bg_cores=np.array([0.3]), node_bg_request_cores=np.array([0.5])
+    )
     assert busy.pod_sojourn_ms[0] > free.pod_sojourn_ms[0] * 1.3
 
 
 # ---- the engine: memory, evictions, background tenants, conservation ----------------------------------
 
+
 def engine_app(mem_per_inflight=0.0, mem_limit_mi=256, own_ms=20.0, replicas=2):
     deps = (deployment("front", replicas, 200, 1000, 64, mem_limit_mi), deployment("back", 2, 200, 1000, 64, 512))
     g = ServiceGraph.build(["back", "front"], [ServiceEdge("front", "back", calls_per_request=1.0)])
-    params = {"front": P(cpu_ms_per_request=2.0, latency_p50_ms=own_ms, latency_mean_ms=own_ms * 1.2,
-                         working_set_mi=100.0, memory_mi_per_inflight=mem_per_inflight),
-              "back": P(cpu_ms_per_request=1.0, working_set_mi=50.0)}
+    params = {
+        "front": P(
+            cpu_ms_per_request=2.0,
+            latency_p50_ms=own_ms,
+            latency_mean_ms=own_ms * 1.2,
+            working_set_mi=100.0,
+            memory_mi_per_inflight=mem_per_inflight,
+        ),
+        "back": P(cpu_ms_per_request=1.0, working_set_mi=50.0),
+    }
     return AppSpec("e", tuple(parse_workload(d) for d in deps), deps, g, params, {"front": 1.0}, 200.0, 2000.0)
 
 
 def run(app, rps, minutes=6, spec=None, hooks=(), **cfg):
-    sim = Simulation(app, np.full(minutes, float(rps)), spec or ClusterSpec(nodes=3), KubeSchedulerModel(),
-                     SimConfig(minutes=minutes, seed=cfg.pop("seed", 0), n_samples=2000, **cfg), hooks=hooks)
+    sim = Simulation(
+        app,
+        np.full(minutes, float(rps)),
+        spec or ClusterSpec(nodes=3),
+        KubeSchedulerModel(),
+        SimConfig(minutes=minutes, seed=cfg.pop("seed", 0), n_samples=2000, **cfg),
+        hooks=hooks,
+    )
     return sim, sim.run()
 
 
@@ -290,8 +338,9 @@ def test_node_memory_pressure_kills_the_pod_furthest_above_its_request():
     deps = (deployment("big", 1, 100, 0, 64, 0), deployment("small", 1, 100, 0, 64, 0))
     g = ServiceGraph.build(["big", "small"], [])
     params = {"big": P(working_set_mi=700.0), "small": P(working_set_mi=200.0)}
-    app = AppSpec("m", tuple(parse_workload(d) for d in deps), deps, g, params, {"big": 0.5, "small": 0.5},
-                  200.0, 2000.0)
+    app = AppSpec(
+        "m", tuple(parse_workload(d) for d in deps), deps, g, params, {"big": 0.5, "small": 0.5}, 200.0, 2000.0
+    )
     sim, r = run(app, 10.0, minutes=2, spec=ClusterSpec(nodes=1, memory_bytes=800 * 1024**2))
     big = next(p for p in sim.cluster.live_pods() if p.info.service == "big")
     small = next(p for p in sim.cluster.live_pods() if p.info.service == "small")
@@ -319,8 +368,10 @@ def test_evicting_a_pod_loses_its_requests_in_flight_and_keeps_the_accounting_ex
 
 def test_background_tenants_start_on_their_nodes_share_the_cpu_and_do_not_count_as_the_apps():
     app = engine_app()
-    bg = (BackgroundPod("batch-0", 0, 500, 2**30, 1500.0, 2**29), BackgroundPod("batch-1", 1, 500, 2**30, 1500.0,
-                                                                               2**29))
+    bg = (
+        BackgroundPod("batch-0", 0, 500, 2**30, 1500.0, 2**29),
+        BackgroundPod("batch-1", 1, 500, 2**30, 1500.0, 2**29),
+    )
     spec = ClusterSpec(nodes=2, cpu_m=2000, background=bg)
     sim, r = run(app, 300.0, minutes=3, spec=spec)
     base_sim, base = run(app, 300.0, minutes=3, spec=ClusterSpec(nodes=2, cpu_m=2000))
@@ -329,8 +380,7 @@ def test_background_tenants_start_on_their_nodes_share_the_cpu_and_do_not_count_
     assert r.metrics["cpu_core_hours"] == pytest.approx(base.metrics["cpu_core_hours"])
     assert r.metrics["latency_mean_ms"] > base.metrics["latency_mean_ms"] * 1.1
     snap = sim.observe()
-    assert {p.key: p.usage.cpu_m for p in snap.pods if p.namespace == "tenants"} == {
-        p.info.key: 1500 for p in tenants}
+    assert {p.key: p.usage.cpu_m for p in snap.pods if p.namespace == "tenants"} == {p.info.key: 1500 for p in tenants}
     assert snap.nodes[0].usage.cpu_m >= 1500
 
 
@@ -374,17 +424,23 @@ def test_app_yaml_edges_take_bytes_timeouts_and_retries_over_the_edge_defaults(t
     from policy.sim.app import builtin_apps_dir, load_app
 
     shutil.copy(builtin_apps_dir() / "online-boutique" / "kubernetes-manifests.yaml", tmp_path)
-    head = ("apiVersion: hrl-scheduler.io/v1alpha1\nkind: App\nname: x\nmanifests: kubernetes-manifests.yaml\n"
-            "entry: {frontend: 1.0}\nsloP95Ms: 200\ntimeoutMs: 2000\n")
-    (tmp_path / "app.yaml").write_text(head + "edgeDefaults: {requestBytes: 100, timeoutMs: 300}\nedges:\n"
-                                       "  - {caller: frontend, callee: cartservice, retries: 2, responseBytes: 5000}\n")
+    head = (
+        "apiVersion: hrl-scheduler.io/v1alpha1\nkind: App\nname: x\nmanifests: kubernetes-manifests.yaml\n"
+        "entry: {frontend: 1.0}\nsloP95Ms: 200\ntimeoutMs: 2000\n"
+    )
+    (tmp_path / "app.yaml").write_text(
+        head + "edgeDefaults: {requestBytes: 100, timeoutMs: 300}\nedges:\n"
+        "  - {caller: frontend, callee: cartservice, retries: 2, responseBytes: 5000}\n"
+    )
     app = load_app(str(tmp_path))
-    assert app.calls[("frontend", "cartservice")] == CallParams(request_bytes=100, response_bytes=5000,
-                                                                timeout_ms=300, retries=2)
+    assert app.calls[("frontend", "cartservice")] == CallParams(
+        request_bytes=100, response_bytes=5000, timeout_ms=300, retries=2
+    )
     assert app.calls[("frontend", "adservice")] == CallParams(request_bytes=100, timeout_ms=300)
     m = PerfModel(app)
-    k = next(i for i, (a, b, _m, _p) in enumerate(m.edges)
-             if m.services[a] == "frontend" and m.services[b] == "cartservice")
+    k = next(
+        i for i, (a, b, _m, _p) in enumerate(m.edges) if m.services[a] == "frontend" and m.services[b] == "cartservice"
+    )
     assert (m.e_bytes[k], m.e_timeout_ms[k], m.e_retries[k]) == (5100.0, 300.0, 2)
     (tmp_path / "app.yaml").write_text(head + "edges:\n  - {caller: frontend, callee: cartservice, retries: -1}\n")
     with pytest.raises(ConfigError, match="retries"):

@@ -13,14 +13,15 @@ from policy.state import ServiceEdge, ServiceGraph
 
 def tiny_app(cpu_ms=1.0, p50=1.0, mean=1.0001, edges=(("a", "b", 1.0),), timeout_ms=1000.0, cpu_cv=1.0):
     graph = ServiceGraph.build(["a", "b"], [ServiceEdge(c, d, calls_per_request=m) for c, d, m in edges])
-    params = {s: ServiceParams(cpu_ms_per_request=cpu_ms, latency_p50_ms=p50, latency_mean_ms=mean, cpu_cv=cpu_cv)
-              for s in graph.services}
+    params = {
+        s: ServiceParams(cpu_ms_per_request=cpu_ms, latency_p50_ms=p50, latency_mean_ms=mean, cpu_cv=cpu_cv)
+        for s in graph.services
+    }
     return AppSpec("tiny", (), (), graph, params, {"a": 1.0}, slo_p95_ms=100.0, timeout_ms=timeout_ms)
 
 
 def pods(services, nodes, limit=1.0):
-    return PodArrays(np.array(services), np.array(nodes), np.full(len(services), limit),
-                     np.full(len(services), 0.1))
+    return PodArrays(np.array(services), np.array(nodes), np.full(len(services), limit), np.full(len(services), 0.1))
 
 
 def step(app, lam, pa, n_nodes=2, seed=0, n=4000, net=NetworkModel()):
@@ -113,8 +114,9 @@ def run_ob(seed, peak=0.8, minutes=10):
     app = load_app("online-boutique")
     m = PerfModel(app)
     rps = rps_for_app(load_trace("nasa", minutes), m, app, peak)
-    sim = Simulation(app, rps, ClusterSpec(nodes=8), KubeSchedulerModel(), SimConfig(minutes=minutes, seed=seed,
-                                                                                      n_samples=500))
+    sim = Simulation(
+        app, rps, ClusterSpec(nodes=8), KubeSchedulerModel(), SimConfig(minutes=minutes, seed=seed, n_samples=500)
+    )
     return sim.run()
 
 
@@ -126,8 +128,16 @@ def test_a_whole_simulation_is_deterministic_per_seed():
 
 def test_a_whole_simulation_reports_every_metric_and_places_every_pod():
     r = run_ob(0)
-    assert set(r.metrics) == {"latency_mean_ms", "latency_p95_ms", "latency_p99_ms", "failed_pct",
-                              "slo_violation_pct", "cpu_core_hours", "evictions", "cross_node_call_pct"}
+    assert set(r.metrics) == {
+        "latency_mean_ms",
+        "latency_p95_ms",
+        "latency_p99_ms",
+        "failed_pct",
+        "slo_violation_pct",
+        "cpu_core_hours",
+        "evictions",
+        "cross_node_call_pct",
+    }
     assert r.pods_placed == 12 and r.unschedulable == 0
     # 12 pods' CPU requests (1570m) for 10 minutes
     assert r.metrics["cpu_core_hours"] == pytest.approx(1.57 * 10 / 60)

@@ -6,8 +6,18 @@ import textwrap
 import pytest
 
 from policy.sim.engine import SimConfig
-from policy.sim.stacks import BENCH_STACKS, ENTRY_POINT_GROUP, StackBuild, StackContext, autoscaled_workloads, available_stacks, build_stack, get_stack, run_stack
 from policy.sim.run import cluster_for, trace_rps
+from policy.sim.stacks import (
+    BENCH_STACKS,
+    ENTRY_POINT_GROUP,
+    StackBuild,
+    StackContext,
+    autoscaled_workloads,
+    available_stacks,
+    build_stack,
+    get_stack,
+    run_stack,
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +41,8 @@ def test_an_unknown_stack_is_a_one_line_error_listing_the_known_ones():
 @pytest.fixture()
 def fake_distribution(tmp_path, monkeypatch):
     """An installed distribution declaring a stack in the hrl_scheduler.stacks entry-point group."""
-    (tmp_path / "fake_stacks_mod.py").write_text(textwrap.dedent('''
+    (tmp_path / "fake_stacks_mod.py").write_text(
+        textwrap.dedent('''
         from policy.sim.kube_scheduler import KubeSchedulerModel
         from policy.sim.stacks import StackBuild
 
@@ -44,12 +55,14 @@ def fake_distribution(tmp_path, monkeypatch):
 
         def broken(ctx):
             return "not a StackBuild"
-    '''))
+    ''')
+    )
     dist = tmp_path / "fake_stacks-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-stacks\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text(
-        f"[{ENTRY_POINT_GROUP}]\nfake-stack = fake_stacks_mod:build\nbroken-stack = fake_stacks_mod:broken\n")
+        f"[{ENTRY_POINT_GROUP}]\nfake-stack = fake_stacks_mod:build\nbroken-stack = fake_stacks_mod:broken\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
 
@@ -81,8 +94,13 @@ def test_autoscalers_leave_data_stores_and_the_load_generator_alone(boutique):
 def test_every_built_in_stack_runs_a_short_simulation(name, boutique):
     built = build_stack(name, StackContext(boutique, cluster_for(boutique), 0))
     assert isinstance(built, StackBuild)
-    res = run_stack(name, boutique, trace_rps(boutique, "bursty", 6, 150), cluster_for(boutique),
-                    SimConfig(minutes=6, seed=0, n_samples=200))
+    res = run_stack(
+        name,
+        boutique,
+        trace_rps(boutique, "bursty", 6, 150),
+        cluster_for(boutique),
+        SimConfig(minutes=6, seed=0, n_samples=200),
+    )
     assert res.unschedulable == 0
     assert res.metrics["latency_p95_ms"] > 0
 

@@ -25,8 +25,8 @@ def test_the_actor_and_the_targets_update_only_every_policy_delay_steps():
     c0 = flat(agent.critic)
     r1 = agent.update(b)
     assert r1["actor_loss"] is None
-    assert not torch.equal(flat(agent.critic), c0)            # critic moved
-    assert torch.equal(flat(agent.actor), a0)                  # actor did not
+    assert not torch.equal(flat(agent.critic), c0)  # critic moved
+    assert torch.equal(flat(agent.actor), a0)  # actor did not
     assert torch.equal(flat(agent.actor_target), ta0) and torch.equal(flat(agent.critic_target), tc0)
     r2 = agent.update(b)
     assert r2["actor_loss"] is not None

@@ -2,7 +2,14 @@
 
 import pytest
 
-from policy.baselines.threshold import ThresholdAutoscaler, ThresholdParams, candidates, grid_search, load_params, tuning_cost
+from policy.baselines.threshold import (
+    ThresholdAutoscaler,
+    ThresholdParams,
+    candidates,
+    grid_search,
+    load_params,
+    tuning_cost,
+)
 from policy.config import ConfigError
 
 
@@ -17,9 +24,9 @@ def test_scales_out_above_u_hi_in_below_u_lo_and_holds_in_between():
 def test_cooldown_blocks_actions_on_the_same_workload_only():
     ctl = ThresholdAutoscaler(ThresholdParams(u_hi=0.8, u_lo=0.3, cooldown_min=3))
     assert ctl.decide("a", 1, 0.95, 10) == 2
-    assert ctl.decide("a", 2, 0.95, 12) == 2   # 2 min after: still cooling down
-    assert ctl.decide("b", 1, 0.95, 12) == 2   # another workload is free
-    assert ctl.decide("a", 2, 0.95, 13) == 3   # 3 min after: acts again
+    assert ctl.decide("a", 2, 0.95, 12) == 2  # 2 min after: still cooling down
+    assert ctl.decide("b", 1, 0.95, 12) == 2  # another workload is free
+    assert ctl.decide("a", 2, 0.95, 13) == 3  # 3 min after: acts again
 
 
 def test_replicas_stay_within_bounds():
@@ -34,11 +41,13 @@ def test_parameters_are_validated_and_read_from_the_apps_folder(tmp_path):
     (tmp_path / "app.yaml").write_text("")
     assert load_params(tmp_path / "app.yaml") == ThresholdParams()
     (tmp_path / "threshold-autoscaler.yaml").write_text(
-        "apiVersion: hrl-scheduler.io/v1alpha1\nkind: ThresholdAutoscaler\nuHi: 0.7\nuLo: 0.2\ncooldownMin: 4\n")
+        "apiVersion: hrl-scheduler.io/v1alpha1\nkind: ThresholdAutoscaler\nuHi: 0.7\nuLo: 0.2\ncooldownMin: 4\n"
+    )
     p = load_params(tmp_path / "app.yaml")
     assert (p.u_hi, p.u_lo, p.cooldown_min) == (0.7, 0.2, 4)
     (tmp_path / "threshold-autoscaler.yaml").write_text(
-        "apiVersion: hrl-scheduler.io/v1alpha1\nkind: ThresholdAutoscaler\nuHigh: 0.7\n")
+        "apiVersion: hrl-scheduler.io/v1alpha1\nkind: ThresholdAutoscaler\nuHigh: 0.7\n"
+    )
     with pytest.raises(ConfigError, match="uHigh"):
         load_params(tmp_path)
 

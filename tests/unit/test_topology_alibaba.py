@@ -14,12 +14,24 @@ from policy.topology.common import TopologyError, read_csv_header
 
 FIX = Path(__file__).resolve().parents[2] / "tests/fixtures/alibaba"
 SAMPLES = {
-    "v2021-sjlgaga": (FIX / "v2021-sjlgaga/Callgraph.csv", FIX / "expected/derived_edges_sjlgaga_callgraph.csv",
-                      "v2021", 100),
-    "v2021-casper": (FIX / "v2021-casper/2021-shuffled-sample-traces-small.csv",
-                     FIX / "expected/derived_edges_casper_2021.csv", "v2021", 133),
-    "v2022-casper": (FIX / "v2022-casper/2022-shuffled-sample-traces-small.csv",
-                     FIX / "expected/derived_edges_casper_2022.csv", "v2022", 224),
+    "v2021-sjlgaga": (
+        FIX / "v2021-sjlgaga/Callgraph.csv",
+        FIX / "expected/derived_edges_sjlgaga_callgraph.csv",
+        "v2021",
+        100,
+    ),
+    "v2021-casper": (
+        FIX / "v2021-casper/2021-shuffled-sample-traces-small.csv",
+        FIX / "expected/derived_edges_casper_2021.csv",
+        "v2021",
+        133,
+    ),
+    "v2022-casper": (
+        FIX / "v2022-casper/2022-shuffled-sample-traces-small.csv",
+        FIX / "expected/derived_edges_casper_2022.csv",
+        "v2022",
+        224,
+    ),
 }
 MISSING = {"", "(?)", "nan", "unknown", "unavailable"}
 
@@ -78,8 +90,9 @@ def test_self_edges_are_kept_and_no_edge_touches_a_missing_name(sample):
 
 def test_every_rpctype_of_a_row_with_both_names_is_kept(sample):
     src, _, _, _ = sample
-    rows = [r for r in raw_rows(src)
-            if r["um"].strip().lower() not in MISSING and r["dm"].strip().lower() not in MISSING]
+    rows = [
+        r for r in raw_rows(src) if r["um"].strip().lower() not in MISSING and r["dm"].strip().lower() not in MISSING
+    ]
     kept_types = {r["rpctype"] for r in rows}
     obs = read_alibaba(src)
     seen = set().union(*(set(e.kinds) for e in obs.edges.values()))
@@ -101,26 +114,39 @@ def test_the_schema_version_is_detected_from_the_header(sample):
     assert alibaba_version(read_csv_header(src)) == version
 
 
-@pytest.mark.parametrize("header, version", [
-    ([""] + "traceid,timestamp,rpcid,um,rpctype,dm,interface,rt".split(","), "v2021"),
-    ("traceid,timestamp,rpcid,um,rpctype,dm,interface,rt".split(","), "v2021"),
-    ("timestamp,traceid,service,rpc_id,rpctype,um,uminstanceid,interface,dm,dminstanceid,rt".split(","), "v2022"),
-    ("TraceID,SpanID,ParentID,PodName".split(","), None),
-    ("minute_index,requests".split(","), None),
-])
+@pytest.mark.parametrize(
+    "header, version",
+    [
+        ([""] + "traceid,timestamp,rpcid,um,rpctype,dm,interface,rt".split(","), "v2021"),
+        ("traceid,timestamp,rpcid,um,rpctype,dm,interface,rt".split(","), "v2021"),
+        ("timestamp,traceid,service,rpc_id,rpctype,um,uminstanceid,interface,dm,dminstanceid,rt".split(","), "v2022"),
+        ("TraceID,SpanID,ParentID,PodName".split(","), None),
+        ("minute_index,requests".split(","), None),
+    ],
+)
 def test_headers_map_to_schema_versions(header, version):
     assert alibaba_version(header) == version
 
 
-@pytest.mark.parametrize("um, dm, kept", [
-    ("a", "b", True), ("a", "a", True), ("(?)", "b", False), ("a", "", False), ("NaN", "b", False),
-    ("a", "nan", False), ("UNKNOWN", "b", False), ("a", "UNAVAILABLE", False), ("USER", "b", True),
-])
+@pytest.mark.parametrize(
+    "um, dm, kept",
+    [
+        ("a", "b", True),
+        ("a", "a", True),
+        ("(?)", "b", False),
+        ("a", "", False),
+        ("NaN", "b", False),
+        ("a", "nan", False),
+        ("UNKNOWN", "b", False),
+        ("a", "UNAVAILABLE", False),
+        ("USER", "b", True),
+    ],
+)
 def test_rows_without_a_microservice_name_on_either_side_are_dropped(tmp_path, um, dm, kept):
     f = tmp_path / "cg.csv"
-    f.write_text("traceid,timestamp,rpcid,um,rpctype,dm,interface,rt\n"
-                 f"t,0,0.1,{um},rpc,{dm},i,-3\n"
-                 "t,1000,0.2,x,mq,y,i,\n")
+    f.write_text(
+        f"traceid,timestamp,rpcid,um,rpctype,dm,interface,rt\nt,0,0.1,{um},rpc,{dm},i,-3\nt,1000,0.2,x,mq,y,i,\n"
+    )
     obs = read_alibaba(f)
     assert ((um, dm) in obs.edges) is kept
     assert obs.edges[("x", "y")].latencies_ms == [], "an empty rt counts the call but gives no latency"
@@ -141,4 +167,3 @@ def test_a_non_numeric_rt_is_an_error(tmp_path):
     f.write_text("traceid,timestamp,rpcid,um,rpctype,dm,interface,rt\nt,0,0.1,a,rpc,b,i,slow\n")
     with pytest.raises(TopologyError, match=re.escape(f"{f}:2: rt: not a number: 'slow'")):
         read_alibaba(f)
-

@@ -17,11 +17,20 @@ import pytest
 import yaml
 
 from policy.cli.core import main as cli_main
+from policy.state import ServiceEdge, ServiceGraph
 from policy.topology import detect_format, load_graph
-from policy.topology.appgroup import ANNOTATION_CALL_GRAPH, API_VERSION, LABEL_WORKLOAD, WorkloadRef, appgroup_from_graph, dump_appgroup, load_appgroup, parse_appgroup
+from policy.topology.appgroup import (
+    ANNOTATION_CALL_GRAPH,
+    API_VERSION,
+    LABEL_WORKLOAD,
+    WorkloadRef,
+    appgroup_from_graph,
+    dump_appgroup,
+    load_appgroup,
+    parse_appgroup,
+)
 from policy.topology.common import TopologyError
 from policy.topology.manifests import graph_from_objects
-from policy.state import ServiceEdge, ServiceGraph
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests/fixtures/appgroup"
@@ -55,6 +64,7 @@ def edges_of(graph: ServiceGraph) -> set[tuple[str, str]]:
 
 # ---- reading real data ------------------------------------------------------------------------------------
 
+
 def test_the_scheduler_plugins_online_boutique_appgroup_gives_the_provenance_edges():
     graph, warnings = load_appgroup(AG)
     expected = provenance_edges()
@@ -76,7 +86,7 @@ def test_an_appgroup_file_is_detected_by_content(tmp_path):
     assert detect_format(AG) == "appgroup"
     assert detect_format(MANIFESTS) == "manifests"
     (tmp_path / "ag.yaml").write_text(AG.read_text())
-    assert detect_format(tmp_path) == "appgroup"                # a directory of AppGroups only
+    assert detect_format(tmp_path) == "appgroup"  # a directory of AppGroups only
     graph, _ = load_graph([tmp_path])
     assert edges_of(graph) == provenance_edges()
 
@@ -117,33 +127,80 @@ spec:
 """
 
 
-@pytest.mark.parametrize("old, new, line, message", [
-    ("  numMembers: 2\n", "", 6, r"spec\.numMembers: required field missing"),  # the line spec's map starts
-    ("  numMembers: 2\n", "  numMembers: 0\n", 6, r"spec\.numMembers: out of range 1\.\.2147483647: 0"),
-    ("  numMembers: 2\n", "  numMembers: two\n", 6, r"spec\.numMembers: expected an integer, got 'two'"),
-    ("  topologySortingAlgorithm: KahnSort\n", "", 6, r"spec\.topologySortingAlgorithm: required field missing"),
-    ("  workloads:\n", "  workloads: {}\n  other:\n", 8, r"spec\.workloads: expected a list"),
-    ("        selector: a\n", "", 10, r"spec\.workloads\[0\]\.workload\.selector: required field missing"),
-    ("        name: a\n", "        name: 7\n", 11, r"spec\.workloads\[0\]\.workload\.name: expected a non-empty string"),
-    ("          maxNetworkCost: 30\n", "          maxNetworkCost: 20000\n", 19,
-     r"spec\.workloads\[0\]\.dependencies\[0\]\.maxNetworkCost: out of range 0\.\.10000: 20000"),
-    ("          minBandwidth: 100Mi\n", "          minBandwidth: fast\n", 18,
-     r"spec\.workloads\[0\]\.dependencies\[0\]\.minBandwidth: expected a Kubernetes quantity"),
-    ("            selector: b\n", "            selector: b\n            colour: red\n", 18,
-     r"spec\.workloads\[0\]\.dependencies\[0\]\.workload\.colour: unknown field"),
-    ("        - workload:\n            kind: Deployment\n            name: b\n            selector: b\n"
-     "          minBandwidth: 100Mi\n          maxNetworkCost: 30\n",
-     "        - 42\n", 14, r"spec\.workloads\[0\]\.dependencies\[0\]: expected a map"),
-    ("appgroup.diktyo.x-k8s.io/v1alpha1", "appgroup.diktyo.x-k8s.io/v2", 1, r"apiVersion: unsupported version"),
-    ("  name: shop\n", "  name: shop\n  annotations:\n    hrl-scheduler.io/call-graph: '[{\"caller\": \"a\"'\n", 6,
-     r"metadata\.annotations\['hrl-scheduler\.io/call-graph'\]: invalid JSON"),
-    ("  name: shop\n", "  name: shop\n  annotations:\n    hrl-scheduler.io/call-graph: "
-                       "'[{\"caller\": \"a\", \"callee\": \"b\", \"rps\": -1}]'\n", 6,
-     r"call-graph'\]\[0\]\.rps: expected a finite number >= 0"),
-    ("spec:\n", "spec:\n  bad: [\n", 8, r"invalid YAML: expected ',' or ']'"),
-], ids=["numMembers-missing", "numMembers-zero", "numMembers-text", "algorithm-missing", "workloads-map",
-        "selector-missing", "name-number", "cost-too-high", "bandwidth-text", "unknown-field", "dependency-scalar",
-        "version", "annotation-json", "annotation-negative", "yaml-syntax"])
+@pytest.mark.parametrize(
+    "old, new, line, message",
+    [
+        ("  numMembers: 2\n", "", 6, r"spec\.numMembers: required field missing"),  # the line spec's map starts
+        ("  numMembers: 2\n", "  numMembers: 0\n", 6, r"spec\.numMembers: out of range 1\.\.2147483647: 0"),
+        ("  numMembers: 2\n", "  numMembers: two\n", 6, r"spec\.numMembers: expected an integer, got 'two'"),
+        ("  topologySortingAlgorithm: KahnSort\n", "", 6, r"spec\.topologySortingAlgorithm: required field missing"),
+        ("  workloads:\n", "  workloads: {}\n  other:\n", 8, r"spec\.workloads: expected a list"),
+        ("        selector: a\n", "", 10, r"spec\.workloads\[0\]\.workload\.selector: required field missing"),
+        (
+            "        name: a\n",
+            "        name: 7\n",
+            11,
+            r"spec\.workloads\[0\]\.workload\.name: expected a non-empty string",
+        ),
+        (
+            "          maxNetworkCost: 30\n",
+            "          maxNetworkCost: 20000\n",
+            19,
+            r"spec\.workloads\[0\]\.dependencies\[0\]\.maxNetworkCost: out of range 0\.\.10000: 20000",
+        ),
+        (
+            "          minBandwidth: 100Mi\n",
+            "          minBandwidth: fast\n",
+            18,
+            r"spec\.workloads\[0\]\.dependencies\[0\]\.minBandwidth: expected a Kubernetes quantity",
+        ),
+        (
+            "            selector: b\n",
+            "            selector: b\n            colour: red\n",
+            18,
+            r"spec\.workloads\[0\]\.dependencies\[0\]\.workload\.colour: unknown field",
+        ),
+        (
+            "        - workload:\n            kind: Deployment\n            name: b\n            selector: b\n"
+            "          minBandwidth: 100Mi\n          maxNetworkCost: 30\n",
+            "        - 42\n",
+            14,
+            r"spec\.workloads\[0\]\.dependencies\[0\]: expected a map",
+        ),
+        ("appgroup.diktyo.x-k8s.io/v1alpha1", "appgroup.diktyo.x-k8s.io/v2", 1, r"apiVersion: unsupported version"),
+        (
+            "  name: shop\n",
+            '  name: shop\n  annotations:\n    hrl-scheduler.io/call-graph: \'[{"caller": "a"\'\n',
+            6,
+            r"metadata\.annotations\['hrl-scheduler\.io/call-graph'\]: invalid JSON",
+        ),
+        (
+            "  name: shop\n",
+            "  name: shop\n  annotations:\n    hrl-scheduler.io/call-graph: "
+            '\'[{"caller": "a", "callee": "b", "rps": -1}]\'\n',
+            6,
+            r"call-graph'\]\[0\]\.rps: expected a finite number >= 0",
+        ),
+        ("spec:\n", "spec:\n  bad: [\n", 8, r"invalid YAML: expected ',' or ']'"),
+    ],
+    ids=[
+        "numMembers-missing",
+        "numMembers-zero",
+        "numMembers-text",
+        "algorithm-missing",
+        "workloads-map",
+        "selector-missing",
+        "name-number",
+        "cost-too-high",
+        "bandwidth-text",
+        "unknown-field",
+        "dependency-scalar",
+        "version",
+        "annotation-json",
+        "annotation-negative",
+        "yaml-syntax",
+    ],
+)
 def test_a_malformed_appgroup_names_file_line_and_field(tmp_path, old, new, line, message):
     assert old in GOOD
     f = tmp_path / "ag.yaml"
@@ -172,8 +229,11 @@ def test_a_file_whose_only_appgroup_is_of_another_api_group_holds_no_appgroup(tm
 
 def test_the_legacy_api_group_and_an_unknown_sorting_algorithm_are_warnings(tmp_path):
     f = tmp_path / "ag.yaml"
-    f.write_text(GOOD.replace("appgroup.diktyo.x-k8s.io/v1alpha1", "appgroup.diktyo.k8s.io/v1alpha1")
-                 .replace("KahnSort", "Quicksort"))
+    f.write_text(
+        GOOD.replace("appgroup.diktyo.x-k8s.io/v1alpha1", "appgroup.diktyo.k8s.io/v1alpha1").replace(
+            "KahnSort", "Quicksort"
+        )
+    )
     graph, warnings = load_appgroup(f)
     assert edges_of(graph) == {("a", "b")}
     assert any("legacy API group" in w for w in warnings)
@@ -190,6 +250,7 @@ def test_a_dependency_outside_the_group_is_kept_with_a_warning(tmp_path):
 
 # ---- export and round trips -------------------------------------------------------------------------------
 
+
 def test_online_boutique_manifests_survive_a_round_trip_through_an_appgroup(tmp_path):
     graph, _ = load_graph([MANIFESTS])
     obj = appgroup_from_graph(graph, "online-boutique", max_network_cost=100, min_bandwidth="10Mi")
@@ -201,8 +262,9 @@ def test_online_boutique_manifests_survive_a_round_trip_through_an_appgroup(tmp_
     assert edges_of(back) == edges_of(graph) and len(back.edges) == 16
     parsed = parse_appgroup(yaml.safe_load(f.read_text()), str(f))
     assert parsed.num_members == 12 and parsed.topology_sorting_algorithm == "KahnSort"
-    assert all(d.max_network_cost == 100 and d.min_bandwidth == "10Mi" for w in parsed.workloads
-               for d in w.dependencies)
+    assert all(
+        d.max_network_cost == 100 and d.min_bandwidth == "10Mi" for w in parsed.workloads for d in w.dependencies
+    )
 
 
 def test_measured_rates_and_latencies_survive_a_round_trip_in_the_annotation(tmp_path):
@@ -214,8 +276,21 @@ def test_measured_rates_and_latencies_survive_a_round_trip_in_the_annotation(tmp
 
 
 def test_the_cli_exports_an_appgroup_with_the_manifests_workload_names(tmp_path, capsys):
-    assert cli_main(["graph", str(MANIFESTS), "--appgroup", "online-boutique", "--namespace", "shop",
-                     "--max-network-cost", "80"]) == 0
+    assert (
+        cli_main(
+            [
+                "graph",
+                str(MANIFESTS),
+                "--appgroup",
+                "online-boutique",
+                "--namespace",
+                "shop",
+                "--max-network-cost",
+                "80",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     obj = yaml.safe_load(text)
     assert obj["apiVersion"] == API_VERSION and obj["kind"] == "AppGroup"
@@ -223,8 +298,13 @@ def test_the_cli_exports_an_appgroup_with_the_manifests_workload_names(tmp_path,
     refs = {w["workload"]["selector"]: w["workload"] for w in obj["spec"]["workloads"]}
     # Online Boutique's Deployments are named like their app label; the namespace comes from --namespace
     # only where the manifests do not set one (they don't).
-    assert refs["frontend"] == {"kind": "Deployment", "name": "frontend", "selector": "frontend",
-                                "apiVersion": "apps/v1", "namespace": "default"}
+    assert refs["frontend"] == {
+        "kind": "Deployment",
+        "name": "frontend",
+        "selector": "frontend",
+        "apiVersion": "apps/v1",
+        "namespace": "default",
+    }
     f = tmp_path / "ag.yaml"
     f.write_text(text)
     assert cli_main(["graph", str(f), "--json"]) == 0
@@ -234,10 +314,12 @@ def test_the_cli_exports_an_appgroup_with_the_manifests_workload_names(tmp_path,
 
 def test_export_refuses_bad_arguments():
     g = ServiceGraph.build(["a", "b"], [ServiceEdge("a", "b")])
-    for kwargs, message in [({"max_network_cost": 10001}, "max_network_cost"),
-                            ({"min_bandwidth": "lots"}, "min_bandwidth"),
-                            ({"topology_sorting_algorithm": "Bogo"}, "topology_sorting_algorithm"),
-                            ({"num_members": 0}, "num_members")]:
+    for kwargs, message in [
+        ({"max_network_cost": 10001}, "max_network_cost"),
+        ({"min_bandwidth": "lots"}, "min_bandwidth"),
+        ({"topology_sorting_algorithm": "Bogo"}, "topology_sorting_algorithm"),
+        ({"num_members": 0}, "num_members"),
+    ]:
         with pytest.raises(ValueError, match=message):
             appgroup_from_graph(g, "x", **kwargs)
     with pytest.raises(ValueError, match="name"):
@@ -251,15 +333,23 @@ def test_self_edges_are_not_exported_and_isolated_services_are(tmp_path):
     assert set(ws) == {"a", "b", "lonely"}
     assert [d["workload"]["selector"] for d in ws["a"]["dependencies"]] == ["b"]
     assert json.loads(obj["metadata"]["annotations"][ANNOTATION_CALL_GRAPH]) == [
-        {"caller": "a", "callee": "b", "rps": 1.0}]
+        {"caller": "a", "callee": "b", "rps": 1.0}
+    ]
 
 
 # ---- together with manifests ----------------------------------------------------------------------------
 
+
 def _deployment(name: str, labels: dict[str, str]) -> dict:
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"selector": {"matchLabels": labels},
-                     "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c"}]}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "c"}]}},
+        },
+    }
 
 
 def test_appgroup_references_resolve_to_the_manifests_services_by_the_workload_label():
@@ -267,15 +357,20 @@ def test_appgroup_references_resolve_to_the_manifests_services_by_the_workload_l
         _deployment("web-deployment", {"app": "web", LABEL_WORKLOAD: "w1"}),
         _deployment("db-deployment", {"app": "db", LABEL_WORKLOAD: "w2"}),
         _deployment("cache", {"app": "redis"}),
-        yaml.safe_load(GOOD.replace("selector: a", "selector: w1").replace("selector: b", "selector: w2")
-                       .replace("name: b\n            selector: w2", "name: b\n            selector: w2")),
+        yaml.safe_load(
+            GOOD.replace("selector: a", "selector: w1")
+            .replace("selector: b", "selector: w2")
+            .replace("name: b\n            selector: w2", "name: b\n            selector: w2")
+        ),
     ]
     # a second dependency, on a workload known only by its name, and one on nothing
     ag = objs[-1]
     ag["spec"]["workloads"][0]["dependencies"].append(
-        {"workload": {"kind": "Deployment", "name": "cache", "selector": "zzz"}})
+        {"workload": {"kind": "Deployment", "name": "cache", "selector": "zzz"}}
+    )
     ag["spec"]["workloads"][0]["dependencies"].append(
-        {"workload": {"kind": "Deployment", "name": "ghost", "selector": "ghost"}})
+        {"workload": {"kind": "Deployment", "name": "ghost", "selector": "ghost"}}
+    )
     graph, warnings = graph_from_objects(objs, "mixed.yaml")
     assert edges_of(graph) == {("web", "db"), ("web", "redis")}
     assert any("selector 'ghost'" in w and "matches no workload" in w for w in warnings)
@@ -294,10 +389,14 @@ def test_the_export_refs_default_to_deployments_in_the_given_namespace():
     g = ServiceGraph.build([], [ServiceEdge("a", "b")])
     obj = appgroup_from_graph(g, "x", "prod", workloads={"b": WorkloadRef("StatefulSet", "b-db", "b", "", "")})
     ws = {w["workload"]["selector"]: w["workload"] for w in obj["spec"]["workloads"]}
-    assert ws["a"] == {"kind": "Deployment", "name": "a", "selector": "a", "apiVersion": "apps/v1",
-                       "namespace": "prod"}
-    assert ws["b"] == {"kind": "StatefulSet", "name": "b-db", "selector": "b", "apiVersion": "apps/v1",
-                       "namespace": "prod"}
+    assert ws["a"] == {"kind": "Deployment", "name": "a", "selector": "a", "apiVersion": "apps/v1", "namespace": "prod"}
+    assert ws["b"] == {
+        "kind": "StatefulSet",
+        "name": "b-db",
+        "selector": "b",
+        "apiVersion": "apps/v1",
+        "namespace": "prod",
+    }
 
 
 def test_the_console_script_reports_the_broken_upstream_file_in_one_line():

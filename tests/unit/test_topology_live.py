@@ -9,6 +9,7 @@ import math
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
+from waiting import wait_until
 
 from extender.config import load_extender_config, topology_refresher
 from extender.server import make_app, readiness
@@ -59,9 +60,10 @@ def sample(registry: CollectorRegistry, name: str, **labels) -> float | None:
 
 # ---- smoothing ------------------------------------------------------------------------------------------
 
+
 def test_after_one_half_life_the_smoothed_rate_is_halfway_to_the_new_observation():
     s = RateSmoother(half_life_s=60)
-    assert s.update(g(("a", "b", 10.0)), 0.0).edge("a", "b").rps == 10.0   # the first value is taken as is
+    assert s.update(g(("a", "b", 10.0)), 0.0).edge("a", "b").rps == 10.0  # the first value is taken as is
     assert s.update(g(("a", "b", 20.0)), 60.0).edge("a", "b").rps == pytest.approx(15.0)
     assert s.update(g(("a", "b", 20.0)), 180.0).edge("a", "b").rps == pytest.approx(15.0 + 5.0 * 0.75)
 
@@ -78,7 +80,7 @@ def test_an_edge_that_disappears_decays_and_is_dropped_below_the_threshold():
     s = RateSmoother(half_life_s=1, drop_below_rps=0.3)
     s.update(g(("a", "b", 1.0), ("a", "c", 1.0)), 0)
     assert s.update(g(("a", "c", 1.0)), 1).edge("a", "b").rps == pytest.approx(0.5)
-    assert s.update(g(("a", "c", 1.0)), 2).edge("a", "b") is None      # 0.25 < 0.3
+    assert s.update(g(("a", "c", 1.0)), 2).edge("a", "b") is None  # 0.25 < 0.3
     assert s.update(g(("a", "c", 1.0)), 3).edge("a", "c").rps == pytest.approx(1.0)
 
 
@@ -94,6 +96,7 @@ def test_a_new_edge_starts_at_its_observed_value_and_no_smoothing_passes_graphs_
 
 # ---- combining ------------------------------------------------------------------------------------------
 
+
 def test_declared_edges_take_the_observed_rate_and_observed_rates_add_up():
     static = g(("a", "b", None), services=["a", "b", "z"])
     out = combine_graphs([static, g(("a", "b", 2.0), ("b", "c", 1.0)), g(("b", "c", 0.5))])
@@ -108,15 +111,26 @@ def test_the_fingerprint_changes_with_the_edge_set_not_with_the_rates():
 
 # ---- the refresher -------------------------------------------------------------------------------------
 
+
 def test_an_unreachable_source_keeps_its_last_good_graph_and_marks_it_stale_until_it_recovers():
     clock = Clock()
     reg = CollectorRegistry()
     good = g(("web", "db", 5.0))
-    src = FakeSource("prometheus+istio://p:9090", good, SourceUnavailable("prometheus+istio://p:9090: cannot reach "
-                                                                         "Prometheus: connection refused"), good)
+    src = FakeSource(
+        "prometheus+istio://p:9090",
+        good,
+        SourceUnavailable("prometheus+istio://p:9090: cannot reach Prometheus: connection refused"),
+        good,
+    )
     published = []
-    r = TopologyRefresher(g(("web", "cache", None)), [src], refresh_s=30, metrics=TopologyMetrics(reg),
-                          on_update=published.append, clock=clock)
+    r = TopologyRefresher(
+        g(("web", "cache", None)),
+        [src],
+        refresh_s=30,
+        metrics=TopologyMetrics(reg),
+        on_update=published.append,
+        clock=clock,
+    )
     assert r.status().stale and "not fetched yet" in r.status().reason
     assert sample(reg, "hrl_topology_graph_stale") == 1.0 and math.isnan(sample(reg, "hrl_topology_graph_age_seconds"))
 
@@ -129,19 +143,20 @@ def test_an_unreachable_source_keeps_its_last_good_graph_and_marks_it_stale_unti
 
     clock.t += 30
     st = r.refresh_once()
-    assert st.stale and st.graph == published[0]                    # the last good graph stays in use
+    assert st.stale and st.graph == published[0]  # the last good graph stays in use
     assert "connection refused" in st.reason and "keeping its graph from 30 s ago" in st.reason
-    assert st.errors == {"prometheus+istio://p:9090": "prometheus+istio://p:9090: cannot reach Prometheus: "
-                                                      "connection refused"}
+    assert st.errors == {
+        "prometheus+istio://p:9090": "prometheus+istio://p:9090: cannot reach Prometheus: connection refused"
+    }
     assert sample(reg, "hrl_topology_source_errors_total", source="prometheus+istio://p:9090") == 1
     assert sample(reg, "hrl_topology_graph_stale") == 1.0
     assert sample(reg, "hrl_topology_graph_age_seconds") == 30.0
-    assert len(published) == 1                                      # nothing new published
+    assert len(published) == 1  # nothing new published
 
     clock.t += 30
     st = r.refresh_once()
     assert not st.stale and st.updated_at_s == 1060.0 and sample(reg, "hrl_topology_graph_stale") == 0.0
-    assert len(published) == 1                                      # same graph again: not republished
+    assert len(published) == 1  # same graph again: not republished
 
 
 def test_a_graph_not_refreshed_for_longer_than_stale_after_is_stale():
@@ -153,8 +168,7 @@ def test_a_graph_not_refreshed_for_longer_than_stale_after_is_stale():
     clock.t += 1
     st = r.status()
     assert st.stale and "not refreshed for 31 s (> 30 s)" in st.reason
-    never = TopologyRefresher(None, [FakeSource("s", g(("a", "b", 1.0)))], refresh_s=10, stale_after_s=0,
-                              clock=clock)
+    never = TopologyRefresher(None, [FakeSource("s", g(("a", "b", 1.0)))], refresh_s=10, stale_after_s=0, clock=clock)
     never.refresh_once()
     clock.t += 10_000
     assert not never.status().stale
@@ -196,16 +210,14 @@ def test_the_background_thread_refreshes_and_stop_closes_the_sources():
     src = FakeSource("s", g(("a", "b", 1.0)))
     r = TopologyRefresher(None, [src], refresh_s=0.05)
     with r:
-        import time
-        deadline = time.monotonic() + 5
-        while src.calls < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until(lambda: src.calls >= 3, 5, what="three background refreshes")
     assert src.calls >= 3 and src.closed
 
 
 def test_from_sources_reads_files_now_and_makes_uris_live_sources(tmp_path):
     r, warnings = TopologyRefresher.from_sources(
-        ["tests/fixtures/online-boutique-manifests", "prometheus+istio://127.0.0.1:1?window=1m"], refresh_s=5)
+        ["tests/fixtures/online-boutique-manifests", "prometheus+istio://127.0.0.1:1?window=1m"], refresh_s=5
+    )
     assert len(r.static.edges) == 16 and r.source_names == ["prometheus+istio://127.0.0.1:1"]
     assert any("SHOPPING_ASSISTANT" in w for w in warnings)
     with pytest.raises(ValueError, match="unknown scheme"):
@@ -216,22 +228,41 @@ def test_from_sources_reads_files_now_and_makes_uris_live_sources(tmp_path):
 
 # ---- the extender --------------------------------------------------------------------------------------
 
+
 def test_the_extender_configuration_accepts_live_sources_and_refresh_settings():
-    cfg = load_extender_config({"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration",
-                                "topology": {"sources": ["prometheus+linkerd://prom:9090?window=1m"],
-                                             "refreshSeconds": 15, "smoothingHalfLifeSeconds": 120,
-                                             "staleAfterSeconds": 60}})
+    cfg = load_extender_config(
+        {
+            "apiVersion": "hrl-scheduler.io/v1alpha1",
+            "kind": "ExtenderConfiguration",
+            "topology": {
+                "sources": ["prometheus+linkerd://prom:9090?window=1m"],
+                "refreshSeconds": 15,
+                "smoothingHalfLifeSeconds": 120,
+                "staleAfterSeconds": 60,
+            },
+        }
+    )
     t = cfg.topology
     assert (t.refresh_seconds, t.smoothing_half_life_seconds, t.stale_after_seconds) == (15, 120, 60)
     with pytest.raises(ConfigError, match="topology.refreshSeconds"):
-        load_extender_config({"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration",
-                              "topology": {"refreshSeconds": 0}})
+        load_extender_config(
+            {
+                "apiVersion": "hrl-scheduler.io/v1alpha1",
+                "kind": "ExtenderConfiguration",
+                "topology": {"refreshSeconds": 0},
+            }
+        )
 
 
 def test_without_live_sources_there_is_no_refresher_and_an_unreachable_one_starts_stale():
     assert topology_refresher(load_extender_config(None)) == (None, [])
-    cfg = load_extender_config({"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration",
-                                "topology": {"sources": ["prometheus+istio://127.0.0.1:1?timeout=1s"]}})
+    cfg = load_extender_config(
+        {
+            "apiVersion": "hrl-scheduler.io/v1alpha1",
+            "kind": "ExtenderConfiguration",
+            "topology": {"sources": ["prometheus+istio://127.0.0.1:1?timeout=1s"]},
+        }
+    )
     r, _ = topology_refresher(cfg)
     try:
         assert r.status().stale and "cannot reach Prometheus" in r.status().reason
@@ -245,8 +276,11 @@ def test_readyz_stays_ready_on_a_stale_graph_and_says_so_and_metrics_show_it():
     from policy.state import ClusterSnapshot
 
     store.update(ClusterSnapshot(nodes=(), pods=(), pdbs=(), workloads=(), graph=ServiceGraph()))
-    src = FakeSource("prometheus+istio://p:9090", g(("a", "b", 1.0)),
-                     SourceUnavailable("prometheus+istio://p:9090: cannot reach Prometheus: refused"))
+    src = FakeSource(
+        "prometheus+istio://p:9090",
+        g(("a", "b", 1.0)),
+        SourceUnavailable("prometheus+istio://p:9090: cannot reach Prometheus: refused"),
+    )
     r = TopologyRefresher(None, [src], clock=clock, on_update=store.set_graph)
     cfg = load_extender_config(None)
     r.refresh_once()
@@ -255,8 +289,10 @@ def test_readyz_stays_ready_on_a_stale_graph_and_says_so_and_metrics_show_it():
     clock.t += 42
     r.refresh_once()
     ok, reason = readiness(store, cfg, topology=r)
-    assert ok and reason.startswith("ok (warning: call graph stale, age 42 s: prometheus+istio://p:9090: cannot "
-                                    "reach Prometheus: refused (keeping its graph from 42 s ago)")
+    assert ok and reason.startswith(
+        "ok (warning: call graph stale, age 42 s: prometheus+istio://p:9090: cannot "
+        "reach Prometheus: refused (keeping its graph from 42 s ago)"
+    )
     app = make_app(cfg, store, TopologyHeuristic(), CollectorRegistry(), topology=r)
 
     async def get(path: str) -> httpx.Response:

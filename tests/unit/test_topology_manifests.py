@@ -17,8 +17,18 @@ PER_SERVICE_DIR = ROOT / "tests/fixtures/online-boutique-manifests"
 PROVENANCE = ROOT / "policy/data/apps/online-boutique/PROVENANCE.md"
 
 OB_WORKLOADS = {
-    "frontend", "cartservice", "productcatalogservice", "currencyservice", "paymentservice", "shippingservice",
-    "emailservice", "checkoutservice", "recommendationservice", "adservice", "loadgenerator", "redis-cart",
+    "frontend",
+    "cartservice",
+    "productcatalogservice",
+    "currencyservice",
+    "paymentservice",
+    "shippingservice",
+    "emailservice",
+    "checkoutservice",
+    "recommendationservice",
+    "adservice",
+    "loadgenerator",
+    "redis-cart",
 }
 
 
@@ -39,17 +49,27 @@ def graph_of(yaml_text: str, tmp_path: Path):
     return load_manifests(f)
 
 
-def deployment(name: str, labels: dict[str, str], env: dict[str, str] | None = None, namespace: str = "default",
-               annotations: dict[str, str] | None = None, template_annotations: dict[str, str] | None = None) -> dict:
+def deployment(
+    name: str,
+    labels: dict[str, str],
+    env: dict[str, str] | None = None,
+    namespace: str = "default",
+    annotations: dict[str, str] | None = None,
+    template_annotations: dict[str, str] | None = None,
+) -> dict:
     return {
-        "apiVersion": "apps/v1", "kind": "Deployment",
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
         "metadata": {"name": name, "namespace": namespace, "annotations": annotations or {}},
         "spec": {
             "selector": {"matchLabels": labels},
             "template": {
                 "metadata": {"labels": labels, "annotations": template_annotations or {}},
-                "spec": {"containers": [{"name": "main", "image": "x",
-                                         "env": [{"name": k, "value": v} for k, v in (env or {}).items()]}]},
+                "spec": {
+                    "containers": [
+                        {"name": "main", "image": "x", "env": [{"name": k, "value": v} for k, v in (env or {}).items()]}
+                    ]
+                },
             },
         },
     }
@@ -63,6 +83,7 @@ def service(name: str, selector: dict[str, str] | None, namespace: str = "defaul
 
 
 # ---- Online Boutique ---------------------------------------------------------------------------------
+
 
 def test_the_provenance_table_lists_sixteen_edges_including_the_load_generator():
     edges = provenance_edges()
@@ -100,20 +121,24 @@ def test_several_manifest_paths_are_one_input_so_services_resolve_across_files(t
 
 # ---- env var rules -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, value, hosts", [
-    ("PRODUCT_CATALOG_SERVICE_ADDR", "productcatalogservice:3550", ["productcatalogservice"]),
-    ("REDIS_ADDR", "redis-cart", ["redis-cart"]),
-    ("KAFKA_ADDR", "kafka-0:9092,kafka-1:9092", ["kafka-0", "kafka-1"]),
-    ("TRACING_URL", "http://jaeger.observability:14268/api/traces", ["jaeger.observability"]),
-    ("UPSTREAM", "orders:8080", ["orders"]),
-    ("PORT", "8080", []),
-    ("ENABLE_PROFILER", "0", []),
-    ("GREETING", "hello world", []),
-    ("LISTEN_ADDR", ":8080", []),
-    ("BIND_ADDR", "0.0.0.0:80", []),
-    ("SIDECAR_ADDR", "localhost:15000", []),
-    ("ADMIN_ADDR", "127.0.0.1:9901", []),
-])
+
+@pytest.mark.parametrize(
+    "name, value, hosts",
+    [
+        ("PRODUCT_CATALOG_SERVICE_ADDR", "productcatalogservice:3550", ["productcatalogservice"]),
+        ("REDIS_ADDR", "redis-cart", ["redis-cart"]),
+        ("KAFKA_ADDR", "kafka-0:9092,kafka-1:9092", ["kafka-0", "kafka-1"]),
+        ("TRACING_URL", "http://jaeger.observability:14268/api/traces", ["jaeger.observability"]),
+        ("UPSTREAM", "orders:8080", ["orders"]),
+        ("PORT", "8080", []),
+        ("ENABLE_PROFILER", "0", []),
+        ("GREETING", "hello world", []),
+        ("LISTEN_ADDR", ":8080", []),
+        ("BIND_ADDR", "0.0.0.0:80", []),
+        ("SIDECAR_ADDR", "localhost:15000", []),
+        ("ADMIN_ADDR", "127.0.0.1:9901", []),
+    ],
+)
 def test_addresses_are_taken_from_addr_variables_and_host_port_or_url_values(name, value, hosts):
     assert addresses_in_env(name, value) == hosts
 
@@ -130,13 +155,16 @@ def test_a_service_selecting_a_differently_named_deployment_resolves_to_that_wor
     assert warnings == []
 
 
-@pytest.mark.parametrize("host", [
-    "db.data:5432",
-    "db.data.svc:5432",
-    "db.data.svc.cluster.local:5432",
-    "postgres://db.data.svc.cluster.local:5432/orders",
-    "postgres-0.db.data.svc.cluster.local:5432",
-])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "db.data:5432",
+        "db.data.svc:5432",
+        "db.data.svc.cluster.local:5432",
+        "postgres://db.data.svc.cluster.local:5432/orders",
+        "postgres-0.db.data.svc.cluster.local:5432",
+    ],
+)
 def test_namespace_qualified_and_fqdn_hosts_resolve_to_the_service_in_that_namespace(host):
     objs = [
         deployment("api", {"app": "api"}, {"DB_ADDR": host}, namespace="web"),
@@ -175,15 +203,19 @@ def test_a_service_without_a_selected_workload_is_reported_not_an_edge():
 
 
 def test_local_and_non_address_values_produce_no_edge_and_no_warning():
-    objs = [deployment("api", {"app": "api"}, {"LISTEN_ADDR": ":8080", "PORT": "8080", "MODE": "fast",
-                                               "BIND_ADDR": "0.0.0.0:9090"})]
+    objs = [
+        deployment(
+            "api", {"app": "api"}, {"LISTEN_ADDR": ":8080", "PORT": "8080", "MODE": "fast", "BIND_ADDR": "0.0.0.0:9090"}
+        )
+    ]
     graph, warnings = graph_from_objects(objs)
     assert graph.edges == () and warnings == []
     assert graph.services == ("api",)
 
 
 def test_env_from_a_configmap_in_the_input_is_followed(tmp_path):
-    graph, warnings = graph_of("""
+    graph, warnings = graph_of(
+        """
         apiVersion: v1
         kind: ConfigMap
         metadata: {name: endpoints}
@@ -217,19 +249,29 @@ def test_env_from_a_configmap_in_the_input_is_followed(tmp_path):
         kind: Service
         metadata: {name: cache}
         spec: {selector: {app: cache}}
-        """, tmp_path)
+        """,
+        tmp_path,
+    )
     assert edge_set(graph) == {("api", "cache")}
     assert warnings == []
 
 
 def test_bare_pods_and_daemonsets_are_workloads_too():
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": "worker-1", "labels": {"app": "worker"}},
-           "spec": {"containers": [{"name": "w", "env": [{"name": "BROKER_ADDR", "value": "broker:5672"}]}]}}
-    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "log-agent"},
-          "spec": {"selector": {"matchLabels": {"app": "log-agent"}},
-                   "template": {"metadata": {"labels": {"app": "log-agent"}},
-                                "spec": {"containers": [{"name": "a"}]}}}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "worker-1", "labels": {"app": "worker"}},
+        "spec": {"containers": [{"name": "w", "env": [{"name": "BROKER_ADDR", "value": "broker:5672"}]}]},
+    }
+    ds = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "log-agent"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "log-agent"}},
+            "template": {"metadata": {"labels": {"app": "log-agent"}}, "spec": {"containers": [{"name": "a"}]}},
+        },
+    }
     objs = [pod, ds, deployment("rabbit", {"app": "rabbitmq"}), service("broker", {"app": "rabbitmq"})]
     graph, warnings = graph_from_objects(objs)
     assert edge_set(graph) == {("worker", "rabbitmq")}
@@ -238,10 +280,15 @@ def test_bare_pods_and_daemonsets_are_workloads_too():
 
 # ---- depends-on annotation ------------------------------------------------------------------------------
 
+
 def test_depends_on_annotation_adds_edges_to_named_services_workloads_and_service_objects():
     objs = [
-        deployment("web", {"app": "web"}, annotations={"hrl-scheduler.io/depends-on": "catalog, orders-svc"},
-                   template_annotations={"hrl-scheduler.io/depends-on": "search-v2"}),
+        deployment(
+            "web",
+            {"app": "web"},
+            annotations={"hrl-scheduler.io/depends-on": "catalog, orders-svc"},
+            template_annotations={"hrl-scheduler.io/depends-on": "search-v2"},
+        ),
         deployment("catalog", {"app": "catalog"}),
         deployment("orders", {"app": "orders"}),
         service("orders-svc", {"app": "orders"}),
@@ -254,8 +301,10 @@ def test_depends_on_annotation_adds_edges_to_named_services_workloads_and_servic
 
 
 def test_an_unknown_depends_on_name_is_a_warning_not_an_edge():
-    objs = [deployment("web", {"app": "web"}, annotations={"hrl-scheduler.io/depends-on": "catalog,ghost"}),
-            deployment("catalog", {"app": "catalog"})]
+    objs = [
+        deployment("web", {"app": "web"}, annotations={"hrl-scheduler.io/depends-on": "catalog,ghost"}),
+        deployment("catalog", {"app": "catalog"}),
+    ]
     graph, warnings = graph_from_objects(objs)
     assert edge_set(graph) == {("web", "catalog")}
     assert "ghost" not in graph.services
@@ -263,6 +312,7 @@ def test_an_unknown_depends_on_name_is_a_warning_not_an_edge():
 
 
 # ---- errors ---------------------------------------------------------------------------------------------
+
 
 def test_malformed_yaml_is_an_error_naming_the_file_and_line(tmp_path):
     f = tmp_path / "broken.yaml"

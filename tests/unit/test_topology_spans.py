@@ -33,8 +33,14 @@ def provenance_table() -> dict[tuple[str, str], dict[str, float]]:
     row = r"^\| ([a-z]+) \| ([a-z]+) \| (\d+) \| (\d+) \|" + r" ([\d.]+) \|" * 4
     for m in re.finditer(row, text, flags=re.M):
         caller, callee, spans, req, mean, p50, p95, p99 = m.groups()
-        out[(caller, callee)] = {"spans": int(spans), "requests": int(req), "mean": float(mean), "p50": float(p50),
-                                 "p95": float(p95), "p99": float(p99)}
+        out[(caller, callee)] = {
+            "spans": int(spans),
+            "requests": int(req),
+            "mean": float(mean),
+            "p50": float(p50),
+            "p95": float(p95),
+            "p99": float(p99),
+        }
     return out
 
 
@@ -67,6 +73,7 @@ def quantile(values: list[float], q: int) -> float:
 
 
 # ---- the fixture ------------------------------------------------------------------------------------------
+
 
 def test_the_fixture_directory_gives_exactly_the_thirteen_provenance_edges():
     graph, warnings = load_spans(SPANS_DIR)
@@ -117,10 +124,13 @@ def test_checkout_calls_product_catalog_more_than_once_per_order():
 def test_operation_names_are_kept_per_edge():
     obs = read_spans(SPANS_DIR)
     assert dict(obs.edges[("checkoutservice", "cartservice")].kinds) == {
-        "hipstershop.CartService/GetCart": 29, "hipstershop.CartService/EmptyCart": 29}
+        "hipstershop.CartService/GetCart": 29,
+        "hipstershop.CartService/EmptyCart": 29,
+    }
 
 
 # ---- directory = one table ------------------------------------------------------------------------------
+
 
 def test_a_directory_is_one_table_so_parents_in_the_other_file_resolve():
     backend_alone, warnings = load_spans(BACKEND_FILE)
@@ -130,8 +140,15 @@ def test_a_directory_is_one_table_so_parents_in_the_other_file_resolve():
     assert frontend_alone.edges == (), "the frontend file holds only frontend spans"
     whole, warnings = load_spans(SPANS_DIR)
     frontend_edges = {e.callee for e in whole.edges if e.caller == "frontend"}
-    assert frontend_edges == {"productcatalogservice", "currencyservice", "cartservice", "recommendationservice",
-                              "shippingservice", "checkoutservice", "adservice"}
+    assert frontend_edges == {
+        "productcatalogservice",
+        "currencyservice",
+        "cartservice",
+        "recommendationservice",
+        "shippingservice",
+        "checkoutservice",
+        "adservice",
+    }
     assert warnings == []
 
 
@@ -156,25 +173,31 @@ def test_only_csv_files_directly_in_the_directory_are_read(tmp_path):
 
 # ---- service names ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("pod, service", [
-    ("frontend-579b9bff58-t2dbm", "frontend"),
-    ("productcatalogservice-668d5f85fb-wckp8", "productcatalogservice"),
-    ("redis-cart-7d9f8c6b5d-abcde", "redis-cart"),
-    ("ts-order-service-5d8f7-x9z2q", "ts-order-service"),
-    ("web-0", "web-0"),
-    ("standalone", "standalone"),
-])
+
+@pytest.mark.parametrize(
+    "pod, service",
+    [
+        ("frontend-579b9bff58-t2dbm", "frontend"),
+        ("productcatalogservice-668d5f85fb-wckp8", "productcatalogservice"),
+        ("redis-cart-7d9f8c6b5d-abcde", "redis-cart"),
+        ("ts-order-service-5d8f7-x9z2q", "ts-order-service"),
+        ("web-0", "web-0"),
+        ("standalone", "standalone"),
+    ],
+)
 def test_a_spans_service_is_its_pod_name_without_the_last_two_dash_parts(pod, service):
     assert service_of_pod(pod) == service
 
 
 def test_spans_within_one_service_are_not_edges_and_different_services_are(tmp_path):
     f = tmp_path / "t.csv"
-    f.write_text(HEADER + "\n"
-                 "t1,a,root,web-abc12-x1,GET /,1000000000,2000000000,1000000\n"
-                 "t1,b,a,web-abc12-x1,client call,1100000000,1200000000,100000\n"
-                 "t1,c,b,db-def34-y2,query,1110000000,1190000000,80000\n"
-                 "t1,d,c,db-def34-y2,disk,1120000000,1180000000,60000\n")
+    f.write_text(
+        HEADER + "\n"
+        "t1,a,root,web-abc12-x1,GET /,1000000000,2000000000,1000000\n"
+        "t1,b,a,web-abc12-x1,client call,1100000000,1200000000,100000\n"
+        "t1,c,b,db-def34-y2,query,1110000000,1190000000,80000\n"
+        "t1,d,c,db-def34-y2,disk,1120000000,1180000000,60000\n"
+    )
     obs = read_spans(f)
     assert set(obs.edges) == {("web", "db")}
     e = obs.to_graph().edges[0]
@@ -186,26 +209,31 @@ def test_spans_within_one_service_are_not_edges_and_different_services_are(tmp_p
 
 def test_a_status_column_gives_the_error_rate(tmp_path):
     f = tmp_path / "t.csv"
-    f.write_text(HEADER + ",StatusCode\n"
-                 "t1,a,root,web-abc12-x1,GET,0,4000000000,4000000,STATUS_CODE_UNSET\n"
-                 "t1,b,a,db-def34-y2,q,0,1000000,1000,STATUS_CODE_OK\n"
-                 "t1,c,a,db-def34-y2,q,0,1000000,1000,STATUS_CODE_ERROR\n"
-                 "t1,d,a,db-def34-y2,q,0,1000000,1000,Error\n"
-                 "t1,e,a,db-def34-y2,q,0,1000000,1000,\n")
+    f.write_text(
+        HEADER + ",StatusCode\n"
+        "t1,a,root,web-abc12-x1,GET,0,4000000000,4000000,STATUS_CODE_UNSET\n"
+        "t1,b,a,db-def34-y2,q,0,1000000,1000,STATUS_CODE_OK\n"
+        "t1,c,a,db-def34-y2,q,0,1000000,1000,STATUS_CODE_ERROR\n"
+        "t1,d,a,db-def34-y2,q,0,1000000,1000,Error\n"
+        "t1,e,a,db-def34-y2,q,0,1000000,1000,\n"
+    )
     graph, _ = load_spans(f)
     assert graph.edge("web", "db").error_rate == pytest.approx(0.5)
 
 
 def test_without_a_duration_column_the_duration_is_end_minus_start(tmp_path):
     f = tmp_path / "t.csv"
-    f.write_text("TraceID,SpanID,ParentID,PodName,StartTimeUnixNano,EndTimeUnixNano\n"
-                 "t1,a,,web-abc12-x1,0,10000000\n"
-                 "t1,b,a,db-def34-y2,0,2500000\n")
+    f.write_text(
+        "TraceID,SpanID,ParentID,PodName,StartTimeUnixNano,EndTimeUnixNano\n"
+        "t1,a,,web-abc12-x1,0,10000000\n"
+        "t1,b,a,db-def34-y2,0,2500000\n"
+    )
     graph, _ = load_spans(f)
     assert graph.edge("web", "db").latency_mean_ms == pytest.approx(2.5)
 
 
 # ---- errors -------------------------------------------------------------------------------------------
+
 
 def test_a_malformed_row_is_an_error_naming_file_line_and_field(tmp_path):
     lines = BACKEND_FILE.read_text().splitlines()
@@ -222,13 +250,16 @@ def test_a_malformed_row_is_an_error_naming_file_line_and_field(tmp_path):
     assert str(exc.value) == f"{bad}:17: StartTimeUnixNano: not an integer: 'abc'"
 
 
-@pytest.mark.parametrize("row, message", [
-    ("t1,a,root,web-abc12-x1,op,5,4,0", r":2: EndTimeUnixNano: 4 is before StartTimeUnixNano 5"),
-    ("t1,a,root,web-abc12-x1,op,1,2,-3", r":2: Duration: negative"),
-    ("t1,a,root,web-abc12-x1,op,1,2,fast", r":2: Duration: not a number: 'fast'"),
-    (",a,root,web-abc12-x1,op,1,2,1", r":2: TraceID: empty"),
-    ("t1,a,root,web-abc12-x1,op,1,2", r":2: expected 8 fields as in the header, got 7"),
-])
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ("t1,a,root,web-abc12-x1,op,5,4,0", r":2: EndTimeUnixNano: 4 is before StartTimeUnixNano 5"),
+        ("t1,a,root,web-abc12-x1,op,1,2,-3", r":2: Duration: negative"),
+        ("t1,a,root,web-abc12-x1,op,1,2,fast", r":2: Duration: not a number: 'fast'"),
+        (",a,root,web-abc12-x1,op,1,2,1", r":2: TraceID: empty"),
+        ("t1,a,root,web-abc12-x1,op,1,2", r":2: expected 8 fields as in the header, got 7"),
+    ],
+)
 def test_bad_rows_are_one_line_errors(tmp_path, row, message):
     f = tmp_path / "t.csv"
     f.write_text(HEADER + "\n" + row + "\n")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from policy.train import pipeline as ta
 from policy.cli.core import build_parser, main
+from policy.train import pipeline as ta
 
 
 def fake_bundle(d: Path, tag: str) -> str:
@@ -57,7 +57,10 @@ def test_every_stage_runs_in_order_and_every_stack_gets_its_bundles(tmp_path):
     assert order == ["encoder quick=True seed=7", "drpc", "placement"]
     assert report.ok and report.missing == {}
     assert [(s.name, s.status, s.wall_s) for s in report.stages] == [
-        ("encoder", "ok", 1.5), ("drpc", "ok", 1.5), ("placement", "ok", 1.5)]
+        ("encoder", "ok", 1.5),
+        ("drpc", "ok", 1.5),
+        ("placement", "ok", 1.5),
+    ]
     assert sorted(report.assembled) == ["hrl-no-autoscale/low", "hrl-no-rebalance/high", "hrl-no-rebalance/low"]
     copied = json.loads((tmp_path / "hrl-no-rebalance" / "high" / "student" / "manifest.json").read_text())
     assert copied == {"tag": "hrl-scheduler/high-student"}  # the ablations run hrl-scheduler's trained policies
@@ -67,11 +70,17 @@ def test_a_failing_stage_stops_the_pipeline_and_the_report_says_where(tmp_path):
     order: list[str] = []
     report = ta.run_all(tmp_path, trainers=stand_ins(order, fail="drpc"), log=lambda m: None)
     assert order == ["encoder quick=False seed=0", "drpc"]
-    assert [(s.name, s.status) for s in report.stages] == [("encoder", "ok"), ("drpc", "failed"), ("placement", "not_run")]
+    assert [(s.name, s.status) for s in report.stages] == [
+        ("encoder", "ok"),
+        ("drpc", "failed"),
+        ("placement", "not_run"),
+    ]
     assert report.stages[1].error == "RuntimeError: TD3 diverged at step 3" and not report.ok
     assert set(report.missing) == set(ta.REQUIRED_BUNDLES)  # nothing of the learned stacks exists
-    assert report.missing["hrl-scheduler"] == [str(tmp_path / "hrl-scheduler" / "low"),
-                                               str(tmp_path / "hrl-scheduler" / "high")]
+    assert report.missing["hrl-scheduler"] == [
+        str(tmp_path / "hrl-scheduler" / "low"),
+        str(tmp_path / "hrl-scheduler" / "high"),
+    ]
 
 
 def test_a_stage_whose_module_is_missing_is_a_clear_failure(tmp_path):
@@ -120,15 +129,23 @@ def test_the_orchestrator_the_hierarchy_and_the_learned_stacks_load_no_torch():
     import subprocess
     import sys
 
-    code = ("import sys, policy.train.pipeline, policy.highlevel, descheduler.stacks, descheduler.scale; "
-            "print('torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parents[2])
+    code = (
+        "import sys, policy.train.pipeline, policy.highlevel, descheduler.stacks, descheduler.scale; "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
 
 
 # ---- nothing half-written, quick runs elsewhere, versions that name the weights ---------------------------
+
 
 def test_a_failing_stage_leaves_the_bundles_root_as_it_was(tmp_path):
     root = tmp_path / "bundles"
@@ -196,8 +213,14 @@ def test_a_content_version_is_the_manifests_weights_digest_and_marks_quick_runs(
     assert v1.startswith("enc-20260101-s0-") and v2.startswith("enc-20260101-s0-quick-")
     assert v1.rsplit("-", 1)[1] != v2.rsplit("-", 1)[1] and len(v1.rsplit("-", 1)[1]) == 8
     assert bundle.content_version("enc-20260101-s0", dict(reversed(list(w1.items())))) == v1  # order-free
-    b = PolicyBundle(level="encoder", policy_version=v1, feature_spec={"x": FeatureSpec.of([("x", "1")])},
-                     dims={}, architecture={"type": "t"}, weights=w1)
+    b = PolicyBundle(
+        level="encoder",
+        policy_version=v1,
+        feature_spec={"x": FeatureSpec.of([("x", "1")])},
+        dims={},
+        architecture={"type": "t"},
+        weights=w1,
+    )
     b.save(tmp_path)
     sha = json.loads((tmp_path / "manifest.json").read_text())["weights"]["sha256"]
     assert v1.endswith("-" + sha[:8]) and bundle.weights_sha256(w1) == sha
