@@ -296,7 +296,7 @@ class ServiceGraph:
     @staticmethod
     def build(services: Iterable[str], edges: Iterable[ServiceEdge], source: str = "") -> ServiceGraph:
         """Normalise: union the edge endpoints into ``services``, merge duplicate (caller, callee) pairs
-        (rates add up; other fields keep the first known value), sort both."""
+        (rates add up; ``parallel`` when any says so; other fields keep the first known value), sort both."""
         merged: dict[tuple[str, str], ServiceEdge] = {}
         for e in edges:
             k = (e.caller, e.callee)
@@ -350,7 +350,8 @@ class ServiceGraph:
 
     def to_json(self) -> dict:
         """The ``hrl-policy graph --json`` shape: ``{"services": [...], "edges": [{"caller", "callee", "rps", ...}]}``.
-        Unknown values are omitted except ``rps`` (``null`` when unknown)."""
+        Unknown values are omitted except ``rps`` (``null`` when unknown); ``parallel`` only when true.
+        :func:`policy.topology.edges.load_edges` reads it back."""
         out_edges = []
         for e in self.edges:
             d: dict[str, object] = {"caller": e.caller, "callee": e.callee, "rps": _round(e.rps)}
@@ -365,6 +366,8 @@ class ServiceGraph:
                 v = getattr(e, name)
                 if v is not None:
                     d[name] = _round(v)
+            if e.parallel:
+                d["parallel"] = True
             out_edges.append(d)
         return {"services": list(self.services), "edges": out_edges}
 
@@ -389,7 +392,7 @@ def _round(v: float | None) -> float | None:
 
 def _merge_edges(a: ServiceEdge, b: ServiceEdge) -> ServiceEdge:
     rps = a.rps if b.rps is None else (b.rps if a.rps is None else a.rps + b.rps)
-    kw = {"rps": rps}
+    kw: dict[str, object] = {"rps": rps, "parallel": a.parallel or b.parallel}
     for name in (
         "calls_per_request",
         "latency_mean_ms",

@@ -8,6 +8,23 @@ import sys
 
 from .core import PROG, arg, subcommand
 
+
+def parse_span_columns(items: list[str]) -> dict[str, str]:
+    """``["trace_id=traceId", ...]`` → ``{"trace_id": "traceId"}``; ``ValueError`` (exit 2) naming a malformed item
+    or an unknown role."""
+    from policy.topology.spans import SPAN_ROLES
+
+    out = {}
+    for item in items:
+        role, sep, header = item.partition("=")
+        if not sep or not role.strip() or not header.strip():
+            raise ValueError(f"--span-column: expected ROLE=HEADER, got {item!r}")
+        if role.strip() not in SPAN_ROLES:
+            raise ValueError(f"--span-column: unknown role {role.strip()!r}; expected one of {', '.join(SPAN_ROLES)}")
+        out[role.strip()] = header.strip()
+    return out
+
+
 __all__ = [
     "cmd_graph",
     "cmd_train",
@@ -37,7 +54,8 @@ __all__ = [
             nargs="+",
             metavar="SOURCE",
             help="a Kubernetes manifest file or directory, a scheduler-plugins AppGroup YAML, a span CSV file or "
-            "directory (one table), an Alibaba MSCallGraph CSV (the kind is detected from the content), or a live "
+            "directory (one table), an Alibaba MSCallGraph CSV, an edge list (CSV with caller,callee columns, or "
+            "the JSON this command writes with --json; the kind is detected from the content), or a live "
             "URI prometheus+istio|linkerd|otel://HOST:PORT[?window=5m&namespace=NS]",
         ),
         arg(
@@ -47,9 +65,17 @@ __all__ = [
         ),
         arg(
             "--format",
-            choices=("manifests", "spans", "alibaba", "appgroup"),
+            choices=("manifests", "spans", "alibaba", "appgroup", "edges"),
             default=None,
             help="force the kind of every SOURCE path instead of detecting it",
+        ),
+        arg(
+            "--span-column",
+            action="append",
+            default=[],
+            metavar="ROLE=HEADER",
+            help="the header of a span-table column whose name differs from the default, e.g. "
+            "trace_id=traceId or service=service.name (roles: docs/bring-your-own-app.md); repeatable",
         ),
         arg(
             "--appgroup",
@@ -84,7 +110,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     (JSON from :meth:`ServiceGraph.to_json`, or a table). Bad input raises ``TopologyError`` (exit 2)."""
     from policy.topology.sources import load_graph
 
-    graph, warnings = load_graph(args.sources, args.format)
+    graph, warnings = load_graph(args.sources, args.format, parse_span_columns(args.span_column))
     for w in warnings:
         print(f"{PROG} graph: warning: {w}", file=sys.stderr)
     if args.appgroup is not None:

@@ -1,6 +1,8 @@
 """Shared plumbing of the call-graph sources: the error type, per-edge accumulators, CSV reading with line
 numbers, and the conversion of observed calls into :class:`policy.state.ServiceEdge` values.
 
+A CSV table may be gzip-compressed (``*.csv.gz``): it is read as the text it decompresses to.
+
 Latency percentiles use linear interpolation between closest ranks (``numpy.percentile``'s default method,
 Hyndman & Fan type 7, the same as ``statistics.quantiles(..., method="inclusive")``).
 """
@@ -8,6 +10,7 @@ Hyndman & Fan type 7, the same as ``statistics.quantiles(..., method="inclusive"
 from __future__ import annotations
 
 import csv
+import gzip
 import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -19,16 +22,23 @@ import numpy as np
 from policy.state import ServiceEdge, ServiceGraph
 
 __all__ = [
+    "PARALLEL_SHARE",
     "TopologyError",
     "EdgeObservations",
     "Observations",
     "csv_files",
+    "is_csv_file",
+    "open_text",
     "read_csv_header",
     "iter_csv_rows",
     "parse_int",
     "parse_float",
     "is_missing",
 ]
+
+
+PARALLEL_SHARE = 0.5
+"""An edge is ``parallel`` when at least this share of its calls overlapped another call of the same request."""
 
 
 class TopologyError(ValueError):
@@ -42,13 +52,16 @@ class EdgeObservations:
 
     ``calls``: observed calls (span or trace rows); ``latencies_ms``: one callee-side duration (ms) per call
     whose duration is known; ``errors``: calls that failed, ``None`` when the source records no status;
-    ``kinds``: call counts per kind (operation name for spans, rpctype for Alibaba).
+    ``kinds``: call counts per kind (operation name for spans, rpctype for Alibaba); ``overlapping``: calls that
+    ran concurrently with another call of the same caller request (span tables only; ``None`` when the source
+    cannot tell), from which :meth:`Observations.to_edges` sets ``parallel``.
     """
 
     calls: int = 0
     latencies_ms: list[float] = field(default_factory=list)
     errors: int | None = None
     kinds: Counter = field(default_factory=Counter)
+    overlapping: int | None = None
 
 
 @dataclass(slots=True)
@@ -85,7 +98,9 @@ class Observations:
         - ``calls_per_request`` = calls / requests served by the caller (``None`` when unknown);
         - ``latency_mean_ms`` / ``latency_p50_ms`` / ``latency_p95_ms`` / ``latency_p99_ms`` of the
           callee-side durations (``None`` when no duration is known);
-        - ``error_rate`` = errors / calls in 0..1 (``None`` when the source has no status).
+        - ``error_rate`` = errors / calls in 0..1 (``None`` when the source has no status);
+        - ``parallel`` = at least half of the calls overlapped another call of the same caller request
+          (:data:`PARALLEL_SHARE`; ``False`` when the source cannot tell).
         """
         out = []
         for (caller, callee), obs in self.edges.items():
@@ -99,6 +114,7 @@ class Observations:
                 mean = float(lat.mean())
                 p50, p95, p99 = (float(v) for v in np.percentile(lat, [50.0, 95.0, 99.0]))
             err = obs.errors / obs.calls if obs.errors is not None and obs.calls else None
+            parallel = bool(obs.overlapping is not None and obs.calls and obs.overlapping >= PARALLEL_SHARE * obs.calls)
             out.append(
                 ServiceEdge(
                     caller,
@@ -110,6 +126,7 @@ class Observations:
                     latency_p95_ms=p95,
                     latency_p99_ms=p99,
                     error_rate=err,
+                    parallel=parallel,
                 )
             )
         return out
@@ -122,12 +139,27 @@ class Observations:
 # ---- CSV ---------------------------------------------------------------------------------------------
 
 
+def is_csv_file(path: Path) -> bool:
+    """True for a regular file named ``*.csv`` or ``*.csv.gz`` (any case)."""
+    name = path.name.lower()
+    return path.is_file() and (name.endswith(".csv") or name.endswith(".csv.gz"))
+
+
+def open_text(path: str | Path):
+    """Open a CSV file for reading as UTF-8 text (a byte-order mark is skipped), decompressing ``*.gz``.
+    Raises ``OSError`` as ``open`` does."""
+    if str(path).lower().endswith(".gz"):
+        return gzip.open(path, "rt", newline="", encoding="utf-8-sig")
+    return open(path, newline="", encoding="utf-8-sig")
+
+
 def csv_files(path: str | Path) -> list[Path]:
-    """The files of one CSV table: ``path`` itself, or every ``*.csv`` directly inside a directory (sorted by
-    name; subdirectories are not read). Raises :class:`TopologyError` when there is none or it is missing."""
+    """The files of one CSV table: ``path`` itself, or every ``*.csv`` / ``*.csv.gz`` directly inside a directory
+    (sorted by name; subdirectories are not read). Raises :class:`TopologyError` when there is none or it is
+    missing."""
     p = Path(path)
     if p.is_dir():
-        files = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() == ".csv")
+        files = sorted(f for f in p.iterdir() if is_csv_file(f))
         if not files:
             raise TopologyError(f"{p}: directory holds no *.csv file")
         return files
@@ -139,7 +171,7 @@ def csv_files(path: str | Path) -> list[Path]:
 def read_csv_header(path: str | Path) -> list[str]:
     """The stripped column names of the first non-empty line of a CSV file (``[]`` for an empty file)."""
     try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
+        with open_text(path) as fh:
             for row in csv.reader(fh):
                 if row:
                     return [c.strip() for c in row]
@@ -147,6 +179,8 @@ def read_csv_header(path: str | Path) -> list[str]:
         raise TopologyError(f"{path}: not a UTF-8 text file ({exc.reason})") from exc
     except csv.Error as exc:
         raise TopologyError(f"{path}:1: malformed CSV header: {exc}") from exc
+    except (gzip.BadGzipFile, EOFError) as exc:
+        raise TopologyError(f"{path}: not a readable gzip file ({exc})") from exc
     except OSError as exc:
         raise TopologyError(f"{path}: cannot read: {exc.strerror}") from exc
     return []
@@ -163,7 +197,7 @@ def iter_csv_rows(
     and the file and line when a row has a different number of fields than the header or is not valid CSV.
     """
     try:
-        fh = open(path, newline="", encoding="utf-8-sig")
+        fh = open_text(path)
     except OSError as exc:
         raise TopologyError(f"{path}: cannot read: {exc.strerror}") from exc
     with fh:
@@ -193,6 +227,8 @@ def iter_csv_rows(
             raise TopologyError(f"{path}:{reader.line_num}: malformed CSV: {exc}") from exc
         except UnicodeDecodeError as exc:
             raise TopologyError(f"{path}:{reader.line_num + 1}: not UTF-8 text ({exc.reason})") from exc
+        except (gzip.BadGzipFile, EOFError) as exc:
+            raise TopologyError(f"{path}: not a readable gzip file ({exc})") from exc
         if header is None:
             raise TopologyError(f"{path}: empty file, expected a CSV header")
 

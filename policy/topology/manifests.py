@@ -34,6 +34,9 @@ Edges caller → callee, with ``rps=None`` (declared, not measured):
    input's workloads, then workload names, then Service names (→ the workloads they select); an unknown
    name is a warning, not an edge.
 
+   Manifests of two or more services that declare no edge at all get a warning saying why (no address-like env
+   var and no annotation found, or none of them resolved): the app is likely wired through config files.
+
 3. ``AppGroup`` objects (scheduler-plugins ``appgroup.diktyo.x-k8s.io/v1alpha1``, :mod:`policy.topology.appgroup`)
    in the input: an edge for each dependency, the workload references resolved against the input's workloads
    (pod-template label ``appgroup.diktyo.x-k8s.io.workload`` = the reference's ``selector``, else the workload
@@ -67,7 +70,14 @@ from .appgroup import (
 )
 from .common import TopologyError
 
-__all__ = ["WORKLOAD_KINDS", "graph_from_objects", "load_manifests", "addresses_in_env", "workload_refs"]
+__all__ = [
+    "WORKLOAD_KINDS",
+    "graph_from_objects",
+    "load_manifests",
+    "addresses_in_env",
+    "workload_refs",
+    "no_edges_reason",
+]
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Pod")
 """Kinds whose pods become services of the graph."""
@@ -317,10 +327,12 @@ def graph_from_objects(
         return [w for w in workloads if w.namespace == key[0] and all(w.labels.get(k) == v for k, v in sel.items())]
 
     edges: list[ServiceEdge] = []
+    hosts_seen = 0
     try:
         for w in workloads:
             for cname, var, value in _env_of(w, configmaps):
                 for host in addresses_in_env(var, value):
+                    hosts_seen += 1
                     keys = [k for k in _service_keys(host, w.namespace) if k in services]
                     if not keys:
                         warnings.append(
@@ -365,7 +377,25 @@ def graph_from_objects(
         warnings.extend(ag_warnings)
 
     graph = ServiceGraph.build((w.service for w in workloads), edges, f"manifests:{source}" if source else "manifests")
+    services = {w.service for w in workloads}
+    if len(services) >= 2 and not any(e.caller != e.callee for e in graph.edges):
+        warnings.append(
+            f"{prefix}{no_edges_reason(len(services), hosts_seen, sum(len(w.depends_on) for w in workloads))}"
+        )
     return graph, list(dict.fromkeys(warnings))
+
+
+def no_edges_reason(services: int, hosts: int, depends_on: int) -> str:
+    """The warning for manifests that declare no call edge between their ``services`` workloads' services, given
+    the addresses found in env vars (``hosts``) and the ``depends-on`` names (``depends_on``)."""
+    if hosts or depends_on:
+        found = f"{hosts} address(es) in env vars and {depends_on} {ANNOTATION_DEPENDS_ON} name(s) found"
+        return f"no call edges among {services} services: {found}, none resolved to another workload (see above)"
+    return (
+        f"no call edges among {services} services: no `*_ADDR` env vars (or host:port / URL values naming a Service "
+        f"of the input) or {ANNOTATION_DEPENDS_ON} annotations found; the app may be wired through config files: "
+        f"annotate the workloads, or combine the manifests with a span table or an edge list"
+    )
 
 
 def load_manifests(paths: str | Path | Sequence[str | Path]) -> tuple[ServiceGraph, list[str]]:

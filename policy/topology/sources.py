@@ -7,11 +7,14 @@ Kinds (:data:`FORMATS`):
 - ``appgroup``: a YAML/JSON file holding only scheduler-plugins ``AppGroup`` objects
   (``appgroup.diktyo.x-k8s.io/v1alpha1``, :mod:`policy.topology.appgroup`). Given together with manifests, an
   AppGroup file joins the manifests input, so its workload references resolve to the manifests' services;
-- ``spans``: an OpenTelemetry-style span CSV with TraceID, SpanID, ParentID, PodName columns
-  (:mod:`policy.topology.spans`);
-- ``alibaba``: an Alibaba MSCallGraph CSV with um and dm columns (:mod:`policy.topology.alibaba`).
+- ``spans``: an OpenTelemetry-style span CSV with TraceID, SpanID, ParentID, PodName (or ServiceName) columns
+  (:mod:`policy.topology.spans`; other header names through ``span_columns``);
+- ``alibaba``: an Alibaba MSCallGraph CSV with um and dm columns (:mod:`policy.topology.alibaba`);
+- ``edges``: an edge list, the JSON ``hrl-policy graph --json`` writes or a CSV with caller and callee columns
+  (:mod:`policy.topology.edges`).
 
-A directory is detected from its files: ``*.csv`` directly inside → the kind of the first one's header;
+CSV tables may be gzip-compressed (``*.csv.gz``). A directory is detected from its files: ``*.csv`` /
+``*.csv.gz`` directly inside → the kind of the first one's header;
 otherwise ``*.yaml`` / ``*.yml`` / ``*.json`` anywhere below → ``appgroup`` when they hold AppGroups only, else
 ``manifests`` (AppGroups among them are read too).
 
@@ -38,9 +41,10 @@ from policy.state import ServiceEdge, ServiceGraph
 
 from .alibaba import alibaba_version, load_alibaba
 from .appgroup import WorkloadRef, is_appgroup, load_appgroup
-from .common import TopologyError, read_csv_header
+from .common import TopologyError, is_csv_file, read_csv_header
+from .edges import is_edges_json, load_edges
 from .manifests import WORKLOAD_KINDS, load_manifests, workload_refs
-from .spans import load_spans
+from .spans import SPAN_ROLES, load_spans
 
 __all__ = [
     "Format",
@@ -52,17 +56,18 @@ __all__ = [
     "workload_refs_from_sources",
 ]
 
-Format = Literal["manifests", "spans", "alibaba", "appgroup"]
+Format = Literal["manifests", "spans", "alibaba", "appgroup", "edges"]
 FORMATS: tuple[str, ...] = get_args(Format)
 
 _SPAN_KEYS = ("TraceID", "SpanID", "ParentID", "PodName")
+_SPAN_WHO = ("PodName", "ServiceName")
 _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 _MAX_SNIFF_BYTES = 16 * 2**20  # files without a YAML/JSON suffix larger than this are not parsed as YAML
 _EXPECTED = (
     "expected Kubernetes YAML/JSON objects with a 'kind' (manifests or AppGroups), a span CSV with columns "
     + ",".join(_SPAN_KEYS)
-    + ", an Alibaba MSCallGraph CSV with columns um,dm,timestamp,rt, or a "
-    "prometheus+FLAVOR://HOST:PORT URI"
+    + " (or ServiceName), an Alibaba MSCallGraph CSV with columns um,dm,timestamp,rt, an edge list (CSV with "
+    "caller,callee columns or the JSON of `hrl-policy graph --json`), or a prometheus+FLAVOR://HOST:PORT URI"
 )
 
 
@@ -74,12 +79,29 @@ def is_live_source(source: str | Path) -> bool:
     return isinstance(source, str) and bool(_LIVE_URI.match(source))
 
 
-def _csv_kind(header: list[str]) -> Format | None:
-    if all(k in header for k in _SPAN_KEYS):
+def _csv_kind(header: list[str], span_columns: dict[str, str] | None = None) -> Format | None:
+    span_ids = [(span_columns or {}).get(role, SPAN_ROLES[role][0]) for role in ("trace_id", "span_id", "parent_id")]
+    who = [(span_columns or {})[r] for r in ("pod", "service") if r in (span_columns or {})] or list(_SPAN_WHO)
+    if all(k in header for k in span_ids) and any(k in header for k in who):
         return "spans"
     if alibaba_version(header) is not None:
         return "alibaba"
+    if "caller" in header and "callee" in header:
+        return "edges"
     return None
+
+
+def _is_edges_json_file(path: Path) -> bool:
+    """True when ``path`` is a JSON file (by suffix or a leading ``{``) holding an edge list."""
+    try:
+        if path.suffix.lower() != ".json":
+            with open(path, "rb") as fh:
+                if not fh.read(4096).lstrip().startswith(b"{"):
+                    return False
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return is_edges_json(doc)
 
 
 def _objects_kind(path: Path) -> Format | None:
@@ -139,11 +161,14 @@ def _looks_like_objects(path: Path) -> bool:
     return _objects_kind(path) is not None
 
 
-def detect_format(path: str | Path) -> Format:
+def detect_format(path: str | Path, span_columns: dict[str, str] | None = None) -> Format:
     """The kind of the source at ``path`` (a file or a directory), judged by content:
 
-    - a CSV header holding TraceID, SpanID, ParentID and PodName → ``"spans"``;
+    - a CSV header holding TraceID, SpanID, ParentID and PodName or ServiceName (or the headers named by
+      ``span_columns``, role → header) → ``"spans"``;
     - a CSV header holding um, dm and timestamp (Alibaba v2021 or v2022) → ``"alibaba"``;
+    - a CSV header holding caller and callee, or a JSON object with an ``edges`` list and no ``kind`` →
+      ``"edges"``;
     - a YAML or JSON file whose objects include an AppGroup and no workload → ``"appgroup"``;
     - YAML or JSON whose documents are objects with a ``kind`` (or lists of them) → ``"manifests"``.
 
@@ -154,10 +179,10 @@ def detect_format(path: str | Path) -> Format:
     if not p.exists():
         raise TopologyError(f"{p}: no such file or directory")
     if p.is_dir():
-        csvs = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() == ".csv")
+        csvs = sorted(f for f in p.iterdir() if is_csv_file(f))
         if csvs:
             header = read_csv_header(csvs[0])
-            kind = _csv_kind(header)
+            kind = _csv_kind(header, span_columns)
             if kind is None:
                 raise TopologyError(f"{csvs[0]}: unknown format (header {','.join(header)!r}); {_EXPECTED}")
             return kind
@@ -170,9 +195,11 @@ def detect_format(path: str | Path) -> Format:
         header = read_csv_header(p)
     except TopologyError:
         header = []
-    kind = _csv_kind(header)
+    kind = _csv_kind(header, span_columns)
     if kind is not None:
         return kind
+    if _is_edges_json_file(p):
+        return "edges"
     if p.suffix.lower() != ".csv":
         kind_of_objects = _objects_kind(p)
         if kind_of_objects is not None:
@@ -182,14 +209,18 @@ def detect_format(path: str | Path) -> Format:
     raise TopologyError(f"{p}: unknown format{seen}; {_EXPECTED}")
 
 
-def load_graph(paths: str | Path | Sequence[str | Path], fmt: Format | None = None) -> tuple[ServiceGraph, list[str]]:
+def load_graph(
+    paths: str | Path | Sequence[str | Path], fmt: Format | None = None, span_columns: dict[str, str] | None = None
+) -> tuple[ServiceGraph, list[str]]:
     """Read one or more sources and combine them into one graph.
 
     A source is a path (file or directory) or a live URI (``prometheus+FLAVOR://...``, fetched once here; see
     the module docstring). ``fmt`` forces the kind of every path; ``None`` detects each with
-    :func:`detect_format`. All manifest sources together form ONE input (a Service in one file resolves hosts
-    named in another), and AppGroup files join it when there is one; each span, Alibaba or lone AppGroup source
-    is read on its own (a directory is one table). The graphs are merged with :meth:`ServiceGraph.build`:
+    :func:`detect_format`; ``span_columns`` (role → header, :data:`policy.topology.spans.SPAN_ROLES`) names the
+    columns of span tables whose headers differ from the defaults. All manifest sources together form ONE input
+    (a Service in one file resolves hosts named in another), and AppGroup files join it when there is one; each
+    span, Alibaba, edge-list or lone AppGroup source is read on its own (a directory is one table). The graphs are
+    merged with :meth:`ServiceGraph.build`:
     services are united; an edge seen in several sources is one edge whose ``rps`` is the sum of the known
     rates (a declared edge, ``rps=None``, takes the observed rate) and whose other fields keep the first known
     value (sources in the order given, manifests first, live sources last).
@@ -205,7 +236,7 @@ def load_graph(paths: str | Path | Sequence[str | Path], fmt: Format | None = No
     if fmt is not None and fmt not in FORMATS:
         raise TopologyError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
     uris = [str(p) for p in paths if is_live_source(p)]
-    kinds = [(Path(p), fmt or detect_format(p)) for p in paths if not is_live_source(p)]
+    kinds = [(Path(p), fmt or detect_format(p, span_columns)) for p in paths if not is_live_source(p)]
     services: set[str] = set()
     edges: list[ServiceEdge] = []
     warnings: list[str] = []
@@ -219,11 +250,17 @@ def load_graph(paths: str | Path | Sequence[str | Path], fmt: Format | None = No
     for p, k in kinds:
         if k == "manifests" or (k == "appgroup" and manifests):
             continue
-        loader = {"spans": load_spans, "alibaba": load_alibaba, "appgroup": load_appgroup}[k]
-        g, w = loader(p)
+        if k == "spans":
+            g, w = load_spans(p, span_columns)
+        else:
+            loader = {"alibaba": load_alibaba, "appgroup": load_appgroup, "edges": load_edges}[k]
+            g, w = loader(p)
         services.update(g.services)
         edges.extend(g.edges)
         warnings.extend(w)
+    if manifests and any(e.caller != e.callee for e in edges):
+        # another source supplies the edges the manifests do not declare: their "no call edges" note is moot
+        warnings = [w for w in warnings if "no call edges among" not in w]
     names = [f"{k}:{p}" for p, k in kinds]
     if uris:
         from .prometheus import source_from_uri
