@@ -101,7 +101,7 @@ class AppFile(ConfigModel):
 
         name: my-app
         manifests: k8s/                    # Deployments/StatefulSets: replicas, requests, limits
-        graph: manifests                   # or an edge CSV/JSON, span CSV, Alibaba call-graph CSV
+        graph: manifests                   # one source or a list: manifests, span CSV (dir), edge CSV/JSON, ...
         entry: {frontend: 1.0}             # entry service -> share of user requests
         sloP95Ms: 200                      # p95 target of the user requests (ms)
         timeoutMs: 2000                    # the user's end-to-end timeout (ms): slower requests fail
@@ -113,11 +113,23 @@ class AppFile(ConfigModel):
           - {caller: frontend, callee: db, callsPerRequest: 2.0, parallel: false, timeoutMs: 100, retries: 2}
 
     See :class:`ServiceParams` and :class:`CallParams` for the units and meaning of each field.
+
+    ``graph``: one call-graph source or a list of them, each ``manifests`` (the env vars, annotations and
+    AppGroups of the ``manifests`` above) or a path relative to app.yaml of any kind ``hrl-policy graph`` reads:
+    a span table (file or folder), an edge list (the JSON of ``hrl-policy graph --json`` or a CSV with
+    ``caller,callee`` columns), an Alibaba call-graph CSV, an AppGroup. The sources are merged as
+    :func:`policy.topology.sources.load_graph` merges them (``[manifests, spans/]``: the declared edges plus the
+    observed ones, with the observed calls per request and parallel fan-out). A service of the graph with no
+    workload in the manifests is dropped with its edges (a warning in :attr:`AppSpec.warnings`): the simulator
+    has no pod to run it. An edge's ``callsPerRequest`` / ``parallel`` come from ``edges`` when given there,
+    else from the graph (a span table measures them), else 1 and sequential.
     """
 
     name: str
     manifests: str = Field(description="manifest file or folder, relative to app.yaml")
-    graph: str = Field("manifests", description="'manifests' (env vars/annotations) or an edge CSV/JSON file")
+    graph: str | list[str] = Field(
+        "manifests", description="'manifests' (env vars/annotations) or a path to another source, or a list of them"
+    )
     entry: dict[str, float] = Field(description="entry service -> share of user requests")
     slo_p95_ms: float = Field(gt=0)
     timeout_ms: float = Field(gt=0)
@@ -133,7 +145,8 @@ class AppSpec:
     """A simulated application: workloads (from real manifests), the call graph with per-edge call
     multiplicities, performance parameters per service, entry shares, SLO and timeout (ms, end to end,
     as the user's client sees it). ``calls`` holds each edge's :class:`CallParams` (bytes, per-try
-    timeout, retries); an edge missing from it uses ``CallParams()``."""
+    timeout, retries); an edge missing from it uses ``CallParams()``. ``warnings``: one-line notes from
+    reading the call graph (unresolved hosts, services without a workload dropped, no edges)."""
 
     name: str
     workloads: tuple[WorkloadInfo, ...]
@@ -145,6 +158,7 @@ class AppSpec:
     timeout_ms: float
     source: str = ""
     calls: Mapping[tuple[str, str], CallParams] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     @property
     def services(self) -> tuple[str, ...]:
@@ -185,19 +199,31 @@ def load_app(name_or_path: str) -> AppSpec:
         raise ValueError(f"{p}: manifests: no Deployment or StatefulSet in {spec.manifests!r}")
     workloads = tuple(parse_workload(o) for o in deployments)
     names = {w.service for w in workloads}
-    if spec.graph == "manifests":
+    sources = [spec.graph] if isinstance(spec.graph, str) else list(spec.graph)
+    if not sources:
+        raise ConfigError(str(p), [("graph", "empty list: name at least one source (e.g. manifests)")])
+    if sources == ["manifests"]:
         from policy.topology.manifests import graph_from_objects, is_appgroup
 
         if any(is_appgroup(o) for o in objs):  # AppGroups: re-read with line numbers for their errors
             from policy.topology.sources import load_graph
 
-            graph, _warnings = load_graph([str(base / spec.manifests)], "manifests")
+            graph, warnings = load_graph([str(base / spec.manifests)], "manifests")
         else:  # the objects are already parsed: build the graph from them (no second YAML parse)
-            graph, _warnings = graph_from_objects(objs, str(base / spec.manifests))
+            graph, warnings = graph_from_objects(objs, str(base / spec.manifests))
     else:
         from policy.topology.sources import load_graph
 
-        graph, _warnings = load_graph([str(base / spec.graph)])
+        paths = []
+        for i, src in enumerate(sources):
+            path = base / (spec.manifests if src == "manifests" else src)
+            if not path.exists():
+                where = "graph" if isinstance(spec.graph, str) else f"graph[{i}]"
+                raise ConfigError(str(p), [(where, f"no such file or directory: {src!r} (relative to app.yaml)")])
+            paths.append(str(path))
+        graph, warnings = load_graph(paths)
+    graph, dropped = _only_workloads(graph, names)
+    warnings = list(warnings) + dropped
     overrides = {(e.caller, e.callee): e for e in spec.edges}
     problems = [
         (f"edges[{i}]", f"{e.caller} -> {e.callee} is not an edge of the call graph")
@@ -211,13 +237,15 @@ def load_app(name_or_path: str) -> AppSpec:
     edges = []
     for e in graph.edges:
         o = overrides.get((e.caller, e.callee))
+        given = o.model_fields_set if o else set()
+        cpr = e.calls_per_request if e.calls_per_request is not None else 1.0
         edges.append(
             ServiceEdge(
                 e.caller,
                 e.callee,
                 rps=None,
-                calls_per_request=o.calls_per_request if o else 1.0,
-                parallel=o.parallel if o else False,
+                calls_per_request=o.calls_per_request if o and "calls_per_request" in given else cpr,
+                parallel=o.parallel if o and "parallel" in given else e.parallel,
             )
         )
     graph = ServiceGraph.build(names, edges, source=f"app:{spec.name}")
@@ -245,4 +273,21 @@ def load_app(name_or_path: str) -> AppSpec:
         spec.timeout_ms,
         source=str(p),
         calls=calls,
+        warnings=tuple(dict.fromkeys(warnings)),
     )
+
+
+def _only_workloads(graph: ServiceGraph, names: set[str]) -> tuple[ServiceGraph, list[str]]:
+    """``graph`` without the services that have no workload in ``names`` (and their edges), and one warning
+    naming them."""
+    extra = sorted(set(graph.services) - names)
+    if not extra:
+        return graph, []
+    lost = [e for e in graph.edges if e.caller in extra or e.callee in extra]
+    kept = [e for e in graph.edges if e.caller not in extra and e.callee not in extra]
+    shown = ", ".join(extra[:8]) + (f", ... ({len(extra)} in all)" if len(extra) > 8 else "")
+    note = (
+        f"graph: {len(extra)} service(s) of the call graph have no workload in the manifests and are dropped with "
+        f"their {len(lost)} edge(s): {shown}"
+    )
+    return ServiceGraph.build(sorted(names & set(graph.services)) or names, kept, graph.source), [note]

@@ -1,66 +1,80 @@
-"""Calibration of the simulated Online Boutique (``policy/data/apps/online-boutique/app.yaml``) from real
-measurements: the TraStrainer Online Boutique spans and per-pod metrics (FSE'24 artifact), vendored in
-``policy/data/calibration/online-boutique/`` (see its PROVENANCE.md).
+"""Calibration of a simulated application from measurements of the real one: per-minute metrics and spans
+(:mod:`policy.sim.measurements` reads them), on top of the app's structure (workloads from its manifests, call
+graph). ``hrl-policy app build`` (:mod:`policy.sim.appbuild`) runs it on a user's data; the vendored Online
+Boutique (``policy/data/apps/online-boutique/app.yaml``) is its output on the TraStrainer Online Boutique
+measurements (FSE'24 artifact) in ``policy/data/calibration/online-boutique/`` (``python -m
+policy.sim.calibrate [--write-app]``; ``make bench-sim`` writes the fit error to BENCHMARKS.md, section
+``calibration``).
 
-What is fitted, and how:
+What is fitted, and how (units: ms of one core per request, MiB, ms):
 
-- **CPU per request** (``cpuMsPerRequest``): Σ CpuUsage(m) / Σ PodWorkload(Ops) over each pod's *normal*
-  minutes (load > 0.05 ops/s and CPU not a far outlier: ≤ Q3 + 3·IQR of the pod's minutes, which drops the
-  minutes of the experiment's injected CPU faults). The load hardly varies over the 20 hours, so the idle
-  overhead cannot be separated: the figure includes it (an upper bound on the marginal cost).
-- **Working set** (``workingSetMi``): median MemoryUsage(Mi) over the normal minutes.
-- **Calls per request** (edges' ``callsPerRequest``): calls from caller to callee / visits the caller
-  served, in the spans (each (TraceID, SpanID) once); a call is a server span of another service whose
-  parent chain inside the caller's pod leads to the caller's server span.
+- **Normal minutes of a pod**: load > 0.05 req/s and CPU at most Q3 + 3·IQR of the pod's minutes (Tukey's far-out
+  fence: drops the minutes of CPU faults, such as those the TraStrainer experiment injects).
+- **CPU per request** (``cpuMsPerRequest``): Σ cpu_m / Σ rps over the normal minutes of the service's pods
+  (millicores / (req/s) = ms of CPU per request). When the load hardly varies the idle overhead cannot be
+  separated: the figure includes it (an upper bound on the marginal cost).
+- **Working set** (``workingSetMi``): median memory_mi over the normal pod-minutes.
+- **Calls per request** (edges' ``callsPerRequest``): calls from caller to callee / visits of the caller in the
+  spans; **parallel fan-out** (``parallel``): at least half of an edge's calls overlapped another call of the same
+  caller visit (:mod:`policy.topology.spans`). A declared edge between two services seen in the spans that never
+  occurs gets 0; an edge to or from a service without spans keeps 1 call per request, sequential (a warning).
+- **Targets**: the measured visit latency p50 / p95 (p99 reported, not fitted) of each service: by default
+  (``latency_from="auto"``) the median over the service's *normal latency minutes* of its per-minute
+  latency_p50/p95/p99_ms metrics when it has them (longer than a span window, which may catch an incident), else
+  its server spans' percentiles. Normal latency minutes: success rate at its maximum (within 1e-5 relative; a
+  success column that is constant, e.g. 0 because it was not collected, is not used; when that leaves fewer than
+  a quarter of the minutes, the minutes at or above the median success rate) and p50 under 3× its median.
+- **Load** (``lam``, user req/s): the median over the entry's normal latency minutes (else all its pod minutes)
+  of the entry services' summed rps; without an entry rps metric, entry spans / span window (an underestimate
+  when traces are sampled: a warning).
 - **Own time** (``latencyP50Ms`` / ``latencyMeanMs``, a lognormal; and ``cpuCv`` where the CPU work alone is
-  more spread out than the measured latency): fitted so that the *simulated* visit
-  latency of each service (CPU sojourn + own time + its calls, as :mod:`policy.sim.model` computes it, at the
-  measured load, one pod per service as in the measured deployment) matches the measured median and 95th
-  percentile: of the services' server spans for the back ends; of the frontend's per-minute LatencyP50/P95
-  (``front_service.csv``, median over the normal minutes) for the frontend, because the spans' two minutes
-  catch an injected fault at the frontend (its server spans take ~1.2 s there against ~0.16 s normally).
-  Fixed-point iterations on (log median, log p95/p50), all services together, common random numbers.
+  more spread out than the measured latency): fitted so that the *simulated* visit latency of each service (CPU
+  sojourn + own time + its calls, as :mod:`policy.sim.model` computes it, at the measured load, one pod per
+  workload as measured, round-robin on 4-core nodes of one zone) matches the target p50 and p95. Fixed-point
+  iterations on (μ, σ) = (log median, log(p95/p50)/1.645) of each service's own time, all services together,
+  common random numbers: μ += log(t50/s50); σ += (log(t95/t50) - log(s95/s50)) / 1.645, σ in [0.05, 2.5]; when σ
+  is at its floor and the simulated spread is still too wide, cpuCv ×= 0.75 (down to 0.1).
+- Services with neither spans nor metrics keep :data:`UNTRACED_DEFAULTS` (a fast in-memory store: 0.05 ms CPU,
+  0.2 ms own time), a warning each.
 
-The fit error (simulated vs measured p50/p95/p99 per service; the frontend minute by minute) goes to the
-``calibration`` section of BENCHMARKS.md (written by ``make bench-sim``). Run
-``python -m policy.sim.calibrate [--write-app]``.
+The fit error is simulated vs measured per service (p50, p95, p99 in %) and its median over services; checks
+(``checks=True``): the entry minute by minute (each measured minute simulated at its measured load), visits per
+user request (metrics vs model) and the pods' own server-side p95 metric vs the spans.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
-import io
 import math
 import sys
-from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 from .app import AppSpec, ServiceParams, load_app
+from .measurements import Metrics, Series, SpanStats, read_metrics, span_stats
 from .model import PerfModel, PodArrays
 
 __all__ = [
     "ROOT",
     "DATA_DIR",
     "APP_DIR",
-    "TRACED",
-    "service_of_pod",
+    "UNTRACED_DEFAULTS",
+    "LatencyFrom",
     "Measurements",
     "load_measurements",
     "normal_minutes",
-    "front_normal_minutes",
-    "SpanStats",
-    "span_stats",
+    "latency_normal_minutes",
     "Calibration",
     "placement",
     "with_params",
     "simulate_services",
+    "calibrate_app",
     "calibrate",
     "per_minute_fit",
+    "error_table",
     "APP_YAML_HEADER",
     "slo_for",
     "app_yaml",
@@ -72,159 +86,104 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = ROOT / "data" / "calibration" / "online-boutique"
 APP_DIR = ROOT / "data" / "apps" / "online-boutique"
 
-#: Services whose pods were instrumented (redis-cart and the load generator were not).
-TRACED = (
-    "adservice",
-    "cartservice",
-    "checkoutservice",
-    "currencyservice",
-    "emailservice",
-    "frontend",
-    "paymentservice",
-    "productcatalogservice",
-    "recommendationservice",
-    "shippingservice",
-)
+UNTRACED_DEFAULTS = ServiceParams(cpu_ms_per_request=0.05, latency_p50_ms=0.2, latency_mean_ms=0.25, working_set_mi=64)
+"""Parameters of a service with neither spans nor metrics (Online Boutique's redis-cart and load generator)."""
 
+LatencyFrom = Literal["auto", "spans", "metrics"]
 
-def service_of_pod(pod: str) -> str:
-    """PodName without its last two dash-separated parts (ReplicaSet hash and pod suffix)."""
-    return "-".join(pod.split("-")[:-2])
-
-
-def _read_csv(path: Path) -> list[dict[str, str]]:
-    with (
-        gzip.open(path, "rt", encoding="utf-8", newline="")
-        if path.suffix == ".gz"
-        else open(path, encoding="utf-8", newline="") as fh
-    ):
-        return list(csv.DictReader(io.StringIO(fh.read())))
+_QUANTILES = ("p50", "p95", "p99")
 
 
 @dataclass
 class Measurements:
-    """The vendored measurements: ``metrics[service][column]`` (per-minute arrays, one pod per service),
-    ``front[column]`` (frontend service level), ``spans`` (deduplicated rows)."""
+    """What a calibration reads: the metrics (:class:`~policy.sim.measurements.Metrics`), the span statistics
+    (:class:`~policy.sim.measurements.SpanStats`) and warnings from reading them."""
 
-    metrics: dict[str, dict[str, np.ndarray]]
-    front: dict[str, np.ndarray]
-    spans: list[dict[str, str]]
+    metrics: Metrics
+    spans: SpanStats
+    warnings: list[str] = field(default_factory=list)
 
 
-def load_measurements(data_dir: Path = DATA_DIR) -> Measurements:
-    """Read the per-pod metric CSVs, ``front_service.csv`` and the span files (gzip or plain).
+def load_measurements(data_dir: Path = DATA_DIR, services: list[str] | None = None) -> Measurements:
+    """Read ``data_dir/metric`` (metrics tables) and ``data_dir/trace`` (a span table), gzip or plain, in the
+    default layouts of :mod:`policy.sim.measurements`; ``services``: the app's workloads (default: Online
+    Boutique's). Raises FileNotFoundError naming the folder when one is missing."""
+    from policy.topology.spans import read_span_table, table_warnings
 
-    Raises FileNotFoundError naming the folder when a file is missing."""
-    mdir, tdir = data_dir / "metric", data_dir / "trace"
+    mdir, tdir = Path(data_dir) / "metric", Path(data_dir) / "trace"
     if not mdir.is_dir() or not tdir.is_dir():
         raise FileNotFoundError(f"{data_dir}: expected metric/ and trace/ folders")
-    metrics: dict[str, dict[str, np.ndarray]] = {}
-    front: dict[str, np.ndarray] = {}
-    for p in sorted(mdir.iterdir()):
-        rows = _read_csv(p)
-        if not rows:
-            continue
-        cols = {k: np.array([_num(r[k]) for r in rows]) for k in rows[0] if k not in ("Time", "PodName", "ServiceName")}
-        if p.name.startswith("front_service"):
-            front = cols
-        else:
-            metrics[service_of_pod(rows[0]["PodName"])] = cols
-    spans: dict[tuple[str, str], dict[str, str]] = {}
-    for p in sorted(tdir.iterdir()):
-        for r in _read_csv(p):
-            spans.setdefault((r["TraceID"], r["SpanID"]), r)  # the two files repeat 192 spans
-    return Measurements(metrics, front, list(spans.values()))
+    if services is None:
+        services = list(load_app(str(APP_DIR)).services)
+    metrics = read_metrics(mdir, services)
+    table = read_span_table(tdir)
+    return Measurements(metrics, span_stats(table), metrics.warnings + table_warnings(table))
 
 
-def _num(s: str) -> float:
-    try:
-        return float(s)
-    except ValueError:
-        return math.nan
+def normal_minutes(cpu: np.ndarray | None, load: np.ndarray | None) -> np.ndarray:
+    """(T,) bool: minutes of one pod with load > 0.05 req/s and CPU at most Q3 + 3·IQR (Tukey's far-out fence)
+    and finite. ``cpu`` / ``load`` (T,) float, either may be None (its criterion is skipped)."""
+    n = len(cpu if cpu is not None else load) if (cpu is not None or load is not None) else 0
+    ok = np.ones(n, dtype=bool)
+    if load is not None:
+        ok &= load > 0.05
+    if cpu is not None:
+        q1, q3 = np.nanpercentile(cpu, [25, 75])
+        ok &= (cpu <= q3 + 3 * (q3 - q1)) & np.isfinite(cpu)
+    return ok
 
 
-def normal_minutes(m: dict[str, np.ndarray]) -> np.ndarray:
-    """Minutes of one pod with load (> 0.05 ops/s) and CPU at most Q3 + 3·IQR (Tukey's far-out fence)."""
-    cpu, w = m["CpuUsage(m)"], m["PodWorkload(Ops)"]
-    q1, q3 = np.nanpercentile(cpu, [25, 75])
-    return (w > 0.05) & (cpu <= q3 + 3 * (q3 - q1)) & np.isfinite(cpu)
-
-
-def front_normal_minutes(front: dict[str, np.ndarray]) -> np.ndarray:
-    """Frontend minutes without failures and with a median latency under 3× the overall median."""
-    p50 = front["LatencyP50(s)"]
-    return (front["SuccessRate(%)"] >= 99.999) & (p50 < 3 * np.nanmedian(p50)) & np.isfinite(p50)
-
-
-@dataclass
-class SpanStats:
-    """From the spans: server-span durations (ms) per service, visits per service, calls per (caller,
-    callee), the window (s) and the user requests (frontend root spans)."""
-
-    durations_ms: dict[str, np.ndarray]
-    visits: dict[str, int]
-    calls: dict[tuple[str, str], int]
-    window_s: float
-    user_requests: int
-
-    def calls_per_request(self) -> dict[tuple[str, str], float]:
-        return {(a, b): n / self.visits[a] for (a, b), n in self.calls.items() if self.visits.get(a)}
-
-
-def span_stats(spans: list[dict[str, str]]) -> SpanStats:
-    by_id = {(r["TraceID"], r["SpanID"]): r for r in spans}
-    svc = {k: service_of_pod(r["PodName"]) for k, r in by_id.items()}
-
-    def is_server(k) -> bool:
-        r = by_id[k]
-        if r["ParentID"] == "root":
-            return True
-        pk = (k[0], r["ParentID"])
-        return pk in by_id and svc[pk] != svc[k]
-
-    def owner(k):
-        """The server span of the same pod that (transitively) contains span k."""
-        seen = 0
-        while not is_server(k) and seen < 64:
-            k = (k[0], by_id[k]["ParentID"])
-            if k not in by_id:
-                return None
-            seen += 1
-        return k
-
-    dur: dict[str, list[float]] = defaultdict(list)
-    visits: dict[str, int] = defaultdict(int)
-    calls: dict[tuple[str, str], int] = defaultdict(int)
-    for k, r in by_id.items():
-        if not is_server(k):
-            continue
-        s = svc[k]
-        dur[s].append(int(r["Duration"]) / 1000.0)
-        visits[s] += 1
-        if r["ParentID"] != "root":
-            o = owner((k[0], r["ParentID"]))
-            if o is not None:
-                calls[(svc[o], s)] += 1
-    t0 = min(int(r["StartTimeUnixNano"]) for r in spans)
-    t1 = max(int(r["EndTimeUnixNano"]) for r in spans)
-    roots = sum(1 for r in spans if r["ParentID"] == "root")
-    return SpanStats({s: np.array(v) for s, v in dur.items()}, dict(visits), dict(calls), (t1 - t0) / 1e9, roots)
+def latency_normal_minutes(p50: np.ndarray, success: np.ndarray | None) -> tuple[np.ndarray, str]:
+    """(T,) bool: the minutes of a service-level latency series without failures (success at its maximum, within
+    1e-5 relative; if that keeps under a quarter of the minutes, success >= its median) and with a median
+    latency under 3× its overall median; and a note saying which success rule was applied."""
+    ok = (p50 < 3 * np.nanmedian(p50)) & np.isfinite(p50)
+    if success is None or not np.isfinite(success).any():
+        return ok, "no success-rate column"
+    top = float(np.nanmax(success))
+    good = success >= top * (1 - 1e-5)
+    if good.sum() >= 0.25 * np.isfinite(success).sum():
+        return ok & good, f"success rate at its maximum ({top:g})"
+    med = float(np.nanmedian(success))
+    return ok & (success >= med), f"success rate >= its median ({med:g}): its maximum is rare"
 
 
 @dataclass
 class Calibration:
-    """The fitted parameters and the fit error tables."""
+    """The fitted parameters, the fit error tables and what the fit read.
+
+    ``params``: service → fitted :class:`ServiceParams` (traced services only); ``calls_per_request``:
+    (caller, callee) → calls per caller visit; ``parallel``: edges with parallel fan-out; ``lam_rps``: the fit
+    load (user req/s); ``targets`` / ``simulated``: service → (p50, p95, p99) ms; ``target_source``: where each
+    target comes from; ``entry``: entry service → share; ``warnings``: notes for the user.
+    """
 
     params: dict[str, ServiceParams]
     calls_per_request: dict[tuple[str, str], float]
     lam_rps: float
-    targets: dict[str, tuple[float, float, float]]  # measured p50, p95, p99 (ms)
+    targets: dict[str, tuple[float, float, float]]
     simulated: dict[str, tuple[float, float, float]]
     target_source: dict[str, str]
     per_minute: dict[str, dict[str, float]] = field(default_factory=dict)
     visits_check: list[tuple[str, float, float]] = field(default_factory=list)
     pod_latency_check: list[tuple[str, float, float, float]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    entry: dict[str, float] = field(default_factory=dict)
+    parallel: set[tuple[str, str]] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)
+    app_name: str = ""
+
+    def errors_pct(self) -> dict[str, tuple[float, float, float]]:
+        """Service → signed error (simulated / measured - 1) in % at p50, p95, p99."""
+        return {
+            s: tuple(100.0 * (b / a - 1.0) for a, b in zip(t, self.simulated[s]))  # type: ignore[misc]
+            for s, t in self.targets.items()
+        }
+
+    def median_abs_error_pct(self) -> dict[str, float]:
+        """``{"p50": .., "p95": .., "p99": ..}``: the median over services of the absolute error (%)."""
+        e = np.abs(np.array(list(self.errors_pct().values()), dtype=np.float64).reshape(-1, 3))
+        return {q: float(np.nanmedian(e[:, i])) if len(e) else math.nan for i, q in enumerate(_QUANTILES)}
 
 
 def placement(model: PerfModel, app: AppSpec, nodes: int = 6) -> tuple[PodArrays, np.ndarray]:
@@ -242,7 +201,13 @@ def placement(model: PerfModel, app: AppSpec, nodes: int = 6) -> tuple[PodArrays
     return pods, np.full(nodes, 4.0)
 
 
+def _nodes_for(app: AppSpec) -> int:
+    """Nodes of the calibration placement: 6, or one per two workloads for larger apps."""
+    return max(6, math.ceil(len(app.workloads) / 2))
+
+
 def with_params(app: AppSpec, params: dict[str, ServiceParams], calls: dict[tuple[str, str], float]) -> AppSpec:
+    """``app`` with these service parameters and calls per request (edges not in ``calls`` keep theirs)."""
     from policy.state import ServiceEdge
 
     edges = [
@@ -261,7 +226,7 @@ def with_params(app: AppSpec, params: dict[str, ServiceParams], calls: dict[tupl
 def simulate_services(app: AppSpec, lam: float, seed: int = 0, n: int = 20000) -> dict[str, tuple[float, ...]]:
     """Simulated p50/p95/p99 (ms) of every visited service's visit latency at ``lam`` user req/s."""
     m = PerfModel(app)
-    pods, cores = placement(m, app)
+    pods, cores = placement(m, app, _nodes_for(app))
     st = m.step(lam, pods, cores, [""] * len(cores), np.random.default_rng(seed), n, app.timeout_ms, per_service=True)
     return {
         s: tuple(float(x) for x in st.service_latency_ms[i])
@@ -270,55 +235,185 @@ def simulate_services(app: AppSpec, lam: float, seed: int = 0, n: int = 20000) -
     }
 
 
-def calibrate(
-    meas: Measurements | None = None,
-    app: AppSpec | None = None,
+# ---- from the measurements ----------------------------------------------------------------------------------
+
+
+def _pod_normal(s: Series) -> np.ndarray:
+    return normal_minutes(s.get("cpu_m") if s.has("cpu_m") else None, s.get("rps") if s.has("rps") else None)
+
+
+def _service_rps(metrics: Metrics, services: list[str]) -> dict[int, float]:
+    """Step → summed rps of these services' pods (steps where every one of them has a value)."""
+    per: dict[str, dict[int, float]] = {}
+    for svc in services:
+        acc: dict[int, float] = {}
+        for s in metrics.pods(svc):
+            if not s.has("rps"):
+                continue
+            for k, v in zip(s.step.tolist(), s.get("rps").tolist()):
+                acc[k] = acc.get(k, 0.0) + v
+        per[svc] = acc
+    if not per or not all(per.values()):
+        return {}
+    steps = set.intersection(*(set(a) for a in per.values()))
+    return {k: sum(per[s][k] for s in services) for k in sorted(steps)}
+
+
+def _resource_params(
+    meas: Measurements, base: dict[str, ServiceParams], limits_mi: dict[str, float]
+) -> tuple[dict[str, ServiceParams], list[str], list[str]]:
+    """CPU per request and working set per service from its pods' normal minutes; notes and warnings."""
+    params: dict[str, ServiceParams] = {}
+    notes, warnings = [], []
+    for svc in meas.metrics.services():
+        pods = meas.metrics.pods(svc)
+        if not pods:
+            continue
+        cpu, load, mem, n_ok, n_all = [], [], [], 0, 0
+        for s in pods:
+            ok = _pod_normal(s)
+            n_ok, n_all = n_ok + int(ok.sum()), n_all + len(ok)
+            if s.has("cpu_m") and s.has("rps"):
+                cpu.append(s.get("cpu_m")[ok])
+                load.append(s.get("rps")[ok])
+            if s.has("memory_mi"):
+                mem.append(s.get("memory_mi")[ok])
+        update: dict[str, float] = {}
+        if cpu:
+            c = float(np.nansum(np.concatenate(cpu)) / max(np.nansum(np.concatenate(load)), 1e-9))
+            update["cpu_ms_per_request"] = round(c, 4)
+        else:
+            warnings.append(f"{svc}: no cpu_m and rps metrics: cpuMsPerRequest keeps its default")
+        if mem and np.isfinite(np.concatenate(mem)).any():
+            ws = float(np.nanmedian(np.concatenate(mem)))
+            update["working_set_mi"] = round(ws, 1)
+            lim = limits_mi.get(svc)
+            if lim and ws > lim:
+                warnings.append(
+                    f"{svc}: measured working set {ws:.0f} Mi exceeds its memory limit {lim:.0f} Mi in the manifests: "
+                    f"the simulator OOM-kills such a pod (raise the limit or check the memory_mi column's unit)"
+                )
+        params[svc] = base.get(svc, ServiceParams()).model_copy(update=update)
+        notes.append(f"{svc}: {n_ok} of {n_all} minutes normal")
+    return params, notes, warnings
+
+
+def _targets(
+    meas: Measurements, latency_from: LatencyFrom
+) -> tuple[dict[str, tuple[float, float, float]], dict[str, str], dict[str, np.ndarray], list[str]]:
+    """Targets per service, their sources, the normal latency minutes (step numbers) of the services with a
+    latency series, and warnings."""
+    targets: dict[str, tuple[float, float, float]] = {}
+    source: dict[str, str] = {}
+    normal_steps: dict[str, np.ndarray] = {}
+    warnings: list[str] = []
+    for svc in sorted(set(meas.spans.durations_ms) | set(meas.metrics.services())):
+        lat = meas.metrics.latency(svc) if latency_from != "spans" else None
+        d = meas.spans.durations_ms.get(svc)
+        if lat is not None:
+            ok, rule = latency_normal_minutes(
+                lat.raw["latency_p50_ms"], lat.raw["success_pct"] if lat.has("success_pct") else None
+            )
+            normal_steps[svc] = lat.step[ok]
+            q = []
+            for r in ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms"):
+                q.append(lat.columns[r].factor * float(np.nanmedian(lat.raw[r][ok])) if lat.has(r) else math.nan)
+            targets[svc] = (q[0], q[1], q[2])
+            source[svc] = f"{Path(lat.file).name}, median over {int(ok.sum())} normal minutes"
+            if d is not None and len(d) >= 20:
+                s50 = float(np.percentile(d, 50))
+                ratio = s50 / q[0] if q[0] > 0 else math.inf
+                if not 0.5 <= ratio <= 2.0:
+                    warnings.append(
+                        f"{svc}: its spans' median ({s50:.1f} ms) is {ratio:.1f}x its metrics' normal-minute median "
+                        f"({q[0]:.1f} ms): the span window may catch an incident; the metrics are the target"
+                    )
+            if int(ok.sum()) < 10:
+                warnings.append(f"{svc}: only {int(ok.sum())} normal latency minutes ({rule})")
+        elif d is not None and len(d):
+            if latency_from == "metrics":
+                warnings.append(f"{svc}: no latency metrics: its target comes from its spans")
+            targets[svc] = tuple(float(np.percentile(d, q)) for q in (50, 95, 99))  # type: ignore[assignment]
+            source[svc] = f"server spans (n={len(d)})"
+            if len(d) < 20:
+                warnings.append(f"{svc}: only {len(d)} visits in the spans: its p95 target is uncertain")
+    return targets, source, normal_steps, warnings
+
+
+def _entry_load(meas: Measurements, entry: dict[str, float], normal_steps: dict[str, np.ndarray]) -> tuple[float, str]:
+    """The fit load (user req/s) and how it was measured."""
+    rps = _service_rps(meas.metrics, list(entry))
+    if rps:
+        lat_steps = [normal_steps[s] for s in entry if s in normal_steps]
+        if lat_steps:
+            steps = [k for k in lat_steps[0].tolist() if k in rps]
+            how = "median entry rps over its normal latency minutes"
+        else:
+            steps = list(rps)
+            how = "median entry rps over all its minutes"
+        vals = np.array([rps[k] for k in steps], dtype=np.float64)
+        if len(vals) and np.isfinite(vals).any() and np.nanmedian(vals) > 0:
+            return float(np.nanmedian(vals)), how
+    roots = sum(meas.spans.roots.get(s, 0) for s in entry)
+    if meas.spans.window_s > 0 and roots:
+        return roots / meas.spans.window_s, "entry spans / span window (no entry rps metric: sampled traces undercount)"
+    raise ValueError(
+        f"entry {', '.join(entry)}: no load measured: neither an rps metric of the entry service nor entry spans "
+        f"over a time window"
+    )
+
+
+def calibrate_app(
+    app: AppSpec,
+    meas: Measurements,
+    entry: dict[str, float] | None = None,
     iterations: int = 20,
     seed: int = 0,
     checks: bool = True,
+    latency_from: LatencyFrom = "auto",
 ) -> Calibration:
-    """Fit the parameters (module docstring). ``app``: the Online Boutique AppSpec to start from (only its
-    structure is used: the fit does not depend on the parameters it holds). ``checks``: also run the
-    minute-by-minute comparison and the other checks of the report (slower)."""
-    meas = meas or load_measurements()
-    app = app or load_app(str(APP_DIR))
-    notes = []
-    # ---- CPU and memory from the per-pod metrics ------------------------------------------------------
+    """Fit the parameters of ``app`` to ``meas`` (module docstring). ``app`` gives the structure: workloads,
+    call graph (its edges' ``parallel`` and, for edges without spans, ``calls_per_request``), the parameters of
+    untraced services, the timeout; its traced services' parameters are replaced. ``entry``: entry service →
+    share (default: ``app.entry``). ``checks``: also run the minute-by-minute comparison and the other checks.
+
+    Raises ``ValueError`` when nothing can be fitted (no span visits and no latency metrics) or no load is
+    measured.
+    """
+    entry = dict(entry or app.entry)
+    warnings = list(meas.warnings)
+    limits_mi = {w.service: w.pod_limits.memory_bytes / 2**20 for w in app.workloads if w.pod_limits.memory_bytes}
     base = {s: app.params.get(s, ServiceParams()) for s in app.params}
-    params: dict[str, ServiceParams] = {}
-    for s, m in meas.metrics.items():
-        ok = normal_minutes(m)
-        cpu = float(np.nansum(m["CpuUsage(m)"][ok]) / max(np.nansum(m["PodWorkload(Ops)"][ok]), 1e-9))
-        ws = float(np.nanmedian(m["MemoryUsage(Mi)"][ok]))
-        params[s] = base.get(s, ServiceParams()).model_copy(
-            update={"cpu_ms_per_request": round(cpu, 4), "working_set_mi": round(ws, 1)}
-        )
-        notes.append(f"{s}: {int(ok.sum())} of {len(ok)} minutes normal")
-    # ---- calls per request from the spans -------------------------------------------------------------
-    ss = span_stats(meas.spans)
+    params, notes, w = _resource_params(meas, base, limits_mi)
+    warnings += w
+    ss = meas.spans
+    traced = set(ss.visits)
     calls = {k: round(v, 3) for k, v in ss.calls_per_request().items()}
     for e in app.graph.edges:
-        if e.caller in TRACED and e.callee in TRACED and (e.caller, e.callee) not in calls:
-            calls[(e.caller, e.callee)] = 0.0  # a traced pair that never occurs
-    # ---- targets ----------------------------------------------------------------------------------------
-    fm = front_normal_minutes(meas.front)
-    targets: dict[str, tuple[float, float, float]] = {}
-    source: dict[str, str] = {}
-    for s, d in ss.durations_ms.items():
-        if s == "frontend":
+        if (e.caller, e.callee) in calls:
             continue
-        targets[s] = tuple(float(np.percentile(d, q)) for q in (50, 95, 99))  # type: ignore[assignment]
-        source[s] = f"server spans (n={len(d)})"
-    targets["frontend"] = tuple(
-        1000.0 * float(np.nanmedian(meas.front[c][fm]))  # type: ignore[assignment]
-        for c in ("LatencyP50(s)", "LatencyP95(s)", "LatencyP99(s)")
-    )
-    source["frontend"] = f"front_service.csv, median over {int(fm.sum())} normal minutes"
-    lam = float(np.nanmedian(meas.metrics["frontend"]["PodWorkload(Ops)"][fm]))
+        if e.caller in traced and e.callee in traced:
+            calls[(e.caller, e.callee)] = 0.0  # a traced pair that never occurs
+        elif e.caller in traced:
+            warnings.append(
+                f"edge {e.caller} -> {e.callee}: {e.callee} is not in the spans: "
+                f"{e.calls_per_request if e.calls_per_request is not None else 1:g} call(s) per request assumed"
+            )
+    targets, source, normal_steps, w = _targets(meas, latency_from)
+    warnings += w
+    if not targets:
+        raise ValueError("nothing to fit: no service has span visits or latency metrics")
+    lam, how = _entry_load(meas, entry, normal_steps)
+    notes.append(f"load {lam:.3f} user req/s: {how}")
+    for s in sorted(set(app.services) - traced - set(meas.metrics.services())):
+        if s not in entry and any(e.callee == s for e in app.graph.edges):
+            warnings.append(f"{s}: neither spans nor metrics: it keeps {_params_text(app.params.get(s))}")
+    for s in sorted(set(ss.visits) - set(app.services)):
+        warnings.append(f"{s}: in the spans but no workload in the manifests: dropped")
     # ---- own time: fixed-point fit on the simulated visit latency ---------------------------------------
-    # start from the measured quantiles themselves (independent of the current app.yaml: the fit is idempotent)
+    # start from the measured quantiles themselves (independent of the app's current parameters: idempotent)
     for s in targets:
-        params[s] = params[s].model_copy(update={"cpu_cv": 1.0})
+        params[s] = params.get(s, base.get(s, ServiceParams())).model_copy(update={"cpu_cv": 1.0})
     mu = {s: math.log(targets[s][0] / 2.0) for s in targets}
     sg = {s: min(max(math.log(targets[s][1] / targets[s][0]) / 1.645, 0.05), 2.5) for s in targets}
     cur = app
@@ -349,67 +444,130 @@ def calibrate(
         )
     cur = with_params(app, params, calls)
     sim = simulate_services(cur, lam, seed + 1)
-    cal = Calibration(
-        params, calls, lam, targets, {s: sim.get(s, (math.nan,) * 3) for s in targets}, source, notes=notes
-    )
-    if not checks:
-        return cal
-    # ---- checks -------------------------------------------------------------------------------------------
-    m = PerfModel(cur)
-    w_front = meas.metrics["frontend"]["PodWorkload(Ops)"]
-    for s, mm in sorted(meas.metrics.items()):
-        ok = normal_minutes(mm) & normal_minutes(meas.metrics["frontend"])
-        measured = float(np.nansum(mm["PodWorkload(Ops)"][ok]) / max(np.nansum(w_front[ok]), 1e-9))
-        cal.visits_check.append((s, measured, float(m.visits[m.pos[s]])))
-    cal.per_minute = per_minute_fit(cur, meas, seed)
-    for s, mm in sorted(meas.metrics.items()):
-        ok = normal_minutes(mm)
-        meas_p95 = 1000.0 * float(np.nanmedian(mm["PodServerLatencyP95(s)"][ok]))
-        cal.pod_latency_check.append(
-            (
-                s,
-                meas_p95,
-                targets[s][1] if s in targets else math.nan,
-                cal.simulated[s][1] if s in cal.simulated else math.nan,
-            )
+    unreached = [s for s in targets if s not in sim]
+    if unreached:
+        warnings.append(
+            f"not reached from the entry {', '.join(entry)} in the call graph, so not fitted: {', '.join(unreached)}"
         )
+    cal = Calibration(
+        params,
+        calls,
+        lam,
+        targets,
+        {s: sim.get(s, (math.nan,) * 3) for s in targets},  # type: ignore[misc]
+        source,
+        notes=notes,
+        entry=entry,
+        parallel={(e.caller, e.callee) for e in app.graph.edges if e.parallel},
+        warnings=list(dict.fromkeys(warnings)),
+        app_name=app.name,
+    )
+    if checks:
+        _checks(cal, cur, meas, normal_steps, seed)
     return cal
 
 
-def per_minute_fit(app: AppSpec, meas: Measurements, seed: int = 0, n: int = 2000) -> dict[str, dict[str, float]]:
-    """Simulate every measured minute at its measured frontend load and compare the frontend's simulated
-    p50/p95/p99 with ``front_service.csv``'s: median absolute relative error (%) over the normal minutes and
-    over all minutes, and the median signed error."""
+def _params_text(p: ServiceParams | None) -> str:
+    p = p or ServiceParams()
+    return f"cpuMsPerRequest {p.cpu_ms_per_request:g}, latencyP50Ms {p.latency_p50_ms:g}"
+
+
+def _checks(cal: Calibration, app: AppSpec, meas: Measurements, normal_steps: dict[str, np.ndarray], seed: int) -> None:
     m = PerfModel(app)
-    pods, cores = placement(m, app)
-    rng = np.random.default_rng(seed)
-    lam = meas.metrics["frontend"]["PodWorkload(Ops)"]
-    front = meas.front
-    k = min(len(lam), len(front["LatencyP50(s)"]))
-    sim = np.full((k, 3), np.nan)
-    for i in range(k):
-        if not lam[i] > 0:
+    entry = list(cal.entry)
+    entry_ok: dict[int, bool] = {}
+    for s in (p for e in entry for p in meas.metrics.pods(e)):
+        for k, ok in zip(s.step.tolist(), _pod_normal(s).tolist()):
+            entry_ok[k] = entry_ok.get(k, True) and ok
+    entry_rps = _service_rps(meas.metrics, entry)
+    for svc in meas.metrics.services():
+        pods = [p for p in meas.metrics.pods(svc) if p.has("rps")]
+        if not pods or svc not in m.pos or not entry_rps:
             continue
-        st = m.step(float(lam[i]), pods, cores, [""] * len(cores), rng, n, app.timeout_ms)
-        if len(st.latency_ms):
-            sim[i] = np.percentile(st.latency_ms, [50, 95, 99])
-    meas_q = 1000.0 * np.stack([front[c][:k] for c in ("LatencyP50(s)", "LatencyP95(s)", "LatencyP99(s)")], axis=1)
-    normal = front_normal_minutes({c: v[:k] for c, v in front.items()})
+        num = den = 0.0
+        for p in pods:
+            for k, ok, v in zip(p.step.tolist(), _pod_normal(p).tolist(), p.get("rps").tolist()):
+                if ok and entry_ok.get(k) and k in entry_rps and math.isfinite(v):
+                    num += v
+                    den += entry_rps[k]
+        cal.visits_check.append((svc, num / den if den else math.nan, float(m.visits[m.pos[svc]])))
+    if len(entry) == 1 and meas.metrics.latency(entry[0]) is not None and entry_rps:
+        cal.per_minute = per_minute_fit(app, meas, entry[0], seed)
+    for svc in meas.metrics.services():
+        pods = [p for p in meas.metrics.pods(svc) if p.has("pod_latency_p95_ms")]
+        if not pods:
+            continue
+        vals = np.concatenate([p.raw["pod_latency_p95_ms"][_pod_normal(p)] for p in pods])
+        meas_p95 = pods[0].columns["pod_latency_p95_ms"].factor * float(np.nanmedian(vals))
+        cal.pod_latency_check.append(
+            (
+                svc,
+                meas_p95,
+                cal.targets[svc][1] if svc in cal.targets else math.nan,
+                cal.simulated[svc][1] if svc in cal.simulated else math.nan,
+            )
+        )
+
+
+def per_minute_fit(
+    app: AppSpec, meas: Measurements, entry: str, seed: int = 0, n: int = 2000
+) -> dict[str, dict[str, float]]:
+    """Simulate every measured minute at its measured entry load and compare the simulated user-request
+    p50/p95/p99 with the entry's latency metrics of that minute: median absolute relative error (%) over the
+    normal minutes and over all minutes, and the median signed error over the normal minutes."""
+    m = PerfModel(app)
+    pods, cores = placement(m, app, _nodes_for(app))
+    rng = np.random.default_rng(seed)
+    rps = _service_rps(meas.metrics, [entry])
+    lat = meas.metrics.latency(entry)
+    assert lat is not None
+    normal, _ = latency_normal_minutes(
+        lat.raw["latency_p50_ms"], lat.raw["success_pct"] if lat.has("success_pct") else None
+    )
+    roles = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms")
+    sim, meas_q, norm = [], [], []
+    for i, k in enumerate(lat.step.tolist()):
+        lam = rps.get(k, math.nan)
+        row = [math.nan] * 3
+        if lam > 0:
+            st = m.step(float(lam), pods, cores, [""] * len(cores), rng, n, app.timeout_ms)
+            if len(st.latency_ms):
+                row = list(np.percentile(st.latency_ms, [50, 95, 99]))
+        sim.append(row)
+        meas_q.append([lat.get(r)[i] if lat.has(r) else math.nan for r in roles])
+        norm.append(bool(normal[i]))
+    sim_a, meas_a, normal_a = np.array(sim), np.array(meas_q), np.array(norm)
     out = {}
-    for j, q in enumerate(("p50", "p95", "p99")):
-        err = 100.0 * (sim[:, j] / meas_q[:, j] - 1.0)
+    for j, q in enumerate(_QUANTILES):
+        err = 100.0 * (sim_a[:, j] / meas_a[:, j] - 1.0)
         okk = np.isfinite(err)
         out[q] = {
-            "mape_normal_pct": float(np.nanmedian(np.abs(err[okk & normal]))),
-            "mape_all_pct": float(np.nanmedian(np.abs(err[okk]))),
-            "median_err_normal_pct": float(np.nanmedian(err[okk & normal])),
-            "minutes_normal": int((okk & normal).sum()),
+            "mape_normal_pct": float(np.nanmedian(np.abs(err[okk & normal_a]))) if (okk & normal_a).any() else math.nan,
+            "mape_all_pct": float(np.nanmedian(np.abs(err[okk]))) if okk.any() else math.nan,
+            "median_err_normal_pct": float(np.nanmedian(err[okk & normal_a])) if (okk & normal_a).any() else math.nan,
+            "minutes_normal": int((okk & normal_a).sum()),
             "minutes_all": int(okk.sum()),
         }
     return out
 
 
-# ---- output ---------------------------------------------------------------------------------------------
+# ---- Online Boutique ------------------------------------------------------------------------------------
+
+
+def calibrate(
+    meas: Measurements | None = None,
+    app: AppSpec | None = None,
+    iterations: int = 20,
+    seed: int = 0,
+    checks: bool = True,
+) -> Calibration:
+    """Online Boutique fitted to the vendored TraStrainer measurements: :func:`calibrate_app` on
+    ``policy/data/apps/online-boutique`` (only its structure is used: the fit does not depend on the parameters
+    it holds) and ``policy/data/calibration/online-boutique``."""
+    app = app or load_app(str(APP_DIR))
+    meas = meas or load_measurements(DATA_DIR, list(app.services))
+    return calibrate_app(app, meas, {"frontend": 1.0}, iterations, seed, checks)
+
 
 APP_YAML_HEADER = """\
 # Online Boutique (Google microservices-demo v0.10.6) as a simulated application.
@@ -422,12 +580,13 @@ APP_YAML_HEADER = """\
 
 
 def slo_for(cal: Calibration) -> float:
-    """The app's p95 SLO (ms): 1.3x the measured normal-minute frontend p95, rounded to 50 ms."""
-    return float(50 * round(1.3 * cal.targets["frontend"][1] / 50))
+    """The app's p95 SLO (ms): 1.3x the measured p95 of the (slowest) entry service, rounded to 50 ms (>= 50)."""
+    p95 = max(cal.targets[s][1] for s in cal.entry if s in cal.targets)
+    return float(max(50, 50 * round(1.3 * p95 / 50)))
 
 
 def app_yaml(cal: Calibration, app: AppSpec) -> str:
-    """The whole app.yaml text with the fitted parameters."""
+    """Online Boutique's app.yaml text with the fitted parameters (the committed file)."""
     lines = [
         APP_YAML_HEADER.rstrip("\n"),
         "apiVersion: hrl-scheduler.io/v1alpha1",
@@ -465,43 +624,66 @@ def app_yaml(cal: Calibration, app: AppSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown(cal: Calibration) -> str:
-    """The ``calibration`` section of BENCHMARKS.md."""
+# ---- report ---------------------------------------------------------------------------------------------
+
+
+def error_table(cal: Calibration) -> list[dict[str, object]]:
+    """One row per fitted service: measured and simulated p50/p95/p99 (ms), signed errors (%), the source."""
+    errs = cal.errors_pct()
+    rows = []
+    for s in sorted(cal.targets):
+        row: dict[str, object] = {"service": s, "target_from": cal.target_source[s]}
+        for i, q in enumerate(_QUANTILES):
+            row[f"measured_{q}_ms"] = _finite(cal.targets[s][i])
+            row[f"simulated_{q}_ms"] = _finite(cal.simulated[s][i])
+            row[f"error_{q}_pct"] = _finite(errs[s][i])
+        rows.append(row)
+    return rows
+
+
+def _finite(v: float) -> float | None:
+    return round(float(v), 4) if math.isfinite(v) else None
+
+
+def markdown(cal: Calibration, intro: str | None = None) -> str:
+    """The fit report in markdown (for Online Boutique: the ``calibration`` section of BENCHMARKS.md)."""
+    if intro is None:
+        intro = (
+            "Written by `make bench-sim` (`python -m policy.bench.sim`). Online Boutique fitted to the TraStrainer "
+            "measurements (policy/sim/calibrate.py; data in policy/data/calibration/online-boutique/; the same "
+            "fit as `hrl-policy app build`)."
+        )
     out = [
-        "Written by `make bench-sim` (`python -m policy.bench.sim`). Online Boutique fitted to the "
-        "TraStrainer measurements (policy/sim/calibrate.py; data in policy/data/calibration/online-boutique/). "
-        f"Fit load: {cal.lam_rps:.2f} user req/s (median frontend load of the normal minutes); one pod per "
-        "service as measured.",
+        f"{intro} Fit load: {cal.lam_rps:.2f} user req/s (median entry load of the normal minutes); one pod per "
+        "workload as measured.",
         "",
-        "**Per service: simulated vs measured visit latency** (ms; back ends: their server spans, fitted on p50 "
-        "and p95, p99 not fitted; frontend: front_service.csv per-minute percentiles, median over normal "
-        "minutes).",
+        "**Per service: simulated vs measured visit latency** (ms; fitted on p50 and p95, p99 not fitted; the "
+        "target of each service from its latency metrics, median over normal minutes, else its server spans).",
         "",
         "| service | target from | measured p50 / p95 / p99 | simulated p50 / p95 / p99 | error p50 / p95 / p99 % |",
         "|---|---|---|---|---|",
     ]
-    errs = []
+    errs = cal.errors_pct()
     for s in sorted(cal.targets):
-        t, m = cal.targets[s], cal.simulated[s]
-        e = [100.0 * (b / a - 1.0) for a, b in zip(t, m)]
-        errs.append(e)
+        t, m, e = cal.targets[s], cal.simulated[s], errs[s]
         out.append(
             f"| {s} | {cal.target_source[s]} | {t[0]:.2f} / {t[1]:.2f} / {t[2]:.2f} | "
             f"{m[0]:.2f} / {m[1]:.2f} / {m[2]:.2f} | {e[0]:+.1f} / {e[1]:+.1f} / {e[2]:+.1f} |"
         )
-    E = np.abs(np.array(errs))
+    E = np.abs(np.array(list(errs.values()), dtype=np.float64).reshape(-1, 3))
+    med = cal.median_abs_error_pct()
     out += [
         "",
-        f"Median absolute error over services: p50 {np.median(E[:, 0]):.1f}%, p95 {np.median(E[:, 1]):.1f}%, "
-        f"p99 {np.median(E[:, 2]):.1f}% (max {E[:, 0].max():.1f}% / {E[:, 1].max():.1f}% / "
-        f"{E[:, 2].max():.1f}%).",
+        f"Median absolute error over services: p50 {med['p50']:.1f}%, p95 {med['p95']:.1f}%, "
+        f"p99 {med['p99']:.1f}% (max {np.nanmax(E[:, 0]):.1f}% / {np.nanmax(E[:, 1]):.1f}% / "
+        f"{np.nanmax(E[:, 2]):.1f}%).",
         "",
     ]
     pm = cal.per_minute
     if pm:
         out += [
-            "**Frontend minute by minute** (each measured minute simulated at its measured frontend load, "
-            "compared with that minute's front_service.csv percentiles): median absolute error %.",
+            f"**{', '.join(cal.entry)} minute by minute** (each measured minute simulated at its measured load, "
+            "compared with that minute's latency metrics): median absolute error %.",
             "",
             "| percentile | normal minutes | all minutes (faults included) | median signed error, normal |",
             "|---|---|---|---|",
@@ -512,31 +694,33 @@ def markdown(cal: Calibration) -> str:
                 f"(n={d['minutes_all']}) | {d['median_err_normal_pct']:+.1f} |"
             )
         out.append("")
+    if cal.visits_check:
+        out += [
+            "**Visits per user request**: measured (Σ rps / Σ entry rps over normal minutes, from the metrics) vs "
+            "the model (from the span-derived calls per request):",
+            "",
+            "| service | measured | model |",
+            "|---|---|---|",
+        ]
+        for s, a, b in cal.visits_check:
+            out.append(f"| {s} | {a:.3f} | {b:.3f} |")
+        out.append("")
+    if cal.pod_latency_check:
+        out += [
+            "**Per-pod server-side p95 metric** (median over normal minutes) vs the target p95 and the simulated p95 "
+            "(ms); reported, not fitted. For Online Boutique the metric (PodServerLatencyP95) comes from a latency "
+            'histogram: values just under 5 ms are the first bucket\'s interpolation ("under 5 ms"); for '
+            "currencyservice, frontend and checkoutservice it disagrees with the spans by an order of magnitude (it "
+            "measures more than the handler: queueing in front of it).",
+            "",
+            "| service | pod metric p95 | target p95 | simulated p95 |",
+            "|---|---|---|---|",
+        ]
+        for s, a, t, b in cal.pod_latency_check:
+            out.append(f"| {s} | {a:.1f} | {t:.1f} | {b:.1f} |")
+        out.append("")
     out += [
-        "**Visits per user request**: measured (Σ PodWorkload / Σ frontend PodWorkload over normal minutes, "
-        "from the metrics) vs the model (from the span-derived calls per request):",
-        "",
-        "| service | measured | model |",
-        "|---|---|---|",
-    ]
-    for s, a, b in cal.visits_check:
-        out.append(f"| {s} | {a:.3f} | {b:.3f} |")
-    out += [
-        "",
-        "**Per-pod PodServerLatencyP95** (median over normal minutes) vs the span-derived p95 and the "
-        "simulated p95 (ms). The metric comes from a latency histogram: values just under 5 ms are the "
-        'first bucket\'s interpolation ("under 5 ms"); for currencyservice, frontend and checkoutservice it '
-        "disagrees with the spans by an order of magnitude (it measures more than the handler: queueing in "
-        "front of it), so it is reported, not fitted.",
-        "",
-        "| service | PodServerLatencyP95 | spans p95 | simulated p95 |",
-        "|---|---|---|---|",
-    ]
-    for s, a, t, b in cal.pod_latency_check:
-        out.append(f"| {s} | {a:.1f} | {t:.1f} | {b:.1f} |")
-    out += [
-        "",
-        "Fitted parameters (written to app.yaml by `--write-app`):",
+        "Fitted parameters:",
         "",
         "| service | cpuMsPerRequest | cpuCv | latencyP50Ms | latencyMeanMs | workingSetMi |",
         "|---|---|---|---|---|---|",
@@ -556,8 +740,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     cal = calibrate(seed=args.seed)
-    md = markdown(cal)
-    print(md)
+    print(markdown(cal))
+    for w in cal.warnings:
+        print(f"warning: {w}", file=sys.stderr)
     if args.write_app:
         app = load_app(str(APP_DIR))
         (APP_DIR / "app.yaml").write_text(app_yaml(cal, app), encoding="utf-8")
