@@ -38,6 +38,7 @@ __all__ = [
     "cmd_cache_encode",
     "cmd_bundle_check",
     "cmd_simulate",
+    "cmd_app_build",
 ]
 
 
@@ -443,5 +444,64 @@ def cmd_bundle_check(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``hrl-policy simulate``: see :mod:`policy.sim.run`."""
     from .simulate import cmd_simulate as run
+
+    return run(args)
+
+
+# ---- app build ---------------------------------------------------------------------------------------
+
+
+@subcommand(
+    "app build",
+    "build a simulated app from your manifests, spans and metrics, calibrated, with its per-service fit error",
+    [
+        arg("--manifests", required=True, metavar="PATH", help="Kubernetes manifests (file or folder): workloads"),
+        arg("--spans", required=True, metavar="PATH", help="span table: a CSV file or a folder of *.csv[.gz]"),
+        arg("--metrics", default=None, metavar="PATH", help="per-minute metrics: a CSV file or a folder of *.csv[.gz]"),
+        arg("-o", "--out", required=True, metavar="APPDIR", help="the app folder to write (app.yaml, manifests/, ...)"),
+        arg(
+            "--entry",
+            default=None,
+            metavar="SERVICE",
+            help="entry service(s), 'web' or 'web=0.7,api=0.3' (default: from the spans' root spans)",
+        ),  # fmt: skip
+        arg("--name", default=None, help="the app's name (default: the folder's name)"),
+        arg(
+            "--span-column",
+            action="append",
+            default=[],
+            metavar="ROLE=HEADER",
+            help="a span column's header (roles: trace_id, span_id, parent_id, pod, service, start_ns, end_ns, "
+            "duration_us, operation, status); repeatable",
+        ),
+        arg(
+            "--metrics-column",
+            action="append",
+            default=[],
+            metavar="ROLE=HEADER[*FACTOR]",
+            help="a metrics column's header and factor to the role's unit (roles: time, pod, service, cpu_m, "
+            "memory_mi, rps, success_pct, latency_p50_ms, latency_p95_ms, latency_p99_ms, pod_latency_p95_ms); "
+            "repeatable",
+        ),
+        arg(
+            "--latency-from",
+            choices=("auto", "spans", "metrics"),
+            default="auto",
+            help="where each service's measured latency comes from (auto: its latency metrics when it has them, "
+            "else its spans)",
+        ),
+        arg("--slo-p95-ms", type=float, default=None, help="the app's p95 SLO (default: 1.3x the entry's p95)"),
+        arg("--timeout-ms", type=float, default=None, help="end-to-end timeout (default: 2x the entry's p99, >= 2 s)"),
+        arg("--iterations", type=int, default=20, help="fixed-point iterations of the fit (default 20)"),
+        arg("--seed", type=int, default=0, help="random seed of the fit"),
+        arg("--skip-checks", action="store_true", help="skip the minute-by-minute and hold-out checks (faster)"),
+        arg("--compare", default=None, metavar="APP", help="also compare with this app (name or path)"),
+        arg("--force", action="store_true", help="overwrite APPDIR/app.yaml if it exists"),
+        arg("--json", action="store_true", help="print only the report as JSON on stdout (warnings on stderr)"),
+    ],
+)
+def cmd_app_build(args: argparse.Namespace) -> int:
+    """``hrl-policy app build``: see :mod:`policy.sim.appbuild`."""
+    from .app import cmd_app_build as run
 
     return run(args)

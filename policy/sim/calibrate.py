@@ -67,6 +67,7 @@ __all__ = [
     "load_measurements",
     "normal_minutes",
     "latency_normal_minutes",
+    "measured_targets",
     "Calibration",
     "placement",
     "with_params",
@@ -298,11 +299,11 @@ def _resource_params(
     return params, notes, warnings
 
 
-def _targets(
+def measured_targets(
     meas: Measurements, latency_from: LatencyFrom
 ) -> tuple[dict[str, tuple[float, float, float]], dict[str, str], dict[str, np.ndarray], list[str]]:
-    """Targets per service, their sources, the normal latency minutes (step numbers) of the services with a
-    latency series, and warnings."""
+    """The measured p50/p95/p99 (ms) per service (module docstring, "Targets"), their sources, the normal latency
+    minutes (step numbers) of the services with a latency series, and warnings."""
     targets: dict[str, tuple[float, float, float]] = {}
     source: dict[str, str] = {}
     normal_steps: dict[str, np.ndarray] = {}
@@ -399,8 +400,11 @@ def calibrate_app(
                 f"edge {e.caller} -> {e.callee}: {e.callee} is not in the spans: "
                 f"{e.calls_per_request if e.calls_per_request is not None else 1:g} call(s) per request assumed"
             )
-    targets, source, normal_steps, w = _targets(meas, latency_from)
+    targets, source, normal_steps, w = measured_targets(meas, latency_from)
     warnings += w
+    if meas.metrics.series:
+        for s in sorted(set(targets) - set(params)):
+            warnings.append(f"{s}: no resource metrics: cpuMsPerRequest and workingSetMi keep their defaults")
     if not targets:
         raise ValueError("nothing to fit: no service has span visits or latency metrics")
     lam, how = _entry_load(meas, entry, normal_steps)
@@ -645,8 +649,17 @@ def _finite(v: float) -> float | None:
     return round(float(v), 4) if math.isfinite(v) else None
 
 
+_OB_POD_METRIC_NOTE = (
+    " For Online Boutique the metric (PodServerLatencyP95) comes from a latency histogram: values just under 5 ms are "
+    'the first bucket\'s interpolation ("under 5 ms"); for currencyservice, frontend and checkoutservice it disagrees '
+    "with the spans by an order of magnitude (it measures more than the handler: queueing in front of it)."
+)
+
+
 def markdown(cal: Calibration, intro: str | None = None) -> str:
-    """The fit report in markdown (for Online Boutique: the ``calibration`` section of BENCHMARKS.md)."""
+    """The fit report in markdown; without ``intro``, Online Boutique's (the ``calibration`` section of
+    BENCHMARKS.md)."""
+    note = _OB_POD_METRIC_NOTE if intro is None else ""
     if intro is None:
         intro = (
             "Written by `make bench-sim` (`python -m policy.bench.sim`). Online Boutique fitted to the TraStrainer "
@@ -708,10 +721,7 @@ def markdown(cal: Calibration, intro: str | None = None) -> str:
     if cal.pod_latency_check:
         out += [
             "**Per-pod server-side p95 metric** (median over normal minutes) vs the target p95 and the simulated p95 "
-            "(ms); reported, not fitted. For Online Boutique the metric (PodServerLatencyP95) comes from a latency "
-            'histogram: values just under 5 ms are the first bucket\'s interpolation ("under 5 ms"); for '
-            "currencyservice, frontend and checkoutservice it disagrees with the spans by an order of magnitude (it "
-            "measures more than the handler: queueing in front of it).",
+            "(ms); reported, not fitted." + note,
             "",
             "| service | pod metric p95 | target p95 | simulated p95 |",
             "|---|---|---|---|",

@@ -83,6 +83,7 @@ __all__ = [
     "resolve_span_columns",
     "read_span_table",
     "table_warnings",
+    "observations_from_table",
     "read_spans",
     "load_spans",
 ]
@@ -373,8 +374,13 @@ def read_spans(path: str | Path, columns: Mapping[str, str] | None = None) -> Ob
     callee-side durations (ms), error counts (when a status column exists), overlapping calls (for
     ``parallel``), the visits each service served (``requests``), and the window in seconds.
     Raises :class:`TopologyError` as :func:`read_span_table` does."""
-    table = read_span_table(path, columns)
-    obs = Observations(path=str(path))
+    return observations_from_table(read_span_table(path, columns))
+
+
+def observations_from_table(table: SpanTable) -> Observations:
+    """The :class:`Observations` of a span table already read (see :func:`read_spans`)."""
+    table.classify()
+    obs = Observations(path=table.path)
     obs.rows = table.rows
     obs.dropped_rows = table.repeats + table.conflicts
     obs.window_s = table.window_s
