@@ -51,6 +51,7 @@ def check_shape(doc: dict) -> None:
             "latency_p95_ms",
             "latency_p99_ms",
             "error_rate",
+            "parallel",
         }
 
 

@@ -7,6 +7,8 @@ import pytest
 
 from policy.sim import calibrate as cal
 from policy.sim.app import load_app
+from policy.sim.measurements import span_stats
+from policy.topology.spans import read_span_table
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "online-boutique-spans"
 
@@ -16,16 +18,32 @@ def meas():
     return cal.load_measurements()
 
 
+TRACED = {
+    "adservice",
+    "cartservice",
+    "checkoutservice",
+    "currencyservice",
+    "emailservice",
+    "frontend",
+    "paymentservice",
+    "productcatalogservice",
+    "recommendationservice",
+    "shippingservice",
+}
+
+
 def test_the_vendored_measurements_hold_every_traced_pod_and_both_span_minutes(meas):
-    assert set(meas.metrics) == set(cal.TRACED)
-    assert all(len(m["CpuUsage(m)"]) > 1200 for m in meas.metrics.values())
-    assert len(meas.spans) == 16833 + 16220 - 192  # the two files repeat 192 spans
+    assert {s for s in meas.metrics.services() if meas.metrics.pods(s)} == TRACED
+    assert all(len(p.get("cpu_m")) > 1200 for s in TRACED for p in meas.metrics.pods(s))
+    assert meas.metrics.latency("frontend") is not None  # front_service.csv, matched to the frontend in any case
+    table = read_span_table(cal.DATA_DIR / "trace")
+    assert len(table.spans) == 16833 + 16220 - 192  # the two files repeat 192 spans
+    assert table.repeats == 192
 
 
 def test_calls_per_request_count_calls_per_visit_of_the_caller():
     # the committed span excerpt: 29 PlaceOrder traces, checkout calls cart twice and product catalog 64 times
-    spans = cal._read_csv(FIXTURE / "frontend-spans.csv") + cal._read_csv(FIXTURE / "backend-spans.csv")
-    ss = cal.span_stats(spans)
+    ss = span_stats(read_span_table(FIXTURE))
     cpr = ss.calls_per_request()
     assert ss.visits["checkoutservice"] == 29 and ss.visits["frontend"] == 31
     assert cpr[("checkoutservice", "cartservice")] == pytest.approx(58 / 29)
@@ -37,7 +55,7 @@ def test_calls_per_request_count_calls_per_visit_of_the_caller():
 def test_normal_minutes_drop_cpu_outliers_and_idle_minutes():
     cpu = np.array([1.0, 1.1, 0.9, 1.0, 30.0, 1.2, 1.0])
     w = np.array([5.0, 5.0, 5.0, 0.0, 5.0, 5.0, 5.0])
-    ok = cal.normal_minutes({"CpuUsage(m)": cpu, "PodWorkload(Ops)": w})
+    ok = cal.normal_minutes(cpu, w)
     assert ok.tolist() == [True, True, True, False, False, True, True]
 
 

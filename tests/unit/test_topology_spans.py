@@ -273,3 +273,80 @@ def test_a_table_without_the_span_columns_names_the_missing_ones(tmp_path):
     f.write_text("TraceID,SpanID,PodName\nt,s,p\n")
     with pytest.raises(TopologyError, match=r"t\.csv:1: missing column\(s\) ParentID, StartTimeUnixNano"):
         read_spans(f)
+
+
+# ---- fan-out, column names, compressed tables -------------------------------------------------------------
+
+
+def _fanout_table(tmp_path: Path, overlap: bool) -> Path:
+    """One web request calling api twice (client spans [5, 35] and [5 or 40, 40 or 70] ms) and db once after."""
+    second = (5, 40) if overlap else (40, 70)
+    ms = 1_000_000
+    rows = [
+        ("t1", "w", "root", "web-abc12-x1", 0, 100),
+        ("t1", "c1", "w", "web-abc12-x1", 5, 35),
+        ("t1", "s1", "c1", "api-def34-y2", 6, 34),
+        ("t1", "c2", "w", "web-abc12-x1", *second),
+        ("t1", "s2", "c2", "api-def34-y2", second[0] + 1, second[1] - 1),
+        ("t1", "c3", "w", "web-abc12-x1", 80, 90),
+        ("t1", "s3", "c3", "db-ghi56-z3", 81, 89),
+    ]
+    f = tmp_path / "t.csv"
+    f.write_text(
+        "TraceID,SpanID,ParentID,PodName,StartTimeUnixNano,EndTimeUnixNano\n"
+        + "".join(f"{t},{s},{p},{pod},{a * ms},{b * ms}\n" for t, s, p, pod, a, b in rows)
+    )
+    return f
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_calls_of_one_request_that_overlap_in_time_make_a_parallel_edge(tmp_path, overlap):
+    graph, _ = load_spans(_fanout_table(tmp_path, overlap))
+    api = graph.edge("web", "api")
+    assert api.calls_per_request == 2.0
+    assert api.parallel is overlap
+    assert graph.edge("web", "db").parallel is False  # after both api calls
+
+
+def test_calls_that_touch_within_the_skew_margin_are_sequential(tmp_path):
+    # two callee-side spans (no client spans) sharing 1 ms of 30 ms: under OVERLAP_FRACTION, clock skew
+    ms = 1_000_000
+    f = tmp_path / "t.csv"
+    f.write_text(
+        "TraceID,SpanID,ParentID,PodName,StartTimeUnixNano,EndTimeUnixNano\n"
+        f"t1,w,root,web-abc12-x1,0,{100 * ms}\n"
+        f"t1,s1,w,api-def34-y2,{5 * ms},{35 * ms}\n"
+        f"t1,s2,w,api-def34-y2,{34 * ms},{64 * ms}\n"
+    )
+    graph, _ = load_spans(f)
+    assert graph.edge("web", "api").parallel is False
+
+
+def test_span_columns_can_be_renamed_and_a_service_column_replaces_pod_names(tmp_path):
+    f = tmp_path / "otel.csv"
+    f.write_text(
+        "trace,span,parent,service.name,start,end\n"
+        "t1,a,,web,0,10000000\n"
+        "t1,b,a,web,1000000,9000000\n"
+        "t1,c,b,db,2000000,8000000\n"
+    )
+    cols = {"trace_id": "trace", "span_id": "span", "parent_id": "parent", "start_ns": "start", "end_ns": "end"}
+    graph, _ = load_spans(f, cols)
+    assert graph.edges[0].caller == "web" and graph.edges[0].callee == "db"
+    assert graph.edges[0].latency_mean_ms == pytest.approx(6.0)
+    with pytest.raises(TopologyError, match=r"otel\.csv:1: missing column\(s\) TraceID"):
+        load_spans(f)
+    with pytest.raises(TopologyError, match="unknown role"):
+        load_spans(f, {"trace": "t"})
+
+
+def test_a_gzip_compressed_table_reads_like_the_plain_one(tmp_path):
+    import gzip
+
+    d = tmp_path / "spans"
+    d.mkdir()
+    for src in (FRONTEND_FILE, BACKEND_FILE):
+        with gzip.open(d / (src.name + ".gz"), "wb") as fh:
+            fh.write(src.read_bytes())
+    g, ref = load_spans(d)[0], load_spans(SPANS_DIR)[0]
+    assert g.services == ref.services and g.edges == ref.edges
