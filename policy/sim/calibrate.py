@@ -402,6 +402,7 @@ def calibrate_app(
             )
     targets, source, normal_steps, w = measured_targets(meas, latency_from)
     warnings += w
+    targets = {s: t for s, t in targets.items() if s in app.services}  # a span service without a workload: dropped
     if meas.metrics.series:
         for s in sorted(set(targets) - set(params)):
             warnings.append(f"{s}: no resource metrics: cpuMsPerRequest and workingSetMi keep their defaults")
