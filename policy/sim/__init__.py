@@ -2,7 +2,8 @@
 is measured (numpy; no Kubernetes, no torch).
 
 - :mod:`.app`: applications (``app.yaml``: services, calls, calibrated parameters); :mod:`.synthetic`: generated
-  ones; :mod:`.calibrate`: Online Boutique fitted to measurements;
+  ones; :mod:`.measurements`: metrics and span tables of a running app; :mod:`.calibrate`: an app fitted to them
+  (Online Boutique's vendored fit); :mod:`.appbuild`: ``hrl-policy app build``, a user's app from their data;
 - :mod:`.model`: the per-minute performance model; :mod:`.engine`: the simulation loop; :mod:`.cluster`,
   :mod:`.objects`: the simulated cluster and its Kubernetes objects; :mod:`.kube_scheduler`: kube-scheduler's
   scheduling cycle with its score plugins and extenders;
@@ -14,6 +15,7 @@ is measured (numpy; no Kubernetes, no torch).
 
 __all__ = [
     "app",
+    "appbuild",
     "calibrate",
     "cluster",
     "crosscheck",
@@ -22,6 +24,7 @@ __all__ = [
     "engine",
     "env",
     "kube_scheduler",
+    "measurements",
     "model",
     "objects",
     "run",
