@@ -94,9 +94,14 @@ def parse_entry(text: str, services: set[str]) -> dict[str, float]:
 
 
 def detect_entry(stats: SpanStats, services: set[str]) -> tuple[dict[str, float], list[str]]:
-    """Entry service → share from the spans' entry (root) spans of workload services (those holding at least
-    :data:`ENTRY_MIN_SHARE` of them), and warnings. Raises ``ValueError`` when no workload has root spans."""
+    """Entry service → share from the visits that enter the app: root spans of workload services, and calls
+    from services without a workload (an ingress gateway, a load generator) — the services holding at least
+    :data:`ENTRY_MIN_SHARE` of them, shares by their counts; and warnings. Raises ``ValueError`` when no workload
+    has such visits."""
     roots = {s: n for s, n in stats.roots.items() if s in services and n}
+    for (a, b), n in stats.calls.items():
+        if a not in services and b in services and n:
+            roots[b] = roots.get(b, 0) + n
     total = sum(roots.values())
     if not total:
         seen = ", ".join(sorted(stats.roots)) or "none"
@@ -431,7 +436,7 @@ def _holdout(
 
 def _compare(built: AppSpec, cal: Calibration, reference: str, seed: int) -> dict[str, Any]:
     ref = load_app(reference)
-    sim_ref = simulate_services(ref, cal.lam_rps, seed + 1)
+    sim_ref = simulate_services(ref, cal.lam_rps, seed + 1, replicas=cal.replicas)
     rows, d50, d95 = [], [], []
     for s in sorted(cal.simulated):
         if s not in sim_ref:

@@ -29,8 +29,9 @@ What is fitted, and how (units: ms of one core per request, MiB, ms):
   when traces are sampled: a warning).
 - **Own time** (``latencyP50Ms`` / ``latencyMeanMs``, a lognormal; and ``cpuCv`` where the CPU work alone is
   more spread out than the measured latency): fitted so that the *simulated* visit latency of each service (CPU
-  sojourn + own time + its calls, as :mod:`policy.sim.model` computes it, at the measured load, one pod per
-  workload as measured, round-robin on 4-core nodes of one zone) matches the target p50 and p95. Fixed-point
+  sojourn + own time + its calls, as :mod:`policy.sim.model` computes it, at the measured load, with as many pods
+  per workload as the metrics show (median over the minutes; else the manifests' replicas), round-robin on 4-core
+  nodes of one zone) matches the target p50 and p95. Fixed-point
   iterations on (μ, σ) = (log median, log(p95/p50)/1.645) of each service's own time, all services together,
   common random numbers: μ += log(t50/s50); σ += (log(t95/t50) - log(s95/s50)) / 1.645, σ in [0.05, 2.5]; when σ
   is at its floor and the simulated spread is still too wide, cpuCv ×= 0.75 (down to 0.1).
@@ -73,6 +74,7 @@ __all__ = [
     "with_params",
     "simulate_services",
     "calibrate_app",
+    "measured_replicas",
     "calibrate",
     "per_minute_fit",
     "error_table",
@@ -156,7 +158,8 @@ class Calibration:
     ``params``: service → fitted :class:`ServiceParams` (traced services only); ``calls_per_request``:
     (caller, callee) → calls per caller visit; ``parallel``: edges with parallel fan-out; ``lam_rps``: the fit
     load (user req/s); ``targets`` / ``simulated``: service → (p50, p95, p99) ms; ``target_source``: where each
-    target comes from; ``entry``: entry service → share; ``warnings``: notes for the user.
+    target comes from; ``entry``: entry service → share; ``warnings``: notes for the user; ``replicas``: pods per
+    service in the measured deployment (the fit's placement).
     """
 
     params: dict[str, ServiceParams]
@@ -173,6 +176,7 @@ class Calibration:
     parallel: set[tuple[str, str]] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
     app_name: str = ""
+    replicas: dict[str, int] = field(default_factory=dict)
 
     def errors_pct(self) -> dict[str, tuple[float, float, float]]:
         """Service → signed error (simulated / measured - 1) in % at p50, p95, p99."""
@@ -187,24 +191,33 @@ class Calibration:
         return {q: float(np.nanmedian(e[:, i])) if len(e) else math.nan for i, q in enumerate(_QUANTILES)}
 
 
-def placement(model: PerfModel, app: AppSpec, nodes: int = 6) -> tuple[PodArrays, np.ndarray]:
-    """One pod per workload (the measured deployment), round-robin over ``nodes`` 4-core nodes of one zone,
-    CPU limits and requests from the manifests."""
+def placement(
+    model: PerfModel, app: AppSpec, nodes: int = 6, replicas: dict[str, int] | None = None
+) -> tuple[PodArrays, np.ndarray]:
+    """The measured deployment: ``replicas[service]`` pods per workload (default one), round-robin over ``nodes``
+    4-core nodes of one zone in workload order, CPU limits and requests from the manifests."""
+    replicas = replicas or {}
     svc, node, lim, req = [], [], [], []
-    for i, w in enumerate(app.workloads):
+    k = 0
+    for w in app.workloads:
+        r = max(1, int(replicas.get(w.service, 1)))
         if w.service not in model.pos:
+            k += r
             continue
-        svc.append(model.pos[w.service])
-        node.append(i % nodes)
-        lim.append(w.pod_limits.cpu_m / 1000.0 if w.pod_limits.cpu_m else math.inf)
-        req.append(w.pod_requests.cpu_m / 1000.0)
+        for _ in range(r):
+            svc.append(model.pos[w.service])
+            node.append(k % nodes)
+            lim.append(w.pod_limits.cpu_m / 1000.0 if w.pod_limits.cpu_m else math.inf)
+            req.append(w.pod_requests.cpu_m / 1000.0)
+            k += 1
     pods = PodArrays(np.array(svc), np.array(node), np.array(lim), np.array(req))
     return pods, np.full(nodes, 4.0)
 
 
-def _nodes_for(app: AppSpec) -> int:
-    """Nodes of the calibration placement: 6, or one per two workloads for larger apps."""
-    return max(6, math.ceil(len(app.workloads) / 2))
+def _nodes_for(app: AppSpec, replicas: dict[str, int] | None = None) -> int:
+    """Nodes of the calibration placement: 6, or one per two pods for larger apps."""
+    pods = sum(max(1, int((replicas or {}).get(w.service, 1))) for w in app.workloads)
+    return max(6, math.ceil(pods / 2))
 
 
 def with_params(app: AppSpec, params: dict[str, ServiceParams], calls: dict[tuple[str, str], float]) -> AppSpec:
@@ -224,10 +237,13 @@ def with_params(app: AppSpec, params: dict[str, ServiceParams], calls: dict[tupl
     return replace(app, graph=app.graph.with_edges(edges), params={**app.params, **params})
 
 
-def simulate_services(app: AppSpec, lam: float, seed: int = 0, n: int = 20000) -> dict[str, tuple[float, ...]]:
-    """Simulated p50/p95/p99 (ms) of every visited service's visit latency at ``lam`` user req/s."""
+def simulate_services(
+    app: AppSpec, lam: float, seed: int = 0, n: int = 20000, replicas: dict[str, int] | None = None
+) -> dict[str, tuple[float, ...]]:
+    """Simulated p50/p95/p99 (ms) of every visited service's visit latency at ``lam`` user req/s, with
+    ``replicas`` pods per service (default one each; :func:`placement`)."""
     m = PerfModel(app)
-    pods, cores = placement(m, app, _nodes_for(app))
+    pods, cores = placement(m, app, _nodes_for(app, replicas), replicas)
     st = m.step(lam, pods, cores, [""] * len(cores), np.random.default_rng(seed), n, app.timeout_ms, per_service=True)
     return {
         s: tuple(float(x) for x in st.service_latency_ms[i])
@@ -258,6 +274,23 @@ def _service_rps(metrics: Metrics, services: list[str]) -> dict[int, float]:
         return {}
     steps = set.intersection(*(set(a) for a in per.values()))
     return {k: sum(per[s][k] for s in services) for k in sorted(steps)}
+
+
+def measured_replicas(metrics: Metrics, app: AppSpec) -> dict[str, int]:
+    """Pods per service in the measured deployment: the median over steps of the pods with a sample of the
+    service, else the manifests' replicas."""
+    out = {w.service: max(1, w.replicas) for w in app.workloads}
+    for svc in metrics.services():
+        pods = [p for p in metrics.pods(svc) if p.is_pod]
+        if not pods:
+            continue
+        count: dict[int, int] = {}
+        for p in pods:
+            for k in np.unique(p.step).tolist():
+                count[k] = count.get(k, 0) + 1
+        if count:
+            out[svc] = max(1, int(round(float(np.median(list(count.values()))))))
+    return out
 
 
 def _resource_params(
@@ -341,7 +374,19 @@ def measured_targets(
     return targets, source, normal_steps, warnings
 
 
-def _entry_load(meas: Measurements, entry: dict[str, float], normal_steps: dict[str, np.ndarray]) -> tuple[float, str]:
+def _entry_visits(ss: SpanStats, services: set[str]) -> dict[str, int]:
+    """Visits per service that enter the app: root spans, and calls from services outside it (an ingress gateway
+    or a load generator in the spans but not in the manifests)."""
+    out = {s: n for s, n in ss.roots.items() if s in services}
+    for (a, b), n in ss.calls.items():
+        if a not in services and b in services:
+            out[b] = out.get(b, 0) + n
+    return out
+
+
+def _entry_load(
+    meas: Measurements, entry: dict[str, float], normal_steps: dict[str, np.ndarray], entry_visits: dict[str, int]
+) -> tuple[float, str]:
     """The fit load (user req/s) and how it was measured."""
     rps = _service_rps(meas.metrics, list(entry))
     if rps:
@@ -355,9 +400,12 @@ def _entry_load(meas: Measurements, entry: dict[str, float], normal_steps: dict[
         vals = np.array([rps[k] for k in steps], dtype=np.float64)
         if len(vals) and np.isfinite(vals).any() and np.nanmedian(vals) > 0:
             return float(np.nanmedian(vals)), how
-    roots = sum(meas.spans.roots.get(s, 0) for s in entry)
+    roots = sum(entry_visits.get(s, 0) for s in entry)
     if meas.spans.window_s > 0 and roots:
-        return roots / meas.spans.window_s, "entry spans / span window (no entry rps metric: sampled traces undercount)"
+        return (
+            roots / meas.spans.window_s,
+            "entry visits / span window (no entry rps metric: sampled traces undercount)",
+        )
     raise ValueError(
         f"entry {', '.join(entry)}: no load measured: neither an rps metric of the entry service nor entry spans "
         f"over a time window"
@@ -408,8 +456,9 @@ def calibrate_app(
             warnings.append(f"{s}: no resource metrics: cpuMsPerRequest and workingSetMi keep their defaults")
     if not targets:
         raise ValueError("nothing to fit: no service has span visits or latency metrics")
-    lam, how = _entry_load(meas, entry, normal_steps)
+    lam, how = _entry_load(meas, entry, normal_steps, _entry_visits(ss, set(app.services)))
     notes.append(f"load {lam:.3f} user req/s: {how}")
+    replicas = measured_replicas(meas.metrics, app)
     for s in sorted(set(app.services) - traced - set(meas.metrics.services())):
         if s not in entry and any(e.callee == s for e in app.graph.edges):
             warnings.append(f"{s}: neither spans nor metrics: it keeps {_params_text(app.params.get(s))}")
@@ -428,7 +477,7 @@ def calibrate_app(
                 update={"latency_p50_ms": math.exp(mu[s]), "latency_mean_ms": math.exp(mu[s] + sg[s] ** 2 / 2)}
             )
         cur = with_params(app, params, calls)
-        sim = simulate_services(cur, lam, seed)
+        sim = simulate_services(cur, lam, seed, replicas=replicas)
         for s, (t50, t95, _t99) in targets.items():
             if s not in sim:
                 continue
@@ -448,7 +497,7 @@ def calibrate_app(
             }
         )
     cur = with_params(app, params, calls)
-    sim = simulate_services(cur, lam, seed + 1)
+    sim = simulate_services(cur, lam, seed + 1, replicas=replicas)
     unreached = [s for s in targets if s not in sim]
     if unreached:
         warnings.append(
@@ -466,6 +515,7 @@ def calibrate_app(
         parallel={(e.caller, e.callee) for e in app.graph.edges if e.parallel},
         warnings=list(dict.fromkeys(warnings)),
         app_name=app.name,
+        replicas=replicas,
     )
     if checks:
         _checks(cal, cur, meas, normal_steps, seed)
@@ -497,7 +547,7 @@ def _checks(cal: Calibration, app: AppSpec, meas: Measurements, normal_steps: di
                     den += entry_rps[k]
         cal.visits_check.append((svc, num / den if den else math.nan, float(m.visits[m.pos[svc]])))
     if len(entry) == 1 and meas.metrics.latency(entry[0]) is not None and entry_rps:
-        cal.per_minute = per_minute_fit(app, meas, entry[0], seed)
+        cal.per_minute = per_minute_fit(app, meas, entry[0], seed, replicas=cal.replicas)
     for svc in meas.metrics.services():
         pods = [p for p in meas.metrics.pods(svc) if p.has("pod_latency_p95_ms")]
         if not pods:
@@ -515,13 +565,13 @@ def _checks(cal: Calibration, app: AppSpec, meas: Measurements, normal_steps: di
 
 
 def per_minute_fit(
-    app: AppSpec, meas: Measurements, entry: str, seed: int = 0, n: int = 2000
+    app: AppSpec, meas: Measurements, entry: str, seed: int = 0, n: int = 2000, replicas: dict[str, int] | None = None
 ) -> dict[str, dict[str, float]]:
     """Simulate every measured minute at its measured entry load and compare the simulated user-request
     p50/p95/p99 with the entry's latency metrics of that minute: median absolute relative error (%) over the
     normal minutes and over all minutes, and the median signed error over the normal minutes."""
     m = PerfModel(app)
-    pods, cores = placement(m, app, _nodes_for(app))
+    pods, cores = placement(m, app, _nodes_for(app, replicas), replicas)
     rng = np.random.default_rng(seed)
     rps = _service_rps(meas.metrics, [entry])
     lat = meas.metrics.latency(entry)

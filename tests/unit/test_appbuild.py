@@ -112,9 +112,12 @@ def _deployment(name: str, cpu: str, mem: str) -> str:
     )
 
 
-def _write_app(d: Path, headers: dict[str, str] | None = None, cpu_cores: bool = False) -> dict[str, Path]:
+def _write_app(
+    d: Path, headers: dict[str, str] | None = None, cpu_cores: bool = False, gateway: bool = False, web_pods: int = 1
+) -> dict[str, Path]:
     """manifests/ (web, api, db; no env var naming another service), spans/ (60 requests: web calls api twice in
-    parallel, then db; db calls cache, which has no workload), metrics/ (simple layout, 30 minutes)."""
+    parallel, then db; db calls cache, which has no workload; with ``gateway`` an ingress gateway without a workload
+    is the root), metrics/ (simple layout, 30 minutes; web's load split over ``web_pods`` pods)."""
     h = {"TraceID": "TraceID", "SpanID": "SpanID", "ParentID": "ParentID", "PodName": "PodName",
          "StartTimeUnixNano": "StartTimeUnixNano", "EndTimeUnixNano": "EndTimeUnixNano", **(headers or {})}  # fmt: skip
     rng = np.random.default_rng(7)
@@ -128,8 +131,10 @@ def _write_app(d: Path, headers: dict[str, str] | None = None, cpu_cores: bool =
         a1, a2, dd = rng.uniform(8, 12), rng.uniform(8, 12), rng.uniform(3, 5)
         end = 50 + rng.uniform(0, 10)
         t = f"t{i:03d}"
+        if gateway:
+            rows.append((t, "g", "root", "gateway-aaa11-zz", b - MS, b + (end + 1) * MS))
         rows += [
-            (t, "w", "root", "web-abc12-x1", b, b + end * MS),
+            (t, "w", "g" if gateway else "root", "web-abc12-x1", b, b + end * MS),
             (t, "c1", "w", "web-abc12-x1", b + 5 * MS, b + (7 + a1) * MS),
             (t, "s1", "c1", "api-def34-y2", b + 6 * MS, b + (6 + a1) * MS),
             (t, "c2", "w", "web-abc12-x1", b + 5 * MS, b + (7 + a2) * MS),
@@ -149,7 +154,9 @@ def _write_app(d: Path, headers: dict[str, str] | None = None, cpu_cores: bool =
     (d / "metrics").mkdir()
     cpu_col = "cpu_cores" if cpu_cores else "cpu_m"
     lines = [f"time_s,pod,{cpu_col},memory_mi,rps"]
-    per = {"web-abc12-x1": (5.0, 100.0, 10.0), "api-def34-y2": (4.0, 30.0, 20.0), "db-ghi56-z3": (3.0, 50.0, 10.0)}
+    per = {"api-def34-y2": (4.0, 30.0, 20.0), "db-ghi56-z3": (3.0, 50.0, 10.0)}
+    for k in range(web_pods):
+        per[f"web-abc12-x{k + 1}"] = (5.0 / web_pods, 100.0, 10.0 / web_pods)
     for m in range(30):
         for pod, (cpu, mem, rps) in per.items():
             c = cpu * (1 + 0.05 * math.sin(m + len(pod)))
@@ -212,6 +219,17 @@ def test_the_fit_matches_the_measurements_and_the_holdout_is_reported(small):
     assert res.holdout["median_abs_error_pct"]["p50"] < 15
     sim = simulate_services(res.app, res.calibration.lam_rps, 1)
     assert sim["api"][0] == pytest.approx(res.calibration.simulated["api"][0], rel=1e-9)  # the written app is the fit
+
+
+def test_an_ingress_gateway_without_a_workload_is_dropped_and_what_it_calls_is_the_entry(tmp_path):
+    inputs = _write_app(tmp_path, gateway=True, web_pods=2)
+    res = build_app(inputs["manifests"], inputs["spans"], tmp_path / "app", inputs["metrics"], checks=False,
+                    iterations=12)  # fmt: skip
+    assert res.app.entry == {"web": 1.0}
+    assert any("gateway" in w and "no workload" in w for w in res.warnings)
+    assert res.calibration.replicas["web"] == 2 and res.calibration.replicas["api"] == 1
+    assert res.calibration.lam_rps == pytest.approx(10.0, rel=0.05)  # both web pods' rps summed
+    assert res.calibration.median_abs_error_pct()["p50"] < 5
 
 
 def test_renamed_columns_and_unit_factors_give_the_same_app(tmp_path, small):
