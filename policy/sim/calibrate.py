@@ -517,6 +517,15 @@ def calibrate_app(
         app_name=app.name,
         replicas=replicas,
     )
+    for svc, e in cal.errors_pct().items():
+        if svc in sim and (abs(e[0]) > 15 or abs(e[1]) > 15):
+            why = (
+                "its calls and CPU alone take longer than its measured latency (check calls per request and the "
+                "callees' latencies)"
+                if e[0] > 15 and params[svc].latency_p50_ms <= 0.0051
+                else "the fit did not converge (try more --iterations)"
+            )
+            cal.warnings.append(f"{svc}: simulated vs measured p50 {e[0]:+.0f} %, p95 {e[1]:+.0f} %: {why}")
     if checks:
         _checks(cal, cur, meas, normal_steps, seed)
     return cal

@@ -287,3 +287,14 @@ def test_entry_shares_parse_and_detection_keeps_services_with_enough_root_spans(
     assert "batch hold(s) under 5%" in warnings[0]
     with pytest.raises(ValueError, match="pass --entry SERVICE"):
         detect_entry(SpanStats({}, {}, {}, 1.0, 0, roots={"ghost": 3}), {"web"})
+
+
+def test_a_target_the_model_cannot_reach_is_reported_with_the_reason(tmp_path):
+    inputs = _write_app(tmp_path)
+    lat = ["time_s,service,latency_p50_ms,latency_p95_ms"]
+    lat += [f"{T0 + 60 * m + 1},web,5,8" for m in range(30)]  # faster than web's own calls to api and db
+    (inputs["metrics"] / "latency.csv").write_text("\n".join(lat) + "\n")
+    res = build_app(inputs["manifests"], inputs["spans"], tmp_path / "app", inputs["metrics"], checks=False,
+                    iterations=8)  # fmt: skip
+    assert any(w.startswith("web: simulated vs measured p50 +") and "calls and CPU alone" in w for w in res.warnings)
+    assert res.to_json()["median_abs_error_pct"]["p50"] >= 0
