@@ -184,7 +184,8 @@ def test_a_short_host_resolves_only_in_the_callers_own_namespace():
     ]
     graph, warnings = graph_from_objects(objs)
     assert graph.edges == ()
-    assert len(warnings) == 1 and "'db'" in warnings[0]
+    assert len(warnings) == 2 and "'db'" in warnings[0]
+    assert warnings[1].startswith("no call edges among 2 services: 1 address(es) in env vars")  # the summary
 
 
 def test_a_host_that_matches_a_workload_but_no_service_is_not_an_edge():
@@ -192,7 +193,8 @@ def test_a_host_that_matches_a_workload_but_no_service_is_not_an_edge():
     graph, warnings = graph_from_objects(objs)
     assert graph.edges == ()
     assert set(graph.services) == {"api", "cache"}, "isolated workloads are still services"
-    assert len(warnings) == 1 and "is not a Service" in warnings[0]
+    assert len(warnings) == 2 and "is not a Service" in warnings[0]
+    assert "none resolved to another workload" in warnings[1]
 
 
 def test_a_service_without_a_selected_workload_is_reported_not_an_edge():
