@@ -175,9 +175,9 @@ class ReplayCollector:
         e = next(e for e in self.table.edges if (e.caller, e.callee) == (caller, callee))
         return self.speed * e.calls / self.table.window_s
 
-    def _edges(self) -> Iterable[tuple[str, ReplayEdge, float]]:
-        """(namespace, edge, calls so far)."""
-        t = max(0.0, self.clock() - self.start_s)
+    def _edges(self, now: float) -> Iterable[tuple[str, ReplayEdge, float]]:
+        """(namespace, edge, calls so far at ``now``)."""
+        t = max(0.0, now - self.start_s)
         scale = self.speed * t / self.table.window_s
         for e in self.table.edges:
             yield self.namespace, e, e.calls * scale
@@ -188,8 +188,8 @@ class ReplayCollector:
             if pc is not None:
                 yield self.decoy_namespace, pc, self.decoy_rps * t
 
-    def _entries(self) -> Iterable[tuple[str, float]]:
-        t = max(0.0, self.clock() - self.start_s)
+    def _entries(self, now: float) -> Iterable[tuple[str, float]]:
+        t = max(0.0, now - self.start_s)
         scale = self.speed * t / self.table.window_s
         for s, n in sorted(self.table.entry_requests.items()):
             yield s, n * scale
@@ -201,8 +201,12 @@ class ReplayCollector:
         return out
 
     def collect(self) -> Iterable[Metric]:
-        edges = list(self._edges())
-        entries = list(self._entries())
+        # every sample carries the time its value was computed for: Prometheus stores it as the sample's timestamp
+        # (honor_timestamps), so rate() is exact however late a scrape is served on a loaded machine
+        now = self.clock()
+        self._ts = now
+        edges = list(self._edges(now))
+        entries = list(self._entries(now))
         yield from self._istio(edges, entries)
         yield from self._linkerd(edges, entries)
         yield from self._otel(edges, entries)
@@ -231,12 +235,14 @@ class ReplayCollector:
                     if n == 0 and code == "503" and (e.caller, e.callee) not in self.errors:
                         continue
                     lv = [reporter, e.caller, ns, e.callee, ns, code]
-                    req.add_metric(lv, n)
+                    req.add_metric(lv, n, timestamp=self._ts)
                     if reporter == "destination":  # (the source proxy's histogram is left out: smaller scrapes)
-                        dur.add_metric(lv, self._buckets(e, ISTIO_BUCKETS_MS, 1.0, n), e.mean_ms * n)
+                        dur.add_metric(
+                            lv, self._buckets(e, ISTIO_BUCKETS_MS, 1.0, n), e.mean_ms * n, timestamp=self._ts
+                        )
         for svc, n in entries:
             lv = ["destination", "unknown", "unknown", svc, self.namespace, "200"]
-            req.add_metric(lv, n)
+            req.add_metric(lv, n, timestamp=self._ts)
         yield req
         yield dur
 
@@ -253,16 +259,18 @@ class ReplayCollector:
         for ns, e, count in edges:
             ok, bad = self._split(e, count)
             base = ["outbound", e.caller, ns, e.callee, ns, "true"]
-            request.add_metric(base, count)
-            response.add_metric(base + ["success", "200"], ok)
+            request.add_metric(base, count, timestamp=self._ts)
+            response.add_metric(base + ["success", "200"], ok, timestamp=self._ts)
             if (e.caller, e.callee) in self.errors:
-                response.add_metric(base + ["failure", "503"], bad)
-            latency.add_metric(base + ["200"], self._buckets(e, LINKERD_BUCKETS_MS, 1.0, count), e.mean_ms * count)
+                response.add_metric(base + ["failure", "503"], bad, timestamp=self._ts)
+            latency.add_metric(
+                base + ["200"], self._buckets(e, LINKERD_BUCKETS_MS, 1.0, count), e.mean_ms * count, timestamp=self._ts
+            )
             served[(ns, e.callee)] = served.get((ns, e.callee), 0.0) + count
         for svc, n in entries:
             served[(self.namespace, svc)] = served.get((self.namespace, svc), 0.0) + n
         for (ns, svc), n in sorted(served.items()):
-            request.add_metric(["inbound", svc, ns, "", "", "true"], n)
+            request.add_metric(["inbound", svc, ns, "", "", "true"], n, timestamp=self._ts)
         yield request
         yield response
         yield latency
@@ -288,12 +296,14 @@ class ReplayCollector:
                 continue  # the connector has no namespace label
             _, bad = self._split(e, count)
             lv = [e.caller, e.callee, ""]
-            total.add_metric(lv, count)
-            failed.add_metric(lv, bad)
+            total.add_metric(lv, count, timestamp=self._ts)
+            failed.add_metric(lv, bad, timestamp=self._ts)
             for h in (server, client):
-                h.add_metric(lv, self._buckets(e, OTEL_BUCKETS_S, 1000.0, count), e.mean_ms / 1000.0 * count)
+                h.add_metric(
+                    lv, self._buckets(e, OTEL_BUCKETS_S, 1000.0, count), e.mean_ms / 1000.0 * count, timestamp=self._ts
+                )
         for svc, n in entries:
-            total.add_metric(["user", svc, "virtual_node"], n)
+            total.add_metric(["user", svc, "virtual_node"], n, timestamp=self._ts)
         yield total
         yield failed
         yield server
