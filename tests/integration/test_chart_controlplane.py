@@ -82,6 +82,56 @@ def available(cp, ns: str, name: str, replicas: int) -> bool:
     return st.get("availableReplicas", 0) == replicas and st.get("updatedReplicas", 0) == replicas
 
 
+COMBOS = list(itertools.product(["second", "dropin", "none"], ["cronjob", "interval"], [False, True], [False, True]))
+
+
+def test_every_combination_of_modes_passes_server_side_dry_run_without_warnings(cluster, helm_bin, tmp_path):
+    """Runs before the release is installed (file order): `kubectl apply` over the release's own cluster-scoped
+    objects would warn about their missing last-applied annotation."""
+    cp, version = cluster
+    ns = f"chart-dry-run-{version.split('.')[1]}"
+    cp.kubectl("create", "namespace", ns)
+    cp.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted",
+               "pod-security.kubernetes.io/warn=restricted")  # fmt: skip
+    try:
+        for scheduler, descheduler, learned, tls in COMBOS:
+            values = {
+                "metrics": {**NO_MONITORS["metrics"], "prometheusRule": {"enabled": False}},
+                "scheduler": {"mode": scheduler},
+                "descheduler": {"mode": descheduler, "namespaces": [MANAGED]},
+                "learnedPolicies": {"enabled": learned},
+                "tls": {"enabled": tls},
+            }
+            docs = helm(helm_bin, cp, "template", "hrl", str(CHART), "--namespace", ns, "--kube-version",
+                        version.lstrip("v"), values=values).stdout  # fmt: skip
+            count = sum(1 for d in yaml.safe_load_all(docs) if d)
+            res = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=docs, check=False)
+            where = (scheduler, descheduler, learned, tls)
+            assert res.returncode == 0, (where, res.stderr)
+            lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+            assert len(lines) == count and all(ln.endswith("(server dry run)") for ln in lines), (where, res.stdout)
+            assert "Warning" not in res.stderr, (where, res.stderr)
+    finally:
+        cp.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_a_pod_security_violation_would_show_in_the_dry_run(cluster, helm_bin):
+    """The dry run's warning check can fail: a container allowed to escalate privileges draws Pod Security's
+    warning for "restricted" on its Deployment."""
+    cp, version = cluster
+    docs = helm(helm_bin, cp, "template", "hrl", str(CHART), "--namespace", "kube-public", values=NO_MONITORS).stdout
+    docs = docs.replace("allowPrivilegeEscalation: false", "allowPrivilegeEscalation: true")
+    ns = f"chart-psa-{version.split('.')[1]}"
+    cp.kubectl("create", "namespace", ns)
+    cp.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/warn=restricted")
+    try:
+        docs = docs.replace("namespace: kube-public", f"namespace: {ns}")
+        res = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=docs, check=False)
+        assert "Warning" in res.stderr and "allowPrivilegeEscalation" in res.stderr, res.stderr
+    finally:
+        cp.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
 @pytest.fixture(scope="module")
 def release(cluster, helm_bin):
     """`helm install` with the defaults plus the one managed namespace, in ONE command (namespace included)."""
@@ -155,51 +205,3 @@ def test_an_upgrade_to_learned_policies_interval_mode_and_tls_starts(release, he
     wait_for(lambda: available(cp, RELEASE_NS, "hrl-extender", 1), 120, "the extender with its cache sidecar")
     assert cp.kubectl("get", "cronjob", "-n", RELEASE_NS, "-o", "name").stdout.strip() == ""
     assert can_i(cp, "update", "leases.coordination.k8s.io", RELEASE_NS, None) is False  # only its named Lease
-
-
-COMBOS = list(itertools.product(["second", "dropin", "none"], ["cronjob", "interval"], [False, True], [False, True]))
-
-
-def test_every_combination_of_modes_passes_server_side_dry_run_without_warnings(cluster, helm_bin, tmp_path):
-    cp, version = cluster
-    ns = f"chart-dry-run-{version.split('.')[1]}"
-    cp.kubectl("create", "namespace", ns)
-    cp.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/enforce=restricted",
-               "pod-security.kubernetes.io/warn=restricted")  # fmt: skip
-    try:
-        for scheduler, descheduler, learned, tls in COMBOS:
-            values = {
-                "metrics": {**NO_MONITORS["metrics"], "prometheusRule": {"enabled": False}},
-                "scheduler": {"mode": scheduler},
-                "descheduler": {"mode": descheduler, "namespaces": [MANAGED]},
-                "learnedPolicies": {"enabled": learned},
-                "tls": {"enabled": tls},
-            }
-            docs = helm(helm_bin, cp, "template", "hrl", str(CHART), "--namespace", ns, "--kube-version",
-                        version.lstrip("v"), values=values).stdout  # fmt: skip
-            count = sum(1 for d in yaml.safe_load_all(docs) if d)
-            res = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=docs, check=False)
-            where = (scheduler, descheduler, learned, tls)
-            assert res.returncode == 0, (where, res.stderr)
-            lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
-            assert len(lines) == count and all(ln.endswith("(server dry run)") for ln in lines), (where, res.stdout)
-            assert "Warning" not in res.stderr, (where, res.stderr)
-    finally:
-        cp.kubectl("delete", "namespace", ns, "--wait=false", check=False)
-
-
-def test_a_pod_security_violation_would_show_in_the_dry_run(cluster, helm_bin):
-    """The dry run's warning check can fail: a container allowed to escalate privileges draws Pod Security's
-    warning for "restricted" on its Deployment."""
-    cp, version = cluster
-    docs = helm(helm_bin, cp, "template", "hrl", str(CHART), "--namespace", "kube-public", values=NO_MONITORS).stdout
-    docs = docs.replace("allowPrivilegeEscalation: false", "allowPrivilegeEscalation: true")
-    ns = f"chart-psa-{version.split('.')[1]}"
-    cp.kubectl("create", "namespace", ns)
-    cp.kubectl("label", "namespace", ns, "pod-security.kubernetes.io/warn=restricted")
-    try:
-        docs = docs.replace("namespace: kube-public", f"namespace: {ns}")
-        res = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=docs, check=False)
-        assert "Warning" in res.stderr and "allowPrivilegeEscalation" in res.stderr, res.stderr
-    finally:
-        cp.kubectl("delete", "namespace", ns, "--wait=false", check=False)
