@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint bench bench-quick bench-sim bench-topology bench-scheduler train controlplane e2e-kind clean help
+.PHONY: demo test lint bench bench-quick bench-sim bench-topology bench-scheduler train controlplane images manifests e2e-kind clean help
 
 help:
 	@echo "make demo             install (runtime only, no torch) and run the main job on Online Boutique"
@@ -17,7 +17,9 @@ help:
 	@echo "make bench-topology   graph encoder time vs size, gRPC cache latency, encoder held-out error"
 	@echo "make bench-scheduler  kube-scheduler throughput with/without the extender (real control plane)"
 	@echo "make train            train the learned stacks -> policy/bundles/"
-	@echo "make controlplane     build the control-plane binaries into the cache (hack/build-controlplane.sh)"
+	@echo "make controlplane     build the control planes of both Kubernetes minors and helm into the cache"
+	@echo "make images           build the extender and descheduler images (needs docker, podman, buildah or nerdctl)"
+	@echo "make manifests        regenerate the kustomize manifests from the Helm chart (hack/gen-manifests.py)"
 	@echo "make e2e-kind         the control-plane scenarios on a kind cluster (needs Docker)"
 
 $(VENV)/.runtime: pyproject.toml
@@ -33,11 +35,20 @@ $(VENV)/.test: pyproject.toml $(VENV)/.runtime
 demo: $(VENV)/.runtime
 	$(PY) hack/demo.py
 
+# Both Kubernetes minors of the version-skew tests (hack/controlplane/k8s*), and helm for the chart tests.
 controlplane:
-	hack/build-controlplane.sh
+	hack/build-controlplane.sh --all
+	hack/build-helm.sh
+
+images:
+	hack/build-images.sh
+
+manifests: $(VENV)/.test
+	$(PY) hack/gen-manifests.py
 
 test: $(VENV)/.test controlplane lint
 	hack/install-prometheus.sh >/dev/null
+	hack/install-pushgateway.sh >/dev/null
 	$(PY) -m pytest -q
 
 # lint: ruff (rules and formatting, pyproject.toml [tool.ruff]) and the architecture contracts (import-linter)

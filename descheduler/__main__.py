@@ -3,7 +3,7 @@
 Usage::
 
     hrl-descheduler [--config FILE] [--once | --interval SECONDS] [--dry-run] [--snapshot FILE | --kubeconfig FILE]
-                    [--json]
+                    [--json] [--log-format text|json] [--version]
 
 - ``--once``: one cycle, then exit (CronJob mode). ``--interval S``: a cycle every S seconds until
   interrupted (Deployment mode). Neither: ``--once`` with ``--snapshot``, else every ``intervalSeconds`` of
@@ -23,6 +23,8 @@ Usage::
   fresh (its next save replaces it); an unreadable eviction history stops the run (exit 1, fail closed).
 - ``--json``: stdout carries only the :meth:`CycleReport.to_json` object (one line per cycle in
   ``--interval`` mode); messages go to stderr. Without it, a readable report.
+- ``--log-format text|json``: the messages on stderr, as readable lines or one JSON object per line
+  (:func:`policy.telemetry.configure_logging`: timestamp, level, component, logger, message).
 
 Exit status: 0 after the cycle(s) ran (whatever their outcomes); 1 when the cluster state (file or API
 server), the graph sources or the state file cannot be read; 2 for usage or configuration errors
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 import threading
@@ -41,6 +44,7 @@ from collections.abc import Sequence
 
 from policy.config import MAX_SECONDS, ConfigError
 from policy.observe import ObjectError
+from policy.telemetry import add_log_format_argument, add_version_argument, configure_logging, register_process_metrics
 
 from .config import DeschedulerConfiguration, load_descheduler_config, placement_from_config, planner_from_config
 from .evict import DryRunEvictor, Evictor
@@ -81,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="kubeconfig of the live cluster (default: in-cluster service account, else $KUBECONFIG / ~/.kube/config)",
     )
     p.add_argument("--json", action="store_true", help="print only the cycle report JSON on stdout")
+    add_log_format_argument(p)
+    add_version_argument(p, PROG)
     return p
 
 
@@ -94,8 +100,19 @@ def _positive_float(s: str) -> float:
     return v
 
 
-def _err(msg: str) -> None:
-    print(msg, file=sys.stderr)
+log = logging.getLogger("descheduler")
+
+
+def _err(msg: str, level: int | None = None) -> None:
+    """One message on stderr through :mod:`logging` (``--log-format``): ``"PROG: warning: ..."`` logs at WARNING,
+    ``"PROG: note: ..."`` at INFO, anything else at ERROR; the ``PROG: `` prefix is the record's component."""
+    text = msg.removeprefix(f"{PROG}: ")
+    if level is None:
+        level = logging.ERROR
+        for prefix, lvl in (("warning: ", logging.WARNING), ("note: ", logging.INFO)):
+            if text.startswith(prefix):
+                level = lvl
+    log.log(level, text)
 
 
 def format_report(report: CycleReport) -> str:
@@ -149,6 +166,7 @@ def _export_metrics(metrics: DeschedulerMetrics, config: DeschedulerConfiguratio
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``hrl-descheduler``; returns the exit status (see the module docstring)."""
     args = build_parser().parse_args(argv)
+    configure_logging(PROG, "INFO", args.log_format)
     try:
         config = load_descheduler_config(args.config)
     except ConfigError as exc:
@@ -239,6 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             scaler = DryRunScaler()
     metrics = DeschedulerMetrics()
+    register_process_metrics(metrics.registry, PROG)
     from .cache import cache_link_from_config  # the embedding cache: embeddings in, intent out
 
     link = cache_link_from_config(config.cache, metrics.registry)
@@ -316,10 +335,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             elector = elector_from_config(le, api_client)
             backend = elector.backend
-            _err(f"{PROG}: leader election on lease {backend.namespace}/{backend.name} as {elector.identity}")
+            metrics.leader.labels(name=backend.name).set_function(lambda: float(elector.is_leader()))
+            _err(
+                f"{PROG}: leader election on lease {backend.namespace}/{backend.name} as {elector.identity}",
+                logging.INFO,
+            )
 
             def leading(over: threading.Event) -> None:
-                _err(f"{PROG}: {elector.identity} holds the lease; running cycles")
+                _err(f"{PROG}: {elector.identity} holds the lease; running cycles", logging.INFO)
                 gated = (
                     None
                     if scaler is None

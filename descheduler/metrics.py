@@ -10,7 +10,11 @@
 - ``hrl_descheduler_scale_total{outcome}``: replica targets acted on, by outcome (scaled, unchanged, refused_hpa,
   not_found, error, dry_run, blocked, skipped; :mod:`descheduler.scale`);
 - ``hrl_descheduler_hpa_conflicts``: Deployments the last cycle left alone because a HorizontalPodAutoscaler
-  targets them (gauge).
+  targets them (gauge);
+- ``leader_election_master_status{name}``: 1 while this replica holds the leader-election Lease ``name``, else 0
+  (interval mode; client-go's name for the same gauge, so the usual leader-election dashboards apply);
+- ``hrl_build_info`` and the ``process_*`` / ``python_*`` collectors (:func:`policy.telemetry.register_process_metrics`,
+  registered by ``hrl-descheduler``).
 
 No pod or node names as label values (DESIGN.md section 6). Exporters for the CronJob mode:
 :func:`write_textfile` (node_exporter textfile collector, or ``-`` for stderr) and :func:`push`
@@ -76,6 +80,12 @@ class DeschedulerMetrics:
         self.hpa_conflicts = Gauge(
             "hrl_descheduler_hpa_conflicts",
             "Deployments the last cycle left alone because an HPA targets them.",
+            registry=r,
+        )
+        self.leader = Gauge(
+            "leader_election_master_status",
+            "1 while this replica holds the leader-election Lease (label name), else 0.",
+            ["name"],
             registry=r,
         )
         for o in SCALE_OUTCOMES:

@@ -2,13 +2,15 @@
 
 Usage::
 
-    hrl-extender [--config FILE] [--snapshot FILE] [--host HOST] [--port PORT]
+    hrl-extender [--config FILE] [--snapshot FILE] [--host HOST] [--port PORT] [--log-format text|json] [--version]
 
 ``--config``: an ``ExtenderConfiguration`` YAML (see :mod:`extender.config`; omitted = defaults).
 With ``listen.tls`` set it serves HTTPS (see :class:`extender.config.TLSConfig`).
 ``--snapshot``: a static cluster state (``kubectl get nodes,pods,pdb -A -o json`` output), overriding
 ``snapshotFile``. With ``kubernetes.enabled`` the snapshot comes from the API server instead (list + watch
-of Nodes and Pods, :mod:`extender.kube`). ``--host`` / ``--port`` override ``listen``. Logs go to stderr.
+of Nodes and Pods, :mod:`extender.kube`). ``--host`` / ``--port`` override ``listen``. Logs go to stderr,
+as text or one JSON object per line (``--log-format``, :func:`policy.telemetry.configure_logging`);
+``/metrics`` carries ``hrl_build_info`` and the ``process_*`` metrics besides the extender's own.
 Exit status: 0 after a clean shutdown (SIGINT/SIGTERM), 2 for a bad command line, configuration (TLS files
 included), topology source or snapshot file (one line on stderr), 1 when the server cannot start (e.g. the
 port is taken).
@@ -22,6 +24,8 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+
+from policy.telemetry import add_log_format_argument, add_version_argument
 
 PROG = "hrl-extender"
 
@@ -40,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--host", help="address to bind (overrides listen.host)")
     p.add_argument("--port", type=int, help="TCP port (overrides listen.port; 0 = any free port)")
+    add_log_format_argument(p)
+    add_version_argument(p, PROG)
     return p
 
 
@@ -75,9 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.port is not None and not 0 <= args.port <= 65535:
         return _fail(f"--port: must be 0..65535, got {args.port}")
 
-    logging.basicConfig(
-        stream=sys.stderr, level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    from policy.telemetry import configure_logging, register_process_metrics
+
+    configure_logging(PROG, config.log_level, args.log_format)
     log = logging.getLogger("extender")
 
     import uvicorn
@@ -148,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "topology: %s (serving with the graph at hand; retrying every %g s)", st.reason, refresher.refresh_s
             )
     registry = CollectorRegistry()
+    register_process_metrics(registry, PROG)
     app = make_app(config, store, policy, registry, topology=refresher)
     host = args.host or config.listen.host
     port = config.listen.port if args.port is None else args.port

@@ -163,11 +163,21 @@ def tail(path: Path, lines: int = 40) -> str:
     return "\n".join(data.splitlines()[-lines:])
 
 
-def resolve_bin_dir(build: bool = True, log: Callable[[str], None] | None = None) -> Path:
-    """The cached binary directory (``hack/build-controlplane.sh --print``). With ``build``, runs the build
-    script when a binary or a kwok stage is missing (a no-op when cached; ~5 min cold on 2 cores).
+def kube_minors() -> list[str]:
+    """The Kubernetes minors the build script supports, newest first (``hack/build-controlplane.sh --minors``)."""
+    out = subprocess.run([str(BUILD_SCRIPT), "--minors"], capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def resolve_bin_dir(
+    build: bool = True, log: Callable[[str], None] | None = None, kube_minor: str | None = None
+) -> Path:
+    """The cached binary directory (``hack/build-controlplane.sh --print``) of Kubernetes ``kube_minor``
+    (``None``: the newest, e.g. ``"1.35"`` for the version-skew tests). With ``build``, runs the build script
+    when a binary or a kwok stage is missing (a no-op when cached; ~5 min cold on 2 cores per minor).
     Raises :class:`ControlPlaneError` when Go is not installed or the build fails."""
-    out = subprocess.run([str(BUILD_SCRIPT), "--print"], capture_output=True, text=True, check=True)
+    minor_args = ["--kube", kube_minor] if kube_minor else []
+    out = subprocess.run([str(BUILD_SCRIPT), "--print", *minor_args], capture_output=True, text=True, check=True)
     bin_dir = Path(out.stdout.strip().splitlines()[-1])
     missing = [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
     missing += [f"stages/{s}" for s in STAGES if not (bin_dir / "stages" / s).is_file()]
@@ -179,7 +189,9 @@ def resolve_bin_dir(build: bool = True, log: Callable[[str], None] | None = None
             )
         if log:
             log(f"building the control plane ({', '.join(missing)} missing): {BUILD_SCRIPT}")
-        res = subprocess.run([str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        res = subprocess.run(
+            [str(BUILD_SCRIPT), *minor_args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         if res.returncode != 0:
             raise ControlPlaneError(f"{BUILD_SCRIPT} failed (exit {res.returncode}):\n{res.stdout[-4000:]}")
         missing = [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]

@@ -31,9 +31,11 @@ for tool in docker kind kubectl; do
 done
 mkdir -p "$state/scheduler"
 
-log "building images hrl-extender:0.1.0, hrl-descheduler:0.1.0"
+images="ghcr.io/hrl-scheduler/hrl-extender:0.1.0 ghcr.io/hrl-scheduler/hrl-descheduler:0.1.0"   # the manifests' names
+log "building images $images"
 for c in extender descheduler; do
-  DOCKER_BUILDKIT=1 docker build -q -f "$root/manifests/images/$c.Dockerfile" -t "hrl-$c:0.1.0" "$root" >/dev/null
+  DOCKER_BUILDKIT=1 docker build -q -f "$root/manifests/images/Dockerfile" --target "$c" \
+    -t "ghcr.io/hrl-scheduler/hrl-$c:0.1.0" "$root" >/dev/null
 done
 
 # The drop-in configuration, with the Service's fixed ClusterIP (static Pods do not resolve cluster DNS).
@@ -93,7 +95,8 @@ else
 fi
 kind get kubeconfig --name "$cluster" > "$state/kubeconfig"
 export KUBECONFIG="$state/kubeconfig"
-kind load docker-image --name "$cluster" hrl-extender:0.1.0 hrl-descheduler:0.1.0
+# shellcheck disable=SC2086
+kind load docker-image --name "$cluster" $images
 
 # The second scheduler runs the cluster's own Kubernetes version (a scheduler newer than its API server is
 # outside the supported version skew).

@@ -95,7 +95,10 @@ class CacheServer:
 
     ``address``: ``host:port`` to bind (port 0: any free port; :attr:`port` / :attr:`address` are real once
     started). ``cache``: the store (default: a new :class:`InMemoryEmbeddingCache` with ``max_entries``).
-    ``registry``: where :class:`CacheMetrics` go (default: a new one). Serves ``grpc.health.v1`` with
+    ``registry``: where :class:`CacheMetrics` go (default: a new one), with the usual gRPC server metrics of
+    py-grpc-prometheus (the names of go-grpc-prometheus: ``grpc_server_started_total``,
+    ``grpc_server_handled_total{grpc_type,grpc_service,grpc_method,grpc_code}``, ``grpc_server_handling_seconds``,
+    ``grpc_server_msg_received_total``, ``grpc_server_msg_sent_total``). Serves ``grpc.health.v1`` with
     SERVING for ``""`` and :data:`SERVICE_NAME` from :meth:`start` until :meth:`stop`. Raises ``OSError``
     from :meth:`start` when the address cannot be bound.
     """
@@ -110,6 +113,9 @@ class CacheServer:
     ):
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = CacheMetrics(self.registry)
+        from py_grpc_prometheus.prometheus_server_interceptor import PromServerInterceptor
+
+        self._grpc_metrics = PromServerInterceptor(enable_handling_time_histogram=True, registry=self.registry)
         if cache is None:
             cache = InMemoryEmbeddingCache(max_entries, metrics=self.metrics)
         elif cache.metrics is None:
@@ -138,7 +144,9 @@ class CacheServer:
             ("grpc.so_reuseport", 0),
         ]
         server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="hrl-cache"), options=opts
+            futures.ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix="hrl-cache"),
+            options=opts,
+            interceptors=[self._grpc_metrics],
         )
         pb2_grpc.add_EmbeddingCacheServicer_to_server(_servicer(self.cache, self.metrics), server)
         hs = health.HealthServicer()

@@ -1,9 +1,12 @@
 """The bodies of ``hrl-policy cache serve | get | encode`` (registered as small stubs in :mod:`policy.cli`).
 
 - ``cache serve --listen HOST:PORT [--metrics-listen HOST:PORT] [--max-entries N]``: the gRPC embedding cache
-  (:class:`policy.cache.CacheServer`). Needs no configuration or bundle: it starts empty and reports
-  SERVING (``grpc.health.v1``, service ``""`` and ``hrlscheduler.embeddings.v1.EmbeddingCache``) as soon as
-  it listens. SIGINT/SIGTERM: NOT_SERVING, then a graceful stop, exit 0.
+  (:class:`policy.cache.CacheServer`); ``/metrics`` on ``--metrics-listen`` carries the usual gRPC server metrics
+  (``grpc_server_started_total``, ``grpc_server_handled_total{grpc_code}``, ``grpc_server_handling_seconds``),
+  the cache's own (``hrl_cache_*``), ``hrl_build_info`` and ``process_*``. Needs no configuration or bundle: it
+  starts empty and reports SERVING (``grpc.health.v1``, service ``""`` and
+  ``hrlscheduler.embeddings.v1.EmbeddingCache``) as soon as it listens. SIGINT/SIGTERM:
+  NOT_SERVING, then a graceful stop, exit 0.
 - ``cache get --address HOST:PORT [--fingerprint FP] [--json]``: print an entry (or the intent) of a cache.
 - ``cache encode SOURCE... [--address HOST:PORT] [--bundle DIR] [--json]``: build the call graph from
   SOURCE (as ``hrl-policy graph``), encode it with the encoder bundle, print the fingerprint and shape, and
@@ -30,14 +33,12 @@ def serve(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry, start_http_server
 
     from policy.cache import SERVICE_NAME, CacheServer
+    from policy.telemetry import configure_logging, register_process_metrics
 
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=getattr(logging, args.log_level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(PROG, args.log_level, getattr(args, "log_format", "text"))
     log = logging.getLogger("hrl-policy.cache")
     registry = CollectorRegistry()
+    register_process_metrics(registry, "hrl-policy-cache")
     server = CacheServer(args.listen, registry=registry, max_entries=args.max_entries)
     server.start()  # OSError (address in use / invalid) -> exit 2 through policy.cli.core.main
     if args.metrics_listen:

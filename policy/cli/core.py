@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="hrl-scheduler policy tools: call graphs, simulation, training, bundles, embedding cache.",
     )
+    from policy.telemetry import add_log_format_argument, add_version_argument
+
+    add_log_format_argument(parser)
+    add_version_argument(parser, PROG)
     top = parser.add_subparsers(title="subcommands", metavar="COMMAND")
     groups: dict[tuple[str, ...], argparse._SubParsersAction] = {(): top}
     parsers: dict[tuple[str, ...], argparse.ArgumentParser] = {(): parser}
@@ -114,6 +118,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``hrl-policy`` with ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    from policy.telemetry import configure_logging
+
+    # Warnings and errors of the libraries and commands (a long-running command such as `cache serve` sets its
+    # own level); the commands' results go to stdout.
+    configure_logging(PROG, "WARNING", args.log_format)
     if args._run is None:
         args._parser.print_help(sys.stderr)
         return 2

@@ -174,12 +174,19 @@ class EnvConfig:
 
 
 class SchedulingEnv(gym.Env):
-    """See the module docstring. ``render_mode`` is not supported (None)."""
+    """See the module docstring. ``render_mode``: ``None`` or ``"ansi"`` (:meth:`render` returns a text frame: the
+    minute, the phase and one line per node). Registered as ``hrl-scheduler/Placement-v0``, ``Scaling-v0`` and
+    ``Joint-v0`` by :mod:`policy.sim.registration`."""
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
-    def __init__(self, config: EnvConfig | None = None, **overrides: Any):
+    def __init__(self, config: EnvConfig | None = None, render_mode: str | None = None, **overrides: Any):
         super().__init__()
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode: expected None or one of {self.metadata['render_modes']}, got {render_mode!r}"
+            )
+        self.render_mode = render_mode
         cfg = config or EnvConfig()
         if overrides:
             cfg = replace(cfg, **overrides)
@@ -649,6 +656,27 @@ class SchedulingEnv(gym.Env):
                 }
             )
         return d
+
+    def render(self) -> str | None:
+        """``render_mode="ansi"``: a text frame (minute, phase, the Pending pod's service, then per node its
+        requested CPU and memory fractions, pods fraction and whether the pod fits); ``None`` otherwise."""
+        if self.render_mode != "ansi":
+            return None
+        if self.sim is None:
+            return "(not reset)"
+        obs = self._obs()
+        info = self._info()
+        col = {name: i for i, name in enumerate(NODE_FEATURES.names)}
+        pending = self._pending.workload if self._pending is not None else "-"
+        lines = [f"minute {info['minute']} phase {info['phase']} pending pod of {pending}"]
+        lines.append("node  cpu_req  mem_req  pods  fits")
+        for n in range(self.N):
+            row = obs["nodes"][n]
+            lines.append(
+                f"{n:>4}  {row[col['cpu_requested_frac']]:7.2f}  {row[col['memory_requested_frac']]:7.2f}  "
+                f"{row[col['pods_frac']]:4.2f}  {int(row[col['fits']])}"
+            )
+        return "\n".join(lines)
 
     def result(self):
         """The simulation's :class:`~policy.sim.engine.SimResult` so far (metrics over the episode)."""

@@ -146,22 +146,29 @@ EXTENDER_FORBIDDEN = [
     ("create", "events"),
     ("list", "persistentvolumes"),
 ]
-DESCHEDULER_ALLOWED = [
-    ("create", "pods/eviction"),
-    *READS,
+#: Cluster-wide: the descheduler observes by listing (descheduler/kube.py), nothing more.
+DESCHEDULER_OBSERVES = [
+    ("list", "nodes"),
+    ("list", "pods"),
     ("list", "poddisruptionbudgets.policy"),
     ("list", "deployments.apps"),
-    ("list", "replicasets.apps"),
     ("list", "statefulsets.apps"),
     ("list", "persistentvolumes"),
     ("list", "persistentvolumeclaims"),
+]
+#: Only in the namespaces it manages (the generated manifests: [default], one RoleBinding each).
+DESCHEDULER_ACTS = [
+    ("create", "pods/eviction"),
     ("get", "deployments.apps/scale"),
     ("update", "deployments.apps/scale"),
-    ("patch", "deployments.apps/scale"),
     ("list", "horizontalpodautoscalers.autoscaling"),
-    ("watch", "horizontalpodautoscalers.autoscaling"),
 ]
 DESCHEDULER_FORBIDDEN = [
+    ("get", "pods"),
+    ("watch", "pods"),
+    ("list", "replicasets.apps"),
+    ("patch", "deployments.apps/scale"),
+    ("watch", "horizontalpodautoscalers.autoscaling"),
     ("delete", "pods"),
     ("deletecollection", "pods"),
     ("create", "pods"),
@@ -220,9 +227,20 @@ def test_the_extender_has_exactly_two_resource_rules(control_plane, shipped_rbac
         }
 
 
-@pytest.mark.parametrize("verb,resource", DESCHEDULER_ALLOWED)
-def test_the_descheduler_can_observe_evict_and_scale(control_plane, shipped_rbac, verb, resource):
+@pytest.mark.parametrize("verb,resource", DESCHEDULER_OBSERVES)
+def test_the_descheduler_can_observe_the_whole_cluster(control_plane, shipped_rbac, verb, resource):
     assert can_i(control_plane, DESCHEDULER_SA, verb, resource, None)
+
+
+@pytest.mark.parametrize("verb,resource", DESCHEDULER_ACTS)
+def test_the_descheduler_can_evict_and_scale_only_in_the_namespaces_it_manages(
+    control_plane, shipped_rbac, verb, resource
+):
+    """issue 13 item 7: never in kube-system or its own namespace, nor in one it does not manage, nor cluster-wide."""
+    assert can_i(control_plane, DESCHEDULER_SA, verb, resource, "default")
+    for ns in ("kube-system", NS, "unmanaged-namespace"):
+        assert not can_i(control_plane, DESCHEDULER_SA, verb, resource, ns), ns
+    assert not can_i(control_plane, DESCHEDULER_SA, verb, resource, None)
 
 
 @pytest.mark.parametrize("verb,resource", DESCHEDULER_FORBIDDEN)

@@ -1,5 +1,6 @@
-"""manifests/ (kustomize base + overlays) and the image Dockerfiles, checked without a cluster: every overlay
-renders with the cached kubectl (`kubectl kustomize`), its objects have the structure the docs promise
+"""manifests/ (the kustomize base + overlays generated from the Helm chart by hack/gen-manifests.py) and the image
+Dockerfile, checked without a cluster: every overlay renders with the cached kubectl (`kubectl kustomize`), its
+objects have the structure the docs promise
 (least-privilege RBAC, non-root read-only containers, CronJob concurrencyPolicy Forbid, leader election),
 the configurations inside the ConfigMaps load with our own loaders, and every shipped
 KubeSchedulerConfiguration is accepted by the real kube-scheduler (`--write-config-to` validates and exits).
@@ -8,7 +9,6 @@ The server-side checks (dry run, `kubectl auth can-i`) are in tests/integration/
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -120,6 +120,8 @@ def test_every_object_lives_in_the_product_namespace_or_is_cluster_scoped(target
             assert ns is None, where
         elif o["metadata"]["name"] == "hrl-scheduler:extension-apiserver-authentication-reader":
             assert ns == "kube-system", where  # the one object that must live there (Configure Multiple Schedulers)
+        elif (o["kind"], o["metadata"]["name"]) == ("RoleBinding", "hrl-scheduler:descheduler-act"):
+            assert ns not in ("kube-system", NAMESPACE), where  # a namespace the descheduler manages
         else:
             assert ns == NAMESPACE, where
 
@@ -211,7 +213,7 @@ def test_the_extender_deployment_probes_healthz_and_readyz_on_its_configured_por
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz"), ("startupProbe", "/healthz")):
         get = c[probe]["httpGet"]
         assert (get["path"], get["port"], get.get("scheme", "HTTP")) == (path, "extender", scheme), probe
-    assert c["args"] == ["--config", "/etc/hrl-extender/config.yaml"]
+    assert c["args"][:2] == ["--config", "/etc/hrl-extender/config.yaml"] and "--log-format" in c["args"]
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
     vols = {v["name"]: v for v in spec["volumes"]}
     assert vols[mounts["/etc/hrl-extender"]]["configMap"]["name"].startswith("hrl-extender-config")
@@ -233,8 +235,13 @@ def test_the_learned_overlay_runs_the_embedding_cache_beside_the_one_extender_wi
     extender, cache = pod_spec(dep)["containers"]  # the extender stays first (kubectl logs/exec default)
     assert extender["name"] == "extender" and cache["name"] == "embedding-cache"
     assert cache["image"] == extender["image"]
-    assert cache["command"] + cache["args"] == ["hrl-policy", "cache", "serve", "--listen", f"0.0.0.0:{CACHE_PORT}"]
-    assert [(p["name"], p["containerPort"]) for p in cache["ports"]] == [("grpc-cache", CACHE_PORT)]
+    cmd = cache["command"] + cache["args"]
+    assert cmd[0] == "hrl-policy" and cmd[cmd.index("cache") :][:2] == ["cache", "serve"]
+    assert f"--listen=0.0.0.0:{CACHE_PORT}" in cmd and "--metrics-listen=0.0.0.0:9103" in cmd
+    assert [(p["name"], p["containerPort"]) for p in cache["ports"]] == [
+        ("grpc-cache", CACHE_PORT),
+        ("cache-metrics", 9103),
+    ]
     for probe in ("readinessProbe", "livenessProbe"):
         assert cache[probe]["grpc"] == {"port": CACHE_PORT}, probe  # grpc.health.v1, service ""
     ext = load_extender_config(configmap_file(objs, "hrl-extender-config", "config.yaml"))
@@ -253,65 +260,6 @@ def test_the_learned_overlay_configures_the_learned_policies_and_the_descheduler
     assert des.cache.address == f"hrl-extender.{NAMESPACE}.svc:{port}"
     # The placement policy of both loads from the bundle committed in the repository (and shipped in the image).
     assert type(build_policy(ext)).__name__ == type(placement_from_config(des)).__name__ == "LearnedPlacement"
-
-
-def render_components(tmp_path: Path, components: list[str], own: str | None = None) -> tuple[dict[str, Any], ...]:
-    """The base plus ``components`` (names under manifests/components, in this order), and last, when ``own``
-    is given, a Component of the user's replacing the descheduler configuration with ``own``."""
-    rel = Path(os.path.relpath(MANIFESTS, tmp_path))  # kustomize wants relative paths
-    comps = [str(rel / "components" / c) for c in components]
-    if own is not None:
-        (tmp_path / "mine").mkdir()
-        (tmp_path / "mine" / "descheduler-config.yaml").write_text(own)
-        (tmp_path / "mine" / "kustomization.yaml").write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "kustomize.config.k8s.io/v1alpha1",
-                    "kind": "Component",
-                    "configMapGenerator": [
-                        {
-                            "name": "hrl-descheduler-config",
-                            "namespace": NAMESPACE,
-                            "behavior": "replace",
-                            "files": ["config.yaml=descheduler-config.yaml"],
-                        }
-                    ],
-                }
-            )
-        )
-        comps.append("mine")
-    (tmp_path / "kustomization.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": [str(rel / "base")],
-                "components": comps,
-            }
-        )
-    )
-    return render_path(tmp_path)
-
-
-@pytest.mark.parametrize(
-    "order,planner",
-    [
-        (["descheduler-interval", "learned-policies"], "hierarchical"),
-        (["learned-policies", "descheduler-interval"], "rebalance-heuristic"),
-    ],
-)
-def test_the_last_component_listed_replaces_the_descheduler_configuration_as_the_docs_say(tmp_path, order, planner):
-    """components/learned-policies/kustomization.yaml and docs/operations.md section 3.5 rely on this."""
-    objs = render_components(tmp_path, order)
-    cfg = load_descheduler_config(configmap_file(objs, "hrl-descheduler-config", "config.yaml"))
-    assert cfg.planner.name == planner
-    assert find(objs, "CronJob") == []  # the interval Deployment either way
-
-
-def test_a_component_of_your_own_listed_last_replaces_the_shipped_configurations(tmp_path):
-    own = "apiVersion: hrl-scheduler.io/v1alpha1\nkind: DeschedulerConfiguration\ndryRun: false\n"
-    objs = render_components(tmp_path, ["descheduler-interval", "learned-policies"], own)
-    assert load_descheduler_config(configmap_file(objs, "hrl-descheduler-config", "config.yaml")).dry_run is False
 
 
 def scheduler_configs(target: str) -> list[dict[str, Any]]:
@@ -448,37 +396,40 @@ def test_the_extender_may_only_read_nodes_and_pods():
     )
 
 
-def test_the_descheduler_may_evict_and_scale_but_never_delete_pods():
+def test_the_descheduler_observes_with_list_only_and_never_reads_replicasets():
     granted = rules_of(render("base"), "ClusterRole", "hrl-scheduler:descheduler")
-    assert ("", "pods/eviction", "create") in granted
-    assert {("apps", "deployments/scale", v) for v in ("get", "update", "patch")} <= set(granted)
-    writes = {(g, r, v) for g, r, v in granted if v not in ("get", "list", "watch")}
-    assert writes == {
-        ("", "pods/eviction", "create"),
-        ("apps", "deployments/scale", "update"),
-        ("apps", "deployments/scale", "patch"),
-    }
-    reads = {r for _, r, v in granted if v == "list"}
-    assert reads == {
+    assert {v for _, _, v in granted} == {"list"}  # descheduler/kube.py lists; it never gets or watches
+    assert {r for _, r, _ in granted} == {
         "nodes",
         "pods",
         "persistentvolumes",
         "persistentvolumeclaims",
         "poddisruptionbudgets",
         "deployments",
-        "replicasets",
         "statefulsets",
-        "horizontalpodautoscalers",
     }
 
 
-def test_the_descheduler_may_only_read_horizontal_pod_autoscalers_to_leave_their_deployments_alone():
-    granted = rules_of(render("base"), "ClusterRole", "hrl-scheduler:descheduler")
-    assert {(g, v) for g, r, v in granted if r == "horizontalpodautoscalers"} == {
-        ("autoscaling", "list"),
-        ("autoscaling", "watch"),
-    }
-    assert not [t for t in granted if t[1].startswith("statefulsets/")]  # only Deployments are scaled
+def test_the_descheduler_may_evict_and_scale_but_never_delete_pods():
+    granted = rules_of(render("base"), "ClusterRole", "hrl-scheduler:descheduler-act")
+    writes = {(g, r, v) for g, r, v in granted if v not in ("get", "list", "watch")}
+    assert writes == {("", "pods/eviction", "create"), ("apps", "deployments/scale", "update")}
+    assert ("apps", "deployments/scale", "get") in granted
+    # Only Deployments are scaled, and HPAs are only listed (a Deployment an HPA targets is left alone).
+    assert {(g, v) for g, r, v in granted if r == "horizontalpodautoscalers"} == {("autoscaling", "list")}
+    assert not [t for t in granted if t[1].startswith("statefulsets/")]
+
+
+@pytest.mark.parametrize("target", targets())
+def test_the_descheduler_acts_only_in_its_managed_namespaces_never_cluster_wide(target):
+    objs = render(target)
+    act = [
+        b
+        for b in find(objs, "RoleBinding") + find(objs, "ClusterRoleBinding")
+        if b["roleRef"]["name"] == "hrl-scheduler:descheduler-act"
+    ]
+    assert [(b["kind"], b["metadata"]["namespace"]) for b in act] == [("RoleBinding", "default")]
+    assert act[0]["subjects"] == [{"kind": "ServiceAccount", "name": "hrl-descheduler", "namespace": NAMESPACE}]
 
 
 @pytest.mark.parametrize("target", targets())
@@ -489,50 +440,70 @@ def test_no_role_uses_wildcards(target):
                 assert "*" not in rule.get(key, []), f"{o['kind']}/{o['metadata']['name']}: {key}"
 
 
-# ---- Dockerfiles --------------------------------------------------------------------------------------------
+# ---- the Dockerfile (one file, a stage per image; tests/unit/test_images.py checks the lock) ---------------------
 
 IMAGES = {
     "extender": ("hrl-extender", "/etc/hrl-extender/config.yaml"),
     "descheduler": ("hrl-descheduler", "/etc/hrl-descheduler/config.yaml"),
 }
+DOCKERFILE = MANIFESTS / "images" / "Dockerfile"
 
 
-def dockerfile(component: str) -> list[tuple[str, str]]:
-    """(INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped."""
-    text = (MANIFESTS / "images" / f"{component}.Dockerfile").read_text()
-    text = re.sub(r"\\\n", " ", text)
-    out = []
+def stages() -> dict[str, list[tuple[str, str]]]:
+    """Stage name -> its (INSTRUCTION, arguments) pairs, continuation lines joined, comments dropped; the
+    instructions before the first FROM under ``""``."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    out: dict[str, list[tuple[str, str]]] = {"": []}
+    cur = ""
     for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             instr, _, rest = line.partition(" ")
-            out.append((instr.upper(), rest.strip()))
+            if instr.upper() == "FROM":
+                cur = rest.split(" AS ")[-1].strip() if " AS " in rest else rest
+                out[cur] = []
+            out[cur].append((instr.upper(), rest.strip()))
     return out
+
+
+def stage_instrs(component: str) -> list[tuple[str, str]]:
+    """The instructions of ``component``'s stage and of the stages it is built FROM (runtime)."""
+    st = stages()
+    chain, name = [], component
+    while name in st:
+        chain = st[name] + chain
+        name = st[name][0][1].split()[0]
+    return chain
+
+
+def test_the_base_image_is_python_3_11_slim_pinned_by_digest():
+    args = dict(a.split("=", 1) for i, a in stages()[""] if i == "ARG" and "=" in a)
+    base = args["PYTHON_IMAGE"]
+    assert re.fullmatch(r"docker\.io/library/python:3\.11-slim(-bookworm)?@sha256:[0-9a-f]{64}", base), base
+    froms = [a.split()[0] for st in stages().values() for i, a in st if i == "FROM"]
+    assert {f for f in froms if f.startswith("$")} == {"${PYTHON_IMAGE}"}
 
 
 @pytest.mark.parametrize("component", sorted(IMAGES))
 def test_the_image_runs_as_a_numeric_non_root_user(component):
-    users = [a for i, a in dockerfile(component) if i == "USER"]
+    users = [a for i, a in stage_instrs(component) if i == "USER"]
     assert users, "no USER instruction"
     uid = users[-1].split(":")[0]
     assert uid.isdigit() and int(uid) != 0
 
 
-@pytest.mark.parametrize("component", sorted(IMAGES))
-def test_the_image_is_python_3_11_slim_without_torch_or_the_train_extra(component):
-    instrs = dockerfile(component)
-    args = dict(a.split("=", 1) for i, a in instrs if i == "ARG" and "=" in a)
-    froms = [a.split()[0].replace("${PYTHON_IMAGE}", args.get("PYTHON_IMAGE", "")) for i, a in instrs if i == "FROM"]
-    assert froms and all(f == "python:3.11-slim" for f in froms)
-    runs = " ".join(a for i, a in instrs if i == "RUN")
-    assert "pip install ." in runs
+def test_the_dependencies_come_from_the_lock_file_with_hashes_and_without_torch():
+    runs = " ".join(a for i, a in stages()["build"] if i == "RUN")
+    assert "--require-hashes" in runs and "-r requirements.lock" in runs
+    assert "pip install --no-deps --no-build-isolation ." in runs  # the package itself resolves nothing
     assert "[train" not in runs and not re.search(r"pip install[^&]*torch", runs)
+    assert "find_spec('torch') is not None" in runs  # the build fails if torch got in anyway
 
 
 @pytest.mark.parametrize("component", sorted(IMAGES))
 def test_the_image_entrypoint_is_the_console_script_with_the_manifests_config_path(component):
     script, config_path = IMAGES[component]
-    instrs = dict(dockerfile(component))
+    instrs = dict(stage_instrs(component))
     assert yaml.safe_load(instrs["ENTRYPOINT"]) == [script]
     assert yaml.safe_load(instrs["CMD"])[:2] == ["--config", config_path]
     pyproject = (ROOT / "pyproject.toml").read_text()
@@ -541,31 +512,46 @@ def test_the_image_entrypoint_is_the_console_script_with_the_manifests_config_pa
 
 
 @pytest.mark.parametrize("component", sorted(IMAGES))
-def test_the_build_context_holds_only_the_package_sources(component):
-    ignore = (MANIFESTS / "images" / f"{component}.Dockerfile.dockerignore").read_text().split()
-    assert ignore[ignore.index("*") + 1 :][:6] == [
+def test_the_image_carries_the_oci_labels(component):
+    labels = " ".join(a for i, a in stage_instrs(component) if i == "LABEL")
+    for key in ("title", "description", "version", "revision", "created", "licenses", "base.name"):
+        assert f"org.opencontainers.image.{key}=" in labels, key
+    assert f'org.opencontainers.image.title="{IMAGES[component][0]}"' in labels
+
+
+def test_the_build_context_holds_only_the_lock_and_the_package_sources():
+    ignore = (MANIFESTS / "images" / "Dockerfile.dockerignore").read_text().split()
+    allowed = [w for w in ignore if w.startswith("!")]
+    assert ignore[ignore.index("*") + 1] == "!manifests/images/requirements.lock"
+    assert allowed == [
+        "!manifests/images/requirements.lock",
         "!pyproject.toml",
         "!README.md",
         "!policy",
         "!extender",
         "!descheduler",
-        "**/__pycache__",
     ]
-    copied = [shlex.split(a)[0] for i, a in dockerfile(component) if i == "COPY" and not a.startswith("--from")]
-    assert {c.rstrip("/") for c in copied} == {"pyproject.toml", "policy", "extender", "descheduler"}
+    copied = [shlex.split(a)[0] for i, a in stages()["build"] if i == "COPY" and not a.startswith("--from")]
+    assert {c.rstrip("/") for c in copied} == {
+        "manifests/images/requirements.lock",
+        "pyproject.toml",
+        "policy",
+        "extender",
+        "descheduler",
+    }
 
 
 @pytest.mark.parametrize("component", sorted(IMAGES))
-def test_the_manifests_run_the_image_of_each_component(component):
+def test_the_manifests_run_the_fully_qualified_image_of_each_component(component):
     script, _ = IMAGES[component]
     images = {
-        c["image"].split(":")[0]
+        c["image"]
         for t in targets()
         for w in workloads(render(t))
         for c in pod_spec(w)["containers"]
         if w["metadata"]["name"] == script
     }
-    assert images == {script}
+    assert images == {f"ghcr.io/hrl-scheduler/{script}:0.1.0"}
 
 
 # ---- the kind scripts' kustomizations (hack/kind-up.sh, hack/e2e-kind.sh; they cannot run here) --------------
@@ -602,7 +588,7 @@ def test_the_kind_e2e_setup_keeps_default_scheduler_plain_and_reads_the_boutique
     (source,) = ext.topology.sources
     prefix = "/opt/hrl/lib/python3.11/site-packages/"  # the venv of manifests/images/*.Dockerfile
     assert source.startswith(prefix) and (ROOT / source[len(prefix) :]).is_file()
-    assert "python -m venv /opt/hrl" in (MANIFESTS / "images" / "extender.Dockerfile").read_text()
+    assert "python -m venv /opt/hrl" in DOCKERFILE.read_text()
     assert one(objs, "Deployment", "hrl-extender")["spec"]["replicas"] == 1
 
 

@@ -1,0 +1,112 @@
+"""The Gymnasium environments registered by policy.sim.registration: reachable through ``gym.make`` with a
+TimeLimit and an ``ansi`` render mode, valid under Gymnasium's own checker, and trainable by sb3-contrib's
+MaskablePPO for a few hundred steps with the action masks honoured."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.wrappers import TimeLimit
+
+import policy.sim.registration as registration
+
+
+def test_the_three_ids_are_registered_with_a_time_limit_and_the_right_mode():
+    for env_id, (mode, steps) in registration.ENV_IDS.items():
+        env = gym.make(env_id, episode_minutes=2)
+        try:
+            assert isinstance(env, TimeLimit) and env.spec.max_episode_steps == steps
+            assert env.unwrapped.config.mode == mode
+        finally:
+            env.close()
+    assert set(registration.ENV_IDS) == {
+        "hrl-scheduler/Placement-v0",
+        "hrl-scheduler/Scaling-v0",
+        "hrl-scheduler/Joint-v0",
+    }
+
+
+def test_registering_twice_keeps_one_registration():
+    before = gym.spec("hrl-scheduler/Placement-v0")
+    registration.register_envs()
+    assert gym.spec("hrl-scheduler/Placement-v0") is before
+
+
+def test_the_time_limit_truncates_an_episode_longer_than_its_step_budget():
+    env = gym.make("hrl-scheduler/Scaling-v0", episode_minutes=30, max_episode_steps=3)
+    try:
+        env.reset(seed=0)
+        flags = [env.step(np.zeros(env.action_space.shape, dtype=np.int64))[3] for _ in range(3)]
+        assert flags == [False, False, True]
+    finally:
+        env.close()
+
+
+def test_ansi_render_shows_the_minute_and_one_line_per_node_and_other_modes_are_refused():
+    env = gym.make("hrl-scheduler/Placement-v0", episode_minutes=2, render_mode="ansi")
+    try:
+        env.reset(seed=0)
+        frame = env.render()
+        lines = frame.splitlines()
+        assert lines[0].startswith("minute 0 phase placement") and len(lines) == 2 + env.unwrapped.N
+    finally:
+        env.close()
+    # Gymnasium warns about an undeclared mode first; the environment then refuses it.
+    with pytest.warns(UserWarning, match="render_mode"), pytest.raises(ValueError, match="render_mode"):
+        gym.make("hrl-scheduler/Placement-v0", render_mode="human")
+
+
+@pytest.mark.parametrize("env_id", ["hrl-scheduler/Placement-v0", "hrl-scheduler/Scaling-v0"])
+def test_gymnasiums_checker_accepts_the_registered_environments(env_id):
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make(env_id, episode_minutes=2, render_mode="ansi")
+    try:
+        check_env(env.unwrapped, skip_render_check=False)
+    finally:
+        env.close()
+
+
+class MaskAudit(gym.Wrapper):
+    """Counts the actions taken outside the environment's mask (sb3-contrib reaches action_masks() through it)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.steps = 0
+        self.outside_mask = 0
+        self.partial_masks = 0
+
+    def step(self, action):
+        mask = self.env.unwrapped.action_masks()
+        self.steps += 1
+        self.outside_mask += int(not mask[int(action)])
+        self.partial_masks += int(not mask.all())
+        return self.env.step(action)
+
+
+def test_maskable_ppo_trains_on_the_placement_environment_through_gym_make_and_honours_the_masks():
+    from sb3_contrib import MaskablePPO
+
+    # 8 nodes padded to 12 actions: the 4 padding nodes are always masked out, and nodes fill up.
+    env = MaskAudit(gym.make("hrl-scheduler/Placement-v0", episode_minutes=5, churn=0.5, max_nodes=12))
+    try:
+        model = MaskablePPO(
+            "MultiInputPolicy", env, n_steps=64, batch_size=32, n_epochs=2, seed=0, device="cpu", verbose=0
+        )
+        model.learn(total_timesteps=256)
+        assert model.num_timesteps >= 256 and env.steps >= 256
+        # Every action sampled during training respected the mask (padding nodes and nodes where the pod does not
+        # fit were never chosen), and the masks did mask something out.
+        assert env.outside_mask == 0 and env.partial_masks > 0
+        obs, _ = env.reset(seed=1)
+        for _ in range(30):
+            mask = env.unwrapped.action_masks()
+            action, _ = model.predict(obs, action_masks=mask, deterministic=True)
+            assert mask[int(action)]
+            obs, _r, terminated, truncated, _info = env.step(int(action))
+            if terminated or truncated:
+                obs, _ = env.reset()
+        assert env.outside_mask == 0
+    finally:
+        env.close()
