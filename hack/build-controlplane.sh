@@ -122,6 +122,25 @@ if k8s_ok; then log "kube binaries $KUBE_VERSION: cached in $BIN"; else
   k8s_ok || { echo "build-controlplane: kube binaries do not report $KUBE_VERSION after the build" >&2; exit 1; }
 fi
 
+# etcd and kwok do not depend on the Kubernetes minor: take them from another minor's cache entry when one holds
+# the same versions (a second minor then costs only its kube binaries)
+reuse() {  # reuse FILE...: copy them from a sibling cache entry with the same etcd and kwok versions
+  local d
+  for d in "$cache_root"/controlplane-k8s-*-etcd-"$ETCD_VERSION"-kwok-"$KWOK_VERSION"/bin; do
+    [ "$d" = "$BIN" ] && continue
+    local all=1 f
+    for f in "$@"; do [ -e "$d/$f" ] || all=0; done
+    if [ "$all" = 1 ]; then
+      for f in "$@"; do cp -R "$d/$f" "$BIN/"; done
+      log "$* $([ $# -gt 1 ] && echo are || echo is) the same as in $d: copied"
+      return 0
+    fi
+  done
+  return 1
+}
+etcd_ok || { reuse etcd && etcd_ok; } || true
+kwok_ok || { reuse kwok stages && kwok_ok; } || true
+
 if etcd_ok; then log "etcd $ETCD_VERSION: cached"; else
   log "building etcd $ETCD_VERSION"
   (cd "$mods/etcd" && timed etcd go build -trimpath -ldflags='-s -w' -o "$BIN/etcd" go.etcd.io/etcd/server/v3)
