@@ -90,7 +90,8 @@ class CycleReport:
     ``planned_moves``: the plan, in order; ``results``: one :class:`MoveResult` per planned move, same order;
     ``counts``: outcome → number of moves (every outcome of :data:`REPORT_OUTCOMES` present);
     ``blocked_by_guard``: guard → moves it blocked (every guard present); ``replica_targets`` / ``intent``:
-    from the plan; ``nodes`` / ``pods``: size of the observed snapshot; ``scaling``: one
+    from the plan, with the intent's per-service parts ``colocation_priority`` and ``capacity_targets``;
+    ``nodes`` / ``pods``: size of the observed snapshot; ``scaling``: one
     :class:`~descheduler.scale.ScaleResult` per replica target acted on, in key order (empty without a scaler).
     """
 
@@ -108,6 +109,8 @@ class CycleReport:
     pods: int = 0
     warnings: tuple[str, ...] = field(default=())
     scaling: tuple[ScaleResult, ...] = field(default=())
+    colocation_priority: Mapping[str, float] = field(default_factory=dict)
+    capacity_targets: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def evictions(self) -> int:
@@ -138,6 +141,8 @@ class CycleReport:
             "replica_targets": dict(sorted(self.replica_targets.items())),
             "intent": list(self.intent),
             "intent_names": names[: len(self.intent)],
+            "colocation_priority": dict(sorted(self.colocation_priority.items())),
+            "capacity_targets": dict(sorted(self.capacity_targets.items())),
             "scaling": [r.to_json() for r in self.scaling],
             "scale_counts": self.scale_counts,
             "warnings": list(self.warnings),
@@ -270,6 +275,8 @@ def run_once(
         pods=len(snapshot.pods),
         warnings=tuple(warnings),
         scaling=scaling,
+        colocation_priority=MappingProxyType(dict(plan.colocation_priority)),
+        capacity_targets=MappingProxyType(dict(plan.capacity_targets)),
     )
     if metrics is not None:
         metrics.observe_cycle(report)

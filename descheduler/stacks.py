@@ -45,6 +45,9 @@ from policy.bundle import DEFAULT_BUNDLES
 from policy.highlevel import (
     FixedIntent,
     HierarchicalPolicy,
+    IntentAutoscaler,
+    IntentPolicy,
+    LearnedIntent,
     ReplicaAutoscaler,
     UtilizationIntent,
     load_learned_autoscaler,
@@ -115,6 +118,7 @@ class HrlVariant:
     rebalance: bool = True
     autoscale: bool = True
     pass_intent: bool = True
+    shield: bool = True
     description: str = ""
 
 
@@ -138,11 +142,13 @@ VARIANTS: dict[str, HrlVariant] = {
 
 @dataclass(frozen=True)
 class StackParts:
-    """The learned parts a stack runs: the low-level ``placement`` and the ``autoscaler`` (``None`` for a
-    variant without replica targets)."""
+    """The learned parts a stack runs: the low-level ``placement``, the ``autoscaler`` (``None`` for a variant
+    without replica targets) and the high level's ``intent_policy`` (``None``: the hand rule
+    :class:`~policy.highlevel.UtilizationIntent`, or no intent for a variant that passes none)."""
 
     placement: PlacementPolicy
     autoscaler: ReplicaAutoscaler | None = None
+    intent_policy: IntentPolicy | None = None
 
 
 def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None = None) -> StackParts:
@@ -150,13 +156,21 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
     ``policy/bundles``. Raises :class:`policy.bundle.BundleMissing` naming the missing path, and whatever the
     loaders raise for a bad bundle."""
     base = Path(root) if root is not None else DEFAULT_BUNDLES
-    placement = load_learned_placement(base / variant.name / "low")
-    auto = None
-    if variant.autoscale:
-        auto = load_learned_autoscaler(
-            base / variant.name / "high", autoscaled_workloads(ctx.app), slo_p95_ms=ctx.app.slo_p95_ms
-        )
-    return StackParts(placement, auto)
+    over = dict(ctx.parts)
+    placement = over.get("placement") or load_learned_placement(base / variant.name / "low")
+    workloads = autoscaled_workloads(ctx.app)
+    high = base / variant.name / "high"
+    intent = over.get("intent_policy")
+    if intent is None and variant.pass_intent and (high / "intent" / "manifest.json").is_file():
+        intent = LearnedIntent.load(high, slo_p95_ms=ctx.app.slo_p95_ms, workloads=workloads)
+    auto = over.get("autoscaler")
+    if auto is None and variant.autoscale:
+        if intent is not None:  # the learned high level's capacity targets, carried out per Deployment
+            predictor = intent.featurizer.local.predictor if isinstance(intent, LearnedIntent) else None
+            auto = IntentAutoscaler(workloads=tuple(workloads), forecaster=predictor, shield=variant.shield)
+        else:
+            auto = load_learned_autoscaler(high, workloads, slo_p95_ms=ctx.app.slo_p95_ms)
+    return StackParts(placement, auto if variant.autoscale else None, intent)
 
 
 def build_hrl_stack(
@@ -183,7 +197,10 @@ def build_hrl_stack(
     workloads = tuple(autoscaled_workloads(ctx.app))
     planner = HierarchicalPolicy(
         autoscaler=parts.autoscaler if variant.autoscale else None,
-        intent_policy=UtilizationIntent() if variant.pass_intent else FixedIntent(),
+        intent_policy=parts.intent_policy
+        if parts.intent_policy is not None and variant.pass_intent
+        else (UtilizationIntent() if variant.pass_intent else FixedIntent()),
+        intent_period_s=DESCHEDULER_PERIOD_MIN * 60.0 if parts.intent_policy is not None else 0.0,
         rebalance=variant.rebalance,
         margin=MOVE_MARGIN,
         overload_threshold=cfg.planner.overload_threshold,
@@ -197,13 +214,15 @@ def build_hrl_stack(
         name=f"{name}-planner",
     )
     placement = parts.placement
-    shared: dict[str, Any] = {"index": None, "intent": None}
+    shared: dict[str, Any] = {"index": None, "intent": None, "colocation": None}
 
     def on_change(snapshot) -> None:
         shared["index"] = ClusterIndex.build(snapshot)
 
     def view():
-        return shared["index"], (shared["intent"] if variant.pass_intent else None)
+        if not variant.pass_intent:
+            return shared["index"], None
+        return shared["index"], shared["intent"], shared["colocation"]
 
     from policy.baselines.kube_default import default_score_plugins
 
@@ -214,13 +233,17 @@ def build_hrl_stack(
     auto = planner.autoscaler
 
     def cycle(sim: Simulation) -> None:
-        if auto is not None and hasattr(auto, "signals"):  # the DRPC students read the mesh-like service metrics
+        readers = [x for x in (auto, planner.intent_policy) if x is not None and hasattr(x, "signals")]
+        if readers:  # the students and the learned high level read the mesh-like service metrics
             from policy.sim.drpc import signals_from_sim
 
-            auto.signals = signals_from_sim(sim)
+            signals = signals_from_sim(sim)
+            for x in readers:
+                x.signals = signals
         report = run_once(sim.observe, sim.evictor, planner, placement, cfg, history, sim.now_s, scaler=SimScaler(sim))
         if variant.pass_intent:
             shared["intent"] = report.intent
+            shared["colocation"] = dict(report.colocation_priority)
         if reports is not None:
             reports.append(report)
 

@@ -468,11 +468,16 @@ class Move:
 @dataclass(frozen=True, slots=True)
 class Plan:
     """One descheduling cycle's intent: moves (evictions), per-workload replica targets
-    (``namespace/name`` → replicas) and the intent vector passed down to the extender."""
+    (``namespace/name`` → replicas), the intent vector passed down to the extender, and the per-service parts
+    of the intent: ``colocation_priority`` (service → multiplier of ``locality_weight`` for its pods, passed
+    down with the vector) and ``capacity_targets`` (service → the target CPU utilization its autoscaler
+    worked to, for reports)."""
 
     moves: tuple[Move, ...] = ()
     replica_targets: Mapping[str, int] = field(default_factory=lambda: _EMPTY, compare=False)
     intent: tuple[float, ...] = ()
+    colocation_priority: Mapping[str, float] = field(default_factory=lambda: _EMPTY, compare=False)
+    capacity_targets: Mapping[str, float] = field(default_factory=lambda: _EMPTY, compare=False)
 
 
 EvictionOutcome = Literal["evicted", "refused", "not_found", "error", "dry_run"]

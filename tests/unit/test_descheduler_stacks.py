@@ -59,8 +59,9 @@ def test_hrl_scheduler_runs_the_real_descheduler_loop_every_minute_and_passes_it
     assert [r.started_at_s / 60 for r in reports] == list(range(1, MINUTES))
     (ext,) = built.scheduler.extenders
     assert ext.weight == hs.EXTENDER_WEIGHT and ext.calls["prioritize"] >= 12
-    _index, intent = ext.view()
+    _index, intent, colocation = ext.view()
     assert intent == reports[-1].intent  # the low level scores with the last cycle's intent
+    assert colocation == dict(reports[-1].colocation_priority)  # and its per-service co-location priorities
     scaled = [s for r in reports for s in r.scaling if s.outcome == "scaled"]
     assert scaled and all(s.workload in autoscaled_workloads(world[0]) for s in scaled)
     assert all(abs(s.target - s.current) <= 4 and 1 <= s.target <= 10 for s in scaled)
