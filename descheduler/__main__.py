@@ -252,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except (HistoryError, TypeError, ValueError) as exc:
                 _err(f"{PROG}: warning: could not save the planner state: {exc}")
         if link is not None:
-            for w in link.after_cycle(report.intent, report.dry_run):
+            for w in link.after_cycle(report.intent, report.dry_run, report.colocation_priority):
                 _err(f"{PROG}: warning: {w}")
         if args.json:
             print(json.dumps(report.to_json(), sort_keys=False), flush=True)

@@ -30,13 +30,20 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
       movesPeriodSeconds: 0       # plan moves at most once per such window (0 = every cycle)
       scalePeriodSeconds: 0       # plan replica targets at most once per such window (0 = every cycle)
       autoscaler:                 # null = no replica targets
-        name: utilization-target  # or drpc (the learned students; bundle below)
+        name: utilization-target  # or drpc (the learned students; bundle below), or intent (carries out the
+                                  #   learned high level's capacity targets; targetUtilization when it names none)
         bundle: null              # drpc only: bundle directory; null = policy/bundles/hrl-scheduler/high
         targetUtilization: 0.6    # utilization-target: CPU use / requests aimed at
         tolerance: 0.1
         stabilizationSeconds: 300  # scale-downs held this long (both; drpc: after the saturation shield)
         workloads: null           # [namespace/name, ...] the only Deployments scaled; null = all
-      intentPolicy:               # cluster utilisation (x forecast) -> [locality_weight, balance_weight]
+      intentPolicy:               # where the intent comes from:
+        name: utilization         #   utilization: cluster utilisation (x forecast) -> [locality_weight, balance_weight]
+                                  #   learned: the trained high level (bundle below), once per periodSeconds
+        bundle: null              # learned only: directory with intent/ and predictor/; null = hrl-scheduler/high
+        periodSeconds: 300        # learned only: how often the intent is recomputed (it holds in between)
+        cpuPrice: 0.5             # learned only: the price of CPU the policy trades latency against
+        sloP95Ms: null            # learned only: the application's p95 SLO (ms); null = latency unknown
         lowUtilization: 0.3
         highUtilization: 0.8
         localityMax: 1.5
@@ -131,10 +138,12 @@ def _finite_number(v: float) -> float:
 
 class AutoscalerConfig(ConfigModel):
     """Where the hierarchical planner's replica targets come from (:mod:`policy.highlevel`): ``utilization-target``
-    (the stand-in :class:`policy.highlevel.UtilizationTargetAutoscaler`) or ``drpc`` (the learned students of
-    ``bundle``, :func:`policy.highlevel.load_learned_autoscaler`)."""
+    (the stand-in :class:`policy.highlevel.UtilizationTargetAutoscaler`), ``drpc`` (the learned students of
+    ``bundle``, :func:`policy.highlevel.load_learned_autoscaler`) or ``intent`` (the learned high level's
+    per-service capacity targets carried out by :class:`policy.highlevel.IntentAutoscaler`; ``targetUtilization``
+    is then the target of a service the intent names none for)."""
 
-    name: Literal["utilization-target", "drpc"] = "utilization-target"
+    name: Literal["utilization-target", "drpc", "intent"] = "utilization-target"
     bundle: str | None = Field(None, min_length=1)
     target_utilization: float = Field(0.6, gt=0.0, le=1.0)
     tolerance: float = Field(0.1, ge=0.0)
@@ -158,8 +167,17 @@ class AutoscalerConfig(ConfigModel):
 
 
 class IntentPolicyConfig(ConfigModel):
-    """:class:`policy.highlevel.UtilizationIntent`: cluster CPU utilisation (times the forecast change of the
-    request rate) → ``[locality_weight, balance_weight]``, exponentially smoothed."""
+    """Where the intent comes from: ``utilization`` (:class:`policy.highlevel.UtilizationIntent`: cluster CPU
+    utilisation, times the forecast change of the request rate, → ``[locality_weight, balance_weight]``,
+    exponentially smoothed; the fields below) or ``learned`` (:class:`policy.highlevel.LearnedIntent`: the
+    trained high level of ``bundle``, acting once per ``periodSeconds`` with per-service capacity targets and
+    co-location priorities, told the operator's ``cpuPrice`` and the application's ``sloP95Ms``)."""
+
+    name: Literal["utilization", "learned"] = "utilization"
+    bundle: str | None = Field(None, min_length=1)
+    period_seconds: float = Field(300.0, ge=0.0)
+    cpu_price: float = Field(0.5, ge=0.0)
+    slo_p95_ms: float | None = Field(None, gt=0.0)
 
     low_utilization: float = Field(0.3, ge=0.0)
     high_utilization: float = Field(0.8, gt=0.0)
@@ -171,6 +189,10 @@ class IntentPolicyConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _range(self) -> IntentPolicyConfig:
+        if self.bundle is not None and self.name != "learned":
+            raise ValueError(f"bundle ({self.bundle!r}) is only read by name: learned (got name: {self.name})")
+        for f in ("period_seconds", "cpu_price"):
+            _finite_number(getattr(self, f))
         if not self.low_utilization < self.high_utilization:
             raise ValueError(
                 f"lowUtilization ({self.low_utilization:g}) must be < highUtilization ({self.high_utilization:g})"
@@ -384,8 +406,30 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
     from policy import highlevel
 
     cfg = config.planner
-    auto = None
     a = cfg.autoscaler
+    ip = cfg.intent_policy
+    intent_policy: Any
+    if cfg.intent is not None:
+        intent_policy = highlevel.FixedIntent(cfg.intent)
+    elif ip.name == "learned":
+        bundle = ip.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "high")
+        try:
+            intent_policy = highlevel.LearnedIntent.load(
+                bundle, slo_p95_ms=ip.slo_p95_ms, cpu_price=ip.cpu_price, workloads=a.workloads if a else None
+            )
+        except ValueError as exc:  # one line starting with the field (BundleMissing, BundleError)
+            raise ValueError(bundle_error_line("planner.intentPolicy.bundle", exc, default=ip.bundle is None)) from None
+    else:
+        intent_policy = highlevel.UtilizationIntent(
+            low_utilization=ip.low_utilization,
+            high_utilization=ip.high_utilization,
+            locality_max=ip.locality_max,
+            locality_min=ip.locality_min,
+            balance_min=ip.balance_min,
+            balance_max=ip.balance_max,
+            smoothing=ip.smoothing,
+        )
+    auto = None
     if a is not None and a.name == "drpc":
         bundle = a.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "high")
         try:
@@ -393,6 +437,17 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
         except ValueError as exc:  # one line starting with the field (BundleMissing, BundleError)
             field = "planner.autoscaler.bundle"
             raise ValueError(bundle_error_line(field, exc, default=a.bundle is None)) from None
+    elif a is not None and a.name == "intent":
+        featurizer = getattr(intent_policy, "featurizer", None)
+        auto = highlevel.IntentAutoscaler(
+            default_target=a.target_utilization,
+            tolerance=a.tolerance,
+            min_replicas=config.scaling.min_replicas,
+            max_replicas=config.scaling.max_replicas,
+            stabilization_s=a.stabilization_seconds,
+            workloads=a.workloads,
+            forecaster=featurizer.local.predictor if featurizer is not None else None,
+        )
     elif a is not None:
         auto = highlevel.UtilizationTargetAutoscaler(
             target_utilization=a.target_utilization,
@@ -402,20 +457,7 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
             stabilization_s=a.stabilization_seconds,
             workloads=a.workloads,
         )
-    ip = cfg.intent_policy
-    intent_policy = (
-        highlevel.FixedIntent(cfg.intent)
-        if cfg.intent is not None
-        else highlevel.UtilizationIntent(
-            low_utilization=ip.low_utilization,
-            high_utilization=ip.high_utilization,
-            locality_max=ip.locality_max,
-            locality_min=ip.locality_min,
-            balance_min=ip.balance_min,
-            balance_max=ip.balance_max,
-            smoothing=ip.smoothing,
-        )
-    )
+    learned = isinstance(intent_policy, highlevel.LearnedIntent)
     return highlevel.HierarchicalPolicy(
         autoscaler=auto,
         intent_policy=intent_policy,
@@ -427,6 +469,7 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
         min_serving_pods=cfg.min_serving_pods,
         moves_period_s=cfg.moves_period_seconds,
         scale_period_s=cfg.scale_period_seconds,
+        intent_period_s=ip.period_seconds if learned else 0.0,
         workloads=a.workloads if a is not None else None,
         excluded_namespaces=tuple(config.excluded_namespaces),
         evict_local_storage_pods=config.evict_local_storage_pods,

@@ -270,6 +270,13 @@ class SampledIntent(LearnedIntent):
 
 
 _APPS: dict[str, Any] = {}
+_PLACEMENTS: dict[str, Any] = {}
+
+
+def _placement(path: str, load: Callable[[str], Any]) -> Any:
+    if path not in _PLACEMENTS:
+        _PLACEMENTS[path] = load(path)
+    return _PLACEMENTS[path]
 
 
 def _app(name: str):
@@ -311,11 +318,14 @@ def run_episode(
     flat: bool = False,
     hidden: int = 64,
     stack: str | None = None,
+    bundles_root: str | None = None,
 ) -> EpisodeData:
     """Simulate one episode with the intent network of ``weights`` (numpy arrays named as the bundle's) and
     ``norm`` (its normalization), exploring with ``std`` (None: deterministic, as served), under the whole
     ``stack`` (default ``hrl-scheduler``, or ``hrl-no-encoder`` when ``flat``; built through its entry point with
-    the intent policy injected). Runs in a Ray task or in process."""
+    the intent policy injected). ``bundles_root``: where the stack's other bundles (``<stack>/low``, the predictor in
+    ``<stack>/high/predictor``) come from (default ``policy/bundles``; ``make train`` passes its staging root so the
+    high level trains over the low level trained just before). Runs in a Ray task or in process."""
     from policy.sim.engine import SimConfig, Simulation, background_tenants
     from policy.sim.run import capacity_rps, cluster_for
     from policy.sim.stacks import StackContext, autoscaled_workloads, available_stacks
@@ -349,12 +359,22 @@ def run_episode(
         from policy.encoder import GraphEncoder
 
         encoder = GraphEncoder.load()
-    predictor = GruForecaster(PolicyBundle.load(PREDICTOR_BUNDLE))
+    name = stack or ("hrl-no-encoder" if flat else "hrl-scheduler")
+    root = Path(bundles_root) if bundles_root else DEFAULT_BUNDLES
+    pred_dir = root / name / "high" / "predictor"
+    predictor = GruForecaster(
+        PolicyBundle.load(pred_dir if (pred_dir / "manifest.json").is_file() else PREDICTOR_BUNDLE)
+    )
     featurizer = IntentFeaturizer(predictor, encoder, slo_p95_ms=app.slo_p95_ms, cpu_price=spec.cpu_price)
     policy = SampledIntent(actor, featurizer, workloads, std, rng)
     auto = IntentAutoscaler(workloads=tuple(workloads), forecaster=predictor)
-    ctx = StackContext(app, cluster, spec.seed, cfg, parts={"intent_policy": policy, "autoscaler": auto})
-    built = available_stacks()[stack or ("hrl-no-encoder" if flat else "hrl-scheduler")].factory(ctx)
+    parts: dict[str, Any] = {"intent_policy": policy, "autoscaler": auto}
+    if bundles_root and (root / name / "low" / "manifest.json").is_file():
+        from policy.lowlevel import load_learned_placement
+
+        parts["placement"] = _placement(str(root / name / "low"), load_learned_placement)
+    ctx = StackContext(app, cluster, spec.seed, cfg, parts=parts)
+    built = available_stacks()[name].factory(ctx)
     try:
         sim = Simulation(
             app,
@@ -626,11 +646,14 @@ class Rollouts:
             self.ray = ray
             self._task = ray.remote(num_cpus=1)(run_episode)
 
-    def run(self, specs: Sequence[EpisodeSpec], weights, norm, std, objective, flat, hidden) -> list[EpisodeData]:
+    def run(
+        self, specs: Sequence[EpisodeSpec], weights, norm, std, objective, flat, hidden, bundles_root=None
+    ) -> list[EpisodeData]:
+        kw = {"flat": flat, "hidden": hidden, "bundles_root": bundles_root}
         if self.ray is None:
-            return [run_episode(s, weights, norm, std, objective, flat=flat, hidden=hidden) for s in specs]
+            return [run_episode(s, weights, norm, std, objective, **kw) for s in specs]
         w = self.ray.put(weights)
-        refs = [self._task.remote(s, w, norm, std, objective, flat=flat, hidden=hidden) for s in specs]
+        refs = [self._task.remote(s, w, norm, std, objective, **kw) for s in specs]
         return list(self.ray.get(refs))
 
     def close(self) -> None:
@@ -716,10 +739,13 @@ def train_hierarchy(
     run_dir: str | Path | None = None,
     *,
     ray_address: str | None = None,
+    bundles_root: str | Path | None = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
 ) -> tuple[IntentNet, dict[str, Any]]:
     """Train the high level (module docstring); export the best validation policy to ``out`` (``intent/`` and a
-    copy of the predictor in ``predictor/``; None: no export). Returns (network, report)."""
+    copy of the predictor in ``predictor/``; None: no export). ``ray_address``: a Ray cluster to run the episodes
+    on (None: a local Ray of ``cfg.workers`` CPUs); ``bundles_root``: where the stack's other bundles come from
+    (:func:`run_episode`). Returns (network, report)."""
     torch.set_num_threads(1)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
@@ -732,29 +758,28 @@ def train_hierarchy(
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
     objective = cfg.objective
     rollouts = Rollouts(cfg.workers, ray_address)
+    broot = None if bundles_root is None else str(bundles_root)
+
+    def roll(specs: Sequence[EpisodeSpec], std: np.ndarray | None, obj: Objective) -> list[EpisodeData]:
+        return rollouts.run(specs, net.actor_arrays(), net.normalization(), std, obj, cfg.flat, cfg.hidden, broot)
+
     val_specs = sample_episode_specs(cfg, np.random.default_rng(10_000 + cfg.seed), cfg.eval_episodes, seed0=9_000_000)
     rows: list[dict[str, Any]] = []
     eval_rows: list[dict[str, Any]] = []
     best: tuple[float, dict[str, Any] | None] = (math.inf, None)
     try:
         # the inputs' normalization, from episodes of the initial policy (never updated: served == trained)
-        warm = rollouts.run(
+        warm = roll(
             sample_episode_specs(cfg, rng, cfg.episodes_per_iteration, seed0=0),
-            net.actor_arrays(),
-            net.normalization(),
             net.log_std.exp().detach().numpy(),
             objective,
-            cfg.flat,
-            cfg.hidden,
         )
         _fit_normalization(net, warm)
         for it in range(1, cfg.iterations + 1):
             # ---- collect ----
             specs = sample_episode_specs(cfg, rng, cfg.episodes_per_iteration, seed0=it * 1000)
             std = net.log_std.exp().detach().numpy()
-            episodes = rollouts.run(
-                specs, net.actor_arrays(), net.normalization(), std, objective, cfg.flat, cfg.hidden
-            )
+            episodes = roll(specs, std, objective)
             # ---- update ----
             batch = build_batch(net, episodes, cfg.gamma, cfg.gae_lambda)
             losses = ppo_update(net, opt, batch, cfg, rng)
@@ -780,9 +805,7 @@ def train_hierarchy(
             )
             # ---- evaluate ----
             if cfg.eval_every and (it % cfg.eval_every == 0 or it == cfg.iterations):
-                evals = rollouts.run(
-                    val_specs, net.actor_arrays(), net.normalization(), None, cfg.objective, cfg.flat, cfg.hidden
-                )
+                evals = roll(val_specs, None, cfg.objective)
                 ev = {"iteration": it, **_episode_summary(evals)}
                 eval_rows.append(ev)
                 log(f"hierarchy validation it {it}: cost {ev['objective']:.3f}/min (best so far {best[0]:.3f})")
@@ -827,7 +850,14 @@ def train_hierarchy(
         if staged.exists():
             shutil.rmtree(staged)
         export_intent(net, staged / "intent", flat=cfg.flat, policy_version=version, metadata=meta)
-        shutil.copytree(PREDICTOR_BUNDLE, staged / "predictor")
+        pred = (
+            Path(bundles_root) / ("hrl-no-encoder" if cfg.flat else "hrl-scheduler") / "high" / "predictor"
+            if bundles_root
+            else None
+        )
+        shutil.copytree(
+            pred if pred is not None and (pred / "manifest.json").is_file() else PREDICTOR_BUNDLE, staged / "predictor"
+        )
         LearnedIntent.load(staged)  # refuse to install what the server could not load
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
@@ -874,6 +904,6 @@ def train_stage(root: Path, *, quick: bool, seed: int, log: Callable[[str], None
     for stack, flat in (("hrl-scheduler", False), ("hrl-no-encoder", True)):
         cfg = HierarchyTrainConfig(seed=seed, flat=flat, **(QUICK if quick else {}))
         run_dir = ROOT / "out" / "train" / f"hierarchy-{stack}" if quick else ROOT / "runs" / f"hierarchy-{stack}"
-        train_hierarchy(cfg, Path(root) / stack / "high", run_dir, log=log)
+        train_hierarchy(cfg, Path(root) / stack / "high", run_dir, bundles_root=root, log=log)
         out.append(str(Path(root) / stack / "high"))
     return out
