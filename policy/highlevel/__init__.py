@@ -80,6 +80,7 @@ from .learned_intent import (
 )
 from .planner_state import STATE_VERSION, HrlState, service_rates_rps
 from .rebalance import PlanView, Proposal, RebalanceHeuristic, finite_scores, greedy_moves, util_after_add
+from .resize import ResizePlanner
 
 __all__ = [
     "HighLevelPolicy",
@@ -154,4 +155,5 @@ __all__ = [
     "IntentActor",
     "intent_from_outputs",
     "LearnedIntent",
+    "ResizePlanner",
 ]

@@ -40,6 +40,7 @@ from .intent import IntentPolicy, UtilizationIntent, as_intent
 from .interface import SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY, structurally_movable
 from .planner_state import HrlState
 from .rebalance import PlanView, Proposal, finite_scores, greedy_moves, util_after_add
+from .resize import ResizePlanner
 
 __all__ = ["HierarchicalPolicy", "due"]
 
@@ -76,7 +77,10 @@ class HierarchicalPolicy:
     3. when ``autoscaler`` is set and :func:`due` (``scale_period_s``): asks it for replica targets, keeps
        those of Deployments in ``workloads`` (``None``: any) outside ``excluded_namespaces``; otherwise the
        plan has no replica opinion (``{}``);
-    4. when ``rebalance`` and :func:`due` (``moves_period_s``): plans moves. For every movable pod (bound,
+    4. when a ``resizer`` is set and :func:`due` (``resize_period_s``): plans in-place resizes of pods
+       (:class:`~policy.highlevel.resize.ResizePlanner`: a pod above its capacity target grows within its node's
+       room, back toward its template's request below it), none for a pod it also moves;
+    5. when ``rebalance`` and :func:`due` (``moves_period_s``): plans moves. For every movable pod (bound,
        controller-owned, not a DaemonSet/mirror/terminating/system-critical pod, not in an excluded namespace,
        no local storage unless allowed), the candidate nodes are the other nodes that pass
        ``placement.filter`` and :func:`policy.lowlevel.node_admits` and stay strictly below
@@ -110,6 +114,8 @@ class HierarchicalPolicy:
     moves_period_s: float = 0.0
     scale_period_s: float = 0.0
     intent_period_s: float = 0.0
+    resizer: ResizePlanner | None = None
+    resize_period_s: float = 0.0
     history_len: int = 60
     workloads: tuple[str, ...] | None = None
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
@@ -131,7 +137,7 @@ class HierarchicalPolicy:
             raise bad("max_moves_per_service", self.max_moves_per_service, ">= 1")
         if self.min_serving_pods < 1:
             raise bad("min_serving_pods", self.min_serving_pods, ">= 1")
-        for f in ("moves_period_s", "scale_period_s", "intent_period_s"):
+        for f in ("moves_period_s", "scale_period_s", "intent_period_s", "resize_period_s"):
             v = getattr(self, f)
             if not (math.isfinite(v) and v >= 0):
                 raise bad(f, v, "a number of seconds >= 0")
@@ -194,9 +200,15 @@ class HierarchicalPolicy:
             budget = int(round(st.move_budget_frac * self.max_moves))
             moves = self._moves(snapshot, index, placement, intent, colocation, budget)
             st.last_moves_s = now
+        resizes = ()
+        if self.resizer is not None and due(now, st.last_resizes_s, self.resize_period_s):
+            moved = {m.pod for m in moves}
+            resizes = tuple(r for r in self.resizer.plan(snapshot, st) if r.pod not in moved)
+            st.last_resizes_s = now
         return Plan(
             moves=moves,
             replica_targets=targets,
+            resizes=resizes,
             intent=intent,
             colocation_priority=colocation,
             capacity_targets=dict(st.capacity_targets),

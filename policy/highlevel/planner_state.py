@@ -43,7 +43,8 @@ class HrlState:
       every cycle): ``last_intent_s`` (when it was computed; ``None``: never), ``capacity_targets``
       (service → target CPU utilization of its pods for its autoscaler, in (0, 1]; absent: the autoscaler's
       default), ``colocation_priority`` (service → multiplier >= 0 of ``locality_weight`` for its pods; absent:
-      1) and ``move_budget_frac`` (share of the planner's ``max_moves`` it may plan, in [0, 1]).
+      1) and ``move_budget_frac`` (share of the planner's ``max_moves`` it may plan, in [0, 1]);
+    - ``last_resizes_s``: when in-place resizes were last planned (``None``: never).
     """
 
     rate_times_s: list[float] = field(default_factory=list)
@@ -58,6 +59,7 @@ class HrlState:
     capacity_targets: dict[str, float] = field(default_factory=dict)
     colocation_priority: dict[str, float] = field(default_factory=dict)
     move_budget_frac: float = 1.0
+    last_resizes_s: float | None = None
 
     # ---- rate history --------------------------------------------------------------------------------
 
@@ -114,6 +116,7 @@ class HrlState:
             "capacity_targets": dict(sorted(self.capacity_targets.items())),
             "colocation_priority": dict(sorted(self.colocation_priority.items())),
             "move_budget_frac": self.move_budget_frac,
+            "last_resizes_s": self.last_resizes_s,
         }
 
     @staticmethod
@@ -238,6 +241,7 @@ class HrlState:
             capacity,
             colocation,
             budget,
+            opt(doc.get("last_resizes_s"), "last_resizes_s"),
         )
 
 

@@ -22,6 +22,7 @@ from policy.highlevel import (
     IntentAutoscaler,
     IntentFeaturizer,
     LearnedIntent,
+    ResizePlanner,
     intent_from_outputs,
 )
 from policy.index import ClusterIndex
@@ -310,3 +311,63 @@ def test_fixed_intent_policies_still_plan_with_the_whole_move_budget():
         snap, ClusterIndex.build(snap), TopologyHeuristic()
     )
     assert plan.moves and dict(plan.colocation_priority) == {}
+
+
+# ---- in-place resizes -------------------------------------------------------------------------------------------
+
+
+def test_a_pod_above_its_capacity_target_grows_in_place_within_its_nodes_room():
+    # cart (request 200 m = its template's) uses 300 m: at target 0.5 it wants 600 m; a step is at most +50 %
+    snap = world()
+    st = HrlState(capacity_targets={"cart": 0.5, "front": 0.9})
+    (rz,) = ResizePlanner(max_step=0.5).plan(snap, st)
+    assert (rz.pod, rz.from_cpu_request_m, rz.cpu_request_m, rz.reason) == ("shop/cart-0", 200, 300, "burst")
+
+    # never beyond the node's unrequested CPU: with 3750 m requested by another pod, n2 has 50 m left
+    def with_other(cpu_m):
+        return ClusterSnapshot(
+            snap.nodes,
+            (*snap.pods, pod("other", "n2", 0, cpu_m=cpu_m)),
+            graph=snap.graph,
+            workloads=snap.workloads,
+            taken_at_s=snap.taken_at_s,
+        )
+
+    targets = {"cart": 0.5, "front": 0.9}
+    (rz,) = ResizePlanner(max_step=0.5).plan(with_other(3750), HrlState(capacity_targets=targets))
+    assert rz.cpu_request_m == 250
+    assert ResizePlanner(max_step=0.5).plan(with_other(3800), HrlState(capacity_targets=targets)) == ()
+
+
+def test_a_grown_pod_shrinks_back_toward_its_templates_request_never_below_it():
+    base = world(usage=(150, 150, 60))
+    grown = tuple(
+        PodInfo(**{**{f: getattr(p, f) for f in p.__dataclass_fields__}, "requests": Resources(400, GI)})
+        if p.service == "cart"
+        else p
+        for p in base.pods
+    )
+    snap = ClusterSnapshot(base.nodes, grown, graph=base.graph, workloads=base.workloads, taken_at_s=600.0)
+    (rz,) = ResizePlanner(max_step=0.5).plan(snap, HrlState(capacity_targets={"cart": 0.6, "front": 0.9}))
+    assert (rz.from_cpu_request_m, rz.cpu_request_m, rz.reason) == (400, 200, "release")  # want 100 m: the template
+
+
+def test_a_resized_pod_waits_its_cooldown_and_the_planner_records_when():
+    snap = world()
+    st = HrlState(capacity_targets={"cart": 0.5, "front": 0.9})
+    planner = ResizePlanner(cooldown_s=120.0)
+    assert planner.plan(snap, st)
+    assert planner.plan(world(t=660.0), st) == ()  # 60 s later: still cooling down
+    assert planner.plan(world(t=780.0), st)
+    assert set(st.autoscaler["resized"]) == {"shop/cart-0"}
+
+
+def test_the_hierarchy_plans_resizes_from_the_intents_capacity_targets():
+    planner = HierarchicalPolicy(
+        intent_policy=CountingIntent(Intent((1.0, 1.0), {"cart": 0.5, "front": 0.9})),
+        rebalance=False,
+        resizer=ResizePlanner(),
+    )
+    snap = world()
+    plan = planner.plan(snap, ClusterIndex.build(snap), TopologyHeuristic())
+    assert [r.pod for r in plan.resizes] == ["shop/cart-0"]
