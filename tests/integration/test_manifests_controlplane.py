@@ -108,7 +108,7 @@ def test_a_broken_object_is_refused_by_the_dry_run(control_plane, shipped_rbac):
 # ---- 4d: least privilege -------------------------------------------------------------------------------------
 
 
-SUBRESOURCES = {"eviction", "binding", "scale", "status"}
+SUBRESOURCES = {"eviction", "binding", "scale", "status", "resize"}
 
 
 def can_i(cp, sa: str, verb: str, resource: str, namespace: str | None = "default") -> bool:
@@ -134,6 +134,7 @@ EXTENDER_FORBIDDEN = [
     ("patch", "pods"),
     ("create", "pods/eviction"),
     ("create", "pods/binding"),
+    ("patch", "pods/resize"),
     ("patch", "nodes"),
     ("delete", "nodes"),
     ("list", "secrets"),
@@ -160,6 +161,9 @@ DESCHEDULER_ALLOWED = [
     ("patch", "deployments.apps/scale"),
     ("list", "horizontalpodautoscalers.autoscaling"),
     ("watch", "horizontalpodautoscalers.autoscaling"),
+    ("patch", "pods/resize"),
+    ("get", "verticalpodautoscalers.autoscaling.k8s.io"),
+    ("list", "verticalpodautoscalers.autoscaling.k8s.io"),
 ]
 DESCHEDULER_FORBIDDEN = [
     ("delete", "pods"),
@@ -182,6 +186,11 @@ DESCHEDULER_FORBIDDEN = [
     ("update", "horizontalpodautoscalers.autoscaling"),
     ("delete", "horizontalpodautoscalers.autoscaling"),
     ("patch", "deployments.apps"),
+    ("update", "pods/resize"),
+    ("create", "verticalpodautoscalers.autoscaling.k8s.io"),
+    ("update", "verticalpodautoscalers.autoscaling.k8s.io"),
+    ("patch", "verticalpodautoscalers.autoscaling.k8s.io"),
+    ("delete", "verticalpodautoscalers.autoscaling.k8s.io"),
 ]
 
 
