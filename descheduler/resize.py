@@ -34,11 +34,14 @@ A :class:`Resizer` says what it did as a :class:`ResizeResult`; its outcomes (:d
   server has no ``pods/resize`` or answers "Pod running on node without support for resize"; pod-level
   ``spec.resources``; an init container or overhead that makes the pod's request other than its containers' sum;
   a simulator without ``resize``);
+- ``no_room``: the node cannot take the new request (the API server's ``PodResizeValidator`` admission answers 403
+  "node didn't have enough allocatable resources"; :func:`execute_resizes` decides it first, from the node's free
+  CPU, which is stricter);
 - ``error``: anything else (API errors, RBAC, no answer, an answer without the new request); nothing is retried;
 - ``dry_run``: it would have been resized; nothing changed.
 
-:func:`execute_resizes` adds ``blocked``, ``no_room``, ``capped``, ``cooldown`` and ``skipped``
-(:data:`RESIZE_OUTCOMES`: all of them, the ``outcome`` label values of ``hrl_descheduler_resizes_total``).
+:func:`execute_resizes` adds ``blocked``, ``capped``, ``cooldown`` and ``skipped`` (:data:`RESIZE_OUTCOMES`: all
+of them, the ``outcome`` label values of ``hrl_descheduler_resizes_total``).
 
 The request: every container's CPU request is scaled by the same factor so that the containers' total becomes the
 target (integer millicores, the remainder to the largest fractional parts, each >= 1m); a CPU limit keeps its ratio
@@ -128,9 +131,10 @@ RESIZER_OUTCOMES: tuple[str, ...] = (
     "unsupported",
     "error",
     "dry_run",
+    "no_room",
 )
-#: Every resize outcome of a cycle: the resizer's ten and :func:`execute_resizes`'s ``blocked``, ``no_room``,
-#: ``capped``, ``cooldown``, ``skipped`` (the ``outcome`` label values of ``hrl_descheduler_resizes_total``).
+#: Every resize outcome of a cycle: the resizer's eleven and :func:`execute_resizes`'s ``blocked``, ``capped``,
+#: ``cooldown`` and ``skipped`` (the ``outcome`` label values of ``hrl_descheduler_resizes_total``).
 RESIZE_OUTCOMES: tuple[str, ...] = get_args(ResizeOutcome)
 #: The state-file section (:class:`descheduler.guards.EvictionHistory`) holding the last real resize of each pod:
 #: ``{"version": 1, "pods": {"namespace/name": unix seconds}}``.
@@ -436,6 +440,10 @@ class ResizeApi(Protocol):
 
 
 _UNSUPPORTED_MARK = "without support for resize"
+#: kube-apiserver's PodResizeValidator admission plugin (plugin/pkg/admission/podresize, 1.36): 403 Forbidden with
+#: the cause NodeCapacity (the new requests exceed the node's allocatable) or UnsupportedPlatform (not Linux).
+_NODE_CAPACITY_MARK = "node didn't have enough allocatable resources"
+_PLATFORM_MARK = "pod resize is only supported on linux nodes"
 
 
 class ApiResizer:
@@ -532,6 +540,10 @@ class ApiResizer:
                 return out("unsupported", f"the API server has no pods/resize: {exc.message}", current)
             if exc.status == 422 and _UNSUPPORTED_MARK in exc.message:
                 return out("unsupported", f"the pod's node cannot resize in place: {exc.message}", current)
+            if exc.status == 403 and _NODE_CAPACITY_MARK in exc.message:
+                return out("no_room", f"the API server refused: {exc.message}", current)
+            if exc.status == 403 and _PLATFORM_MARK in exc.message:
+                return out("unsupported", f"the API server refused: {exc.message}", current)
             return out("error", f"pods/resize failed: {exc}", current)
         try:
             got = parse_pod(answer).requests.cpu_m

@@ -376,6 +376,24 @@ def test_when_the_vpa_api_is_not_served_no_vpa_exists():
             "gone",
         ),
         (lambda api: api.fail.update(patch_pod_resize=ResizeApiError(403, "forbidden")), "error", "pods/resize failed"),
+        (
+            lambda api: api.fail.update(
+                patch_pod_resize=ResizeApiError(
+                    403, "node didn't have enough allocatable resources: cpu, requested: 9000, allocatable: 4000"
+                )
+            ),
+            "no_room",
+            "allocatable",
+        ),
+        (
+            lambda api: api.fail.update(
+                patch_pod_resize=ResizeApiError(
+                    403, 'pod resize is only supported on linux nodes, node "w" is "windows"'
+                )
+            ),
+            "unsupported",
+            "linux",
+        ),
         (lambda api: setattr(api, "answer_unchanged", True), "error", "answered a CPU request of 200m"),
     ],
 )
@@ -596,6 +614,7 @@ def test_the_guards_block_excluded_namespaces_pods_of_no_deployment_gone_changed
         pod_json("sys-1", ns="kube-system"),
         pod_json("db-0", app="db", owner_kind="StatefulSet"),
         pod_json("pending-1", node=None, phase="Pending"),
+        deployments=[deployment_json("api"), deployment_json("db"), deployment_json("api", ns="kube-system")],
     )
     planner_targets = {
         "shop/api-1": 300,
@@ -632,6 +651,8 @@ def test_the_guards_block_excluded_namespaces_pods_of_no_deployment_gone_changed
         "shop/gone-1": "not_found",
     }
     assert api.writes() == [] and api.calls == []  # none reached the resizer
+    why = {r.pod: r.message for r in rep.resizes}
+    assert "excluded" in why["kube-system/sys-1"] and "not a Deployment's pod" in why["shop/db-0"]
 
 
 def test_a_node_without_room_for_the_increase_refuses_it_counting_this_cycles_earlier_resizes():
