@@ -775,3 +775,12 @@ def test_a_bad_resize_section_is_refused_naming_the_field(doc, text):
 
     with pytest.raises(ConfigError, match=text.replace(".", r"\.").replace("(", r"\(").replace(")", r"\)")):
         load_descheduler_config({**HEADER, **doc})
+
+
+def test_the_readable_report_has_one_line_per_planned_resize():
+    from descheduler.__main__ import format_report
+
+    api, cluster = world(pod_json("api-1"), pod_json("web-1", app="web"), vpas={"shop": [vpa("w", "web")]})
+    text = format_report(cycle(cluster, {"shop/api-1": 300, "shop/web-1": 300}, ApiResizer(api)))
+    assert "resize shop/api-1: resized (resized in place through pods/resize: 200m -> 300m CPU request" in text
+    assert "resize shop/web-1: refused_vpa (VerticalPodAutoscaler shop/w owns Deployment shop/web; left alone)" in text
