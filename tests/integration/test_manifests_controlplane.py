@@ -111,9 +111,22 @@ def test_a_broken_object_is_refused_by_the_dry_run(control_plane, shipped_rbac):
 SUBRESOURCES = {"eviction", "binding", "scale", "status", "resize"}
 
 
+#: Resources of APIs this control plane does not serve (CRDs not installed): kubectl cannot map them and would
+#: ask about group "" instead, so :func:`can_i` asks the authorizer with a SubjectAccessReview naming the group.
+UNSERVED = {"verticalpodautoscalers.autoscaling.k8s.io"}
+
+
 def can_i(cp, sa: str, verb: str, resource: str, namespace: str | None = "default") -> bool:
     """`kubectl auth can-i` as ``sa``. ``resource``: ``pods``, ``deployments.apps/scale`` (a subresource:
-    passed as --subresource, since kubectl reads ``TYPE/NAME``), ``leases.coordination.k8s.io/NAME``."""
+    passed as --subresource, since kubectl reads ``TYPE/NAME``), ``leases.coordination.k8s.io/NAME``; one of
+    :data:`UNSERVED`: a SubjectAccessReview for ``sa`` (what ``auth can-i`` sends, with the group spelled out)."""
+    if resource in UNSERVED:
+        plural, _, group = resource.partition(".")
+        attrs = {"verb": verb, "group": group, "resource": plural, "namespace": namespace or ""}
+        sar = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview"}
+        sar["spec"] = {"user": sa, "resourceAttributes": attrs}
+        out = cp.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(sar)).stdout
+        return bool(json.loads(out)["status"].get("allowed"))
     head, _, tail = resource.partition("/")
     if tail in SUBRESOURCES:
         args = ["auth", "can-i", verb, head, f"--subresource={tail}", f"--as={sa}"]
