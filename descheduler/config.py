@@ -60,6 +60,13 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
       minReplicas: 1
       maxReplicas: 10
       maxStepPerCycle: 4          # replicas added or removed per Deployment per cycle; null = no cap
+    resize:                       # in-place CPU resizes through pods/resize (descheduler/resize.py); hierarchical only
+      enabled: false              # true: the planner plans resizes (policy.highlevel.ResizePlanner) and they are made
+      maxPerCycle: 10             # resizes per cycle (0: none)
+      cooldownSeconds: 300        # a pod is resized at most once per this long
+      maxStep: 0.5                # a resize changes a pod's CPU request by at most this fraction of it
+      maxBurst: 2.0               # and never above this multiple of its template's request
+      minChange: 0.1              # the planner acts when use leaves the target by this fraction; < maxStep
     topology:
       sources: []                 # call-graph sources (manifests, spans, Alibaba CSV); [] = annotations
     metrics:
@@ -98,7 +105,7 @@ from pydantic import Field, field_validator, model_validator
 
 from policy.bundle import DEFAULT_BUNDLES, bundle_error_line
 from policy.config import ConfigModel, load_config
-from policy.highlevel import HighLevelPolicy, RebalanceHeuristic
+from policy.highlevel import HighLevelPolicy, RebalanceHeuristic, ResizePlanner
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy, TopologyHeuristic
 
 __all__ = [
@@ -113,9 +120,11 @@ __all__ = [
     "IntentPolicyConfig",
     "PlacementConfig",
     "ScalingConfig",
+    "ResizeConfig",
     "DeschedulerConfiguration",
     "load_descheduler_config",
     "planner_from_config",
+    "resize_planner_from_config",
     "placement_from_config",
 ]
 
@@ -280,6 +289,29 @@ class ScalingConfig(ConfigModel):
         return self
 
 
+class ResizeConfig(ConfigModel):
+    """In-place CPU resizes of running pods through ``pods/resize`` (:mod:`descheduler.resize`; Kubernetes in-place
+    pod resize, KEP-1287, GA in 1.35). With ``enabled`` the ``hierarchical`` planner plans them
+    (:class:`policy.highlevel.ResizePlanner`: a pod above its capacity target grows within its node's room, up to
+    ``maxBurst`` × its template's request; it shrinks back toward that request) and the descheduler makes them
+    behind its guards: at most ``maxPerCycle`` per cycle, one per pod per ``cooldownSeconds``, each at most
+    ``maxStep`` (a fraction of the pod's request) away from the current request; never a pod a
+    VerticalPodAutoscaler owns. Ranges: 0 < ``minChange`` < ``maxStep`` <= 1, ``maxBurst`` >= 1."""
+
+    enabled: bool = False
+    max_per_cycle: int = Field(10, ge=0)
+    cooldown_seconds: float = Field(300.0, ge=0.0)
+    max_step: float = Field(0.5, gt=0.0, le=1.0)
+    max_burst: float = Field(2.0, ge=1.0)
+    min_change: float = Field(0.1, gt=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _steps(self) -> ResizeConfig:
+        if not self.min_change < self.max_step:
+            raise ValueError(f"minChange ({self.min_change:g}) must be < maxStep ({self.max_step:g})")
+        return self
+
+
 class TopologyConfig(ConfigModel):
     """Where the call graph comes from: paths read by ``policy.topology.sources.load_graph``. Empty: the
     ``hrl-scheduler.io/depends-on`` annotations of the workloads and pods in the snapshot."""
@@ -369,10 +401,19 @@ class DeschedulerConfiguration(ConfigModel):
     planner: PlannerConfig = PlannerConfig()
     placement: PlacementConfig = PlacementConfig()
     scaling: ScalingConfig = ScalingConfig()
+    resize: ResizeConfig = ResizeConfig()
     topology: TopologyConfig = TopologyConfig()
     metrics: MetricsConfig = MetricsConfig()
     cache: CacheConfig | None = None
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
+
+    @model_validator(mode="after")
+    def _resize_needs_hierarchical(self) -> DeschedulerConfiguration:
+        if self.resize.enabled and self.planner.name != "hierarchical":
+            raise ValueError(
+                f"resize.enabled: true needs planner.name: hierarchical (got planner.name: {self.planner.name})"
+            )
+        return self
 
 
 def load_descheduler_config(source: str | Path | Mapping[str, Any] | None) -> DeschedulerConfiguration:
@@ -459,6 +500,7 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
         )
     learned = isinstance(intent_policy, highlevel.LearnedIntent)
     return highlevel.HierarchicalPolicy(
+        resizer=resize_planner_from_config(config),
         autoscaler=auto,
         intent_policy=intent_policy,
         rebalance=cfg.rebalance,
@@ -473,6 +515,26 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
         workloads=a.workloads if a is not None else None,
         excluded_namespaces=tuple(config.excluded_namespaces),
         evict_local_storage_pods=config.evict_local_storage_pods,
+    )
+
+
+def resize_planner_from_config(config: DeschedulerConfiguration) -> ResizePlanner | None:
+    """The :class:`policy.highlevel.ResizePlanner` of the ``resize`` section (``None`` unless ``enabled``): its
+    ``maxStep``, ``maxBurst``, ``minChange``, ``maxPerCycle`` and ``cooldownSeconds``; the capacity target of a
+    service the intent names none for is ``planner.autoscaler.targetUtilization`` (0.6 without an autoscaler),
+    and it resizes only the Deployments of ``planner.autoscaler.workloads`` (null: all)."""
+    rc = config.resize
+    if not rc.enabled:
+        return None
+    a = config.planner.autoscaler
+    return ResizePlanner(
+        default_target=a.target_utilization if a is not None else 0.6,
+        min_change=rc.min_change,
+        max_step=rc.max_step,
+        max_burst=rc.max_burst,
+        max_resizes=rc.max_per_cycle,
+        cooldown_s=rc.cooldown_seconds,
+        workloads=a.workloads if a is not None else None,
     )
 
 

@@ -10,7 +10,11 @@ Every stack is the product wired as in a cluster:
 - **high level**: :class:`policy.highlevel.HierarchicalPolicy` driven by the real :func:`descheduler.loop.run_once`
   (guards, caps, cooldown, the bounds of ``scaling``) once per simulated minute: replica targets every minute
   through the simulator's scale subresource (:class:`descheduler.scale.SimScaler`), moves every 5 simulated
-  minutes through its Eviction API, and the intent of each cycle passed down to the low level.
+  minutes through its Eviction API, in-place CPU resizes every minute when the configuration's ``resize`` is
+  enabled (:data:`SIM_DESCHEDULER_CONFIG`: it is) and the variant resizes (:class:`policy.highlevel.ResizePlanner`
+  through :class:`descheduler.resize.SimResizer`, i.e. ``sim.resize(pod_key, cpu_request_m=...)``; a simulator
+  without ``resize`` answers ``unsupported`` to each and the run goes on), and the intent of each cycle passed
+  down to the low level.
 
 =====================  ===================================================================================
 stack                  what differs from ``hrl-scheduler`` (bundles under ``policy/bundles/<stack>/``)
@@ -37,7 +41,7 @@ falls back silently to a heuristic. Tests and the demo build the same stacks fro
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +69,10 @@ from policy.sim.stacks import (
     terms_lookup,
 )
 
-from .config import DeschedulerConfiguration, load_descheduler_config
+from .config import DeschedulerConfiguration, load_descheduler_config, resize_planner_from_config
 from .guards import EvictionHistory
 from .loop import CycleReport, run_once
+from .resize import SimResizer
 from .scale import SimScaler
 
 __all__ = [
@@ -95,12 +100,15 @@ MOVE_MARGIN = 2.0
 
 #: The descheduler's configuration inside the simulator: the shipped caps and cooldown, the background
 #: tenants' namespace excluded, replicas within 1..10 (as the HPA baseline), at most 4 added or removed per
-#: Deployment per minute (the HPA's default scale-up policy: 4 pods per period).
+#: Deployment per minute (the HPA's default scale-up policy: 4 pods per period), and in-place resizes with the
+#: ``resize`` section's defaults except a 120 s per-pod cooldown (two simulated minutes).
 SIM_DESCHEDULER_CONFIG: Mapping[str, Any] = {
     "apiVersion": "hrl-scheduler.io/v1alpha1",
     "kind": "DeschedulerConfiguration",
     "excludedNamespaces": ["kube-system", BACKGROUND_NAMESPACE],
+    "planner": {"name": "hierarchical"},
     "scaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 10, "maxStepPerCycle": 4},
+    "resize": {"enabled": True, "cooldownSeconds": 120},
 }
 
 
@@ -112,13 +120,15 @@ def sim_descheduler_config() -> DeschedulerConfiguration:
 @dataclass(frozen=True)
 class HrlVariant:
     """One learned stack: its ``name`` (also its bundle folder), whether it plans moves (``rebalance``), has
-    replica targets (``autoscale``) and passes the intent down (``pass_intent``), and a one-line description."""
+    replica targets (``autoscale``), passes the intent down (``pass_intent``) and resizes pods in place
+    (``resize``, when the configuration's ``resize`` section is enabled too), and a one-line description."""
 
     name: str
     rebalance: bool = True
     autoscale: bool = True
     pass_intent: bool = True
     shield: bool = True
+    resize: bool = True
     description: str = ""
 
 
@@ -195,6 +205,9 @@ def build_hrl_stack(
         parts = load_parts(variant, ctx, root)
     cfg = config if config is not None else sim_descheduler_config()
     workloads = tuple(autoscaled_workloads(ctx.app))
+    resize_planner = resize_planner_from_config(cfg) if variant.resize else None
+    if resize_planner is not None:
+        resize_planner = replace(resize_planner, workloads=workloads)
     planner = HierarchicalPolicy(
         autoscaler=parts.autoscaler if variant.autoscale else None,
         intent_policy=parts.intent_policy
@@ -208,6 +221,8 @@ def build_hrl_stack(
         max_moves_per_service=cfg.planner.max_moves_per_service,
         moves_period_s=DESCHEDULER_PERIOD_MIN * 60.0,
         scale_period_s=AUTOSCALER_PERIOD_MIN * 60.0,
+        resizer=resize_planner,
+        resize_period_s=AUTOSCALER_PERIOD_MIN * 60.0,
         workloads=workloads,
         excluded_namespaces=tuple(cfg.excluded_namespaces),
         evict_local_storage_pods=cfg.evict_local_storage_pods,
@@ -240,7 +255,17 @@ def build_hrl_stack(
             signals = signals_from_sim(sim)
             for x in readers:
                 x.signals = signals
-        report = run_once(sim.observe, sim.evictor, planner, placement, cfg, history, sim.now_s, scaler=SimScaler(sim))
+        report = run_once(
+            sim.observe,
+            sim.evictor,
+            planner,
+            placement,
+            cfg,
+            history,
+            sim.now_s,
+            scaler=SimScaler(sim),
+            resizer=SimResizer(sim) if resize_planner is not None else None,
+        )
         if variant.pass_intent:
             shared["intent"] = report.intent
             shared["colocation"] = dict(report.colocation_priority)

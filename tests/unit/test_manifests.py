@@ -457,6 +457,7 @@ def test_the_descheduler_may_evict_and_scale_but_never_delete_pods():
         ("", "pods/eviction", "create"),
         ("apps", "deployments/scale", "update"),
         ("apps", "deployments/scale", "patch"),
+        ("", "pods/resize", "patch"),
     }
     reads = {r for _, r, v in granted if v == "list"}
     assert reads == {
@@ -469,6 +470,7 @@ def test_the_descheduler_may_evict_and_scale_but_never_delete_pods():
         "replicasets",
         "statefulsets",
         "horizontalpodautoscalers",
+        "verticalpodautoscalers",
     }
 
 
@@ -479,6 +481,15 @@ def test_the_descheduler_may_only_read_horizontal_pod_autoscalers_to_leave_their
         ("autoscaling", "watch"),
     }
     assert not [t for t in granted if t[1].startswith("statefulsets/")]  # only Deployments are scaled
+
+
+def test_the_descheduler_may_resize_pods_in_place_and_only_read_vertical_pod_autoscalers():
+    granted = rules_of(render("base"), "ClusterRole", "hrl-scheduler:descheduler")
+    assert [(g, v) for g, r, v in granted if r == "pods/resize"] == [("", "patch")]
+    assert {(g, v) for g, r, v in granted if r == "verticalpodautoscalers"} == {
+        ("autoscaling.k8s.io", "get"),
+        ("autoscaling.k8s.io", "list"),
+    }
 
 
 @pytest.mark.parametrize("target", targets())
