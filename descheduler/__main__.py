@@ -16,7 +16,9 @@ Usage::
   and evicts through the policy/v1 Eviction API (``descheduler/kube.py``; ``--dry-run`` evicts nothing):
   ``--kubeconfig FILE``, else the in-cluster service account when running in a Pod, else ``$KUBECONFIG`` /
   ``~/.kube/config``. The plan's replica targets go through ``deployments/scale`` (``descheduler/scale.py``;
-  a Deployment an HPA targets is left alone), unless ``scaling.enabled`` is false.
+  a Deployment an HPA targets is left alone), unless ``scaling.enabled`` is false; with ``resize.enabled`` (planner
+  ``hierarchical``) the plan's in-place CPU resizes go through ``pods/resize`` (``descheduler/resize.py``; a pod
+  whose Deployment a VerticalPodAutoscaler owns is left alone).
 - Planner state (the hierarchical planner's rate history and last intent) is kept in ``stateFile`` next to
   the eviction history, so a CronJob's next run continues from it; dry runs do not write it. A planner state
   that cannot be read (an older layout, a bad value) is dropped with one warning line and the planner starts
@@ -51,6 +53,7 @@ from .evict import DryRunEvictor, Evictor
 from .guards import EvictionHistory, HistoryError
 from .loop import CycleReport, run_forever, run_once
 from .metrics import DeschedulerMetrics, push, serve, write_textfile
+from .resize import DryRunResizer, GatedResizer, Resizer
 from .scale import DryRunScaler, GatedScaler, Scaler
 from .snapshot import TopologyUnavailable, load_snapshot_file, load_topology
 
@@ -131,6 +134,8 @@ def format_report(report: CycleReport) -> str:
     lines = [head, f"intent: [{intent}]"]
     for r in report.scaling:
         lines.append(f"scale {r.workload}: {r.outcome} ({r.message})")
+    for rr in report.resizes:
+        lines.append(f"resize {rr.pod}: {rr.outcome} ({rr.message})")
     if report.results:
         rows = []
         for r in report.results:
@@ -256,6 +261,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             scaler = KubeScaler(api_client, dry_run=config.dry_run)
         else:
             scaler = DryRunScaler()
+    resizer: Resizer | None = None
+    if config.resize.enabled:
+        if live:
+            from .kube import KubeResizer
+
+            resizer = KubeResizer(api_client, dry_run=config.dry_run)
+        else:
+            resizer = DryRunResizer()
     metrics = DeschedulerMetrics()
     register_process_metrics(metrics.registry, PROG)
     from .cache import cache_link_from_config  # the embedding cache: embeddings in, intent out
@@ -271,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except (HistoryError, TypeError, ValueError) as exc:
                 _err(f"{PROG}: warning: could not save the planner state: {exc}")
         if link is not None:
-            for w in link.after_cycle(report.intent, report.dry_run):
+            for w in link.after_cycle(report.intent, report.dry_run, report.colocation_priority):
                 _err(f"{PROG}: warning: {w}")
         if args.json:
             print(json.dumps(report.to_json(), sort_keys=False), flush=True)
@@ -293,6 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 metrics=metrics,
                 warnings=tuple(warnings),
                 scaler=scaler,
+                resizer=resizer,
             )
         except ObjectError as exc:
             _err(f"{PROG}: {exc}")
@@ -312,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():  # SIGTERM (Pod deletion): stop, release the Lease
         signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
 
-    def loop(until: threading.Event, ev: Evictor, sc: Scaler | None) -> None:
+    def loop(until: threading.Event, ev: Evictor, sc: Scaler | None, rz: Resizer | None) -> None:
         run_forever(
             interval_s,
             observe,
@@ -325,6 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stop=until,
             on_report=emit,
             scaler=sc,
+            resizer=rz,
             on_error=lambda exc: _err(f"{PROG}: cycle failed: {type(exc).__name__}: {exc}"),
         )
 
@@ -352,13 +367,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                         f"{elector.identity} does not hold the leader-election lease any more",
                     )
                 )
-                loop(over, LeaderGatedEvictor(evictor, elector), gated)
+                gated_rz = (
+                    None
+                    if resizer is None
+                    else GatedResizer(
+                        resizer,
+                        elector.is_leader,
+                        f"{elector.identity} does not hold the leader-election lease any more",
+                    )
+                )
+                loop(over, LeaderGatedEvictor(evictor, elector), gated, gated_rz)
 
             if lead(elector, leading, stop) == "lost":
                 _err(f"{PROG}: lost the leader-election lease; exiting so that a restart rejoins the election")
                 return 1
         else:
-            loop(stop, evictor, scaler)
+            loop(stop, evictor, scaler, resizer)
     except KeyboardInterrupt:
         stop.set()
     return 0

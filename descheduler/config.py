@@ -30,13 +30,20 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
       movesPeriodSeconds: 0       # plan moves at most once per such window (0 = every cycle)
       scalePeriodSeconds: 0       # plan replica targets at most once per such window (0 = every cycle)
       autoscaler:                 # null = no replica targets
-        name: utilization-target  # or drpc (the learned students; bundle below)
+        name: utilization-target  # or drpc (the learned students; bundle below), or intent (carries out the
+                                  #   learned high level's capacity targets; targetUtilization when it names none)
         bundle: null              # drpc only: bundle directory; null = policy/bundles/hrl-scheduler/high
         targetUtilization: 0.6    # utilization-target: CPU use / requests aimed at
         tolerance: 0.1
         stabilizationSeconds: 300  # scale-downs held this long (both; drpc: after the saturation shield)
         workloads: null           # [namespace/name, ...] the only Deployments scaled; null = all
-      intentPolicy:               # cluster utilisation (x forecast) -> [locality_weight, balance_weight]
+      intentPolicy:               # where the intent comes from:
+        name: utilization         #   utilization: cluster utilisation (x forecast) -> [locality_weight, balance_weight]
+                                  #   learned: the trained high level (bundle below), once per periodSeconds
+        bundle: null              # learned only: directory with intent/ and predictor/; null = hrl-scheduler/high
+        periodSeconds: 300        # learned only: how often the intent is recomputed (it holds in between)
+        cpuPrice: 0.5             # learned only: the price of CPU the policy trades latency against
+        sloP95Ms: null            # learned only: the application's p95 SLO (ms); null = latency unknown
         lowUtilization: 0.3
         highUtilization: 0.8
         localityMax: 1.5
@@ -53,6 +60,13 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
       minReplicas: 1
       maxReplicas: 10
       maxStepPerCycle: 4          # replicas added or removed per Deployment per cycle; null = no cap
+    resize:                       # in-place CPU resizes through pods/resize (descheduler/resize.py); hierarchical only
+      enabled: false              # true: the planner plans resizes (policy.highlevel.ResizePlanner) and they are made
+      maxPerCycle: 10             # resizes per cycle (0: none)
+      cooldownSeconds: 300        # a pod is resized at most once per this long
+      maxStep: 0.5                # a resize changes a pod's CPU request by at most this fraction of it
+      maxBurst: 2.0               # and never above this multiple of its template's request
+      minChange: 0.1              # the planner acts when use leaves the target by this fraction; < maxStep
     topology:
       sources: []                 # call-graph sources (manifests, spans, Alibaba CSV); [] = annotations
     metrics:
@@ -91,7 +105,7 @@ from pydantic import Field, field_validator, model_validator
 
 from policy.bundle import DEFAULT_BUNDLES, bundle_error_line
 from policy.config import ConfigModel, load_config
-from policy.highlevel import HighLevelPolicy, RebalanceHeuristic
+from policy.highlevel import HighLevelPolicy, RebalanceHeuristic, ResizePlanner
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy, TopologyHeuristic
 
 __all__ = [
@@ -106,9 +120,11 @@ __all__ = [
     "IntentPolicyConfig",
     "PlacementConfig",
     "ScalingConfig",
+    "ResizeConfig",
     "DeschedulerConfiguration",
     "load_descheduler_config",
     "planner_from_config",
+    "resize_planner_from_config",
     "placement_from_config",
 ]
 
@@ -131,10 +147,12 @@ def _finite_number(v: float) -> float:
 
 class AutoscalerConfig(ConfigModel):
     """Where the hierarchical planner's replica targets come from (:mod:`policy.highlevel`): ``utilization-target``
-    (the stand-in :class:`policy.highlevel.UtilizationTargetAutoscaler`) or ``drpc`` (the learned students of
-    ``bundle``, :func:`policy.highlevel.load_learned_autoscaler`)."""
+    (the stand-in :class:`policy.highlevel.UtilizationTargetAutoscaler`), ``drpc`` (the learned students of
+    ``bundle``, :func:`policy.highlevel.load_learned_autoscaler`) or ``intent`` (the learned high level's
+    per-service capacity targets carried out by :class:`policy.highlevel.IntentAutoscaler`; ``targetUtilization``
+    is then the target of a service the intent names none for)."""
 
-    name: Literal["utilization-target", "drpc"] = "utilization-target"
+    name: Literal["utilization-target", "drpc", "intent"] = "utilization-target"
     bundle: str | None = Field(None, min_length=1)
     target_utilization: float = Field(0.6, gt=0.0, le=1.0)
     tolerance: float = Field(0.1, ge=0.0)
@@ -158,8 +176,17 @@ class AutoscalerConfig(ConfigModel):
 
 
 class IntentPolicyConfig(ConfigModel):
-    """:class:`policy.highlevel.UtilizationIntent`: cluster CPU utilisation (times the forecast change of the
-    request rate) → ``[locality_weight, balance_weight]``, exponentially smoothed."""
+    """Where the intent comes from: ``utilization`` (:class:`policy.highlevel.UtilizationIntent`: cluster CPU
+    utilisation, times the forecast change of the request rate, → ``[locality_weight, balance_weight]``,
+    exponentially smoothed; the fields below) or ``learned`` (:class:`policy.highlevel.LearnedIntent`: the
+    trained high level of ``bundle``, acting once per ``periodSeconds`` with per-service capacity targets and
+    co-location priorities, told the operator's ``cpuPrice`` and the application's ``sloP95Ms``)."""
+
+    name: Literal["utilization", "learned"] = "utilization"
+    bundle: str | None = Field(None, min_length=1)
+    period_seconds: float = Field(300.0, ge=0.0)
+    cpu_price: float = Field(0.5, ge=0.0)
+    slo_p95_ms: float | None = Field(None, gt=0.0)
 
     low_utilization: float = Field(0.3, ge=0.0)
     high_utilization: float = Field(0.8, gt=0.0)
@@ -171,6 +198,10 @@ class IntentPolicyConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _range(self) -> IntentPolicyConfig:
+        if self.bundle is not None and self.name != "learned":
+            raise ValueError(f"bundle ({self.bundle!r}) is only read by name: learned (got name: {self.name})")
+        for f in ("period_seconds", "cpu_price"):
+            _finite_number(getattr(self, f))
         if not self.low_utilization < self.high_utilization:
             raise ValueError(
                 f"lowUtilization ({self.low_utilization:g}) must be < highUtilization ({self.high_utilization:g})"
@@ -255,6 +286,29 @@ class ScalingConfig(ConfigModel):
     def _bounds(self) -> ScalingConfig:
         if self.min_replicas > self.max_replicas:
             raise ValueError(f"minReplicas ({self.min_replicas}) must be <= maxReplicas ({self.max_replicas})")
+        return self
+
+
+class ResizeConfig(ConfigModel):
+    """In-place CPU resizes of running pods through ``pods/resize`` (:mod:`descheduler.resize`; Kubernetes in-place
+    pod resize, KEP-1287, GA in 1.35). With ``enabled`` the ``hierarchical`` planner plans them
+    (:class:`policy.highlevel.ResizePlanner`: a pod above its capacity target grows within its node's room, up to
+    ``maxBurst`` × its template's request; it shrinks back toward that request) and the descheduler makes them
+    behind its guards: at most ``maxPerCycle`` per cycle, one per pod per ``cooldownSeconds``, each at most
+    ``maxStep`` (a fraction of the pod's request) away from the current request; never a pod a
+    VerticalPodAutoscaler owns. Ranges: 0 < ``minChange`` < ``maxStep`` <= 1, ``maxBurst`` >= 1."""
+
+    enabled: bool = False
+    max_per_cycle: int = Field(10, ge=0)
+    cooldown_seconds: float = Field(300.0, ge=0.0)
+    max_step: float = Field(0.5, gt=0.0, le=1.0)
+    max_burst: float = Field(2.0, ge=1.0)
+    min_change: float = Field(0.1, gt=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _steps(self) -> ResizeConfig:
+        if not self.min_change < self.max_step:
+            raise ValueError(f"minChange ({self.min_change:g}) must be < maxStep ({self.max_step:g})")
         return self
 
 
@@ -347,10 +401,19 @@ class DeschedulerConfiguration(ConfigModel):
     planner: PlannerConfig = PlannerConfig()
     placement: PlacementConfig = PlacementConfig()
     scaling: ScalingConfig = ScalingConfig()
+    resize: ResizeConfig = ResizeConfig()
     topology: TopologyConfig = TopologyConfig()
     metrics: MetricsConfig = MetricsConfig()
     cache: CacheConfig | None = None
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
+
+    @model_validator(mode="after")
+    def _resize_needs_hierarchical(self) -> DeschedulerConfiguration:
+        if self.resize.enabled and self.planner.name != "hierarchical":
+            raise ValueError(
+                f"resize.enabled: true needs planner.name: hierarchical (got planner.name: {self.planner.name})"
+            )
+        return self
 
 
 def load_descheduler_config(source: str | Path | Mapping[str, Any] | None) -> DeschedulerConfiguration:
@@ -384,8 +447,30 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
     from policy import highlevel
 
     cfg = config.planner
-    auto = None
     a = cfg.autoscaler
+    ip = cfg.intent_policy
+    intent_policy: Any
+    if cfg.intent is not None:
+        intent_policy = highlevel.FixedIntent(cfg.intent)
+    elif ip.name == "learned":
+        bundle = ip.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "high")
+        try:
+            intent_policy = highlevel.LearnedIntent.load(
+                bundle, slo_p95_ms=ip.slo_p95_ms, cpu_price=ip.cpu_price, workloads=a.workloads if a else None
+            )
+        except ValueError as exc:  # one line starting with the field (BundleMissing, BundleError)
+            raise ValueError(bundle_error_line("planner.intentPolicy.bundle", exc, default=ip.bundle is None)) from None
+    else:
+        intent_policy = highlevel.UtilizationIntent(
+            low_utilization=ip.low_utilization,
+            high_utilization=ip.high_utilization,
+            locality_max=ip.locality_max,
+            locality_min=ip.locality_min,
+            balance_min=ip.balance_min,
+            balance_max=ip.balance_max,
+            smoothing=ip.smoothing,
+        )
+    auto = None
     if a is not None and a.name == "drpc":
         bundle = a.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "high")
         try:
@@ -393,6 +478,17 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
         except ValueError as exc:  # one line starting with the field (BundleMissing, BundleError)
             field = "planner.autoscaler.bundle"
             raise ValueError(bundle_error_line(field, exc, default=a.bundle is None)) from None
+    elif a is not None and a.name == "intent":
+        featurizer = getattr(intent_policy, "featurizer", None)
+        auto = highlevel.IntentAutoscaler(
+            default_target=a.target_utilization,
+            tolerance=a.tolerance,
+            min_replicas=config.scaling.min_replicas,
+            max_replicas=config.scaling.max_replicas,
+            stabilization_s=a.stabilization_seconds,
+            workloads=a.workloads,
+            forecaster=featurizer.local.predictor if featurizer is not None else None,
+        )
     elif a is not None:
         auto = highlevel.UtilizationTargetAutoscaler(
             target_utilization=a.target_utilization,
@@ -402,21 +498,9 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
             stabilization_s=a.stabilization_seconds,
             workloads=a.workloads,
         )
-    ip = cfg.intent_policy
-    intent_policy = (
-        highlevel.FixedIntent(cfg.intent)
-        if cfg.intent is not None
-        else highlevel.UtilizationIntent(
-            low_utilization=ip.low_utilization,
-            high_utilization=ip.high_utilization,
-            locality_max=ip.locality_max,
-            locality_min=ip.locality_min,
-            balance_min=ip.balance_min,
-            balance_max=ip.balance_max,
-            smoothing=ip.smoothing,
-        )
-    )
+    learned = isinstance(intent_policy, highlevel.LearnedIntent)
     return highlevel.HierarchicalPolicy(
+        resizer=resize_planner_from_config(config),
         autoscaler=auto,
         intent_policy=intent_policy,
         rebalance=cfg.rebalance,
@@ -427,9 +511,30 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
         min_serving_pods=cfg.min_serving_pods,
         moves_period_s=cfg.moves_period_seconds,
         scale_period_s=cfg.scale_period_seconds,
+        intent_period_s=ip.period_seconds if learned else 0.0,
         workloads=a.workloads if a is not None else None,
         excluded_namespaces=tuple(config.excluded_namespaces),
         evict_local_storage_pods=config.evict_local_storage_pods,
+    )
+
+
+def resize_planner_from_config(config: DeschedulerConfiguration) -> ResizePlanner | None:
+    """The :class:`policy.highlevel.ResizePlanner` of the ``resize`` section (``None`` unless ``enabled``): its
+    ``maxStep``, ``maxBurst``, ``minChange``, ``maxPerCycle`` and ``cooldownSeconds``; the capacity target of a
+    service the intent names none for is ``planner.autoscaler.targetUtilization`` (0.6 without an autoscaler),
+    and it resizes only the Deployments of ``planner.autoscaler.workloads`` (null: all)."""
+    rc = config.resize
+    if not rc.enabled:
+        return None
+    a = config.planner.autoscaler
+    return ResizePlanner(
+        default_target=a.target_utilization if a is not None else 0.6,
+        min_change=rc.min_change,
+        max_step=rc.max_step,
+        max_burst=rc.max_burst,
+        max_resizes=rc.max_per_cycle,
+        cooldown_s=rc.cooldown_seconds,
+        workloads=a.workloads if a is not None else None,
     )
 
 

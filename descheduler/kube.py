@@ -1,11 +1,13 @@
 """The descheduler against a live cluster: :class:`KubeObserver` (the cluster → a
-:class:`~policy.state.ClusterSnapshot`), :class:`KubeEvictor` (the policy/v1 Eviction API) and
-:class:`KubeScaler` (``deployments/scale``, refusing Deployments an HPA owns; see :mod:`descheduler.scale`).
+:class:`~policy.state.ClusterSnapshot`), :class:`KubeEvictor` (the policy/v1 Eviction API),
+:class:`KubeScaler` (``deployments/scale``, refusing Deployments an HPA owns; see :mod:`descheduler.scale`) and
+:class:`KubeResizer` (``pods/resize``, refusing pods a VPA owns; see :mod:`descheduler.resize`).
 
 This is the only module of ``descheduler`` (with leader.py) that imports ``kubernetes``. The identity it runs
 as needs get/list/watch on nodes, pods, persistentvolumes, persistentvolumeclaims, poddisruptionbudgets
 (policy), deployments and statefulsets (apps), list/watch on horizontalpodautoscalers (autoscaling),
-get/update/patch on ``deployments/scale``, and ``create`` on ``pods/eviction``; never ``delete`` on pods.
+get/update/patch on ``deployments/scale``, ``create`` on ``pods/eviction``, and for in-place resizes ``patch`` on
+``pods/resize`` and get/list on ``verticalpodautoscalers`` (autoscaling.k8s.io); never ``delete`` on pods.
 
 - :class:`KubeObserver` lists (paginated, raw JSON, so the objects reach :mod:`policy.observe` exactly as the
   API server sends them: the one parser) Nodes, Pods that are not ``Succeeded``/``Failed``,
@@ -36,10 +38,20 @@ from policy.kube import POD_FIELD_SELECTOR, load_api_client
 from policy.observe import snapshot_from_objects
 from policy.state import ClusterSnapshot, EvictionResult, PodInfo, ServiceGraph
 
+from .resize import ApiResizer, ResizeApiError
 from .scale import ApiScaler, ScaleApiError
 from .snapshot import graph_from_annotations
 
-__all__ = ["load_api_client", "KubeObserver", "KubeEvictor", "KubeScaleApi", "KubeScaler", "POD_FIELD_SELECTOR"]
+__all__ = [
+    "load_api_client",
+    "KubeObserver",
+    "KubeEvictor",
+    "KubeScaleApi",
+    "KubeScaler",
+    "KubeResizeApi",
+    "KubeResizer",
+    "POD_FIELD_SELECTOR",
+]
 
 
 def _list_all(
@@ -113,9 +125,17 @@ def _status_message(exc: ApiException) -> str:
     try:
         body = json.loads(exc.body or "{}")
         msg = body.get("message") or exc.reason
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, AttributeError):
         msg = exc.reason
     return " ".join(str(msg).split())
+
+
+def _status_kind(exc: ApiException) -> str:
+    """``details.kind`` of the API server's Status answer (``pods`` for a missing pod), or ``""``."""
+    try:
+        return str((json.loads(exc.body or "{}").get("details") or {}).get("kind") or "")
+    except (TypeError, ValueError, AttributeError):
+        return ""
 
 
 class KubeEvictor:
@@ -220,3 +240,65 @@ class KubeScaler(ApiScaler):
 
     def __init__(self, api_client: kclient.ApiClient, *, dry_run: bool = False, timeout_s: float = 30.0):
         super().__init__(KubeScaleApi(api_client, timeout_s=timeout_s), dry_run=dry_run)
+
+
+# ---- in-place resizes through pods/resize (descheduler/resize.py) ----------------------------------------------
+
+#: The VerticalPodAutoscaler API (kubernetes/autoscaler vertical-pod-autoscaler, the VPA CRD).
+VPA_GROUP, VPA_VERSION, VPA_PLURAL = "autoscaling.k8s.io", "v1", "verticalpodautoscalers"
+
+
+class KubeResizeApi:
+    """:class:`descheduler.resize.ResizeApi` with the ``kubernetes`` client: VerticalPodAutoscalers through the
+    custom-objects API (``list`` on ``verticalpodautoscalers.autoscaling.k8s.io``, 404 when the CRD is not
+    installed), ``get`` on pods, and a strategic-merge PATCH of ``pods/{name}/resize`` (core/v1, Kubernetes >= 1.33;
+    GA in 1.35). Raw JSON in and out; every failure becomes a :class:`~descheduler.resize.ResizeApiError` with the
+    HTTP status (``None`` when there was no answer) and the Status' ``details.kind``."""
+
+    def __init__(self, api_client: kclient.ApiClient, *, timeout_s: float = 30.0):
+        self.core = kclient.CoreV1Api(api_client)
+        self.custom = kclient.CustomObjectsApi(api_client)
+        self.timeout_s = timeout_s
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> dict[str, Any]:
+        try:
+            r = fn(*args, _preload_content=False, _request_timeout=self.timeout_s, **kw)
+            return json.loads(r.data)
+        except ApiException as exc:
+            raise ResizeApiError(exc.status, f"{what}: {_status_message(exc)}", _status_kind(exc)) from exc
+        except Exception as exc:
+            raise ResizeApiError(
+                None, f"{what}: no answer: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            ) from exc
+
+    def list_vpas(self, namespace: str) -> list[dict[str, Any]]:
+        doc = self._call(
+            "list verticalpodautoscalers",
+            self.custom.list_namespaced_custom_object,
+            VPA_GROUP,
+            VPA_VERSION,
+            namespace,
+            VPA_PLURAL,
+        )
+        return list(doc.get("items") or [])
+
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        return self._call("get pod", self.core.read_namespaced_pod, name, namespace)
+
+    def patch_pod_resize(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call(
+            "patch pods/resize",
+            self.core.patch_namespaced_pod_resize,
+            name,
+            namespace,
+            body,
+            _content_type="application/strategic-merge-patch+json",
+        )
+
+
+class KubeResizer(ApiResizer):
+    """The real :class:`~descheduler.resize.Resizer`: :class:`~descheduler.resize.ApiResizer` over
+    :class:`KubeResizeApi` (refuses a pod whose Deployment a VPA owns; ``dry_run=True`` reads only)."""
+
+    def __init__(self, api_client: kclient.ApiClient, *, dry_run: bool = False, timeout_s: float = 30.0):
+        super().__init__(KubeResizeApi(api_client, timeout_s=timeout_s), dry_run=dry_run)

@@ -20,10 +20,17 @@ A cycle (:func:`run_once`)::
             scaler.scale(workload, target)        scaled / unchanged / refused_hpa (an HPA owns it: left alone)
                                                   / not_found / error / dry_run
 
+    then, with a resizer and ``resize.enabled``, the plan's in-place resizes (after the scaling):
+        :func:`descheduler.resize.execute_resizes`: observe() once more; per resize, in plan order: excluded
+        namespace / not a Deployment's pod -> blocked; gone -> not_found; not running -> not_running; re-created or
+        its request changed -> changed; cooldown; maxPerCycle -> capped; bounds -> unchanged; node too full ->
+        no_room; resizer.resize(order): resized / refused_vpa (a VPA owns it: left alone) / ... / dry_run
+
 A dry run is the same cycle with :class:`~descheduler.evict.DryRunEvictor` (``config.dry_run`` forces it)
-and the scaler's read-only twin (:func:`descheduler.scale.dry_run_scaler`): the same plan, the same guards,
-the same ledger, the same bounds; only the evictor, the scaler and the persistent history differ (a
-dry run never writes the history: it changes nothing).
+and the scaler's and the resizer's read-only twins (:func:`descheduler.scale.dry_run_scaler`,
+:func:`descheduler.resize.dry_run_resizer`): the same plan, the same guards, the same ledger, the same bounds
+and caps; only the evictor, the scaler, the resizer and the persistent history differ (a dry run never writes
+the history: it changes nothing).
 
 Fail closed: if re-reading the cluster fails or the history cannot be saved, the rest of the cycle's
 moves are skipped.
@@ -48,6 +55,7 @@ from policy.state import ClusterSnapshot, Move, PodInfo
 from .config import DeschedulerConfiguration
 from .evict import DryRunEvictor, Evictor, safe_evict
 from .guards import GUARD_NAMES, Blocker, CycleLedger, EvictionHistory, GuardContext, HistoryError, check_guards
+from .resize import RESIZE_OUTCOMES, Resizer, ResizeResult, dry_run_resizer, execute_resizes
 from .scale import SCALE_OUTCOMES, Scaler, ScaleResult, bound_target, dry_run_scaler, safe_scale
 
 __all__ = ["MoveOutcome", "REPORT_OUTCOMES", "MoveResult", "CycleReport", "run_once", "run_forever"]
@@ -90,8 +98,11 @@ class CycleReport:
     ``planned_moves``: the plan, in order; ``results``: one :class:`MoveResult` per planned move, same order;
     ``counts``: outcome → number of moves (every outcome of :data:`REPORT_OUTCOMES` present);
     ``blocked_by_guard``: guard → moves it blocked (every guard present); ``replica_targets`` / ``intent``:
-    from the plan; ``nodes`` / ``pods``: size of the observed snapshot; ``scaling``: one
-    :class:`~descheduler.scale.ScaleResult` per replica target acted on, in key order (empty without a scaler).
+    from the plan, with the intent's per-service parts ``colocation_priority`` and ``capacity_targets``;
+    ``nodes`` / ``pods``: size of the observed snapshot; ``scaling``: one
+    :class:`~descheduler.scale.ScaleResult` per replica target acted on, in key order (empty without a scaler);
+    ``resizes``: one :class:`~descheduler.resize.ResizeResult` per planned in-place resize, in plan order (empty
+    without a resizer or with ``resize.enabled`` false).
     """
 
     started_at_s: float
@@ -108,6 +119,9 @@ class CycleReport:
     pods: int = 0
     warnings: tuple[str, ...] = field(default=())
     scaling: tuple[ScaleResult, ...] = field(default=())
+    colocation_priority: Mapping[str, float] = field(default_factory=dict)
+    capacity_targets: Mapping[str, float] = field(default_factory=dict)
+    resizes: tuple[ResizeResult, ...] = field(default=())
 
     @property
     def evictions(self) -> int:
@@ -119,6 +133,12 @@ class CycleReport:
         """Scaling outcome → number of workloads (every outcome of :data:`descheduler.scale.SCALE_OUTCOMES`)."""
         c = Counter(r.outcome for r in self.scaling)
         return {o: c.get(o, 0) for o in SCALE_OUTCOMES}
+
+    @property
+    def resize_counts(self) -> dict[str, int]:
+        """Resize outcome → number of pods (every outcome of :data:`descheduler.resize.RESIZE_OUTCOMES`)."""
+        c = Counter(r.outcome for r in self.resizes)
+        return {o: c.get(o, 0) for o in RESIZE_OUTCOMES}
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict with stable keys (units in the names)."""
@@ -138,8 +158,12 @@ class CycleReport:
             "replica_targets": dict(sorted(self.replica_targets.items())),
             "intent": list(self.intent),
             "intent_names": names[: len(self.intent)],
+            "colocation_priority": dict(sorted(self.colocation_priority.items())),
+            "capacity_targets": dict(sorted(self.capacity_targets.items())),
             "scaling": [r.to_json() for r in self.scaling],
             "scale_counts": self.scale_counts,
+            "resizes": [r.to_json() for r in self.resizes],
+            "resize_counts": self.resize_counts,
             "warnings": list(self.warnings),
         }
 
@@ -179,6 +203,7 @@ def run_once(
     clock: Callable[[], float] = time.monotonic,
     warnings: tuple[str, ...] = (),
     scaler: Scaler | None = None,
+    resizer: Resizer | None = None,
 ) -> CycleReport:
     """Run one descheduling cycle (see the module docstring) and return its :class:`CycleReport`.
 
@@ -188,7 +213,9 @@ def run_once(
     stamped on history records and compared with ``cooldownSeconds`` (unix s, or simulated time);
     ``metrics``: a :class:`descheduler.metrics.DeschedulerMetrics` to update, or ``None``; ``clock``:
     for ``duration_s`` only; ``warnings``: carried into the report (e.g. from loading the graph);
-    ``scaler``: applies the plan's replica targets (:mod:`descheduler.scale`); ``None``: they are only reported.
+    ``scaler``: applies the plan's replica targets (:mod:`descheduler.scale`); ``None``: they are only reported;
+    ``resizer``: makes the plan's in-place resizes when ``resize.enabled`` (:mod:`descheduler.resize`; real resizes
+    are recorded in ``history`` for their cooldown); ``None``: none is made or reported.
 
     Raises whatever the first ``observe()`` or ``planner.plan`` raises (nothing has been evicted then).
     """
@@ -253,6 +280,18 @@ def run_once(
     if scaler is not None and config.scaling.enabled and plan.replica_targets:
         scaling = _scale(plan.replica_targets, dry_run_scaler(scaler) if dry_run else scaler, config, observe)
 
+    resizes: tuple[ResizeResult, ...] = ()
+    if resizer is not None and config.resize.enabled and plan.resizes:
+        resizes = execute_resizes(
+            plan.resizes,
+            dry_run_resizer(resizer) if dry_run else resizer,
+            config,
+            observe,
+            history,
+            now_s,
+            planned_uids={k: p.uid for k, p in planned_pods.items()},
+        )
+
     counts = Counter(r.outcome for r in results)
     blocked = Counter(g for r in results for g in r.blocked_by)
     report = CycleReport(
@@ -270,6 +309,9 @@ def run_once(
         pods=len(snapshot.pods),
         warnings=tuple(warnings),
         scaling=scaling,
+        colocation_priority=MappingProxyType(dict(plan.colocation_priority)),
+        capacity_targets=MappingProxyType(dict(plan.capacity_targets)),
+        resizes=resizes,
     )
     if metrics is not None:
         metrics.observe_cycle(report)
@@ -343,11 +385,12 @@ def run_forever(
     on_report: Callable[[CycleReport], None] | None = None,
     on_error: Callable[[Exception], None] | None = None,
     scaler: Scaler | None = None,
+    resizer: Resizer | None = None,
 ) -> int:
     """Run :func:`run_once` every ``interval_s`` seconds (> 0) until ``stop`` is set or ``max_cycles`` cycles
     ran; returns the number of cycles attempted. A cycle that raises is reported to ``on_error`` (default:
     one line on stderr), counted as a failed cycle, and the loop goes on. ``on_report`` gets every report;
-    ``scaler`` is passed to :func:`run_once`. Raises ``ValueError`` when ``interval_s`` is not > 0."""
+    ``scaler`` and ``resizer`` are passed to :func:`run_once`. Raises ``ValueError`` when ``interval_s`` is not > 0."""
     if not interval_s > 0:
         raise ValueError(f"interval_s: must be > 0 (got {interval_s!r})")
     stop = stop if stop is not None else threading.Event()
@@ -356,7 +399,16 @@ def run_forever(
         cycles += 1
         try:
             report = run_once(
-                observe, evictor, planner, placement, config, history, now(), metrics=metrics, scaler=scaler
+                observe,
+                evictor,
+                planner,
+                placement,
+                config,
+                history,
+                now(),
+                metrics=metrics,
+                scaler=scaler,
+                resizer=resizer,
             )
         except Exception as exc:  # noqa: BLE001 - one bad cycle must not end the loop
             if metrics is not None:

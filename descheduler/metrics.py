@@ -15,6 +15,11 @@
   (interval mode; client-go's name for the same gauge, so the usual leader-election dashboards apply);
 - ``hrl_build_info`` and the ``process_*`` / ``python_*`` collectors (:func:`policy.telemetry.register_process_metrics`,
   registered by ``hrl-descheduler``).
+- ``hrl_descheduler_resizes_total{outcome}``: planned in-place resizes by outcome (resized, unchanged, refused_vpa,
+  refused_restart, changed, not_running, not_found, unsupported, error, dry_run, blocked, no_room, capped,
+  cooldown, skipped; :mod:`descheduler.resize`);
+- ``hrl_descheduler_vpa_conflicts``: pods the last cycle did not resize because a VerticalPodAutoscaler owns their
+  Deployment (gauge).
 
 No pod or node names as label values (DESIGN.md section 6). Exporters for the CronJob mode:
 :func:`write_textfile` (node_exporter textfile collector, or ``-`` for stderr) and :func:`push`
@@ -41,6 +46,7 @@ from policy.state import MoveReason
 
 from .evict import EVICTION_OUTCOMES
 from .guards import GUARD_NAMES
+from .resize import RESIZE_OUTCOMES
 from .scale import SCALE_OUTCOMES
 
 if TYPE_CHECKING:
@@ -88,6 +94,16 @@ class DeschedulerMetrics:
             ["name"],
             registry=r,
         )
+        self.resizes = Counter(
+            "hrl_descheduler_resizes_total", "Planned in-place pod resizes, by outcome.", ["outcome"], registry=r
+        )
+        self.vpa_conflicts = Gauge(
+            "hrl_descheduler_vpa_conflicts",
+            "Pods the last cycle did not resize because a VerticalPodAutoscaler owns their Deployment.",
+            registry=r,
+        )
+        for o in RESIZE_OUTCOMES:
+            self.resizes.labels(outcome=o)
         for o in SCALE_OUTCOMES:
             self.scale.labels(outcome=o)
         for o in EVICTION_OUTCOMES:
@@ -111,6 +127,9 @@ class DeschedulerMetrics:
         for sr in report.scaling:
             self.scale.labels(outcome=sr.outcome).inc()
         self.hpa_conflicts.set(sum(1 for sr in report.scaling if sr.outcome == "refused_hpa"))
+        for rr in report.resizes:
+            self.resizes.labels(outcome=rr.outcome).inc()
+        self.vpa_conflicts.set(sum(1 for rr in report.resizes if rr.outcome == "refused_vpa"))
         self.cycle_duration.observe(report.duration_s)
         self.cycles.labels(result="ok").inc()
 

@@ -10,7 +10,11 @@ Every stack is the product wired as in a cluster:
 - **high level**: :class:`policy.highlevel.HierarchicalPolicy` driven by the real :func:`descheduler.loop.run_once`
   (guards, caps, cooldown, the bounds of ``scaling``) once per simulated minute: replica targets every minute
   through the simulator's scale subresource (:class:`descheduler.scale.SimScaler`), moves every 5 simulated
-  minutes through its Eviction API, and the intent of each cycle passed down to the low level.
+  minutes through its Eviction API, in-place CPU resizes every minute when the configuration's ``resize`` is
+  enabled (:data:`SIM_DESCHEDULER_CONFIG`: it is) and the variant resizes (:class:`policy.highlevel.ResizePlanner`
+  through :class:`descheduler.resize.SimResizer`, i.e. ``sim.resize(pod_key, cpu_request_m=...)``; a simulator
+  without ``resize`` answers ``unsupported`` to each and the run goes on), and the intent of each cycle passed
+  down to the low level.
 
 =====================  ===================================================================================
 stack                  what differs from ``hrl-scheduler`` (bundles under ``policy/bundles/<stack>/``)
@@ -37,7 +41,7 @@ falls back silently to a heuristic. Tests and the demo build the same stacks fro
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +49,9 @@ from policy.bundle import DEFAULT_BUNDLES
 from policy.highlevel import (
     FixedIntent,
     HierarchicalPolicy,
+    IntentAutoscaler,
+    IntentPolicy,
+    LearnedIntent,
     ReplicaAutoscaler,
     UtilizationIntent,
     load_learned_autoscaler,
@@ -62,9 +69,10 @@ from policy.sim.stacks import (
     terms_lookup,
 )
 
-from .config import DeschedulerConfiguration, load_descheduler_config
+from .config import DeschedulerConfiguration, load_descheduler_config, resize_planner_from_config
 from .guards import EvictionHistory
 from .loop import CycleReport, run_once
+from .resize import SimResizer
 from .scale import SimScaler
 
 __all__ = [
@@ -92,12 +100,15 @@ MOVE_MARGIN = 2.0
 
 #: The descheduler's configuration inside the simulator: the shipped caps and cooldown, the background
 #: tenants' namespace excluded, replicas within 1..10 (as the HPA baseline), at most 4 added or removed per
-#: Deployment per minute (the HPA's default scale-up policy: 4 pods per period).
+#: Deployment per minute (the HPA's default scale-up policy: 4 pods per period), and in-place resizes with the
+#: ``resize`` section's defaults except a 120 s per-pod cooldown (two simulated minutes).
 SIM_DESCHEDULER_CONFIG: Mapping[str, Any] = {
     "apiVersion": "hrl-scheduler.io/v1alpha1",
     "kind": "DeschedulerConfiguration",
     "excludedNamespaces": ["kube-system", BACKGROUND_NAMESPACE],
+    "planner": {"name": "hierarchical"},
     "scaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 10, "maxStepPerCycle": 4},
+    "resize": {"enabled": True, "cooldownSeconds": 120},
 }
 
 
@@ -109,12 +120,15 @@ def sim_descheduler_config() -> DeschedulerConfiguration:
 @dataclass(frozen=True)
 class HrlVariant:
     """One learned stack: its ``name`` (also its bundle folder), whether it plans moves (``rebalance``), has
-    replica targets (``autoscale``) and passes the intent down (``pass_intent``), and a one-line description."""
+    replica targets (``autoscale``), passes the intent down (``pass_intent``) and resizes pods in place
+    (``resize``, when the configuration's ``resize`` section is enabled too), and a one-line description."""
 
     name: str
     rebalance: bool = True
     autoscale: bool = True
     pass_intent: bool = True
+    shield: bool = True
+    resize: bool = True
     description: str = ""
 
 
@@ -138,11 +152,13 @@ VARIANTS: dict[str, HrlVariant] = {
 
 @dataclass(frozen=True)
 class StackParts:
-    """The learned parts a stack runs: the low-level ``placement`` and the ``autoscaler`` (``None`` for a
-    variant without replica targets)."""
+    """The learned parts a stack runs: the low-level ``placement``, the ``autoscaler`` (``None`` for a variant
+    without replica targets) and the high level's ``intent_policy`` (``None``: the hand rule
+    :class:`~policy.highlevel.UtilizationIntent`, or no intent for a variant that passes none)."""
 
     placement: PlacementPolicy
     autoscaler: ReplicaAutoscaler | None = None
+    intent_policy: IntentPolicy | None = None
 
 
 def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None = None) -> StackParts:
@@ -150,13 +166,21 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
     ``policy/bundles``. Raises :class:`policy.bundle.BundleMissing` naming the missing path, and whatever the
     loaders raise for a bad bundle."""
     base = Path(root) if root is not None else DEFAULT_BUNDLES
-    placement = load_learned_placement(base / variant.name / "low")
-    auto = None
-    if variant.autoscale:
-        auto = load_learned_autoscaler(
-            base / variant.name / "high", autoscaled_workloads(ctx.app), slo_p95_ms=ctx.app.slo_p95_ms
-        )
-    return StackParts(placement, auto)
+    over = dict(ctx.parts)
+    placement = over.get("placement") or load_learned_placement(base / variant.name / "low")
+    workloads = autoscaled_workloads(ctx.app)
+    high = base / variant.name / "high"
+    intent = over.get("intent_policy")
+    if intent is None and variant.pass_intent and (high / "intent" / "manifest.json").is_file():
+        intent = LearnedIntent.load(high, slo_p95_ms=ctx.app.slo_p95_ms, workloads=workloads)
+    auto = over.get("autoscaler")
+    if auto is None and variant.autoscale:
+        if intent is not None:  # the learned high level's capacity targets, carried out per Deployment
+            predictor = intent.featurizer.local.predictor if isinstance(intent, LearnedIntent) else None
+            auto = IntentAutoscaler(workloads=tuple(workloads), forecaster=predictor, shield=variant.shield)
+        else:
+            auto = load_learned_autoscaler(high, workloads, slo_p95_ms=ctx.app.slo_p95_ms)
+    return StackParts(placement, auto if variant.autoscale else None, intent)
 
 
 def build_hrl_stack(
@@ -181,9 +205,15 @@ def build_hrl_stack(
         parts = load_parts(variant, ctx, root)
     cfg = config if config is not None else sim_descheduler_config()
     workloads = tuple(autoscaled_workloads(ctx.app))
+    resize_planner = resize_planner_from_config(cfg) if variant.resize else None
+    if resize_planner is not None:
+        resize_planner = replace(resize_planner, workloads=workloads)
     planner = HierarchicalPolicy(
         autoscaler=parts.autoscaler if variant.autoscale else None,
-        intent_policy=UtilizationIntent() if variant.pass_intent else FixedIntent(),
+        intent_policy=parts.intent_policy
+        if parts.intent_policy is not None and variant.pass_intent
+        else (UtilizationIntent() if variant.pass_intent else FixedIntent()),
+        intent_period_s=DESCHEDULER_PERIOD_MIN * 60.0 if parts.intent_policy is not None else 0.0,
         rebalance=variant.rebalance,
         margin=MOVE_MARGIN,
         overload_threshold=cfg.planner.overload_threshold,
@@ -191,19 +221,23 @@ def build_hrl_stack(
         max_moves_per_service=cfg.planner.max_moves_per_service,
         moves_period_s=DESCHEDULER_PERIOD_MIN * 60.0,
         scale_period_s=AUTOSCALER_PERIOD_MIN * 60.0,
+        resizer=resize_planner,
+        resize_period_s=AUTOSCALER_PERIOD_MIN * 60.0,
         workloads=workloads,
         excluded_namespaces=tuple(cfg.excluded_namespaces),
         evict_local_storage_pods=cfg.evict_local_storage_pods,
         name=f"{name}-planner",
     )
     placement = parts.placement
-    shared: dict[str, Any] = {"index": None, "intent": None}
+    shared: dict[str, Any] = {"index": None, "intent": None, "colocation": None}
 
     def on_change(snapshot) -> None:
         shared["index"] = ClusterIndex.build(snapshot)
 
     def view():
-        return shared["index"], (shared["intent"] if variant.pass_intent else None)
+        if not variant.pass_intent:
+            return shared["index"], None
+        return shared["index"], shared["intent"], shared["colocation"]
 
     from policy.baselines.kube_default import default_score_plugins
 
@@ -214,13 +248,27 @@ def build_hrl_stack(
     auto = planner.autoscaler
 
     def cycle(sim: Simulation) -> None:
-        if auto is not None and hasattr(auto, "signals"):  # the DRPC students read the mesh-like service metrics
+        readers = [x for x in (auto, planner.intent_policy) if x is not None and hasattr(x, "signals")]
+        if readers:  # the students and the learned high level read the mesh-like service metrics
             from policy.sim.drpc import signals_from_sim
 
-            auto.signals = signals_from_sim(sim)
-        report = run_once(sim.observe, sim.evictor, planner, placement, cfg, history, sim.now_s, scaler=SimScaler(sim))
+            signals = signals_from_sim(sim)
+            for x in readers:
+                x.signals = signals
+        report = run_once(
+            sim.observe,
+            sim.evictor,
+            planner,
+            placement,
+            cfg,
+            history,
+            sim.now_s,
+            scaler=SimScaler(sim),
+            resizer=SimResizer(sim) if resize_planner is not None else None,
+        )
         if variant.pass_intent:
             shared["intent"] = report.intent
+            shared["colocation"] = dict(report.colocation_priority)
         if reports is not None:
             reports.append(report)
 

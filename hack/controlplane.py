@@ -64,6 +64,9 @@ STAGES = (
     "pod-complete.yaml",
     "pod-delete.yaml",
 )
+#: Our own kwok stages, committed (not part of kwok's module), passed with ``--config`` after :data:`STAGES`:
+#: ``pod-resize.yaml`` reports running containers' resources and completes in-place resizes (``pods/resize``).
+OWN_STAGES = (ROOT / "hack" / "controlplane" / "stages" / "pod-resize.yaml",)
 
 #: kwok manages only the nodes carrying this annotation (``--manage-nodes-with-annotation-selector``).
 KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
@@ -99,6 +102,9 @@ IDENTITIES: dict[str, list[dict[str, Any]]] = {
         {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
         {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["get", "update", "patch"]},
+        # in-place resizes (descheduler/resize.py): the resize subresource, and VPAs to leave their pods alone
+        {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
+        {"apiGroups": ["autoscaling.k8s.io"], "resources": ["verticalpodautoscalers"], "verbs": ["get", "list"]},
     ],
 }
 
@@ -791,6 +797,7 @@ class ControlPlane:
                 "--cidr=10.244.0.0/16",
                 "--node-lease-duration-seconds=40",
                 *[f"--config={b / 'stages' / s}" for s in STAGES],
+                *[f"--config={s}" for s in OWN_STAGES],
             ],
             self.logs_dir / "kwok.log",
             f"http://127.0.0.1:{p['kwok']}/healthz",

@@ -38,6 +38,7 @@ __all__ = [
     "ClusterSnapshot",
     "MoveReason",
     "Move",
+    "Resize",
     "Plan",
     "EvictionOutcome",
     "EvictionResult",
@@ -469,13 +470,35 @@ class Move:
 
 
 @dataclass(frozen=True, slots=True)
+class Resize:
+    """Resize ``pod`` (namespace/name) in place (Kubernetes in-place pod resize, the ``pods/resize`` subresource,
+    KEP-1287): every container's CPU request and limit scaled so the pod's total request becomes
+    ``cpu_request_m`` (millicores; the limit keeps its ratio to the request, none stays none). ``from_cpu_request_m``
+    is the pod's total request the plan saw (the executor refuses a pod that changed since); ``reason`` why
+    (``burst``: above its capacity target with room on its node; ``release``: back toward its template's request);
+    ``gain`` the planner's estimate of the benefit (unitless, > 0)."""
+
+    pod: str
+    from_cpu_request_m: int
+    cpu_request_m: int
+    reason: str
+    gain: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
     """One descheduling cycle's intent: moves (evictions), per-workload replica targets
-    (``namespace/name`` → replicas) and the intent vector passed down to the extender."""
+    (``namespace/name`` → replicas), the intent vector passed down to the extender, and the per-service parts
+    of the intent: ``colocation_priority`` (service → multiplier of ``locality_weight`` for its pods, passed
+    down with the vector) and ``capacity_targets`` (service → the target CPU utilization its autoscaler
+    worked to, for reports); ``resizes``: in-place pod resizes (the low level's fine-grained allocation)."""
 
     moves: tuple[Move, ...] = ()
     replica_targets: Mapping[str, int] = field(default_factory=lambda: _EMPTY, compare=False)
     intent: tuple[float, ...] = ()
+    colocation_priority: Mapping[str, float] = field(default_factory=lambda: _EMPTY, compare=False)
+    capacity_targets: Mapping[str, float] = field(default_factory=lambda: _EMPTY, compare=False)
+    resizes: tuple[Resize, ...] = ()
 
 
 EvictionOutcome = Literal["evicted", "refused", "not_found", "error", "dry_run"]

@@ -5,8 +5,10 @@ It runs exactly the loaders the serving processes run at start, so a bundle it a
 
 - ``low``: :meth:`policy.lowlevel.LearnedPlacement.load` (the extender's ``policy.bundle``, the descheduler's
   ``placement.bundle``), the encoder lookup included (:func:`policy.lowlevel.encoder_for`);
-- ``high``: :func:`policy.highlevel.load_learned_autoscaler` (the descheduler's ``planner.autoscaler.bundle``): ``DIR``
-  holds ``student/`` and ``predictor/``;
+- ``high``: ``DIR`` holds ``intent/`` and ``predictor/``: :meth:`policy.highlevel.LearnedIntent.load` (the
+  descheduler's ``planner.intentPolicy.bundle``), and, when it also holds ``student/``,
+  :func:`policy.highlevel.load_learned_autoscaler` (``planner.autoscaler.bundle``); a ``DIR`` holding ``student/``
+  and ``predictor/`` only: the latter;
 - ``encoder``: :meth:`policy.encoder.mpnn.GraphEncoder.load` (``cache.encoderBundle``, and the encoder a ``low``
   bundle reads).
 
@@ -39,7 +41,7 @@ def detect_level(path: str | Path) -> str:
         except (OSError, ValueError, AttributeError, RecursionError):
             return "low"
         return level if level in LEVELS else "low"
-    if (d / "student" / MANIFEST).is_file():
+    if (d / "student" / MANIFEST).is_file() or (d / "intent" / MANIFEST).is_file():
         return "high"
     hint = ""
     if (d / "low" / MANIFEST).is_file() or (d / "high" / "student" / MANIFEST).is_file():
@@ -67,10 +69,15 @@ def check_bundle(path: str | Path, level: str | None = None) -> tuple[str, str]:
 
             return lv, LearnedPlacement.load(d).version
         if lv == "high":
-            from policy.highlevel import load_learned_autoscaler
+            from policy.highlevel import LearnedIntent, load_learned_autoscaler
 
-            auto: Any = load_learned_autoscaler(d)
-            return lv, str(auto.drpc.actor.version)
+            versions = []
+            if (d / "intent" / MANIFEST).is_file():
+                versions.append(str(LearnedIntent.load(d).actor.version))
+            if (d / "student" / MANIFEST).is_file() or not versions:
+                auto: Any = load_learned_autoscaler(d)
+                versions.append(str(auto.drpc.actor.version))
+            return lv, " + ".join(versions)
         from policy.encoder import GraphEncoder
 
         return lv, GraphEncoder.load(d).version

@@ -13,6 +13,7 @@
 
 from .autoscale import (
     DrpcReplicaAutoscaler,
+    IntentAutoscaler,
     ReplicaAutoscaler,
     UtilizationTargetAutoscaler,
     load_learned_autoscaler,
@@ -51,7 +52,7 @@ from .forecast import (
     rate_history,
 )
 from .hierarchy import HierarchicalPolicy, due
-from .intent import FixedIntent, IntentPolicy, UtilizationIntent, cluster_cpu_utilization
+from .intent import FixedIntent, Intent, IntentPolicy, UtilizationIntent, as_intent, cluster_cpu_utilization
 from .interface import (
     SYSTEM_CRITICAL_CLASSES,
     SYSTEM_CRITICAL_PRIORITY,
@@ -60,8 +61,26 @@ from .interface import (
     node_cpu_utilization,
     structurally_movable,
 )
+from .learned_intent import (
+    CAPACITY_RANGE,
+    COLOCATION_MAX,
+    DEFAULT_CPU_PRICE,
+    INTENT_ARCH,
+    INTENT_GLOBAL_SPEC,
+    INTENT_SERVICE_EXTRA,
+    INTENT_SERVICE_SPEC,
+    INTENT_SERVICE_SPEC_FLAT,
+    WEIGHT_MAX,
+    IntentActor,
+    IntentFeaturizer,
+    IntentObservation,
+    LearnedIntent,
+    intent_from_outputs,
+    intent_weight_shapes,
+)
 from .planner_state import STATE_VERSION, HrlState, service_rates_rps
 from .rebalance import PlanView, Proposal, RebalanceHeuristic, finite_scores, greedy_moves, util_after_add
+from .resize import ResizePlanner
 
 __all__ = [
     "HighLevelPolicy",
@@ -91,6 +110,8 @@ __all__ = [
     "Forecaster",
     "TrendForecaster",
     "forecast_factor",
+    "Intent",
+    "as_intent",
     "IntentPolicy",
     "UtilizationIntent",
     "FixedIntent",
@@ -116,6 +137,23 @@ __all__ = [
     "pods_of_workload",
     "load_learned_autoscaler",
     "DrpcReplicaAutoscaler",
+    "IntentAutoscaler",
     "HierarchicalPolicy",
     "due",
+    "INTENT_ARCH",
+    "INTENT_SERVICE_EXTRA",
+    "INTENT_SERVICE_SPEC",
+    "INTENT_SERVICE_SPEC_FLAT",
+    "INTENT_GLOBAL_SPEC",
+    "CAPACITY_RANGE",
+    "COLOCATION_MAX",
+    "WEIGHT_MAX",
+    "DEFAULT_CPU_PRICE",
+    "IntentObservation",
+    "IntentFeaturizer",
+    "intent_weight_shapes",
+    "IntentActor",
+    "intent_from_outputs",
+    "LearnedIntent",
+    "ResizePlanner",
 ]

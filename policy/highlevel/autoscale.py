@@ -1,13 +1,15 @@
 """Replica targets for the hierarchy: the :class:`ReplicaAutoscaler` interface, the documented stand-in
 (:class:`UtilizationTargetAutoscaler`: the HPA rule made proactive by a forecast) and the DRPC students
 (:class:`DrpcReplicaAutoscaler`, with the saturation shield and scale-down stabilisation), loaded from a bundle by
-:func:`load_learned_autoscaler`."""
+:func:`load_learned_autoscaler`, and the executor of the learned high level's capacity targets
+(:class:`IntentAutoscaler`)."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -16,7 +18,7 @@ import numpy as np
 from policy.bundle import require_bundle
 from policy.state import ClusterSnapshot, PodInfo, WorkloadInfo
 
-from .forecast import Forecaster, forecast_factor
+from .forecast import Forecaster, TrendForecaster, forecast_factor
 from .planner_state import HrlState
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "pods_of_workload",
     "load_learned_autoscaler",
     "DrpcReplicaAutoscaler",
+    "IntentAutoscaler",
 ]
 
 
@@ -266,3 +269,113 @@ def load_learned_autoscaler(
         )
     except BundleError as exc:
         raise located(exc, p) from None
+
+
+@dataclass
+class IntentAutoscaler:
+    """Replica targets that carry out the high level's capacity targets (the low level of the hierarchy for
+    horizontal scaling; :class:`~policy.highlevel.intent.Intent`). Per managed Deployment of service *s*, each cycle::
+
+        u        = state.capacity_targets[s]          (the intent; default_target without one)
+        demand_m = Σ measured CPU of its bound pods / (1 − refused share of s)      (refused: from ``signals``)
+        peak     = max forecast rate over the predictor's horizon / rate now     in [0.5, 2]; 1 without rates
+        desired  = ceil(demand_m · peak / (u · request_m))          unless within ``tolerance`` of the current
+        target   = clip(max(desired, recommendations of the last stabilization_s s),  min_replicas, max_replicas)
+
+    (HPA's formula on a forecast demand, Kubernetes pkg/controller/podautoscaler/replica_calculator.go, with a
+    per-service target set from above). The scale-down stabilisation window holds a target from flapping between
+    periods (recommendations in ``state.recommendations``).
+
+    Guardrail (a last resort, counted in ``guardrail_counts``): the **saturation shield** raises a Deployment whose
+    measured pods use at least ``saturation`` of their CPU limit (the request without one) or whose service
+    refuses at least ``refused_frac`` of its arrivals to at least ``max(current + 1, ceil(demand_m / (shield_target
+    · request_m)))``; ``shield=False`` turns it off (the ``hrl-no-shield`` ablation). ``guardrail_counts`` counts
+    ``saturation_shield`` (targets it raised) and ``stabilization`` (scale-downs it held back).
+
+    ``workloads``: ``namespace/name`` keys it manages (None: every Deployment with a CPU request); ``forecaster``:
+    the workload predictor (default: :class:`~policy.highlevel.forecast.TrendForecaster`); ``signals``: per-service
+    metrics set before each cycle (None: no refused correction). Ranges: 0 < ``default_target``,
+    ``saturation``, ``shield_target``, ``refused_frac`` <= 1; ``tolerance`` >= 0; 0 <= ``min_replicas`` <=
+    ``max_replicas``; ``stabilization_s`` >= 0. ValueError naming the field otherwise.
+    """
+
+    name: str = "intent"
+    default_target: float = 0.6
+    tolerance: float = 0.05
+    min_replicas: int = 1
+    max_replicas: int = 10
+    stabilization_s: float = 180.0
+    workloads: tuple[str, ...] | None = None
+    forecaster: Forecaster | None = None
+    shield: bool = True
+    saturation: float = 0.9
+    shield_target: float = 0.8
+    refused_frac: float = 0.01
+    signals: Mapping[str, Any] | None = None
+    guardrail_counts: Counter = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        for f in ("default_target", "saturation", "shield_target", "refused_frac"):
+            v = getattr(self, f)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 1):
+                raise ValueError(f"IntentAutoscaler.{f}: must be in (0, 1], got {v!r}")
+        if not (math.isfinite(self.tolerance) and self.tolerance >= 0):
+            raise ValueError(f"IntentAutoscaler.tolerance: must be >= 0, got {self.tolerance!r}")
+        if self.min_replicas < 0 or self.max_replicas < self.min_replicas:
+            raise ValueError(
+                f"IntentAutoscaler: need 0 <= min_replicas <= max_replicas, got {self.min_replicas!r}, "
+                f"{self.max_replicas!r}"
+            )
+        if not (math.isfinite(self.stabilization_s) and self.stabilization_s >= 0):
+            raise ValueError(f"IntentAutoscaler.stabilization_s: must be >= 0, got {self.stabilization_s!r}")
+        if self.workloads is not None:
+            self.workloads = tuple(self.workloads)
+
+    def _peak(self, series: np.ndarray) -> float:
+        x = np.asarray(series, dtype=np.float64)
+        if x.size == 0 or not np.isfinite(x[-1]) or x[-1] < 1e-6:
+            return 1.0
+        fc = self.forecaster if self.forecaster is not None else TrendForecaster()
+        try:
+            peak = float(np.max(fc.predict(x[None, :])))
+        except (ValueError, FloatingPointError):
+            return 1.0
+        return float(np.clip(peak / x[-1], 0.5, 2.0)) if math.isfinite(peak) else 1.0
+
+    def replica_targets(self, snapshot: ClusterSnapshot, state: HrlState) -> dict[str, int]:
+        now = float(snapshot.taken_at_s)
+        allowed = None if self.workloads is None else set(self.workloads)
+        out: dict[str, int] = {}
+        for w in sorted(snapshot.workloads, key=lambda w: (w.namespace, w.name)):
+            key = f"{w.namespace}/{w.name}"
+            if w.kind != "Deployment" or w.pod_requests.cpu_m <= 0 or (allowed is not None and key not in allowed):
+                continue
+            pods = [p for p in pods_of_workload(snapshot, w) if p.node_name is not None]
+            measured = [p for p in pods if p.usage is not None]
+            if not measured:
+                continue
+            req = float(w.pod_requests.cpu_m)
+            used = float(sum(p.usage.cpu_m for p in measured))  # type: ignore[union-attr]
+            sig = (self.signals or {}).get(w.service)
+            refused = getattr(sig, "refused_frac", None)
+            refused = float(refused) if refused is not None and math.isfinite(refused) else 0.0
+            demand = used / (1.0 - min(max(refused, 0.0), 0.9))
+            u = float(state.capacity_targets.get(w.service, self.default_target))
+            cur = max(int(w.replicas), 0)
+            need = demand * self._peak(state.rates(w.service)) / (u * req)
+            desired = cur if cur > 0 and abs(need / cur - 1.0) <= self.tolerance else int(math.ceil(need - 1e-9))
+            if self.shield:
+                cap = float(sum(p.limits.cpu_m if p.limits.cpu_m > 0 else p.requests.cpu_m for p in measured))
+                if (cap > 0 and used >= self.saturation * cap) or refused >= self.refused_frac:
+                    floor = max(cur + 1, int(math.ceil(demand / (self.shield_target * req) - 1e-9)))
+                    if floor > desired:
+                        self.guardrail_counts["saturation_shield"] += 1
+                        desired = floor
+            window = [r for r in state.recommendations.get(key, []) if r[0] > now - self.stabilization_s]
+            window.append([now, float(desired)])
+            state.recommendations[key] = window
+            stabilized = max(int(r[1]) for r in window)
+            if stabilized > desired:
+                self.guardrail_counts["stabilization"] += 1
+            out[key] = int(np.clip(stabilized, self.min_replicas, self.max_replicas))
+        return out

@@ -32,14 +32,15 @@ from typing import Any
 import numpy as np
 
 from policy.index import ClusterIndex
-from policy.lowlevel import INTENT_SPEC, PlacementPolicy, node_admits
+from policy.lowlevel import INTENT_SPEC, PlacementPolicy, node_admits, service_intent
 from policy.state import ClusterSnapshot, Move, Plan, PodInfo
 
 from .autoscale import ReplicaAutoscaler
-from .intent import IntentPolicy, UtilizationIntent
+from .intent import IntentPolicy, UtilizationIntent, as_intent
 from .interface import SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY, structurally_movable
 from .planner_state import HrlState
 from .rebalance import PlanView, Proposal, finite_scores, greedy_moves, util_after_add
+from .resize import ResizePlanner
 
 __all__ = ["HierarchicalPolicy", "due"]
 
@@ -67,11 +68,19 @@ class HierarchicalPolicy:
     Each :meth:`plan` (one descheduler cycle, or one simulated period):
 
     1. records the inbound rates of ``snapshot.graph`` in the state (``history_len`` points kept);
-    2. computes the intent (``intent_policy``; every call) and stores it as ``state.last_intent``;
+    2. when :func:`due` (``intent_period_s``; 0: every call) computes the intent (``intent_policy``: a vector or
+       an :class:`~policy.highlevel.intent.Intent` with per-service capacity targets and co-location
+       priorities and a move budget) and stores it in the state (``last_intent`` and its detail); between
+       periods the last intent holds. The capacity targets reach the autoscaler through the state
+       (``state.capacity_targets``), the co-location priorities the low level through
+       :func:`policy.lowlevel.service_intent` (here for moves, and in the plan for the extender);
     3. when ``autoscaler`` is set and :func:`due` (``scale_period_s``): asks it for replica targets, keeps
        those of Deployments in ``workloads`` (``None``: any) outside ``excluded_namespaces``; otherwise the
        plan has no replica opinion (``{}``);
-    4. when ``rebalance`` and :func:`due` (``moves_period_s``): plans moves. For every movable pod (bound,
+    4. when a ``resizer`` is set and :func:`due` (``resize_period_s``): plans in-place resizes of pods
+       (:class:`~policy.highlevel.resize.ResizePlanner`: a pod above its capacity target grows within its node's
+       room, back toward its template's request below it), none for a pod it also moves;
+    5. when ``rebalance`` and :func:`due` (``moves_period_s``): plans moves. For every movable pod (bound,
        controller-owned, not a DaemonSet/mirror/terminating/system-critical pod, not in an excluded namespace,
        no local storage unless allowed), the candidate nodes are the other nodes that pass
        ``placement.filter`` and :func:`policy.lowlevel.node_admits` and stay strictly below
@@ -104,6 +113,9 @@ class HierarchicalPolicy:
     min_serving_pods: int = 2
     moves_period_s: float = 0.0
     scale_period_s: float = 0.0
+    intent_period_s: float = 0.0
+    resizer: ResizePlanner | None = None
+    resize_period_s: float = 0.0
     history_len: int = 60
     workloads: tuple[str, ...] | None = None
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
@@ -125,7 +137,7 @@ class HierarchicalPolicy:
             raise bad("max_moves_per_service", self.max_moves_per_service, ">= 1")
         if self.min_serving_pods < 1:
             raise bad("min_serving_pods", self.min_serving_pods, ">= 1")
-        for f in ("moves_period_s", "scale_period_s"):
+        for f in ("moves_period_s", "scale_period_s", "intent_period_s", "resize_period_s"):
             v = getattr(self, f)
             if not (math.isfinite(v) and v >= 0):
                 raise bad(f, v, "a number of seconds >= 0")
@@ -162,10 +174,20 @@ class HierarchicalPolicy:
         st = self.state
         now = float(snapshot.taken_at_s)
         st.record_rates(snapshot.graph, now, self.history_len)
-        intent = tuple(float(x) for x in self.intent_policy.intent(snapshot, index, st))
-        if len(intent) != len(INTENT_SPEC) or not all(math.isfinite(x) for x in intent):
-            raise ValueError(f"intent: expected {len(INTENT_SPEC)} finite numbers, got {intent!r}")
-        st.last_intent = intent
+        record = getattr(self.intent_policy, "record", None)
+        if record is not None:  # a policy that keeps its own history records every cycle
+            record(snapshot, index, st)
+        if st.last_intent is None or due(now, st.last_intent_s, self.intent_period_s):
+            it = as_intent(self.intent_policy.intent(snapshot, index, st))
+            if len(it.values) != len(INTENT_SPEC):
+                raise ValueError(f"intent: expected {len(INTENT_SPEC)} finite numbers, got {it.values!r}")
+            st.last_intent = it.values
+            st.last_intent_s = now
+            st.capacity_targets = dict(it.capacity_target)
+            st.colocation_priority = dict(it.colocation_priority)
+            st.move_budget_frac = it.move_budget_frac
+        intent = st.last_intent
+        colocation = dict(st.colocation_priority)
 
         targets: dict[str, int] = {}
         if self.autoscaler is not None and due(now, st.last_targets_s, self.scale_period_s):
@@ -175,9 +197,22 @@ class HierarchicalPolicy:
 
         moves: tuple[Move, ...] = ()
         if self.rebalance and due(now, st.last_moves_s, self.moves_period_s):
-            moves = self._moves(snapshot, index, placement, intent)
+            budget = int(round(st.move_budget_frac * self.max_moves))
+            moves = self._moves(snapshot, index, placement, intent, colocation, budget)
             st.last_moves_s = now
-        return Plan(moves=moves, replica_targets=targets, intent=intent)
+        resizes = ()
+        if self.resizer is not None and due(now, st.last_resizes_s, self.resize_period_s):
+            moved = {m.pod for m in moves}
+            resizes = tuple(r for r in self.resizer.plan(snapshot, st) if r.pod not in moved)
+            st.last_resizes_s = now
+        return Plan(
+            moves=moves,
+            replica_targets=targets,
+            resizes=resizes,
+            intent=intent,
+            colocation_priority=colocation,
+            capacity_targets=dict(st.capacity_targets),
+        )
 
     def _targets(self, raw: Mapping[str, Any]) -> dict[str, int]:
         allowed = None if self.workloads is None else set(self.workloads)
@@ -193,9 +228,16 @@ class HierarchicalPolicy:
         return out
 
     def _moves(
-        self, snapshot: ClusterSnapshot, index: ClusterIndex, placement: PlacementPolicy, intent: tuple[float, ...]
+        self,
+        snapshot: ClusterSnapshot,
+        index: ClusterIndex,
+        placement: PlacementPolicy,
+        intent: tuple[float, ...],
+        colocation: Mapping[str, float] | None = None,
+        max_moves: int | None = None,
     ) -> tuple[Move, ...]:
-        if self.max_moves == 0 or len(snapshot.nodes) < 2:
+        max_moves = self.max_moves if max_moves is None else max_moves
+        if max_moves == 0 or len(snapshot.nodes) < 2:
             return ()
         bound: dict[str, int] = {}
         for p in snapshot.pods:
@@ -216,13 +258,18 @@ class HierarchicalPolicy:
         return greedy_moves(
             pods,
             index,
-            lambda key, view: self._propose(key, view, placement, intent),
-            self.max_moves,
+            lambda key, view: self._propose(key, view, placement, intent, colocation),
+            max_moves,
             self.max_moves_per_service,
         )
 
     def _propose(
-        self, pod_key: str, view: PlanView, placement: PlacementPolicy, intent: tuple[float, ...]
+        self,
+        pod_key: str,
+        view: PlanView,
+        placement: PlacementPolicy,
+        intent: tuple[float, ...],
+        colocation: Mapping[str, float] | None = None,
     ) -> Proposal | None:
         index = view.index
         pod = view.pods.get(pod_key)
@@ -248,7 +295,8 @@ class HierarchicalPolicy:
         if not targets:
             return None
         try:
-            scores = finite_scores(placement.score(pod, [pod.node_name, *targets], index, intent))
+            pod_intent = service_intent(intent, colocation, pod.service)
+            scores = finite_scores(placement.score(pod, [pod.node_name, *targets], index, pod_intent))
         except Exception:  # noqa: BLE001 - e.g. no service row for the pod: it stays where it is
             return None
         if scores.shape != (len(targets) + 1,):

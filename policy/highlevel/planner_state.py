@@ -38,7 +38,13 @@ class HrlState:
     - ``recommendations``: ``namespace/name`` → ``[[t_s, replicas], ...]``, the stand-in autoscaler's
       scale-down stabilisation window;
     - ``autoscaler``: an opaque JSON object the pluggable autoscaler may read and write (e.g. DRPC's
-      predictor or actor state).
+      predictor or actor state);
+    - the last intent's detail, kept until the next one (the high level acts once per period, the low levels
+      every cycle): ``last_intent_s`` (when it was computed; ``None``: never), ``capacity_targets``
+      (service → target CPU utilization of its pods for its autoscaler, in (0, 1]; absent: the autoscaler's
+      default), ``colocation_priority`` (service → multiplier >= 0 of ``locality_weight`` for its pods; absent:
+      1) and ``move_budget_frac`` (share of the planner's ``max_moves`` it may plan, in [0, 1]);
+    - ``last_resizes_s``: when in-place resizes were last planned (``None``: never).
     """
 
     rate_times_s: list[float] = field(default_factory=list)
@@ -49,6 +55,11 @@ class HrlState:
     last_targets: dict[str, int] = field(default_factory=dict)
     recommendations: dict[str, list[list[float]]] = field(default_factory=dict)
     autoscaler: dict[str, Any] = field(default_factory=dict)
+    last_intent_s: float | None = None
+    capacity_targets: dict[str, float] = field(default_factory=dict)
+    colocation_priority: dict[str, float] = field(default_factory=dict)
+    move_budget_frac: float = 1.0
+    last_resizes_s: float | None = None
 
     # ---- rate history --------------------------------------------------------------------------------
 
@@ -101,6 +112,11 @@ class HrlState:
             "last_targets": dict(sorted(self.last_targets.items())),
             "recommendations": {k: [list(x) for x in v] for k, v in sorted(self.recommendations.items())},
             "autoscaler": self.autoscaler,
+            "last_intent_s": self.last_intent_s,
+            "capacity_targets": dict(sorted(self.capacity_targets.items())),
+            "colocation_priority": dict(sorted(self.colocation_priority.items())),
+            "move_budget_frac": self.move_budget_frac,
+            "last_resizes_s": self.last_resizes_s,
         }
 
     @staticmethod
@@ -197,6 +213,21 @@ class HrlState:
                 raise ValueError(
                     f"planner state: autoscaler: drpc state: malformed ({exc}): {str(auto['drpc'])[:80]}"
                 ) from None
+        capacity = {}
+        for k, v in obj("capacity_targets").items():
+            x = num(v, f"capacity_targets.{k}")
+            if not 0.0 < x <= 1.0:
+                raise ValueError(f"planner state: capacity_targets.{k}: expected a number in (0, 1], got {v!r}")
+            capacity[str(k)] = x
+        colocation = {}
+        for k, v in obj("colocation_priority").items():
+            x = num(v, f"colocation_priority.{k}")
+            if x < 0:
+                raise ValueError(f"planner state: colocation_priority.{k}: expected a number >= 0, got {v!r}")
+            colocation[str(k)] = x
+        budget = num(doc.get("move_budget_frac", 1.0), "move_budget_frac")
+        if not 0.0 <= budget <= 1.0:
+            raise ValueError(f"planner state: move_budget_frac: expected a number in [0, 1], got {budget!r}")
         return HrlState(
             times,
             rates,
@@ -206,6 +237,11 @@ class HrlState:
             targets,
             recs,
             dict(auto),
+            opt(doc.get("last_intent_s"), "last_intent_s"),
+            capacity,
+            colocation,
+            budget,
+            opt(doc.get("last_resizes_s"), "last_resizes_s"),
         )
 
 

@@ -21,13 +21,17 @@ from .features import (
 )
 from .heuristic import TopologyHeuristic
 from .interface import (
+    COLOCATION_PREFIX,
     INTENT_SPEC,
     MAX_EXTENDER_PRIORITY,
     TAINT_EFFECTS_THAT_REPEL,
     PlacementPolicy,
+    decode_intent,
+    encode_intent,
     intent_value,
     node_admits,
     resource_fit_failures,
+    service_intent,
 )
 from .learned import (
     DEFAULT_FLAT_PLACEMENT_BUNDLE,
@@ -49,6 +53,10 @@ __all__ = [
     "MAX_EXTENDER_PRIORITY",
     "INTENT_SPEC",
     "intent_value",
+    "COLOCATION_PREFIX",
+    "service_intent",
+    "encode_intent",
+    "decode_intent",
     "PlacementPolicy",
     "TAINT_EFFECTS_THAT_REPEL",
     "node_admits",

@@ -127,11 +127,16 @@ OVERLOAD_FROM = 0.7
 def intent_adjustment(x: np.ndarray) -> np.ndarray:
     """(C,) float64 score adjustment per unit of intent gain, from feature rows ``x`` (C, F) alone:
     ``(locality_weight − 1) · ½(caller_node_share + callee_node_share)
-    − (balance_weight − 1) · clip((cpu_used_frac − 0.7) / 0.3, 0, 1)``; 0 at the default intent."""
+    − max(balance_weight − 1, 0) · clip((cpu_used_frac − 0.7) / 0.3, 0, 1)``; 0 at the default intent.
+
+    The overload term only ever penalizes: a balance weight below 1 means "care less about overload", never
+    "prefer overloaded nodes" (the network, which reads the intent among its features, learns how much less),
+    and the training reward weighs overload by the same intent (:mod:`policy.train.placement`)."""
     x = np.asarray(x, dtype=np.float64)
     loc = 0.5 * (x[:, _COL["caller_node_share"]] + x[:, _COL["callee_node_share"]])
     over = np.clip((x[:, _COL["cpu_used_frac"]] - OVERLOAD_FROM) / (1.0 - OVERLOAD_FROM), 0.0, 1.0)
-    return (x[:, _COL["intent_locality_weight"]] - 1.0) * loc - (x[:, _COL["intent_balance_weight"]] - 1.0) * over
+    balance = np.maximum(x[:, _COL["intent_balance_weight"]] - 1.0, 0.0)
+    return (x[:, _COL["intent_locality_weight"]] - 1.0) * loc - balance * over
 
 
 def scores_from_logits(z: np.ndarray, x: np.ndarray | None = None, intent_gain: float = 0.0) -> np.ndarray:

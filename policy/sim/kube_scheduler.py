@@ -17,7 +17,7 @@ import numpy as np
 
 from policy.baselines.kube_default import MAX_NODE_SCORE, ScorePlugin, default_score_plugins
 from policy.index import ClusterIndex
-from policy.lowlevel import MAX_EXTENDER_PRIORITY, TAINT_EFFECTS_THAT_REPEL, PlacementPolicy
+from policy.lowlevel import MAX_EXTENDER_PRIORITY, TAINT_EFFECTS_THAT_REPEL, PlacementPolicy, service_intent
 from policy.state import NodeInfo, PodInfo
 
 __all__ = [
@@ -149,7 +149,9 @@ class InProcessExtender:
     """A :class:`~policy.lowlevel.PlacementPolicy` plugged in as an extender without HTTP (for fast
     benchmarks): same filter/score semantics, same ``score × weight × 10`` combination.
 
-    ``view`` returns ``(index, intent)`` for the current simulated state.
+    ``view`` returns ``(index, intent)`` or ``(index, intent, colocation)`` for the current simulated state;
+    ``colocation`` (service → co-location priority) scales each pod's intent as the extender does
+    (:func:`policy.lowlevel.service_intent`).
     """
 
     policy: PlacementPolicy
@@ -162,7 +164,7 @@ class InProcessExtender:
 
     def filter(self, pod_obj, nodes):
         self.calls["filter"] += 1
-        index, _intent = self.view()
+        index = self.view()[0]
         from policy.observe import parse_pod
 
         names = [n["metadata"]["name"] for n in nodes]
@@ -171,11 +173,15 @@ class InProcessExtender:
 
     def prioritize(self, pod_obj, nodes):
         self.calls["prioritize"] += 1
-        index, intent = self.view()
+        view = self.view()
+        index, intent = view[0], view[1]
         from policy.observe import parse_pod
 
+        pod = parse_pod(pod_obj)
+        if len(view) > 2 and view[2]:
+            intent = service_intent(intent, view[2], pod.service)
         names = [n["metadata"]["name"] for n in nodes]
-        s = self.policy.score(parse_pod(pod_obj), names, index, intent)
+        s = self.policy.score(pod, names, index, intent)
         s = np.clip(np.nan_to_num(np.rint(s), nan=0.0), 0, MAX_EXTENDER_PRIORITY).astype(int)
         return dict(zip(names, s.tolist()))
 

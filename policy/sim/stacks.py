@@ -106,12 +106,15 @@ NOT_AUTOSCALED_IMAGES = (
 @dataclass(frozen=True)
 class StackContext:
     """What a stack factory gets: the application, the cluster spec, the run's seed and its configuration
-    (minutes, step, start-up delay)."""
+    (minutes, step, start-up delay); ``parts``: overrides of a learned stack's parts by name (``placement``,
+    ``autoscaler``, ``intent_policy``), which training uses to run the policies it is training inside the stack
+    exactly as it is served (empty: the stack's committed bundles)."""
 
     app: AppSpec
     cluster: ClusterSpec
     seed: int = 0
     config: SimConfig = field(default_factory=SimConfig)
+    parts: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -18,15 +18,13 @@ Teacher: that row ⊕ a pooled global summary — mean and max over all deployme
 load's trend and forecast, the last minute's end-to-end p95 / SLO and failed share, the cluster's requested
 CPU). Teacher actor and critic are per deployment on that input (one set of weights for all, as the students).
 
-**Reward** of deployment i for minute t (:class:`DrpcReward`; shared QoS terms + its own cost terms, so the
-sum over agents is the team's objective and each agent's own action moves only its own cost)::
+**Reward** of deployment i for minute t (:class:`DrpcReward`): the one objective of hrl-scheduler
+(:mod:`policy.sim.objective`), split so the sum over agents is the team's objective and each agent's own action
+moves only its own cost, plus two small per-agent shaping terms::
 
-    r_i = −scale · ( latency · min(p95 / SLO, 10) + slo · [p95 > SLO] + failed · failed %          (shared)
-                     + cpu · requested cores_i / manifest cores (all autoscaled)                  (own)
-                     + refused · refused %_i + change · |Δ replicas_i| )                          (own)
-
-Shaping toward the benchmark targets: CPU core-hours at or below default+HPA's and the best other stack's
-while failures and tail latency stay at the floor; see the defaults for the weights.
+    r_i = −scale · ( objective cost without CPU (latency / SLO, SLO-violating minute, failed share)   (shared)
+                     + cpu_price · requested cores_i / manifest cores (all autoscaled)               (own)
+                     + refused · refused %_i + change · |Δ replicas_i| )                            (own)
 
 **Learning.** Teacher: TD3 (:class:`policy.train.td3.TD3`) on the teacher input. Students: TD3 on the local rows with
 the actor loss ``−Q/mean|Q| + imitation_weight · ‖π_s(local) − π_t(teacher input)‖²`` (the Q term normalised as
@@ -44,7 +42,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -74,6 +72,7 @@ from policy.highlevel.drpc import (
     mapping_json,
 )
 from policy.sim.drpc import signals_from_sim
+from policy.sim.objective import MinuteOutcome, Objective
 
 from .td3 import TD3, Actor, ReplayBuffer, ReplayBufferSamples, TD3Config, WorkloadPredictor, imitation_loss
 
@@ -238,16 +237,12 @@ def export_predictor(
 
 @dataclass(frozen=True)
 class DrpcReward:
-    """Weights of the per-deployment reward (module docstring). Defaults: latency 1 (p95/SLO, capped at 10),
-    slo 1 (a minute over the SLO), failed 1 per % of failed user requests, cpu 3 per (requested cores of the
-    deployment / manifest cores of all autoscaled deployments) — so running every deployment at twice its
-    manifest costs as much as 3 % failed requests —, refused 0.2 per % refused at the deployment, change 0.02
-    per replica added or removed; the sum times ``scale`` 0.1 (keeps Q values of order 10)."""
+    """Weights of the per-deployment reward (module docstring): ``objective`` (:class:`policy.sim.objective.Objective`;
+    its ``cpu_price`` per manifest-sized allocation-minute is split over the deployments by their requested cores),
+    refused 0.2 per % refused at the deployment, change 0.02 per replica added or removed; the sum times ``scale``
+    0.1 (keeps Q values of order 10)."""
 
-    latency: float = 1.0
-    slo: float = 1.0
-    failed: float = 1.0
-    cpu: float = 3.0
+    objective: Objective = field(default_factory=Objective)
     refused: float = 0.2
     change: float = 0.02
     scale: float = 0.1
@@ -468,11 +463,13 @@ def teacher_input(local: np.ndarray, extra: np.ndarray) -> np.ndarray:
 def _reward(
     ep: _Episode, st, cores: np.ndarray, refused_pct: np.ndarray, changes: np.ndarray, w: DrpcReward
 ) -> tuple[np.ndarray, float]:
-    slo = ep.app.slo_p95_ms
-    p95 = st.p95_ms if math.isfinite(st.p95_ms) else 10 * slo
-    failed_pct = 100.0 * st.failed / st.offered if st.offered > 0 else 0.0
-    shared = w.latency * min(p95 / slo, 10.0) + w.slo * float(p95 > slo) + w.failed * failed_pct
-    own = w.cpu * cores / max(ep.manifest_cores, 1e-9) + w.refused * refused_pct + w.change * changes
+    mean = float(st.latency_ms.mean()) if len(st.latency_ms) else math.inf
+    shared = float(
+        replace(w.objective, cpu_price=0.0).costs(
+            MinuteOutcome(mean, st.p95_ms, st.failed, st.offered, 0.0), ep.app.slo_p95_ms, 1.0
+        )[0]
+    )
+    own = w.objective.cpu_price * cores / max(ep.manifest_cores, 1e-9) + w.refused * refused_pct + w.change * changes
     return -w.scale * (shared + own), shared
 
 

@@ -166,6 +166,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("encoder", "policy.train.pipeline:encoder_stage", "graph encoder (self-supervised, simulator what-ifs)"),
     Stage("drpc", "policy.train.drpc:train_stage", "GRU workload predictor, DRPC teacher and students (TD3)"),
     Stage("placement", "policy.train.placement:train_stage", "learned low-level placement policy"),
+    Stage("hierarchy", "policy.train.hierarchy:train_stage", "learned high level (PPO over the intent, on Ray)"),
 )
 
 

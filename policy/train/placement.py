@@ -29,16 +29,19 @@ simulator is cheap enough (a 20-minute episode of Online Boutique is ~0.1 s) for
 CPU use, measured from minute 0: :func:`policy.sim.placement.start_with_metrics`), metrics hidden on some (no
 ``NodeInfo.usage``), a random window of a random trace scaled to a random
 peak, the initial deployment and then churn (random evictions, scale-outs and scale-ins whose new pods are
-placed again), and a random high-level intent half of the time. Reward per simulated minute
-(:class:`PlacementReward`, the terms of :class:`policy.sim.env.RewardWeights` plus the mean latency)::
+placed again), and a high-level intent on part of them (drawn from the intents the trained high level sends,
+when given, else uniform). Reward per simulated minute (:class:`PlacementReward`): the one objective of
+hrl-scheduler (:mod:`policy.sim.objective`: latency relative to the SLO, SLO-violating minutes, failed requests;
+its CPU term does not depend on placement and is left out) plus the low level's intrinsic term for following the
+intent (FeUdal / HIRO style)::
 
-    r = −( p95/SLO (≤ 10) + mean/SLO (≤ 10) + 10·failed + [p95 > SLO] + 0.02·evictions
-           + locality_weight · 0.1 · cross-node call share + balance_weight · CPU overload )
+    r = objective reward − ( locality_weight · 0.1 · cross-node call share + balance_weight · CPU overload )
 
-where the intent's ``locality_weight`` / ``balance_weight`` (:data:`policy.lowlevel.INTENT_SPEC`, default 1)
-weigh two shaping terms: the share of calls crossing nodes and the mean over nodes of
-``clip((CPU used fraction − 0.7) / 0.3, 0, 1)``. So the high level steers the low level by reweighting its
-objective, and at the defaults both terms are small next to latency and failures.
+where the intent's ``locality_weight`` / ``balance_weight`` (:data:`policy.lowlevel.INTENT_SPEC`, default 1; the
+locality weight already multiplied by the pod's service's co-location priority) weigh the share of calls
+crossing nodes and the mean over nodes of ``clip((CPU used fraction − 0.7) / 0.3, 0, 1)``. So the high level
+steers the low level by reweighting its objective, and at the defaults both terms are small next to latency and
+failures.
 
 Outputs under ``run_dir`` (``hrl-policy train placement``: ``runs/placement-<stack>``): ``log.csv`` (one row per
 iteration), ``learning_curves.png``, ``checkpoint.pt`` (best by the periodic evaluation), ``evaluations.json`` (each
@@ -82,8 +85,8 @@ from policy.lowlevel.learned import (
     served_totals,
 )
 from policy.sim.engine import PeriodicHook, SimConfig, Simulation, background_tenants
-from policy.sim.env import RewardWeights
 from policy.sim.kube_scheduler import KubeSchedulerModel, ScheduleResult
+from policy.sim.objective import MinuteOutcome, Objective
 from policy.sim.placement import start_with_metrics
 
 __all__ = [
@@ -145,18 +148,13 @@ class PlacementNet(nn.Module):
 
 @dataclass(frozen=True)
 class PlacementReward:
-    """Per-minute reward of the placement training (module docstring): ``base`` supplies the terms shared
-    with the Gymnasium environment (p95 latency / SLO, failed fraction, SLO violation, evictions; its ``cpu``
-    term is left out: replicas do not depend on placement); ``latency_mean``: weight of mean latency / SLO
-    (capped at 10). ``base.failed`` is 100 here, not the environment's 10: a failed request is excluded from
-    the latency percentiles, so with 10 a placement that overloads a node at the peak and refuses 3 % of the
-    requests could *gain* reward from the survivors' lower p95; at 100, 1 % failed weighs as much as a p95 at
-    the SLO. ``locality`` / ``balance``: scale of the cross-node call share and CPU-overload terms,
-    multiplied by the intent's ``locality_weight`` / ``balance_weight``; ``overload_from``: the CPU used
-    fraction above which a node counts as overloaded."""
+    """Per-minute reward of the placement training (module docstring): ``objective`` is the one objective
+    (:class:`policy.sim.objective.Objective`) without its CPU term (replicas do not depend on placement);
+    ``locality`` / ``balance``: scale of the intrinsic cross-node call share and CPU-overload terms, multiplied by
+    the intent's ``locality_weight`` / ``balance_weight``; ``overload_from``: the CPU used fraction above which a
+    node counts as overloaded."""
 
-    base: RewardWeights = RewardWeights(failed=100.0)
-    latency_mean: float = 1.0
+    objective: Objective = field(default_factory=lambda: Objective(cpu_price=0.0))
     locality: float = 0.1
     balance: float = 1.0
     overload_from: float = 0.7
@@ -447,17 +445,9 @@ def minute_reward(sim: Simulation, st, inst: Instance, w: PlacementReward) -> fl
     from policy.lowlevel import intent_value
 
     slo = inst.app.slo_p95_ms
-    p95 = st.p95_ms if math.isfinite(st.p95_ms) else 10 * slo
-    mean = float(st.latency_ms.mean()) if len(st.latency_ms) else 10 * slo
-    failed = st.failed / st.offered if st.offered > 0 else 0.0
-    b = w.base
-    r = -(
-        b.latency * min(p95 / slo, 10.0)
-        + w.latency_mean * min(mean / slo, 10.0)
-        + b.failed * failed
-        + b.slo * float(p95 > slo)
-        + b.evictions * st.evictions
-    )
+    mean = float(st.latency_ms.mean()) if len(st.latency_ms) else math.inf
+    outcome = MinuteOutcome(mean, st.p95_ms, st.failed, st.offered, 0.0)
+    r = float(w.objective.rewards(outcome, slo, 1.0)[0])
     calls = st.step.calls_rps
     cross = st.step.cross_calls_rps / calls if calls > 0 else 0.0
     snap = sim.observe()
@@ -577,7 +567,8 @@ def intent_adjustment_t(X: torch.Tensor) -> torch.Tensor:
     col = {n: i for i, (n, _u) in enumerate(CONTEXT_FEATURES)}
     loc = 0.5 * (X[..., col["caller_node_share"]] + X[..., col["callee_node_share"]])
     over = ((X[..., col["cpu_used_frac"]] - OVERLOAD_FROM) / (1.0 - OVERLOAD_FROM)).clamp(0.0, 1.0)
-    return (X[..., col["intent_locality_weight"]] - 1.0) * loc - (X[..., col["intent_balance_weight"]] - 1.0) * over
+    balance = (X[..., col["intent_balance_weight"]] - 1.0).clamp_min(0.0)
+    return (X[..., col["intent_locality_weight"]] - 1.0) * loc - balance * over
 
 
 def policy_log_probs(

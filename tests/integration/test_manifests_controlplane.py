@@ -108,12 +108,25 @@ def test_a_broken_object_is_refused_by_the_dry_run(control_plane, shipped_rbac):
 # ---- 4d: least privilege -------------------------------------------------------------------------------------
 
 
-SUBRESOURCES = {"eviction", "binding", "scale", "status"}
+SUBRESOURCES = {"eviction", "binding", "scale", "status", "resize"}
+
+
+#: Resources of APIs this control plane does not serve (CRDs not installed): kubectl cannot map them and would
+#: ask about group "" instead, so :func:`can_i` asks the authorizer with a SubjectAccessReview naming the group.
+UNSERVED = {"verticalpodautoscalers.autoscaling.k8s.io"}
 
 
 def can_i(cp, sa: str, verb: str, resource: str, namespace: str | None = "default") -> bool:
     """`kubectl auth can-i` as ``sa``. ``resource``: ``pods``, ``deployments.apps/scale`` (a subresource:
-    passed as --subresource, since kubectl reads ``TYPE/NAME``), ``leases.coordination.k8s.io/NAME``."""
+    passed as --subresource, since kubectl reads ``TYPE/NAME``), ``leases.coordination.k8s.io/NAME``; one of
+    :data:`UNSERVED`: a SubjectAccessReview for ``sa`` (what ``auth can-i`` sends, with the group spelled out)."""
+    if resource in UNSERVED:
+        plural, _, group = resource.partition(".")
+        attrs = {"verb": verb, "group": group, "resource": plural, "namespace": namespace or ""}
+        sar = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview"}
+        sar["spec"] = {"user": sa, "resourceAttributes": attrs}
+        out = cp.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(sar)).stdout
+        return bool(json.loads(out)["status"].get("allowed"))
     head, _, tail = resource.partition("/")
     if tail in SUBRESOURCES:
         args = ["auth", "can-i", verb, head, f"--subresource={tail}", f"--as={sa}"]
@@ -134,6 +147,7 @@ EXTENDER_FORBIDDEN = [
     ("patch", "pods"),
     ("create", "pods/eviction"),
     ("create", "pods/binding"),
+    ("patch", "pods/resize"),
     ("patch", "nodes"),
     ("delete", "nodes"),
     ("list", "secrets"),
@@ -162,6 +176,10 @@ DESCHEDULER_ACTS = [
     ("get", "deployments.apps/scale"),
     ("update", "deployments.apps/scale"),
     ("list", "horizontalpodautoscalers.autoscaling"),
+    ("get", "pods"),
+    ("patch", "pods/resize"),
+    ("get", "verticalpodautoscalers.autoscaling.k8s.io"),
+    ("list", "verticalpodautoscalers.autoscaling.k8s.io"),
 ]
 DESCHEDULER_FORBIDDEN = [
     ("get", "pods"),
@@ -189,6 +207,11 @@ DESCHEDULER_FORBIDDEN = [
     ("update", "horizontalpodautoscalers.autoscaling"),
     ("delete", "horizontalpodautoscalers.autoscaling"),
     ("patch", "deployments.apps"),
+    ("update", "pods/resize"),
+    ("create", "verticalpodautoscalers.autoscaling.k8s.io"),
+    ("update", "verticalpodautoscalers.autoscaling.k8s.io"),
+    ("patch", "verticalpodautoscalers.autoscaling.k8s.io"),
+    ("delete", "verticalpodautoscalers.autoscaling.k8s.io"),
 ]
 
 

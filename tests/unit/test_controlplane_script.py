@@ -80,13 +80,22 @@ def test_the_descheduler_identity_may_evict_but_never_delete(cpmod):
     assert not {v for r, v in verbs if r == "pods"} - {"get", "list", "watch"}
 
 
-def test_the_descheduler_identity_has_the_shipped_scaling_rights_and_no_more(cpmod):
+def test_the_descheduler_identity_has_the_shipped_scaling_and_resize_rights_and_no_more(cpmod):
     rules = cpmod.IDENTITIES["hrl-descheduler"]
     verbs = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     assert {("apps", "deployments/scale", v) for v in ("get", "update", "patch")} <= verbs
     assert {v for g, r, v in verbs if r == "horizontalpodautoscalers"} == {"list", "watch"}
+    assert {(g, v) for g, r, v in verbs if r == "verticalpodautoscalers"} == {
+        ("autoscaling.k8s.io", "get"),
+        ("autoscaling.k8s.io", "list"),
+    }
     writes = {(r, v) for _g, r, v in verbs if v not in ("get", "list", "watch")}
-    assert writes == {("pods/eviction", "create"), ("deployments/scale", "update"), ("deployments/scale", "patch")}
+    assert writes == {
+        ("pods/eviction", "create"),
+        ("deployments/scale", "update"),
+        ("deployments/scale", "patch"),
+        ("pods/resize", "patch"),
+    }
 
 
 def test_missing_binaries_without_go_is_a_clear_error_not_a_skip(cpmod, tmp_path, monkeypatch):

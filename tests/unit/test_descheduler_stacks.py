@@ -35,11 +35,29 @@ def parts(app) -> hs.StackParts:
     )
 
 
-def simulate(name, world):
+class WithoutResize(Simulation):
+    """The simulator as it is before in-place resizes are modelled: no ``resize``."""
+
+    resize = None
+
+
+class ResizingSim(Simulation):
+    """A simulator with the in-place resize the stacks call (``sim.resize(pod_key, cpu_request_m=...)``): a fake
+    that records the calls (with the simulated time) and changes nothing."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.resized: list[tuple[float, str, int]] = []
+
+    def resize(self, pod_key: str, *, cpu_request_m: int) -> None:
+        self.resized.append((self.now_s, pod_key, cpu_request_m))
+
+
+def simulate(name, world, sim_class=Simulation):
     app, rps, spec, cfg = world
     reports: list = []
     built = hs.build_hrl_stack(name, StackContext(app, spec, 0, cfg), parts(app), reports=reports)
-    sim = Simulation(
+    sim = sim_class(
         app,
         rps,
         spec,
@@ -59,8 +77,9 @@ def test_hrl_scheduler_runs_the_real_descheduler_loop_every_minute_and_passes_it
     assert [r.started_at_s / 60 for r in reports] == list(range(1, MINUTES))
     (ext,) = built.scheduler.extenders
     assert ext.weight == hs.EXTENDER_WEIGHT and ext.calls["prioritize"] >= 12
-    _index, intent = ext.view()
+    _index, intent, colocation = ext.view()
     assert intent == reports[-1].intent  # the low level scores with the last cycle's intent
+    assert colocation == dict(reports[-1].colocation_priority)  # and its per-service co-location priorities
     scaled = [s for r in reports for s in r.scaling if s.outcome == "scaled"]
     assert scaled and all(s.workload in autoscaled_workloads(world[0]) for s in scaled)
     assert all(abs(s.target - s.current) <= 4 and 1 <= s.target <= 10 for s in scaled)
@@ -125,3 +144,27 @@ def test_the_simulated_descheduler_excludes_the_background_tenants_and_bounds_re
     cfg = hs.sim_descheduler_config()
     assert "tenants" in cfg.excluded_namespaces and "kube-system" in cfg.excluded_namespaces
     assert (cfg.scaling.min_replicas, cfg.scaling.max_replicas, cfg.scaling.max_step_per_cycle) == (1, 10, 4)
+
+
+def test_the_stacks_resize_pods_in_place_through_the_simulators_resize(world):
+    _b, reports, _r, sim = simulate("hrl-scheduler", world, ResizingSim)
+    resized = [r for rep in reports for r in rep.resizes if r.outcome == "resized"]
+    assert resized and len(resized) == len(sim.resized)
+    assert [(r.pod, r.cpu_request_m) for r in resized] == [(k, m) for _t, k, m in sim.resized]
+    workloads = set(autoscaled_workloads(world[0]))
+    assert all(r.workload in workloads and r.cpu_request_m != r.from_cpu_request_m for r in resized)
+    cfg = hs.sim_descheduler_config()
+    assert all(
+        abs(r.cpu_request_m - r.from_cpu_request_m) <= r.from_cpu_request_m * cfg.resize.max_step for r in resized
+    )
+    last: dict[str, float] = {}
+    for t, k, _m in sim.resized:  # the per-pod cooldown, in simulated time
+        assert k not in last or t - last[k] >= cfg.resize.cooldown_seconds
+        last[k] = t
+
+
+def test_without_a_simulated_resize_every_resize_is_unsupported_and_the_run_goes_on(world):
+    _b, reports, result, _s = simulate("hrl-scheduler", world, WithoutResize)
+    done = [r.outcome for rep in reports for r in rep.resizes]
+    assert done and set(done) == {"unsupported"}
+    assert [rep.started_at_s / 60 for rep in reports] == list(range(1, MINUTES)) and result.pods_placed > 12

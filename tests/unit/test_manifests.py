@@ -413,7 +413,11 @@ def test_the_descheduler_observes_with_list_only_and_never_reads_replicasets():
 def test_the_descheduler_may_evict_and_scale_but_never_delete_pods():
     granted = rules_of(render("base"), "ClusterRole", "hrl-scheduler:descheduler-act")
     writes = {(g, r, v) for g, r, v in granted if v not in ("get", "list", "watch")}
-    assert writes == {("", "pods/eviction", "create"), ("apps", "deployments/scale", "update")}
+    assert writes == {
+        ("", "pods/eviction", "create"),
+        ("apps", "deployments/scale", "update"),
+        ("", "pods/resize", "patch"),
+    }
     assert ("apps", "deployments/scale", "get") in granted
     # Only Deployments are scaled, and HPAs are only listed (a Deployment an HPA targets is left alone).
     assert {(g, v) for g, r, v in granted if r == "horizontalpodautoscalers"} == {("autoscaling", "list")}
@@ -430,6 +434,15 @@ def test_the_descheduler_acts_only_in_its_managed_namespaces_never_cluster_wide(
     ]
     assert [(b["kind"], b["metadata"]["namespace"]) for b in act] == [("RoleBinding", "default")]
     assert act[0]["subjects"] == [{"kind": "ServiceAccount", "name": "hrl-descheduler", "namespace": NAMESPACE}]
+
+
+def test_the_descheduler_may_resize_pods_in_place_and_only_read_vertical_pod_autoscalers():
+    granted = rules_of(render("base"), "ClusterRole", "hrl-scheduler:descheduler-act")
+    assert [(g, v) for g, r, v in granted if r == "pods/resize"] == [("", "patch")]
+    assert {(g, v) for g, r, v in granted if r == "verticalpodautoscalers"} == {
+        ("autoscaling.k8s.io", "get"),
+        ("autoscaling.k8s.io", "list"),
+    }
 
 
 @pytest.mark.parametrize("target", targets())

@@ -1,0 +1,373 @@
+"""The learned high level: the structured intent, its wire encoding, the intent actor (numpy vs its torch twin),
+served vs trained behaviour, the planner's plumbing and the capacity targets' executor."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from policy.bundle import BundleError, PolicyBundle
+from policy.highlevel import (
+    INTENT_GLOBAL_SPEC,
+    INTENT_SERVICE_SPEC,
+    INTENT_SERVICE_SPEC_FLAT,
+    FixedIntent,
+    GruForecaster,
+    HierarchicalPolicy,
+    HrlState,
+    Intent,
+    IntentActor,
+    IntentAutoscaler,
+    IntentFeaturizer,
+    LearnedIntent,
+    ResizePlanner,
+    intent_from_outputs,
+)
+from policy.index import ClusterIndex
+from policy.lowlevel import TopologyHeuristic, decode_intent, encode_intent, intent_adjustment, service_intent
+from policy.lowlevel.features import CONTEXT_FEATURES
+from policy.state import (
+    ClusterSnapshot,
+    LabelSelector,
+    NodeInfo,
+    OwnerRef,
+    PodInfo,
+    Resources,
+    ServiceEdge,
+    ServiceGraph,
+    WorkloadInfo,
+    frozen_map,
+)
+
+torch = pytest.importorskip("torch")
+from policy.train.hierarchy import IntentNet, SampledIntent, export_intent  # noqa: E402
+
+GI = 1024**3
+PREDICTOR = "policy/bundles/hrl-scheduler/high/predictor"
+
+
+def pod(svc, node, i=0, cpu_m=200, usage_m=None, limit_m=0):
+    return PodInfo(
+        name=f"{svc}-{i}",
+        namespace="shop",
+        service=svc,
+        requests=Resources(cpu_m, GI),
+        limits=Resources(limit_m, 0),
+        uid=f"u-{svc}-{i}",
+        node_name=node,
+        phase="Running",
+        owner=OwnerRef("ReplicaSet", f"{svc}-rs"),
+        labels=frozen_map({"app": svc}),
+        usage=None if usage_m is None else Resources(usage_m, 0),
+    )
+
+
+def workload(svc, replicas, cpu_m=200):
+    return WorkloadInfo(
+        svc,
+        "shop",
+        svc,
+        kind="Deployment",
+        replicas=replicas,
+        selector=LabelSelector(frozen_map({"app": svc})),
+        pod_requests=Resources(cpu_m, GI),
+    )
+
+
+def world(t: float = 600.0, usage=(150, 150, 300)) -> ClusterSnapshot:
+    nodes = tuple(NodeInfo(f"n{i}", Resources(4000, 16 * GI), usage=Resources(1000 + 500 * i, 0)) for i in range(3))
+    pods = (
+        pod("front", "n0", 0, usage_m=usage[0]),
+        pod("front", "n1", 1, usage_m=usage[1]),
+        pod("cart", "n2", 0, usage_m=usage[2], limit_m=400),
+    )
+    g = ServiceGraph.build(("front", "cart"), [ServiceEdge("front", "cart", rps=40.0, calls_per_request=1.0)], "test")
+    return ClusterSnapshot(nodes, pods, graph=g, workloads=(workload("front", 2), workload("cart", 1)), taken_at_s=t)
+
+
+def predictor() -> GruForecaster:
+    return GruForecaster(PolicyBundle.load(PREDICTOR))
+
+
+def random_net(flat: bool = True, seed: int = 0) -> IntentNet:
+    torch.manual_seed(seed)
+    spec = INTENT_SERVICE_SPEC_FLAT if flat else INTENT_SERVICE_SPEC
+    net = IntentNet(len(spec), len(INTENT_GLOBAL_SPEC), hidden=16)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    rng = np.random.default_rng(seed)
+    net.set_normalization(
+        rng.normal(size=len(spec)),
+        0.5 + rng.random(len(spec)),
+        rng.normal(size=len(INTENT_GLOBAL_SPEC)),
+        0.5 + rng.random(len(INTENT_GLOBAL_SPEC)),
+    )
+    return net
+
+
+# ---- the intent and its wire encoding ---------------------------------------------------------------------------
+
+
+def test_an_intent_round_trips_through_the_cache_encoding_with_its_per_service_priorities():
+    names, values = encode_intent((1.5, 0.5), {"cart": 2.0, "front": 0.0})
+    assert names == ["locality_weight", "balance_weight", "colocation_priority/cart", "colocation_priority/front"]
+    assert decode_intent(names, values) == ((1.5, 0.5), {"cart": 2.0, "front": 0.0})
+    # an older producer's bare vector, a newer producer's unknown name, a bad priority
+    assert decode_intent([], [1.2, 0.8]) == ((1.2, 0.8), {})
+    assert decode_intent(["balance_weight", "future"], [2.0, 9.0]) == ((1.0, 2.0), {})
+    assert decode_intent(["colocation_priority/x"], [float("nan")]) == (None, {})
+
+
+def test_a_services_co_location_priority_scales_only_its_pods_locality_weight():
+    assert service_intent((1.5, 0.5), {"cart": 2.0}, "cart") == (3.0, 0.5)
+    assert service_intent((1.5, 0.5), {"cart": 2.0}, "front") == (1.5, 0.5)
+    assert service_intent(None, {"cart": 0.5}, "cart") == (0.5, 1.0)  # the defaults, scaled
+    assert service_intent(None, {}, "cart") is None
+
+
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        ({"values": (1.0, -1.0)}, "intent.values"),
+        ({"values": (1.0, 1.0), "capacity_target": {"a": 0.0}}, "capacity_target"),
+        ({"values": (1.0, 1.0), "colocation_priority": {"a": -1.0}}, "colocation_priority"),
+        ({"values": (1.0, 1.0), "move_budget_frac": 1.5}, "move_budget_frac"),
+    ],
+)
+def test_an_out_of_range_intent_names_the_field(kwargs, field):
+    with pytest.raises(ValueError, match=field):
+        Intent(**kwargs)
+
+
+def test_a_balance_weight_below_one_never_makes_an_overloaded_node_more_attractive():
+    col = {n: i for i, (n, _u) in enumerate(CONTEXT_FEATURES)}
+    x = np.zeros((2, len(CONTEXT_FEATURES)))
+    x[:, col["cpu_used_frac"]] = [0.5, 1.0]  # a calm node and an overloaded one
+    x[:, col["intent_locality_weight"]] = 1.0
+    for b in (0.0, 0.5, 1.0):
+        x[:, col["intent_balance_weight"]] = b
+        adj = intent_adjustment(x)
+        assert adj[1] <= adj[0] + 1e-12
+    x[:, col["intent_balance_weight"]] = 2.0
+    assert intent_adjustment(x)[1] == pytest.approx(-1.0)  # above 1 it penalizes overload more
+
+
+# ---- the actor: numpy serving vs the torch twin ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flat", [True, False])
+def test_the_numpy_actor_matches_its_torch_twin_to_1e5(tmp_path, flat):
+    net = random_net(flat)
+    bundle = export_intent(net, tmp_path / "intent", flat=flat, policy_version="t", metadata={})
+    actor = IntentActor(PolicyBundle.load(tmp_path / "intent"))
+    assert actor.uses_embeddings is (not flat)
+    rng = np.random.default_rng(1)
+    spec = INTENT_SERVICE_SPEC_FLAT if flat else INTENT_SERVICE_SPEC
+    for n in (1, 3, 7):
+        s = rng.normal(size=(n, len(spec))).astype(np.float32)
+        g = rng.normal(size=len(INTENT_GLOBAL_SPEC)).astype(np.float32)
+        z_s, z_g = actor(s, g)
+        with torch.no_grad():
+            t_s, t_g, _v = net(torch.as_tensor(s)[None], torch.ones(1, n, dtype=torch.bool), torch.as_tensor(g)[None])
+        assert np.abs(z_s - t_s[0].numpy()).max() < 1e-5
+        assert np.abs(z_g - t_g[0].numpy()).max() < 1e-5
+    assert bundle.feature_spec["service"] == spec
+
+
+def test_padding_does_not_change_the_torch_twins_outputs():
+    net = random_net()
+    rng = np.random.default_rng(2)
+    s = torch.as_tensor(rng.normal(size=(1, 5, len(INTENT_SERVICE_SPEC_FLAT))).astype(np.float32))
+    g = torch.as_tensor(rng.normal(size=(1, len(INTENT_GLOBAL_SPEC))).astype(np.float32))
+    mask = torch.tensor([[True, True, True, False, False]])
+    with torch.no_grad():
+        a = net(s, mask, g)
+        b = net(s[:, :3], torch.ones(1, 3, dtype=torch.bool), g)
+    assert torch.allclose(a[0][:, :3], b[0], atol=1e-6) and torch.allclose(a[1], b[1], atol=1e-6)
+    assert torch.allclose(a[2], b[2], atol=1e-6)
+
+
+def test_a_bundle_with_another_feature_layout_is_refused_naming_both(tmp_path):
+    net = random_net(flat=True)
+    export_intent(net, tmp_path / "intent", flat=True, policy_version="t", metadata={})
+    with pytest.raises(BundleError, match="feature_spec.service"):
+        IntentActor(PolicyBundle.load(tmp_path / "intent"), INTENT_SERVICE_SPEC)
+
+
+def test_outputs_are_squashed_into_the_documented_ranges():
+    it = intent_from_outputs(["a", "b"], np.array([[50.0, -50.0], [-50.0, 50.0]]), np.array([50.0, -50.0, 0.0]))
+    assert it.capacity_target == {"a": pytest.approx(0.95), "b": pytest.approx(0.3)}
+    assert it.colocation_priority == {"a": pytest.approx(0.0), "b": pytest.approx(2.0)}
+    assert it.values == (pytest.approx(3.0), pytest.approx(0.0)) and it.move_budget_frac == pytest.approx(0.5)
+
+
+# ---- served == trained ------------------------------------------------------------------------------------------
+
+
+def test_the_served_policy_and_the_trained_policy_without_exploration_give_the_same_intent(tmp_path):
+    net = random_net(flat=True)
+    export_intent(net, tmp_path / "intent", flat=True, policy_version="t", metadata={})
+    shutil.copytree(PREDICTOR, tmp_path / "predictor")
+    served = LearnedIntent.load(tmp_path, slo_p95_ms=200.0, cpu_price=0.7)
+    actor = IntentActor(PolicyBundle.load(tmp_path / "intent"))
+    trained = SampledIntent(
+        actor,
+        IntentFeaturizer(predictor(), None, slo_p95_ms=200.0, cpu_price=0.7),
+        None,
+        None,
+        np.random.default_rng(0),
+    )
+    for t, usage in ((540.0, (100, 120, 390)), (600.0, (150, 150, 300)), (660.0, (300, 320, 380))):
+        snap = world(t, usage)
+        idx = ClusterIndex.build(snap)
+        s1, s2 = HrlState(), HrlState()
+        served.record(snap, idx, s1)
+        trained.record(snap, idx, s2)
+        a, b = served.intent(snap, idx, s1), trained.intent(snap, idx, s2)
+        assert a == b
+    assert len(trained.decisions) == 3
+
+
+# ---- the planner's plumbing --------------------------------------------------------------------------------------
+
+
+class CountingIntent:
+    """An intent policy that returns a fixed structured intent and counts its calls."""
+
+    def __init__(self, intent: Intent):
+        self.it = intent
+        self.calls = 0
+        self.records = 0
+
+    def record(self, snapshot, index, state):
+        self.records += 1
+
+    def intent(self, snapshot, index, state):
+        self.calls += 1
+        return self.it
+
+
+def test_the_intent_is_computed_once_per_period_and_holds_in_between():
+    it = Intent((2.0, 0.5), {"cart": 0.4}, {"cart": 1.5}, 0.5)
+    pol = CountingIntent(it)
+    planner = HierarchicalPolicy(intent_policy=pol, intent_period_s=300.0, rebalance=False)
+    placement = TopologyHeuristic()
+    plans = []
+    for minute in range(1, 12):
+        snap = world(60.0 * minute)
+        plans.append(planner.plan(snap, ClusterIndex.build(snap), placement))
+    assert pol.calls == 3  # minutes 1 (first), 5 and 10
+    assert pol.records == 11  # the history is recorded every cycle
+    assert all(p.intent == (2.0, 0.5) for p in plans)
+    assert all(dict(p.colocation_priority) == {"cart": 1.5} for p in plans)
+    assert all(dict(p.capacity_targets) == {"cart": 0.4} for p in plans)
+    doc = planner.state.to_json()
+    assert HrlState.from_json(doc).capacity_targets == {"cart": 0.4}
+
+
+def test_the_move_budget_bounds_the_moves_of_the_period():
+    # front's two pods sit on n0/n1, its callee cart on n2: the heuristic wants to co-locate them
+    snap = world()
+    full = HierarchicalPolicy(
+        intent_policy=CountingIntent(Intent((3.0, 1.0))), margin=0.0, min_serving_pods=1, max_moves=4
+    ).plan(snap, ClusterIndex.build(snap), TopologyHeuristic())
+    none = HierarchicalPolicy(
+        intent_policy=CountingIntent(Intent((3.0, 1.0), move_budget_frac=0.0)),
+        margin=0.0,
+        min_serving_pods=1,
+        max_moves=4,
+    ).plan(snap, ClusterIndex.build(snap), TopologyHeuristic())
+    assert full.moves and not none.moves
+
+
+def test_the_capacity_targets_reach_the_autoscaler_and_decide_the_replicas():
+    # cart uses 300 m of a 200 m request (one pod): at target 0.5 it needs ceil(300 / 100) = 3 replicas,
+    # at 1.0 it needs 2; without a target the default (0.6) gives ceil(300 / 120) = 3
+    snap = world()
+    auto = IntentAutoscaler(shield=False, stabilization_s=0.0)
+    for target, want in ((0.5, 3), (1.0, 2)):
+        st = HrlState(capacity_targets={"cart": target})
+        assert auto.replica_targets(snap, st)["shop/cart"] == want
+    assert auto.replica_targets(snap, HrlState())["shop/cart"] == 3
+
+
+def test_the_saturation_shield_is_a_counted_last_resort():
+    # cart uses 390 m of its 400 m limit: saturated; at target 0.95 the intent asks ceil(390 / 190) = 3
+    snap = world(usage=(150, 150, 390))
+    st = HrlState(capacity_targets={"cart": 0.95})
+    on = IntentAutoscaler(stabilization_s=0.0, shield_target=0.5)
+    off = IntentAutoscaler(stabilization_s=0.0, shield=False)
+    assert off.replica_targets(snap, st)["shop/cart"] == 3
+    assert on.replica_targets(snap, st)["shop/cart"] == 4  # ceil(390 / (0.5 · 200)) = 4
+    assert on.guardrail_counts["saturation_shield"] == 1 and not off.guardrail_counts
+
+
+def test_fixed_intent_policies_still_plan_with_the_whole_move_budget():
+    snap = world()
+    plan = HierarchicalPolicy(intent_policy=FixedIntent((3.0, 1.0)), margin=0.0, min_serving_pods=1).plan(
+        snap, ClusterIndex.build(snap), TopologyHeuristic()
+    )
+    assert plan.moves and dict(plan.colocation_priority) == {}
+
+
+# ---- in-place resizes -------------------------------------------------------------------------------------------
+
+
+def test_a_pod_above_its_capacity_target_grows_in_place_within_its_nodes_room():
+    # cart (request 200 m = its template's) uses 300 m: at target 0.5 it wants 600 m; a step is at most +50 %
+    snap = world()
+    st = HrlState(capacity_targets={"cart": 0.5, "front": 0.9})
+    (rz,) = ResizePlanner(max_step=0.5).plan(snap, st)
+    assert (rz.pod, rz.from_cpu_request_m, rz.cpu_request_m, rz.reason) == ("shop/cart-0", 200, 300, "burst")
+
+    # never beyond the node's unrequested CPU: with 3750 m requested by another pod, n2 has 50 m left
+    def with_other(cpu_m):
+        return ClusterSnapshot(
+            snap.nodes,
+            (*snap.pods, pod("other", "n2", 0, cpu_m=cpu_m)),
+            graph=snap.graph,
+            workloads=snap.workloads,
+            taken_at_s=snap.taken_at_s,
+        )
+
+    targets = {"cart": 0.5, "front": 0.9}
+    (rz,) = ResizePlanner(max_step=0.5).plan(with_other(3750), HrlState(capacity_targets=targets))
+    assert rz.cpu_request_m == 250
+    assert ResizePlanner(max_step=0.5).plan(with_other(3800), HrlState(capacity_targets=targets)) == ()
+
+
+def test_a_grown_pod_shrinks_back_toward_its_templates_request_never_below_it():
+    base = world(usage=(150, 150, 60))
+    grown = tuple(
+        PodInfo(**{**{f: getattr(p, f) for f in p.__dataclass_fields__}, "requests": Resources(400, GI)})
+        if p.service == "cart"
+        else p
+        for p in base.pods
+    )
+    snap = ClusterSnapshot(base.nodes, grown, graph=base.graph, workloads=base.workloads, taken_at_s=600.0)
+    (rz,) = ResizePlanner(max_step=0.5).plan(snap, HrlState(capacity_targets={"cart": 0.6, "front": 0.9}))
+    assert (rz.from_cpu_request_m, rz.cpu_request_m, rz.reason) == (400, 200, "release")  # want 100 m: the template
+
+
+def test_a_resized_pod_waits_its_cooldown_and_the_planner_records_when():
+    snap = world()
+    st = HrlState(capacity_targets={"cart": 0.5, "front": 0.9})
+    planner = ResizePlanner(cooldown_s=120.0)
+    assert planner.plan(snap, st)
+    assert planner.plan(world(t=660.0), st) == ()  # 60 s later: still cooling down
+    assert planner.plan(world(t=780.0), st)
+    assert set(st.autoscaler["resized"]) == {"shop/cart-0"}
+
+
+def test_the_hierarchy_plans_resizes_from_the_intents_capacity_targets():
+    planner = HierarchicalPolicy(
+        intent_policy=CountingIntent(Intent((1.0, 1.0), {"cart": 0.5, "front": 0.9})),
+        rebalance=False,
+        resizer=ResizePlanner(),
+    )
+    snap = world()
+    plan = planner.plan(snap, ClusterIndex.build(snap), TopologyHeuristic())
+    assert [r.pod for r in plan.resizes] == ["shop/cart-0"]
