@@ -303,8 +303,11 @@ def run_stack(
     cluster: ClusterSpec,
     config: SimConfig,
     progress: Callable[[int], None] | None = None,
+    on_minute: Callable[[Simulation], None] | None = None,
 ):
-    """Build stack ``name`` and run one simulation; returns the :class:`~policy.sim.engine.SimResult`."""
+    """Build stack ``name`` and run one simulation; returns the :class:`~policy.sim.engine.SimResult`.
+    ``progress(minute)`` after each minute; ``on_minute(sim)`` too, to read the simulation's state (it must
+    not change it)."""
     built = build_stack(name, StackContext(app, cluster, config.seed, config, rps=np.asarray(rps, dtype=np.float64)))
     try:
         sim = Simulation(
@@ -317,7 +320,16 @@ def run_stack(
             on_change=built.on_change,
             scheduler_name=built.scheduler_name,
         )
-        return sim.run(progress)
+        if on_minute is None:
+            return sim.run(progress)
+        sim.start()
+        while sim.minute < config.minutes:
+            m = sim.minute
+            sim.advance()
+            on_minute(sim)
+            if progress is not None:
+                progress(m)
+        return sim.result()
     finally:
         if built.close is not None:
             built.close()
