@@ -90,7 +90,7 @@ def metric_panels(
     fig, axes = plt.subplots(
         len(traces),
         len(apps),
-        figsize=(2.6 * len(apps) + 2.2, 0.24 * len(policies) * len(traces) + 1.6),
+        figsize=(max(2.6 * len(apps) + 2.4, 9.0), 0.24 * len(policies) * len(traces) + 1.6),
         squeeze=False,
         sharey=True,
     )
