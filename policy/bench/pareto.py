@@ -78,20 +78,20 @@ def _hpa(t: float) -> str:
 
 def sweep_stacks(mode: str = "quick") -> dict[str, tuple[str, ...]]:
     """Per baseline family, the stack names its sweep runs (the family's plain name first when it is part of
-    it), and ``"offline-reference"``: the reference's prices. ``mode`` ``"quick"`` or ``"full"`` (the full
-    bench adds more points of the threshold grid and of the placement knobs)."""
+    it), and ``"offline-reference"``: the reference's prices. ``mode`` ``"quick"`` (the HPA's six targets,
+    three threshold settings, each placement baseline with and without an HPA) or ``"full"`` (more points of
+    the threshold grid and each placement baseline's own knob)."""
     full = mode == "full"
     th = ["threshold-autoscaler", "threshold-autoscaler@u_hi=0.6", "threshold-autoscaler@u_hi=1.5"]
+    # quick: each placement baseline at its default and with an HPA (autoscaled CPU); full: its knob too
+    na = ["networkaware", "networkaware@hpa=0.8"]
+    tl = ["trimaran-tlp", "trimaran-tlp@hpa=0.8"]
+    ln = ["descheduler-lownodeutilization", "descheduler-lownodeutilization@hpa=0.8"]
     if full:
         th += ["threshold-autoscaler@u_hi=0.8,u_lo=0.2", "threshold-autoscaler@cooldown_min=1"]
-    na = ["networkaware", "networkaware@weight=20", "networkaware@hpa=0.8"]
-    tl = ["trimaran-tlp", "trimaran-tlp@target=0.7", "trimaran-tlp@hpa=0.8"]
-    ln = ["descheduler-lownodeutilization", "descheduler-lownodeutilization@high=0.7,low=0.4"]
-    ln += ["descheduler-lownodeutilization@hpa=0.8"]
-    if full:
-        na += ["networkaware@weight=1", "networkaware@hpa=0.6,weight=20"]
-        tl += ["trimaran-tlp@target=0.2", "trimaran-tlp@hpa=0.6,target=0.7"]
-        ln += ["descheduler-lownodeutilization@high=0.3,low=0.1"]
+        na += ["networkaware@weight=1", "networkaware@weight=20", "networkaware@hpa=0.6,weight=20"]
+        tl += ["trimaran-tlp@target=0.2", "trimaran-tlp@target=0.7", "trimaran-tlp@hpa=0.6,target=0.7"]
+        ln += ["descheduler-lownodeutilization@high=0.7,low=0.4", "descheduler-lownodeutilization@high=0.3,low=0.1"]
     return {
         "default-kube-scheduler": ("default-kube-scheduler",),
         "default-kube-scheduler+hpa": tuple(_hpa(t) for t in HPA_TARGETS),
