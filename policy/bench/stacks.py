@@ -207,16 +207,18 @@ def window(trace: str, minutes: int | None) -> tuple[int, int | None]:
 
 
 def simulate_command(cell: Cell, policy: str, seed: int | str, minutes: int | None, n_samples: int | None) -> str:
-    """The ``hrl-policy simulate`` command that reproduces one run of the bench."""
+    """The ``hrl-policy simulate`` command that reproduces one run of the bench (``--offset`` / ``--samples``:
+    the window offset and the sampled requests per minute; ``minutes`` None = the whole window)."""
     off, _ = window(cell.trace, minutes)
     parts = ["hrl-policy simulate"]
     if cell.scenario != BASELINE_SCENARIO:
         parts.append(f"--scenario {cell.scenario}")
     parts += [f"--app {cell.app}", f"--trace {cell.trace}", f"--policy '{policy}'"]
-    if minutes is not None:
-        parts.append(f"--minutes {minutes} --offset {off}")
-    else:
-        parts.append("--minutes 0")
+    if minutes is None:
+        from policy.sim.traces import load_trace
+
+        minutes = len(load_trace(cell.trace))
+    parts.append(f"--minutes {minutes} --offset {off}")
     if n_samples is not None:
         parts.append(f"--samples {n_samples}")
     parts.append(f"--seed {seed} --json -")
