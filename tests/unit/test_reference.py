@@ -132,3 +132,34 @@ def test_the_reference_stack_scales_each_workload_to_its_plan_before_the_minute_
             got = [sim.cluster.replicas[w] for w in plan.workloads]
             assert got == plan.replicas[t].tolist()
     assert sim.unschedulable == 0
+
+
+def test_hrl_policy_simulate_runs_the_reference_and_keeps_stdout_pure_json():
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "policy.cli",
+            "simulate",
+            "--app",
+            "online-boutique",
+            "--trace",
+            "nasa",
+            "--policy",
+            "offline-reference@price=30",
+            "--minutes",
+            "2",
+            "--json",
+            "-",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    flat = json.loads(out.stdout)  # HiGHS's banner went to stderr
+    assert flat["policy"] == "offline-reference@price=30" and flat["cpu_core_hours"] > 0
