@@ -17,7 +17,13 @@ Built-in stacks (baselines users run today):
 ``descheduler-lownodeutilization``        default profile + descheduler LowNodeUtilization and
                                           RemoveDuplicates every 5 minutes
 ``threshold-autoscaler``                  default profile + the tuned threshold autoscaler
+``offline-reference``                     perfect-foresight autoscaling + MIP placement (HiGHS): the bench's
+                                          upper bound (:mod:`policy.sim.reference`; not a contender)
 ========================================  ==============================================================
+
+A name may set the stack's knobs (:class:`Knob`, :attr:`StackInfo.knobs`): ``NAME@knob=value,...``, e.g.
+``default-kube-scheduler+hpa@target=0.6`` (HPA target 60 %), ``networkaware@hpa=0.8,weight=20``; a knob left out
+keeps its default, so the plain name and the name with every default give the same run, bit for bit.
 
 More stacks come from the entry-point group ``hrl_scheduler.stacks``: each entry point names a stack and
 points at its factory. A package adds one in its ``pyproject.toml``::
