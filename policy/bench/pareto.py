@@ -24,8 +24,8 @@ interpolation weight, are taken from the means and not resampled.
 
 **Share of the reference's gain** (:func:`reference_share`): ``(hpa(c) − stack) / (hpa(c) − reference(c))``
 with the tuned HPA front and the reference curve at the stack's CPU ``c``: 0 = as good as tuned HPA,
-1 = as good as the reference; None where either curve does not reach ``c`` or the reference is not better
-than tuned HPA there.
+1 = as good as the reference; None where either curve does not reach ``c`` or the reference's gain there is too
+small to divide by (under 5 % of the HPA value, or under :data:`MIN_REFERENCE_GAIN`).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ __all__ = [
     "pareto_front",
     "interpolate",
     "at_equal_cpu",
+    "MIN_REFERENCE_GAIN",
     "reference_share",
     "cell_fronts",
 ]
@@ -198,14 +199,22 @@ def _value_at(front: Sequence[FrontPoint], cpu: float) -> float | None:
     return (1.0 - a) * front[i].value + a * front[j].value
 
 
+#: The smallest gain of the reference over tuned HPA for which a share is reported: 5 % of the HPA front's value
+#: and at least this much in the metric's unit (below, a share would divide by noise).
+MIN_REFERENCE_GAIN = {"latency_p95_ms": 1.0, "failed_pct": 0.1}
+
+
 def reference_share(
-    hpa_front: Sequence[FrontPoint], reference: Sequence[FrontPoint], cpu: float, value: float
+    hpa_front: Sequence[FrontPoint], reference: Sequence[FrontPoint], cpu: float, value: float, metric: str = ""
 ) -> float | None:
     """The share of the reference's gain over tuned HPA that a stack with mean ``value`` at mean ``cpu``
-    captures (module docstring); None where it is undefined."""
+    captures (module docstring); None where it is undefined: a curve does not reach ``cpu``, or the reference's
+    gain there is under 5 % of the HPA front's value or under :data:`MIN_REFERENCE_GAIN` of ``metric``."""
     h = _value_at(hpa_front, cpu)
     r = _value_at(reference, cpu)
-    if h is None or r is None or h - r <= 1e-12:
+    if h is None or r is None:
+        return None
+    if h - r <= max(0.05 * abs(h), MIN_REFERENCE_GAIN.get(metric, 0.0), 1e-12):
         return None
     return (h - value) / (h - r)
 

@@ -131,10 +131,11 @@ def metric_panels(
                 ax.set_xlabel(label, fontsize=8)
     axes[0, 0].set_yticks(y)
     axes[0, 0].set_yticklabels(policies, fontsize=7)
-    for lab in axes[0, 0].get_yticklabels():
-        if lab.get_text() == HIGHLIGHT:
-            lab.set_color(_HIGHLIGHT_COLOR)
-            lab.set_fontweight("bold")
+    for ax in axes[:, 0]:
+        for lab in ax.get_yticklabels():
+            if lab.get_text() == HIGHLIGHT:
+                lab.set_color(_HIGHLIGHT_COLOR)
+                lab.set_fontweight("bold")
     fig.suptitle(f"{label}: mean and 95 % CI over seeds ({HIGHLIGHT} in red)", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=110)
@@ -213,7 +214,9 @@ def pareto(
 ) -> Path:
     """Pareto plots of one app: a column per trace, a row per front metric; every baseline setting (grey
     squares), the baseline front (grey line), the tuned HPA front (dashed), the offline reference's curve
-    (black stars), and the contenders with their 95 % intervals in both CPU and the metric."""
+    (black stars), and the contenders with their 95 % intervals in both CPU and the metric. The vertical range
+    follows the contenders, the reference and the HPA front; settings far above it are marked at the top edge
+    (a triangle and their value)."""
     from .pareto import FRONT_METRICS
 
     plt = _setup()
@@ -272,9 +275,34 @@ def pareto(
                     [mx], [my], marker=st["marker"], ms=st["ms"], color=st["color"], ls="none", zorder=st["zorder"]
                 )
                 handles.setdefault(s if s == HIGHLIGHT else "other learned stacks", h)
-            ax.set_ylim(bottom=0)
-            if metric in _PCT:
-                ax.set_ylim(0, min(max(ax.get_ylim()[1], 1.0), 100.0))
+            # the y range follows the HPA front, the reference and the highlighted stack; points far above it
+            # (fixed replicas at saturation) are marked at the top edge with their value instead of squeezing
+            # the rest against the axis
+            near = [p["value"] for p in fr[metric]["hpa"]] + [y for _x, y in ref_pts]
+            if HIGHLIGHT in cell:
+                near.append(clip_interval(metric, cell[HIGHLIGHT][metric]["mean"], cell[HIGHLIGHT][metric]["ci95"])[1])
+            top = 1.3 * max(near) if near and max(near) > 0 else (1.0 if metric in _PCT else None)
+            if top is not None:
+                above = [(x, y, "#b0b0b0") for x, y in zip(xs, ys) if y > top]
+                above += [
+                    (cell[s]["cpu_core_hours"]["mean"], cell[s][metric]["mean"], style_of(s, baselines, k)["color"])
+                    for k, s in enumerate(contenders)
+                    if s in cell and cell[s][metric]["mean"] > top
+                ]
+                for x, y, color in above:
+                    ax.annotate(
+                        f"{y:.0f}",
+                        (x, top),
+                        xytext=(0, -9),
+                        textcoords="offset points",
+                        ha="center",
+                        fontsize=6,
+                        color=color,
+                    )
+                    ax.plot([x], [top], marker="^", color=color, ms=5, clip_on=False, zorder=6)
+                ax.set_ylim(0, min(top, 100.0) if metric in _PCT else top)
+            else:
+                ax.set_ylim(bottom=0)
             ax.grid(True, alpha=0.3)
             ax.tick_params(labelsize=7)
             ax.set_xlabel("CPU core-hours requested", fontsize=8)
@@ -294,7 +322,7 @@ def pareto(
         [handles[k] for k in keys], keys, loc="center left", bbox_to_anchor=(0.995, 0.5), fontsize=8, frameon=False
     )
     fig.suptitle(f"{app}: p95 latency and failed requests against CPU (mean ± 95 % CI)", fontsize=11)
-    fig.tight_layout(rect=(0, 0, 0.84, 0.95))
+    fig.tight_layout(rect=(0, 0, 0.88, 0.95))
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path

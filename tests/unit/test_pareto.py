@@ -61,6 +61,11 @@ def test_the_share_of_the_reference_gain_is_zero_at_tuned_hpa_and_one_at_the_ref
     assert reference_share(hpa, ref, 1.5, 70.0) == pytest.approx(0.5)
     assert reference_share(hpa, ref, 0.5, 70.0) is None  # neither curve reaches that little CPU
     assert reference_share(hpa, hpa, 1.5, 70.0) is None  # no gain to share
+    near = [FrontPoint("r1", 1.0, 97.0), FrontPoint("r2", 2.0, 77.0)]  # 3 % better than tuned HPA: noise
+    assert reference_share(hpa, near, 1.5, 70.0) is None
+    tiny = [FrontPoint("f", 1.0, 0.05)]
+    assert reference_share([FrontPoint("h", 1.0, 0.12)], tiny, 1.0, 0.0, "failed_pct") is None  # < 0.1 point
+    assert reference_share([FrontPoint("h", 1.0, 0.2)], tiny, 1.0, 0.0, "failed_pct") == pytest.approx(0.2 / 0.15)
 
 
 @pytest.mark.parametrize("mode", ["quick", "full"])
