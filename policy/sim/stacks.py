@@ -17,7 +17,13 @@ Built-in stacks (baselines users run today):
 ``descheduler-lownodeutilization``        default profile + descheduler LowNodeUtilization and
                                           RemoveDuplicates every 5 minutes
 ``threshold-autoscaler``                  default profile + the tuned threshold autoscaler
+``offline-reference``                     perfect-foresight autoscaling + MIP placement (HiGHS): the bench's
+                                          upper bound (:mod:`policy.sim.reference`; not a contender)
 ========================================  ==============================================================
+
+A name may set the stack's knobs (:class:`Knob`, :attr:`StackInfo.knobs`): ``NAME@knob=value,...``, e.g.
+``default-kube-scheduler+hpa@target=0.6`` (HPA target 60 %), ``networkaware@hpa=0.8,weight=20``; a knob left out
+keeps its default, so the plain name and the name with every default give the same run, bit for bit.
 
 More stacks come from the entry-point group ``hrl_scheduler.stacks``: each entry point names a stack and
 points at its factory. A package adds one in its ``pyproject.toml``::
@@ -34,9 +40,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from typing import Any
+
+import numpy as np
 
 from policy.index import ClusterIndex
 from policy.observe import parse_workload
@@ -48,6 +56,9 @@ from .kube_scheduler import KubeSchedulerModel
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "Knob",
+    "parse_stack_name",
+    "stack_name",
     "DESCHEDULER_PERIOD_MIN",
     "AUTOSCALER_PERIOD_MIN",
     "NOT_AUTOSCALED_IMAGES",
@@ -75,6 +86,9 @@ __all__ = [
     "descheduler_lownodeutilization",
     "networkaware",
     "trimaran_tlp",
+    "HPA_KNOB",
+    "offline_reference",
+    "REFERENCE_STACKS",
     "BENCH_STACKS",
 ]
 
@@ -108,13 +122,40 @@ class StackContext:
     """What a stack factory gets: the application, the cluster spec, the run's seed and its configuration
     (minutes, step, start-up delay); ``parts``: overrides of a learned stack's parts by name (``placement``,
     ``autoscaler``, ``intent_policy``), which training uses to run the policies it is training inside the stack
-    exactly as it is served (empty: the stack's committed bundles)."""
+    exactly as it is served (empty: the stack's committed bundles); ``params``: the values of the stack's knobs
+    given in its name (``name@knob=value,...``, validated against :attr:`StackInfo.knobs`; empty = the stack's
+    defaults); ``rps``: (T,) the run's user request rate per minute (req/s), for stacks with foresight (the
+    offline reference); None when the caller does not know it."""
 
     app: AppSpec
     cluster: ClusterSpec
     seed: int = 0
     config: SimConfig = field(default_factory=SimConfig)
     parts: Mapping[str, Any] = field(default_factory=dict)
+    params: Mapping[str, float] = field(default_factory=dict)
+    rps: Any = None
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A stack parameter set in its name (``default-kube-scheduler+hpa@target=0.6``): ``name``, the closed
+    range ``[lo, hi]`` of its values, whether it is an integer, and what it means (with its unit)."""
+
+    name: str
+    lo: float
+    hi: float
+    integer: bool = False
+    help: str = ""
+
+    def check(self, stack: str, value: float) -> float | int:
+        """The value, validated. Raises ValueError naming the stack, the knob and the value."""
+        if not math.isfinite(value) or not self.lo <= value <= self.hi:
+            raise ValueError(f"stack {stack!r}: knob {self.name}={value:g} is outside [{self.lo:g}, {self.hi:g}]")
+        if self.integer:
+            if value != int(value):
+                raise ValueError(f"stack {stack!r}: knob {self.name}={value:g} must be an integer")
+            return int(value)
+        return float(value)
 
 
 @dataclass
@@ -134,28 +175,78 @@ StackFactory = Callable[[StackContext], StackBuild]
 
 @dataclass(frozen=True)
 class StackInfo:
-    """A registered stack: ``name``, its ``factory``, a one-line ``description`` and where it comes from
-    (``builtin`` or ``entry point <module:attr>``)."""
+    """A registered stack: ``name``, its ``factory``, a one-line ``description``, where it comes from
+    (``builtin`` or ``entry point <module:attr>``) and the ``knobs`` its name may set (none for entry points)."""
 
     name: str
     factory: StackFactory
     description: str = ""
     origin: str = "builtin"
+    knobs: tuple[Knob, ...] = ()
 
 
 _BUILTIN: dict[str, StackInfo] = {}
 
 
-def register_stack(name: str, description: str = "") -> Callable[[StackFactory], StackFactory]:
-    """Register a built-in stack factory under ``name`` (decorator). Raises ValueError when taken."""
+def register_stack(
+    name: str, description: str = "", knobs: Sequence[Knob] = ()
+) -> Callable[[StackFactory], StackFactory]:
+    """Register a built-in stack factory under ``name`` (decorator) with the ``knobs`` its name may set.
+    Raises ValueError when the name is taken or holds ``@``."""
 
     def deco(fn: StackFactory) -> StackFactory:
         if name in _BUILTIN:
             raise ValueError(f"stack {name!r} registered twice")
-        _BUILTIN[name] = StackInfo(name, fn, description or (fn.__doc__ or "").strip().split("\n")[0])
+        if "@" in name:
+            raise ValueError(f"stack {name!r}: '@' separates a stack's name from its knobs")
+        desc = description or (fn.__doc__ or "").strip().split("\n")[0]
+        _BUILTIN[name] = StackInfo(name, fn, desc, knobs=tuple(knobs))
         return fn
 
     return deco
+
+
+def parse_stack_name(name: str) -> tuple[str, dict[str, float]]:
+    """``"base@k=v,k2=v2"`` → ``("base", {"k": v, "k2": v2})`` (values as floats; no ``@``: no knobs).
+    Raises ValueError naming the part that is not ``knob=number``, or a knob given twice."""
+    base, sep, rest = name.partition("@")
+    if not base:
+        raise ValueError(f"stack {name!r}: empty stack name before '@'")
+    params: dict[str, float] = {}
+    if not sep:
+        return base, params
+    for part in rest.split(","):
+        k, eq, v = part.partition("=")
+        k = k.strip()
+        try:
+            x = float(v)
+        except ValueError:
+            x = math.nan
+        if not eq or not k or not math.isfinite(x):
+            raise ValueError(f"stack {name!r}: knob {part!r} is not knob=number")
+        if k in params:
+            raise ValueError(f"stack {name!r}: knob {k} given twice")
+        params[k] = x
+    return base, params
+
+
+def stack_name(base: str, params: Mapping[str, float]) -> str:
+    """The canonical name of ``base`` with ``params`` (knobs sorted, values in ``%g``): the name the bench
+    reports and ``hrl-policy simulate --policy`` accepts."""
+    if not params:
+        return base
+    return base + "@" + ",".join(f"{k}={params[k]:g}" for k in sorted(params))
+
+
+def _checked_params(info: StackInfo, name: str, params: Mapping[str, float]) -> dict[str, float]:
+    knobs = {k.name: k for k in info.knobs}
+    out: dict[str, float] = {}
+    for k, v in params.items():
+        if k not in knobs:
+            known = ", ".join(sorted(knobs)) or "none"
+            raise ValueError(f"stack {name!r}: unknown knob {k!r} for {info.name} (knobs: {known})")
+        out[k] = knobs[k].check(name, v)
+    return out
 
 
 def _entry_points() -> list[metadata.EntryPoint]:
@@ -184,19 +275,27 @@ def available_stacks() -> dict[str, StackInfo]:
 
 
 def get_stack(name: str) -> StackInfo:
-    """The stack called ``name``. Raises ValueError listing the known names when there is none."""
-    if name in _BUILTIN:
-        return _BUILTIN[name]
-    stacks = available_stacks()
-    if name not in stacks:
-        raise ValueError(f"policy: unknown stack {name!r} (known: {', '.join(sorted(stacks))})")
-    return stacks[name]
+    """The stack called ``name`` (``base`` or ``base@knob=value,...``; the knobs are validated). Raises
+    ValueError listing the known names when there is none, or naming a bad knob or value."""
+    base, params = parse_stack_name(name)
+    if base in _BUILTIN:
+        info = _BUILTIN[base]
+    else:
+        stacks = available_stacks()
+        if base not in stacks:
+            raise ValueError(f"policy: unknown stack {base!r} (known: {', '.join(sorted(stacks))})")
+        info = stacks[base]
+    _checked_params(info, name, params)
+    return info
 
 
 def build_stack(name: str, ctx: StackContext) -> StackBuild:
-    """Build stack ``name`` for one run. Raises ValueError for an unknown name or a factory that does not
-    return a :class:`StackBuild`."""
+    """Build stack ``name`` (``base@knob=value,...`` sets knobs, see :class:`Knob`) for one run. Raises
+    ValueError for an unknown name, a bad knob, or a factory that does not return a :class:`StackBuild`."""
     info = get_stack(name)
+    params = _checked_params(info, name, parse_stack_name(name)[1])
+    if params or ctx.params:
+        ctx = replace(ctx, params=params)
     built = info.factory(ctx)
     if not isinstance(built, StackBuild):
         raise ValueError(
@@ -213,9 +312,12 @@ def run_stack(
     cluster: ClusterSpec,
     config: SimConfig,
     progress: Callable[[int], None] | None = None,
+    on_minute: Callable[[Simulation], None] | None = None,
 ):
-    """Build stack ``name`` and run one simulation; returns the :class:`~policy.sim.engine.SimResult`."""
-    built = build_stack(name, StackContext(app, cluster, config.seed, config))
+    """Build stack ``name`` and run one simulation; returns the :class:`~policy.sim.engine.SimResult`.
+    ``progress(minute)`` after each minute; ``on_minute(sim)`` too, to read the simulation's state (it must
+    not change it)."""
+    built = build_stack(name, StackContext(app, cluster, config.seed, config, rps=np.asarray(rps, dtype=np.float64)))
     try:
         sim = Simulation(
             app,
@@ -227,7 +329,16 @@ def run_stack(
             on_change=built.on_change,
             scheduler_name=built.scheduler_name,
         )
-        return sim.run(progress)
+        if on_minute is None:
+            return sim.run(progress)
+        sim.start()
+        while sim.minute < config.minutes:
+            m = sim.minute
+            sim.advance()
+            on_minute(sim)
+            if progress is not None:
+                progress(m)
+        return sim.result()
     finally:
         if built.close is not None:
             built.close()
@@ -351,12 +462,35 @@ def hpa_hook(app: AppSpec, spec=None) -> PeriodicHook:
     return PeriodicHook("hpa", AUTOSCALER_PERIOD_MIN, sync)
 
 
-@register_stack("default-kube-scheduler+hpa", "default profile + HPA (CPU 80 %, 1-10 replicas) per workload")
+#: The knob of every stack that can run with an HPA instead of the manifest replicas.
+HPA_KNOB = Knob("hpa", 0.05, 5.0, help="add an HPA per autoscaled workload with this CPU target (fraction of requests)")
+
+
+def _hpa_spec(target: float):
+    from policy.baselines.hpa import HPASpec
+
+    return HPASpec(target_cpu_utilization_pct=int(round(100 * target)))
+
+
+def _with_hpa(ctx: StackContext, built: StackBuild) -> StackBuild:
+    """``built`` plus an HPA per autoscaled workload when the ``hpa`` knob is set (synced before the
+    stack's own hooks)."""
+    if "hpa" in ctx.params:
+        built.hooks = (hpa_hook(ctx.app, _hpa_spec(ctx.params["hpa"])), *built.hooks)
+    return built
+
+
+@register_stack(
+    "default-kube-scheduler+hpa",
+    "default profile + HPA (CPU 80 %, 1-10 replicas) per workload",
+    knobs=(Knob("target", 0.05, 5.0, help="CPU target utilization, fraction of requests (HPA: 0.8 = 80 %)"),),
+)
 def default_kube_scheduler_hpa(ctx: StackContext) -> StackBuild:
-    """kube-scheduler's default profile + a HorizontalPodAutoscaler (80 % CPU of requests, 1-10 replicas,
-    tolerance 0.1, 300 s scale-down stabilization) on every stateless workload."""
+    """kube-scheduler's default profile + a HorizontalPodAutoscaler (80 % CPU of requests, or the ``target``
+    knob; 1-10 replicas, tolerance 0.1, 300 s scale-down stabilization) on every stateless workload."""
     built = default_kube_scheduler(ctx)
-    built.hooks = (hpa_hook(ctx.app),)
+    spec = _hpa_spec(ctx.params["target"]) if "target" in ctx.params else None
+    built.hooks = (hpa_hook(ctx.app, spec),)
     return built
 
 
@@ -385,21 +519,56 @@ def threshold_hook(app: AppSpec, params=None) -> PeriodicHook:
     return PeriodicHook("threshold-autoscaler", AUTOSCALER_PERIOD_MIN, sync)
 
 
-@register_stack("threshold-autoscaler", "default profile + the tuned threshold autoscaler")
+@register_stack(
+    "threshold-autoscaler",
+    "default profile + the tuned threshold autoscaler",
+    knobs=(
+        Knob("u_hi", 0.01, 10.0, help="scale out above this CPU utilization (fraction of requests)"),
+        Knob("u_lo", 0.0, 10.0, help="scale in below this CPU utilization (fraction of requests)"),
+        Knob("step_out", 1, 100, integer=True, help="replicas added per action"),
+        Knob("step_in", 1, 100, integer=True, help="replicas removed per action"),
+        Knob("cooldown_min", 0, 1440, integer=True, help="minutes without action after one (per workload)"),
+    ),
+)
 def threshold_autoscaler(ctx: StackContext) -> StackBuild:
     """kube-scheduler's default profile + the threshold autoscaler tuned for the app
-    (policy/baselines/threshold.py; parameters in the app's threshold-autoscaler.yaml)."""
+    (policy/baselines/threshold.py; parameters in the app's threshold-autoscaler.yaml); knobs override the
+    tuned values one by one."""
     built = default_kube_scheduler(ctx)
-    built.hooks = (threshold_hook(ctx.app),)
+    params = None
+    if ctx.params:
+        from policy.baselines.threshold import ThresholdParams, load_params
+
+        tuned = load_params(ctx.app.source).model_dump(exclude={"tuning"})
+        try:
+            params = ThresholdParams(**{**tuned, **ctx.params})
+        except ValueError as exc:
+            msg = " ".join(str(exc).split())
+            raise ValueError(f"stack threshold-autoscaler: knobs {dict(ctx.params)}: {msg}") from None
+    built.hooks = (threshold_hook(ctx.app, params),)
     return built
 
 
-def descheduler_hook(period_min: int = DESCHEDULER_PERIOD_MIN) -> PeriodicHook:
+def descheduler_hook(
+    period_min: int = DESCHEDULER_PERIOD_MIN, low_pct: float | None = None, high_pct: float | None = None
+) -> PeriodicHook:
     """kubernetes-sigs/descheduler with RemoveDuplicates then LowNodeUtilization (the README's example
-    thresholds), evicting through the simulation's Eviction API."""
+    thresholds 20 % / targets 50 %, or ``low_pct`` / ``high_pct`` for cpu, memory and pods), evicting through
+    the simulation's Eviction API."""
     from policy.baselines.kube_descheduler import LowNodeUtilization, RemoveDuplicates
 
-    plugins = (RemoveDuplicates(), LowNodeUtilization())
+    lnu = LowNodeUtilization()
+    if low_pct is not None or high_pct is not None:
+        lo = 20.0 if low_pct is None else low_pct
+        hi = 50.0 if high_pct is None else high_pct
+        try:
+            lnu = LowNodeUtilization(
+                thresholds=dict.fromkeys(("cpu", "memory", "pods"), lo),
+                target_thresholds=dict.fromkeys(("cpu", "memory", "pods"), hi),
+            )
+        except ValueError as exc:
+            raise ValueError(f"stack descheduler-lownodeutilization: low={lo:g} %, high={hi:g} %: {exc}") from None
+    plugins = (RemoveDuplicates(), lnu)
 
     def run(sim: Simulation) -> None:
         def evict(pod: PodInfo, reason: str) -> bool:
@@ -414,20 +583,38 @@ def descheduler_hook(period_min: int = DESCHEDULER_PERIOD_MIN) -> PeriodicHook:
 @register_stack(
     "descheduler-lownodeutilization",
     "default profile + descheduler LowNodeUtilization and RemoveDuplicates every 5 min",
+    knobs=(
+        Knob("low", 0.0, 1.0, help="LowNodeUtilization thresholds: underutilized at or below (fraction)"),
+        Knob("high", 0.0, 1.0, help="LowNodeUtilization targetThresholds: overutilized above (fraction)"),
+        HPA_KNOB,
+    ),
 )
 def descheduler_lownodeutilization(ctx: StackContext) -> StackBuild:
     """kube-scheduler's default profile + kubernetes-sigs/descheduler (RemoveDuplicates, LowNodeUtilization
-    with thresholds 20 % / targets 50 % of cpu, memory, pods) every 5 simulated minutes."""
+    with thresholds 20 % / targets 50 % of cpu, memory, pods, or the ``low`` / ``high`` knobs) every 5
+    simulated minutes; the ``hpa`` knob adds an HPA."""
     built = default_kube_scheduler(ctx)
-    built.hooks = (descheduler_hook(),)
-    return built
+    p = ctx.params
+    low = 100.0 * p["low"] if "low" in p else None
+    high = 100.0 * p["high"] if "high" in p else None
+    built.hooks = (descheduler_hook(low_pct=low, high_pct=high),)
+    return _with_hpa(ctx, built)
 
 
-@register_stack("networkaware", "scheduler-plugins NetworkOverhead (AppGroup from the call graph)")
+@register_stack(
+    "networkaware",
+    "scheduler-plugins NetworkOverhead (AppGroup from the call graph)",
+    knobs=(
+        Knob("weight", 1, 100, integer=True, help="NetworkOverhead's score weight (upstream example: 5)"),
+        Knob("zone_cost", 1, 100, integer=True, help="NetworkTopology cost between zones (default 10)"),
+        HPA_KNOB,
+    ),
+)
 def networkaware(ctx: StackContext) -> StackBuild:
     """scheduler-plugins' network-aware profile: NetworkOverhead (weight 5, filter + score) with an AppGroup
     built from the app's call graph and a NetworkTopology of the cluster's zones (cross-zone cost 10),
-    BalancedAllocation 1, NodeResourcesFit scoring disabled; the other default plugins keep their weights."""
+    BalancedAllocation 1, NodeResourcesFit scoring disabled; the other default plugins keep their weights.
+    Knobs: ``weight``, ``zone_cost``, ``hpa`` (adds an HPA)."""
     from policy.baselines.kube_default import (
         InterPodAffinity,
         NodeAffinity,
@@ -439,7 +626,9 @@ def networkaware(ctx: StackContext) -> StackBuild:
 
     terms = terms_lookup(ctx.app)
     overhead = NetworkOverhead(
-        AppGroup.from_graph(ctx.app.graph, ctx.app.name), NetworkTopology.uniform(ctx.cluster.zones, zone_cost=10)
+        AppGroup.from_graph(ctx.app.graph, ctx.app.name),
+        NetworkTopology.uniform(ctx.cluster.zones, zone_cost=int(ctx.params.get("zone_cost", 10))),
+        weight=int(ctx.params.get("weight", 5)),
     )
     state: dict[str, ClusterIndex | None] = {"index": None}
 
@@ -455,25 +644,37 @@ def networkaware(ctx: StackContext) -> StackBuild:
         overhead,
     ]
     ext = InTreeFilterExtender(overhead, lambda: state["index"])
-    return StackBuild(KubeSchedulerModel(plugins=plugins, extenders=[ext]), on_change=on_change)
+    return _with_hpa(ctx, StackBuild(KubeSchedulerModel(plugins=plugins, extenders=[ext]), on_change=on_change))
 
 
-@register_stack("trimaran-tlp", "scheduler-plugins Trimaran TargetLoadPacking (target 40 %)")
+@register_stack(
+    "trimaran-tlp",
+    "scheduler-plugins Trimaran TargetLoadPacking (target 40 %)",
+    knobs=(
+        Knob("target", 0.01, 0.99, help="TargetLoadPacking targetUtilization, fraction of node CPU (default 0.4)"),
+        HPA_KNOB,
+    ),
+)
 def trimaran_tlp(ctx: StackContext) -> StackBuild:
-    """scheduler-plugins Trimaran profile: TargetLoadPacking (weight 1, target 40 %) on measured node CPU,
-    NodeResourcesBalancedAllocation and NodeResourcesFit scoring disabled; the load watcher reports every
-    simulated minute."""
+    """scheduler-plugins Trimaran profile: TargetLoadPacking (weight 1, target 40 % or the ``target`` knob) on
+    measured node CPU, NodeResourcesBalancedAllocation and NodeResourcesFit scoring disabled; the load watcher
+    reports every simulated minute; the ``hpa`` knob adds an HPA."""
     from policy.baselines.kube_default import InterPodAffinity, NodeAffinity, PodTopologySpread, TaintToleration
     from policy.baselines.trimaran import TargetLoadPacking
 
     terms = terms_lookup(ctx.app)
-    tlp = TargetLoadPacking()
+    tlp = (
+        TargetLoadPacking(target_utilization_pct=int(round(100 * ctx.params["target"])))
+        if "target" in ctx.params
+        else TargetLoadPacking()
+    )
 
     def metrics(sim: Simulation) -> None:
         tlp.window.mark(sim.observe())
 
     plugins = [TaintToleration(), NodeAffinity(terms), PodTopologySpread(terms), InterPodAffinity(terms), tlp]
-    return StackBuild(KubeSchedulerModel(plugins=plugins), hooks=(PeriodicHook("load-watcher", 1, metrics),))
+    built = StackBuild(KubeSchedulerModel(plugins=plugins), hooks=(PeriodicHook("load-watcher", 1, metrics),))
+    return _with_hpa(ctx, built)
 
 
 #: The stacks `make bench` compares, in table order.
@@ -485,3 +686,20 @@ BENCH_STACKS = (
     "descheduler-lownodeutilization",
     "threshold-autoscaler",
 )
+
+
+@register_stack(
+    "offline-reference",
+    "perfect-foresight autoscaling + MIP placement (HiGHS): the bench's upper bound",
+    knobs=(Knob("price", 0.0, 1e6, help="price of a requested core, ms of mean user latency (default 30)"),),
+)
+def offline_reference(ctx: StackContext) -> StackBuild:
+    """The offline reference (:mod:`policy.sim.reference`): replicas per minute chosen with perfect foresight
+    of the request rates, placement planned by a MIP solved with HiGHS. Needs ``ctx.rps``."""
+    from .reference import reference_stack
+
+    return reference_stack(ctx)
+
+
+#: Stacks that are yardsticks, not contenders: the bench runs them apart (never in the default stack list).
+REFERENCE_STACKS = ("offline-reference",)

@@ -1,5 +1,6 @@
 """The policy benchmark's statistics, the exact summary.json shape, and a tiny end-to-end run."""
 
+import dataclasses
 import json
 import math
 
@@ -32,6 +33,15 @@ def run(app, trace, policy, seed, **m):
         "seed": seed,
         "metrics": {k: m.get(k, 1.0 + seed) for k in METRIC_KEYS},
     }
+
+
+def test_each_cell_is_averaged_in_seed_order_whatever_order_the_runs_finished_in():
+    # 0.1 + 0.2 + 0.3 and 0.3 + 0.2 + 0.1 differ in the last bit: the order of aggregation shows
+    runs = [run("a", "nasa", "p", s, latency_mean_ms=v) for s, v in enumerate([0.1, 0.2, 0.3])]
+    ordered = summarize(runs, seeds=3)
+    assert summarize(list(reversed(runs)), seeds=3) == ordered
+    assert summarize([runs[1], runs[2], runs[0]], seeds=3) == ordered
+    assert ordered["results"]["a"]["nasa"]["p"]["latency_mean_ms"]["mean"] == ((0.1 + 0.2) + 0.3) / 3
 
 
 def test_the_summary_has_exactly_the_documented_shape():
@@ -84,8 +94,7 @@ def test_a_tiny_benchmark_writes_the_summary_plots_and_its_own_markdown(tmp_path
             "2",
             "--minutes",
             "3",
-            "--jobs",
-            "1",
+            "--no-ray",
             "--out",
             str(tmp_path),
         ]
@@ -93,12 +102,71 @@ def test_a_tiny_benchmark_writes_the_summary_plots_and_its_own_markdown(tmp_path
     assert rc == 0
     s = json.loads((tmp_path / "summary.json").read_text())
     validate_summary(s)
-    assert s["seeds"] == 2
-    assert set(s["results"]["online-boutique"]["bursty"]) == {"default-kube-scheduler", "networkaware"}
-    for png in ("latency_cdf_bursty.png", "failed_pct.png", "cpu_core_hours.png", "latency_p95.png"):
+    assert s["seeds"] == 2 and s["scenario"] == "baseline-2026-11"
+    cell = s["results"]["online-boutique"]["bursty"]
+    # the stacks asked for, every baseline's sweep and the offline reference
+    assert {"default-kube-scheduler", "networkaware", "default-kube-scheduler+hpa@target=0.4"} <= set(cell)
+    assert {"offline-reference@price=10", "networkaware@hpa=0.8"} <= set(cell)
+    runs = s["node_cpu_util_pct"]["online-boutique"]["bursty"]["networkaware"]
+    assert [r["seed"] for r in runs] == [0, 1] and all(0 < r["mean"] <= r["max"] <= 100 for r in runs)
+    fronts = s["fronts"]["online-boutique"]["bursty"]["latency_p95_ms"]
+    assert fronts["baselines"] and fronts["hpa"] and fronts["reference"]
+    cpus = [p["cpu_core_hours"] for p in fronts["baselines"]]
+    assert cpus == sorted(cpus)
+    assert s["reference_mip"]["online-boutique"]["bursty"]["offline-reference@price=10"]["solves"] >= 1
+    assert "--policy '{stack}'" in s["commands"]["online-boutique"]["bursty"]
+    for png in (
+        "latency_cdf_bursty.png",
+        "failed_pct.png",
+        "cpu_core_hours.png",
+        "latency_p95.png",
+        "pareto_online-boutique.png",
+    ):
         assert (tmp_path / png).stat().st_size > 10_000
     md = (tmp_path / "BENCHMARKS-policy.md").read_text()
-    assert "networkaware" in md and " ± " in md
+    assert "networkaware" in md and " ± " in md and "offline-reference@price=30" in md
+
+
+def test_a_learned_stack_is_compared_at_equal_cpu_with_the_command_that_reproduces_it(tmp_path):
+    from policy.sim.stacks import _BUILTIN, StackInfo, default_kube_scheduler_hpa
+
+    # a stand-in contender: HPA at 70 % under another name, so it sits on the HPA front it is compared with
+    _BUILTIN["zz-contender"] = StackInfo(
+        "zz-contender",
+        lambda ctx: default_kube_scheduler_hpa(
+            dataclasses.replace(ctx, params={"target": 0.7})
+        ),
+        "stand-in",
+    )
+    try:
+        args = [
+            "--quick",
+            "--apps",
+            "online-boutique",
+            "--traces",
+            "nasa",
+            "--policies",
+            "default-kube-scheduler,zz-contender",
+            "--seeds",
+            "2",
+            "--minutes",
+            "4",
+            "--no-ray",
+            "--out",
+            str(tmp_path),
+        ]
+        assert main(args) == 0
+    finally:
+        del _BUILTIN["zz-contender"]
+    s = json.loads((tmp_path / "summary.json").read_text())
+    e = s["equal_cpu"]["online-boutique"]["nasa"]["zz-contender"]["latency_p95_ms"]
+    same = s["results"]["online-boutique"]["nasa"]["default-kube-scheduler+hpa@target=0.7"]
+    mine = s["results"]["online-boutique"]["nasa"]["zz-contender"]
+    assert mine == same  # the same stack under another name gives the same bits
+    # on (or above) the front at its own CPU: never better than the front there
+    assert e["delta"]["mean"] >= -1e-9
+    md = (tmp_path / "BENCHMARKS-policy.md").read_text()
+    assert "hrl-policy simulate --app online-boutique --trace nasa --policy 'zz-contender' --minutes 4" in md
 
 
 def test_an_interrupted_benchmark_resumes_from_its_journal(tmp_path, capsys):
@@ -114,8 +182,8 @@ def test_an_interrupted_benchmark_resumes_from_its_journal(tmp_path, capsys):
         "2",
         "--minutes",
         "2",
-        "--jobs",
-        "1",
+        "--no-ray",
+        "--no-sweep",
         "--out",
         str(tmp_path),
     ]
@@ -149,8 +217,8 @@ def test_a_registered_stack_that_cannot_be_built_is_skipped_unless_asked_for(tmp
         "1",
         "--minutes",
         "1",
-        "--jobs",
-        "1",
+        "--no-ray",
+        "--no-sweep",
         "--out",
         str(tmp_path),
     ]

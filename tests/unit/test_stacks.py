@@ -121,3 +121,51 @@ def test_autoscaling_stacks_scale_out_a_workload_running_far_above_its_cpu_reque
     sim.run()
     assert sim.cluster.replicas["default/frontend"] > 1
     assert sim.cluster.replicas["default/mongodb-geo"] == 1  # data stores are not autoscaled
+
+
+def test_a_stack_name_sets_its_knobs_and_bad_knobs_are_one_line_errors():
+    from policy.sim.stacks import parse_stack_name, stack_name
+
+    assert parse_stack_name("default-kube-scheduler+hpa@target=0.6") == ("default-kube-scheduler+hpa", {"target": 0.6})
+    assert stack_name("networkaware", {"weight": 20, "hpa": 0.8}) == "networkaware@hpa=0.8,weight=20"
+    for bad, msg in [
+        ("networkaware@weight=0", r"knob weight=0 is outside \[1, 100\]"),
+        ("networkaware@weight=2.5", "knob weight=2.5 must be an integer"),
+        ("trimaran-tlp@target", "knob 'target' is not knob=number"),
+        ("trimaran-tlp@target=0.5,target=0.6", "knob target given twice"),
+        ("default-kube-scheduler@target=0.5", r"unknown knob 'target' for default-kube-scheduler \(knobs: none\)"),
+        ("@target=1", "empty stack name"),
+    ]:
+        with pytest.raises(ValueError, match=msg) as exc:
+            get_stack(bad)
+        assert "\n" not in str(exc.value)
+
+
+def test_threshold_knobs_that_break_the_autoscalers_rules_are_refused_when_built(boutique):
+    with pytest.raises(ValueError, match=r"stack threshold-autoscaler: knobs .*u_lo.*must be below uHi"):
+        build_stack("threshold-autoscaler@u_hi=0.5,u_lo=0.6", StackContext(boutique, cluster_for(boutique)))
+    with pytest.raises(ValueError, match="low=60 %, high=50 %"):
+        build_stack("descheduler-lownodeutilization@low=0.6", StackContext(boutique, cluster_for(boutique)))
+
+
+def _run(name, app, minutes=10):
+    from policy.sim.run import window_offset
+
+    rps = trace_rps(app, "bursty", minutes, window_offset("bursty", minutes))
+    return run_stack(name, app, rps, cluster_for(app), SimConfig(minutes=minutes, seed=3, n_samples=200)).metrics
+
+
+def test_a_knob_at_its_default_gives_the_unparametrized_stack_bit_for_bit_and_another_value_changes_it(boutique):
+    plain = _run("default-kube-scheduler+hpa", boutique)
+    assert _run("default-kube-scheduler+hpa@target=0.8", boutique) == plain
+    eager = _run("default-kube-scheduler+hpa@target=0.4", boutique)
+    assert eager["cpu_core_hours"] > plain["cpu_core_hours"]
+    assert _run("networkaware@weight=5,zone_cost=10", boutique) == _run("networkaware", boutique)
+    assert _run("trimaran-tlp@target=0.4", boutique) == _run("trimaran-tlp", boutique)
+
+
+def test_the_hpa_knob_autoscales_a_placement_baseline(boutique):
+    fixed = _run("networkaware", boutique)
+    scaled = _run("networkaware@hpa=0.5", boutique)
+    assert scaled["cpu_core_hours"] > fixed["cpu_core_hours"]
+    assert scaled["failed_pct"] < fixed["failed_pct"]
