@@ -133,9 +133,7 @@ def test_a_learned_stack_is_compared_at_equal_cpu_with_the_command_that_reproduc
     # a stand-in contender: HPA at 70 % under another name, so it sits on the HPA front it is compared with
     _BUILTIN["zz-contender"] = StackInfo(
         "zz-contender",
-        lambda ctx: default_kube_scheduler_hpa(
-            dataclasses.replace(ctx, params={"target": 0.7})
-        ),
+        lambda ctx: default_kube_scheduler_hpa(dataclasses.replace(ctx, params={"target": 0.7})),
         "stand-in",
     )
     try:
