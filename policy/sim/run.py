@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .app import AppSpec, load_app
-from .engine import METRIC_KEYS, ClusterSpec, SimConfig
+from .engine import ClusterSpec, SimConfig
 from .model import PerfModel
 from .objects import node_object
 from .traces import load_trace
@@ -169,22 +169,20 @@ def simulate(
         raise ValueError(f"nodes: must be >= 1, got {nodes}")
     if minutes is not None and minutes < 1:
         raise ValueError(f"minutes: must be >= 1, got {minutes}")
+    if offset_min < 0:
+        raise ValueError(f"offset: must be >= 0, got {offset_min}")
+    if n_samples is not None and n_samples < 1:
+        raise ValueError(f"samples: must be >= 1, got {n_samples}")
     rps = trace_rps(spec, trace, minutes, offset_min)
     cluster = cluster_for(spec, nodes)
     kw = {} if n_samples is None else {"n_samples": n_samples}
     cfg = SimConfig(minutes=len(rps), seed=seed, **kw)
     res = run_stack(policy, spec, rps, cluster, cfg, progress)
-    flat: dict[str, Any] = {
-        "app": spec.name,
-        "trace": trace,
-        "policy": policy,
-        "nodes": cluster.nodes,
-        "minutes": len(rps),
-        "seed": seed,
-    }
-    for k in METRIC_KEYS:
-        v = float(res.metrics[k])
-        flat[k] = v if math.isfinite(v) else None
+    from .scenario import BASELINE, flat_result
+
+    flat = flat_result(
+        BASELINE, "baseline", spec.name, trace, policy, cluster.nodes, len(rps), seed, offset_min, cfg.n_samples, res
+    )
     return flat, res
 
 
