@@ -16,7 +16,7 @@ What it simulates, event by event:
   their CPU requests (``cpu.weight``), capped by what each can use, the rest redistributed; inside a pod the
   requests share its cores equally (each at most one core);
 - a call costs the network delay of its link (same node / zone / cross zone + bytes × per-byte cost); with the
-  topology network (:mod:`policy.sim.network`) instead: the pair's delay, a gamma jitter draw and the sidecar's
+  topology network (:mod:`policy.sim.network`) instead: the pair's delay, a lognormal jitter draw and the sidecar's
   latency, then the request as a flow from caller to callee before the visit and the response as a flow back
   after it. A flow crosses the links of its path (NICs, rack uplinks, zone and region links); each link
   shares its capacity equally among the flows on it, and a flow moves at ``min(flow cap, min over its links of
@@ -365,8 +365,8 @@ class _Sim:
         if self.net.jitter_mean_ms is not None:
             mean = float(self.net.jitter_mean_ms[na, nb])
             if mean > 0:
-                k = 1.0 / self.net.spec.jitter_cv**2
-                d += self.rng.gammavariate(k, mean / k)
+                s2 = math.log1p(self.net.spec.jitter_cv**2)
+                d += self.rng.lognormvariate(math.log(mean) - s2 / 2, math.sqrt(s2))
         return d / 1000.0
 
     def flow(self, nbytes: float, a: int, b: int):

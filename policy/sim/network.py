@@ -11,10 +11,11 @@ or ``network.bandwidth`` (``SimConfig.network_topology``); without it the simula
 lognormal multiplier of mean 1 (per-pair heterogeneity: different paths through the fabric), deterministic
 per ``seed``.
 
-**Jitter.** Each call adds a random delay ``J ≥ 0``, gamma distributed with mean ``jitter_ms + jitter_frac ×
-d_ab`` and coefficient of variation ``jitter_cv`` (1 = exponential): queueing in switches and the host
-stacks makes data-centre RTTs right-skewed with a long tail (Pingmesh, SIGCOMM 2015). The mean latency of a
-call rises by the mean jitter, its tail by more.
+**Jitter.** Each call adds a random delay ``J > 0``, lognormal with mean ``jitter_ms + jitter_frac × d_ab``
+and coefficient of variation ``jitter_cv`` (``σ² = ln(1 + cv²)``, ``μ = ln(mean) − σ²/2``): queueing in
+switches and the host stacks makes data-centre RTTs right-skewed with a long tail (Pingmesh, SIGCOMM 2015).
+The mean latency of a call rises by the mean jitter, its tail by more (cv 1: the 95th percentile of J is
+``exp(1.645 σ − σ²/2) = 2.78`` times its mean).
 
 **Bandwidth.** Links: each node's NIC (``nic_gbps`` per direction: cloud NICs are full duplex, EC2 states
 instance bandwidth for inbound and outbound separately), each rack's uplink and downlink to the fabric
@@ -166,6 +167,12 @@ class LinkState:
     blocked: np.ndarray
     head: np.ndarray
     per_byte_s: np.ndarray  # expected seconds per byte of a flow on the link (its bottleneck score)
+    rack_best: np.ndarray | None = None  # (R, R) the slowest of the links between two racks (-1 = none)
+    # per link, for drawing j (the queue beyond the full-speed flows, P(j) ~ rho^j on 0..jt) by inverse CDF:
+    # kind 0: rho < 1, 1: rho > 1 (sampled mirrored), 2: rho = 1 (uniform); log of the ratio; 1 - ratio^(jt+1)
+    j_kind: np.ndarray | None = None
+    j_log_r: np.ndarray | None = None
+    j_one_minus_tail: np.ndarray | None = None
 
 
 @dataclass
@@ -344,7 +351,36 @@ class BoundNetwork:
         st = station_stats(flows_ps, work, np.ones(L), speed, K)
         # expected time per byte: the station's mean sojourn per unit work, over the capacity
         per_work = np.where(work > 0, st.mean_sojourn_s / np.maximum(work, 1e-300), 1.0 / speed)
-        return LinkState(load_bps, load_bps / C, speed, st.f, st.jt, st.rho, st.blocked, st.head, per_work / C)
+        ls = LinkState(load_bps, load_bps / C, speed, st.f, st.jt, st.rho, st.blocked, st.head, per_work / C)
+        ls.rack_best = self._rack_best(ls)
+        r = st.rho
+        kind = np.where(r < 1 - 1e-9, 0, np.where(r > 1 + 1e-9, 1, 2))
+        with np.errstate(divide="ignore"):
+            rr = np.where(kind == 0, r, np.where(kind == 1, 1.0 / np.where(kind == 1, r, 1.0), 0.5))
+            log_r = np.log(np.maximum(rr, 1e-300))
+        ls.j_kind = kind
+        ls.j_log_r = log_r
+        ls.j_one_minus_tail = 1.0 - np.exp(np.maximum((st.jt + 1) * log_r, -700.0))
+        return ls
+
+    def _rack_best(self, ls: LinkState) -> np.ndarray:
+        """(R, R) per ordered pair of racks, the slowest (per byte) of the links a flow between them crosses
+        besides the two NICs: rack uplink and downlink, zone link, region link (-1 = none)."""
+        score = np.concatenate([ls.per_byte_s, [1.0 / self.flow_bps]])
+        R = len(self.rack_up)
+        ra, rb = np.meshgrid(np.arange(R), np.arange(R), indexing="ij")
+        cur = np.full((R, R), -1, dtype=np.int64)
+        diff = ra != rb
+        za, zb = self.rack_zone[ra], self.rack_zone[rb]
+        ga, gb = self.rack_region[ra], self.rack_region[rb]
+        for cand in (
+            np.where(diff, self.rack_up[ra], -1),
+            np.where(diff, self.rack_down[rb], -1),
+            self.zone_link[za, zb],
+            self.region_link[ga, gb],
+        ):
+            cur = np.where(score[cand] > score[cur], cand, cur)
+        return cur
 
     # ---- sampling ----------------------------------------------------------------------------------------
 
@@ -359,15 +395,9 @@ class BoundNetwork:
 
         cur = self.nic_out[na]
         cur = best(cur, self.nic_in[nb])
-        ra, rb = self.node_rack[na], self.node_rack[nb]
-        diff_rack = ra != rb
-        if np.any(self.rack_up >= 0):
-            cur = best(cur, np.where(diff_rack, self.rack_up[ra], -1))
-            cur = best(cur, np.where(diff_rack, self.rack_down[rb], -1))
-        if np.any(self.zone_link >= 0):
-            cur = best(cur, self.zone_link[self.node_zone[na], self.node_zone[nb]])
-        if np.any(self.region_link >= 0):
-            cur = best(cur, self.region_link[self.node_region[na], self.node_region[nb]])
+        rb = ls.rack_best if ls.rack_best is not None else self._rack_best(ls)
+        if np.any(rb >= 0):
+            cur = best(cur, rb[self.node_rack[na], self.node_rack[nb]])
         return np.where(na == nb, -1, cur)
 
     def transfer_s(
@@ -386,12 +416,15 @@ class BoundNetwork:
         has = link >= 0
         if not np.any(has):
             return t, refused
-        from .model import _sample_trunc_geom
-
         li = np.where(has, link, 0)
         u1, u2, u3 = rng.random((3, *np.shape(link)))
         head = u2 < ls.head[li]
-        j = _sample_trunc_geom(ls.rho[li], ls.jt[li], u3)
+        # j by inverse CDF with the per-link constants (policy.sim.model._sample_trunc_geom, gathered)
+        jt = ls.jt[li]
+        kind = ls.j_kind[li]
+        jg = np.floor(np.log1p(-u3 * ls.j_one_minus_tail[li]) / ls.j_log_r[li])
+        j = np.where(kind == 0, jg, np.where(kind == 1, jt - jg, np.floor(u3 * (jt + 1))))
+        j = np.clip(j, 0, jt)
         C = self.capacity_bps[li]
         tl = np.where(head, nbytes / C / ls.speed[li], nbytes / C * (ls.f[li] + 1 + j))
         t = np.where(has, tl, t)
@@ -399,12 +432,12 @@ class BoundNetwork:
         return t, refused
 
     def jitter_ms(self, na: np.ndarray, nb: np.ndarray, rng: np.random.Generator) -> np.ndarray | float:
-        """One jitter draw per call (ms), gamma with the pair's mean and ``jitter_cv``."""
+        """One jitter draw per call (ms), lognormal with the pair's mean and ``jitter_cv``."""
         if self.jitter_mean_ms is None:
             return 0.0
         mean = self.jitter_mean_ms[na, nb]
-        k = 1.0 / self.spec.jitter_cv**2
-        return mean * rng.standard_gamma(k, size=np.shape(na)) / k
+        s2 = math.log1p(self.spec.jitter_cv**2)
+        return mean * np.exp(math.sqrt(s2) * rng.standard_normal(np.shape(na)) - s2 / 2)
 
 
 def _overlap(
