@@ -13,7 +13,9 @@ Per step (default one minute) with user arrival rate λ (requests/s), everything
    callees see only their callers' admitted share: visits and refusals are settled together by a few
    fixed-point passes (nothing changes below saturation).
 3. **CPU.** A pod's offered demand is ``d_p = λ_p x_s`` cores (``x_s`` CPU-seconds per request, gamma
-   distributed with coefficient of variation ``cpu_cv``). On node *n* with ``C_n`` allocatable cores the pod
+   distributed with coefficient of variation ``cpu_cv``; on a node of per-core speed ``v_n`` and interference
+   slowdown ``σ_n`` (scenarios: :mod:`policy.sim.pools`, :mod:`policy.sim.interference`) the work is
+   ``x_s σ_n / v_n``; mesh sidecars use CPU on the node outside the pod's limit). On node *n* with ``C_n`` allocatable cores the pod
    can use ``κ_p = min(limit_p, max(fair_p, C_n − others_p))`` cores, where ``others_p`` is the other pods'
    CPU use on the node (each capped at its limit, plus background tenants' use) and ``fair_p`` its
    request-weighted share of ``C_n`` (CFS shares: ``cpu.weight`` follows the request). One request runs on
@@ -32,7 +34,12 @@ Per step (default one minute) with user arrival rate λ (requests/s), everything
    BENCHMARKS.md ``simulator``). Past saturation the queue fills: requests wait ``≈ K x / κ`` or are refused.
 5. **Own time.** Each visit also takes the service's own non-CPU time: lognormal, calibrated median and mean.
 6. **Network.** Each call adds a delay by where caller and callee pods sit, same node < same zone < cross
-   zone, plus the request and response bytes at that link's per-byte cost (:class:`NetworkModel`).
+   zone, plus the request and response bytes at that link's per-byte cost (:class:`NetworkModel`). With a
+   scenario's topology network instead (``step(net=...)``, :mod:`policy.sim.network`): the node pair's delay
+   (racks, zones, regions, edge sites; per-pair spread), a lognormal jitter draw, the mesh sidecar's latency,
+   and the request and response as flows timed at the bottleneck link of their path, each link a
+   processor-sharing station whose load comes exactly from the call rates and the placement (a full link
+   refuses flows: the call attempt fails).
 7. **Calls, timeouts, retries.** A visit's latency is its CPU sojourn + own time + the sum of its sequential
    calls + the longest of its parallel calls (the critical path). A call attempt fails when the callee
    refuses it, a call further down failed, or it exceeds the edge's per-try timeout (the caller waits the

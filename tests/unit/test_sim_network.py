@@ -98,7 +98,7 @@ def test_a_flow_is_timed_at_the_link_with_the_longest_time_per_byte_on_its_path(
     assert net.bottleneck(np.array([1]), np.array([1]), ls)[0] == -1  # same node: no link
 
 
-def test_jitter_adds_its_mean_to_the_mean_and_an_exponential_tail_to_the_p95():
+def test_jitter_adds_its_mean_to_the_mean_and_a_lognormal_tail_to_the_p95():
     params = {
         s: ServiceParams(cpu_ms_per_request=1.0, latency_p50_ms=1e-6, latency_mean_ms=1.000001e-6, cpu_cv=0.0)
         for s in "ab"
@@ -114,8 +114,9 @@ def test_jitter_adds_its_mean_to_the_mean_and_an_exponential_tail_to_the_p95():
     st1 = m.step(lam, pa, cores, ["z", "z"], np.random.default_rng(0), 200_000, net=jit)
     assert np.allclose(st0.latency_ms, 1.0 + 1.0 + 1.0, atol=1e-3)  # CPU a + CPU b + RTT
     assert st1.latency_ms.mean() == pytest.approx(3.0 + 2.0, rel=0.01)  # + the jitter's mean
-    # exponential jitter: its 95th percentile is -ln(0.05) times its mean
-    assert np.percentile(st1.latency_ms, 95) == pytest.approx(3.0 + 2.0 * -math.log(0.05), rel=0.02)
+    # lognormal jitter of cv 1: sigma^2 = ln 2, its 95th percentile is exp(1.645 sigma - sigma^2 / 2) times its mean
+    s = math.sqrt(math.log(2.0))
+    assert np.percentile(st1.latency_ms, 95) == pytest.approx(3.0 + 2.0 * math.exp(1.6449 * s - s * s / 2), rel=0.02)
 
 
 def test_the_delay_matrix_has_one_value_per_level_and_zone_pairs_of_their_own():
@@ -195,3 +196,35 @@ def test_a_sidecar_adds_its_latency_per_call_and_its_cpu_on_the_node():
     assert st.latency_ms.mean() == pytest.approx(1.0 + 2 * (1.0 + 2.65 + 1.0), rel=0.01)
     # proxies: node 0 sees 10 requests in and 20 calls out per second, node 1 20 in: 0.35 ms each
     assert st.node_sidecar_cores == pytest.approx([30 * 0.35e-3, 20 * 0.35e-3])
+
+
+def test_the_discrete_event_twin_shares_a_link_by_processor_sharing_too():
+    from policy.sim import des
+
+    a, net, pa = shared_link_case()
+    # rho = 0.5 at 25 requests/s: E[transfer] = 10 ms / (1 - 0.5) = 20 ms, two per request
+    r = des.simulate(
+        PerfModel(a), 25.0, pa, np.full(2, 8.0), ["z", "z"], duration_s=400.0, warmup_s=20.0, seed=2, net=net
+    )
+    est, ci = r.estimate("mean")
+    assert r.fail_frac == 0.0 and ci / est < 0.06
+    assert est == pytest.approx(40.0, rel=0.08)
+    assert r.latency_ms.min() >= 20.0 - 1e-6  # each 1 Mbit response alone takes 10 ms
+
+
+def test_the_discrete_event_twin_adds_the_jitter_and_the_sidecar_per_call():
+    from policy.sim import des
+
+    params = {
+        s: ServiceParams(cpu_ms_per_request=1.0, latency_p50_ms=1e-6, latency_mean_ms=1.000001e-6, cpu_cv=0.0)
+        for s in "ab"
+    }
+    a = app(["a", "b"], [("a", "b", 1.0, False)], params=params)
+    pa = pods([(0, 0, 4.0, 1.0), (1, 1, 4.0, 1.0)])
+    net = TopologyNetwork(same_zone_ms=1.0, jitter_ms=2.0, sidecar_ms=0.5).bind(["z", "z"], ["r", "r"], ["k0", "k1"])
+    r = des.simulate(
+        PerfModel(a), 5.0, pa, np.full(2, 8.0), ["z", "z"], duration_s=1000.0, warmup_s=1.0, seed=1, net=net
+    )
+    # CPU 1 + 1, RTT 1, sidecar 0.5, jitter 2 on average
+    assert r.latency_ms.mean() == pytest.approx(5.5, rel=0.03)
+    assert r.latency_ms.min() >= 3.5 - 1e-9
