@@ -15,11 +15,11 @@ Per step (default one minute) with user arrival rate λ (requests/s), everything
 3. **CPU.** A pod's offered demand is ``d_p = λ_p x_s`` cores (``x_s`` CPU-seconds per request, gamma
    distributed with coefficient of variation ``cpu_cv``; on a node of per-core speed ``v_n`` and interference
    slowdown ``σ_n`` (scenarios: :mod:`policy.sim.pools`, :mod:`policy.sim.interference`) the work is
-   ``x_s σ_n / v_n``; mesh sidecars use CPU on the node outside the pod's limit). On node *n* with ``C_n`` allocatable cores the pod
-   can use ``κ_p = min(limit_p, max(fair_p, C_n − others_p))`` cores, where ``others_p`` is the other pods'
-   CPU use on the node (each capped at its limit, plus background tenants' use) and ``fair_p`` its
-   request-weighted share of ``C_n`` (CFS shares: ``cpu.weight`` follows the request). One request runs on
-   at most one core, at speed ``s_p = min(1, max(fair_p, C_n − others_p))``.
+   ``x_s σ_n / v_n``; mesh sidecars use CPU on the node outside the pod's limit). On node *n* with ``C_n``
+   allocatable cores the pod can use ``κ_p = min(limit_p, max(fair_p, C_n − others_p))`` cores, where
+   ``others_p`` is the other pods' CPU use on the node (each capped at its limit, plus background tenants'
+   use) and ``fair_p`` its request-weighted share of ``C_n`` (CFS shares: ``cpu.weight`` follows the
+   request). One request runs on at most one core, at speed ``s_p = min(1, max(fair_p, C_n − others_p))``.
 4. **Queueing.** Each pod is a processor-sharing station with ``n`` requests in its run queue, served together
    at ``φ(n) = min(n s_p, κ_p)`` cores, except that a lone request runs at full speed ``s_p`` even when the
    limit is under one core (CFS quota: a request much shorter than the period's quota never exhausts it;
