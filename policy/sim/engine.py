@@ -241,8 +241,12 @@ class SimResult:
     ``series`` keys (one value per minute): ``rps``, ``offered``, ``served``, ``failed`` (user requests),
     ``latency_mean_ms``, ``latency_p50_ms``, ``latency_p95_ms``, ``failed_pct``, ``cross_node_call_pct``,
     ``cross_zone_call_pct``, ``cpu_cores_requested``, ``cpu_cores_used``, ``pods``, ``evictions``,
-    ``oom_kills``, ``lost_inflight``. ``extra``: totals ``offered_requests``, ``served_requests``,
-    ``failed_requests``, ``oom_kills``, ``lost_inflight_requests``, ``evictions``.
+    ``oom_kills``, ``lost_inflight``, ``cluster_cpu_util_pct`` (CPU in use over the cores of the up nodes, %),
+    and with a topology network of limited links ``link_util_max_pct`` (the busiest link's load over its
+    capacity). ``extra``: totals ``offered_requests``, ``served_requests``, ``failed_requests``, ``oom_kills``,
+    ``lost_inflight_requests``, ``evictions``, ``drain_evictions`` (a scenario's drains, not the stack's),
+    ``resizes``, ``failed_nodes``, the node-utilisation distribution (:data:`NODE_UTIL_KEYS`), and for several
+    apps ``apps``: each app's latency mean/p95/p99, failed %, SLO-violation % and offered requests.
     """
 
     metrics: dict[str, float]
