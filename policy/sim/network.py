@@ -226,8 +226,10 @@ class BoundNetwork:
         d = np.where(cross_region, np.maximum(d, s.cross_region_ms), d)
         if s.pair_cv > 0 and N > 1:
             s2 = math.log1p(s.pair_cv**2)
-            mult = rng.lognormal(-s2 / 2, math.sqrt(s2), size=(N, N))
-            mult = np.sqrt(mult * mult.T)  # symmetric: one path per pair, both directions
+            iu = np.triu_indices(N, 1)
+            mult = np.ones((N, N))
+            mult[iu] = rng.lognormal(-s2 / 2, math.sqrt(s2), size=len(iu[0]))
+            mult[(iu[1], iu[0])] = mult[iu]  # symmetric: one path per pair, both directions
             d = d * mult
         np.fill_diagonal(d, s.same_node_ms)
         self.delay_ms = d

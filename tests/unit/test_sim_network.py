@@ -228,3 +228,11 @@ def test_the_discrete_event_twin_adds_the_jitter_and_the_sidecar_per_call():
     # CPU 1 + 1, RTT 1, sidecar 0.5, jitter 2 on average
     assert r.latency_ms.mean() == pytest.approx(5.5, rel=0.03)
     assert r.latency_ms.min() >= 3.5 - 1e-9
+
+
+def test_the_per_pair_spread_is_symmetric_with_mean_one():
+    n = 120
+    d = TopologyNetwork(same_zone_ms=1.0, pair_cv=0.3, seed=5).bind(["z"] * n, ["r"] * n, [f"k{i}" for i in range(n)])
+    off = d.delay_ms[~np.eye(n, dtype=bool)]
+    assert np.array_equal(d.delay_ms, d.delay_ms.T)
+    assert off.mean() == pytest.approx(1.0, abs=0.01) and off.std() == pytest.approx(0.3, abs=0.02)
