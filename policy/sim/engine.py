@@ -7,6 +7,13 @@ traffic on the pods Ready at mid-minute; pods whose working set exceeds their me
 runs out of memory) are OOM-killed and restarted by the kubelet after its back-off; then the minute's
 accounting: ``offered = served + failed`` user requests, exactly, per minute and over the run.
 
+A scenario (:mod:`policy.sim.scenario`) adds, through :class:`SimConfig` and the cluster spec: node pools of
+different sizes and speeds, the topology network and interference (passed to the model), per-service rate
+drift, several applications with their own rates (``rps`` of shape (minutes, apps) for an :class:`AppSpec`
+with ``parts``), and events applied at the start of their minute before the hooks (node failure and drain,
+:mod:`policy.sim.events`). :meth:`Simulation.resize` resizes a running pod in place. Every run records the
+CPU utilisation of every up node each minute (:data:`NODE_UTIL_KEYS`).
+
 Everything is deterministic for a given seed: the cluster (pod names), the scheduler's tie-breaks, the
 request sampling and the background tenants' CPU jitter draw from separate streams spawned from it, so two
 stacks run with the same seed see the same trace and the same random requests.
