@@ -955,6 +955,9 @@ class PerfModel:
         elapsed = np.zeros((C, n))
         done = ~active
         callfail = np.zeros((C, n), dtype=bool)
+        crn = None
+        if net is not None and links is not None and net.n_links:
+            crn = (rng.random(n), rng.random(net.n_links))
         for r in range(R + 1):
             slot = lv["copy_k"] * (R + 1) + r
             shift = 1 + (offset[ce] + slot * step) % max(n - 1, 1)
@@ -967,7 +970,7 @@ class PerfModel:
                 att = cost + lb
                 fail = fb | (att > tau)
             else:
-                cost, refused = self._topology_call_ms(net, links, np.maximum(na, 0), np.maximum(nb, 0), ge, rng)
+                cost, refused = self._topology_call_ms(net, links, np.maximum(na, 0), np.maximum(nb, 0), ge, rng, crn)
                 att = cost + lb
                 fail = fb | (att > tau) | refused
             if r == 0:
@@ -1019,9 +1022,12 @@ class PerfModel:
         L[callers] = np.where(F[callers], 0.0, L[callers] + add)
         F[callers] |= fails
 
-    def _topology_call_ms(self, net, links, na, nb, ge, rng) -> tuple[np.ndarray, np.ndarray]:
+    def _topology_call_ms(self, net, links, na, nb, ge, rng, crn=None) -> tuple[np.ndarray, np.ndarray]:
         """(ms, refused) of call attempts from nodes ``na`` to ``nb`` (C, n) on edges ``ge`` (C,) through the
-        topology network: delay + jitter + sidecar + request and response transfers (:mod:`.network`)."""
+        topology network: delay + jitter + sidecar + request and response transfers (:mod:`.network`).
+        ``crn``: ``(base (n,), shift (L,))``: with probability ``LinkState.queue_corr[l]`` the uniform of a flow
+        on link l from caller sample c is the shared ``frac(base[c] + shift[l])``, else its own: the flows of one
+        caller visit over one link, moments apart, meet correlated queues."""
         cost = net.delay_ms[na, nb]
         if net.jitter_mean_ms is not None:
             cost = cost + net.jitter_ms(na, nb, rng)
@@ -1035,8 +1041,20 @@ class PerfModel:
         same = na == nb
         lq = net.bottleneck(na, nb, links)
         lr = net.bottleneck(nb, na, links)
-        tq, fq = net.transfer_s(q, lq, same, links, rng)
-        tr, fr = net.transfer_s(r, lr, same, links, rng)
+        uq = ur = None
+        if crn is not None:
+            base, shift = crn
+            corr = links.queue_corr
+            uq, ur = (
+                np.where(
+                    rng.random(lk.shape) < corr[np.maximum(lk, 0)],
+                    np.mod(base[None, :] + shift[np.maximum(lk, 0)], 1.0),
+                    rng.random(lk.shape),
+                )
+                for lk in (lq, lr)
+            )
+        tq, fq = net.transfer_s(q, lq, same, links, rng, uq)
+        tr, fr = net.transfer_s(r, lr, same, links, rng, ur)
         return cost + 1000.0 * (tq + tr), fq | fr
 
     def _exact_calls(

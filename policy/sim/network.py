@@ -38,6 +38,15 @@ at its **bottleneck** (the link with the longest expected time per byte; the oth
 a flow in a max-min fair network is set by its bottleneck). Calls between pods of one node cross no link:
 ``bytes / same_node_gbps`` (a memory copy through the node's bridge).
 
+The flows of one caller visit (its calls one after another, request and response) cross a congested link
+moments apart, so they meet correlated queues: each flow reuses the queue draw its visit made on that link
+with probability ``c_l = exp(−T_l / τ_l)``, else draws its own, where ``T_l = (b / C_l) / (1 − ρ_l)`` is a
+flow's mean time on the link (the least gap between two flows of one visit) and ``τ_l = (b / C_l) /
+(1 − √ρ_l)²`` the relaxation time of the M/M/1 queue (Kleinrock, Queueing Systems vol. 1, 1975; Cohen), i.e.
+``c_l = exp(−(1 − √ρ_l) / (1 + √ρ_l))``: 0.37 on an idle link, 0.84 at ρ 0.5, 0.92 at ρ 0.7, 1 at saturation.
+Independent draws made the p95 of two sequential calls over one link 7-15 % too low against the
+discrete-event simulation, identical draws 6-11 % too high (BENCHMARKS.md ``simulator``).
+
 **Service mesh.** With a sidecar (Istio, Linkerd), each call passes the caller's outbound and the callee's
 inbound proxy: ``sidecar_ms`` more per call, and ``sidecar_cpu_ms`` of CPU per request per proxy on the
 proxy's node (in its own container, outside the app container's CPU limit). Istio 1.10-1.16 publish 2.65 ms
@@ -173,6 +182,8 @@ class LinkState:
     j_kind: np.ndarray | None = None
     j_log_r: np.ndarray | None = None
     j_one_minus_tail: np.ndarray | None = None
+    # per link, the share of flows of one caller visit that meet the same queue (module docstring)
+    queue_corr: np.ndarray | None = None
 
 
 @dataclass
@@ -363,6 +374,8 @@ class BoundNetwork:
         ls.j_kind = kind
         ls.j_log_r = log_r
         ls.j_one_minus_tail = 1.0 - np.exp(np.maximum((st.jt + 1) * log_r, -700.0))
+        sr = np.sqrt(np.clip(ls.util, 0.0, 1.0))
+        ls.queue_corr = np.exp(-(1.0 - sr) / (1.0 + sr))
         return ls
 
     def _rack_best(self, ls: LinkState) -> np.ndarray:
@@ -409,8 +422,14 @@ class BoundNetwork:
         same_node: np.ndarray,
         ls: LinkState | None,
         rng: np.random.Generator,
+        u: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(seconds, refused) of flows of ``nbytes`` timed at ``link`` (-1: no link), one draw each."""
+        """(seconds, refused) of flows of ``nbytes`` timed at ``link`` (-1: no link). The number of flows a flow
+        finds on its link is drawn by inverse CDF from one uniform per flow, ``u`` (same shape as ``link``;
+        drawn here when None): refused when ``u`` falls in the top ``blocked`` share (the link full), else
+        the head (fewer flows than fit at full speed) or the tail's ``j``. Flows given the same ``u`` on the
+        same link see the same queue (common random numbers: the flows of one request over one link, moments
+        apart, meet the same congestion)."""
         t = np.where(same_node, nbytes / self.same_node_bps, nbytes / self.flow_bps)
         refused = np.zeros(np.shape(link), dtype=bool)
         if ls is None or not self.n_links:
@@ -419,8 +438,14 @@ class BoundNetwork:
         if not np.any(has):
             return t, refused
         li = np.where(has, link, 0)
-        u1, u2, u3 = rng.random((3, *np.shape(link)))
-        head = u2 < ls.head[li]
+        if u is None:
+            u = rng.random(np.shape(link))
+        blocked = ls.blocked[li]
+        refused = has & (u >= 1.0 - blocked) & (nbytes > 0)
+        ua = np.minimum(u / np.maximum(1.0 - blocked, 1e-300), 1.0 - 1e-12)
+        hp = ls.head[li]
+        head = ua < hp
+        u3 = np.clip((ua - hp) / np.maximum(1.0 - hp, 1e-300), 0.0, 1.0 - 1e-12)
         # j by inverse CDF with the per-link constants (policy.sim.model._sample_trunc_geom, gathered)
         jt = ls.jt[li]
         kind = ls.j_kind[li]
@@ -430,7 +455,6 @@ class BoundNetwork:
         C = self.capacity_bps[li]
         tl = np.where(head, nbytes / C / ls.speed[li], nbytes / C * (ls.f[li] + 1 + j))
         t = np.where(has, tl, t)
-        refused = has & (u1 < ls.blocked[li]) & (nbytes > 0)
         return t, refused
 
     def jitter_ms(self, na: np.ndarray, nb: np.ndarray, rng: np.random.Generator) -> np.ndarray | float:

@@ -55,8 +55,9 @@ def test_past_saturation_a_full_link_refuses_flows_and_their_calls_fail():
     st = PerfModel(a).step(75.0, pa, np.full(2, 8.0), ["z", "z"], np.random.default_rng(1), 200_000, net=net)
     p_full = 1.5**4 / sum(1.5**n for n in range(5))
     assert p_full == pytest.approx(0.383886, abs=1e-6)
-    # a request fails when either of its two response flows is refused
-    assert st.fail_frac == pytest.approx(1 - (1 - p_full) ** 2, abs=0.005)
+    # past saturation the link's queue persists (its relaxation time diverges), so both response flows of a request
+    # meet the same queue (LinkState.queue_corr = 1): a request fails when that queue is full
+    assert st.fail_frac == pytest.approx(p_full, abs=0.005)
     # an admitted flow finds n < 4 flows (P(n) ~ rho^n) and takes (b / C) (n + 1): 10 ms * 24.25 / 8.125
     per_flow = 10.0 * sum((n + 1) * 1.5**n for n in range(4)) / sum(1.5**n for n in range(4))
     assert per_flow == pytest.approx(29.846, abs=1e-3)
@@ -236,3 +237,12 @@ def test_the_per_pair_spread_is_symmetric_with_mean_one():
     off = d.delay_ms[~np.eye(n, dtype=bool)]
     assert np.array_equal(d.delay_ms, d.delay_ms.T)
     assert off.mean() == pytest.approx(1.0, abs=0.01) and off.std() == pytest.approx(0.3, abs=0.02)
+
+
+def test_flows_of_one_visit_meet_correlated_queues_as_the_relaxation_time_says():
+    a, net, pa = shared_link_case()
+    ls = net.link_state(np.array([0.0, 0.5, 0.0, 0.0]) * net.capacity_bps, np.array([0.0, 1.0, 0.0, 0.0]))
+    # c = exp(-(1 - sqrt(rho)) / (1 + sqrt(rho))): 1/e on an idle link, 0.8423 at rho = 0.5
+    assert ls.queue_corr[0] == pytest.approx(math.exp(-1.0))
+    assert ls.queue_corr[1] == pytest.approx(math.exp(-(1 - math.sqrt(0.5)) / (1 + math.sqrt(0.5))))
+    assert ls.queue_corr[1] == pytest.approx(0.8423, abs=1e-4)
