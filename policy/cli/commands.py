@@ -403,7 +403,7 @@ def cmd_bundle_check(args: argparse.Namespace) -> int:
 
 @subcommand(
     "simulate",
-    "run one simulation: an app under a load trace with a scheduling stack",
+    "run one simulation: a scheduling stack in a scenario, or an app under a load trace",
     [
         arg(
             "--scenario",
