@@ -430,13 +430,41 @@ def cmd_bundle_check(args: argparse.Namespace) -> int:
 
 @subcommand(
     "simulate",
-    "run one simulation: an app under a load trace with a scheduling stack",
+    "run one simulation: a scheduling stack in a scenario, or an app under a load trace",
     [
-        arg("--app", required=True, help="built-in app name or path to an app.yaml (or its folder)"),
-        arg("--trace", required=True, help="nasa, twitter, bursty, or a CSV of requests per minute"),
+        arg(
+            "--scenario",
+            metavar="NAME|FILE",
+            default=None,
+            help="a built-in scenario (policy/data/scenarios) or a scenario YAML file; without it: the setting "
+            "baseline-2026-11 with --app and --trace",
+        ),
+        arg(
+            "--app",
+            default=None,
+            help="built-in app name or path to an app.yaml (or its folder); with --scenario: replaces the app of a "
+            "one-app scenario",
+        ),
+        arg(
+            "--trace",
+            default=None,
+            help="nasa, twitter, bursty, or a CSV of requests per minute; with --scenario: replaces its app's trace",
+        ),
         arg("--policy", required=True, help="stack name (built-in or from the hrl_scheduler.stacks entry points)"),
-        arg("--nodes", type=int, default=None, help="number of nodes (default: the app's benchmark cluster)"),
-        arg("--minutes", type=int, default=30, help="simulated minutes from the start of the trace window"),
+        arg(
+            "--nodes",
+            type=int,
+            default=None,
+            help="number of nodes (default: the app's benchmark cluster; not for scenarios with node pools)",
+        ),
+        arg(
+            "--minutes",
+            type=int,
+            default=None,
+            help="simulated minutes from the window offset (default 30, or the scenario's minutes)",
+        ),
+        arg("--offset", type=int, default=0, metavar="MIN", help="start this many minutes into the trace window"),
+        arg("--samples", type=int, default=None, metavar="N", help="user requests sampled per minute (default 2000)"),
         arg("--seed", type=int, default=0, help="random seed"),
         arg("--json", metavar="PATH", help="write one flat JSON object to PATH ('-' for stdout)"),
     ],

@@ -1,4 +1,5 @@
-"""The body of ``hrl-policy simulate``."""
+"""The body of ``hrl-policy simulate``: one run of a stack in a scenario (or in the setting ``baseline-2026-11``
+with ``--app`` and ``--trace``), printed as a table or written as one JSON object."""
 
 from __future__ import annotations
 
@@ -6,15 +7,44 @@ import json
 import sys
 from pathlib import Path
 
-from policy.sim.engine import METRIC_KEYS
 from policy.sim.run import simulate
+from policy.sim.scenario import run_scenario
 
 __all__ = ["cmd_simulate"]
 
 
 def cmd_simulate(args) -> int:
-    """The body of ``hrl-policy simulate``: the JSON object to ``--json PATH`` (``-`` = stdout) or a table."""
-    flat, res = simulate(args.app, args.trace, args.policy, args.nodes, args.minutes, args.seed)
+    """The body of ``hrl-policy simulate``: the JSON object to ``--json PATH`` (``-`` = stdout) or a table.
+
+    Without ``--scenario``, ``--app`` and ``--trace`` are required (the bench's classic setting,
+    :func:`policy.sim.run.simulate`); with it, they replace the app and trace of a one-app scenario. Raises
+    ValueError (exit 2, one line) for missing or bad arguments."""
+    if args.scenario is None:
+        missing = [f for f, v in (("--app", args.app), ("--trace", args.trace)) if v is None]
+        if missing:
+            raise ValueError(f"{' and '.join(missing)}: required without --scenario")
+        flat, res = simulate(
+            args.app,
+            args.trace,
+            args.policy,
+            args.nodes,
+            30 if args.minutes is None else args.minutes,
+            args.seed,
+            offset_min=args.offset,
+            n_samples=args.samples,
+        )
+    else:
+        flat, res = run_scenario(
+            args.scenario,
+            args.policy,
+            app=args.app,
+            trace=args.trace,
+            nodes=args.nodes,
+            minutes=args.minutes,
+            seed=args.seed,
+            offset_min=args.offset,
+            n_samples=args.samples,
+        )
     if args.json:
         text = json.dumps(flat, indent=2) + "\n"
         if args.json == "-":
@@ -27,8 +57,14 @@ def cmd_simulate(args) -> int:
         return 0
     from tabulate import tabulate
 
-    rows = [[k, flat[k]] for k in ("app", "trace", "policy", "nodes", "minutes", "seed")]
-    rows += [[k, f"{flat[k]:.3f}" if flat[k] is not None else "inf"] for k in METRIC_KEYS]
+    rows = []
+    for k, v in flat.items():
+        if k == "apps":
+            continue
+        rows.append([k, f"{v:.3f}" if isinstance(v, float) else ("inf" if v is None else v)])
     rows += [["pods_placed", res.pods_placed], ["unschedulable", res.unschedulable]]
     print(tabulate(rows, disable_numparse=True))
+    for name, m in (flat.get("apps") or {}).items():
+        print(f"\n{name}")
+        print(tabulate([[k, f"{v:.3f}" if v is not None else "inf"] for k, v in m.items()], disable_numparse=True))
     return 0

@@ -25,6 +25,7 @@ __all__ = [
     "CallParams",
     "EdgeParams",
     "AppFile",
+    "AppPart",
     "AppSpec",
     "builtin_apps_dir",
     "builtin_apps",
@@ -141,12 +142,30 @@ class AppFile(ConfigModel):
 
 
 @dataclass(frozen=True)
+class AppPart:
+    """One application of a composite :class:`AppSpec` (several apps sharing one cluster, built by
+    :func:`policy.sim.scenario.compose_apps`): its ``name``, ``namespace``, its ``services`` (names in the
+    composite graph), ``entry`` (service → share of this app's user requests), its own SLO and timeout (ms)
+    and the ``source`` app.yaml."""
+
+    name: str
+    namespace: str
+    services: tuple[str, ...]
+    entry: Mapping[str, float]
+    slo_p95_ms: float
+    timeout_ms: float
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class AppSpec:
     """A simulated application: workloads (from real manifests), the call graph with per-edge call
     multiplicities, performance parameters per service, entry shares, SLO and timeout (ms, end to end,
     as the user's client sees it). ``calls`` holds each edge's :class:`CallParams` (bytes, per-try
     timeout, retries); an edge missing from it uses ``CallParams()``. ``warnings``: one-line notes from
-    reading the call graph (unresolved hosts, services without a workload dropped, no edges)."""
+    reading the call graph (unresolved hosts, services without a workload dropped, no edges). ``parts``: the
+    applications of a composite app (several apps on one cluster, each with its own load, SLO and timeout);
+    empty for one app."""
 
     name: str
     workloads: tuple[WorkloadInfo, ...]
@@ -159,6 +178,7 @@ class AppSpec:
     source: str = ""
     calls: Mapping[tuple[str, str], CallParams] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    parts: tuple[AppPart, ...] = ()
 
     @property
     def services(self) -> tuple[str, ...]:

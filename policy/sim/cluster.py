@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from policy.observe import parse_node, parse_pdb, parse_pod, parse_workload
+from policy.observe import parse_cpu_m, parse_memory_bytes, parse_node, parse_pdb, parse_pod, parse_workload
 from policy.state import (
     ClusterSnapshot,
     EvictionResult,
@@ -27,14 +27,33 @@ from policy.state import (
 
 from . import objects
 
-__all__ = ["SimPod", "SimCluster"]
+__all__ = ["SimPod", "SimCluster", "ResizeResult", "TAINT_UNREACHABLE", "TAINT_UNSCHEDULABLE"]
+
+#: The taint the node lifecycle controller puts on a node that stopped reporting (effects NoSchedule, NoExecute).
+TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
+#: The taint the node lifecycle controller mirrors ``spec.unschedulable`` (cordon) into.
+TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+
+
+@dataclass(frozen=True)
+class ResizeResult:
+    """The outcome of an in-place resize (``pods/resize``): ``resized``; ``infeasible`` (the node could never
+    fit the new requests: the kubelet's ``PodResizePending`` reason ``Infeasible``); ``deferred`` (it does not
+    fit now, next to the other pods: reason ``Deferred``; nothing is applied, the caller may retry);
+    ``invalid`` (the API server refuses it: it would change the pod's QoS class, or a value is negative);
+    ``not_found``. ``message`` says why, in one line."""
+
+    pod: str
+    outcome: str
+    message: str = ""
 
 
 @dataclass
 class SimPod:
     """One pod of the simulation. ``node`` is the node index (-1 while Pending); the pod serves traffic
     from ``ready_at_s`` on; ``alive`` turns False when it is evicted or scaled away. ``restarts``: container
-    restarts (OOM kills); ``backoff_s``: the kubelet's current crash back-off."""
+    restarts (OOM kills); ``backoff_s``: the kubelet's current crash back-off; ``delete_at_s``: when the taint
+    manager deletes it (its node failed; inf = never)."""
 
     obj: dict[str, Any]
     info: PodInfo
@@ -47,6 +66,7 @@ class SimPod:
     restarts: int = 0
     backoff_s: float = 0.0
     last_restart_s: float | None = None
+    delete_at_s: float = math.inf
 
 
 @dataclass
@@ -224,6 +244,172 @@ class SimCluster:
         self._remove(pod, now_s)
         self.reconcile(now_s)
         return EvictionResult(pod_key, "evicted", "evicted")
+
+    # ---- node lifecycle (cordon, failure) and in-place resize -------------------------------------------
+
+    def set_node(
+        self,
+        i: int,
+        *,
+        unschedulable: bool | None = None,
+        ready: bool | None = None,
+        add_taints: Sequence[Mapping[str, str]] = (),
+        remove_taints: Sequence[str] = (),
+    ) -> None:
+        """Update node ``i``'s object (``spec.unschedulable``, ``spec.taints`` by key, the ``Ready`` condition)
+        and its parsed :class:`NodeInfo`."""
+        import copy
+
+        obj = copy.deepcopy(self.node_objs[i])
+        spec = obj.setdefault("spec", {})
+        if unschedulable is not None:
+            if unschedulable:
+                spec["unschedulable"] = True
+            else:
+                spec.pop("unschedulable", None)
+        taints = [t for t in spec.get("taints") or [] if t.get("key") not in set(remove_taints)]
+        for t in add_taints:
+            if not any(x.get("key") == t["key"] and x.get("effect") == t["effect"] for x in taints):
+                taints.append(dict(t))
+        if taints:
+            spec["taints"] = taints
+        else:
+            spec.pop("taints", None)
+        if ready is not None:
+            st = obj.setdefault("status", {})
+            st["conditions"] = [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady"}
+                if ready
+                else {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}
+            ]
+        self.node_objs[i] = obj
+        self.nodes[i] = parse_node(obj)
+        self._dirty()
+
+    def pods_on(self, i: int) -> list[SimPod]:
+        """Alive pods bound to node ``i``, in creation order."""
+        return [p for p in self.pods if p.alive and p.node == i]
+
+    def delete_pod(self, pod: SimPod, now_s: float) -> list[SimPod]:
+        """Delete ``pod`` (no PodDisruptionBudget check: the taint manager's deletion) and let its ReplicaSet
+        replace it. Returns the pods created."""
+        self._remove(pod, now_s)
+        return self.reconcile(now_s)
+
+    def resize(
+        self,
+        pod_key: str,
+        cpu_request_m: int | None = None,
+        cpu_limit_m: int | None = None,
+        memory_request_bytes: int | None = None,
+        memory_limit_bytes: int | None = None,
+        working_set_bytes: float | None = None,
+    ) -> ResizeResult:
+        """In-place pod resize (``pods/resize``, KEP-1287): set the pod's requests / limits (None = unchanged;
+        a limit of 0 = none) without a restart. The change lands on the pod's first container (the other
+        containers keep theirs): the values are the pod's totals. Refused as :class:`ResizeResult` (never an
+        exception): ``invalid`` when a value is negative, a request exceeds its limit or the QoS class would
+        change (the API server's validation); ``infeasible`` when the new requests exceed the node's
+        allocatable; ``deferred`` when they exceed what the other pods on the node leave, or a memory limit
+        below the container's working set (``working_set_bytes``) is asked."""
+        import copy
+
+        pod = next((p for p in self.pods if p.alive and p.info.key == pod_key), None)
+        if pod is None:
+            return ResizeResult(pod_key, "not_found", "pod not found")
+        cur_req, cur_lim = pod.info.requests, pod.info.limits
+        new = {
+            "cpu_req": cur_req.cpu_m if cpu_request_m is None else int(cpu_request_m),
+            "cpu_lim": cur_lim.cpu_m if cpu_limit_m is None else int(cpu_limit_m),
+            "mem_req": cur_req.memory_bytes if memory_request_bytes is None else int(memory_request_bytes),
+            "mem_lim": cur_lim.memory_bytes if memory_limit_bytes is None else int(memory_limit_bytes),
+        }
+        for k, v in new.items():
+            if v < 0:
+                return ResizeResult(pod_key, "invalid", f"{k}: must be >= 0, got {v}")
+        if new["cpu_lim"] and new["cpu_req"] > new["cpu_lim"]:
+            return ResizeResult(
+                pod_key, "invalid", f"cpu request {new['cpu_req']}m exceeds the limit {new['cpu_lim']}m"
+            )
+        if new["mem_lim"] and new["mem_req"] > new["mem_lim"]:
+            return ResizeResult(pod_key, "invalid", "memory request exceeds the memory limit")
+        obj = copy.deepcopy(pod.obj)
+        cs = (obj.get("spec") or {}).get("containers") or []
+        if not cs:
+            return ResizeResult(pod_key, "invalid", "pod has no containers")
+        main = cs[0]
+        res = main.setdefault("resources", {})
+        req = dict(res.get("requests") or {})
+        lim = dict(res.get("limits") or {})
+
+        def first_share(total: int, key: str, kind: str) -> int:
+            others = 0
+            for c in cs[1:]:
+                r = ((c.get("resources") or {}).get(kind) or {}).get(key)
+                if r is not None:
+                    others += parse_cpu_m(r) if key == "cpu" else parse_memory_bytes(r)
+            return max(total - others, 0)
+
+        for key, kind, total, d in (
+            ("cpu", "requests", new["cpu_req"], req),
+            ("cpu", "limits", new["cpu_lim"], lim),
+            ("memory", "requests", new["mem_req"], req),
+            ("memory", "limits", new["mem_lim"], lim),
+        ):
+            if kind == "limits" and total == 0:
+                d.pop(key, None)
+                continue
+            if kind == "requests" and total == 0 and key not in d:
+                continue
+            v = first_share(total, key, kind)
+            d[key] = f"{v}m" if key == "cpu" else str(v)
+        res["requests"] = req
+        if lim:
+            res["limits"] = lim
+        else:
+            res.pop("limits", None)
+        before = objects.qos_class(pod.obj.get("spec") or {})
+        after = objects.qos_class(obj["spec"])
+        if before != after:
+            return ResizeResult(pod_key, "invalid", f"the QoS class would change from {before} to {after}")
+        parsed = parse_pod(obj)
+        if pod.node >= 0:
+            node = self.nodes[pod.node]
+            alloc = node.allocatable
+            if parsed.requests.cpu_m > alloc.cpu_m or parsed.requests.memory_bytes > alloc.memory_bytes:
+                return ResizeResult(
+                    pod_key,
+                    "infeasible",
+                    f"node {node.name} has {alloc.cpu_m}m CPU / {alloc.memory_bytes} bytes allocatable: "
+                    f"cannot fit requests of {parsed.requests.cpu_m}m / {parsed.requests.memory_bytes} bytes",
+                )
+            others = [p for p in self.pods_on(pod.node) if p is not pod]
+            used_cpu = sum(p.info.requests.cpu_m for p in others)
+            used_mem = sum(p.info.requests.memory_bytes for p in others)
+            if (
+                used_cpu + parsed.requests.cpu_m > alloc.cpu_m
+                or used_mem + parsed.requests.memory_bytes > alloc.memory_bytes
+            ):
+                return ResizeResult(
+                    pod_key,
+                    "deferred",
+                    f"node {node.name}: {alloc.cpu_m - used_cpu}m CPU / {alloc.memory_bytes - used_mem} bytes "
+                    f"left by the other pods, {parsed.requests.cpu_m}m / {parsed.requests.memory_bytes} bytes asked",
+                )
+        if (
+            working_set_bytes is not None
+            and parsed.limits.memory_bytes
+            and working_set_bytes > parsed.limits.memory_bytes
+        ):
+            return ResizeResult(
+                pod_key,
+                "deferred",
+                f"memory limit {parsed.limits.memory_bytes} bytes below the working set {int(working_set_bytes)} bytes",
+            )
+        pod.obj = obj
+        pod.info = replace(pod.info, requests=parsed.requests, limits=parsed.limits)
+        self._dirty()
+        return ResizeResult(pod_key, "resized", "")
 
     # ---- views ----------------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from policy.state import ServiceEdge, ServiceGraph
 from . import des
 from .app import AppSpec, CallParams, ServiceParams
 from .model import PerfModel, PodArrays
+from .network import BoundNetwork, TopologyNetwork
 
 __all__ = [
     "Case",
@@ -39,6 +40,7 @@ __all__ = [
     "sweep",
     "markdown",
     "STRESS",
+    "NETWORK",
     "verdict",
 ]
 
@@ -54,9 +56,18 @@ class Case:
     pods: PodArrays
     node_cores: tuple[float, ...]
     zones: tuple[str, ...]
+    network: TopologyNetwork | None = None
+    racks: tuple[str, ...] = ()
 
     def model(self) -> PerfModel:
         return PerfModel(self.app)
+
+    def bound_network(self) -> BoundNetwork | None:
+        """The topology network on this case's nodes (one region; racks as given, else one per zone)."""
+        if self.network is None:
+            return None
+        racks = self.racks or tuple("r0" for _ in self.zones)
+        return self.network.bind(list(self.zones), ["region-1"] * len(self.zones), list(racks))
 
 
 def _app(
@@ -223,19 +234,96 @@ def cases() -> dict[str, Case]:
             (2.0, 2.0, 2.0),
             ("z1", "z1", "z2"),
         ),
+        Case(
+            "shared-link",
+            "network: a (node 0) calls b and c (node 1) one after the other; both 125 kB responses share node "
+            "1's 100 Mbit/s NIC out and node 0's NIC in (processor sharing; one flow alone fills the link)",
+            _app(
+                "shared-link",
+                ["a", "b", "c"],
+                [("a", "b", 1.0, False), ("a", "c", 1.0, False)],
+                {
+                    "a": P(cpu_ms_per_request=0.5, latency_p50_ms=0.5, latency_mean_ms=0.6, max_inflight=K),
+                    "b": P(cpu_ms_per_request=1.0, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K),
+                    "c": P(cpu_ms_per_request=1.0, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K),
+                },
+                calls={
+                    ("a", "b"): CallParams(request_bytes=2e3, response_bytes=1.25e5),
+                    ("a", "c"): CallParams(request_bytes=2e3, response_bytes=1.25e5),
+                },
+            ),
+            _pods([(0, 0, 2.0, 1.0), (1, 1, 2.0, 1.0), (2, 1, 2.0, 1.0)]),
+            (4.0, 4.0),
+            ("z1", "z1"),
+            TopologyNetwork(same_zone_ms=0.5, nic_gbps=0.1, flow_gbps=5.0, max_flows=K),
+        ),
+        Case(
+            "bottleneck",
+            "network: a (rack r0) calls b (other rack, its responses cross a 150 Mbit/s rack uplink) and c (same "
+            "rack, other node) in parallel; node 0's 400 Mbit/s NIC in carries both: flows with different "
+            "bottlenecks on a shared path",
+            _app(
+                "bottleneck",
+                ["a", "b", "c"],
+                [("a", "b", 1.0, True), ("a", "c", 1.0, True)],
+                {
+                    "a": P(cpu_ms_per_request=0.5, latency_p50_ms=0.5, latency_mean_ms=0.6, max_inflight=K),
+                    "b": P(cpu_ms_per_request=1.0, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K),
+                    "c": P(cpu_ms_per_request=1.0, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K),
+                },
+                calls={
+                    ("a", "b"): CallParams(request_bytes=1e3, response_bytes=1e5),
+                    ("a", "c"): CallParams(request_bytes=1e3, response_bytes=1.5e5),
+                },
+            ),
+            _pods([(0, 0, 2.0, 1.0), (1, 2, 2.0, 1.0), (2, 1, 2.0, 1.0)]),
+            (4.0, 4.0, 4.0),
+            ("z1", "z1", "z1"),
+            TopologyNetwork(same_rack_ms=0.2, same_zone_ms=0.5, nic_gbps=0.4, rack_uplink_gbps=0.15, max_flows=K),
+            ("r0", "r0", "r1"),
+        ),
+        Case(
+            "jitter",
+            "network: a -> b -> c over 3 zones (RTT 2 ms, per-pair spread cv 0.3), exponential jitter of mean "
+            "50 % of the delay, an Istio-like sidecar (2.65 ms per call); b limited to 1 core (the CPU bottleneck)",
+            _app(
+                "jitter",
+                ["a", "b", "c"],
+                [("a", "b", 1.0, False), ("b", "c", 2.0, False)],
+                {
+                    "a": P(cpu_ms_per_request=1.0, latency_p50_ms=1.0, latency_mean_ms=1.2, max_inflight=K),
+                    "b": P(cpu_ms_per_request=6.0, latency_p50_ms=2.0, latency_mean_ms=3.0, max_inflight=K),
+                    "c": P(cpu_ms_per_request=2.0, latency_p50_ms=0.5, latency_mean_ms=0.7, max_inflight=K),
+                },
+            ),
+            _pods([(0, 0, 1.0, 0.5), (1, 1, 1.0, 0.5), (2, 2, 1.0, 0.5), (2, 0, 1.0, 0.5)]),
+            (4.0, 4.0, 4.0),
+            ("z1", "z2", "z3"),
+            TopologyNetwork(cross_zone_ms=2.0, pair_cv=0.3, jitter_frac=0.5, jitter_cv=1.0, sidecar_ms=2.65, seed=3),
+        ),
     ]
     return {c.name: c for c in out}
 
 
 def utilization(case: Case, lam_rps: float, model: PerfModel | None = None) -> float:
-    """The busiest pod's (demand / usable cores) or node's (demand / cores) utilisation at ``lam_rps``,
-    retries at one attempt per call."""
+    """The busiest pod's (demand / usable cores) or node's (demand / cores) utilisation at ``lam_rps``, or
+    with a topology network the busiest link's (offered bytes / capacity) when higher; retries at one attempt
+    per call."""
     m = model or case.model()
     cores = np.array(case.node_cores)
-    _v, pod_rps, st, _adm = m.pod_stations(lam_rps, case.pods, cores)
+    v, pod_rps, st, adm = m.pod_stations(lam_rps, case.pods, cores)
     demand = pod_rps * m.cpu_s[case.pods.service]
     node = np.bincount(case.pods.node, weights=np.minimum(demand, case.pods.limit_cores), minlength=len(cores))
-    return float(max(np.max(demand / st.kappa), np.max(node / cores)))
+    u = float(max(np.max(demand / st.kappa), np.max(node / cores)))
+    net = case.bound_network()
+    if net is not None and net.n_links and len(m.edges):
+        n_ready = np.bincount(case.pods.service, minlength=len(m.services))
+        edge_rps = lam_rps * v[m.e_a] * adm[m.e_a] * m.e_m
+        load, _flows = net.link_loads(
+            case.pods.service, case.pods.node, n_ready, m.e_a, m.e_b, edge_rps, m.e_req_bytes, m.e_resp_bytes
+        )
+        u = max(u, float(np.max(load / net.capacity_bps)))
+    return u
 
 
 def rate_for(case: Case, target: float, model: PerfModel | None = None) -> float:
@@ -304,7 +392,17 @@ def fast_figures(
     lats, fails = [], []
     rng = np.random.default_rng(seed)
     for k in range(steps + 1):
-        st = m.step(lam, case.pods, cores, list(case.zones), rng, samples, case.app.timeout_ms, retry_fail_prob=q)
+        st = m.step(
+            lam,
+            case.pods,
+            cores,
+            list(case.zones),
+            rng,
+            samples,
+            case.app.timeout_ms,
+            retry_fail_prob=q,
+            net=case.bound_network(),
+        )
         q = st.edge_attempt_fail
         if k == 0 and m.has_retries:
             continue  # let the retry load settle
@@ -349,6 +447,7 @@ def run_point(
             warmup_s=warm,
             seed=seed,
             timeout_ms=case.app.timeout_ms,
+            net=case.bound_network(),
         )
         dm, cm = r.estimate("mean")
         dp, cp = r.estimate("p95")
@@ -420,9 +519,11 @@ def markdown(points: list[Point]) -> str:
 
 #: Stress cases: reported, not part of the acceptance criterion (see BENCHMARKS.md simulator).
 STRESS = ("fanout-batch", "retry-storm")
+#: Cases of the topology network (issue 10's criterion: mean within 10 %, p95 within 15 % at utilisation <= 0.85).
+NETWORK = ("shared-link", "bottleneck", "jitter")
 
 
-def verdict(points: list[Point], exclude: tuple[str, ...] = STRESS) -> dict[str, object]:
+def verdict(points: list[Point], exclude: tuple[str, ...] = STRESS + NETWORK) -> dict[str, object]:
     """Worst errors over the points (``exclude``: stress cases reported but not part of the criterion)."""
     lat = [p for p in points if p.util <= 0.85 and p.case not in exclude]
     sat = [p for p in points if p.util >= 1.0 and p.case not in exclude]

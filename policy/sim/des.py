@@ -15,7 +15,13 @@ What it simulates, event by event:
   node's cores (minus background tenants' use) go to the pods in proportion to
   their CPU requests (``cpu.weight``), capped by what each can use, the rest redistributed; inside a pod the
   requests share its cores equally (each at most one core);
-- a call costs the network delay of its link (same node / zone / cross zone + bytes × per-byte cost); with a
+- a call costs the network delay of its link (same node / zone / cross zone + bytes × per-byte cost); with the
+  topology network (:mod:`policy.sim.network`) instead: the pair's delay, a lognormal jitter draw and the sidecar's
+  latency, then the request as a flow from caller to callee before the visit and the response as a flow back
+  after it. A flow crosses the links of its path (NICs, rack uplinks, zone and region links); each link
+  shares its capacity equally among the flows on it, and a flow moves at ``min(flow cap, min over its links of
+  C_l / n_l)`` (its bottleneck share, recomputed at every flow arrival and departure); a flow that finds a
+  link of its path holding ``max_flows`` flows is refused and the call attempt fails; with a
   per-try timeout the caller stops waiting after ``timeout_ms`` (the callee's work goes on) and retries, up
   to ``retries`` times, after ``retry_backoff_ms``;
 - a user request fails when a call fails after its retries, a visit finds no ready pod or a full run queue,
@@ -36,6 +42,7 @@ import numpy as np
 import simpy
 
 from .model import PerfModel, PodArrays, zone_ids
+from .network import BoundNetwork
 
 __all__ = ["BEST_EFFORT_WEIGHT_CORES", "water_fill", "DesResult", "simulate"]
 
@@ -157,6 +164,87 @@ def water_fill(capacity: float, caps: list[float], weights: list[float]) -> list
     return alloc
 
 
+class _Links:
+    """The links of a topology network as processor-sharing servers of flows (module docstring)."""
+
+    def __init__(self, env: simpy.Environment, net: BoundNetwork):
+        self.env = env
+        self.net = net
+        self.cap = net.capacity_bps.tolist()
+        self.flow_bps = float(net.flow_bps)
+        self.K = int(net.spec.max_flows)
+        self.n = [0] * len(self.cap)
+        self.flows: dict[int, list] = {}  # id -> [remaining bytes, links, event, rate]
+        self.last = 0.0
+        self.gen = 0
+        self.seq = 0
+        self.rack_up, self.rack_down = net.rack_up.tolist(), net.rack_down.tolist()
+        self.nic_out, self.nic_in = net.nic_out.tolist(), net.nic_in.tolist()
+        self.rack, self.zone, self.region = net.node_rack.tolist(), net.node_zone.tolist(), net.node_region.tolist()
+        self.flows_through = [0] * len(self.cap)  # arrivals per link (admitted or not), for checks
+
+    def path(self, a: int, b: int) -> tuple[int, ...]:
+        if a == b:
+            return ()
+        links = [self.nic_out[a]]
+        if self.rack[a] != self.rack[b]:
+            links += [self.rack_up[self.rack[a]], self.rack_down[self.rack[b]]]
+        if self.zone[a] != self.zone[b]:
+            links.append(int(self.net.zone_link[self.zone[a], self.zone[b]]))
+        if self.region[a] != self.region[b]:
+            links.append(int(self.net.region_link[self.region[a], self.region[b]]))
+        links.append(self.nic_in[b])
+        return tuple(x for x in links if x >= 0)
+
+    def start(self, nbytes: float, links: tuple[int, ...]) -> simpy.Event | None:
+        """A flow of ``nbytes`` over ``links``: the event of its end, or None when a link refuses it."""
+        for link in links:
+            self.flows_through[link] += 1
+        if any(self.n[link] >= self.K for link in links):
+            return None
+        self._advance()
+        ev = self.env.event()
+        self.seq += 1
+        self.flows[self.seq] = [nbytes, links, ev, 0.0]
+        for link in links:
+            self.n[link] += 1
+        self._reallocate()
+        self._reschedule()
+        return ev
+
+    def _advance(self) -> None:
+        dt = self.env.now - self.last
+        if dt > 0:
+            for f in self.flows.values():
+                f[0] -= f[3] * dt
+        self.last = self.env.now
+
+    def _reallocate(self) -> None:
+        for f in self.flows.values():
+            f[3] = min([self.flow_bps] + [self.cap[link] / self.n[link] for link in f[1]])
+
+    def _reschedule(self) -> None:
+        self.gen += 1
+        best = min((f[0] / f[3] for f in self.flows.values() if f[3] > 0), default=math.inf)
+        if best < math.inf:
+            g = self.gen
+            ev = self.env.timeout(max(best, 0.0))
+            ev.callbacks.append(lambda _e, g=g: self._wake(g))
+
+    def _wake(self, g: int) -> None:
+        if g != self.gen:
+            return
+        self._advance()
+        done = [k for k, f in self.flows.items() if f[0] <= 1e-9 * max(1.0, f[3])]
+        for k in done:
+            f = self.flows.pop(k)
+            for link in f[1]:
+                self.n[link] -= 1
+            f[2].succeed()
+        self._reallocate()
+        self._reschedule()
+
+
 @dataclass(frozen=True)
 class DesResult:
     """Requests that started in the measured window: ``latency_ms`` of the successful ones (start order),
@@ -203,10 +291,13 @@ class _Sim:
         rng: random.Random,
         node_bg_cores: np.ndarray | None,
         node_bg_request_cores: np.ndarray | None,
+        net: BoundNetwork | None = None,
     ):
         self.m = model
         self.env = simpy.Environment()
         self.rng = rng
+        self.net = net
+        self.links = _Links(self.env, net) if net is not None and net.n_links else None
         N = len(node_cores)
         bg = np.zeros(N) if node_bg_cores is None else np.asarray(node_bg_cores, np.float64)
         bgr = np.zeros(N) if node_bg_request_cores is None else np.asarray(node_bg_request_cores, np.float64)
@@ -242,6 +333,8 @@ class _Sim:
         self.eR = [int(x) for x in model.e_retries]
         self.eback = (model.e_backoff_ms / 1000.0).tolist()
         self.ebytes = model.e_bytes.tolist()
+        self.ereq = model.e_req_bytes.tolist()
+        self.eresp = model.e_resp_bytes.tolist()
 
     # ---- random draws (Python's random: scalar draws are ~10x cheaper than numpy's) ---------------------
     def work(self, s: int) -> float:
@@ -263,8 +356,35 @@ class _Sim:
         return w + (1 if self.rng.random() < m - w else 0)
 
     def net_s(self, e: int, na: int, nb: int) -> float:
-        cls = int(na != nb) + int(self.zid[na] != self.zid[nb])
-        return (self.delay[cls] + self.ebytes[e] * self.per_byte[cls]) / 1000.0
+        """The call's fixed network time (s): with the topology network its delay, jitter and sidecar latency
+        (its bytes travel as flows, :meth:`flow`); else the classic class delay + bytes × per-byte cost."""
+        if self.net is None:
+            cls = int(na != nb) + int(self.zid[na] != self.zid[nb])
+            return (self.delay[cls] + self.ebytes[e] * self.per_byte[cls]) / 1000.0
+        d = float(self.net.delay_ms[na, nb]) + self.net.spec.sidecar_ms
+        if self.net.jitter_mean_ms is not None:
+            mean = float(self.net.jitter_mean_ms[na, nb])
+            if mean > 0:
+                s2 = math.log1p(self.net.spec.jitter_cv**2)
+                d += self.rng.lognormvariate(math.log(mean) - s2 / 2, math.sqrt(s2))
+        return d / 1000.0
+
+    def flow(self, nbytes: float, a: int, b: int):
+        """Send ``nbytes`` from node ``a`` to ``b`` (a generator); returns True when a link refused it."""
+        if nbytes <= 0:
+            return False
+        if a == b:
+            yield self.env.timeout(nbytes / self.net.same_node_bps)
+            return False
+        links = self.links.path(a, b) if self.links is not None else ()
+        if not links:
+            yield self.env.timeout(nbytes / self.net.flow_bps)
+            return False
+        ev = self.links.start(nbytes, links)
+        if ev is None:
+            return True
+        yield ev
+        return False
 
     def pick(self, s: int) -> int | None:
         cands = self.pods_of[s]
@@ -292,10 +412,18 @@ class _Sim:
             failed |= any(p.value for p in par)
         return failed
 
-    def attempt(self, b: int, pod: int, net_s: float):
+    def attempt(self, b: int, pod: int, net_s: float, e: int = -1, caller_node: int = -1):
         yield self.env.timeout(net_s)
+        if self.net is None:
+            f = yield from self.visit(b, pod)
+            return f
+        callee_node = self.pod_node[pod]
+        refused = yield from self.flow(self.ereq[e], caller_node, callee_node)
+        if refused:
+            return True
         f = yield from self.visit(b, pod)
-        return f
+        refused = yield from self.flow(self.eresp[e], callee_node, caller_node)
+        return f or refused
 
     def call(self, e: int, caller_node: int):
         b = self.eb[e]
@@ -306,11 +434,13 @@ class _Sim:
             if pod is None:
                 failed = True
             elif tau < math.inf:
-                att = self.env.process(self.attempt(b, pod, self.net_s(e, caller_node, self.pod_node[pod])))
+                att = self.env.process(
+                    self.attempt(b, pod, self.net_s(e, caller_node, self.pod_node[pod]), e, caller_node)
+                )
                 res = yield att | self.env.timeout(tau)
                 failed = res[att] if att in res else True
             else:
-                failed = yield from self.attempt(b, pod, self.net_s(e, caller_node, self.pod_node[pod]))
+                failed = yield from self.attempt(b, pod, self.net_s(e, caller_node, self.pod_node[pod]), e, caller_node)
             if not failed:
                 return False
             if r < R:
@@ -357,15 +487,17 @@ def simulate(
     node_bg_request_cores: np.ndarray | None = None,
     drain_s: float = 60.0,
     batches: int = 20,
+    net: BoundNetwork | None = None,
 ) -> DesResult:
     """Simulate ``warmup_s + duration_s`` seconds at ``lam_rps`` user requests/s (> 0) and measure the
     requests that start after the warm-up (default: a tenth of ``duration_s``). Requests still running at
     the end get ``drain_s`` more seconds to finish (none arrive then); any still unfinished count as failed.
-    ``timeout_ms``: the app's end-to-end timeout (a slower request counts as failed)."""
+    ``timeout_ms``: the app's end-to-end timeout (a slower request counts as failed). ``net``: the topology
+    network of these nodes (delay matrix, jitter, links, sidecar latency) instead of the model's classic one."""
     if not lam_rps > 0:
         raise ValueError(f"lam_rps: must be > 0, got {lam_rps!r}")
     warm = duration_s / 10.0 if warmup_s is None else warmup_s
-    sim = _Sim(model, pods, node_cores, node_zones, random.Random(seed), node_bg_cores, node_bg_request_cores)
+    sim = _Sim(model, pods, node_cores, node_zones, random.Random(seed), node_bg_cores, node_bg_request_cores, net)
     out: list[tuple[float, float, bool]] = []
     end = warm + duration_s
     sim.env.process(sim.source(lam_rps, end, out))

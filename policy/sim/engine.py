@@ -7,6 +7,13 @@ traffic on the pods Ready at mid-minute; pods whose working set exceeds their me
 runs out of memory) are OOM-killed and restarted by the kubelet after its back-off; then the minute's
 accounting: ``offered = served + failed`` user requests, exactly, per minute and over the run.
 
+A scenario (:mod:`policy.sim.scenario`) adds, through :class:`SimConfig` and the cluster spec: node pools of
+different sizes and speeds, the topology network and interference (passed to the model), per-service rate
+drift, several applications with their own rates (``rps`` of shape (minutes, apps) for an :class:`AppSpec`
+with ``parts``), and events applied at the start of their minute before the hooks (node failure and drain,
+:mod:`policy.sim.events`). :meth:`Simulation.resize` resizes a running pod in place. Every run records the
+CPU utilisation of every up node each minute (:data:`NODE_UTIL_KEYS`).
+
 Everything is deterministic for a given seed: the cluster (pod names), the scheduler's tie-breaks, the
 request sampling and the background tenants' CPU jitter draw from separate streams spawned from it, so two
 stacks run with the same seed see the same trace and the same random requests.
@@ -28,13 +35,18 @@ from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot, EvictionResult, PodInfo, ServiceEdge, ServiceGraph
 
 from .app import AppSpec
-from .cluster import SimCluster, SimPod
+from .cluster import TAINT_UNREACHABLE, TAINT_UNSCHEDULABLE, ResizeResult, SimCluster, SimPod
+from .events import NodeDrain, NodeEvent, NodeFailure
+from .interference import Interference
 from .kube_scheduler import KubeSchedulerModel
 from .model import NetworkModel, PerfModel, PodArrays, StepStats
+from .network import LABEL_RACK, TopologyNetwork
 from .objects import node_object
+from .traces import RateDrift
 
 __all__ = [
     "METRIC_KEYS",
+    "NODE_UTIL_KEYS",
     "BACKGROUND_NAMESPACE",
     "ANNOTATION_BACKGROUND",
     "MIB",
@@ -44,6 +56,7 @@ __all__ = [
     "SimConfig",
     "SimResult",
     "SimEvictor",
+    "ResizeResult",
     "PeriodicHook",
     "MinuteStats",
     "Simulation",
@@ -62,6 +75,15 @@ METRIC_KEYS = (
     "cpu_core_hours",
     "evictions",
     "cross_node_call_pct",
+)
+
+#: Node-utilisation keys every run reports (``SimResult.extra`` and ``hrl-policy simulate``'s JSON), in %.
+NODE_UTIL_KEYS = (
+    "node_cpu_util_p10_pct",
+    "node_cpu_util_p50_pct",
+    "node_cpu_util_p90_pct",
+    "node_cpu_util_mean_pct",
+    "cluster_cpu_util_mean_pct",
 )
 
 #: Label and annotation of background tenants' pods (other workloads sharing the nodes).
@@ -170,6 +192,14 @@ class ClusterSpec:
             out.append(node_object(f"node-{i:03d}", self.cpu_m, self.memory_bytes, self.max_pods, zone=zone))
         return out
 
+    def node_speeds(self) -> np.ndarray | None:
+        """(N,) per-core speed of each node relative to the calibration machine; None = all 1."""
+        return None
+
+    def node_nic_gbps(self) -> list[float | None] | None:
+        """Per node NIC bandwidth (Gbit/s per direction) overriding the network's; None = the network's."""
+        return None
+
 
 @dataclass(frozen=True)
 class SimConfig:
@@ -184,7 +214,12 @@ class SimConfig:
       and pass the readiness probe again;
     - ``evictions_lose_inflight``: requests in flight on an evicted pod fail (no graceful drain);
     - ``network``: per-call network costs; ``retry_iterations``: passes per step to settle retry load;
-    - ``per_service``: also record per-service latency percentiles each step (``series``).
+    - ``per_service``: also record per-service latency percentiles each step (``series``);
+    - scenario features (:mod:`policy.sim.scenario`; off by default, and then nothing changes):
+      ``network_topology`` (:class:`~policy.sim.network.TopologyNetwork`: delay matrix, jitter, shared links,
+      sidecar; replaces ``network``), ``interference`` (:class:`~policy.sim.interference.Interference`),
+      ``events`` (:mod:`policy.sim.events`: node failures and drains), ``edge_drift``
+      (:class:`~policy.sim.traces.RateDrift`: per-service rate drift).
     """
 
     minutes: int = 30
@@ -200,6 +235,10 @@ class SimConfig:
     retry_iterations: int = 2
     sample_budget: int = 1_000_000
     per_service: bool = False
+    network_topology: TopologyNetwork | None = None
+    interference: Interference | None = None
+    events: tuple[NodeEvent, ...] = ()
+    edge_drift: RateDrift | None = None
 
 
 @dataclass
@@ -209,8 +248,12 @@ class SimResult:
     ``series`` keys (one value per minute): ``rps``, ``offered``, ``served``, ``failed`` (user requests),
     ``latency_mean_ms``, ``latency_p50_ms``, ``latency_p95_ms``, ``failed_pct``, ``cross_node_call_pct``,
     ``cross_zone_call_pct``, ``cpu_cores_requested``, ``cpu_cores_used``, ``pods``, ``evictions``,
-    ``oom_kills``, ``lost_inflight``. ``extra``: totals ``offered_requests``, ``served_requests``,
-    ``failed_requests``, ``oom_kills``, ``lost_inflight_requests``, ``evictions``.
+    ``oom_kills``, ``lost_inflight``, ``cluster_cpu_util_pct`` (CPU in use over the cores of the up nodes, %),
+    and with a topology network of limited links ``link_util_max_pct`` (the busiest link's load over its
+    capacity). ``extra``: totals ``offered_requests``, ``served_requests``, ``failed_requests``, ``oom_kills``,
+    ``lost_inflight_requests``, ``evictions``, ``drain_evictions`` (a scenario's drains, not the stack's),
+    ``resizes``, ``failed_nodes``, the node-utilisation distribution (:data:`NODE_UTIL_KEYS`), and for several
+    apps ``apps``: each app's latency mean/p95/p99, failed %, SLO-violation % and offered requests.
     """
 
     metrics: dict[str, float]
@@ -291,9 +334,20 @@ class Simulation:
         if len(rps) < config.minutes:
             raise ValueError(f"trace: {len(rps)} minutes of rates for a {config.minutes}-minute simulation")
         self.app = app
-        self.rps = np.asarray(rps, dtype=np.float64)
-        if not np.all(np.isfinite(self.rps)) or np.any(self.rps < 0):
+        rates = np.asarray(rps, dtype=np.float64)
+        if not np.all(np.isfinite(rates)) or np.any(rates < 0):
             raise ValueError("trace: rates must be finite and >= 0")
+        parts = tuple(getattr(app, "parts", ()) or ())
+        #: (T, A) user rate of each app of a composite application (several apps on one cluster), else None
+        self.app_rps: np.ndarray | None = None
+        if rates.ndim == 2:
+            if len(parts) != rates.shape[1]:
+                raise ValueError(f"trace: {rates.shape[1]} rate columns for an application of {len(parts)} apps")
+            self.app_rps = rates
+            rates = rates.sum(axis=1)
+        elif rates.ndim != 1:
+            raise ValueError(f"trace: rates must be (minutes,) or (minutes, apps), got shape {rates.shape}")
+        self.rps = rates
         self.spec = cluster_spec
         self.scheduler = scheduler
         self.config = config
@@ -307,7 +361,8 @@ class Simulation:
         self.rng_sched = r_sched
         self.rng_model = r_model
         self.rng_bg = r_bg
-        self.model = PerfModel(app, config.network)
+        drift = config.edge_drift
+        self.model = PerfModel(app, config.network, m_headroom=drift.max_factor if drift is not None else 1.0)
         bg_deps = [b.deployment() for b in cluster_spec.background]
         self.cluster = SimCluster.build(
             cluster_spec.node_objects(),
@@ -326,6 +381,7 @@ class Simulation:
             if not 0 <= b.node < len(self.cluster.nodes):
                 raise ValueError(f"background {b.name}: node index {b.node} not in 0..{len(self.cluster.nodes) - 1}")
         self.evictor = SimEvictor(self)
+        self._init_scenario(cluster_spec, config, parts)
         self.now_s = 0.0
         self.minute = 0
         self.pods_placed = 0
@@ -340,6 +396,62 @@ class Simulation:
         self._in_minute = False
         self._acc: dict[str, Any] = {}
         self.last: MinuteStats | None = None
+
+    def _init_scenario(self, cluster_spec: ClusterSpec, config: SimConfig, parts: tuple) -> None:
+        """The scenario features' state: node speeds, the bound topology network, rate drift, the parts of a
+        composite application, the event schedule, node-utilisation accumulators."""
+        N = len(self.node_cores)
+        speeds = cluster_spec.node_speeds()
+        self.node_speed = None if speeds is None else np.asarray(speeds, dtype=np.float64)
+        if self.node_speed is not None and self.node_speed.shape != (N,):
+            raise ValueError(f"cluster: {self.node_speed.shape} node speeds for {N} nodes")
+        self.net = None
+        if config.network_topology is not None:
+            self.net = config.network_topology.bind(
+                self.node_zones,
+                [n.region for n in self.cluster.nodes],
+                [n.labels.get(LABEL_RACK, "") for n in self.cluster.nodes],
+                cluster_spec.node_nic_gbps(),
+            )
+        self.edge_scale = (
+            None if config.edge_drift is None else config.edge_drift.multipliers(config.minutes, len(self.model.edges))
+        )
+        self.parts = parts
+        self.entry_share = None
+        self.entry_timeout_ms = None
+        self.part_of_service = np.full(len(self.model.services), -1, dtype=np.int64)
+        if parts:
+            S = len(self.model.services)
+            rates = self.app_rps if self.app_rps is not None else self.rps[:, None] * np.ones(len(parts)) / len(parts)
+            share = np.zeros((len(rates), S))
+            timeout = np.full(S, float(self.app.timeout_ms))
+            for a, part in enumerate(parts):
+                for svc in part.services:
+                    if svc in self.model.pos:
+                        self.part_of_service[self.model.pos[svc]] = a
+                for svc, w in part.entry.items():
+                    i = self.model.pos[svc]
+                    share[:, i] += rates[:, a] * w
+                    timeout[i] = part.timeout_ms
+            self.entry_share = share
+            self.entry_timeout_ms = timeout
+        names = {n.name: i for i, n in enumerate(self.cluster.nodes)}
+        for k, ev in enumerate(config.events):
+            if ev.node not in names:
+                raise ValueError(
+                    f"events[{k}].node: no node named {ev.node!r} (nodes: {self.cluster.nodes[0].name}.."
+                    f"{self.cluster.nodes[-1].name})"
+                )
+        self.events = tuple(config.events)
+        self.failed_nodes: set[int] = set()
+        self._drains: list[tuple[int, float]] = []  # (node, give up at s) of drains still evicting
+        self._event_lost = 0.0
+        self._event_lost_by_part: np.ndarray | None = None
+        self._last_pod_rps: dict[str, float] = {}
+        self._last_pod_part: dict[str, int] = {}
+        self._node_util: list[np.ndarray] = []
+        self.resizes = 0
+        self.drain_evictions = 0
 
     # ---- hooks' API -----------------------------------------------------------------------------------
 
@@ -455,6 +567,12 @@ class Simulation:
         }
         if self.config.per_service:
             self._acc["series"]["service_latency_ms"] = []
+        self._acc["series"]["cluster_cpu_util_pct"] = []
+        if self.net is not None and self.net.n_links:
+            self._acc["series"]["link_util_max_pct"] = []
+        self._acc["parts"] = [
+            {"lat": [], "w": [], "offered": 0.0, "failed": 0.0, "slo_bad": 0} for _ in range(len(self.parts))
+        ]
 
     def pod_arrays(self, ready: Sequence[SimPod]) -> PodArrays:
         """PodArrays of the app's pods among ``ready`` (background pods excluded)."""
@@ -485,9 +603,115 @@ class Simulation:
         self.now_s = self.minute * cfg.step_s
         self._evicted_now = []
         self._in_minute = True
+        if self.events or self.failed_nodes:
+            self._apply_events()
         for h in self.hooks:
             if self.minute > 0 and self.minute % h.period_min == 0:
                 h.fn(self)
+
+    # ---- scenario events and in-place resize ------------------------------------------------------------
+
+    def _lose(self, pod_key: str, amount: float) -> None:
+        """Count ``amount`` user requests lost on pod ``pod_key`` this minute (an event's losses)."""
+        self._event_lost += amount
+        if self.parts and self._event_lost_by_part is not None:
+            a = self._last_pod_part.get(pod_key, -1)
+            if a >= 0:
+                self._event_lost_by_part[a] += amount
+
+    def _apply_events(self) -> None:
+        """The events of this minute (:mod:`policy.sim.events`), the taint manager's due deletions and the
+        evictions of drains in progress."""
+        m, now = self.minute, self.now_s
+        self._event_lost = 0.0
+        self._event_lost_by_part = np.zeros(len(self.parts)) if self.parts else None
+        pos = {n.name: i for i, n in enumerate(self.cluster.nodes)}
+        for ev in self.events:
+            i = pos[ev.node]
+            if isinstance(ev, NodeFailure):
+                if m == ev.at_min:
+                    self._fail_node(i, ev)
+                if ev.recover_after_min is not None and m == ev.at_min + ev.recover_after_min:
+                    self._recover_node(i)
+            elif isinstance(ev, NodeDrain):
+                if m == ev.at_min:
+                    self.cluster.set_node(
+                        i, unschedulable=True, add_taints=[{"key": TAINT_UNSCHEDULABLE, "effect": "NoSchedule"}]
+                    )
+                    self._drains.append((i, now + ev.timeout_min * 60.0))
+                if ev.uncordon_after_min is not None and m == ev.at_min + ev.uncordon_after_min:
+                    self.cluster.set_node(i, unschedulable=False, remove_taints=[TAINT_UNSCHEDULABLE])
+            self.node_objs[ev.node] = self.cluster.node_objs[i]
+        for p in list(self.cluster.pods):
+            if p.alive and p.delete_at_s <= now:
+                self.cluster.delete_pod(p, now)
+        left = []
+        for i, until in self._drains:
+            for p in self.cluster.pods_on(i):
+                res = self.cluster.evict(p.info.key, now)
+                if res.outcome == "evicted":
+                    self.drain_evictions += 1
+                    if self.config.evictions_lose_inflight and not self.is_background(p):
+                        self._lose(p.info.key, self._last_pod_inflight.get(p.info.key, 0.0))
+            if self.cluster.pods_on(i) and now < until:
+                left.append((i, until))
+        self._drains = left
+
+    def _fail_node(self, i: int, ev: NodeFailure) -> None:
+        now = self.now_s
+        self.failed_nodes.add(i)
+        for p in self.cluster.pods_on(i):
+            key = p.info.key
+            if not self.is_background(p):
+                lost = (
+                    self._last_pod_inflight.get(key, 0.0) + self._last_pod_rps.get(key, 0.0) * ev.node_monitor_grace_s
+                )
+                self._lose(key, lost)
+            p.ready_at_s = math.inf
+            tol = _toleration_s(p.obj, TAINT_UNREACHABLE)
+            p.delete_at_s = math.inf if tol is None else now + ev.node_monitor_grace_s + tol
+        self.cluster.set_node(
+            i,
+            ready=False,
+            add_taints=[
+                {"key": TAINT_UNREACHABLE, "effect": "NoSchedule"},
+                {"key": TAINT_UNREACHABLE, "effect": "NoExecute"},
+            ],
+        )
+
+    def _recover_node(self, i: int) -> None:
+        self.failed_nodes.discard(i)
+        self.cluster.set_node(i, ready=True, remove_taints=[TAINT_UNREACHABLE])
+        for p in self.cluster.pods_on(i):  # not deleted yet: the containers start again
+            p.delete_at_s = math.inf
+            p.ready_at_s = self.now_s + self.config.startup_delay_s
+
+    def resize(
+        self,
+        pod_key: str,
+        cpu_request_m: int | None = None,
+        cpu_limit_m: int | None = None,
+        memory_request_bytes: int | None = None,
+        memory_limit_bytes: int | None = None,
+    ) -> ResizeResult:
+        """In-place pod resize (``pods/resize`` subresource, KEP-1287, GA in Kubernetes 1.35): the pod's CPU
+        request (its CFS weight) and limit (the cores its requests may use) and its memory take the new values
+        from the next simulated traffic on, without a restart (the pod stays Ready, keeps its in-flight
+        requests). None leaves a value unchanged; a limit of 0 removes it. Refused as a
+        :class:`~policy.sim.cluster.ResizeResult` (``infeasible``, ``deferred``, ``invalid``, ``not_found``;
+        see :meth:`SimCluster.resize`), never an exception; ``resized`` counts in ``extra["resizes"]``."""
+        ws = None
+        if self.last is not None:
+            for p, mem in zip(self.last.ready, self.last.step.pod_memory_mi):
+                if p.info.key == pod_key:
+                    ws = float(mem) * MIB
+                    break
+        res = self.cluster.resize(
+            pod_key, cpu_request_m, cpu_limit_m, memory_request_bytes, memory_limit_bytes, working_set_bytes=ws
+        )
+        if res.outcome == "resized":
+            self.resizes += 1
+        return res
 
     def finish_minute(self) -> MinuteStats:
         """Second half of :meth:`advance`: Pending pods are scheduled, the minute's traffic is served,
@@ -500,9 +724,22 @@ class Simulation:
         acc = self._acc
         lost = 0.0
         evictions = len(self._evicted_now)
+        parts = self.parts
+        lost_part = np.zeros(len(parts)) if parts else None
         if self._evicted_now and cfg.evictions_lose_inflight:
             # requests in flight on an evicted pod are lost (Little's law: rate x visit latency)
             lost += sum(self._last_pod_inflight.get(k, 0.0) for k in self._evicted_now)
+            if lost_part is not None:
+                for k in self._evicted_now:
+                    a = self._last_pod_part.get(k, -1)
+                    if a >= 0:
+                        lost_part[a] += self._last_pod_inflight.get(k, 0.0)
+        if self._event_lost:
+            lost += self._event_lost
+            if lost_part is not None and self._event_lost_by_part is not None:
+                lost_part += self._event_lost_by_part
+            self._event_lost = 0.0
+            self._event_lost_by_part = None
         if self.cluster.pending():
             self.schedule_pending()
         mid = self.now_s + cfg.step_s / 2
@@ -526,14 +763,33 @@ class Simulation:
             retry_iterations=cfg.retry_iterations,
             sample_budget=cfg.sample_budget,
             per_service=cfg.per_service,
+            net=self.net,
+            node_speed=self.node_speed,
+            interference=cfg.interference,
+            entry=None
+            if self.entry_share is None or not self.entry_share[minute].sum() > 0
+            else self.entry_share[minute],
+            entry_timeout_ms=self.entry_timeout_ms,
+            edge_scale=None if self.edge_scale is None else self.edge_scale[minute],
         )
         self._retry_q = st.edge_attempt_fail
         # ---- OOM kills ----------------------------------------------------------------------------------
         killed = self._oom(app_ready, st, bg_mem, mid)
         lost += sum(float(st.pod_inflight[i]) for i in killed)
+        if lost_part is not None:
+            for i in killed:
+                a = self.part_of_service[self.model.pos[app_ready[i].info.service]]
+                if a >= 0:
+                    lost_part[a] += float(st.pod_inflight[i])
         # ---- accounting: offered = served + failed ---------------------------------------------------
         offered = lam * cfg.step_s
-        failed = min(offered, offered * st.fail_frac + lost)
+        lat = st.latency_ms
+        if parts:
+            failed, w, bad = self._account_parts(minute, st, lost_part)
+        else:
+            failed = min(offered, offered * st.fail_frac + lost)
+            w = np.full(len(lat), (offered - failed) / len(lat)) if len(lat) and offered - failed > 0 else np.zeros(0)
+            bad = None
         served = offered - failed
         acc["offered"] += offered
         acc["failed"] += failed
@@ -542,17 +798,18 @@ class Simulation:
         acc["evictions"] += evictions
         acc["oom"] += len(killed)
         acc["lost"] += lost
-        lat = st.latency_ms
         if len(lat) and served > 0:
-            w = np.full(len(lat), served / len(lat))
             acc["lat"].append(lat)
             acc["w"].append(w)
             p95 = float(np.percentile(lat, 95))
         else:
             w = np.zeros(0)
             p95 = math.inf if offered > 0 else 0.0
-        if p95 > self.app.slo_p95_ms:
-            acc["slo_bad"] += 1
+        if bad is None:
+            if p95 > self.app.slo_p95_ms:
+                acc["slo_bad"] += 1
+        else:
+            acc["slo_bad"] += bad
         alive = [p for p in self.cluster.live_pods() if p.node >= 0 and not self.is_background(p)]
         req_cores = sum(p.info.requests.cpu_m for p in alive) / 1000.0
         acc["core_hours"] += req_cores * cfg.step_s / 3600.0
@@ -561,6 +818,12 @@ class Simulation:
             usage[p.info.key] = u * 1000.0
         self._last_pod_usage_m = usage
         self._last_pod_inflight = {p.info.key: float(x) for p, x in zip(app_ready, st.pod_inflight)}
+        if self.events:
+            self._last_pod_rps = {p.info.key: float(x) for p, x in zip(app_ready, st.pod_rps)}
+        if parts:
+            self._last_pod_part = {
+                p.info.key: int(self.part_of_service[self.model.pos[p.info.service]]) for p in app_ready
+            }
         self._last_edge_rps = st.edge_rps
         s = acc["series"]
         s["rps"].append(lam)
@@ -581,11 +844,70 @@ class Simulation:
         s["lost_inflight"].append(float(lost))
         if cfg.per_service and st.service_latency_ms is not None:
             s["service_latency_ms"].append(st.service_latency_ms)
+        self._record_node_util(pa, st, bg_use)
         self.last = MinuteStats(
             minute, lam, offered, served, failed, lat, w, p95, evictions, len(killed), lost, st, tuple(app_ready)
         )
         self.minute += 1
         return self.last
+
+    def _record_node_util(self, pa: PodArrays, st: StepStats, bg_use: np.ndarray | None) -> None:
+        """Per-node CPU utilisation of this minute (app pods, background tenants, mesh proxies over the
+        node's cores; failed nodes left out) and the cluster's, for the utilisation distribution."""
+        N = len(self.node_cores)
+        used = np.bincount(pa.node, weights=st.pod_cpu_cores, minlength=N)
+        if bg_use is not None:
+            used = used + bg_use
+        if st.node_sidecar_cores is not None:
+            used = used + st.node_sidecar_cores
+        up = np.ones(N, dtype=bool)
+        if self.failed_nodes:
+            up[list(self.failed_nodes)] = False
+        util = used[up] / self.node_cores[up]
+        self._node_util.append(util)
+        s = self._acc["series"]
+        s["cluster_cpu_util_pct"].append(100.0 * float(used[up].sum() / self.node_cores[up].sum()) if up.any() else 0.0)
+        if st.link_util is not None:
+            s["link_util_max_pct"].append(100.0 * float(st.link_util.max(initial=0.0)))
+
+    def _account_parts(self, minute: int, st: StepStats, lost_part: np.ndarray) -> tuple[float, np.ndarray, int]:
+        """Failed user requests, latency-sample weights and SLO-violating apps of this minute for a composite
+        application: each app's failed share from its own sampled requests (+ its lost requests), its
+        latencies weighted by its served requests, its p95 against its own SLO."""
+        cfg = self.config
+        A = len(self.parts)
+        lam_a = self.app_rps[minute] if self.app_rps is not None else np.full(A, self.rps[minute] / A)
+        offered_a = lam_a * cfg.step_s
+        ue = st.user_entry if st.user_entry is not None else np.zeros(0, dtype=np.int64)
+        uf = st.user_failed if st.user_failed is not None else np.zeros(0, dtype=bool)
+        part = self.part_of_service[ue] if len(ue) else np.zeros(0, dtype=np.int64)
+        part_ok = part[~uf]
+        w = np.zeros(len(st.latency_ms))
+        failed_total = 0.0
+        bad = 0
+        pa_acc = self._acc["parts"]
+        for a, p in enumerate(self.parts):
+            mask = part == a
+            frac = float(uf[mask].mean()) if mask.any() else (st.fail_frac if offered_a[a] > 0 else 0.0)
+            failed = min(offered_a[a], offered_a[a] * frac + lost_part[a])
+            served = offered_a[a] - failed
+            ok = part_ok == a
+            n_ok = int(ok.sum())
+            if n_ok and served > 0:
+                w[ok] = served / n_ok
+                lat_a = st.latency_ms[ok]
+                p95 = float(np.percentile(lat_a, 95))
+                pa_acc[a]["lat"].append(lat_a)
+                pa_acc[a]["w"].append(w[ok])
+            else:
+                p95 = math.inf if offered_a[a] > 0 else 0.0
+            if p95 > p.slo_p95_ms:
+                bad += 1
+                pa_acc[a]["slo_bad"] += 1
+            pa_acc[a]["offered"] += offered_a[a]
+            pa_acc[a]["failed"] += failed
+            failed_total += failed
+        return failed_total, w, bad
 
     def _background_now(self, ready_all: Sequence[SimPod]):
         """Per node: background CPU use (cores, this minute's jitter), requests (cores), memory (MiB);
@@ -661,7 +983,7 @@ class Simulation:
             "latency_p95_ms": weighted_percentile(lat, w, 95),
             "latency_p99_ms": weighted_percentile(lat, w, 99),
             "failed_pct": 100.0 * acc.get("failed", 0.0) / offered if offered > 0 else 0.0,
-            "slo_violation_pct": 100.0 * acc.get("slo_bad", 0) / done,
+            "slo_violation_pct": 100.0 * acc.get("slo_bad", 0) / (done * max(len(self.parts), 1)),
             "cpu_core_hours": acc.get("core_hours", 0.0),
             "evictions": float(acc.get("evictions", 0)),
             "cross_node_call_pct": 100.0 * acc["cross"] / acc["calls"] if acc.get("calls", 0) > 0 else 0.0,
@@ -675,8 +997,31 @@ class Simulation:
             "evictions": acc.get("evictions", 0),
             "minutes": self.minute,
             "step_s": cfg.step_s,
+            "drain_evictions": self.drain_evictions,
+            "resizes": self.resizes,
+            "failed_nodes": sorted(self.cluster.nodes[i].name for i in self.failed_nodes),
         }
+        extra.update(self.node_util_stats())
+        if self.parts:
+            extra["apps"] = {p.name: _part_metrics(a_acc, done) for p, a_acc in zip(self.parts, acc.get("parts") or [])}
         return SimResult(metrics, dict(acc.get("series", {})), lat, w, self.pods_placed, self.unschedulable, extra)
+
+    def node_util_stats(self) -> dict[str, float]:
+        """``node_cpu_util_p10_pct`` / ``p50`` / ``p90`` / ``mean``: the distribution of node CPU utilisation
+        (app pods + background tenants + mesh proxies over the node's cores, %) over every (up node, minute)
+        so far; ``cluster_cpu_util_mean_pct``: the mean of the per-minute cluster utilisation."""
+        u = np.concatenate(self._node_util) if self._node_util else np.zeros(0)
+        if not len(u):
+            return dict.fromkeys(NODE_UTIL_KEYS, 0.0)
+        p10, p50, p90 = np.percentile(100.0 * u, [10, 50, 90])
+        series = self._acc.get("series", {}).get("cluster_cpu_util_pct") or [0.0]
+        return {
+            "node_cpu_util_p10_pct": float(p10),
+            "node_cpu_util_p50_pct": float(p50),
+            "node_cpu_util_p90_pct": float(p90),
+            "node_cpu_util_mean_pct": float(100.0 * u.mean()),
+            "cluster_cpu_util_mean_pct": float(np.mean(series)),
+        }
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         """Run every minute of the trace; ``progress(minute)`` after each."""
@@ -687,6 +1032,31 @@ class Simulation:
             if progress is not None:
                 progress(m)
         return self.result()
+
+
+def _part_metrics(a: Mapping[str, Any], minutes: int) -> dict[str, float]:
+    lat = np.concatenate(a["lat"]) if a["lat"] else np.zeros(0)
+    w = np.concatenate(a["w"]) if a["w"] else np.zeros(0)
+    return {
+        "latency_mean_ms": float(np.average(lat, weights=w)) if len(lat) and w.sum() > 0 else 0.0,
+        "latency_p95_ms": weighted_percentile(lat, w, 95),
+        "latency_p99_ms": weighted_percentile(lat, w, 99),
+        "failed_pct": 100.0 * a["failed"] / a["offered"] if a["offered"] > 0 else 0.0,
+        "slo_violation_pct": 100.0 * a["slo_bad"] / max(minutes, 1),
+        "offered_requests": float(a["offered"]),
+    }
+
+
+def _toleration_s(pod_obj: Mapping[str, Any], taint_key: str) -> float | None:
+    """Seconds the pod tolerates a NoExecute taint ``taint_key`` (its ``tolerationSeconds``; None = forever;
+    0 without a matching toleration: the taint manager deletes it at once)."""
+    for t in (pod_obj.get("spec") or {}).get("tolerations") or ():
+        if t.get("effect") not in (None, "", "NoExecute"):
+            continue
+        if t.get("operator") == "Exists" and not t.get("key") or t.get("key") == taint_key:
+            sec = t.get("tolerationSeconds")
+            return None if sec is None else max(float(sec), 0.0)
+    return 0.0
 
 
 def weighted_percentile(x: np.ndarray, w: np.ndarray, q: float) -> float:

@@ -13,11 +13,13 @@ Per step (default one minute) with user arrival rate λ (requests/s), everything
    callees see only their callers' admitted share: visits and refusals are settled together by a few
    fixed-point passes (nothing changes below saturation).
 3. **CPU.** A pod's offered demand is ``d_p = λ_p x_s`` cores (``x_s`` CPU-seconds per request, gamma
-   distributed with coefficient of variation ``cpu_cv``). On node *n* with ``C_n`` allocatable cores the pod
-   can use ``κ_p = min(limit_p, max(fair_p, C_n − others_p))`` cores, where ``others_p`` is the other pods'
-   CPU use on the node (each capped at its limit, plus background tenants' use) and ``fair_p`` its
-   request-weighted share of ``C_n`` (CFS shares: ``cpu.weight`` follows the request). One request runs on
-   at most one core, at speed ``s_p = min(1, max(fair_p, C_n − others_p))``.
+   distributed with coefficient of variation ``cpu_cv``; on a node of per-core speed ``v_n`` and interference
+   slowdown ``σ_n`` (scenarios: :mod:`policy.sim.pools`, :mod:`policy.sim.interference`) the work is
+   ``x_s σ_n / v_n``; mesh sidecars use CPU on the node outside the pod's limit). On node *n* with ``C_n``
+   allocatable cores the pod can use ``κ_p = min(limit_p, max(fair_p, C_n − others_p))`` cores, where
+   ``others_p`` is the other pods' CPU use on the node (each capped at its limit, plus background tenants'
+   use) and ``fair_p`` its request-weighted share of ``C_n`` (CFS shares: ``cpu.weight`` follows the
+   request). One request runs on at most one core, at speed ``s_p = min(1, max(fair_p, C_n − others_p))``.
 4. **Queueing.** Each pod is a processor-sharing station with ``n`` requests in its run queue, served together
    at ``φ(n) = min(n s_p, κ_p)`` cores, except that a lone request runs at full speed ``s_p`` even when the
    limit is under one core (CFS quota: a request much shorter than the period's quota never exhausts it;
@@ -32,7 +34,12 @@ Per step (default one minute) with user arrival rate λ (requests/s), everything
    BENCHMARKS.md ``simulator``). Past saturation the queue fills: requests wait ``≈ K x / κ`` or are refused.
 5. **Own time.** Each visit also takes the service's own non-CPU time: lognormal, calibrated median and mean.
 6. **Network.** Each call adds a delay by where caller and callee pods sit, same node < same zone < cross
-   zone, plus the request and response bytes at that link's per-byte cost (:class:`NetworkModel`).
+   zone, plus the request and response bytes at that link's per-byte cost (:class:`NetworkModel`). With a
+   scenario's topology network instead (``step(net=...)``, :mod:`policy.sim.network`): the node pair's delay
+   (racks, zones, regions, edge sites; per-pair spread), a lognormal jitter draw, the mesh sidecar's latency,
+   and the request and response as flows timed at the bottleneck link of their path, each link a
+   processor-sharing station whose load comes exactly from the call rates and the placement (a full link
+   refuses flows: the call attempt fails).
 7. **Calls, timeouts, retries.** A visit's latency is its CPU sojourn + own time + the sum of its sequential
    calls + the longest of its parallel calls (the critical path). A call attempt fails when the callee
    refuses it, a call further down failed, or it exceeds the edge's per-try timeout (the caller waits the
@@ -54,11 +61,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .app import AppSpec, CallParams
+
+if TYPE_CHECKING:
+    from .interference import Interference
+    from .network import BoundNetwork
 
 __all__ = ["MAX_COPIES", "NetworkModel", "zone_ids", "PodArrays", "StepStats", "Stations", "station_stats", "PerfModel"]
 
@@ -153,7 +165,11 @@ class StepStats:
     - ``edge_attempts_rps``: (E,) attempts/s per edge (retries included);
     - ``service_latency_ms``: (S, 3) p50/p95/p99 of each service's visit latency (ms, calls included,
       successful visits), NaN where unvisited; only with ``per_service=True``, else None;
-    - ``service_visit_ms``: (S,) mean visit latency per service (ms; 0 where unvisited).
+    - ``service_visit_ms``: (S,) mean visit latency per service (ms; 0 where unvisited);
+    - with scenario features: ``link_util`` (L,) offered load over capacity of each link of the topology
+      network; ``node_sidecar_cores`` (N,) mesh proxies' CPU; ``node_slowdown`` (N,) interference σ;
+      ``user_entry`` / ``user_failed`` (k,) entry service and outcome of every sampled user request (when
+      ``entry`` shares were given: several apps).
     """
 
     latency_ms: np.ndarray
@@ -172,6 +188,11 @@ class StepStats:
     service_latency_ms: np.ndarray | None = None
     service_visit_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
     cross_zone_calls_rps: float = 0.0
+    link_util: np.ndarray | None = None
+    node_sidecar_cores: np.ndarray | None = None
+    node_slowdown: np.ndarray | None = None
+    user_entry: np.ndarray | None = None
+    user_failed: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -180,7 +201,9 @@ class Stations:
     ``speed`` one request's speed (cores), ``f`` requests served at full speed, ``jt`` last tail index,
     ``rho`` load over ``kappa``, ``blocked`` refusal probability, ``head`` P(full speed | admitted),
     ``mean_sojourn_s`` of an admitted request, ``used_cores``, ``batch_factor`` (sojourn multiplier for
-    batch arrivals, 1 without)."""
+    batch arrivals, 1 without); with node speeds or interference ``work_factor`` (the multiplier of each
+    pod's CPU work: slowdown / speed of its node), ``node_slowdown`` (N,) the interference slowdown σ; with a
+    mesh sidecar ``node_sidecar_cores`` (N,) the proxies' CPU use per node."""
 
     kappa: np.ndarray
     speed: np.ndarray
@@ -192,6 +215,9 @@ class Stations:
     mean_sojourn_s: np.ndarray
     used_cores: np.ndarray
     batch_factor: np.ndarray | None = None
+    work_factor: np.ndarray | None = None
+    node_sidecar_cores: np.ndarray | None = None
+    node_slowdown: np.ndarray | None = None
 
 
 def _log_factorials(n: int) -> np.ndarray:
@@ -336,8 +362,13 @@ class PerfModel:
     ``rho_max`` is accepted for compatibility and ignored (saturation is each pod's ``max_inflight``).
     """
 
-    def __init__(self, app: AppSpec, network: NetworkModel | None = None, rho_max: float | None = None):
+    def __init__(
+        self, app: AppSpec, network: NetworkModel | None = None, rho_max: float | None = None, m_headroom: float = 1.0
+    ):
         self.app = app
+        if not (math.isfinite(m_headroom) and m_headroom >= 1.0):
+            raise ValueError(f"m_headroom: must be a finite number >= 1, got {m_headroom!r}")
+        self.m_headroom = float(m_headroom)
         self.network = network or NetworkModel()
         self.services = tuple(app.graph.services)
         self.pos = {s: i for i, s in enumerate(self.services)}
@@ -380,6 +411,8 @@ class PerfModel:
         self.e_m = np.array([e[2] for e in self.edges], dtype=np.float64)
         self.e_par = np.array([e[3] for e in self.edges], dtype=bool)
         self.e_bytes = np.array([c.request_bytes + c.response_bytes for c in cp], dtype=np.float64)
+        self.e_req_bytes = np.array([c.request_bytes for c in cp], dtype=np.float64)
+        self.e_resp_bytes = np.array([c.response_bytes for c in cp], dtype=np.float64)
         self.e_timeout_ms = np.array([c.timeout_ms if c.timeout_ms is not None else np.inf for c in cp])
         self.e_retries = np.array([c.retries for c in cp], dtype=np.int64)
         self.e_backoff_ms = np.array([c.retry_backoff_ms for c in cp], dtype=np.float64)
@@ -397,21 +430,32 @@ class PerfModel:
 
     # ---- structure ------------------------------------------------------------------------------------
 
-    def visits_with(self, attempts: np.ndarray, admitted: np.ndarray | None = None) -> np.ndarray:
+    def visits_with(
+        self,
+        attempts: np.ndarray,
+        admitted: np.ndarray | None = None,
+        entry: np.ndarray | None = None,
+        m: np.ndarray | None = None,
+    ) -> np.ndarray:
         """(S,) visits per user request when edge e carries ``m_e × attempts[e]`` calls per admitted caller
-        visit; ``admitted`` (S,) the share of each service's visits its pods admit (1 when None)."""
+        visit; ``admitted`` (S,) the share of each service's visits its pods admit (1 when None); ``entry``
+        (S,) the share of user requests entering at each service (the app's entry shares when None); ``m``
+        (E,) calls per request of each edge (``e_m`` when None)."""
         S = len(self.services)
         v = np.zeros(S)
-        for s, share in self.app.entry.items():
-            if s in self.pos:
-                v[self.pos[s]] += share
+        if entry is None:
+            for s, share in self.app.entry.items():
+                if s in self.pos:
+                    v[self.pos[s]] += share
+        else:
+            v += entry
         if not len(self.edges):
             return v
         rank = np.empty(S, dtype=np.int64)
         rank[np.asarray(self.topo, dtype=np.int64)] = np.arange(S)
         if not hasattr(self, "_edge_order"):
             self._edge_order = np.argsort(rank[self.e_a], kind="stable")
-        w = self.e_m * attempts * (1.0 if admitted is None else admitted[self.e_a])
+        w = (self.e_m if m is None else m) * attempts * (1.0 if admitted is None else admitted[self.e_a])
         # callers in topological order: a python loop over edges is fine (visits are per step, E small-ish);
         # for large graphs go level by level
         if len(self.edges) > 256 and hasattr(self, "level"):
@@ -439,7 +483,7 @@ class PerfModel:
             if not len(idx):
                 continue
             idx = idx[np.lexsort((self.e_par[idx], self.e_a[idx]))]
-            ncopy = np.minimum(np.ceil(self.e_m[idx] - 1e-12).astype(np.int64), MAX_COPIES)
+            ncopy = np.minimum(np.ceil(self.e_m[idx] * self.m_headroom - 1e-12).astype(np.int64), MAX_COPIES)
             ncopy = np.maximum(ncopy, 1)
             copy_edge = np.repeat(np.arange(len(idx)), ncopy)  # local edge index per copy
             first = np.concatenate([[0], np.cumsum(ncopy)[:-1]])
@@ -480,12 +524,24 @@ class PerfModel:
         node_bg_cores: np.ndarray | None = None,
         node_bg_request_cores: np.ndarray | None = None,
         thinning_iterations: int = 4,
+        *,
+        node_speed: np.ndarray | None = None,
+        interference: Interference | None = None,
+        sidecar_cpu_ms: float = 0.0,
+        entry: np.ndarray | None = None,
+        m: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, Stations, np.ndarray]:
         """Visits per user request (S,), per-pod arrival rates (P,), station quantities and the admitted share
         of each service's visits (S,) at user rate
         ``lam_rps``. A refused visit makes no calls, so a service's callees see only its admitted share:
         visits and refusals are settled together by ``thinning_iterations`` fixed-point passes (nothing
-        changes while no pod refuses, i.e. below saturation). ``attempts`` (E,) mean attempts per call."""
+        changes while no pod refuses, i.e. below saturation). ``attempts`` (E,) mean attempts per call.
+
+        ``node_speed`` (N,) per-core speed of each node (a request's CPU work takes ``x / speed``; 1 = the
+        calibration machine); ``interference`` slows every request of a node by its σ
+        (:mod:`policy.sim.interference`); ``sidecar_cpu_ms``: CPU per request through each mesh proxy (the
+        callee's inbound and the caller's outbound proxy), used on the pod's node outside its CPU limit;
+        ``entry`` (S,) and ``m`` (E,) as in :meth:`visits_with`."""
         S = len(self.services)
         N = len(node_cores)
         att = np.ones(len(self.edges)) if attempts is None else np.asarray(attempts, np.float64)
@@ -504,15 +560,34 @@ class PerfModel:
             pods.request_cores / np.maximum(node_req[pods.node], 1e-12),
             1.0 / np.maximum(node_n[pods.node], 1),
         )
+        inv_speed = None if node_speed is None else 1.0 / np.asarray(node_speed, np.float64)[pods.node]
+        em = self.e_m if m is None else m
         st = None
         for _ in range(max(1, thinning_iterations)):
-            v = self.visits_with(att, admitted)
+            v = self.visits_with(att, admitted, entry, m)
             svc_rate = lam_rps * v
             pod_rps = np.where(n_ready[ps] > 0, svc_rate[ps] / np.maximum(n_ready[ps], 1), 0.0)
+            side = None
+            others_bg = bg
+            if sidecar_cpu_ms > 0:
+                # inbound: every arrival; outbound: every call attempt the pod makes
+                out_att = np.bincount(self.e_a, weights=svc_rate[self.e_a] * admitted[self.e_a] * em * att, minlength=S)
+                out_pod = np.where(n_ready[ps] > 0, out_att[ps] / np.maximum(n_ready[ps], 1), 0.0)
+                side = np.bincount(pods.node, weights=(pod_rps + out_pod) * sidecar_cpu_ms / 1000.0, minlength=N)
+                others_bg = bg + side
+            wf = None
+            sigma = None
+            if inv_speed is not None or interference is not None:
+                wf = np.ones(len(ps)) if inv_speed is None else inv_speed
+                if interference is not None:
+                    d0 = np.bincount(pods.node, weights=np.minimum(pod_rps * self.cpu_s[ps] * wf, limit), minlength=N)
+                    sigma = interference.slowdown(node_cores, d0, others_bg - bg, bg)
+                    wf = wf * sigma[pods.node]
+                work = self.cpu_s[ps] * wf
             demand = pod_rps * work
             used = demand if st is None else st.used_cores
             capped = np.minimum(used, limit)
-            node_demand = np.bincount(pods.node, weights=capped, minlength=N) + bg
+            node_demand = np.bincount(pods.node, weights=capped, minlength=N) + others_bg
             others = node_demand[pods.node] - capped
             avail = np.maximum(cap - others, 0.0)
             free = np.maximum(fair, avail)
@@ -520,8 +595,14 @@ class PerfModel:
             # a lone request runs on one core at the node's speed even under a sub-core limit (CFS lets it run
             # until the period's quota is spent, which a request much shorter than the quota never does)
             speed = np.maximum(np.minimum(1.0, free), 1e-3)
-            gamma = self._batch_gamma(lam_rps, svc_rate, n_ready, att, admitted)[ps] if self._has_par_multi else None
+            gamma = (
+                self._batch_gamma(lam_rps, svc_rate, n_ready, att, admitted, entry, m)[ps]
+                if self._has_par_multi
+                else None
+            )
             st = station_stats(pod_rps, work, kappa, speed, self.max_inflight[ps], gamma)
+            if wf is not None or side is not None:
+                st = replace(st, work_factor=wf, node_sidecar_cores=side, node_slowdown=sigma)
             blocked_s = np.bincount(ps, weights=st.blocked, minlength=S) / np.maximum(n_ready, 1)
             new = np.where(n_ready > 0, 1.0 - blocked_s, 0.0)
             if np.max(np.abs(new - admitted), initial=0.0) < 1e-4 and np.all(st.blocked < 1e-9):
@@ -531,7 +612,14 @@ class PerfModel:
         return v, pod_rps, st, admitted
 
     def _batch_gamma(
-        self, lam_rps: float, svc_rate: np.ndarray, n_ready: np.ndarray, attempts: np.ndarray, admitted: np.ndarray
+        self,
+        lam_rps: float,
+        svc_rate: np.ndarray,
+        n_ready: np.ndarray,
+        attempts: np.ndarray,
+        admitted: np.ndarray,
+        entry: np.ndarray | None = None,
+        m: np.ndarray | None = None,
     ) -> np.ndarray:
         """(S,) E[B²]/E[B] of the arrival batches at one pod of each service: the calls one caller visit makes
         in parallel on one edge land on the same pod together (Binomial(k, 1/pods) of them); user requests,
@@ -541,18 +629,22 @@ class PerfModel:
         second = np.zeros(S)
         pb = np.maximum(n_ready[self.e_b], 1).astype(np.float64)
         lam_a = svc_rate[self.e_a] * admitted[self.e_a]
-        w = np.floor(self.e_m + 1e-12)
-        fr = self.e_m - w
+        em = self.e_m if m is None else m
+        w = np.floor(em + 1e-12)
+        fr = em - w
         ek2 = w * w * (1 - fr) + (w + 1) ** 2 * fr
-        x1 = lam_a * self.e_m / pb
-        x2 = lam_a * (self.e_m / pb * (1 - 1 / pb) + ek2 / pb**2)
-        retry_extra = lam_a * self.e_m * (attempts - 1.0) / pb
+        x1 = lam_a * em / pb
+        x2 = lam_a * (em / pb * (1 - 1 / pb) + ek2 / pb**2)
+        retry_extra = lam_a * em * (attempts - 1.0) / pb
         x2 = np.where(self.e_par, x2, x1) + retry_extra
         x1 = x1 + retry_extra
         np.add.at(first, self.e_b, x1)
         np.add.at(second, self.e_b, x2)
         single = np.zeros(S)
-        single[self.entry_idx] += lam_rps * self.entry_p
+        if entry is None:
+            single[self.entry_idx] += lam_rps * self.entry_p
+        else:
+            single += lam_rps * entry
         single /= np.maximum(n_ready, 1)
         first += single
         second += single
@@ -574,6 +666,12 @@ class PerfModel:
         retry_iterations: int = 2,
         sample_budget: int = 1_000_000,
         per_service: bool = False,
+        net: BoundNetwork | None = None,
+        node_speed: np.ndarray | None = None,
+        interference: Interference | None = None,
+        entry: np.ndarray | None = None,
+        entry_timeout_ms: np.ndarray | None = None,
+        edge_scale: np.ndarray | None = None,
     ) -> StepStats:
         """Simulate one step at user arrival rate ``lam_rps`` (>= 0). See the module docstring.
 
@@ -581,6 +679,15 @@ class PerfModel:
         ``node_bg_request_cores`` (N,) CPU used / requested by pods outside the app (background tenants);
         ``retry_fail_prob`` (E,) the previous step's ``edge_attempt_fail`` (retry load; zeros when None);
         ``sample_budget``: at most this many visit samples per step (services × samples per service).
+
+        Scenario features (all None by default, and then nothing changes): ``net`` the topology network of
+        these nodes (:mod:`policy.sim.network`: delay matrix, jitter, shared links, sidecar), replacing
+        :class:`NetworkModel`; ``node_speed`` (N,) per-core speeds; ``interference``
+        (:mod:`policy.sim.interference`); ``entry`` (S,) this step's share of user requests entering at each
+        service (several apps with their own loads), with ``entry_timeout_ms`` (S,) each entry's end-to-end
+        timeout (ms) and the sampled user requests' entries and outcomes in ``StepStats.user_entry`` /
+        ``user_failed``; ``edge_scale`` (E,) multipliers of each edge's calls per request (rate drift; their
+        product with ``e_m`` must stay within the model's ``m_headroom``).
         """
         E = len(self.edges)
         if len(node_zones) != len(node_cores):
@@ -590,11 +697,39 @@ class PerfModel:
         zid = zone_ids(list(node_zones))
         q = np.zeros(E) if retry_fail_prob is None else np.clip(np.asarray(retry_fail_prob, np.float64), 0, 1)
         passes = max(1, int(retry_iterations)) if self.has_retries else 1
+        m = None
+        if edge_scale is not None:
+            m = self.e_m * np.asarray(edge_scale, np.float64)
+            if E and np.any(np.ceil(m - 1e-12) > np.ceil(self.e_m * self.m_headroom - 1e-12)):
+                raise ValueError("edge_scale: calls per request exceed the model's m_headroom")
+        if entry is not None:
+            entry = np.asarray(entry, np.float64)
+            if entry.shape != (len(self.services),) or np.any(entry < 0) or not entry.sum() > 0:
+                raise ValueError(f"entry: must be ({len(self.services)},) shares >= 0 with a positive sum")
+            entry = entry / entry.sum()
+        feats = {
+            "net": net,
+            "node_speed": node_speed,
+            "interference": interference,
+            "entry": entry,
+            "entry_timeout_ms": entry_timeout_ms,
+            "m": m,
+        }
         out = None
         for _ in range(passes):
             attempts = _attempts(q, self.e_retries)
             v, pod_rps, st, admitted = self.pod_stations(
-                lam_rps, pods, node_cores, attempts, node_bg_cores, node_bg_request_cores
+                lam_rps,
+                pods,
+                node_cores,
+                attempts,
+                node_bg_cores,
+                node_bg_request_cores,
+                node_speed=node_speed,
+                interference=interference,
+                sidecar_cpu_ms=net.spec.sidecar_cpu_ms if net is not None else 0.0,
+                entry=entry,
+                m=m,
             )
             out = self._sample(
                 lam_rps,
@@ -611,6 +746,7 @@ class PerfModel:
                 per_service,
                 attempts,
                 admitted,
+                feats,
             )
             q = out.edge_attempt_fail
         assert out is not None
@@ -632,15 +768,38 @@ class PerfModel:
         per_service,
         attempts,
         admitted,
+        feats=None,
     ) -> StepStats:
         S = len(self.services)
         E = len(self.edges)
         P = len(pods.service)
         N = len(node_cores)
+        feats = feats or {}
+        net: BoundNetwork | None = feats.get("net")
+        em = self.e_m if feats.get("m") is None else feats["m"]
         svc_rate = lam_rps * v
         n_ready = np.bincount(pods.service, minlength=S)
-        edge_rps = svc_rate[self.e_a] * admitted[self.e_a] * self.e_m if E else np.zeros(0)
+        edge_rps = svc_rate[self.e_a] * admitted[self.e_a] * em if E else np.zeros(0)
         calls, cross, cross_zone = self._exact_calls(edge_rps, pods, n_ready, N, zid)
+        links = None
+        if net is not None and net.n_links and E:
+            links = net.link_state(
+                *net.link_loads(
+                    pods.service,
+                    pods.node,
+                    n_ready,
+                    self.e_a,
+                    self.e_b,
+                    edge_rps * attempts,
+                    self.e_req_bytes,
+                    self.e_resp_bytes,
+                )
+            )
+        extra = {
+            "link_util": None if links is None else links.util,
+            "node_sidecar_cores": st.node_sidecar_cores,
+            "node_slowdown": st.node_slowdown,
+        }
         used = st.used_cores
         soj_ms = 1000.0 * st.mean_sojourn_s
         empty = np.zeros(0)
@@ -663,6 +822,7 @@ class PerfModel:
                 np.full((S, 3), np.nan) if per_service else None,
                 np.zeros(S),
                 cross_zone,
+                **extra,
             )
 
         if P == 0:
@@ -683,6 +843,7 @@ class PerfModel:
                 np.full((S, 3), np.nan) if per_service else None,
                 np.zeros(S),
                 cross_zone,
+                **extra,
             )
         n = int(max(16, min(n_samples, sample_budget // max(S, 1))))
         # ---- per-visit samples of every service: pod, CPU sojourn, own time, refusal ------------------
@@ -709,6 +870,8 @@ class PerfModel:
         tcpu = np.where(head, work / st.speed[pick], work * (st.f[pick] + 1 + j) / st.kappa[pick])
         if st.batch_factor is not None:
             tcpu = tcpu * st.batch_factor[pick]
+        if st.work_factor is not None:
+            tcpu = tcpu * st.work_factor[pick]
         own = np.exp(self.base_mu[:, None] + self.base_sigma[:, None] * rng.standard_normal((S, n)))
         L = 1000.0 * tcpu + own
         F = blocked | ~has[:, None]
@@ -716,14 +879,20 @@ class PerfModel:
         first_fail = np.zeros(E)
         # ---- calls, level by level (leaves first) ------------------------------------------------------
         for lv in self._levels:
-            self._calls_of_level(lv, L, F, node, zid, rng, n, first_fail)
+            self._calls_of_level(lv, L, F, node, zid, rng, n, first_fail, em, net, links)
         # ---- user requests -----------------------------------------------------------------------------
         k = int(n_samples)
-        entry = self.entry_idx[rng.choice(len(self.entry_idx), size=k, p=self.entry_p)]
+        w_entry = feats.get("entry")
+        p_entry = self.entry_p if w_entry is None else w_entry[self.entry_idx] / w_entry[self.entry_idx].sum()
+        entry = self.entry_idx[rng.choice(len(self.entry_idx), size=k, p=p_entry)]
         col = np.arange(k) if k <= n else rng.integers(0, n, size=k)
         col = col % n
         lat = L[entry, col]
-        failed = F[entry, col] | (lat > timeout_ms)
+        t_out = feats.get("entry_timeout_ms")
+        failed = F[entry, col] | (lat > (timeout_ms if t_out is None else np.asarray(t_out)[entry]))
+        if w_entry is not None:
+            extra["user_entry"] = entry
+            extra["user_failed"] = failed
         Lm = np.where(F, np.nan, L)
         ok_n = (~F).sum(axis=1)
         visit_ms = np.where(ok_n > 0, np.where(F, 0.0, L).sum(axis=1) / np.maximum(ok_n, 1), 0.0)
@@ -755,17 +924,19 @@ class PerfModel:
             svc_lat,
             visit_ms,
             cross_zone,
+            **extra,
         )
 
-    def _calls_of_level(self, lv, L, F, node, zid, rng, n, first_fail) -> None:
+    def _calls_of_level(self, lv, L, F, node, zid, rng, n, first_fail, em=None, net=None, links=None) -> None:
         idx = lv["edges"]
         ce = lv["copy_edge"]
         C = len(ce)
         ge = idx[ce]  # global edge per copy
         a, b = self.e_a[ge], self.e_b[ge]
-        m = self.e_m[idx]
+        em = self.e_m if em is None else em
+        m = em[idx]
         ncopy = lv["ncopy"]
-        exact = self.e_m[idx] <= MAX_COPIES
+        exact = em[idx] <= MAX_COPIES
         # calls made by each caller sample on each edge: floor(m) + Bernoulli(frac); all copies when capped
         whole = np.floor(m + 1e-12)
         kcalls = whole[:, None] + (rng.random((len(idx), n)) < (m - whole)[:, None])
@@ -784,6 +955,9 @@ class PerfModel:
         elapsed = np.zeros((C, n))
         done = ~active
         callfail = np.zeros((C, n), dtype=bool)
+        crn = None
+        if net is not None and links is not None and net.n_links:
+            crn = (rng.random(n), rng.random(net.n_links))
         for r in range(R + 1):
             slot = lv["copy_k"] * (R + 1) + r
             shift = 1 + (offset[ce] + slot * step) % max(n - 1, 1)
@@ -791,9 +965,14 @@ class PerfModel:
             lb = L[b[:, None], jc]
             fb = F[b[:, None], jc]
             nb = node[b[:, None], jc]
-            net = self.network.call_ms(np.maximum(na, 0), np.maximum(nb, 0), zid, nbytes) if len(zid) else 0.0
-            att = net + lb
-            fail = fb | (att > tau)
+            if net is None:
+                cost = self.network.call_ms(np.maximum(na, 0), np.maximum(nb, 0), zid, nbytes) if len(zid) else 0.0
+                att = cost + lb
+                fail = fb | (att > tau)
+            else:
+                cost, refused = self._topology_call_ms(net, links, np.maximum(na, 0), np.maximum(nb, 0), ge, rng, crn)
+                att = cost + lb
+                fail = fb | (att > tau) | refused
             if r == 0:
                 # first-attempt failure share per edge (over active copies)
                 num = np.bincount(ce, weights=(fail & active).sum(axis=1), minlength=len(idx))
@@ -842,6 +1021,41 @@ class PerfModel:
         # a refused visit (or one of a service without pods) made no calls: it stays at 0 ms, failed
         L[callers] = np.where(F[callers], 0.0, L[callers] + add)
         F[callers] |= fails
+
+    def _topology_call_ms(self, net, links, na, nb, ge, rng, crn=None) -> tuple[np.ndarray, np.ndarray]:
+        """(ms, refused) of call attempts from nodes ``na`` to ``nb`` (C, n) on edges ``ge`` (C,) through the
+        topology network: delay + jitter + sidecar + request and response transfers (:mod:`.network`).
+        ``crn``: ``(base (n,), shift (L,))``: with probability ``LinkState.queue_corr[l]`` the uniform of a flow
+        on link l from caller sample c is the shared ``frac(base[c] + shift[l])``, else its own: the flows of one
+        caller visit over one link, moments apart, meet correlated queues."""
+        cost = net.delay_ms[na, nb]
+        if net.jitter_mean_ms is not None:
+            cost = cost + net.jitter_ms(na, nb, rng)
+        if net.spec.sidecar_ms > 0:
+            cost = cost + net.spec.sidecar_ms
+        q = self.e_req_bytes[ge][:, None]
+        r = self.e_resp_bytes[ge][:, None]
+        refused = np.zeros(na.shape, dtype=bool)
+        if not (np.any(q > 0) or np.any(r > 0)):
+            return cost, refused
+        same = na == nb
+        lq = net.bottleneck(na, nb, links)
+        lr = net.bottleneck(nb, na, links)
+        uq = ur = None
+        if crn is not None:
+            base, shift = crn
+            corr = links.queue_corr
+            uq, ur = (
+                np.where(
+                    rng.random(lk.shape) < corr[np.maximum(lk, 0)],
+                    np.mod(base[None, :] + shift[np.maximum(lk, 0)], 1.0),
+                    rng.random(lk.shape),
+                )
+                for lk in (lq, lr)
+            )
+        tq, fq = net.transfer_s(q, lq, same, links, rng, uq)
+        tr, fr = net.transfer_s(r, lr, same, links, rng, ur)
+        return cost + 1000.0 * (tq + tr), fq | fr
 
     def _exact_calls(
         self, edge_rps: np.ndarray, pods: PodArrays, n_ready: np.ndarray, N: int, zid: np.ndarray

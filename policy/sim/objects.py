@@ -19,7 +19,7 @@ import numpy as np
 
 from policy.state import LABEL_HOSTNAME, LABEL_REGION, LABEL_ZONE
 
-__all__ = ["node_object", "template_hash", "pod_from_template", "bind", "record_restart"]
+__all__ = ["node_object", "template_hash", "pod_from_template", "qos_class", "bind", "record_restart"]
 
 # The alphabet kube-controller-manager uses for generated name suffixes (k8s.io/apimachinery rand.String).
 _ALNUM = "bcdfghjklmnpqrstvwxz2456789"
@@ -150,11 +150,11 @@ def pod_from_template(
         "kind": "Pod",
         "metadata": pod_meta,
         "spec": spec,
-        "status": {"phase": "Pending", "qosClass": _qos_class(spec)},
+        "status": {"phase": "Pending", "qosClass": qos_class(spec)},
     }
 
 
-def _qos_class(spec: Mapping[str, Any]) -> str:
+def qos_class(spec: Mapping[str, Any]) -> str:
     """core/v1 PodQOSClass per the documented rules (Guaranteed / Burstable / BestEffort)."""
     cs = spec.get("containers") or []
     any_set = False

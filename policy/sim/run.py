@@ -10,8 +10,33 @@
 - ``--policy``: a stack of :mod:`policy.sim.stacks` (built-in or from the ``hrl_scheduler.stacks`` entry
   points).
 
-The output is one flat JSON object: ``app``, ``trace``, ``policy``, ``nodes``, ``minutes``, ``seed`` and the
-eight metric keys of :data:`policy.sim.engine.METRIC_KEYS`.
+The output is one flat JSON object (:data:`policy.sim.scenario.FLAT_KEYS`): ``scenario`` (``baseline-2026-11``
+here), ``family``, ``app``, ``trace``, ``policy``, ``nodes``, ``minutes``, ``seed``, ``offset_min``, ``samples``, the
+eight metric keys of :data:`policy.sim.engine.METRIC_KEYS`, the node-utilisation keys of
+:data:`policy.sim.engine.NODE_UTIL_KEYS`, ``drain_evictions`` and ``resizes``.
+
+**Running one bench cell of a scenario** (the API the bench calls; :mod:`policy.sim.scenario`)::
+
+    from policy.sim.scenario import run_scenario, scenario_window_offset
+
+    offset = scenario_window_offset("network-edge", minutes=30)        # the 30 minutes around the peak
+    flat, res = run_scenario("network-edge", "default-kube-scheduler+hpa",
+                             minutes=30, seed=3, offset_min=offset, n_samples=2000)
+    # one-app scenarios also take app="sock-shop", trace="twitter" (they replace the scenario's)
+
+``flat`` is the JSON object above (several apps: ``app`` / ``trace`` joined with ``+`` and an ``apps`` object of
+per-app figures); ``res`` the :class:`~policy.sim.engine.SimResult` (series, latency samples and weights for
+histograms, ``extra`` with the utilisation distribution). ``minutes=None`` runs the scenario's ``minutes``; a
+whole trace window is ``minutes=len(load_trace(trace))`` with offset 0. ``policy.sim.scenario.build`` returns
+the pieces (application, rates, cluster, :class:`~policy.sim.engine.SimConfig`) for
+:func:`policy.sim.stacks.run_stack`, to run them elsewhere (e.g. as Ray tasks; every piece is a picklable
+frozen value). Every cell is re-run by one command, which the report should print::
+
+    hrl-policy simulate --scenario network-edge --policy default-kube-scheduler+hpa \
+        --minutes 30 --offset <offset> --samples 2000 --seed 3 --json -
+
+The classic setting (``--app``/``--trace`` without ``--scenario``, and :func:`simulate`) is the scenario
+``baseline-2026-11`` and gives the same numbers through either path.
 """
 
 from __future__ import annotations
@@ -23,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from .app import AppSpec, load_app
-from .engine import METRIC_KEYS, ClusterSpec, SimConfig
+from .engine import ClusterSpec, SimConfig
 from .model import PerfModel
 from .objects import node_object
 from .traces import load_trace
@@ -169,22 +194,20 @@ def simulate(
         raise ValueError(f"nodes: must be >= 1, got {nodes}")
     if minutes is not None and minutes < 1:
         raise ValueError(f"minutes: must be >= 1, got {minutes}")
+    if offset_min < 0:
+        raise ValueError(f"offset: must be >= 0, got {offset_min}")
+    if n_samples is not None and n_samples < 1:
+        raise ValueError(f"samples: must be >= 1, got {n_samples}")
     rps = trace_rps(spec, trace, minutes, offset_min)
     cluster = cluster_for(spec, nodes)
     kw = {} if n_samples is None else {"n_samples": n_samples}
     cfg = SimConfig(minutes=len(rps), seed=seed, **kw)
     res = run_stack(policy, spec, rps, cluster, cfg, progress)
-    flat: dict[str, Any] = {
-        "app": spec.name,
-        "trace": trace,
-        "policy": policy,
-        "nodes": cluster.nodes,
-        "minutes": len(rps),
-        "seed": seed,
-    }
-    for k in METRIC_KEYS:
-        v = float(res.metrics[k])
-        flat[k] = v if math.isfinite(v) else None
+    from .scenario import BASELINE, flat_result
+
+    flat = flat_result(
+        BASELINE, "baseline", spec.name, trace, policy, cluster.nodes, len(rps), seed, offset_min, cfg.n_samples, res
+    )
     return flat, res
 
 

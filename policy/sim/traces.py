@@ -5,13 +5,25 @@ named, fixed windows at 1-minute steps, and their scaling to an application's ca
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["TraceError", "TraceWindow", "WINDOWS", "read_counts", "load_trace", "bursty_trace", "scale_to_peak"]
+__all__ = [
+    "TraceError",
+    "TraceWindow",
+    "WINDOWS",
+    "read_counts",
+    "load_trace",
+    "bursty_trace",
+    "scale_to_peak",
+    "FlashCrowd",
+    "apply_flash_crowds",
+    "RateDrift",
+]
 
 
 class TraceError(ValueError):
@@ -146,3 +158,83 @@ def scale_to_peak(counts_per_min: np.ndarray, peak_rps: float) -> np.ndarray:
     if m <= 0:
         return np.zeros_like(counts_per_min, dtype=np.float64)
     return counts_per_min.astype(np.float64) * (peak_rps / m)
+
+
+@dataclass(frozen=True)
+class FlashCrowd:
+    """A flash crowd: from minute ``at_min`` the rate rises linearly over ``ramp_min`` minutes to ``factor``
+    times the trace, holds for ``duration_min`` minutes (ramp-up included) and falls back over ``ramp_min``.
+    The shape of the synthetic ``bursty`` trace's bursts (3-5x for 5-20 minutes); flash crowds as sudden,
+    short surges of legitimate requests: Jung, Krishnamurthy, Rabinovich, WWW 2002."""
+
+    at_min: int
+    duration_min: int
+    factor: float
+    ramp_min: int = 1
+
+    def __post_init__(self) -> None:
+        if self.at_min < 0:
+            raise ValueError(f"flashCrowds: atMin must be >= 0, got {self.at_min}")
+        if self.duration_min < 1:
+            raise ValueError(f"flashCrowds: durationMin must be >= 1, got {self.duration_min}")
+        if not (math.isfinite(self.factor) and self.factor > 0):
+            raise ValueError(f"flashCrowds: factor must be a finite number > 0, got {self.factor!r}")
+        if self.ramp_min < 0:
+            raise ValueError(f"flashCrowds: rampMin must be >= 0, got {self.ramp_min}")
+
+    def multiplier(self, t: np.ndarray) -> np.ndarray:
+        """(T,) rate multiplier at minutes ``t`` (indices into the window)."""
+        r = max(self.ramp_min, 1e-9)
+        end = self.at_min + self.duration_min
+        up = np.clip((t - self.at_min + 1) / r, 0.0, 1.0) if self.ramp_min else (t >= self.at_min).astype(float)
+        down = np.clip((end - t) / r, 0.0, 1.0) if self.ramp_min else (t < end).astype(float)
+        return 1.0 + (self.factor - 1.0) * np.minimum(up, down)
+
+
+def apply_flash_crowds(counts: np.ndarray, crowds: tuple[FlashCrowd, ...] | list[FlashCrowd]) -> np.ndarray:
+    """``counts`` (T,) with every flash crowd's multiplier applied (minutes relative to the window start)."""
+    out = np.asarray(counts, dtype=np.float64).copy()
+    t = np.arange(len(out), dtype=np.float64)
+    for c in crowds:
+        out = out * c.multiplier(t)
+    return out
+
+
+@dataclass(frozen=True)
+class RateDrift:
+    """Per-service rate drift: each call edge's calls per request is multiplied by its own slowly varying
+    factor, so the services' rates drift apart over a run instead of following the entry rate in lockstep
+    (Alibaba's microservice traces show call graphs of one online service that change between requests and
+    over time: Luo et al., "Characterizing Microservice Dependency and Performance: Alibaba Trace Analysis",
+    SoCC 2021).
+
+    The factor of each edge is ``exp(x_t − σ²/2)`` (mean 1) with ``x`` a stationary Gaussian AR(1) process,
+    ``x_t = φ x_{t−1} + √(1 − φ²) σ ε_t``, ``φ = exp(−1 / tau_min)``; factors are clipped to
+    ``[1 / max_factor, max_factor]``. Deterministic per ``seed``. ``sigma`` and ``tau_min`` are documented
+    guesses (the public Alibaba samples have no per-service rate series: MSRTQps is not among them).
+    """
+
+    sigma: float
+    tau_min: float
+    seed: int = 0
+    max_factor: float = 3.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.sigma) and 0 <= self.sigma <= 2):
+            raise ValueError(f"drift.sigma: must be in [0, 2], got {self.sigma!r}")
+        if not (math.isfinite(self.tau_min) and self.tau_min > 0):
+            raise ValueError(f"drift.tauMin: must be a finite number > 0, got {self.tau_min!r}")
+        if not (math.isfinite(self.max_factor) and self.max_factor >= 1):
+            raise ValueError(f"drift.maxFactor: must be a finite number >= 1, got {self.max_factor!r}")
+
+    def multipliers(self, minutes: int, n_edges: int) -> np.ndarray:
+        """(minutes, n_edges) factors, one row per simulated minute."""
+        rng = np.random.default_rng(np.random.SeedSequence([int(self.seed), 0x64726966]))
+        phi = math.exp(-1.0 / self.tau_min)
+        x = np.empty((minutes, n_edges))
+        cur = rng.standard_normal(n_edges) * self.sigma
+        for t in range(minutes):
+            if t:
+                cur = phi * cur + math.sqrt(1 - phi * phi) * self.sigma * rng.standard_normal(n_edges)
+            x[t] = cur
+        return np.clip(np.exp(x - self.sigma**2 / 2), 1.0 / self.max_factor, self.max_factor)

@@ -3,10 +3,11 @@
 import json
 
 from policy.cli.core import main
-from policy.sim.engine import METRIC_KEYS
+from policy.sim.engine import METRIC_KEYS, NODE_UTIL_KEYS
+from policy.sim.scenario import FLAT_KEYS
 
 
-def test_simulate_writes_one_flat_object_with_the_run_and_the_eight_metrics(tmp_path, capsys):
+def test_simulate_writes_one_flat_object_with_the_run_the_eight_metrics_and_node_utilization(tmp_path, capsys):
     out = tmp_path / "r.json"
     rc = main(
         [
@@ -29,7 +30,9 @@ def test_simulate_writes_one_flat_object_with_the_run_and_the_eight_metrics(tmp_
     )
     assert rc == 0
     obj = json.loads(out.read_text())
-    assert set(obj) == {"app", "trace", "policy", "nodes", "minutes", "seed", *METRIC_KEYS}
+    assert set(obj) == set(FLAT_KEYS)
+    assert {"app", "trace", "policy", "nodes", "minutes", "seed", *METRIC_KEYS, *NODE_UTIL_KEYS} <= set(obj)
+    assert (obj["scenario"], obj["offset_min"], obj["samples"]) == ("baseline-2026-11", 0, 2000)
     assert (obj["app"], obj["trace"], obj["policy"], obj["nodes"], obj["minutes"], obj["seed"]) == (
         "online-boutique",
         "nasa",
