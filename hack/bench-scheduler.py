@@ -132,6 +132,82 @@ def pod_manifest(i: int, services: int, scheduler: str) -> dict:
     }
 
 
+def bench_cluster_objects(nodes: int, pods: int, services: int, bound_fraction: float = 0.5, seed: int = 0) -> dict:
+    """The bench's cluster as a ``kubectl get nodes,pods -A -o json`` List, mid-run: ``nodes`` kwok nodes as
+    :func:`hack.controlplane.fake_node` makes them (32 CPU, 128 GiB, 110 pods, 3 zones), ``pods`` pods of
+    :func:`pod_manifest` in namespace ``bench``, the first ``bound_fraction`` of them bound to nodes drawn
+    with ``seed`` (the rest pending). Used by the server comparison (a static snapshot) and by the test that
+    compares the precomputed scores with the direct computation."""
+    import random
+
+    rng = random.Random(seed)
+    items = []
+    for i in range(nodes):
+        n = cpm.fake_node(
+            f"bench-node-{i:04d}", cpu="32", memory="128Gi", labels={"topology.kubernetes.io/zone": f"zone-{i % 3}"}
+        )
+        n["status"]["conditions"] = [{"type": "Ready", "status": "True"}]  # as kwok reports it
+        items.append(n)
+    n_bound = int(pods * bound_fraction)
+    for i in range(pods):
+        p = pod_manifest(i, services, "hrl-scheduler")
+        p["metadata"]["namespace"] = "bench"
+        if i < n_bound:
+            p["spec"]["nodeName"] = f"bench-node-{rng.randrange(nodes):04d}"
+            p["status"] = {"phase": "Running"}
+        else:
+            p["status"] = {"phase": "Pending"}
+        items.append(p)
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def bench_request(i: int, services: int, node_names: list[str], scheduler: str = "hrl-scheduler") -> dict:
+    """The ``ExtenderArgs`` (nodeCacheCapable) kube-scheduler sends for the bench's pod ``i`` with candidates
+    ``node_names`` (its Pod as the API server returns it: metadata, spec with defaults, status)."""
+    pod = pod_manifest(i, services, scheduler)
+    pod["metadata"].update(
+        {"namespace": "bench", "uid": f"00000000-0000-4000-8000-{i:012d}", "resourceVersion": str(1000 + i)}
+    )
+    pod["metadata"]["creationTimestamp"] = "2026-11-30T10:00:00Z"
+    pod["spec"].update(
+        {
+            "restartPolicy": "Always",
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "securityContext": {},
+            "priority": 0,
+            "enableServiceLinks": True,
+            "preemptionPolicy": "PreemptLowerPriority",
+            "tolerations": [
+                {
+                    "key": "node.kubernetes.io/not-ready",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+                {
+                    "key": "node.kubernetes.io/unreachable",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                },
+            ],
+        }
+    )
+    c = pod["spec"]["containers"][0]
+    c.update(
+        {
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File",
+            "imagePullPolicy": "IfNotPresent",
+        }
+    )
+    pod["status"] = {"phase": "Pending", "qosClass": "Burstable"}
+    pod.pop("kind", None)
+    pod.pop("apiVersion", None)
+    return {"Pod": pod, "Nodes": None, "NodeNames": list(node_names)}
+
+
 def create_pods(cp, ns: str, count: int, services: int, scheduler: str, workers: int = 8) -> float:
     """Create ``count`` pods in ``ns`` with ``workers`` threads (one ApiClient each); returns seconds taken."""
     from kubernetes import client as kclient
