@@ -48,7 +48,7 @@ def bench_store():
 
 def _requests(bench, rng: np.random.Generator, n: int):
     names = [f"bench-node-{i:04d}" for i in range(NODES)]
-    for k in range(n):
+    for _ in range(n):
         i = int(rng.integers(PODS // 2, PODS))  # a pending pod of the bench
         cands = [str(c) for c in rng.choice(names, size=int(rng.integers(1, NODES + 1)), replace=False)]
         body = encode_json(bench.bench_request(i, SERVICES, cands))
