@@ -73,6 +73,10 @@ log = logging.getLogger(__name__)
 #: set by the server's HTTP protocol (:func:`uvicorn_config`); absent = when the application got the request.
 ARRIVAL_KEY = "hrl.arrival_s"
 
+#: A request answered without scoring has its candidates read (to list them with score 0, or pass them) only when
+#: its body is at most this large; a larger one gets the reply that does without them.
+SHED_DECODE_BYTES = 256 * 1024
+
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 _TEXT_HEADERS = [(b"content-type", b"text/plain; charset=utf-8")]
 
@@ -290,23 +294,24 @@ class ExtenderApp:
                     self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="hrl-extender-worker")
                 pool = self._pool
         if busy:
-            return self._shed(verb, None, "overload")
+            return self._shed(verb, body, "overload")
         fut = pool.submit(self._handle, verb, body, arrival, True)
         fut.add_done_callback(self._worker_done)
         remaining = self._deadline_s - (time.perf_counter() - arrival)
         try:
             return await asyncio.wait_for(asyncio.wrap_future(fut), max(remaining, 0.0))
         except TimeoutError:
-            return self._shed(verb, None, "deadline")
+            return self._shed(verb, body, "deadline")
 
     def _worker_done(self, _fut) -> None:
         with self._pool_lock:
             self._busy_workers -= 1
 
     def _shed(self, verb: str, body: bytes | None, why: str) -> tuple[int, bytes, list, str]:
-        """The neutral reply without scoring; the candidates are read only from a small body."""
+        """The neutral reply without scoring; the candidates are read only from a body of at most
+        :data:`SHED_DECODE_BYTES` (tens of microseconds), else the reply does without them."""
         parsed = None
-        if body is not None and len(body) <= self._offload_bytes:
+        if body is not None and len(body) <= SHED_DECODE_BYTES:
             try:
                 parsed = decode_extender_args(body, echo_nodes=verb == "filter")
             except WireError:
