@@ -141,11 +141,7 @@ def test_a_request_that_exceeds_the_deadline_gets_neutral_scores():
 
 def pipelined(port: int, path: str, bodies: list[bytes], timeout_s: float = 10.0) -> list[tuple[int, bytes]]:
     """Send ``bodies`` as pipelined HTTP/1.1 POSTs on one connection; return each reply's (status, body)."""
-    reqs = b"".join(
-        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(b)}\r\n\r\n".encode()
-        + b
-        for b in bodies
-    )
+    reqs = b"".join(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(b)}\r\n\r\n".encode() + b for b in bodies)
     out: list[tuple[int, bytes]] = []
     buf = b""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
