@@ -13,6 +13,7 @@ The all-equal fallback on error follows kubernetes-sigs/scheduler-plugins' scori
 from __future__ import annotations
 
 import logging
+import operator
 import time
 from collections.abc import Sequence
 
@@ -106,7 +107,11 @@ def prioritize_scores(
         return zeros, "neutral_embeddings_" + emb
     index = view.index
     node_pos = index.node_pos
-    pos = np.fromiter((node_pos.get(n, -1) for n in names), dtype=np.int64, count=len(names))
+    try:  # every candidate known (the usual case): one C-level lookup of all names
+        found = operator.itemgetter(*names)(node_pos)
+        pos = np.array(found if len(names) > 1 else (found,), dtype=np.int64)
+    except KeyError:
+        pos = np.fromiter((node_pos.get(n, -1) for n in names), dtype=np.int64, count=len(names))
     known_mask = pos >= 0
     if not known_mask.any():
         return zeros, "neutral_unknown_nodes"
