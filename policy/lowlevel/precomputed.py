@@ -88,6 +88,7 @@ class NodeScoreTable:
         self._recent: OrderedDict[ScoreKey, None] = OrderedDict()
         self._recent_max = max(int(recent_keys), 0)
         self._lock = threading.Lock()
+        self._pending: tuple[ClusterIndex | None, list[ScoreKey]] = (None, [])
         self.hits = 0
         self.misses = 0
         self.computed = 0
@@ -158,11 +159,18 @@ class NodeScoreTable:
         """The keys :meth:`warm` computes for ``index``: the pending pods' (unbound, not terminating, in the
         call graph; the scheduler's queue as the snapshot sees it), then those of recent requests, at most
         ``max_keys``, without duplicates."""
-        graph = index.snapshot.graph
-        out: dict[ScoreKey, None] = {}
-        for p in index.snapshot.pods:
-            if p.node_name is None and not p.terminating and p.service in graph.services:
-                out[score_key(p)] = None
+        cached_index, pending = self._pending
+        if cached_index is not index:  # once per index: a touch of the same snapshot does not walk its pods
+            graph = index.snapshot.graph
+            pending = list(
+                dict.fromkeys(
+                    score_key(p)
+                    for p in index.snapshot.pods
+                    if p.node_name is None and not p.terminating and p.service in graph.services
+                )
+            )
+            self._pending = (index, pending)
+        out: dict[ScoreKey, None] = dict.fromkeys(pending)
         with self._lock:
             recent = list(reversed(self._recent))
         for k in recent:
