@@ -60,6 +60,7 @@ from .store import SnapshotStore, StoreView
 from .wire import (
     WireError,
     build_filter_result,
+    decode_candidate_names,
     decode_extender_args,
     encode_host_scores,
     encode_json,
@@ -117,8 +118,8 @@ class _Reply(Exception):
         self.status, self.body, self.headers = status, body, headers
 
 
-def _neutral_prioritize(parsed) -> bytes:
-    return b"[]" if parsed is None else encode_host_scores(parsed.node_names, [0] * len(parsed.node_names))
+def _neutral_prioritize(names: list[str] | None) -> bytes:
+    return b"[]" if names is None else encode_host_scores(names, [0] * len(names))
 
 
 def _neutral_filter(parsed, reason: str) -> bytes:
@@ -133,6 +134,50 @@ def _neutral_filter(parsed, reason: str) -> bytes:
             }
         )
     return encode_json(build_filter_result(parsed, {}))
+
+
+class _LoopLag:
+    """How late the event loop runs: a timer every :attr:`PERIOD_S` records how late it fired (the length of the
+    loop iteration it waited behind). While the loop is saturated, that is about how long a request sat in its
+    socket before the loop read it. :meth:`watch` (re)starts the timer on the running loop (a new loop, as in
+    tests, restarts it); :meth:`lag_s` is the last lateness, 0 once it is older than :attr:`MAX_AGE_S`."""
+
+    PERIOD_S = 0.005
+    MAX_AGE_S = 0.5
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._due = 0.0
+        self._late_s = 0.0
+        self._at = 0.0
+
+    def watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop or self._handle is None:
+            self.stop()
+            self._loop = loop
+            self._schedule()
+
+    def _schedule(self) -> None:
+        assert self._loop is not None
+        self._due = time.perf_counter() + self.PERIOD_S
+        self._handle = self._loop.call_later(self.PERIOD_S, self._tick)
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self._late_s, self._at = max(0.0, now - self._due), now
+        if self._loop is not None and not self._loop.is_closed():
+            self._schedule()
+
+    def lag_s(self) -> float:
+        return self._late_s if time.perf_counter() - self._at < self.MAX_AGE_S else 0.0
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = None
+        self._loop = None
 
 
 class ExtenderApp:
@@ -165,6 +210,7 @@ class ExtenderApp:
         self._pool_lock = threading.Lock()
         self._busy_workers = 0
         self._queued = 0
+        self._lag = _LoopLag()
         prefix = config.url_prefix
         self._routes = {
             f"{prefix}/prioritize": ("POST", "prioritize"),
@@ -254,6 +300,7 @@ class ExtenderApp:
         return _Reply(413, (reason + "\n").encode(), _TEXT_HEADERS)
 
     async def _verb(self, verb: str, scope, receive, send) -> None:
+        self._lag.watch()
         arrival = (scope.get("extensions") or {}).get(ARRIVAL_KEY)
         if arrival is None:
             arrival = time.perf_counter()
@@ -280,7 +327,9 @@ class ExtenderApp:
         """(status, body, headers, outcome or None for a 400)."""
         if self._queued > self._max_queued:
             return self._shed(verb, body, "overload")
-        if time.perf_counter() - arrival > self._deadline_s:
+        # waited: since its first bytes were parsed (behind the requests parsed with it), plus the event loop's
+        # last iteration, which is about how long it sat in the socket before that (loop saturated = queue)
+        if time.perf_counter() - arrival + self._lag.lag_s() > self._deadline_s:
             return self._shed(verb, body, "deadline")
         if len(body) <= self._offload_bytes:
             return self._handle(verb, body, arrival)
@@ -309,15 +358,18 @@ class ExtenderApp:
 
     def _shed(self, verb: str, body: bytes | None, why: str) -> tuple[int, bytes, list, str]:
         """The neutral reply without scoring; the candidates are read only from a body of at most
-        :data:`SHED_DECODE_BYTES` (tens of microseconds), else the reply does without them."""
+        :data:`SHED_DECODE_BYTES` (prioritize: their names alone, a few microseconds), else the reply does
+        without them."""
+        small = body is not None and len(body) <= SHED_DECODE_BYTES
+        if verb == "prioritize":
+            names = decode_candidate_names(body) if small else None
+            return 200, _neutral_prioritize(names), _JSON_HEADERS, "neutral_" + why
         parsed = None
-        if body is not None and len(body) <= SHED_DECODE_BYTES:
+        if small:
             try:
-                parsed = decode_extender_args(body, echo_nodes=verb == "filter")
+                parsed = decode_extender_args(body, echo_nodes=True)
             except WireError:
                 parsed = None
-        if verb == "prioritize":
-            return 200, _neutral_prioritize(parsed), _JSON_HEADERS, "neutral_" + why
         return 200, _neutral_filter(parsed, why), _JSON_HEADERS, why
 
     def _handle(
@@ -349,7 +401,7 @@ class ExtenderApp:
                 log.error(
                     "prioritize: internal failure %s: %s (neutral scores)", type(exc).__name__, exc, exc_info=True
                 )
-                content, outcome = _neutral_prioritize(parsed), "neutral_error"
+                content, outcome = _neutral_prioritize(parsed.node_names), "neutral_error"
             return 200, content, _JSON_HEADERS, outcome
         try:
             reply, outcome = scoring.filter_nodes(
@@ -366,7 +418,8 @@ class ExtenderApp:
         return 200, content, _JSON_HEADERS, outcome
 
     def close(self) -> None:
-        """Stop the worker pool (running work finishes in the background). Idempotent."""
+        """Stop the worker pool (running work finishes in the background) and the loop-lag timer. Idempotent."""
+        self._lag.stop()
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:

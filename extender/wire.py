@@ -58,6 +58,7 @@ __all__ = [
     "Mode",
     "parse_extender_args",
     "decode_extender_args",
+    "decode_candidate_names",
     "build_filter_result",
     "build_host_priorities",
     "neutral_host_priorities",
@@ -391,6 +392,27 @@ def _fast_args(body: bytes, echo_nodes: bool) -> ParsedArgs:
         node_items=raw_items,
         nodes_metadata=dict(meta) if isinstance(meta, Mapping) else {},
     )
+
+
+def decode_candidate_names(body: bytes | bytearray | memoryview) -> list[str] | None:
+    """Only the candidate node names of an ``ExtenderArgs`` body (``NodeNames``, or the names of ``Nodes.items``),
+    without the Pod: what a reply that does not score needs. ``None`` when the fast decoder cannot read them (the
+    caller then answers without them). A few microseconds for 230 names."""
+    try:
+        top = _RAW_OBJECT.decode(body)
+        f = _fold_lookup(top, ("NodeNames", "Nodes"))
+        names_raw, nodes_raw = f["NodeNames"][1], f["Nodes"][1]
+        if names_raw is not None and bytes(names_raw) != b"null":
+            names = _NAME_LIST.decode(names_raw)
+        elif nodes_raw is not None:
+            items_raw = _fold_lookup(_RAW_OBJECT.decode(nodes_raw), ("items",))["items"][1]
+            items = _ITEM_NAMES.decode(items_raw) if items_raw is not None else None
+            names = [it["metadata"]["name"] for it in items or ()]
+        else:
+            return None
+    except (msgspec.DecodeError, msgspec.ValidationError, TypeError):
+        return None
+    return names if all(names) else None
 
 
 def decode_extender_args(body: bytes | bytearray | memoryview, *, echo_nodes: bool = True) -> ParsedArgs:

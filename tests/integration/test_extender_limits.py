@@ -108,7 +108,7 @@ def test_an_oversized_body_gets_413_while_concurrent_ordinary_requests_are_answe
         # the caller's round trip, sockets and a loaded machine included, stays within the server's deadline x 5
         assert worst < 5 * deadline_s, worst
         assert sample(server, "hrl_extender_requests_too_large_total", verb="prioritize") == len(statuses)
-        assert scored >= 90, scored  # on a machine with spare CPU all 100 are scored
+        assert scored >= 75, scored  # on a machine with spare CPU all 100 are scored; a starved one sheds some
         assert sample(server, "hrl_extender_prioritize_total", outcome="ok") == scored
         assert sample(server, "hrl_extender_prioritize_total", outcome="neutral_deadline") == 100 - scored
 
