@@ -680,18 +680,19 @@ def wait_extender_nodes(cp, n: int) -> None:
     )
 
 
-def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool) -> list[dict]:
+def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, on_result) -> None:
+    """The phases at ``nodes`` nodes (baseline, shipped, filter, and with ``overload`` the overload case); each
+    result is passed to ``on_result`` as soon as it is measured."""
     pods, services, t = args.pods, args.services, args.timeout
     shipped = [cpm.extender_registration(cp.extender_url)]
     with_filter = [cpm.extender_registration(cp.extender_url, filterVerb="filter")]
     tag = f"{nodes}"
-    res = [
-        run_phase(cp, f"baseline-{tag}", f"bench-baseline-{tag}", [], pods, services, t),
-        run_phase(cp, f"shipped-{tag}", f"bench-shipped-{tag}", shipped, pods, services, t),
-        run_phase(cp, f"filter-{tag}", f"bench-filter-{tag}", with_filter, pods, services, t),
-    ]
-    for r in res:
+    res = []
+    for label, regs in (("baseline", []), ("shipped", shipped), ("filter", with_filter)):
+        r = run_phase(cp, f"{label}-{tag}", f"bench-{label}-{tag}", regs, pods, services, t)
         r["nodes"] = nodes
+        res.append(r)
+        on_result(r)
     if overload:
         ship = res[1]
         ordinary_rps = ship["extender_prioritize_calls"] / max(ship["schedule_span_s"], 1e-3)
@@ -744,8 +745,7 @@ def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool) 
             cp, f"overload-{tag}", f"bench-overload-{tag}", shipped, pods, services, t, during=generate_bounded
         )
         ov["nodes"] = nodes
-        res.append(ov)
-    return res
+        on_result(ov)
 
 
 # ---- report ---------------------------------------------------------------------------------------------
@@ -890,7 +890,16 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     ap.add_argument("--no-write", action="store_true", help="do not touch BENCHMARKS.md")
     ap.add_argument("--workdir", help="control-plane working directory (default: a temporary one)")
+    ap.add_argument(
+        "--from-json", metavar="PATH", help="run nothing: write the section from a report --json wrote (even partial)"
+    )
     args = ap.parse_args(argv)
+    if args.from_json:
+        md = markdown(json.loads(Path(args.from_json).read_text()))
+        print(md)
+        if not args.no_write:
+            write_section("scheduler", md)
+        return 0
     if args.nodes < 2 or args.pods < 1 or args.services < 1:
         ap.error("--nodes >= 2, --pods >= 1, --services >= 1")
 
@@ -907,7 +916,8 @@ def main(argv=None) -> int:
     load0 = os.getloadavg()[0]
     gen = build_load_generator()
 
-    def checkpoint() -> None:  # partial figures survive an interrupted run
+    def checkpoint() -> None:  # partial figures survive an interrupted run (--from-json renders them)
+        report["load"] = (load0, os.getloadavg()[0])
         if args.json:
             Path(args.json).write_text(json.dumps(report, indent=1))
 
@@ -927,6 +937,12 @@ def main(argv=None) -> int:
         log(f"control plane in {workdir / 'cp'}")
         cp.up(extender_config={"logLevel": "WARNING"})
         results: list[dict] = []
+
+        def on_result(r: dict) -> None:
+            results.append(r)
+            report["kube"] = results
+            checkpoint()
+
         try:
             log(f"up in {cp.startup_s['total']:.1f} s; creating {args.nodes} nodes")
             make = lambda a, b: (  # noqa: E731
@@ -941,15 +957,13 @@ def main(argv=None) -> int:
             cp.create_nodes(make(0, args.nodes), wait_s=900)
             wait_extender_nodes(cp, args.nodes)
             if "kube" not in args.skip:
-                results += kube_phases(cp, gen, workdir, args.nodes, args, overload=True)
-                report["kube"] = results
-                checkpoint()
+                kube_phases(cp, gen, workdir, args.nodes, args, overload=True, on_result=on_result)
             if "kube-large" not in args.skip and args.large_nodes > args.nodes:
                 log(f"creating {args.large_nodes - args.nodes} more nodes")
                 for a in range(args.nodes, args.large_nodes, 1000):
                     cp.create_nodes(make(a, min(a + 1000, args.large_nodes)), wait_s=900)
                 wait_extender_nodes(cp, args.large_nodes)
-                results += kube_phases(cp, gen, workdir, args.large_nodes, args, overload=False)
+                kube_phases(cp, gen, workdir, args.large_nodes, args, overload=False, on_result=on_result)
         finally:
             cp.down()
         report["kube"] = results
