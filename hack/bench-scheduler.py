@@ -552,6 +552,13 @@ def bench_caller_side(gen: Path, workdir: Path, services: int, pods: int, n: int
                     row = {"nodes": nodes, "candidates": c, "verb": verb, **_summary(r)}
                     out["cases"].append(row)
                     log(f"caller side: {row}")
+            if nodes == 500:  # nodeCacheCapable: false: the candidates as whole Node objects
+                lst = write_nodes_request(workdir / "nodes-500-230.json", services, 230)
+                for verb in ("prioritize", "filter"):
+                    r = load(gen, f"{ext.base}/scheduler/{verb}", lst, "-n", str(n), "-verb", verb)
+                    row = {"nodes": nodes, "candidates": 230, "verb": f"{verb} (Nodes)", **_summary(r)}
+                    out["cases"].append(row)
+                    log(f"caller side: {row}")
             if nodes == 5000:
                 big = write_nodes_request(workdir / "nodes-5000.json", services, nodes)
                 reqs = workdir / f"req-{nodes}-500.jsonl"
@@ -825,6 +832,9 @@ def markdown(report: dict) -> str:
             f"`hack/extender-load` (Go net/http, keep-alive, as kube-scheduler's HTTPExtender) against "
             f"`hrl-extender`'s app on a static snapshot of the bench's cluster (half of {report['pods']} pods "
             f"bound), {report['caller_requests']} requests one after another per row, candidates drawn at random."
+        )
+        lines.append(
+            "Verb `X (Nodes)`: the same request with `nodeCacheCapable: false`, the candidates as whole Node objects."
         )
         lines += [
             "",
