@@ -313,7 +313,12 @@ class ExtenderApp:
                 return
             if body is None:  # the client went away
                 return
-            status, content, headers, outcome = await self._answer(verb, body, arrival)
+            try:
+                status, content, headers, outcome = await self._answer(verb, body, arrival)
+            except Exception as exc:  # fail open, whatever went wrong in the transport's own code
+                log.error("%s: internal failure %s: %s (neutral reply)", verb, type(exc).__name__, exc, exc_info=True)
+                status, content, headers, outcome = self._shed(verb, body, "error")
+                outcome = "neutral_error" if verb == "prioritize" else "error"
         finally:
             self._queued -= 1
         if outcome is not None:
