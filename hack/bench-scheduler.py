@@ -902,6 +902,9 @@ def main(argv=None) -> int:
     ap.add_argument("--caller-requests", type=int, default=2000, help="requests per caller-side row")
     ap.add_argument("--server-repeats", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per phase to bind every pod")
+    ap.add_argument(
+        "--node-wait", type=float, default=1800.0, help="seconds allowed for each batch of nodes to become Ready"
+    )
     ap.add_argument("--skip", nargs="*", default=[], choices=SECTIONS, help="sections to leave out")
     ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     ap.add_argument("--no-write", action="store_true", help="do not touch BENCHMARKS.md")
@@ -970,14 +973,14 @@ def main(argv=None) -> int:
                 )
                 for i in range(a, b)
             )
-            cp.create_nodes(make(0, args.nodes), wait_s=900)
+            cp.create_nodes(make(0, args.nodes), wait_s=args.node_wait)
             wait_extender_nodes(cp, args.nodes)
             if "kube" not in args.skip:
                 kube_phases(cp, gen, workdir, args.nodes, args, overload=True, on_result=on_result)
             if "kube-large" not in args.skip and args.large_nodes > args.nodes:
                 log(f"creating {args.large_nodes - args.nodes} more nodes")
-                for a in range(args.nodes, args.large_nodes, 1000):
-                    cp.create_nodes(make(a, min(a + 1000, args.large_nodes)), wait_s=900)
+                for a in range(args.nodes, args.large_nodes, 500):
+                    cp.create_nodes(make(a, min(a + 500, args.large_nodes)), wait_s=args.node_wait)
                 wait_extender_nodes(cp, args.large_nodes)
                 kube_phases(cp, gen, workdir, args.large_nodes, args, overload=False, on_result=on_result)
         finally:
