@@ -830,6 +830,8 @@ def markdown(report: dict) -> str:
                 f"ms, max {d.get('max_ms', math.nan):.1f} ms. Extender outcomes during the phase: "
                 f"{json.dumps(r.get('extender_prioritize_outcomes', {}))}.",
             ]
+    for note in report.get("notes", []):
+        lines += ["", note]
     cs = report.get("caller")
     if cs:
         lines += ["", "### The extender's round trip, seen by the caller", ""]
@@ -979,10 +981,16 @@ def main(argv=None) -> int:
                 kube_phases(cp, gen, workdir, args.nodes, args, overload=True, on_result=on_result)
             if "kube-large" not in args.skip and args.large_nodes > args.nodes:
                 log(f"creating {args.large_nodes - args.nodes} more nodes")
-                for a in range(args.nodes, args.large_nodes, 500):
-                    cp.create_nodes(make(a, min(a + 500, args.large_nodes)), wait_s=args.node_wait)
-                wait_extender_nodes(cp, args.large_nodes)
-                kube_phases(cp, gen, workdir, args.large_nodes, args, overload=False, on_result=on_result)
+                try:
+                    for a in range(args.nodes, args.large_nodes, 500):
+                        cp.create_nodes(make(a, min(a + 500, args.large_nodes)), wait_s=args.node_wait)
+                    wait_extender_nodes(cp, args.large_nodes)
+                    kube_phases(cp, gen, workdir, args.large_nodes, args, overload=False, on_result=on_result)
+                except cpm.ControlPlaneError as exc:  # the figures so far are still worth writing
+                    note = f"The {args.large_nodes}-node phases did not complete: {exc}."
+                    log(note)
+                    report.setdefault("notes", []).append(note)
+                    checkpoint()
         finally:
             cp.down()
         report["kube"] = results
