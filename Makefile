@@ -15,7 +15,7 @@ help:
 	@echo "make bench-quick      a smaller policy benchmark (< 10 min)"
 	@echo "make bench-sim        simulator speed, discrete-event cross-check, calibration error (~13 min)"
 	@echo "make bench-topology   graph encoder time vs size, gRPC cache latency, encoder held-out error"
-	@echo "make bench-scheduler  kube-scheduler throughput with/without the extender (real control plane)"
+	@echo "make bench-scheduler  the extender's cost to kube-scheduler, caller-side latency, server comparison"
 	@echo "make train            train the learned stacks -> policy/bundles/"
 	@echo "make controlplane     build the control planes of both Kubernetes minors and helm into the cache"
 	@echo "make images           build the extender and descheduler images (needs docker, podman, buildah or nerdctl)"
@@ -30,6 +30,10 @@ $(VENV)/.runtime: pyproject.toml
 
 $(VENV)/.test: pyproject.toml $(VENV)/.runtime
 	$(PIP) install -e '.[train,test]'
+	touch $@
+
+$(VENV)/.bench: pyproject.toml $(VENV)/.test
+	$(PIP) install -e '.[train,test,bench]'
 	touch $@
 
 demo: $(VENV)/.runtime
@@ -69,7 +73,9 @@ bench-sim: $(VENV)/.test
 bench-topology: $(VENV)/.test
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) -m policy.bench.topology
 
-bench-scheduler: $(VENV)/.test controlplane
+# the extender's cost to kube-scheduler (real control plane), its caller-side latency (hack/extender-load, Go),
+# the server and decoder comparisons (granian, orjson: the [bench] extra) -> section "scheduler" of BENCHMARKS.md
+bench-scheduler: $(VENV)/.bench controlplane
 	$(PY) hack/bench-scheduler.py
 
 train: $(VENV)/.test

@@ -11,9 +11,13 @@ With ``listen.tls`` set it serves HTTPS (see :class:`extender.config.TLSConfig`)
 of Nodes and Pods, :mod:`extender.kube`). ``--host`` / ``--port`` override ``listen``. Logs go to stderr,
 as text or one JSON object per line (``--log-format``, :func:`policy.telemetry.configure_logging`);
 ``/metrics`` carries ``hrl_build_info`` and the ``process_*`` metrics besides the extender's own.
-Exit status: 0 after a clean shutdown (SIGINT/SIGTERM), 2 for a bad command line, configuration (TLS files
-included), topology source or snapshot file (one line on stderr), 1 when the server cannot start (e.g. the
-port is taken).
+
+The listening socket is bound before ``serving on ...`` is logged, so that line means the port is open.
+
+Exit status (:data:`EXIT_CODES`): 0 after a clean shutdown (SIGINT/SIGTERM); 2 for a bad command line,
+configuration (TLS files included), topology source or snapshot file (one line on stderr); 4 when the listen
+address cannot be bound (port taken, address not local, permission denied: one line naming ``listen`` and the
+error); 1 when the server fails after it started.
 """
 
 from __future__ import annotations
@@ -28,6 +32,15 @@ from collections.abc import Sequence
 from policy.telemetry import add_log_format_argument, add_version_argument
 
 PROG = "hrl-extender"
+
+#: Exit status → meaning (the module docstring; docs/operations.md).
+EXIT_CODES: dict[int, str] = {
+    0: "clean shutdown (SIGINT/SIGTERM)",
+    1: "the server failed after it started",
+    2: "bad command line, configuration, topology source or snapshot file",
+    4: "the listen address cannot be bound (port taken, address not local, permission denied)",
+}
+EXIT_BIND = 4
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -89,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import uvicorn
     from prometheus_client import CollectorRegistry
 
-    from .server import make_app
+    from .server import bind_socket, make_app, uvicorn_config
     from .store import SnapshotStore
 
     store = SnapshotStore()
@@ -159,19 +172,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     host = args.host or config.listen.host
     port = config.listen.port if args.port is None else args.port
     scheme = "https" if tls_kwargs else "http"
-    log.info("serving on %s://%s:%d%s (policy %s)", scheme, host, port, config.url_prefix, policy.name)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=host,
-            port=port,
-            access_log=False,
-            lifespan="off",
-            log_level=config.log_level.lower(),
-            log_config=None,
-            **tls_kwargs,
+    try:
+        sock = bind_socket(host, port)
+    except OSError as exc:
+        app.close()
+        if refresher is not None:
+            refresher.stop()
+        print(
+            f"{PROG}: error: listen: cannot bind {host}:{port}: {exc.strerror or exc}",
+            file=sys.stderr,
         )
-    )
+        return EXIT_BIND
+    port = sock.getsockname()[1]
+    log.info("serving on %s://%s:%d%s (policy %s)", scheme, host, port, config.url_prefix, policy.name)
+    server = uvicorn.Server(uvicorn_config(app, log_level=config.log_level.lower(), **tls_kwargs))
 
     def on_signal(signum: int, frame: object) -> None:
         # uvicorn handles SIGINT/SIGTERM while serving and re-raises the signal afterwards with the
@@ -190,10 +204,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache_link = start_cache_link(config.cache, store, registry)
     feeds = start_policy_feeds(policy, config, store)  # a learned policy's service rows, off the request path
     try:
-        server.run()
-    except SystemExit as exc:  # uvicorn exits 1 when it cannot bind
-        return int(exc.code or 0) if isinstance(exc.code, int) else 1
+        server.run(sockets=[sock])
+    except SystemExit as exc:  # uvicorn's own exits (e.g. 3 for a failed start-up) mean "failed after start"
+        log.error("server stopped with status %s", exc.code)
+        return 1
     finally:
+        sock.close()
+        app.close()
         if source is not None:
             source.stop()
         if refresher is not None:

@@ -31,6 +31,16 @@ Every field is optional; an empty file (or no ``--config``) gives the defaults b
     cache: null                # the topology embedding cache (gRPC, `hrl-policy cache serve`), e.g.
                                #   {address: 127.0.0.1:50051, refreshSeconds: 10, timeoutSeconds: 1,
                                #    maxAgeSeconds: 900, match: graph}; null = no cache (no embeddings needed)
+    limits:                    # no request can stall the others (docs/operations.md, "Extender limits")
+      maxRequestBytes: 16777216  # larger bodies get 413 (counted in hrl_extender_requests_too_large_total)
+      offloadRequestBytes: 262144  # larger bodies are decoded and scored in the worker pool, off the event loop
+      workers: 2               #   threads of that pool; a large body finding them all busy is shed (neutral)
+      requestDeadlineSeconds: 0.2  # a request not answered this long after it arrived gets a neutral reply;
+                               #   keep it below kube-scheduler's httpTimeout (300ms as shipped)
+      maxQueuedRequests: 128   # requests received and not answered yet beyond this are shed (neutral reply)
+    precompute:                # per-service node-score vectors computed off the request path
+      enabled: true            #   false: every request scores its candidates directly (same scores, slower)
+      maxKeys: 256             #   (service, requests) vectors kept; memory maxKeys x nodes x 8 bytes
     logLevel: INFO             # DEBUG, INFO, WARNING or ERROR
 
 Relative paths are relative to the working directory of the process. The matching kube-scheduler side
@@ -63,6 +73,8 @@ __all__ = [
     "TopologyConfig",
     "KubernetesConfig",
     "CacheConfig",
+    "LimitsConfig",
+    "PrecomputeConfig",
     "ExtenderConfiguration",
     "load_extender_config",
     "build_policy",
@@ -228,6 +240,57 @@ class CacheConfig(ConfigModel):
         return v
 
 
+class LimitsConfig(ConfigModel):
+    """What keeps one request, or a flood of them, from stalling the others (:mod:`extender.server`). Every
+    request the extender answers without scoring gets the neutral reply (prioritize: every candidate 0; filter:
+    every candidate passes), counted as outcome ``neutral_overload`` / ``neutral_deadline`` (prioritize) or
+    ``overload`` / ``deadline`` (filter)."""
+
+    max_request_bytes: int = Field(
+        16 * 1024 * 1024,
+        ge=1024,
+        le=1024**3,
+        description="Largest request body accepted, bytes (1 KiB..1 GiB); larger ones are answered 413 with a "
+        "one-line reason before being read, and counted in hrl_extender_requests_too_large_total. "
+        "Default 16 MiB (a nodeCacheCapable: false request with 500 large Node objects).",
+    )
+    offload_request_bytes: int = Field(
+        256 * 1024,
+        ge=0,
+        description="Bodies larger than this are decoded and scored in the worker pool (limits.workers), "
+        "not on the event loop; 0 = every body. Default 256 KiB (a nodeCacheCapable request with 5,000 "
+        "names is about 100 KiB).",
+    )
+    workers: int = Field(2, ge=1, le=64, description="Threads decoding and scoring large bodies, 1..64. Default 2.")
+    request_deadline_seconds: float = Field(
+        0.2,
+        gt=0.0,
+        le=60.0,
+        description="A request not answered this long after it arrived (its headers were read) gets the "
+        "neutral reply; keep it below kube-scheduler's httpTimeout so that the scheduler gets an "
+        "answer rather than a timeout. Default 0.2 (httpTimeout 300ms as shipped).",
+    )
+    max_queued_requests: int = Field(
+        128,
+        ge=1,
+        description="Requests received and not answered yet beyond this are shed: answered neutral at once, "
+        "without scoring. Default 128.",
+    )
+
+
+class PrecomputeConfig(ConfigModel):
+    """Node-score vectors per (service, requests) computed off the request path
+    (:class:`policy.lowlevel.NodeScoreTable`): a prioritize request then gathers its candidates' scores."""
+
+    enabled: bool = Field(True, description="Precompute the vectors. false: score every request directly.")
+    max_keys: int = Field(
+        256,
+        ge=1,
+        le=100_000,
+        description="(service, requests) vectors kept per snapshot; memory maxKeys x nodes x 8 bytes. Default 256.",
+    )
+
+
 class ExtenderConfiguration(ConfigModel):
     """The whole ``kind: ExtenderConfiguration`` document (see the module docstring for a full example)."""
 
@@ -257,6 +320,12 @@ class ExtenderConfiguration(ConfigModel):
     )
     cache: CacheConfig | None = Field(
         None, description="The topology embedding cache to copy embeddings and intent from; null = none."
+    )
+    limits: LimitsConfig = Field(
+        default_factory=LimitsConfig, description="Body size, deadline, queue and worker limits of the server."
+    )
+    precompute: PrecomputeConfig = Field(
+        default_factory=PrecomputeConfig, description="Node-score vectors computed off the request path."
     )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Log level of the process (stderr). Case-insensitive. Default INFO."

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import msgspec
 from kubernetes import client as kclient
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
@@ -64,6 +65,15 @@ def graph_with_annotations(graph: ServiceGraph | None, pods) -> ServiceGraph:
                 edges.append(ServiceEdge(p.service, dep.strip()))
     source = graph.source if graph is not None and graph.source else ""
     return ServiceGraph.build(services, edges, source=(source + "; annotations").lstrip("; "))
+
+
+def _loads(data: bytes | str) -> Any:
+    """JSON from the API server: msgspec (about twice as fast as ``json`` on Pod and Node objects, which matters
+    while a burst of pods is bound), ``json`` for anything msgspec refuses (same result otherwise)."""
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return json.loads(data)
 
 
 class _Gone(Exception):
@@ -130,7 +140,7 @@ class _Reflector:
             if cont:
                 kw["_continue"] = cont
             resp = self.list_fn(**kw)
-            doc = json.loads(resp.data)
+            doc = _loads(resp.data)
             for obj in doc.get("items") or ():
                 obj = {**obj, "kind": self.kind}
                 info = self._parsed(obj)
@@ -173,7 +183,7 @@ class _Reflector:
                         return
                     if not line:
                         continue
-                    self._event(json.loads(line))
+                    self._event(_loads(line))
             finally:
                 self._resp = None
                 resp.release_conn()

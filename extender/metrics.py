@@ -7,11 +7,17 @@ of :mod:`extender.scoring`), never pod or node names.
 ======================================================  =========  ===============================================
 metric                                                  type       meaning
 ======================================================  =========  ===============================================
-``hrl_extender_prioritize_duration_seconds``            histogram  time to answer a valid prioritize request
+``hrl_extender_prioritize_duration_seconds``            histogram  time from arrival to the reply, valid prioritize
 ``hrl_extender_prioritize_total{outcome}``              counter    valid prioritize requests by outcome
-``hrl_extender_filter_duration_seconds``                histogram  time to answer a valid filter request
+``hrl_extender_filter_duration_seconds``                histogram  time from arrival to the reply, valid filter
 ``hrl_extender_filter_total{outcome}``                  counter    valid filter requests by outcome
 ``hrl_extender_requests_invalid_total{verb}``           counter    malformed requests answered 400 (filter, prioritize)
+``hrl_extender_requests_too_large_total{verb}``         counter    bodies over limits.maxRequestBytes answered 413
+``hrl_extender_requests_in_flight``                     gauge      verb requests received and not answered yet
+``hrl_extender_score_table_lookups_total{result}``      counter    precomputed-score lookups: hit, miss
+``hrl_extender_score_table_vectors``                    gauge      node-score vectors held for the current snapshot
+``hrl_extender_score_table_computed_total``             counter    node-score vectors computed (off the request path)
+``hrl_extender_score_table_warm_seconds_total``         counter    time spent computing them, seconds
 ``hrl_extender_snapshot_age_seconds``                   gauge      age of the snapshot (NaN when none)
 ``hrl_extender_snapshot_pods`` / ``_nodes``             gauge      pods / nodes in the snapshot (0 when none)
 ======================================================  =========  ===============================================
@@ -23,6 +29,10 @@ import math
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from policy.lowlevel import NodeScoreTable
 
 from .scoring import FILTER_OUTCOMES, PRIORITIZE_OUTCOMES
 from .store import SnapshotStore
@@ -70,7 +80,7 @@ class ExtenderMetrics:
         self.registry = registry
         self.prioritize_duration_seconds = Histogram(
             "hrl_extender_prioritize_duration_seconds",
-            "Time to answer a valid prioritize request (parse, score, encode), seconds.",
+            "Time from a valid prioritize request's arrival (its first bytes parsed) to its reply, seconds.",
             buckets=DURATION_BUCKETS_S,
             registry=registry,
         )
@@ -82,7 +92,7 @@ class ExtenderMetrics:
         )
         self.filter_duration_seconds = Histogram(
             "hrl_extender_filter_duration_seconds",
-            "Time to answer a valid filter request (parse, filter, encode), seconds.",
+            "Time from a valid filter request's arrival (its first bytes parsed) to its reply, seconds.",
             buckets=DURATION_BUCKETS_S,
             registry=registry,
         )
@@ -96,6 +106,17 @@ class ExtenderMetrics:
             "hrl_extender_requests_invalid_total",
             "Malformed extender requests answered with HTTP 400, by verb.",
             ["verb"],
+            registry=registry,
+        )
+        self.requests_too_large_total = Counter(
+            "hrl_extender_requests_too_large_total",
+            "Extender requests whose body exceeded limits.maxRequestBytes, answered with HTTP 413, by verb.",
+            ["verb"],
+            registry=registry,
+        )
+        self.requests_in_flight = Gauge(
+            "hrl_extender_requests_in_flight",
+            "Verb requests received and not answered yet (being read, scored or waiting for a worker).",
             registry=registry,
         )
         self.snapshot_age_seconds = Gauge(
@@ -115,6 +136,7 @@ class ExtenderMetrics:
             self.filter_total.labels(outcome=o)
         for v in VERBS:
             self.requests_invalid_total.labels(verb=v)
+            self.requests_too_large_total.labels(verb=v)
         self.snapshot_age_seconds.set(math.nan)
 
     def bind_store(self, store: SnapshotStore, clock: Callable[[], float] | None = None) -> None:
@@ -128,6 +150,10 @@ class ExtenderMetrics:
         self.snapshot_age_seconds.set_function(age)
         self.snapshot_pods.set_function(lambda: float(len(s.pods)) if (s := store.get().snapshot) else 0.0)
         self.snapshot_nodes.set_function(lambda: float(len(s.nodes)) if (s := store.get().snapshot) else 0.0)
+
+    def bind_table(self, table: NodeScoreTable) -> None:
+        """Export ``table``'s counters (hits, misses, vectors, computations, time) at every scrape."""
+        self.registry.register(_TableCollector(table))
 
     def _sum(self, name: str) -> int:
         total = 0.0
@@ -144,3 +170,36 @@ class ExtenderMetrics:
     def filter_calls(self) -> int:
         """Valid filter requests answered so far (all outcomes)."""
         return self._sum("hrl_extender_filter_total")
+
+
+class _TableCollector(Collector):
+    def __init__(self, table: NodeScoreTable):
+        self.table = table
+
+    def collect(self):
+        t = self.table
+        c = CounterMetricFamily(
+            "hrl_extender_score_table_lookups",
+            "Lookups of precomputed node-score vectors by prioritize requests: hit (gathered) or miss (scored "
+            "directly).",
+            labels=["result"],
+        )
+        c.add_metric(["hit"], t.hits)
+        c.add_metric(["miss"], t.misses)
+        yield c
+        yield GaugeMetricFamily(
+            "hrl_extender_score_table_vectors", "Node-score vectors held for the current snapshot.", value=len(t)
+        )
+        yield CounterMetricFamily(
+            "hrl_extender_score_table_computed",
+            "Node-score vectors computed off the request path.",
+            value=t.computed,
+        )
+        yield CounterMetricFamily(
+            "hrl_extender_score_table_warm_seconds",
+            "Time spent computing node-score vectors off the request path, seconds.",
+            value=t.warm_seconds,
+        )
+
+    def describe(self):
+        return []

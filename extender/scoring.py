@@ -13,12 +13,13 @@ The all-equal fallback on error follows kubernetes-sigs/scheduler-plugins' scori
 from __future__ import annotations
 
 import logging
+import operator
 import time
 from collections.abc import Sequence
 
 import numpy as np
 
-from policy.lowlevel import MAX_EXTENDER_PRIORITY, PlacementPolicy
+from policy.lowlevel import MAX_EXTENDER_PRIORITY, NodeScoreTable, PlacementPolicy
 
 from .store import StoreView
 from .wire import (
@@ -30,7 +31,7 @@ from .wire import (
     neutral_host_priorities,
 )
 
-__all__ = ["PRIORITIZE_OUTCOMES", "FILTER_OUTCOMES", "prioritize", "filter_nodes"]
+__all__ = ["PRIORITIZE_OUTCOMES", "FILTER_OUTCOMES", "SHED_REASONS", "prioritize", "prioritize_scores", "filter_nodes"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,8 @@ PRIORITIZE_OUTCOMES: tuple[str, ...] = (
     "neutral_unknown_nodes",  # none of the candidates is in the snapshot
     "neutral_error",  # the policy raised, or returned the wrong shape
     "neutral_nonfinite",  # the policy returned NaN or infinity
+    "neutral_overload",  # shed: too many requests waiting (limits.maxQueuedRequests / workers), not scored
+    "neutral_deadline",  # not answered within limits.requestDeadlineSeconds of its arrival, not scored
 )
 
 #: Every outcome label :func:`filter_nodes` returns (the ``outcome`` label of ``hrl_extender_filter_total``).
@@ -56,7 +59,12 @@ FILTER_OUTCOMES: tuple[str, ...] = (
     "no_snapshot",  # no snapshot: every candidate passes (fail open)
     "stale",  # stale snapshot: every candidate passes (fail open)
     "error",  # the policy raised or answered garbage: every candidate passes (fail open)
+    "overload",  # shed: too many requests waiting; every candidate passes (fail open)
+    "deadline",  # not answered within limits.requestDeadlineSeconds; every candidate passes (fail open)
 )
+
+#: Why a request was answered without being scored (the server's load shedding, :mod:`extender.server`).
+SHED_REASONS: tuple[str, ...] = ("overload", "deadline")
 
 
 def _precheck(view: StoreView, max_snapshot_age_s: float, now_s: float | None) -> str | None:
@@ -69,6 +77,85 @@ def _precheck(view: StoreView, max_snapshot_age_s: float, now_s: float | None) -
     return None
 
 
+def prioritize_scores(
+    parsed: ParsedArgs,
+    view: StoreView,
+    policy: PlacementPolicy,
+    *,
+    max_snapshot_age_s: float = 0.0,
+    now_s: float | None = None,
+    table: NodeScoreTable | None = None,
+) -> tuple[np.ndarray, str]:
+    """The integer scores of :func:`prioritize` as a (C,) int64 array in 0..10 (one per
+    ``parsed.node_names`` entry, in order) and the outcome; ``encode_host_scores(parsed.node_names, scores)``
+    is the reply. ``table``: a :class:`~policy.lowlevel.NodeScoreTable` of ``policy`` to gather the scores from
+    when it holds the pod's vector for ``view`` (identical scores; see :mod:`policy.lowlevel.precomputed`),
+    else the policy scores the candidates directly."""
+    names = parsed.node_names
+    zeros = np.zeros(len(names), dtype=np.int64)
+    pre = _precheck(view, max_snapshot_age_s, now_s)
+    if pre is not None:
+        return zeros, "neutral_" + pre
+    assert view.index is not None
+    if not names:
+        return zeros, "ok"
+    pod = parsed.pod
+    if pod.service not in view.graph.services:
+        return zeros, "neutral_unknown_service"
+    emb = view.embedding_problem(pod.service, now_s if now_s is not None else time.time())
+    if emb is not None:
+        return zeros, "neutral_embeddings_" + emb
+    index = view.index
+    node_pos = index.node_pos
+    try:  # every candidate known (the usual case): one C-level lookup of all names
+        found = operator.itemgetter(*names)(node_pos)
+        pos = np.array(found if len(names) > 1 else (found,), dtype=np.int64)
+    except KeyError:
+        pos = np.fromiter((node_pos.get(n, -1) for n in names), dtype=np.int64, count=len(names))
+    known_mask = pos >= 0
+    if not known_mask.any():
+        return zeros, "neutral_unknown_nodes"
+    all_known = bool(known_mask.all())
+    vec = None
+    if table is not None:
+        vec = table.lookup(pod, index, view.intent, table.rows_token(index, pod.service))
+    if vec is not None:
+        raw = vec[pos if all_known else pos[known_mask]]
+    else:
+        cands = list(names) if all_known else [n for n, k in zip(names, known_mask) if k]
+        try:
+            raw = np.asarray(policy.score(pod, cands, index, view.intent), dtype=np.float64)
+        except Exception as exc:
+            log.warning(
+                "prioritize: policy %r raised %s: %s (neutral scores for pod %s)",
+                getattr(policy, "name", type(policy).__name__),
+                type(exc).__name__,
+                exc,
+                pod.key,
+                exc_info=log.isEnabledFor(logging.DEBUG),
+            )
+            return zeros, "neutral_error"
+        if raw.shape != (len(cands),):
+            log.warning(
+                "prioritize: policy %r returned shape %s for %d candidates (neutral scores)",
+                getattr(policy, "name", type(policy).__name__),
+                raw.shape,
+                len(cands),
+            )
+            return zeros, "neutral_error"
+    if not np.all(np.isfinite(raw)):
+        log.warning(
+            "prioritize: policy %r returned non-finite scores (neutral scores for pod %s)",
+            getattr(policy, "name", type(policy).__name__),
+            pod.key,
+        )
+        return zeros, "neutral_nonfinite"
+    full = np.zeros(len(names))
+    full[known_mask] = np.clip(raw, 0.0, MAX_EXTENDER_PRIORITY)
+    # round half up, as extender.wire.build_host_priorities does (the values are finite and in 0..10 here)
+    return np.floor(full + 0.5).astype(np.int64), "ok"
+
+
 def prioritize(
     parsed: ParsedArgs,
     view: StoreView,
@@ -76,6 +163,7 @@ def prioritize(
     *,
     max_snapshot_age_s: float = 0.0,
     now_s: float | None = None,
+    table: NodeScoreTable | None = None,
 ) -> tuple[list[HostPriority], str]:
     """Score ``parsed.node_names`` for ``parsed.pod`` with ``policy.score`` on ``view``.
 
@@ -83,54 +171,15 @@ def prioritize(
     integer scores in 0..10 (the policy's values rounded half up and clamped); ``outcome`` is one of
     :data:`PRIORITIZE_OUTCOMES`. Candidates the snapshot lacks score 0 (neutral) and are not shown to
     the policy. ``max_snapshot_age_s``: older snapshots count as stale (``<= 0``: never); ``now_s``: the
-    current time on the store's clock (default :func:`time.time`). Never raises for policy failures.
+    current time on the store's clock (default :func:`time.time`); ``table``: see :func:`prioritize_scores`.
+    Never raises for policy failures.
     """
-    names = parsed.node_names
-    pre = _precheck(view, max_snapshot_age_s, now_s)
-    if pre is not None:
-        return neutral_host_priorities(names), "neutral_" + pre
-    assert view.index is not None
-    if not names:
-        return [], "ok"
-    if parsed.pod.service not in view.graph.services:
-        return neutral_host_priorities(names), "neutral_unknown_service"
-    emb = view.embedding_problem(parsed.pod.service, now_s if now_s is not None else time.time())
-    if emb is not None:
-        return neutral_host_priorities(names), "neutral_embeddings_" + emb
-    known = [i for i, n in enumerate(names) if n in view.index.node_pos]
-    if not known:
-        return neutral_host_priorities(names), "neutral_unknown_nodes"
-    cands = [names[i] for i in known]
-    try:
-        raw = np.asarray(policy.score(parsed.pod, cands, view.index, view.intent), dtype=np.float64)
-    except Exception as exc:
-        log.warning(
-            "prioritize: policy %r raised %s: %s (neutral scores for pod %s)",
-            getattr(policy, "name", type(policy).__name__),
-            type(exc).__name__,
-            exc,
-            parsed.pod.key,
-            exc_info=log.isEnabledFor(logging.DEBUG),
-        )
-        return neutral_host_priorities(names), "neutral_error"
-    if raw.shape != (len(cands),):
-        log.warning(
-            "prioritize: policy %r returned shape %s for %d candidates (neutral scores)",
-            getattr(policy, "name", type(policy).__name__),
-            raw.shape,
-            len(cands),
-        )
-        return neutral_host_priorities(names), "neutral_error"
-    if not np.all(np.isfinite(raw)):
-        log.warning(
-            "prioritize: policy %r returned non-finite scores (neutral scores for pod %s)",
-            getattr(policy, "name", type(policy).__name__),
-            parsed.pod.key,
-        )
-        return neutral_host_priorities(names), "neutral_nonfinite"
-    full = np.zeros(len(names))
-    full[known] = np.clip(raw, 0.0, MAX_EXTENDER_PRIORITY)
-    return build_host_priorities(names, full), "ok"
+    scores, outcome = prioritize_scores(
+        parsed, view, policy, max_snapshot_age_s=max_snapshot_age_s, now_s=now_s, table=table
+    )
+    if outcome != "ok":
+        return neutral_host_priorities(parsed.node_names), outcome
+    return build_host_priorities(parsed.node_names, scores), outcome
 
 
 def _clean_failures(failed: object, candidates: Sequence[str], policy_name: str) -> dict[str, str]:

@@ -103,6 +103,22 @@ class SnapshotStore:
         self._graph_override: ServiceGraph | None = None
         self._raw: ClusterSnapshot | None = None
         self._view = StoreView()
+        self._listeners: list[Callable[[StoreView], None]] = []
+
+    # ---- listeners -------------------------------------------------------------------------------
+    def subscribe(self, listener: Callable[[StoreView], None]) -> None:
+        """Call ``listener(view)`` after every change is published (snapshot, touch, graph, intent, embeddings),
+        in the writer's thread, after the writer's lock is released: off the request path. A listener that
+        raises is logged and does not stop the write or the other listeners."""
+        self._listeners = [*self._listeners, listener]
+
+    def _notify(self, view: StoreView) -> StoreView:
+        for fn in self._listeners:
+            try:
+                fn(view)
+            except Exception as exc:  # noqa: BLE001 - a listener must not break the feed
+                log.warning("store listener %r failed: %s: %s", fn, type(exc).__name__, exc)
+        return view
 
     # ---- reading ---------------------------------------------------------------------------------
     def get(self) -> StoreView:
@@ -135,7 +151,8 @@ class SnapshotStore:
                 updated_at_s=self.clock() if now_s is None else float(now_s),
                 generation=v.generation + 1,
             )
-            return self._view
+            view = self._view
+        return self._notify(view)
 
     def touch(self, now_s: float | None = None) -> StoreView:
         """Mark the current snapshot as still current (e.g. a watch that is connected but saw no events),
@@ -144,7 +161,8 @@ class SnapshotStore:
             v = self._view
             if v.ready:
                 self._view = replace(v, updated_at_s=self.clock() if now_s is None else float(now_s))
-            return self._view
+            view = self._view
+        return self._notify(view)
 
     def set_graph(self, graph: ServiceGraph | None) -> StoreView:
         """Use ``graph`` as the call graph for this and every later snapshot (``None``: go back to each
@@ -161,7 +179,8 @@ class SnapshotStore:
                 snap = self._raw.with_graph(eff)
                 index = replace(v.index, snapshot=snap) if v.index is not None else ClusterIndex.build(snap)
                 self._view = replace(v, snapshot=snap, index=index, graph=eff, generation=v.generation + 1)
-            return self._view
+            view = self._view
+        return self._notify(view)
 
     def set_intent(self, vector: Sequence[float] | None, version: str | int | None = None) -> StoreView:
         """Set the high-level intent vector passed to the placement policy (``None``: defaults).
@@ -184,7 +203,8 @@ class SnapshotStore:
             self._view = replace(
                 v, intent=vec, intent_version=None if version is None else str(version), generation=v.generation + 1
             )
-            return self._view
+            view = self._view
+        return self._notify(view)
 
     def set_embeddings(self, entry: EmbeddingEntry | None) -> StoreView:
         """Use ``entry`` as the current copy of the topology embeddings (``None``: drop the copy)."""
@@ -193,7 +213,8 @@ class SnapshotStore:
         with self._lock:
             v = self._view
             self._view = replace(v, embeddings=entry, generation=v.generation + 1)
-            return self._view
+            view = self._view
+        return self._notify(view)
 
     def require_embeddings(self, max_age_s: float = 0.0, required: bool = True) -> StoreView:
         """Make scoring depend on the embeddings (a cache is configured): a service without a fresh row
@@ -208,7 +229,8 @@ class SnapshotStore:
                 embeddings_max_age_s=float(max_age_s),
                 generation=v.generation + 1,
             )
-            return self._view
+            view = self._view
+        return self._notify(view)
 
     def load_file(self, path: str | Path, now_s: float | None = None) -> StoreView:
         """Load a static cluster state — a Kubernetes ``List`` as ``kubectl get nodes,pods,pdb -A -o json``

@@ -75,9 +75,9 @@ HRL_SCHEDULER = "hrl-scheduler"
 DEFAULT_SCHEDULER = "default-scheduler"
 
 #: The extender registration (KubeSchedulerConfiguration v1 ``extenders[]``) minus ``urlPrefix``: the values
-#: the shipped manifests use (DESIGN.md section 5).
+#: the shipped manifests use (DESIGN.md section 5): prioritize only (no hard constraint of ours needs filter;
+#: measured in BENCHMARKS.md, section scheduler). ``extender_registration(url, filterVerb="filter")`` adds it.
 SHIPPED_EXTENDER: dict[str, Any] = {
-    "filterVerb": "filter",
     "prioritizeVerb": "prioritize",
     "weight": 2,
     "nodeCacheCapable": True,

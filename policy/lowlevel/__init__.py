@@ -6,7 +6,9 @@ the simulator and the descheduler's feasibility check (numpy only; no torch, no 
 - :mod:`.heuristic`: :class:`TopologyHeuristic`, the hand-written scorer;
 - :mod:`.features`: the learned scorer's input, one row per (pod, candidate node);
 - :mod:`.rows`: the per-service block of that input (embeddings), computed off the request path;
-- :mod:`.learned`: :class:`LearnedPlacement`, the learned scorer served from a bundle.
+- :mod:`.learned`: :class:`LearnedPlacement`, the learned scorer served from a bundle;
+- :mod:`.precomputed`: :class:`NodeScoreTable`, every node's score per (service, requests), computed off the
+  request path so that a request is a gather.
 """
 
 from .features import (
@@ -47,6 +49,7 @@ from .learned import (
     scores_from_logits,
     served_totals,
 )
+from .precomputed import NodeScoreTable, ScoreKey, score_key
 from .rows import RowsRefresher, ServiceRowCache, ServiceRows, compute_service_rows
 
 __all__ = [
@@ -86,4 +89,7 @@ __all__ = [
     "LearnedPlacement",
     "encoder_for",
     "load_learned_placement",
+    "NodeScoreTable",
+    "ScoreKey",
+    "score_key",
 ]

@@ -136,9 +136,13 @@ def test_the_hrl_scheduler_registers_the_extender_exactly_as_the_shipped_manifes
     """The fixture's hrl-scheduler must test what users install: same registration, only urlPrefix differs."""
     import yaml
 
-    shipped = yaml.safe_load(
-        (ROOT / "manifests" / "overlays" / "second-scheduler" / "scheduler-config.yaml").read_text()
-    )["extenders"]
+    docs = yaml.safe_load_all((ROOT / "manifests" / "overlays" / "second-scheduler" / "hrl-scheduler.yaml").read_text())
+    (config,) = [
+        yaml.safe_load(d["data"]["config.yaml"])
+        for d in docs
+        if d and d["kind"] == "ConfigMap" and "KubeSchedulerConfiguration" in d.get("data", {}).get("config.yaml", "")
+    ]
+    shipped = config["extenders"]
     ours = yaml.safe_load((control_plane.workdir / "scheduler-hrl-scheduler.yaml").read_text())["extenders"]
     assert len(shipped) == len(ours) == 1
     drop = lambda reg: {k: v for k, v in reg.items() if k != "urlPrefix"}  # noqa: E731

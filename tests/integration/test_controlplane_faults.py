@@ -73,7 +73,10 @@ def test_with_ignorable_extenders_down_or_too_slow_pods_still_schedule(control_p
     kwok_nodes(3)
     down_url = f"http://127.0.0.1:{cpmod.free_ports(1)[0]}/scheduler"
     with FakeExtender(delay_s=2.0) as slow:  # httpTimeout is 300ms
-        regs = [cpmod.extender_registration(down_url), cpmod.extender_registration(slow.url)]
+        regs = [
+            cpmod.extender_registration(down_url, filterVerb="filter"),
+            cpmod.extender_registration(slow.url, filterVerb="filter"),
+        ]
         assert all(r["ignorable"] is True for r in regs)
         with cp.scheduler("hrl-faulty", regs):
             apply(cp, ns, [deployment("web", replicas=3, scheduler="hrl-faulty")])
@@ -89,7 +92,7 @@ def test_with_a_non_ignorable_filter_extender_down_the_pod_stays_pending_with_th
     kwok_nodes(2)
     port = cpmod.free_ports(1)[0]
     url = f"http://127.0.0.1:{port}/scheduler"
-    reg = cpmod.extender_registration(url, ignorable=False, prioritizeVerb=None, weight=None)
+    reg = cpmod.extender_registration(url, ignorable=False, prioritizeVerb=None, weight=None, filterVerb="filter")
     assert reg["filterVerb"] == "filter" and reg["ignorable"] is False
     with cp.scheduler("hrl-strict", [reg]):
         apply(cp, ns, [deployment("web", scheduler="hrl-strict")])

@@ -477,7 +477,7 @@ def test_kube_scheduler_verifies_the_extender_against_the_ca_and_schedules_throu
         timeout=60,
     )
     # ignorable: false, so that a TLS failure is not papered over: the pod would stay Pending.
-    reg = {"enableHTTPS": True, "ignorable": False, "httpTimeout": "5s"}
+    reg = {"enableHTTPS": True, "ignorable": False, "httpTimeout": "5s", "filterVerb": "filter"}
     good = cpmod().extender_registration(server.url, **reg, tlsConfig={"caFile": str(pki / "ca.crt")})
     bad = cpmod().extender_registration(server.url, **reg, tlsConfig={"caFile": str(other / "ca.crt")})
     assert server.url.startswith("https://127.0.0.1:")

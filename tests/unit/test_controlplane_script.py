@@ -40,7 +40,6 @@ def test_the_extender_registration_is_the_shipped_one_and_a_none_override_remove
     reg = cpmod.extender_registration("http://x/scheduler")
     assert reg == {
         "urlPrefix": "http://x/scheduler",
-        "filterVerb": "filter",
         "prioritizeVerb": "prioritize",
         "weight": 2,
         "nodeCacheCapable": True,

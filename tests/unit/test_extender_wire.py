@@ -14,8 +14,11 @@ from extender.wire import (
     WireError,
     build_filter_result,
     build_host_priorities,
+    decode_extender_args,
     decode_filter_result,
     decode_host_priorities,
+    encode_host_scores,
+    encode_json,
     make_extender_args,
     neutral_host_priorities,
     parse_extender_args,
@@ -335,3 +338,64 @@ def test_parsed_args_is_frozen():
     with pytest.raises(AttributeError):
         p.mode = "Nodes"  # type: ignore[misc]
     assert copy.copy(p) == p
+
+
+# ---- the fast decoder gives the reference's result, and the reference's error -----------------------------
+
+
+@pytest.mark.parametrize("name", ["args-nodecachecapable.json", "args-nodelist.json", "args-mixed-case.json"])
+def test_the_fast_decoder_reads_what_the_reference_parser_reads(name):
+    ref = parse_extender_args(raw(name))
+    fast = decode_extender_args(raw(name))
+    assert (fast.pod, fast.node_names, fast.mode) == (ref.pod, ref.node_names, ref.mode)
+    assert fast.pod.labels == ref.pod.labels and fast.pod.annotations == ref.pod.annotations
+    assert fast.nodes is None  # the Node objects are not parsed: scoring reads the snapshot's
+    if ref.mode == "Nodes":
+        echoed = json.loads(encode_json(build_filter_result(fast, {})))["Nodes"]
+        assert echoed == {"metadata": ref.nodes_metadata, "items": ref.node_items}  # verbatim
+        assert decode_extender_args(raw(name), echo_nodes=False).node_items is None
+
+
+@pytest.mark.parametrize("case,body,reason", BAD, ids=[c[0] for c in BAD])
+def test_the_fast_decoder_rejects_what_the_reference_rejects_with_the_same_line(case, body, reason):
+    if body == "badqty":
+        body = load("args-nodecachecapable.json")
+        body["Pod"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    elif isinstance(body, dict) and body.get("Pod") == "POD":
+        body = {**body, "Pod": _pod()}
+    if isinstance(body, dict):
+        body = json.dumps(body).encode()
+    with pytest.raises(WireError) as ref:
+        parse_extender_args(body)
+    with pytest.raises(WireError) as fast:
+        decode_extender_args(body)
+    assert str(fast.value) == str(ref.value)
+
+
+def test_the_fast_decoder_follows_go_for_key_case_and_duplicates():
+    pod = json.dumps(_pod())
+    body = ('{"nodenames": ["a"], "POD": ' + pod + ', "NodeNames": ["b", "c"], "pod": ' + pod + "}").encode()
+    ref, fast = parse_extender_args(body), decode_extender_args(body)
+    assert fast.node_names == ref.node_names == ["b", "c"] and fast.pod == ref.pod
+    body = ('{"Pod": ' + pod + ', "Nodes": {"Items": [{"metadata": {"name": "x"}}], "items": null}}').encode()
+    assert decode_extender_args(body).node_names == parse_extender_args(body).node_names == []
+
+
+def test_one_encoder_writes_every_reply_even_with_lone_surrogates():
+    names = ["\ud83d", 'a"b', "\udc00x", "é"]
+    for reply in (
+        build_host_priorities(names, [1, 2, 3, 4]),
+        neutral_host_priorities(names),  # the fallback reply of prioritize
+        build_filter_result(
+            ParsedArgs(
+                pod=parse_extender_args(raw("args-nodecachecapable.json")).pod, node_names=names, mode="NodeNames"
+            ),
+            {"\udc00x": "why \ud83d"},
+        ),
+    ):
+        out = encode_json(reply)
+        assert json.loads(out) == reply  # escapes round-trip exactly
+    assert encode_host_scores(names, [1, 2, 3, 4]) == encode_json(build_host_priorities(names, [1, 2, 3, 4]))
+    assert encode_host_scores([], []) == b"[]"
+    with pytest.raises(ValueError):
+        encode_host_scores(["a"], [11])

@@ -38,7 +38,6 @@ CACHE_PORT = 50051
 #: DESIGN.md section 5, "Our shipped configuration".
 SHIPPED_EXTENDER = {
     "prioritizeVerb": "prioritize",
-    "filterVerb": "filter",
     "weight": 2,
     "nodeCacheCapable": True,
     "ignorable": True,
@@ -286,6 +285,7 @@ def test_the_scheduler_configuration_registers_the_extender_with_the_design_valu
     assert cfg["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     (ext,) = cfg["extenders"]
     assert {k: ext[k] for k in SHIPPED_EXTENDER} == SHIPPED_EXTENDER
+    assert "filterVerb" not in ext  # prioritize only: no hard constraint of ours needs filter (BENCHMARKS.md)
     assert 100 <= http_timeout_ms(ext["httpTimeout"]) <= 300
     objs = render(target)
     extender_cfg = load_extender_config(configmap_file(objs, "hrl-extender-config", "config.yaml"))
