@@ -30,8 +30,12 @@ def test_defaults_match_the_documentation():
     assert c.max_snapshot_age_seconds == 0 and c.log_level == "INFO"
 
 
-def test_an_empty_file_gives_the_defaults(tmp_path):
-    assert load_extender_config(write(tmp_path, "")) == ExtenderConfiguration()
+def test_an_empty_file_is_an_error_not_the_defaults(tmp_path):
+    # issue 14: an empty file used to start silently on 127.0.0.1:8888
+    f = write(tmp_path, "")
+    with pytest.raises(ConfigError, match="empty file: expected apiVersion") as ei:
+        load_extender_config(f)
+    assert str(ei.value).startswith(f"{f}: ") and len(str(ei.value).splitlines()) == 1
 
 
 def test_every_field_is_read_from_camel_case_yaml(tmp_path):
