@@ -24,9 +24,14 @@ Usage::
 - ``--json``: stdout carries only the :meth:`CycleReport.to_json` object (one line per cycle in
   ``--interval`` mode); messages go to stderr. Without it, a readable report.
 
-Exit status: 0 after the cycle(s) ran (whatever their outcomes); 1 when the cluster state (file or API
-server), the graph sources or the state file cannot be read; 2 for usage or configuration errors
-(a kubeconfig that cannot be loaded, or a learned policy's bundle that is missing, included).
+Exit status: 0 after the cycle(s) ran (whatever their outcomes); 1 when the live cluster state (API server),
+the graph sources or the state file cannot be read; 2 for usage or configuration errors (a kubeconfig that
+cannot be loaded, or a learned policy's bundle that is missing, included) and for a ``--snapshot`` file that
+cannot be read or holds a malformed value (one line naming the file, the object and the field).
+
+Configuration problems are printed all at once, one line each: ``FILE: dotted.path: problem (got VALUE)``
+(:class:`policy.config.ConfigError`), the files the configuration names (bundles, sources) checked in the
+same pass.
 """
 
 from __future__ import annotations
@@ -150,9 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``hrl-descheduler``; returns the exit status (see the module docstring)."""
     args = build_parser().parse_args(argv)
     try:
-        config = load_descheduler_config(args.config)
+        config = load_descheduler_config(args.config, check_files=True)
     except ConfigError as exc:
-        _err(str(exc))
+        for line in exc.lines():
+            _err(line)
         return 2
     live = args.snapshot is None
     if not live and args.kubeconfig:
@@ -206,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         history = EvictionHistory.load(config.state_file) if config.state_file else EvictionHistory()
     except (ObjectError, HistoryError) as exc:
         _err(f"{PROG}: {exc}")
-        return 1
+        return 2 if isinstance(exc, ObjectError) and not live else 1
     except Exception as exc:
         if not live:
             raise
@@ -277,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         except ObjectError as exc:
             _err(f"{PROG}: {exc}")
-            return 1
+            return 1 if live else 2
         except Exception as exc:
             if not live:
                 raise

@@ -11,7 +11,9 @@ With ``listen.tls`` set it serves HTTPS (see :class:`extender.config.TLSConfig`)
 of Nodes and Pods, :mod:`extender.kube`). ``--host`` / ``--port`` override ``listen``. Logs go to stderr.
 Exit status: 0 after a clean shutdown (SIGINT/SIGTERM), 2 for a bad command line, configuration (TLS files
 included), topology source or snapshot file (one line on stderr), 1 when the server cannot start (e.g. the
-port is taken).
+port is taken). Configuration problems are printed all at once, one line each:
+``FILE: dotted.path: problem (got VALUE)`` (:class:`policy.config.ConfigError`; the files it names are checked
+in the same pass).
 """
 
 from __future__ import annotations
@@ -64,14 +66,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         topology_refresher,
     )
 
-    try:
-        config = load_extender_config(args.config)
+    try:  # every problem at once, one line each: FILE: dotted.path: problem (got VALUE); named files must exist
+        config = load_extender_config(args.config, check_files=True)
     except ConfigError as exc:
-        return _fail("; ".join(str(exc).splitlines()))
+        for line in exc.lines():
+            print(line, file=sys.stderr)
+        return 2
+
+    def config_fail(line: str) -> int:  # a problem found past validation, in the same format
+        if not args.config:
+            return _fail(line)
+        print(f"{args.config}: {' '.join(str(line).split())}", file=sys.stderr)
+        return 2
+
     try:
         tls_kwargs = tls_server_kwargs(config)  # HTTPS when listen.tls is set; checked before anything else
     except ValueError as exc:
-        return _fail(str(exc))
+        return config_fail(str(exc))
     if args.port is not None and not 0 <= args.port <= 65535:
         return _fail(f"--port: must be 0..65535, got {args.port}")
 
@@ -90,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         policy = build_policy(config)
     except ValueError as exc:  # a learned policy's bundle that cannot be loaded (BundleError)
-        return _fail(f"policy.bundle: {exc}")
+        return config_fail(f"policy.bundle: {exc}")
     try:  # live sources (prometheus+...://) → a background refresher; files only → read once
         refresher, warnings = topology_refresher(config)
         graph, more = (refresher.graph, []) if refresher is not None else load_topology(config)
@@ -122,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             api = load_api_client(kube.kubeconfig)
         except Exception as exc:  # noqa: BLE001 - ConfigException, OSError: one line
-            return _fail(f"kubernetes.kubeconfig: cannot load a client configuration: {exc}")
+            return config_fail(f"kubernetes.kubeconfig: cannot load a client configuration: {exc}")
         source = KubeSnapshotSource(
             store, api, graph=graph, resync_s=kube.resync_seconds, debounce_s=kube.debounce_seconds
         )

@@ -42,7 +42,7 @@ __all__ = [
 
 #: The deepest nesting of mappings and sequences accepted (Kubernetes objects nest about 20 deep, CRD schemas
 #: about 40). Deeper documents are refused before anything walks them recursively.
-MAX_DEPTH = 200
+MAX_DEPTH = 100
 #: A YAML document may expand its aliases to at most this many times its own node count (plus 10,000 nodes):
 #: a few reused anchors pass, exponential alias chains do not.
 MAX_ALIAS_EXPANSION = 10
@@ -51,15 +51,15 @@ _BASE_LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 _short = reprlib.Repr()
-_short.maxstring = 60
-_short.maxother = 60
+_short.maxstring = 200
+_short.maxother = 80
 _short.maxlevel = 3
 _short.maxdict = _short.maxlist = _short.maxtuple = 4
 
 
 def short_repr(value: Any) -> str:
-    """``repr`` of ``value`` shortened for a one-line message (at most about 60 characters per string, 3 levels,
-    4 items per container; safe on any depth)."""
+    """``repr`` of ``value`` shortened for a one-line message (at most about 200 characters per string (paths stay
+    whole), 3 levels, 4 items per container; safe on any depth)."""
     return _short.repr(value).replace("\n", "\\n")
 
 
@@ -147,9 +147,7 @@ def check_node(loader: Any, root: Node) -> list[DocumentProblem]:
             continue
         distinct += 1
         if depth > MAX_DEPTH:
-            return [
-                DocumentProblem(dotted(path), node.start_mark.line + 1, f"nested deeper than {MAX_DEPTH} levels")
-            ]
+            return [DocumentProblem(dotted(path), node.start_mark.line + 1, f"nested deeper than {MAX_DEPTH} levels")]
         if isinstance(node, MappingNode):
             stack.append((node, path, depth, True))
             first: dict[Any, int] = {}
@@ -194,8 +192,8 @@ def _yaml_problem(exc: yaml.YAMLError) -> DocumentProblem:
     return DocumentProblem("", mark.line + 1 if mark is not None else None, f"invalid YAML: {what}")
 
 
-def _iter_yaml(text: str) -> Iterator[Any]:
-    loader = UniqueKeyLoader(text)
+def _iter_yaml(text: str, loader_class: type) -> Iterator[Any]:
+    loader = loader_class(text)
     try:
         while True:
             try:
@@ -216,17 +214,23 @@ def _iter_yaml(text: str) -> Iterator[Any]:
                 yield loader.construct_document(node)
             except yaml.YAMLError as exc:
                 raise DocumentError([_yaml_problem(exc)]) from None
-            except (ValueError, OverflowError) as exc:  # e.g. a timestamp PyYAML parses into an invalid date
-                line = None
-                raise DocumentError([DocumentProblem("", line, f"invalid YAML value: {exc}")]) from None
+            except RecursionError:
+                raise DocumentError([DocumentProblem("", None, f"nested deeper than {MAX_DEPTH} levels")]) from None
+            except (ValueError, OverflowError, TypeError) as exc:  # a date PyYAML cannot build, an unhashable key
+                raise DocumentError([DocumentProblem("", None, f"invalid YAML value: {_one_line(exc)}")]) from None
     finally:
         loader.dispose()
 
 
-def load_yaml_all(text: str) -> list[Any]:
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def load_yaml_all(text: str, loader_class: type = UniqueKeyLoader) -> list[Any]:
     """Every document of a (multi-document) YAML text, as plain Python data (``None`` for an empty document).
+    ``loader_class``: :class:`UniqueKeyLoader` or a subclass (own constructors, e.g. ones recording lines).
     Raises :class:`DocumentError` with every duplicate key, or the syntax, nesting or alias problem."""
-    return list(_iter_yaml(text))
+    return list(_iter_yaml(text, loader_class))
 
 
 def load_yaml(text: str) -> Any:
@@ -286,7 +290,7 @@ def load_json(text: str) -> Any:
             [DocumentProblem(str(dup.key), None, f"duplicate key{within}; each key may appear once")]
         ) from None
     except ValueError as exc:  # int() of a number literal longer than sys.get_int_max_str_digits()
-        raise DocumentError([DocumentProblem("", None, f"invalid JSON: {' '.join(str(exc).split())}")]) from None
+        raise DocumentError([DocumentProblem("", None, f"invalid JSON: {_one_line(exc)}")]) from None
     if not _json_depth_ok(doc):
         raise DocumentError([DocumentProblem("", None, f"nested deeper than {MAX_DEPTH} levels")])
     return doc
