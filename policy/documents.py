@@ -19,6 +19,7 @@ problems are all collected (every duplicate of the file, not only the first) and
 from __future__ import annotations
 
 import json
+import re
 import reprlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -147,7 +148,8 @@ def check_node(loader: Any, root: Node) -> list[DocumentProblem]:
             continue
         distinct += 1
         if depth > MAX_DEPTH:
-            return [DocumentProblem(dotted(path), node.start_mark.line + 1, f"nested deeper than {MAX_DEPTH} levels")]
+            shown = dotted(path[:8]) + ("..." if len(path) > 8 else "")
+            return [DocumentProblem(shown, node.start_mark.line + 1, f"nested deeper than {MAX_DEPTH} levels")]
         if isinstance(node, MappingNode):
             stack.append((node, path, depth, True))
             first: dict[Any, int] = {}
@@ -228,7 +230,8 @@ def _one_line(exc: BaseException) -> str:
 
 def load_yaml_all(text: str, loader_class: type = UniqueKeyLoader) -> list[Any]:
     """Every document of a (multi-document) YAML text, as plain Python data (``None`` for an empty document).
-    ``loader_class``: :class:`UniqueKeyLoader` or a subclass (own constructors, e.g. ones recording lines).
+    ``loader_class``: :class:`UniqueKeyLoader` or another PyYAML safe loader class (own constructors, e.g. ones
+    recording lines); the checks are the same.
     Raises :class:`DocumentError` with every duplicate key, or the syntax, nesting or alias problem."""
     return list(_iter_yaml(text, loader_class))
 
@@ -270,6 +273,45 @@ def _json_depth_ok(doc: Any) -> bool:
     return True
 
 
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\],:]')
+
+
+def _too_deep_json(text: str) -> DocumentProblem:
+    """The first place where ``text`` (JSON) nests deeper than :data:`MAX_DEPTH`: its dotted path and line
+    (a tokenizer over strings and brackets; used on the error path only)."""
+    stack: list[list[Any]] = []  # per open container: [kind, current key or index]
+    pending_key: str | None = None
+    for m in _JSON_TOKEN.finditer(text):
+        tok = m.group()
+        if tok in "{[":
+            if stack:
+                top = stack[-1]
+                if top[0] == "{" and pending_key is not None:
+                    top[1] = pending_key
+            stack.append([tok, 0 if tok == "[" else None])
+            pending_key = None
+            if len(stack) > MAX_DEPTH:
+                path = tuple(c[1] for c in stack[:-1] if c[1] is not None)
+                line = text.count("\n", 0, m.start()) + 1
+                shown = dotted(path[:8]) + ("..." if len(path) > 8 else "")
+                return DocumentProblem(shown, line, f"nested deeper than {MAX_DEPTH} levels")
+        elif tok in "}]":
+            if stack:
+                stack.pop()
+        elif tok == ",":
+            if stack and stack[-1][0] == "[":
+                stack[-1][1] += 1
+        elif tok.startswith('"') and stack and stack[-1][0] == "{":
+            nxt = text[m.end() : m.end() + 64].lstrip()
+            if nxt.startswith(":"):
+                try:
+                    pending_key = json.loads(tok)
+                except ValueError:
+                    pending_key = tok[1:-1]
+                stack[-1][1] = pending_key
+    return DocumentProblem("", None, f"nested deeper than {MAX_DEPTH} levels")
+
+
 def load_json(text: str) -> Any:
     """The JSON document of ``text``. Raises :class:`DocumentError` for invalid JSON (with its line), a
     duplicate key in an object (named, with the object's ``name`` / ``metadata.name`` when it has one), or
@@ -279,7 +321,7 @@ def load_json(text: str) -> Any:
     except json.JSONDecodeError as exc:
         raise DocumentError([DocumentProblem("", exc.lineno, f"invalid JSON: {exc.msg}")]) from None
     except RecursionError:
-        raise DocumentError([DocumentProblem("", None, f"nested deeper than {MAX_DEPTH} levels")]) from None
+        raise DocumentError([_too_deep_json(text)]) from None
     except _DuplicateKey as dup:
         name = dup.obj.get("name")
         meta = dup.obj.get("metadata")
@@ -292,5 +334,5 @@ def load_json(text: str) -> Any:
     except ValueError as exc:  # int() of a number literal longer than sys.get_int_max_str_digits()
         raise DocumentError([DocumentProblem("", None, f"invalid JSON: {_one_line(exc)}")]) from None
     if not _json_depth_ok(doc):
-        raise DocumentError([DocumentProblem("", None, f"nested deeper than {MAX_DEPTH} levels")])
+        raise DocumentError([_too_deep_json(text)])
     return doc

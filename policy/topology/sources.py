@@ -26,14 +26,12 @@ current in the background, see :class:`policy.topology.live.TopologyRefresher`):
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, get_args
 
-import yaml
-
+from policy.documents import DocumentError, load_json, load_yaml_all
 from policy.state import ServiceEdge, ServiceGraph
 
 from .alibaba import alibaba_version, load_alibaba
@@ -95,22 +93,18 @@ def _objects_kind(path: Path) -> Format | None:
         return None
     except OSError as exc:
         raise TopologyError(f"{path}: cannot read: {exc.strerror}") from exc
-    if path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
-        try:
-            docs = [json.loads(text)]
-        except json.JSONDecodeError as exc:
-            if not named:
-                return None
-            raise TopologyError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
-    else:
-        try:
-            docs = list(yaml.safe_load_all(text))
-        except yaml.YAMLError as exc:
-            if not named:
-                return None
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise TopologyError(f"{path}{line}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from exc
+    try:  # duplicate keys, depth and alias bombs refused (policy.documents)
+        if path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
+            docs = [load_json(text)]
+        else:
+            docs = load_yaml_all(text)
+    except DocumentError as exc:
+        if not named:
+            return None
+        first = exc.problems[0]
+        line = f":{first.line}" if first.line is not None else ""
+        what = f"{first.path}: {first.message}" if first.path else first.message
+        raise TopologyError(f"{path}{line}: {what}") from None
 
     objs: list[dict] = []
 
