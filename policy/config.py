@@ -59,6 +59,7 @@ __all__ = [
     "ConfigModel",
     "M",
     "load_config",
+    "read_config_file",
     "check_path",
     "ExistingFile",
     "ExistingPath",
@@ -321,6 +322,13 @@ def _problems(model: type[BaseModel], exc: ValidationError) -> list[tuple[str, s
     return out
 
 
+def read_config_file(source: str | Path) -> Any:
+    """The parsed YAML document of configuration file ``source`` (``None`` when empty), not yet validated.
+    Raises :class:`ConfigError` (unreadable, larger than :data:`MAX_CONFIG_BYTES`, not UTF-8, not YAML,
+    duplicate keys)."""
+    return _read(source)[1]
+
+
 def _read(source: str | Path) -> tuple[str, Any]:
     name = str(source)
     try:
@@ -390,6 +398,7 @@ def json_schema(kind: str, model: type[BaseModel]) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a ``kind`` document: ``apiVersion`` and ``kind`` fixed, the fields by
     their camelCase names, unknown fields refused (``additionalProperties: false``)."""
     schema = model.model_json_schema(by_alias=True, mode="validation")
+    _drop_titles(schema)
     props = schema.setdefault("properties", {})
     schema["properties"] = {
         "apiVersion": {"const": API_VERSION, "description": "Schema version of this file."},
@@ -399,3 +408,18 @@ def json_schema(kind: str, model: type[BaseModel]) -> dict[str, Any]:
     schema["required"] = ["apiVersion", "kind", *schema.get("required", ())]
     schema["title"] = kind
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def _drop_titles(node: Any) -> None:
+    """Remove pydantic's generated ``title`` of every property ("Refreshseconds"): descriptions say more."""
+    if isinstance(node, dict):
+        props = node.get("properties")
+        if isinstance(props, dict):
+            for v in props.values():
+                if isinstance(v, dict):
+                    v.pop("title", None)
+        for v in node.values():
+            _drop_titles(v)
+    elif isinstance(node, list):
+        for v in node:
+            _drop_titles(v)

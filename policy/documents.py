@@ -176,6 +176,7 @@ def check_node(loader: Any, root: Node) -> list[DocumentProblem]:
                 stack.append((v, (*path, i), depth + 1, False))
         else:
             size[nid] = 1
+    problems.sort(key=lambda p: p.line or 0)
     if not problems and size.get(id(root), 1) > MAX_ALIAS_EXPANSION * distinct + 10_000:
         problems.append(
             DocumentProblem(
