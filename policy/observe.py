@@ -599,7 +599,10 @@ def load_objects(path: str | Path) -> list[Mapping[str, Any]]:
         return out
     out = []
     for d in _read_docs(p):
-        out.extend(o for o in iter_objects(d) if isinstance(o, Mapping))
+        try:
+            out.extend(o for o in iter_objects(d) if isinstance(o, Mapping))
+        except ObjectError as exc:
+            raise ObjectError(f"{p}: {exc}") from None
     return out
 
 

@@ -15,9 +15,8 @@ import pytest
 
 from descheduler.config import DeschedulerConfiguration, load_descheduler_config
 from extender.config import load_extender_config
-from policy.cli.config import config_kinds
 from policy.cli.core import main as policy_main
-from policy.config import ConfigError, json_schema
+from policy.config import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 API = "apiVersion: hrl-scheduler.io/v1alpha1\n"
@@ -201,6 +200,8 @@ def test_a_missing_kubeconfig_says_so(tmp_path):
 
 
 def test_every_kind_is_registered_and_exports_a_schema(capsys):
+    from policy.cli.config import config_kinds
+
     assert set(config_kinds()) == {"ExtenderConfiguration", "DeschedulerConfiguration", "App", "ThresholdAutoscaler"}
     for kind in config_kinds():
         assert policy_main(["config", "schema", kind]) == 0
@@ -212,6 +213,8 @@ def test_every_kind_is_registered_and_exports_a_schema(capsys):
 
 def _shipped_configs() -> list[dict]:
     import yaml
+
+    from policy.cli.config import config_kinds
 
     out = []
     for f in sorted((ROOT / "manifests").rglob("*.yaml")):
@@ -228,6 +231,9 @@ def _shipped_configs() -> list[dict]:
 
 def test_the_schema_accepts_the_shipped_configs_and_refuses_what_the_loader_refuses():
     import jsonschema
+
+    from policy.cli.config import config_kinds
+    from policy.config import json_schema
 
     shipped = _shipped_configs()
     assert len(shipped) >= 2
