@@ -428,22 +428,25 @@ def write_bomb(bundle: Path, manifest_shape: list[int] | None) -> None:
     (bundle / "manifest.json").write_text(json.dumps(m))
 
 
-def run_measured(*argv: str) -> tuple[int, str, int]:
-    """``(exit status, stderr, peak RSS in MiB)`` of ``python -m policy.cli ARGV`` (the RSS of that child only)."""
-    import os
+_MEASURED = (
+    "import sys\n"
+    "from policy.cli import main\n"
+    "rc = main(sys.argv[1:])\n"
+    "hwm = [x for x in open('/proc/self/status') if x.startswith('VmHWM:')][0].split()[1]\n"
+    "print(f'peak-rss-kib {hwm}', file=sys.stderr)\n"
+    "sys.exit(rc)\n"
+)
 
-    p = subprocess.Popen(
-        [sys.executable, "-m", "policy.cli", *argv],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    with p:
-        err = p.stderr.read() if p.stderr is not None else ""
-        _pid, status, usage = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, err, usage.ru_maxrss // 1024
+
+def run_measured(*argv: str) -> tuple[int, str, int]:
+    """``(exit status, stderr without the measurement line, peak RSS in MiB)`` of ``hrl-policy ARGV`` in a child
+    process. The peak is the child's own ``VmHWM`` (Linux): its ``ru_maxrss`` would include the test runner's
+    memory, inherited across fork and exec."""
+    p = subprocess.run([sys.executable, "-c", _MEASURED, *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    lines = p.stderr.splitlines()
+    kib = int(next(x for x in lines if x.startswith("peak-rss-kib ")).split()[1])
+    err = "\n".join(x for x in lines if not x.startswith("peak-rss-kib ")) + "\n"
+    return p.returncode, err, kib // 1024
 
 
 @pytest.mark.parametrize(
