@@ -158,7 +158,9 @@ def fuzz_http(n: int, rng: random.Random, workdir: Path, timeout_s: float) -> Re
     proc, url = start_extender(workdir)
     try:
         with httpx.Client(base_url=url, timeout=timeout_s) as client:
-            for _ in range(n):
+            for i in range(n):
+                if i and i % 10_000 == 0:
+                    print(f"fuzz: http: {i} requests", file=sys.stderr, flush=True)
                 method, path, body, doc, what = http_inputs(rng, seeds)
                 rep.inputs += 1
                 t0 = time.perf_counter()
