@@ -73,16 +73,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(line, file=sys.stderr)
         return 2
 
-    def config_fail(line: str) -> int:  # a problem found past validation, in the same format
-        if not args.config:
-            return _fail(line)
-        print(f"{args.config}: {' '.join(str(line).split())}", file=sys.stderr)
+    def config_line(line: str) -> str:  # a problem found past validation, in the same format
+        line = " ".join(str(line).split())
+        return f"{args.config}: {line}" if args.config else f"{PROG}: error: {line}"
+
+    def config_fail(line: str) -> int:
+        print(config_line(line), file=sys.stderr)
         return 2
 
-    try:
-        tls_kwargs = tls_server_kwargs(config)  # HTTPS when listen.tls is set; checked before anything else
-    except ValueError as exc:
-        return config_fail(str(exc))
     if args.port is not None and not 0 <= args.port <= 65535:
         return _fail(f"--port: must be 0..65535, got {args.port}")
 
@@ -98,18 +96,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .store import SnapshotStore
 
     store = SnapshotStore()
+    # what the valid configuration names must also load: every such problem at once, one line each
+    problems: list[str] = []
+    try:
+        tls_kwargs = tls_server_kwargs(config)  # HTTPS when listen.tls is set
+    except ValueError as exc:
+        problems.append(str(exc))
     try:
         policy = build_policy(config)
     except ValueError as exc:  # a learned policy's bundle that cannot be loaded (BundleError)
-        return config_fail(f"policy.bundle: {exc}")
+        problems.append(f"policy.bundle: {exc}")
     try:  # live sources (prometheus+...://) → a background refresher; files only → read once
         refresher, warnings = topology_refresher(config)
         graph, more = (refresher.graph, []) if refresher is not None else load_topology(config)
         warnings += more
     except ImportError as exc:
-        return _fail(f"topology.sources: the call-graph loader is unavailable ({exc})")
+        problems.append(f"topology.sources: the call-graph loader is unavailable ({exc})")
     except Exception as exc:  # noqa: BLE001 - the loader's own one-line errors (unreadable file, bad content)
-        return _fail(f"topology.sources: {exc}")
+        problems.append(f"topology.sources: {exc}")
+    if problems:
+        for line in problems:
+            print(config_line(line), file=sys.stderr)
+        return 2
     for w in warnings:
         log.warning("topology: %s", w)
     kube = config.kubernetes

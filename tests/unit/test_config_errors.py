@@ -253,3 +253,25 @@ def test_config_check_reports_in_the_same_format(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out == f"ok: DeschedulerConfiguration ({good})\n"
     assert err.splitlines() == [f"{bad}: listen.port: must be <= 65535 (got 99999)"]
+
+
+def test_the_extender_reports_every_file_that_does_not_load_at_once(tmp_path):
+    # the files exist (so the configuration validates) but do not load: a certificate that is not PEM, a bundle
+    # whose manifest is empty, a span table without its columns; one run, one line each
+    (tmp_path / "tls.crt").write_text("not a certificate\n")
+    (tmp_path / "tls.key").write_text("not a key\n")
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "manifest.json").write_text("{}")
+    (tmp_path / "spans.csv").write_text("a,b\n1,2\n")
+    f = write(
+        tmp_path,
+        E
+        + f"listen: {{tls: {{certFile: {tmp_path}/tls.crt, keyFile: {tmp_path}/tls.key}}}}\n"
+        + f"policy: {{name: learned, bundle: {bundle}}}\ntopology: {{sources: [{tmp_path}/spans.csv]}}\n",
+    )
+    p = cli("extender", "--config", str(f))
+    lines = p.stderr.splitlines()
+    assert p.returncode == 2 and len(lines) == 3, p.stderr
+    assert [x.split(": ")[1] for x in lines] == ["listen.tls", "policy.bundle", "topology.sources"]
+    assert all(x.startswith(f"{f}: ") for x in lines)
