@@ -180,6 +180,13 @@ def check_path(value: str | None, info: ValidationInfo, what: str = "file") -> s
     ctx = info.context or {}
     if value is None or not ctx.get("check_files") or "://" in value:
         return value
+    try:
+        return _check_path(value, info, what)
+    except OSError as exc:  # a name too long, a loop of symbolic links, no permission
+        raise ValueError(f"cannot be checked: {exc.strerror or exc}") from None
+
+
+def _check_path(value: str, info: ValidationInfo, what: str) -> str:
     p = Path(value)
     if what == "bundle":
         if (info.data or {}).get("name") not in (None, "learned", "drpc"):

@@ -555,6 +555,17 @@ def iter_objects(doc: Any) -> Iterator[Mapping[str, Any]]:
     yield doc
 
 
+def _is_dir(p: Path) -> bool:
+    """``p.is_dir()``; :class:`ObjectError` naming ``p`` when the path cannot even be looked at (too long, ...)."""
+    try:
+        p.stat()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise ObjectError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    return p.is_dir()
+
+
 def _read_text(p: Path) -> str:
     """The UTF-8 text of file ``p``; :class:`ObjectError` naming the file (and the first bad byte's position)."""
     try:
@@ -591,7 +602,7 @@ def load_objects(path: str | Path) -> list[Mapping[str, Any]]:
     ``*.yml`` and ``*.json`` file under a directory (sorted). Raises :class:`ObjectError` naming the
     file (and line, for YAML syntax errors; line and column of the first byte that is not UTF-8)."""
     p = Path(path)
-    if p.is_dir():
+    if _is_dir(p):
         out: list[Mapping[str, Any]] = []
         for f in sorted(p.rglob("*")):
             if f.is_file() and f.suffix in (".yaml", ".yml", ".json"):
@@ -659,7 +670,7 @@ def load_snapshot_objects(path: str | Path) -> list[Mapping[str, Any]]:
     :class:`ObjectError` naming the file (and the item), as do unreadable, non-UTF-8 and unparsable files:
     a malformed snapshot is never read as an empty cluster."""
     p = Path(path)
-    if p.is_dir():
+    if _is_dir(p):
         files = [f for f in sorted(p.rglob("*")) if f.is_file() and f.suffix in (".yaml", ".yml", ".json")]
         if not files:
             raise ObjectError(f"{p}: directory holds no *.json, *.yaml or *.yml file with a Kubernetes List")

@@ -145,8 +145,12 @@ def detect_format(path: str | Path) -> Format:
     it does not exist, or (with the line) when a YAML/JSON file does not parse.
     """
     p = Path(path)
-    if not p.exists():
-        raise TopologyError(f"{p}: no such file or directory")
+    try:
+        p.stat()
+    except FileNotFoundError:
+        raise TopologyError(f"{p}: no such file or directory") from None
+    except OSError as exc:  # a name too long, a loop of symbolic links, no permission
+        raise TopologyError(f"{p}: cannot read: {exc.strerror or exc}") from None
     if p.is_dir():
         csvs = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() == ".csv")
         if csvs:

@@ -275,3 +275,12 @@ def test_the_extender_reports_every_file_that_does_not_load_at_once(tmp_path):
     assert p.returncode == 2 and len(lines) == 3, p.stderr
     assert [x.split(": ")[1] for x in lines] == ["listen.tls", "policy.bundle", "topology.sources"]
     assert all(x.startswith(f"{f}: ") for x in lines)
+
+
+def test_a_path_that_cannot_even_be_looked_at_is_a_problem_line_not_a_crash():
+    # found by make fuzz: a 5,000-character source path raised OSError (File name too long) from Path.exists
+    doc = {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfiguration"}
+    with pytest.raises(ConfigError) as ei:
+        load_descheduler_config({**doc, "topology": {"sources": ["a" * 5000]}}, check_files=True)
+    assert [p for p, _m in ei.value.problems] == ["topology.sources[0]"]
+    assert "cannot be checked: File name too long" in ei.value.problems[0][1]
