@@ -64,6 +64,8 @@ class Report:
         self.crashes = 0
         self.server_errors = 0
         self.slowest: list[tuple[float, str]] = []  # min-heap of (seconds, description)
+        self.surrogate_5xx = 0  # 5xx answers to requests carrying a lone UTF-16 surrogate (issue 13 item 3)
+        self.after_5xx = 0  # connections dropped right after a 5xx on the same connection
 
     def timed(self, seconds: float, what: str) -> None:
         item = (seconds, what[:120])
@@ -88,6 +90,8 @@ class Report:
             "inputs": self.inputs,
             "outcomes": dict(self.outcomes),
             "server_errors_5xx": self.server_errors,
+            "of_which_lone_surrogate": self.surrogate_5xx,
+            "dropped_after_a_5xx": self.after_5xx,
             "crashes": self.crashes,
             "hangs": self.hangs,
             "slowest_ms": [(round(s * 1000, 1), w) for s, w in sorted(self.slowest, reverse=True)],
@@ -157,6 +161,7 @@ def fuzz_http(n: int, rng: random.Random, workdir: Path, timeout_s: float) -> Re
     seeds = [json.loads(ARGS_SEED.read_text()), json.loads(ARGS_LIST_SEED.read_text())]
     proc, url = start_extender(workdir)
     try:
+        last_5xx = False
         with httpx.Client(base_url=url, timeout=timeout_s) as client:
             for i in range(n):
                 if i and i % 10_000 == 0:
@@ -170,6 +175,10 @@ def fuzz_http(n: int, rng: random.Random, workdir: Path, timeout_s: float) -> Re
                     rep.finding("hang", what)
                     continue
                 except httpx.TransportError as exc:
+                    if last_5xx:  # the server closed the connection after its 5xx: the same finding, not a new one
+                        rep.after_5xx += 1
+                        last_5xx = False
+                        continue
                     rep.finding("crash", f"{what}: {type(exc).__name__}: {exc}")
                     if proc.poll() is not None:
                         rep.finding("crash", f"hrl-extender exited with {proc.returncode}; restarted")
@@ -179,6 +188,9 @@ def fuzz_http(n: int, rng: random.Random, workdir: Path, timeout_s: float) -> Re
                 dt = time.perf_counter() - t0
                 rep.timed(dt, what)
                 rep.outcomes[str(resp.status_code)] += 1
+                last_5xx = resp.status_code >= 500
+                if last_5xx and "lone surrogate" in what:
+                    rep.surrogate_5xx += 1
                 bad = check_reply(
                     path.rsplit("/", 1)[-1] if method == "POST" else "", resp.status_code, resp.content, doc
                 )
@@ -370,6 +382,13 @@ def markdown(reports: list[Report], seed: int, wall_s: float, load: tuple[float,
             f"| {r.name} | {r.inputs:,} | {outcomes} | {r.server_errors} | {r.crashes} | {r.hangs} | {slowest} |"
         )
     lines += ["", f"**{bad} finding(s)** beyond the documented 4xx answers and one-line errors."]
+    for r in reports:
+        if r.server_errors:
+            lines.append(
+                f"- {r.name}: {r.server_errors} HTTP 5xx, of which {r.surrogate_5xx} to requests carrying a lone "
+                f"UTF-16 surrogate (issue 13 item 3, the extender's JSON encoder); {r.after_5xx} connection(s) "
+                "dropped right after such a 5xx (not counted again)."
+            )
     for r in reports:
         for f in r.findings[:5]:
             shown = f.replace("`", "'")[:250]

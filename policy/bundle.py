@@ -261,12 +261,17 @@ class PolicyBundle:
                 f"std: [{dim} numbers]}}, found {_short(_plain(n))}"
             )
         try:
-            mean = np.asarray(n["mean"], dtype=np.float32)
-            std = np.asarray(n["std"], dtype=np.float32)
-        except (TypeError, ValueError):
+            with np.errstate(over="ignore"):  # a value beyond float32 becomes inf: refused just below
+                mean = np.asarray(n["mean"], dtype=np.float32)
+                std = np.asarray(n["std"], dtype=np.float32)
+        except (TypeError, ValueError, OverflowError):
             raise BundleError(
                 f"{self.where}: normalization.{key}: expected numbers, found {_short(_plain(n))}"
             ) from None
+        if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std))):
+            raise BundleError(
+                f"{self.where}: normalization.{key}: expected numbers within float32 range, found {_short(_plain(n))}"
+            )
         if mean.shape != (dim,) or std.shape != (dim,):
             raise BundleError(
                 f"{self.where}: normalization.{key}: expected mean and std of length {dim}, "

@@ -210,3 +210,26 @@ def test_any_damaged_bundle_manifest_loads_or_is_one_line_naming_the_bundle(tmp_
     rng = random.Random(seed)
     (d / "manifest.json").write_text(json.dumps(mutate(m, rng, n), allow_nan=True))
     assert check_bundle(d) is None
+
+
+# ---- found by make fuzz -------------------------------------------------------------------------------------------
+
+
+def test_a_csv_header_with_a_quoted_line_break_is_still_a_one_line_error(tmp_path):
+    f = tmp_path / "t.csv"
+    f.write_text('traceid,"time\nstamp",um,dm,rt\n1,2,a,b,3\n')
+    assert check_table(read_alibaba, f) is None
+    assert check_table(read_spans, f) is None
+
+
+def test_normalization_beyond_float32_is_refused_without_a_warning(tmp_path):
+    d = tmp_path / "low"
+    shutil.copytree(LOW_BUNDLE, d)
+    m = json.loads((d / "manifest.json").read_text())
+    key = next(iter(m["normalization"]))
+    m["normalization"][key]["std"] = [1e39] * len(m["normalization"][key]["std"])
+    (d / "manifest.json").write_text(json.dumps(m))
+    from policy.lowlevel import LearnedPlacement
+
+    with pytest.raises(ValueError, match="float32 range"):
+        LearnedPlacement.load(d)
