@@ -5,12 +5,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint bench bench-quick bench-sim bench-topology bench-scheduler train controlplane images manifests e2e-kind clean help
+.PHONY: demo test lint fuzz bench bench-quick bench-sim bench-topology bench-scheduler train controlplane images manifests e2e-kind clean help
 
 help:
 	@echo "make demo             install (runtime only, no torch) and run the main job on Online Boutique"
 	@echo "make test             install (with [train,test]) and run the whole test suite (lint included)"
 	@echo "make lint             ruff (lint + format check) and the import contracts"
+	@echo "make fuzz             >= 100,000 generated requests and files against the extender and every parser"
 	@echo "make bench            the policy benchmark -> BENCHMARKS.md, benchmarks/summary.json, plots"
 	@echo "make bench-quick      a smaller policy benchmark (< 10 min)"
 	@echo "make bench-sim        simulator speed, discrete-event cross-check, calibration error (~13 min)"
@@ -60,6 +61,10 @@ lint: $(VENV)/.test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-logo
+
+# fuzz: hostile inputs against a running hrl-extender (HTTP) and every parser -> section `fuzz` of BENCHMARKS.md
+fuzz: $(VENV)/.test
+	OMP_NUM_THREADS=1 $(PY) hack/fuzz.py --total $${FUZZ_TOTAL:-100000}
 
 bench: $(VENV)/.test
 	OMP_NUM_THREADS=1 $(PY) -m policy.bench --full

@@ -28,9 +28,14 @@ Usage::
 - ``--log-format text|json``: the messages on stderr, as readable lines or one JSON object per line
   (:func:`policy.telemetry.configure_logging`: timestamp, level, component, logger, message).
 
-Exit status: 0 after the cycle(s) ran (whatever their outcomes); 1 when the cluster state (file or API
-server), the graph sources or the state file cannot be read; 2 for usage or configuration errors
-(a kubeconfig that cannot be loaded, or a learned policy's bundle that is missing, included).
+Exit status: 0 after the cycle(s) ran (whatever their outcomes); 1 when the live cluster state (API server),
+the graph sources or the state file cannot be read; 2 for usage or configuration errors (a kubeconfig that
+cannot be loaded, or a learned policy's bundle that is missing, included) and for a ``--snapshot`` file that
+cannot be read or holds a malformed value (one line naming the file, the object and the field).
+
+Configuration problems are printed all at once, one line each: ``FILE: dotted.path: problem (got VALUE)``
+(:class:`policy.config.ConfigError`), the files the configuration names (bundles, sources) checked in the
+same pass.
 """
 
 from __future__ import annotations
@@ -118,6 +123,19 @@ def _err(msg: str, level: int | None = None) -> None:
     log.log(level, text)
 
 
+_log_format = "text"  # set by main() from --log-format
+
+
+def _fatal(msg: str) -> None:
+    """The error that ends the run (a non-zero exit follows): with ``--log-format text`` the line ``msg`` as is on
+    stderr (``PROG: ...``, or a configuration problem ``FILE: dotted.path: problem (got VALUE)``), the format of
+    ``hrl-extender`` and ``hrl-policy``; with ``json`` one ERROR record."""
+    if _log_format == "json":
+        log.error(msg.removeprefix(f"{PROG}: "))
+    else:
+        print(msg, file=sys.stderr, flush=True)
+
+
 def format_report(report: CycleReport) -> str:
     """The human-readable report: one summary line, then a table of the planned moves and their outcomes."""
     from tabulate import tabulate
@@ -172,14 +190,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``hrl-descheduler``; returns the exit status (see the module docstring)."""
     args = build_parser().parse_args(argv)
     configure_logging(PROG, "INFO", args.log_format)
+    global _log_format
+    _log_format = args.log_format
     try:
-        config = load_descheduler_config(args.config)
+        config = load_descheduler_config(args.config, check_files=True)
     except ConfigError as exc:
-        _err(str(exc))
+        for line in exc.lines():
+            _fatal(line)
         return 2
     live = args.snapshot is None
     if not live and args.kubeconfig:
-        _err(f"{PROG}: --snapshot and --kubeconfig are exclusive (a file or a live cluster)")
+        _fatal(f"{PROG}: --snapshot and --kubeconfig are exclusive (a file or a live cluster)")
         return 2
     if not live:
         if not (args.dry_run or config.dry_run):
@@ -194,10 +215,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             graph, warnings = load_topology(config.topology.sources)
         except TopologyUnavailable as exc:
-            _err(f"{PROG}: {exc}")
+            _fatal(f"{PROG}: {exc}")
             return 1
         except (OSError, ValueError) as exc:
-            _err(f"{PROG}: topology.sources: {exc}")
+            _fatal(f"{PROG}: topology.sources: {exc}")
             return 1
         for w in warnings:
             _err(f"{PROG}: warning: {w}")
@@ -210,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             api_client = load_api_client(args.kubeconfig)
         except Exception as exc:  # noqa: BLE001 - ConfigException, OSError: one line
-            _err(f"{PROG}: --kubeconfig: cannot load a client configuration: {' '.join(str(exc).split())}")
+            _fatal(f"{PROG}: --kubeconfig: cannot load a client configuration: {' '.join(str(exc).split())}")
             return 2
         observe = KubeObserver(api_client, graph)
     else:
@@ -228,12 +249,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         observe()  # fail fast, before anything else, on an unreadable snapshot / unreachable API server
         history = EvictionHistory.load(config.state_file) if config.state_file else EvictionHistory()
     except (ObjectError, HistoryError) as exc:
-        _err(f"{PROG}: {exc}")
-        return 1
+        _fatal(f"{PROG}: {exc}")
+        return 2 if isinstance(exc, ObjectError) and not live else 1
     except Exception as exc:
         if not live:
             raise
-        _err(f"{PROG}: cannot read the cluster: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+        _fatal(f"{PROG}: cannot read the cluster: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
         return 1
 
     evictor = DryRunEvictor() if config.dry_run or not live else KubeEvictor(api_client)
@@ -241,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         planner = planner_from_config(config)
         placement = placement_from_config(config)
     except ValueError as exc:  # a learned policy's bundle is missing or does not load
-        _err(f"{PROG}: {exc}")
+        _fatal(f"{PROG}: {exc}")
         return 2
     state_section = history.sections.get("planner")
     if state_section is not None and hasattr(planner, "load_state"):
@@ -309,12 +330,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 resizer=resizer,
             )
         except ObjectError as exc:
-            _err(f"{PROG}: {exc}")
-            return 1
+            _fatal(f"{PROG}: {exc}")
+            return 1 if live else 2
         except Exception as exc:
             if not live:
                 raise
-            _err(f"{PROG}: cannot read the cluster: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+            _fatal(f"{PROG}: cannot read the cluster: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
             return 1
         emit(report)
         return 0
@@ -379,7 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 loop(over, LeaderGatedEvictor(evictor, elector), gated, gated_rz)
 
             if lead(elector, leading, stop) == "lost":
-                _err(f"{PROG}: lost the leader-election lease; exiting so that a restart rejoins the election")
+                _fatal(f"{PROG}: lost the leader-election lease; exiting so that a restart rejoins the election")
                 return 1
         else:
             loop(stop, evictor, scaler, resizer)

@@ -104,7 +104,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from policy.bundle import DEFAULT_BUNDLES, bundle_error_line
-from policy.config import ConfigModel, load_config
+from policy.config import ConfigModel, ExistingBundle, ExistingPath, load_config
 from policy.highlevel import HighLevelPolicy, RebalanceHeuristic, ResizePlanner
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy, TopologyHeuristic
 
@@ -153,7 +153,7 @@ class AutoscalerConfig(ConfigModel):
     is then the target of a service the intent names none for)."""
 
     name: Literal["utilization-target", "drpc", "intent"] = "utilization-target"
-    bundle: str | None = Field(None, min_length=1)
+    bundle: ExistingBundle | None = Field(None, min_length=1)
     target_utilization: float = Field(0.6, gt=0.0, le=1.0)
     tolerance: float = Field(0.1, ge=0.0)
     stabilization_seconds: float = Field(300.0, ge=0.0)
@@ -183,7 +183,7 @@ class IntentPolicyConfig(ConfigModel):
     co-location priorities, told the operator's ``cpuPrice`` and the application's ``sloP95Ms``)."""
 
     name: Literal["utilization", "learned"] = "utilization"
-    bundle: str | None = Field(None, min_length=1)
+    bundle: ExistingBundle | None = Field(None, min_length=1)
     period_seconds: float = Field(300.0, ge=0.0)
     cpu_price: float = Field(0.5, ge=0.0)
     slo_p95_ms: float | None = Field(None, gt=0.0)
@@ -262,7 +262,7 @@ class PlacementConfig(ConfigModel):
     :class:`policy.lowlevel.LearnedPlacement`)."""
 
     name: Literal["topology-heuristic", "learned"] = "topology-heuristic"
-    bundle: str | None = Field(None, min_length=1)
+    bundle: ExistingBundle | None = Field(None, min_length=1)
     target_utilization: float = Field(0.7, gt=0.0, lt=1.0)
 
     @model_validator(mode="after")
@@ -316,7 +316,7 @@ class TopologyConfig(ConfigModel):
     """Where the call graph comes from: paths read by ``policy.topology.sources.load_graph``. Empty: the
     ``hrl-scheduler.io/depends-on`` annotations of the workloads and pods in the snapshot."""
 
-    sources: tuple[str, ...] = ()
+    sources: tuple[ExistingPath, ...] = ()
 
 
 class MetricsConfig(ConfigModel):
@@ -376,7 +376,7 @@ class CacheConfig(ConfigModel):
 
     address: str = Field(..., min_length=3)
     timeout_seconds: float = Field(2.0, gt=0.0, le=60.0)
-    encoder_bundle: str | None = Field(None, min_length=1)
+    encoder_bundle: ExistingBundle | None = Field(None, min_length=1)
     reencode_after_seconds: float = Field(300.0, gt=0.0)
 
     @field_validator("address")
@@ -416,10 +416,14 @@ class DeschedulerConfiguration(ConfigModel):
         return self
 
 
-def load_descheduler_config(source: str | Path | Mapping[str, Any] | None) -> DeschedulerConfiguration:
+def load_descheduler_config(
+    source: str | Path | Mapping[str, Any] | None, *, check_files: bool = False
+) -> DeschedulerConfiguration:
     """Read a ``DeschedulerConfiguration`` from a YAML file, a mapping, or ``None`` (all defaults).
+    ``check_files``: also check that the files it names exist (bundles, the file sources of
+    ``topology.sources``), in the same pass (``hrl-descheduler`` does).
     Raises :class:`policy.config.ConfigError` listing every problem with its dotted path."""
-    return load_config(DeschedulerConfiguration, KIND, source)
+    return load_config(DeschedulerConfiguration, KIND, source, check_files=check_files)
 
 
 def planner_from_config(config: DeschedulerConfiguration) -> HighLevelPolicy:

@@ -58,10 +58,11 @@ def load_snapshot_file(
 ) -> ClusterSnapshot:
     """Read a snapshot from ``path``; ``graph=None`` → :func:`graph_from_annotations` of its contents.
     Raises :class:`policy.observe.ObjectError` (one line naming file, object, field and value) for a file that
-    is not a Kubernetes List (see :func:`policy.observe.load_snapshot_objects`). ``warn`` (optional) gets one
+    is not a Kubernetes List (see :func:`policy.observe.load_snapshot_objects`) or holds an object of the wrong
+    shape (:func:`policy.observe.snapshot_from_objects`). ``warn`` (optional) gets one
     line per inconsistency that does not stop the read (:func:`policy.observe.snapshot_warnings`: pods bound
     to nodes not in the snapshot, duplicate pods), each prefixed with the path."""
-    snap = snapshot_from_objects(load_snapshot_objects(path), graph, taken_at_s)
+    snap = snapshot_from_objects(load_snapshot_objects(path), graph, taken_at_s, source=str(path))
     if warn is not None:
         for w in snapshot_warnings(snap):
             warn(f"{path}: {w}")

@@ -17,7 +17,9 @@ The listening socket is bound before ``serving on ...`` is logged, so that line 
 Exit status (:data:`EXIT_CODES`): 0 after a clean shutdown (SIGINT/SIGTERM); 2 for a bad command line,
 configuration (TLS files included), topology source or snapshot file (one line on stderr); 4 when the listen
 address cannot be bound (port taken, address not local, permission denied: one line naming ``listen`` and the
-error); 1 when the server fails after it started.
+error); 1 when the server fails after it started. Configuration problems are printed all at once, one line each:
+``FILE: dotted.path: problem (got VALUE)`` (:class:`policy.config.ConfigError`; the files it names are checked
+in the same pass).
 """
 
 from __future__ import annotations
@@ -83,14 +85,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         topology_refresher,
     )
 
-    try:
-        config = load_extender_config(args.config)
+    try:  # every problem at once, one line each: FILE: dotted.path: problem (got VALUE); named files must exist
+        config = load_extender_config(args.config, check_files=True)
     except ConfigError as exc:
-        return _fail("; ".join(str(exc).splitlines()))
-    try:
-        tls_kwargs = tls_server_kwargs(config)  # HTTPS when listen.tls is set; checked before anything else
-    except ValueError as exc:
-        return _fail(str(exc))
+        for line in exc.lines():
+            print(line, file=sys.stderr)
+        return 2
+
+    def config_line(line: str) -> str:  # a problem found past validation, in the same format
+        line = " ".join(str(line).split())
+        return f"{args.config}: {line}" if args.config else f"{PROG}: error: {line}"
+
+    def config_fail(line: str) -> int:
+        print(config_line(line), file=sys.stderr)
+        return 2
+
     if args.port is not None and not 0 <= args.port <= 65535:
         return _fail(f"--port: must be 0..65535, got {args.port}")
 
@@ -106,18 +115,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .store import SnapshotStore
 
     store = SnapshotStore()
+    # what the valid configuration names must also load: every such problem at once, one line each
+    problems: list[str] = []
+    try:
+        tls_kwargs = tls_server_kwargs(config)  # HTTPS when listen.tls is set
+    except ValueError as exc:
+        problems.append(str(exc))
     try:
         policy = build_policy(config)
     except ValueError as exc:  # a learned policy's bundle that cannot be loaded (BundleError)
-        return _fail(f"policy.bundle: {exc}")
+        problems.append(f"policy.bundle: {exc}")
     try:  # live sources (prometheus+...://) → a background refresher; files only → read once
         refresher, warnings = topology_refresher(config)
         graph, more = (refresher.graph, []) if refresher is not None else load_topology(config)
         warnings += more
     except ImportError as exc:
-        return _fail(f"topology.sources: the call-graph loader is unavailable ({exc})")
+        problems.append(f"topology.sources: the call-graph loader is unavailable ({exc})")
     except Exception as exc:  # noqa: BLE001 - the loader's own one-line errors (unreadable file, bad content)
-        return _fail(f"topology.sources: {exc}")
+        problems.append(f"topology.sources: {exc}")
+    if problems:
+        for line in problems:
+            print(config_line(line), file=sys.stderr)
+        return 2
     for w in warnings:
         log.warning("topology: %s", w)
     kube = config.kubernetes
@@ -141,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             api = load_api_client(kube.kubeconfig)
         except Exception as exc:  # noqa: BLE001 - ConfigException, OSError: one line
-            return _fail(f"kubernetes.kubeconfig: cannot load a client configuration: {exc}")
+            return config_fail(f"kubernetes.kubeconfig: cannot load a client configuration: {exc}")
         source = KubeSnapshotSource(
             store, api, graph=graph, resync_s=kube.resync_seconds, debounce_s=kube.debounce_seconds
         )

@@ -61,7 +61,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from policy.config import ConfigModel, load_config
+from policy.config import ConfigModel, ExistingBundle, ExistingFile, ExistingPath, load_config
 from policy.lowlevel import PlacementPolicy, TopologyHeuristic
 from policy.state import ServiceGraph
 
@@ -96,10 +96,12 @@ class TLSConfig(ConfigModel):
     certificates are not requested. A rotated certificate takes effect at the next restart.
     """
 
-    cert_file: str = Field(
+    cert_file: ExistingFile = Field(
         ..., min_length=1, description="PEM certificate chain served to clients (leaf first). Required."
     )
-    key_file: str = Field(..., min_length=1, description="PEM private key of certFile (unencrypted). Required.")
+    key_file: ExistingFile = Field(
+        ..., min_length=1, description="PEM private key of certFile (unencrypted). Required."
+    )
 
 
 class ListenConfig(ConfigModel):
@@ -132,7 +134,7 @@ class PolicyConfig(ConfigModel):
         description="topology-heuristic: CPU utilisation (requested or measured, with the pod added) above which "
         "a node is penalised, as a fraction 0 < x < 1. Default 0.7.",
     )
-    bundle: str | None = Field(
+    bundle: ExistingBundle | None = Field(
         None,
         min_length=1,
         description="learned: the policy bundle directory (level low); null = the committed "
@@ -155,7 +157,7 @@ class PolicyConfig(ConfigModel):
 class TopologyConfig(ConfigModel):
     """Where the call graph comes from."""
 
-    sources: tuple[str, ...] = Field(
+    sources: tuple[ExistingPath, ...] = Field(
         (),
         description="Paths read once by policy.topology.sources.load_graph (Kubernetes manifests, AppGroups, "
         "span tables, Alibaba MSCallGraph CSVs; kind detected from content) and live URIs "
@@ -190,7 +192,7 @@ class KubernetesConfig(ConfigModel):
         False,
         description="Feed the snapshot from the API server. Exclusive with snapshotFile / --snapshot. Default false.",
     )
-    kubeconfig: str | None = Field(
+    kubeconfig: ExistingFile | None = Field(
         None,
         description="kubeconfig path; null = the in-cluster service account when running in a Pod, "
         "else $KUBECONFIG / ~/.kube/config. Default null.",
@@ -302,7 +304,7 @@ class ExtenderConfiguration(ConfigModel):
     )
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Placement policy.")
     topology: TopologyConfig = Field(default_factory=TopologyConfig, description="Call-graph sources.")
-    snapshot_file: str | None = Field(
+    snapshot_file: ExistingPath | None = Field(
         None,
         description="Optional static cluster state loaded at start: a Kubernetes List as printed by "
         "`kubectl get nodes,pods,pdb -A -o json` (or any file/dir policy.observe reads). "
@@ -347,10 +349,14 @@ class ExtenderConfiguration(ConfigModel):
         return v.upper() if isinstance(v, str) else v
 
 
-def load_extender_config(source: str | Path | Mapping[str, Any] | None) -> ExtenderConfiguration:
+def load_extender_config(
+    source: str | Path | Mapping[str, Any] | None, *, check_files: bool = False
+) -> ExtenderConfiguration:
     """Load an ``ExtenderConfiguration`` from a YAML file path, a mapping, or ``None`` (all defaults).
+    ``check_files``: also check that the files it names exist (TLS files, ``snapshotFile``, ``kubeconfig``,
+    ``policy.bundle``, the file sources of ``topology.sources``), in the same pass (``hrl-extender`` does).
     Raises :class:`policy.config.ConfigError` listing every problem with its dotted path."""
-    return load_config(ExtenderConfiguration, KIND, source)
+    return load_config(ExtenderConfiguration, KIND, source, check_files=check_files)
 
 
 def tls_server_kwargs(config: ExtenderConfiguration) -> dict[str, str]:

@@ -242,7 +242,7 @@ class SnapshotStore:
         warning line each (:func:`policy.observe.snapshot_warnings`)."""
         objs = load_snapshot_objects(path)
         t = self.clock() if now_s is None else float(now_s)
-        snap = snapshot_from_objects(objs, taken_at_s=t)
+        snap = snapshot_from_objects(objs, taken_at_s=t, source=str(path))
         for w in snapshot_warnings(snap):
             log.warning("snapshot %s: %s", path, w)
         return self.update(snap, now_s=t)

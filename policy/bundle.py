@@ -23,8 +23,10 @@ A bundle is a directory::
       "weights": {"file": "weights.npz", "sha256": "<hex>", "arrays": {"name": [shape...], ...}}
     }
 
-Loading reads ``weights.npz`` with ``np.load(..., allow_pickle=False)`` (no code runs from a bundle), checks
-the SHA-256 and every array's shape against the manifest, and — when the caller says what it expects —
+Loading reads ``weights.npz`` without pickles (no code runs from a bundle) and, before decompressing anything,
+checks its size (:data:`MAX_WEIGHTS_FILE_BYTES`), the SHA-256, and every array's ``.npy`` header: numeric dtype,
+the shape the manifest lists, and the total size once decompressed (:data:`MAX_WEIGHTS_BYTES`; a zip bomb is
+refused from its headers), and — when the caller says what it expects —
 refuses a different level, schema or feature specification with one line naming both (expected vs found).
 Every field's JSON type is checked while loading (before anything is built from it): ``weights.sha256`` must
 be the 64-hex-digit digest (an empty or missing one is refused, never a skipped check), every listed shape a
@@ -54,6 +56,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .documents import DocumentError, load_json, short_repr
 from .features import FeatureSpec, FeatureSpecError, check_specs
 
 __all__ = [
@@ -65,6 +68,8 @@ __all__ = [
     "WEIGHTS",
     "MAX_DIM",
     "MAX_MANIFEST_BYTES",
+    "MAX_WEIGHTS_FILE_BYTES",
+    "MAX_WEIGHTS_BYTES",
     "located",
     "DEFAULT_BUNDLES",
     "BundleMissing",
@@ -86,6 +91,10 @@ WEIGHTS = "weights.npz"
 MAX_DIM = 1 << 16
 #: The largest ``manifest.json`` read (the committed ones are under 20 KB).
 MAX_MANIFEST_BYTES = 16 << 20
+#: The largest ``weights.npz`` read (compressed), and the most bytes its arrays may take once decompressed
+#: (checked from the ``.npy`` headers before anything is decompressed); the committed bundles are under 1 MB.
+MAX_WEIGHTS_FILE_BYTES = 256 << 20
+MAX_WEIGHTS_BYTES = 256 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 Level = Literal["low", "high", "encoder"]
@@ -252,12 +261,17 @@ class PolicyBundle:
                 f"std: [{dim} numbers]}}, found {_short(_plain(n))}"
             )
         try:
-            mean = np.asarray(n["mean"], dtype=np.float32)
-            std = np.asarray(n["std"], dtype=np.float32)
-        except (TypeError, ValueError):
+            with np.errstate(over="ignore"):  # a value beyond float32 becomes inf: refused just below
+                mean = np.asarray(n["mean"], dtype=np.float32)
+                std = np.asarray(n["std"], dtype=np.float32)
+        except (TypeError, ValueError, OverflowError):
             raise BundleError(
                 f"{self.where}: normalization.{key}: expected numbers, found {_short(_plain(n))}"
             ) from None
+        if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std))):
+            raise BundleError(
+                f"{self.where}: normalization.{key}: expected numbers within float32 range, found {_short(_plain(n))}"
+            )
         if mean.shape != (dim,) or std.shape != (dim,):
             raise BundleError(
                 f"{self.where}: normalization.{key}: expected mean and std of length {dim}, "
@@ -313,12 +327,13 @@ class PolicyBundle:
             raise BundleError(
                 f"{where}: {MANIFEST}: not UTF-8 text (byte {exc.start}: {blob[exc.start : exc.start + 1]!r})"
             ) from None
-        try:
-            m = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise BundleError(f"{where}: {MANIFEST}: not JSON ({exc.msg} at line {exc.lineno})") from None
-        except RecursionError:
-            raise BundleError(f"{where}: {MANIFEST}: not JSON (nested too deeply)") from None
+        try:  # duplicate keys and nesting deeper than policy.documents.MAX_DEPTH refused
+            m = load_json(raw)
+        except DocumentError as exc:
+            first = exc.problems[0]
+            at = f" at line {first.line}" if first.line is not None else ""
+            what = f"{first.path}: {first.message}" if first.path else first.message
+            raise BundleError(f"{where}: {MANIFEST}: not JSON ({what}{at})") from None
         if not isinstance(m, dict):
             raise BundleError(f"{where}: {MANIFEST}: expected a JSON object, found {type(m).__name__}")
         sv = m.get("schema_version")
@@ -380,31 +395,16 @@ class PolicyBundle:
                 f"{where}: weights.sha256: expected the SHA-256 of {wfile} (64 hex digits), found {_short(want)}"
             )
         try:
-            data = (d / wfile).read_bytes()
+            with open(d / wfile, "rb") as f:
+                data = f.read(MAX_WEIGHTS_FILE_BYTES + 1)
         except OSError as exc:
             raise BundleError(f"{where}: cannot read {wfile}: {exc.strerror or exc}") from None
+        if len(data) > MAX_WEIGHTS_FILE_BYTES:
+            raise BundleError(f"{where}: {wfile}: larger than {MAX_WEIGHTS_FILE_BYTES} bytes (refused unread)")
         got = hashlib.sha256(data).hexdigest()
         if want.lower() != got:
             raise BundleError(f"{where}: {wfile}: sha256 mismatch: manifest says {want}, file is {got}")
-        try:
-            with np.load(io.BytesIO(data), allow_pickle=False) as z:
-                weights = {k: z[k] for k in z.files}
-        except Exception as exc:  # noqa: BLE001 - ValueError (pickles), BadZipFile, zlib.error, EOFError, ...
-            raise BundleError(
-                f"{where}: {wfile}: not a readable npz without pickles "
-                f"({type(exc).__name__}: {' '.join(str(exc).split())})"
-            ) from None
-        if set(listed) != set(weights):
-            missing = sorted(set(listed) - set(weights))
-            extra = sorted(set(weights) - set(listed))
-            raise BundleError(
-                f"{where}: {wfile}: arrays differ from the manifest (missing {missing}, unlisted {extra})"
-            )
-        for k, shape in listed.items():
-            if list(weights[k].shape) != list(shape):
-                raise BundleError(
-                    f"{where}: weights[{k!r}]: expected shape {list(shape)}, found {list(weights[k].shape)}"
-                )
+        weights = _read_npz(data, listed, f"{where}: {wfile}")
         try:
             return PolicyBundle(
                 level=found_level,
@@ -421,6 +421,84 @@ class PolicyBundle:
             )
         except BundleError as exc:
             raise BundleError(f"{where}: {exc}") from None
+
+
+def _read_npz(data: bytes, listed: Mapping[str, list[int]], where: str) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` (``data``: the file's bytes) whose names and shapes the manifest lists, read so
+    that a zip bomb costs nothing: the member names are compared with ``listed`` first, then every member's
+    ``.npy`` header (the first bytes of each member) is read and its dtype (numbers only), shape (the listed
+    one) and size checked, and the sum of the arrays' sizes held to :data:`MAX_WEIGHTS_BYTES`, all before
+    any array data is decompressed; then each array is read, exactly its header's size (no pickles).
+    Raises :class:`BundleError` (one line starting with ``where``) otherwise."""
+    import zipfile
+    import zlib
+
+    fmt = np.lib.format
+    try:
+        zf = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
+        raise BundleError(f"{where}: not a readable npz (not a zip file: {' '.join(str(exc).split())})") from None
+    with zf:
+        members: dict[str, zipfile.ZipInfo] = {}
+        for info in zf.infolist():
+            name = info.filename.removesuffix(".npy")
+            if name in members or not info.filename.endswith(".npy"):
+                raise BundleError(
+                    f"{where}: unexpected member {short_repr(info.filename)} (an npz holds one .npy per array)"
+                )
+            members[name] = info
+        if set(listed) != set(members):
+            missing = sorted(set(listed) - set(members))
+            extra = sorted(set(members) - set(listed))
+            raise BundleError(f"{where}: arrays differ from the manifest (missing {missing}, unlisted {extra})")
+        total = 0
+        try:
+            for name, info in members.items():
+                with zf.open(info) as f:
+                    version = fmt.read_magic(f)
+                    if version == (1, 0):
+                        shape, _fortran, dtype = fmt.read_array_header_1_0(f)
+                    elif version == (2, 0):
+                        shape, _fortran, dtype = fmt.read_array_header_2_0(f)
+                    else:
+                        raise BundleError(f"{where}: weights[{name!r}]: unsupported .npy format {version}")
+                if dtype.hasobject or dtype.kind not in "fiub" or dtype.fields is not None:
+                    raise BundleError(
+                        f"{where}: weights[{name!r}]: expected a numeric array without pickles, found dtype {dtype}"
+                    )
+                if list(shape) != list(listed[name]):
+                    raise BundleError(
+                        f"{where}: weights[{name!r}]: expected shape {list(listed[name])}, found {list(shape)}"
+                    )
+                nbytes = math.prod(shape) * dtype.itemsize
+                total += nbytes
+                if total > MAX_WEIGHTS_BYTES:
+                    raise BundleError(
+                        f"{where}: the arrays would take more than {MAX_WEIGHTS_BYTES} bytes once decompressed "
+                        f"(at weights[{name!r}], shape {list(shape)} {dtype}); refused before decompressing"
+                    )
+                if info.file_size < nbytes:
+                    raise BundleError(f"{where}: weights[{name!r}]: truncated ({info.file_size} bytes hold {nbytes})")
+            weights = {}
+            for name, info in members.items():
+                with zf.open(info) as f:
+                    weights[name] = fmt.read_array(f, allow_pickle=False)
+        except BundleError:
+            raise
+        except (
+            ValueError,
+            OSError,
+            EOFError,
+            zlib.error,
+            zipfile.BadZipFile,
+            NotImplementedError,
+            RuntimeError,
+        ) as exc:
+            # a corrupt member, a bad CRC, an unsupported compression, an encrypted member
+            raise BundleError(
+                f"{where}: not a readable npz without pickles ({type(exc).__name__}: {' '.join(str(exc).split())})"
+            ) from None
+    return weights
 
 
 def _plain(v: Any) -> Any:

@@ -8,16 +8,14 @@ field path and the offending value.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from .documents import DocumentError, load_json, load_yaml_all, short_repr
 from .state import (
     ANNOTATION_DEPENDS_ON,
     ANNOTATION_SERVICE,
@@ -35,11 +33,9 @@ from .state import (
     frozen_map,
 )
 
-# libyaml's C parser when PyYAML was built with it (same safe semantics, ~10x faster)
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
 __all__ = [
     "ObjectError",
+    "MAX_QUANTITY",
     "parse_quantity",
     "parse_cpu_m",
     "parse_memory_bytes",
@@ -81,33 +77,46 @@ _SUFFIX = {
     "Ei": Decimal(2) ** 60,
 }
 _QTY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?)$")
+#: The largest quantity accepted, in base units (cores, bytes, pods): its milli-value must fit in 64 bits, as
+#: ``resource.Quantity.MilliValue()`` returns it (about 9.2e15: 9.2 peta-cores or 8 PiB).
+MAX_QUANTITY = Decimal(2**63 - 1) / 1000
+_MAX_TEXT = 1000  # characters of a quantity string (the API server's longest is far shorter)
 
 
 def parse_quantity(value: Any, field: str = "quantity") -> Decimal:
     """Parse a Kubernetes resource.Quantity ("100m", "0.5", "64Mi", "1e3", 2) into a Decimal in base units.
 
-    Raises :class:`ObjectError` naming ``field`` and the value when it is not a valid quantity or is negative.
+    Raises :class:`ObjectError` naming ``field`` and the value when it is not a valid quantity, is negative,
+    or is larger than :data:`MAX_QUANTITY` (its milli-value would not fit in 64 bits).
     """
     if isinstance(value, bool):
-        raise ObjectError(f"{field}: invalid quantity {value!r}")
-    if isinstance(value, (int, float)):
-        d = Decimal(str(value))
-    elif isinstance(value, str):
+        raise ObjectError(f"{field}: invalid quantity {short_repr(value)}")
+    if isinstance(value, int):
+        if abs(value) > MAX_QUANTITY:
+            raise ObjectError(f"{field}: quantity too large {short_repr(value)} (at most {MAX_QUANTITY:.3e})")
+        d = Decimal(value)
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ObjectError(f"{field}: invalid quantity {short_repr(value)}")
+        d = Decimal(repr(value))
+    elif isinstance(value, str) and len(value) <= _MAX_TEXT:
         m = _QTY.match(value.strip())
         if not m:
-            raise ObjectError(f"{field}: invalid quantity {value!r}")
-        try:
-            num = Decimal(m.group(1))
-        except InvalidOperation as exc:  # pragma: no cover - regex guards this
-            raise ObjectError(f"{field}: invalid quantity {value!r}") from exc
+            raise ObjectError(f"{field}: invalid quantity {short_repr(value)}")
+        num = Decimal(m.group(1))
         if m.group(2):
-            d = num * (Decimal(10) ** int(m.group(2)[1:]))
+            exp = int(m.group(2)[1:])
+            if exp > 40 and num != 0:
+                raise ObjectError(f"{field}: quantity too large {short_repr(value)} (at most {MAX_QUANTITY:.3e})")
+            d = num.scaleb(max(exp, -40))
         else:
             d = num * _SUFFIX[m.group(3) or ""]
     else:
-        raise ObjectError(f"{field}: invalid quantity {value!r}")
+        raise ObjectError(f"{field}: invalid quantity {short_repr(value)}")
     if d < 0:
-        raise ObjectError(f"{field}: negative quantity {value!r}")
+        raise ObjectError(f"{field}: negative quantity {short_repr(value)}")
+    if d > MAX_QUANTITY:
+        raise ObjectError(f"{field}: quantity too large {short_repr(value)} (at most {MAX_QUANTITY:.3e})")
     return d
 
 
@@ -123,47 +132,130 @@ def parse_memory_bytes(value: Any, field: str = "memory") -> int:
     return int(d.to_integral_value(rounding="ROUND_CEILING"))
 
 
-def _resources(rl: Mapping[str, Any] | None, path: str) -> Resources:
+def _resources(rl: Any, path: str) -> Resources:
     if rl is None:
         return Resources()
     if not isinstance(rl, Mapping):
-        raise ObjectError(f"{path}: expected a map of resources, got {rl!r}")
+        raise ObjectError(f"{path}: expected a map of resources, got {short_repr(rl)}")
     cpu = parse_cpu_m(rl["cpu"], f"{path}.cpu") if "cpu" in rl else 0
     mem = parse_memory_bytes(rl["memory"], f"{path}.memory") if "memory" in rl else 0
     return Resources(cpu, mem)
 
 
+# ---- typed access: every field read through these, so a wrong JSON type is one line naming the field ----------
+
+
+def _map(v: Any, path: str) -> Mapping[str, Any]:
+    """``v`` when it is a map, ``{}`` for null/absent; else :class:`ObjectError` naming ``path``."""
+    if v is None:
+        return {}
+    if not isinstance(v, Mapping):
+        raise ObjectError(f"{path}: expected a map, got {short_repr(v)}")
+    return v
+
+
+def _list(v: Any, path: str) -> list[Any] | tuple[Any, ...]:
+    """``v`` when it is a list, ``[]`` for null/absent; else :class:`ObjectError` naming ``path``."""
+    if v is None:
+        return []
+    if not isinstance(v, (list, tuple)):
+        raise ObjectError(f"{path}: expected a list, got {short_repr(v)}")
+    return v
+
+
+def _maps(v: Any, path: str) -> list[Mapping[str, Any]]:
+    """A list of maps (``containers``, ``taints``, ...); :class:`ObjectError` naming the item otherwise."""
+    items = _list(v, path)
+    for i, it in enumerate(items):
+        if not isinstance(it, Mapping):
+            raise ObjectError(f"{path}[{i}]: expected a map, got {short_repr(it)}")
+    return list(items)
+
+
+def _text(v: Any, path: str, default: str = "") -> str:
+    """A scalar as text (``default`` for null/absent; numbers and booleans as JSON writes them); a map or a
+    list is an :class:`ObjectError` naming ``path``."""
+    if v is None:
+        return default
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, int) and v.bit_length() <= 256:
+        return str(v)
+    raise ObjectError(f"{path}: expected a string, got {short_repr(v) if not isinstance(v, int) else 'a huge number'}")
+
+
+def _flag(v: Any, path: str) -> bool:
+    """A JSON boolean (``false`` for null/absent); anything else is an :class:`ObjectError`."""
+    if v is None:
+        return False
+    if not isinstance(v, bool):
+        raise ObjectError(f"{path}: expected true or false, got {short_repr(v)}")
+    return v
+
+
+def _int(v: Any, path: str, default: int = 0, lo: int = -(2**31), hi: int = 2**31 - 1) -> int:
+    """A JSON integer in ``lo..hi`` (int32 by default, as the API's ``int32`` fields); ``default`` for
+    null/absent; anything else is an :class:`ObjectError` naming ``path``."""
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ObjectError(f"{path}: expected an integer, got {short_repr(v)}")
+    if not lo <= v <= hi:
+        raise ObjectError(f"{path}: expected an integer in {lo}..{hi}, got {short_repr(v)}")
+    return v
+
+
 # ---- helpers -------------------------------------------------------------------------------------
+
+
+def _what(obj: Mapping[str, Any]) -> str:
+    kind = obj.get("kind")
+    return kind if isinstance(kind, str) and kind else "object"
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     m = obj.get("metadata") or {}
     if not isinstance(m, Mapping):
-        raise ObjectError(f"{obj.get('kind', 'object')}: metadata must be a map, got {m!r}")
+        raise ObjectError(f"{_what(obj)}: metadata must be a map, got {short_repr(m)}")
     return m
 
 
 def _name(obj: Mapping[str, Any]) -> str:
     n = _meta(obj).get("name")
     if not isinstance(n, str) or not n:
-        raise ObjectError(f"{obj.get('kind', 'object')}: metadata.name missing or not a string: {n!r}")
+        raise ObjectError(f"{_what(obj)}: metadata.name missing or not a string: {short_repr(n)}")
     return n
 
 
+def _namespace(obj: Mapping[str, Any], where: str) -> str:
+    ns = _meta(obj).get("namespace")
+    if ns is None or ns == "":
+        return "default"
+    if not isinstance(ns, str):
+        raise ObjectError(f"{where}: metadata.namespace: expected a string, got {short_repr(ns)}")
+    return ns
+
+
 def _str_map(m: Any, path: str) -> dict[str, str]:
+    """A map of strings (labels, annotations, nodeSelector): keys and values must be scalars (values as
+    :func:`_text` reads them); a nested map or list is an :class:`ObjectError` naming the key."""
     if m is None:
         return {}
     if not isinstance(m, Mapping):
-        raise ObjectError(f"{path}: expected a map, got {m!r}")
-    return {str(k): "" if v is None else str(v) for k, v in m.items()}
+        raise ObjectError(f"{path}: expected a map, got {short_repr(m)}")
+    return {_text(k, path): _text(v, f"{path}.{_text(k, path)}") for k, v in m.items()}
 
 
 def _timestamp_s(ts: Any) -> float:
-    if not ts:
+    if not ts or not isinstance(ts, str):
         return 0.0
     try:
-        return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
-    except ValueError:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+    except (ValueError, OverflowError, OSError):
         return 0.0
 
 
@@ -172,13 +264,15 @@ def parse_selector(sel: Any, path: str) -> LabelSelector:
     if sel is None:
         return LabelSelector()
     if not isinstance(sel, Mapping):
-        raise ObjectError(f"{path}: expected a label selector map, got {sel!r}")
+        raise ObjectError(f"{path}: expected a label selector map, got {short_repr(sel)}")
     exprs = []
-    for i, e in enumerate(sel.get("matchExpressions") or []):
+    for i, e in enumerate(_maps(sel.get("matchExpressions"), f"{path}.matchExpressions")):
+        where = f"{path}.matchExpressions[{i}]"
         op = e.get("operator")
         if op not in ("In", "NotIn", "Exists", "DoesNotExist"):
-            raise ObjectError(f"{path}.matchExpressions[{i}].operator: unknown operator {op!r}")
-        exprs.append((str(e.get("key", "")), op, tuple(str(v) for v in e.get("values") or ())))
+            raise ObjectError(f"{where}.operator: unknown operator {short_repr(op)}")
+        values = tuple(_text(v, f"{where}.values[{j}]") for j, v in enumerate(_list(e.get("values"), where)))
+        exprs.append((_text(e.get("key"), f"{where}.key"), op, values))
     return LabelSelector(frozen_map(_str_map(sel.get("matchLabels"), f"{path}.matchLabels")), tuple(exprs))
 
 
@@ -216,31 +310,37 @@ def service_of(
 
 
 def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
-    """core/v1 Node JSON → :class:`NodeInfo` (allocatable falls back to capacity)."""
+    """core/v1 Node JSON → :class:`NodeInfo` (allocatable falls back to capacity). Raises :class:`ObjectError`
+    (one line: ``Node NAME: field.path: problem, got VALUE``) for any field of the wrong type or value."""
     name = _name(obj)
     meta = _meta(obj)
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    alloc_src = status.get("allocatable") or status.get("capacity") or {}
-    path = f"Node {name}: status.allocatable"
+    where = f"Node {name}"
+    spec = _map(obj.get("spec"), f"{where}: spec")
+    status = _map(obj.get("status"), f"{where}: status")
+    which = "allocatable" if status.get("allocatable") else "capacity"
+    path = f"{where}: status.{which}"
+    alloc_src = _map(status.get(which), path)
     alloc = _resources(alloc_src, path)
-    pods = alloc_src.get("pods", 110)
-    n_pods = int(parse_quantity(pods, f"{path}.pods"))
+    n_pods = int(parse_quantity(alloc_src.get("pods", 110), f"{path}.pods"))
     taints = tuple(
-        Taint(str(t.get("key", "")), str(t.get("value", "") or ""), str(t.get("effect", "NoSchedule")))
-        for t in spec.get("taints") or ()
+        Taint(
+            _text(t.get("key"), f"{where}: spec.taints[{i}].key"),
+            _text(t.get("value"), f"{where}: spec.taints[{i}].value"),
+            _text(t.get("effect"), f"{where}: spec.taints[{i}].effect", "NoSchedule") or "NoSchedule",
+        )
+        for i, t in enumerate(_maps(spec.get("taints"), f"{where}: spec.taints"))
     )
     ready = True
-    conds = status.get("conditions")
+    conds = _maps(status.get("conditions"), f"{where}: status.conditions")
     if conds:
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
     return NodeInfo(
         name=name,
         allocatable=alloc,
         allocatable_pods=n_pods,
-        labels=frozen_map(_str_map(meta.get("labels"), f"Node {name}: metadata.labels")),
+        labels=frozen_map(_str_map(meta.get("labels"), f"{where}: metadata.labels")),
         taints=taints,
-        unschedulable=bool(spec.get("unschedulable", False)),
+        unschedulable=_flag(spec.get("unschedulable"), f"{where}: spec.unschedulable"),
         ready=ready,
     )
 
@@ -248,10 +348,13 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
 # ---- pods ------------------------------------------------------------------------------------------
 
 
-def _controller_owner(meta: Mapping[str, Any]) -> OwnerRef | None:
-    for o in meta.get("ownerReferences") or ():
-        if o.get("controller"):
-            return OwnerRef(str(o.get("kind", "")), str(o.get("name", "")), str(o.get("uid", "")))
+def _controller_owner(meta: Mapping[str, Any], where: str) -> OwnerRef | None:
+    for i, o in enumerate(_maps(meta.get("ownerReferences"), f"{where}: metadata.ownerReferences")):
+        p = f"{where}: metadata.ownerReferences[{i}]"
+        if _flag(o.get("controller"), f"{p}.controller"):
+            return OwnerRef(
+                _text(o.get("kind"), f"{p}.kind"), _text(o.get("name"), f"{p}.name"), _text(o.get("uid"), f"{p}.uid")
+            )
     return None
 
 
@@ -260,17 +363,19 @@ def _pod_spec_resources(spec: Mapping[str, Any], path: str) -> tuple[Resources, 
     (k8s.io/component-helpers/resource PodRequests), plus spec.overhead."""
     req = Resources()
     lim = Resources()
-    for i, c in enumerate(spec.get("containers") or ()):
-        r = c.get("resources") or {}
-        rq = r.get("requests") or {}
-        lm = r.get("limits") or {}
+    for i, c in enumerate(_maps(spec.get("containers"), f"{path}.containers")):
+        p = f"{path}.containers[{i}].resources"
+        r = _map(c.get("resources"), p)
+        rq = _map(r.get("requests"), f"{p}.requests")
+        lm = _map(r.get("limits"), f"{p}.limits")
         # API defaulting: a limit without a request sets the request to the limit.
         eff = {**{k: v for k, v in lm.items() if k in ("cpu", "memory")}, **rq}
-        req = req + _resources(eff, f"{path}.containers[{i}].resources.requests")
-        lim = lim + _resources(lm, f"{path}.containers[{i}].resources.limits")
-    for i, c in enumerate(spec.get("initContainers") or ()):
-        r = c.get("resources") or {}
-        ir = _resources(r.get("requests"), f"{path}.initContainers[{i}].resources.requests")
+        req = req + _resources(eff, f"{p}.requests")
+        lim = lim + _resources(lm, f"{p}.limits")
+    for i, c in enumerate(_maps(spec.get("initContainers"), f"{path}.initContainers")):
+        p = f"{path}.initContainers[{i}].resources"
+        r = _map(c.get("resources"), p)
+        ir = _resources(r.get("requests"), f"{p}.requests")
         req = Resources(max(req.cpu_m, ir.cpu_m), max(req.memory_bytes, ir.memory_bytes))
     req = req + _resources(spec.get("overhead"), f"{path}.overhead")
     return req, lim
@@ -279,11 +384,12 @@ def _pod_spec_resources(spec: Mapping[str, Any], path: str) -> tuple[Resources, 
 _LOCAL_VOLUME_KEYS = ("emptyDir", "hostPath")
 
 
-def _has_local_storage(spec: Mapping[str, Any], local_pvcs: frozenset[str]) -> bool:
-    for v in spec.get("volumes") or ():
+def _has_local_storage(spec: Mapping[str, Any], local_pvcs: frozenset[str], path: str) -> bool:
+    for i, v in enumerate(_maps(spec.get("volumes"), f"{path}.volumes")):
         if any(k in v for k in _LOCAL_VOLUME_KEYS):
             return True
-        pvc = (v.get("persistentVolumeClaim") or {}).get("claimName")
+        p = f"{path}.volumes[{i}].persistentVolumeClaim"
+        pvc = _text(_map(v.get("persistentVolumeClaim"), p).get("claimName"), f"{p}.claimName")
         if pvc and pvc in local_pvcs:
             return True
     return False
@@ -293,27 +399,31 @@ def parse_pod(obj: Mapping[str, Any], local_pvcs: frozenset[str] = frozenset()) 
     """core/v1 Pod JSON → :class:`PodInfo`.
 
     ``local_pvcs``: names (``namespace/claim``) of PersistentVolumeClaims bound to local PersistentVolumes,
-    so pods using them count as having local storage.
+    so pods using them count as having local storage. Raises :class:`ObjectError` (one line:
+    ``Pod NS/NAME: field.path: problem, got VALUE``) for any field of the wrong type or value.
     """
     name = _name(obj)
     meta = _meta(obj)
-    ns = str(meta.get("namespace") or "default")
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    path = f"Pod {ns}/{name}: spec"
-    labels = _str_map(meta.get("labels"), f"Pod {ns}/{name}: metadata.labels")
-    annotations = _str_map(meta.get("annotations"), f"Pod {ns}/{name}: metadata.annotations")
-    owner = _controller_owner(meta)
+    ns = _namespace(obj, f"Pod {name}")
+    where = f"Pod {ns}/{name}"
+    spec = _map(obj.get("spec"), f"{where}: spec")
+    status = _map(obj.get("status"), f"{where}: status")
+    path = f"{where}: spec"
+    labels = _str_map(meta.get("labels"), f"{where}: metadata.labels")
+    annotations = _str_map(meta.get("annotations"), f"{where}: metadata.annotations")
+    owner = _controller_owner(meta, where)
     req, lim = _pod_spec_resources(spec, path)
-    tols = tuple(
-        Toleration(
-            str(t.get("key", "") or ""),
-            str(t.get("operator", "Equal") or "Equal"),
-            str(t.get("value", "") or ""),
-            str(t.get("effect", "") or ""),
+    tols = []
+    for i, t in enumerate(_maps(spec.get("tolerations"), f"{path}.tolerations")):
+        p = f"{path}.tolerations[{i}]"
+        tols.append(
+            Toleration(
+                _text(t.get("key"), f"{p}.key"),
+                _text(t.get("operator"), f"{p}.operator") or "Equal",
+                _text(t.get("value"), f"{p}.value"),
+                _text(t.get("effect"), f"{p}.effect"),
+            )
         )
-        for t in spec.get("tolerations") or ()
-    )
     ns_pvcs = frozenset(p.split("/", 1)[1] for p in local_pvcs if p.startswith(ns + "/"))
     return PodInfo(
         name=name,
@@ -321,18 +431,18 @@ def parse_pod(obj: Mapping[str, Any], local_pvcs: frozenset[str] = frozenset()) 
         service=service_of(labels, annotations, owner, name),
         requests=req,
         limits=lim,
-        uid=str(meta.get("uid", "")),
-        node_name=spec.get("nodeName") or None,
-        phase=str(status.get("phase") or "Pending"),
+        uid=_text(meta.get("uid"), f"{where}: metadata.uid"),
+        node_name=_text(spec.get("nodeName"), f"{path}.nodeName") or None,
+        phase=_text(status.get("phase"), f"{where}: status.phase") or "Pending",
         labels=frozen_map(labels),
         annotations=frozen_map(annotations),
         owner=owner,
-        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-        priority=int(spec.get("priority") or 0),
-        priority_class_name=str(spec.get("priorityClassName") or ""),
+        scheduler_name=_text(spec.get("schedulerName"), f"{path}.schedulerName") or "default-scheduler",
+        priority=_int(spec.get("priority"), f"{path}.priority"),
+        priority_class_name=_text(spec.get("priorityClassName"), f"{path}.priorityClassName"),
         terminating=bool(meta.get("deletionTimestamp")),
-        local_storage=_has_local_storage(spec, ns_pvcs),
-        tolerations=tols,
+        local_storage=_has_local_storage(spec, ns_pvcs, path),
+        tolerations=tuple(tols),
         node_selector=frozen_map(_str_map(spec.get("nodeSelector"), f"{path}.nodeSelector")),
         created_s=_timestamp_s(meta.get("creationTimestamp")),
     )
@@ -340,33 +450,37 @@ def parse_pod(obj: Mapping[str, Any], local_pvcs: frozenset[str] = frozenset()) 
 
 # ---- PDBs and workloads ----------------------------------------------------------------------------
 
+_PERCENT = re.compile(r"^[0-9]{1,9}%$")
 
-def _int_or_str(v: Any) -> int | str | None:
+
+def _int_or_percent(v: Any, path: str) -> int | str | None:
+    """An ``IntOrString`` of a PodDisruptionBudget: an integer >= 0 or a percentage ``"N%"``."""
     if v is None:
         return None
-    if isinstance(v, bool):
-        raise ObjectError(f"expected int or percentage, got {v!r}")
-    if isinstance(v, int):
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 2**31 - 1:
         return v
-    return str(v)
+    if isinstance(v, str) and _PERCENT.match(v):
+        return v
+    raise ObjectError(f"{path}: expected an integer >= 0 or a percentage like '50%', got {short_repr(v)}")
 
 
 def parse_pdb(obj: Mapping[str, Any]) -> PodDisruptionBudgetInfo:
-    """policy/v1 PodDisruptionBudget JSON → :class:`PodDisruptionBudgetInfo`."""
+    """policy/v1 PodDisruptionBudget JSON → :class:`PodDisruptionBudgetInfo`. Raises :class:`ObjectError`
+    (one line naming the PDB, the field and the value) for a field of the wrong type or value."""
     name = _name(obj)
-    meta = _meta(obj)
-    ns = str(meta.get("namespace") or "default")
-    spec = obj.get("spec") or {}
-    status = obj.get("status")
+    ns = _namespace(obj, f"PodDisruptionBudget {name}")
+    where = f"PodDisruptionBudget {ns}/{name}"
+    spec = _map(obj.get("spec"), f"{where}: spec")
+    status = _map(obj.get("status"), f"{where}: status")
     allowed = None
-    if isinstance(status, Mapping) and "disruptionsAllowed" in status:
-        allowed = int(status["disruptionsAllowed"])
+    if status.get("disruptionsAllowed") is not None:
+        allowed = _int(status["disruptionsAllowed"], f"{where}: status.disruptionsAllowed", lo=0)
     return PodDisruptionBudgetInfo(
         name=name,
         namespace=ns,
-        selector=parse_selector(spec.get("selector"), f"PodDisruptionBudget {ns}/{name}: spec.selector"),
-        min_available=_int_or_str(spec.get("minAvailable")),
-        max_unavailable=_int_or_str(spec.get("maxUnavailable")),
+        selector=parse_selector(spec.get("selector"), f"{where}: spec.selector"),
+        min_available=_int_or_percent(spec.get("minAvailable"), f"{where}: spec.minAvailable"),
+        max_unavailable=_int_or_percent(spec.get("maxUnavailable"), f"{where}: spec.maxUnavailable"),
         disruptions_allowed=allowed,
     )
 
@@ -376,21 +490,22 @@ def _split_names(v: str) -> tuple[str, ...]:
 
 
 def parse_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
-    """apps/v1 Deployment / StatefulSet JSON → :class:`WorkloadInfo`."""
+    """apps/v1 Deployment / StatefulSet JSON → :class:`WorkloadInfo`. Raises :class:`ObjectError` (one line
+    naming the workload, the field and the value) for a field of the wrong type or value."""
     name = _name(obj)
     meta = _meta(obj)
-    kind = str(obj.get("kind") or "Deployment")
-    ns = str(meta.get("namespace") or "default")
-    spec = obj.get("spec") or {}
-    tmpl = spec.get("template") or {}
-    tmeta = tmpl.get("metadata") or {}
-    tspec = tmpl.get("spec") or {}
+    kind = _text(obj.get("kind"), f"{name}: kind") or "Deployment"
+    ns = _namespace(obj, f"{kind} {name}")
     path = f"{kind} {ns}/{name}"
+    spec = _map(obj.get("spec"), f"{path}: spec")
+    tmpl = _map(spec.get("template"), f"{path}: spec.template")
+    tmeta = _map(tmpl.get("metadata"), f"{path}: spec.template.metadata")
+    tspec = _map(tmpl.get("spec"), f"{path}: spec.template.spec")
     replicas = spec.get("replicas", 1)
     if replicas is None:
         replicas = 1
-    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
-        raise ObjectError(f"{path}: spec.replicas must be a non-negative integer, got {replicas!r}")
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or not 0 <= replicas <= 2**31 - 1:
+        raise ObjectError(f"{path}: spec.replicas must be a non-negative integer, got {short_repr(replicas)}")
     tlabels = _str_map(tmeta.get("labels"), f"{path}: spec.template.metadata.labels")
     annotations = _str_map(meta.get("annotations"), f"{path}: metadata.annotations")
     tannotations = _str_map(tmeta.get("annotations"), f"{path}: spec.template.metadata.annotations")
@@ -440,6 +555,17 @@ def iter_objects(doc: Any) -> Iterator[Mapping[str, Any]]:
     yield doc
 
 
+def _is_dir(p: Path) -> bool:
+    """``p.is_dir()``; :class:`ObjectError` naming ``p`` when the path cannot even be looked at (too long, ...)."""
+    try:
+        p.stat()
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise ObjectError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    return p.is_dir()
+
+
 def _read_text(p: Path) -> str:
     """The UTF-8 text of file ``p``; :class:`ObjectError` naming the file (and the first bad byte's position)."""
     try:
@@ -456,20 +582,19 @@ def _read_text(p: Path) -> str:
 
 def _read_docs(p: Path) -> list[Any]:
     """The parsed documents of one JSON or (multi-document) YAML file; :class:`ObjectError` naming the file
-    (and line) when it cannot be read or parsed."""
+    (and line) when it cannot be read or parsed, holds a duplicate key, or nests deeper than
+    :data:`policy.documents.MAX_DEPTH` (:mod:`policy.documents`)."""
     text = _read_text(p)
-    if p.suffix == ".json" or text.lstrip().startswith("{"):
-        try:
-            return [json.loads(text)]
-        except json.JSONDecodeError as exc:
-            raise ObjectError(f"{p}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
     try:
-        return list(yaml.load_all(text, Loader=_SAFE_LOADER))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        what = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        raise ObjectError(f"{p}{line}: invalid YAML: {what}") from exc
+        if p.suffix == ".json" or text.lstrip().startswith("{"):
+            return [load_json(text)]
+        return load_yaml_all(text)
+    except DocumentError as exc:
+        first = exc.problems[0]
+        line = f":{first.line}" if first.line is not None else ""
+        what = f"{first.path}: {first.message}" if first.path else first.message
+        more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
+        raise ObjectError(f"{p}{line}: {what}{more}") from None
 
 
 def load_objects(path: str | Path) -> list[Mapping[str, Any]]:
@@ -477,7 +602,7 @@ def load_objects(path: str | Path) -> list[Mapping[str, Any]]:
     ``*.yml`` and ``*.json`` file under a directory (sorted). Raises :class:`ObjectError` naming the
     file (and line, for YAML syntax errors; line and column of the first byte that is not UTF-8)."""
     p = Path(path)
-    if p.is_dir():
+    if _is_dir(p):
         out: list[Mapping[str, Any]] = []
         for f in sorted(p.rglob("*")):
             if f.is_file() and f.suffix in (".yaml", ".yml", ".json"):
@@ -485,7 +610,10 @@ def load_objects(path: str | Path) -> list[Mapping[str, Any]]:
         return out
     out = []
     for d in _read_docs(p):
-        out.extend(o for o in iter_objects(d) if isinstance(o, Mapping))
+        try:
+            out.extend(o for o in iter_objects(d) if isinstance(o, Mapping))
+        except ObjectError as exc:
+            raise ObjectError(f"{p}: {exc}") from None
     return out
 
 
@@ -542,7 +670,7 @@ def load_snapshot_objects(path: str | Path) -> list[Mapping[str, Any]]:
     :class:`ObjectError` naming the file (and the item), as do unreadable, non-UTF-8 and unparsable files:
     a malformed snapshot is never read as an empty cluster."""
     p = Path(path)
-    if p.is_dir():
+    if _is_dir(p):
         files = [f for f in sorted(p.rglob("*")) if f.is_file() and f.suffix in (".yaml", ".yml", ".json")]
         if not files:
             raise ObjectError(f"{p}: directory holds no *.json, *.yaml or *.yml file with a Kubernetes List")
@@ -591,24 +719,50 @@ def snapshot_warnings(snapshot: ClusterSnapshot, limit: int = 3) -> list[str]:
 
 
 def snapshot_from_objects(
-    objs: Iterable[Mapping[str, Any]], graph: ServiceGraph | None = None, taken_at_s: float = 0.0
+    objs: Iterable[Mapping[str, Any]],
+    graph: ServiceGraph | None = None,
+    taken_at_s: float = 0.0,
+    source: str = "",
 ) -> ClusterSnapshot:
     """Build a :class:`ClusterSnapshot` from Nodes, Pods, PodDisruptionBudgets, Deployments,
     StatefulSets, PersistentVolumes and PersistentVolumeClaims (other kinds are ignored).
 
-    Pods using a PVC bound to a ``local`` PersistentVolume are marked ``local_storage``.
+    Pods using a PVC bound to a ``local`` PersistentVolume are marked ``local_storage``. Raises
+    :class:`ObjectError`, one line naming ``source`` (the file, when given), the object, the field and the value,
+    for any object of the wrong shape; nothing else escapes (an error no parser anticipated is still one
+    line naming the object).
     """
-    objs = list(objs)
+    try:
+        return _snapshot_from_objects(list(objs), graph, taken_at_s)
+    except ObjectError as exc:
+        if source:
+            raise ObjectError(f"{source}: {exc}") from None
+        raise
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError, ArithmeticError) as exc:
+        # a shape no parser above anticipated: still one line, never a traceback (the fuzz tests count these)
+        where = f"{source}: " if source else ""
+        raise ObjectError(
+            f"{where}malformed object ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+        ) from None
+
+
+def _snapshot_from_objects(
+    objs: list[Mapping[str, Any]], graph: ServiceGraph | None, taken_at_s: float
+) -> ClusterSnapshot:
+    for i, o in enumerate(objs):
+        if not isinstance(o, Mapping):
+            raise ObjectError(f"items[{i}]: expected a Kubernetes object (a map), got {short_repr(o)}")
     local_pvs = {
         _name(o)
         for o in objs
         if o.get("kind") == "PersistentVolume"
-        and ("local" in (o.get("spec") or {}) or "hostPath" in (o.get("spec") or {}))
+        and any(k in _map(o.get("spec"), f"PersistentVolume {_name(o)}: spec") for k in ("local", "hostPath"))
     }
     local_pvcs = frozenset(
-        f"{_meta(o).get('namespace') or 'default'}/{_name(o)}"
+        f"{_namespace(o, f'PersistentVolumeClaim {_name(o)}')}/{_name(o)}"
         for o in objs
-        if o.get("kind") == "PersistentVolumeClaim" and (o.get("spec") or {}).get("volumeName") in local_pvs
+        if o.get("kind") == "PersistentVolumeClaim"
+        and _map(o.get("spec"), f"PersistentVolumeClaim {_name(o)}: spec").get("volumeName") in local_pvs
     )
     nodes, pods, pdbs, workloads = [], [], [], []
     for o in objs:

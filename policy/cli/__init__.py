@@ -3,7 +3,7 @@
 - :mod:`.core`: the subcommand registry (:func:`subcommand`, :func:`arg`), the parser and :func:`main` (exit codes);
 - :mod:`.commands`: every subcommand's arguments, registered on import; bodies import what they need when run,
   so ``hrl-policy --help`` starts fast and only the training commands load torch;
-- :mod:`.cache`, :mod:`.bundle`, :mod:`.simulate`, :mod:`.train`: the longer command bodies.
+- :mod:`.cache`, :mod:`.bundle`, :mod:`.config`, :mod:`.simulate`, :mod:`.train`: the longer command bodies.
 """
 
 from . import commands as commands

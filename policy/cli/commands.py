@@ -425,6 +425,36 @@ def cmd_bundle_check(args: argparse.Namespace) -> int:
     return run(args)
 
 
+# ---- config -------------------------------------------------------------------------------------------
+
+
+@subcommand(
+    "config schema",
+    "print the JSON Schema of a configuration kind (for editor validation)",
+    [
+        arg("kind", metavar="KIND", help="ExtenderConfiguration, DeschedulerConfiguration, App, ThresholdAutoscaler"),
+        arg("--out", metavar="PATH", help="write the schema to PATH instead of stdout"),
+    ],
+)
+def cmd_config_schema(args: argparse.Namespace) -> int:
+    """``hrl-policy config schema``: see :mod:`policy.cli.config`."""
+    from .config import run_schema
+
+    return run_schema(args)
+
+
+@subcommand(
+    "config check",
+    "check configuration files with the loader the components run (every problem, one line each)",
+    [arg("files", metavar="FILE", nargs="+", help="configuration files (any registered kind)")],
+)
+def cmd_config_check(args: argparse.Namespace) -> int:
+    """``hrl-policy config check``: see :mod:`policy.cli.config`."""
+    from .config import run_check
+
+    return run_check(args)
+
+
 # ---- simulate ----------------------------------------------------------------------------------------
 
 

@@ -16,7 +16,8 @@ train or export::
 
 Exit codes: 0 success; 2 bad input (argparse usage errors, and any ``ValueError`` such as
 ``TopologyError`` / ``ObjectError`` / ``ConfigError``, or ``OSError`` raised by a command: one line on
-stderr); 130 interrupted. Anything else is a bug and shows its traceback.
+stderr; a ``ConfigError`` one line per problem, ``FILE: dotted.path: problem``); 130 interrupted. Anything
+else is a bug and shows its traceback.
 """
 
 from __future__ import annotations
@@ -133,5 +134,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except (ValueError, OSError) as exc:
+        from policy.config import ConfigError
+
+        if isinstance(exc, ConfigError):  # the configuration error format of every component, one line each
+            for line in exc.lines():
+                print(line, file=sys.stderr)
+            return 2
         print(f"{PROG} {args._name}: error: {_one_line(exc)}", file=sys.stderr)
         return 2

@@ -54,6 +54,7 @@ from typing import Any
 
 import yaml
 
+from policy.documents import DocumentError, load_json, load_yaml_all
 from policy.state import ServiceEdge, ServiceGraph
 
 from .common import TopologyError
@@ -127,7 +128,8 @@ class _Seq(list):
 
 
 class _LineLoader(yaml.SafeLoader):
-    pass
+    """PyYAML's (pure-Python) safe loader whose maps and sequences remember their lines; read through
+    :func:`policy.documents.load_yaml_all`, which refuses duplicate keys, depth and alias bombs first."""
 
 
 def _construct_map(loader: _LineLoader, node: yaml.MappingNode) -> _Map:
@@ -171,17 +173,15 @@ def load_yaml_with_lines(path: str | Path) -> list[Any]:
         raise TopologyError(f"{p}: not a UTF-8 text file ({exc.reason})") from exc
     except OSError as exc:
         raise TopologyError(f"{p}: cannot read: {exc.strerror}") from exc
-    if p.suffix.lower() == ".json":
-        try:
-            json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TopologyError(f"{p}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
     try:
-        return [d for d in yaml.load_all(text, Loader=_LineLoader) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        raise TopologyError(f"{p}{line}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from exc
+        if p.suffix.lower() == ".json":
+            load_json(text)  # JSON's own errors (with their line) before YAML reads it
+        return [d for d in load_yaml_all(text, _LineLoader) if d is not None]
+    except DocumentError as exc:
+        first = exc.problems[0]
+        line = f":{first.line}" if first.line is not None else ""
+        what = f"{first.path}: {first.message}" if first.path else first.message
+        raise TopologyError(f"{p}{line}: {what}") from None
 
 
 def _line_of(container: Any, key: str | int | None = None) -> int:

@@ -186,6 +186,12 @@ def read_csv_header(path: str | Path) -> list[str]:
     return []
 
 
+def _header_text(header: list[str], limit: int = 200) -> str:
+    """The header as one line for a message (cells with line breaks or quotes flattened, at most ``limit`` chars)."""
+    text = " ".join(",".join(header).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def iter_csv_rows(
     path: str | Path, required: Sequence[str], expected_hint: str = ""
 ) -> Iterator[tuple[int, Mapping[str, int], list[str]]]:
@@ -215,7 +221,7 @@ def iter_csv_rows(
                         hint = f" ({expected_hint})" if expected_hint else ""
                         raise TopologyError(
                             f"{path}:{reader.line_num}: missing column(s) {', '.join(missing)}; "
-                            f"header is {','.join(header)}{hint}"
+                            f"header is {_header_text(header)}{hint}"
                         )
                     continue
                 if len(row) != len(header):

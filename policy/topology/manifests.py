@@ -288,8 +288,22 @@ def graph_from_objects(
     parse the ``AppGroup`` objects found in ``objs`` (errors then name ``source`` without a line).
     Returns ``(graph, warnings)``: ``graph.services`` holds every workload's service; ``warnings`` holds one
     line per unresolved host or unknown ``depends-on`` name (deduplicated, in input order).
-    Raises :class:`TopologyError` for a malformed workload (message names ``source``, object and field).
+    Raises :class:`TopologyError` for a malformed workload (message names ``source``, object and field); an
+    object of a shape none of the checks anticipated is still one line naming ``source``.
     """
+    try:
+        return _graph_from_objects(objs, source, appgroups)
+    except TopologyError:
+        raise
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError) as exc:
+        where = f"{source}: " if source else ""
+        detail = " ".join(str(exc).split())[:200]
+        raise TopologyError(f"{where}malformed object ({type(exc).__name__}: {detail})") from None
+
+
+def _graph_from_objects(
+    objs: Iterable[Mapping[str, Any]], source: str, appgroups: Sequence[AppGroup] | None
+) -> tuple[ServiceGraph, list[str]]:
     prefix = f"{source}: " if source else ""
     objs = [o for o in objs if isinstance(o, Mapping)]
     workloads: list[_Workload] = []
@@ -308,7 +322,7 @@ def graph_from_objects(
                 name = meta.get("name") if isinstance(meta, Mapping) else None
                 if not name:
                     raise ObjectError(f"Service: metadata.name missing: {meta!r}")
-                sel = (o.get("spec") or {}).get("selector")
+                sel = _map(o.get("spec"), f"Service {_ns(o)}/{name}: spec").get("selector")
                 if sel is not None and not isinstance(sel, Mapping):
                     raise ObjectError(f"Service {_ns(o)}/{name}: spec.selector: expected a map, got {sel!r}")
                 services[(_ns(o), str(name))] = {str(k): str(v) for k, v in sel.items()} if sel else None

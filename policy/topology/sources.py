@@ -29,14 +29,12 @@ current in the background, see :class:`policy.topology.live.TopologyRefresher`):
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, get_args
 
-import yaml
-
+from policy.documents import DocumentError, load_json, load_yaml_all
 from policy.state import ServiceEdge, ServiceGraph
 
 from .alibaba import alibaba_version, load_alibaba
@@ -98,8 +96,8 @@ def _is_edges_json_file(path: Path) -> bool:
             with open(path, "rb") as fh:
                 if not fh.read(4096).lstrip().startswith(b"{"):
                     return False
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        doc = load_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, DocumentError):
         return False
     return is_edges_json(doc)
 
@@ -117,22 +115,18 @@ def _objects_kind(path: Path) -> Format | None:
         return None
     except OSError as exc:
         raise TopologyError(f"{path}: cannot read: {exc.strerror}") from exc
-    if path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
-        try:
-            docs = [json.loads(text)]
-        except json.JSONDecodeError as exc:
-            if not named:
-                return None
-            raise TopologyError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
-    else:
-        try:
-            docs = list(yaml.safe_load_all(text))
-        except yaml.YAMLError as exc:
-            if not named:
-                return None
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise TopologyError(f"{path}{line}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from exc
+    try:  # duplicate keys, depth and alias bombs refused (policy.documents)
+        if path.suffix.lower() == ".json" or text.lstrip().startswith(("{", "[")):
+            docs = [load_json(text)]
+        else:
+            docs = load_yaml_all(text)
+    except DocumentError as exc:
+        if not named:
+            return None
+        first = exc.problems[0]
+        line = f":{first.line}" if first.line is not None else ""
+        what = f"{first.path}: {first.message}" if first.path else first.message
+        raise TopologyError(f"{path}{line}: {what}") from None
 
     objs: list[dict] = []
 
@@ -176,8 +170,12 @@ def detect_format(path: str | Path, span_columns: dict[str, str] | None = None) 
     it does not exist, or (with the line) when a YAML/JSON file does not parse.
     """
     p = Path(path)
-    if not p.exists():
-        raise TopologyError(f"{p}: no such file or directory")
+    try:
+        p.stat()
+    except FileNotFoundError:
+        raise TopologyError(f"{p}: no such file or directory") from None
+    except OSError as exc:  # a name too long, a loop of symbolic links, no permission
+        raise TopologyError(f"{p}: cannot read: {exc.strerror or exc}") from None
     if p.is_dir():
         csvs = sorted(f for f in p.iterdir() if is_csv_file(f))
         if csvs:

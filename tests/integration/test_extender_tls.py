@@ -122,7 +122,7 @@ def test_a_key_that_does_not_match_the_certificate_is_refused(pki, other_pki):
 def test_tls_needs_both_files():
     from policy.config import ConfigError
 
-    with pytest.raises(ConfigError, match=r"listen\.tls\.keyFile: Field required"):
+    with pytest.raises(ConfigError, match=r"listen\.tls\.keyFile: required field missing"):
         load_extender_config(
             {
                 "apiVersion": "hrl-scheduler.io/v1alpha1",
@@ -142,6 +142,8 @@ def test_the_command_exits_2_with_one_line_when_the_certificate_is_missing(tmp_p
         [sys.executable, "-m", "extender", "--config", str(cfg)], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
     assert out.returncode == 2
+    # both missing files at once, in the configuration error format of every component (issue 14)
     assert out.stderr.strip().splitlines() == [
-        f"hrl-extender: error: listen.tls.certFile: no such file '{tmp_path}/nope.crt'"
+        f"{cfg}: listen.tls.certFile: no such file (got '{tmp_path}/nope.crt')",
+        f"{cfg}: listen.tls.keyFile: no such file (got '{tmp_path}/nope.key')",
     ]

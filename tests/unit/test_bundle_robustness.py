@@ -364,7 +364,8 @@ def test_hrl_extender_exits_2_with_one_line_naming_the_field_and_the_bundle(tmp_
     )
     r = run_cli("extender", "--config", str(cfg))
     assert r.returncode == 2, r.stderr
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("hrl-extender: error: policy.bundle: ")
+    # the configuration error format of every component (issue 14): FILE: policy.bundle: problem
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"{cfg}: policy.bundle: ")
     assert_one_line_naming(r.stderr.strip(), d, field)
 
 
@@ -387,3 +388,81 @@ def test_hrl_policy_bundle_check_exits_2_with_one_line(tmp_path):
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("hrl-policy bundle check: error: ")
     assert_one_line_naming(r.stderr.strip(), d, "weights.sha256")
+
+
+# ---- issue 13: the zip bomb ------------------------------------------------------------------------------------
+
+BOMB_ARRAY = "net.0.weight"
+BOMB_SHAPE = [75_000_000]  # float64: 600 MB of zeros, about 0.6 MB once deflated (built here, never committed)
+
+
+def write_bomb(bundle: Path, manifest_shape: list[int] | None) -> None:
+    """Replace array ``BOMB_ARRAY`` of ``bundle``'s weights.npz by 600 MB of zeros (deflated, streamed: never held
+    in memory here), update the manifest's sha256 and, when given, the array's listed shape."""
+    import zipfile
+
+    import numpy as np
+
+    src = bundle / "weights.npz"
+    with np.load(src, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    out = bundle / "weights.bomb"
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
+        for name, a in sorted(arrays.items()):
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
+                if name != BOMB_ARRAY:
+                    np.lib.format.write_array(f, a, allow_pickle=False)
+                    continue
+                header = {"descr": "<f8", "fortran_order": False, "shape": tuple(BOMB_SHAPE)}
+                np.lib.format.write_array_header_1_0(f, header)
+                left = BOMB_SHAPE[0] * 8
+                chunk = bytes(8 << 20)
+                while left > 0:
+                    f.write(chunk[: min(left, len(chunk))])
+                    left -= len(chunk)
+    out.replace(src)
+    m = json.loads((bundle / "manifest.json").read_text())
+    m["weights"]["sha256"] = hashlib.sha256(src.read_bytes()).hexdigest()
+    if manifest_shape is not None:
+        m["weights"]["arrays"][BOMB_ARRAY] = manifest_shape
+    (bundle / "manifest.json").write_text(json.dumps(m))
+
+
+_MEASURED = (
+    "import sys\n"
+    "from policy.cli import main\n"
+    "rc = main(sys.argv[1:])\n"
+    "hwm = [x for x in open('/proc/self/status') if x.startswith('VmHWM:')][0].split()[1]\n"
+    "print(f'peak-rss-kib {hwm}', file=sys.stderr)\n"
+    "sys.exit(rc)\n"
+)
+
+
+def run_measured(*argv: str) -> tuple[int, str, int]:
+    """``(exit status, stderr without the measurement line, peak RSS in MiB)`` of ``hrl-policy ARGV`` in a child
+    process. The peak is the child's own ``VmHWM`` (Linux): its ``ru_maxrss`` would include the test runner's
+    memory, inherited across fork and exec."""
+    p = subprocess.run([sys.executable, "-c", _MEASURED, *argv], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    lines = p.stderr.splitlines()
+    kib = int(next(x for x in lines if x.startswith("peak-rss-kib ")).split()[1])
+    err = "\n".join(x for x in lines if not x.startswith("peak-rss-kib ")) + "\n"
+    return p.returncode, err, kib // 1024
+
+
+@pytest.mark.parametrize(
+    "manifest_shape,says",
+    [
+        (None, f"weights[{BOMB_ARRAY!r}]: expected shape"),  # the manifest lists the real shape: the header lies
+        (BOMB_SHAPE, "refused before decompressing"),  # the manifest agrees with the bomb: the size cap refuses it
+    ],
+    ids=["shape-from-header", "size-cap"],
+)
+def test_a_zip_bomb_is_refused_from_its_headers_without_decompressing(tmp_path, manifest_shape, says):
+    bundle = low_copy(tmp_path)
+    assert BOMB_ARRAY in json.loads((bundle / "manifest.json").read_text())["weights"]["arrays"]
+    write_bomb(bundle, manifest_shape)
+    assert (bundle / "weights.npz").stat().st_size < 8 << 20  # small on disk
+    rc, err, rss_mib = run_measured("bundle", "check", str(bundle))
+    assert rc == 2 and len(error_lines(err)) == 1 and says in err and str(bundle) in err, err
+    # the 600 MB array was never decompressed: the checking process stays far below its size
+    assert rss_mib < 300, f"peak RSS {rss_mib} MiB"

@@ -84,11 +84,12 @@ def test_a_bad_configuration_exits_2_naming_the_field(capsys, tmp_path):
     assert rc == 2 and "caps.total" in err
 
 
-def test_an_unreadable_snapshot_exits_1_with_one_line(capsys, tmp_path):
+def test_an_unreadable_snapshot_exits_2_with_one_line(capsys, tmp_path):
+    # issue 13: a malformed snapshot file is bad input (exit 2), as a bad configuration is
     bad = tmp_path / "dump.json"
     bad.write_text('{"kind": "List", "items": [{"kind": "Pod", "metadata": {}}]}')
     rc, out, err = run(capsys, "--snapshot", str(bad), "--dry-run", "--json")
-    assert rc == 1 and out == "" and len(err.strip().splitlines()) == 1 and "metadata.name" in err
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1 and "metadata.name" in err
 
 
 def test_configured_caps_apply_to_the_dry_run(capsys, tmp_path):

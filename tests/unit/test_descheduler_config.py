@@ -20,10 +20,17 @@ def test_no_file_gives_the_documented_defaults():
     assert cfg.topology.sources == () and cfg.metrics.textfile is None
 
 
-def test_an_empty_file_gives_the_defaults(tmp_path):
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "---\n"])
+def test_an_empty_file_is_an_error_naming_the_expected_header(tmp_path, text):
+    # issue 14: an empty file used to start with every default, silently
     f = tmp_path / "empty.yaml"
-    f.write_text("")
-    assert load_descheduler_config(f) == DeschedulerConfiguration()
+    f.write_text(text)
+    with pytest.raises(ConfigError) as ei:
+        load_descheduler_config(f)
+    assert str(ei.value) == (
+        f"{f}: empty file: expected apiVersion: hrl-scheduler.io/v1alpha1, kind: DeschedulerConfiguration "
+        "and its fields"
+    )
 
 
 def test_a_camel_case_file_sets_every_section(tmp_path):

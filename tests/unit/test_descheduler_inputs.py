@@ -260,7 +260,7 @@ def test_cli_a_malformed_snapshot_is_one_line_naming_the_file_not_an_empty_clust
     f = tmp_path / "s.json"
     f.write_text(content)
     p = cli("--snapshot", str(f), "--dry-run", "--json")
-    assert p.returncode == 1 and p.stdout == "" and "Traceback" not in p.stderr
+    assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and str(f) in p.stderr
 
 

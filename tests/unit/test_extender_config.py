@@ -30,8 +30,12 @@ def test_defaults_match_the_documentation():
     assert c.max_snapshot_age_seconds == 0 and c.log_level == "INFO"
 
 
-def test_an_empty_file_gives_the_defaults(tmp_path):
-    assert load_extender_config(write(tmp_path, "")) == ExtenderConfiguration()
+def test_an_empty_file_is_an_error_not_the_defaults(tmp_path):
+    # issue 14: an empty file used to start silently on 127.0.0.1:8888
+    f = write(tmp_path, "")
+    with pytest.raises(ConfigError, match="empty file: expected apiVersion") as ei:
+        load_extender_config(f)
+    assert str(ei.value).startswith(f"{f}: ") and len(str(ei.value).splitlines()) == 1
 
 
 def test_every_field_is_read_from_camel_case_yaml(tmp_path):
@@ -119,9 +123,14 @@ def test_no_topology_sources_means_no_graph_and_no_import():
 )
 def test_a_bad_config_exits_2_with_one_line(tmp_path, capsys, text, needle):
     body = text if text.startswith("kind") else HEAD + text
-    assert main(["--config", str(write(tmp_path, body))]) == 2
+    f = write(tmp_path, body)
+    assert main(["--config", str(f)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("hrl-extender: error: ") and needle in err
+    # the configuration error format every component prints (issue 14): FILE: dotted.path: problem (got VALUE),
+    # one line per problem ("kind: Nope" alone also lacks the apiVersion: two problems)
+    lines = err.splitlines()
+    assert len(lines) == (2 if text.startswith("kind") else 1) and all(x.startswith(f"{f}: ") for x in lines)
+    assert needle in err
 
 
 def test_a_missing_config_file_exits_2(tmp_path, capsys):

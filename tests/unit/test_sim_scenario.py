@@ -90,11 +90,11 @@ def test_the_builtin_scenarios_cover_every_family():
 @pytest.mark.parametrize(
     ("over", "needle"),
     [
-        ({"kind": "App"}, "kind: must be 'Scenario' (got 'App')"),
-        ({"apps": []}, "apps: List should have at least 1 item"),
+        ({"kind": "App"}, "kind: must be Scenario (got 'App')"),
+        ({"apps": []}, "apps: must have at least 1 item(s) (got [])"),
         ({"colour": "red"}, "colour: unknown field"),
-        ({"family": "weird"}, "family: Input should be"),
-        ({"minutes": 0}, "minutes: Input should be greater than or equal to 1 (got 0)"),
+        ({"family": "weird"}, "family: must be one of 'baseline'"),
+        ({"minutes": 0}, "minutes: must be >= 1 (got 0)"),
         (
             {"apps": [{"app": "online-boutique", "load": {"peakUtilization": 1.0, "peakRps": 5}}]},
             "peakRps (5.0): give one",
@@ -106,7 +106,7 @@ def test_the_builtin_scenarios_cover_every_family():
                     {"app": "online-boutique", "load": {"flashCrowds": [{"atMin": 1, "durationMin": 0, "factor": 2}]}}
                 ]
             },
-            "apps[0].load.flashCrowds[0].durationMin: Input should be greater than or equal to 1 (got 0)",
+            "apps[0].load.flashCrowds[0].durationMin: must be >= 1 (got 0)",
         ),
         (
             {"apps": [{"app": "online-boutique"}, {"app": "sock-shop"}]},
@@ -114,7 +114,7 @@ def test_the_builtin_scenarios_cover_every_family():
         ),
         (
             {"cluster": {"nodePools": [{"name": "p", "count": -2, "cpuM": 1000, "memoryGiB": 4}]}},
-            "cluster.nodePools[0].count: Input should be greater than or equal to 0 (got -2)",
+            "cluster.nodePools[0].count: must be >= 0 (got -2)",
         ),
         (
             {"cluster": {"appBench": True, "nodePools": [{"name": "p", "count": 1, "cpuM": 1, "memoryGiB": 1}]}},
@@ -127,18 +127,21 @@ def test_the_builtin_scenarios_cover_every_family():
         ({"network": {"latency": {"zoneRttRangeMs": [50, 5]}}}, "zoneRttRangeMs: must be [low, high]"),
         (
             {"network": {"bandwidth": {"nicGbps": 0}}},
-            "network.bandwidth.nicGbps: Input should be greater than 0 (got 0)",
+            "network.bandwidth.nicGbps: must be > 0.0 (got 0)",
         ),
         (
             {"interference": {"cpu": {"knee": 1.5}}},
-            "interference.cpu.knee: Input should be less than or equal to 1 (got 1.5)",
+            "interference.cpu.knee: must be <= 1.0 (got 1.5)",
         ),
-        ({"events": [{"type": "explode", "node": "node-000", "atMin": 1}]}, "events[0].type: Input should be"),
+        (
+            {"events": [{"type": "explode", "node": "node-000", "atMin": 1}]},
+            "events[0].type: must be one of 'nodeFailure' or 'drain' (got 'explode')",
+        ),
         (
             {"events": [{"type": "drain", "node": "node-000", "atMin": 1, "recoverAfterMin": 3}]},
             "recoverAfterMin: only for",
         ),
-        ({"drift": {"sigma": 5, "tauMin": 10}}, "drift.sigma: Input should be less than or equal to 2 (got 5)"),
+        ({"drift": {"sigma": 5, "tauMin": 10}}, "drift.sigma: must be <= 2.0 (got 5)"),
     ],
 )
 def test_a_bad_scenario_gets_one_line_per_problem_naming_the_field_and_value(over, needle):

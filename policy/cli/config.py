@@ -1,0 +1,68 @@
+"""``hrl-policy config schema KIND`` and ``hrl-policy config check FILE...``: the configuration kinds as JSON
+Schema (for editor validation, e.g. the YAML language server's ``# yaml-language-server: $schema=FILE``), and the
+offline check of configuration files with the loader the components run at start.
+
+The kinds are the entry points of group ``hrl_scheduler.configs`` (:data:`policy.config.CONFIG_ENTRY_POINTS`):
+``ExtenderConfiguration`` and ``DeschedulerConfiguration`` (registered by the extender and the descheduler, so
+``policy`` never imports them), ``App`` and ``ThresholdAutoscaler`` (the simulator's files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from policy.config import CONFIG_ENTRY_POINTS, ConfigError, ConfigModel, json_schema, load_config, read_config_file
+
+__all__ = ["config_kinds", "run_schema", "run_check"]
+
+
+def config_kinds() -> dict[str, type[ConfigModel]]:
+    """Installed configuration kinds: kind → model class, sorted by kind. Raises ``ValueError`` when none is
+    registered (the distribution's entry points are not installed: ``pip install -e .``)."""
+    from importlib.metadata import entry_points
+
+    kinds = {ep.name: ep.load() for ep in entry_points(group=CONFIG_ENTRY_POINTS)}
+    if not kinds:
+        raise ValueError(
+            f"no configuration kinds registered (entry points {CONFIG_ENTRY_POINTS}: reinstall the package)"
+        )
+    return dict(sorted(kinds.items()))
+
+
+def run_schema(args: argparse.Namespace) -> int:
+    """Print (or write to ``--out``) the JSON Schema of ``args.kind``; ``ValueError`` for an unknown kind."""
+    kinds = config_kinds()
+    if args.kind not in kinds:
+        raise ValueError(f"unknown kind {args.kind!r} (known: {', '.join(kinds)})")
+    text = json.dumps(json_schema(args.kind, kinds[args.kind]), indent=2) + "\n"
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Load every file with its own ``kind``'s model (the files it names checked too); print ``ok: KIND (FILE)``
+    per good file and every problem of the bad ones, one line each (``FILE: dotted.path: problem``). Exit 0 when
+    all are good, else 2."""
+    kinds = config_kinds()
+    bad = 0
+    for f in args.files:
+        try:
+            doc = read_config_file(f)
+            kind = doc.get("kind") if isinstance(doc, dict) else None
+            if kind not in kinds:
+                got = "an empty file" if doc is None else repr(kind)
+                raise ConfigError(f, [("kind", f"must be one of {', '.join(kinds)} (got {got})")])
+            load_config(kinds[kind], kind, f, check_files=True)
+        except ConfigError as exc:
+            bad += 1
+            for line in exc.lines():
+                print(line, file=sys.stderr)
+            continue
+        print(f"ok: {kind} ({f})")
+    return 2 if bad else 0

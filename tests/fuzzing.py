@@ -1,0 +1,286 @@
+"""Inputs and oracles shared by the property-based tests (hypothesis, in ``make test``) and ``make fuzz``
+(``hack/fuzz.py``): generators of hostile JSON/YAML/CSV values, mutations of real seed documents, and one
+oracle per parser that says what went wrong with an input, or ``None`` when the parser behaved.
+
+A parser behaves when it returns a value or raises its documented one-line error naming the file: a
+:class:`policy.config.ConfigError` (every line ``FILE: ...``, none in pydantic's words), a
+:class:`policy.observe.ObjectError`, a :class:`policy.topology.TopologyError`, a :class:`policy.bundle.BundleError`.
+Anything else (another exception, a multi-line or file-less message, the snapshot safety net's ``malformed
+object`` line, which means a field no parser checks) is a finding.
+
+``tests/conftest.py`` puts this directory on ``sys.path``; ``hack/fuzz.py`` does the same.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAPSHOT_SEED = ROOT / "tests" / "fixtures" / "descheduler" / "cluster-list.json"
+ARGS_SEED = ROOT / "tests" / "fixtures" / "extender" / "args-nodecachecapable.json"
+ARGS_LIST_SEED = ROOT / "tests" / "fixtures" / "extender" / "args-nodelist.json"
+LOW_BUNDLE = ROOT / "policy" / "bundles" / "hrl-scheduler" / "low"
+SPANS_SEED = ROOT / "tests" / "fixtures" / "online-boutique-spans"
+ALIBABA_SEED = ROOT / "tests" / "fixtures" / "alibaba"
+
+#: Values that broke parsers before (issue 13) or commonly do: wrong types, huge and non-finite numbers,
+#: exotic text. ``LONE_SURROGATE`` is kept apart: the extender's JSON encoder is issue 13 item 3.
+NASTY: list[Any] = [
+    "lots",
+    "1e400",
+    "1e999999999",
+    "-1",
+    "",
+    " ",
+    "\x00",
+    "é",
+    "🙂",
+    "a" * 5000,
+    "50%",
+    "NaN",
+    "Infinity",
+    "100m",
+    "64Mi",
+    0,
+    -1,
+    1,
+    2**31,
+    2**63,
+    10**30,
+    -(10**30),
+    1.5,
+    1e308,
+    -1e308,
+    1e-308,
+    True,
+    False,
+    None,
+    [],
+    {},
+    [1, "a", None],
+    {"a": {"b": {"c": []}}},
+]
+LONE_SURROGATE = "\ud83d"
+
+
+def random_json(rng: random.Random, depth: int = 3, surrogates: bool = False) -> Any:
+    """A random JSON value: one of :data:`NASTY`, a random scalar, or a small container of such values."""
+    r = rng.random()
+    if r < 0.45:
+        return copy.deepcopy(rng.choice(NASTY))
+    if r < 0.55 and surrogates:
+        return "x" + LONE_SURROGATE + rng.choice(["", "y"])
+    if r < 0.75 or depth <= 0:
+        return rng.choice(
+            [
+                rng.randint(-(2**70), 2**70),
+                rng.uniform(-1e6, 1e6),
+                "".join(chr(rng.randint(32, 0x2FFF)) for _ in range(rng.randint(0, 12))),
+                rng.random() < 0.5,
+            ]
+        )
+    if r < 0.88:
+        return [random_json(rng, depth - 1, surrogates) for _ in range(rng.randint(0, 3))]
+    return {
+        rng.choice(["a", "name", "kind", "cpu", "items", "metadata", ""]): random_json(rng, depth - 1, surrogates)
+        for _ in range(rng.randint(0, 3))
+    }
+
+
+def deep_json_text(depth: int, key: str = "a") -> str:
+    """``{"a": {"a": ... {}}}`` nested ``depth`` deep, as text (no recursion to build it)."""
+    return f'{{"{key}": ' * depth + "{}" + "}" * depth
+
+
+def paths(doc: Any, prefix: tuple = ()) -> list[tuple]:
+    """Every path (tuple of keys and indices) into ``doc``, the root ``()`` included."""
+    out = [prefix]
+    stack = [(doc, prefix)]
+    while stack:
+        v, p = stack.pop()
+        items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ()
+        for k, x in items:
+            out.append((*p, k))
+            stack.append((x, (*p, k)))
+    return out
+
+
+def set_at(doc: Any, path: tuple, value: Any, delete: bool = False) -> Any:
+    """``doc`` with the value at ``path`` replaced by ``value`` (or removed); the root path replaces ``doc``."""
+    if not path:
+        return value
+    cur = doc
+    for k in path[:-1]:
+        cur = cur[k]
+    if delete:
+        del cur[path[-1]]
+    else:
+        cur[path[-1]] = value
+    return doc
+
+
+def mutate(doc: Any, rng: random.Random, n: int = 1, surrogates: bool = False) -> Any:
+    """A copy of ``doc`` with ``n`` random mutations: a value replaced by a random or nasty value, deleted, or
+    wrapped into a list or a map."""
+    doc = copy.deepcopy(doc)
+    for _ in range(n):
+        ps = paths(doc)
+        p = rng.choice(ps)
+        op = rng.random()
+        if op < 0.7 or not p:
+            doc = set_at(doc, p, random_json(rng, surrogates=surrogates))
+        elif op < 0.85:
+            doc = set_at(doc, p, None, delete=True)
+        else:
+            cur = doc
+            for k in p:
+                cur = cur[k]
+            doc = set_at(doc, p, [cur] if rng.random() < 0.5 else {"x": cur})
+    return doc
+
+
+def mutate_text(text: str, rng: random.Random) -> str:
+    """Text-level damage: a duplicated line, a cut, inserted bytes-as-text, a deep nest spliced in."""
+    lines = text.splitlines(keepends=True) or [""]
+    op = rng.randrange(5)
+    if op == 0:
+        i = rng.randrange(len(lines))
+        lines.insert(i, lines[i])
+        return "".join(lines)
+    if op == 1:
+        return text[: rng.randrange(len(text) + 1)]
+    if op == 2:
+        i = rng.randrange(len(text) + 1)
+        return (
+            text[:i]
+            + rng.choice(['"', "{", "]", ":", ",", "\t", "\x00", "\\", "&a", "*a", "!!python/object"])
+            + text[i:]
+        )
+    if op == 3:
+        i = rng.randrange(len(text) + 1)
+        return text[:i] + deep_json_text(rng.choice([150, 1500])) + text[i:]
+    return "".join(rng.sample(lines, len(lines)))
+
+
+# ---- oracles -----------------------------------------------------------------------------------------------
+
+
+_PYDANTIC = re.compile(r"Input should|Value error|Field required|validation error")
+
+
+def _one_line_naming(msg: str, name: str) -> str | None:
+    if "\n" in msg:
+        return f"message of {msg.count(chr(10)) + 1} lines: {msg[:200]!r}"
+    if name not in msg:
+        return f"message does not name {name}: {msg[:200]!r}"
+    return None
+
+
+def check_config(load: Callable[..., Any], path: Path) -> str | None:
+    """``load(path, check_files=True)`` returns or raises a ConfigError whose every line starts with the file,
+    with no pydantic wording; else the finding."""
+    from policy.config import ConfigError
+
+    try:
+        load(path, check_files=True)
+    except ConfigError as exc:
+        for line in exc.lines():
+            if not line.startswith(f"{path}: ") or "\n" in line:
+                return f"bad line: {line[:200]!r}"
+            if _PYDANTIC.search(line):
+                return f"pydantic wording: {line[:200]!r}"
+    except Exception as exc:  # noqa: BLE001 - any other exception is the finding
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+    return None
+
+
+def check_snapshot(path: Path) -> str | None:
+    """``load_snapshot_file(path)`` returns or raises a one-line ObjectError naming the file that is not the
+    safety net's generic ``malformed object`` line."""
+    from descheduler.snapshot import load_snapshot_file
+    from policy.observe import ObjectError
+
+    try:
+        load_snapshot_file(path)
+    except ObjectError as exc:
+        msg = str(exc)
+        if "malformed object (" in msg:
+            return f"unanticipated shape: {msg[:200]}"
+        return _one_line_naming(msg, str(path))
+    except Exception as exc:  # noqa: BLE001
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+    return None
+
+
+def check_table(read: Callable[[Path], Any], path: Path) -> str | None:
+    """A span or Alibaba table reader returns or raises a one-line TopologyError naming the file."""
+    from policy.topology import TopologyError
+
+    try:
+        read(path)
+    except TopologyError as exc:
+        return _one_line_naming(str(exc), str(path))
+    except Exception as exc:  # noqa: BLE001
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+    return None
+
+
+def check_graph_source(path: Path) -> str | None:
+    """``load_graph([path])`` (kind detected from content: manifests, AppGroups, tables) returns or raises its
+    one-line error (TopologyError / ObjectError / ConfigError) naming the file."""
+    from policy.observe import ObjectError
+    from policy.topology import TopologyError
+    from policy.topology.sources import load_graph
+
+    try:
+        load_graph([str(path)])
+    except (TopologyError, ObjectError) as exc:
+        return _one_line_naming(str(exc), str(path))
+    except Exception as exc:  # noqa: BLE001
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+    return None
+
+
+def check_bundle(directory: Path) -> str | None:
+    """The extender's bundle loader returns or raises a one-line ValueError (BundleError) naming the bundle."""
+    from policy.lowlevel import LearnedPlacement
+
+    try:
+        LearnedPlacement.load(directory)
+    except ValueError as exc:
+        return _one_line_naming(" ".join(str(exc).split()) if "\n" not in str(exc) else str(exc), str(directory))
+    except Exception as exc:  # noqa: BLE001
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+    return None
+
+
+def check_reply(verb: str, status: int, body: bytes, sent: Any) -> str | None:
+    """An extender reply is a documented status (200, or a 4xx for a bad request / wrong method or path), never a
+    5xx; a 200 to a well-formed request is a well-formed reply: prioritize a list of ``{Host, Score 0..10}``,
+    filter a map with a node list that is a subset of the request's."""
+    if status >= 500:
+        return f"HTTP {status}: {body[:200]!r}"
+    if status != 200 or verb not in ("prioritize", "filter"):
+        return None
+    try:
+        reply = json.loads(body)
+    except ValueError:
+        return f"200 with a body that is not JSON: {body[:200]!r}"
+    if verb == "prioritize":
+        ok = isinstance(reply, list) and all(
+            isinstance(h, dict)
+            and isinstance(h.get("Host"), str)
+            and isinstance(h.get("Score"), int)
+            and 0 <= h["Score"] <= 10
+            for h in reply
+        )
+        return None if ok else f"malformed prioritize reply: {body[:200]!r}"
+    if not isinstance(reply, dict):
+        return f"malformed filter reply: {body[:200]!r}"
+    return None
