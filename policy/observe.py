@@ -21,16 +21,22 @@ import yaml
 from .state import (
     ANNOTATION_DEPENDS_ON,
     ANNOTATION_SERVICE,
+    NO_TERMS,
+    AffinityTerm,
     ClusterSnapshot,
     LabelSelector,
     NodeInfo,
+    NodeSelectorTerm,
     OwnerRef,
     PodDisruptionBudgetInfo,
     PodInfo,
+    PodTerms,
     Resources,
     ServiceGraph,
+    SpreadConstraint,
     Taint,
     Toleration,
+    WeightedAffinityTerm,
     WorkloadInfo,
     frozen_map,
 )
@@ -53,7 +59,12 @@ __all__ = [
     "load_snapshot_objects",
     "snapshot_warnings",
     "service_of",
+    "parse_pod_terms",
+    "NODE_SELECTOR_OPERATORS",
+    "local_pvc_names",
 ]
+
+NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 
 class ObjectError(ValueError):
@@ -335,6 +346,130 @@ def parse_pod(obj: Mapping[str, Any], local_pvcs: frozenset[str] = frozenset()) 
         tolerations=tols,
         node_selector=frozen_map(_str_map(spec.get("nodeSelector"), f"{path}.nodeSelector")),
         created_s=_timestamp_s(meta.get("creationTimestamp")),
+        ready=_pod_ready(status),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        terms=parse_pod_terms(spec, path) if _has_terms(spec) else NO_TERMS,
+    )
+
+
+def _has_terms(spec: Mapping[str, Any]) -> bool:
+    return bool(spec.get("affinity") or spec.get("topologySpreadConstraints"))
+
+
+def _pod_ready(status: Mapping[str, Any]) -> bool:
+    """The pod's ``Ready`` condition is ``True`` (k8s.io/kubernetes pkg/api/v1/pod IsPodReady)."""
+    conds = status.get("conditions") if isinstance(status, Mapping) else None
+    if not isinstance(conds, list):
+        return False
+    return any(isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+
+# ---- scheduling terms (affinity, topology spread) ------------------------------------------------------
+# k8s.io/api core/v1 Affinity, PodAffinityTerm, WeightedPodAffinityTerm, PreferredSchedulingTerm,
+# NodeSelectorRequirement, TopologySpreadConstraint.
+
+
+def _terms(items: Any, path: str) -> tuple[AffinityTerm, ...]:
+    out = []
+    for i, t in enumerate(items or ()):
+        if not isinstance(t, Mapping):
+            raise ObjectError(f"{path}[{i}]: expected a PodAffinityTerm map, got {t!r}")
+        key = t.get("topologyKey")
+        if not key:
+            raise ObjectError(f"{path}[{i}].topologyKey: required, got {key!r}")
+        out.append(
+            AffinityTerm(
+                parse_selector(t.get("labelSelector"), f"{path}[{i}].labelSelector"),
+                str(key),
+                tuple(str(n) for n in t.get("namespaces") or ()),
+            )
+        )
+    return tuple(out)
+
+
+def _weighted(items: Any, path: str) -> tuple[WeightedAffinityTerm, ...]:
+    out = []
+    for i, t in enumerate(items or ()):
+        if not isinstance(t, Mapping):
+            raise ObjectError(f"{path}[{i}]: expected a WeightedPodAffinityTerm map, got {t!r}")
+        w = t.get("weight")
+        if not isinstance(w, int) or isinstance(w, bool) or not 1 <= w <= 100:
+            raise ObjectError(f"{path}[{i}].weight: must be an integer 1..100, got {w!r}")
+        (term,) = _terms([t.get("podAffinityTerm")], f"{path}[{i}].podAffinityTerm")
+        out.append(WeightedAffinityTerm(w, term))
+    return tuple(out)
+
+
+def _node_term(t: Any, path: str) -> NodeSelectorTerm:
+    if not isinstance(t, Mapping):
+        raise ObjectError(f"{path}: expected a NodeSelectorTerm map, got {t!r}")
+    exprs = []
+    for i, e in enumerate(t.get("matchExpressions") or ()):
+        op = e.get("operator")
+        if op not in NODE_SELECTOR_OPERATORS:
+            raise ObjectError(f"{path}.matchExpressions[{i}].operator: unknown operator {op!r}")
+        exprs.append((str(e.get("key", "")), op, tuple(str(v) for v in e.get("values") or ())))
+    return NodeSelectorTerm(tuple(exprs))
+
+
+def parse_pod_terms(pod_spec: Mapping[str, Any] | None, path: str = "spec") -> PodTerms:
+    """core/v1 PodSpec JSON (``spec`` of a Pod or of a pod template) → :class:`PodTerms`.
+
+    Raises :class:`~policy.observe.ObjectError` naming the field for a malformed term.
+    """
+    spec = pod_spec or {}
+    aff = spec.get("affinity") or {}
+    pa = aff.get("podAffinity") or {}
+    paa = aff.get("podAntiAffinity") or {}
+    na = aff.get("nodeAffinity") or {}
+    pref_nodes = []
+    for i, p in enumerate(na.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
+        w = p.get("weight")
+        if not isinstance(w, int) or isinstance(w, bool) or not 1 <= w <= 100:
+            raise ObjectError(f"{path}.affinity.nodeAffinity.preferred[{i}].weight: must be 1..100, got {w!r}")
+        pref_nodes.append((w, _node_term(p.get("preference"), f"{path}.affinity.nodeAffinity.preferred[{i}]")))
+    req_nodes = tuple(
+        _node_term(t, f"{path}.affinity.nodeAffinity.required.nodeSelectorTerms[{i}]")
+        for i, t in enumerate(
+            (na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or ()
+        )
+    )
+    spread = []
+    for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
+        p = f"{path}.topologySpreadConstraints[{i}]"
+        skew = c.get("maxSkew")
+        if not isinstance(skew, int) or isinstance(skew, bool) or skew < 1:
+            raise ObjectError(f"{p}.maxSkew: must be an integer >= 1, got {skew!r}")
+        when = c.get("whenUnsatisfiable")
+        if when not in ("DoNotSchedule", "ScheduleAnyway"):
+            raise ObjectError(f"{p}.whenUnsatisfiable: must be DoNotSchedule or ScheduleAnyway, got {when!r}")
+        if not c.get("topologyKey"):
+            raise ObjectError(f"{p}.topologyKey: required")
+        md = c.get("minDomains")
+        if md is not None and (not isinstance(md, int) or isinstance(md, bool) or md < 1):
+            raise ObjectError(f"{p}.minDomains: must be an integer >= 1, got {md!r}")
+        spread.append(
+            SpreadConstraint(
+                skew,
+                str(c["topologyKey"]),
+                when,
+                parse_selector(c.get("labelSelector"), f"{p}.labelSelector"),
+                tuple(str(k) for k in c.get("matchLabelKeys") or ()),
+                md,
+                str(c.get("nodeAffinityPolicy") or "Honor"),
+                str(c.get("nodeTaintsPolicy") or "Ignore"),
+            )
+        )
+    rpath = "requiredDuringSchedulingIgnoredDuringExecution"
+    ppath = "preferredDuringSchedulingIgnoredDuringExecution"
+    return PodTerms(
+        required_affinity=_terms(pa.get(rpath), f"{path}.affinity.podAffinity.{rpath}"),
+        required_anti_affinity=_terms(paa.get(rpath), f"{path}.affinity.podAntiAffinity.{rpath}"),
+        preferred_affinity=_weighted(pa.get(ppath), f"{path}.affinity.podAffinity.{ppath}"),
+        preferred_anti_affinity=_weighted(paa.get(ppath), f"{path}.affinity.podAntiAffinity.{ppath}"),
+        preferred_node_affinity=tuple(pref_nodes),
+        required_node_affinity=req_nodes,
+        spread_constraints=tuple(spread),
     )
 
 
@@ -359,8 +494,18 @@ def parse_pdb(obj: Mapping[str, Any]) -> PodDisruptionBudgetInfo:
     spec = obj.get("spec") or {}
     status = obj.get("status")
     allowed = None
-    if isinstance(status, Mapping) and "disruptionsAllowed" in status:
-        allowed = int(status["disruptionsAllowed"])
+    observed = None
+    disrupted: tuple[str, ...] = ()
+    where = f"PodDisruptionBudget {ns}/{name}"
+    if isinstance(status, Mapping):
+        if "disruptionsAllowed" in status:
+            allowed = _int_field(status["disruptionsAllowed"], f"{where}: status.disruptionsAllowed")
+        if status.get("observedGeneration") is not None:
+            observed = _int_field(status["observedGeneration"], f"{where}: status.observedGeneration")
+        dp = status.get("disruptedPods")
+        if isinstance(dp, Mapping):
+            disrupted = tuple(sorted(str(k) for k in dp))
+    generation = meta.get("generation")
     return PodDisruptionBudgetInfo(
         name=name,
         namespace=ns,
@@ -368,7 +513,17 @@ def parse_pdb(obj: Mapping[str, Any]) -> PodDisruptionBudgetInfo:
         min_available=_int_or_str(spec.get("minAvailable")),
         max_unavailable=_int_or_str(spec.get("maxUnavailable")),
         disruptions_allowed=allowed,
+        generation=None if generation is None else _int_field(generation, f"{where}: metadata.generation"),
+        observed_generation=observed,
+        disrupted_pods=disrupted,
     )
+
+
+def _int_field(v: Any, field: str) -> int:
+    """An integer field of an API object (bools and non-integers refused with :class:`ObjectError`)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ObjectError(f"{field}: expected an integer, got {v!r}")
+    return v
 
 
 def _split_names(v: str) -> tuple[str, ...]:
@@ -590,6 +745,23 @@ def snapshot_warnings(snapshot: ClusterSnapshot, limit: int = 3) -> list[str]:
     return out
 
 
+def local_pvc_names(objs: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """``namespace/claim`` of the PersistentVolumeClaims among ``objs`` bound to a ``local`` or ``hostPath``
+    PersistentVolume among ``objs`` (their pods lose their data when evicted)."""
+    objs = list(objs)
+    local_pvs = {
+        _name(o)
+        for o in objs
+        if o.get("kind") == "PersistentVolume"
+        and ("local" in (o.get("spec") or {}) or "hostPath" in (o.get("spec") or {}))
+    }
+    return frozenset(
+        f"{_meta(o).get('namespace') or 'default'}/{_name(o)}"
+        for o in objs
+        if o.get("kind") == "PersistentVolumeClaim" and (o.get("spec") or {}).get("volumeName") in local_pvs
+    )
+
+
 def snapshot_from_objects(
     objs: Iterable[Mapping[str, Any]], graph: ServiceGraph | None = None, taken_at_s: float = 0.0
 ) -> ClusterSnapshot:
@@ -599,17 +771,7 @@ def snapshot_from_objects(
     Pods using a PVC bound to a ``local`` PersistentVolume are marked ``local_storage``.
     """
     objs = list(objs)
-    local_pvs = {
-        _name(o)
-        for o in objs
-        if o.get("kind") == "PersistentVolume"
-        and ("local" in (o.get("spec") or {}) or "hostPath" in (o.get("spec") or {}))
-    }
-    local_pvcs = frozenset(
-        f"{_meta(o).get('namespace') or 'default'}/{_name(o)}"
-        for o in objs
-        if o.get("kind") == "PersistentVolumeClaim" and (o.get("spec") or {}).get("volumeName") in local_pvs
-    )
+    local_pvcs = local_pvc_names(objs)
     nodes, pods, pdbs, workloads = [], [], [], []
     for o in objs:
         kind = o.get("kind")

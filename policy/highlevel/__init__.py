@@ -36,6 +36,7 @@ from .drpc import (
     structural_embeddings,
     student_weight_shapes,
 )
+from .feasibility import SchedulerModel
 from .forecast import (
     EPS_RPS,
     FORECAST_ARCH,
@@ -55,16 +56,29 @@ from .intent import FixedIntent, IntentPolicy, UtilizationIntent, cluster_cpu_ut
 from .interface import (
     SYSTEM_CRITICAL_CLASSES,
     SYSTEM_CRITICAL_PRIORITY,
+    Admission,
     HighLevelPolicy,
+    MoveGate,
     default_intent,
     node_cpu_utilization,
     structurally_movable,
 )
 from .planner_state import STATE_VERSION, HrlState, service_rates_rps
-from .rebalance import PlanView, Proposal, RebalanceHeuristic, finite_scores, greedy_moves, util_after_add
+from .rebalance import (
+    PlanView,
+    Proposal,
+    RebalanceHeuristic,
+    finite_scores,
+    greedy_moves,
+    planner_accepts_gate,
+    util_after_add,
+)
 
 __all__ = [
     "HighLevelPolicy",
+    "MoveGate",
+    "Admission",
+    "planner_accepts_gate",
     "default_intent",
     "structurally_movable",
     "node_cpu_utilization",
@@ -118,4 +132,5 @@ __all__ = [
     "DrpcReplicaAutoscaler",
     "HierarchicalPolicy",
     "due",
+    "SchedulerModel",
 ]

@@ -19,12 +19,13 @@ from .features import (
     featurize_candidates,
     placement_feature_spec,
 )
-from .heuristic import TopologyHeuristic
+from .heuristic import TopologyHeuristic, neighbor_weights
 from .interface import (
     INTENT_SPEC,
     MAX_EXTENDER_PRIORITY,
     TAINT_EFFECTS_THAT_REPEL,
     PlacementPolicy,
+    admission_mask,
     intent_value,
     node_admits,
     resource_fit_failures,
@@ -53,7 +54,9 @@ __all__ = [
     "TAINT_EFFECTS_THAT_REPEL",
     "node_admits",
     "resource_fit_failures",
+    "admission_mask",
     "TopologyHeuristic",
+    "neighbor_weights",
     "SERVICE_INPUTS",
     "FLAT_ROWS_VERSION",
     "CONTEXT_FEATURES",
