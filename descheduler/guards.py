@@ -258,6 +258,15 @@ class PdbView:
     expected_scale: int | None = None
 
 
+class _NotRead:
+    def __repr__(self) -> str:
+        return "NOT_READ"
+
+
+#: ``GuardContext.owner`` / ``target`` when the loop did not re-read them (the guards judge the observation).
+NOT_READ: object = _NotRead()
+
+
 @dataclass(frozen=True)
 class GuardContext:
     """Everything a guard may read. ``snapshot``: the cycle's observation (for what was not re-read);
@@ -280,14 +289,10 @@ class GuardContext:
     index: ClusterIndex | None = None
     to_node: str | None = None
     pdbs: tuple[PdbView, ...] | None = None
-    owner: object = None
-    target: object = None
+    owner: object = NOT_READ
+    target: object = NOT_READ
     holds: Mapping[str, str] = field(default_factory=dict)
     prediction: object = None
-
-
-#: ``GuardContext.owner`` / ``target`` when the loop did not re-read them.
-NOT_READ = object()
 
 
 @dataclass(frozen=True, slots=True)
