@@ -10,7 +10,13 @@
 - ``hrl_descheduler_scale_total{outcome}``: replica targets acted on, by outcome (scaled, unchanged, refused_hpa,
   not_found, error, dry_run, blocked, skipped; :mod:`descheduler.scale`);
 - ``hrl_descheduler_hpa_conflicts``: Deployments the last cycle left alone because a HorizontalPodAutoscaler
-  targets them (gauge).
+  targets them (gauge);
+- ``hrl_descheduler_loop_holds``: workloads on hold after an eviction loop (gauge, last cycle);
+  ``hrl_descheduler_loops_detected_total``: holds started;
+- ``hrl_descheduler_cycle_stops_total{kind}``: cycles that stopped early (``total_cap``, ``reread_failed``,
+  ``history_unwritable``);
+- ``hrl_descheduler_rereads_total{kind}``: targeted re-reads before evictions (pod, pdb, pods_covered, owner,
+  node).
 
 No pod or node names as label values (DESIGN.md section 6). Exporters for the CronJob mode:
 :func:`write_textfile` (node_exporter textfile collector, or ``-`` for stderr) and :func:`push`
@@ -37,6 +43,7 @@ from policy.state import MoveReason
 
 from .evict import EVICTION_OUTCOMES
 from .guards import GUARD_NAMES
+from .loop import STOP_KINDS
 from .scale import SCALE_OUTCOMES
 
 if TYPE_CHECKING:
@@ -78,6 +85,22 @@ class DeschedulerMetrics:
             "Deployments the last cycle left alone because an HPA targets them.",
             registry=r,
         )
+        self.loop_holds = Gauge(
+            "hrl_descheduler_loop_holds", "Workloads on hold after an eviction loop (last cycle).", registry=r
+        )
+        self.loops_detected = Counter(
+            "hrl_descheduler_loops_detected_total", "Eviction loops detected (holds started).", registry=r
+        )
+        self.stops = Counter(
+            "hrl_descheduler_cycle_stops_total", "Cycles that stopped early, by kind.", ["kind"], registry=r
+        )
+        self.rereads = Counter(
+            "hrl_descheduler_rereads_total", "Targeted re-reads before evictions, by kind.", ["kind"], registry=r
+        )
+        for k in STOP_KINDS:
+            self.stops.labels(kind=k)
+        for k in ("pod", "pdb", "pods_covered", "owner", "node"):
+            self.rereads.labels(kind=k)
         for o in SCALE_OUTCOMES:
             self.scale.labels(outcome=o)
         for o in EVICTION_OUTCOMES:
@@ -101,6 +124,12 @@ class DeschedulerMetrics:
         for sr in report.scaling:
             self.scale.labels(outcome=sr.outcome).inc()
         self.hpa_conflicts.set(sum(1 for sr in report.scaling if sr.outcome == "refused_hpa"))
+        self.loop_holds.set(len(report.loop_holds))
+        self.loops_detected.inc(report.new_loop_holds)
+        if report.stop is not None:
+            self.stops.labels(kind=report.stop.kind).inc()
+        for k, n in report.reads.items():
+            self.rereads.labels(kind=k).inc(n)
         self.cycle_duration.observe(report.duration_s)
         self.cycles.labels(result="ok").inc()
 
