@@ -86,7 +86,12 @@ def test_the_descheduler_identity_has_the_shipped_scaling_rights_and_no_more(cpm
     assert {("apps", "deployments/scale", v) for v in ("get", "update", "patch")} <= verbs
     assert {v for g, r, v in verbs if r == "horizontalpodautoscalers"} == {"list", "watch"}
     writes = {(r, v) for _g, r, v in verbs if v not in ("get", "list", "watch")}
-    assert writes == {("pods/eviction", "create"), ("deployments/scale", "update"), ("deployments/scale", "patch")}
+    assert writes == {
+        ("pods/eviction", "create"),
+        ("deployments/scale", "update"),
+        ("deployments/scale", "patch"),
+        ("events", "create"),  # events.k8s.io: one per eviction, scale and loop hold
+    }
 
 
 def test_missing_binaries_without_go_is_a_clear_error_not_a_skip(cpmod, tmp_path, monkeypatch):

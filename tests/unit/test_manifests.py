@@ -457,6 +457,7 @@ def test_the_descheduler_may_evict_and_scale_but_never_delete_pods():
         ("", "pods/eviction", "create"),
         ("apps", "deployments/scale", "update"),
         ("apps", "deployments/scale", "patch"),
+        ("events.k8s.io", "events", "create"),  # one per eviction, scale and loop hold
     }
     reads = {r for _, r, v in granted if v == "list"}
     assert reads == {
