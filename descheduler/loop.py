@@ -150,7 +150,8 @@ class CycleReport:
     :class:`~descheduler.scale.ScaleResult` per replica target acted on, in key order (empty without a scaler);
     ``stop``: why the cycle stopped early (``None``: it did not); ``skipped_by_guard``: pods the cheap guards
     kept from being proposed at all, by guard (no API call); ``loop_holds``: workloads on hold after an eviction
-    loop (new this cycle or still held); ``reads``: targeted re-reads made, by kind.
+    loop (new this cycle or still held); ``reads``: targeted re-reads made, by kind; ``cpu_s``: the process's CPU
+    time during the cycle (user + system).
     """
 
     started_at_s: float
@@ -172,6 +173,7 @@ class CycleReport:
     loop_holds: tuple[LoopHold, ...] = field(default=())
     new_loop_holds: int = 0
     reads: Mapping[str, int] = field(default_factory=dict)
+    cpu_s: float = 0.0
 
     @property
     def evictions(self) -> int:
@@ -190,6 +192,7 @@ class CycleReport:
         return {
             "started_at_s": self.started_at_s,
             "duration_s": round(self.duration_s, 6),
+            "cpu_s": round(self.cpu_s, 6),
             "dry_run": self.dry_run,
             "planner": self.planner,
             "nodes": self.nodes,
@@ -566,6 +569,7 @@ def run_once(
     the report is lost, the history keeps the evictions).
     """
     t0 = clock()
+    c0 = time.process_time()
     if config.dry_run and not isinstance(evictor, DryRunEvictor):
         evictor = DryRunEvictor()
     dry_run = isinstance(evictor, DryRunEvictor)
@@ -630,6 +634,7 @@ def run_once(
         loop_holds=tuple(holds),
         new_loop_holds=new_holds,
         reads=MappingProxyType(dict(sorted(ex.reads.items()))),
+        cpu_s=max(0.0, time.process_time() - c0),
     )
     if metrics is not None:
         metrics.observe_cycle(report)

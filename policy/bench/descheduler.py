@@ -65,7 +65,7 @@ def run_cli(args: list[str], env: dict[str, str] | None = None, timeout_s: float
             stderr=err,
             env=e,
             cwd=ROOT,
-            preexec_fn=_pin_one_core if hasattr(os, "sched_setaffinity") else None,  # noqa: PLW1509
+            preexec_fn=_pin_one_core if hasattr(os, "sched_setaffinity") else None,
         )
         try:
             _pid, status, ru = os.wait4(p.pid, 0)
@@ -83,6 +83,7 @@ def run_cli(args: list[str], env: dict[str, str] | None = None, timeout_s: float
     doc = json.loads(stdout.strip().splitlines()[-1])
     return {
         **doc,
+        "cycle_cpu_s": doc.get("cpu_s", float("nan")),
         "wall_s": wall,
         "cpu_s": ru.ru_utime + ru.ru_stime,
         "peak_rss_mb": ru.ru_maxrss / 1024.0,
@@ -121,7 +122,10 @@ def bench_synthetic(sizes=SIZES, planners=PLANNERS, repeats: int = 3, workdir: P
                     f"{r['wall_s']:.1f} s wall / {r['cpu_s']:.1f} s CPU, peak RSS {r['peak_rss_mb']:.0f} MB",
                     file=sys.stderr,
                 )
-            med = {k: statistics.median(x[k] for x in runs) for k in ("duration_s", "wall_s", "cpu_s", "peak_rss_mb")}
+            keys = ("duration_s", "wall_s", "cpu_s", "peak_rss_mb", "cycle_cpu_s")
+            for x in runs:
+                x["cycle_cpu_s"] = x.get("cycle_cpu_s", float("nan"))
+            med = {k: statistics.median(x[k] for x in runs) for k in keys}
             last = runs[-1]
             rows.append(
                 {
@@ -131,6 +135,7 @@ def bench_synthetic(sizes=SIZES, planners=PLANNERS, repeats: int = 3, workdir: P
                     "planner": planner,
                     "repeats": repeats,
                     "cycle_s": med["duration_s"],
+                    "cycle_cpu_s": med["cycle_cpu_s"],
                     "process_wall_s": med["wall_s"],
                     "process_cpu_s": med["cpu_s"],
                     "peak_rss_mb": med["peak_rss_mb"],
@@ -158,20 +163,23 @@ def markdown(rows: list[dict], api: dict | None, meta: dict) -> str:
         f"Machine: {meta.get('machine', '?')}; load average {meta.get('load', '?')} during the run (a shared "
         "machine: wall times are inflated by other work; CPU time is the steadier figure).",
         "",
-        "| nodes / pods | planner | cycle (s) | process wall (s) | process CPU (s) | peak RSS (MB) | target |",
-        "|---|---|---|---|---|---|---|",
+        "| nodes / pods | planner | cycle wall (s) | cycle CPU (s) | process wall (s) | process CPU (s) "
+        "| peak RSS (MB) | target |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         target = []
         if r["nodes"] in TARGET_CYCLE_S:
             t = TARGET_CYCLE_S[r["nodes"]]
-            target.append(f"cycle ≤ {t:g} s: {'met' if r['cycle_s'] <= t else 'MISSED'}")
+            ok = r["cycle_cpu_s"] <= t and r["process_cpu_s"] <= t
+            target.append(f"cycle ≤ {t:g} s on one core: {'met' if ok else 'MISSED'} (CPU time)")
         if r["nodes"] in TARGET_RSS_MB:
             t = TARGET_RSS_MB[r["nodes"]]
             target.append(f"RSS ≤ {t:g} MB: {'met' if r['peak_rss_mb'] <= t else 'MISSED'}")
         lines.append(
-            f"| {r['nodes']:,} / {r['pods']:,} | {r['planner']} | {r['cycle_s']:.2f} | {r['process_wall_s']:.1f} | "
-            f"{r['process_cpu_s']:.1f} | {r['peak_rss_mb']:.0f} | {'; '.join(target) or '-'} |"
+            f"| {r['nodes']:,} / {r['pods']:,} | {r['planner']} | {r['cycle_s']:.2f} | {r['cycle_cpu_s']:.2f} | "
+            f"{r['process_wall_s']:.1f} | {r['process_cpu_s']:.1f} | {r['peak_rss_mb']:.0f} | "
+            f"{'; '.join(target) or '-'} |"
         )
     if api:
         lines += ["", api["markdown"]]
