@@ -576,12 +576,13 @@ class KubeEventRecorder:
 
     def body(self, regarding: ObjectRef, type: EventType, reason: str, action: str, note: str) -> dict[str, Any]:
         """The events.k8s.io/v1 Event object."""
-        now = datetime.fromtimestamp(self.clock(), tz=UTC)
+        t = self.clock()
+        now = datetime.fromtimestamp(t, tz=UTC)
         return {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {
-                "generateName": f"{regarding.name}.",
+            "metadata": {  # named as client-go's recorder names them: <object>.<unix nanoseconds in hex>
+                "name": f"{regarding.name[:200]}.{int(t * 1e9):x}",
                 "namespace": regarding.namespace or "default",
             },
             "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
