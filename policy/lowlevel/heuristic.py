@@ -78,8 +78,10 @@ class TopologyHeuristic:
 
     def locality(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> np.ndarray:
         """(len(candidates),) float64 in [0, 1]: call-rate-weighted share of neighbour pods per node."""
-        pos = index.positions(candidates)
-        out = np.zeros(len(candidates))
+        return self._locality(pod, index.positions(candidates), index)
+
+    def _locality(self, pod: PodInfo, pos: np.ndarray, index: ClusterIndex) -> np.ndarray:
+        out = np.zeros(len(pos))
         weights = neighbor_weights(index.snapshot.graph, pod.service, self.default_rps)
         total_w = sum(weights.values())
         if total_w <= 0:
@@ -109,12 +111,15 @@ class TopologyHeuristic:
 
     def load(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> np.ndarray:
         """(len(candidates),) float64: CPU utilisation of each node with the pod added (0 where unknown)."""
-        pos = index.positions(candidates)
-        out = np.zeros(len(candidates))
+        return self._load(pod, index.positions(candidates), index)
+
+    def _load(self, pod: PodInfo, pos: np.ndarray, index: ClusterIndex) -> np.ndarray:
+        out = np.zeros(len(pos))
         known = pos >= 0
         p = pos[known]
         alloc = np.maximum(index.alloc_cpu_m[p], 1.0)
-        own = np.array([pod.requests.cpu_m if pod.node_name == c else 0.0 for c, k in zip(candidates, known) if k])
+        own_i = index.node_pos.get(pod.node_name, -2) if pod.node_name is not None else -2
+        own = np.where(p == own_i, float(pod.requests.cpu_m), 0.0)
         req = (index.req_cpu_m[p] - own + pod.requests.cpu_m) / alloc
         use = index.usage_cpu_m[p]
         use = np.where(np.isnan(use), 0.0, (use + pod.requests.cpu_m) / alloc)
@@ -126,8 +131,9 @@ class TopologyHeuristic:
     ) -> np.ndarray:
         a = max(0.0, intent_value(intent, "locality_weight"))
         b = max(0.0, intent_value(intent, "balance_weight"))
-        loc = self.locality(pod, candidates, index)
+        pos = index.positions(candidates)
+        loc = self._locality(pod, pos, index)
         t = self.target_utilization
-        penalty = np.clip((self.load(pod, candidates, index) - t) / (1.0 - t), 0.0, 1.0)
+        penalty = np.clip((self._load(pod, pos, index) - t) / (1.0 - t), 0.0, 1.0)
         raw = np.clip(a * loc * (1.0 - b * penalty), 0.0, 1.0)
         return MAX_EXTENDER_PRIORITY * raw
