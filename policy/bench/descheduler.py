@@ -4,7 +4,7 @@
 1. **Synthetic clusters** (:mod:`policy.bench.synthetic_cluster`, seeded): 100, 1,000 and 5,000 nodes with 30 pods
    per node, written as a ``kubectl get -o json`` List; for each planner (``rebalance-heuristic``,
    ``hierarchical``), the real command ``hrl-descheduler --once --dry-run --json --snapshot FILE`` in a child
-   process pinned to one core (``OMP_NUM_THREADS=1``, CPU affinity one core where the OS allows): the cycle's
+   process that uses one core (single-threaded: ``OMP_NUM_THREADS=1``; ``--pin`` also pins it to one CPU): the cycle's
    own ``duration_s`` (observation + planning + guarded dry-run evictions) and CPU time, the process's wall
    and CPU time (start-up and reading the file included) and peak RSS (``ru_maxrss``); median of ``--repeats``.
 2. **API requests per cycle on the real control plane** (``--controlplane``): kube-apiserver, etcd,
@@ -52,10 +52,10 @@ def _pin_one_core() -> None:  # pragma: no cover - runs in the child
         pass
 
 
-def run_cli(args: list[str], env: dict[str, str] | None = None, timeout_s: float = 1800.0) -> dict[str, Any]:
-    """Run ``python -m descheduler ARGS`` in a child process on one core; returns the parsed ``--json`` report
-    plus ``wall_s``, ``cpu_s`` (user + system of the child) and ``peak_rss_mb``. Raises RuntimeError when the
-    command fails."""
+def run_cli(args: list[str], env: dict[str, str] | None = None, pin: bool = False) -> dict[str, Any]:
+    """Run ``python -m descheduler ARGS`` in a child process (single-threaded: ``OMP_NUM_THREADS=1``; ``pin``:
+    also pinned to one CPU); returns the parsed ``--json`` report plus ``wall_s``, ``cpu_s`` (user + system of
+    the child) and ``peak_rss_mb``. Raises RuntimeError when the command fails."""
     e = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", **(env or {})}
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -104,7 +104,9 @@ def _config(planner: str, path: Path) -> Path:
     return path
 
 
-def bench_synthetic(sizes=SIZES, planners=PLANNERS, repeats: int = 3, workdir: Path | None = None) -> list[dict]:
+def bench_synthetic(
+    sizes=SIZES, planners=PLANNERS, repeats: int = 3, workdir: Path | None = None, pin: bool = False
+) -> list[dict]:
     """One row per (size, planner): medians over ``repeats`` runs of the command (see the module docstring)."""
     tmp = Path(workdir or tempfile.mkdtemp(prefix="hrl-bench-descheduler-"))
     rows = []
@@ -115,7 +117,7 @@ def bench_synthetic(sizes=SIZES, planners=PLANNERS, repeats: int = 3, workdir: P
             cfg = _config(planner, tmp / f"{planner}.json")
             runs = []
             for _ in range(repeats):
-                r = run_cli(["--once", "--dry-run", "--json", "--config", str(cfg), "--snapshot", str(snap)])
+                r = run_cli(["--once", "--dry-run", "--json", "--config", str(cfg), "--snapshot", str(snap)], pin=pin)
                 runs.append(r)
                 print(
                     f"bench-descheduler: {n} nodes, {planner}: cycle {r['duration_s']:.2f} s, process "
@@ -156,9 +158,9 @@ def markdown(rows: list[dict], api: dict | None, meta: dict) -> str:
         f"Synthetic clusters from `policy/bench/synthetic_cluster.py` (seed 0; 16-CPU nodes over 3 zones, 30 pods "
         "per node, 10 pods per service, up to 3 callees per service, 30 % of the pods on the hottest tenth of the "
         "nodes, a PodDisruptionBudget on every fifth service), shipped configuration in dry run (caps 2/5/10). "
-        "Each row: the command `hrl-descheduler --once --dry-run --json --snapshot FILE` in a child process on one "
-        f"core, median of {meta.get('repeats', '?')} runs. *cycle*: the report's `duration_s` (planning, "
-        "guards, re-reads and dry-run evictions; the observation is the start-up read of the file); *process*: "
+        "Each row: the command `hrl-descheduler --once --dry-run --json --snapshot FILE` in a child process "
+        f"(single-threaded: one core), median of {meta.get('repeats', '?')} runs. *cycle*: the report's "
+        "`duration_s` and `cpu_s` (planning, guards, re-reads and dry-run evictions; the observation is the start-up read of the file); *process*: "
         "the whole command, Python start-up and reading + parsing the file included. "
         f"Machine: {meta.get('machine', '?')}; load average {meta.get('load', '?')} during the run (a shared "
         "machine: wall times are inflated by other work; CPU time is the steadier figure).",
@@ -191,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default=",".join(str(s) for s in SIZES), help="comma-separated node counts")
     ap.add_argument("--planners", default=",".join(PLANNERS))
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--pin", action="store_true", help="pin each run to one CPU (on a busy machine: slower wall)")
     ap.add_argument("--controlplane", action="store_true", help="also count API requests on the real control plane")
     ap.add_argument("--api-nodes", type=int, default=1000)
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "descheduler.json"))
@@ -199,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     planners = [p for p in args.planners.split(",") if p]
     load0 = os.getloadavg()[0]
-    rows = bench_synthetic(sizes, planners, args.repeats)
+    rows = bench_synthetic(sizes, planners, args.repeats, pin=args.pin)
     api = None
     if args.controlplane:
         from .descheduler_api import bench_api
