@@ -10,15 +10,15 @@ import pytest
 from descheduler.config import DeschedulerConfiguration, load_descheduler_config
 from descheduler.guards import (
     GUARD_NAMES,
-    PdbView,
-    pdb_budget,
     GUARDS,
     CycleLedger,
     EvictionHistory,
     GuardContext,
     HistoryError,
+    PdbView,
     check_guards,
     eviction_blockers,
+    pdb_budget,
     workload_key,
 )
 from descheduler.reread import OwnerInfo
