@@ -161,7 +161,8 @@ def markdown(rows: list[dict], api: dict | None, meta: dict) -> str:
         "Each row: the command `hrl-descheduler --once --dry-run --json --snapshot FILE` in a child process "
         f"(single-threaded: one core), median of {meta.get('repeats', '?')} runs. *cycle*: the report's "
         "`duration_s` and `cpu_s` (planning, guards, re-reads and dry-run evictions; the observation is the "
-        "start-up read of the file); *process*: the whole command, Python start-up and reading + parsing the file included. "
+        "start-up read of the file); *process*: the whole command, Python start-up and reading + parsing the "
+        "file included. "
         f"Machine: {meta.get('machine', '?')}; load average {meta.get('load', '?')} during the run (a shared "
         "machine: wall times are inflated by other work; CPU time is the steadier figure).",
         "",
