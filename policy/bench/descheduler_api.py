@@ -168,7 +168,7 @@ def _diff(after: Counter, before: Counter) -> dict[str, int]:
 
 
 def bench_api(nodes: int = 1000, pods_per_node: int = 30, cycles: int = 2, workdir: str | None = None) -> dict:
-    """Run the measurement (see the module docstring); returns ``{"markdown": ..., "cronjob": ..., "interval": ...}``."""
+    """Run the measurement (see the module docstring); returns ``{"markdown", "cronjob", "interval", ...}``."""
     cpm = _controlplane()
     tmp = Path(workdir or tempfile.mkdtemp(prefix="hrl-bench-descheduler-api-"))
     cp = cpm.ControlPlane(tmp / "cp")
