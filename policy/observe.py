@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -62,6 +63,8 @@ __all__ = [
     "parse_pod_terms",
     "NODE_SELECTOR_OPERATORS",
     "local_pvc_names",
+    "load_snapshot",
+    "STREAM_MIN_BYTES",
 ]
 
 NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
@@ -718,6 +721,139 @@ def load_snapshot_objects(path: str | Path) -> list[Mapping[str, Any]]:
     return out
 
 
+#: Snapshot files at least this large are parsed as a stream (one object at a time), see :func:`load_snapshot`.
+STREAM_MIN_BYTES = 8 * 1024 * 1024
+
+
+class _NotStreamable(Exception):
+    """The file is not a plain JSON List the streaming reader handles: read it the strict way."""
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _json_list_items(text: str, top: dict[str, Any]) -> Iterator[Any]:
+    """Yield the elements of the top-level ``items`` array of the JSON object in ``text`` one at a time (the
+    stdlib decoder on each element: the whole document is never in memory as objects); the other top-level keys
+    go to ``top``. Raises :class:`_NotStreamable` for anything but a single JSON object."""
+    dec = json.JSONDecoder()
+
+    def ws(i: int) -> int:
+        return _WS.match(text, i).end()
+
+    def expect(i: int, ch: str) -> int:
+        if text[i : i + 1] != ch:
+            raise _NotStreamable
+        return i + 1
+
+    try:
+        i = expect(ws(0), "{")
+        if text[ws(i) : ws(i) + 1] == "}":
+            i = ws(i) + 1
+        else:
+            while True:
+                key, i = dec.raw_decode(text, ws(i))
+                if not isinstance(key, str):
+                    raise _NotStreamable
+                i = ws(expect(ws(i), ":"))
+                if key == "items" and text[i : i + 1] == "[":
+                    top["items"] = []
+                    i = ws(i + 1)
+                    if text[i : i + 1] == "]":
+                        i += 1
+                    else:
+                        while True:
+                            obj, i = dec.raw_decode(text, ws(i))
+                            yield obj
+                            i = ws(i)
+                            if text[i : i + 1] == ",":
+                                i += 1
+                                continue
+                            i = expect(i, "]")
+                            break
+                else:
+                    top[key], i = dec.raw_decode(text, i)
+                i = ws(i)
+                if text[i : i + 1] == ",":
+                    i += 1
+                    continue
+                i = expect(i, "}")
+                break
+        if text[ws(i) :]:
+            raise _NotStreamable
+    except (json.JSONDecodeError, ValueError) as exc:
+        raise _NotStreamable from exc
+
+
+def _stream_snapshot(p: Path, graph: ServiceGraph | None, taken_at_s: float) -> ClusterSnapshot:
+    """:func:`load_snapshot` for one large JSON List file, one object at a time (see there)."""
+    text = _read_text(p)
+    top: dict[str, Any] = {}
+    nodes, pods, pdbs, workloads, volumes = [], [], [], [], []
+    claims: list[tuple[int, tuple[str, ...]]] = []
+    kindless: list[Any] = []
+    for obj in _json_list_items(text, top):
+        if not isinstance(obj, Mapping) or (
+            isinstance(obj.get("items"), list) and str(obj.get("kind", "")).endswith("List")
+        ):
+            raise _NotStreamable  # the strict reader names the bad item
+        kind = obj.get("kind")
+        if not kind:
+            kindless.append(obj)
+            continue
+        _collect(obj, kind, nodes, pods, pdbs, workloads, volumes, claims)
+    del text
+    kind = top.get("kind")
+    if "items" not in top or (kind is not None and not (isinstance(kind, str) and kind.endswith("List"))):
+        raise _NotStreamable
+    elem = kind[:-4] if isinstance(kind, str) and kind != "List" else ""
+    if kindless and not elem:
+        raise _NotStreamable
+    for obj in kindless:
+        _collect({**obj, "kind": elem}, elem, nodes, pods, pdbs, workloads, volumes, claims)
+    local = local_pvc_names(volumes)
+    for k, names in claims:
+        if any(f"{pods[k].namespace}/{c}" in local for c in names):
+            pods[k] = replace(pods[k], local_storage=True)
+    return ClusterSnapshot(
+        tuple(nodes), tuple(pods), tuple(pdbs), tuple(workloads), graph or ServiceGraph(), taken_at_s
+    )
+
+
+def _collect(obj, kind, nodes, pods, pdbs, workloads, volumes, claims) -> None:
+    if kind == "Node":
+        nodes.append(parse_node(obj))
+    elif kind == "Pod":
+        names = tuple(
+            str((v.get("persistentVolumeClaim") or {}).get("claimName"))
+            for v in (obj.get("spec") or {}).get("volumes") or ()
+            if isinstance(v, Mapping) and (v.get("persistentVolumeClaim") or {}).get("claimName")
+        )
+        if names:
+            claims.append((len(pods), names))
+        pods.append(parse_pod(obj))
+    elif kind == "PodDisruptionBudget":
+        pdbs.append(parse_pdb(obj))
+    elif kind in ("Deployment", "StatefulSet"):
+        workloads.append(parse_workload(obj))
+    elif kind in ("PersistentVolume", "PersistentVolumeClaim"):
+        volumes.append(obj)
+
+
+def load_snapshot(path: str | Path, graph: ServiceGraph | None = None, taken_at_s: float = 0.0) -> ClusterSnapshot:
+    """:func:`snapshot_from_objects` of :func:`load_snapshot_objects` (same rules, same errors). A JSON file of
+    at least :data:`STREAM_MIN_BYTES` that is one plain List is read as a stream: each item decoded, parsed and
+    dropped in turn, so peak memory is the file's text plus the parsed snapshot, not every raw object at once
+    (a 150,000-pod List would otherwise take several GB); anything unusual falls back to the strict reader."""
+    p = Path(path)
+    try:
+        if p.is_file() and p.stat().st_size >= STREAM_MIN_BYTES:
+            return _stream_snapshot(p, graph, taken_at_s)
+    except _NotStreamable:
+        pass
+    return snapshot_from_objects(load_snapshot_objects(p), graph, taken_at_s, consume=True)
+
+
 def snapshot_warnings(snapshot: ClusterSnapshot, limit: int = 3) -> list[str]:
     """Inconsistencies of a saved cluster state that do not stop reading it, one line per kind, counted:
     pods bound to a node that is not in the snapshot (the planner sees them on no node), and duplicate pods
@@ -763,17 +899,25 @@ def local_pvc_names(objs: Iterable[Mapping[str, Any]]) -> frozenset[str]:
 
 
 def snapshot_from_objects(
-    objs: Iterable[Mapping[str, Any]], graph: ServiceGraph | None = None, taken_at_s: float = 0.0
+    objs: Iterable[Mapping[str, Any]],
+    graph: ServiceGraph | None = None,
+    taken_at_s: float = 0.0,
+    *,
+    consume: bool = False,
 ) -> ClusterSnapshot:
     """Build a :class:`ClusterSnapshot` from Nodes, Pods, PodDisruptionBudgets, Deployments,
     StatefulSets, PersistentVolumes and PersistentVolumeClaims (other kinds are ignored).
 
-    Pods using a PVC bound to a ``local`` PersistentVolume are marked ``local_storage``.
+    Pods using a PVC bound to a ``local`` PersistentVolume are marked ``local_storage``. ``consume``: ``objs`` is
+    a list the caller no longer needs; each entry is replaced by ``None`` once parsed, so the raw objects of a
+    large cluster are freed while the parsed ones are built (peak memory: about the larger of the two, not both).
     """
-    objs = list(objs)
+    objs = objs if consume and isinstance(objs, list) else list(objs)
     local_pvcs = local_pvc_names(objs)
     nodes, pods, pdbs, workloads = [], [], [], []
-    for o in objs:
+    for i, o in enumerate(objs):
+        if consume:
+            objs[i] = None  # type: ignore[call-overload]
         kind = o.get("kind")
         if kind == "Node":
             nodes.append(parse_node(o))

@@ -204,3 +204,38 @@ def test_the_model_says_a_default_scheduler_pod_would_come_back_and_an_extender_
         assert (why is None) is stays, why
         if not stays:
             assert "come back to n1" in why
+
+
+# ---- reading a large snapshot file as a stream ---------------------------------------------------------------
+
+
+def test_a_large_json_list_is_read_as_a_stream_into_the_same_snapshot(tmp_path, monkeypatch):
+    import json
+
+    import policy.observe as observe
+    from policy.bench.synthetic_cluster import write_snapshot
+
+    path = write_snapshot(SyntheticCluster(nodes=6), tmp_path / "c.json")
+    strict = observe.snapshot_from_objects(observe.load_snapshot_objects(path))
+    monkeypatch.setattr(observe, "STREAM_MIN_BYTES", 0)
+    calls = []
+    real = observe._stream_snapshot
+    monkeypatch.setattr(observe, "_stream_snapshot", lambda *a: calls.append(1) or real(*a))
+    assert observe.load_snapshot(path) == strict and calls == [1]
+    # kind-less items of a typed list, a local PersistentVolume behind a claim: as the strict reader
+    doc = json.loads(path.read_text())
+    pod = next(o for o in doc["items"] if o["kind"] == "Pod")
+    pod["spec"]["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}]
+    ns = pod["metadata"]["namespace"]
+    doc["items"] += [
+        {"kind": "PersistentVolume", "metadata": {"name": "pv"}, "spec": {"local": {"path": "/x"}}},
+        {"kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": ns}, "spec": {"volumeName": "pv"}},
+    ]
+    path.write_text(json.dumps(doc))
+    got = observe.load_snapshot(path)
+    assert got == observe.snapshot_from_objects(observe.load_snapshot_objects(path))
+    assert next(p for p in got.pods if p.name == pod["metadata"]["name"]).local_storage
+    # anything the stream does not handle falls back to the strict reader and its one-line errors
+    path.write_text('{"kind": "List", "items": [1]}')
+    with pytest.raises(observe.ObjectError, match=r"items\[0\]: expected a Kubernetes object"):
+        observe.load_snapshot(path)
