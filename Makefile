@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint fuzz bench bench-quick bench-sim bench-topology bench-scheduler train controlplane images manifests e2e-kind clean help
+.PHONY: demo test lint fuzz bench bench-quick bench-sim bench-topology bench-scheduler bench-descheduler train controlplane images manifests e2e-kind clean help
 
 help:
 	@echo "make demo             install (runtime only, no torch) and run the main job on Online Boutique"
@@ -17,6 +17,7 @@ help:
 	@echo "make bench-sim        simulator speed, discrete-event cross-check, calibration error (~13 min)"
 	@echo "make bench-topology   graph encoder time vs size, gRPC cache latency, encoder held-out error"
 	@echo "make bench-scheduler  the extender's cost to kube-scheduler, caller-side latency, server comparison"
+	@echo "make bench-descheduler  the descheduler at 100/1,000/5,000 synthetic nodes and its API requests per cycle"
 	@echo "make train            train the learned stacks -> policy/bundles/"
 	@echo "make controlplane     build the control planes of both Kubernetes minors and helm into the cache"
 	@echo "make images           build the extender and descheduler images (needs docker, podman, buildah or nerdctl)"
@@ -82,6 +83,9 @@ bench-topology: $(VENV)/.test
 # the server and decoder comparisons (granian, orjson: the [bench] extra) -> section "scheduler" of BENCHMARKS.md
 bench-scheduler: $(VENV)/.bench controlplane
 	$(PY) hack/bench-scheduler.py
+
+bench-descheduler: $(VENV)/.test controlplane
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) -m policy.bench.descheduler --controlplane
 
 train: $(VENV)/.test
 	OMP_NUM_THREADS=1 $(VENV)/bin/hrl-policy train --all

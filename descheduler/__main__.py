@@ -15,10 +15,13 @@ Usage::
   on stderr says so when ``--dry-run`` was not given). Without ``--snapshot`` it observes the live cluster
   and evicts through the policy/v1 Eviction API (``descheduler/kube.py``; ``--dry-run`` evicts nothing):
   ``--kubeconfig FILE``, else the in-cluster service account when running in a Pod, else ``$KUBECONFIG`` /
-  ``~/.kube/config``. The plan's replica targets go through ``deployments/scale`` (``descheduler/scale.py``;
-  a Deployment an HPA targets is left alone), unless ``scaling.enabled`` is false; with ``resize.enabled`` (planner
-  ``hierarchical``) the plan's in-place CPU resizes go through ``pods/resize`` (``descheduler/resize.py``; a pod
-  whose Deployment a VerticalPodAutoscaler owns is left alone).
+  ``~/.kube/config``. ``--once`` lists each kind once per run; ``--interval`` lists each kind once at start-up and
+  then watches (``descheduler.kube.KubeWatchCache``): its cycles read memory. Before each eviction only what the
+  decision depends on is read again (GETs; ``descheduler/reread.py``). The plan's replica targets go through
+  ``deployments/scale`` (``descheduler/scale.py``; a Deployment an HPA targets is left alone), unless
+  ``scaling.enabled`` is false; with ``resize.enabled`` (planner ``hierarchical``) the plan's in-place CPU resizes
+  go through ``pods/resize`` (``descheduler/resize.py``; a pod whose Deployment a VerticalPodAutoscaler owns is
+  left alone).
 - Planner state (the hierarchical planner's rate history and last intent) is kept in ``stateFile`` next to
   the eviction history, so a CronJob's next run continues from it; dry runs do not write it. A planner state
   that cannot be read (an older layout, a bad value) is dropped with one warning line and the planner starts
@@ -225,15 +228,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     snapshot_path = args.snapshot
     api_client = None
+    once = args.once or (args.interval is None and args.snapshot is not None)
+    reader = None
+    recorder = None
+    watch_cache = None
     if live:
         try:
-            from .kube import KubeEvictor, KubeObserver, load_api_client
+            from .kube import KubeEventRecorder, KubeEvictor, KubeObserver, KubeReader, KubeWatchCache, load_api_client
 
             api_client = load_api_client(args.kubeconfig)
         except Exception as exc:  # noqa: BLE001 - ConfigException, OSError: one line
             _fatal(f"{PROG}: --kubeconfig: cannot load a client configuration: {' '.join(str(exc).split())}")
             return 2
-        observe = KubeObserver(api_client, graph)
+        if once:  # CronJob mode: one LIST per kind for the run
+            observe = KubeObserver(api_client, graph)
+            reader = KubeReader(api_client)
+        else:  # interval mode: list once, then watch; every cycle reads memory
+            watch_cache = KubeWatchCache(api_client, graph).start()
+            if not watch_cache.wait_synced(120.0):
+                watch_cache.stop()
+                _fatal(f"{PROG}: cannot read the cluster: the watch cache did not list every kind within 120 s")
+                return 1
+            observe = watch_cache
+            reader = KubeReader(api_client, cache=watch_cache)
+        if config.events and not config.dry_run:
+            recorder = KubeEventRecorder(api_client)
     else:
         warned: set[str] = set()
 
@@ -246,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return load_snapshot_file(snapshot_path, graph, taken_at_s=time.time(), warn=warn_once)
 
     try:
-        observe()  # fail fast, before anything else, on an unreadable snapshot / unreachable API server
+        first = observe()  # fail fast on an unreadable snapshot / unreachable API server; the first cycle uses it
         history = EvictionHistory.load(config.state_file) if config.state_file else EvictionHistory()
     except (ObjectError, HistoryError) as exc:
         _fatal(f"{PROG}: {exc}")
@@ -297,6 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     link = cache_link_from_config(config.cache, metrics.registry)
     if link is not None:
         observe = link.remember(observe)
+        link.last_snapshot = first
 
     def emit(report: CycleReport) -> None:
         if not report.dry_run and config.state_file and hasattr(planner, "dump_state"):
@@ -313,7 +333,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(format_report(report), flush=True)
         _export_metrics(metrics, config)
 
-    once = args.once or (args.interval is None and args.snapshot is not None)
     if once:
         try:
             report = run_once(
@@ -328,6 +347,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 warnings=tuple(warnings),
                 scaler=scaler,
                 resizer=resizer,
+                reader=reader,
+                recorder=recorder,
+                snapshot=first,
             )
         except ObjectError as exc:
             _fatal(f"{PROG}: {exc}")
@@ -361,6 +383,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             on_report=emit,
             scaler=sc,
             resizer=rz,
+            reader=reader,
+            recorder=recorder,
             on_error=lambda exc: _err(f"{PROG}: cycle failed: {type(exc).__name__}: {exc}"),
         )
 
@@ -406,6 +430,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             loop(stop, evictor, scaler, resizer)
     except KeyboardInterrupt:
         stop.set()
+    finally:
+        if watch_cache is not None:
+            watch_cache.stop()
     return 0
 
 

@@ -13,6 +13,14 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
     excludedNamespaces: [kube-system]
     evictLocalStoragePods: false  # pods with emptyDir / hostPath / local PersistentVolumes stay
     cooldownSeconds: 1800         # a workload evicted from node N is not evicted from N again for this long
+    loopDetection:                # a workload whose pod comes back to a node it was evicted from is put on hold
+      windowSeconds: 3600         #   evictions remembered this long for the check (0 = off)
+      holdSeconds: 3600           #   no move of that workload for this long (metric + Warning Event)
+    schedulerPrediction:          # predict where kube-scheduler puts the replacement; no move it would undo
+      enabled: true
+      extenderWeight: 2           #   the extender's weight in the KubeSchedulerConfiguration (manifests: 2)
+      extenderSchedulers: [hrl-scheduler]  # schedulerName values whose profile calls our extender
+    events: true                  # a Kubernetes Event (events.k8s.io/v1) per eviction, scale and loop hold
     stateFile: null               # JSON file keeping the eviction history across runs (CronJob mode)
     planner:
       name: rebalance-heuristic   # or hierarchical (policy.highlevel.HierarchicalPolicy)
@@ -116,6 +124,8 @@ __all__ = [
     "MetricsConfig",
     "CacheConfig",
     "LeaderElectionConfig",
+    "LoopDetectionConfig",
+    "SchedulerPredictionConfig",
     "AutoscalerConfig",
     "IntentPolicyConfig",
     "PlacementConfig",
@@ -388,6 +398,24 @@ class CacheConfig(ConfigModel):
         return v
 
 
+class LoopDetectionConfig(ConfigModel):
+    """Loop detection (:func:`descheduler.guards.detect_loops`): evictions are remembered ``windowSeconds``; a
+    workload whose pod comes back to a node it was evicted from within that time is on hold ``holdSeconds``."""
+
+    window_seconds: float = Field(3600.0, ge=0.0)
+    hold_seconds: float = Field(3600.0, ge=0.0)
+
+
+class SchedulerPredictionConfig(ConfigModel):
+    """How the descheduler predicts kube-scheduler (:class:`policy.highlevel.SchedulerModel`): ``enabled``;
+    ``extenderWeight``: the weight of our extender in the KubeSchedulerConfiguration; ``extenderSchedulers``:
+    the ``schedulerName`` values whose profile calls it (others are predicted with the in-tree plugins only)."""
+
+    enabled: bool = True
+    extender_weight: int = Field(2, ge=0, le=100)
+    extender_schedulers: tuple[str, ...] = ("hrl-scheduler",)
+
+
 class DeschedulerConfiguration(ConfigModel):
     """The whole file; see the module docstring for every field and its default."""
 
@@ -397,6 +425,9 @@ class DeschedulerConfiguration(ConfigModel):
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
     evict_local_storage_pods: bool = False
     cooldown_seconds: float = Field(1800.0, ge=0.0)
+    loop_detection: LoopDetectionConfig = LoopDetectionConfig()
+    scheduler_prediction: SchedulerPredictionConfig = SchedulerPredictionConfig()
+    events: bool = True
     state_file: str | None = None
     planner: PlannerConfig = PlannerConfig()
     placement: PlacementConfig = PlacementConfig()

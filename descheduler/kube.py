@@ -5,17 +5,24 @@
 
 This is the only module of ``descheduler`` (with leader.py) that imports ``kubernetes``. The identity it runs
 as needs get/list/watch on nodes, pods, persistentvolumes, persistentvolumeclaims, poddisruptionbudgets
-(policy), deployments and statefulsets (apps), list/watch on horizontalpodautoscalers (autoscaling),
-get/update/patch on ``deployments/scale``, ``create`` on ``pods/eviction``, and for in-place resizes ``patch`` on
-``pods/resize`` and get/list on ``verticalpodautoscalers`` (autoscaling.k8s.io); never ``delete`` on pods.
+(policy), deployments, replicasets and statefulsets (apps), list/watch on horizontalpodautoscalers
+(autoscaling), get/update/patch on ``deployments/scale``, ``create`` on ``pods/eviction``, ``create`` on
+``events`` (events.k8s.io), and for in-place resizes ``patch`` on ``pods/resize`` and get/list on
+``verticalpodautoscalers`` (autoscaling.k8s.io); never ``delete`` on pods.
 
-- :class:`KubeObserver` lists (paginated, raw JSON, so the objects reach :mod:`policy.observe` exactly as the
-  API server sends them: the one parser) Nodes, Pods that are not ``Succeeded``/``Failed``,
-  PodDisruptionBudgets, Deployments, StatefulSets, PersistentVolumes and PersistentVolumeClaims, and builds the
-  snapshot with :func:`policy.observe.snapshot_from_objects` (pods on local PersistentVolumes count as local
-  storage). The call graph is the one given, else the ``hrl-scheduler.io/depends-on`` annotations
-  (:func:`descheduler.snapshot.graph_from_annotations`). Each call lists again: the loop calls it once to
-  plan and once more before each eviction (state re-read).
+- :class:`KubeObserver` (CronJob mode) lists once per call (paginated, raw JSON, so the objects reach
+  :mod:`policy.observe` exactly as the API server sends them: the one parser) Nodes, PersistentVolumes,
+  PersistentVolumeClaims, PodDisruptionBudgets, Deployments, StatefulSets, then Pods that are not
+  ``Succeeded``/``Failed``, each page of pods parsed as it arrives (the raw objects of a large cluster are never
+  all in memory at once); pods on local PersistentVolumes count as local storage. The call graph is the one
+  given, else the ``hrl-scheduler.io/depends-on`` annotations (:func:`descheduler.snapshot.graph_from_annotations`).
+  The loop calls it once per cycle.
+- :class:`KubeWatchCache` (interval mode) lists each kind once, then watches (:class:`policy.kube.Reflector`):
+  every cycle builds its snapshot from memory, with no request to the API server.
+- :class:`KubeReader`: the targeted re-read before an eviction (:mod:`descheduler.reread`): GET the pod, the
+  PodDisruptionBudget, the owner (ReplicaSet / StatefulSet) and the target node; the pods a budget covers by a
+  label-selected LIST in its namespace (or from the watch cache in interval mode).
+- :class:`KubeEventRecorder`: an ``events.k8s.io/v1`` Event per eviction, scale and loop hold.
 - :class:`KubeEvictor` POSTs a policy/v1 ``Eviction`` to ``pods/{name}/eviction`` with a UID precondition (so a
   pod re-created under the same name since the guards looked at it is never evicted) and maps the answer
   (kubernetes-sigs/descheduler ``pkg/descheduler/evictions``; k8s.io/kubernetes
@@ -27,52 +34,86 @@ get/update/patch on ``deployments/scale``, ``create`` on ``pods/eviction``, and 
 from __future__ import annotations
 
 import json
+import logging
+import socket
+import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client as kclient
 from kubernetes.client.rest import ApiException
 
-from policy.kube import POD_FIELD_SELECTOR, load_api_client
-from policy.observe import snapshot_from_objects
-from policy.state import ClusterSnapshot, EvictionResult, PodInfo, ServiceGraph
+from policy.kube import POD_FIELD_SELECTOR, Reflector, load_api_client
+from policy.observe import (
+    local_pvc_names,
+    parse_node,
+    parse_pdb,
+    parse_pod,
+    parse_workload,
+    snapshot_from_objects,
+)
+from policy.state import (
+    ClusterSnapshot,
+    EvictionResult,
+    LabelSelector,
+    NodeInfo,
+    OwnerRef,
+    PodDisruptionBudgetInfo,
+    PodInfo,
+    ServiceGraph,
+)
 
+from .events import REPORTING_CONTROLLER, EventType, ObjectRef
+from .reread import OwnerInfo
 from .resize import ApiResizer, ResizeApiError
 from .scale import ApiScaler, ScaleApiError
 from .snapshot import graph_from_annotations
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "load_api_client",
     "KubeObserver",
+    "KubeWatchCache",
+    "KubeReader",
+    "KubeEventRecorder",
     "KubeEvictor",
     "KubeScaleApi",
     "KubeScaler",
     "KubeResizeApi",
     "KubeResizer",
     "POD_FIELD_SELECTOR",
+    "label_selector_string",
 ]
 
 
-def _list_all(
-    list_fn: Callable[..., Any], kind: str, page_size: int, timeout_s: float, **kw: Any
-) -> list[dict[str, Any]]:
-    """Every object of a (paginated) list call, as raw camelCase dicts with ``kind`` set."""
-    out: list[dict[str, Any]] = []
+def _list_pages(list_fn: Callable[..., Any], kind: str, page_size: int, timeout_s: float, **kw: Any):
+    """Yield every object of a (paginated) list call, page by page, as raw camelCase dicts with ``kind`` set."""
     cont = None
     while True:
         args = dict(kw, limit=page_size, _preload_content=False, _request_timeout=timeout_s)
         if cont:
             args["_continue"] = cont
         doc = json.loads(list_fn(**args).data)
-        out.extend({**o, "kind": kind} for o in doc.get("items") or ())
+        for o in doc.get("items") or ():
+            yield {**o, "kind": kind}
         cont = (doc.get("metadata") or {}).get("continue")
         if not cont:
-            return out
+            return
+
+
+def _list_all(
+    list_fn: Callable[..., Any], kind: str, page_size: int, timeout_s: float, **kw: Any
+) -> list[dict[str, Any]]:
+    """Every object of a (paginated) list call, as raw camelCase dicts with ``kind`` set."""
+    return list(_list_pages(list_fn, kind, page_size, timeout_s, **kw))
 
 
 class KubeObserver:
-    """``observe()`` for :func:`descheduler.loop.run_once`: lists the cluster and returns a fresh snapshot.
+    """``observe()`` for :func:`descheduler.loop.run_once` in CronJob mode: lists the cluster (one paginated LIST
+    per kind) and returns a fresh snapshot.
 
     ``api_client``: a ``kubernetes.client.ApiClient``; ``graph``: the call graph (``None``: from the
     ``hrl-scheduler.io/depends-on`` annotations of the observed workloads and pods); ``clock``: unix seconds
@@ -102,6 +143,9 @@ class KubeObserver:
 
     def list_objects(self) -> list[dict[str, Any]]:
         """The raw objects the snapshot is built from (Nodes, Pods, PDBs, Deployments, StatefulSets, PVs, PVCs)."""
+        return [*self._others(), *self._pods_raw()]
+
+    def _others(self) -> list[dict[str, Any]]:
         ps, t = self.page_size, self.timeout_s
         objs: list[dict[str, Any]] = []
         objs += _list_all(self.core.list_node, "Node", ps, t)
@@ -110,12 +154,297 @@ class KubeObserver:
         objs += _list_all(self.policy.list_pod_disruption_budget_for_all_namespaces, "PodDisruptionBudget", ps, t)
         objs += _list_all(self.apps.list_deployment_for_all_namespaces, "Deployment", ps, t)
         objs += _list_all(self.apps.list_stateful_set_for_all_namespaces, "StatefulSet", ps, t)
-        objs += _list_all(self.core.list_pod_for_all_namespaces, "Pod", ps, t, field_selector=POD_FIELD_SELECTOR)
         return objs
+
+    def _pods_raw(self):
+        return _list_pages(
+            self.core.list_pod_for_all_namespaces,
+            "Pod",
+            self.page_size,
+            self.timeout_s,
+            field_selector=POD_FIELD_SELECTOR,
+        )
 
     def __call__(self) -> ClusterSnapshot:
         self.calls += 1
-        snap = snapshot_from_objects(self.list_objects(), self.graph, taken_at_s=self.clock())
+        others = self._others()
+        base = snapshot_from_objects(others, self.graph, taken_at_s=self.clock())
+        local = local_pvc_names(others)
+        pods = tuple(parse_pod(o, local) for o in self._pods_raw())
+        snap = ClusterSnapshot(base.nodes, pods, base.pdbs, base.workloads, base.graph, base.taken_at_s)
+        if self.graph is None:
+            snap = snap.with_graph(graph_from_annotations(snap))
+        return snap
+
+
+def label_selector_string(sel: LabelSelector) -> str:
+    """A metav1.LabelSelector as the ``labelSelector`` query parameter (``k=v,k in (a,b),!k``)."""
+    parts = [f"{k}={v}" for k, v in sorted(sel.match_labels.items())]
+    for key, op, values in sel.match_expressions:
+        if op == "In":
+            parts.append(f"{key} in ({','.join(values)})")
+        elif op == "NotIn":
+            parts.append(f"{key} notin ({','.join(values)})")
+        elif op == "Exists":
+            parts.append(key)
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+    return ",".join(parts)
+
+
+def _get(fn: Callable[..., Any], *args: Any, timeout_s: float) -> dict[str, Any] | None:
+    """One GET (raw JSON); ``None`` on 404; raises on anything else."""
+    try:
+        return json.loads(fn(*args, _preload_content=False, _request_timeout=timeout_s).data)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+class KubeReader:
+    """:class:`descheduler.reread.ClusterReader` against the API server (see the module docstring): GETs of the
+    pod, the PodDisruptionBudget, the owner and the node (raw JSON through :mod:`policy.observe`); the pods a
+    budget covers with a label-selected LIST in its namespace, or from ``cache`` (a :class:`KubeWatchCache`) when
+    given. A 404 is ``None``; any other failure raises (the loop stops the cycle). ``calls``: requests made, by
+    ``(verb, resource)``."""
+
+    def __init__(self, api_client: kclient.ApiClient, *, timeout_s: float = 30.0, cache: KubeWatchCache | None = None):
+        self.core = kclient.CoreV1Api(api_client)
+        self.policy = kclient.PolicyV1Api(api_client)
+        self.apps = kclient.AppsV1Api(api_client)
+        self.timeout_s = timeout_s
+        self.cache = cache
+        self.calls: dict[tuple[str, str], int] = {}
+
+    def _count(self, verb: str, resource: str) -> None:
+        self.calls[(verb, resource)] = self.calls.get((verb, resource), 0) + 1
+
+    def read_pod(self, namespace: str, name: str) -> PodInfo | None:
+        self._count("get", "pods")
+        obj = _get(self.core.read_namespaced_pod, name, namespace, timeout_s=self.timeout_s)
+        if obj is None:
+            return None
+        return parse_pod({**obj, "kind": "Pod"}, self._local_pvcs(namespace))
+
+    def _local_pvcs(self, namespace: str) -> frozenset[str]:
+        if self.cache is not None:
+            return self.cache.local_pvcs()
+        return frozenset()  # a pod on a local volume was refused by the guards on the observation already
+
+    def read_pdb(self, namespace: str, name: str) -> PodDisruptionBudgetInfo | None:
+        self._count("get", "poddisruptionbudgets")
+        obj = _get(self.policy.read_namespaced_pod_disruption_budget, name, namespace, timeout_s=self.timeout_s)
+        return None if obj is None else parse_pdb({**obj, "kind": "PodDisruptionBudget"})
+
+    def pods_covered(self, pdb: PodDisruptionBudgetInfo) -> list[PodInfo]:
+        if self.cache is not None:
+            return self.cache.pods_covered(pdb)
+        self._count("list", "pods")
+        sel = label_selector_string(pdb.selector)
+        objs = _list_all(
+            self.core.list_namespaced_pod,
+            "Pod",
+            500,
+            self.timeout_s,
+            namespace=pdb.namespace,
+            label_selector=sel,
+            field_selector=POD_FIELD_SELECTOR,
+        )
+        return [p for p in (parse_pod(o) for o in objs) if pdb.covers(p)]
+
+    def read_owner(self, namespace: str, owner: OwnerRef) -> OwnerInfo | None:
+        if owner.kind == "ReplicaSet":
+            self._count("get", "replicasets")
+            obj = _get(self.apps.read_namespaced_replica_set, owner.name, namespace, timeout_s=self.timeout_s)
+        elif owner.kind == "StatefulSet":
+            self._count("get", "statefulsets")
+            obj = _get(self.apps.read_namespaced_stateful_set, owner.name, namespace, timeout_s=self.timeout_s)
+        else:
+            raise ValueError(f"owner kind {owner.kind} is not read by the descheduler")
+        if obj is None:
+            return None
+        meta = obj.get("metadata") or {}
+        ctrl = next((o for o in meta.get("ownerReferences") or () if o.get("controller")), None)
+        replicas = (obj.get("spec") or {}).get("replicas")
+        return OwnerInfo(
+            owner.kind,
+            str(meta.get("name", owner.name)),
+            str(meta.get("uid", "")),
+            replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else None,
+            bool(meta.get("deletionTimestamp")),
+            None
+            if ctrl is None
+            else OwnerRef(str(ctrl.get("kind", "")), str(ctrl.get("name", "")), str(ctrl.get("uid", ""))),
+        )
+
+    def read_node(self, name: str) -> NodeInfo | None:
+        self._count("get", "nodes")
+        obj = _get(self.core.read_node, name, timeout_s=self.timeout_s)
+        return None if obj is None else parse_node({**obj, "kind": "Node"})
+
+
+class KubeWatchCache:
+    """The interval mode's view of the cluster: one :class:`policy.kube.Reflector` (list once, then watch) per
+    kind the snapshot is built from (Nodes, Pods not ``Succeeded``/``Failed``, PodDisruptionBudgets, Deployments,
+    StatefulSets, PersistentVolumes, PersistentVolumeClaims), each in its own daemon thread; a context manager.
+    Calling it (``observe()``) builds a :class:`~policy.state.ClusterSnapshot` from memory (no request).
+
+    ``graph``: the call graph (``None``: annotations); ``resync_s``: full re-list period; ``page_size``,
+    ``timeout_s``: of the lists. Raises ``RuntimeError`` from ``observe()`` until every kind has been listed
+    once, or when a watch has been failing (``healthy`` false) for longer than ``max_unhealthy_s``: no eviction
+    from a view that may be stale."""
+
+    KINDS = (
+        "Node",
+        "Pod",
+        "PodDisruptionBudget",
+        "Deployment",
+        "StatefulSet",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+    )
+
+    def __init__(
+        self,
+        api_client: kclient.ApiClient,
+        graph: ServiceGraph | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        resync_s: float = 3600.0,
+        page_size: int = 500,
+        timeout_s: float = 60.0,
+        max_unhealthy_s: float = 60.0,
+    ):
+        core, pol, apps = kclient.CoreV1Api(api_client), kclient.PolicyV1Api(api_client), kclient.AppsV1Api(api_client)
+        self.graph = graph
+        self.clock = clock
+        self.max_unhealthy_s = float(max_unhealthy_s)
+        self.lock = threading.Lock()
+        self.stop_event = threading.Event()
+        kw: dict[str, Any] = {
+            "page_size": page_size,
+            "request_timeout_s": timeout_s,
+            "resync_s": resync_s,
+            "lock": self.lock,
+            "stop": self.stop_event,
+        }
+
+        def raw(o):
+            return o
+
+        def pod(o):
+            claims = tuple(
+                str((v.get("persistentVolumeClaim") or {}).get("claimName"))
+                for v in (o.get("spec") or {}).get("volumes") or ()
+                if (v.get("persistentVolumeClaim") or {}).get("claimName")
+            )
+            return parse_pod(o), claims, (o if claims else None)
+
+        self.reflectors = {
+            "Node": Reflector("Node", core.list_node, parse_node, **kw),
+            "Pod": Reflector("Pod", core.list_pod_for_all_namespaces, pod, field_selector=POD_FIELD_SELECTOR, **kw),
+            "PodDisruptionBudget": Reflector(
+                "PodDisruptionBudget", pol.list_pod_disruption_budget_for_all_namespaces, parse_pdb, **kw
+            ),
+            "Deployment": Reflector("Deployment", apps.list_deployment_for_all_namespaces, parse_workload, **kw),
+            "StatefulSet": Reflector("StatefulSet", apps.list_stateful_set_for_all_namespaces, parse_workload, **kw),
+            "PersistentVolume": Reflector("PersistentVolume", core.list_persistent_volume, raw, **kw),
+            "PersistentVolumeClaim": Reflector(
+                "PersistentVolumeClaim", core.list_persistent_volume_claim_for_all_namespaces, raw, **kw
+            ),
+        }
+        self._threads: list[threading.Thread] = []
+        self._unhealthy_since: float | None = None
+        self.calls = 0
+
+    @property
+    def synced(self) -> bool:
+        return all(r.synced for r in self.reflectors.values())
+
+    @property
+    def healthy(self) -> bool:
+        return all(r.healthy for r in self.reflectors.values())
+
+    def stats(self) -> dict[str, int]:
+        """``<kind>_lists`` / ``_events`` / ``_errors`` counters, for logs and tests."""
+        return {
+            f"{k.lower()}_{c}": getattr(r, c) for k, r in self.reflectors.items() for c in ("lists", "events", "errors")
+        }
+
+    def start(self) -> KubeWatchCache:
+        if self._threads:
+            raise RuntimeError("KubeWatchCache already started")
+        for kind, r in self.reflectors.items():
+            t = threading.Thread(target=r.run, name=f"hrl-descheduler:watch-{kind}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def wait_synced(self, timeout_s: float) -> bool:
+        """Wait until every kind has been listed once; ``False`` after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.synced:
+                return True
+            self.stop_event.wait(0.02)
+        return self.synced
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop every watch (interrupting open ones) and wait for the threads up to ``timeout_s``. Idempotent."""
+        self.stop_event.set()
+        for r in self.reflectors.values():
+            r.interrupt()
+        deadline = time.monotonic() + timeout_s
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        self._threads = [t for t in self._threads if t.is_alive()]
+
+    def __enter__(self) -> KubeWatchCache:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def local_pvcs(self) -> frozenset[str]:
+        with self.lock:
+            pvs = list(self.reflectors["PersistentVolume"].items.values())
+            pvcs = list(self.reflectors["PersistentVolumeClaim"].items.values())
+        return local_pvc_names([*pvs, *pvcs])
+
+    def pods_covered(self, pdb: PodDisruptionBudgetInfo) -> list[PodInfo]:
+        """The cached pods ``pdb`` covers (fresh as the watch)."""
+        with self.lock:
+            pods = [v[0] for v in self.reflectors["Pod"].items.values()]
+        return [p for p in pods if pdb.covers(p)]
+
+    def __call__(self) -> ClusterSnapshot:
+        self.calls += 1
+        if not self.synced:
+            raise RuntimeError("the watch cache has not listed every kind yet")
+        if not self.healthy:
+            now = time.monotonic()
+            self._unhealthy_since = self._unhealthy_since or now
+            if now - self._unhealthy_since > self.max_unhealthy_s:
+                raise RuntimeError(f"the watch cache has been failing for {now - self._unhealthy_since:.0f} s")
+        else:
+            self._unhealthy_since = None
+        local = self.local_pvcs()
+        with self.lock:
+            r = self.reflectors
+            nodes = tuple(r["Node"].items[k] for k in sorted(r["Node"].items))
+            pod_entries = [r["Pod"].items[k] for k in sorted(r["Pod"].items)]
+            pdbs = tuple(r["PodDisruptionBudget"].items[k] for k in sorted(r["PodDisruptionBudget"].items))
+            workloads = tuple(
+                [r["Deployment"].items[k] for k in sorted(r["Deployment"].items)]
+                + [r["StatefulSet"].items[k] for k in sorted(r["StatefulSet"].items)]
+            )
+        pods = []
+        for info, claims, raw_obj in pod_entries:
+            if raw_obj is not None and any(f"{info.namespace}/{c}" in local for c in claims) and not info.local_storage:
+                info = parse_pod(raw_obj, local)
+            pods.append(info)
+        snap = ClusterSnapshot(nodes, tuple(pods), pdbs, workloads, self.graph or ServiceGraph(), self.clock())
         if self.graph is None:
             snap = snap.with_graph(graph_from_annotations(snap))
         return snap
@@ -302,3 +631,61 @@ class KubeResizer(ApiResizer):
 
     def __init__(self, api_client: kclient.ApiClient, *, dry_run: bool = False, timeout_s: float = 30.0):
         super().__init__(KubeResizeApi(api_client, timeout_s=timeout_s), dry_run=dry_run)
+
+
+# ---- Kubernetes Events (descheduler/events.py) ---------------------------------------------------------------
+
+
+class KubeEventRecorder:
+    """:class:`descheduler.events.EventRecorder` creating ``events.k8s.io/v1`` Events (``reportingController``
+    :data:`~descheduler.events.REPORTING_CONTROLLER`, ``reportingInstance`` the given identity). A failed create
+    is counted in ``failures`` and logged once per reason; it never fails the cycle."""
+
+    def __init__(self, api_client: kclient.ApiClient, *, instance: str = "", timeout_s: float = 10.0, clock=time.time):
+        self.events = kclient.EventsV1Api(api_client)
+        self.instance = instance or socket.gethostname()
+        self.timeout_s = timeout_s
+        self.clock = clock
+        self.created = 0
+        self.failures = 0
+
+    def body(self, regarding: ObjectRef, type: EventType, reason: str, action: str, note: str) -> dict[str, Any]:
+        """The events.k8s.io/v1 Event object."""
+        t = self.clock()
+        now = datetime.fromtimestamp(t, tz=UTC)
+        return {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {  # named as client-go's recorder names them: <object>.<unix nanoseconds in hex>
+                "name": f"{regarding.name[:200]}.{int(t * 1e9):x}",
+                "namespace": regarding.namespace or "default",
+            },
+            "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "reportingController": REPORTING_CONTROLLER,
+            "reportingInstance": self.instance[:128],
+            "action": action,
+            "reason": reason,
+            "type": type,
+            "note": note[:1024],
+            "regarding": {
+                "apiVersion": regarding.api_version,
+                "kind": regarding.kind,
+                "namespace": regarding.namespace,
+                "name": regarding.name,
+                **({"uid": regarding.uid} if regarding.uid else {}),
+            },
+        }
+
+    def record(self, regarding: ObjectRef, type: EventType, reason: str, action: str, note: str) -> None:
+        try:
+            self.events.create_namespaced_event(
+                regarding.namespace or "default",
+                self.body(regarding, type, reason, action, note),
+                _request_timeout=self.timeout_s,
+                _preload_content=False,
+            )
+            self.created += 1
+        except Exception as exc:  # noqa: BLE001 - an event is a report, never a reason to fail the cycle
+            self.failures += 1
+            if self.failures <= 3:
+                log.warning("could not record event %s on %s/%s: %s", reason, regarding.namespace, regarding.name, exc)

@@ -2,23 +2,27 @@
 
 A cycle (:func:`run_once`)::
 
-    observe() -> snapshot -> ClusterIndex -> planner.plan(...) -> Plan
-    for each planned move, in plan order (best gain first):
-        observe() again and find the pod         gone            -> not_found (nothing evicted)
-                                                 re-created / moved since planning -> skipped
-        guards on the fresh state                any blocker     -> blocked (with every reason)
-        evictor.evict(pod)                       evicted / dry_run -> counted in the ledger (caps, PDBs)
-                                                 refused (429)   -> that workload is skipped for the rest
-                                                                    of the cycle; no retry
-                                                 not_found / error -> counted, nothing else
-        evicted -> recorded in the eviction history (cooldown; saved to the state file when configured)
-
-    then, with a scaler and ``scaling.enabled``, the plan's replica targets (after the evictions):
-        observe() once more; per target, in key order:
-            excluded namespace / not a Deployment -> blocked;  not in the cluster -> not_found
-            bound_target(current, planned, minReplicas, maxReplicas, maxStepPerCycle) == current -> unchanged
-            scaler.scale(workload, target)        scaled / unchanged / refused_hpa (an HPA owns it: left alone)
-                                                  / not_found / error / dry_run
+    observe() once -> snapshot -> ClusterIndex -> loop detection (workloads whose pods came back: on hold)
+    planner.plan(snapshot, index, placement, gate=...)      planning and evicting interleave (MoveGate):
+        may_move(pod)        O(1), no API call: caps of the pod's node / namespace, refused or held workload,
+                             cooldown; a pod that may not move is not even proposed
+        admit(move)          the cheap guards and the feasibility of the target on the planning view (with
+                             kube-scheduler's predicted placement): blocked -> no API call;
+                             then the targeted re-read (descheduler.reread: GET the pod, its PDB(s) and the pods
+                             they cover, its owner, the target node):
+                               pod gone -> not_found; re-created / moved since planning -> skipped
+                             every guard on the fresh objects: any blocker -> blocked (with every reason)
+                             evictor.evict(pod): evicted / dry_run -> counted in the ledger (caps, PDBs),
+                               recorded in the history (cooldown, loop detection), an Event on the pod;
+                               refused (429) -> that workload is skipped for the rest of the cycle;
+                               not_found / error -> counted, nothing else
+        a blocked or failed move leaves its service's slot free: the planner proposes its next best pod;
+        the total cap reached -> the cycle stops planning and evicting (CycleStop "total_cap", reported once)
+    then, with a scaler and ``scaling.enabled``, the plan's replica targets, from the same observation:
+        excluded namespace / not a Deployment -> blocked;  not in the cluster -> not_found
+        bound_target(current, planned, minReplicas, maxReplicas, maxStepPerCycle) == current -> unchanged
+        scaler.scale(workload, target)        scaled (an Event on the Deployment) / unchanged / refused_hpa /
+                                              not_found / error / dry_run
 
     then, with a resizer and ``resize.enabled``, the plan's in-place resizes (after the scaling):
         :func:`descheduler.resize.execute_resizes`: observe() once more; per resize, in plan order: excluded
@@ -26,14 +30,21 @@ A cycle (:func:`run_once`)::
         its request changed -> changed; cooldown; maxPerCycle -> capped; bounds -> unchanged; node too full ->
         no_room; resizer.resize(order): resized / refused_vpa (a VPA owns it: left alone) / ... / dry_run
 
+A planner without the ``gate`` keyword (:func:`policy.highlevel.planner_accepts_gate`) plans first; its moves
+then go through the same gate in plan order.
+
 A dry run is the same cycle with :class:`~descheduler.evict.DryRunEvictor` (``config.dry_run`` forces it)
 and the scaler's and the resizer's read-only twins (:func:`descheduler.scale.dry_run_scaler`,
-:func:`descheduler.resize.dry_run_resizer`): the same plan, the same guards, the same ledger, the same bounds
-and caps; only the evictor, the scaler, the resizer and the persistent history differ (a dry run never writes
-the history: it changes nothing).
+:func:`descheduler.resize.dry_run_resizer`): the same plan, the same guards, the same re-reads, the same ledger,
+the same bounds and caps; only the evictor, the scaler, the resizer, the events and the persistent history differ
+(a dry run never writes the history: it changes nothing).
 
-Fail closed: if re-reading the cluster fails or the history cannot be saved, the rest of the cycle's
-moves are skipped.
+Fail closed: if a targeted re-read fails or the history cannot be saved, the cycle stops there.
+
+API requests per cycle against a live cluster (``descheduler.kube``): the observation (one paginated LIST per
+kind in CronJob mode, none in interval mode after start-up: a watch cache), plus per eviction attempted a GET
+of the pod, of each covering PDB (and a label-selected LIST of its pods in CronJob mode), of the owner and of
+the target node, the eviction, and an Event; a move blocked before the re-read costs nothing.
 """
 
 from __future__ import annotations
@@ -47,23 +58,52 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from policy.highlevel import HighLevelPolicy
+from policy.highlevel import Admission, HighLevelPolicy, PlanView, planner_accepts_gate
 from policy.index import ClusterIndex
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy
-from policy.state import ClusterSnapshot, Move, PodInfo
+from policy.state import ClusterSnapshot, Move, PodDisruptionBudgetInfo, PodInfo
 
 from .config import DeschedulerConfiguration
+from .events import EventRecorder, ObjectRef
 from .evict import DryRunEvictor, Evictor, safe_evict
-from .guards import GUARD_NAMES, Blocker, CycleLedger, EvictionHistory, GuardContext, HistoryError, check_guards
+from .guards import (
+    CHEAP_GUARDS,
+    GUARD_NAMES,
+    NOT_READ,
+    Blocker,
+    CycleLedger,
+    EvictionHistory,
+    GuardContext,
+    HistoryError,
+    LoopHold,
+    PdbView,
+    check_guards,
+    detect_loops,
+)
+from .reread import READABLE_OWNER_KINDS, ClusterReader, OwnerInfo, SnapshotReader
 from .resize import RESIZE_OUTCOMES, Resizer, ResizeResult, dry_run_resizer, execute_resizes
 from .scale import SCALE_OUTCOMES, Scaler, ScaleResult, bound_target, dry_run_scaler, safe_scale
 
-__all__ = ["MoveOutcome", "REPORT_OUTCOMES", "MoveResult", "CycleReport", "run_once", "run_forever"]
+__all__ = [
+    "MoveOutcome",
+    "REPORT_OUTCOMES",
+    "STOP_KINDS",
+    "MoveResult",
+    "CycleStop",
+    "CycleReport",
+    "MoveExecutor",
+    "run_once",
+    "run_forever",
+]
 
 MoveOutcome = Literal["evicted", "refused", "not_found", "error", "dry_run", "blocked", "skipped"]
 #: Every per-move outcome of a cycle: the evictor's five, plus ``blocked`` (a guard said no) and ``skipped``
-#: (the pod changed since planning, or the cycle stopped early).
+#: (the pod changed since planning, or its re-read failed).
 REPORT_OUTCOMES: tuple[str, ...] = ("evicted", "refused", "not_found", "error", "dry_run", "blocked", "skipped")
+
+StopKind = Literal["total_cap", "reread_failed", "history_unwritable"]
+#: Why a cycle stopped before the end of its plan (the typed limit outcome, and the two fail-closed stops).
+STOP_KINDS: tuple[str, ...] = ("total_cap", "reread_failed", "history_unwritable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,19 +130,39 @@ class MoveResult:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class CycleStop:
+    """Why the cycle stopped planning and evicting early (reported once, not per move): ``kind`` (one of
+    :data:`STOP_KINDS`: ``total_cap`` is the typed limit outcome of ``caps.total``, as kubernetes-sigs/descheduler's
+    ``EvictionTotalLimitError``), a one-line ``message``, and ``not_attempted``: planned moves never looked at
+    (a planner that takes a gate plans none after the stop, so 0 there)."""
+
+    kind: StopKind
+    message: str
+    not_attempted: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, "not_attempted": self.not_attempted}
+
+
 @dataclass(frozen=True)
 class CycleReport:
     """The result of one cycle.
 
     ``started_at_s``: the cycle's ``now_s`` (unix s, or simulated time); ``duration_s``: wall time;
-    ``planned_moves``: the plan, in order; ``results``: one :class:`MoveResult` per planned move, same order;
+    ``planned_moves``: the moves the cycle looked at, in the order it did (with a gate: as the planner proposed
+    them; blocked ones included); ``results``: one :class:`MoveResult` per planned move, same order;
     ``counts``: outcome → number of moves (every outcome of :data:`REPORT_OUTCOMES` present);
     ``blocked_by_guard``: guard → moves it blocked (every guard present); ``replica_targets`` / ``intent``:
     from the plan, with the intent's per-service parts ``colocation_priority`` and ``capacity_targets``;
     ``nodes`` / ``pods``: size of the observed snapshot; ``scaling``: one
     :class:`~descheduler.scale.ScaleResult` per replica target acted on, in key order (empty without a scaler);
     ``resizes``: one :class:`~descheduler.resize.ResizeResult` per planned in-place resize, in plan order (empty
-    without a resizer or with ``resize.enabled`` false).
+    without a resizer or with ``resize.enabled`` false);
+    ``stop``: why the cycle stopped early (``None``: it did not); ``skipped_by_guard``: pods the cheap guards
+    kept from being proposed at all, by guard (no API call); ``loop_holds``: workloads on hold after an eviction
+    loop (new this cycle or still held); ``reads``: targeted re-reads made, by kind; ``cpu_s``: the process's CPU
+    time during the cycle (user + system).
     """
 
     started_at_s: float
@@ -122,6 +182,12 @@ class CycleReport:
     colocation_priority: Mapping[str, float] = field(default_factory=dict)
     capacity_targets: Mapping[str, float] = field(default_factory=dict)
     resizes: tuple[ResizeResult, ...] = field(default=())
+    stop: CycleStop | None = None
+    skipped_by_guard: Mapping[str, int] = field(default_factory=dict)
+    loop_holds: tuple[LoopHold, ...] = field(default=())
+    new_loop_holds: int = 0
+    reads: Mapping[str, int] = field(default_factory=dict)
+    cpu_s: float = 0.0
 
     @property
     def evictions(self) -> int:
@@ -146,6 +212,7 @@ class CycleReport:
         return {
             "started_at_s": self.started_at_s,
             "duration_s": round(self.duration_s, 6),
+            "cpu_s": round(self.cpu_s, 6),
             "dry_run": self.dry_run,
             "planner": self.planner,
             "nodes": self.nodes,
@@ -155,6 +222,12 @@ class CycleReport:
             "counts": dict(self.counts),
             "evictions": self.evictions,
             "blocked_by_guard": dict(self.blocked_by_guard),
+            "skipped_by_guard": dict(self.skipped_by_guard),
+            "stop": None if self.stop is None else self.stop.to_json(),
+            "loop_holds": [
+                {"workload": h.workload, "node": h.node, "pod": h.pod, "until_s": h.until_s} for h in self.loop_holds
+            ],
+            "reads": dict(self.reads),
             "replica_targets": dict(sorted(self.replica_targets.items())),
             "intent": list(self.intent),
             "intent_names": names[: len(self.intent)],
@@ -178,16 +251,309 @@ def _move_json(m: Move) -> dict[str, Any]:
     }
 
 
-def _find(snapshot: ClusterSnapshot, key: str) -> PodInfo | None:
-    for p in snapshot.pods:
-        if p.key == key:
-            return p
-    return None
-
-
 def _evict_reason(m: Move) -> str:
     to = f" towards {m.to_node}" if m.to_node else ""
     return f"hrl-descheduler: {m.reason} move off {m.from_node}{to} (gain {m.gain:.2f})"
+
+
+def _pod_ref(p: PodInfo) -> ObjectRef:
+    return ObjectRef("v1", "Pod", p.namespace, p.name, p.uid)
+
+
+class MoveExecutor:
+    """The descheduler's :class:`policy.highlevel.MoveGate`: the guards, the targeted re-read, the evictor, the
+    ledger, the history and the events of one cycle (see the module docstring). ``results`` and ``stop`` are
+    what the report shows; ``view`` follows the accepted moves (the planning view the feasibility guard reads).
+    """
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        index: ClusterIndex,
+        config: DeschedulerConfiguration,
+        history: EvictionHistory | None,
+        now_s: float,
+        placement: PlacementPolicy,
+        reader: ClusterReader,
+        evictor: Evictor,
+        *,
+        recorder: EventRecorder | None = None,
+        holds: Mapping[str, str] | None = None,
+        prediction: Any = None,
+        dry_run: bool = False,
+    ):
+        self.snapshot = snapshot
+        self.view = PlanView.of(index)
+        self.config = config
+        self.history = history
+        self.now_s = now_s
+        self.placement = placement
+        self.reader = reader
+        self.evictor = evictor
+        self.recorder = recorder
+        self.holds = dict(holds or {})
+        self.prediction = prediction
+        self.dry_run = dry_run
+        self.ledger = CycleLedger()
+        self.results: list[MoveResult] = []
+        self.stop: CycleStop | None = None
+        self.skipped: Counter = Counter()
+        self.reads: Counter = Counter()
+        self._pdbs_by_ns: dict[str, list[PodDisruptionBudgetInfo]] = {}
+        for b in snapshot.pdbs:
+            self._pdbs_by_ns.setdefault(b.namespace, []).append(b)
+        self._cooldown_since = now_s - config.cooldown_seconds if config.cooldown_seconds > 0 else None
+        caps = config.caps
+        if caps.total is not None and caps.total <= 0:
+            self.stop = CycleStop("total_cap", f"total cap reached (0/{caps.total} this cycle)")
+
+    # ---- MoveGate ----------------------------------------------------------------------------------------
+
+    @property
+    def exhausted(self) -> bool:
+        """True once the cycle stopped (total cap, failed re-read, unwritable history)."""
+        return self.stop is not None
+
+    def may_move(self, pod: PodInfo) -> bool:
+        """O(1), no API call: the cheap guards that say a pod cannot go this cycle (counted in
+        ``skipped_by_guard``, not reported per move)."""
+        why = self._cheap(pod)
+        if why is not None:
+            self.skipped[why] += 1
+            return False
+        return True
+
+    def _cheap(self, pod: PodInfo) -> str | None:
+        if self.stop is not None:
+            return "stopped"
+        if pod.node_name is None:
+            return "unbound"
+        if pod.terminating:
+            return "terminating"
+        if pod.owner is None:
+            return "no_controller"
+        caps = self.config.caps
+        led = self.ledger
+        if caps.per_node is not None and led.per_node[pod.node_name] >= caps.per_node:
+            return "cap_node"
+        if caps.per_namespace is not None and led.per_namespace[pod.namespace] >= caps.per_namespace:
+            return "cap_namespace"
+        wl = f"{pod.namespace}/{pod.owner.kind}/{pod.owner.name}"
+        if wl in led.refused_workloads:
+            return "pdb_refused"
+        if wl in self.holds:
+            return "loop_hold"
+        if (wl, pod.node_name) in led.evicted_from:
+            return "cooldown"
+        h = self.history
+        if h is not None and self._cooldown_since is not None:
+            if h.last_eviction(wl, pod.node_name, self._cooldown_since) is not None:
+                return "cooldown"
+        return None
+
+    def admit(self, move: Move) -> Admission:
+        """Guards, targeted re-read, guards again on the fresh objects, eviction (see the module docstring)."""
+        if self.stop is not None:
+            return "stop"
+        pod = self.view.pods.get(move.pod)
+        if pod is None:
+            self.results.append(MoveResult(move, "not_found", (), f"{move.pod} is not in the observed cluster"))
+            return "reject"
+        ctx = self._context(move, pod)
+        blockers = tuple(check_guards(pod, ctx, only=(*CHEAP_GUARDS, "infeasible")))
+        if blockers:
+            self.results.append(MoveResult(move, "blocked", blockers, "; ".join(str(b) for b in blockers)))
+            return "reject"
+        try:
+            fresh = self._reread(move, pod)
+        except Exception as exc:  # noqa: BLE001 - fail closed: no eviction without a fresh view
+            detail = " ".join(str(exc).split())[:300]
+            why = f"cycle stopped: could not re-read the cluster: {type(exc).__name__}: {detail}"
+            self.results.append(MoveResult(move, "skipped", (), why))
+            self.stop = CycleStop("reread_failed", why)
+            return "stop"
+        if isinstance(fresh, MoveResult):
+            self.results.append(fresh)
+            return "reject"
+        fpod, ctx = fresh
+        blockers = tuple(check_guards(fpod, ctx))
+        if blockers:
+            self.results.append(MoveResult(move, "blocked", blockers, "; ".join(str(b) for b in blockers)))
+            return "reject"
+        return self._evict(move, fpod, ctx)
+
+    # ---- internals ---------------------------------------------------------------------------------------
+
+    def _context(self, move: Move, pod: PodInfo, **fresh: Any) -> GuardContext:
+        return GuardContext(
+            self.snapshot,
+            self.config,
+            self.ledger,
+            self.history,
+            self.now_s,
+            self.placement,
+            self.view.index,
+            move.to_node,
+            pdbs=fresh.get("pdbs", ()),
+            owner=fresh.get("owner", NOT_READ),
+            target=fresh.get("target", NOT_READ),
+            holds=self.holds,
+            prediction=self.prediction,
+        )
+
+    def _reread(self, move: Move, planned: PodInfo) -> MoveResult | tuple[PodInfo, GuardContext]:
+        r = self.reader
+        self.reads["pod"] += 1
+        pod = r.read_pod(planned.namespace, planned.name)
+        if pod is None:
+            return MoveResult(move, "not_found", (), f"{move.pod} is gone since planning")
+        if planned.uid and pod.uid and planned.uid != pod.uid:
+            return MoveResult(move, "skipped", (), f"{move.pod} was re-created since planning")
+        if pod.node_name != move.from_node:
+            return MoveResult(
+                move, "skipped", (), f"{move.pod} moved from {move.from_node} to {pod.node_name} since planning"
+            )
+        if planned.resource_version and pod.resource_version and planned.resource_version != pod.resource_version:
+            if pod.labels != planned.labels or pod.owner != planned.owner or pod.terminating != planned.terminating:
+                return MoveResult(move, "skipped", (), f"{move.pod} changed since planning (labels, owner or deletion)")
+        views = []
+        for b in self._pdbs_by_ns.get(pod.namespace, ()):
+            if not b.covers(pod):
+                continue
+            self.reads["pdb"] += 1
+            fb = r.read_pdb(b.namespace, b.name)
+            if fb is None:
+                continue
+            self.reads["pods_covered"] += 1
+            covered = tuple(r.pods_covered(fb))
+            views.append(PdbView(fb, covered, None))
+        owner: Any = NOT_READ
+        if pod.owner is not None:
+            if pod.owner.kind in READABLE_OWNER_KINDS:
+                self.reads["owner"] += 1
+                owner = r.read_owner(pod.namespace, pod.owner)
+            else:
+                owner = None
+        views = [PdbView(v.pdb, v.pods, self._expected_scale(v, owner)) for v in views]
+        target: Any = NOT_READ
+        if move.to_node is not None:
+            self.reads["node"] += 1
+            target = r.read_node(move.to_node)
+        return pod, self._context(move, pod, pdbs=tuple(views), owner=owner, target=target)
+
+    def _expected_scale(self, v: PdbView, owner: Any) -> int | None:
+        """The sum of ``spec.replicas`` of the controllers of the budget's pods: the re-read owner (or its
+        Deployment, from the observation, for a ReplicaSet a Deployment controls) for the evicted pod's
+        controller, the observed workloads for the others; ``None`` when one is unknown."""
+        total = 0
+        seen: set[tuple[str, str]] = set()
+        for p in v.pods:
+            if p.owner is None:
+                continue
+            k = (p.owner.kind, p.owner.name)
+            if k in seen:
+                continue
+            seen.add(k)
+            n = None
+            if isinstance(owner, OwnerInfo) and (owner.kind, owner.name) == k:
+                n = owner.replicas
+                if owner.owner is not None and owner.owner.kind == "Deployment":
+                    w = next(
+                        (
+                            w
+                            for w in self.snapshot.workloads
+                            if w.kind == "Deployment" and w.namespace == p.namespace and w.name == owner.owner.name
+                        ),
+                        None,
+                    )
+                    n = w.replicas if w is not None else None
+            else:
+                w = next(
+                    (w for w in self.snapshot.workloads if w.namespace == p.namespace and w.service == p.service), None
+                )
+                n = w.replicas if w is not None else None
+            if n is None:
+                return None
+            total += n
+        return total
+
+    def _evict(self, move: Move, pod: PodInfo, ctx: GuardContext) -> Admission:
+        res = safe_evict(self.evictor, pod, _evict_reason(move))
+        self.results.append(MoveResult(move, res.outcome, (), res.message))
+        if res.outcome in ("evicted", "dry_run"):
+            self.ledger.record_eviction(pod, [v.pdb for v in ctx.pdbs or ()])
+            self.view = self.view.apply_move(move.pod, move.to_node)
+            if res.outcome == "evicted":
+                if self.recorder is not None:
+                    self.recorder.record(_pod_ref(pod), "Normal", "Descheduled", "Evict", _evict_reason(move))
+                if self.history is not None:
+                    try:
+                        self.history.record(pod, pod.node_name or "", self.now_s)
+                    except HistoryError as exc:
+                        self.stop = CycleStop("history_unwritable", f"cycle stopped: {exc}")
+            cap = self.config.caps.total
+            if self.stop is None and cap is not None and self.ledger.total >= cap:
+                self.stop = CycleStop(
+                    "total_cap",
+                    f"total cap reached ({self.ledger.total}/{cap} this cycle): the cycle stops planning and evicting",
+                )
+            return "accept"
+        if res.outcome == "refused":
+            self.ledger.record_refusal(pod)
+        return "reject"
+
+    def run_plan(self, moves: tuple[Move, ...]) -> None:
+        """The moves of a planner without a gate, in plan order, through the same gate."""
+        for k, move in enumerate(moves):
+            if self.stop is not None:
+                self.stop = CycleStop(self.stop.kind, self.stop.message, len(moves) - k)
+                return
+            pod = self.view.pods.get(move.pod)
+            if pod is not None:
+                blockers = tuple(check_guards(pod, self._context(move, pod), only=CHEAP_GUARDS))
+                if blockers:
+                    self.results.append(MoveResult(move, "blocked", blockers, "; ".join(str(b) for b in blockers)))
+                    continue
+            self.admit(move)
+
+
+def _loop_holds(
+    snapshot: ClusterSnapshot,
+    config: DeschedulerConfiguration,
+    history: EvictionHistory | None,
+    now_s: float,
+    dry_run: bool,
+    recorder: EventRecorder | None,
+) -> tuple[list[LoopHold], int]:
+    """Active holds (see :func:`descheduler.guards.detect_loops`), the new ones reported by a Warning Event on
+    the controller and kept in the history's ``loopHolds`` section (not in a dry run). Returns ``(holds, new)``."""
+    ld = config.loop_detection
+    holds = detect_loops(snapshot, history, now_s, ld.window_seconds, ld.hold_seconds)
+    if history is None:
+        return holds, 0
+    known = {
+        str(d.get("workload")) for d in history.sections.get("loopHolds") or () if float(d.get("until_s", 0)) > now_s
+    }
+    new = [h for h in holds if h.workload not in known]
+    if new and not dry_run:
+        for h in new:
+            if recorder is not None:
+                ns, kind, name = h.workload.split("/", 2)
+                pod = next((p for p in snapshot.pods if p.key == h.pod), None)
+                uid = pod.owner.uid if pod is not None and pod.owner is not None else ""
+                group = "apps/v1" if kind in ("ReplicaSet", "StatefulSet", "Deployment", "DaemonSet") else "v1"
+                recorder.record(
+                    ObjectRef(group, kind, ns, name, uid), "Warning", "EvictionLoop", "Hold", h.reason(now_s)
+                )
+        doc = [
+            {"workload": h.workload, "node": h.node, "evicted_at_s": h.evicted_at_s, "pod": h.pod, "until_s": h.until_s}
+            for h in holds
+        ]
+        try:
+            history.set_section("loopHolds", doc)
+        except HistoryError:
+            pass  # the holds stand for this cycle; the next one detects them again
+    return holds, len(new)
 
 
 def run_once(
@@ -204,81 +570,74 @@ def run_once(
     warnings: tuple[str, ...] = (),
     scaler: Scaler | None = None,
     resizer: Resizer | None = None,
+    reader: ClusterReader | None = None,
+    recorder: EventRecorder | None = None,
+    snapshot: ClusterSnapshot | None = None,
+    prediction: Any = None,
 ) -> CycleReport:
     """Run one descheduling cycle (see the module docstring) and return its :class:`CycleReport`.
 
-    ``observe``: returns a fresh snapshot each call (called once to plan, then once before each eviction, and
-    once before scaling when there are replica targets and a scaler);
-    ``history``: the eviction history for the cooldown (``None`` = this cycle's only); ``now_s``: the time
-    stamped on history records and compared with ``cooldownSeconds`` (unix s, or simulated time);
-    ``metrics``: a :class:`descheduler.metrics.DeschedulerMetrics` to update, or ``None``; ``clock``:
-    for ``duration_s`` only; ``warnings``: carried into the report (e.g. from loading the graph);
-    ``scaler``: applies the plan's replica targets (:mod:`descheduler.scale`); ``None``: they are only reported;
-    ``resizer``: makes the plan's in-place resizes when ``resize.enabled`` (:mod:`descheduler.resize`; real resizes
-    are recorded in ``history`` for their cooldown); ``None``: none is made or reported.
+    ``observe``: returns the cluster as it is now; called once per cycle (not at all when ``snapshot`` is
+    given: an observation already made, e.g. by the command's start-up check), and once more before the
+    in-place resizes when there are any;
+    ``reader``: the targeted re-read before each eviction (:mod:`descheduler.reread`; default: a
+    :class:`~descheduler.reread.SnapshotReader` of the observation, for a cluster that cannot change);
+    ``history``: the eviction history for the cooldown and loop detection (``None`` = this cycle's only);
+    ``now_s``: the time stamped on history records and compared with ``cooldownSeconds`` (unix s, or simulated
+    time); ``metrics``: a :class:`descheduler.metrics.DeschedulerMetrics` to update, or ``None``; ``clock``:
+    for ``duration_s`` only; ``warnings``: carried into the report; ``scaler``: applies the plan's replica
+    targets (:mod:`descheduler.scale`; ``None``: they are only reported); ``resizer``: makes the plan's in-place
+    resizes when ``resize.enabled`` (:mod:`descheduler.resize`; real resizes are recorded in ``history`` for
+    their cooldown; ``None``: none is made or reported); ``recorder``: Kubernetes Events
+    (:mod:`descheduler.events`; none in a dry run or when ``config.events`` is false); ``prediction``: where
+    kube-scheduler would put a replacement (:class:`policy.highlevel.SchedulerModel`; default: built from
+    ``schedulerPrediction`` of the configuration).
 
-    Raises whatever the first ``observe()`` or ``planner.plan`` raises (nothing has been evicted then).
+    Raises whatever ``observe()`` or ``planner.plan`` raises (a planner with a gate may have evicted by then:
+    the report is lost, the history keeps the evictions).
     """
     t0 = clock()
+    c0 = time.process_time()
     if config.dry_run and not isinstance(evictor, DryRunEvictor):
         evictor = DryRunEvictor()
     dry_run = isinstance(evictor, DryRunEvictor)
-    if history is not None and config.cooldown_seconds > 0:
-        history.prune(now_s - config.cooldown_seconds)
-
-    snapshot = observe()
+    if history is not None:
+        keep_s = max(config.cooldown_seconds, config.loop_detection.window_seconds)
+        if keep_s > 0:
+            history.prune(now_s - keep_s)
+    if snapshot is None:
+        snapshot = observe()
     index = ClusterIndex.build(snapshot)
-    plan = planner.plan(snapshot, index, placement)
-    planned_pods = {p.key: p for p in snapshot.pods}
+    rec = None if dry_run or not config.events else recorder
+    holds, new_holds = _loop_holds(snapshot, config, history, now_s, dry_run, rec)
+    if prediction is None and config.scheduler_prediction.enabled:
+        from policy.highlevel import SchedulerModel
 
-    ledger = CycleLedger()
-    results: list[MoveResult] = []
-    stop_reason = ""
-    for move in plan.moves:
-        if stop_reason:
-            results.append(MoveResult(move, "skipped", (), stop_reason))
-            continue
-        try:
-            fresh = observe()
-        except Exception as exc:  # noqa: BLE001 - fail closed: no eviction without a fresh view
-            stop_reason = f"cycle stopped: could not re-read the cluster: {type(exc).__name__}: {exc}"
-            results.append(MoveResult(move, "skipped", (), stop_reason))
-            continue
-        pod = _find(fresh, move.pod)
-        if pod is None:
-            results.append(MoveResult(move, "not_found", (), f"{move.pod} is gone since planning"))
-            continue
-        before = planned_pods.get(move.pod)
-        if before is not None and before.uid and pod.uid and before.uid != pod.uid:
-            results.append(MoveResult(move, "skipped", (), f"{move.pod} was re-created since planning"))
-            continue
-        if pod.node_name != move.from_node:
-            results.append(
-                MoveResult(
-                    move, "skipped", (), f"{move.pod} moved from {move.from_node} to {pod.node_name} since planning"
-                )
-            )
-            continue
-        ctx = GuardContext(fresh, config, ledger, history, now_s, placement, ClusterIndex.build(fresh), move.to_node)
-        blockers = tuple(check_guards(pod, ctx))
-        if blockers:
-            results.append(MoveResult(move, "blocked", blockers, "; ".join(str(b) for b in blockers)))
-            continue
-        res = safe_evict(evictor, pod, _evict_reason(move))
-        results.append(MoveResult(move, res.outcome, (), res.message))
-        if res.outcome in ("evicted", "dry_run"):
-            ledger.record_eviction(pod, fresh.pdbs)
-            if res.outcome == "evicted" and history is not None:
-                try:
-                    history.record(pod, pod.node_name or "", now_s)
-                except HistoryError as exc:
-                    stop_reason = f"cycle stopped: {exc}"
-        elif res.outcome == "refused":
-            ledger.record_refusal(pod)
+        sp = config.scheduler_prediction
+        prediction = SchedulerModel(placement, sp.extender_weight, frozenset(sp.extender_schedulers))
+    ex = MoveExecutor(
+        snapshot,
+        index,
+        config,
+        history,
+        now_s,
+        placement,
+        reader if reader is not None else SnapshotReader(snapshot),
+        evictor,
+        recorder=rec,
+        holds={h.workload: h.reason(now_s) for h in holds},
+        prediction=prediction or None,
+        dry_run=dry_run,
+    )
+    if planner_accepts_gate(planner):
+        plan = planner.plan(snapshot, index, placement, gate=ex)
+    else:
+        plan = planner.plan(snapshot, index, placement)
+        ex.run_plan(tuple(plan.moves))
 
     scaling: tuple[ScaleResult, ...] = ()
     if scaler is not None and config.scaling.enabled and plan.replica_targets:
-        scaling = _scale(plan.replica_targets, dry_run_scaler(scaler) if dry_run else scaler, config, observe)
+        scaling = _scale(plan.replica_targets, dry_run_scaler(scaler) if dry_run else scaler, config, snapshot, rec)
 
     resizes: tuple[ResizeResult, ...] = ()
     if resizer is not None and config.resize.enabled and plan.resizes:
@@ -289,16 +648,17 @@ def run_once(
             observe,
             history,
             now_s,
-            planned_uids={k: p.uid for k, p in planned_pods.items()},
+            planned_uids={p.key: p.uid for p in snapshot.pods},
         )
 
+    results = ex.results
     counts = Counter(r.outcome for r in results)
     blocked = Counter(g for r in results for g in r.blocked_by)
     report = CycleReport(
         started_at_s=now_s,
         dry_run=dry_run,
         planner=str(getattr(planner, "name", type(planner).__name__)),
-        planned_moves=tuple(plan.moves),
+        planned_moves=tuple(r.move for r in results),
         results=tuple(results),
         counts=MappingProxyType({o: counts.get(o, 0) for o in REPORT_OUTCOMES}),
         blocked_by_guard=MappingProxyType({g: blocked.get(g, 0) for g in GUARD_NAMES}),
@@ -312,6 +672,12 @@ def run_once(
         colocation_priority=MappingProxyType(dict(plan.colocation_priority)),
         capacity_targets=MappingProxyType(dict(plan.capacity_targets)),
         resizes=resizes,
+        stop=ex.stop,
+        skipped_by_guard=MappingProxyType(dict(sorted(ex.skipped.items()))),
+        loop_holds=tuple(holds),
+        new_loop_holds=new_holds,
+        reads=MappingProxyType(dict(sorted(ex.reads.items()))),
+        cpu_s=max(0.0, time.process_time() - c0),
     )
     if metrics is not None:
         metrics.observe_cycle(report)
@@ -319,15 +685,16 @@ def run_once(
 
 
 def _scale(
-    targets: Mapping[str, int], scaler: Scaler, config: DeschedulerConfiguration, observe: Callable[[], ClusterSnapshot]
+    targets: Mapping[str, int],
+    scaler: Scaler,
+    config: DeschedulerConfiguration,
+    snapshot: ClusterSnapshot,
+    recorder: EventRecorder | None = None,
 ) -> tuple[ScaleResult, ...]:
-    """Apply replica targets (see the module docstring); fail closed when the cluster cannot be re-read."""
+    """Apply replica targets (see the module docstring) from the cycle's observation (the scaler reads the
+    scale subresource itself before writing it)."""
     keys = sorted(targets)
-    try:
-        fresh = observe()
-    except Exception as exc:  # noqa: BLE001 - no scaling without a fresh view
-        why = f"cycle stopped: could not re-read the cluster: {type(exc).__name__}: {exc}"
-        return tuple(ScaleResult(k, "skipped", None, None, int(targets[k]), why) for k in keys)
+    fresh = snapshot
     workloads = {}
     for w in fresh.workloads:  # a Deployment wins over a StatefulSet of the same name
         key = f"{w.namespace}/{w.name}"
@@ -365,7 +732,16 @@ def _scale(
                     )
                 )
             else:
-                out.append(safe_scale(scaler, key, target, current=w.replicas, planned=planned))
+                res = safe_scale(scaler, key, target, current=w.replicas, planned=planned)
+                out.append(res)
+                if res.outcome == "scaled" and recorder is not None:
+                    recorder.record(
+                        ObjectRef("apps/v1", "Deployment", w.namespace, w.name),
+                        "Normal",
+                        "Scaled",
+                        "Scale",
+                        f"hrl-descheduler: replicas {w.replicas} -> {target} (planned {planned}): {res.message}",
+                    )
     return tuple(out)
 
 
@@ -386,11 +762,14 @@ def run_forever(
     on_error: Callable[[Exception], None] | None = None,
     scaler: Scaler | None = None,
     resizer: Resizer | None = None,
+    reader: ClusterReader | None = None,
+    recorder: EventRecorder | None = None,
 ) -> int:
     """Run :func:`run_once` every ``interval_s`` seconds (> 0) until ``stop`` is set or ``max_cycles`` cycles
     ran; returns the number of cycles attempted. A cycle that raises is reported to ``on_error`` (default:
     one line on stderr), counted as a failed cycle, and the loop goes on. ``on_report`` gets every report;
-    ``scaler`` and ``resizer`` are passed to :func:`run_once`. Raises ``ValueError`` when ``interval_s`` is not > 0."""
+    ``scaler``, ``resizer``, ``reader`` and ``recorder`` are passed to :func:`run_once`. Raises ``ValueError``
+    when ``interval_s`` is not > 0."""
     if not interval_s > 0:
         raise ValueError(f"interval_s: must be > 0 (got {interval_s!r})")
     stop = stop if stop is not None else threading.Event()
@@ -409,6 +788,8 @@ def run_forever(
                 metrics=metrics,
                 scaler=scaler,
                 resizer=resizer,
+                reader=reader,
+                recorder=recorder,
             )
         except Exception as exc:  # noqa: BLE001 - one bad cycle must not end the loop
             if metrics is not None:

@@ -20,6 +20,12 @@
   cooldown, skipped; :mod:`descheduler.resize`);
 - ``hrl_descheduler_vpa_conflicts``: pods the last cycle did not resize because a VerticalPodAutoscaler owns their
   Deployment (gauge).
+- ``hrl_descheduler_loop_holds``: workloads on hold after an eviction loop (gauge, last cycle);
+  ``hrl_descheduler_loops_detected_total``: holds started;
+- ``hrl_descheduler_cycle_stops_total{kind}``: cycles that stopped early (``total_cap``, ``reread_failed``,
+  ``history_unwritable``);
+- ``hrl_descheduler_rereads_total{kind}``: targeted re-reads before evictions (pod, pdb, pods_covered, owner,
+  node).
 
 No pod or node names as label values (DESIGN.md section 6). Exporters for the CronJob mode:
 :func:`write_textfile` (node_exporter textfile collector, or ``-`` for stderr) and :func:`push`
@@ -46,6 +52,7 @@ from policy.state import MoveReason
 
 from .evict import EVICTION_OUTCOMES
 from .guards import GUARD_NAMES
+from .loop import STOP_KINDS
 from .resize import RESIZE_OUTCOMES
 from .scale import SCALE_OUTCOMES
 
@@ -104,6 +111,22 @@ class DeschedulerMetrics:
         )
         for o in RESIZE_OUTCOMES:
             self.resizes.labels(outcome=o)
+        self.loop_holds = Gauge(
+            "hrl_descheduler_loop_holds", "Workloads on hold after an eviction loop (last cycle).", registry=r
+        )
+        self.loops_detected = Counter(
+            "hrl_descheduler_loops_detected_total", "Eviction loops detected (holds started).", registry=r
+        )
+        self.stops = Counter(
+            "hrl_descheduler_cycle_stops_total", "Cycles that stopped early, by kind.", ["kind"], registry=r
+        )
+        self.rereads = Counter(
+            "hrl_descheduler_rereads_total", "Targeted re-reads before evictions, by kind.", ["kind"], registry=r
+        )
+        for k in STOP_KINDS:
+            self.stops.labels(kind=k)
+        for k in ("pod", "pdb", "pods_covered", "owner", "node"):
+            self.rereads.labels(kind=k)
         for o in SCALE_OUTCOMES:
             self.scale.labels(outcome=o)
         for o in EVICTION_OUTCOMES:
@@ -130,6 +153,12 @@ class DeschedulerMetrics:
         for rr in report.resizes:
             self.resizes.labels(outcome=rr.outcome).inc()
         self.vpa_conflicts.set(sum(1 for rr in report.resizes if rr.outcome == "refused_vpa"))
+        self.loop_holds.set(len(report.loop_holds))
+        self.loops_detected.inc(report.new_loop_holds)
+        if report.stop is not None:
+            self.stops.labels(kind=report.stop.kind).inc()
+        for k, n in report.reads.items():
+            self.rereads.labels(kind=k).inc(n)
         self.cycle_duration.observe(report.duration_s)
         self.cycles.labels(result="ok").inc()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from policy.observe import load_snapshot_objects, snapshot_from_objects, snapshot_warnings
+from policy.observe import load_snapshot, snapshot_warnings
 from policy.state import ANNOTATION_DEPENDS_ON, ClusterSnapshot, ServiceEdge, ServiceGraph
 
 __all__ = ["TopologyUnavailable", "graph_from_annotations", "load_topology", "load_snapshot_file"]
@@ -62,7 +62,7 @@ def load_snapshot_file(
     shape (:func:`policy.observe.snapshot_from_objects`). ``warn`` (optional) gets one
     line per inconsistency that does not stop the read (:func:`policy.observe.snapshot_warnings`: pods bound
     to nodes not in the snapshot, duplicate pods), each prefixed with the path."""
-    snap = snapshot_from_objects(load_snapshot_objects(path), graph, taken_at_s, source=str(path))
+    snap = load_snapshot(path, graph, taken_at_s)
     if warn is not None:
         for w in snapshot_warnings(snap):
             warn(f"{path}: {w}")

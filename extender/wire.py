@@ -294,6 +294,7 @@ class _PodMetaFields(TypedDict, total=False):
     ownerReferences: Any
     deletionTimestamp: Any
     creationTimestamp: Any
+    resourceVersion: Any
 
 
 class _ContainerFields(TypedDict, total=False):
@@ -311,10 +312,13 @@ class _PodSpecFields(TypedDict, total=False):
     priorityClassName: Any
     volumes: Any
     nodeSelector: Any
+    affinity: Any
+    topologySpreadConstraints: Any
 
 
 class _PodStatusFields(TypedDict, total=False):
     phase: Any
+    conditions: Any
 
 
 class _PodFields(TypedDict, total=False):

@@ -70,4 +70,5 @@ class ClusterIndex:
 
     def positions(self, node_names: list[str] | tuple[str, ...]) -> np.ndarray:
         """Indices of ``node_names`` in this index; -1 for nodes the snapshot does not know."""
-        return np.array([self.node_pos.get(n, -1) for n in node_names], dtype=np.int64)
+        get = self.node_pos.get
+        return np.fromiter((get(n, -1) for n in node_names), dtype=np.int64, count=len(node_names))

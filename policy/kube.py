@@ -1,15 +1,27 @@
 """The Kubernetes API client pieces shared by the extender's and the descheduler's ``kube.py`` adapters
 (the only modules, with ``descheduler/leader.py``, that import the ``kubernetes`` package; DESIGN.md
-section 3)."""
+section 3): the client loader and :class:`Reflector` (list + watch one kind into a local cache; the descheduler's
+interval mode keeps its watch cache with it)."""
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from kubernetes import client as kclient
 from kubernetes import config as kconfig
+from kubernetes.client.rest import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
-__all__ = ["load_api_client", "POD_FIELD_SELECTOR"]
+__all__ = ["load_api_client", "POD_FIELD_SELECTOR", "Reflector", "Gone", "object_key"]
+
+log = logging.getLogger(__name__)
 
 #: Pods that hold no resources any more are not observed (as kube-scheduler's cache and the upstream
 #: descheduler's pod lister do).
@@ -38,3 +50,204 @@ def load_api_client(kubeconfig: str | None = None) -> kclient.ApiClient:
             f"no kubeconfig: not running in a Pod (KUBERNETES_SERVICE_HOST unset) and no file at {where}"
         )
     return kconfig.new_client_from_config()
+
+
+# ---- list + watch (the reflector pattern of client-go's tools/cache) ------------------------------------------
+
+
+class Gone(Exception):
+    """A watch's resourceVersion expired (HTTP 410): list again."""
+
+
+def object_key(obj: Mapping[str, Any]) -> str:
+    """``namespace/name`` of a namespaced object, ``name`` of a cluster-scoped one."""
+    m = obj.get("metadata") or {}
+    ns = m.get("namespace")
+    return f"{ns}/{m.get('name')}" if ns else str(m.get("name"))
+
+
+class Reflector:
+    """List + watch one resource kind into ``items`` (key → ``parse(obj)``), as client-go's reflector does:
+    **list** (paginated, raw JSON, ``page_size`` objects a page) → remember the list's ``resourceVersion`` →
+    **watch** from it with bookmarks, applying ADDED / MODIFIED / DELETED; a watch the server ends is re-opened
+    from the last ``resourceVersion``; **410 Gone** or an error → list again (capped exponential back-off after
+    errors); a full re-list every ``resync_s``. ``parse`` may raise ``ValueError`` for an object it rejects:
+    the object is left out (logged once), the watch goes on. ``on_change()`` is called after every change.
+
+    ``list_fn``: a ``kubernetes`` client list method (``list_node``, ``list_pod_for_all_namespaces``, ...);
+    ``lock``: guards ``items`` (shared with the reader of several reflectors); ``stop``: ends :meth:`run`.
+    Counters for logs and tests: ``lists``, ``events``, ``errors``; ``synced`` (first list done) and
+    ``healthy`` (listed and watching, no error since)."""
+
+    def __init__(
+        self,
+        kind: str,
+        list_fn: Callable[..., Any],
+        parse: Callable[[Mapping[str, Any]], Any],
+        *,
+        field_selector: str | None = None,
+        page_size: int = 500,
+        request_timeout_s: float = 30.0,
+        watch_timeout_s: int = 240,
+        resync_s: float = 300.0,
+        lock: threading.Lock | None = None,
+        stop: threading.Event | None = None,
+        on_change: Callable[[], None] | None = None,
+    ):
+        self.kind = kind
+        self.list_fn = list_fn
+        self.parse = parse
+        self.field_selector = field_selector
+        self.page_size = int(page_size)
+        self.request_timeout_s = float(request_timeout_s)
+        self.watch_timeout_s = int(watch_timeout_s)
+        self.resync_s = float(resync_s)
+        self.lock = lock if lock is not None else threading.Lock()
+        self.stop_event = stop if stop is not None else threading.Event()
+        self.on_change = on_change
+        self.items: dict[str, Any] = {}
+        self.resource_version = ""
+        self.synced = False
+        self.healthy = False
+        self.lists = 0
+        self.events = 0
+        self.errors = 0
+        self._resp = None
+        self._bad: set[str] = set()
+
+    def _kw(self) -> dict[str, Any]:
+        return {"field_selector": self.field_selector} if self.field_selector else {}
+
+    def _parsed(self, obj: Mapping[str, Any]) -> Any | None:
+        try:
+            return self.parse(obj)
+        except ValueError as exc:
+            key = object_key(obj)
+            if key not in self._bad:
+                self._bad.add(key)
+                log.warning("watch %s: ignoring %s: %s", self.kind, key, exc)
+            return None
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
+
+    def list(self) -> None:
+        """One full (paginated) list; replaces ``items``."""
+        items: dict[str, Any] = {}
+        cont = None
+        rv = ""
+        while True:
+            kw = dict(self._kw(), limit=self.page_size, _preload_content=False, _request_timeout=self.request_timeout_s)
+            if cont:
+                kw["_continue"] = cont
+            doc = json.loads(self.list_fn(**kw).data)
+            for obj in doc.get("items") or ():
+                obj = {**obj, "kind": self.kind}
+                info = self._parsed(obj)
+                if info is not None:
+                    items[object_key(obj)] = info
+            meta = doc.get("metadata") or {}
+            cont = meta.get("continue")
+            if not cont:
+                rv = meta.get("resourceVersion", "")
+                break
+        with self.lock:
+            self.items = items
+            self.resource_version = rv
+        self.lists += 1
+        self.synced = True
+        self._changed()
+
+    def watch(self, until: float) -> None:
+        """Watch from ``resource_version`` until the server ends the watch, ``until`` (monotonic) passes, or
+        :attr:`stop_event` is set. Raises :class:`Gone` on 410, ``ApiException`` / urllib3 errors otherwise."""
+        stop = self.stop_event
+        while not stop.is_set() and time.monotonic() < until:
+            timeout = max(1, min(self.watch_timeout_s, int(until - time.monotonic())))
+            resp = self.list_fn(
+                **self._kw(),
+                watch=True,
+                resource_version=self.resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout,
+                _preload_content=False,
+                _request_timeout=(self.request_timeout_s, timeout + 30),
+            )
+            self._resp = resp
+            self.healthy = True
+            opened, seen = time.monotonic(), self.events
+            try:
+                for line in iter_resp_lines(resp):
+                    if stop.is_set():
+                        return
+                    if line:
+                        self._event(json.loads(line))
+            finally:
+                self._resp = None
+                resp.release_conn()
+            if self.events == seen and time.monotonic() - opened < 0.5:
+                stop.wait(0.5)  # a watch closed at once without news: do not spin
+
+    def _event(self, ev: Mapping[str, Any]) -> None:
+        typ = ev.get("type")
+        obj = ev.get("object") or {}
+        if typ == "ERROR":
+            code = obj.get("code")
+            if code == 410:
+                raise Gone(obj.get("message", "resourceVersion too old"))
+            raise ApiException(status=code or 500, reason=f"watch {self.kind}: {obj.get('message', obj)}")
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if typ == "BOOKMARK":
+            if rv:
+                self.resource_version = rv
+            return
+        obj = {**obj, "kind": self.kind}
+        key = object_key(obj)
+        self.events += 1
+        info = self._parsed(obj) if typ in ("ADDED", "MODIFIED") else None
+        with self.lock:
+            if info is None:
+                self.items.pop(key, None)
+            else:
+                self.items[key] = info
+            if rv:
+                self.resource_version = rv
+        self._changed()
+
+    def interrupt(self) -> None:
+        """Unblock a watch read from another thread."""
+        resp = self._resp
+        if resp is not None:
+            try:
+                resp.shutdown()
+            except Exception:  # noqa: BLE001 - best effort; the read timeout ends it otherwise
+                pass
+
+    def run(self) -> None:
+        """list → watch → ... until :attr:`stop_event` is set (in a thread of its own)."""
+        stop = self.stop_event
+        backoff = 0.0
+        while not stop.is_set():
+            try:
+                self.list()
+                backoff = 0.0
+                self.watch(time.monotonic() + self.resync_s)
+            except Gone as exc:
+                self.healthy = False
+                log.info("watch %s: %s; listing again", self.kind, exc)
+            except Exception as exc:  # noqa: BLE001 - API server down, network, 5xx: retry with back-off
+                self.healthy = False
+                if stop.is_set():
+                    break
+                self.errors += 1
+                backoff = min(max(0.5, backoff * 2), 30.0)
+                log.warning(
+                    "watch %s failed (%s: %s); retrying in %.1f s",
+                    self.kind,
+                    type(exc).__name__,
+                    " ".join(str(exc).split())[:300],
+                    backoff,
+                )
+                stop.wait(backoff * (0.8 + 0.4 * random.random()))
+        self.healthy = False

@@ -8,8 +8,10 @@ field path and the offending value.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -19,16 +21,22 @@ from .documents import DocumentError, load_json, load_yaml_all, short_repr
 from .state import (
     ANNOTATION_DEPENDS_ON,
     ANNOTATION_SERVICE,
+    NO_TERMS,
+    AffinityTerm,
     ClusterSnapshot,
     LabelSelector,
     NodeInfo,
+    NodeSelectorTerm,
     OwnerRef,
     PodDisruptionBudgetInfo,
     PodInfo,
+    PodTerms,
     Resources,
     ServiceGraph,
+    SpreadConstraint,
     Taint,
     Toleration,
+    WeightedAffinityTerm,
     WorkloadInfo,
     frozen_map,
 )
@@ -49,7 +57,14 @@ __all__ = [
     "load_snapshot_objects",
     "snapshot_warnings",
     "service_of",
+    "parse_pod_terms",
+    "NODE_SELECTOR_OPERATORS",
+    "local_pvc_names",
+    "load_snapshot",
+    "STREAM_MIN_BYTES",
 ]
+
+NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 
 class ObjectError(ValueError):
@@ -434,8 +449,8 @@ def parse_pod(obj: Mapping[str, Any], local_pvcs: frozenset[str] = frozenset()) 
         uid=_text(meta.get("uid"), f"{where}: metadata.uid"),
         node_name=_text(spec.get("nodeName"), f"{path}.nodeName") or None,
         phase=_text(status.get("phase"), f"{where}: status.phase") or "Pending",
-        labels=frozen_map(labels),
-        annotations=frozen_map(annotations),
+        labels=_shared_map(labels),
+        annotations=_shared_map(annotations),
         owner=owner,
         scheduler_name=_text(spec.get("schedulerName"), f"{path}.schedulerName") or "default-scheduler",
         priority=_int(spec.get("priority"), f"{path}.priority"),
@@ -445,6 +460,149 @@ def parse_pod(obj: Mapping[str, Any], local_pvcs: frozenset[str] = frozenset()) 
         tolerations=tuple(tols),
         node_selector=frozen_map(_str_map(spec.get("nodeSelector"), f"{path}.nodeSelector")),
         created_s=_timestamp_s(meta.get("creationTimestamp")),
+        ready=_pod_ready(status),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        terms=parse_pod_terms(spec, path) if _has_terms(spec) else NO_TERMS,
+    )
+
+
+def _has_terms(spec: Mapping[str, Any]) -> bool:
+    return bool(spec.get("affinity") or spec.get("topologySpreadConstraints"))
+
+
+_SHARED_MAPS: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
+_SHARED_MAX = 200_000
+
+
+def _shared_map(m: dict[str, str]) -> Mapping[str, str]:
+    """:func:`frozen_map` of ``m``, one read-only map per distinct content: the pods of one ReplicaSet carry the
+    same labels and annotations, so a cluster of P pods holds about P / replicas copies instead of P (a fifth
+    less memory for a large snapshot). The table is cleared past ``_SHARED_MAX`` entries."""
+    if not m:
+        return frozen_map(m)
+    key = tuple(m.items())
+    hit = _SHARED_MAPS.get(key)
+    if hit is None:
+        if len(_SHARED_MAPS) >= _SHARED_MAX:
+            _SHARED_MAPS.clear()
+        hit = _SHARED_MAPS[key] = frozen_map(m)
+    return hit
+
+
+def _pod_ready(status: Mapping[str, Any]) -> bool:
+    """The pod's ``Ready`` condition is ``True`` (k8s.io/kubernetes pkg/api/v1/pod IsPodReady)."""
+    conds = status.get("conditions") if isinstance(status, Mapping) else None
+    if not isinstance(conds, list):
+        return False
+    return any(isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+
+# ---- scheduling terms (affinity, topology spread) ------------------------------------------------------
+# k8s.io/api core/v1 Affinity, PodAffinityTerm, WeightedPodAffinityTerm, PreferredSchedulingTerm,
+# NodeSelectorRequirement, TopologySpreadConstraint.
+
+
+def _terms(items: Any, path: str) -> tuple[AffinityTerm, ...]:
+    out = []
+    for i, t in enumerate(items or ()):
+        if not isinstance(t, Mapping):
+            raise ObjectError(f"{path}[{i}]: expected a PodAffinityTerm map, got {t!r}")
+        key = t.get("topologyKey")
+        if not key:
+            raise ObjectError(f"{path}[{i}].topologyKey: required, got {key!r}")
+        out.append(
+            AffinityTerm(
+                parse_selector(t.get("labelSelector"), f"{path}[{i}].labelSelector"),
+                str(key),
+                tuple(str(n) for n in t.get("namespaces") or ()),
+            )
+        )
+    return tuple(out)
+
+
+def _weighted(items: Any, path: str) -> tuple[WeightedAffinityTerm, ...]:
+    out = []
+    for i, t in enumerate(items or ()):
+        if not isinstance(t, Mapping):
+            raise ObjectError(f"{path}[{i}]: expected a WeightedPodAffinityTerm map, got {t!r}")
+        w = t.get("weight")
+        if not isinstance(w, int) or isinstance(w, bool) or not 1 <= w <= 100:
+            raise ObjectError(f"{path}[{i}].weight: must be an integer 1..100, got {w!r}")
+        (term,) = _terms([t.get("podAffinityTerm")], f"{path}[{i}].podAffinityTerm")
+        out.append(WeightedAffinityTerm(w, term))
+    return tuple(out)
+
+
+def _node_term(t: Any, path: str) -> NodeSelectorTerm:
+    if not isinstance(t, Mapping):
+        raise ObjectError(f"{path}: expected a NodeSelectorTerm map, got {t!r}")
+    exprs = []
+    for i, e in enumerate(t.get("matchExpressions") or ()):
+        op = e.get("operator")
+        if op not in NODE_SELECTOR_OPERATORS:
+            raise ObjectError(f"{path}.matchExpressions[{i}].operator: unknown operator {op!r}")
+        exprs.append((str(e.get("key", "")), op, tuple(str(v) for v in e.get("values") or ())))
+    return NodeSelectorTerm(tuple(exprs))
+
+
+def parse_pod_terms(pod_spec: Mapping[str, Any] | None, path: str = "spec") -> PodTerms:
+    """core/v1 PodSpec JSON (``spec`` of a Pod or of a pod template) → :class:`PodTerms`.
+
+    Raises :class:`~policy.observe.ObjectError` naming the field for a malformed term.
+    """
+    spec = pod_spec or {}
+    aff = spec.get("affinity") or {}
+    pa = aff.get("podAffinity") or {}
+    paa = aff.get("podAntiAffinity") or {}
+    na = aff.get("nodeAffinity") or {}
+    pref_nodes = []
+    for i, p in enumerate(na.get("preferredDuringSchedulingIgnoredDuringExecution") or ()):
+        w = p.get("weight")
+        if not isinstance(w, int) or isinstance(w, bool) or not 1 <= w <= 100:
+            raise ObjectError(f"{path}.affinity.nodeAffinity.preferred[{i}].weight: must be 1..100, got {w!r}")
+        pref_nodes.append((w, _node_term(p.get("preference"), f"{path}.affinity.nodeAffinity.preferred[{i}]")))
+    req_nodes = tuple(
+        _node_term(t, f"{path}.affinity.nodeAffinity.required.nodeSelectorTerms[{i}]")
+        for i, t in enumerate(
+            (na.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or ()
+        )
+    )
+    spread = []
+    for i, c in enumerate(spec.get("topologySpreadConstraints") or ()):
+        p = f"{path}.topologySpreadConstraints[{i}]"
+        skew = c.get("maxSkew")
+        if not isinstance(skew, int) or isinstance(skew, bool) or skew < 1:
+            raise ObjectError(f"{p}.maxSkew: must be an integer >= 1, got {skew!r}")
+        when = c.get("whenUnsatisfiable")
+        if when not in ("DoNotSchedule", "ScheduleAnyway"):
+            raise ObjectError(f"{p}.whenUnsatisfiable: must be DoNotSchedule or ScheduleAnyway, got {when!r}")
+        if not c.get("topologyKey"):
+            raise ObjectError(f"{p}.topologyKey: required")
+        md = c.get("minDomains")
+        if md is not None and (not isinstance(md, int) or isinstance(md, bool) or md < 1):
+            raise ObjectError(f"{p}.minDomains: must be an integer >= 1, got {md!r}")
+        spread.append(
+            SpreadConstraint(
+                skew,
+                str(c["topologyKey"]),
+                when,
+                parse_selector(c.get("labelSelector"), f"{p}.labelSelector"),
+                tuple(str(k) for k in c.get("matchLabelKeys") or ()),
+                md,
+                str(c.get("nodeAffinityPolicy") or "Honor"),
+                str(c.get("nodeTaintsPolicy") or "Ignore"),
+            )
+        )
+    rpath = "requiredDuringSchedulingIgnoredDuringExecution"
+    ppath = "preferredDuringSchedulingIgnoredDuringExecution"
+    return PodTerms(
+        required_affinity=_terms(pa.get(rpath), f"{path}.affinity.podAffinity.{rpath}"),
+        required_anti_affinity=_terms(paa.get(rpath), f"{path}.affinity.podAntiAffinity.{rpath}"),
+        preferred_affinity=_weighted(pa.get(ppath), f"{path}.affinity.podAffinity.{ppath}"),
+        preferred_anti_affinity=_weighted(paa.get(ppath), f"{path}.affinity.podAntiAffinity.{ppath}"),
+        preferred_node_affinity=tuple(pref_nodes),
+        required_node_affinity=req_nodes,
+        spread_constraints=tuple(spread),
     )
 
 
@@ -473,8 +631,16 @@ def parse_pdb(obj: Mapping[str, Any]) -> PodDisruptionBudgetInfo:
     spec = _map(obj.get("spec"), f"{where}: spec")
     status = _map(obj.get("status"), f"{where}: status")
     allowed = None
+    observed = None
+    disrupted: tuple[str, ...] = ()
     if status.get("disruptionsAllowed") is not None:
         allowed = _int(status["disruptionsAllowed"], f"{where}: status.disruptionsAllowed", lo=0)
+    if status.get("observedGeneration") is not None:
+        observed = _int(status["observedGeneration"], f"{where}: status.observedGeneration", lo=0)
+    dp = status.get("disruptedPods")
+    if isinstance(dp, Mapping):
+        disrupted = tuple(sorted(str(k) for k in dp))
+    generation = _meta(obj).get("generation")
     return PodDisruptionBudgetInfo(
         name=name,
         namespace=ns,
@@ -482,6 +648,9 @@ def parse_pdb(obj: Mapping[str, Any]) -> PodDisruptionBudgetInfo:
         min_available=_int_or_percent(spec.get("minAvailable"), f"{where}: spec.minAvailable"),
         max_unavailable=_int_or_percent(spec.get("maxUnavailable"), f"{where}: spec.maxUnavailable"),
         disruptions_allowed=allowed,
+        generation=None if generation is None else _int(generation, f"{where}: metadata.generation", lo=0),
+        observed_generation=observed,
+        disrupted_pods=disrupted,
     )
 
 
@@ -691,6 +860,151 @@ def load_snapshot_objects(path: str | Path) -> list[Mapping[str, Any]]:
     return out
 
 
+#: Snapshot files at least this large are parsed as a stream (one object at a time), see :func:`load_snapshot`.
+STREAM_MIN_BYTES = 8 * 1024 * 1024
+
+
+class _NotStreamable(Exception):
+    """The file is not a plain JSON List the streaming reader handles: read it the strict way."""
+
+
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _pairs_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; a duplicate key hands the file to the strict reader, which names it."""
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        raise _NotStreamable
+    return d
+
+
+def _json_list_items(text: str, top: dict[str, Any]) -> Iterator[Any]:
+    """Yield the elements of the top-level ``items`` array of the JSON object in ``text`` one at a time (the
+    stdlib decoder on each element: the whole document is never in memory as objects); the other top-level keys
+    go to ``top``. Raises :class:`_NotStreamable` for anything but a single JSON object."""
+    dec = json.JSONDecoder(object_pairs_hook=_pairs_once)
+
+    def ws(i: int) -> int:
+        return _WS.match(text, i).end()
+
+    def expect(i: int, ch: str) -> int:
+        if text[i : i + 1] != ch:
+            raise _NotStreamable
+        return i + 1
+
+    try:
+        i = expect(ws(0), "{")
+        if text[ws(i) : ws(i) + 1] == "}":
+            i = ws(i) + 1
+        else:
+            while True:
+                key, i = dec.raw_decode(text, ws(i))
+                if not isinstance(key, str):
+                    raise _NotStreamable
+                i = ws(expect(ws(i), ":"))
+                if key == "items" and text[i : i + 1] == "[":
+                    top["items"] = []
+                    i = ws(i + 1)
+                    if text[i : i + 1] == "]":
+                        i += 1
+                    else:
+                        while True:
+                            obj, i = dec.raw_decode(text, ws(i))
+                            yield obj
+                            i = ws(i)
+                            if text[i : i + 1] == ",":
+                                i += 1
+                                continue
+                            i = expect(i, "]")
+                            break
+                else:
+                    top[key], i = dec.raw_decode(text, i)
+                i = ws(i)
+                if text[i : i + 1] == ",":
+                    i += 1
+                    continue
+                i = expect(i, "}")
+                break
+        if text[ws(i) :]:
+            raise _NotStreamable
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:
+        raise _NotStreamable from exc
+
+
+def _stream_snapshot(p: Path, graph: ServiceGraph | None, taken_at_s: float) -> ClusterSnapshot:
+    """:func:`load_snapshot` for one large JSON List file, one object at a time (see there)."""
+    text = _read_text(p)
+    top: dict[str, Any] = {}
+    nodes, pods, pdbs, workloads, volumes = [], [], [], [], []
+    claims: list[tuple[int, tuple[str, ...]]] = []
+    kindless: list[Any] = []
+    for obj in _json_list_items(text, top):
+        if not isinstance(obj, Mapping) or (
+            isinstance(obj.get("items"), list) and str(obj.get("kind", "")).endswith("List")
+        ):
+            raise _NotStreamable  # the strict reader names the bad item
+        kind = obj.get("kind")
+        if not kind:
+            kindless.append(obj)
+            continue
+        _collect(obj, kind, nodes, pods, pdbs, workloads, volumes, claims)
+    del text
+    kind = top.get("kind")
+    if "items" not in top or (kind is not None and not (isinstance(kind, str) and kind.endswith("List"))):
+        raise _NotStreamable
+    elem = kind[:-4] if isinstance(kind, str) and kind != "List" else ""
+    if kindless and not elem:
+        raise _NotStreamable
+    for obj in kindless:
+        _collect({**obj, "kind": elem}, elem, nodes, pods, pdbs, workloads, volumes, claims)
+    local = local_pvc_names(volumes)
+    for k, names in claims:
+        if any(f"{pods[k].namespace}/{c}" in local for c in names):
+            pods[k] = replace(pods[k], local_storage=True)
+    return ClusterSnapshot(
+        tuple(nodes), tuple(pods), tuple(pdbs), tuple(workloads), graph or ServiceGraph(), taken_at_s
+    )
+
+
+def _collect(obj, kind, nodes, pods, pdbs, workloads, volumes, claims) -> None:
+    if kind == "Node":
+        nodes.append(parse_node(obj))
+    elif kind == "Pod":
+        names = tuple(
+            str((v.get("persistentVolumeClaim") or {}).get("claimName"))
+            for v in (obj.get("spec") or {}).get("volumes") or ()
+            if isinstance(v, Mapping) and (v.get("persistentVolumeClaim") or {}).get("claimName")
+        )
+        if names:
+            claims.append((len(pods), names))
+        pods.append(parse_pod(obj))
+    elif kind == "PodDisruptionBudget":
+        pdbs.append(parse_pdb(obj))
+    elif kind in ("Deployment", "StatefulSet"):
+        workloads.append(parse_workload(obj))
+    elif kind in ("PersistentVolume", "PersistentVolumeClaim"):
+        volumes.append(obj)
+
+
+def load_snapshot(path: str | Path, graph: ServiceGraph | None = None, taken_at_s: float = 0.0) -> ClusterSnapshot:
+    """:func:`snapshot_from_objects` of :func:`load_snapshot_objects` (same rules, same errors). A JSON file of
+    at least :data:`STREAM_MIN_BYTES` that is one plain List is read as a stream: each item decoded, parsed and
+    dropped in turn, so peak memory is the file's text plus the parsed snapshot, not every raw object at once
+    (a 150,000-pod List would otherwise take several GB); anything unusual falls back to the strict reader."""
+    p = Path(path)
+    try:
+        if p.is_file() and p.stat().st_size >= STREAM_MIN_BYTES:
+            return _stream_snapshot(p, graph, taken_at_s)
+    except _NotStreamable:
+        pass
+    except ObjectError as exc:
+        raise ObjectError(f"{p}: {exc}") from None
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError, OverflowError, ArithmeticError):
+        pass  # a shape the parsers did not anticipate: the strict reader below says which, in one line
+    return snapshot_from_objects(load_snapshot_objects(p), graph, taken_at_s, str(p), consume=True)
+
+
 def snapshot_warnings(snapshot: ClusterSnapshot, limit: int = 3) -> list[str]:
     """Inconsistencies of a saved cluster state that do not stop reading it, one line per kind, counted:
     pods bound to a node that is not in the snapshot (the planner sees them on no node), and duplicate pods
@@ -718,22 +1032,46 @@ def snapshot_warnings(snapshot: ClusterSnapshot, limit: int = 3) -> list[str]:
     return out
 
 
+def local_pvc_names(objs: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """``namespace/claim`` of the PersistentVolumeClaims among ``objs`` bound to a ``local`` or ``hostPath``
+    PersistentVolume among ``objs`` (their pods lose their data when evicted). Raises :class:`ObjectError` for
+    a PersistentVolume or claim of the wrong shape."""
+    objs = list(objs)
+    local_pvs = {
+        _name(o)
+        for o in objs
+        if o.get("kind") == "PersistentVolume"
+        and any(k in _map(o.get("spec"), f"PersistentVolume {_name(o)}: spec") for k in ("local", "hostPath"))
+    }
+    return frozenset(
+        f"{_namespace(o, f'PersistentVolumeClaim {_name(o)}')}/{_name(o)}"
+        for o in objs
+        if o.get("kind") == "PersistentVolumeClaim"
+        and _map(o.get("spec"), f"PersistentVolumeClaim {_name(o)}: spec").get("volumeName") in local_pvs
+    )
+
+
 def snapshot_from_objects(
     objs: Iterable[Mapping[str, Any]],
     graph: ServiceGraph | None = None,
     taken_at_s: float = 0.0,
     source: str = "",
+    *,
+    consume: bool = False,
 ) -> ClusterSnapshot:
     """Build a :class:`ClusterSnapshot` from Nodes, Pods, PodDisruptionBudgets, Deployments,
     StatefulSets, PersistentVolumes and PersistentVolumeClaims (other kinds are ignored).
 
-    Pods using a PVC bound to a ``local`` PersistentVolume are marked ``local_storage``. Raises
-    :class:`ObjectError`, one line naming ``source`` (the file, when given), the object, the field and the value,
-    for any object of the wrong shape; nothing else escapes (an error no parser anticipated is still one
-    line naming the object).
+    Pods using a PVC bound to a ``local`` PersistentVolume are marked ``local_storage``. ``consume``: ``objs`` is
+    a list the caller no longer needs; each entry is replaced by ``None`` once parsed, so the raw objects of a
+    large cluster are freed while the parsed ones are built (peak memory: about the larger of the two, not both).
+    Raises :class:`ObjectError`, one line naming ``source`` (the file, when given), the object, the field and
+    the value, for any object of the wrong shape; nothing else escapes (an error no parser anticipated is still
+    one line naming the object).
     """
+    objs = objs if consume and isinstance(objs, list) else list(objs)
     try:
-        return _snapshot_from_objects(list(objs), graph, taken_at_s)
+        return _snapshot_from_objects(objs, graph, taken_at_s, consume)
     except ObjectError as exc:
         if source:
             raise ObjectError(f"{source}: {exc}") from None
@@ -747,25 +1085,16 @@ def snapshot_from_objects(
 
 
 def _snapshot_from_objects(
-    objs: list[Mapping[str, Any]], graph: ServiceGraph | None, taken_at_s: float
+    objs: list[Any], graph: ServiceGraph | None, taken_at_s: float, consume: bool
 ) -> ClusterSnapshot:
     for i, o in enumerate(objs):
         if not isinstance(o, Mapping):
             raise ObjectError(f"items[{i}]: expected a Kubernetes object (a map), got {short_repr(o)}")
-    local_pvs = {
-        _name(o)
-        for o in objs
-        if o.get("kind") == "PersistentVolume"
-        and any(k in _map(o.get("spec"), f"PersistentVolume {_name(o)}: spec") for k in ("local", "hostPath"))
-    }
-    local_pvcs = frozenset(
-        f"{_namespace(o, f'PersistentVolumeClaim {_name(o)}')}/{_name(o)}"
-        for o in objs
-        if o.get("kind") == "PersistentVolumeClaim"
-        and _map(o.get("spec"), f"PersistentVolumeClaim {_name(o)}: spec").get("volumeName") in local_pvs
-    )
+    local_pvcs = local_pvc_names(objs)
     nodes, pods, pdbs, workloads = [], [], [], []
-    for o in objs:
+    for i, o in enumerate(objs):
+        if consume:
+            objs[i] = None
         kind = o.get("kind")
         if kind == "Node":
             nodes.append(parse_node(o))

@@ -11,7 +11,7 @@ Units are in the field names: ``_m`` millicores, ``_bytes`` bytes, ``_rps`` requ
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Literal
@@ -31,6 +31,14 @@ __all__ = [
     "OwnerRef",
     "PodInfo",
     "LabelSelector",
+    "AffinityTerm",
+    "WeightedAffinityTerm",
+    "NodeSelectorTerm",
+    "SpreadConstraint",
+    "PodTerms",
+    "NO_TERMS",
+    "node_matches_required",
+    "selector_from_labels",
     "PodDisruptionBudgetInfo",
     "WorkloadInfo",
     "ServiceEdge",
@@ -152,7 +160,9 @@ class PodInfo:
     ``requests`` / ``limits`` are the sums over the pod's containers (init containers: the max, as the
     scheduler does); ``limits`` fields are 0 where unset. ``node_name`` is ``None`` while Pending.
     ``local_storage`` is True when the pod mounts emptyDir, hostPath or a local PersistentVolume the
-    descheduler would lose by evicting it.
+    descheduler would lose by evicting it. ``ready``: the pod's ``Ready`` condition (``None`` when not known:
+    a PodDisruptionBudget count treats it as not healthy). ``resource_version``: ``metadata.resourceVersion``
+    as read ("" when unknown).
     """
 
     name: str
@@ -175,6 +185,9 @@ class PodInfo:
     node_selector: Mapping[str, str] = field(default_factory=lambda: _EMPTY, compare=False)
     created_s: float = 0.0
     usage: Resources | None = None
+    ready: bool | None = None
+    resource_version: str = ""
+    terms: PodTerms = field(default_factory=lambda: NO_TERMS, compare=False)
 
     @property
     def key(self) -> str:
@@ -222,11 +235,122 @@ class LabelSelector:
         return True
 
 
+@dataclass(frozen=True)
+class AffinityTerm:
+    """A PodAffinityTerm: pods matched by ``selector`` in ``namespaces`` (empty = the namespace of the pod
+    carrying the term), co-located (or not) within the same value of node label ``topology_key``."""
+
+    selector: LabelSelector
+    topology_key: str
+    namespaces: tuple[str, ...] = ()
+
+    def matches(self, pod: PodInfo, owner_namespace: str) -> bool:
+        """True when ``pod`` is selected by this term carried by a pod of ``owner_namespace``."""
+        namespaces = self.namespaces or (owner_namespace,)
+        return pod.namespace in namespaces and self.selector.matches(pod.labels)
+
+
+@dataclass(frozen=True)
+class WeightedAffinityTerm:
+    """A WeightedPodAffinityTerm (``weight`` 1..100)."""
+
+    weight: int
+    term: AffinityTerm
+
+
+@dataclass(frozen=True)
+class NodeSelectorTerm:
+    """A NodeSelectorTerm: every requirement ``(key, operator, values)`` must hold (AND)."""
+
+    match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """nodeaffinity semantics: an empty term matches nothing; Gt/Lt compare integers."""
+        if not self.match_expressions:
+            return False
+        for key, op, values in self.match_expressions:
+            present = key in labels
+            v = labels.get(key)
+            if op == "In" and not (present and v in values):
+                return False
+            if op == "NotIn" and present and v in values:
+                return False
+            if op == "Exists" and not present:
+                return False
+            if op == "DoesNotExist" and present:
+                return False
+            if op in ("Gt", "Lt"):
+                try:
+                    lhs, rhs = int(v or ""), int(values[0])
+                except (ValueError, IndexError):
+                    return False
+                if (op == "Gt" and not lhs > rhs) or (op == "Lt" and not lhs < rhs):
+                    return False
+        return True
+
+
+@dataclass(frozen=True)
+class SpreadConstraint:
+    """A TopologySpreadConstraint (``when_unsatisfiable``: DoNotSchedule or ScheduleAnyway)."""
+
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str
+    selector: LabelSelector
+    match_label_keys: tuple[str, ...] = ()
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+
+
+@dataclass(frozen=True)
+class PodTerms:
+    """What a pod spec says about where it prefers to run, beyond requests, taints and nodeSelector."""
+
+    required_affinity: tuple[AffinityTerm, ...] = ()
+    required_anti_affinity: tuple[AffinityTerm, ...] = ()
+    preferred_affinity: tuple[WeightedAffinityTerm, ...] = ()
+    preferred_anti_affinity: tuple[WeightedAffinityTerm, ...] = ()
+    preferred_node_affinity: tuple[tuple[int, NodeSelectorTerm], ...] = ()
+    required_node_affinity: tuple[NodeSelectorTerm, ...] = ()
+    spread_constraints: tuple[SpreadConstraint, ...] = ()
+
+    @property
+    def has_pod_affinity(self) -> bool:
+        """True when any inter-pod (anti-)affinity term is set (kube-scheduler's PodsWithAffinity)."""
+        return bool(
+            self.required_affinity
+            or self.required_anti_affinity
+            or self.preferred_affinity
+            or self.preferred_anti_affinity
+        )
+
+
+NO_TERMS = PodTerms()
+
+
+def node_matches_required(pod: PodInfo, terms: PodTerms, labels: Mapping[str, str]) -> bool:
+    """The pod's required node affinity: ``nodeSelector`` AND (any required NodeSelectorTerm, if set)."""
+    if any(labels.get(k) != v for k, v in pod.node_selector.items()):
+        return False
+    if terms.required_node_affinity and not any(t.matches(labels) for t in terms.required_node_affinity):
+        return False
+    return True
+
+
+def selector_from_labels(keys: Sequence[str], labels: Mapping[str, str]) -> dict[str, str]:
+    """matchLabelKeys: the pod's own values of ``keys`` (missing keys skipped)."""
+    return {k: labels[k] for k in keys if k in labels}
+
+
 @dataclass(frozen=True, slots=True)
 class PodDisruptionBudgetInfo:
     """A policy/v1 PodDisruptionBudget. ``disruptions_allowed`` is status.disruptionsAllowed as written by
     the disruption controller (``None`` when the status is missing: treat as "unknown", i.e. do not evict).
-    ``min_available`` / ``max_unavailable`` keep the spec value as given (int or "50%")."""
+    ``min_available`` / ``max_unavailable`` keep the spec value as given (int or "50%"). ``generation`` /
+    ``observed_generation``: ``metadata.generation`` and ``status.observedGeneration`` (``None`` when absent;
+    a status computed for an older spec is not trusted); ``disrupted_pods``: names in
+    ``status.disruptedPods`` (evictions the API server accepted that the controller has not seen go yet)."""
 
     name: str
     namespace: str
@@ -234,6 +358,9 @@ class PodDisruptionBudgetInfo:
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
     disruptions_allowed: int | None = None
+    generation: int | None = None
+    observed_generation: int | None = None
+    disrupted_pods: tuple[str, ...] = ()
 
     def covers(self, pod: PodInfo) -> bool:
         return pod.namespace == self.namespace and self.selector.matches(pod.labels)

@@ -37,6 +37,7 @@ from .drpc import (
     structural_embeddings,
     student_weight_shapes,
 )
+from .feasibility import DEFAULT_PLUGIN_WEIGHTS, SYSTEM_DEFAULT_SPREAD, SchedulerModel
 from .forecast import (
     EPS_RPS,
     FORECAST_ARCH,
@@ -56,7 +57,9 @@ from .intent import FixedIntent, Intent, IntentPolicy, UtilizationIntent, as_int
 from .interface import (
     SYSTEM_CRITICAL_CLASSES,
     SYSTEM_CRITICAL_PRIORITY,
+    Admission,
     HighLevelPolicy,
+    MoveGate,
     default_intent,
     node_cpu_utilization,
     structurally_movable,
@@ -79,11 +82,22 @@ from .learned_intent import (
     intent_weight_shapes,
 )
 from .planner_state import STATE_VERSION, HrlState, service_rates_rps
-from .rebalance import PlanView, Proposal, RebalanceHeuristic, finite_scores, greedy_moves, util_after_add
+from .rebalance import (
+    PlanView,
+    Proposal,
+    RebalanceHeuristic,
+    admissible_positions,
+    finite_scores,
+    greedy_moves,
+    planner_accepts_gate,
+    util_after_add,
+)
 from .resize import ResizePlanner
 
 __all__ = [
     "HighLevelPolicy",
+    "MoveGate",
+    "Admission",
     "default_intent",
     "structurally_movable",
     "node_cpu_utilization",
@@ -93,6 +107,8 @@ __all__ = [
     "PlanView",
     "Proposal",
     "greedy_moves",
+    "planner_accepts_gate",
+    "admissible_positions",
     "finite_scores",
     "util_after_add",
     "STATE_VERSION",
@@ -140,6 +156,9 @@ __all__ = [
     "IntentAutoscaler",
     "HierarchicalPolicy",
     "due",
+    "SchedulerModel",
+    "DEFAULT_PLUGIN_WEIGHTS",
+    "SYSTEM_DEFAULT_SPREAD",
     "INTENT_ARCH",
     "INTENT_SERVICE_EXTRA",
     "INTENT_SERVICE_SPEC",

@@ -31,14 +31,43 @@ __all__ = [
 ]
 
 
+_POSTINGS: list[tuple[tuple, dict]] = []
+
+
+def _postings(snapshot: ClusterSnapshot) -> dict:
+    """Positions of the snapshot's pods by ``(namespace,)`` and ``(namespace, label, value)``, built once per pod
+    tuple (O(P)) so that selecting a workload's pods costs O(its pods) instead of O(P)."""
+    pods = snapshot.pods
+    for key, table in _POSTINGS:
+        if key is pods:
+            return table
+    table: dict = {}
+    for i, p in enumerate(pods):
+        table.setdefault((p.namespace,), []).append(i)
+        for k, v in p.labels.items():
+            table.setdefault((p.namespace, k, v), []).append(i)
+    _POSTINGS.insert(0, (pods, table))
+    del _POSTINGS[2:]
+    return table
+
+
 def pods_of_workload(snapshot: ClusterSnapshot, w: WorkloadInfo) -> list[PodInfo]:
-    """The non-terminating pods of workload ``w``: same namespace, labels matched by its selector (an empty
-    selector matches none here, unlike a PodDisruptionBudget's)."""
-    if not w.selector.match_labels and not w.selector.match_expressions:
+    """The non-terminating pods of workload ``w``, in snapshot order: same namespace, labels matched by its
+    selector (an empty selector matches none here, unlike a PodDisruptionBudget's). O(pods of the namespace
+    carrying its first label) after an O(P) index built once per snapshot."""
+    sel = w.selector
+    if not sel.match_labels and not sel.match_expressions:
         return []
-    return [
-        p for p in snapshot.pods if p.namespace == w.namespace and not p.terminating and w.selector.matches(p.labels)
-    ]
+    table = _postings(snapshot)
+    if sel.match_labels:
+        cands = min(
+            (table.get((w.namespace, k, v), ()) for k, v in sel.match_labels.items()),
+            key=len,
+        )
+    else:
+        cands = table.get((w.namespace,), ())
+    pods = snapshot.pods
+    return [pods[i] for i in cands if not pods[i].terminating and sel.matches(pods[i].labels)]
 
 
 # ---- (a) replica targets ---------------------------------------------------------------------------------

@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 
 from policy.index import ClusterIndex
-from policy.lowlevel import INTENT_SPEC, PlacementPolicy, node_admits, service_intent
+from policy.lowlevel import INTENT_SPEC, PlacementPolicy, service_intent
 from policy.state import ClusterSnapshot, Move, Plan, PodInfo
 
 from .autoscale import ReplicaAutoscaler
 from .intent import IntentPolicy, UtilizationIntent, as_intent
-from .interface import SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY, structurally_movable
+from .interface import SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY, MoveGate, structurally_movable
 from .planner_state import HrlState
-from .rebalance import PlanView, Proposal, finite_scores, greedy_moves, util_after_add
+from .rebalance import PlanView, Proposal, admissible_positions, finite_scores, greedy_moves
 from .resize import ResizePlanner
 
 __all__ = ["HierarchicalPolicy", "due"]
@@ -169,8 +169,22 @@ class HierarchicalPolicy:
             and (self.evict_local_storage_pods or not pod.local_storage)
         )
 
-    def plan(self, snapshot: ClusterSnapshot, index: ClusterIndex, placement: PlacementPolicy) -> Plan:
-        """One period's plan (see the class docstring); updates :attr:`state`."""
+    def plan(
+        self,
+        snapshot: ClusterSnapshot,
+        index: ClusterIndex,
+        placement: PlacementPolicy,
+        *,
+        gate: MoveGate | None = None,
+    ) -> Plan:
+        """One period's plan (see the class docstring); updates :attr:`state`. ``gate``: the descheduler's
+        guards and evictor, consulted before each move is accepted (:func:`policy.highlevel.greedy_moves`).
+
+        Complexity of the moves per cycle (P pods, N nodes, M moves): one proposal per movable pod, each
+        scoring the pod's current node and its candidates: the nodes where ``placement.score`` may be above 0
+        when the low level says which (``support(pod, index)``, as :class:`policy.lowlevel.TopologyHeuristic`
+        does: the h nodes hosting the pod's neighbours, O(d · N / 64 + h) per pod), else every other node
+        (O(N) per pod, so O(P · N) per cycle); plus O(M · (N + S)) for the planning view."""
         st = self.state
         now = float(snapshot.taken_at_s)
         st.record_rates(snapshot.graph, now, self.history_len)
@@ -198,7 +212,7 @@ class HierarchicalPolicy:
         moves: tuple[Move, ...] = ()
         if self.rebalance and due(now, st.last_moves_s, self.moves_period_s):
             budget = int(round(st.move_budget_frac * self.max_moves))
-            moves = self._moves(snapshot, index, placement, intent, colocation, budget)
+            moves = self._moves(snapshot, index, placement, intent, colocation, budget, gate)
             st.last_moves_s = now
         resizes = ()
         if self.resizer is not None and due(now, st.last_resizes_s, self.resize_period_s):
@@ -235,6 +249,7 @@ class HierarchicalPolicy:
         intent: tuple[float, ...],
         colocation: Mapping[str, float] | None = None,
         max_moves: int | None = None,
+        gate: MoveGate | None = None,
     ) -> tuple[Move, ...]:
         max_moves = self.max_moves if max_moves is None else max_moves
         if max_moves == 0 or len(snapshot.nodes) < 2:
@@ -261,6 +276,7 @@ class HierarchicalPolicy:
             lambda key, view: self._propose(key, view, placement, intent, colocation),
             max_moves,
             self.max_moves_per_service,
+            gate=gate,
         )
 
     def _propose(
@@ -275,23 +291,17 @@ class HierarchicalPolicy:
         pod = view.pods.get(pod_key)
         if pod is None or pod.node_name is None or pod.node_name not in index.node_pos:
             return None
-        others = [n for n in index.node_names if n != pod.node_name]
-        if not others:
-            return None
+        support = getattr(placement, "support", None)
         try:
-            failed = placement.filter(pod, others, index)
+            if support is not None:  # the low level scores 0 elsewhere: no other node beats the current one there
+                positions = np.asarray(support(pod, index), dtype=np.int64)
+            else:
+                positions = np.arange(len(index.node_names), dtype=np.int64)
+            keep = admissible_positions(pod, positions, index, placement, self.overload_threshold)
         except Exception:  # noqa: BLE001 - a low level that cannot judge the pod gives no basis for a move
             return None
-        targets = []
-        for n in others:
-            if n in failed:
-                continue
-            i = index.node_pos[n]
-            if node_admits(pod, view.nodes[n], int(index.pod_count[i])) is not None:
-                continue
-            if util_after_add(pod, index, i) >= self.overload_threshold:
-                continue
-            targets.append(n)
+        names = index.node_names
+        targets = [names[i] for i in keep.tolist()]
         if not targets:
             return None
         try:

@@ -14,21 +14,31 @@ Contract (``plan(snapshot, index, placement) -> Plan``):
 - ``Plan.intent``: the intent vector (see :data:`policy.lowlevel.INTENT_SPEC`) for the extender;
 - deterministic: the same inputs give the same plan.
 
+A planner may also accept a keyword ``gate`` (a :class:`MoveGate`, ``plan(snapshot, index, placement,
+gate=...)``): the descheduler's guards and evictor, consulted *while* planning. ``gate.may_move(pod)`` (cheap,
+no API call) says whether a pod may be proposed at all; ``gate.admit(move)`` runs the guards on a targeted
+re-read and evicts, answering ``"accept"`` (the move happened, or would in a dry run), ``"reject"`` (blocked or
+failed: the pod stays, and its service's slot is *not* spent) or ``"stop"`` (a limit ends the cycle: plan no
+more). With a gate the returned ``Plan.moves`` are the accepted moves. :func:`policy.highlevel.greedy_moves`
+implements this for both built-in planners.
+
 :class:`RebalanceHeuristic` is the first (hand-written) high-level policy; learned ones come later.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
 from policy.index import ClusterIndex
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy
-from policy.state import ClusterSnapshot, Plan, PodInfo
+from policy.state import ClusterSnapshot, Move, Plan, PodInfo
 
 __all__ = [
     "HighLevelPolicy",
+    "MoveGate",
+    "Admission",
     "default_intent",
     "structurally_movable",
     "node_cpu_utilization",
@@ -55,6 +65,24 @@ class HighLevelPolicy(Protocol):
     name: str
 
     def plan(self, snapshot: ClusterSnapshot, index: ClusterIndex, placement: PlacementPolicy) -> Plan: ...
+
+
+#: A :class:`MoveGate`'s answer to one proposed move.
+Admission = Literal["accept", "reject", "stop"]
+
+
+@runtime_checkable
+class MoveGate(Protocol):
+    """The descheduler's side of planning (see the module docstring): ``may_move`` is called for every
+    candidate pod (it must be O(1): no API call), ``admit`` once per move the planner would accept;
+    ``exhausted`` turns true when no further move can be admitted this cycle (planning may stop)."""
+
+    @property
+    def exhausted(self) -> bool: ...
+
+    def may_move(self, pod: PodInfo) -> bool: ...
+
+    def admit(self, move: Move) -> Admission: ...
 
 
 def default_intent() -> tuple[float, ...]:

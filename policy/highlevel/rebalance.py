@@ -8,25 +8,36 @@ and :func:`util_after_add` the checks both planners apply to a low-level policy'
 from __future__ import annotations
 
 import heapq
+import inspect
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from policy.index import ClusterIndex
-from policy.lowlevel import PlacementPolicy, node_admits
+from policy.lowlevel import PlacementPolicy, admission_mask, neighbor_weights
 from policy.state import ClusterSnapshot, Move, NodeInfo, Plan, PodInfo, Resources
 
 from .interface import (
     SYSTEM_CRITICAL_CLASSES,
     SYSTEM_CRITICAL_PRIORITY,
+    MoveGate,
     default_intent,
     node_cpu_utilization,
     structurally_movable,
 )
 
-__all__ = ["RebalanceHeuristic", "PlanView", "Proposal", "greedy_moves", "finite_scores", "util_after_add"]
+__all__ = [
+    "RebalanceHeuristic",
+    "PlanView",
+    "Proposal",
+    "greedy_moves",
+    "planner_accepts_gate",
+    "admissible_positions",
+    "finite_scores",
+    "util_after_add",
+]
 
 
 @dataclass(frozen=True, order=True)
@@ -133,8 +144,21 @@ class RebalanceHeuristic:
                 base[i] = float(v)
         return tuple(base)
 
-    def plan(self, snapshot: ClusterSnapshot, index: ClusterIndex, placement: PlacementPolicy) -> Plan:
-        """Plan this cycle's moves (see the class docstring). Pure: reads its arguments, changes nothing."""
+    def plan(
+        self,
+        snapshot: ClusterSnapshot,
+        index: ClusterIndex,
+        placement: PlacementPolicy,
+        *,
+        gate: MoveGate | None = None,
+    ) -> Plan:
+        """Plan this cycle's moves (see the class docstring). Pure but for ``gate`` (the descheduler's guards
+        and evictor, consulted before each move is accepted; see :func:`greedy_moves`).
+
+        Complexity per cycle (P pods, N nodes, M moves, d = chatty neighbours per service, h = nodes hosting
+        them): O(P · (d · N / 64 + h)) numpy work for the locality proposals (one per movable pod), O(1) per pod on
+        an overloaded node (its target search, O(N), runs only when it reaches the top of the queue), and
+        O(M · (N + S)) to update the planning view after each accepted move."""
         intent = self.resolved_intent()
         if self.max_moves == 0 or len(snapshot.nodes) < 2:
             return Plan(moves=(), replica_targets={}, intent=intent)
@@ -147,6 +171,8 @@ class RebalanceHeuristic:
             lambda key, view: self._propose(key, view, placement, intent),
             self.max_moves,
             self.max_moves_per_service,
+            gate=gate,
+            estimate=lambda key, view: self._estimate(key, view, placement, intent),
         )
         return Plan(moves=moves, replica_targets={}, intent=intent)
 
@@ -168,47 +194,72 @@ class RebalanceHeuristic:
                 best = prop
         return best
 
+    def _estimate(
+        self, pod_key: str, view: PlanView, placement: PlacementPolicy, intent: tuple[float, ...]
+    ) -> tuple | None:
+        """A lower bound of :meth:`_propose`'s ``sort_key``: the locality proposal's key (exact), or the overload
+        key of a pod on an overloaded node (exact when some node can take the pod, which only the O(N) search
+        tells; it runs when the pod reaches the top of the queue)."""
+        current = view.pods.get(pod_key)
+        if current is None or current.node_name is None or current.node_name not in view.index.node_pos:
+            return None
+        loc = self._locality(current, view, placement, intent)
+        keys = [] if loc is None else [loc.sort_key]
+        ovl = self._overload_key(current, view)
+        if ovl is not None:
+            keys.append(ovl[0])
+        return min(keys) if keys else None
+
+    def _overload_key(self, pod: PodInfo, view: PlanView) -> tuple[tuple, float] | None:
+        """``(sort_key, gain)`` of an overload move of ``pod`` (if some node can take it), or ``None`` when its
+        node is not overloaded or moving it relieves nothing."""
+        index, util = view.index, view.util
+        i = index.node_pos[pod.node_name]
+        if not (util[i] > self.overload_threshold) or not math.isfinite(util[i]):
+            return None
+        alloc = float(index.alloc_cpu_m[i])
+        excess_m = (util[i] - self.overload_threshold) * alloc
+        pod_m = float(_pod_cpu_contribution(pod, index, i))
+        if pod_m <= 0:
+            return None  # moving it would not relieve anything
+        band = max(1.0 - self.overload_threshold, 1e-9) * alloc
+        gain = min(10.0, 10.0 * min(pod_m, excess_m) / band)
+        return (-gain, 0, pod_m, pod.key), gain
+
     def _admissible(
         self, pod: PodInfo, candidates: Sequence[str], view: PlanView, placement: PlacementPolicy
     ) -> list[str]:
         """Candidates (other than the pod's node) that pass placement.filter and node_admits and stay strictly
         below the overload threshold with the pod added."""
         index = view.index
-        others = [c for c in candidates if c != pod.node_name and c in index.node_pos]
-        if not others:
-            return []
-        failed = placement.filter(pod, others, index)
-        nodes = view.nodes
-        out = []
-        for c in others:
-            if c in failed:
-                continue
-            i = index.node_pos[c]
-            if node_admits(pod, nodes[c], int(index.pod_count[i])) is not None:
-                continue
-            if util_after_add(pod, index, i) >= self.overload_threshold:
-                continue
-            out.append(c)
-        return out
+        pos = np.fromiter((index.node_pos.get(c, -1) for c in candidates), dtype=np.int64, count=len(candidates))
+        keep = admissible_positions(pod, pos[pos >= 0], index, placement, self.overload_threshold)
+        names = index.node_names
+        return [names[i] for i in keep.tolist()]
 
     def _locality(
         self, pod: PodInfo, view: PlanView, placement: PlacementPolicy, intent: tuple[float, ...]
     ) -> Proposal | None:
         index = view.index
-        weights = index.snapshot.graph.neighbor_weights(pod.service, self.default_rps)
+        weights = neighbor_weights(index.snapshot.graph, pod.service, self.default_rps)
         chatty = [s for s, w in sorted(weights.items()) if w > 0 and w >= self.min_pair_rps]
         here = index.node_pos[pod.node_name]
-        hosts: set[int] = set()
+        mask = None
         for s in chatty:
             counts = index.service_nodes.get(s)
             if counts is not None:
-                hosts.update(int(i) for i in np.nonzero(counts > 0)[0] if int(i) != here)
-        if not hosts:
-            return None  # no chatty neighbour sits on another node
-        candidates = [index.node_names[i] for i in sorted(hosts)]
-        targets = self._admissible(pod, candidates, view, placement)
-        if not targets:
+                mask = counts > 0 if mask is None else mask | (counts > 0)
+        if mask is None:
             return None
+        mask[here] = False
+        hosts = np.flatnonzero(mask)
+        if not len(hosts):
+            return None  # no chatty neighbour sits on another node
+        keep = admissible_positions(pod, hosts, index, placement, self.overload_threshold)
+        if not len(keep):
+            return None
+        names = index.node_names
+        targets = [names[i] for i in keep.tolist()]
         scores = finite_scores(placement.score(pod, [pod.node_name, *targets], index, intent))
         cur = float(scores[0])
         if not math.isfinite(cur):
@@ -223,15 +274,11 @@ class RebalanceHeuristic:
     def _overload(
         self, pod: PodInfo, view: PlanView, placement: PlacementPolicy, intent: tuple[float, ...]
     ) -> Proposal | None:
-        index, util = view.index, view.util
-        i = index.node_pos[pod.node_name]
-        if not (util[i] > self.overload_threshold) or not math.isfinite(util[i]):
+        index = view.index
+        ok = self._overload_key(pod, view)
+        if ok is None:
             return None
-        alloc = float(index.alloc_cpu_m[i])
-        excess_m = (util[i] - self.overload_threshold) * alloc
-        pod_m = float(_pod_cpu_contribution(pod, index, i))
-        if pod_m <= 0:
-            return None  # moving it would not relieve anything
+        key, gain = ok
         targets = self._admissible(pod, index.node_names, view, placement)
         if not targets:
             return None
@@ -239,9 +286,6 @@ class RebalanceHeuristic:
         after = np.array([util_after_add(pod, index, index.node_pos[t]) for t in targets])
         # Best score, then the coolest node after the move, then node order.
         j = min(range(len(targets)), key=lambda k: (-scores[k], after[k], k))
-        band = max(1.0 - self.overload_threshold, 1e-9) * alloc
-        gain = min(10.0, 10.0 * min(pod_m, excess_m) / band)
-        key = (-gain, 0, pod_m, pod.key)
         return Proposal(key, Move(pod.key, pod.node_name, targets[j], "overload", gain))
 
 
@@ -250,19 +294,146 @@ class RebalanceHeuristic:
 
 @dataclass(frozen=True)
 class PlanView:
-    """The cluster as planned so far: its index, per-node CPU utilisation and lookups, built once per version."""
+    """The cluster as planned so far: its index, per-node CPU utilisation (``util``, (N,) float64) and lookups
+    (``pods``: key → pod, ``nodes``: name → node).
+
+    :meth:`of` builds the first view of a cycle (O(P + N)); :meth:`apply_move` derives the next one after an
+    accepted move without re-reading the pods: the index's arrays are copied and changed at the two nodes
+    concerned (O(N + S) numpy and dict copies, S services, plus an O(P) copy of the pod tuple at C speed), so
+    a plan of M moves costs O(P + M · (N + S + P/100)) instead of M full rebuilds. The result is exactly
+    ``PlanView.of(ClusterIndex.build(snapshot with the pod re-bound))`` (tested)."""
 
     index: ClusterIndex
     util: np.ndarray
     pods: dict[str, PodInfo]
     nodes: dict[str, NodeInfo]
+    pod_pos: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     @staticmethod
     def of(index: ClusterIndex) -> PlanView:
         snap = index.snapshot
         return PlanView(
-            index, node_cpu_utilization(index), {p.key: p for p in snap.pods}, {n.name: n for n in snap.nodes}
+            index,
+            node_cpu_utilization(index),
+            {p.key: p for p in snap.pods},
+            {n.name: n for n in snap.nodes},
+            {p.key: i for i, p in enumerate(snap.pods)},
         )
+
+    def apply_move(self, pod_key: str, to_node: str | None) -> PlanView:
+        """The view with pod ``pod_key`` re-bound to ``to_node`` (``None`` or an unknown node: unbound); the
+        measured node usage follows it (as :func:`_apply_move`). Raises ``KeyError`` for an unknown pod."""
+        ix = self.index
+        pod = self.pods[pod_key]
+        snap = ix.snapshot
+        src = pod.node_name
+        moved_m = pod.usage.cpu_m if pod.usage is not None else pod.requests.cpu_m
+        moved_mem = pod.usage.memory_bytes if pod.usage is not None else pod.requests.memory_bytes
+        a = ix.node_pos.get(src) if src is not None else None
+        t = ix.node_pos.get(to_node) if to_node is not None else None
+        nodes = list(snap.nodes)
+        node_map = dict(self.nodes)
+        for i, sign in ((a, -1), (t, 1)):
+            if i is None or nodes[i].usage is None:
+                continue
+            n = nodes[i]
+            if sign < 0:
+                u = Resources(max(0, n.usage.cpu_m - moved_m), max(0, n.usage.memory_bytes - moved_mem))
+            else:
+                u = n.usage + Resources(moved_m, moved_mem)
+            nodes[i] = replace(n, usage=u)
+            node_map[n.name] = nodes[i]
+        moved = replace(pod, node_name=to_node)
+        pods_list = list(snap.pods)
+        pos = self.pod_pos.get(pod_key)
+        if pos is None or pods_list[pos].key != pod_key:
+            pos = next(k for k, p in enumerate(pods_list) if p.key == pod_key)
+        pods_list[pos] = moved
+        new_snap = replace(snap, nodes=tuple(nodes), pods=tuple(pods_list))
+        req_cpu, req_mem, count = ix.req_cpu_m.copy(), ix.req_mem_bytes.copy(), ix.pod_count.copy()
+        usage = ix.usage_cpu_m.copy()
+        svc_nodes = dict(ix.service_nodes)
+        svc_total = ix.service_total
+        counted = not pod.terminating
+        arr = svc_nodes.get(pod.service)
+        if counted and arr is not None:
+            arr = svc_nodes[pod.service] = arr.copy()
+        if a is not None:
+            if counted:
+                req_cpu[a] -= pod.requests.cpu_m
+                req_mem[a] -= pod.requests.memory_bytes
+                count[a] -= 1
+                if arr is not None:
+                    arr[a] -= 1.0
+            if not np.isnan(usage[a]):
+                usage[a] = float(nodes[a].usage.cpu_m)
+        if t is not None:
+            if counted:
+                req_cpu[t] += pod.requests.cpu_m
+                req_mem[t] += pod.requests.memory_bytes
+                count[t] += 1
+                if arr is None:
+                    arr = svc_nodes[pod.service] = np.zeros(len(ix.node_names))
+                arr[t] += 1.0
+            if not np.isnan(usage[t]):
+                usage[t] = float(nodes[t].usage.cpu_m)
+        if counted and (a is None) != (t is None):
+            svc_total = dict(svc_total)
+            svc_total[pod.service] = svc_total.get(pod.service, 0) + (1 if a is None else -1)
+            if svc_total[pod.service] == 0 and a is not None:
+                del svc_total[pod.service]
+                svc_nodes.pop(pod.service, None)
+        new_ix = ClusterIndex(
+            new_snap,
+            ix.node_names,
+            ix.node_pos,
+            ix.alloc_cpu_m,
+            ix.alloc_mem_bytes,
+            req_cpu,
+            req_mem,
+            usage,
+            count,
+            svc_nodes,
+            svc_total,
+        )
+        pods = dict(self.pods)
+        pods[pod_key] = moved
+        return PlanView(new_ix, node_cpu_utilization(new_ix), pods, node_map, self.pod_pos)
+
+
+def admissible_positions(
+    pod: PodInfo, positions: np.ndarray, index: ClusterIndex, placement: PlacementPolicy, overload_threshold: float
+) -> np.ndarray:
+    """The node positions among ``positions`` (in order, the pod's own node dropped) where a planner may send
+    ``pod``: :func:`policy.lowlevel.admission_mask` (what :func:`~policy.lowlevel.node_admits` and the resource
+    fit allow), ``placement``'s filter (``filter_mask`` when it has one, else ``filter``), and CPU utilisation
+    with the pod added strictly below ``overload_threshold`` (:func:`util_after_add`). Vectorised: O(len(positions))."""
+    positions = np.asarray(positions, dtype=np.int64)
+    own = index.node_pos.get(pod.node_name, -1) if pod.node_name is not None else -1
+    positions = positions[positions != own]
+    if not len(positions):
+        return positions
+    ok = admission_mask(pod, positions, index)
+    fm = getattr(placement, "filter_mask", None)
+    if getattr(placement, "filter_is_admission", False):
+        pass  # its filter is exactly admission_mask: applied above
+    elif fm is not None:
+        ok &= np.asarray(fm(pod, positions, index), dtype=bool)
+    else:
+        names = index.node_names
+        failed = placement.filter(pod, [names[i] for i in positions.tolist()], index)
+        if failed:
+            ok &= np.array([names[i] not in failed for i in positions.tolist()], dtype=bool)
+    alloc = index.alloc_cpu_m[positions]
+    usage = index.usage_cpu_m[positions]
+    known = ~np.isnan(usage)
+    base = np.where(known, usage, index.req_cpu_m[positions])
+    add = np.where(known & (pod.usage is not None), float(pod.usage.cpu_m) if pod.usage is not None else 0.0, 0.0)
+    add = np.where(known & (pod.usage is not None), add, float(pod.requests.cpu_m))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        util = np.where(alloc > 0, (base + add) / np.where(alloc > 0, alloc, 1.0), np.inf)
+    ok &= util < overload_threshold
+    return positions[ok]
 
 
 def finite_scores(scores) -> np.ndarray:
@@ -290,7 +461,8 @@ def util_after_add(pod: PodInfo, index: ClusterIndex, i: int) -> float:
 
 
 def _apply_move(snapshot: ClusterSnapshot, pod: PodInfo, to_node: str | None) -> ClusterSnapshot:
-    """The snapshot as it would be with ``pod`` re-bound to ``to_node`` (measured node usage follows it)."""
+    """The snapshot as it would be with ``pod`` re-bound to ``to_node`` (measured node usage follows it): the
+    reference :meth:`PlanView.apply_move` is tested against."""
     src = pod.node_name
     moved_m = pod.usage.cpu_m if pod.usage is not None else pod.requests.cpu_m
     moved_mem = pod.usage.memory_bytes if pod.usage is not None else pod.requests.memory_bytes
@@ -309,43 +481,90 @@ def _apply_move(snapshot: ClusterSnapshot, pod: PodInfo, to_node: str | None) ->
     return replace(snapshot, nodes=tuple(nodes), pods=pods)
 
 
+def planner_accepts_gate(planner: object) -> bool:
+    """Whether ``planner.plan`` takes the keyword ``gate`` (a :class:`~policy.highlevel.MoveGate`)."""
+    fn = getattr(planner, "plan", None)
+    if fn is None:
+        return False
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "gate" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
 def greedy_moves(
     pods: Sequence[PodInfo],
     index: ClusterIndex,
     propose: Callable[[str, PlanView], Proposal | None],
     max_moves: int,
     max_moves_per_service: int,
+    *,
+    gate: MoveGate | None = None,
+    estimate: Callable[[str, PlanView], tuple | None] | None = None,
 ) -> tuple[Move, ...]:
     """Greedy move selection shared by :class:`RebalanceHeuristic` and :class:`policy.highlevel.HierarchicalPolicy`:
     every pod of ``pods`` gets a proposal on the current cluster (``propose(pod_key, view)``, ``None``: stays);
-    the best (by ``sort_key``) is accepted, the cluster is updated as if it had moved, and proposals computed
-    before that are re-evaluated before they can be accepted. At most one move per pod,
+    the best (by ``sort_key``) is accepted, the cluster is updated as if it had moved (:meth:`PlanView.apply_move`),
+    and proposals computed before that are re-evaluated before they can be accepted. At most one move per pod,
     ``max_moves_per_service`` per service and ``max_moves`` in all. Returns the moves by gain (descending),
-    ties by pod key. Deterministic for the same inputs."""
+    ties by pod key. Deterministic for the same inputs.
+
+    ``estimate(pod_key, view)``: optional, a cheap lower bound of the pod's ``sort_key`` (``None``: no proposal)
+    used for the first ordering instead of ``propose``; a popped pod is always re-proposed, and accepted only
+    when its fresh key is the one it was queued with on the current cluster.
+
+    ``gate``: the descheduler's guards (:class:`~policy.highlevel.MoveGate`). Pods it refuses (``may_move``) are
+    not proposed; every move about to be accepted is ``admit``-ted: ``"reject"`` drops that pod and leaves its
+    service's slot free for its next best pod, ``"stop"`` ends the selection. With a gate the moves come back in
+    the order they were admitted.
+
+    Complexity per call, for P pods, N nodes, S services and M accepted moves: one proposal per pod plus one per
+    re-evaluation (each O(cost of ``propose``)), O(P log P) heap work and O(P + M · (N + S)) for the views.
+    """
     service_of = {p.key: p.service for p in pods}
     view = PlanView.of(index)
+    first = estimate if estimate is not None else (lambda key, v: _key(propose(key, v)))
     heap: list[tuple[tuple, int, str]] = []
     for p in pods:
-        prop = propose(p.key, view)
-        if prop is not None:
-            heapq.heappush(heap, (prop.sort_key, 0, p.key))
+        if gate is not None and not gate.may_move(p):
+            continue
+        key = first(p.key, view)
+        if key is not None:
+            heap.append((key, 0, p.key))
+    heapq.heapify(heap)
     version = 0
     moves: list[Move] = []
     per_service: dict[str, int] = {}
     while heap and len(moves) < max_moves:
-        _key, ver, pod_key = heapq.heappop(heap)
+        if gate is not None and gate.exhausted:
+            break
+        key, ver, pod_key = heapq.heappop(heap)
         service = service_of[pod_key]
         if per_service.get(service, 0) >= max_moves_per_service:
+            continue
+        if gate is not None and not gate.may_move(view.pods[pod_key]):
             continue
         prop = propose(pod_key, view)
         if prop is None:
             continue
-        if ver != version:  # computed before the last accepted move: re-queue with the fresh gain
+        if ver != version or prop.sort_key != key:  # queued before the last accepted move, or from an estimate
             heapq.heappush(heap, (prop.sort_key, version, pod_key))
             continue
+        if gate is not None:
+            verdict = gate.admit(prop.move)
+            if verdict == "stop":
+                break
+            if verdict != "accept":
+                continue  # blocked or failed: this pod stays; its service may still move another pod
         moves.append(prop.move)
         per_service[service] = per_service.get(service, 0) + 1
-        view = PlanView.of(ClusterIndex.build(_apply_move(view.index.snapshot, view.pods[pod_key], prop.move.to_node)))
+        view = view.apply_move(pod_key, prop.move.to_node)
         version += 1
-    moves.sort(key=lambda m: (-m.gain, m.pod))
+    if gate is None:
+        moves.sort(key=lambda m: (-m.gain, m.pod))
     return tuple(moves)
+
+
+def _key(prop: Proposal | None) -> tuple | None:
+    return None if prop is None else prop.sort_key

@@ -21,13 +21,14 @@ from .features import (
     featurize_candidates,
     placement_feature_spec,
 )
-from .heuristic import TopologyHeuristic
+from .heuristic import TopologyHeuristic, neighbor_weights
 from .interface import (
     COLOCATION_PREFIX,
     INTENT_SPEC,
     MAX_EXTENDER_PRIORITY,
     TAINT_EFFECTS_THAT_REPEL,
     PlacementPolicy,
+    admission_mask,
     decode_intent,
     encode_intent,
     intent_value,
@@ -64,7 +65,9 @@ __all__ = [
     "TAINT_EFFECTS_THAT_REPEL",
     "node_admits",
     "resource_fit_failures",
+    "admission_mask",
     "TopologyHeuristic",
+    "neighbor_weights",
     "SERVICE_INPUTS",
     "FLAT_ROWS_VERSION",
     "CONTEXT_FEATURES",
@@ -89,7 +92,7 @@ __all__ = [
     "LearnedPlacement",
     "encoder_for",
     "load_learned_placement",
-    "NodeScoreTable",
     "ScoreKey",
     "score_key",
+    "NodeScoreTable",
 ]

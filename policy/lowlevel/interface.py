@@ -19,6 +19,7 @@ On the wire (the embedding cache's intent record) the per-service entries travel
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
@@ -39,6 +40,7 @@ __all__ = [
     "TAINT_EFFECTS_THAT_REPEL",
     "node_admits",
     "resource_fit_failures",
+    "admission_mask",
 ]
 
 
@@ -163,14 +165,14 @@ def resource_fit_failures(pod: PodInfo, candidates: Sequence[str], index: Cluste
     """Candidates on which ``pod``'s requests do not fit next to the pods already bound there
     (the NodeResourcesFit filter, from our snapshot), or that :func:`node_admits` refuses (cordoned, not
     Ready, untolerated taint, nodeSelector, pod count). A pod already bound to a candidate is not counted
-    twice. Candidates the snapshot does not know pass."""
+    twice. Candidates the snapshot does not know pass. O(len(candidates))."""
     failed: dict[str, str] = {}
-    snap_nodes = {n.name: n for n in index.snapshot.nodes}
+    snap_nodes = index.snapshot.nodes
     for name in candidates:
         i = index.node_pos.get(name)
         if i is None:
             continue
-        node = snap_nodes[name]
+        node = snap_nodes[i]
         on_node = int(index.pod_count[i]) - (1 if pod.node_name == name else 0)
         why = node_admits(pod, node, on_node)
         if why is not None:
@@ -187,3 +189,59 @@ def resource_fit_failures(pod: PodInfo, candidates: Sequence[str], index: Cluste
                 f"Insufficient memory: requests {pod.requests.memory_bytes} bytes, free {int(free_mem)} bytes"
             )
     return failed
+
+
+_STATIC_LOCK = threading.Lock()
+_STATIC: list[tuple[tuple[str, ...], dict[tuple, np.ndarray]]] = []
+
+
+def _static_mask(pod: PodInfo, index: ClusterIndex) -> np.ndarray:
+    """(N,) bool: :func:`node_admits` without the pod count (cordon, readiness, taints, nodeSelector), per node of
+    ``index``; computed once per distinct (tolerations, nodeSelector) and node list, O(N) then O(1)."""
+    key = (pod.tolerations, tuple(sorted(pod.node_selector.items())))
+    names = index.node_names
+    for n, table in _STATIC:
+        if n is names:
+            hit = table.get(key)
+            if hit is not None:
+                return hit
+            break
+    else:
+        table = {}
+        with _STATIC_LOCK:
+            _STATIC.insert(0, (names, table))
+            del _STATIC[4:]
+    mask = np.fromiter((node_admits(pod, n) is None for n in index.snapshot.nodes), dtype=bool, count=len(names))
+    table[key] = mask
+    return mask
+
+
+def admission_mask(pod: PodInfo, positions: np.ndarray, index: ClusterIndex) -> np.ndarray:
+    """(len(positions),) bool: the candidates (positions in ``index.node_names``) that
+    :func:`resource_fit_failures` would *not* refuse (node_admits: cordon, readiness, taints, nodeSelector, pod
+    count; then cpu and memory requests), vectorised: the same decisions in O(len(positions)) numpy."""
+    positions = np.asarray(positions, dtype=np.int64)
+    ok = _static_mask(pod, index)[positions].copy()
+    own_i = index.node_pos.get(pod.node_name, -1) if pod.node_name is not None else -1
+    own = (positions == own_i).astype(np.int64)
+    alloc_pods = _alloc_pods(index)
+    ok &= index.pod_count[positions] - own + 1 <= alloc_pods[positions]
+    ok &= pod.requests.cpu_m <= index.alloc_cpu_m[positions] - (index.req_cpu_m[positions] - own * pod.requests.cpu_m)
+    ok &= pod.requests.memory_bytes <= index.alloc_mem_bytes[positions] - (
+        index.req_mem_bytes[positions] - own * pod.requests.memory_bytes
+    )
+    return ok
+
+
+_ALLOC_PODS: list[tuple[tuple[str, ...], np.ndarray]] = []
+
+
+def _alloc_pods(index: ClusterIndex) -> np.ndarray:
+    for n, arr in _ALLOC_PODS:
+        if n is index.node_names:
+            return arr
+    arr = np.array([n.allocatable_pods for n in index.snapshot.nodes], dtype=np.int64)
+    with _STATIC_LOCK:
+        _ALLOC_PODS.insert(0, (index.node_names, arr))
+        del _ALLOC_PODS[4:]
+    return arr

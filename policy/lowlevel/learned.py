@@ -54,7 +54,7 @@ from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot, PodInfo
 
 from .features import CONTEXT_FEATURES, FLAT_ROWS_VERSION, SERVICE_INPUTS, featurize_candidates, placement_feature_spec
-from .interface import MAX_EXTENDER_PRIORITY, PlacementPolicy, resource_fit_failures
+from .interface import MAX_EXTENDER_PRIORITY, PlacementPolicy, admission_mask, resource_fit_failures
 from .rows import ServiceRowCache, ServiceRows
 
 __all__ = [
@@ -347,6 +347,15 @@ class LearnedPlacement:
     def filter(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]:
         """The hard filter: :func:`policy.lowlevel.resource_fit_failures`."""
         return resource_fit_failures(pod, candidates, index)
+
+    #: :meth:`filter` is exactly :func:`policy.lowlevel.resource_fit_failures` (:func:`~policy.lowlevel.admission_mask`
+    #: as a mask): a caller that applied that mask already need not filter again.
+    filter_is_admission = True
+
+    def filter_mask(self, pod: PodInfo, positions: np.ndarray, index: ClusterIndex) -> np.ndarray:
+        """:meth:`filter` as a mask over node positions (True: passes), vectorised
+        (:func:`policy.lowlevel.admission_mask`)."""
+        return admission_mask(pod, positions, index)
 
     def features(
         self,

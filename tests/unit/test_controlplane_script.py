@@ -94,6 +94,7 @@ def test_the_descheduler_identity_has_the_shipped_scaling_and_resize_rights_and_
         ("deployments/scale", "update"),
         ("deployments/scale", "patch"),
         ("pods/resize", "patch"),
+        ("events", "create"),  # events.k8s.io: one per eviction, scale and loop hold
     }
 
 

@@ -19,6 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 HEAD = "apiVersion: hrl-scheduler.io/v1alpha1\nkind: DeschedulerConfiguration\n"
 CHECKOUT = "boutique/checkoutservice-7f5c9d6b8d-q7rtz"
 CURRENCY = "boutique/currencyservice-7c8d5f9b6c-h9zdx"
+# The fixture's pods use the default scheduler: these tests read it as a drop-in install (the default profile
+# calls the extender), so kube-scheduler's predicted placement follows the extender's locality scores.
+DROPIN = "schedulerPrediction: {extenderSchedulers: [default-scheduler]}\n"
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -42,8 +45,9 @@ def test_the_fixture_is_a_kubectl_list_with_nodes_pods_pdbs_and_a_declared_graph
     assert g.edge("frontend", "cartservice") is not None and g.edge("cartservice", "redis-cart") is not None
 
 
-def test_json_output_is_only_the_cycle_report_of_a_dry_run(capsys):
-    rc, out, err = run(capsys, "--once", "--dry-run", "--snapshot", str(FIXTURE), "--json")
+def test_json_output_is_only_the_cycle_report_of_a_dry_run(capsys, tmp_path):
+    cfg = write_config(tmp_path, DROPIN)
+    rc, out, err = run(capsys, "--config", cfg, "--once", "--dry-run", "--snapshot", str(FIXTURE), "--json")
     assert rc == 0 and err == ""
     doc = json.loads(out)
     assert doc["dry_run"] is True and doc["evictions"] == 0 and doc["nodes"] == 4
@@ -62,8 +66,10 @@ def test_snapshot_without_dry_run_implies_it_with_a_note_on_stderr(capsys):
     assert "implies --dry-run" in err
 
 
-def test_the_readable_report_is_a_table_of_moves_and_outcomes(capsys):
-    rc, out, _ = run(capsys, "--once", "--dry-run", "--snapshot", str(FIXTURE))
+def test_the_readable_report_is_a_table_of_moves_and_outcomes(capsys, tmp_path):
+    rc, out, _ = run(
+        capsys, "--config", write_config(tmp_path, DROPIN), "--once", "--dry-run", "--snapshot", str(FIXTURE)
+    )
     assert rc == 0
     assert "dry run" in out.splitlines()[0] and CHECKOUT in out and "PodDisruptionBudget" in out
 
@@ -103,7 +109,7 @@ def test_configured_caps_apply_to_the_dry_run(capsys, tmp_path):
 def test_metrics_go_to_the_textfile_and_the_state_file_is_left_alone(capsys, tmp_path):
     prom = tmp_path / "hrl.prom"
     state = tmp_path / "history.json"
-    cfg = write_config(tmp_path, f"metrics: {{textfile: {prom}}}\nstateFile: {state}\n")
+    cfg = write_config(tmp_path, f"metrics: {{textfile: {prom}}}\nstateFile: {state}\n" + DROPIN)
     rc, _, _ = run(capsys, "--config", cfg, "--snapshot", str(FIXTURE), "--dry-run", "--json")
     assert rc == 0
     text = prom.read_text()

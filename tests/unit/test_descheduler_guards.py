@@ -15,10 +15,13 @@ from descheduler.guards import (
     EvictionHistory,
     GuardContext,
     HistoryError,
+    PdbView,
     check_guards,
     eviction_blockers,
+    pdb_budget,
     workload_key,
 )
+from descheduler.reread import OwnerInfo
 from policy.lowlevel import TopologyHeuristic
 from policy.state import (
     ClusterSnapshot,
@@ -58,7 +61,7 @@ def pod(
         phase="Running",
         owner=owner,
         labels=frozen_map(labels),
-        **kw,
+        **{"ready": True, **kw},
     )
 
 
@@ -73,11 +76,18 @@ def config(**kw) -> DeschedulerConfiguration:
 
 
 def ctx_for(
-    target: PodInfo, *, snapshot: ClusterSnapshot | None = None, cfg=None, ledger=None, history=None, to_node=None
+    target: PodInfo,
+    *,
+    snapshot: ClusterSnapshot | None = None,
+    cfg=None,
+    ledger=None,
+    history=None,
+    to_node=None,
+    **fresh,
 ) -> GuardContext:
     snap = snapshot if snapshot is not None else base_snapshot(target)
     return GuardContext(
-        snap, cfg or config(), ledger or CycleLedger(), history, NOW_S, TopologyHeuristic(), None, to_node
+        snap, cfg or config(), ledger or CycleLedger(), history, NOW_S, TopologyHeuristic(), None, to_node, **fresh
     )
 
 
@@ -103,6 +113,8 @@ OTHER_NS_POD = pod("web-1", ns="other", labels={"app": "web"}, owner=OwnerRef("R
 OTHER_NODE_POD = pod("web-2", node_name="n2", labels={"app": "web"}, owner=OwnerRef("ReplicaSet", "web-2"))
 FILLER_N2 = pod("filler", node_name="n2", cpu_m=3800, labels={"app": "filler"}, owner=OwnerRef("ReplicaSet", "f"))
 P = pod()
+P2 = pod("api-5d8f6c7b9c-fghij", node_name="n2")
+RS = OwnerInfo("ReplicaSet", "api-5d8f6c7b9c", "", 3)
 
 # guard name -> (blocked context, the same pod passing without that one thing)
 CASES = {
@@ -139,6 +151,8 @@ CASES = {
     ),
     "cooldown": (lambda: ctx_for(P, history=_history((pod(name="api-5d8f6c7b9c-old"), "n1", NOW_S - 60)))),
     "infeasible": (lambda: ctx_for(P, snapshot=base_snapshot(P, FILLER_N2))),
+    "owner": (lambda: ctx_for(P, owner=None)),
+    "loop_hold": (lambda: ctx_for(P, holds={workload_key(P): "eviction loop: came back"})),
 }
 
 # The same pod, with only the blocking fact removed.
@@ -151,7 +165,7 @@ PASSING = {
     "local_storage": lambda: ctx_for(pod(local_storage=True), cfg=config(evictLocalStoragePods=True)),
     "terminating": lambda: ctx_for(pod(terminating=False)),
     "unbound": lambda: ctx_for(pod()),
-    "pdb": lambda: ctx_for(P, snapshot=base_snapshot(P, pdbs=[PDB1])),
+    "pdb": lambda: ctx_for(P, snapshot=base_snapshot(P, P2, pdbs=[PDB1])),
     "pdb_refused": lambda: ctx_for(P, ledger=CycleLedger()),
     "cap_node": lambda: ctx_for(
         P, cfg=config(caps={"perNode": 2, "perNamespace": None, "total": None}), ledger=_ledger_with(OTHER_NS_POD)
@@ -166,6 +180,8 @@ PASSING = {
     ),
     "cooldown": lambda: ctx_for(P, history=_history((pod(name="api-5d8f6c7b9c-old"), "n1", NOW_S - 3600))),
     "infeasible": lambda: ctx_for(P, snapshot=base_snapshot(P, replace(FILLER_N2, requests=Resources(3000, GI)))),
+    "owner": lambda: ctx_for(P, owner=RS),
+    "loop_hold": lambda: ctx_for(P, holds={}),
 }
 
 
@@ -348,3 +364,123 @@ def test_a_malformed_state_file_fails_closed_with_a_one_line_error(tmp_path, tex
     with pytest.raises(HistoryError) as exc:
         EvictionHistory.load(path)
     assert str(path) in str(exc.value) and "\n" not in str(exc.value)
+
+
+# ---- the PodDisruptionBudget counted as the disruption controller does (issue 13, item 2) ----------------
+
+
+def _api(i: int, **kw) -> PodInfo:
+    return pod(f"api-5d8f6c7b9c-{i:05d}", node_name="n1", **kw)
+
+
+@pytest.mark.parametrize(
+    "spec, pods, scale, want",
+    [
+        ({"min_available": 3}, [_api(i) for i in range(4)], None, 1),
+        ({"min_available": 3}, [_api(0), _api(1), _api(2), _api(3, ready=False)], None, 0),
+        ({"min_available": 3}, [_api(0), _api(1), _api(2), _api(3, terminating=True)], None, 0),
+        ({"min_available": "50%"}, [_api(i) for i in range(4)], 4, 2),
+        ({"min_available": "50%"}, [_api(i) for i in range(3)], 3, 1),  # ceil(1.5) = 2 desired
+        ({"min_available": "50%"}, [_api(i) for i in range(4)], None, None),  # scale unknown: cannot count
+        ({"max_unavailable": 1}, [_api(i) for i in range(4)], 4, 1),
+        ({"max_unavailable": 1}, [_api(i) for i in range(3)], 4, 0),  # one already missing
+        ({"max_unavailable": "25%"}, [_api(i) for i in range(8)], 8, 2),
+        ({"max_unavailable": "30%"}, [_api(i) for i in range(10)], 10, 3),  # rounded up
+        ({}, [_api(i) for i in range(4)], 4, 0),  # neither: the controller allows nothing
+        ({"min_available": "lots"}, [_api(i) for i in range(4)], 4, None),
+    ],
+)
+def test_the_pdb_budget_is_counted_from_the_pods_as_the_disruption_controller_does(spec, pods, scale, want):
+    b = PodDisruptionBudgetInfo("api", "shop", LabelSelector(frozen_map({"app": "api"})), disruptions_allowed=9, **spec)
+    got, _how = pdb_budget(PdbView(b, tuple(pods), scale))
+    assert got == want
+
+
+def test_pods_the_api_server_already_disrupted_are_not_counted_healthy():
+    pods = tuple(_api(i) for i in range(4))
+    b = PodDisruptionBudgetInfo(
+        "api", "shop", LabelSelector(frozen_map({"app": "api"})), min_available=3, disrupted_pods=(pods[0].name,)
+    )
+    assert pdb_budget(PdbView(b, pods, None))[0] == 0
+
+
+def _pdb_ctx(b: PodDisruptionBudgetInfo, pods, ledger=None) -> GuardContext:
+    return ctx_for(pods[0], pdbs=(PdbView(b, tuple(pods), len(pods)),), ledger=ledger)
+
+
+def test_a_lagging_disruption_controller_cannot_over_spend_the_budget():
+    """kube-controller-manager paused: the status still says 1, but the ready pods are already at minAvailable."""
+    pods = [_api(0), _api(1), _api(2), _api(3, ready=False)]
+    b = PodDisruptionBudgetInfo(
+        "api", "shop", LabelSelector(frozen_map({"app": "api"})), min_available=3, disruptions_allowed=1
+    )
+    (blocker,) = check_guards(pods[0], _pdb_ctx(b, pods))
+    assert blocker.guard == "pdb" and "counted 0" in blocker.reason and "disruptionsAllowed 1" in blocker.reason
+    healthy = [_api(0), _api(1), _api(2), _api(3)]
+    assert check_guards(healthy[0], _pdb_ctx(b, healthy)) == []
+
+
+def test_the_stricter_of_status_and_count_wins_and_this_cycles_evictions_count():
+    pods = [_api(i) for i in range(6)]
+    b = PodDisruptionBudgetInfo(
+        "api", "shop", LabelSelector(frozen_map({"app": "api"})), min_available=3, disruptions_allowed=1
+    )
+    assert check_guards(pods[0], _pdb_ctx(b, pods)) == []  # counted 3, status 1: 1 left
+    ledger = _ledger_with(replace(pods[5], node_name="n2"), pdbs=[b])
+    assert [x.guard for x in check_guards(pods[0], _pdb_ctx(b, pods, ledger))] == ["pdb"]
+
+
+@pytest.mark.parametrize("observed, blocked", [(None, True), (1, True), (2, False), (3, False)])
+def test_a_pdb_status_computed_for_an_older_spec_blocks(observed, blocked):
+    pods = [_api(i) for i in range(4)]
+    b = PodDisruptionBudgetInfo(
+        "api",
+        "shop",
+        LabelSelector(frozen_map({"app": "api"})),
+        min_available=1,
+        disruptions_allowed=3,
+        generation=2,
+        observed_generation=observed,
+    )
+    got = check_guards(pods[0], _pdb_ctx(b, pods))
+    assert ([x.guard for x in got] == ["pdb"]) is blocked
+    if blocked:
+        assert "observedGeneration" in got[0].reason
+
+
+def test_the_owner_guard_blocks_a_replaced_or_deleted_or_unreadable_controller():
+    ok = OwnerInfo("ReplicaSet", "api-5d8f6c7b9c", "uid-rs", 3)
+    p = pod(owner=OwnerRef("ReplicaSet", "api-5d8f6c7b9c", "uid-rs"))
+    assert check_guards(p, ctx_for(p, owner=ok)) == []
+    for own, why in (
+        (replace(ok, uid="uid-other"), "re-created"),
+        (replace(ok, terminating=True), "being deleted"),
+        (replace(ok, replicas=0), "scaled to 0"),
+        (None, "is gone"),
+    ):
+        (b,) = check_guards(p, ctx_for(p, owner=own))
+        assert b.guard == "owner" and why in b.reason
+    custom = pod(owner=OwnerRef("CloneSet", "api"))
+    (b,) = check_guards(custom, ctx_for(custom, owner=None))
+    assert b.guard == "owner" and "not re-read" in b.reason
+
+
+def test_loop_detection_holds_a_workload_whose_pod_came_back_to_the_node_it_was_evicted_from():
+    from descheduler.guards import detect_loops
+
+    old = pod("api-5d8f6c7b9c-old", node_name="n1", created_s=NOW_S - 7200)
+    h = _history((old, "n1", NOW_S - 600))
+    back = pod("api-5d8f6c7b9c-new", node_name="n1", created_s=NOW_S - 590)
+    elsewhere = pod("api-5d8f6c7b9c-new", node_name="n2", created_s=NOW_S - 590)
+    before = pod("api-5d8f6c7b9c-kept", node_name="n1", created_s=NOW_S - 7000)  # was there before the eviction
+    (hold,) = detect_loops(base_snapshot(back), h, NOW_S, 3600, 1800)
+    assert (hold.workload, hold.node, hold.pod, hold.until_s) == (workload_key(back), "n1", back.key, NOW_S + 1800)
+    assert "came back to n1" in hold.reason(NOW_S)
+    assert detect_loops(base_snapshot(elsewhere), h, NOW_S, 3600, 1800) == []
+    assert detect_loops(base_snapshot(before), h, NOW_S, 3600, 1800) == []
+    assert detect_loops(base_snapshot(back), h, NOW_S, 300, 1800) == []  # outside the window
+    h.sections["loopHolds"] = [
+        {"workload": hold.workload, "node": "n1", "evicted_at_s": 1.0, "pod": back.key, "until_s": NOW_S + 60}
+    ]
+    assert [x.workload for x in detect_loops(base_snapshot(elsewhere), h, NOW_S, 3600, 1800)] == [hold.workload]
+    assert detect_loops(base_snapshot(elsewhere), h, NOW_S + 61, 3600, 1800) == []

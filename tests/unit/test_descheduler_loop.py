@@ -14,6 +14,7 @@ from descheduler.evict import DryRunEvictor, Evictor, safe_evict
 from descheduler.guards import EvictionHistory
 from descheduler.loop import REPORT_OUTCOMES, CycleReport, run_forever, run_once
 from descheduler.metrics import DeschedulerMetrics
+from descheduler.reread import SnapshotReader
 from policy.highlevel import RebalanceHeuristic
 from policy.lowlevel import TopologyHeuristic
 from policy.state import (
@@ -55,6 +56,8 @@ def pod(workload: str, node_name: str, suffix: str = "aaaaa", ns: str = "shop", 
         phase="Running",
         owner=OwnerRef("ReplicaSet", workload),
         labels=frozen_map({"app": workload}),
+        scheduler_name="hrl-scheduler",
+        ready=True,
     )
 
 
@@ -116,6 +119,8 @@ def config(**kw):
         "apiVersion": "hrl-scheduler.io/v1alpha1",
         "kind": "DeschedulerConfiguration",
         "caps": {"perNode": None, "perNamespace": None, "total": None},
+        # the loop's mechanics; kube-scheduler's prediction has tests of its own
+        "schedulerPrediction": {"enabled": False},
     }
     base.update(kw)
     return load_descheduler_config(base)
@@ -140,25 +145,85 @@ def test_the_real_planner_and_a_real_eviction_move_a_chatty_pod_next_to_its_neig
     assert ev.calls == ["shop/api-aaaaa"]
     assert [(m.pod, m.to_node, m.reason) for m in report.planned_moves] == [("shop/api-aaaaa", "n2", "locality")]
     assert report.counts["evicted"] == 1 == report.evictions and not report.dry_run
-    assert cluster.reads == 2  # once to plan, once again just before the eviction
+    assert cluster.reads == 1  # one observation per cycle; the eviction re-reads only the pod, owner and node
+    assert report.reads == {"node": 1, "owner": 1, "pod": 1}
 
 
 @pytest.mark.parametrize(
     "caps, pods, blocked_by",
     [
         ({"perNode": 2}, [pod("a", "n1"), pod("b", "n1"), pod("c", "n1")], "cap_node"),
-        ({"perNamespace": 2}, [pod("a", "n1"), pod("b", "n2"), pod("c", "n3")], "cap_namespace"),
-        ({"total": 2}, [pod("a", "n1", ns="x"), pod("b", "n2", ns="y"), pod("c", "n3", ns="z")], "cap_total"),
+        ({"perNamespace": 2}, [pod("a", "n1"), pod("b", "n1"), pod("c", "n2")], "cap_namespace"),
     ],
 )
-def test_caps_stop_evictions_once_reached_within_a_cycle(caps, pods, blocked_by):
+def test_per_node_and_per_namespace_caps_block_without_reading_anything(caps, pods, blocked_by):
     cluster = FakeCluster(pods)
     ev = RecordingEvictor(cluster)
+    reader = SnapshotReader(cluster.observe)
     cfg = config(caps={"perNode": None, "perNamespace": None, "total": None, **caps})
-    report = cycle(cluster, ev, ScriptedPlanner(*pods, to_node="n2" if blocked_by != "cap_node" else "n3"), cfg)
+    report = cycle(cluster, ev, ScriptedPlanner(*pods, to_node="n3"), cfg, reader=reader)
     assert len(ev.calls) == 2
     assert [r.outcome for r in report.results] == ["evicted", "evicted", "blocked"]
     assert report.results[2].blocked_by == (blocked_by,)
+    assert reader.reads["pod"] == 2  # the blocked move cost no read
+
+
+class CountingReader(SnapshotReader):
+    """Counts every read, as a fake API server would count requests."""
+
+    def __init__(self, source):
+        super().__init__(source)
+        self.requests = 0
+
+    def _count(self, what: str) -> None:
+        super()._count(what)
+        self.requests += 1
+
+
+def test_the_total_cap_ends_the_cycle_once_with_a_typed_outcome_and_no_further_api_call():
+    pods = [pod(w, n, ns=ns) for w, n, ns in (("a", "n1", "x"), ("b", "n3", "y"), ("c", "n3", "z"), ("d", "n1", "w"))]
+    cluster = FakeCluster(pods)
+    ev = RecordingEvictor(cluster)
+    reader = CountingReader(cluster.observe)
+    cfg = config(caps={"perNode": None, "perNamespace": None, "total": 2})
+    report = cycle(cluster, ev, ScriptedPlanner(*pods, to_node="n2"), cfg, reader=reader)
+    assert len(ev.calls) == 2 and [r.outcome for r in report.results] == ["evicted", "evicted"]
+    assert report.stop is not None and report.stop.kind == "total_cap" and report.stop.not_attempted == 2
+    assert "total cap reached (2/2" in report.stop.message
+    assert reader.requests == 2 * 3  # pod, owner and target node for each eviction; nothing after the cap
+    assert report.to_json()["stop"]["kind"] == "total_cap"
+
+
+def test_with_a_gate_the_planner_stops_planning_at_the_total_cap():
+    g = ServiceGraph.build((), [ServiceEdge(f"s{i}", "db", rps=10.0) for i in range(5)])
+    pods = [pod(f"s{i}", "n1", ns=f"ns{i}") for i in range(5)] + [pod("db", "n2", ns="ns0")]
+    g = ServiceGraph.build((), [ServiceEdge(f"s{i}", "db", rps=10.0) for i in range(5)])
+    cluster = FakeCluster(pods, graph=g)
+    reader = CountingReader(cluster.observe)
+    cfg = config(caps={"perNode": None, "perNamespace": None, "total": 1})
+    report = cycle(cluster, RecordingEvictor(cluster), RebalanceHeuristic(), cfg, reader=reader)
+    assert report.counts["evicted"] == 1 and len(report.results) == 1 and report.stop.kind == "total_cap"
+    assert report.stop.not_attempted == 0 and reader.requests == 3
+
+
+def test_a_total_cap_of_zero_plans_no_move_and_reads_nothing():
+    pods = [pod("a", "n1")]
+    cluster = FakeCluster(pods)
+    reader = CountingReader(cluster.observe)
+    report = cycle(cluster, RecordingEvictor(cluster), ScriptedPlanner(*pods), config(caps={"total": 0}), reader=reader)
+    assert report.results == () and report.stop.kind == "total_cap" and reader.requests == 0
+
+
+def test_a_blocked_move_does_not_spend_its_services_slot():
+    """Cooldown blocks the best move of service api; the planner then moves api's next pod (issue 13, item 1)."""
+    g = ServiceGraph.build((), [ServiceEdge("api", "db", rps=40.0)])
+    first, second = pod("api", "n1", "aaaaa"), pod("api", "n3", "bbbbb")
+    cluster = FakeCluster([first, second, pod("db", "n2")], graph=g)
+    history = EvictionHistory()
+    history.record(first, "n1", NOW_S - 60)
+    report = cycle(cluster, RecordingEvictor(cluster), RebalanceHeuristic(), config(cooldownSeconds=600), history)
+    assert [(r.move.pod, r.outcome) for r in report.results] == [(second.key, "evicted")]
+    assert report.skipped_by_guard.get("cooldown") == 1
 
 
 def test_a_pdb_allowing_no_disruption_blocks_and_the_evictor_is_never_called():
@@ -172,7 +237,9 @@ def test_a_pdb_allowing_no_disruption_blocks_and_the_evictor_is_never_called():
 
 def test_a_pdb_allowing_one_disruption_lets_only_one_of_its_pods_go_per_cycle():
     a, b = pod("api", "n1", "aaaaa"), pod("api", "n2", "bbbbb")
-    pdb = PodDisruptionBudgetInfo("api", "shop", LabelSelector(frozen_map({"app": "api"})), disruptions_allowed=1)
+    pdb = PodDisruptionBudgetInfo(
+        "api", "shop", LabelSelector(frozen_map({"app": "api"})), min_available=1, disruptions_allowed=1
+    )
     cluster = FakeCluster([a, b], pdbs=[pdb])
     ev = RecordingEvictor(cluster)
     report = cycle(cluster, ev, ScriptedPlanner(a, b))
@@ -203,7 +270,7 @@ def test_a_pod_gone_between_plan_and_eviction_is_not_found_and_nothing_is_evicte
 
     cluster.on_read = vanish
     ev = RecordingEvictor(cluster)
-    report = cycle(cluster, ev, ScriptedPlanner(p))
+    report = cycle(cluster, ev, ScriptedPlanner(p), reader=SnapshotReader(cluster.observe))
     assert ev.calls == [] and outcomes(report) == [(p.key, "not_found")]
 
 
@@ -225,7 +292,7 @@ def test_a_pod_moved_or_recreated_since_planning_is_skipped(change, why):
 
     cluster.on_read = mutate
     ev = RecordingEvictor(cluster)
-    report = cycle(cluster, ev, ScriptedPlanner(p))
+    report = cycle(cluster, ev, ScriptedPlanner(p), reader=SnapshotReader(cluster.observe))
     assert ev.calls == [] and report.results[0].outcome == "skipped" and why in report.results[0].message
 
 
@@ -240,7 +307,7 @@ def test_guards_read_the_fresh_state_not_the_planning_snapshot():
 
     cluster.on_read = terminate
     ev = RecordingEvictor(cluster)
-    report = cycle(cluster, ev, ScriptedPlanner(p))
+    report = cycle(cluster, ev, ScriptedPlanner(p), reader=SnapshotReader(cluster.observe))
     assert ev.calls == [] and report.results[0].blocked_by == ("terminating",)
 
 
@@ -275,7 +342,7 @@ def test_cooldown_survives_a_restart_through_the_state_file(tmp_path):
 
 
 def _mixed_cluster() -> tuple[FakeCluster, list[PodInfo]]:
-    pods = [pod("a", "n1"), pod("b", "n1"), pod("c", "n1"), pod("guarded", "n2"), pod("d", "n3")]
+    pods = [pod("a", "n1"), pod("b", "n1"), pod("c", "n1"), pod("guarded", "n2"), pod("d", "n2")]
     pdb = PodDisruptionBudgetInfo(
         "guarded", "shop", LabelSelector(frozen_map({"app": "guarded"})), disruptions_allowed=0
     )
@@ -346,13 +413,14 @@ def test_a_failed_re_read_stops_the_cycle_before_any_further_eviction():
 
     def fail(c):
         if c.reads >= 2:
-            raise TimeoutError("list pods timed out")
+            raise TimeoutError("get pod timed out")
 
     cluster.on_read = fail
     ev = RecordingEvictor(cluster)
-    report = cycle(cluster, ev, ScriptedPlanner(a, b))
-    assert ev.calls == [] and [r.outcome for r in report.results] == ["skipped", "skipped"]
+    report = cycle(cluster, ev, ScriptedPlanner(a, b), reader=SnapshotReader(cluster.observe))
+    assert ev.calls == [] and [r.outcome for r in report.results] == ["skipped"]
     assert "could not re-read" in report.results[0].message
+    assert report.stop.kind == "reread_failed" and report.stop.not_attempted == 1
 
 
 def test_a_history_that_cannot_be_saved_stops_the_cycle(tmp_path):
@@ -362,7 +430,8 @@ def test_a_history_that_cannot_be_saved_stops_the_cycle(tmp_path):
     cluster = FakeCluster([a, b])
     ev = RecordingEvictor(cluster)
     report = cycle(cluster, ev, ScriptedPlanner(a, b), history=EvictionHistory(path=blocker / "h.json"))
-    assert ev.calls == [a.key] and [r.outcome for r in report.results] == ["evicted", "skipped"]
+    assert ev.calls == [a.key] and [r.outcome for r in report.results] == ["evicted"]
+    assert report.stop.kind == "history_unwritable" and report.stop.not_attempted == 1
 
 
 def test_the_report_json_has_stable_keys_every_outcome_and_the_plan_intent():
@@ -398,7 +467,7 @@ def test_metrics_count_outcomes_guards_and_planned_moves_without_pod_or_node_lab
     assert v("hrl_descheduler_planned_moves_total", {"reason": "locality"}) == 2
     assert v("hrl_descheduler_cycle_duration_seconds_count") == 1
     labels = {k for m in registry.collect() for s in m.samples for k in s.labels}
-    assert labels <= {"outcome", "guard", "reason", "result", "le"}
+    assert labels <= {"outcome", "guard", "reason", "result", "le", "kind"}
 
 
 def test_run_forever_runs_the_requested_cycles_and_survives_a_failing_one():

@@ -396,10 +396,13 @@ def test_the_extender_may_only_read_nodes_and_pods():
     )
 
 
-def test_the_descheduler_observes_with_list_only_and_never_reads_replicasets():
+def test_the_descheduler_observes_cluster_wide_with_reads_only():
     granted = rules_of(render("base"), "ClusterRole", "hrl-scheduler:descheduler")
-    assert {v for _, _, v in granted} == {"list"}  # descheduler/kube.py lists; it never gets or watches
-    assert {r for _, r, _ in granted} == {
+    # list + watch to observe (a LIST per kind with --once, a watch cache in interval mode), get for the
+    # re-read before each eviction (descheduler/reread.py); nothing else cluster-wide
+    assert {v for _, _, v in granted} == {"get", "list", "watch"}
+    assert {r for _, r, v in granted if v == "get"} - {r for _, r, v in granted if v == "list"} == {"replicasets"}
+    assert {r for _, r, v in granted if v == "list"} == {
         "nodes",
         "pods",
         "persistentvolumes",
@@ -417,6 +420,7 @@ def test_the_descheduler_may_evict_and_scale_but_never_delete_pods():
         ("", "pods/eviction", "create"),
         ("apps", "deployments/scale", "update"),
         ("", "pods/resize", "patch"),
+        ("events.k8s.io", "events", "create"),  # one per eviction, scale and loop hold
     }
     assert ("apps", "deployments/scale", "get") in granted
     # Only Deployments are scaled, and HPAs are only listed (a Deployment an HPA targets is left alone).
