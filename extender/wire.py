@@ -434,7 +434,7 @@ def decode_extender_args(body: bytes | bytearray | memoryview, *, echo_nodes: bo
     (BENCHMARKS.md, section ``scheduler``)."""
     try:
         return _fast_args(bytes(body), echo_nodes)
-    except _Fallback:
+    except (_Fallback, RecursionError):  # RecursionError: msgspec on nesting deeper than its stack allows
         return parse_extender_args(bytes(body))
 
 

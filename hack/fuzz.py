@@ -248,10 +248,22 @@ def fuzz_configs(n: int, rng: random.Random, d: Path, timeout_s: float) -> Repor
 
     rep = Report("configurations (ExtenderConfiguration, DeschedulerConfiguration)")
     seeds = []
-    for f in sorted((ROOT / "manifests").rglob("*config*.yaml")):
+    kinds = ("ExtenderConfiguration", "DeschedulerConfiguration")
+    for f in sorted((ROOT / "manifests").rglob("*.yaml")):
+        if "templates" in f.parts:  # the chart's templates are not YAML until Helm renders them
+            continue
         for doc in yaml.safe_load_all(f.read_text()):
-            if isinstance(doc, dict) and doc.get("kind") in ("ExtenderConfiguration", "DeschedulerConfiguration"):
+            if not isinstance(doc, dict):
+                continue
+            if doc.get("kind") in kinds:
                 seeds.append(doc)
+            elif doc.get("kind") == "ConfigMap":  # the rendered manifests carry the configurations in ConfigMaps
+                for v in (doc.get("data") or {}).values():
+                    inner = yaml.safe_load(v)
+                    if isinstance(inner, dict) and inner.get("kind") in kinds:
+                        seeds.append(inner)
+    if not seeds:
+        raise SystemExit("fuzz: no ExtenderConfiguration or DeschedulerConfiguration found under manifests/")
     loaders = {"ExtenderConfiguration": load_extender_config, "DeschedulerConfiguration": load_descheduler_config}
     for i in range(n):
         seed = rng.choice(seeds)

@@ -160,8 +160,15 @@ EXTENDER_FORBIDDEN = [
     ("create", "events"),
     ("list", "persistentvolumes"),
 ]
-#: Cluster-wide: the descheduler observes by listing (descheduler/kube.py), nothing more.
+#: Cluster-wide: the descheduler observes (descheduler/kube.py: a LIST per kind with --once, list + watch in
+#: interval mode) and re-reads what an eviction depends on (GETs, descheduler/reread.py), nothing more.
 DESCHEDULER_OBSERVES = [
+    ("get", "pods"),
+    ("watch", "pods"),
+    ("get", "nodes"),
+    ("watch", "nodes"),
+    ("get", "poddisruptionbudgets.policy"),
+    ("get", "replicasets.apps"),
     ("list", "nodes"),
     ("list", "pods"),
     ("list", "poddisruptionbudgets.policy"),
@@ -176,14 +183,12 @@ DESCHEDULER_ACTS = [
     ("get", "deployments.apps/scale"),
     ("update", "deployments.apps/scale"),
     ("list", "horizontalpodautoscalers.autoscaling"),
-    ("get", "pods"),
     ("patch", "pods/resize"),
     ("get", "verticalpodautoscalers.autoscaling.k8s.io"),
     ("list", "verticalpodautoscalers.autoscaling.k8s.io"),
+    ("create", "events.events.k8s.io"),
 ]
 DESCHEDULER_FORBIDDEN = [
-    ("get", "pods"),
-    ("watch", "pods"),
     ("list", "replicasets.apps"),
     ("patch", "deployments.apps/scale"),
     ("watch", "horizontalpodautoscalers.autoscaling"),

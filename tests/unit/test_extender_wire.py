@@ -399,3 +399,10 @@ def test_one_encoder_writes_every_reply_even_with_lone_surrogates():
     assert encode_host_scores([], []) == b"[]"
     with pytest.raises(ValueError):
         encode_host_scores(["a"], [11])
+
+
+def test_the_fast_decoder_answers_a_deeply_nested_body_with_the_reference_error():
+    """msgspec raises RecursionError past its nesting limit: the reference parser decides (a 400, never a 500)."""
+    body = b'{"Pod": ' + b"[" * 200_000 + b"]" * 200_000 + b', "NodeNames": ["a"]}'
+    with pytest.raises(WireError, match="nested too deeply"):
+        decode_extender_args(body)
