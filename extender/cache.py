@@ -16,6 +16,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from policy.cache import CacheClientMetrics, CacheRefresher, GrpcEmbeddingCache, IntentEntry, fingerprint
+from policy.lowlevel import decode_intent
 from policy.state import ServiceGraph
 
 from .config import CacheConfig
@@ -65,7 +66,8 @@ def start_cache_link(
         if it is None:
             store.set_intent(None)
         else:
-            store.set_intent(it.values, version=it.version)
+            vector, colocation = decode_intent(it.names, it.values)
+            store.set_intent(vector, version=it.version, colocation=colocation)
 
     refresher = CacheRefresher(
         cache,

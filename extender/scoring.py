@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from policy.lowlevel import MAX_EXTENDER_PRIORITY, NodeScoreTable, PlacementPolicy
+from policy.lowlevel import MAX_EXTENDER_PRIORITY, NodeScoreTable, PlacementPolicy, service_intent
 
 from .store import StoreView
 from .wire import (
@@ -118,13 +118,16 @@ def prioritize_scores(
     all_known = bool(known_mask.all())
     vec = None
     if table is not None:
-        vec = table.lookup(pod, index, view.intent, table.rows_token(index, pod.service))
+        vec = table.lookup(
+            pod, index, view.intent, table.rows_token(index, pod.service), colocation=view.colocation or None
+        )
     if vec is not None:
         raw = vec[pos if all_known else pos[known_mask]]
     else:
         cands = list(names) if all_known else [n for n, k in zip(names, known_mask) if k]
         try:
-            raw = np.asarray(policy.score(pod, cands, index, view.intent), dtype=np.float64)
+            intent = service_intent(view.intent, view.colocation, pod.service) if view.colocation else view.intent
+            raw = np.asarray(policy.score(pod, cands, index, intent), dtype=np.float64)
         except Exception as exc:
             log.warning(
                 "prioritize: policy %r raised %s: %s (neutral scores for pod %s)",

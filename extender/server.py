@@ -464,7 +464,12 @@ def make_app(
 
         def warm(view: StoreView) -> None:
             if view.ready:
-                table.warm(view.index, view.intent, deadline_s=time.monotonic() + WARM_BUDGET_S)
+                table.warm(
+                    view.index,
+                    view.intent,
+                    deadline_s=time.monotonic() + WARM_BUDGET_S,
+                    colocation=view.colocation or None,
+                )
 
         store.subscribe(warm)
         try:

@@ -14,9 +14,10 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 
 from policy.cache import EmbeddingEntry
 from policy.index import ClusterIndex
@@ -26,6 +27,9 @@ from policy.state import ClusterSnapshot, ServiceGraph
 __all__ = ["StoreView", "SnapshotStore"]
 
 log = logging.getLogger(__name__)
+
+
+_NO_COLOCATION: Mapping[str, float] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,8 @@ class StoreView:
     - ``graph``: the effective call graph (set with :meth:`SnapshotStore.set_graph`, else the snapshot's own);
     - ``intent``: the high-level intent vector (see :data:`policy.lowlevel.INTENT_SPEC`), ``None`` = defaults;
     - ``intent_version``: the producer's label for ``intent`` (e.g. a plan id), ``None`` when unset;
+    - ``colocation``: the intent's per-service co-location priorities (service → multiplier of the locality
+      weight, >= 0; :func:`policy.lowlevel.service_intent`), read-only, empty = every service at 1;
     - ``updated_at_s``: the store clock's time (unix seconds by default) of the last
       :meth:`~SnapshotStore.update` or :meth:`~SnapshotStore.touch`, ``None`` before the first;
     - ``generation``: incremented by every change (snapshot, graph, intent or embeddings), 0 initially;
@@ -52,6 +58,7 @@ class StoreView:
     graph: ServiceGraph = ServiceGraph()
     intent: tuple[float, ...] | None = None
     intent_version: str | None = None
+    colocation: Mapping[str, float] = field(default_factory=lambda: _NO_COLOCATION)
     updated_at_s: float | None = None
     generation: int = 0
     embeddings: EmbeddingEntry | None = None
@@ -182,10 +189,17 @@ class SnapshotStore:
             view = self._view
         return self._notify(view)
 
-    def set_intent(self, vector: Sequence[float] | None, version: str | int | None = None) -> StoreView:
-        """Set the high-level intent vector passed to the placement policy (``None``: defaults).
-        Components follow :data:`policy.lowlevel.INTENT_SPEC`. Raises ``ValueError`` naming the first
-        non-finite or non-numeric component; nothing changes then."""
+    def set_intent(
+        self,
+        vector: Sequence[float] | None,
+        version: str | int | None = None,
+        colocation: Mapping[str, float] | None = None,
+    ) -> StoreView:
+        """Set the high-level intent vector passed to the placement policy (``None``: defaults) and its
+        per-service co-location priorities (``colocation``: service → multiplier of the locality weight, >= 0;
+        ``None``: none). Components follow :data:`policy.lowlevel.INTENT_SPEC`. Raises ``ValueError`` naming the
+        first non-finite or non-numeric component, or the first negative or non-finite priority; nothing changes
+        then."""
         vec: tuple[float, ...] | None = None
         if vector is not None:
             vals = []
@@ -198,10 +212,23 @@ class SnapshotStore:
                     raise ValueError(f"intent[{i}]: expected a finite number, got {x!r}")
                 vals.append(f)
             vec = tuple(vals)
+        col: dict[str, float] = {}
+        for svc, x in (colocation or {}).items():
+            try:
+                f = float(x)
+            except (TypeError, ValueError):
+                raise ValueError(f"colocation[{svc!r}]: expected a number, got {x!r}") from None
+            if not (math.isfinite(f) and f >= 0):
+                raise ValueError(f"colocation[{svc!r}]: expected a finite number >= 0, got {x!r}")
+            col[str(svc)] = f
         with self._lock:
             v = self._view
             self._view = replace(
-                v, intent=vec, intent_version=None if version is None else str(version), generation=v.generation + 1
+                v,
+                intent=vec,
+                intent_version=None if version is None else str(version),
+                colocation=MappingProxyType(col),
+                generation=v.generation + 1,
             )
             view = self._view
         return self._notify(view)

@@ -2,7 +2,8 @@
 
 A placement policy's score of a candidate node depends on the pod only through a few of its fields (its
 service, its CPU and memory requests, whether it is already bound somewhere) and on the node through the
-snapshot's arrays. So for one snapshot index, one intent and one set of service rows, the score of **every**
+snapshot's arrays. So for one snapshot index, one intent (with its per-service co-location priorities) and one
+set of service rows, the score of **every**
 node for a pod of service *s* requesting (cpu, memory) is one vector of length N, computed once; a request is
 then a gather of the candidates' positions. :class:`NodeScoreTable` holds those vectors per *key* =
 (service, cpu_m, memory_bytes) and is warmed in the background (:meth:`NodeScoreTable.warm`, called by the
@@ -27,7 +28,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,7 +37,7 @@ import numpy as np
 from policy.index import ClusterIndex
 from policy.state import PodInfo, Resources
 
-from .interface import PlacementPolicy
+from .interface import PlacementPolicy, service_intent
 
 __all__ = ["ScoreKey", "score_key", "NodeScoreTable"]
 
@@ -58,10 +59,12 @@ def _template_pod(key: ScoreKey) -> PodInfo:
 
 @dataclass(frozen=True)
 class _Generation:
-    """One consistent set of vectors: valid for exactly this index, intent and service-rows token."""
+    """One consistent set of vectors: valid for exactly this index, intent, co-location map (by identity) and
+    service-rows token."""
 
     index: ClusterIndex | None = None
     intent: tuple[float, ...] | None = None
+    colocation: Mapping[str, float] | None = None
     rows: Any = None
     vectors: dict[ScoreKey, np.ndarray] | None = None
 
@@ -107,8 +110,17 @@ class NodeScoreTable:
         except Exception:  # noqa: BLE001 - no rows: the direct path decides (and answers neutral)
             return None
 
-    def _score_all(self, key: ScoreKey, index: ClusterIndex, intent: Sequence[float] | None, rows: Any) -> np.ndarray:
+    def _score_all(
+        self,
+        key: ScoreKey,
+        index: ClusterIndex,
+        intent: Sequence[float] | None,
+        rows: Any,
+        colocation: Mapping[str, float] | None = None,
+    ) -> np.ndarray:
         pod = _template_pod(key)
+        if colocation:
+            intent = service_intent(intent, colocation, key[0])
         if rows is not None:
             raw = self.policy.score(pod, index.node_names, index, intent, embeddings=rows)  # type: ignore[call-arg]
         else:
@@ -121,12 +133,18 @@ class NodeScoreTable:
 
     # ---- requests ---------------------------------------------------------------------------------------
     def lookup(
-        self, pod: PodInfo, index: ClusterIndex, intent: Sequence[float] | None, rows: Any = None
+        self,
+        pod: PodInfo,
+        index: ClusterIndex,
+        intent: Sequence[float] | None,
+        rows: Any = None,
+        colocation: Mapping[str, float] | None = None,
     ) -> np.ndarray | None:
         """The (N,) float64 scores of every node of ``index`` (in ``index.node_names`` order) for ``pod``, or
         ``None`` when the table has no current vector for it (then score directly; the key is remembered and
-        computed at the next :meth:`warm`). ``rows``: :meth:`rows_token` of the pod's service. A pod bound to a
-        node of ``index`` is never served from the table."""
+        computed at the next :meth:`warm`). ``rows``: :meth:`rows_token` of the pod's service; ``colocation``: the
+        intent's per-service co-location priorities, the same object :meth:`warm` was given (compared by
+        identity). A pod bound to a node of ``index`` is never served from the table."""
         key = score_key(pod)
         g = self._gen
         v = None
@@ -135,6 +153,7 @@ class NodeScoreTable:
             and g.index is index
             and g.rows is rows
             and g.intent == (None if intent is None else tuple(intent))
+            and g.colocation is (colocation or None)
             and (pod.node_name is None or pod.node_name not in index.node_pos)
         ):
             v = g.vectors.get(key)
@@ -183,8 +202,10 @@ class NodeScoreTable:
         intent: Sequence[float] | None,
         keys: Iterable[ScoreKey] | None = None,
         deadline_s: float | None = None,
+        colocation: Mapping[str, float] | None = None,
     ) -> int:
-        """Compute the vectors of ``keys`` (default :meth:`keys_for`) for ``index`` and ``intent`` and publish
+        """Compute the vectors of ``keys`` (default :meth:`keys_for`) for ``index`` and ``intent`` (each service's
+        locality weight scaled by its ``colocation`` priority, :func:`~policy.lowlevel.service_intent`) and publish
         them as the current generation (vectors of the previous generation for the same index, intent and rows
         are reused). ``deadline_s``: a :func:`time.monotonic` time after which no further key is started.
         Returns the number of vectors computed. A key whose computation raises is skipped (logged at DEBUG: the
@@ -193,6 +214,7 @@ class NodeScoreTable:
             return 0
         t0 = time.perf_counter()
         intent_t = None if intent is None else tuple(float(x) for x in intent)
+        colocation = colocation or None
         old = self._gen
         keys = self.keys_for(index) if keys is None else list(keys)
         vectors: dict[ScoreKey, np.ndarray] = {}
@@ -208,18 +230,29 @@ class NodeScoreTable:
                 rows_seen = rows
             elif rows is not rows_seen:  # one rows object per generation (the learned policy has one per graph)
                 continue
-            if old.vectors is not None and old.index is index and old.intent == intent_t and old.rows is rows:
+            if (
+                old.vectors is not None
+                and old.index is index
+                and old.intent == intent_t
+                and old.colocation is colocation
+                and old.rows is rows
+            ):
                 v = old.vectors.get(key)
                 if v is not None:
                     vectors[key] = v
                     continue
             try:
-                vectors[key] = self._score_all(key, index, intent_t, rows)
+                vectors[key] = self._score_all(key, index, intent_t, rows, colocation)
                 computed += 1
             except Exception as exc:  # noqa: BLE001 - see the docstring
                 log.debug("score table: %s: %s: %s", key, type(exc).__name__, exc)
         self._gen = replace(
-            old, index=index, intent=intent_t, rows=None if rows_seen is _UNSET else rows_seen, vectors=vectors
+            old,
+            index=index,
+            intent=intent_t,
+            colocation=colocation,
+            rows=None if rows_seen is _UNSET else rows_seen,
+            vectors=vectors,
         )
         self.computed += computed
         self.warm_seconds += time.perf_counter() - t0

@@ -149,9 +149,10 @@ class InProcessExtender:
     """A :class:`~policy.lowlevel.PlacementPolicy` plugged in as an extender without HTTP (for fast
     benchmarks): same filter/score semantics, same ``score × weight × 10`` combination.
 
-    ``view`` returns ``(index, intent)`` or ``(index, intent, colocation)`` for the current simulated state;
-    ``colocation`` (service → co-location priority) scales each pod's intent as the extender does
-    (:func:`policy.lowlevel.service_intent`).
+    A policy that raises answers as the served extender does (fail open: no node filtered, equal scores; counted
+    in ``calls["failed_open"]``). ``view`` returns ``(index, intent)`` or ``(index, intent, colocation)`` for the
+    current simulated state; ``colocation`` (service → co-location priority) scales each pod's intent as the
+    extender does (:func:`policy.lowlevel.service_intent`).
     """
 
     policy: PlacementPolicy
@@ -168,7 +169,11 @@ class InProcessExtender:
         from policy.observe import parse_pod
 
         names = [n["metadata"]["name"] for n in nodes]
-        failed = self.policy.filter(parse_pod(pod_obj), names, index)
+        try:
+            failed = self.policy.filter(parse_pod(pod_obj), names, index)
+        except Exception:  # noqa: BLE001 - as the served extender: a policy that cannot judge filters nothing
+            self.calls["failed_open"] = self.calls.get("failed_open", 0) + 1
+            return names, {}
         return [n for n in names if n not in failed], failed
 
     def prioritize(self, pod_obj, nodes):
@@ -181,7 +186,11 @@ class InProcessExtender:
         if len(view) > 2 and view[2]:
             intent = service_intent(intent, view[2], pod.service)
         names = [n["metadata"]["name"] for n in nodes]
-        s = self.policy.score(pod, names, index, intent)
+        try:
+            s = self.policy.score(pod, names, index, intent)
+        except Exception:  # noqa: BLE001 - as the served extender: fail open with neutral (equal) scores
+            self.calls["failed_open"] = self.calls.get("failed_open", 0) + 1
+            return dict.fromkeys(names, 0)
         s = np.clip(np.nan_to_num(np.rint(s), nan=0.0), 0, MAX_EXTENDER_PRIORITY).astype(int)
         return dict(zip(names, s.tolist()))
 

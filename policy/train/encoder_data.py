@@ -31,11 +31,13 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from policy.encoder import GraphArrays, ServiceStats, featurize_graph
 from policy.features import FeatureSpec
+from policy.observe import parse_workload
 from policy.sim.app import AppSpec, ServiceParams, builtin_apps, load_app
 from policy.sim.model import NetworkModel, PerfModel, PodArrays
 from policy.state import Resources, ServiceEdge, ServiceGraph, WorkloadInfo
@@ -175,16 +177,39 @@ def synthetic_app(rng: np.random.Generator, n_services: int, name: str = "synthe
     entry = {names[i]: float(rng.uniform(0.3, 1.0)) for i in range(n_entry)}
     total = sum(entry.values())
     entry = {k: v / total for k, v in entry.items()}
+    deployments = tuple(synthetic_deployment(w) for w in workloads)
     return AppSpec(
         name,
-        tuple(workloads),
-        (),
+        tuple(parse_workload(d) for d in deployments),
+        deployments,
         graph,
         params,
         entry,
         slo_p95_ms=float(rng.uniform(100, 1000)),
         timeout_ms=float(rng.uniform(1000, 5000)),
     )
+
+
+def synthetic_deployment(w: WorkloadInfo) -> dict[str, Any]:
+    """An apps/v1 Deployment for a synthetic service: ``w``'s name, namespace and replicas, one container with
+    its requests (and limits when set), pods labelled ``app: <name>``, so the simulator runs it as a manifest."""
+    res: dict[str, Any] = {"requests": {"cpu": f"{w.pod_requests.cpu_m}m", "memory": str(w.pod_requests.memory_bytes)}}
+    if w.pod_limits.cpu_m:
+        res["limits"] = {"cpu": f"{w.pod_limits.cpu_m}m", "memory": str(w.pod_limits.memory_bytes)}
+    labels = {"app": w.name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": w.name, "namespace": w.namespace, "labels": dict(labels)},
+        "spec": {
+            "replicas": w.replicas,
+            "selector": {"matchLabels": dict(labels)},
+            "template": {
+                "metadata": {"labels": dict(labels)},
+                "spec": {"containers": [{"name": w.name, "image": f"synthetic/{w.name}:1", "resources": res}]},
+            },
+        },
+    }
 
 
 def random_scenario(

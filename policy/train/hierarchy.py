@@ -67,6 +67,8 @@ from policy.highlevel import (
 )
 from policy.sim.objective import Objective, minute_outcomes
 
+from .episodes import HELD_OUT_APPS, TRAINING_FAMILIES, scenario_app_count
+
 __all__ = [
     "HierarchyTrainConfig",
     "EpisodeSpec",
@@ -83,7 +85,6 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parents[2]
 TRAIN_APPS = ("online-boutique", "sock-shop", "dsb-hotel-reservation")
-HELD_OUT_APPS = ("dsb-social-network", "dsb-media-microservices")
 PREDICTOR_BUNDLE = DEFAULT_BUNDLES / "hrl-scheduler" / "high" / "predictor"
 PERIOD_MIN = 5
 #: Number of per-service and global pre-activations (capacity target, co-location; locality, balance, budget).
@@ -99,7 +100,9 @@ class HierarchyTrainConfig:
     field).
 
     - episodes: ``apps`` (training apps) plus a ``synthetic_share`` of synthetic apps of ``synthetic_services``
-      services; ``episode_minutes`` each; peak load ``peak_range`` × the app's capacity at its manifests;
+      services; ``episode_minutes`` each; a ``scenario_share`` of them in one of ``scenarios`` (the benchmark's
+      scenario families with training apps and training load segments: :mod:`policy.train.episodes`), the rest
+      in the classic setting: peak load ``peak_range`` × the app's capacity at its manifests;
       ``background_range``: background tenants' CPU request share of every node; ``nodes_frac_range``: the share of
       the app's bench cluster it runs on (fewer nodes: more contention); ``cpu_price_range``;
       ``n_samples``: user requests sampled per minute;
@@ -115,6 +118,8 @@ class HierarchyTrainConfig:
 
     apps: tuple[str, ...] = TRAIN_APPS
     synthetic_share: float = 0.3
+    scenario_share: float = 0.5
+    scenarios: tuple[str, ...] = TRAINING_FAMILIES
     synthetic_services: tuple[int, int] = (6, 24)
     episode_minutes: int = 60
     peak_range: tuple[float, float] = (0.7, 1.6)
@@ -149,7 +154,7 @@ class HierarchyTrainConfig:
         bad = [a for a in self.apps if a in HELD_OUT_APPS]
         if bad:
             raise ValueError(f"apps: {', '.join(bad)} is held out of training (evaluation only)")
-        for f in ("synthetic_share",):
+        for f in ("synthetic_share", "scenario_share"):
             if not 0.0 <= getattr(self, f) <= 1.0:
                 raise ValueError(f"{f}: expected a number in [0, 1], got {getattr(self, f)!r}")
         for f in ("peak_range", "background_range", "cpu_price_range", "synthetic_services", "nodes_frac_range"):
@@ -159,6 +164,8 @@ class HierarchyTrainConfig:
         for f in ("iterations", "episodes_per_iteration", "workers", "epochs", "minibatch", "hidden"):
             if getattr(self, f) < 1:
                 raise ValueError(f"{f}: expected an integer >= 1, got {getattr(self, f)!r}")
+        if self.scenario_share > 0 and not self.scenarios:
+            raise ValueError("scenarios: at least one scenario when scenario_share > 0")
         if self.episode_minutes < 2 * PERIOD_MIN:
             raise ValueError(f"episode_minutes: expected at least {2 * PERIOD_MIN}, got {self.episode_minutes!r}")
         for f in ("gamma", "gae_lambda"):
@@ -174,7 +181,10 @@ class EpisodeSpec:
     """One episode, fully determined: ``app`` (a built-in name, or ``synthetic:<services>:<seed>``), the trace
     ``trace_seed`` (which training segment), ``peak`` (× capacity), ``background`` (request share of every node),
     ``nodes_frac`` (the share of the app's bench cluster's nodes it runs on, at least 2), ``cpu_price``, the
-    simulation ``seed``, ``minutes`` and ``n_samples``."""
+    simulation ``seed``, ``minutes`` and ``n_samples``; ``scenario`` (a scenario family, :mod:`policy.train.episodes`;
+    empty: the classic setting above) runs ``apps`` (one per app of the scenario; ``app`` is the first) in that
+    scenario's cluster, network, interference and events, on training segments drawn with ``trace_seed``
+    (``peak``, ``background`` and ``nodes_frac`` are then the scenario's own)."""
 
     app: str
     trace_seed: int
@@ -185,6 +195,15 @@ class EpisodeSpec:
     seed: int
     minutes: int
     n_samples: int
+    scenario: str = ""
+    apps: tuple[str, ...] = ()
+
+
+def _draw_app(cfg: HierarchyTrainConfig, rng: np.random.Generator) -> str:
+    if rng.random() < cfg.synthetic_share:
+        lo, hi = cfg.synthetic_services
+        return f"synthetic:{int(rng.integers(lo, hi + 1))}:{int(rng.integers(1_000_000))}"
+    return str(rng.choice(cfg.apps))
 
 
 def sample_episode_specs(
@@ -193,11 +212,11 @@ def sample_episode_specs(
     """``n`` episode specs drawn from the training distribution of ``cfg`` (module docstring)."""
     out = []
     for k in range(n):
-        if rng.random() < cfg.synthetic_share:
-            lo, hi = cfg.synthetic_services
-            app = f"synthetic:{int(rng.integers(lo, hi + 1))}:{int(rng.integers(1_000_000))}"
-        else:
-            app = str(rng.choice(cfg.apps))
+        scenario, apps = "", ()
+        if cfg.scenario_share > 0 and rng.random() < cfg.scenario_share:
+            scenario = str(rng.choice(cfg.scenarios))
+            apps = tuple(_draw_app(cfg, rng) for _ in range(scenario_app_count(scenario)))
+        app = apps[0] if apps else _draw_app(cfg, rng)
         out.append(
             EpisodeSpec(
                 app=app,
@@ -209,6 +228,8 @@ def sample_episode_specs(
                 seed=seed0 + k,
                 minutes=cfg.episode_minutes,
                 n_samples=cfg.n_samples,
+                scenario=scenario,
+                apps=apps,
             )
         )
     return out
@@ -308,6 +329,35 @@ def _actor_bundle(weights: dict[str, np.ndarray], norm: dict[str, Any], flat: bo
     )
 
 
+def _classic(spec: EpisodeSpec) -> tuple[Any, np.ndarray, Any, Any]:
+    """The classic episode: one app on a share of its bench cluster, background tenants, a training segment
+    scaled to ``peak`` × the app's capacity. Returns (app, rps, cluster, config)."""
+    from policy.sim.engine import SimConfig, background_tenants
+    from policy.sim.run import capacity_rps, cluster_for
+    from policy.sim.traces import scale_to_peak
+
+    from .forecast_data import training_series
+
+    app = _app(spec.app)
+    _trace, counts = training_series(np.random.default_rng(spec.trace_seed), spec.minutes)
+    rps = scale_to_peak(counts, spec.peak * capacity_rps(app))
+    cluster = cluster_for(app)
+    cluster = cluster_for(app, max(2, int(round(spec.nodes_frac * cluster.nodes))))
+    if spec.background > 0:
+        bg = background_tenants(
+            cluster.nodes,
+            cluster.cpu_m,
+            cluster.memory_bytes,
+            pods_per_node=2,
+            request_frac=spec.background,
+            use_frac=0.8 * spec.background,
+            seed=spec.seed,
+        )
+        cluster = replace(cluster, background=bg)
+    cfg = SimConfig(minutes=spec.minutes, seed=spec.seed, n_samples=spec.n_samples)
+    return app, rps, cluster, cfg
+
+
 def run_episode(
     spec: EpisodeSpec,
     weights: dict[str, np.ndarray],
@@ -326,32 +376,25 @@ def run_episode(
     the intent policy injected). ``bundles_root``: where the stack's other bundles (``<stack>/low``, the predictor in
     ``<stack>/high/predictor``) come from (default ``policy/bundles``; ``make train`` passes its staging root so the
     high level trains over the low level trained just before). Runs in a Ray task or in process."""
-    from policy.sim.engine import SimConfig, Simulation, background_tenants
-    from policy.sim.run import capacity_rps, cluster_for
+    from policy.sim.engine import Simulation
     from policy.sim.stacks import StackContext, autoscaled_workloads, available_stacks
-    from policy.sim.traces import scale_to_peak
 
-    from .forecast_data import training_series
+    from .episodes import training_run
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(spec.seed)
-    app = _app(spec.app)
-    _trace, counts = training_series(np.random.default_rng(spec.trace_seed), spec.minutes)
-    rps = scale_to_peak(counts, spec.peak * capacity_rps(app))
-    cluster = cluster_for(app)
-    cluster = cluster_for(app, max(2, int(round(spec.nodes_frac * cluster.nodes))))
-    if spec.background > 0:
-        bg = background_tenants(
-            cluster.nodes,
-            cluster.cpu_m,
-            cluster.memory_bytes,
-            pods_per_node=2,
-            request_frac=spec.background,
-            use_frac=0.8 * spec.background,
+    if spec.scenario:
+        tr = training_run(
+            spec.scenario,
+            list(spec.apps),
+            np.random.default_rng(spec.trace_seed),
+            minutes=spec.minutes,
             seed=spec.seed,
+            n_samples=spec.n_samples,
         )
-        cluster = replace(cluster, background=bg)
-    cfg = SimConfig(minutes=spec.minutes, seed=spec.seed, n_samples=spec.n_samples)
+        app, rps, cluster, cfg = tr.app, tr.rps, tr.cluster, tr.config
+    else:
+        app, rps, cluster, cfg = _classic(spec)
     workloads = autoscaled_workloads(app)
     actor = IntentActor(_actor_bundle(weights, norm, flat, hidden))
     encoder = None

@@ -119,3 +119,33 @@ def test_the_fast_reply_encoder_writes_the_same_bytes_as_the_generic_one(bench_s
         assert encode_host_scores(parsed.node_names, scores) == encode_json(
             build_host_priorities(parsed.node_names, scores)
         )
+
+
+def test_per_service_colocation_priorities_score_the_same_from_the_table_and_directly(bench_store):
+    """The learned high level's co-location priorities (scaling each service's locality weight) reach the
+    scores on both paths, and change them."""
+    from dataclasses import replace
+    from types import MappingProxyType
+
+    bench, store = bench_store
+    base = store.get()
+    policy = TopologyHeuristic()
+    requests = list(_requests(bench, np.random.default_rng(11), 40))
+    services = sorted({p.pod.service for p in requests})
+    colocation = MappingProxyType({s: (0.0 if k % 2 else 4.0) for k, s in enumerate(services)})
+    view = replace(base, colocation=colocation)
+    table = NodeScoreTable(policy)
+    table.warm(view.index, view.intent, colocation=view.colocation)
+    changed = 0
+    for parsed in requests:
+        direct, out_d = prioritize_scores(parsed, view, policy)
+        gathered, out_t = prioritize_scores(parsed, view, policy, table=table)
+        assert out_d == out_t == "ok"
+        np.testing.assert_array_equal(gathered, direct)
+        plain, _ = prioritize_scores(parsed, base, policy)
+        changed += not np.array_equal(plain, direct)
+    assert changed > 0  # the priorities matter
+    # a table warmed without them is not used for a view that has them
+    plain_table = NodeScoreTable(policy)
+    plain_table.warm(base.index, base.intent)
+    assert plain_table.lookup(requests[0].pod, view.index, view.intent, colocation=view.colocation) is None

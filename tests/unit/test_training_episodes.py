@@ -1,0 +1,50 @@
+"""Training episodes over the scenario families (policy/train/episodes.py) and the synthetic apps they draw."""
+
+import numpy as np
+import pytest
+
+from policy.sim.engine import SimConfig
+from policy.sim.run import cluster_for
+from policy.sim.stacks import run_stack
+from policy.train.episodes import HELD_OUT_APPS, TRAINING_FAMILIES, scenario_app_count, training_app, training_run
+
+
+def test_a_synthetic_training_app_runs_as_manifests_in_the_simulator():
+    app = training_app("synthetic:10:3")
+    assert len(app.deployments) == len(app.workloads) == 10
+    assert all(w.selector.match_labels == {"app": w.name} for w in app.workloads)
+    res = run_stack("default-kube-scheduler+hpa", app, np.full(6, 20.0), cluster_for(app), SimConfig(minutes=6))
+    assert res.metrics["cpu_core_hours"] > 0  # its pods exist and run
+    assert res.metrics["failed_pct"] < 100.0
+
+
+@pytest.mark.parametrize("app", HELD_OUT_APPS)
+def test_a_held_out_app_never_enters_training(app):
+    with pytest.raises(ValueError, match="held out"):
+        training_run("baseline-2026-11", [app], np.random.default_rng(0), minutes=10, seed=0)
+
+
+def test_a_scenario_episode_runs_training_apps_in_the_scenarios_cluster():
+    n = scenario_app_count("shared-cluster")
+    assert n >= 2
+    with pytest.raises(ValueError, match=f"runs {n} apps, got 1"):
+        training_run("shared-cluster", ["sock-shop"], np.random.default_rng(0), minutes=10, seed=0)
+    apps = ["sock-shop", "online-boutique", "synthetic:8:1"][:n] + ["sock-shop"] * max(0, n - 3)
+    run = training_run("shared-cluster", apps, np.random.default_rng(0), minutes=10, seed=0, n_samples=50)
+    assert run.rps.shape == (10, n) and np.all(run.rps > 0)
+    assert run.scenario == "shared-cluster" and run.apps == tuple(apps)
+    assert {p.namespace for p in run.app.parts} == {f"train-{k}" for k in range(n)}
+    res = run_stack("default-kube-scheduler+hpa", run.app, run.rps, run.cluster, run.config)
+    assert res.metrics["cpu_core_hours"] > 0
+
+
+def test_the_load_is_drawn_from_the_rng_and_scaled_to_the_scenarios_peak():
+    a = training_run("load", ["sock-shop"], np.random.default_rng(1), minutes=30, seed=0)
+    b = training_run("load", ["sock-shop"], np.random.default_rng(1), minutes=30, seed=0)
+    c = training_run("load", ["sock-shop"], np.random.default_rng(2), minutes=30, seed=0)
+    assert np.array_equal(a.rps, b.rps) and not np.array_equal(a.rps, c.rps)
+
+
+def test_every_training_family_is_a_shipped_scenario():
+    for name in TRAINING_FAMILIES:
+        assert scenario_app_count(name) >= 1
