@@ -29,7 +29,14 @@ stack                  what differs from ``hrl-scheduler`` (bundles under ``poli
                        so the ablation isolates the coordination from above
 ``hrl-no-rebalance``   no moves (no evictions at all); intent and replica targets as ``hrl-scheduler``
 ``hrl-no-autoscale``   fixed replicas (the manifests'); only ``low/`` is loaded
+``hrl-no-resize``      no in-place resizes; ``hrl-scheduler``'s bundles
+``hrl-no-shield``      the autoscaler's saturation shield off (the last-resort guardrail); ``hrl-scheduler``'s
+                       bundles
 =====================  ===================================================================================
+
+Every learned stack reports, per run, how often each guardrail changed a replica target
+(``SimResult.extra["counters"]``: ``guardrail_saturation_shield``, ``guardrail_stabilization``) and how often
+the extender failed open (``extender_failed_open``).
 
 ``drpc`` (DRPC's TD3 autoscaling with default placement) is a stack of ``policy.sim.drpc``.
 
@@ -90,6 +97,8 @@ __all__ = [
     "hrl_flat",
     "hrl_no_rebalance",
     "hrl_no_autoscale",
+    "hrl_no_resize",
+    "hrl_no_shield",
 ]
 
 #: The extender's weight in the shipped KubeSchedulerConfiguration (manifests/).
@@ -121,7 +130,9 @@ def sim_descheduler_config() -> DeschedulerConfiguration:
 class HrlVariant:
     """One learned stack: its ``name`` (also its bundle folder), whether it plans moves (``rebalance``), has
     replica targets (``autoscale``), passes the intent down (``pass_intent``) and resizes pods in place
-    (``resize``, when the configuration's ``resize`` section is enabled too), and a one-line description."""
+    (``resize``, when the configuration's ``resize`` section is enabled too), keeps the autoscaler's saturation
+    ``shield``, the folder of ``policy/bundles`` it loads (``bundles``; empty: its name), and a one-line
+    description."""
 
     name: str
     rebalance: bool = True
@@ -129,7 +140,13 @@ class HrlVariant:
     pass_intent: bool = True
     shield: bool = True
     resize: bool = True
+    bundles: str = ""
     description: str = ""
+
+    @property
+    def folder(self) -> str:
+        """The bundle folder under ``policy/bundles``."""
+        return self.bundles or self.name
 
 
 VARIANTS: dict[str, HrlVariant] = {
@@ -146,6 +163,15 @@ VARIANTS: dict[str, HrlVariant] = {
         ),
         HrlVariant("hrl-no-rebalance", rebalance=False, description="hrl-scheduler without moves (no evictions)"),
         HrlVariant("hrl-no-autoscale", autoscale=False, description="hrl-scheduler with fixed replicas"),
+        HrlVariant(
+            "hrl-no-resize", resize=False, bundles="hrl-scheduler", description="hrl-scheduler without in-place resizes"
+        ),
+        HrlVariant(
+            "hrl-no-shield",
+            shield=False,
+            bundles="hrl-scheduler",
+            description="hrl-scheduler with the autoscaler's saturation shield off",
+        ),
     )
 }
 
@@ -167,9 +193,9 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
     loaders raise for a bad bundle."""
     base = Path(root) if root is not None else DEFAULT_BUNDLES
     over = dict(ctx.parts)
-    placement = over.get("placement") or load_learned_placement(base / variant.name / "low")
+    placement = over.get("placement") or load_learned_placement(base / variant.folder / "low")
     workloads = autoscaled_workloads(ctx.app)
-    high = base / variant.name / "high"
+    high = base / variant.folder / "high"
     intent = over.get("intent_policy")
     if intent is None and variant.pass_intent and (high / "intent" / "manifest.json").is_file():
         intent = LearnedIntent.load(high, slo_p95_ms=ctx.app.slo_p95_ms, workloads=workloads)
@@ -179,7 +205,7 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
             predictor = intent.featurizer.local.predictor if isinstance(intent, LearnedIntent) else None
             auto = IntentAutoscaler(workloads=tuple(workloads), forecaster=predictor, shield=variant.shield)
         else:
-            auto = load_learned_autoscaler(high, workloads, slo_p95_ms=ctx.app.slo_p95_ms)
+            auto = load_learned_autoscaler(high, workloads, slo_p95_ms=ctx.app.slo_p95_ms, shield=variant.shield)
     return StackParts(placement, auto if variant.autoscale else None, intent)
 
 
@@ -272,8 +298,15 @@ def build_hrl_stack(
         if reports is not None:
             reports.append(report)
 
+    def counters() -> dict[str, float]:
+        out = {"guardrail_saturation_shield": 0.0, "guardrail_stabilization": 0.0}
+        for k, v in (getattr(auto, "guardrail_counts", None) or {}).items():
+            out[f"guardrail_{k}"] = float(v)
+        out["extender_failed_open"] = float(extender.calls.get("failed_open", 0))
+        return out
+
     hook = PeriodicHook("hrl-descheduler", AUTOSCALER_PERIOD_MIN, cycle)
-    return StackBuild(scheduler, hooks=(hook,), scheduler_name="hrl-scheduler", on_change=on_change)
+    return StackBuild(scheduler, hooks=(hook,), scheduler_name="hrl-scheduler", on_change=on_change, counters=counters)
 
 
 def hrl_scheduler(ctx: StackContext) -> StackBuild:
@@ -292,6 +325,16 @@ def hrl_flat(ctx: StackContext) -> StackBuild:
     """No hierarchy (ablation): no intent passed down, students trained without a teacher; bundles
     policy/bundles/hrl-flat/{low,high}."""
     return build_hrl_stack("hrl-flat", ctx)
+
+
+def hrl_no_resize(ctx: StackContext) -> StackBuild:
+    """hrl-scheduler without in-place resizes (ablation); hrl-scheduler's bundles."""
+    return build_hrl_stack("hrl-no-resize", ctx)
+
+
+def hrl_no_shield(ctx: StackContext) -> StackBuild:
+    """hrl-scheduler with the autoscaler's saturation shield off (ablation); hrl-scheduler's bundles."""
+    return build_hrl_stack("hrl-no-shield", ctx)
 
 
 def hrl_no_rebalance(ctx: StackContext) -> StackBuild:

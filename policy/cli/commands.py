@@ -32,6 +32,7 @@ __all__ = [
     "cmd_export_encoder",
     "cmd_train_drpc",
     "cmd_train_placement",
+    "cmd_train_hierarchy",
     "cmd_export_placement",
     "cmd_cache_serve",
     "cmd_cache_get",
@@ -175,7 +176,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 @subcommand(
     "train",
-    "train the learned stacks: with --all, every stage in order (encoder, drpc, placement) "
+    "train the learned stacks: with --all, every stage in order (encoder, drpc, placement, hierarchy) "
     "and every stack's bundles under policy/bundles/<stack>/ (make train)",
     [
         arg(
@@ -191,7 +192,11 @@ def cmd_graph(args: argparse.Namespace) -> int:
         ),
         arg("--quick", action="store_true", help="tiny stages for smoke tests (seconds to minutes)"),
         arg("--seed", type=int, default=0, help="seed of every stage"),
-        arg("--stages", default=None, help="comma-separated subset of: encoder,drpc,placement (order is fixed)"),
+        arg(
+            "--stages",
+            default=None,
+            help="comma-separated subset of: encoder,drpc,placement,hierarchy (order is fixed)",
+        ),
         arg(
             "--report",
             default=None,
@@ -329,6 +334,40 @@ def cmd_train_drpc(args: argparse.Namespace) -> int:
 )
 def cmd_train_placement(args: argparse.Namespace) -> int:
     from policy.train.placement import run_cli  # lazy: torch
+
+    return run_cli(args)
+
+
+@subcommand(
+    "train hierarchy",
+    "train the learned high level (PPO over the intent, the whole stack simulated underneath, rollouts on Ray) and "
+    "write its bundle (intent/ + predictor/)",
+    [
+        arg(
+            "--out",
+            default=None,
+            help="bundle directory (default: policy/bundles/<stack>/high; with --quick: "
+            "runs/hierarchy-<stack>-quick/bundle)",
+        ),
+        arg("--run-dir", default=None, help="progress.csv, validation.csv, learning_curves.png, checkpoint.pt"),
+        arg("--quick", action="store_true", help="a tiny run for smoke tests (seconds)"),
+        arg("--seed", type=int, default=0, help="seed of episodes, exploration and torch"),
+        arg("--iterations", type=int, default=None, help="PPO updates (default 40)"),
+        arg("--episodes", type=int, default=None, help="episodes per update (default 12)"),
+        arg("--minutes", type=int, default=None, help="simulated minutes per episode (default 60)"),
+        arg("--workers", type=int, default=None, help="Ray CPUs of the local Ray (default 2)"),
+        arg("--ray-address", default=None, help="a Ray cluster to run the episodes on (default: a local Ray)"),
+        arg(
+            "--scenario-share",
+            type=float,
+            default=None,
+            help="share of episodes in the scenario families (default 0.5; the rest: one app with background load)",
+        ),
+        arg("--flat", action="store_true", help="train the hrl-no-encoder high level (no graph embeddings)"),
+    ],
+)
+def cmd_train_hierarchy(args: argparse.Namespace) -> int:
+    from policy.train.hierarchy import run_cli  # lazy: torch
 
     return run_cli(args)
 

@@ -16,7 +16,7 @@ def cmd_train(args: Any) -> int:
     1 otherwise (the report says which), 2 without ``--all``."""
     if not getattr(args, "all", False):
         args._parser.print_help(sys.stderr)
-        print("hrl-policy train: give --all, or a stage: train encoder | placement | drpc", file=sys.stderr)
+        print("hrl-policy train: give --all, or a stage: train encoder | drpc | placement | hierarchy", file=sys.stderr)
         return 2
     if args.seed < 0:
         raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")

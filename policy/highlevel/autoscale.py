@@ -184,6 +184,9 @@ class DrpcReplicaAutoscaler:
       ``stabilization_s`` seconds (HPA's default 300 s), so a target that flips minute to minute does not
       churn pods (kept in ``HrlState.recommendations``).
 
+    ``shield_enabled=False`` turns the shield off (the ``hrl-no-shield`` ablation); ``guardrail_counts`` counts,
+    per run, the targets each guardrail changed (``saturation_shield``, ``stabilization``).
+
     Ranges: 0 < ``saturation`` <= 1, 0 < ``shield_target`` <= 1, 0 < ``refused_frac`` <= 1,
     ``stabilization_s`` >= 0; ValueError naming the parameter otherwise.
     """
@@ -199,6 +202,7 @@ class DrpcReplicaAutoscaler:
         shield_target: float = 0.8,
         refused_frac: float = 0.01,
         stabilization_s: float = 300.0,
+        shield_enabled: bool = True,
     ):
         for f, v in (("saturation", saturation), ("shield_target", shield_target), ("refused_frac", refused_frac)):
             if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 1):
@@ -212,6 +216,8 @@ class DrpcReplicaAutoscaler:
         self.shield_target = float(shield_target)
         self.refused_frac = float(refused_frac)
         self.stabilization_s = float(stabilization_s)
+        self.shield_enabled = bool(shield_enabled)
+        self.guardrail_counts: Counter = Counter()
 
     def shield(self, snapshot: ClusterSnapshot, w: WorkloadInfo, target: int) -> int:
         """The saturation shield for workload ``w`` (see the class docstring): ``target`` or more."""
@@ -247,11 +253,17 @@ class DrpcReplicaAutoscaler:
         out: dict[str, int] = {}
         for k, v in targets.items():
             w = by_key.get(k)
-            t = min(self.shield(snapshot, w, int(v)), max(hi, int(v))) if w is not None else int(v)
+            t = int(v)
+            if w is not None and self.shield_enabled:
+                t = min(self.shield(snapshot, w, int(v)), max(hi, int(v)))
+                if t > int(v):
+                    self.guardrail_counts["saturation_shield"] += 1
             window = [r for r in state.recommendations.get(k, []) if r[0] > now - self.stabilization_s]
             window.append([now, float(t)])
             state.recommendations[k] = window
             out[k] = int(max(r[1] for r in window))
+            if out[k] > t:
+                self.guardrail_counts["stabilization"] += 1
         return out
 
 
@@ -261,13 +273,15 @@ def load_learned_autoscaler(
     *,
     slo_p95_ms: float | None = None,
     stabilization_s: float = 300.0,
+    shield: bool = True,
 ) -> ReplicaAutoscaler:
     """The DRPC student autoscaler of bundle directory ``path`` (``path/student`` + ``path/predictor``, as
     :meth:`policy.highlevel.DrpcAutoscaler.load` reads them; the observation layout, with the graph encoder's
     embeddings or without, is the one the student's bundle declares), wrapped in
     :class:`DrpcReplicaAutoscaler` for ``workloads``. ``slo_p95_ms``: the application's p95 SLO (a feature of the
     students; ``None``: unknown); ``stabilization_s``: the scale-down stabilisation window of
-    :class:`DrpcReplicaAutoscaler`. Raises :class:`BundleMissing` when ``path/student`` has no bundle,
+    :class:`DrpcReplicaAutoscaler`; ``shield``: its saturation shield on (default) or off. Raises
+    :class:`BundleMissing` when ``path/student`` has no bundle,
     ``ValueError`` when ``policy.highlevel.drpc`` cannot be imported, and :class:`policy.bundle.BundleError`
     naming expected and found when the bundle matches neither layout (or anything else is wrong with it: one line
     naming the directory and the field). A ``path`` that is itself a bundle (``.../student``) is reported with a
@@ -294,7 +308,10 @@ def load_learned_autoscaler(
         spec = "hrl" if local is not None and any(n.startswith("emb_") for n in local.names) else "drpc"
     try:
         return DrpcReplicaAutoscaler(
-            DrpcAutoscaler.load(p, spec=spec, slo_p95_ms=slo_p95_ms), workloads, stabilization_s=stabilization_s
+            DrpcAutoscaler.load(p, spec=spec, slo_p95_ms=slo_p95_ms),
+            workloads,
+            stabilization_s=stabilization_s,
+            shield_enabled=shield,
         )
     except BundleError as exc:
         raise located(exc, p) from None

@@ -161,13 +161,15 @@ class Knob:
 @dataclass
 class StackBuild:
     """What a stack factory returns. ``close()`` (optional) releases what the stack started (servers,
-    threads) after the run."""
+    threads) after the run; ``counters()`` (optional) returns the run's counts the stack keeps itself (e.g. how
+    often each guardrail fired), copied into ``SimResult.extra["counters"]`` by :func:`run_stack`."""
 
     scheduler: KubeSchedulerModel
     hooks: tuple[PeriodicHook, ...] = ()
     scheduler_name: str = "default-scheduler"
     on_change: Callable[[ClusterSnapshot], None] | None = None
     close: Callable[[], None] | None = None
+    counters: Callable[[], Mapping[str, float]] | None = None
 
 
 StackFactory = Callable[[StackContext], StackBuild]
@@ -330,15 +332,19 @@ def run_stack(
             scheduler_name=built.scheduler_name,
         )
         if on_minute is None:
-            return sim.run(progress)
-        sim.start()
-        while sim.minute < config.minutes:
-            m = sim.minute
-            sim.advance()
-            on_minute(sim)
-            if progress is not None:
-                progress(m)
-        return sim.result()
+            res = sim.run(progress)
+        else:
+            sim.start()
+            while sim.minute < config.minutes:
+                m = sim.minute
+                sim.advance()
+                on_minute(sim)
+                if progress is not None:
+                    progress(m)
+            res = sim.result()
+        if built.counters is not None:
+            res.extra["counters"] = {str(k): float(v) for k, v in built.counters().items()}
+        return res
     finally:
         if built.close is not None:
             built.close()

@@ -81,6 +81,7 @@ __all__ = [
     "export_intent",
     "train_hierarchy",
     "train_stage",
+    "run_cli",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,7 +118,7 @@ class HierarchyTrainConfig:
     """
 
     apps: tuple[str, ...] = TRAIN_APPS
-    synthetic_share: float = 0.3
+    synthetic_share: float = 0.2
     scenario_share: float = 0.5
     scenarios: tuple[str, ...] = TRAINING_FAMILIES
     synthetic_services: tuple[int, int] = (6, 24)
@@ -950,3 +951,30 @@ def train_stage(root: Path, *, quick: bool, seed: int, log: Callable[[str], None
         train_hierarchy(cfg, Path(root) / stack / "high", run_dir, bundles_root=root, log=log)
         out.append(str(Path(root) / stack / "high"))
     return out
+
+
+def run_cli(args: Any) -> int:
+    """The body of ``hrl-policy train hierarchy`` (options as there). Returns the exit status."""
+    over: dict[str, Any] = dict(QUICK) if args.quick else {}
+    for opt, name in (
+        ("iterations", "iterations"),
+        ("episodes", "episodes_per_iteration"),
+        ("minutes", "episode_minutes"),
+        ("workers", "workers"),
+        ("scenario_share", "scenario_share"),
+    ):
+        v = getattr(args, opt, None)
+        if v is not None:
+            over[name] = v
+    cfg = HierarchyTrainConfig(seed=args.seed, flat=args.flat, **over)
+    stack = "hrl-no-encoder" if args.flat else "hrl-scheduler"
+    suffix = "-quick" if args.quick else ""
+    run_dir = Path(args.run_dir) if args.run_dir else ROOT / "runs" / f"hierarchy-{stack}{suffix}"
+    out = Path(args.out) if args.out else (run_dir / "bundle" if args.quick else DEFAULT_BUNDLES / stack / "high")
+    _net, report = train_hierarchy(cfg, out, run_dir, ray_address=args.ray_address)
+    print(
+        f"hrl-policy train hierarchy: {report['policy_version']} in {report['train_s']:.0f} s; bundle in {out}; "
+        f"curves in {run_dir / 'learning_curves.png'}",
+        file=sys.stderr,
+    )
+    return 0
