@@ -92,6 +92,7 @@ __all__ = [
     "sim_descheduler_config",
     "load_parts",
     "build_hrl_stack",
+    "hrl_planner",
     "hrl_scheduler",
     "hrl_no_encoder",
     "hrl_flat",
@@ -209,28 +210,12 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
     return StackParts(placement, auto if variant.autoscale else None, intent)
 
 
-def build_hrl_stack(
-    name: str,
-    ctx: StackContext,
-    parts: StackParts | None = None,
-    *,
-    root: str | Path | None = None,
-    config: DeschedulerConfiguration | None = None,
-    reports: list[CycleReport] | None = None,
-) -> StackBuild:
-    """Build learned stack ``name`` (a key of :data:`VARIANTS`) for one simulation (see the module docstring).
-
-    ``parts``: the placement and autoscaler to run (default: :func:`load_parts` from ``root``); ``config``:
-    the descheduler's configuration (default :func:`sim_descheduler_config`); ``reports``: a list that receives
-    every cycle's :class:`~descheduler.loop.CycleReport`. Raises ``ValueError`` for an unknown name and
-    :class:`policy.bundle.BundleMissing` for a missing bundle."""
-    if name not in VARIANTS:
-        raise ValueError(f"unknown learned stack {name!r} (known: {', '.join(VARIANTS)})")
-    variant = VARIANTS[name]
-    if parts is None:
-        parts = load_parts(variant, ctx, root)
-    cfg = config if config is not None else sim_descheduler_config()
-    workloads = tuple(autoscaled_workloads(ctx.app))
+def hrl_planner(
+    variant: HrlVariant, parts: StackParts, cfg: DeschedulerConfiguration, workloads: tuple[str, ...]
+) -> HierarchicalPolicy:
+    """The high level of stack ``variant`` as the simulator runs it (periods: replica targets and resizes every
+    minute, moves and the learned intent every 5 minutes), over ``parts`` and the descheduler configuration
+    ``cfg``, managing ``workloads`` (``namespace/name``)."""
     resize_planner = resize_planner_from_config(cfg) if variant.resize else None
     if resize_planner is not None:
         resize_planner = replace(resize_planner, workloads=workloads)
@@ -252,8 +237,34 @@ def build_hrl_stack(
         workloads=workloads,
         excluded_namespaces=tuple(cfg.excluded_namespaces),
         evict_local_storage_pods=cfg.evict_local_storage_pods,
-        name=f"{name}-planner",
+        name=f"{variant.name}-planner",
     )
+    return planner
+
+
+def build_hrl_stack(
+    name: str,
+    ctx: StackContext,
+    parts: StackParts | None = None,
+    *,
+    root: str | Path | None = None,
+    config: DeschedulerConfiguration | None = None,
+    reports: list[CycleReport] | None = None,
+) -> StackBuild:
+    """Build learned stack ``name`` (a key of :data:`VARIANTS`) for one simulation (see the module docstring).
+
+    ``parts``: the placement and autoscaler to run (default: :func:`load_parts` from ``root``); ``config``:
+    the descheduler's configuration (default :func:`sim_descheduler_config`); ``reports``: a list that receives
+    every cycle's :class:`~descheduler.loop.CycleReport`. Raises ``ValueError`` for an unknown name and
+    :class:`policy.bundle.BundleMissing` for a missing bundle."""
+    if name not in VARIANTS:
+        raise ValueError(f"unknown learned stack {name!r} (known: {', '.join(VARIANTS)})")
+    variant = VARIANTS[name]
+    if parts is None:
+        parts = load_parts(variant, ctx, root)
+    cfg = config if config is not None else sim_descheduler_config()
+    planner = hrl_planner(variant, parts, cfg, tuple(autoscaled_workloads(ctx.app)))
+    resize_planner = planner.resizer
     placement = parts.placement
     shared: dict[str, Any] = {"index": None, "intent": None, "colocation": None}
 

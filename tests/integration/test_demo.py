@@ -27,37 +27,34 @@ def test_the_demo_writes_its_json_and_the_extender_saw_every_pod(tmp_path):
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "hrl-scheduler" in proc.stdout and "default-kube-scheduler" in proc.stdout and "drpc" in proc.stdout
+    for row in ("default-kube-scheduler+hpa", "hrl-scheduler", "drpc"):
+        assert row in proc.stdout
     d = json.loads(out.read_text())
-    assert {k: d[k] for k in ("app", "trace", "nodes", "minutes", "seed")} == {
-        "app": "online-boutique",
-        "trace": "nasa",
-        "nodes": 8,
+    assert {k: d[k] for k in ("scenario", "apps", "nodes", "minutes", "seed")} == {
+        "scenario": "shared-cluster",
+        "apps": ["online-boutique", "sock-shop", "dsb-hotel-reservation"],
+        "nodes": 10,
         "minutes": 10,
         "seed": 0,
     }
-    base, hrl, drpc = (d["policies"][k] for k in ("default-kube-scheduler", "hrl-scheduler", "drpc"))
+    pol = d["policies"]
+    assert set(pol) == {"default-kube-scheduler", "default-kube-scheduler+hpa", "hrl-scheduler", "drpc"}
+    base, hrl = pol["default-kube-scheduler"], pol["hrl-scheduler"]
     assert set(base) == KEYS
-    assert set(hrl) == KEYS | {"pods_placed", "extender_prioritize_calls", "scale_updates", "learned"}
-    assert set(drpc) == KEYS | {"learned"}
-    # the learned policies are used exactly when their bundles exist (else the stand-ins, said so)
+    assert set(hrl) == KEYS | {"pods_placed", "extender_prioritize_calls", "scale_updates", "resizes", "learned"}
+    # the learned parts are used exactly when their bundles exist (else the stand-ins, said so)
     bundles = ROOT / "policy" / "bundles" / "hrl-scheduler"
-    assert hrl["learned"] == {
-        "placement": (bundles / "low" / "manifest.json").is_file(),
-        "autoscaler": (bundles / "high" / "student" / "manifest.json").is_file(),
-    }
-    assert drpc["learned"] == (ROOT / "policy" / "bundles" / "drpc" / "student" / "manifest.json").is_file()
+    assert hrl["learned"]["placement"] == (bundles / "low" / "manifest.json").is_file()
+    assert hrl["learned"]["intent"] == (bundles / "high" / "intent" / "manifest.json").is_file()
     # every placement went through the extender's prioritize verb (counted by the extender itself), new
     # replicas from the scale subresource included
-    assert hrl["pods_placed"] >= 12
+    assert hrl["pods_placed"] >= 30
     assert hrl["extender_prioritize_calls"] == hrl["pods_placed"]
     assert hrl["cross_node_call_pct"] < base["cross_node_call_pct"]
-    metrics = {
-        **{f"b{k}": v for k, v in base.items()},
-        **{f"h{k}": v for k, v in hrl.items() if k != "learned"},
-        **{f"d{k}": v for k, v in drpc.items() if k != "learned"},
-    }
-    assert all(isinstance(v, (int, float)) for v in metrics.values())
+    # the intent changes with the state, and each change is printed
+    assert len(d["intents"]) >= 2
+    assert proc.stderr.count(" intent: ") == len(d["intents"])
+    assert all(isinstance(v, (int, float)) for p in pol.values() for k, v in p.items() if k != "learned")
 
 
 def test_the_demo_loads_no_torch(tmp_path):

@@ -114,7 +114,7 @@ def test_a_missing_bundle_fails_the_factory_with_its_path_never_a_silent_fallbac
     app, _rps, spec, cfg = world
     ctx = StackContext(app, spec, 0, cfg)
     for name in hs.VARIANTS:
-        with pytest.raises(BundleMissing, match=str(tmp_path / name / "low")):
+        with pytest.raises(BundleMissing, match=str(tmp_path / hs.VARIANTS[name].folder / "low")):
             hs.build_hrl_stack(name, ctx, root=tmp_path)
     with pytest.raises(ValueError, match="unknown learned stack"):
         hs.build_hrl_stack("hrl-magic", ctx, parts(app))
@@ -128,6 +128,8 @@ def test_a_missing_bundle_fails_the_factory_with_its_path_never_a_silent_fallbac
         (hs.hrl_flat, "hrl-flat"),
         (hs.hrl_no_rebalance, "hrl-no-rebalance"),
         (hs.hrl_no_autoscale, "hrl-no-autoscale"),
+        (hs.hrl_no_resize, "hrl-no-resize"),
+        (hs.hrl_no_shield, "hrl-no-shield"),
     ],
 )
 def test_each_entry_point_factory_loads_its_own_bundles(world, factory, name):
@@ -135,7 +137,7 @@ def test_each_entry_point_factory_loads_its_own_bundles(world, factory, name):
     try:
         built = factory(StackContext(app, spec, 0, cfg))
     except BundleMissing as exc:  # not trained yet: the error names this stack's folder
-        assert f"policy/bundles/{name}/" in str(exc)
+        assert f"policy/bundles/{hs.VARIANTS[name].folder}/" in str(exc)
     else:
         assert isinstance(built, StackBuild) and built.scheduler_name == "hrl-scheduler"
 
@@ -168,3 +170,25 @@ def test_without_a_simulated_resize_every_resize_is_unsupported_and_the_run_goes
     done = [r.outcome for rep in reports for r in rep.resizes]
     assert done and set(done) == {"unsupported"}
     assert [rep.started_at_s / 60 for rep in reports] == list(range(1, MINUTES)) and result.pods_placed > 12
+
+
+def test_the_no_shield_and_no_resize_ablations_switch_off_one_part_and_every_run_reports_its_counters(world):
+    """hrl-no-shield: the same bundles, the autoscaler's saturation shield off; hrl-no-resize: no resizer; both
+    report the guardrail and fail-open counts of the run (StackBuild.counters)."""
+    app, rps, spec, cfg = world
+    ctx = StackContext(app, spec, 0, cfg)
+    full = hs.load_parts(hs.VARIANTS["hrl-scheduler"], ctx)
+    bare = hs.load_parts(hs.VARIANTS["hrl-no-shield"], ctx)
+    shield_of = lambda a: getattr(a, "shield_enabled", getattr(a, "shield", None))  # noqa: E731
+    assert shield_of(full.autoscaler) is True and shield_of(bare.autoscaler) is False
+    cfgd = hs.sim_descheduler_config()
+    wl = tuple(autoscaled_workloads(app))
+    assert hs.hrl_planner(hs.VARIANTS["hrl-no-resize"], full, cfgd, wl).resizer is None
+    assert hs.hrl_planner(hs.VARIANTS["hrl-scheduler"], full, cfgd, wl).resizer is not None
+    built = hs.build_hrl_stack("hrl-no-shield", ctx, bare)
+    sim = Simulation(app, rps, spec, built.scheduler, cfg, hooks=built.hooks, on_change=built.on_change,
+                     scheduler_name=built.scheduler_name)  # fmt: skip
+    sim.run()
+    counts = built.counters()
+    assert set(counts) == {"guardrail_saturation_shield", "guardrail_stabilization", "extender_failed_open"}
+    assert counts["guardrail_saturation_shield"] == 0  # the shield never fires when it is off
