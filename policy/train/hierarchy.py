@@ -493,6 +493,9 @@ class IntentNet(nn.Module):
         self.register_buffer("s_std", torch.ones(service_features))
         self.register_buffer("g_mean", torch.zeros(global_features))
         self.register_buffer("g_std", torch.ones(global_features))
+        # rewards are divided by this before GAE (set once from the first episodes): the critic then learns values
+        # of order 1, whatever the objective's scale
+        self.register_buffer("reward_scale", torch.ones(()))
 
     def set_normalization(self, s_mean, s_std, g_mean, g_std) -> None:
         for name, v in (("s_mean", s_mean), ("s_std", s_std), ("g_mean", g_mean), ("g_std", g_std)):
@@ -517,6 +520,15 @@ class IntentNet(nn.Module):
         c_max = torch.where(m > 0, c, torch.full_like(c, -1e9)).amax(dim=1)
         value = self.critic_head(torch.cat([c_mean, c_max, gn], dim=-1))[:, 0]
         return z_s, z_g, value
+
+    def actor_parameters(self) -> list[nn.Parameter]:
+        """The actor's parameters (served) and the exploration log-stds."""
+        mods = (self.trunk, self.service_head, self.global_body, self.global_head)
+        return [p for m in mods for p in m.parameters()] + [self.log_std]
+
+    def critic_parameters(self) -> list[nn.Parameter]:
+        """The critic's parameters (training only)."""
+        return [*self.critic_trunk.parameters(), *self.critic_head.parameters()]
 
     def actor_arrays(self) -> dict[str, np.ndarray]:
         """The actor's arrays named as the bundle's (:func:`policy.highlevel.intent_weight_shapes`)."""
@@ -602,7 +614,8 @@ def _pad(decisions: Sequence[Decision]) -> tuple[torch.Tensor, ...]:
 
 
 def build_batch(net: IntentNet, episodes: Sequence[EpisodeData], gamma: float, lam: float) -> RolloutBatch:
-    """GAE advantages per episode (terminal at the episode's end) and the collecting policy's log-probs."""
+    """GAE advantages per episode (terminal at the episode's end), on rewards divided by ``net.reward_scale``
+    (advantages and returns in those units), and the collecting policy's log-probs."""
     decisions = [d for ep in episodes for d in ep.decisions]
     service, mask, glob, z_s, z_g = _pad(decisions)
     with torch.no_grad():
@@ -613,7 +626,7 @@ def build_batch(net: IntentNet, episodes: Sequence[EpisodeData], gamma: float, l
     k = 0
     for ep in episodes:
         n = len(ep.decisions)
-        r = np.array([d.reward for d in ep.decisions])
+        r = np.array([d.reward for d in ep.decisions]) / float(net.reward_scale)
         last = 0.0
         for t in reversed(range(n)):
             nxt = v[k + t + 1] if t + 1 < n else 0.0
@@ -654,7 +667,9 @@ def ppo_update(
             loss = pg + cfg.vf_coef * vl
             opt.zero_grad()
             loss.backward()
-            nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+            # actor and critic clipped apart: a large critic gradient must not scale the actor's away
+            nn.utils.clip_grad_norm_(net.actor_parameters(), cfg.max_grad_norm)
+            nn.utils.clip_grad_norm_(net.critic_parameters(), cfg.max_grad_norm)
             opt.step()
             with torch.no_grad():
                 stats["policy_loss"].append(float(pg))
@@ -819,6 +834,8 @@ def train_hierarchy(
             objective,
         )
         _fit_normalization(net, warm)
+        rewards = np.array([d.reward for ep in warm for d in ep.decisions], dtype=np.float64)
+        net.reward_scale.fill_(float(max(rewards.std(), 1e-3)) if len(rewards) else 1.0)
         for it in range(1, cfg.iterations + 1):
             # ---- collect ----
             specs = sample_episode_specs(cfg, rng, cfg.episodes_per_iteration, seed0=it * 1000)
