@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 
 import pytest
+from test_extender_kube import ListResponse, WatchResponse  # the API server's list and watch responses, faked
 from waiting import wait_until
 
 from extender.kube import KubeSnapshotSource
@@ -20,33 +20,8 @@ from policy.kube import Gone, Reflector, ReflectorGroup
 from policy.observe import ObjectError
 
 
-def obj(name, rv="1", **extra):
-    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}, **extra}
-
-
-class ListResponse:
-    def __init__(self, items, rv, cont=None):
-        self.data = json.dumps({"items": items, "metadata": {"resourceVersion": rv, "continue": cont}}).encode()
-
-
-class WatchResponse:
-    """A watch stream: one JSON line per event, then the end (or, with ``hold``, a block until shut down)."""
-
-    def __init__(self, events, hold=False):
-        self.events, self.hold = events, hold
-        self.closed = threading.Event()
-
-    def stream(self, amt=None, decode_content=False):
-        for e in self.events:
-            yield (json.dumps(e) + "\n").encode()
-        if self.hold:
-            self.closed.wait(10)
-
-    def release_conn(self):
-        pass
-
-    def shutdown(self):
-        self.closed.set()
+def obj(name, rv="1"):
+    return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}}
 
 
 class FakeList:
