@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -45,7 +44,7 @@ from typing import Any
 from kubernetes import client as kclient
 from kubernetes.client.rest import ApiException
 
-from policy.kube import POD_FIELD_SELECTOR, Reflector, load_api_client
+from policy.kube import POD_FIELD_SELECTOR, ReflectorGroup, load_api_client
 from policy.observe import (
     local_pvc_names,
     parse_node,
@@ -284,16 +283,20 @@ class KubeReader:
         return None if obj is None else parse_node({**obj, "kind": "Node"})
 
 
-class KubeWatchCache:
+class KubeWatchCache(ReflectorGroup):
     """The interval mode's view of the cluster: one :class:`policy.kube.Reflector` (list once, then watch) per
     kind the snapshot is built from (Nodes, Pods not ``Succeeded``/``Failed``, PodDisruptionBudgets, Deployments,
-    StatefulSets, PersistentVolumes, PersistentVolumeClaims), each in its own daemon thread; a context manager.
+    StatefulSets, PersistentVolumes, PersistentVolumeClaims), each in its own daemon thread
+    (a :class:`policy.kube.ReflectorGroup`: ``reflectors``, ``synced``, ``healthy``, :meth:`stats`, :meth:`start`,
+    :meth:`stop`); a context manager.
     Calling it (``observe()``) builds a :class:`~policy.state.ClusterSnapshot` from memory (no request).
 
     ``graph``: the call graph (``None``: annotations); ``resync_s``: full re-list period; ``page_size``,
     ``timeout_s``: of the lists. Raises ``RuntimeError`` from ``observe()`` until every kind has been listed
     once, or when a watch has been failing (``healthy`` false) for longer than ``max_unhealthy_s``: no eviction
     from a view that may be stale."""
+
+    thread_prefix = "hrl-descheduler"
 
     KINDS = (
         "Node",
@@ -316,19 +319,12 @@ class KubeWatchCache:
         timeout_s: float = 60.0,
         max_unhealthy_s: float = 60.0,
     ):
+        super().__init__()
         core, pol, apps = kclient.CoreV1Api(api_client), kclient.PolicyV1Api(api_client), kclient.AppsV1Api(api_client)
         self.graph = graph
         self.clock = clock
         self.max_unhealthy_s = float(max_unhealthy_s)
-        self.lock = threading.Lock()
-        self.stop_event = threading.Event()
-        kw: dict[str, Any] = {
-            "page_size": page_size,
-            "request_timeout_s": timeout_s,
-            "resync_s": resync_s,
-            "lock": self.lock,
-            "stop": self.stop_event,
-        }
+        kw: dict[str, Any] = {"page_size": page_size, "request_timeout_s": timeout_s, "resync_s": resync_s}
 
         def raw(o):
             return o
@@ -341,45 +337,15 @@ class KubeWatchCache:
             )
             return parse_pod(o), claims, (o if claims else None)
 
-        self.reflectors = {
-            "Node": Reflector("Node", core.list_node, parse_node, **kw),
-            "Pod": Reflector("Pod", core.list_pod_for_all_namespaces, pod, field_selector=POD_FIELD_SELECTOR, **kw),
-            "PodDisruptionBudget": Reflector(
-                "PodDisruptionBudget", pol.list_pod_disruption_budget_for_all_namespaces, parse_pdb, **kw
-            ),
-            "Deployment": Reflector("Deployment", apps.list_deployment_for_all_namespaces, parse_workload, **kw),
-            "StatefulSet": Reflector("StatefulSet", apps.list_stateful_set_for_all_namespaces, parse_workload, **kw),
-            "PersistentVolume": Reflector("PersistentVolume", core.list_persistent_volume, raw, **kw),
-            "PersistentVolumeClaim": Reflector(
-                "PersistentVolumeClaim", core.list_persistent_volume_claim_for_all_namespaces, raw, **kw
-            ),
-        }
-        self._threads: list[threading.Thread] = []
+        self.add("Node", core.list_node, parse_node, **kw)
+        self.add("Pod", core.list_pod_for_all_namespaces, pod, field_selector=POD_FIELD_SELECTOR, **kw)
+        self.add("PodDisruptionBudget", pol.list_pod_disruption_budget_for_all_namespaces, parse_pdb, **kw)
+        self.add("Deployment", apps.list_deployment_for_all_namespaces, parse_workload, **kw)
+        self.add("StatefulSet", apps.list_stateful_set_for_all_namespaces, parse_workload, **kw)
+        self.add("PersistentVolume", core.list_persistent_volume, raw, **kw)
+        self.add("PersistentVolumeClaim", core.list_persistent_volume_claim_for_all_namespaces, raw, **kw)
         self._unhealthy_since: float | None = None
         self.calls = 0
-
-    @property
-    def synced(self) -> bool:
-        return all(r.synced for r in self.reflectors.values())
-
-    @property
-    def healthy(self) -> bool:
-        return all(r.healthy for r in self.reflectors.values())
-
-    def stats(self) -> dict[str, int]:
-        """``<kind>_lists`` / ``_events`` / ``_errors`` counters, for logs and tests."""
-        return {
-            f"{k.lower()}_{c}": getattr(r, c) for k, r in self.reflectors.items() for c in ("lists", "events", "errors")
-        }
-
-    def start(self) -> KubeWatchCache:
-        if self._threads:
-            raise RuntimeError("KubeWatchCache already started")
-        for kind, r in self.reflectors.items():
-            t = threading.Thread(target=r.run, name=f"hrl-descheduler:watch-{kind}", daemon=True)
-            t.start()
-            self._threads.append(t)
-        return self
 
     def wait_synced(self, timeout_s: float) -> bool:
         """Wait until every kind has been listed once; ``False`` after ``timeout_s``."""
@@ -389,22 +355,6 @@ class KubeWatchCache:
                 return True
             self.stop_event.wait(0.02)
         return self.synced
-
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop every watch (interrupting open ones) and wait for the threads up to ``timeout_s``. Idempotent."""
-        self.stop_event.set()
-        for r in self.reflectors.values():
-            r.interrupt()
-        deadline = time.monotonic() + timeout_s
-        for t in self._threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        self._threads = [t for t in self._threads if t.is_alive()]
-
-    def __enter__(self) -> KubeWatchCache:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def local_pvcs(self) -> frozenset[str]:
         with self.lock:

@@ -1,7 +1,9 @@
 """The Kubernetes API client pieces shared by the extender's and the descheduler's ``kube.py`` adapters
 (the only modules, with ``descheduler/leader.py``, that import the ``kubernetes`` package; DESIGN.md
-section 3): the client loader and :class:`Reflector` (list + watch one kind into a local cache; the descheduler's
-interval mode keeps its watch cache with it)."""
+section 3): the client loader, :class:`Reflector` (list + watch one kind into a local cache) and
+:class:`ReflectorGroup` (reflectors sharing one lock and one stop event, each in a thread of its own). The
+extender's snapshot source (``extender.kube.KubeSnapshotSource``) and the descheduler's interval-mode watch cache
+(``descheduler.kube.KubeWatchCache``) are both reflector groups."""
 
 from __future__ import annotations
 
@@ -12,14 +14,14 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Self
 
 from kubernetes import client as kclient
 from kubernetes import config as kconfig
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-__all__ = ["load_api_client", "POD_FIELD_SELECTOR", "Reflector", "Gone", "object_key"]
+__all__ = ["load_api_client", "POD_FIELD_SELECTOR", "Reflector", "ReflectorGroup", "Gone", "object_key"]
 
 log = logging.getLogger(__name__)
 
@@ -67,15 +69,26 @@ def object_key(obj: Mapping[str, Any]) -> str:
 
 
 class Reflector:
-    """List + watch one resource kind into ``items`` (key → ``parse(obj)``), as client-go's reflector does:
-    **list** (paginated, raw JSON, ``page_size`` objects a page) → remember the list's ``resourceVersion`` →
-    **watch** from it with bookmarks, applying ADDED / MODIFIED / DELETED; a watch the server ends is re-opened
-    from the last ``resourceVersion``; **410 Gone** or an error → list again (capped exponential back-off after
-    errors); a full re-list every ``resync_s``. ``parse`` may raise ``ValueError`` for an object it rejects:
-    the object is left out (logged once), the watch goes on. ``on_change()`` is called after every change.
+    """List + watch one resource kind into ``items`` (key → ``parse(obj)``), as client-go's reflector does
+    (k8s.io/client-go ``tools/cache/reflector.go``): **list** (paginated, raw JSON, ``page_size`` objects a page)
+    → remember the list's ``resourceVersion`` → **watch** from it with bookmarks, applying ADDED / MODIFIED /
+    DELETED and following the ``resourceVersion`` of every event and bookmark; a watch the server ends is
+    re-opened from the last ``resourceVersion``; **410 Gone** or an error → list again (capped exponential
+    back-off after errors: 0.5 s doubling up to 30 s, ±20 % jitter); a full re-list every ``resync_s``. An event
+    of any other type is counted and changes nothing.
 
-    ``list_fn``: a ``kubernetes`` client list method (``list_node``, ``list_pod_for_all_namespaces``, ...);
-    ``lock``: guards ``items`` (shared with the reader of several reflectors); ``stop``: ends :meth:`run`.
+    ``kind``: the object kind (set on every object before ``parse``; keys: ``namespace/name`` or ``name``);
+    ``list_fn``: a ``kubernetes`` client list method (``list_node``, ``list_pod_for_all_namespaces``, ...) called
+    with ``_preload_content=False``; ``parse``: raw camelCase object → the cached value; it may raise ``rejected``
+    (an exception type or tuple, default ``ValueError``) for an object it refuses: that object is left out
+    (logged once per key), the watch goes on; any other exception fails the list or watch (back-off, list
+    again). ``loads``: the JSON decoder of list bodies and watch lines (bytes → object; default ``json.loads``).
+    ``page_size`` > 0; ``request_timeout_s``: per request, seconds; ``watch_timeout_s``: server-side timeout of
+    one watch request, seconds; ``resync_s``: full re-list period, seconds. ``lock``: guards ``items`` (shared
+    with the reader of several reflectors); ``stop``: ends :meth:`run`; ``on_change()``: called after every
+    list and every event that is not a bookmark (outside ``lock``); ``logger``: where the warnings and the
+    "listing again" lines go (default this module's).
+
     Counters for logs and tests: ``lists``, ``events``, ``errors``; ``synced`` (first list done) and
     ``healthy`` (listed and watching, no error since)."""
 
@@ -93,6 +106,9 @@ class Reflector:
         lock: threading.Lock | None = None,
         stop: threading.Event | None = None,
         on_change: Callable[[], None] | None = None,
+        loads: Callable[[bytes | str], Any] = json.loads,
+        rejected: type[Exception] | tuple[type[Exception], ...] = ValueError,
+        logger: logging.Logger | None = None,
     ):
         self.kind = kind
         self.list_fn = list_fn
@@ -105,6 +121,9 @@ class Reflector:
         self.lock = lock if lock is not None else threading.Lock()
         self.stop_event = stop if stop is not None else threading.Event()
         self.on_change = on_change
+        self.loads = loads
+        self.rejected = rejected
+        self.log = logger if logger is not None else log
         self.items: dict[str, Any] = {}
         self.resource_version = ""
         self.synced = False
@@ -121,11 +140,11 @@ class Reflector:
     def _parsed(self, obj: Mapping[str, Any]) -> Any | None:
         try:
             return self.parse(obj)
-        except ValueError as exc:
+        except self.rejected as exc:
             key = object_key(obj)
             if key not in self._bad:
                 self._bad.add(key)
-                log.warning("watch %s: ignoring %s: %s", self.kind, key, exc)
+                self.log.warning("watch %s: ignoring %s: %s", self.kind, key, exc)
             return None
 
     def _changed(self) -> None:
@@ -141,7 +160,7 @@ class Reflector:
             kw = dict(self._kw(), limit=self.page_size, _preload_content=False, _request_timeout=self.request_timeout_s)
             if cont:
                 kw["_continue"] = cont
-            doc = json.loads(self.list_fn(**kw).data)
+            doc = self.loads(self.list_fn(**kw).data)
             for obj in doc.get("items") or ():
                 obj = {**obj, "kind": self.kind}
                 info = self._parsed(obj)
@@ -182,12 +201,12 @@ class Reflector:
                     if stop.is_set():
                         return
                     if line:
-                        self._event(json.loads(line))
+                        self._event(self.loads(line))
             finally:
                 self._resp = None
                 resp.release_conn()
             if self.events == seen and time.monotonic() - opened < 0.5:
-                stop.wait(0.5)  # a watch closed at once without news: do not spin
+                stop.wait(0.5)  # a watch closed at once without news (a proxy?): do not spin
 
     def _event(self, ev: Mapping[str, Any]) -> None:
         typ = ev.get("type")
@@ -205,14 +224,15 @@ class Reflector:
         obj = {**obj, "kind": self.kind}
         key = object_key(obj)
         self.events += 1
-        info = self._parsed(obj) if typ in ("ADDED", "MODIFIED") else None
-        with self.lock:
-            if info is None:
-                self.items.pop(key, None)
-            else:
-                self.items[key] = info
-            if rv:
-                self.resource_version = rv
+        if typ in ("ADDED", "MODIFIED", "DELETED"):
+            info = self._parsed(obj) if typ != "DELETED" else None
+            with self.lock:
+                if info is None:
+                    self.items.pop(key, None)
+                else:
+                    self.items[key] = info
+                if rv:
+                    self.resource_version = rv
         self._changed()
 
     def interrupt(self) -> None:
@@ -235,14 +255,14 @@ class Reflector:
                 self.watch(time.monotonic() + self.resync_s)
             except Gone as exc:
                 self.healthy = False
-                log.info("watch %s: %s; listing again", self.kind, exc)
+                self.log.info("watch %s: %s; listing again", self.kind, exc)
             except Exception as exc:  # noqa: BLE001 - API server down, network, 5xx: retry with back-off
                 self.healthy = False
                 if stop.is_set():
                     break
                 self.errors += 1
                 backoff = min(max(0.5, backoff * 2), 30.0)
-                log.warning(
+                self.log.warning(
                     "watch %s failed (%s: %s); retrying in %.1f s",
                     self.kind,
                     type(exc).__name__,
@@ -251,3 +271,82 @@ class Reflector:
                 )
                 stop.wait(backoff * (0.8 + 0.4 * random.random()))
         self.healthy = False
+
+
+class ReflectorGroup:
+    """Reflectors sharing one ``lock`` (guarding their ``items``) and one ``stop_event``, each run in a daemon
+    thread of its own, with any other thread the owner needs (:meth:`_thread_targets`); a context manager
+    (:meth:`start` on entry, :meth:`stop` on exit). Subclasses fill ``reflectors`` (kind → :class:`Reflector`,
+    most simply through :meth:`add`) in their ``__init__`` after calling this one.
+
+    ``thread_prefix``: the threads are named ``<thread_prefix>:<name>`` (``watch-<kind>`` for a reflector).
+    ``synced``: every reflector listed once; ``healthy``: every one listed and watching, with no error since."""
+
+    thread_prefix = "hrl"
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stop_event = threading.Event()
+        self.reflectors: dict[str, Reflector] = {}
+        self._threads: list[threading.Thread] = []
+
+    def add(
+        self, kind: str, list_fn: Callable[..., Any], parse: Callable[[Mapping[str, Any]], Any], **kw: Any
+    ) -> Reflector:
+        """A :class:`Reflector` of ``kind`` on this group's lock and stop event (``kw``: its other keyword
+        arguments), kept in ``reflectors[kind]`` and returned."""
+        r = Reflector(kind, list_fn, parse, lock=self.lock, stop=self.stop_event, **kw)
+        self.reflectors[kind] = r
+        return r
+
+    @property
+    def synced(self) -> bool:
+        return all(r.synced for r in self.reflectors.values())
+
+    @property
+    def healthy(self) -> bool:
+        return all(r.healthy for r in self.reflectors.values())
+
+    def stats(self) -> dict[str, Any]:
+        """``<kind>_lists`` / ``_events`` / ``_errors`` per reflector (kind in lower case), for logs and tests."""
+        return {
+            f"{r.kind.lower()}_{c}": getattr(r, c)
+            for r in self.reflectors.values()
+            for c in ("lists", "events", "errors")
+        }
+
+    def _thread_targets(self) -> list[tuple[Callable[[], None], str]]:
+        """``(target, name)`` of every thread :meth:`start` starts: by default one ``watch-<kind>`` per reflector."""
+        return [(r.run, f"watch-{kind}") for kind, r in self.reflectors.items()]
+
+    def _stopping(self) -> None:
+        """Called by :meth:`stop` right after ``stop_event`` is set: wake any thread of the owner's own."""
+
+    def start(self) -> Self:
+        """Start every thread (daemon threads); returns ``self`` at once. Raises ``RuntimeError`` when started
+        already."""
+        if self._threads:
+            raise RuntimeError(f"{type(self).__name__} already started")
+        for target, name in self._thread_targets():
+            t = threading.Thread(target=target, name=f"{self.thread_prefix}:{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop every thread (interrupting open watches) and wait for them up to ``timeout_s`` seconds in all;
+        ``_threads`` keeps those still alive. Idempotent."""
+        self.stop_event.set()
+        self._stopping()
+        for r in self.reflectors.values():
+            r.interrupt()
+        deadline = time.monotonic() + timeout_s
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        self._threads = [t for t in self._threads if t.is_alive()]
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
