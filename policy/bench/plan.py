@@ -190,10 +190,16 @@ class Cell:
         return self.scenario_name, self.app_name, self.trace_name
 
 
-def _app_name(ref: str) -> str:
-    from policy.bench.stacks import _app
+_APP_NAMES: dict[str, str] = {}
 
-    return _app(ref).name
+
+def _app_name(ref: str) -> str:
+    """The name of the app at ``ref`` (a built-in name or a path; loaded once per process)."""
+    from policy.sim.app import load_app
+
+    if ref not in _APP_NAMES:
+        _APP_NAMES[ref] = load_app(ref).name
+    return _APP_NAMES[ref]
 
 
 def plan_cells(

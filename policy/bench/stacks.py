@@ -1395,7 +1395,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # a planned stack that is not registered here, or a registered one that cannot be built (e.g. a learned stack
     # whose bundle is not trained yet) is left out of a default run with a warning, and is an error when asked for
     # by name
-    skipped = {p: "not a registered stack (built-in or an entry point of group hrl_scheduler.stacks)" for p in unknown}
+    skipped = dict.fromkeys(
+        unknown, "not a registered stack (built-in or an entry point of group hrl_scheduler.stacks)"
+    )
     skipped |= unavailable_stacks([p for p in policies if p not in unknown], cells[0])
     if skipped and args.policies:
         raise _fail("; ".join(f"{p}: {why}" for p, why in skipped.items()))
