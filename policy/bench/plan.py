@@ -170,7 +170,7 @@ class Cell:
     :func:`policy.sim.scenario.build` (``app`` / ``trace`` None: a scenario of several apps runs its own), the run
     length ``minutes`` and the window offset ``offset_min``; ``scenario_name``, ``family``, ``app_name`` and
     ``trace_name`` are the keys of the summary (several apps' names joined with ``+``), ``apps`` each app's name,
-    ``role`` ``training`` / ``held-out`` / ``""``."""
+    ``role`` ``training`` / ``held-out`` (every app of the cell is one) or ``""``."""
 
     scenario: str
     app: str | None
@@ -200,6 +200,11 @@ def _app_name(ref: str) -> str:
     if ref not in _APP_NAMES:
         _APP_NAMES[ref] = load_app(ref).name
     return _APP_NAMES[ref]
+
+
+def _common_role(plan: BenchPlan, names: Sequence[str]) -> str:
+    roles = {plan.role(n) for n in names}
+    return roles.pop() if len(roles) == 1 else ""
 
 
 def plan_cells(
@@ -284,6 +289,7 @@ def plan_cells(
                     "+".join(names),
                     "+".join(trs),
                     names,
+                    _common_role(plan, names),
                 )
             )
             continue

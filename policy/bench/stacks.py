@@ -72,6 +72,7 @@ __all__ = [
     "simulate_command",
     "node_cpu_utilization",
     "run_one",
+    "run_seeds",
     "run_all",
     "summarize",
     "comparisons",
@@ -333,6 +334,22 @@ def run_one(
     return out
 
 
+def run_seeds(
+    scenario: str,
+    app: str | None,
+    trace: str | None,
+    policy: str,
+    seeds: Sequence[int],
+    minutes: int,
+    offset_min: int,
+    n_samples: int | None,
+) -> dict[str, Any]:
+    """:func:`run_one` for each of ``seeds`` in turn, in one process: ``{"runs": [record, ...]}``. The bench runs
+    the offline reference's seeds of a cell this way, so its plan (the MIPs, the same for every seed) is solved
+    once per cell and price (:func:`policy.sim.reference.reference_plan` caches it per process)."""
+    return {"runs": [run_one(scenario, app, trace, policy, s, minutes, offset_min, n_samples) for s in seeds]}
+
+
 def run_all(
     tasks: Sequence[tuple],
     desc: str = "bench",
@@ -340,13 +357,20 @@ def run_all(
     resume: bool = False,
     use_ray: bool = True,
 ) -> list[dict[str, Any]]:
-    """Run ``tasks`` (argument tuples of :func:`run_one`) as Ray tasks in the current Ray session (or one by
-    one in this process with ``use_ray=False``); results in the order of ``tasks`` (so aggregation is
-    deterministic). ``journal`` / ``resume``: see :func:`policy.bench.runner.run_tasks`."""
+    """Run ``tasks`` (argument tuples of :func:`run_seeds`) as Ray tasks in the current Ray session (or one by
+    one in this process with ``use_ray=False``); the run records, task by task in the order of ``tasks`` (so
+    aggregation is deterministic). ``journal`` / ``resume``: see :func:`policy.bench.runner.run_tasks` (one line per
+    task)."""
+    return [r for batch in _run_batches(tasks, desc, journal, resume, use_ray) for r in batch["runs"]]
+
+
+def _run_batches(
+    tasks: Sequence[tuple], desc: str, journal: Path | None, resume: bool, use_ray: bool
+) -> list[dict[str, Any]]:
     from .runner import run_tasks, task_key
 
     if use_ray:
-        return run_tasks(run_one, tasks, desc, journal, resume)
+        return run_tasks(run_seeds, tasks, desc, journal, resume)
     from tqdm import tqdm
 
     done: dict[str, dict[str, Any]] = {}
@@ -368,7 +392,7 @@ def run_all(
     for k, t in tqdm(list(zip(keys, tasks)), desc=desc, unit="run", file=sys.stderr):
         if k in done:
             continue
-        r = run_one(*t)
+        r = run_seeds(*t)
         r["task"] = k
         done[k] = r
         if journal is not None:
@@ -1429,15 +1453,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def cost(cell: Cell, policy: str) -> float:
         n = sum(len(_app(a).workloads) for a in ([cell.app] if cell.app else _scenario_apps(cell)))
-        return n * (4.0 if parse_stack_name(policy)[0] in REFERENCE_STACKS else 1.0)
+        return n * (3.0 if parse_stack_name(policy)[0] in REFERENCE_STACKS else 1.0)
 
     tasks = []
     for c in cells:
         for p in run_stacks:
-            if len(c.apps) > 1 and parse_stack_name(p)[0] in REFERENCE_STACKS:
-                continue  # REFERENCE_ONE_APP
-            for s in mode.seeds:
-                tasks.append((cost(c, p), (c.scenario, c.app, c.trace, p, s, c.minutes, c.offset_min, mode.n_samples)))
+            if parse_stack_name(p)[0] in REFERENCE_STACKS:
+                if len(c.apps) > 1:
+                    continue  # REFERENCE_ONE_APP
+                # the reference's seeds in one task: its plan is solved once per cell and price
+                batches = [tuple(mode.seeds)]
+            else:
+                batches = [(s,) for s in mode.seeds]
+            for seeds in batches:
+                args_ = (c.scenario, c.app, c.trace, p, seeds, c.minutes, c.offset_min, mode.n_samples)
+                tasks.append((cost(c, p) * len(seeds), args_))
     # the longest runs first, so the workers finish together; the order is fixed, so results are too
     tasks = [t for _c, t in sorted(tasks, key=lambda ct: -ct[0])]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0

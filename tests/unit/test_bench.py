@@ -123,6 +123,10 @@ def test_a_tiny_benchmark_writes_the_summary_plots_and_its_own_markdown(tmp_path
     cpus = [p["cpu_core_hours"] for p in fronts["baselines"]]
     assert cpus == sorted(cpus)
     assert s["reference_mip"][b]["online-boutique"]["bursty"]["offline-reference@price=10"]["solves"] >= 1
+    # the reference's seeds are one task (its plan is solved once per cell and price), every other run its own
+    batches = [json.loads(line) for line in (tmp_path / "runs-quick.jsonl").read_text().splitlines()]
+    assert {len(t["runs"]) for t in batches if t["runs"][0]["policy"].startswith("offline-reference")} == {2}
+    assert {len(t["runs"]) for t in batches if not t["runs"][0]["policy"].startswith("offline-reference")} == {1}
     info = s["cells"][b]["online-boutique"]["bursty"]
     assert info["minutes"] == 3 and info["role"] == "training" and info["reference_not_run"] is None
     assert "--policy '{stack}'" in info["command"]

@@ -56,7 +56,7 @@ def test_a_scenario_of_several_apps_is_one_cell_named_after_its_apps_and_traces(
     assert cell.app is None and cell.trace is None
     assert cell.app_name == "online-boutique+sock-shop+dsb-hotel-reservation"
     assert cell.trace_name == "nasa+twitter+bursty"
-    assert cell.apps == ("online-boutique", "sock-shop", "dsb-hotel-reservation") and cell.role == ""
+    assert cell.apps == ("online-boutique", "sock-shop", "dsb-hotel-reservation") and cell.role == "training"
 
 
 def test_the_plan_narrows_to_the_scenarios_apps_and_traces_asked_for():

@@ -36,7 +36,7 @@ def tiny(tmp_path_factory):
     ]
     assert main(args) == 0
     summary = json.loads((out / "summary.json").read_text())
-    runs = [json.loads(line) for line in (out / "runs-quick.jsonl").read_text().splitlines()]
+    runs = [r for line in (out / "runs-quick.jsonl").read_text().splitlines() for r in json.loads(line)["runs"]]
     return out, summary, runs
 
 
@@ -82,7 +82,8 @@ def test_a_held_out_app_is_run_in_a_scenario_family_and_labelled_so(tiny):
 def test_a_scenario_of_several_apps_is_one_cell_with_each_apps_figures_in_its_runs(tiny):
     _out, s, runs = tiny
     cell = at(s["cells"], SHARED)
-    assert cell["apps"] == ["online-boutique", "sock-shop", "dsb-hotel-reservation"] and cell["role"] == ""
+    assert cell["apps"] == ["online-boutique", "sock-shop", "dsb-hotel-reservation"]
+    assert cell["role"] == "training"  # every app of the shared cluster is a training app
     shared = [r for r in runs if r["scenario"] == "shared-cluster"]
     assert len(shared) == 4  # 2 stacks x 2 seeds
     assert all(set(r["apps"]) == set(cell["apps"]) for r in shared)
