@@ -120,9 +120,9 @@ def metric_panels(
                 lo, hi = clip_interval(metric, m, ci)
                 ax.plot([lo, hi], [yy, yy], color=st["color"], lw=st["lw"], zorder=st["zorder"])
                 ax.plot([m], [yy], marker=st["marker"], color=st["color"], ms=st["ms"], zorder=st["zorder"], ls="none")
-            ax.set_xlim(left=0)
-            if metric in _PCT:
-                ax.set_xlim(0, max(ax.get_xlim()[1], 1.0))
+            # from 0, with room right of the largest marker
+            right = 1.04 * ax.get_xlim()[1]
+            ax.set_xlim(0, max(right, 1.0) if metric in _PCT else right)
             ax.grid(True, axis="x", alpha=0.3)
             ax.tick_params(labelsize=7)
             if r == 0:
