@@ -12,8 +12,8 @@ help:
 	@echo "make test             install (with [train,test]) and run the whole test suite (lint included)"
 	@echo "make lint             ruff (lint + format check) and the import contracts"
 	@echo "make fuzz             >= 100,000 generated requests and files against the extender and every parser"
-	@echo "make bench            the policy benchmark -> BENCHMARKS.md, benchmarks/summary.json, plots"
-	@echo "make bench-quick      a smaller policy benchmark (< 10 min)"
+	@echo "make bench            the policy benchmark, every scenario family (hours) -> BENCHMARKS.md, benchmarks/"
+	@echo "make bench-quick      the same, smaller (policy/data/bench/plan.yaml, mode quick; < 15 min on 2 cores)"
 	@echo "make bench-sim        simulator speed, discrete-event cross-check, calibration error (~13 min)"
 	@echo "make bench-topology   graph encoder time vs size, gRPC cache latency, encoder held-out error"
 	@echo "make bench-scheduler  the extender's cost to kube-scheduler, caller-side latency, server comparison"
@@ -67,6 +67,8 @@ lint: $(VENV)/.test
 fuzz: $(VENV)/.test
 	OMP_NUM_THREADS=1 $(PY) hack/fuzz.py --total $${FUZZ_TOTAL:-100000}
 
+# the policy benchmark: the plan's cells (policy/data/bench/plan.yaml: scenarios x apps x traces x stacks x seeds)
+# -> section `policy` of BENCHMARKS.md, benchmarks/summary.json, benchmarks/<scenario>/*.png
 bench: $(VENV)/.test
 	OMP_NUM_THREADS=1 $(PY) -m policy.bench --full
 

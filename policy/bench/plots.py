@@ -80,9 +80,11 @@ def metric_panels(
     metric: str,
     label: str,
     path: Path,
+    title: str = "",
 ) -> Path:
     """One figure: a panel per (trace, app), the stacks on the vertical axis, each a dot at its mean with its
-    clipped 95 % interval on a linear axis; "missing" where a stack has no result."""
+    clipped 95 % interval on a linear axis; "missing" where a stack has no result. ``summary``: ``{"results":
+    {app: {trace: {stack: {metric: {"mean", "ci95"}}}}}}`` (one scenario); ``title`` prefixes the figure's title."""
     plt = _setup()
     res = summary["results"]
     apps = list(res)
@@ -118,9 +120,9 @@ def metric_panels(
                 lo, hi = clip_interval(metric, m, ci)
                 ax.plot([lo, hi], [yy, yy], color=st["color"], lw=st["lw"], zorder=st["zorder"])
                 ax.plot([m], [yy], marker=st["marker"], color=st["color"], ms=st["ms"], zorder=st["zorder"], ls="none")
-            ax.set_xlim(left=0)
-            if metric in _PCT:
-                ax.set_xlim(0, max(ax.get_xlim()[1], 1.0))
+            # from 0, with room right of the largest marker
+            right = 1.04 * ax.get_xlim()[1]
+            ax.set_xlim(0, max(right, 1.0) if metric in _PCT else right)
             ax.grid(True, axis="x", alpha=0.3)
             ax.tick_params(labelsize=7)
             if r == 0:
@@ -136,7 +138,7 @@ def metric_panels(
             if lab.get_text() == HIGHLIGHT:
                 lab.set_color(_HIGHLIGHT_COLOR)
                 lab.set_fontweight("bold")
-    fig.suptitle(f"{label}: mean and 95 % CI over seeds ({HIGHLIGHT} in red)", fontsize=11)
+    fig.suptitle(f"{title}{label}: mean and 95 % CI over seeds ({HIGHLIGHT} in red)", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -153,9 +155,10 @@ def latency_cdfs(
     policies: Sequence[str],
     baselines: Sequence[str],
     path: Path,
+    title: str = "",
 ) -> Path:
     """Latency CDF of every user request (failed ones at the app's timeout), one panel per app, for one trace;
-    the legend to the right of the panels."""
+    the legend to the right of the panels; ``title`` prefixes the figure's title."""
     plt = _setup()
     ncol = 3 if len(apps) > 2 else len(apps)
     nrow = math.ceil(len(apps) / ncol)
@@ -197,7 +200,9 @@ def latency_cdfs(
     fig.legend(
         list(handles.values()), list(handles), loc="center left", bbox_to_anchor=(0.995, 0.5), fontsize=7, frameon=False
     )
-    fig.suptitle(f"Latency CDF of all user requests — trace {trace} (all seeds; {HIGHLIGHT} in red)", fontsize=11)
+    fig.suptitle(
+        f"{title}latency CDF of all user requests — trace {trace} (all seeds; {HIGHLIGHT} in red)", fontsize=11
+    )
     fig.tight_layout(rect=(0, 0, 0.86, 0.96))
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -211,12 +216,14 @@ def pareto(
     baselines: Sequence[str],
     reference: Sequence[str],
     path: Path,
+    title: str = "",
 ) -> Path:
     """Pareto plots of one app: a column per trace, a row per front metric; every baseline setting (grey
     squares), the baseline front (grey line), the tuned HPA front (dashed), the offline reference's curve
     (black stars), and the contenders with their 95 % intervals in both CPU and the metric. The vertical range
     follows the contenders, the reference and the HPA front; settings far above it are marked at the top edge
-    (a triangle and their value)."""
+    (a triangle and their value). ``summary``: ``{"results", "fronts"}`` per app and trace (one scenario);
+    ``title`` prefixes the figure's title."""
     from .pareto import FRONT_METRICS
 
     plt = _setup()
@@ -321,7 +328,7 @@ def pareto(
     fig.legend(
         [handles[k] for k in keys], keys, loc="center left", bbox_to_anchor=(0.995, 0.5), fontsize=8, frameon=False
     )
-    fig.suptitle(f"{app}: p95 latency and failed requests against CPU (mean ± 95 % CI)", fontsize=11)
+    fig.suptitle(f"{title}{app}: p95 latency and failed requests against CPU (mean ± 95 % CI)", fontsize=11)
     fig.tight_layout(rect=(0, 0, 0.88, 0.95))
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)

@@ -94,6 +94,7 @@ __all__ = [
     "compose_apps",
     "background_for_nodes",
     "ScenarioRun",
+    "resolve_app",
     "build",
     "run_scenario",
     "flat_result",
@@ -546,7 +547,9 @@ class ScenarioRun:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _resolve_app(ref: str, scn: Scenario) -> str:
+def resolve_app(ref: str, scn: Scenario) -> str:
+    """What :func:`build` loads for app ``ref`` of ``scn``: a path relative to the scenario file's folder when it
+    exists there, else ``ref`` itself (a built-in app name, or a path relative to the working directory)."""
     if scn.source:
         p = Path(scn.source).parent / ref
         if p.exists():
@@ -697,7 +700,7 @@ def build(
     traces: list[str] = []
     for k, ref in enumerate(sp.apps):
         a = app if (k == 0 and app is not None) else ref.app
-        spec = a if isinstance(a, AppSpec) else load_app(_resolve_app(a, scn))
+        spec = a if isinstance(a, AppSpec) else load_app(resolve_app(a, scn))
         specs.append(_with_call_bytes(spec, ref.call_bytes))
         traces.append(trace if (k == 0 and trace is not None) else ref.load.trace)
     cluster = _cluster(scn, specs[0], nodes)

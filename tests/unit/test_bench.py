@@ -27,6 +27,7 @@ def test_a_metric_that_cannot_vary_has_a_zero_interval_and_non_finite_values_are
 
 def run(app, trace, policy, seed, **m):
     return {
+        "scenario": "baseline-2026-11",
         "app": app,
         "trace": trace,
         "policy": policy,
@@ -38,15 +39,19 @@ def run(app, trace, policy, seed, **m):
 def test_each_cell_is_averaged_in_seed_order_whatever_order_the_runs_finished_in():
     # 0.1 + 0.2 + 0.3 and 0.3 + 0.2 + 0.1 differ in the last bit: the order of aggregation shows
     runs = [run("a", "nasa", "p", s, latency_mean_ms=v) for s, v in enumerate([0.1, 0.2, 0.3])]
-    ordered = summarize(runs, seeds=3)
-    assert summarize(list(reversed(runs)), seeds=3) == ordered
-    assert summarize([runs[1], runs[2], runs[0]], seeds=3) == ordered
-    assert ordered["results"]["a"]["nasa"]["p"]["latency_mean_ms"]["mean"] == ((0.1 + 0.2) + 0.3) / 3
+    ordered = summarize(runs)
+    assert summarize(list(reversed(runs))) == ordered
+    assert summarize([runs[1], runs[2], runs[0]]) == ordered
+    assert ordered["baseline-2026-11"]["a"]["nasa"]["p"]["latency_mean_ms"]["mean"] == ((0.1 + 0.2) + 0.3) / 3
 
 
-def test_the_summary_has_exactly_the_documented_shape():
-    s = summarize([run("a", "nasa", "p", 0), run("a", "nasa", "p", 1)], seeds=2)
-    assert set(s) == {"seeds", "results"} and s["seeds"] == 2
+def legacy_summary():
+    # the first schema: {"seeds", "results": {app: {trace: {stack: {metric: {mean, ci95}}}}}}
+    return {"seeds": 2, "results": summarize([run("a", "nasa", "p", 0), run("a", "nasa", "p", 1)])["baseline-2026-11"]}
+
+
+def test_a_summary_of_the_first_schema_is_still_accepted():
+    s = legacy_summary()
     cell = s["results"]["a"]["nasa"]["p"]
     assert set(cell) == set(METRIC_KEYS)
     assert all(set(v) == {"mean", "ci95"} for v in cell.values())
@@ -63,8 +68,8 @@ def test_the_summary_has_exactly_the_documented_shape():
         lambda s: s.update(seeds=0),
     ],
 )
-def test_a_malformed_summary_is_rejected(mutate):
-    s = summarize([run("a", "nasa", "p", 0), run("a", "nasa", "p", 1)], seeds=2)
+def test_a_malformed_legacy_summary_is_rejected(mutate):
+    s = legacy_summary()
     mutate(s)
     with pytest.raises(ValueError):
         validate_summary(s)
@@ -84,6 +89,8 @@ def test_a_tiny_benchmark_writes_the_summary_plots_and_its_own_markdown(tmp_path
     rc = main(
         [
             "--quick",
+            "--scenarios",
+            "baseline-2026-11",
             "--apps",
             "online-boutique",
             "--traces",
@@ -102,19 +109,27 @@ def test_a_tiny_benchmark_writes_the_summary_plots_and_its_own_markdown(tmp_path
     assert rc == 0
     s = json.loads((tmp_path / "summary.json").read_text())
     validate_summary(s)
-    assert s["seeds"] == 2 and s["scenario"] == "baseline-2026-11"
-    cell = s["results"]["online-boutique"]["bursty"]
+    assert s["seeds"] == 2 and list(s["scenarios"]) == ["baseline-2026-11"]
+    assert list(s["results"]["baseline-2026-11"]) == ["online-boutique"]
+    b = "baseline-2026-11"
+    cell = s["results"][b]["online-boutique"]["bursty"]
     # the stacks asked for, every baseline's sweep and the offline reference
     assert {"default-kube-scheduler", "networkaware", "default-kube-scheduler+hpa@target=0.4"} <= set(cell)
     assert {"offline-reference@price=10", "networkaware@hpa=0.8"} <= set(cell)
-    runs = s["node_cpu_util_pct"]["online-boutique"]["bursty"]["networkaware"]
+    runs = s["node_cpu_util_pct"][b]["online-boutique"]["bursty"]["networkaware"]
     assert [r["seed"] for r in runs] == [0, 1] and all(0 < r["mean"] <= r["max"] <= 100 for r in runs)
-    fronts = s["fronts"]["online-boutique"]["bursty"]["latency_p95_ms"]
+    fronts = s["fronts"][b]["online-boutique"]["bursty"]["latency_p95_ms"]
     assert fronts["baselines"] and fronts["hpa"] and fronts["reference"]
     cpus = [p["cpu_core_hours"] for p in fronts["baselines"]]
     assert cpus == sorted(cpus)
-    assert s["reference_mip"]["online-boutique"]["bursty"]["offline-reference@price=10"]["solves"] >= 1
-    assert "--policy '{stack}'" in s["commands"]["online-boutique"]["bursty"]
+    assert s["reference_mip"][b]["online-boutique"]["bursty"]["offline-reference@price=10"]["solves"] >= 1
+    # the reference's seeds are one task (its plan is solved once per cell and price), every other run its own
+    batches = [json.loads(line) for line in (tmp_path / "runs-quick.jsonl").read_text().splitlines()]
+    assert {len(t["runs"]) for t in batches if t["runs"][0]["policy"].startswith("offline-reference")} == {2}
+    assert {len(t["runs"]) for t in batches if not t["runs"][0]["policy"].startswith("offline-reference")} == {1}
+    info = s["cells"][b]["online-boutique"]["bursty"]
+    assert info["minutes"] == 3 and info["role"] == "training" and info["reference_not_run"] is None
+    assert "--policy '{stack}'" in info["command"]
     for png in (
         "latency_cdf_bursty.png",
         "failed_pct.png",
@@ -122,7 +137,7 @@ def test_a_tiny_benchmark_writes_the_summary_plots_and_its_own_markdown(tmp_path
         "latency_p95.png",
         "pareto_online-boutique.png",
     ):
-        assert (tmp_path / png).stat().st_size > 10_000
+        assert (tmp_path / "baseline-2026-11" / png).stat().st_size > 10_000
     md = (tmp_path / "BENCHMARKS-policy.md").read_text()
     assert "networkaware" in md and " ± " in md and "offline-reference@price=30" in md
 
@@ -139,6 +154,8 @@ def test_a_learned_stack_is_compared_at_equal_cpu_with_the_command_that_reproduc
     try:
         args = [
             "--quick",
+            "--scenarios",
+            "baseline-2026-11",
             "--apps",
             "online-boutique",
             "--traces",
@@ -157,19 +174,24 @@ def test_a_learned_stack_is_compared_at_equal_cpu_with_the_command_that_reproduc
     finally:
         del _BUILTIN["zz-contender"]
     s = json.loads((tmp_path / "summary.json").read_text())
-    e = s["equal_cpu"]["online-boutique"]["nasa"]["zz-contender"]["latency_p95_ms"]
-    same = s["results"]["online-boutique"]["nasa"]["default-kube-scheduler+hpa@target=0.7"]
-    mine = s["results"]["online-boutique"]["nasa"]["zz-contender"]
+    e = s["equal_cpu"]["baseline-2026-11"]["online-boutique"]["nasa"]["zz-contender"]["latency_p95_ms"]
+    same = s["results"]["baseline-2026-11"]["online-boutique"]["nasa"]["default-kube-scheduler+hpa@target=0.7"]
+    mine = s["results"]["baseline-2026-11"]["online-boutique"]["nasa"]["zz-contender"]
     assert mine == same  # the same stack under another name gives the same bits
     # on (or above) the front at its own CPU: never better than the front there
     assert e["delta"]["mean"] >= -1e-9
     md = (tmp_path / "BENCHMARKS-policy.md").read_text()
-    assert "hrl-policy simulate --app online-boutique --trace nasa --policy 'zz-contender' --minutes 4" in md
+    assert (
+        "hrl-policy simulate --scenario baseline-2026-11 --app online-boutique --trace nasa --policy 'zz-contender' "
+        "--minutes 4 --offset "
+    ) in md
 
 
 def test_an_interrupted_benchmark_resumes_from_its_journal(tmp_path, capsys):
     args = [
         "--quick",
+        "--scenarios",
+        "baseline-2026-11",
         "--apps",
         "online-boutique",
         "--traces",
@@ -207,6 +229,8 @@ def test_a_registered_stack_that_cannot_be_built_is_skipped_unless_asked_for(tmp
     monkeypatch.setattr(stacks, "_entry_points", lambda: [])
     base = [
         "--quick",
+        "--scenarios",
+        "baseline-2026-11",
         "--apps",
         "online-boutique",
         "--traces",
@@ -223,6 +247,6 @@ def test_a_registered_stack_that_cannot_be_built_is_skipped_unless_asked_for(tmp
     assert main(base) == 0
     assert "skipping stack zz-broken: no policy bundle at /nowhere" in capsys.readouterr().err
     s = json.loads((tmp_path / "summary.json").read_text())
-    assert "zz-broken" not in s["results"]["online-boutique"]["nasa"]
+    assert "zz-broken" not in s["results"]["baseline-2026-11"]["online-boutique"]["nasa"]
     with pytest.raises(SystemExit, match="zz-broken: no policy bundle"):
         main(base + ["--policies", "default-kube-scheduler,zz-broken"])

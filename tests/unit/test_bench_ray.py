@@ -20,6 +20,8 @@ def local_ray():
 def tiny(out, *extra):
     return [
         "--quick",
+        "--scenarios",
+        "baseline-2026-11",
         "--apps",
         "online-boutique",
         "--traces",
@@ -48,6 +50,34 @@ def test_a_tiny_matrix_on_a_local_ray_is_byte_identical_run_to_run_and_to_an_in_
     assert a == (tmp_path / "b" / "summary.json").read_bytes()
     assert a == (tmp_path / "c" / "summary.json").read_bytes()
     assert b'"default-kube-scheduler+hpa@target=0.6"' in a
+
+
+def test_scenario_cells_on_a_local_ray_give_the_same_bits_as_in_process(local_ray, tmp_path):
+    # a topology network, a scenario of several apps and a learned stack with its counters, as Ray tasks and here
+    def args(out, *extra):
+        return [
+            "--quick",
+            "--scenarios",
+            "network-edge,shared-cluster",
+            "--apps",
+            "online-boutique",
+            "--policies",
+            "default-kube-scheduler,hrl-scheduler",
+            "--seeds",
+            "2",
+            "--minutes",
+            "2",
+            "--no-sweep",
+            "--out",
+            str(out),
+            *extra,
+        ]
+
+    assert main(args(tmp_path / "ray")) == 0
+    assert main(args(tmp_path / "here", "--no-ray")) == 0
+    a = (tmp_path / "ray" / "summary.json").read_bytes()
+    assert a == (tmp_path / "here" / "summary.json").read_bytes()
+    assert b'"shared-cluster"' in a and b'"guardrail_stabilization"' in a
 
 
 def test_an_interrupted_ray_run_resumes_from_its_journal(local_ray, tmp_path, capsys):
