@@ -128,8 +128,8 @@ class HierarchyTrainConfig:
     cpu_price_range: tuple[float, float] = (0.25, 1.0)
     nodes_frac_range: tuple[float, float] = (0.4, 1.0)
     n_samples: int = 300
-    iterations: int = 40
-    episodes_per_iteration: int = 12
+    iterations: int = 45
+    episodes_per_iteration: int = 16
     workers: int = 2
     gamma: float = 0.9
     gae_lambda: float = 0.9
