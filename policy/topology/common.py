@@ -31,6 +31,7 @@ __all__ = [
     "open_text",
     "read_csv_header",
     "iter_csv_rows",
+    "header_text",
     "parse_int",
     "parse_float",
     "is_missing",
@@ -186,7 +187,7 @@ def read_csv_header(path: str | Path) -> list[str]:
     return []
 
 
-def _header_text(header: list[str], limit: int = 200) -> str:
+def header_text(header: list[str], limit: int = 200) -> str:
     """The header as one line for a message (cells with line breaks or quotes flattened, at most ``limit`` chars)."""
     text = " ".join(",".join(header).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -221,7 +222,7 @@ def iter_csv_rows(
                         hint = f" ({expected_hint})" if expected_hint else ""
                         raise TopologyError(
                             f"{path}:{reader.line_num}: missing column(s) {', '.join(missing)}; "
-                            f"header is {_header_text(header)}{hint}"
+                            f"header is {header_text(header)}{hint}"
                         )
                     continue
                 if len(row) != len(header):

@@ -65,8 +65,8 @@ from policy.state import ServiceGraph
 from .common import (
     Observations,
     TopologyError,
-    _header_text,
     csv_files,
+    header_text,
     iter_csv_rows,
     parse_float,
     parse_int,
@@ -159,7 +159,7 @@ def resolve_span_columns(header: list[str], columns: Mapping[str, str] | None = 
     if "pod" not in out and "service" not in out:
         missing.insert(3, columns.get("pod", SPAN_ROLES["pod"][0]))
     if missing:
-        raise TopologyError(f"missing column(s) {', '.join(missing)}; header is {_header_text(header)} ({_EXPECTED})")
+        raise TopologyError(f"missing column(s) {', '.join(missing)}; header is {header_text(header)} ({_EXPECTED})")
     return out
 
 

@@ -67,7 +67,7 @@ from policy.highlevel import (
 )
 from policy.sim.objective import Objective, minute_outcomes
 
-from .episodes import HELD_OUT_APPS, TRAINING_FAMILIES, scenario_app_count
+from .episodes import HELD_OUT_APPS, TRAINING_FAMILIES, scenario_app_count, training_app
 
 __all__ = [
     "HierarchyTrainConfig",
@@ -291,7 +291,6 @@ class SampledIntent(LearnedIntent):
         return intent_from_outputs(obs.services, z_s, z_g)
 
 
-_APPS: dict[str, Any] = {}
 _PLACEMENTS: dict[str, Any] = {}
 
 
@@ -299,20 +298,6 @@ def _placement(path: str, load: Callable[[str], Any]) -> Any:
     if path not in _PLACEMENTS:
         _PLACEMENTS[path] = load(path)
     return _PLACEMENTS[path]
-
-
-def _app(name: str):
-    if name not in _APPS:
-        if name.startswith("synthetic:"):
-            from .encoder_data import synthetic_app
-
-            _, n, seed = name.split(":")
-            _APPS[name] = synthetic_app(np.random.default_rng(int(seed)), int(n), name=f"synthetic-{n}-{seed}")
-        else:
-            from policy.sim.app import load_app
-
-            _APPS[name] = load_app(name)
-    return _APPS[name]
 
 
 def _actor_bundle(weights: dict[str, np.ndarray], norm: dict[str, Any], flat: bool, hidden: int) -> PolicyBundle:
@@ -339,7 +324,7 @@ def _classic(spec: EpisodeSpec) -> tuple[Any, np.ndarray, Any, Any]:
 
     from .forecast_data import training_series
 
-    app = _app(spec.app)
+    app = training_app(spec.app)
     _trace, counts = training_series(np.random.default_rng(spec.trace_seed), spec.minutes)
     rps = scale_to_peak(counts, spec.peak * capacity_rps(app))
     cluster = cluster_for(app)
