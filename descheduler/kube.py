@@ -476,6 +476,26 @@ class KubeEvictor:
 # ---- scaling through the scale subresource (descheduler/scale.py) ---------------------------------------------
 
 
+def _json_call(
+    what: str,
+    fn: Callable[..., Any],
+    timeout_s: float,
+    error: Callable[[int | None, str, ApiException | None], Exception],
+    *args: Any,
+    **kw: Any,
+) -> dict[str, Any]:
+    """``fn(*args, **kw)`` of the ``kubernetes`` client as raw JSON (a dict), within ``timeout_s``. A refusal
+    raises ``error(http status, "WHAT: the Status' message", the ApiException)``; no answer at all raises
+    ``error(None, "WHAT: no answer: ...", None)`` (one line, at most 300 characters of the cause)."""
+    try:
+        r = fn(*args, _preload_content=False, _request_timeout=timeout_s, **kw)
+        return json.loads(r.data)
+    except ApiException as exc:
+        raise error(exc.status, f"{what}: {_status_message(exc)}", exc) from exc
+    except Exception as exc:
+        raise error(None, f"{what}: no answer: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", None) from exc
+
+
 class KubeScaleApi:
     """:class:`descheduler.scale.ScaleApi` with the ``kubernetes`` client: HorizontalPodAutoscalers through
     autoscaling/v2 (``list`` on ``horizontalpodautoscalers``), ``get`` / ``update`` on ``deployments/scale``
@@ -488,15 +508,7 @@ class KubeScaleApi:
         self.timeout_s = timeout_s
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> dict[str, Any]:
-        try:
-            r = fn(*args, _preload_content=False, _request_timeout=self.timeout_s, **kw)
-            return json.loads(r.data)
-        except ApiException as exc:
-            raise ScaleApiError(exc.status, f"{what}: {_status_message(exc)}") from exc
-        except Exception as exc:
-            raise ScaleApiError(
-                None, f"{what}: no answer: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-            ) from exc
+        return _json_call(what, fn, self.timeout_s, lambda status, msg, _exc: ScaleApiError(status, msg), *args, **kw)
 
     def list_hpas(self, namespace: str) -> list[dict[str, Any]]:
         doc = self._call(
@@ -540,15 +552,10 @@ class KubeResizeApi:
         self.timeout_s = timeout_s
 
     def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> dict[str, Any]:
-        try:
-            r = fn(*args, _preload_content=False, _request_timeout=self.timeout_s, **kw)
-            return json.loads(r.data)
-        except ApiException as exc:
-            raise ResizeApiError(exc.status, f"{what}: {_status_message(exc)}", _status_kind(exc)) from exc
-        except Exception as exc:
-            raise ResizeApiError(
-                None, f"{what}: no answer: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-            ) from exc
+        def error(status: int | None, msg: str, exc: ApiException | None) -> ResizeApiError:
+            return ResizeApiError(status, msg) if exc is None else ResizeApiError(status, msg, _status_kind(exc))
+
+        return _json_call(what, fn, self.timeout_s, error, *args, **kw)
 
     def list_vpas(self, namespace: str) -> list[dict[str, Any]]:
         doc = self._call(

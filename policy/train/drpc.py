@@ -77,6 +77,7 @@ from policy.sim.objective import MinuteOutcome, Objective
 from .td3 import TD3, Actor, ReplayBuffer, ReplayBufferSamples, TD3Config, WorkloadPredictor, imitation_loss
 
 __all__ = [
+    "json_ready",
     "PredictorConfig",
     "DrpcReward",
     "DrpcTrainConfig",
@@ -225,7 +226,7 @@ def export_predictor(
             "data": "NASA-HTTP and Twitter traces minus the evaluation windows ± 1 day (time split 80/20), "
             "synthetic bursty traces of training seeds 1-40 (held out: 9001-9010)",
             "config": asdict(cfg),
-            "heldout": _plain(report or {}),
+            "heldout": json_ready(report or {}),
         },
     )
     b.save(path)
@@ -348,11 +349,13 @@ def _today() -> str:
     return datetime.now(UTC).strftime("%Y%m%d")
 
 
-def _plain(v: Any) -> Any:
+def json_ready(v: Any) -> Any:
+    """``v`` for :func:`json.dumps`: dict keys as strings, tuples as lists, numpy scalars as Python numbers,
+    non-finite floats as None (JSON has no NaN)."""
     if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
+        return {str(k): json_ready(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
+        return [json_ready(x) for x in v]
     if isinstance(v, (np.floating, np.integer)):
         return v.item()
     if isinstance(v, float) and not math.isfinite(v):
@@ -564,7 +567,7 @@ def export_student(
             "student": name,
             "distilled": distilled,
             "action_mapping": mapping_json(cfg.mapping),
-            **_plain(metadata),
+            **json_ready(metadata),
         },
     )
     b.save(path)
@@ -747,7 +750,7 @@ class _Agents:
             "teacher_critic": self.teacher.critic.state_dict(),
             **{f"{k}_actor": v.actor.state_dict() for k, v in self.students.items()},
             **{f"{k}_critic": v.critic.state_dict() for k, v in self.students.items()},
-            "config": _plain(asdict(cfg)),
+            "config": json_ready(asdict(cfg)),
         }
 
 
@@ -896,7 +899,7 @@ def _write_run(
     )
     if plots and rows:
         report["plot"] = str(_plot(rows, out / "learning_curves.png", validation.rows))
-    (out / "report.json").write_text(json.dumps(_plain(report), indent=1) + "\n", encoding="utf-8")
+    (out / "report.json").write_text(json.dumps(json_ready(report), indent=1) + "\n", encoding="utf-8")
 
 
 def train_drpc(
@@ -939,7 +942,7 @@ def train_drpc(
     if staging.exists():
         shutil.rmtree(staging)
     staged = {sname: staging / sname for sname in cfg.students}
-    report: dict[str, Any] = {"config": _plain(asdict(cfg)), "started": stamp}
+    report: dict[str, Any] = {"config": json_ready(asdict(cfg)), "started": stamp}
     # the workload predictor (trained here unless given), staged next to every student
     if pb is None:
         model, prep = train_predictor(cfg.predictor, progress=progress)

@@ -67,6 +67,7 @@ from policy.highlevel import (
 )
 from policy.sim.objective import Objective, minute_outcomes
 
+from .drpc import json_ready
 from .episodes import HELD_OUT_APPS, TRAINING_FAMILIES, scenario_app_count, training_app
 
 __all__ = [
@@ -864,7 +865,7 @@ def train_hierarchy(
     # ---- export ----
     _write_csv(run / "progress.csv", rows)
     _write_csv(run / "validation.csv", eval_rows)
-    torch.save({"net": net.state_dict(), "config": _plain(asdict(cfg))}, run / "checkpoint.pt")
+    torch.save({"net": net.state_dict(), "config": json_ready(asdict(cfg))}, run / "checkpoint.pt")
     if rows:
         _plot(rows, eval_rows, run / "learning_curves.png")
     train_s = time.perf_counter() - t_start
@@ -889,7 +890,7 @@ def train_hierarchy(
         "rows": rows[-1:] if rows else [],
         "validation": eval_rows,
         "run_dir": str(run),
-        "config": _plain(asdict(cfg)),
+        "config": json_ready(asdict(cfg)),
     }
     if out is not None:
         staged = run / "staged-bundle"
@@ -913,20 +914,8 @@ def train_hierarchy(
             shutil.copytree(staged / sub, out / sub)
         shutil.rmtree(staged)
         log(f"hierarchy: {version}: bundle written to {out}")
-    (run / "report.json").write_text(json.dumps(_plain(report), indent=1) + "\n", encoding="utf-8")
+    (run / "report.json").write_text(json.dumps(json_ready(report), indent=1) + "\n", encoding="utf-8")
     return net, report
-
-
-def _plain(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if isinstance(v, (np.floating, np.integer)):
-        return v.item()
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    return v
 
 
 QUICK = {
