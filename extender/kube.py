@@ -41,7 +41,7 @@ from kubernetes import client as kclient
 
 from policy.kube import POD_FIELD_SELECTOR, Gone, ReflectorGroup, load_api_client
 from policy.observe import ObjectError, parse_node, parse_pod
-from policy.state import ANNOTATION_DEPENDS_ON, ClusterSnapshot, ServiceEdge, ServiceGraph
+from policy.state import ANNOTATION_DEPENDS_ON, ClusterSnapshot, NodeInfo, PodInfo, ServiceEdge, ServiceGraph
 
 from .store import SnapshotStore
 
@@ -56,11 +56,18 @@ def graph_with_annotations(graph: ServiceGraph | None, pods) -> ServiceGraph:
     ``descheduler.snapshot.graph_from_annotations`` (the two apps may not import each other)."""
     services = set(graph.services) if graph is not None else set()
     edges = list(graph.edges) if graph is not None else []
+    # The pods of one workload carry the same annotation: each distinct (service, annotation) once. An
+    # annotation's edge carries no rate or latency, so merging its duplicates (ServiceGraph.build) changes nothing.
+    declared: dict[tuple[str, str], None] = {}
     for p in pods:
         services.add(p.service)
-        for dep in p.annotations.get(ANNOTATION_DEPENDS_ON, "").split(","):
+        ann = p.annotations.get(ANNOTATION_DEPENDS_ON)
+        if ann:
+            declared[(p.service, ann)] = None
+    for service, ann in declared:
+        for dep in ann.split(","):
             if dep.strip():
-                edges.append(ServiceEdge(p.service, dep.strip()))
+                edges.append(ServiceEdge(service, dep.strip()))
     source = graph.source if graph is not None and graph.source else ""
     return ServiceGraph.build(services, edges, source=(source + "; annotations").lstrip("; "))
 
@@ -72,6 +79,27 @@ def _loads(data: bytes | str) -> Any:
         return msgspec.json.decode(data)
     except msgspec.DecodeError:
         return json.loads(data)
+
+
+def pod_reads(pod: PodInfo) -> tuple:
+    """What the extender reads of a cached pod (the index, the score table's pending keys, the call graph's
+    annotations, the learned policy's service statistics): an event that changes none of it (kwok's and the
+    kubelet's status updates: phase, conditions, IPs, resourceVersion) does not rebuild the snapshot."""
+    return (
+        pod.service,
+        pod.requests,
+        pod.limits,
+        pod.node_name,
+        pod.terminating,
+        pod.usage,
+        pod.annotations.get(ANNOTATION_DEPENDS_ON),
+    )
+
+
+def node_reads(node: NodeInfo) -> tuple:
+    """What the extender reads of a cached node: every field (labels included, which the dataclass's equality
+    leaves out); a heartbeat that changes nothing of it does not rebuild the snapshot."""
+    return (node, tuple(sorted(node.labels.items())))
 
 
 #: A watch's 410 Gone: :class:`policy.kube.Gone`, also importable from here.
@@ -137,9 +165,9 @@ class KubeSnapshotSource(ReflectorGroup):
             "rejected": ObjectError,
             "logger": log,
         }
-        self.nodes = self.add("Node", core.list_node, parse_node, **kw)
+        self.nodes = self.add("Node", core.list_node, parse_node, reads=node_reads, **kw)
         self.pods = self.add(
-            "Pod", core.list_pod_for_all_namespaces, parse_pod, field_selector=POD_FIELD_SELECTOR, **kw
+            "Pod", core.list_pod_for_all_namespaces, parse_pod, field_selector=POD_FIELD_SELECTOR, reads=pod_reads, **kw
         )
         self.rebuilds = 0
         self.last_build_s = 0.0

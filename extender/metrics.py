@@ -14,6 +14,7 @@ metric                                                  type       meaning
 ``hrl_extender_requests_invalid_total{verb}``           counter    malformed requests answered 400 (filter, prioritize)
 ``hrl_extender_requests_too_large_total{verb}``         counter    bodies over limits.maxRequestBytes answered 413
 ``hrl_extender_requests_in_flight``                     gauge      verb requests received and not answered yet
+``hrl_extender_http_connections_total``                 counter    HTTP connections accepted (kube-scheduler reuses its)
 ``hrl_extender_score_table_lookups_total{result}``      counter    precomputed-score lookups: hit, miss
 ``hrl_extender_score_table_vectors``                    gauge      node-score vectors held for the current snapshot
 ``hrl_extender_score_table_computed_total``             counter    node-score vectors computed (off the request path)
@@ -117,6 +118,12 @@ class ExtenderMetrics:
         self.requests_in_flight = Gauge(
             "hrl_extender_requests_in_flight",
             "Verb requests received and not answered yet (being read, scored or waiting for a worker).",
+            registry=registry,
+        )
+        self.http_connections_total = Counter(
+            "hrl_extender_http_connections",
+            "HTTP connections accepted (kube-scheduler keeps its connections alive: this grows by a few per "
+            "scheduler, not per request).",
             registry=registry,
         )
         self.snapshot_age_seconds = Gauge(

@@ -484,13 +484,19 @@ def make_app(
 WARM_BUDGET_S = 0.5
 
 
-def _stamped_protocol() -> type:
+def _stamped_protocol(on_connect: Any = None) -> type:
     """uvicorn's httptools protocol, stamping each request's arrival time (``perf_counter``) into
     ``scope["extensions"][ARRIVAL_KEY]`` when its first bytes are parsed, so the deadline and the duration
-    metrics count the time a request waited behind others on the event loop."""
+    metrics count the time a request waited behind others on the event loop. ``on_connect()``: called for every
+    accepted connection (counts them: kube-scheduler's client keeps its connections alive)."""
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
     class StampedHttpToolsProtocol(HttpToolsProtocol):
+        def connection_made(self, transport) -> None:  # type: ignore[no-untyped-def]
+            super().connection_made(transport)
+            if on_connect is not None:
+                on_connect()
+
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self.scope.setdefault("extensions", {})[ARRIVAL_KEY] = time.perf_counter()  # type: ignore[typeddict-item]
@@ -502,8 +508,10 @@ def uvicorn_config(app: ExtenderApp, **kwargs: Any) -> uvicorn.Config:
     """The ``uvicorn.Config`` the extender is served with: httptools (HTTP/1.1 keep-alive, as kube-scheduler's Go
     client uses it) with arrival stamps, uvloop, no access log, no lifespan; ``kwargs`` (host, port, TLS files,
     log_level, ...) are passed through."""
+    metrics = getattr(app, "metrics", None)
+    on_connect = metrics.http_connections_total.inc if metrics is not None else None
     opts: dict[str, Any] = {
-        "http": _stamped_protocol(),
+        "http": _stamped_protocol(on_connect),
         "loop": "uvloop",
         "access_log": False,
         "lifespan": "off",

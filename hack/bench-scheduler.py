@@ -262,6 +262,163 @@ def bind_times(log_path: Path) -> list[float]:
     return out
 
 
+# ---- CPU accounting -------------------------------------------------------------------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def proc_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (``/proc/PID/stat`` utime + stime, every thread);
+    NaN when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return math.nan
+    return (int(fields[11]) + int(fields[12])) / _TICK  # fields 14, 15 of proc(5), counted after "(comm)"
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of the bench's reaped children (the ``kubectl`` polls, ``extender-load``), cutime + cstime."""
+    with open("/proc/self/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / _TICK
+
+
+def machine_cpu_s() -> tuple[float, float]:
+    """``(busy, idle)`` CPU seconds of the whole machine since boot (``/proc/stat``, every core)."""
+    with open("/proc/stat", encoding="ascii") as f:
+        vals = [int(x) for x in f.readline().split()[1:]]
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)  # idle + iowait
+    busy = sum(vals[:8]) - idle  # user nice system idle iowait irq softirq steal (guest is inside user)
+    return busy / _TICK, idle / _TICK
+
+
+#: Control-plane component names (hack/controlplane.py) → the rows of the CPU table.
+CPU_ROWS = {
+    "etcd": "etcd",
+    "kube-apiserver": "kube-apiserver",
+    "kube-controller-manager": "kube-controller-manager",
+    "kwok": "kwok",
+    "hrl-extender": "hrl-extender",
+}
+
+
+class CpuMeter:
+    """CPU seconds per process of one phase: :meth:`start` before the phase's scheduler starts, :meth:`stop`
+    once every pod is bound (before the scheduler is stopped). Rows: ``scheduler`` (the phase's kube-scheduler),
+    each control-plane component of :data:`CPU_ROWS`, ``idle schedulers`` (the two the control plane always
+    runs), ``bench`` (this process and its reaped children: the ``kubectl`` polls, the load generator),
+    ``other`` (everything else the machine ran meanwhile: other users' work) and ``idle``."""
+
+    def __init__(self, cp):
+        self.cp = cp
+        self.t0 = 0.0
+        self.before: dict[str, float] = {}
+
+    def _sample(self, scheduler_pid: int | None) -> dict[str, float]:
+        out: dict[str, float] = dict.fromkeys([*CPU_ROWS.values(), "idle schedulers"], 0.0)
+        for comp in self.cp.components:
+            if comp.pid == scheduler_pid:
+                continue
+            row = CPU_ROWS.get(comp.name)
+            if row is None and comp.name.startswith("kube-scheduler-"):
+                row = "idle schedulers"
+            if row is not None:
+                v = proc_cpu_s(comp.pid)
+                if not math.isnan(v):
+                    out[row] += v
+        out["scheduler"] = proc_cpu_s(scheduler_pid) if scheduler_pid else 0.0
+        out["bench"] = proc_cpu_s(os.getpid()) + children_cpu_s()
+        out["machine busy"], out["idle"] = machine_cpu_s()
+        return out
+
+    def start(self) -> None:
+        self.t0 = time.monotonic()
+        self.before = self._sample(None)
+
+    def stop(self, scheduler_pid: int, scheduler_cpu_at_start: float = 0.0) -> dict[str, float]:
+        """CPU seconds per row over the phase (``wall`` included); the scheduler's from its start."""
+        after = self._sample(scheduler_pid)
+        res = {k: after[k] - self.before.get(k, 0.0) for k in after}
+        res["scheduler"] = after["scheduler"] - scheduler_cpu_at_start
+        ours = sum(v for k, v in res.items() if k not in ("machine busy", "idle"))
+        res["other"] = max(0.0, res.pop("machine busy") - ours)
+        res["wall"] = time.monotonic() - self.t0
+        return {k: round(v, 2) for k, v in res.items()}
+
+
+def extender_connections(cp) -> int | None:
+    """HTTP connections the extender has accepted so far (``hrl_extender_http_connections_total``)."""
+    m = re.search(r"^hrl_extender_http_connections_total (\S+)$", cp.fetch(f"{cp.extender_base_url}/metrics"), re.M)
+    return int(float(m.group(1))) if m else None
+
+
+# ---- profiling (py-spy, the [bench] extra) ----------------------------------------------------------------
+
+
+def start_profile(cp, outdir: Path, label: str):
+    """``py-spy record`` of the extender for the phase (100 samples/s, per thread, idle samples dropped: each
+    sample is a thread running Python or native code), written as collapsed stacks to ``outdir/LABEL.txt``."""
+    import shutil
+    import subprocess
+
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    outdir.mkdir(parents=True, exist_ok=True)
+    out = outdir / f"{label}.txt"
+    pid = cp.component("hrl-extender").pid
+    proc = subprocess.Popen(
+        [spy, "record", "-p", str(pid), "-r", "100", "--threads", "--format", "raw", "-o", str(out), "--nonblocking"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    log(f"{label}: py-spy recording the extender (pid {pid}) into {out}")
+    return proc, out
+
+
+def stop_profile(profiler) -> None:
+    import signal
+    import subprocess
+
+    proc, out = profiler
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    if proc.returncode not in (0, -signal.SIGINT):
+        log(f"py-spy exited with {proc.returncode}: {err.decode(errors='replace')[-500:]}")
+    if out.exists():
+        for line in profile_summary(out):
+            log(f"profile {out.stem}: {line}")
+
+
+def profile_summary(path: Path, top: int = 12) -> list[str]:
+    """The share of samples per thread and the functions most often on a stack (inclusive), from a
+    ``py-spy --format raw`` file (lines ``frame;frame;... COUNT``)."""
+    threads: dict[str, int] = {}
+    incl: dict[str, int] = {}
+    total = 0
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not n.isdigit():
+            continue
+        k = int(n)
+        total += k
+        frames = stack.split(";")
+        threads[frames[0]] = threads.get(frames[0], 0) + k
+        for f in set(frames[1:]):
+            name = f.split(" (")[0]
+            incl[name] = incl.get(name, 0) + k
+    if not total:
+        return ["no samples"]
+    out = [f"{total} samples"]
+    out += [f"thread {t}: {100 * k / total:.1f} %" for t, k in sorted(threads.items(), key=lambda x: -x[1])]
+    out += [f"{100 * k / total:5.1f} %  {f}" for f, k in sorted(incl.items(), key=lambda x: -x[1])[:top]]
+    return out
+
+
 def run_phase(
     cp,
     label: str,
@@ -271,6 +428,7 @@ def run_phase(
     services: int,
     timeout_s: float,
     during=None,
+    profile: Path | None = None,
 ) -> dict:
     """One phase (see the module docstring). ``during``: a callable started (in a thread) when the scheduler
     starts and given a ``threading.Event`` set when every pod is bound; its return value is ``res["during"]``."""
@@ -286,14 +444,21 @@ def run_phase(
     if during is not None:
         helper = threading.Thread(target=lambda: side.update(result=during(done)), name="during", daemon=True)
         helper.start()
+    meter = CpuMeter(cp)
+    meter.start()
     comp = cp.start_scheduler(scheduler, extenders, timeout_s=120)
     port = int(comp.ready_url.rsplit(":", 1)[1].split("/")[0])
     t0 = time.monotonic()
+    profiler = start_profile(cp, profile, label) if profile and extenders else None
     try:
         cpm.wait_for(lambda: count_bound(cp, ns)[0] >= pods, timeout_s, f"{pods} pods bound by {scheduler}", 0.5)
         wall_s = time.monotonic() - t0
+        cpu = meter.stop(comp.pid)
         sched_metrics = cp.fetch(f"https://127.0.0.1:{port}/metrics")
+        ext_conns = extender_connections(cp) if extenders else None
     finally:
+        if profiler is not None:
+            stop_profile(profiler)
         done.set()
         cp.stop_component(comp)
         if helper is not None:
@@ -324,7 +489,10 @@ def run_phase(
         "attempt_latency_p50_ms": round(1000 * quantile(0.5, attempts), 2),
         "attempt_latency_p99_ms": round(1000 * quantile(0.99, attempts), 2),
         "wall_s": round(wall_s, 1),
+        "cpu_s": cpu,
     }
+    if ext_conns is not None:
+        res["extender_connections"] = ext_conns
     if during is not None:
         res["during"] = side.get("result")
     if extenders:
@@ -701,12 +869,16 @@ def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, 
     tag = f"{nodes}"
     res = []
     for label, regs in (("baseline", []), ("shipped", shipped), ("filter", with_filter)):
-        r = run_phase(cp, f"{label}-{tag}", f"bench-{label}-{tag}", regs, pods, services, t)
+        if label not in args.phases:
+            continue
+        prof = Path(args.profile) if getattr(args, "profile", None) else None
+        r = run_phase(cp, f"{label}-{tag}", f"bench-{label}-{tag}", regs, pods, services, t, profile=prof)
         r["nodes"] = nodes
         res.append(r)
         on_result(r)
-    if overload:
-        ship = res[1]
+    ships = [r for r in res if _phase_kind(r["label"]) == "shipped"]
+    if overload and ships and "overload" in args.phases:
+        ship = ships[0]
         ordinary_rps = ship["extender_prioritize_calls"] / max(ship["schedule_span_s"], 1e-3)
         rps = 10 * ordinary_rps
         reqs = write_requests(workdir / f"req-cp-{nodes}.jsonl", services, nodes, min(nodes, 230), seed=2)
@@ -830,6 +1002,8 @@ def markdown(report: dict) -> str:
                 f"ms, max {d.get('max_ms', math.nan):.1f} ms. Extender outcomes during the phase: "
                 f"{json.dumps(r.get('extender_prioritize_outcomes', {}))}.",
             ]
+    if cp and any("cpu_s" in r for r in cp):
+        lines += cpu_table(cp)
     for note in report.get("notes", []):
         lines += ["", note]
     cs = report.get("caller")
@@ -892,6 +1066,60 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+CPU_COLUMNS = (
+    "scheduler",
+    "kube-apiserver",
+    "etcd",
+    "kwok",
+    "kube-controller-manager",
+    "idle schedulers",
+    "hrl-extender",
+    "bench",
+    "other",
+    "idle",
+)
+
+
+def cpu_table(phases: list[dict]) -> list[str]:
+    """Where each phase's CPU went: CPU milliseconds per bound pod per process (``CpuMeter``), and the phase's
+    wall time, CPU seconds in all and the machine's idle share."""
+    lines = [
+        "",
+        "### Where the CPU goes",
+        "",
+        "CPU milliseconds per bound pod, per process, from the scheduler's start until every pod is bound "
+        "(`/proc/PID/stat` utime + stime before and after; `idle schedulers`: the control plane's two "
+        "kube-schedulers that serve other names; `bench`: this script and its children, the `kubectl` polls "
+        "and the load generator; `other`: whatever else the machine ran meanwhile; `idle`: idle CPU time of "
+        f"all {os.cpu_count()} cores).",
+        "",
+        "| nodes | phase | wall (s) | " + " | ".join(CPU_COLUMNS) + " | busy CPU-s |",
+        "|---|---|---|" + "---|" * len(CPU_COLUMNS) + "---|",
+    ]
+    for r in phases:
+        c = r.get("cpu_s")
+        if not c:
+            continue
+        per = [1000 * c.get(k, 0.0) / max(r["bound"], 1) for k in CPU_COLUMNS]
+        busy = sum(v for k, v in c.items() if k not in ("idle", "wall"))
+        lines.append(
+            f"| {r['nodes']} | {_phase_kind(r['label'])} | {c.get('wall', math.nan):.1f} | "
+            + " | ".join(f"{v:.2f}" for v in per)
+            + f" | {busy:.1f} |"
+        )
+    conns = [
+        (r["nodes"], _phase_kind(r["label"]), r["extender_connections"]) for r in phases if "extender_connections" in r
+    ]
+    if conns:
+        lines += [
+            "",
+            "HTTP connections the extender had accepted by the end of each phase (cumulative): "
+            + ", ".join(f"{k} ({n} nodes) {v}" for n, k, v in conns)
+            + ".",
+        ]
+    return lines
+
+
 SECTIONS = ("decoders", "caller", "servers", "kube", "kube-large")
 
 
@@ -909,6 +1137,19 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--skip", nargs="*", default=[], choices=SECTIONS, help="sections to leave out")
     ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    ap.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="record the extender with py-spy (the [bench] extra) during each phase that calls it: collapsed "
+        "stacks in DIR/PHASE.txt, a summary in the log",
+    )
+    ap.add_argument(
+        "--phases",
+        nargs="*",
+        default=["baseline", "shipped", "filter", "overload"],
+        choices=["baseline", "shipped", "filter", "overload"],
+        help="the kube-scheduler phases to run (overload needs shipped)",
+    )
     ap.add_argument("--no-write", action="store_true", help="do not touch BENCHMARKS.md")
     ap.add_argument("--workdir", help="control-plane working directory (default: a temporary one)")
     ap.add_argument(

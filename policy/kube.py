@@ -87,10 +87,12 @@ class Reflector:
     one watch request, seconds; ``resync_s``: full re-list period, seconds. ``lock``: guards ``items`` (shared
     with the reader of several reflectors); ``stop``: ends :meth:`run`; ``on_change()``: called after every
     list and every event that is not a bookmark (outside ``lock``); ``logger``: where the warnings and the
-    "listing again" lines go (default this module's).
+    "listing again" lines go (default this module's). ``reads``: what the consumer reads of a cached value
+    (value → any comparable); a MODIFIED event whose new value reads the same as the old one (e.g. a status-only
+    update) is stored but does not call ``on_change`` (``None``: every event calls it).
 
-    Counters for logs and tests: ``lists``, ``events``, ``errors``; ``synced`` (first list done) and
-    ``healthy`` (listed and watching, no error since)."""
+    Counters for logs and tests: ``lists``, ``events``, ``unchanged`` (events ``reads`` found unchanged),
+    ``errors``; ``synced`` (first list done) and ``healthy`` (listed and watching, no error since)."""
 
     def __init__(
         self,
@@ -109,8 +111,10 @@ class Reflector:
         loads: Callable[[bytes | str], Any] = json.loads,
         rejected: type[Exception] | tuple[type[Exception], ...] = ValueError,
         logger: logging.Logger | None = None,
+        reads: Callable[[Any], Any] | None = None,
     ):
         self.kind = kind
+        self.reads = reads
         self.list_fn = list_fn
         self.parse = parse
         self.field_selector = field_selector
@@ -130,6 +134,7 @@ class Reflector:
         self.healthy = False
         self.lists = 0
         self.events = 0
+        self.unchanged = 0
         self.errors = 0
         self._resp = None
         self._bad: set[str] = set()
@@ -228,11 +233,16 @@ class Reflector:
             info = self._parsed(obj) if typ != "DELETED" else None
             with self.lock:
                 if info is None:
-                    self.items.pop(key, None)
+                    old = self.items.pop(key, None)
                 else:
+                    old = self.items.get(key)
                     self.items[key] = info
                 if rv:
                     self.resource_version = rv
+            reads = self.reads
+            if reads is not None and info is not None and old is not None and reads(old) == reads(info):
+                self.unchanged += 1
+                return
         self._changed()
 
     def interrupt(self) -> None:
@@ -312,7 +322,7 @@ class ReflectorGroup:
         return {
             f"{r.kind.lower()}_{c}": getattr(r, c)
             for r in self.reflectors.values()
-            for c in ("lists", "events", "errors")
+            for c in ("lists", "events", "unchanged", "errors")
         }
 
     def _thread_targets(self) -> list[tuple[Callable[[], None], str]]:

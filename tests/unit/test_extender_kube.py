@@ -14,7 +14,8 @@ from waiting import wait_until
 
 from extender.kube import POD_FIELD_SELECTOR, KubeSnapshotSource, _Gone, graph_with_annotations
 from extender.store import SnapshotStore
-from policy.state import ServiceEdge, ServiceGraph
+from policy.observe import parse_pod
+from policy.state import ANNOTATION_DEPENDS_ON, ServiceEdge, ServiceGraph
 
 
 def node(name, rv="1"):
@@ -208,6 +209,59 @@ def test_the_snapshot_graph_is_the_static_graph_plus_pod_annotations():
         ("checkout", "payment"),
     }
     assert graph_with_annotations(None, []).services == ()
+
+
+def test_annotation_edges_are_merged_as_when_every_pod_adds_its_own():
+    static = ServiceGraph.build(["frontend", "cart"], [ServiceEdge("frontend", "cart", 10.0, latency_p95_ms=4.0)])
+    objs = [pod(f"p{i}", "a", app=f"svc-{i % 3}", depends=f"svc-{(i + 1) % 3}, cart") for i in range(30)]
+    objs += [pod("q", "a", app="cart", depends="frontend"), pod("r", None, app="frontend")]
+    pods = [parse_pod({**o, "kind": "Pod"}) for o in objs]
+
+    def every_pod_adds_its_own(graph, pods):  # the definition: one edge per pod and named dependency
+        edges = list(graph.edges) if graph is not None else []
+        for p in pods:
+            for dep in p.annotations.get(ANNOTATION_DEPENDS_ON, "").split(","):
+                if dep.strip():
+                    edges.append(ServiceEdge(p.service, dep.strip()))
+        services = (set(graph.services) if graph is not None else set()) | {p.service for p in pods}
+        source = (graph.source if graph is not None and graph.source else "") + "; annotations"
+        return ServiceGraph.build(services, edges, source=source.lstrip("; "))
+
+    for g in (None, static):
+        assert graph_with_annotations(g, pods) == every_pod_adds_its_own(g, pods)
+    assert graph_with_annotations(static, pods).edge("frontend", "cart").latency_p95_ms == 4.0
+
+
+def test_a_status_only_update_of_a_pod_or_a_node_does_not_rebuild_the_snapshot_but_a_binding_does():
+    running = pod("p", None)
+    status_only = {**running, "metadata": {**running["metadata"], "resourceVersion": "8"}, "status": {"phase": "X"}}
+    heartbeat = node("a", rv="9")
+    heartbeat["status"]["conditions"].append({"type": "MemoryPressure", "status": "False"})
+    core = FakeCore(
+        {
+            "Node": [
+                ListResponse([node("a")], "1"),
+                WatchResponse([{"type": "MODIFIED", "object": heartbeat}]),
+                WatchResponse([]),
+            ],
+            "Pod": [
+                ListResponse([running], "7"),
+                WatchResponse([{"type": "MODIFIED", "object": status_only}]),
+                WatchResponse([]),
+            ],
+        }
+    )
+    src = source(core)
+    src.nodes.list()
+    src.pods.list()
+    src._dirty.clear()
+    src.nodes.watch(time.monotonic() + 0.2)
+    src.pods.watch(time.monotonic() + 0.2)
+    assert not src._dirty.is_set() and src.nodes.unchanged == 1 and src.pods.unchanged == 1
+    assert src.pods.items["ns/p"].phase == "X"  # stored all the same
+    core.script["Pod"] = [WatchResponse([{"type": "MODIFIED", "object": pod("p", "a", rv="10")}]), WatchResponse([])]
+    src.pods.watch(time.monotonic() + 0.2)
+    assert src._dirty.is_set() and src.pods.items["ns/p"].node_name == "a" and src.pods.unchanged == 1
 
 
 def test_the_store_gets_a_snapshot_once_both_lists_are_done_and_is_touched_while_idle():

@@ -59,6 +59,30 @@ def test_on_change_runs_after_the_list_and_every_event_but_not_a_bookmark():
     assert r.resource_version == "10" and r.events == 2
 
 
+def test_an_event_that_changes_nothing_the_consumer_reads_is_stored_without_calling_on_change():
+    def parse(o):
+        return (name_of(o), o.get("spec", {}).get("node"), o["metadata"]["resourceVersion"])
+
+    def with_node(name, rv, node=None):
+        return {**obj(name, rv), "spec": {"node": node} if node else {}}
+
+    events = [
+        {"type": "MODIFIED", "object": with_node("a", "8")},  # only the resourceVersion moved: stored, no callback
+        {"type": "MODIFIED", "object": with_node("a", "9", "n1")},  # what the consumer reads changed
+        {"type": "ADDED", "object": with_node("b", "10")},
+        {"type": "DELETED", "object": with_node("b", "11")},
+    ]
+    calls = []
+    fake = FakeList(ListResponse([with_node("a", "7")], "7"), WatchResponse(events), WatchResponse([]))
+    r = Reflector("Thing", fake, parse, reads=lambda v: v[:2])
+    r.on_change = lambda: calls.append(dict(r.items))
+    r.list()
+    r.watch(time.monotonic() + 0.2)
+    assert [c.get("ns/a") for c in calls] == [("a", None, "7"), ("a", "n1", "9"), ("a", "n1", "9"), ("a", "n1", "9")]
+    assert r.events == 4 and r.unchanged == 1 and r.resource_version == "11"
+    assert r.items == {"ns/a": ("a", "n1", "9")}
+
+
 def test_the_decoder_given_reads_every_list_page_and_watch_line():
     seen = []
 
@@ -155,9 +179,11 @@ def test_a_group_runs_one_named_thread_per_reflector_and_stops_them_all_at_once(
         assert g.stats() == {
             "alpha_lists": 1,
             "alpha_events": 0,
+            "alpha_unchanged": 0,
             "alpha_errors": 0,
             "beta_lists": 1,
             "beta_events": 0,
+            "beta_unchanged": 0,
             "beta_errors": 0,
         }
         t0 = time.monotonic()
