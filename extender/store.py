@@ -138,16 +138,23 @@ class SnapshotStore:
         return self._view.ready
 
     # ---- writing ---------------------------------------------------------------------------------
-    def update(self, snapshot: ClusterSnapshot, now_s: float | None = None) -> StoreView:
+    def update(
+        self, snapshot: ClusterSnapshot, now_s: float | None = None, index: ClusterIndex | None = None
+    ) -> StoreView:
         """Replace the snapshot: apply the graph set with :meth:`set_graph` (if any; else the snapshot's
         own ``graph`` is used), build its :class:`ClusterIndex` in the caller's thread, publish.
-        ``now_s``: the time to record (default: the store clock). Returns the new view."""
+        ``now_s``: the time to record (default: the store clock). ``index``: the caller's index of exactly these
+        nodes and pods (e.g. maintained incrementally, :func:`extender.kube.updated_index`), used instead of a
+        fresh build (its ``snapshot`` is replaced by the published one). Returns the new view."""
         if not isinstance(snapshot, ClusterSnapshot):
             raise TypeError(f"snapshot: expected a ClusterSnapshot, got {type(snapshot).__name__}")
         with self._lock:
             graph = self._graph_override if self._graph_override is not None else snapshot.graph
             snap = snapshot if graph is snapshot.graph else snapshot.with_graph(graph)
-            index = ClusterIndex.build(snap)
+            if index is None:
+                index = ClusterIndex.build(snap)
+            elif index.snapshot is not snap:
+                index = replace(index, snapshot=snap)
             self._raw = snapshot
             v = self._view
             self._view = replace(

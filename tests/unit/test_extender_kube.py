@@ -12,10 +12,12 @@ import time
 import pytest
 from waiting import wait_until
 
-from extender.kube import POD_FIELD_SELECTOR, KubeSnapshotSource, _Gone, graph_with_annotations
+from extender.kube import POD_FIELD_SELECTOR, KubeSnapshotSource, _Gone, graph_with_annotations, updated_index
 from extender.store import SnapshotStore
+from policy.index import ClusterIndex
+from policy.lowlevel import NodeScoreTable, TopologyHeuristic
 from policy.observe import parse_pod
-from policy.state import ANNOTATION_DEPENDS_ON, ServiceEdge, ServiceGraph
+from policy.state import ANNOTATION_DEPENDS_ON, ClusterSnapshot, PodInfo, Resources, ServiceEdge, ServiceGraph
 
 
 def node(name, rv="1"):
@@ -302,3 +304,111 @@ def test_bad_parameters_are_refused():
         KubeSnapshotSource(SnapshotStore(), core=core, resync_s=0)
     with pytest.raises(ValueError, match="api_client or core"):
         KubeSnapshotSource(SnapshotStore())
+
+
+def _index_fields(ix):
+    """Every field of a ClusterIndex but its snapshot, arrays as raw bytes (bit-identical or not equal)."""
+    arrays = ("alloc_cpu_m", "alloc_mem_bytes", "req_cpu_m", "req_mem_bytes", "usage_cpu_m", "pod_count")
+    out = {k: (getattr(ix, k).dtype, getattr(ix, k).tobytes()) for k in arrays}
+    out["service_nodes"] = {s: a.tobytes() for s, a in ix.service_nodes.items()}
+    out.update(node_names=ix.node_names, node_pos=ix.node_pos, service_total=ix.service_total)
+    return out
+
+
+def test_the_index_kept_up_to_date_by_watch_events_equals_a_fresh_build_and_so_do_the_score_vectors():
+    nodes = [node(f"n{i}") for i in range(6)]
+    pods = [
+        pod(f"p{i}", f"n{i % 6}" if i % 3 else None, app=f"svc-{i % 4}", depends=f"svc-{(i + 1) % 4}")
+        for i in range(120)
+    ]
+    steps = [
+        # scheduler bindings, then kwok's status updates of the same pods
+        [
+            {
+                "type": "MODIFIED",
+                "object": pod(
+                    f"p{i}", f"n{(i * 7) % 6}", rv=str(100 + i), app=f"svc-{i % 4}", depends=f"svc-{(i + 1) % 4}"
+                ),
+            }
+            for i in range(0, 40, 3)
+        ],
+        [
+            {
+                "type": "MODIFIED",
+                "object": {
+                    **pod(
+                        f"p{i}", f"n{(i * 7) % 6}", rv=str(200 + i), app=f"svc-{i % 4}", depends=f"svc-{(i + 1) % 4}"
+                    ),
+                    "status": {"phase": "Running"},
+                },
+            }
+            for i in range(0, 12, 3)
+        ],
+        # deletions (the last pods of svc-3 among them), a terminating pod, a new service, a changed request
+        [{"type": "DELETED", "object": pod(f"p{i}", None, rv=str(300 + i), app="svc-3")} for i in range(3, 40, 4)]
+        + [
+            {
+                "type": "MODIFIED",
+                "object": {
+                    **pod("p1", "n1", rv="310", app="svc-1", depends="svc-2"),
+                    "metadata": {
+                        **pod("p1", "n1", rv="310", app="svc-1", depends="svc-2")["metadata"],
+                        "deletionTimestamp": "2026-12-01T00:00:00Z",
+                    },
+                },
+            }
+        ]
+        + [{"type": "ADDED", "object": pod("new", "n5", rv="311", app="svc-new", cpu="250m")}]
+        + [{"type": "MODIFIED", "object": pod("p2", "n2", rv="312", app="svc-2", depends="svc-3", cpu="1500m")}],
+        # the rest of svc-3 leaves: its row goes, as in a fresh build
+        [{"type": "DELETED", "object": pod(f"p{i}", None, rv=str(400 + i))} for i in range(120) if i % 4 == 3],
+    ]
+    core = FakeCore({"Node": [ListResponse(nodes, "1")], "Pod": [ListResponse(pods, "7"), WatchResponse([])]})
+    src = source(core)
+    src.nodes.list()
+    src.pods.list()
+    table_inc, table_fresh = NodeScoreTable(TopologyHeuristic()), NodeScoreTable(TopologyHeuristic())
+    snap, index = src._build()
+    for events in steps:
+        core.script["Pod"] = [WatchResponse(events), WatchResponse([])]
+        src.pods.watch(time.monotonic() + 0.2)
+        snap, index = src._build()
+        fresh = ClusterIndex.build(snap)
+        assert index.snapshot is snap and _index_fields(index) == _index_fields(fresh)
+        keys = [(s, 100, 0) for s in snap.graph.services] + [("svc-new", 250, 0)]
+        table_inc.warm(index, None, keys)
+        table_fresh.warm(fresh, None, keys)
+        for k in keys:
+            probe = PodInfo(name="x", namespace="ns", service=k[0], requests=Resources(k[1], k[2]))
+            a, b = table_inc.lookup(probe, index, None), table_fresh.lookup(probe, fresh, None)
+            assert (a is None) == (b is None) and (a is None or a.tobytes() == b.tobytes()), k
+    assert src.incremental_builds == len(steps)
+    assert "svc-3" not in index.service_nodes and index.service_total.get("svc-new") == 1
+
+
+def test_a_changed_node_or_a_large_change_rebuilds_the_index_from_scratch():
+    core = FakeCore(
+        {
+            "Node": [ListResponse([node("a"), node("b")], "1"), WatchResponse([])],
+            "Pod": [ListResponse([pod(f"p{i}", "a") for i in range(8)], "7"), WatchResponse([])],
+        }
+    )
+    src = source(core)
+    src.nodes.list()
+    src.pods.list()
+    src._build()
+    tainted = node("b", rv="2")
+    tainted["spec"] = {"taints": [{"key": "k", "effect": "NoSchedule"}]}
+    core.script["Node"] = [WatchResponse([{"type": "MODIFIED", "object": tainted}]), WatchResponse([])]
+    src.nodes.watch(time.monotonic() + 0.2)
+    snap, index = src._build()
+    assert src.incremental_builds == 0 and _index_fields(index) == _index_fields(ClusterIndex.build(snap))
+    core.script["Pod"] = [
+        WatchResponse([{"type": "MODIFIED", "object": pod(f"p{i}", "b", rv="9")} for i in range(3)]),
+        WatchResponse([]),
+    ]
+    src.pods.watch(time.monotonic() + 0.2)
+    snap, index = src._build()  # 3 of 8 pods changed: more than a quarter
+    assert src.incremental_builds == 0 and index.req_cpu_m.tolist() == [500.0, 300.0]
+    with pytest.raises(ValueError, match="nodes differ"):
+        updated_index(index, ClusterSnapshot(nodes=snap.nodes[:1], pods=snap.pods), [])
