@@ -494,6 +494,7 @@ def _stamped_protocol(on_connect: Any = None) -> type:
     class StampedHttpToolsProtocol(HttpToolsProtocol):
         def connection_made(self, transport) -> None:  # type: ignore[no-untyped-def]
             super().connection_made(transport)
+            self.transport = CoalescingTransport(transport, self.loop)  # the request cycles write through it
             if on_connect is not None:
                 on_connect()
 
@@ -502,6 +503,51 @@ def _stamped_protocol(on_connect: Any = None) -> type:
             self.scope.setdefault("extensions", {})[ARRIVAL_KEY] = time.perf_counter()  # type: ignore[typeddict-item]
 
     return StampedHttpToolsProtocol
+
+
+class CoalescingTransport:
+    """A write-side proxy of an asyncio transport that hands it the writes of one event-loop iteration as one
+    ``write``: uvicorn writes a response's status line and headers, then its body, apart (uvicorn
+    ``protocols/http/httptools_impl.py``, ``RequestResponseCycle.send``), which on a ``TCP_NODELAY`` socket are two
+    segments and two wake-ups of the client; joined, a reply is one ``send``. The join runs by
+    ``loop.call_soon`` after the current callback (the reply is complete by then); :meth:`close` and
+    :meth:`write_eof` write what is pending first, :meth:`abort` drops it. Everything else is the transport's."""
+
+    __slots__ = ("_transport", "_loop", "_pending", "writes")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+        self.writes = 0  # writes handed to the transport (for tests)
+
+    def write(self, data: bytes) -> None:
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(data)
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+            self._pending.clear()
+            if not self._transport.is_closing():
+                self.writes += 1
+                self._transport.write(data)
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._pending.clear()
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 def uvicorn_config(app: ExtenderApp, **kwargs: Any) -> uvicorn.Config:

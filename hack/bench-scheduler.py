@@ -291,7 +291,7 @@ def bind_times(log_path: Path) -> list[float]:
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def proc_cpu_s(pid: int) -> float:
+def proc_cpu_s(pid: int | str) -> float:
     """User + system CPU seconds of process ``pid`` so far (``/proc/PID/stat`` utime + stime, every thread);
     NaN when it cannot be read."""
     try:
@@ -300,6 +300,36 @@ def proc_cpu_s(pid: int) -> float:
     except OSError:
         return math.nan
     return (int(fields[11]) + int(fields[12])) / _TICK  # fields 14, 15 of proc(5), counted after "(comm)"
+
+
+def thread_cpu_s(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of each thread of process ``pid`` (``/proc/PID/task/TID/stat``)."""
+    out: dict[int, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        v = proc_cpu_s(f"{pid}/task/{tid}")
+        if not math.isnan(v):
+            out[int(tid)] = v
+    return out
+
+
+def thread_names(pid: int) -> dict[int, str]:
+    """Thread id → Python thread name of process ``pid``, from ``py-spy dump`` (empty when py-spy is missing)."""
+    import shutil
+    import subprocess
+
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    try:
+        r = subprocess.run([spy, "dump", "-p", str(pid), "--nonblocking"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return {
+        int(m.group(1)): m.group(2)
+        for m in re.finditer(r'^Thread (?:0x[0-9A-Fa-f]+ )?\(?(\d+)\)?.*?: "([^"]+)"', r.stdout, re.M)
+    }
 
 
 def children_cpu_s() -> float:
@@ -469,6 +499,8 @@ def run_phase(
         helper = threading.Thread(target=lambda: side.update(result=during(done)), name="during", daemon=True)
         helper.start()
     meter = CpuMeter(cp)
+    ext_pid = cp.component("hrl-extender").pid if extenders else 0
+    threads0 = thread_cpu_s(ext_pid) if ext_pid else {}
     meter.start()
     comp = cp.start_scheduler(scheduler, extenders, timeout_s=120)
     port = int(comp.ready_url.rsplit(":", 1)[1].split("/")[0])
@@ -483,6 +515,11 @@ def run_phase(
         cpm.wait_for(lambda: count_bound(cp, ns)[0] >= pods, 60, f"{pods} pods bound by {scheduler}", 0.5)
         wall_s = time.monotonic() - t0
         cpu = meter.stop(comp.pid)
+        if ext_pid:
+            names = thread_names(ext_pid)
+            ext_threads = {
+                names.get(t, str(t)): round(v - threads0.get(t, 0.0), 2) for t, v in thread_cpu_s(ext_pid).items()
+            }
         sched_metrics = cp.fetch(f"https://127.0.0.1:{port}/metrics")
         ext_conns = extender_connections(cp) if extenders else None
     finally:
@@ -522,6 +559,8 @@ def run_phase(
     }
     if ext_conns is not None:
         res["extender_connections"] = ext_conns
+    if ext_pid:
+        res["extender_threads_cpu_s"] = {k: v for k, v in sorted(ext_threads.items(), key=lambda x: -x[1]) if v > 0}
     if during is not None:
         res["during"] = side.get("result")
     if extenders:
@@ -1033,6 +1072,9 @@ def markdown(report: dict) -> str:
             ]
     if cp and any("cpu_s" in r for r in cp):
         lines += cpu_table(cp)
+    repeats = report.get("repeats")
+    if repeats:
+        lines += ["", repeat_summary(report, repeats)]
     for note in report.get("notes", []):
         lines += ["", note]
     cs = report.get("caller")
@@ -1095,6 +1137,36 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _ratios(report: dict) -> dict[tuple[int, str], float]:
+    kube = report.get("kube") or []
+    base = {r["nodes"]: r["throughput_pods_per_s"] for r in kube if _phase_kind(r["label"]) == "baseline"}
+    return {
+        (r["nodes"], _phase_kind(r["label"])): r["throughput_pods_per_s"] / base[r["nodes"]]
+        for r in kube
+        if r["nodes"] in base and _phase_kind(r["label"]) != "baseline"
+    }
+
+
+def repeat_summary(report: dict, repeats: list[dict]) -> str:
+    """One paragraph: the throughput ratio of each phase in this run and in ``repeats`` (reports of the same
+    command run before it, ``--repeats``), and their median."""
+    import statistics
+
+    runs = [report, *repeats]
+    per = [_ratios(r) for r in runs]
+    keys = sorted({k for p in per for k in p}, key=lambda k: (k[0], list(NAMES).index(k[1])))
+    parts = []
+    for k in keys:
+        vals = [p[k] for p in per if k in p]
+        each = ", ".join(f"{v:.2f}" for v in vals)
+        parts.append(f"{NAMES[k[1]]} ({k[0]} nodes): {each}, **median {statistics.median(vals):.2f}**")
+    loads = ", ".join(f"{r['load'][0]:.1f}–{r['load'][1]:.1f}" for r in runs if r.get("load"))
+    return (
+        f"**Throughput ratio over {len(runs)} runs** of the kube-scheduler phases (this one first; 1-min load "
+        f"average at start–end of each: {loads}): " + "; ".join(parts) + "."
+    )
+
+
 CPU_COLUMNS = (
     "scheduler",
     "kube-apiserver",
@@ -1136,6 +1208,20 @@ def cpu_table(phases: list[dict]) -> list[str]:
             + " | ".join(f"{v:.2f}" for v in per)
             + f" | {busy:.1f} |"
         )
+    threads = [
+        (r["nodes"], _phase_kind(r["label"]), r["extender_threads_cpu_s"])
+        for r in phases
+        if r.get("extender_threads_cpu_s")
+    ]
+    if threads:
+        lines += [
+            "",
+            "The extender's CPU seconds by thread (MainThread: the event loop serving requests; watch-pods / "
+            "watch-nodes: decoding and parsing watch events; snapshot-builder: snapshot, index and score-table "
+            "rebuilds): "
+            + "; ".join(f"{k} ({n} nodes) " + ", ".join(f"{t} {v:.2f}" for t, v in th.items()) for n, k, th in threads)
+            + ".",
+        ]
     conns = [
         (r["nodes"], _phase_kind(r["label"]), r["extender_connections"]) for r in phases if "extender_connections" in r
     ]
@@ -1167,6 +1253,14 @@ def main(argv=None) -> int:
     ap.add_argument("--skip", nargs="*", default=[], choices=SECTIONS, help="sections to leave out")
     ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     ap.add_argument(
+        "--repeats",
+        nargs="*",
+        default=[],
+        metavar="PATH",
+        help="--json reports of earlier runs of the same phases: their throughput ratios are listed with this "
+        "run's, and the median",
+    )
+    ap.add_argument(
         "--profile",
         metavar="DIR",
         help="record the extender with py-spy (the [bench] extra) during each phase that calls it: collapsed "
@@ -1186,7 +1280,10 @@ def main(argv=None) -> int:
     )
     args = ap.parse_args(argv)
     if args.from_json:
-        md = markdown(json.loads(Path(args.from_json).read_text()))
+        report = json.loads(Path(args.from_json).read_text())
+        if args.repeats:
+            report["repeats"] = [json.loads(Path(p).read_text()) for p in args.repeats]
+        md = markdown(report)
         print(md)
         if not args.no_write:
             write_section("scheduler", md)
@@ -1266,6 +1363,8 @@ def main(argv=None) -> int:
         report["kube"] = results
         report["startup_s"] = cp.startup_s.get("total", math.nan)
     report["load"] = (load0, os.getloadavg()[0])
+    if args.repeats:
+        report["repeats"] = [json.loads(Path(p).read_text()) for p in args.repeats]
     md = markdown(report)
     print(md)
     if args.json:

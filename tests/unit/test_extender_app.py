@@ -260,3 +260,67 @@ def test_the_serving_code_imports_neither_torch_nor_kubernetes_nor_the_deschedul
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+class FakeTransport:
+    """The slice of an asyncio transport uvicorn's HTTP protocol uses, recording every write."""
+
+    def __init__(self):
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name, default=None):
+        return default
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def test_each_reply_reaches_the_transport_in_one_write_head_and_body_together():
+    from uvicorn.server import ServerState
+
+    from extender.server import uvicorn_config
+
+    app = make_app(ExtenderConfiguration(), SnapshotStore(), TopologyHeuristic(), CollectorRegistry())
+    cfg = uvicorn_config(app)
+    cfg.load()
+    request = b"POST /scheduler/prioritize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(ARGS), ARGS)
+
+    async def go() -> list[bytes]:
+        proto = cfg.http_protocol_class(config=cfg, server_state=ServerState(), app_state={})
+        t = FakeTransport()
+        proto.connection_made(t)
+        proto.data_received(request)
+        for _ in range(200):
+            if t.writes:
+                break
+            await asyncio.sleep(0.01)
+        proto.data_received(request)  # the same keep-alive connection
+        for _ in range(200):
+            if len(t.writes) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+        proto.connection_lost(None)
+        return t.writes
+
+    writes = asyncio.run(go())
+    assert len(writes) == 2 and app.metrics.prioritize_calls() == 2
+    for w in writes:
+        head, _, body = w.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200")
+        length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
+        assert len(body) == length and [x["Score"] for x in json.loads(body)] == [0, 0, 0]
+    assert app.metrics.registry.get_sample_value("hrl_extender_http_connections_total") == 1
