@@ -936,6 +936,11 @@ def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, 
     with_filter = [cpm.extender_registration(cp.extender_url, filterVerb="filter")]
     tag = f"{nodes}"
     res = []
+    # the control plane's own CPU with nothing to schedule: what every phase pays per second of its length
+    meter = CpuMeter(cp)
+    meter.start()
+    time.sleep(args.idle_s)
+    on_result({"label": f"idle-{tag}", "nodes": nodes, "pods": 0, "bound": 0, "cpu_s": meter.stop(0)})
     for label, regs in (("baseline", []), ("shipped", shipped), ("filter", with_filter)):
         if label not in args.phases:
             continue
@@ -1035,6 +1040,8 @@ def markdown(report: dict) -> str:
         ]
         base = {r["nodes"]: r for r in cp if _phase_kind(r["label"]) == "baseline"}
         for r in cp:
+            if _phase_kind(r["label"]) == "idle":
+                continue
             b = base.get(r["nodes"])
             ratio = r["throughput_pods_per_s"] / b["throughput_pods_per_s"] if b else math.nan
             ep = (
@@ -1143,7 +1150,7 @@ def _ratios(report: dict) -> dict[tuple[int, str], float]:
     return {
         (r["nodes"], _phase_kind(r["label"])): r["throughput_pods_per_s"] / base[r["nodes"]]
         for r in kube
-        if r["nodes"] in base and _phase_kind(r["label"]) != "baseline"
+        if r["nodes"] in base and _phase_kind(r["label"]) not in ("baseline", "idle")
     }
 
 
@@ -1188,7 +1195,8 @@ def cpu_table(phases: list[dict]) -> list[str]:
         "",
         "### Where the CPU goes",
         "",
-        "CPU milliseconds per bound pod, per process, from the scheduler's start until every pod is bound "
+        "CPU milliseconds per bound pod (row `idle`: per second, over a period with nothing to schedule "
+        "before the phases), per process, from the scheduler's start until every pod is bound "
         "(`/proc/PID/stat` utime + stime before and after; `idle schedulers`: the control plane's two "
         "kube-schedulers that serve other names; `bench`: this script and its children, the `kubectl` polls "
         "and the load generator; `other`: whatever else the machine ran meanwhile; `idle`: idle CPU time of "
@@ -1201,7 +1209,10 @@ def cpu_table(phases: list[dict]) -> list[str]:
         c = r.get("cpu_s")
         if not c:
             continue
-        per = [1000 * c.get(k, 0.0) / max(r["bound"], 1) for k in CPU_COLUMNS]
+        if _phase_kind(r["label"]) == "idle":  # no pods: CPU milliseconds per second instead
+            per = [1000 * c.get(k, 0.0) / max(c.get("wall", 1.0), 1e-9) for k in CPU_COLUMNS]
+        else:
+            per = [1000 * c.get(k, 0.0) / max(r["bound"], 1) for k in CPU_COLUMNS]
         busy = sum(v for k, v in c.items() if k not in ("idle", "wall"))
         lines.append(
             f"| {r['nodes']} | {_phase_kind(r['label'])} | {c.get('wall', math.nan):.1f} | "
@@ -1252,6 +1263,9 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--skip", nargs="*", default=[], choices=SECTIONS, help="sections to leave out")
     ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    ap.add_argument(
+        "--idle-s", type=float, default=10.0, help="seconds of the idle measurement before the phases (CPU table)"
+    )
     ap.add_argument(
         "--repeats",
         nargs="*",
