@@ -316,6 +316,23 @@ def thread_cpu_s(pid: int) -> dict[int, float]:
     return out
 
 
+def thread_wait_s(pid: int) -> dict[int, float]:
+    """Seconds each thread of process ``pid`` has waited on a run queue, runnable but not running
+    (``/proc/PID/task/TID/schedstat``, second field, nanoseconds)."""
+    out: dict[int, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as f:
+                out[int(tid)] = int(f.read().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            pass
+    return out
+
+
 def thread_names(pid: int) -> dict[int, str]:
     """Thread id → Python thread name of process ``pid``, from ``py-spy dump`` (empty when py-spy is missing)."""
     import shutil
@@ -501,8 +518,10 @@ def run_phase(
     meter = CpuMeter(cp)
     ext_pid = cp.component("hrl-extender").pid if extenders else 0
     threads0 = thread_cpu_s(ext_pid) if ext_pid else {}
+    waits0 = thread_wait_s(ext_pid) if ext_pid else {}
     meter.start()
     comp = cp.start_scheduler(scheduler, extenders, timeout_s=120)
+    sched_wait0 = sum(thread_wait_s(comp.pid).values())
     port = int(comp.ready_url.rsplit(":", 1)[1].split("/")[0])
     t0 = time.monotonic()
     profiler = start_profile(cp, profile, label) if profile and extenders else None
@@ -515,8 +534,12 @@ def run_phase(
         cpm.wait_for(lambda: count_bound(cp, ns)[0] >= pods, 60, f"{pods} pods bound by {scheduler}", 0.5)
         wall_s = time.monotonic() - t0
         cpu = meter.stop(comp.pid)
+        sched_wait = sum(thread_wait_s(comp.pid).values()) - sched_wait0
         if ext_pid:
             names = thread_names(ext_pid)
+            ext_waits = {
+                names.get(t, str(t)): round(v - waits0.get(t, 0.0), 2) for t, v in thread_wait_s(ext_pid).items()
+            }
             ext_threads = {
                 names.get(t, str(t)): round(v - threads0.get(t, 0.0), 2) for t, v in thread_cpu_s(ext_pid).items()
             }
@@ -559,7 +582,9 @@ def run_phase(
     }
     if ext_conns is not None:
         res["extender_connections"] = ext_conns
+    res["scheduler_runqueue_wait_s"] = round(sched_wait, 2)
     if ext_pid:
+        res["extender_threads_runqueue_wait_s"] = {k: v for k, v in ext_waits.items() if v > 0}
         res["extender_threads_cpu_s"] = {k: v for k, v in sorted(ext_threads.items(), key=lambda x: -x[1]) if v > 0}
     if during is not None:
         res["during"] = side.get("result")
@@ -1231,6 +1256,23 @@ def cpu_table(phases: list[dict]) -> list[str]:
             "watch-nodes: decoding and parsing watch events; snapshot-builder: snapshot, index and score-table "
             "rebuilds): "
             + "; ".join(f"{k} ({n} nodes) " + ", ".join(f"{t} {v:.2f}" for t, v in th.items()) for n, k, th in threads)
+            + ".",
+        ]
+    waits = [r for r in phases if "scheduler_runqueue_wait_s" in r and r.get("bound")]
+    if waits:
+        lines += [
+            "",
+            "Time spent runnable but waiting for a core (`/proc/PID/task/TID/schedstat`), milliseconds per bound "
+            "pod: "
+            + "; ".join(
+                f"{_phase_kind(r['label'])} ({r['nodes']} nodes): kube-scheduler "
+                f"{1000 * r['scheduler_runqueue_wait_s'] / r['bound']:.2f}"
+                + "".join(
+                    f", extender {t} {1000 * v / r['bound']:.2f}"
+                    for t, v in (r.get("extender_threads_runqueue_wait_s") or {}).items()
+                )
+                for r in waits
+            )
             + ".",
         ]
     conns = [
