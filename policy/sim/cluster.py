@@ -417,7 +417,9 @@ class SimCluster:
         self, now_s: float, graph: ServiceGraph | None = None, pod_cpu_usage_m: Mapping[str, float] | None = None
     ) -> ClusterSnapshot:
         """A :class:`ClusterSnapshot` of the current state. ``pod_cpu_usage_m`` (pod key → millicores of
-        measured use, e.g. from the last simulated minute) fills ``PodInfo.usage`` / ``NodeInfo.usage``."""
+        measured use, e.g. from the last simulated minute) fills ``PodInfo.usage`` / ``NodeInfo.usage``: a bound
+        pod missing from it has not been measured yet (bound since the last minute, as a pod metrics-server has
+        not scraped yet) and gets ``usage=None``; a node's use is the sum over its measured pods."""
         if self._snap_cache is not None and pod_cpu_usage_m is None and graph is None:
             return replace(self._snap_cache, taken_at_s=now_s)
         live = self.live_pods()
@@ -429,15 +431,17 @@ class SimCluster:
         for p in live:
             info = p.info
             if pod_cpu_usage_m is not None and p.node >= 0:
-                u = float(pod_cpu_usage_m.get(info.key, 0.0))
-                hit = cache.get(info.key)
-                if hit is not None and hit[0] is info and hit[1] == u:
-                    info = hit[2]
-                else:
-                    annotated = replace(info, usage=Resources(int(round(u)), 0))
-                    cache[info.key] = (info, u, annotated)
-                    info = annotated
-                node_use[p.node] += u
+                got = pod_cpu_usage_m.get(info.key)
+                if got is not None:
+                    u = float(got)
+                    hit = cache.get(info.key)
+                    if hit is not None and hit[0] is info and hit[1] == u:
+                        info = hit[2]
+                    else:
+                        annotated = replace(info, usage=Resources(int(round(u)), 0))
+                        cache[info.key] = (info, u, annotated)
+                        info = annotated
+                    node_use[p.node] += u
             pods.append(info)
         if len(cache) > 4 * max(len(live), 64):
             alive = {p.info.key for p in live}

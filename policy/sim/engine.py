@@ -529,6 +529,12 @@ class Simulation:
         self._started = True
         self.cluster.reconcile(0.0)
         self._place_background()
+        # the background tenants ran before the app arrived: metrics-server already reports their mean use
+        self._last_pod_usage_m = {
+            p.info.key: float(self.background[p.workload].cpu_use_m)
+            for p in self.cluster.live_pods()
+            if p.node >= 0 and p.workload in self.background
+        }
         if schedule:
             self.schedule_pending()
         self._acc = {
@@ -813,7 +819,9 @@ class Simulation:
         alive = [p for p in self.cluster.live_pods() if p.node >= 0 and not self.is_background(p)]
         req_cores = sum(p.info.requests.cpu_m for p in alive) / 1000.0
         acc["core_hours"] += req_cores * cfg.step_s / 3600.0
-        usage = {p.info.key: float(u) * 1000.0 for p, u in zip(app_ready, st.pod_cpu_cores)}
+        # what metrics-server reports: every container of the pod, the mesh proxy included
+        pod_use = st.pod_cpu_cores if st.pod_sidecar_cores is None else st.pod_cpu_cores + st.pod_sidecar_cores
+        usage = {p.info.key: float(u) * 1000.0 for p, u in zip(app_ready, pod_use)}
         for p, u in bg_pods:
             usage[p.info.key] = u * 1000.0
         self._last_pod_usage_m = usage

@@ -167,7 +167,8 @@ class StepStats:
       successful visits), NaN where unvisited; only with ``per_service=True``, else None;
     - ``service_visit_ms``: (S,) mean visit latency per service (ms; 0 where unvisited);
     - with scenario features: ``link_util`` (L,) offered load over capacity of each link of the topology
-      network; ``node_sidecar_cores`` (N,) mesh proxies' CPU; ``node_slowdown`` (N,) interference σ;
+      network; ``node_sidecar_cores`` (N,) mesh proxies' CPU (``pod_sidecar_cores`` (P,) per pod, part of its measured
+      use); ``node_slowdown`` (N,) interference σ;
       ``user_entry`` / ``user_failed`` (k,) entry service and outcome of every sampled user request (when
       ``entry`` shares were given: several apps).
     """
@@ -191,6 +192,7 @@ class StepStats:
     link_util: np.ndarray | None = None
     node_sidecar_cores: np.ndarray | None = None
     node_slowdown: np.ndarray | None = None
+    pod_sidecar_cores: np.ndarray | None = None
     user_entry: np.ndarray | None = None
     user_failed: np.ndarray | None = None
 
@@ -203,7 +205,8 @@ class Stations:
     ``mean_sojourn_s`` of an admitted request, ``used_cores``, ``batch_factor`` (sojourn multiplier for
     batch arrivals, 1 without); with node speeds or interference ``work_factor`` (the multiplier of each
     pod's CPU work: slowdown / speed of its node), ``node_slowdown`` (N,) the interference slowdown σ; with a
-    mesh sidecar ``node_sidecar_cores`` (N,) the proxies' CPU use per node."""
+    mesh sidecar ``node_sidecar_cores`` (N,) the proxies' CPU use per node and ``pod_sidecar_cores`` (P,) per pod
+    (the proxy is a container of the pod, so its CPU counts in the pod's measured use)."""
 
     kappa: np.ndarray
     speed: np.ndarray
@@ -218,6 +221,7 @@ class Stations:
     work_factor: np.ndarray | None = None
     node_sidecar_cores: np.ndarray | None = None
     node_slowdown: np.ndarray | None = None
+    pod_sidecar_cores: np.ndarray | None = None
 
 
 def _log_factorials(n: int) -> np.ndarray:
@@ -568,12 +572,14 @@ class PerfModel:
             svc_rate = lam_rps * v
             pod_rps = np.where(n_ready[ps] > 0, svc_rate[ps] / np.maximum(n_ready[ps], 1), 0.0)
             side = None
+            side_pod = None
             others_bg = bg
             if sidecar_cpu_ms > 0:
                 # inbound: every arrival; outbound: every call attempt the pod makes
                 out_att = np.bincount(self.e_a, weights=svc_rate[self.e_a] * admitted[self.e_a] * em * att, minlength=S)
                 out_pod = np.where(n_ready[ps] > 0, out_att[ps] / np.maximum(n_ready[ps], 1), 0.0)
-                side = np.bincount(pods.node, weights=(pod_rps + out_pod) * sidecar_cpu_ms / 1000.0, minlength=N)
+                side_pod = (pod_rps + out_pod) * sidecar_cpu_ms / 1000.0
+                side = np.bincount(pods.node, weights=side_pod, minlength=N)
                 others_bg = bg + side
             wf = None
             sigma = None
@@ -602,7 +608,9 @@ class PerfModel:
             )
             st = station_stats(pod_rps, work, kappa, speed, self.max_inflight[ps], gamma)
             if wf is not None or side is not None:
-                st = replace(st, work_factor=wf, node_sidecar_cores=side, node_slowdown=sigma)
+                st = replace(
+                    st, work_factor=wf, node_sidecar_cores=side, node_slowdown=sigma, pod_sidecar_cores=side_pod
+                )
             blocked_s = np.bincount(ps, weights=st.blocked, minlength=S) / np.maximum(n_ready, 1)
             new = np.where(n_ready > 0, 1.0 - blocked_s, 0.0)
             if np.max(np.abs(new - admitted), initial=0.0) < 1e-4 and np.all(st.blocked < 1e-9):
@@ -799,6 +807,7 @@ class PerfModel:
             "link_util": None if links is None else links.util,
             "node_sidecar_cores": st.node_sidecar_cores,
             "node_slowdown": st.node_slowdown,
+            "pod_sidecar_cores": st.pod_sidecar_cores,
         }
         used = st.used_cores
         soj_ms = 1000.0 * st.mean_sojourn_s

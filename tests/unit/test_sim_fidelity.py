@@ -384,6 +384,18 @@ def test_background_tenants_start_on_their_nodes_share_the_cpu_and_do_not_count_
     assert snap.nodes[0].usage.cpu_m >= 1500
 
 
+def test_the_first_scheduling_cycles_already_see_the_background_tenants_use():
+    app = engine_app()
+    bg = (BackgroundPod("batch-0", 0, 500, 2**30, 1500.0, 2**29),)
+    sim = Simulation(
+        app, np.full(2, 10.0), ClusterSpec(nodes=2, cpu_m=2000, background=bg), KubeSchedulerModel(), SimConfig(2)
+    )
+    sim.start(schedule=False)
+    snap = sim.observe()  # what the app's first pods are scheduled against
+    assert [p.usage.cpu_m for p in snap.pods if p.namespace == "tenants"] == [1500]
+    assert snap.nodes[0].usage.cpu_m == 1500 and snap.nodes[1].usage.cpu_m == 0
+
+
 def test_background_tenants_mix_is_deterministic_and_within_its_shares():
     a = background_tenants(10, 4000, 16 * 2**30, request_frac=0.3, use_frac=0.2, seed=3)
     assert a == background_tenants(10, 4000, 16 * 2**30, request_frac=0.3, use_frac=0.2, seed=3)

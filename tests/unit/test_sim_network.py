@@ -197,6 +197,27 @@ def test_a_sidecar_adds_its_latency_per_call_and_its_cpu_on_the_node():
     assert st.latency_ms.mean() == pytest.approx(1.0 + 2 * (1.0 + 2.65 + 1.0), rel=0.01)
     # proxies: node 0 sees 10 requests in and 20 calls out per second, node 1 20 in: 0.35 ms each
     assert st.node_sidecar_cores == pytest.approx([30 * 0.35e-3, 20 * 0.35e-3])
+    assert st.pod_sidecar_cores == pytest.approx([30 * 0.35e-3, 20 * 0.35e-3])  # one pod per node here
+
+
+def test_a_pods_measured_cpu_use_includes_its_mesh_proxy():
+    from policy.sim.engine import Simulation
+    from policy.sim.kube_scheduler import KubeSchedulerModel
+    from policy.sim.scenario import build
+
+    run = build("network-datacenter", app="sock-shop", minutes=2, seed=0, n_samples=200)
+    sim = Simulation(run.app, run.rps, run.cluster, KubeSchedulerModel(), run.config)
+    sim.run()
+    st, ready = sim.last.step, sim.last.ready
+    assert st.pod_sidecar_cores is not None and st.pod_sidecar_cores.sum() > 0.05
+    np.testing.assert_allclose(
+        np.bincount([p.node for p in ready], weights=st.pod_sidecar_cores, minlength=len(st.node_sidecar_cores)),
+        st.node_sidecar_cores,
+    )
+    reported = {p.key: p.usage.cpu_m for p in sim.observe().pods if p.usage is not None}
+    # what metrics-server reports for the pod: the app container and its proxy
+    for p, app_cores, proxy_cores in zip(ready, st.pod_cpu_cores, st.pod_sidecar_cores):
+        assert reported[p.info.key] == round(1000.0 * (app_cores + proxy_cores))
 
 
 def test_the_discrete_event_twin_shares_a_link_by_processor_sharing_too():
