@@ -129,10 +129,12 @@ def updated_index(
     req_cpu = prev.req_cpu_m.copy()
     req_mem = prev.req_mem_bytes.copy()
     count = prev.pod_count.copy()
+    n = len(prev.node_names)
+    unmeasured = np.zeros(n) if prev.unmeasured_requests_cpu_m is None else prev.unmeasured_requests_cpu_m.copy()
+    measured = np.zeros(n, np.int64) if prev.measured_pods is None else prev.measured_pods.copy()
     svc_nodes = dict(prev.service_nodes)
     svc_total = dict(prev.service_total)
     copied: set[str] = set()
-    n = len(prev.node_names)
     for old, new in changes:
         for p, sign in ((old, -1), (new, 1)):
             if p is None or p.terminating or p.node_name is None:
@@ -143,6 +145,10 @@ def updated_index(
             req_cpu[i] += sign * p.requests.cpu_m
             req_mem[i] += sign * p.requests.memory_bytes
             count[i] += sign
+            if p.usage is None:
+                unmeasured[i] += sign * p.requests.cpu_m
+            else:
+                measured[i] += sign
             svc = p.service
             arr = svc_nodes.get(svc)
             if arr is None:
@@ -165,6 +171,8 @@ def updated_index(
         pod_count=count,
         service_nodes=svc_nodes,
         service_total=svc_total,
+        unmeasured_requests_cpu_m=unmeasured,
+        measured_pods=measured,
     )
 
 

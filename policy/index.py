@@ -20,6 +20,9 @@ class ClusterIndex:
     - ``alloc_cpu_m``, ``alloc_mem_bytes``: (N,) float64 allocatable;
     - ``req_cpu_m``, ``req_mem_bytes``: (N,) float64 sum of requests of bound, non-terminating pods;
     - ``usage_cpu_m``: (N,) float64 measured CPU use, NaN where unknown;
+    - ``unmeasured_requests_cpu_m``: (N,) float64 CPU requests of the bound, non-terminating pods without a
+      measured use (``PodInfo.usage`` None); ``measured_pods``: (N,) int64 count of those with one; both
+      ``None`` in an index built by hand (see :attr:`unmeasured_cpu_m`);
     - ``pod_count``: (N,) int64 bound pods;
     - ``service_nodes``: service → (N,) float64 count of that service's bound pods per node;
     - ``service_total``: service → total bound pods of the service (>= 0).
@@ -36,6 +39,17 @@ class ClusterIndex:
     pod_count: np.ndarray
     service_nodes: dict[str, np.ndarray]
     service_total: dict[str, int]
+    unmeasured_requests_cpu_m: np.ndarray | None = None
+    measured_pods: np.ndarray | None = None
+
+    @property
+    def unmeasured_cpu_m(self) -> np.ndarray | None:
+        """(N,) float64: the CPU requests of the pods not measured yet, on nodes where some other pod is (0
+        elsewhere): pods bound since the metrics window, which the node's measured use does not hold yet. A
+        snapshot without any pod metrics (the extender's) gives zeros. ``None`` when the index has no counts."""
+        if self.unmeasured_requests_cpu_m is None or self.measured_pods is None:
+            return None
+        return np.where(self.measured_pods > 0, self.unmeasured_requests_cpu_m, 0.0)
 
     @staticmethod
     def build(snapshot: ClusterSnapshot) -> ClusterIndex:
@@ -48,6 +62,8 @@ class ClusterIndex:
         req_cpu = np.zeros(n)
         req_mem = np.zeros(n)
         count = np.zeros(n, dtype=np.int64)
+        unmeasured = np.zeros(n)
+        measured = np.zeros(n, dtype=np.int64)
         svc_nodes: dict[str, np.ndarray] = {}
         svc_total: dict[str, int] = {}
         for p in snapshot.pods:
@@ -59,13 +75,29 @@ class ClusterIndex:
             req_cpu[i] += p.requests.cpu_m
             req_mem[i] += p.requests.memory_bytes
             count[i] += 1
+            if p.usage is None:
+                unmeasured[i] += p.requests.cpu_m
+            else:
+                measured[i] += 1
             arr = svc_nodes.get(p.service)
             if arr is None:
                 arr = svc_nodes[p.service] = np.zeros(n)
             arr[i] += 1.0
             svc_total[p.service] = svc_total.get(p.service, 0) + 1
         return ClusterIndex(
-            snapshot, names, pos, alloc_cpu, alloc_mem, req_cpu, req_mem, usage, count, svc_nodes, svc_total
+            snapshot,
+            names,
+            pos,
+            alloc_cpu,
+            alloc_mem,
+            req_cpu,
+            req_mem,
+            usage,
+            count,
+            svc_nodes,
+            svc_total,
+            unmeasured,
+            measured,
         )
 
     def positions(self, node_names: list[str] | tuple[str, ...]) -> np.ndarray:

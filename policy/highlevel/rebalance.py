@@ -383,6 +383,11 @@ class PlanView:
             if svc_total[pod.service] == 0 and a is not None:
                 del svc_total[pod.service]
                 svc_nodes.pop(pod.service, None)
+        unmeasured = ix.unmeasured_requests_cpu_m
+        if unmeasured is not None and counted and pod.usage is None and a is not None:
+            # it leaves the source's unmeasured requests; on the target it counts in the usage above
+            unmeasured = unmeasured.copy()
+            unmeasured[a] -= pod.requests.cpu_m
         new_ix = ClusterIndex(
             new_snap,
             ix.node_names,
@@ -395,6 +400,8 @@ class PlanView:
             count,
             svc_nodes,
             svc_total,
+            unmeasured,
+            ix.measured_pods,
         )
         pods = dict(self.pods)
         pods[pod_key] = moved

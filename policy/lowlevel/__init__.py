@@ -47,6 +47,7 @@ from .learned import (
     load_learned_placement,
     mlp_logits,
     mlp_weight_shapes,
+    saturation_factor,
     scores_from_logits,
     served_totals,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "mlp_weight_shapes",
     "mlp_logits",
     "intent_adjustment",
+    "saturation_factor",
     "scores_from_logits",
     "served_totals",
     "LearnedPlacement",

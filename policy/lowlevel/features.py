@@ -46,7 +46,11 @@ CONTEXT_FEATURES: tuple[tuple[str, str], ...] = (
     ("pod_memory_request_frac", "pod memory request / node allocatable memory"),
     ("cpu_requested_frac", "requested CPU / allocatable, the pod included"),
     ("memory_requested_frac", "requested memory / allocatable, the pod included"),
-    ("cpu_used_frac", "measured CPU use + the pod's request / allocatable; = cpu_requested_frac when unknown"),
+    (
+        "cpu_used_frac",
+        "(measured CPU use + requests of the node's pods not measured yet + the pod's request) / allocatable; "
+        "= cpu_requested_frac when unknown",
+    ),
     ("usage_known", "flag: the node reports measured CPU use (not when every node reports 0)"),
     ("pods_frac", "pods / allocatable pods, the pod included"),
     ("cpu_headroom_cores", "cores: allocatable - max(requested, used), the pod included (may be < 0)"),
@@ -216,6 +220,8 @@ def featurize_candidates(
     use = index.usage_cpu_m[p]
     use_known = ix.usage_known[p]
     own_use = float(pod.usage.cpu_m) if pod.usage is not None else cpu
+    if index.unmeasured_cpu_m is not None:
+        use = use + index.unmeasured_cpu_m[p]
     used = np.where(use_known, np.nan_to_num(use) - own * own_use + cpu, req_cpu)
     zone = ix.zone[p]
     cols: list[np.ndarray] = [

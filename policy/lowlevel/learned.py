@@ -20,12 +20,14 @@ cluster)::
 
     x̂ = (x − μ) / σ                                     (normalisation stored in the bundle)
     h = tanh(W₁ x̂ + b₁);  h = tanh(W₂ h + b₂);  z = W₃ h + b₃  (C,)
-    score = clip(10 · sigmoid(z) + g · intent_adjustment(x), 0, 10)   (C,), what the extender answers
+    score = clip(10 · sigmoid(z) + g · intent_adjustment(x), 0, 10) · f(x)   (C,), what the extender answers
 
 ``intent_adjustment`` (:func:`intent_adjustment`) is 0 at the default intent (1, 1) and otherwise moves the score by
 ``(locality_weight − 1) × co-location − (balance_weight − 1) × CPU overload`` points per unit of ``g``
 (``architecture.intent_gain``, 3 in the committed bundles; the network is trained with it in place): the high
-level gets a direct, predictable handle on placement, and the learned part adapts around it.
+level gets a direct, predictable handle on placement, and the learned part adapts around it. ``f`` is the
+saturation guard (:func:`saturation_factor`: 1 up to 70 % CPU use with the pod added, 0 at 100 %) in bundles
+with ``architecture.saturation_guard: true``, else 1; trained with it in place as well.
 
 kube-scheduler then adds ``round(score) × weight × 10`` (weight 2 as shipped) to its in-tree plugins' total and
 picks the best node. Training (:mod:`policy.train.placement`) optimises exactly that combination: its policy is
@@ -139,15 +141,35 @@ def intent_adjustment(x: np.ndarray) -> np.ndarray:
     return (x[:, _COL["intent_locality_weight"]] - 1.0) * loc - balance * over
 
 
-def scores_from_logits(z: np.ndarray, x: np.ndarray | None = None, intent_gain: float = 0.0) -> np.ndarray:
+def saturation_factor(x: np.ndarray) -> np.ndarray:
+    """(C,) float64 in [0, 1] from feature rows ``x`` (C, F): ``1 − clip((cpu_used_frac − 0.7) / 0.3, 0, 1)``,
+    1 up to 70 % CPU use with the pod added, falling linearly to 0 at 100 %.
+
+    The saturation guard of bundles with ``architecture.saturation_guard: true`` multiplies the score by it:
+    whatever the network prefers, a node the pod would push past 70 % of its cores loses that preference
+    in proportion, and a full node gets 0. Why a fixed factor rather than a learned one: the network is
+    trained on simulated clusters whose background load and mesh-proxy CPU are narrower than what it meets
+    (a node at 104 % CPU still scored 7.7 of 10 for a co-located caller without it), while queueing makes
+    the cost of saturation certain: a station's waiting time grows as 1/(1 − ρ) (Kleinrock, *Queueing
+    Systems* vol. 1, M/M/1), far above the 0.05–2 ms a co-located call saves."""
+    x = np.asarray(x, dtype=np.float64)
+    return 1.0 - np.clip((x[:, _COL["cpu_used_frac"]] - OVERLOAD_FROM) / (1.0 - OVERLOAD_FROM), 0.0, 1.0)
+
+
+def scores_from_logits(
+    z: np.ndarray, x: np.ndarray | None = None, intent_gain: float = 0.0, saturation_guard: bool = False
+) -> np.ndarray:
     """(C,) float64 scores in [0, 10]: ``10 · sigmoid(z)`` (numerically stable), plus ``intent_gain ·``
-    :func:`intent_adjustment` ``(x)`` clipped to [0, 10] when ``x`` is given and the gain is not 0."""
+    :func:`intent_adjustment` ``(x)`` clipped to [0, 10] when ``x`` is given and the gain is not 0, times
+    :func:`saturation_factor` ``(x)`` when ``saturation_guard`` (and ``x`` is given)."""
     z = np.asarray(z, dtype=np.float64)
     s = MAX_EXTENDER_PRIORITY * np.where(
         z >= 0, 1.0 / (1.0 + np.exp(-np.abs(z))), np.exp(-np.abs(z)) / (1.0 + np.exp(-np.abs(z)))
     )
     if x is not None and intent_gain:
         s = np.clip(s + intent_gain * intent_adjustment(x), 0.0, MAX_EXTENDER_PRIORITY)
+    if x is not None and saturation_guard:
+        s = s * saturation_factor(x)
     return s
 
 
@@ -178,7 +200,8 @@ class LearnedPlacement:
     its service input, its dims disagree with its feature spec or arrays (checked before anything is sized by
     them), a weight is misshapen, an ``architecture`` field has the wrong type or range (``temperature``: a
     finite number > 0, default 20; ``intent_gain``: a finite number, default 0; ``extender_weight``: an integer
-    >= 1, default :data:`EXTENDER_WEIGHT`; ``encoder_version``: text or absent), ``normalization.candidate`` is
+    >= 1, default :data:`EXTENDER_WEIGHT`; ``saturation_guard``: true or false, default false; ``encoder_version``:
+    text or absent), ``normalization.candidate`` is
     not a mean/std pair of the input's width, or the encoder differs from the one it was trained with.
     """
 
@@ -257,6 +280,10 @@ class LearnedPlacement:
         self.rows_version = str(ev or (FLAT_ROWS_VERSION if si == "flat" else ""))
         self.temperature = _arch_number(arch, "temperature", 20.0, where, minimum=0.0, strict=True)
         self.intent_gain = _arch_number(arch, "intent_gain", 0.0, where)
+        guard = arch.get("saturation_guard", False)
+        if not isinstance(guard, bool):
+            raise BundleError(f"{where}: architecture.saturation_guard: expected true or false, found {guard!r}")
+        self.saturation_guard: bool = guard
         self.extender_weight = int(
             _arch_number(arch, "extender_weight", EXTENDER_WEIGHT, where, minimum=1, integer=True)
         )
@@ -396,7 +423,7 @@ class LearnedPlacement:
         if not len(candidates):
             return np.zeros(0)
         x = self.features(pod, candidates, index, intent, embeddings=embeddings)
-        return scores_from_logits(self.logits(x), x, self.intent_gain)
+        return scores_from_logits(self.logits(x), x, self.intent_gain, self.saturation_guard)
 
 
 def encoder_for(bundle_path: Path, version: str = "") -> Any:

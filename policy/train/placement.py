@@ -179,6 +179,7 @@ class PlacementTrainConfig:
       scale-out (and half of it of a scale-in); ``intent_prob``: share of instances with a random intent
       (components uniform in ``intent_range``; the rest use the defaults); ``intent_gain``: points of score
       per unit of :func:`policy.lowlevel.intent_adjustment` (the served score's direct intent term, trained with);
+      ``saturation_guard``: multiply the score by :func:`policy.lowlevel.saturation_factor` (trained and served);
     - ``temperature``: T of ``softmax(total / T)``, in kube-scheduler score points (20 = one extender point
       is one nat), annealed geometrically to ``temperature_final`` over the iterations: the served policy is
       the greedy one (T → 0), and a policy that is only good when it samples would pile pods onto whichever
@@ -216,6 +217,7 @@ class PlacementTrainConfig:
     intent_prob: float = 0.5
     intent_range: tuple[float, float] = (0.0, 3.0)
     intent_gain: float = 3.0
+    saturation_guard: bool = True
     temperature: float = 20.0
     temperature_final: float = 5.0
     hidden: int = 64
@@ -426,7 +428,7 @@ class SamplingScheduler(KubeSchedulerModel):
         x = featurize_candidates(pod, names, index, self.rows.get(index.snapshot), self.intent)
         st = self.state
         z = mlp_logits(st["weights"], x, st["mean"], st["std"], st["layers"])
-        totals = served_totals(d, scores_from_logits(z, x, st["intent_gain"]))
+        totals = served_totals(d, scores_from_logits(z, x, st["intent_gain"], st["saturation_guard"]))
         if self.mode == "greedy":
             best = np.flatnonzero(totals == totals.max())
             k = int(best[int(rng.integers(0, len(best)))]) if len(best) > 1 else int(best[0])
@@ -562,6 +564,12 @@ def decision_batch(decs: Sequence[Decision], adv: np.ndarray, features: int, adv
     )
 
 
+def saturation_factor_t(X: torch.Tensor) -> torch.Tensor:
+    """:func:`policy.lowlevel.saturation_factor` in torch, over the last axis of ``X`` (..., F)."""
+    col = {n: i for i, (n, _u) in enumerate(CONTEXT_FEATURES)}
+    return 1.0 - ((X[..., col["cpu_used_frac"]] - OVERLOAD_FROM) / (1.0 - OVERLOAD_FROM)).clamp(0.0, 1.0)
+
+
 def intent_adjustment_t(X: torch.Tensor) -> torch.Tensor:
     """:func:`policy.lowlevel.intent_adjustment` in torch, over the last axis of ``X`` (..., F)."""
     col = {n: i for i, (n, _u) in enumerate(CONTEXT_FEATURES)}
@@ -579,13 +587,17 @@ def policy_log_probs(
     T: float,
     weight: int = EXTENDER_WEIGHT,
     intent_gain: float = 0.0,
+    saturation_guard: bool = False,
 ) -> torch.Tensor:
     """(B, C) log π(c) = log_softmax((D + weight·10·round(s)) / T) over the valid candidates, with
-    ``s = clip(10·sigmoid(z) + intent_gain · intent_adjustment(X), 0, 10)`` as served; the rounding is
+    ``s = clip(10·sigmoid(z) + intent_gain · intent_adjustment(X), 0, 10)``, times
+    :func:`policy.lowlevel.saturation_factor` ``(X)`` when ``saturation_guard``, as served; the rounding is
     straight-through (identity gradient)."""
     s = 10.0 * torch.sigmoid(net(X))
     if intent_gain:
         s = (s + intent_gain * intent_adjustment_t(X)).clamp(0.0, 10.0)
+    if saturation_guard:
+        s = s * saturation_factor_t(X)
     q = s + (torch.floor(s + 0.5) - s).detach()
     logits = (D + weight * 10.0 * q) / T
     logits = logits.masked_fill(~mask, -1e9)
@@ -606,7 +618,15 @@ def ppo_update(
     A = b.advantages
     stats = {}
     for _ in range(cfg.update_epochs):
-        logp = policy_log_probs(net, b.x, b.d, b.mask, temperature or cfg.temperature, intent_gain=cfg.intent_gain)
+        logp = policy_log_probs(
+            net,
+            b.x,
+            b.d,
+            b.mask,
+            temperature or cfg.temperature,
+            intent_gain=cfg.intent_gain,
+            saturation_guard=cfg.saturation_guard,
+        )
         lp = logp.gather(1, b.actions[:, None]).squeeze(1)
         ratio = torch.exp(lp - b.old_log_probs)
         pg = -torch.min(ratio * A, torch.clamp(ratio, 1 - cfg.clip, 1 + cfg.clip) * A).mean()
@@ -641,6 +661,7 @@ def export_placement(
     policy_version: str,
     metadata: dict[str, Any] | None = None,
     intent_gain: float = 0.0,
+    saturation_guard: bool = False,
 ) -> PolicyBundle:
     """The bundle of ``net`` (``level: low``, ``placement-mlp-v1``), written to directory ``path`` unless
     ``None``. Raises ``ValueError`` when a weight's shape differs from :func:`policy.lowlevel.mlp_weight_shapes`."""
@@ -669,6 +690,7 @@ def export_placement(
             "extender_weight": EXTENDER_WEIGHT,
             "temperature": temperature,
             "intent_gain": intent_gain,
+            "saturation_guard": saturation_guard,
         },
         weights=sd,
         normalization={"candidate": {"mean": net.mean.numpy().tolist(), "std": net.std.numpy().tolist()}},
@@ -679,13 +701,14 @@ def export_placement(
     return bundle
 
 
-def _state_of(net: PlacementNet, intent_gain: float = 0.0) -> dict[str, Any]:
+def _state_of(net: PlacementNet, intent_gain: float = 0.0, saturation_guard: bool = False) -> dict[str, Any]:
     return {
         "weights": net.numpy_weights(),
         "mean": net.mean.numpy().copy(),
         "std": net.std.numpy().copy(),
         "layers": net.config["layers"],
         "intent_gain": intent_gain,
+        "saturation_guard": saturation_guard,
     }
 
 
@@ -730,7 +753,9 @@ def _fit_normalization(
     warm = []
     for _ in range(max(4, cfg.instances_per_iter * 2)):
         inst = sample_instance(cfg, rng)
-        _r, decs, _m = rollout(inst, cfg, _state_of(net, cfg.intent_gain), rows, "sample", rng_pol)
+        _r, decs, _m = rollout(
+            inst, cfg, _state_of(net, cfg.intent_gain, cfg.saturation_guard), rows, "sample", rng_pol
+        )
         warm += [d.x for d in decs]
     mean, std = _norm_stats(np.concatenate(warm))
     net.set_normalization(mean, std)
@@ -796,14 +821,20 @@ class _Evaluation:
             for a in cfg.train_apps
             for _ in range(cfg.eval_instances)
         ]
-        self.default = [rollout(e, cfg, _state_of(net, cfg.intent_gain), rows, "default") for e in self.instances]
+        self.default = [
+            rollout(e, cfg, _state_of(net, cfg.intent_gain, cfg.saturation_guard), rows, "default")
+            for e in self.instances
+        ]
         self.details: list[dict[str, Any]] = []
 
     def run(self, net: PlacementNet, it: int = 0) -> dict[str, float]:
         """Evaluate ``net`` (after iteration ``it``): ``eval_gain``, the mean over instances of the return minus
         default scoring's; ``eval_latency_ratio``, mean latency over default's; ``eval_cross_node_pct``."""
         cfg, rows = self.cfg, self.rows
-        res = [rollout(e, cfg, _state_of(net, cfg.intent_gain), rows, "greedy") for e in self.instances]
+        res = [
+            rollout(e, cfg, _state_of(net, cfg.intent_gain, cfg.saturation_guard), rows, "greedy")
+            for e in self.instances
+        ]
         self.details.append(
             {
                 "iteration": it,
@@ -961,6 +992,7 @@ def _export(
         "policy_version": version,
         "metadata": meta,
         "intent_gain": cfg.intent_gain,
+        "saturation_guard": cfg.saturation_guard,
     }
     bundle = export_placement(net, None, **export_kw)
     if final_eval:
@@ -1027,7 +1059,7 @@ def train_placement(
 
     for it in range(1, cfg.iterations + 1):
         # ---- collect: K rollouts of each random instance, sampling at the annealed temperature ----
-        state = _state_of(net, cfg.intent_gain)
+        state = _state_of(net, cfg.intent_gain, cfg.saturation_guard)
         T = _temperature(cfg, it)
         batch = _collect(cfg, state, rows, rng, rng_pol, T)
         episodes += batch.episodes

@@ -309,6 +309,7 @@ def test_bad_parameters_are_refused():
 def _index_fields(ix):
     """Every field of a ClusterIndex but its snapshot, arrays as raw bytes (bit-identical or not equal)."""
     arrays = ("alloc_cpu_m", "alloc_mem_bytes", "req_cpu_m", "req_mem_bytes", "usage_cpu_m", "pod_count")
+    arrays += ("unmeasured_requests_cpu_m", "measured_pods")
     out = {k: (getattr(ix, k).dtype, getattr(ix, k).tobytes()) for k in arrays}
     out["service_nodes"] = {s: a.tobytes() for s, a in ix.service_nodes.items()}
     out.update(node_names=ix.node_names, node_pos=ix.node_pos, service_total=ix.service_total)

@@ -4,6 +4,7 @@ bundles, and that the served decision (kube-scheduler + extender) is the trained
 from __future__ import annotations
 
 import copy
+import json
 import math
 from dataclasses import replace
 
@@ -29,6 +30,7 @@ from policy.lowlevel import (
     featurize_candidates,
     intent_value,
     placement_feature_spec,
+    saturation_factor,
     scores_from_logits,
     served_totals,
 )
@@ -50,6 +52,7 @@ from policy.train.placement import (  # noqa: E402
     export_placement,
     loo_advantages,
     policy_log_probs,
+    saturation_factor_t,
     save_checkpoint,
 )
 
@@ -169,6 +172,24 @@ def test_node_state_is_the_state_after_placing_the_pod_and_usage_falls_back_to_r
     np.testing.assert_allclose(col(x, "memory_requested_frac"), [2 / 8, 3 / 8])
 
 
+def test_pods_not_measured_yet_count_their_requests_on_nodes_whose_other_pods_are_measured():
+    # n1: front-1 measured (700m, in the node's 700m use), cart-9 bound since the last metrics window (500m)
+    # n2: nobody measured (no pod metrics there: its node use alone counts, as the extender's snapshots)
+    nodes = (node("n1", "a", usage_m=700), node("n2", "a", usage_m=600), node("n3", "b"))
+    pods = (
+        replace(pod("front-1", "front", "n1"), usage=Resources(700, 0)),
+        pod("cart-9", "cart", "n1"),
+        pod("ads-1", "ads", "n2"),
+    )
+    idx = ClusterIndex.build(snapshot(nodes=nodes, pods=pods))
+    np.testing.assert_allclose(idx.unmeasured_cpu_m, [500, 0, 0])
+    x = featurize_candidates(pod("cart-2", "cart"), ["n1", "n2"], idx, ROW)
+    np.testing.assert_allclose(col(x, "cpu_used_frac"), [(700 + 500 + 500) / 4000, (600 + 500) / 4000])
+    # the not-yet-measured pod scoring its own node counts once
+    x = featurize_candidates(pods[1], ["n1"], idx, ROW)
+    np.testing.assert_allclose(col(x, "cpu_used_frac"), [(700 + 500) / 4000])
+
+
 def test_a_bound_pod_scoring_its_own_node_is_not_counted_twice():
     full = ClusterIndex.build(snapshot())
     without = ClusterIndex.build(snapshot(pods=[p for p in BOUND if p.name != "cart-1"]))
@@ -231,6 +252,7 @@ def bundle_of(
     tmp=None,
     rows_version: str | None = None,
     intent_gain: float = 0.0,
+    saturation_guard: bool = False,
 ):
     from policy.encoder import GraphEncoder
 
@@ -245,6 +267,7 @@ def bundle_of(
         temperature=20.0,
         policy_version="test",
         intent_gain=intent_gain,
+        saturation_guard=saturation_guard,
     )
 
 
@@ -311,6 +334,34 @@ def test_the_intent_moves_scores_by_its_documented_adjustment_and_not_at_the_def
     # balance_weight 2: −3 × overload of n2 ((3500 + 500) / 4000 = 1.0 → fully overloaded)
     base = plain.score(p, c, idx, (1.0, 2.0))
     np.testing.assert_allclose(pol.score(p, c, idx, (1.0, 2.0)), np.clip(base - [0.0, 3.0, 0.0], 0, 10), atol=1e-9)
+
+
+def test_the_saturation_guard_scales_scores_down_from_70_to_100_percent_cpu_use():
+    net = random_net(len(PLACEMENT_FEATURES))
+    guarded = LearnedPlacement(bundle_of(net, saturation_guard=True))
+    plain = LearnedPlacement(bundle_of(net))
+    assert guarded.saturation_guard and not plain.saturation_guard
+    # CPU use with the pod (500m) added: n1 (2300m) 70 %, n2 (3500m) 100 %, n3 (2900m) 85 %, n4 (3800m) 107 %
+    nodes = tuple(node(f"n{i}", "ab"[i % 2], usage_m=u) for i, u in enumerate((2300, 3500, 2900, 3800), start=1))
+    idx = ClusterIndex.build(snapshot(nodes=nodes))
+    p, c = pod("cart-2", "cart"), ["n1", "n2", "n3", "n4"]
+    x = guarded.features(p, c, idx)
+    np.testing.assert_allclose(saturation_factor(x), [1.0, 0.0, 0.5, 0.0], atol=1e-6)
+    np.testing.assert_allclose(guarded.score(p, c, idx), plain.score(p, c, idx) * saturation_factor(x), atol=1e-9)
+    assert guarded.score(p, c, idx)[[1, 3]].max() == 0.0
+    with torch.no_grad():
+        s_t = (10 * torch.sigmoid(net(torch.from_numpy(x))) * saturation_factor_t(torch.from_numpy(x))).numpy()
+    np.testing.assert_allclose(guarded.score(p, c, idx), s_t, atol=1e-5)  # trained == served
+
+
+def test_a_bundle_whose_saturation_guard_is_not_a_boolean_is_refused(tmp_path):
+    bundle_of(random_net(len(PLACEMENT_FEATURES)), tmp=tmp_path / "b", saturation_guard=True)
+    man = tmp_path / "b" / "manifest.json"
+    doc = json.loads(man.read_text())
+    doc["architecture"]["saturation_guard"] = "yes"
+    man.write_text(json.dumps(doc))
+    with pytest.raises(BundleError, match=r"architecture\.saturation_guard: expected true or false, found 'yes'"):
+        LearnedPlacement(PolicyBundle.load(tmp_path / "b"))
 
 
 def test_an_embedding_copy_of_the_training_encoder_is_preferred_and_another_ignored():
@@ -456,7 +507,13 @@ def test_the_served_choice_is_the_trained_policys_greedy_choice(which, intent):
         x = torch.from_numpy(pol.features(info, names, idx, intent)[None])
         with torch.no_grad():
             logp = policy_log_probs(
-                net, x, D, torch.ones_like(D, dtype=torch.bool), pol.temperature, intent_gain=pol.intent_gain
+                net,
+                x,
+                D,
+                torch.ones_like(D, dtype=torch.bool),
+                pol.temperature,
+                intent_gain=pol.intent_gain,
+                saturation_guard=pol.saturation_guard,
             )[0]
         top = torch.topk(logp, 2).values
         if float(top[0] - top[1]) < 1e-6:
