@@ -388,20 +388,16 @@ class PlanView:
             # it leaves the source's unmeasured requests; on the target it counts in the usage above
             unmeasured = unmeasured.copy()
             unmeasured[a] -= pod.requests.cpu_m
-        new_ix = ClusterIndex(
-            new_snap,
-            ix.node_names,
-            ix.node_pos,
-            ix.alloc_cpu_m,
-            ix.alloc_mem_bytes,
-            req_cpu,
-            req_mem,
-            usage,
-            count,
-            svc_nodes,
-            svc_total,
-            unmeasured,
-            ix.measured_pods,
+        new_ix = replace(
+            ix,
+            snapshot=new_snap,
+            req_cpu_m=req_cpu,
+            req_mem_bytes=req_mem,
+            usage_cpu_m=usage,
+            pod_count=count,
+            service_nodes=svc_nodes,
+            service_total=svc_total,
+            unmeasured_requests_cpu_m=unmeasured,
         )
         pods = dict(self.pods)
         pods[pod_key] = moved
