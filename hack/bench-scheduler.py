@@ -51,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -302,35 +303,35 @@ def proc_cpu_s(pid: int | str) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK  # fields 14, 15 of proc(5), counted after "(comm)"
 
 
-def thread_cpu_s(pid: int) -> dict[int, float]:
-    """User + system CPU seconds of each thread of process ``pid`` (``/proc/PID/task/TID/stat``)."""
-    out: dict[int, float] = {}
+def _per_thread(pid: int, read: Callable[[str], float]) -> dict[int, float]:
+    """``read(TID)`` for each thread of process ``pid`` (``/proc/PID/task``), leaving out the NaNs (a thread
+    that ended meanwhile, an unreadable file); empty when the process is gone."""
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return out
-    for tid in tids:
-        v = proc_cpu_s(f"{pid}/task/{tid}")
-        if not math.isnan(v):
-            out[int(tid)] = v
-    return out
+        return {}
+    values = ((int(tid), read(tid)) for tid in tids)
+    return {tid: v for tid, v in values if not math.isnan(v)}
+
+
+def thread_cpu_s(pid: int) -> dict[int, float]:
+    """User + system CPU seconds of each thread of process ``pid`` (``/proc/PID/task/TID/stat``)."""
+    return _per_thread(pid, lambda tid: proc_cpu_s(f"{pid}/task/{tid}"))
+
+
+def _runqueue_wait_s(path: str) -> float:
+    """Seconds a task has waited on a run queue (``schedstat``'s second field, nanoseconds); NaN when unreadable."""
+    try:
+        with open(path, encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return math.nan
 
 
 def thread_wait_s(pid: int) -> dict[int, float]:
     """Seconds each thread of process ``pid`` has waited on a run queue, runnable but not running
     (``/proc/PID/task/TID/schedstat``, second field, nanoseconds)."""
-    out: dict[int, float] = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as f:
-                out[int(tid)] = int(f.read().split()[1]) / 1e9
-        except (OSError, IndexError, ValueError):
-            pass
-    return out
+    return _per_thread(pid, lambda tid: _runqueue_wait_s(f"/proc/{pid}/task/{tid}/schedstat"))
 
 
 def thread_names(pid: int) -> dict[int, str]:

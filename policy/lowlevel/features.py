@@ -220,8 +220,9 @@ def featurize_candidates(
     use = index.usage_cpu_m[p]
     use_known = ix.usage_known[p]
     own_use = float(pod.usage.cpu_m) if pod.usage is not None else cpu
-    if index.unmeasured_cpu_m is not None:
-        use = use + index.unmeasured_cpu_m[p]
+    unmeasured = index.unmeasured_cpu_m
+    if unmeasured is not None:
+        use = use + unmeasured[p]
     used = np.where(use_known, np.nan_to_num(use) - own * own_use + cpu, req_cpu)
     zone = ix.zone[p]
     cols: list[np.ndarray] = [

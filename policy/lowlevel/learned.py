@@ -126,6 +126,13 @@ _COL = {n: i for i, (n, _u) in enumerate(CONTEXT_FEATURES)}
 OVERLOAD_FROM = 0.7
 
 
+def _cpu_overload(x: np.ndarray) -> np.ndarray:
+    """(C,) ``clip((cpu_used_frac − 0.7) / 0.3, 0, 1)`` of float64 feature rows ``x`` (C, F): 0 up to 70 % CPU use
+    with the pod added, 1 from 100 %; the overload both :func:`intent_adjustment` and :func:`saturation_factor`
+    weigh."""
+    return np.clip((x[:, _COL["cpu_used_frac"]] - OVERLOAD_FROM) / (1.0 - OVERLOAD_FROM), 0.0, 1.0)
+
+
 def intent_adjustment(x: np.ndarray) -> np.ndarray:
     """(C,) float64 score adjustment per unit of intent gain, from feature rows ``x`` (C, F) alone:
     ``(locality_weight − 1) · ½(caller_node_share + callee_node_share)
@@ -136,7 +143,7 @@ def intent_adjustment(x: np.ndarray) -> np.ndarray:
     and the training reward weighs overload by the same intent (:mod:`policy.train.placement`)."""
     x = np.asarray(x, dtype=np.float64)
     loc = 0.5 * (x[:, _COL["caller_node_share"]] + x[:, _COL["callee_node_share"]])
-    over = np.clip((x[:, _COL["cpu_used_frac"]] - OVERLOAD_FROM) / (1.0 - OVERLOAD_FROM), 0.0, 1.0)
+    over = _cpu_overload(x)
     balance = np.maximum(x[:, _COL["intent_balance_weight"]] - 1.0, 0.0)
     return (x[:, _COL["intent_locality_weight"]] - 1.0) * loc - balance * over
 
@@ -152,8 +159,7 @@ def saturation_factor(x: np.ndarray) -> np.ndarray:
     (a node at 104 % CPU still scored 7.7 of 10 for a co-located caller without it), while queueing makes
     the cost of saturation certain: a station's waiting time grows as 1/(1 − ρ) (Kleinrock, *Queueing
     Systems* vol. 1, M/M/1), far above the 0.05–2 ms a co-located call saves."""
-    x = np.asarray(x, dtype=np.float64)
-    return 1.0 - np.clip((x[:, _COL["cpu_used_frac"]] - OVERLOAD_FROM) / (1.0 - OVERLOAD_FROM), 0.0, 1.0)
+    return 1.0 - _cpu_overload(np.asarray(x, dtype=np.float64))
 
 
 def scores_from_logits(

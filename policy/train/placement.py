@@ -564,17 +564,22 @@ def decision_batch(decs: Sequence[Decision], adv: np.ndarray, features: int, adv
     )
 
 
+def _cpu_overload_t(X: torch.Tensor) -> torch.Tensor:
+    """``clip((cpu_used_frac − 0.7) / 0.3, 0, 1)`` in torch, over the last axis of ``X`` (..., F)."""
+    col = {n: i for i, (n, _u) in enumerate(CONTEXT_FEATURES)}
+    return ((X[..., col["cpu_used_frac"]] - OVERLOAD_FROM) / (1.0 - OVERLOAD_FROM)).clamp(0.0, 1.0)
+
+
 def saturation_factor_t(X: torch.Tensor) -> torch.Tensor:
     """:func:`policy.lowlevel.saturation_factor` in torch, over the last axis of ``X`` (..., F)."""
-    col = {n: i for i, (n, _u) in enumerate(CONTEXT_FEATURES)}
-    return 1.0 - ((X[..., col["cpu_used_frac"]] - OVERLOAD_FROM) / (1.0 - OVERLOAD_FROM)).clamp(0.0, 1.0)
+    return 1.0 - _cpu_overload_t(X)
 
 
 def intent_adjustment_t(X: torch.Tensor) -> torch.Tensor:
     """:func:`policy.lowlevel.intent_adjustment` in torch, over the last axis of ``X`` (..., F)."""
     col = {n: i for i, (n, _u) in enumerate(CONTEXT_FEATURES)}
     loc = 0.5 * (X[..., col["caller_node_share"]] + X[..., col["callee_node_share"]])
-    over = ((X[..., col["cpu_used_frac"]] - OVERLOAD_FROM) / (1.0 - OVERLOAD_FROM)).clamp(0.0, 1.0)
+    over = _cpu_overload_t(X)
     balance = (X[..., col["intent_balance_weight"]] - 1.0).clamp_min(0.0)
     return (X[..., col["intent_locality_weight"]] - 1.0) * loc - balance * over
 
@@ -701,14 +706,16 @@ def export_placement(
     return bundle
 
 
-def _state_of(net: PlacementNet, intent_gain: float = 0.0, saturation_guard: bool = False) -> dict[str, Any]:
+def _state_of(net: PlacementNet, cfg: PlacementTrainConfig) -> dict[str, Any]:
+    """The numpy policy state :class:`SamplingScheduler` scores with: ``net``'s weights and normalisation, and
+    ``cfg``'s score terms (``intent_gain``, ``saturation_guard``), as the exported bundle serves them."""
     return {
         "weights": net.numpy_weights(),
         "mean": net.mean.numpy().copy(),
         "std": net.std.numpy().copy(),
         "layers": net.config["layers"],
-        "intent_gain": intent_gain,
-        "saturation_guard": saturation_guard,
+        "intent_gain": cfg.intent_gain,
+        "saturation_guard": cfg.saturation_guard,
     }
 
 
@@ -753,9 +760,7 @@ def _fit_normalization(
     warm = []
     for _ in range(max(4, cfg.instances_per_iter * 2)):
         inst = sample_instance(cfg, rng)
-        _r, decs, _m = rollout(
-            inst, cfg, _state_of(net, cfg.intent_gain, cfg.saturation_guard), rows, "sample", rng_pol
-        )
+        _r, decs, _m = rollout(inst, cfg, _state_of(net, cfg), rows, "sample", rng_pol)
         warm += [d.x for d in decs]
     mean, std = _norm_stats(np.concatenate(warm))
     net.set_normalization(mean, std)
@@ -821,20 +826,14 @@ class _Evaluation:
             for a in cfg.train_apps
             for _ in range(cfg.eval_instances)
         ]
-        self.default = [
-            rollout(e, cfg, _state_of(net, cfg.intent_gain, cfg.saturation_guard), rows, "default")
-            for e in self.instances
-        ]
+        self.default = [rollout(e, cfg, _state_of(net, cfg), rows, "default") for e in self.instances]
         self.details: list[dict[str, Any]] = []
 
     def run(self, net: PlacementNet, it: int = 0) -> dict[str, float]:
         """Evaluate ``net`` (after iteration ``it``): ``eval_gain``, the mean over instances of the return minus
         default scoring's; ``eval_latency_ratio``, mean latency over default's; ``eval_cross_node_pct``."""
         cfg, rows = self.cfg, self.rows
-        res = [
-            rollout(e, cfg, _state_of(net, cfg.intent_gain, cfg.saturation_guard), rows, "greedy")
-            for e in self.instances
-        ]
+        res = [rollout(e, cfg, _state_of(net, cfg), rows, "greedy") for e in self.instances]
         self.details.append(
             {
                 "iteration": it,
@@ -1059,7 +1058,7 @@ def train_placement(
 
     for it in range(1, cfg.iterations + 1):
         # ---- collect: K rollouts of each random instance, sampling at the annealed temperature ----
-        state = _state_of(net, cfg.intent_gain, cfg.saturation_guard)
+        state = _state_of(net, cfg)
         T = _temperature(cfg, it)
         batch = _collect(cfg, state, rows, rng, rng_pol, T)
         episodes += batch.episodes
