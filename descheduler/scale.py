@@ -252,37 +252,6 @@ class DryRunScaler:
         return ScaleResult(workload, "dry_run", None, int(replicas), message=f"dry run: would scale to {replicas}")
 
 
-class SimScaler:
-    """The simulator's scale subresource (``sim.scale(workload, replicas)``, current value
-    ``sim.cluster.replicas[workload]``; duck-typed so the descheduler does not import the simulator). There is
-    no HPA object in a simulation, so it never answers ``refused_hpa``. ``dry_run=True`` changes nothing."""
-
-    def __init__(self, sim: Any, *, dry_run: bool = False):
-        self.sim = sim
-        self.dry_run = dry_run
-        self.calls: list[tuple[str, str]] = []
-
-    def dry_run_twin(self) -> SimScaler:
-        return SimScaler(self.sim, dry_run=True)
-
-    def scale(self, workload: str, replicas: int) -> ScaleResult:
-        replicas = int(replicas)
-        cur = self.sim.cluster.replicas.get(workload)
-        if cur is None:
-            res = ScaleResult(workload, "not_found", None, replicas, message="no such workload in the simulation")
-        elif int(cur) == replicas:
-            res = ScaleResult(workload, "unchanged", int(cur), replicas, message=f"already {cur} replicas")
-        elif self.dry_run:
-            res = ScaleResult(
-                workload, "dry_run", int(cur), replicas, message=f"dry run: would scale {cur} -> {replicas}"
-            )
-        else:
-            self.sim.scale(workload, replicas)
-            res = ScaleResult(workload, "scaled", int(cur), replicas, message=f"scaled {cur} -> {replicas}")
-        self.calls.append((workload, res.outcome))
-        return res
-
-
 def dry_run_scaler(scaler: Scaler) -> Scaler:
     """``scaler`` itself when it is already a dry run, its ``dry_run_twin()`` when it has one, else a
     :class:`DryRunScaler`."""
