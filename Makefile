@@ -55,6 +55,7 @@ manifests: $(VENV)/.test
 test: $(VENV)/.test controlplane lint
 	hack/install-prometheus.sh >/dev/null
 	hack/install-pushgateway.sh >/dev/null
+	VENV=$(VENV) hack/check-collection.sh
 	$(PY) -m pytest -q
 
 # lint: ruff (rules and formatting, pyproject.toml [tool.ruff]) and the architecture contracts (import-linter)

@@ -52,10 +52,10 @@ above it), a container without a CPU request or limit keeps none; memory is neve
 
 Implementations: :class:`ApiResizer` over a small :class:`ResizeApi` (the real one is
 ``descheduler.kube.KubeResizer``: VPAs through the custom-objects API, GET pod, PATCH ``pods/{name}/resize``);
-:class:`DryRunResizer`; :class:`SimResizer` (the simulator's ``sim.resize(pod_key, cpu_request_m=...)``); and
+:class:`DryRunResizer`; and
 :class:`GatedResizer` (leader election). A resizer that can do a read-only pass offers it as ``dry_run_twin()``;
 :func:`dry_run_resizer` picks it, else a :class:`DryRunResizer`. :func:`safe_resize` turns an exception or a
-malformed answer into ``error``.
+malformed answer into ``error``. The simulator's (``policy.sim.subresources.SimResizer``) lives on the simulation side.
 """
 
 from __future__ import annotations
@@ -88,7 +88,6 @@ __all__ = [
     "ContainerCpu",
     "ApiResizer",
     "DryRunResizer",
-    "SimResizer",
     "GatedResizer",
     "container_cpu",
     "split_cpu_request",

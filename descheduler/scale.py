@@ -18,9 +18,9 @@ not re-read the cluster). It also bounds every target first (:func:`bound_target
 
 Implementations: :class:`ApiScaler` over a small :class:`ScaleApi` (the real one is
 ``descheduler.kube.KubeScaler``: autoscaling/v2 HPAs + ``deployments/scale``); :class:`DryRunScaler`;
-:class:`SimScaler` (the simulator's scale subresource). A scaler that can do a read-only pass (check for an
-HPA, read the current scale, write nothing) offers it as ``dry_run_twin()``; :func:`dry_run_scaler` picks it,
-else a :class:`DryRunScaler`. Scaling fails closed: :func:`safe_scale` turns an exception or a malformed answer
+the simulator's (``policy.sim.subresources.SimScaler``) is on the simulation side. A scaler that can do a
+read-only pass (check for an HPA, read the current scale, write nothing) offers it as ``dry_run_twin()``;
+:func:`dry_run_scaler` picks it, else a :class:`DryRunScaler`. Scaling fails closed: :func:`safe_scale` turns an exception or a malformed answer
 into ``error``.
 """
 
@@ -40,7 +40,6 @@ __all__ = [
     "ScaleApiError",
     "ApiScaler",
     "DryRunScaler",
-    "SimScaler",
     "bound_target",
     "hpa_targeting",
     "dry_run_scaler",

@@ -15,7 +15,7 @@ times:
     KubeSchedulerConfiguration does (prioritize, nodeCacheCapable, ignorable), served over real HTTP on
     127.0.0.1 by ``extender.server.ExtenderServer`` with the learned placement of
     ``policy/bundles/hrl-scheduler/low``; our descheduler (``descheduler.loop.run_once`` with the hierarchical
-    planner of ``descheduler.stacks.hrl_planner``) runs every simulated minute: the learned high level
+    planner of ``policy.sim.hrl_stacks.hrl_planner``) runs every simulated minute: the learned high level
     (``policy/bundles/hrl-scheduler/high/intent``) sets the intent every 5 minutes (per service a capacity
     target and a co-location priority, globally locality / balance weights and a move budget), the intent
     autoscaler carries the capacity targets out through the scale subresource, moves go through the Eviction
@@ -48,18 +48,17 @@ sys.path.insert(0, str(ROOT))
 
 from descheduler.guards import EvictionHistory
 from descheduler.loop import run_once
-from descheduler.resize import SimResizer
-from descheduler.scale import SimScaler
-from descheduler.stacks import VARIANTS, StackParts, hrl_planner, load_parts, sim_descheduler_config
 from extender.config import load_extender_config
 from extender.server import ExtenderServer
 from policy.bundle import DEFAULT_BUNDLES
 from policy.highlevel import LearnedIntent, UtilizationTargetAutoscaler
 from policy.lowlevel import TopologyHeuristic
 from policy.sim.engine import METRIC_KEYS, PeriodicHook, Simulation, metrics_table_row
+from policy.sim.hrl_stacks import VARIANTS, StackParts, hrl_planner, load_parts, sim_descheduler_config
 from policy.sim.kube_scheduler import HttpExtender, KubeSchedulerModel
 from policy.sim.scenario import build
 from policy.sim.stacks import StackContext, autoscaled_workloads, run_stack
+from policy.sim.subresources import SimResizer, SimScaler
 
 #: The extender's weight in the shipped KubeSchedulerConfiguration (manifests/): each 0..10 score is
 #: multiplied by weight × 10 and added to the in-tree plugins' weighted sum.
@@ -81,7 +80,7 @@ def prioritize_calls(metrics_url: str) -> int:
 
 
 def hrl_parts(ctx: StackContext) -> tuple[StackParts, dict[str, bool]]:
-    """hrl-scheduler's parts from ``policy/bundles/hrl-scheduler`` (:func:`descheduler.stacks.load_parts`), or
+    """hrl-scheduler's parts from ``policy/bundles/hrl-scheduler`` (:func:`policy.sim.hrl_stacks.load_parts`), or
     stand-ins with one line saying why (the demo runs everywhere; `make bench` never falls back). Returns the parts
     and which of them are learned."""
     try:

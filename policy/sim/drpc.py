@@ -4,16 +4,15 @@ autoscaled workload, fed the per-service signals a service mesh would report."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from policy.bundle import BundleError
 from policy.highlevel import DEFAULT_DRPC_BUNDLE, DrpcAutoscaler, DrpcState, ServiceSignals
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .engine import PeriodicHook, Simulation
-    from .stacks import StackBuild, StackContext
+from .builtin_stacks import default_kube_scheduler
+from .engine import PeriodicHook, Simulation
+from .stackbase import AUTOSCALER_PERIOD_MIN, StackBuild, StackContext, autoscaled_workloads, register_stack
 
 __all__ = ["signals_from_sim", "drpc_hook", "drpc_stack"]
 
@@ -45,8 +44,6 @@ def drpc_hook(
 ) -> PeriodicHook:
     """A :class:`~policy.sim.engine.PeriodicHook` running ``autoscaler`` on ``workloads`` every
     ``period_min`` simulated minutes with the simulator's service signals, scaling through ``sim.scale``."""
-    from .engine import PeriodicHook
-
     keys = list(workloads)
     state = DrpcState()
 
@@ -59,11 +56,10 @@ def drpc_hook(
     return PeriodicHook(name, period_min, sync)
 
 
+@register_stack("drpc")
 def drpc_stack(ctx: StackContext) -> StackBuild:
     """DRPC baseline: kube-scheduler's default profile + the DRPC student autoscaler (policy/bundles/drpc)
     on every autoscaled workload, every simulated minute."""
-    from .stacks import AUTOSCALER_PERIOD_MIN, autoscaled_workloads, default_kube_scheduler
-
     try:
         scaler = DrpcAutoscaler.load(DEFAULT_DRPC_BUNDLE, spec="drpc", slo_p95_ms=ctx.app.slo_p95_ms)
     except BundleError as exc:

@@ -1,6 +1,7 @@
 """hrl-scheduler's learned stacks for the simulator (`make bench`, ``hrl-policy simulate --policy NAME``),
-registered through the entry-point group ``hrl_scheduler.stacks`` (:mod:`policy.sim.stacks`; this module may
-import ``policy``, ``policy`` never imports it).
+registered by name with :func:`policy.sim.stackbase.register_stack` (listed by :mod:`policy.sim.stacks`). They run
+the descheduler's own cycle as a library: the simulation side imports :mod:`descheduler`; the descheduler never
+imports the simulator (the import contracts in pyproject.toml).
 
 Every stack is the product wired as in a cluster:
 
@@ -9,10 +10,10 @@ Every stack is the product wired as in a cluster:
   score × 2 × 10 is added to the in-tree plugins' sum), fed with the current cluster index and the intent;
 - **high level**: :class:`policy.highlevel.HierarchicalPolicy` driven by the real :func:`descheduler.loop.run_once`
   (guards, caps, cooldown, the bounds of ``scaling``) once per simulated minute: replica targets every minute
-  through the simulator's scale subresource (:class:`descheduler.scale.SimScaler`), moves every 5 simulated
+  through the simulator's scale subresource (:class:`policy.sim.subresources.SimScaler`), moves every 5 simulated
   minutes through its Eviction API, in-place CPU resizes every minute when the configuration's ``resize`` is
   enabled (:data:`SIM_DESCHEDULER_CONFIG`: it is) and the variant resizes (:class:`policy.highlevel.ResizePlanner`
-  through :class:`descheduler.resize.SimResizer`, i.e. ``sim.resize(pod_key, cpu_request_m=...)``; a simulator
+  through :class:`policy.sim.subresources.SimResizer`, i.e. ``sim.resize(pod_key, cpu_request_m=...)``; a simulator
   without ``resize`` answers ``unsupported`` to each and the run goes on), and the intent of each cycle passed
   down to the low level.
 
@@ -52,6 +53,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from descheduler.config import DeschedulerConfiguration, load_descheduler_config, resize_planner_from_config
+from descheduler.guards import EvictionHistory
+from descheduler.loop import CycleReport, run_once
+from policy.baselines.kube_default import default_score_plugins
 from policy.bundle import DEFAULT_BUNDLES
 from policy.highlevel import (
     FixedIntent,
@@ -65,22 +70,20 @@ from policy.highlevel import (
 )
 from policy.index import ClusterIndex
 from policy.lowlevel import PlacementPolicy, load_learned_placement
-from policy.sim.engine import BACKGROUND_NAMESPACE, PeriodicHook, Simulation
-from policy.sim.kube_scheduler import InProcessExtender, KubeSchedulerModel
-from policy.sim.stacks import (
+
+from .drpc import signals_from_sim
+from .engine import BACKGROUND_NAMESPACE, PeriodicHook, Simulation
+from .kube_scheduler import InProcessExtender, KubeSchedulerModel
+from .stackbase import (
     AUTOSCALER_PERIOD_MIN,
     DESCHEDULER_PERIOD_MIN,
     StackBuild,
     StackContext,
     autoscaled_workloads,
+    register_stack,
     terms_lookup,
 )
-
-from .config import DeschedulerConfiguration, load_descheduler_config, resize_planner_from_config
-from .guards import EvictionHistory
-from .loop import CycleReport, run_once
-from .resize import SimResizer
-from .scale import SimScaler
+from .subresources import SimResizer, SimScaler
 
 __all__ = [
     "HrlVariant",
@@ -276,8 +279,6 @@ def build_hrl_stack(
             return shared["index"], None
         return shared["index"], shared["intent"], shared["colocation"]
 
-    from policy.baselines.kube_default import default_score_plugins
-
     extender = InProcessExtender(placement, view, weight=EXTENDER_WEIGHT)
     scheduler = KubeSchedulerModel(plugins=default_score_plugins(terms_lookup(ctx.app)), extenders=[extender])
     history = EvictionHistory()
@@ -287,8 +288,6 @@ def build_hrl_stack(
     def cycle(sim: Simulation) -> None:
         readers = [x for x in (auto, planner.intent_policy) if x is not None and hasattr(x, "signals")]
         if readers:  # the students and the learned high level read the mesh-like service metrics
-            from policy.sim.drpc import signals_from_sim
-
             signals = signals_from_sim(sim)
             for x in readers:
                 x.signals = signals
@@ -320,39 +319,46 @@ def build_hrl_stack(
     return StackBuild(scheduler, hooks=(hook,), scheduler_name="hrl-scheduler", on_change=on_change, counters=counters)
 
 
+@register_stack("hrl-scheduler")
 def hrl_scheduler(ctx: StackContext) -> StackBuild:
     """hrl-scheduler: learned placement (extender) + hierarchical descheduler (DRPC replica targets every
     minute, moves every 5 minutes, intent passed down); bundles policy/bundles/hrl-scheduler/{low,high}."""
     return build_hrl_stack("hrl-scheduler", ctx)
 
 
+@register_stack("hrl-no-encoder")
 def hrl_no_encoder(ctx: StackContext) -> StackBuild:
     """hrl-scheduler on flat per-service features instead of graph embeddings (ablation); bundles
     policy/bundles/hrl-no-encoder/{low,high}."""
     return build_hrl_stack("hrl-no-encoder", ctx)
 
 
+@register_stack("hrl-flat")
 def hrl_flat(ctx: StackContext) -> StackBuild:
     """No hierarchy (ablation): no intent passed down, students trained without a teacher; bundles
     policy/bundles/hrl-flat/{low,high}."""
     return build_hrl_stack("hrl-flat", ctx)
 
 
+@register_stack("hrl-no-resize")
 def hrl_no_resize(ctx: StackContext) -> StackBuild:
     """hrl-scheduler without in-place resizes (ablation); hrl-scheduler's bundles."""
     return build_hrl_stack("hrl-no-resize", ctx)
 
 
+@register_stack("hrl-no-shield")
 def hrl_no_shield(ctx: StackContext) -> StackBuild:
     """hrl-scheduler with the autoscaler's saturation shield off (ablation); hrl-scheduler's bundles."""
     return build_hrl_stack("hrl-no-shield", ctx)
 
 
+@register_stack("hrl-no-rebalance")
 def hrl_no_rebalance(ctx: StackContext) -> StackBuild:
     """hrl-scheduler without moves (ablation); bundles policy/bundles/hrl-no-rebalance/{low,high}."""
     return build_hrl_stack("hrl-no-rebalance", ctx)
 
 
+@register_stack("hrl-no-autoscale")
 def hrl_no_autoscale(ctx: StackContext) -> StackBuild:
     """hrl-scheduler with fixed replicas (ablation); bundle policy/bundles/hrl-no-autoscale/low."""
     return build_hrl_stack("hrl-no-autoscale", ctx)

@@ -45,13 +45,25 @@ from typing import Any
 
 import numpy as np
 
+from policy.baselines.kube_default import default_score_plugins
 from policy.index import ClusterIndex
 from policy.observe import parse_workload
 from policy.state import PodInfo
 
 from .app import AppSpec
 from .engine import ClusterSpec, NetworkModel, PeriodicHook, Simulation
+from .kube_scheduler import KubeSchedulerModel
 from .model import PerfModel, station_stats
+from .stackbase import (
+    AUTOSCALER_PERIOD_MIN,
+    Knob,
+    StackBuild,
+    StackContext,
+    autoscaled_workloads,
+    current_replicas,
+    register_stack,
+    terms_lookup,
+)
 
 __all__ = [
     "DEFAULT_PRICE_MS_PER_CORE",
@@ -68,6 +80,8 @@ __all__ = [
     "reference_plan",
     "PlanScore",
     "reference_stack",
+    "offline_reference",
+    "REFERENCE_STACKS",
 ]
 
 #: Default price of a requested core, in milliseconds of mean user latency (the ``price`` knob).
@@ -569,13 +583,8 @@ class PlanScore:
         return out
 
 
-def reference_stack(ctx: Any) -> Any:
+def reference_stack(ctx: StackContext) -> StackBuild:
     """The ``offline-reference`` stack (module docstring): ``ctx.rps`` must hold the run's rates."""
-    from policy.baselines.kube_default import default_score_plugins
-
-    from .kube_scheduler import KubeSchedulerModel
-    from .stacks import AUTOSCALER_PERIOD_MIN, StackBuild, autoscaled_workloads, current_replicas, terms_lookup
-
     if ctx.rps is None:
         raise ValueError("stack offline-reference: needs the run's request rates (StackContext.rps)")
     price = float(ctx.params.get("price", DEFAULT_PRICE_MS_PER_CORE))
@@ -599,3 +608,18 @@ def reference_stack(ctx: Any) -> Any:
     return StackBuild(
         KubeSchedulerModel(plugins=plugins), hooks=(PeriodicHook("offline-reference", AUTOSCALER_PERIOD_MIN, sync),)
     )
+
+
+@register_stack(
+    "offline-reference",
+    "perfect-foresight autoscaling + MIP placement (HiGHS): the bench's upper bound",
+    knobs=(Knob("price", 0.0, 1e6, help="price of a requested core, ms of mean user latency (default 30)"),),
+)
+def offline_reference(ctx: StackContext) -> StackBuild:
+    """The offline reference (:mod:`policy.sim.reference`): replicas per minute chosen with perfect foresight
+    of the request rates, placement planned by a MIP solved with HiGHS. Needs ``ctx.rps``."""
+    return reference_stack(ctx)
+
+
+#: Stacks that are yardsticks, not contenders: the bench runs them apart (never in the default stack list).
+REFERENCE_STACKS = ("offline-reference",)

@@ -220,12 +220,12 @@ def test_an_interrupted_benchmark_resumes_from_its_journal(tmp_path, capsys):
 
 
 def test_a_registered_stack_that_cannot_be_built_is_skipped_unless_asked_for(tmp_path, monkeypatch, capsys):
-    from policy.sim import stacks
+    from policy.sim import stackbase, stacks
 
     def broken(ctx):
         raise ValueError("no policy bundle at /nowhere")
 
-    monkeypatch.setitem(stacks._BUILTIN, "zz-broken", stacks.StackInfo("zz-broken", broken, "broken"))
+    monkeypatch.setitem(stackbase._BUILTIN, "zz-broken", stacks.StackInfo("zz-broken", broken, "broken"))
     monkeypatch.setattr(stacks, "_entry_points", lambda: [])
     base = [
         "--quick",

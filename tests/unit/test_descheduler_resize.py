@@ -25,7 +25,6 @@ from descheduler.resize import (
     ResizeOrder,
     ResizeRefused,
     ResizeResult,
-    SimResizer,
     bound_resize,
     dry_run_resizer,
     resize_patch,
@@ -36,6 +35,7 @@ from descheduler.resize import (
 from policy.highlevel import default_intent
 from policy.lowlevel import TopologyHeuristic
 from policy.observe import parse_pod, parse_workload
+from policy.sim.subresources import SimResizer
 from policy.state import ClusterSnapshot, NodeInfo, Plan, Resize, Resources
 
 GI = 1024**3

@@ -20,7 +20,6 @@ from descheduler.scale import (
     GatedScaler,
     ScaleApiError,
     ScaleResult,
-    SimScaler,
     bound_target,
     dry_run_scaler,
     hpa_targeting,
@@ -28,6 +27,7 @@ from descheduler.scale import (
 )
 from policy.highlevel import HierarchicalPolicy, HrlState
 from policy.lowlevel import TopologyHeuristic
+from policy.sim.subresources import SimScaler
 from policy.state import (
     ClusterSnapshot,
     EvictionResult,

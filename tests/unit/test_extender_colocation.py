@@ -8,7 +8,7 @@ from extender.config import CacheConfig
 from extender.store import SnapshotStore
 from policy.cache import InMemoryEmbeddingCache
 from policy.lowlevel import encode_intent
-from tests.waiting import wait_until
+from waiting import wait_until
 
 
 def test_the_extender_reads_the_intent_and_its_colocation_priorities_from_the_cache():

@@ -1,4 +1,4 @@
-"""descheduler/stacks.py: the learned stacks in the simulator, built with stand-in parts (the heuristic low level
+"""policy/sim/hrl_stacks.py: the learned stacks in the simulator, built with stand-in parts (the heuristic low level
 and the utilisation-target autoscaler) where the bundles are not trained yet; the factories never fall back."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import itertools
 
 import pytest
 
-from descheduler import stacks as hs
 from policy.bundle import BundleMissing
 from policy.highlevel import UtilizationTargetAutoscaler, default_intent
 from policy.lowlevel import TopologyHeuristic
+from policy.sim import hrl_stacks as hs
 from policy.sim.app import load_app
 from policy.sim.engine import ClusterSpec, SimConfig, Simulation, rps_for_app
 from policy.sim.model import PerfModel

@@ -37,13 +37,55 @@ def modules(pkg: str):
 @pytest.mark.parametrize(
     "pkg,forbidden",
     [
-        ("policy", ("extender", "descheduler")),
+        ("policy", ("extender",)),
         ("extender", ("descheduler",)),
         ("descheduler", ("extender",)),
     ],
 )
 def test_packages_import_only_what_the_layering_allows(pkg, forbidden):
     bad = [(str(p.relative_to(ROOT)), m) for p in modules(pkg) for m in imports_of(p) if m.split(".")[0] in forbidden]
+    assert bad == []
+
+
+#: The simulation side of policy: the only part that may import the descheduler (to run its cycle as a library).
+SIMULATION_SIDE = {"sim", "train", "bench", "cli"}
+
+
+def _contract(name_start: str) -> dict:
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    return next(c for c in contracts if c["name"].startswith(name_start))
+
+
+def test_the_core_contracts_name_every_module_of_policy_outside_the_simulation_side():
+    # a new module of policy is either on the simulation side or in the core lists of the contracts, never neither
+    everything = {
+        p.name.removesuffix(".py")
+        for p in (ROOT / "policy").iterdir()
+        if p.suffix == ".py" or (p / "__init__.py").is_file()
+    }
+    core = everything - SIMULATION_SIDE - {"__init__", "baselines"}
+    no_servers = {
+        m.removeprefix("policy.") for m in _contract("the policy core never imports the servers")["source_modules"]
+    }
+    no_sim = {
+        m.removeprefix("policy.") for m in _contract("the serving packages and the policy core")["source_modules"]
+    }
+    assert no_servers == core | {"baselines"}
+    assert no_sim == core | {"extender", "descheduler"}
+    assert "policy.baselines" in _contract("the serving packages and the policy core")["forbidden_modules"]
+
+
+def test_the_core_imports_neither_server():
+    core = set(_contract("the policy core never")["source_modules"])
+    bad = [
+        (p.relative_to(ROOT).as_posix(), m)
+        for p in modules("policy")
+        if ".".join(p.relative_to(ROOT).with_suffix("").parts[:2]) in core
+        for m in imports_of(p)
+        if m.split(".")[0] in ("extender", "descheduler")
+    ]
     assert bad == []
 
 
@@ -76,18 +118,28 @@ def test_torch_is_imported_by_exactly_the_listed_training_modules():
     assert found == TORCH_MODULES
 
 
-def test_the_headline_stacks_reach_the_simulator_only_through_entry_points():
-    # the deliberate inversion of DESIGN.md section 3: policy.sim.stacks never imports descheduler, yet the
-    # learned stacks the descheduler package provides are registered through the hrl_scheduler.stacks group
+def test_the_headline_stacks_are_built_in_simulator_stacks_that_run_the_descheduler_as_a_library():
+    # DESIGN.md section 3: the simulation side imports the descheduler's cycle; the descheduler imports no simulator
     from importlib import metadata
 
     from policy.sim.stacks import ENTRY_POINT_GROUP, available_stacks
 
-    eps = {ep.name: ep.value for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
-    assert eps["hrl-scheduler"] == "descheduler.stacks:hrl_scheduler"
+    assert not [ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.value.startswith("descheduler")]
     stacks = available_stacks()
-    assert stacks["hrl-scheduler"].origin == "entry point descheduler.stacks:hrl_scheduler"
-    assert all(m.split(".")[0] != "descheduler" for p in modules("policy") for m in imports_of(p))
+    assert stacks["hrl-scheduler"].origin == "builtin" and stacks["drpc"].origin == "builtin"
+    assert stacks["hrl-scheduler"].factory.__module__ == "policy.sim.hrl_stacks"
+    importers = {
+        p.relative_to(ROOT).as_posix()
+        for p in modules("policy")
+        if any(m.split(".")[0] == "descheduler" for m in imports_of(p))
+    }
+    assert importers == {"policy/sim/hrl_stacks.py", "policy/sim/subresources.py"}
+    assert not [
+        p
+        for pkg in ("descheduler", "extender")
+        for p in modules(pkg)
+        if any(m.startswith("policy.sim") for m in imports_of(p))
+    ]
 
 
 def test_the_import_contracts_hold():

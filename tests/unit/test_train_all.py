@@ -139,7 +139,7 @@ def test_the_orchestrator_the_hierarchy_and_the_learned_stacks_load_no_torch():
     import sys
 
     code = (
-        "import sys, policy.train.pipeline, policy.highlevel, descheduler.stacks, descheduler.scale; "
+        "import sys, policy.train.pipeline, policy.highlevel, policy.sim.hrl_stacks, descheduler.scale; "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run(
