@@ -37,6 +37,7 @@ from policy.state import ClusterSnapshot, EvictionResult, PodInfo, ServiceEdge, 
 from .app import AppSpec
 from .cluster import TAINT_UNREACHABLE, TAINT_UNSCHEDULABLE, ResizeResult, SimCluster, SimPod
 from .events import NodeDrain, NodeEvent, NodeFailure
+from .fork import fork_copy
 from .interference import Interference
 from .kube_scheduler import KubeSchedulerModel
 from .model import NetworkModel, PerfModel, PodArrays, StepStats
@@ -287,11 +288,15 @@ class PeriodicHook:
     """A controller run inside the simulation every ``period_min`` simulated minutes (from minute
     ``period_min`` on), before that minute's traffic: a descheduler, an autoscaler (HPA syncs every
     15 s in Kubernetes; here at most once per step). ``fn(sim)`` observes ``sim.observe()`` and acts
-    through ``sim.evictor`` (Eviction API) and ``sim.scale`` (scale subresource)."""
+    through ``sim.evictor`` (Eviction API) and ``sim.scale`` (scale subresource). ``at_start``: it also runs
+    once at t = 0, after the background tenants are placed and before the application's pods are scheduled
+    (a controller already running when the application is deployed, e.g. the high level publishing its first
+    intent)."""
 
     name: str
     period_min: int
     fn: Callable[[Simulation], Any]
+    at_start: bool = False
 
 
 @dataclass(frozen=True)
@@ -330,6 +335,7 @@ class Simulation:
         hooks: Sequence[PeriodicHook] = (),
         on_change: Callable[[ClusterSnapshot], None] | None = None,
         scheduler_name: str = "default-scheduler",
+        before_minute: Callable[[Simulation], None] | None = None,
     ):
         if len(rps) < config.minutes:
             raise ValueError(f"trace: {len(rps)} minutes of rates for a {config.minutes}-minute simulation")
@@ -356,6 +362,9 @@ class Simulation:
                 raise ValueError(f"hook {h.name}: period_min must be >= 1, got {h.period_min}")
         self.hooks = tuple(hooks)
         self.on_change = on_change
+        #: A driver called by :meth:`advance` before each minute, the simulation between two minutes (before the
+        #: first one: not started yet): the place where a controller may :meth:`fork` the run.
+        self.before_minute = before_minute
         ss = np.random.SeedSequence(config.seed)
         r_cluster, r_sched, r_model, r_bg = (np.random.default_rng(s) for s in ss.spawn(4))
         self.rng_sched = r_sched
@@ -536,6 +545,9 @@ class Simulation:
             if p.node >= 0 and p.workload in self.background
         }
         if schedule:
+            for h in self.hooks:
+                if h.at_start:
+                    h.fn(self)
             self.schedule_pending()
         self._acc = {
             "lat": [],
@@ -594,9 +606,25 @@ class Simulation:
         )
 
     def advance(self) -> MinuteStats:
-        """Simulate the next minute (hooks, scheduling, traffic, OOM kills, accounting)."""
+        """Simulate the next minute (the driver :attr:`before_minute`, hooks, scheduling, traffic, OOM kills,
+        accounting)."""
+        if self.before_minute is not None:
+            self.before_minute(self)
         self.begin_minute()
         return self.finish_minute()
+
+    def fork(self, *companions: Any) -> tuple[Any, ...]:
+        """A copy of this simulation, between two minutes, whose continuation is bit-identical to this one's:
+        the cluster, the traffic model's state and random generators, and everything the stack's scheduler,
+        hooks, driver and ``on_change`` hold (closures included: :func:`policy.sim.fork.fork_copy`), copied in one
+        memo with ``companions`` (objects of the run kept outside the simulation, e.g. the
+        :class:`~policy.sim.stackbase.StackBuild` whose ``counters()`` read the stack's state). Returns
+        ``(simulation, *companions)``, copies. Raises ``RuntimeError`` inside a minute (between
+        :meth:`begin_minute` and :meth:`finish_minute`) and ``TypeError`` for a run holding what cannot be copied
+        (a socket, a thread: e.g. a stack serving its extender over HTTP)."""
+        if self._in_minute:
+            raise RuntimeError("simulation: fork() between minutes only, not inside one")
+        return fork_copy((self, *companions))
 
     def begin_minute(self) -> None:
         """First half of :meth:`advance`: the clock moves to the next minute and the due hooks act. A caller
@@ -1033,7 +1061,8 @@ class Simulation:
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         """Run every minute of the trace; ``progress(minute)`` after each."""
-        self.start()
+        if self.before_minute is None:
+            self.start()
         while self.minute < self.config.minutes:
             m = self.minute
             self.advance()

@@ -110,7 +110,9 @@ class Knob:
 class StackBuild:
     """What a stack factory returns. ``close()`` (optional) releases what the stack started (servers,
     threads) after the run; ``counters()`` (optional) returns the run's counts the stack keeps itself (e.g. how
-    often each guardrail fired), copied into ``SimResult.extra["counters"]`` by :func:`run_stack`."""
+    often each guardrail fired), copied into ``SimResult.extra["counters"]`` by :func:`run_stack`;
+    ``before_minute(sim)`` (optional): a driver the simulation calls between minutes
+    (:attr:`policy.sim.engine.Simulation.before_minute`), e.g. a lookahead controller that forks the run."""
 
     scheduler: KubeSchedulerModel
     hooks: tuple[PeriodicHook, ...] = ()
@@ -118,6 +120,22 @@ class StackBuild:
     on_change: Callable[[ClusterSnapshot], None] | None = None
     close: Callable[[], None] | None = None
     counters: Callable[[], Mapping[str, float]] | None = None
+    before_minute: Callable[[Simulation], None] | None = None
+
+    def simulation(self, app: AppSpec, rps: Any, cluster: ClusterSpec, config: SimConfig) -> Simulation:
+        """The :class:`~policy.sim.engine.Simulation` of one run of this stack (its scheduler, hooks, ``on_change``
+        and driver) over ``app``, ``rps`` ((T,) or (T, apps) req/s), ``cluster`` and ``config``."""
+        return Simulation(
+            app,
+            rps,
+            cluster,
+            self.scheduler,
+            config,
+            hooks=self.hooks,
+            on_change=self.on_change,
+            scheduler_name=self.scheduler_name,
+            before_minute=self.before_minute,
+        )
 
 
 StackFactory = Callable[[StackContext], StackBuild]

@@ -193,20 +193,12 @@ def run_stack(
     not change it)."""
     built = build_stack(name, StackContext(app, cluster, config.seed, config, rps=np.asarray(rps, dtype=np.float64)))
     try:
-        sim = Simulation(
-            app,
-            rps,
-            cluster,
-            built.scheduler,
-            config,
-            hooks=built.hooks,
-            on_change=built.on_change,
-            scheduler_name=built.scheduler_name,
-        )
+        sim = built.simulation(app, rps, cluster, config)
         if on_minute is None:
             res = sim.run(progress)
         else:
-            sim.start()
+            if built.before_minute is None:
+                sim.start()
             while sim.minute < config.minutes:
                 m = sim.minute
                 sim.advance()
