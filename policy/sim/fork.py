@@ -74,7 +74,7 @@ def fork_copy(obj: T) -> T:
     extra = {
         types.FunctionType: _copy_function,
         types.MappingProxyType: _copy_mappingproxy,
-        **{t: _copy_lock for t in _LOCK_TYPES},
+        **dict.fromkeys(_LOCK_TYPES, _copy_lock),
     }
     with _FORK_LOCK:
         saved = {t: dispatch.get(t) for t in extra}
