@@ -53,7 +53,8 @@ class SimPod:
     """One pod of the simulation. ``node`` is the node index (-1 while Pending); the pod serves traffic
     from ``ready_at_s`` on; ``alive`` turns False when it is evicted or scaled away. ``restarts``: container
     restarts (OOM kills); ``backoff_s``: the kubelet's current crash back-off; ``delete_at_s``: when the taint
-    manager deletes it (its node failed; inf = never)."""
+    manager deletes it (its node failed; inf = never); ``pending_resize``: the pod object with resources the API
+    server took but the kubelet could not actuate yet (a deferred in-place resize), None when none is pending."""
 
     obj: dict[str, Any]
     info: PodInfo
@@ -67,6 +68,7 @@ class SimPod:
     backoff_s: float = 0.0
     last_restart_s: float | None = None
     delete_at_s: float = math.inf
+    pending_resize: dict[str, Any] | None = None
 
 
 @dataclass
@@ -368,6 +370,35 @@ class SimCluster:
             res["limits"] = lim
         else:
             res.pop("limits", None)
+        return self._admit_resize(pod, obj, working_set_bytes)
+
+    def retry_pending_resizes(self) -> list[ResizeResult]:
+        """The kubelet's retry of deferred resizes (``PodResizePending`` reason ``Deferred``): every pod with a
+        pending resize is admitted again; those that fit now take it. Returns the results of those tried."""
+        out = []
+        for pod in self.pods:
+            if pod.alive and pod.pending_resize is not None:
+                res = self._admit_resize(pod, pod.pending_resize)
+                if res.outcome != "deferred":
+                    pod.pending_resize = None
+                out.append(res)
+        return out
+
+    def _admit_resize(self, pod: SimPod, obj: dict[str, Any], working_set_bytes: float | None = None) -> ResizeResult:
+        """The API server's validation and the kubelet's admission of ``obj`` (the pod with its new container
+        resources) for ``pod``; applied when ``resized`` (see :meth:`resize`)."""
+        pod_key = pod.info.key
+        for i, c in enumerate((obj.get("spec") or {}).get("containers") or ()):
+            res = c.get("resources") or {}
+            for key, parse in (("cpu", parse_cpu_m), ("memory", parse_memory_bytes)):
+                req, lim = (res.get("requests") or {}).get(key), (res.get("limits") or {}).get(key)
+                if req is not None and lim is not None and parse(req) > parse(lim):
+                    return ResizeResult(
+                        pod_key,
+                        "invalid",
+                        f"spec.containers[{i}].resources.requests.{key}: {req} must be less than or equal to "
+                        f"the {key} limit {lim}",
+                    )
         before = objects.qos_class(pod.obj.get("spec") or {})
         after = objects.qos_class(obj["spec"])
         if before != after:
@@ -410,6 +441,43 @@ class SimCluster:
         pod.info = replace(pod.info, requests=parsed.requests, limits=parsed.limits)
         self._dirty()
         return ResizeResult(pod_key, "resized", "")
+
+    def patch_resize(
+        self, pod_key: str, patch: Mapping[str, Any], working_set_bytes: float | None = None
+    ) -> ResizeResult:
+        """``pods/{name}/resize`` with a strategic-merge ``patch`` of container resources, as the descheduler's
+        live resizer sends it (:func:`descheduler.resize.resize_patch`: ``{"spec": {"containers": [{"name",
+        "resources": {"requests", "limits"}}]}}``): each named container takes the patch's requests and limits
+        (keys not in the patch keep their values), then the same validation and admission as :meth:`resize`.
+        A container name the pod does not have, or a patch of anything but container resources, is ``invalid``
+        (the API server's ``podResizeStrategy`` lets only container resources change). A ``deferred`` resize
+        is taken by the API server and kept pending (``SimPod.pending_resize``): the kubelet actuates it when it
+        fits (:meth:`retry_pending_resizes`, once per simulated minute)."""
+        import copy
+
+        pod = next((p for p in self.pods if p.alive and p.info.key == pod_key), None)
+        if pod is None:
+            return ResizeResult(pod_key, "not_found", "pod not found")
+        spec = patch.get("spec") if isinstance(patch, Mapping) else None
+        if not isinstance(spec, Mapping) or set(spec) - {"containers"} or set(patch) - {"spec", "metadata"}:
+            return ResizeResult(pod_key, "invalid", "a resize may change container resources only")
+        obj = copy.deepcopy(pod.obj)
+        by_name = {c.get("name"): c for c in (obj.get("spec") or {}).get("containers") or ()}
+        for c in spec.get("containers") or ():
+            target = by_name.get(c.get("name"))
+            if target is None:
+                return ResizeResult(pod_key, "invalid", f"spec.containers: no container named {c.get('name')!r}")
+            if set(c) - {"name", "resources"}:
+                return ResizeResult(pod_key, "invalid", "a resize may change container resources only")
+            res = target.setdefault("resources", {})
+            for kind in ("requests", "limits"):
+                for key, value in ((c.get("resources") or {}).get(kind) or {}).items():
+                    res.setdefault(kind, {})[key] = value
+        res = self._admit_resize(pod, obj, working_set_bytes)
+        if res.outcome == "deferred":  # the API server took it; the kubelet actuates it once it fits
+            pod.pending_resize = obj
+            self._dirty()
+        return res
 
     # ---- views ----------------------------------------------------------------------------------------
 

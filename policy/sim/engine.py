@@ -460,6 +460,7 @@ class Simulation:
         self._last_pod_part: dict[str, int] = {}
         self._node_util: list[np.ndarray] = []
         self.resizes = 0
+        self.resizes_deferred = 0
         self.drain_evictions = 0
 
     # ---- hooks' API -----------------------------------------------------------------------------------
@@ -639,6 +640,8 @@ class Simulation:
         self._in_minute = True
         if self.events or self.failed_nodes:
             self._apply_events()
+        if self.resizes_pending:
+            self.cluster.retry_pending_resizes()
         for h in self.hooks:
             if self.minute > 0 and self.minute % h.period_min == 0:
                 h.fn(self)
@@ -734,18 +737,41 @@ class Simulation:
         requests). None leaves a value unchanged; a limit of 0 removes it. Refused as a
         :class:`~policy.sim.cluster.ResizeResult` (``infeasible``, ``deferred``, ``invalid``, ``not_found``;
         see :meth:`SimCluster.resize`), never an exception; ``resized`` counts in ``extra["resizes"]``."""
-        ws = None
-        if self.last is not None:
-            for p, mem in zip(self.last.ready, self.last.step.pod_memory_mi):
-                if p.info.key == pod_key:
-                    ws = float(mem) * MIB
-                    break
         res = self.cluster.resize(
-            pod_key, cpu_request_m, cpu_limit_m, memory_request_bytes, memory_limit_bytes, working_set_bytes=ws
+            pod_key,
+            cpu_request_m,
+            cpu_limit_m,
+            memory_request_bytes,
+            memory_limit_bytes,
+            working_set_bytes=self._working_set_bytes(pod_key),
         )
         if res.outcome == "resized":
             self.resizes += 1
         return res
+
+    def _working_set_bytes(self, pod_key: str) -> float | None:
+        if self.last is not None:
+            for p, mem in zip(self.last.ready, self.last.step.pod_memory_mi):
+                if p.info.key == pod_key:
+                    return float(mem) * MIB
+        return None
+
+    def patch_resize(self, pod_key: str, patch: Mapping[str, Any]) -> ResizeResult:
+        """``pods/{name}/resize`` with the live resizer's per-container patch (:meth:`SimCluster.patch_resize`: the
+        API server's validation, the kubelet's admission; a deferred resize is actuated when it fits). Both
+        ``resized`` and ``deferred`` were taken by the API server and count in ``extra["resizes"]``; ``deferred``
+        ones in ``extra["resizes_deferred"]`` too."""
+        res = self.cluster.patch_resize(pod_key, patch, working_set_bytes=self._working_set_bytes(pod_key))
+        if res.outcome in ("resized", "deferred"):
+            self.resizes += 1
+        if res.outcome == "deferred":
+            self.resizes_deferred += 1
+        return res
+
+    @property
+    def resizes_pending(self) -> bool:
+        """Whether a deferred resize waits for room on its node."""
+        return self.resizes_deferred > 0 and any(p.pending_resize is not None for p in self.cluster.pods if p.alive)
 
     def finish_minute(self) -> MinuteStats:
         """Second half of :meth:`advance`: Pending pods are scheduled, the minute's traffic is served,
@@ -1035,6 +1061,7 @@ class Simulation:
             "step_s": cfg.step_s,
             "drain_evictions": self.drain_evictions,
             "resizes": self.resizes,
+            "resizes_deferred": self.resizes_deferred,
             "failed_nodes": sorted(self.cluster.nodes[i].name for i in self.failed_nodes),
         }
         extra.update(self.node_util_stats())

@@ -1,85 +1,123 @@
-"""The simulator's scale and in-place resize subresources as the descheduler's :class:`~descheduler.scale.Scaler`
-and :class:`~descheduler.resize.Resizer`: what :func:`descheduler.loop.run_once` calls when the simulation side
+"""The simulated cluster's scale and in-place resize subresources, served to the descheduler's LIVE scaler and
+resizer: :class:`SimScaleApi` and :class:`SimResizeApi` implement the slices of the Kubernetes API that
+:class:`descheduler.scale.ApiScaler` and :class:`descheduler.resize.ApiResizer` call (``deployments/scale``,
+``pods`` and ``pods/resize``), so a simulation runs the same code path as a cluster: the same patch (a Guaranteed
+pod's limit follows its request), the same checks, the same outcomes. :class:`SimScaler` and :class:`SimResizer` are
+those live classes over the simulation. What :func:`descheduler.loop.run_once` calls when the simulation side
 (:mod:`policy.sim.hrl_stacks`, ``hack/demo.py``) runs the descheduler's own cycle in a
-:class:`~policy.sim.engine.Simulation`."""
+:class:`~policy.sim.engine.Simulation`.
+
+The API server's answers are mirrored from k8s.io/kubernetes: ``pkg/registry/core/pod/strategy.go``
+(``podResizeStrategy``), ``pkg/apis/core/validation`` (``ValidatePodResize``: a request above its limit or a change
+of QoS class is 422 Invalid), the ``PodResizeValidator`` admission plugin (403 when the new requests exceed the
+node's allocatable), and the kubelet's ``PodResizePending`` ``Deferred`` (taken, actuated once the pod fits).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from descheduler.resize import ResizeOrder, ResizeOutcome, ResizeResult
-from descheduler.scale import ScaleResult
+from descheduler.resize import ApiResizer, ResizeApiError
+from descheduler.scale import ApiScaler, ScaleApiError
 
-__all__ = ["SimScaler", "SimResizer"]
+__all__ = ["SimScaleApi", "SimResizeApi", "SimScaler", "SimResizer"]
 
 
-class SimScaler:
-    """The simulator's scale subresource (``sim.scale(workload, replicas)``, current value
-    ``sim.cluster.replicas[workload]``; duck-typed so the descheduler does not import the simulator). There is
-    no HPA object in a simulation, so it never answers ``refused_hpa``. ``dry_run=True`` changes nothing."""
+def _workload_key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
 
-    def __init__(self, sim: Any, *, dry_run: bool = False):
+
+class SimScaleApi:
+    """:class:`descheduler.scale.ScaleApi` over a simulation (``sim.cluster.replicas``, ``sim.scale``). A
+    simulation has no HorizontalPodAutoscaler objects (its HPA baseline is a controller of its own), so
+    ``list_hpas`` answers none; a workload the cluster does not run is 404."""
+
+    def __init__(self, sim: Any):
         self.sim = sim
-        self.dry_run = dry_run
-        self.calls: list[tuple[str, str]] = []
 
-    def dry_run_twin(self) -> SimScaler:
-        return SimScaler(self.sim, dry_run=True)
+    def list_hpas(self, namespace: str) -> list[dict[str, Any]]:
+        return []
 
-    def scale(self, workload: str, replicas: int) -> ScaleResult:
-        replicas = int(replicas)
-        cur = self.sim.cluster.replicas.get(workload)
+    def _replicas(self, namespace: str, name: str) -> int:
+        cur = self.sim.cluster.replicas.get(_workload_key(namespace, name))
         if cur is None:
-            res = ScaleResult(workload, "not_found", None, replicas, message="no such workload in the simulation")
-        elif int(cur) == replicas:
-            res = ScaleResult(workload, "unchanged", int(cur), replicas, message=f"already {cur} replicas")
-        elif self.dry_run:
-            res = ScaleResult(
-                workload, "dry_run", int(cur), replicas, message=f"dry run: would scale {cur} -> {replicas}"
+            raise ScaleApiError(404, f'deployments.apps "{name}" not found')
+        return int(cur)
+
+    def read_scale(self, namespace: str, name: str) -> dict[str, Any]:
+        cur = self._replicas(namespace, name)
+        return {
+            "apiVersion": "autoscaling/v1",
+            "kind": "Scale",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": cur},
+            "status": {"replicas": cur},
+        }
+
+    def replace_scale(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._replicas(namespace, name)
+        replicas = (body.get("spec") or {}).get("replicas")
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+            raise ScaleApiError(422, f'Scale.autoscaling "{name}" is invalid: spec.replicas: {replicas!r}')
+        self.sim.scale(_workload_key(namespace, name), replicas)
+        return self.read_scale(namespace, name)
+
+
+class SimResizeApi:
+    """:class:`descheduler.resize.ResizeApi` over a simulation: ``read_pod`` answers the pod's object,
+    ``patch_pod_resize`` applies the live resizer's patch through :meth:`Simulation.patch_resize` and answers as the
+    API server would: the pod after it (``resized``, or ``deferred``: taken, actuated by the kubelet once it fits),
+    404 for a pod that is gone, 422 for an invalid change (a request above its limit, a change of QoS class), 403
+    with the ``PodResizeValidator``'s message when the node's allocatable cannot hold the new requests. A simulation
+    has no VerticalPodAutoscaler, so ``list_vpas`` answers none; one without ``patch_resize`` has no
+    ``pods/resize`` (404 not about the pod: ``unsupported``)."""
+
+    def __init__(self, sim: Any):
+        self.sim = sim
+
+    def list_vpas(self, namespace: str) -> list[dict[str, Any]]:
+        return []
+
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        key = _workload_key(namespace, name)
+        pod = next((p for p in self.sim.cluster.pods if p.alive and p.info.key == key), None)
+        if pod is None:
+            raise ResizeApiError(404, f'pods "{name}" not found', kind="pods")
+        return pod.obj
+
+    def patch_pod_resize(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        patch = getattr(self.sim, "patch_resize", None)
+        if not callable(patch):
+            raise ResizeApiError(404, "the server could not find the requested resource (pods/resize)")
+        key = _workload_key(namespace, name)
+        res = patch(key, body)
+        if res.outcome == "not_found":
+            raise ResizeApiError(404, f'pods "{name}" not found', kind="pods")
+        if res.outcome == "invalid":
+            raise ResizeApiError(422, f'Pod "{name}" is invalid: {res.message}')
+        if res.outcome == "infeasible":
+            raise ResizeApiError(
+                403, f'pods "{name}" is forbidden: node didn\'t have enough allocatable resources: {res.message}'
             )
-        else:
-            self.sim.scale(workload, replicas)
-            res = ScaleResult(workload, "scaled", int(cur), replicas, message=f"scaled {cur} -> {replicas}")
-        self.calls.append((workload, res.outcome))
-        return res
+        if res.outcome not in ("resized", "deferred"):
+            raise ResizeApiError(500, f"unexpected resize outcome {res.outcome!r}: {res.message}")
+        return self.read_pod(namespace, name) if res.outcome == "resized" else self._pending(key)
+
+    def _pending(self, key: str) -> dict[str, Any]:
+        pod = next(p for p in self.sim.cluster.pods if p.alive and p.info.key == key)
+        return pod.pending_resize if pod.pending_resize is not None else pod.obj
 
 
-class SimResizer:
-    """The simulator's in-place resize: ``sim.resize(pod_key, cpu_request_m=...)`` (duck-typed, so the descheduler
-    does not import the simulator; the simulator scales the pod's containers as :func:`split_cpu_request` does and
-    changes its speed without a restart). A simulation without a callable ``resize`` answers ``unsupported`` for
-    every order (the run goes on); ``KeyError`` from it → ``not_found``, ``ValueError`` → ``error``. There is no
-    VPA in a simulation, so it never answers ``refused_vpa``. ``dry_run=True`` changes nothing."""
+class SimScaler(ApiScaler):
+    """The live :class:`~descheduler.scale.ApiScaler` over :class:`SimScaleApi` (``dry_run=True`` reads only)."""
 
     def __init__(self, sim: Any, *, dry_run: bool = False):
-        self.sim = sim
-        self.dry_run = dry_run
-        self.calls: list[tuple[str, str]] = []
+        super().__init__(SimScaleApi(sim), dry_run=dry_run)
 
-    def dry_run_twin(self) -> SimResizer:
-        return SimResizer(self.sim, dry_run=True)
 
-    def resize(self, order: ResizeOrder) -> ResizeResult:
-        res = self._resize(order)
-        self.calls.append((order.pod, res.outcome))
-        return res
+class SimResizer(ApiResizer):
+    """The live :class:`~descheduler.resize.ApiResizer` over :class:`SimResizeApi` (``dry_run=True`` reads
+    only)."""
 
-    def _resize(self, o: ResizeOrder) -> ResizeResult:
-        def out(outcome: ResizeOutcome, message: str) -> ResizeResult:
-            return ResizeResult(
-                o.pod, outcome, o.from_cpu_request_m, o.cpu_request_m, None, o.reason, o.workload, message
-            )
-
-        fn = getattr(self.sim, "resize", None)
-        if not callable(fn):
-            return out("unsupported", "this simulation has no in-place resize (Simulation.resize)")
-        change = f"{o.from_cpu_request_m}m -> {o.cpu_request_m}m CPU request"
-        if self.dry_run:
-            return out("dry_run", f"dry run: would resize in place {change}")
-        try:
-            fn(o.pod, cpu_request_m=int(o.cpu_request_m))
-        except KeyError as exc:
-            return out("not_found", f"no such pod in the simulation: {exc}")
-        except ValueError as exc:
-            return out("error", f"the simulation refused the resize: {' '.join(str(exc).split())[:300]}")
-        return out("resized", f"resized in place: {change}")
+    def __init__(self, sim: Any, *, dry_run: bool = False):
+        super().__init__(SimResizeApi(sim), dry_run=dry_run)

@@ -35,7 +35,6 @@ from descheduler.resize import (
 from policy.highlevel import default_intent
 from policy.lowlevel import TopologyHeuristic
 from policy.observe import parse_pod, parse_workload
-from policy.sim.subresources import SimResizer
 from policy.state import ClusterSnapshot, NodeInfo, Plan, Resize, Resources
 
 GI = 1024**3
@@ -463,29 +462,6 @@ def test_a_gated_resizer_resizes_only_while_allowed():
     allowed[0] = False
     res = g.resize(order())
     assert res.outcome == "error" and "lost the lease" in res.message and len(inner.calls) == 1
-
-
-class FakeSim:
-    """The simulator's in-place resize: ``resize(pod_key, cpu_request_m=...)``."""
-
-    def __init__(self, fail: Exception | None = None):
-        self.resized: list[tuple[str, int]] = []
-        self.fail = fail
-
-    def resize(self, pod_key, *, cpu_request_m):
-        if self.fail is not None:
-            raise self.fail
-        self.resized.append((pod_key, cpu_request_m))
-
-
-def test_the_simulators_resizer_calls_sim_resize_and_a_simulation_without_it_is_unsupported():
-    sim = FakeSim()
-    assert SimResizer(sim).resize(order()).outcome == "resized" and sim.resized == [("shop/api-1", 300)]
-    assert SimResizer(sim, dry_run=True).resize(order()).outcome == "dry_run" and len(sim.resized) == 1
-    assert SimResizer(sim).dry_run_twin().dry_run is True
-    assert SimResizer(object()).resize(order()).outcome == "unsupported"
-    assert SimResizer(FakeSim(KeyError("shop/api-1"))).resize(order()).outcome == "not_found"
-    assert SimResizer(FakeSim(ValueError("no room"))).resize(order()).outcome == "error"
 
 
 # ---- the loop ------------------------------------------------------------------------------------------------
