@@ -315,7 +315,7 @@ def build_hrl_stack(
         out["extender_failed_open"] = float(extender.calls.get("failed_open", 0))
         return out
 
-    hook = PeriodicHook("hrl-descheduler", AUTOSCALER_PERIOD_MIN, cycle)
+    hook = PeriodicHook("hrl-descheduler", AUTOSCALER_PERIOD_MIN, cycle, at_start=True)
     return StackBuild(scheduler, hooks=(hook,), scheduler_name="hrl-scheduler", on_change=on_change, counters=counters)
 
 
