@@ -749,6 +749,17 @@ class Simulation:
             self.resizes += 1
         return res
 
+    @property
+    def series(self) -> Mapping[str, Sequence[Any]]:
+        """The per-minute series of the minutes simulated so far (the lists :meth:`result` returns; read only)."""
+        return self._acc.get("series", {}) if self._acc else {}
+
+    @property
+    def pod_cpu_usage_m(self) -> Mapping[str, float]:
+        """Measured CPU use of the last minute per pod key, millicores (what metrics-server reports; a pod bound
+        since then has none)."""
+        return self._last_pod_usage_m
+
     def _working_set_bytes(self, pod_key: str) -> float | None:
         if self.last is not None:
             for p, mem in zip(self.last.ready, self.last.step.pod_memory_mi):

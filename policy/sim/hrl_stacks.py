@@ -316,7 +316,14 @@ def build_hrl_stack(
         return out
 
     hook = PeriodicHook("hrl-descheduler", AUTOSCALER_PERIOD_MIN, cycle, at_start=True)
-    return StackBuild(scheduler, hooks=(hook,), scheduler_name="hrl-scheduler", on_change=on_change, counters=counters)
+    return StackBuild(
+        scheduler,
+        hooks=(hook,),
+        scheduler_name="hrl-scheduler",
+        on_change=on_change,
+        counters=counters,
+        handles={"planner": planner, "placement": placement, "extender": extender},
+    )
 
 
 @register_stack("hrl-scheduler")

@@ -46,6 +46,8 @@ __all__ = [
     "period_rewards",
     "intent_following_penalty",
     "run_objective",
+    "reference_cores",
+    "app_costs",
 ]
 
 
@@ -164,6 +166,18 @@ def intent_following_penalty(utilization: np.ndarray, capacity_target: np.ndarra
     u = np.asarray(utilization, dtype=np.float64)
     t = np.asarray(capacity_target, dtype=np.float64)
     return np.where(np.isfinite(u), weight * np.abs(u - t), 0.0)
+
+
+def reference_cores(app: Any) -> float:
+    """An application's manifest CPU requests, cores (Σ replicas × pod request over its workloads; at least 1m):
+    the objective's CPU reference ``C0``."""
+    return max(sum(w.replicas * w.pod_requests.cpu_m for w in app.workloads) / 1000.0, 1e-3)
+
+
+def app_costs(app: Any, series: Mapping[str, Sequence[float]], objective: Objective = DEFAULT_OBJECTIVE) -> np.ndarray:
+    """(T,) cost of each minute of a run of ``app`` (a :class:`policy.sim.app.AppSpec`: its ``slo_p95_ms`` and
+    :func:`reference_cores`) from its per-minute ``series``. Raises KeyError naming a missing series."""
+    return objective.costs(minute_outcomes(series), app.slo_p95_ms, reference_cores(app))
 
 
 def run_objective(

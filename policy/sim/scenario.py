@@ -772,6 +772,7 @@ FLAT_KEYS = (
     *NODE_UTIL_KEYS,
     "drain_evictions",
     "resizes",
+    "objective",
 )
 
 
@@ -853,6 +854,7 @@ def flat_result(
         flat[k] = float(res.extra.get(k, 0.0))
     flat["drain_evictions"] = int(res.extra.get("drain_evictions", 0))
     flat["resizes"] = int(res.extra.get("resizes", 0))
+    flat["objective"] = float(res.extra["objective"]) if "objective" in res.extra else None
     if "apps" in res.extra:
         flat["apps"] = {
             k: {m: (v if math.isfinite(v) else None) for m, v in d.items()} for k, d in res.extra["apps"].items()

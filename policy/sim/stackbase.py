@@ -112,7 +112,8 @@ class StackBuild:
     threads) after the run; ``counters()`` (optional) returns the run's counts the stack keeps itself (e.g. how
     often each guardrail fired), copied into ``SimResult.extra["counters"]`` by :func:`run_stack`;
     ``before_minute(sim)`` (optional): a driver the simulation calls between minutes
-    (:attr:`policy.sim.engine.Simulation.before_minute`), e.g. a lookahead controller that forks the run."""
+    (:attr:`policy.sim.engine.Simulation.before_minute`), e.g. a lookahead controller that forks the run;
+    ``handles``: the stack's parts by name for callers that drive or read them (e.g. ``planner``, ``oracle``)."""
 
     scheduler: KubeSchedulerModel
     hooks: tuple[PeriodicHook, ...] = ()
@@ -121,6 +122,7 @@ class StackBuild:
     close: Callable[[], None] | None = None
     counters: Callable[[], Mapping[str, float]] | None = None
     before_minute: Callable[[Simulation], None] | None = None
+    handles: Mapping[str, Any] = field(default_factory=dict)
 
     def simulation(self, app: AppSpec, rps: Any, cluster: ClusterSpec, config: SimConfig) -> Simulation:
         """The :class:`~policy.sim.engine.Simulation` of one run of this stack (its scheduler, hooks, ``on_change``

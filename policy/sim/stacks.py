@@ -14,7 +14,8 @@ them all, and :mod:`.stackbase` imports none of them, so there is no cycle):
   ``networkaware``, ``trimaran-tlp``, ``descheduler-lownodeutilization``, ``threshold-autoscaler``);
 - :mod:`.hrl_stacks`: hrl-scheduler's learned stacks and their ablations (``hrl-scheduler``, ``hrl-no-encoder``,
   ``hrl-flat``, ...), the product's own descheduling cycle (:func:`descheduler.loop.run_once`) run as a library;
-- :mod:`.drpc`: ``drpc``; :mod:`.reference`: ``offline-reference``, the bench's upper bound (not a contender).
+- :mod:`.drpc`: ``drpc``; :mod:`.reference`: ``offline-reference``, a placement planned under a simplified model;
+- :mod:`.oracle`: ``lookahead-oracle``, the achievable target (forked rollouts of candidate intents).
 
 A name may set the stack's knobs (:class:`Knob`, :attr:`StackInfo.knobs`): ``NAME@knob=value,...``, e.g.
 ``default-kube-scheduler+hpa@target=0.6`` (HPA target 60 %), ``networkaware@hpa=0.8,weight=20``; a knob left out
@@ -39,6 +40,7 @@ import numpy as np
 
 from . import drpc as _drpc  # noqa: F401  (registers the drpc stack)
 from . import hrl_stacks as _hrl_stacks  # noqa: F401  (registers the learned stacks)
+from . import oracle as _oracle  # noqa: F401  (registers lookahead-oracle)
 from .app import AppSpec
 from .builtin_stacks import (
     BENCH_STACKS,
@@ -54,6 +56,7 @@ from .builtin_stacks import (
     trimaran_tlp,
 )
 from .engine import ClusterSpec, SimConfig, Simulation
+from .objective import app_costs
 from .reference import REFERENCE_STACKS, offline_reference
 from .stackbase import (
     AUTOSCALER_PERIOD_MIN,
@@ -208,6 +211,8 @@ def run_stack(
             res = sim.result()
         if built.counters is not None:
             res.extra["counters"] = {str(k): float(v) for k, v in built.counters().items()}
+        costs = app_costs(app, res.series)
+        res.extra["objective"] = float(costs.mean()) if len(costs) else 0.0
         return res
     finally:
         if built.close is not None:

@@ -1,0 +1,76 @@
+"""lookahead-oracle: every period it rolls out candidate intents in forks of the run and continues with the best, so
+the real run's cost over a period equals the chosen candidate's rollout (forks are faithful, the random numbers are
+common), and hrl-constant imposes one intent on the served hierarchy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from policy.sim.objective import app_costs
+from policy.sim.oracle import ImposedIntent, LookaheadConfig, constant_intent
+from policy.sim.scenario import build
+from policy.sim.stacks import StackContext, build_stack
+
+MINUTES = 15
+
+
+def _run(stack: str):
+    run = build("heterogeneous", app="dsb-hotel-reservation", minutes=MINUTES, seed=2, offset_min=320, n_samples=200)
+    built = build_stack(stack, StackContext(run.app, run.cluster, run.config.seed, run.config, rps=run.rps))
+    sim = built.simulation(run.app, run.rps, run.cluster, run.config)
+    while sim.minute < MINUTES:
+        sim.advance()
+    return run, built, sim
+
+
+def test_the_real_run_over_each_period_costs_exactly_what_the_chosen_candidates_fork_cost():
+    run, built, sim = _run("lookahead-oracle@horizon=5,coordinate=1")
+    oracle = built.handles["oracle"]
+    costs = app_costs(run.app, sim.series)
+    assert [d.minute for d in oracle.decisions] == [0, 5, 10]
+    for d in oracle.decisions:
+        assert d.best.cost == min(c.cost for c in d.candidates)
+        assert float(costs[d.minute : d.minute + 5].sum()) == pytest.approx(d.best.cost, rel=0, abs=1e-9)
+    labels = [c.label for c in oracle.decisions[0].candidates]
+    assert "learned" in labels and any(lb.startswith("constant c=0.85") for lb in labels)
+    assert "keep" in [c.label for c in oracle.decisions[1].candidates]
+    counters = built.counters()
+    assert counters["oracle_decisions"] == 3 and counters["oracle_rollouts"] == sum(
+        len(d.candidates) for d in oracle.decisions
+    )
+
+
+def test_hrl_constant_holds_its_intent_and_differs_by_knob():
+    _, built_a, sim_a = _run("hrl-constant@capacity=0.5")
+    _, _, sim_b = _run("hrl-constant@capacity=0.9")
+    planner = built_a.handles["planner"]
+    assert set(planner.state.capacity_targets.values()) == {0.5}
+    assert planner.state.move_budget_frac == 0.0
+    assert sum(sim_a.series["cpu_cores_requested"]) > sum(sim_b.series["cpu_cores_requested"])
+
+
+def test_an_imposed_intent_falls_back_to_its_base_and_then_to_the_defaults():
+    class Base:
+        def intent(self, snapshot, index, state):
+            return constant_intent(["a"], 0.6)
+
+    assert ImposedIntent().intent(None, None, None) == (1.0, 1.0)
+    imposed = ImposedIntent(Base())
+    assert imposed.intent(None, None, None).capacity_target == {"a": 0.6}
+    imposed.current = constant_intent(["a"], 0.4)
+    assert imposed.intent(None, None, None).capacity_target == {"a": 0.4}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("horizon_min", 0), ("capacity_targets", (1.5,)), ("move_budgets", (-0.1,))]
+)
+def test_bad_oracle_settings_are_refused_naming_the_field(field, value):
+    with pytest.raises(ValueError, match=f"lookahead.{field}"):
+        LookaheadConfig(**{field: value})
+
+
+def test_costs_are_per_minute_and_finite():
+    run, _, sim = _run("hrl-constant")
+    c = app_costs(run.app, sim.series)
+    assert c.shape == (MINUTES,) and np.all(np.isfinite(c)) and np.all(c > 0)
