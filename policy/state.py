@@ -501,7 +501,7 @@ class ServiceGraph:
 
     def to_networkx(self):
         """A ``networkx.DiGraph`` with the edge fields as edge attributes."""
-        import networkx as nx
+        import networkx as nx  # deferred: the servers never build one
 
         g = nx.DiGraph()
         g.add_nodes_from(self.services)
