@@ -47,7 +47,7 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from policy.cache import fingerprint
-from policy.state import ServiceEdge, ServiceGraph
+from policy.state import EDGE_MEASURES, ServiceEdge, ServiceGraph
 
 from .common import TopologyError
 from .sources import load_graph
@@ -63,16 +63,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_SMOOTHED = (
-    "rps",
-    "calls_per_request",
-    "latency_mean_ms",
-    "latency_p50_ms",
-    "latency_p95_ms",
-    "latency_p99_ms",
-    "error_rate",
-)
 
 
 class LiveSource(Protocol):
@@ -141,7 +131,7 @@ class RateSmoother:
                 out[k] = e
                 continue
             kw = {}
-            for name in _SMOOTHED:
+            for name in EDGE_MEASURES:
                 x, s = getattr(e, name), getattr(prev, name)
                 kw[name] = x if s is None else (s if x is None else s + a * (x - s))
             out[k] = replace(e, **kw)
