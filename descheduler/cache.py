@@ -32,6 +32,7 @@ from policy.cache import (
     GrpcEmbeddingCache,
     fingerprint,
 )
+from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder, colocation_from_snapshot, stats_from_snapshot
 from policy.lowlevel import encode_intent
 from policy.state import ClusterSnapshot
 
@@ -79,15 +80,11 @@ class CacheLink:
     def encoder(self):
         """The numpy graph encoder (loaded once). Raises :class:`policy.bundle.BundleError` for a bad bundle."""
         if self._encoder is None:
-            from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder
-
             self._encoder = GraphEncoder.load(self.encoder_bundle or DEFAULT_ENCODER_BUNDLE)
         return self._encoder
 
     def encode(self, snapshot: ClusterSnapshot) -> tuple[str, tuple[str, ...], Any, float]:
         """``(fingerprint, services, embeddings (N, D) float32, duration_s)`` of ``snapshot.graph``."""
-        from policy.encoder import colocation_from_snapshot, stats_from_snapshot
-
         enc = self.encoder()
         g = snapshot.graph
         out = enc.encode_graph(g, stats_from_snapshot(snapshot), colocation_from_snapshot(snapshot, g))

@@ -111,10 +111,11 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from policy import highlevel
 from policy.bundle import DEFAULT_BUNDLES, bundle_error_line
 from policy.config import ConfigModel, ExistingBundle, ExistingPath, load_config
 from policy.highlevel import HighLevelPolicy, RebalanceHeuristic, ResizePlanner
-from policy.lowlevel import INTENT_SPEC, PlacementPolicy, TopologyHeuristic
+from policy.lowlevel import INTENT_SPEC, PlacementPolicy, TopologyHeuristic, load_learned_placement
 
 __all__ = [
     "KIND",
@@ -479,7 +480,6 @@ def planner_from_config(config: DeschedulerConfiguration) -> HighLevelPolicy:
 
 
 def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
-    from policy import highlevel
 
     cfg = config.planner
     a = cfg.autoscaler
@@ -578,8 +578,6 @@ def placement_from_config(config: DeschedulerConfiguration) -> PlacementPolicy:
     learned policy's bundle is missing or cannot be loaded."""
     p = config.placement
     if p.name == "learned":
-        from policy.lowlevel import load_learned_placement
-
         try:
             return load_learned_placement(p.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "low"))
         except ValueError as exc:  # one line starting with the field (BundleMissing, BundleError)

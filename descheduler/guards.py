@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from policy.config import describe_utf8_error
 from policy.highlevel import SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY
 from policy.index import ClusterIndex
 from policy.lowlevel import PlacementPolicy, node_admits, resource_fit_failures
@@ -163,8 +164,6 @@ class EvictionHistory:
         except OSError as exc:
             raise HistoryError(f"{p}: cannot read eviction history: {exc.strerror}") from exc
         except UnicodeDecodeError as exc:
-            from policy.config import describe_utf8_error
-
             raise HistoryError(f"{p}: eviction history is {describe_utf8_error(raw, exc)}") from exc
         except json.JSONDecodeError as exc:
             raise HistoryError(f"{p}:{exc.lineno}: eviction history is not valid JSON: {exc.msg}") from exc

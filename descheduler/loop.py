@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-from policy.highlevel import Admission, HighLevelPolicy, PlanView, planner_accepts_gate
+from policy.highlevel import Admission, HighLevelPolicy, PlanView, SchedulerModel, planner_accepts_gate
 from policy.index import ClusterIndex
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy
 from policy.state import ClusterSnapshot, Move, PodDisruptionBudgetInfo, PodInfo
@@ -611,8 +611,6 @@ def run_once(
     rec = None if dry_run or not config.events else recorder
     holds, new_holds = _loop_holds(snapshot, config, history, now_s, dry_run, rec)
     if prediction is None and config.scheduler_prediction.enabled:
-        from policy.highlevel import SchedulerModel
-
         sp = config.scheduler_prediction
         prediction = SchedulerModel(placement, sp.extender_weight, frozenset(sp.extender_schedulers))
     ex = MoveExecutor(

@@ -20,8 +20,8 @@ Implementations: :class:`ApiScaler` over a small :class:`ScaleApi` (the real one
 ``descheduler.kube.KubeScaler``: autoscaling/v2 HPAs + ``deployments/scale``); :class:`DryRunScaler`;
 the simulator's (``policy.sim.subresources.SimScaler``) is on the simulation side. A scaler that can do a
 read-only pass (check for an HPA, read the current scale, write nothing) offers it as ``dry_run_twin()``;
-:func:`dry_run_scaler` picks it, else a :class:`DryRunScaler`. Scaling fails closed: :func:`safe_scale` turns an exception or a malformed answer
-into ``error``.
+:func:`dry_run_scaler` picks it, else a :class:`DryRunScaler`. Scaling fails closed: :func:`safe_scale` turns an
+exception or a malformed answer into ``error``.
 """
 
 from __future__ import annotations

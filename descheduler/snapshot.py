@@ -14,12 +14,9 @@ from pathlib import Path
 
 from policy.observe import load_snapshot, snapshot_warnings
 from policy.state import ANNOTATION_DEPENDS_ON, ClusterSnapshot, ServiceEdge, ServiceGraph
+from policy.topology.sources import load_graph
 
-__all__ = ["TopologyUnavailable", "graph_from_annotations", "load_topology", "load_snapshot_file"]
-
-
-class TopologyUnavailable(RuntimeError):
-    """``topology.sources`` is set but the graph loader (``policy.topology.sources``) is not installed."""
+__all__ = ["graph_from_annotations", "load_topology", "load_snapshot_file"]
 
 
 def graph_from_annotations(snapshot: ClusterSnapshot) -> ServiceGraph:
@@ -38,14 +35,8 @@ def graph_from_annotations(snapshot: ClusterSnapshot) -> ServiceGraph:
 
 
 def load_topology(sources: Sequence[str]) -> tuple[ServiceGraph, list[str]]:
-    """The graph from ``topology.sources`` (through ``policy.topology.sources.load_graph``) and its warnings.
-    Raises :class:`TopologyUnavailable` when that module is missing; its own errors pass through."""
-    try:
-        from policy.topology.sources import load_graph
-    except ImportError as exc:
-        raise TopologyUnavailable(
-            f"topology.sources is set but policy.topology.sources cannot be imported ({exc})"
-        ) from exc
+    """The graph from ``topology.sources`` (through ``policy.topology.sources.load_graph``) and its warnings;
+    its errors pass through."""
     graph, warnings = load_graph(list(sources))
     return graph, list(warnings)
 

@@ -31,6 +31,8 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from prometheus_client import CollectorRegistry
+
 from policy.telemetry import add_log_format_argument, add_version_argument
 
 PROG = "hrl-extender"
@@ -109,7 +111,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = logging.getLogger("extender")
 
     import uvicorn
-    from prometheus_client import CollectorRegistry
 
     from .server import bind_socket, make_app, uvicorn_config
     from .store import SnapshotStore

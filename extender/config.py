@@ -55,6 +55,7 @@ Load with :func:`load_extender_config`; every problem is reported at once with i
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -62,8 +63,16 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from policy.config import ConfigModel, ExistingBundle, ExistingFile, ExistingPath, load_config
-from policy.lowlevel import PlacementPolicy, TopologyHeuristic
+from policy.lowlevel import (
+    DEFAULT_PLACEMENT_BUNDLE,
+    LearnedPlacement,
+    PlacementPolicy,
+    RowsRefresher,
+    TopologyHeuristic,
+)
 from policy.state import ServiceGraph
+from policy.topology.live import TopologyRefresher
+from policy.topology.sources import is_live_source, load_graph
 
 __all__ = [
     "KIND",
@@ -366,7 +375,6 @@ def tls_server_kwargs(config: ExtenderConfiguration) -> dict[str, str]:
     tls = config.listen.tls
     if tls is None:
         return {}
-    import ssl
 
     for field, path in (("certFile", tls.cert_file), ("keyFile", tls.key_file)):
         if not Path(path).is_file():
@@ -390,8 +398,6 @@ def build_policy(config: ExtenderConfiguration) -> PlacementPolicy:
     if p.name == "topology-heuristic":
         return TopologyHeuristic(target_utilization=p.target_utilization)
     if p.name == "learned":
-        from policy.lowlevel import DEFAULT_PLACEMENT_BUNDLE, LearnedPlacement
-
         return LearnedPlacement.load(p.bundle or DEFAULT_PLACEMENT_BUNDLE, refresh_s=p.embedding_refresh_seconds)
     raise ValueError(f"policy.name: unknown policy {p.name!r}")  # pragma: no cover - Literal guards this
 
@@ -402,11 +408,6 @@ def start_policy_feeds(policy: PlacementPolicy, config: ExtenderConfiguration, s
     :class:`policy.lowlevel.RowsRefresher` recomputes rows from the store's snapshot every
     ``policy.embeddingRefreshSeconds`` either way (the fallback). Returns the started refresher (call ``stop()``
     at shutdown), or ``None`` for a policy that needs no rows."""
-    from policy.lowlevel import (
-        LearnedPlacement,
-        RowsRefresher,
-    )
-
     if not isinstance(policy, LearnedPlacement):
         return None
     if config.cache is not None:
@@ -420,12 +421,9 @@ def topology_refresher(config: ExtenderConfiguration):
     Returns ``(refresher | None, warnings of the file sources)``. File sources are read once here; their errors
     (:class:`policy.topology.TopologyError`) and a malformed URI (``ValueError``) propagate. Start its background
     thread with ``refresher.start()``; publish its graphs with ``refresher.on_update``."""
-    from policy.topology.sources import is_live_source  # lazy, as load_topology
-
     t = config.topology
     if not any(is_live_source(s) for s in t.sources):
         return None, []
-    from policy.topology.live import TopologyRefresher
 
     refresher, warnings = TopologyRefresher.from_sources(
         list(t.sources),
@@ -443,7 +441,6 @@ def load_topology(config: ExtenderConfiguration) -> tuple[ServiceGraph | None, l
     lazily, so the extender starts without it when no sources are configured); its errors propagate."""
     if not config.topology.sources:
         return None, []
-    from policy.topology.sources import load_graph  # lazy: optional at import time
 
     graph, warnings = load_graph(list(config.topology.sources))
     return graph, [str(w) for w in warnings]

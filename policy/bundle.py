@@ -48,6 +48,8 @@ import math
 import os
 import re
 import tempfile
+import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -430,9 +432,6 @@ def _read_npz(data: bytes, listed: Mapping[str, list[int]], where: str) -> dict[
     one) and size checked, and the sum of the arrays' sizes held to :data:`MAX_WEIGHTS_BYTES`, all before
     any array data is decompressed; then each array is read, exactly its header's size (no pickles).
     Raises :class:`BundleError` (one line starting with ``where``) otherwise."""
-    import zipfile
-    import zlib
-
     fmt = np.lib.format
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
@@ -533,11 +532,6 @@ def weights_sha256(weights: Mapping[str, Any]) -> str:
     (name → array): the same bytes (``np.savez_compressed`` of the arrays in name order; its zip entries carry a
     fixed timestamp, so the bytes depend only on the arrays), hence the digest the manifest records under
     ``weights.sha256``."""
-    import hashlib
-    import io
-
-    import numpy as np
-
     buf = io.BytesIO()
     np.savez_compressed(buf, **{str(k): np.asarray(v) for k, v in sorted(weights.items())})
     return hashlib.sha256(buf.getvalue()).hexdigest()

@@ -47,7 +47,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from .documents import DocumentError, load_yaml, short_repr
+from .documents import DocumentError, dotted, load_yaml, short_repr
 
 __all__ = [
     "API_VERSION",
@@ -315,7 +315,6 @@ def _did_you_mean(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
 
 
 def _problems(model: type[BaseModel], exc: ValidationError) -> list[tuple[str, str]]:
-    from .documents import dotted
 
     out: list[tuple[str, str]] = []
     for err in exc.errors():

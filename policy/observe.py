@@ -17,6 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from .config import describe_utf8_error
 from .documents import DocumentError, load_json, load_yaml_all, short_repr
 from .state import (
     ANNOTATION_DEPENDS_ON,
@@ -744,8 +745,6 @@ def _read_text(p: Path) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        from .config import describe_utf8_error
-
         raise ObjectError(f"{p}: {describe_utf8_error(raw, exc)}") from exc
 
 

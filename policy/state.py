@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Literal
 
@@ -23,6 +23,8 @@ __all__ = [
     "LABEL_REGION",
     "LABEL_HOSTNAME",
     "ANNOTATION_MIRROR",
+    "EDGE_MEASURES",
+    "EDGE_FIELDS",
     "frozen_map",
     "Resources",
     "Taint",
@@ -408,6 +410,16 @@ class ServiceEdge:
     parallel: bool = False
 
 
+#: The measured values of a :class:`ServiceEdge` (numbers; ``None`` when unknown), in field order: ``rps``,
+#: ``calls_per_request``, the callee-side latencies and ``error_rate``. Every reader, writer and merger of edges
+#: iterates this list.
+EDGE_MEASURES: tuple[str, ...] = tuple(
+    f.name for f in fields(ServiceEdge) if f.name not in ("caller", "callee", "parallel")
+)
+#: The optional fields of an edge besides ``caller`` and ``callee``: the measures and ``parallel``.
+EDGE_FIELDS: tuple[str, ...] = (*EDGE_MEASURES, "parallel")
+
+
 @dataclass(frozen=True, slots=True)
 class ServiceGraph:
     """The services' call topology: a directed multigraph-free graph of :class:`ServiceEdge`.
@@ -483,14 +495,7 @@ class ServiceGraph:
         out_edges = []
         for e in self.edges:
             d: dict[str, object] = {"caller": e.caller, "callee": e.callee, "rps": _round(e.rps)}
-            for name in (
-                "calls_per_request",
-                "latency_mean_ms",
-                "latency_p50_ms",
-                "latency_p95_ms",
-                "latency_p99_ms",
-                "error_rate",
-            ):
+            for name in EDGE_MEASURES[1:]:  # rps first, null when unknown
                 v = getattr(e, name)
                 if v is not None:
                     d[name] = _round(v)
@@ -501,7 +506,7 @@ class ServiceGraph:
 
     def to_networkx(self):
         """A ``networkx.DiGraph`` with the edge fields as edge attributes."""
-        import networkx as nx
+        import networkx as nx  # deferred: the servers never build one
 
         g = nx.DiGraph()
         g.add_nodes_from(self.services)
@@ -521,14 +526,7 @@ def _round(v: float | None) -> float | None:
 def _merge_edges(a: ServiceEdge, b: ServiceEdge) -> ServiceEdge:
     rps = a.rps if b.rps is None else (b.rps if a.rps is None else a.rps + b.rps)
     kw: dict[str, object] = {"rps": rps, "parallel": a.parallel or b.parallel}
-    for name in (
-        "calls_per_request",
-        "latency_mean_ms",
-        "latency_p50_ms",
-        "latency_p95_ms",
-        "latency_p99_ms",
-        "error_rate",
-    ):
+    for name in EDGE_MEASURES[1:]:  # rps summed above
         if getattr(a, name) is None and getattr(b, name) is not None:
             kw[name] = getattr(b, name)
     return replace(a, **kw)

@@ -26,6 +26,9 @@ from collections.abc import Mapping
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Literal
 
+from prometheus_client import Info, gc_collector, platform_collector, process_collector
+from pythonjsonlogger.json import JsonFormatter
+
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
@@ -116,7 +119,6 @@ def _text_value(v: Any) -> str:
 
 
 def _json_formatter() -> logging.Formatter:
-    from pythonjsonlogger.json import JsonFormatter
 
     class _Formatter(JsonFormatter):
         def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict) -> None:
@@ -161,8 +163,6 @@ def register_process_metrics(
     """Register ``hrl_build_info`` (labels ``component``, ``version``, ``python_version`` and ``labels``) and
     the process, platform and GC collectors of prometheus-client on ``registry``. Call once per registry
     (a second call raises ``ValueError`` from prometheus-client: duplicated time series)."""
-    from prometheus_client import Info, gc_collector, platform_collector, process_collector
-
     info = Info("hrl_build", "Version of the running hrl-scheduler component (always 1).", registry=registry)
     info.info(
         {"component": component, "version": version(), "python_version": platform.python_version(), **(labels or {})}

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from policy.index import ClusterIndex
+from policy.observe import parse_pod
 from policy.state import NodeInfo, PodInfo, ServiceGraph
 
 from .kube_default import MAX_NODE_SCORE
@@ -258,7 +259,6 @@ class InTreeFilterExtender:
     has_prioritize: bool = False
 
     def filter(self, pod_obj: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]):
-        from policy.observe import parse_pod
 
         names = [n["metadata"]["name"] for n in nodes]
         index = self.view()

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .descheduler_api import bench_api
 from .markdown import ROOT, write_section
 from .synthetic_cluster import SyntheticCluster, write_snapshot
 
@@ -206,8 +207,6 @@ def main(argv: list[str] | None = None) -> int:
     rows = bench_synthetic(sizes, planners, args.repeats, pin=args.pin)
     api = None
     if args.controlplane:
-        from .descheduler_api import bench_api
-
         api = bench_api(args.api_nodes)
     meta = {
         "repeats": args.repeats,

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from .common import mean_ci95
+
 __all__ = [
     "FRONT_METRICS",
     "HPA_TARGETS",
@@ -148,7 +150,6 @@ def interpolate(front: Sequence[FrontPoint], cpu: float) -> tuple[str, int, int,
 
 
 def _ci(x: np.ndarray) -> dict[str, float]:
-    from .stacks import mean_ci95
 
     return mean_ci95(x.tolist())
 

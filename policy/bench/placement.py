@@ -23,6 +23,7 @@ The extender stacks are built by :func:`policy.sim.placement.placement_stack`, a
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -33,8 +34,13 @@ import numpy as np
 
 from policy.index import ClusterIndex
 from policy.lowlevel import DEFAULT_FLAT_PLACEMENT_BUNDLE, DEFAULT_PLACEMENT_BUNDLE, LearnedPlacement
+from policy.sim.app import load_app
 from policy.sim.engine import SimConfig, Simulation, background_tenants
+from policy.sim.kube_scheduler import KubeSchedulerModel as _K
 from policy.sim.placement import APPS, compare, markdown_table
+from policy.sim.run import cluster_for
+
+from .markdown import write_section
 
 __all__ = ["inference_latency", "main"]
 
@@ -45,10 +51,6 @@ def inference_latency(policy: LearnedPlacement, candidates: int = 100, calls: in
     """Wall time of ``policy.score`` (features + forward, service rows cached) for one pod over ``candidates``
     nodes of a synthetic cluster running Online Boutique ``candidates // 4`` times over; ``{"p50_ms", "p99_ms",
     "mean_ms", "candidates", "calls"}``. Run with ``OMP_NUM_THREADS=1`` for the one-core figure."""
-    from policy.sim.app import load_app
-    from policy.sim.kube_scheduler import KubeSchedulerModel as _K
-    from policy.sim.run import cluster_for
-
     app = load_app("online-boutique")
     spec = replace(cluster_for(app, candidates), background=background_tenants(candidates, 2000, 8 * 1024**3, seed=0))
     sim = Simulation(app, np.full(2, 5.0), spec, _K(), SimConfig(minutes=2, seed=0, n_samples=100))
@@ -115,8 +117,6 @@ def _section(table: Mapping[str, Any], lat: Mapping[str, Mapping[str, float]], b
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m policy.bench.placement``: see the module docstring."""
-    import argparse
-
     p = argparse.ArgumentParser(prog="python -m policy.bench.placement", description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--minutes", type=int, default=30)
@@ -139,8 +139,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.no_write:
         print(text)
     else:
-        from .markdown import write_section
-
         write_section("placement", text)
         print(text)
     return 0

@@ -41,6 +41,9 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from policy.config import ConfigError, ConfigModel, load_config
+from policy.sim.app import load_app
+from policy.sim.scenario import load_scenario, resolve_app, scenario_window_offset
+from policy.sim.traces import load_trace
 
 __all__ = [
     "KIND",
@@ -195,8 +198,6 @@ _APP_NAMES: dict[str, str] = {}
 
 def _app_name(ref: str) -> str:
     """The name of the app at ``ref`` (a built-in name or a path; loaded once per process)."""
-    from policy.sim.app import load_app
-
     if ref not in _APP_NAMES:
         _APP_NAMES[ref] = load_app(ref).name
     return _APP_NAMES[ref]
@@ -220,9 +221,6 @@ def plan_cells(
     the mode does not plan). ``minutes`` overrides every cell's run length. Raises ConfigError (a plan entry that
     cannot run: an unknown scenario, apps or traces given for a scenario of several apps) or ValueError (a
     scenario, app or trace named on the command line that cannot be loaded)."""
-    from policy.sim.scenario import load_scenario, resolve_app, scenario_window_offset
-    from policy.sim.traces import load_trace
-
     m = plan.mode(mode)
     entries: list[tuple[str, PlanCellFile]] = [(f"modes.{mode}.cells[{i}]", c) for i, c in enumerate(m.cells)]
     if scenarios is not None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from .pareto import FRONT_METRICS
+
 __all__ = ["HIGHLIGHT", "style_of", "clip_interval", "failure_aware_cdf", "metric_panels", "latency_cdfs", "pareto"]
 
 #: The stack the plots highlight.
@@ -224,8 +226,6 @@ def pareto(
     follows the contenders, the reference and the HPA front; settings far above it are marked at the top edge
     (a triangle and their value). ``summary``: ``{"results", "fronts"}`` per app and trace (one scenario);
     ``title`` prefixes the figure's title."""
-    from .pareto import FRONT_METRICS
-
     plt = _setup()
     res = summary["results"][app]
     traces = list(res)

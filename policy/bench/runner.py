@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 __all__ = ["task_key", "RaySession", "run_tasks"]
 
 
@@ -106,7 +108,6 @@ def run_tasks(
     run again. Returns the results in the order of ``tasks``. A failing task raises its error (Ray's
     ``RayTaskError`` wraps it) after the finished ones are journaled."""
     import ray
-    from tqdm import tqdm
 
     done: dict[str, Any] = {}
     if journal is not None:

@@ -37,8 +37,23 @@ import platform
 import re
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
+
+from policy.sim import calibrate
+from policy.sim.app import CallParams, load_app
+from policy.sim.engine import ClusterSpec, SimConfig, Simulation, rps_for_app
+from policy.sim.interference import Interference
+from policy.sim.kube_scheduler import KubeSchedulerModel
+from policy.sim.model import PerfModel
+from policy.sim.network import TopologyNetwork
+from policy.sim.pools import NodePool, PoolClusterSpec
+from policy.sim.scenario import BackgroundFile, background_for_nodes
+from policy.sim.synthetic import synthetic_app
+from policy.sim.traces import load_trace
+
+from .markdown import BENCHMARKS_MD, write_section
 
 
 def _log(msg: str) -> None:
@@ -49,13 +64,6 @@ def speed_small(
     app_name: str | None, n_services: int = 30, nodes: int = 20, minutes: int = 30, repeats: int = 3
 ) -> dict[str, float]:
     """Wall seconds of whole simulations: medians over ``repeats`` (``total_s_best``: the best)."""
-    from policy.sim.app import load_app
-    from policy.sim.engine import ClusterSpec, SimConfig, Simulation, rps_for_app
-    from policy.sim.kube_scheduler import KubeSchedulerModel
-    from policy.sim.model import PerfModel
-    from policy.sim.synthetic import synthetic_app
-    from policy.sim.traces import load_trace
-
     runs = []
     pods = 0
     for r in range(repeats):
@@ -86,8 +94,6 @@ def speed_small(
 #: The scenario models of the speed benchmark: topology network (delay matrix, jitter, shared links, sidecar) and
 #: interference, with the values of the network-datacenter and interference scenarios.
 def _scenario_models(racks_per_zone: int):
-    from policy.sim.interference import Interference
-    from policy.sim.network import TopologyNetwork
 
     net = TopologyNetwork(
         pair_cv=0.3,
@@ -107,9 +113,6 @@ def _scenario_models(racks_per_zone: int):
 
 
 def _with_bytes(app, request_bytes: float = 2048.0, response_bytes: float = 32768.0):
-    from dataclasses import replace
-
-    from policy.sim.app import CallParams
 
     calls = {}
     for e in app.graph.edges:
@@ -124,10 +127,6 @@ def _with_bytes(app, request_bytes: float = 2048.0, response_bytes: float = 3276
 
 
 def _pools(nodes: int, cpu_m: int, memory_gib: int, racks_per_zone: int, background: bool):
-    from dataclasses import replace
-
-    from policy.sim.pools import NodePool, PoolClusterSpec
-    from policy.sim.scenario import BackgroundFile, background_for_nodes
 
     pool = NodePool(
         "general",
@@ -148,12 +147,6 @@ def _pools(nodes: int, cpu_m: int, memory_gib: int, racks_per_zone: int, backgro
 def speed_scenario(app_name: str = "dsb-social-network", nodes: int = 20, minutes: int = 30, repeats: int = 3) -> dict:
     """Wall seconds of whole simulations with the scenario models ON (module docstring): ``total_s`` /
     ``placement_s`` / ``minutes_s`` medians, ``total_s_best``, ``services``, ``pods``."""
-    from policy.sim.app import load_app
-    from policy.sim.engine import SimConfig, Simulation, rps_for_app
-    from policy.sim.kube_scheduler import KubeSchedulerModel
-    from policy.sim.model import PerfModel
-    from policy.sim.traces import load_trace
-
     runs = []
     pods = 0
     app0 = _with_bytes(load_app(app_name))
@@ -187,11 +180,6 @@ def speed_large(
 ) -> dict[str, float]:
     """Seconds per simulated minute of a large cluster (after direct placement); ``scenario``: with the
     scenario models ON (topology network over 3 zones x 10 racks, interference, background tenants)."""
-    from policy.sim.engine import ClusterSpec, SimConfig, Simulation
-    from policy.sim.kube_scheduler import KubeSchedulerModel
-    from policy.sim.model import PerfModel
-    from policy.sim.synthetic import synthetic_app
-
     t0 = time.perf_counter()
     app = synthetic_app(n_services, seed=1)
     m = PerfModel(app)
@@ -366,8 +354,6 @@ def previous_points(names_to_skip: set[str], path=None) -> list:
     model path unchanged, so a re-run gives the same rows)."""
     from policy.sim.crosscheck import Point
 
-    from .markdown import BENCHMARKS_MD
-
     text = (path or BENCHMARKS_MD).read_text(encoding="utf-8")
     i, j = text.find("<!-- BEGIN simulator -->"), text.find("<!-- END simulator -->")
     out = []
@@ -471,18 +457,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     print(md)
     if not args.no_write:
-        from .markdown import write_section
-
         write_section("simulator", md)
         _log("wrote BENCHMARKS.md section simulator")
     if not args.no_calibration:
-        from policy.sim import calibrate
-
         cal_md = calibrate.markdown(calibrate.calibrate())
         print(cal_md)
         if not args.no_write:
-            from .markdown import write_section
-
             write_section("calibration", cal_md)
             _log("wrote BENCHMARKS.md section calibration")
     return 0

@@ -34,10 +34,14 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # one
 
 
 import numpy as np  # noqa: E402
+from tabulate import tabulate  # noqa: E402
 
 from policy.cache import CacheUnavailable, GrpcEmbeddingCache, fingerprint  # noqa: E402
 from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder, ServiceStats, featurize_graph  # noqa: E402
 from policy.state import ServiceEdge, ServiceGraph  # noqa: E402
+from policy.train.encoder_data import error_table, heldout_sets, load_builtin_apps  # noqa: E402
+
+from .markdown import write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = (100, 1000, 5000, 20000)
@@ -185,7 +189,6 @@ def bench_grpc(n_services: int = 1000, dim: int = 32, calls: int = 1000) -> dict
 
 
 def bench_heldout(enc: GraphEncoder, quick: bool) -> dict[str, Any]:
-    from policy.train.encoder_data import error_table, heldout_sets, load_builtin_apps
 
     meta = enc.bundle.metadata
     cfg = meta.get("config", {})
@@ -207,7 +210,6 @@ def bench_heldout(enc: GraphEncoder, quick: bool) -> dict[str, Any]:
 
 
 def markdown(enc: GraphEncoder, enc_rows, grpc_res, held) -> str:
-    from tabulate import tabulate
 
     meta = enc.bundle.metadata
     lines = [
@@ -310,8 +312,6 @@ def main(argv=None) -> int:
     md = markdown(enc, enc_rows, grpc_res, held)
     print(md)
     if not a.no_write:
-        from .markdown import write_section
-
         write_section("topology", md)
         out = ROOT / "benchmarks"
         out.mkdir(exist_ok=True)

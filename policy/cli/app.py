@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from tabulate import tabulate
+
 from .core import PROG
 
 __all__ = ["cmd_app_build"]
@@ -16,7 +18,7 @@ def cmd_app_build(args: argparse.Namespace) -> int:
     from policy.sim.appbuild import build_app
     from policy.sim.measurements import METRIC_ROLES, parse_column_specs
 
-    from .commands import parse_span_columns
+    from .columns import parse_span_columns
 
     result = build_app(
         args.manifests,
@@ -43,7 +45,6 @@ def cmd_app_build(args: argparse.Namespace) -> int:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    from tabulate import tabulate
 
     def f(v, d=2):
         return "n/a" if v is None else f"{v:.{d}f}"

@@ -23,6 +23,8 @@ import sys
 import threading
 import time
 
+from prometheus_client import CollectorRegistry, start_http_server
+
 __all__ = ["PROG", "serve", "get", "encode"]
 
 PROG = "hrl-policy"
@@ -30,7 +32,6 @@ PROG = "hrl-policy"
 
 def serve(args: argparse.Namespace) -> int:
     """``hrl-policy cache serve``; returns the exit status (0 after a signal, 2 when it cannot listen)."""
-    from prometheus_client import CollectorRegistry, start_http_server
 
     from policy.cache import SERVICE_NAME, CacheServer
     from policy.telemetry import configure_logging, register_process_metrics

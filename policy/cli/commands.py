@@ -4,26 +4,12 @@ they need inside the function."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
+from tabulate import tabulate
+
 from .core import PROG, arg, subcommand
-
-
-def parse_span_columns(items: list[str]) -> dict[str, str]:
-    """``["trace_id=traceId", ...]`` → ``{"trace_id": "traceId"}``; ``ValueError`` (exit 2) naming a malformed item
-    or an unknown role."""
-    from policy.topology.spans import SPAN_ROLES
-
-    out = {}
-    for item in items:
-        role, sep, header = item.partition("=")
-        if not sep or not role.strip() or not header.strip():
-            raise ValueError(f"--span-column: expected ROLE=HEADER, got {item!r}")
-        if role.strip() not in SPAN_ROLES:
-            raise ValueError(f"--span-column: unknown role {role.strip()!r}; expected one of {', '.join(SPAN_ROLES)}")
-        out[role.strip()] = header.strip()
-    return out
-
 
 __all__ = [
     "cmd_graph",
@@ -112,6 +98,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
     (JSON from :meth:`ServiceGraph.to_json`, or a table). Bad input raises ``TopologyError`` (exit 2)."""
     from policy.topology.sources import load_graph
 
+    from .columns import parse_span_columns
+
     graph, warnings = load_graph(args.sources, args.format, parse_span_columns(args.span_column))
     for w in warnings:
         print(f"{PROG} graph: warning: {w}", file=sys.stderr)
@@ -131,12 +119,9 @@ def cmd_graph(args: argparse.Namespace) -> int:
         sys.stdout.write(dump_appgroup(obj))
         return 0
     if args.json:
-        import json
-
         json.dump(graph.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
-    from tabulate import tabulate
 
     def num(v: float | None, digits: int) -> str:
         return "" if v is None else f"{v:.{digits}f}"

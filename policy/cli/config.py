@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from policy.config import CONFIG_ENTRY_POINTS, ConfigError, ConfigModel, json_schema, load_config, read_config_file
@@ -22,8 +23,6 @@ __all__ = ["config_kinds", "run_schema", "run_check"]
 def config_kinds() -> dict[str, type[ConfigModel]]:
     """Installed configuration kinds: kind → model class, sorted by kind. Raises ``ValueError`` when none is
     registered (the distribution's entry points are not installed: ``pip install -e .``)."""
-    from importlib.metadata import entry_points
-
     kinds = {ep.name: ep.load() for ep in entry_points(group=CONFIG_ENTRY_POINTS)}
     if not kinds:
         raise ValueError(

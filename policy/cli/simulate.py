@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from tabulate import tabulate
+
 from policy.sim.run import simulate
 from policy.sim.scenario import run_scenario
 
@@ -55,7 +57,6 @@ def cmd_simulate(args) -> int:
             p.write_text(text, encoding="utf-8")
             print(f"hrl-policy simulate: wrote {p}", file=sys.stderr)
         return 0
-    from tabulate import tabulate
 
     rows = []
     for k, v in flat.items():

@@ -31,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from policy.bundle import DEFAULT_BUNDLES, BundleError, PolicyBundle
+from policy.features import FeatureSpecError, check_specs
 from policy.state import ServiceGraph
 
 from .graph import EDGE_SPEC, NODE_SPEC, GraphArrays, ServiceStats, featurize_graph
@@ -138,7 +139,6 @@ class GraphEncoder:
             raise BundleError(
                 f"{where}: architecture.type: expected {ENCODER_ARCH!r}, found {bundle.architecture.get('type')!r}"
             )
-        from policy.features import FeatureSpecError, check_specs
 
         try:
             check_specs({"node": NODE_SPEC, "edge": EDGE_SPEC}, dict(bundle.feature_spec))

@@ -15,9 +15,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from policy.bundle import require_bundle
+from policy.bundle import BundleError, PolicyBundle, located, require_bundle
 from policy.state import ClusterSnapshot, PodInfo, WorkloadInfo
 
+from .drpc import SPECS, DrpcAutoscaler, DrpcState
 from .forecast import Forecaster, TrendForecaster, forecast_factor
 from .planner_state import HrlState
 
@@ -237,7 +238,6 @@ class DrpcReplicaAutoscaler:
         return int(target)
 
     def replica_targets(self, snapshot: ClusterSnapshot, state: HrlState) -> dict[str, int]:
-        from .drpc import DrpcState
 
         ds = DrpcState.from_dict(state.autoscaler.get("drpc"))
         by_key = {
@@ -295,12 +295,6 @@ def load_learned_autoscaler(
     elif not (p / "student").exists() and (p / "high" / "student" / "manifest.json").is_file():
         hint = f"{p} holds a stack's bundles, not student/ and predictor/: name its high/ directory, {p / 'high'}"
     require_bundle(p / "student", "autoscaler (DRPC students)", hint)
-    try:
-        from policy.bundle import BundleError, PolicyBundle, located
-
-        from .drpc import SPECS, DrpcAutoscaler
-    except ImportError as exc:
-        raise ValueError(f"autoscaler bundle {p}: policy.highlevel.drpc cannot be imported ({exc})") from exc
     # the observation layout the student declares: with the encoder's embeddings ("hrl") or without ("drpc")
     local = PolicyBundle.load(p / "student", level="high").feature_spec.get("local")
     spec = next((k for k, v in SPECS.items() if v == local), None)

@@ -65,10 +65,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from policy.bundle import DEFAULT_BUNDLES, BundleError, PolicyBundle, located
+from policy.cache import fingerprint
+from policy.encoder import GraphEncoder
 from policy.features import FeatureSpec, FeatureSpecError
 from policy.state import ClusterSnapshot, PodInfo, ServiceEdge, ServiceGraph, WorkloadInfo
 
-from .forecast import GruForecaster
+from .forecast import FORECAST_ARCH, FORECAST_SPEC, GruForecaster
 
 if TYPE_CHECKING:  # pragma: no cover
     from policy.encoder import GraphEncoder
@@ -405,7 +407,6 @@ class DrpcFeaturizer:
         self.keep = predictor.window + 8
 
     def embeddings(self, graph: ServiceGraph) -> dict[str, np.ndarray]:
-        from policy.cache import fingerprint
 
         fp = fingerprint(graph)
         if fp not in self._emb_cache:
@@ -632,7 +633,6 @@ class StudentActor:
 
 @lru_cache(maxsize=8)
 def _load_pair(path: str, spec: str) -> tuple[PolicyBundle, PolicyBundle]:
-    from .forecast import FORECAST_ARCH, FORECAST_SPEC
 
     d = Path(path)
     student = PolicyBundle.load(
@@ -671,8 +671,6 @@ class DrpcAutoscaler:
         except BundleError as exc:  # its messages name the policy version: name the directory too
             raise located(exc, predictor.source) from None
         if spec == "hrl" and encoder is None:
-            from policy.encoder import GraphEncoder
-
             encoder = GraphEncoder.load()
         self.featurizer = DrpcFeaturizer(self.forecaster, spec, mapping or self.actor.mapping, slo_p95_ms, encoder)
         self.spec = spec

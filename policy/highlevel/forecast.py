@@ -34,7 +34,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from policy.bundle import BundleError, PolicyBundle
-from policy.features import FeatureSpec
+from policy.features import FeatureSpec, FeatureSpecError, check_specs
 
 __all__ = [
     "FORECAST_ARCH",
@@ -129,7 +129,6 @@ class GruForecaster:
             raise BundleError(
                 f"{where}: architecture.type: expected {FORECAST_ARCH!r}, found {bundle.architecture.get('type')!r}"
             )
-        from policy.features import FeatureSpecError, check_specs
 
         try:
             check_specs({"rates": FORECAST_SPEC}, dict(bundle.feature_spec))
@@ -218,8 +217,6 @@ class TrendForecaster:
     def predict(self, rates: np.ndarray) -> np.ndarray:
         """(B, T) → (B, horizon) requests/s; see the class docstring. Raises ValueError for negative or
         non-finite rates or an empty history."""
-        from .forecast import rate_history
-
         r = rate_history(rates)
         x = r[:, -max(2, self.window) :]
         t = x.shape[1]

@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from policy.bundle import BundleError, PolicyBundle, located, require_bundle
+from policy.encoder import GraphEncoder
 from policy.features import FeatureSpec, FeatureSpecError
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot
@@ -456,8 +457,6 @@ class LearnedIntent:
         except BundleError as exc:
             raise located(exc, root) from None
         if actor.uses_embeddings and encoder is None:
-            from policy.encoder import GraphEncoder
-
             encoder = GraphEncoder.load()
         featurizer = IntentFeaturizer(
             predictor, encoder if actor.uses_embeddings else None, slo_p95_ms=slo_p95_ms, cpu_price=cpu_price

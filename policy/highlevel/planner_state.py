@@ -13,6 +13,8 @@ import numpy as np
 from policy.lowlevel import INTENT_SPEC
 from policy.state import ServiceGraph
 
+from .drpc import DrpcState
+
 __all__ = ["STATE_VERSION", "HrlState", "service_rates_rps"]
 
 
@@ -203,8 +205,6 @@ class HrlState:
             recs[str(k)] = rows
         auto = obj("autoscaler")
         if "drpc" in auto:  # DrpcReplicaAutoscaler's own state: refuse it here, not at every cycle
-            from .drpc import DrpcState
-
             try:
                 DrpcState.from_dict(auto["drpc"])
             except ValueError as exc:  # names the field: "drpc state.version: expected 1, got None"

@@ -50,7 +50,7 @@ import numpy as np
 
 from policy.bundle import DEFAULT_BUNDLES, BundleError, PolicyBundle, located, require_bundle
 from policy.cache import EmbeddingEntry
-from policy.encoder import NODE_SPEC
+from policy.encoder import DEFAULT_ENCODER_BUNDLE, NODE_SPEC, GraphEncoder
 from policy.features import FeatureSpecError
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot, PodInfo
@@ -297,8 +297,6 @@ class LearnedPlacement:
             if encoder is None and find_encoder is not None:  # looked up only once the bundle itself is sound
                 encoder = find_encoder(self.rows_version)
             if encoder is None:
-                from policy.encoder import GraphEncoder
-
                 encoder = GraphEncoder.load()
             enc_src = getattr(getattr(encoder, "bundle", None), "source", "") or "given"
             if self.rows_version and encoder.version != self.rows_version:
@@ -439,8 +437,6 @@ def encoder_for(bundle_path: Path, version: str = "") -> Any:
     ``version`` (any loadable one when ``version`` is empty). A candidate that is absent, does not load or does
     not match is skipped. Raises :class:`policy.bundle.BundleError` naming every encoder path tried and why it
     was not used when none fits."""
-    from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder
-
     candidates: list[Path] = []
     for c in (Path(bundle_path).resolve().parent.parent / "encoder", Path(DEFAULT_ENCODER_BUNDLE).resolve()):
         if c not in candidates:
@@ -489,15 +485,11 @@ def _arch_number(
 
 def load_learned_placement(path: str | Path) -> PlacementPolicy:
     """The learned low-level policy (``policy.lowlevel.LearnedPlacement.load(path)``) from bundle directory
-    ``path``. Raises :class:`BundleMissing` when there is no bundle there, ``ValueError`` when the module is
-    not available, and whatever the loader raises (:class:`policy.bundle.BundleError`) for a bad bundle."""
+    ``path``. Raises :class:`BundleMissing` when there is no bundle there, and whatever the loader raises
+    (:class:`policy.bundle.BundleError`) for a bad bundle."""
     p = Path(path)
     hint = ""
     if not (p / "manifest.json").is_file() and (p / "low" / "manifest.json").is_file():
         hint = f"{p} holds a stack's bundles, not a bundle: name its low/ directory, {p / 'low'}"
     p = require_bundle(p, "low-level placement", hint)
-    try:
-        from .learned import LearnedPlacement
-    except ImportError as exc:
-        raise ValueError(f"low-level placement bundle {p}: policy.lowlevel cannot be imported ({exc})") from exc
     return LearnedPlacement.load(p)

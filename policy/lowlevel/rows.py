@@ -10,7 +10,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -20,10 +20,7 @@ from policy.state import ClusterSnapshot, ServiceGraph
 
 from .features import FLAT_ROWS_VERSION, SERVICE_INPUTS
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .learned import LearnedPlacement
-
-__all__ = ["ServiceRows", "compute_service_rows", "ServiceRowCache", "RowsRefresher"]
+__all__ = ["ServiceRows", "compute_service_rows", "ServiceRowCache", "RowsSource", "RowsRefresher"]
 
 log = logging.getLogger(__name__)
 
@@ -114,13 +111,22 @@ class ServiceRowCache:
             return e
 
 
+class RowsSource(Protocol):
+    """What :class:`RowsRefresher` drives (:class:`policy.lowlevel.LearnedPlacement`): ``refresh(snapshot)``
+    computes the service rows of ``snapshot``; ``background_rows`` is set once a refresher owns that work."""
+
+    background_rows: bool
+
+    def refresh(self, snapshot: ClusterSnapshot) -> object: ...
+
+
 class RowsRefresher:
     """A daemon thread calling ``policy.refresh(get_snapshot())`` every ``interval_s`` seconds, so that
-    :class:`LearnedPlacement` computes service rows off the request path (the extender without an embedding
-    cache). Errors are logged and retried at the next tick."""
+    :class:`~policy.lowlevel.LearnedPlacement` computes service rows off the request path (the extender without an
+    embedding cache). Errors are logged and retried at the next tick."""
 
     def __init__(
-        self, policy: LearnedPlacement, get_snapshot: Callable[[], ClusterSnapshot | None], interval_s: float = 30.0
+        self, policy: RowsSource, get_snapshot: Callable[[], ClusterSnapshot | None], interval_s: float = 30.0
     ):
         self.policy = policy
         self.get_snapshot = get_snapshot

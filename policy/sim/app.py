@@ -19,6 +19,8 @@ from pydantic import Field
 from policy.config import ConfigError, ConfigModel, load_config
 from policy.observe import load_objects, parse_workload
 from policy.state import ServiceEdge, ServiceGraph, WorkloadInfo
+from policy.topology.manifests import graph_from_objects, is_appgroup
+from policy.topology.sources import load_graph
 
 __all__ = [
     "ServiceParams",
@@ -223,17 +225,11 @@ def load_app(name_or_path: str) -> AppSpec:
     if not sources:
         raise ConfigError(str(p), [("graph", "empty list: name at least one source (e.g. manifests)")])
     if sources == ["manifests"]:
-        from policy.topology.manifests import graph_from_objects, is_appgroup
-
         if any(is_appgroup(o) for o in objs):  # AppGroups: re-read with line numbers for their errors
-            from policy.topology.sources import load_graph
-
             graph, warnings = load_graph([str(base / spec.manifests)], "manifests")
         else:  # the objects are already parsed: build the graph from them (no second YAML parse)
             graph, warnings = graph_from_objects(objs, str(base / spec.manifests))
     else:
-        from policy.topology.sources import load_graph
-
         paths = []
         for i, src in enumerate(sources):
             path = base / (spec.manifests if src == "manifests" else src)

@@ -41,7 +41,10 @@ from typing import Any
 
 import numpy as np
 
+from policy.observe import load_objects, parse_workload
 from policy.state import ServiceEdge, ServiceGraph
+from policy.topology.sources import load_graph
+from policy.topology.spans import SpanTable, observations_from_table, read_span_table, table_warnings
 
 from .app import AppSpec, ServiceParams, load_app
 from .calibrate import (
@@ -273,8 +276,6 @@ def _copy_manifests(src: Path, dst: Path) -> None:
 def _workload_services(path: Path) -> list[str]:
     """The services of the Deployments and StatefulSets at ``path`` (what the simulator runs), in order; raises
     ``ValueError`` for no workload or two workloads with one service name."""
-    from policy.observe import load_objects, parse_workload
-
     objs = load_objects(path)
     seen: dict[str, str] = {}
     for o in objs:
@@ -362,7 +363,6 @@ def _app_yaml(
 
 
 def _half_stats(meas_table, keep_trace) -> SpanStats:
-    from policy.topology.spans import SpanTable
 
     t = SpanTable(path=meas_table.path, window_s=meas_table.window_s, has_status=meas_table.has_status)
     t.spans = {k: v for k, v in meas_table.spans.items() if keep_trace(k[0])}
@@ -503,9 +503,6 @@ def build_app(
     Raises ``ValueError`` (one line: a missing input, a malformed file, an entry that is not a workload,
     ``out/app.yaml`` existing without ``force``, nothing to fit) — exit code 2 on the command line.
     """
-    from policy.topology.sources import load_graph
-    from policy.topology.spans import observations_from_table, read_span_table, table_warnings
-
     manifests, spans, out = Path(manifests), Path(spans), Path(out)
     for label, p in (("--manifests", manifests), ("--spans", spans), ("--metrics", metrics)):
         if p is not None and not Path(p).exists():

@@ -14,6 +14,19 @@
 
 from __future__ import annotations
 
+from policy.baselines.hpa import HorizontalPodAutoscaler, HPASpec, PodSample
+from policy.baselines.kube_default import (
+    InterPodAffinity,
+    NodeAffinity,
+    NodeResourcesBalancedAllocation,
+    PodTopologySpread,
+    TaintToleration,
+    default_score_plugins,
+)
+from policy.baselines.kube_descheduler import LowNodeUtilization, RemoveDuplicates
+from policy.baselines.networkaware import AppGroup, InTreeFilterExtender, NetworkOverhead, NetworkTopology
+from policy.baselines.threshold import ThresholdAutoscaler, ThresholdParams, load_params
+from policy.baselines.trimaran import TargetLoadPacking
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot, PodInfo
 
@@ -51,15 +64,11 @@ __all__ = [
 @register_stack("default-kube-scheduler", "kube-scheduler's default profile, manifest replicas, no descheduler")
 def default_kube_scheduler(ctx: StackContext) -> StackBuild:
     """kube-scheduler's default profile (all default score plugins and weights), fixed replicas."""
-    from policy.baselines.kube_default import default_score_plugins
-
     return StackBuild(KubeSchedulerModel(plugins=default_score_plugins(terms_lookup(ctx.app))))
 
 
 def hpa_hook(app: AppSpec, spec=None) -> PeriodicHook:
     """One HPA per autoscaled workload (:func:`autoscaled_workloads`), synced every simulated minute."""
-    from policy.baselines.hpa import HorizontalPodAutoscaler, HPASpec, PodSample
-
     spec = spec or HPASpec()
     hpas = {w: HorizontalPodAutoscaler(spec) for w in autoscaled_workloads(app)}
 
@@ -98,7 +107,6 @@ HPA_KNOB = Knob("hpa", 0.05, 5.0, help="add an HPA per autoscaled workload with 
 
 
 def _hpa_spec(target: float):
-    from policy.baselines.hpa import HPASpec
 
     return HPASpec(target_cpu_utilization_pct=int(round(100 * target)))
 
@@ -128,8 +136,6 @@ def default_kube_scheduler_hpa(ctx: StackContext) -> StackBuild:
 def threshold_hook(app: AppSpec, params=None) -> PeriodicHook:
     """The threshold autoscaler on every autoscaled workload, every simulated minute, with the app's tuned
     parameters (``threshold-autoscaler.yaml`` next to its app.yaml) unless ``params`` is given."""
-    from policy.baselines.threshold import ThresholdAutoscaler, load_params
-
     ctl = ThresholdAutoscaler(params or load_params(app.source))
     workloads = autoscaled_workloads(app)
 
@@ -168,8 +174,6 @@ def threshold_autoscaler(ctx: StackContext) -> StackBuild:
     built = default_kube_scheduler(ctx)
     params = None
     if ctx.params:
-        from policy.baselines.threshold import ThresholdParams, load_params
-
         tuned = load_params(ctx.app.source).model_dump(exclude={"tuning"})
         try:
             params = ThresholdParams(**{**tuned, **ctx.params})
@@ -186,8 +190,6 @@ def descheduler_hook(
     """kubernetes-sigs/descheduler with RemoveDuplicates then LowNodeUtilization (the README's example
     thresholds 20 % / targets 50 %, or ``low_pct`` / ``high_pct`` for cpu, memory and pods), evicting through
     the simulation's Eviction API."""
-    from policy.baselines.kube_descheduler import LowNodeUtilization, RemoveDuplicates
-
     lnu = LowNodeUtilization()
     if low_pct is not None or high_pct is not None:
         lo = 20.0 if low_pct is None else low_pct
@@ -246,15 +248,6 @@ def networkaware(ctx: StackContext) -> StackBuild:
     built from the app's call graph and a NetworkTopology of the cluster's zones (cross-zone cost 10),
     BalancedAllocation 1, NodeResourcesFit scoring disabled; the other default plugins keep their weights.
     Knobs: ``weight``, ``zone_cost``, ``hpa`` (adds an HPA)."""
-    from policy.baselines.kube_default import (
-        InterPodAffinity,
-        NodeAffinity,
-        NodeResourcesBalancedAllocation,
-        PodTopologySpread,
-        TaintToleration,
-    )
-    from policy.baselines.networkaware import AppGroup, InTreeFilterExtender, NetworkOverhead, NetworkTopology
-
     terms = terms_lookup(ctx.app)
     overhead = NetworkOverhead(
         AppGroup.from_graph(ctx.app.graph, ctx.app.name),
@@ -290,9 +283,6 @@ def trimaran_tlp(ctx: StackContext) -> StackBuild:
     """scheduler-plugins Trimaran profile: TargetLoadPacking (weight 1, target 40 % or the ``target`` knob) on
     measured node CPU, NodeResourcesBalancedAllocation and NodeResourcesFit scoring disabled; the load watcher
     reports every simulated minute; the ``hpa`` knob adds an HPA."""
-    from policy.baselines.kube_default import InterPodAffinity, NodeAffinity, PodTopologySpread, TaintToleration
-    from policy.baselines.trimaran import TargetLoadPacking
-
     terms = terms_lookup(ctx.app)
     tlp = (
         TargetLoadPacking(target_utilization_pct=int(round(100 * ctx.params["target"])))

@@ -54,6 +54,9 @@ from typing import Literal
 
 import numpy as np
 
+from policy.state import ServiceEdge
+from policy.topology.spans import read_span_table, table_warnings
+
 from .app import AppSpec, ServiceParams, load_app
 from .measurements import Metrics, Series, SpanStats, read_metrics, span_stats
 from .model import PerfModel, PodArrays
@@ -111,8 +114,6 @@ def load_measurements(data_dir: Path = DATA_DIR, services: list[str] | None = No
     """Read ``data_dir/metric`` (metrics tables) and ``data_dir/trace`` (a span table), gzip or plain, in the
     default layouts of :mod:`policy.sim.measurements`; ``services``: the app's workloads (default: Online
     Boutique's). Raises FileNotFoundError naming the folder when one is missing."""
-    from policy.topology.spans import read_span_table, table_warnings
-
     mdir, tdir = Path(data_dir) / "metric", Path(data_dir) / "trace"
     if not mdir.is_dir() or not tdir.is_dir():
         raise FileNotFoundError(f"{data_dir}: expected metric/ and trace/ folders")
@@ -222,8 +223,6 @@ def _nodes_for(app: AppSpec, replicas: dict[str, int] | None = None) -> int:
 
 def with_params(app: AppSpec, params: dict[str, ServiceParams], calls: dict[tuple[str, str], float]) -> AppSpec:
     """``app`` with these service parameters and calls per request (edges not in ``calls`` keep theirs)."""
-    from policy.state import ServiceEdge
-
     edges = [
         ServiceEdge(
             e.caller,

@@ -7,6 +7,7 @@ This is the only mutable state of a simulation; everything else reads :meth:`Sim
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -260,8 +261,6 @@ class SimCluster:
     ) -> None:
         """Update node ``i``'s object (``spec.unschedulable``, ``spec.taints`` by key, the ``Ready`` condition)
         and its parsed :class:`NodeInfo`."""
-        import copy
-
         obj = copy.deepcopy(self.node_objs[i])
         spec = obj.setdefault("spec", {})
         if unschedulable is not None:
@@ -314,8 +313,6 @@ class SimCluster:
         change (the API server's validation); ``infeasible`` when the new requests exceed the node's
         allocatable; ``deferred`` when they exceed what the other pods on the node leave, or a memory limit
         below the container's working set (``working_set_bytes``) is asked."""
-        import copy
-
         pod = next((p for p in self.pods if p.alive and p.info.key == pod_key), None)
         if pod is None:
             return ResizeResult(pod_key, "not_found", "pod not found")

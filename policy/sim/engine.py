@@ -43,7 +43,7 @@ from .kube_scheduler import KubeSchedulerModel
 from .model import NetworkModel, PerfModel, PodArrays, StepStats
 from .network import LABEL_RACK, TopologyNetwork
 from .objects import node_object
-from .traces import RateDrift
+from .traces import RateDrift, scale_to_peak
 
 __all__ = [
     "METRIC_KEYS",
@@ -1150,8 +1150,6 @@ def weighted_percentile(x: np.ndarray, w: np.ndarray, q: float) -> float:
 def rps_for_app(counts_per_min: np.ndarray, model: PerfModel, app: AppSpec, peak_utilization: float) -> np.ndarray:
     """Scale a per-minute trace so its peak is ``peak_utilization`` × the app's capacity at its manifest
     replicas and CPU limits (the busiest service at its limit)."""
-    from .traces import scale_to_peak
-
     replicas = {w.service: w.replicas for w in app.workloads}
     limits = {w.service: (w.pod_limits.cpu_m or w.pod_requests.cpu_m) / 1000.0 for w in app.workloads}
     cap = model.capacity_rps(replicas, limits)

@@ -48,6 +48,8 @@ from .app import AppSpec, load_app
 from .cluster import SimPod
 from .engine import ClusterSpec, SimConfig, Simulation, background_tenants, rps_for_app
 from .model import PerfModel
+from .stacks import StackContext, autoscaled_workloads, build_stack
+from .traces import load_trace
 
 __all__ = [
     "MODES",
@@ -192,7 +194,6 @@ class SchedulingEnv(gym.Env):
             cfg = replace(cfg, **overrides)
         self.config = cfg
         self.app = load_app(cfg.app) if isinstance(cfg.app, str) else cfg.app
-        from .traces import load_trace
 
         self._trace_counts = load_trace(cfg.trace)
         if len(self._trace_counts) < cfg.episode_minutes:
@@ -205,7 +206,6 @@ class SchedulingEnv(gym.Env):
         self.S = len(self.services)
         self.N = cfg.cluster.nodes
         self.Nmax = cfg.max_nodes or self.N
-        from .stacks import autoscaled_workloads
 
         wl_by_service = {}
         for obj, w in zip(self.app.deployments, self.app.workloads):
@@ -254,7 +254,6 @@ class SchedulingEnv(gym.Env):
             spec = replace(
                 spec, background=background_tenants(spec.nodes, spec.cpu_m, spec.memory_bytes, seed=sim_seed)
             )
-        from .stacks import StackContext, build_stack
 
         simcfg = replace(cfg.sim, minutes=cfg.episode_minutes, seed=sim_seed, n_samples=cfg.n_samples, per_service=True)
         built = build_stack(cfg.stack, StackContext(self.app, spec, sim_seed, simcfg))

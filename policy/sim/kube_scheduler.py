@@ -13,11 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import httpx
 import numpy as np
 
 from policy.baselines.kube_default import MAX_NODE_SCORE, ScorePlugin, default_score_plugins
 from policy.index import ClusterIndex
 from policy.lowlevel import MAX_EXTENDER_PRIORITY, TAINT_EFFECTS_THAT_REPEL, PlacementPolicy, service_intent
+from policy.observe import parse_pod
 from policy.state import NodeInfo, PodInfo
 
 __all__ = [
@@ -72,7 +74,6 @@ class HttpExtender:
     calls: dict[str, int] = field(default_factory=lambda: {"filter": 0, "prioritize": 0})
 
     def __post_init__(self) -> None:
-        import httpx
 
         self._client = httpx.Client(timeout=self.timeout_s)
 
@@ -90,7 +91,6 @@ class HttpExtender:
         return {"Pod": pod_obj, "Nodes": {"metadata": {}, "items": list(nodes)}, "NodeNames": None}
 
     def _post(self, verb: str, body: dict[str, Any]) -> Any:
-        import httpx
 
         try:
             r = self._client.post(
@@ -166,7 +166,6 @@ class InProcessExtender:
     def filter(self, pod_obj, nodes):
         self.calls["filter"] += 1
         index = self.view()[0]
-        from policy.observe import parse_pod
 
         names = [n["metadata"]["name"] for n in nodes]
         try:
@@ -180,7 +179,6 @@ class InProcessExtender:
         self.calls["prioritize"] += 1
         view = self.view()
         index, intent = view[0], view[1]
-        from policy.observe import parse_pod
 
         pod = parse_pod(pod_obj)
         if len(view) > 2 and view[2]:

@@ -66,7 +66,7 @@ from pathlib import Path
 
 import numpy as np
 
-from policy.topology.common import TopologyError, csv_files, is_missing, iter_csv_rows, read_csv_header
+from policy.topology.common import PARALLEL_SHARE, TopologyError, csv_files, is_missing, iter_csv_rows, read_csv_header
 from policy.topology.spans import SpanTable
 
 __all__ = [
@@ -425,8 +425,6 @@ class SpanStats:
     def parallel(self) -> set[tuple[str, str]]:
         """Edges at least half of whose calls overlapped another call of the same visit
         (:data:`policy.topology.common.PARALLEL_SHARE`)."""
-        from policy.topology.common import PARALLEL_SHARE
-
         return {k for k, n in self.calls.items() if n and self.overlapping.get(k, 0) >= PARALLEL_SHARE * n}
 
 

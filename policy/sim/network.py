@@ -27,7 +27,7 @@ bandwidth sharing: Ben Fredj, Bonald, Proutière, Régnié, Roberts, "Statistica
 congestion at flow level", SIGCOMM 2001): the flows crossing it share ``C_l`` equally, each at most the
 single-flow rate ``flow_gbps`` (EC2: 5 Gbit/s per flow outside a cluster placement group). Its offered load
 ``ρ_l = Σ_calls rate × bytes / C_l`` comes exactly from the call rates and the pod placement (random backend
-choice, as for cross-node calls). The station is the one of :func:`policy.sim.model.station_stats` with
+choice, as for cross-node calls). The station is the one of :func:`policy.sim.stations.station_stats` with
 work = bytes / ``C_l``, ``κ = 1`` and one flow's speed ``min(1, flow / C_l)``: a flow of ``b`` bytes that
 finds ``n`` flows takes ``b / min(flow, C_l / (n + 1))`` (PASTA, ``n`` from the stationary distribution),
 exact in the mean, ``b / (C_l (1 − ρ_l))`` for one flow able to fill the link (M/G/1-PS). At most
@@ -61,6 +61,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .stations import station_stats
 
 __all__ = ["LABEL_RACK", "TopologyNetwork", "BoundNetwork", "LinkState", "GBPS"]
 
@@ -165,7 +167,7 @@ def _ids(labels: Sequence[str]) -> tuple[np.ndarray, list[str]]:
 @dataclass
 class LinkState:
     """The links' state in one step (all (L,) arrays): ``load_bps`` offered bytes/s, ``util`` = load / capacity,
-    and the processor-sharing station quantities of :class:`policy.sim.model.Stations` in flow units."""
+    and the processor-sharing station quantities of :class:`policy.sim.stations.Stations` in flow units."""
 
     load_bps: np.ndarray
     util: np.ndarray
@@ -353,8 +355,6 @@ class BoundNetwork:
 
     def link_state(self, load_bps: np.ndarray, flows_ps: np.ndarray) -> LinkState:
         """The station of each link at these loads (module docstring)."""
-        from .model import station_stats
-
         C = self.capacity_bps
         L = len(C)
         speed = np.minimum(1.0, self.flow_bps / C) if L else np.zeros(0)

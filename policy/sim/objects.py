@@ -11,6 +11,7 @@ Sources: k8s.io/api core/v1 Node and Pod; kube-controller-manager's ReplicaSet c
 from __future__ import annotations
 
 import copy
+import datetime as _dt
 import hashlib
 from collections.abc import Mapping
 from typing import Any
@@ -173,7 +174,6 @@ def qos_class(spec: Mapping[str, Any]) -> str:
 
 
 def _rfc3339(t_s: float) -> str:
-    import datetime as _dt
 
     # Simulated time 0 is 2026-01-01T00:00:00Z, so timestamps look like the API server's.
     base = _dt.datetime(2026, 1, 1, tzinfo=_dt.UTC)

@@ -12,11 +12,16 @@ from typing import Any
 
 import numpy as np
 
+from policy.baselines.kube_default import default_score_plugins
 from policy.index import ClusterIndex
 from policy.lowlevel import EXTENDER_WEIGHT, PlacementPolicy, TopologyHeuristic
+from policy.sim.app import load_app
+from policy.sim.run import cluster_for, trace_rps
+from policy.sim.stacks import StackBuild, StackContext, terms_lookup
 
 from .engine import METRIC_KEYS, SimConfig, Simulation, background_tenants
 from .kube_scheduler import InProcessExtender, KubeSchedulerModel
+from .run import window_offset
 
 __all__ = [
     "APPS",
@@ -53,8 +58,6 @@ def placement_stack(
     """A stack factory (``factory(ctx) -> StackBuild``): kube-scheduler's default profile plus, unless ``policy``
     is ``None``, an in-process extender serving ``policy`` with ``weight`` (filter + prioritize, as shipped),
     fed the current snapshot before every cycle and ``intent``."""
-    from policy.baselines.kube_default import default_score_plugins
-    from policy.sim.stacks import StackBuild, terms_lookup
 
     def factory(ctx) -> StackBuild:
         plugins = default_score_plugins(terms_lookup(ctx.app))
@@ -90,8 +93,6 @@ def start_with_metrics(sim: Simulation) -> None:
 def cluster_for_setting(app, setting: str, seed: int):
     """The bench cluster of ``app`` (:func:`policy.sim.run.cluster_for`); ``setting="background"`` adds two
     background-tenant pods per node (30 % of the node's CPU requested, 35 % used)."""
-    from policy.sim.run import cluster_for
-
     spec = cluster_for(app)
     if setting == "background":
         spec = replace(
@@ -119,12 +120,6 @@ def run_placement(
 ) -> dict[str, float]:
     """One simulation (fixed replicas) of ``app_name`` placed by default scoring (+ ``policy`` as an extender);
     returns the metrics (:data:`policy.sim.engine.METRIC_KEYS`)."""
-    from policy.sim.app import load_app
-    from policy.sim.run import trace_rps
-    from policy.sim.stacks import StackContext
-
-    from .run import window_offset
-
     app = load_app(app_name)
     rps = trace_rps(app, trace, minutes, window_offset(trace, minutes))
     spec = cluster_for_setting(app, setting, seed)

@@ -79,7 +79,8 @@ from .interference import Interference
 from .model import NetworkModel
 from .network import TopologyNetwork
 from .pools import NodePool, PoolClusterSpec
-from .run import PEAK_UTILIZATION, app_bench, capacity_rps, cluster_for, window_offset
+from .sizing import PEAK_UTILIZATION, app_bench, capacity_rps, cluster_for, window_offset
+from .stacks import run_stack
 from .traces import FlashCrowd, RateDrift, apply_flash_crowds, load_trace, scale_to_peak
 
 __all__ = [
@@ -792,8 +793,6 @@ def run_scenario(
     """One run of stack ``policy`` in ``scenario`` (arguments as :func:`build`): ``(flat, SimResult)`` with
     ``flat`` the keys :data:`FLAT_KEYS` (``app`` / ``trace`` joined with ``+`` for several apps; non-finite
     metrics as None) and, for several apps, ``apps``: each app's latency, failed and SLO figures."""
-    from .stacks import run_stack
-
     run = build(
         scenario,
         app=app,

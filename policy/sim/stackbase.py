@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from policy.baselines.affinity import terms_by_service
 from policy.observe import parse_workload
 from policy.state import ClusterSnapshot, PodInfo
 
@@ -229,8 +230,6 @@ def check_knobs(info: StackInfo, name: str, params: Mapping[str, float]) -> dict
 
 def terms_lookup(app: AppSpec):
     """The pods' affinity/spread terms from the app's pod templates (keyed by service)."""
-    from policy.baselines.affinity import terms_by_service
-
     return terms_by_service(app.deployments, lambda o: parse_workload(o).service)
 
 

@@ -55,7 +55,7 @@ from typing import Any
 import yaml
 
 from policy.documents import DocumentError, load_json, load_yaml_all
-from policy.state import ServiceEdge, ServiceGraph
+from policy.state import EDGE_MEASURES, ServiceEdge, ServiceGraph
 
 from .common import TopologyError
 
@@ -98,15 +98,6 @@ SORTING_ALGORITHMS = ("KahnSort", "TarjanSort", "ReverseKahn", "ReverseTarjan", 
 _QUANTITY = re.compile(
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
     r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
-_EDGE_FIELDS = (
-    "rps",
-    "calls_per_request",
-    "latency_mean_ms",
-    "latency_p50_ms",
-    "latency_p95_ms",
-    "latency_p99_ms",
-    "error_rate",
 )
 
 
@@ -375,7 +366,7 @@ def _call_graph(ctx: _Ctx, meta: Mapping[str, Any], warnings: list[str]) -> dict
                 f"expected {{'caller': str, 'callee': str, ...}}, got {e!r}",
             )
         kw: dict[str, float | None] = {}
-        for name in _EDGE_FIELDS:
+        for name in EDGE_MEASURES:
             v = e.get(name)
             if v is None:
                 kw[name] = None
@@ -637,7 +628,7 @@ def appgroup_from_graph(
     measured = [
         e
         for e in graph.to_json()["edges"]
-        if e["caller"] != e["callee"] and any(e.get(k) is not None for k in _EDGE_FIELDS)
+        if e["caller"] != e["callee"] and any(e.get(k) is not None for k in EDGE_MEASURES)
     ]
     if include_call_graph and measured:
         meta["annotations"] = {ANNOTATION_CALL_GRAPH: json.dumps(measured, separators=(",", ":"))}

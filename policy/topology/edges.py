@@ -28,23 +28,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from policy.state import ServiceEdge, ServiceGraph
+from policy.state import EDGE_FIELDS, ServiceEdge, ServiceGraph
 
 from .common import TopologyError, csv_files, is_missing, iter_csv_rows, parse_float
 
 __all__ = ["EDGE_FIELDS", "is_edges_json", "load_edges"]
-
-EDGE_FIELDS = (
-    "rps",
-    "calls_per_request",
-    "latency_mean_ms",
-    "latency_p50_ms",
-    "latency_p95_ms",
-    "latency_p99_ms",
-    "error_rate",
-    "parallel",
-)
-"""The optional fields of an edge besides ``caller`` and ``callee``."""
 
 _EXPECTED_CSV = "an edge CSV needs columns caller,callee (optional: " + ",".join(EDGE_FIELDS) + ")"
 _TRUE = frozenset({"true", "1", "yes"})

@@ -36,7 +36,6 @@ Metrics (prometheus-client, registered in a registry passed in; :class:`Topology
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import threading
@@ -47,9 +46,11 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from policy.state import ServiceEdge, ServiceGraph
+from policy.cache import fingerprint
+from policy.state import EDGE_MEASURES, ServiceEdge, ServiceGraph
 
 from .common import TopologyError
+from .sources import load_graph
 
 __all__ = [
     "LiveSource",
@@ -63,16 +64,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_SMOOTHED = (
-    "rps",
-    "calls_per_request",
-    "latency_mean_ms",
-    "latency_p50_ms",
-    "latency_p95_ms",
-    "latency_p99_ms",
-    "error_rate",
-)
-
 
 class LiveSource(Protocol):
     """A call-graph source read repeatedly (e.g. :class:`~policy.topology.prometheus.PrometheusSource`)."""
@@ -85,21 +76,8 @@ class LiveSource(Protocol):
 
 
 def graph_fingerprint(graph: ServiceGraph) -> str:
-    """The fingerprint of ``graph``: :func:`policy.cache.fingerprint` when that module provides it, else a
-    sha256 over the sorted services and (caller, callee) pairs (the edge set, not the rates)."""
-    try:
-        from policy.cache import fingerprint
-    except ImportError:
-        fingerprint = None
-    if fingerprint is not None:
-        return str(fingerprint(graph))
-    # TODO(lead): remove this fallback once policy.cache.fingerprint is on main.
-    h = hashlib.sha256()
-    for s in graph.services:
-        h.update(b"s\0" + s.encode() + b"\0")
-    for e in graph.edges:
-        h.update(b"e\0" + e.caller.encode() + b"\0" + e.callee.encode() + b"\0")
-    return h.hexdigest()[:16]
+    """The fingerprint of ``graph``: :func:`policy.cache.fingerprint` (its structure, not the rates)."""
+    return str(fingerprint(graph))
 
 
 def combine_graphs(graphs: Sequence[ServiceGraph], source: str = "") -> ServiceGraph:
@@ -153,7 +131,7 @@ class RateSmoother:
                 out[k] = e
                 continue
             kw = {}
-            for name in _SMOOTHED:
+            for name in EDGE_MEASURES:
                 x, s = getattr(e, name), getattr(prev, name)
                 kw[name] = x if s is None else (s if x is None else s + a * (x - s))
             out[k] = replace(e, **kw)
@@ -440,8 +418,7 @@ class TopologyRefresher:
         (``prometheus+FLAVOR://...``, :func:`policy.topology.prometheus.source_from_uri`; ``ValueError`` for a bad
         one) become live sources, not fetched here (call :meth:`refresh_once` or :meth:`start`). ``kwargs`` go to
         the constructor. Returns ``(refresher, warnings of the static sources)``."""
-        from .prometheus import is_prometheus_uri, source_from_uri
-        from .sources import load_graph
+        from .prometheus import is_prometheus_uri, source_from_uri  # deferred: httpx, only for live sources
 
         files = [s for s in sources if not is_prometheus_uri(str(s))]
         uris = [str(s) for s in sources if is_prometheus_uri(str(s))]

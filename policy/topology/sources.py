@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from policy.documents import DocumentError, load_json, load_yaml_all
+from policy.observe import ObjectError, load_objects
 from policy.state import ServiceEdge, ServiceGraph
 
 from .alibaba import alibaba_version, load_alibaba
@@ -261,7 +262,7 @@ def load_graph(
         warnings = [w for w in warnings if "no call edges among" not in w]
     names = [f"{k}:{p}" for p, k in kinds]
     if uris:
-        from .prometheus import source_from_uri
+        from .prometheus import source_from_uri  # deferred: httpx, only for live sources
     for uri in uris:
         try:
             src = source_from_uri(uri)
@@ -280,8 +281,6 @@ def workload_refs_from_sources(paths: Sequence[str | Path]) -> dict[str, Workloa
     """The AppGroup workload reference (kind, name, namespace) of each service defined by the manifest sources
     among ``paths`` (others are skipped), for :func:`policy.topology.appgroup.appgroup_from_graph`.
     Raises :class:`TopologyError` for a malformed manifest."""
-    from policy.observe import ObjectError, load_objects
-
     objs = []
     for p in paths:
         if is_live_source(p) or detect_format(p) != "manifests":

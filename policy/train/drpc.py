@@ -49,8 +49,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
-from policy.bundle import PolicyBundle
+from policy.baselines.kube_default import default_score_plugins
+from policy.bundle import PolicyBundle, content_version
+from policy.encoder import GraphEncoder
 from policy.features import FeatureSpec
 from policy.highlevel import (
     FORECAST_ARCH,
@@ -71,9 +74,17 @@ from policy.highlevel.drpc import (
     DrpcState,
     mapping_json,
 )
+from policy.sim.app import load_app
 from policy.sim.drpc import signals_from_sim
+from policy.sim.engine import SimConfig, Simulation
+from policy.sim.kube_scheduler import KubeSchedulerModel
 from policy.sim.objective import MinuteOutcome, Objective
+from policy.sim.run import capacity_rps, cluster_for
+from policy.sim.stacks import autoscaled_workloads, terms_lookup
+from policy.sim.traces import scale_to_peak
 
+from .forecast_data import dataset, heldout_sets, training_series
+from .pipeline import check_replaceable, install_dirs
 from .td3 import TD3, Actor, ReplayBuffer, ReplayBufferSamples, TD3Config, WorkloadPredictor, imitation_loss
 
 __all__ = [
@@ -131,8 +142,6 @@ def train_predictor(
     it on the held-out windows (``heldout``: name → Windows; default :func:`policy.train.forecast_data.heldout_sets`)
     against the last-value forecast. Returns (model, report): :func:`evaluate_predictor`'s errors, sizes and
     wall time."""
-    from .forecast_data import dataset, heldout_sets
-
     torch.set_num_threads(1)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
@@ -151,8 +160,6 @@ def train_predictor(
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(steps, 1))
     bar = None
     if progress:
-        from tqdm import tqdm
-
         bar = tqdm(total=steps, desc="drpc predictor", unit="step", file=sys.stderr, leave=False)
     for _epoch in range(cfg.epochs):
         order = rng.permutation(len(X))
@@ -206,8 +213,6 @@ def export_predictor(
     """Write the predictor bundle (``level: high``, ``gru-forecast-v1``) to directory ``path``. Its
     ``policy_version`` is ``drpc-predictor-<date>-s<seed>[-quick]-<hash8>`` (:func:`policy.bundle.content_version`;
     ``quick``: a smoke-test run)."""
-    from policy.bundle import content_version
-
     weights = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in model.state_dict().items()}
     b = PolicyBundle(
         level="high",
@@ -376,15 +381,6 @@ class _Episode:
         app_name: str | None = None,
         peak: float | None = None,
     ):
-        from policy.baselines.kube_default import default_score_plugins
-        from policy.sim.app import load_app
-        from policy.sim.engine import SimConfig, Simulation
-        from policy.sim.kube_scheduler import KubeSchedulerModel
-        from policy.sim.run import capacity_rps, cluster_for
-        from policy.sim.stacks import autoscaled_workloads, terms_lookup
-        from policy.sim.traces import scale_to_peak
-
-        from .forecast_data import training_series
 
         self.app_name = app_name or str(rng.choice(cfg.apps))
         app = _APP_CACHE.get(self.app_name)
@@ -547,8 +543,6 @@ def export_student(
     """Write student ``name``'s bundle (``level: high``, ``drpc-student-v1``, feature spec ``local`` = its
     layout's spec) to directory ``path``; ``policy_version`` ``drpc-student-<name>-<date>-s<seed>[-quick]-<hash8>``
     (:func:`policy.bundle.content_version`)."""
-    from policy.bundle import content_version
-
     weights = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in actor.state_dict().items()}
     spec, distilled = STUDENT_KINDS[name]
     fs = SPECS[spec]
@@ -584,8 +578,6 @@ DEFAULT_BUNDLE_DIRS: dict[str, Path] = {
 
 def check_apps(apps: Sequence[str]) -> None:
     """Load every training app (cached for the episodes); raises ``ValueError`` naming an unknown one."""
-    from policy.sim.app import load_app
-
     for name in apps:
         if name not in _APP_CACHE:
             _APP_CACHE[name] = load_app(name)
@@ -598,8 +590,6 @@ def _resolve_bundle_dirs(cfg: DrpcTrainConfig, out: Path, bundle_dirs: dict[str,
     """Each student's bundle directory: ``bundle_dirs`` or :data:`DEFAULT_BUNDLE_DIRS` (with ``cfg.quick`` the
     same layout under ``<out>/bundles``). Raises ``ValueError`` when two students share a directory or one
     holds files that are not a bundle (:func:`policy.train.pipeline.check_replaceable`)."""
-    from .pipeline import check_replaceable
-
     dirs = {k: Path(v) for k, v in (bundle_dirs or {}).items()}
     for sname in cfg.students:
         dirs.setdefault(
@@ -632,7 +622,6 @@ def _graph_encoder(cfg: DrpcTrainConfig, encoder: Any) -> Any:
     committed one); None when no student needs embeddings."""
     if cfg.feature_layout != "hrl":
         return None
-    from policy.encoder import GraphEncoder
 
     return (
         encoder
@@ -658,7 +647,6 @@ def _progress_bar(enabled: bool, total: int, desc: str, unit: str):
     """A tqdm bar on stderr, or a :class:`_NoBar`."""
     if not enabled:
         return _NoBar()
-    from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)
 
@@ -924,8 +912,6 @@ def train_drpc(
     bundle directories), and the bundles are built under ``<out_dir>/staged-bundles``; only at the end of a
     successful run is each ``bundle_dirs`` directory replaced as a whole (student and predictor together:
     :func:`policy.train.pipeline.install_dirs`). Returns the report."""
-    from .pipeline import install_dirs
-
     # ---- build everything: checks first (nothing is trained or written before they pass) ----
     torch.set_num_threads(1)
     t_start = time.perf_counter()
@@ -1229,8 +1215,6 @@ def train_stage(root: Path, *, quick: bool, seed: int, log=print) -> list[str]:
     ``drpc`` student (flat per-service features, distilled) with its predictor. The ``hrl`` students read the
     committed encoder's embeddings, as :meth:`policy.highlevel.DrpcAutoscaler.load` serves them (the layout has a
     fixed embedding width). Returns the directories."""
-    from .pipeline import install_dirs
-
     root = Path(root)
     cfg = _config_for(("drpc", "hrl", "hrl-td3"), seed, quick, None, None)
     dirs = {"drpc": root / "drpc", "hrl": root / "hrl-scheduler" / "high", "hrl-td3": root / "hrl-flat" / "high"}

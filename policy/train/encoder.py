@@ -16,8 +16,11 @@ applications never seen in training (``online-boutique`` and ``sock-shop`` by de
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
+import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -26,9 +29,11 @@ from typing import Any
 
 import numpy as np
 import torch
+from tabulate import tabulate
 from torch import nn
+from tqdm import tqdm
 
-from policy.bundle import PolicyBundle
+from policy.bundle import PolicyBundle, content_version
 from policy.encoder import (
     DEFAULT_ENCODER_BUNDLE,
     EDGE_SPEC,
@@ -302,8 +307,6 @@ def _fit(
     rng = np.random.default_rng(cfg.seed)
     bar = None
     if progress:
-        from tqdm import tqdm
-
         bar = tqdm(total=total_steps, desc=f"encoder (layers={layers})", unit="step", leave=False)
     t0 = time.perf_counter()
     loss_ema = math.nan
@@ -388,7 +391,6 @@ def train_encoder(
     n_params = sum(p.numel() for p in net.parameters())
     # date, seed, rounds, -quick, and the weights' digest (policy.bundle.content_version): a quick 8-dim encoder
     # never shares the committed one's version, so the encoder_version cross-checks in serving tell them apart
-    from policy.bundle import content_version
 
     version = content_version(
         f"encoder-{time.strftime('%Y%m%d')}-s{cfg.seed}-l{cfg.layers}",
@@ -443,7 +445,6 @@ def train_encoder(
 
 
 def _bundle_of(net: GraphEncoderNet, version: str, norm: Mapping[str, Any], meta: Mapping[str, Any]) -> PolicyBundle:
-    import tempfile
 
     with tempfile.TemporaryDirectory() as d:
         return export_encoder(net, d, policy_version=version, normalization=norm, metadata=meta)
@@ -451,8 +452,6 @@ def _bundle_of(net: GraphEncoderNet, version: str, norm: Mapping[str, Any], meta
 
 def format_report(report: Mapping[str, Any]) -> str:
     """A readable table of :func:`train_encoder`'s held-out figures (and the mean-predictor baseline)."""
-    from tabulate import tabulate
-
     rows = []
     abl = report.get("ablation_no_graph") or {}
     for setname, table in report["heldout"].items():
@@ -479,8 +478,6 @@ def format_report(report: Mapping[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m policy.train.encoder [--quick] [--out DIR] [--json PATH]``."""
-    import argparse
-
     p = argparse.ArgumentParser(prog="python -m policy.train.encoder", description=__doc__.splitlines()[0])
     p.add_argument(
         "--out",
@@ -563,8 +560,6 @@ def run_cli(
     to ``out`` (default ``policy/bundles/encoder``; with ``quick`` :data:`QUICK_OUT`, so a smoke test never
     overwrites the committed bundle), then the checkpoint and the JSON report when asked. Every argument is
     checked first: a bad one raises ``ValueError`` naming the flag and the value, before any training."""
-    import sys
-
     if seed < 0:
         raise ValueError(f"--seed: expected an integer >= 0, got {seed}")
     if epochs is not None and epochs < 1:

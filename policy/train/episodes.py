@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 
 from policy.sim.app import AppSpec, load_app
-from policy.sim.run import PEAK_UTILIZATION, capacity_rps
+from policy.sim.run import PEAK_UTILIZATION, app_bench, capacity_rps
 from policy.sim.scenario import build, compose_apps, load_scenario
 from policy.sim.traces import FlashCrowd, apply_flash_crowds, scale_to_peak
 
+from .encoder_data import synthetic_app
 from .forecast_data import training_series
 
 __all__ = ["TRAINING_FAMILIES", "HELD_OUT_APPS", "TrainingRun", "scenario_app_count", "training_app", "training_run"]
@@ -60,8 +61,6 @@ def training_app(name: str) -> AppSpec:
         raise ValueError(f"app: {name!r} is held out of training")
     if name not in _APPS:
         if name.startswith("synthetic:"):
-            from .encoder_data import synthetic_app
-
             _, n, seed = name.split(":")
             _APPS[name] = synthetic_app(np.random.default_rng(int(seed)), int(n), name=f"synthetic-{n}-{seed}")
         else:
@@ -124,8 +123,6 @@ def training_run(
     if len(refs) == 1:
         run = build(scn, app=specs[0], seed=seed, minutes=minutes, n_samples=n_samples)
         if scn.spec.cluster.app_bench:
-            from policy.sim.run import app_bench
-
             node_cpu = app_bench(specs[0]).cpu_m
         rps = _rates(specs[0], refs[0].load, rng, minutes, node_cpu)
         return TrainingRun(run.app, rps, run.cluster, replace(run.config, minutes=len(rps)), scn.name, tuple(apps))

@@ -51,6 +51,7 @@ import torch
 from torch import nn
 
 from policy.bundle import DEFAULT_BUNDLES, PolicyBundle, content_version
+from policy.encoder import GraphEncoder
 from policy.highlevel import (
     INTENT_ARCH,
     INTENT_GLOBAL_SPEC,
@@ -65,10 +66,16 @@ from policy.highlevel import (
     intent_from_outputs,
     intent_weight_shapes,
 )
+from policy.lowlevel import load_learned_placement
+from policy.sim.engine import SimConfig, Simulation, background_tenants
 from policy.sim.objective import Objective, minute_outcomes
+from policy.sim.run import capacity_rps, cluster_for
+from policy.sim.stacks import StackContext, autoscaled_workloads, available_stacks
+from policy.sim.traces import scale_to_peak
 
 from .drpc import json_ready
-from .episodes import HELD_OUT_APPS, TRAINING_FAMILIES, scenario_app_count, training_app
+from .episodes import HELD_OUT_APPS, TRAINING_FAMILIES, scenario_app_count, training_app, training_run
+from .forecast_data import training_series
 
 __all__ = [
     "HierarchyTrainConfig",
@@ -319,12 +326,6 @@ def _actor_bundle(weights: dict[str, np.ndarray], norm: dict[str, Any], flat: bo
 def _classic(spec: EpisodeSpec) -> tuple[Any, np.ndarray, Any, Any]:
     """The classic episode: one app on a share of its bench cluster, background tenants, a training segment
     scaled to ``peak`` × the app's capacity. Returns (app, rps, cluster, config)."""
-    from policy.sim.engine import SimConfig, background_tenants
-    from policy.sim.run import capacity_rps, cluster_for
-    from policy.sim.traces import scale_to_peak
-
-    from .forecast_data import training_series
-
     app = training_app(spec.app)
     _trace, counts = training_series(np.random.default_rng(spec.trace_seed), spec.minutes)
     rps = scale_to_peak(counts, spec.peak * capacity_rps(app))
@@ -363,11 +364,6 @@ def run_episode(
     the intent policy injected). ``bundles_root``: where the stack's other bundles (``<stack>/low``, the predictor in
     ``<stack>/high/predictor``) come from (default ``policy/bundles``; ``make train`` passes its staging root so the
     high level trains over the low level trained just before). Runs in a Ray task or in process."""
-    from policy.sim.engine import Simulation
-    from policy.sim.stacks import StackContext, autoscaled_workloads, available_stacks
-
-    from .episodes import training_run
-
     t0 = time.perf_counter()
     rng = np.random.default_rng(spec.seed)
     if spec.scenario:
@@ -386,8 +382,6 @@ def run_episode(
     actor = IntentActor(_actor_bundle(weights, norm, flat, hidden))
     encoder = None
     if not flat:
-        from policy.encoder import GraphEncoder
-
         encoder = GraphEncoder.load()
     name = stack or ("hrl-no-encoder" if flat else "hrl-scheduler")
     root = Path(bundles_root) if bundles_root else DEFAULT_BUNDLES
@@ -400,8 +394,6 @@ def run_episode(
     auto = IntentAutoscaler(workloads=tuple(workloads), forecaster=predictor)
     parts: dict[str, Any] = {"intent_policy": policy, "autoscaler": auto}
     if bundles_root and (root / name / "low" / "manifest.json").is_file():
-        from policy.lowlevel import load_learned_placement
-
         parts["placement"] = _placement(str(root / name / "low"), load_learned_placement)
     ctx = StackContext(app, cluster, spec.seed, cfg, parts=parts)
     built = available_stacks()[name].factory(ctx)

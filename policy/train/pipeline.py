@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tabulate import tabulate
+
 __all__ = [
     "Stage",
     "STAGES",
@@ -393,8 +395,6 @@ def _moved(p: Path, staging: Path, root: Path) -> Path:
 
 def markdown(report: TrainingReport) -> str:
     """The ``training`` section of BENCHMARKS.md: wall time per stage on this machine."""
-    from tabulate import tabulate
-
     rows = [
         [
             s.name,

@@ -54,6 +54,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -63,8 +64,11 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 from torch import nn
+from tqdm import tqdm
 
-from policy.bundle import PolicyBundle
+from policy.baselines.kube_default import default_score_plugins
+from policy.bundle import PolicyBundle, content_version
+from policy.encoder import DEFAULT_ENCODER_BUNDLE, NODE_SPEC, GraphEncoder
 from policy.index import ClusterIndex
 from policy.lowlevel import (
     CONTEXT_FEATURES,
@@ -72,6 +76,7 @@ from policy.lowlevel import (
     PLACEMENT_INTENTS,
     ServiceRowCache,
     featurize_candidates,
+    intent_value,
     placement_feature_spec,
 )
 from policy.lowlevel.learned import (
@@ -84,10 +89,15 @@ from policy.lowlevel.learned import (
     scores_from_logits,
     served_totals,
 )
+from policy.sim.app import load_app
 from policy.sim.engine import PeriodicHook, SimConfig, Simulation, background_tenants
 from policy.sim.kube_scheduler import KubeSchedulerModel, ScheduleResult
 from policy.sim.objective import MinuteOutcome, Objective
-from policy.sim.placement import start_with_metrics
+from policy.sim.placement import compare, markdown_table, start_with_metrics
+from policy.sim.run import app_bench, cluster_for, trace_rps
+from policy.sim.stacks import autoscaled_workloads, terms_lookup
+from policy.sim.synthetic import synthetic_app
+from policy.sim.traces import load_trace
 
 __all__ = [
     "PlacementNet",
@@ -270,7 +280,6 @@ _APPS: dict[str, Any] = {}
 
 
 def _app(name: str):
-    from policy.sim.app import load_app
 
     if name not in _APPS:
         _APPS[name] = load_app(name)
@@ -283,12 +292,7 @@ def sample_instance(
     """A random training instance (module docstring) of ``app_name`` (default: a random train app).
     ``randomize=False``: the benchmark cluster with background tenants, default intent, metrics on (the fixed
     evaluation instances)."""
-    from policy.sim.run import app_bench, cluster_for, trace_rps
-    from policy.sim.traces import load_trace
-
     if app_name is None and randomize and rng.random() < cfg.synthetic_share:
-        from policy.sim.synthetic import synthetic_app
-
         app = synthetic_app(
             int(rng.integers(cfg.synthetic_services[0], cfg.synthetic_services[1] + 1)),
             seed=int(rng.integers(2**31)),
@@ -337,8 +341,6 @@ def sample_instance(
 def churn_hook(inst: Instance) -> PeriodicHook:
     """Random evictions (Poisson), scale-outs and scale-ins every minute, drawn from ``inst.events_seed`` and
     chosen by service (not by node), so every rollout of the instance sees the same events."""
-    from policy.sim.stacks import autoscaled_workloads
-
     rng = np.random.default_rng(inst.events_seed)
     scalable = sorted(autoscaled_workloads(inst.app))
     base = {}
@@ -444,8 +446,6 @@ class SamplingScheduler(KubeSchedulerModel):
 
 def minute_reward(sim: Simulation, st, inst: Instance, w: PlacementReward) -> float:
     """The reward of one simulated minute (module docstring)."""
-    from policy.lowlevel import intent_value
-
     slo = inst.app.slo_p95_ms
     mean = float(st.latency_ms.mean()) if len(st.latency_ms) else math.inf
     outcome = MinuteOutcome(mean, st.p95_ms, st.failed, st.offered, 0.0)
@@ -472,9 +472,6 @@ def rollout(
 ) -> tuple[np.ndarray, list[Decision], dict[str, float]]:
     """Run one episode of ``inst`` with the policy in ``mode`` (see :class:`SamplingScheduler`). Returns the
     per-minute rewards (M,), the sampled decisions (``mode="sample"``) and the run's metrics."""
-    from policy.baselines.kube_default import default_score_plugins
-    from policy.sim.stacks import terms_lookup
-
     M = minutes or cfg.episode_minutes
     sched = SamplingScheduler(
         default_score_plugins(terms_lookup(inst.app)),
@@ -734,10 +731,7 @@ def _service_input(
     default ``<out>/../../encoder`` when it exists, else the committed one) and its embedding width and version,
     or for ``flat`` no encoder, the per-service feature count and :data:`FLAT_ROWS_VERSION`."""
     if cfg.service_input != "encoder":
-        from policy.encoder import NODE_SPEC
-
         return None, len(NODE_SPEC), FLAT_ROWS_VERSION
-    from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder
 
     if encoder_path is None:
         sibling = Path(out).resolve().parent.parent / "encoder" if out else None
@@ -910,8 +904,6 @@ class _Log:
         self.writer.writeheader()
         self.bar = None
         if progress:
-            from tqdm import tqdm
-
             self.bar = tqdm(total=total, desc=f"placement ({variant})", unit="it", leave=False)
 
     def row(self, row: dict[str, Any]) -> None:
@@ -956,7 +948,6 @@ def _export(
     Writes ``checkpoint.pt``; the caller writes the bundle."""
     # date, seed, -quick and the weights' digest (policy.bundle.content_version): never the version of another
     # training's bundle
-    from policy.bundle import content_version
 
     version = content_version(
         f"placement-{variant}-{time.strftime('%Y%m%d')}-s{cfg.seed}", net.numpy_weights(), quick=cfg.quick
@@ -995,8 +986,6 @@ def _export(
     }
     bundle = export_placement(net, None, **export_kw)
     if final_eval:
-        from policy.sim.placement import compare, markdown_table
-
         pol = LearnedPlacement(bundle, encoder=encoder)
         table = compare(
             list(cfg.train_apps) + list(cfg.heldout_apps),
@@ -1264,8 +1253,6 @@ def run_cli(args: Any) -> int:
     """The body of ``hrl-policy train placement`` (``args``: out, run_dir, quick, seed, iterations, variant,
     flat, time_budget, no_eval): one :data:`VARIANTS` bundle, by default into ``policy/bundles/<variant>/low``
     (``--quick``: into ``runs/placement-<variant>-quick/bundle``)."""
-    import sys
-
     variant = "hrl-no-encoder" if args.flat else (getattr(args, "variant", None) or "hrl-scheduler")
     key = f"{variant}/low"
     if key not in VARIANTS:
@@ -1299,7 +1286,5 @@ def run_cli(args: Any) -> int:
         final_eval=not args.no_eval,
     )
     if "comparison" in report:
-        from policy.sim.placement import markdown_table
-
         print(markdown_table(report["comparison"]), file=sys.stderr)
     return 0

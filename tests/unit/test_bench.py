@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from policy.bench.stacks import main, mean_ci95, summarize, t975, validate_summary, window_offset
+from policy.bench.stacks import main, mean_ci95, summarize, t975, validate_summary
 from policy.sim.engine import METRIC_KEYS
+from policy.sim.sizing import window_offset
 
 
 def test_the_95_percent_interval_uses_student_t_over_seeds():
@@ -143,7 +144,8 @@ def test_a_tiny_benchmark_writes_the_summary_plots_and_its_own_markdown(tmp_path
 
 
 def test_a_learned_stack_is_compared_at_equal_cpu_with_the_command_that_reproduces_it(tmp_path):
-    from policy.sim.stacks import _BUILTIN, StackInfo, default_kube_scheduler_hpa
+    from policy.sim.stackbase import _BUILTIN
+    from policy.sim.stacks import StackInfo, default_kube_scheduler_hpa
 
     # a stand-in contender: HPA at 70 % under another name, so it sits on the HPA front it is compared with
     _BUILTIN["zz-contender"] = StackInfo(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -119,15 +118,15 @@ def test_metrics_go_to_the_textfile_and_the_state_file_is_left_alone(capsys, tmp
 
 
 def test_topology_sources_replace_the_annotations_and_their_warnings_reach_stderr(capsys, tmp_path, monkeypatch):
-    fake = types.ModuleType("policy.topology.sources")
+    import descheduler.snapshot
+
     seen = {}
 
     def load_graph(paths):
         seen["paths"] = paths
         return ServiceGraph.build(["frontend"], []), ["host 'x:1' is not a Service; no edge"]
 
-    fake.load_graph = load_graph
-    monkeypatch.setitem(sys.modules, "policy.topology.sources", fake)
+    monkeypatch.setattr(descheduler.snapshot, "load_graph", load_graph)
     cfg = write_config(tmp_path, "topology: {sources: [manifests/]}\n")
     rc, out, err = run(capsys, "--config", cfg, "--snapshot", str(FIXTURE), "--dry-run", "--json")
     assert rc == 0 and seen["paths"] == ["manifests/"]

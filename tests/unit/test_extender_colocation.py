@@ -2,13 +2,13 @@
 (policy.lowlevel.encode_intent) through the embedding cache into the extender's store (extender/cache.py)."""
 
 import pytest
+from waiting import wait_until
 
 from extender.cache import start_cache_link
 from extender.config import CacheConfig
 from extender.store import SnapshotStore
 from policy.cache import InMemoryEmbeddingCache
 from policy.lowlevel import encode_intent
-from waiting import wait_until
 
 
 def test_the_extender_reads_the_intent_and_its_colocation_priorities_from_the_cache():
