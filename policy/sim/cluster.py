@@ -450,7 +450,6 @@ class SimCluster:
         (the API server's ``podResizeStrategy`` lets only container resources change). A ``deferred`` resize
         is taken by the API server and kept pending (``SimPod.pending_resize``): the kubelet actuates it when it
         fits (:meth:`retry_pending_resizes`, once per simulated minute)."""
-        import copy
 
         pod = next((p for p in self.pods if p.alive and p.info.key == pod_key), None)
         if pod is None:
