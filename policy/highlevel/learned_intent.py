@@ -405,6 +405,8 @@ class LearnedIntent:
         self.workloads = None if workloads is None else tuple(workloads)
         self.signals: Mapping[str, ServiceSignals] | None = None
         self.last_observation: IntentObservation | None = None
+        #: Periods in which the state lay outside the training states and the tuned constant was used.
+        self.fallbacks = 0
 
     def _drpc_state(self, state: HrlState) -> DrpcState:
         return DrpcState.from_dict(state.autoscaler.get(self.STATE_KEY))
@@ -430,8 +432,29 @@ class LearnedIntent:
     def intent(self, snapshot: ClusterSnapshot, index: ClusterIndex, state: HrlState) -> Intent:
         obs = self.observe(snapshot, index, state)
         self.last_observation = obs
+        fallback = self.fallback_intent(obs)
+        if fallback is not None:
+            self.fallbacks += 1
+            return fallback
         z_s, z_g = self.actor(obs.service, obs.global_)
         return intent_from_outputs(obs.services, z_s, z_g)
+
+    def fallback_intent(self, obs: IntentObservation) -> Intent | None:
+        """The bundle's tuned constant intent when ``obs`` lies outside the states the network was trained on (its
+        normalized global row has a component beyond the bundle's ``metadata.fallback.global_z_max``: SPIBB-style,
+        Laroche et al. 2019, arXiv 1712.06924), else None. None too for a bundle without a fallback."""
+        fb = self.actor.bundle.metadata.get("fallback") if isinstance(self.actor.bundle.metadata, Mapping) else None
+        if not isinstance(fb, Mapping) or fb.get("capacity_target") is None or not fb.get("global_z_max"):
+            return None
+        z = (np.asarray(obs.global_, dtype=np.float32) - self.actor.g_mean) / self.actor.g_std
+        if float(np.abs(z).max()) <= float(fb["global_z_max"]):
+            return None
+        cap = float(fb["capacity_target"])
+        return Intent(
+            default_intent(),
+            capacity_target=dict.fromkeys(obs.services, cap),
+            move_budget_frac=float(fb.get("move_budget_frac") or 0.0),
+        )
 
     @staticmethod
     def load(

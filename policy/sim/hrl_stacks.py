@@ -313,6 +313,8 @@ def build_hrl_stack(
         for k, v in (getattr(auto, "guardrail_counts", None) or {}).items():
             out[f"guardrail_{k}"] = float(v)
         out["extender_failed_open"] = float(extender.calls.get("failed_open", 0))
+        intent_policy = getattr(planner.intent_policy, "base", planner.intent_policy)
+        out["intent_fallbacks"] = float(getattr(intent_policy, "fallbacks", 0))
         return out
 
     hook = PeriodicHook("hrl-descheduler", AUTOSCALER_PERIOD_MIN, cycle, at_start=True)

@@ -26,7 +26,7 @@ as served) through :class:`ImposedIntent`; its decisions (the costs of every can
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,11 +131,16 @@ class Candidate:
 
 @dataclass(frozen=True)
 class OracleDecision:
-    """What the oracle chose at ``minute``: every candidate tried (in order) and the index of the one chosen."""
+    """What the oracle chose at ``minute``: every candidate tried (in order), the index of the cheapest
+    (``chosen``), the index of the one the run continued with (``executed``: the chosen one, unless a ``chooser``
+    said otherwise, e.g. DAgger running the learner's own intent), and the learned policy's ``observation`` of the
+    state (what it read to propose its candidate; ``None`` without a learned candidate)."""
 
     minute: int
     candidates: tuple[Candidate, ...]
     chosen: int
+    executed: int = -1
+    observation: Any = None
 
     @property
     def best(self) -> Candidate:
@@ -147,19 +152,29 @@ class LookaheadOracle:
     (:attr:`Simulation.before_minute`); at each period it forks, rolls out and imposes the best candidate.
     ``services``: the services whose capacity targets it sets; ``app``: for the objective's SLO and reference CPU."""
 
-    def __init__(self, config: LookaheadConfig, imposed: ImposedIntent, app: AppSpec, services: Sequence[str]):
+    def __init__(
+        self,
+        config: LookaheadConfig,
+        imposed: ImposedIntent,
+        app: AppSpec,
+        services: Sequence[str],
+        chooser: Callable[[OracleDecision], int] | None = None,
+    ):
         self.config = config
+        self.chooser = chooser
         self.imposed = imposed
         self.app = app
         self.services = tuple(services)
         self.decisions: list[OracleDecision] = []
         self.rollouts = 0
         self.in_rollout = False
+        self._observation: Any = None
 
     def __call__(self, sim: Simulation) -> None:
         if self.in_rollout or sim.minute % self.config.period_min != 0:
             return
         tried: list[Candidate] = []
+        self._observation = None
         for label, intent in self.candidates(sim):
             tried.append(Candidate(label, intent, self.rollout(sim, intent)))
         chosen = int(np.argmin([c.cost for c in tried]))
@@ -176,8 +191,14 @@ class LookaheadOracle:
                 if c.cost < tried[chosen].cost:
                     chosen = len(tried) - 1
                     break
-        self.decisions.append(OracleDecision(sim.minute, tuple(tried), chosen))
-        self.imposed.current = tried[chosen].intent
+        decision = OracleDecision(sim.minute, tuple(tried), chosen, chosen, self._observation)
+        if self.chooser is not None:
+            executed = int(self.chooser(decision))
+            if not 0 <= executed < len(tried):
+                raise ValueError(f"oracle chooser: index {executed} is not one of the {len(tried)} candidates")
+            decision = OracleDecision(sim.minute, tuple(tried), chosen, executed, self._observation)
+        self.decisions.append(decision)
+        self.imposed.current = tried[decision.executed].intent
 
     def candidates(self, sim: Simulation) -> list[tuple[str, Intent | None]]:
         """The period's first candidates (module docstring), in order: keep, learned, the constant grid."""
@@ -200,6 +221,8 @@ class LookaheadOracle:
         end = min(start + self.config.horizon_min, fork.config.minutes)
         while fork.minute < end:
             fork.advance()
+            if intent is None and fork.minute == start + 1:  # the learned policy decided in this minute
+                self._observation = getattr(me.imposed.base, "last_observation", None)
         self.rollouts += 1
         series = {k: v[start:end] for k, v in fork.series.items()}
         return float(app_costs(self.app, series, self.config.objective).sum())

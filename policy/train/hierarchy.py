@@ -38,7 +38,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -50,71 +49,53 @@ import numpy as np
 import torch
 from torch import nn
 
-from policy.bundle import DEFAULT_BUNDLES, PolicyBundle, content_version
-from policy.encoder import GraphEncoder
+from policy.bundle import DEFAULT_BUNDLES, content_version
 from policy.highlevel import (
-    INTENT_ARCH,
     INTENT_GLOBAL_SPEC,
     INTENT_SERVICE_SPEC,
     INTENT_SERVICE_SPEC_FLAT,
-    GruForecaster,
     IntentActor,
-    IntentAutoscaler,
     IntentFeaturizer,
     IntentObservation,
     LearnedIntent,
     intent_from_outputs,
-    intent_weight_shapes,
 )
-from policy.lowlevel import load_learned_placement
-from policy.sim.engine import SimConfig, Simulation, background_tenants
-from policy.sim.objective import Objective, minute_outcomes
-from policy.sim.run import capacity_rps, cluster_for
-from policy.sim.stacks import StackContext, autoscaled_workloads, available_stacks
-from policy.sim.traces import scale_to_peak
+from policy.sim.objective import Objective, app_costs
 
 from .drpc import json_ready
-from .episodes import HELD_OUT_APPS, TRAINING_FAMILIES, scenario_app_count, training_app, training_run
-from .forecast_data import training_series
+from .intent_episodes import (
+    PREDICTOR_BUNDLE,
+    EpisodeDistribution,
+    EpisodeSpec,
+    episode_setting,
+    episode_stack,
+    sample_episode_specs,
+)
+from .intent_net import N_SERVICE_OUT, IntentNet, actor_bundle, install_intent_bundle
+from .ray_pool import TaskPool
 
 __all__ = [
     "HierarchyTrainConfig",
-    "EpisodeSpec",
     "Decision",
     "EpisodeData",
-    "IntentNet",
     "SampledIntent",
-    "sample_episode_specs",
     "run_episode",
-    "export_intent",
     "train_hierarchy",
     "train_stage",
     "run_cli",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
-TRAIN_APPS = ("online-boutique", "sock-shop", "dsb-hotel-reservation")
-PREDICTOR_BUNDLE = DEFAULT_BUNDLES / "hrl-scheduler" / "high" / "predictor"
-PERIOD_MIN = 5
-#: Number of per-service and global pre-activations (capacity target, co-location; locality, balance, budget).
-N_SERVICE_OUT, N_GLOBAL_OUT = 2, 3
 
 
 # ---- configuration ----------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class HierarchyTrainConfig:
-    """PPO for the high level (module docstring). Ranges are checked in ``__post_init__`` (ValueError naming the
-    field).
+class HierarchyTrainConfig(EpisodeDistribution):
+    """PPO for the high level (module docstring), over the episodes of :class:`EpisodeDistribution` (its fields).
+    Ranges are checked in ``__post_init__`` (ValueError naming the field).
 
-    - episodes: ``apps`` (training apps) plus a ``synthetic_share`` of synthetic apps of ``synthetic_services``
-      services; ``episode_minutes`` each; a ``scenario_share`` of them in one of ``scenarios`` (the benchmark's
-      scenario families with training apps and training load segments: :mod:`policy.train.episodes`), the rest
-      in the classic setting: peak load ``peak_range`` × the app's capacity at its manifests;
-      ``background_range``: background tenants' CPU request share of every node; ``nodes_frac_range``: the share of
-      the app's bench cluster it runs on (fewer nodes: more contention); ``cpu_price_range``;
-      ``n_samples``: user requests sampled per minute;
     - ``iterations`` × ``episodes_per_iteration`` episodes (Ray tasks, ``workers`` at a time on a local Ray);
     - PPO: ``gamma`` (per period), ``gae_lambda``, ``clip``, ``epochs``, ``minibatch``, ``lr``, ``vf_coef``,
       ``max_grad_norm``, ``init_log_std``, ``hidden``;
@@ -125,17 +106,6 @@ class HierarchyTrainConfig:
     - ``seed``; ``quick``: a smoke test (versions say ``-quick``; bundles never overwrite committed ones).
     """
 
-    apps: tuple[str, ...] = TRAIN_APPS
-    synthetic_share: float = 0.2
-    scenario_share: float = 0.5
-    scenarios: tuple[str, ...] = TRAINING_FAMILIES
-    synthetic_services: tuple[int, int] = (6, 24)
-    episode_minutes: int = 60
-    peak_range: tuple[float, float] = (0.7, 1.6)
-    background_range: tuple[float, float] = (0.0, 0.45)
-    cpu_price_range: tuple[float, float] = (0.25, 1.0)
-    nodes_frac_range: tuple[float, float] = (0.4, 1.0)
-    n_samples: int = 300
     iterations: int = 45
     episodes_per_iteration: int = 16
     workers: int = 2
@@ -158,90 +128,16 @@ class HierarchyTrainConfig:
     quick: bool = False
 
     def __post_init__(self) -> None:
-        if not self.apps:
-            raise ValueError("apps: at least one training application")
-        bad = [a for a in self.apps if a in HELD_OUT_APPS]
-        if bad:
-            raise ValueError(f"apps: {', '.join(bad)} is held out of training (evaluation only)")
-        for f in ("synthetic_share", "scenario_share"):
-            if not 0.0 <= getattr(self, f) <= 1.0:
-                raise ValueError(f"{f}: expected a number in [0, 1], got {getattr(self, f)!r}")
-        for f in ("peak_range", "background_range", "cpu_price_range", "synthetic_services", "nodes_frac_range"):
-            lo, hi = getattr(self, f)
-            if not (0 <= lo <= hi):
-                raise ValueError(f"{f}: expected (low, high) with 0 <= low <= high, got {getattr(self, f)!r}")
+        super().__post_init__()
         for f in ("iterations", "episodes_per_iteration", "workers", "epochs", "minibatch", "hidden"):
             if getattr(self, f) < 1:
                 raise ValueError(f"{f}: expected an integer >= 1, got {getattr(self, f)!r}")
-        if self.scenario_share > 0 and not self.scenarios:
-            raise ValueError("scenarios: at least one scenario when scenario_share > 0")
-        if self.episode_minutes < 2 * PERIOD_MIN:
-            raise ValueError(f"episode_minutes: expected at least {2 * PERIOD_MIN}, got {self.episode_minutes!r}")
         for f in ("gamma", "gae_lambda"):
             if not 0.0 <= getattr(self, f) <= 1.0:
                 raise ValueError(f"{f}: expected a number in [0, 1], got {getattr(self, f)!r}")
 
 
 # ---- episodes ------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EpisodeSpec:
-    """One episode, fully determined: ``app`` (a built-in name, or ``synthetic:<services>:<seed>``), the trace
-    ``trace_seed`` (which training segment), ``peak`` (× capacity), ``background`` (request share of every node),
-    ``nodes_frac`` (the share of the app's bench cluster's nodes it runs on, at least 2), ``cpu_price``, the
-    simulation ``seed``, ``minutes`` and ``n_samples``; ``scenario`` (a scenario family, :mod:`policy.train.episodes`;
-    empty: the classic setting above) runs ``apps`` (one per app of the scenario; ``app`` is the first) in that
-    scenario's cluster, network, interference and events, on training segments drawn with ``trace_seed``
-    (``peak``, ``background`` and ``nodes_frac`` are then the scenario's own)."""
-
-    app: str
-    trace_seed: int
-    peak: float
-    background: float
-    nodes_frac: float
-    cpu_price: float
-    seed: int
-    minutes: int
-    n_samples: int
-    scenario: str = ""
-    apps: tuple[str, ...] = ()
-
-
-def _draw_app(cfg: HierarchyTrainConfig, rng: np.random.Generator) -> str:
-    if rng.random() < cfg.synthetic_share:
-        lo, hi = cfg.synthetic_services
-        return f"synthetic:{int(rng.integers(lo, hi + 1))}:{int(rng.integers(1_000_000))}"
-    return str(rng.choice(cfg.apps))
-
-
-def sample_episode_specs(
-    cfg: HierarchyTrainConfig, rng: np.random.Generator, n: int, *, seed0: int
-) -> list[EpisodeSpec]:
-    """``n`` episode specs drawn from the training distribution of ``cfg`` (module docstring)."""
-    out = []
-    for k in range(n):
-        scenario, apps = "", ()
-        if cfg.scenario_share > 0 and rng.random() < cfg.scenario_share:
-            scenario = str(rng.choice(cfg.scenarios))
-            apps = tuple(_draw_app(cfg, rng) for _ in range(scenario_app_count(scenario)))
-        app = apps[0] if apps else _draw_app(cfg, rng)
-        out.append(
-            EpisodeSpec(
-                app=app,
-                trace_seed=int(rng.integers(1 << 31)),
-                peak=float(rng.uniform(*cfg.peak_range)),
-                background=float(rng.uniform(*cfg.background_range)),
-                nodes_frac=float(rng.uniform(*cfg.nodes_frac_range)),
-                cpu_price=float(rng.uniform(*cfg.cpu_price_range)),
-                seed=seed0 + k,
-                minutes=cfg.episode_minutes,
-                n_samples=cfg.n_samples,
-                scenario=scenario,
-                apps=apps,
-            )
-        )
-    return out
 
 
 class Decision(NamedTuple):
@@ -299,53 +195,6 @@ class SampledIntent(LearnedIntent):
         return intent_from_outputs(obs.services, z_s, z_g)
 
 
-_PLACEMENTS: dict[str, Any] = {}
-
-
-def _placement(path: str, load: Callable[[str], Any]) -> Any:
-    if path not in _PLACEMENTS:
-        _PLACEMENTS[path] = load(path)
-    return _PLACEMENTS[path]
-
-
-def _actor_bundle(weights: dict[str, np.ndarray], norm: dict[str, Any], flat: bool, hidden: int) -> PolicyBundle:
-    return PolicyBundle(
-        level="high",
-        policy_version="training",
-        feature_spec={
-            "service": INTENT_SERVICE_SPEC_FLAT if flat else INTENT_SERVICE_SPEC,
-            "global": INTENT_GLOBAL_SPEC,
-        },
-        dims={"hidden": hidden},
-        architecture={"type": INTENT_ARCH},
-        weights=weights,
-        normalization=norm,
-    )
-
-
-def _classic(spec: EpisodeSpec) -> tuple[Any, np.ndarray, Any, Any]:
-    """The classic episode: one app on a share of its bench cluster, background tenants, a training segment
-    scaled to ``peak`` × the app's capacity. Returns (app, rps, cluster, config)."""
-    app = training_app(spec.app)
-    _trace, counts = training_series(np.random.default_rng(spec.trace_seed), spec.minutes)
-    rps = scale_to_peak(counts, spec.peak * capacity_rps(app))
-    cluster = cluster_for(app)
-    cluster = cluster_for(app, max(2, int(round(spec.nodes_frac * cluster.nodes))))
-    if spec.background > 0:
-        bg = background_tenants(
-            cluster.nodes,
-            cluster.cpu_m,
-            cluster.memory_bytes,
-            pods_per_node=2,
-            request_frac=spec.background,
-            use_frac=0.8 * spec.background,
-            seed=spec.seed,
-        )
-        cluster = replace(cluster, background=bg)
-    cfg = SimConfig(minutes=spec.minutes, seed=spec.seed, n_samples=spec.n_samples)
-    return app, rps, cluster, cfg
-
-
 def run_episode(
     spec: EpisodeSpec,
     weights: dict[str, np.ndarray],
@@ -366,55 +215,18 @@ def run_episode(
     high level trains over the low level trained just before). Runs in a Ray task or in process."""
     t0 = time.perf_counter()
     rng = np.random.default_rng(spec.seed)
-    if spec.scenario:
-        tr = training_run(
-            spec.scenario,
-            list(spec.apps),
-            np.random.default_rng(spec.trace_seed),
-            minutes=spec.minutes,
-            seed=spec.seed,
-            n_samples=spec.n_samples,
-        )
-        app, rps, cluster, cfg = tr.app, tr.rps, tr.cluster, tr.config
-    else:
-        app, rps, cluster, cfg = _classic(spec)
-    workloads = autoscaled_workloads(app)
-    actor = IntentActor(_actor_bundle(weights, norm, flat, hidden))
-    encoder = None
-    if not flat:
-        encoder = GraphEncoder.load()
-    name = stack or ("hrl-no-encoder" if flat else "hrl-scheduler")
-    root = Path(bundles_root) if bundles_root else DEFAULT_BUNDLES
-    pred_dir = root / name / "high" / "predictor"
-    predictor = GruForecaster(
-        PolicyBundle.load(pred_dir if (pred_dir / "manifest.json").is_file() else PREDICTOR_BUNDLE)
-    )
-    featurizer = IntentFeaturizer(predictor, encoder, slo_p95_ms=app.slo_p95_ms, cpu_price=spec.cpu_price)
-    policy = SampledIntent(actor, featurizer, workloads, std, rng)
-    auto = IntentAutoscaler(workloads=tuple(workloads), forecaster=predictor)
-    parts: dict[str, Any] = {"intent_policy": policy, "autoscaler": auto}
-    if bundles_root and (root / name / "low" / "manifest.json").is_file():
-        parts["placement"] = _placement(str(root / name / "low"), load_learned_placement)
-    ctx = StackContext(app, cluster, spec.seed, cfg, parts=parts)
-    built = available_stacks()[name].factory(ctx)
+    setting = episode_setting(spec, flat=flat, stack=stack, bundles_root=bundles_root)
+    app, cfg = setting.app, setting.config
+    actor = IntentActor(actor_bundle(weights, norm, flat, hidden))
+    policy = SampledIntent(actor, setting.featurizer, setting.workloads, std, rng)
+    auto = setting.parts["autoscaler"]
+    built = episode_stack(setting, policy, spec.seed)
     try:
-        sim = Simulation(
-            app,
-            rps,
-            cluster,
-            built.scheduler,
-            cfg,
-            hooks=built.hooks,
-            on_change=built.on_change,
-            scheduler_name=built.scheduler_name,
-        )
-        res = sim.run()
+        res = built.simulation(app, setting.rps, setting.cluster, cfg).run()
     finally:
         if built.close is not None:
             built.close()
-    ref_cores = sum(w.replicas * w.pod_requests.cpu_m for w in app.workloads) / 1000.0
-    obj = replace(objective, cpu_price=spec.cpu_price)
-    rewards = obj.rewards(minute_outcomes(res.series), app.slo_p95_ms, max(ref_cores, 1e-3))
+    rewards = -app_costs(app, res.series, replace(objective, cpu_price=spec.cpu_price))
     minutes = [int(round(t / cfg.step_s)) for t, *_ in policy.decisions]
     decisions = []
     for i, (_t, o, zs, zg) in enumerate(policy.decisions):
@@ -443,107 +255,6 @@ def run_episode(
 
 
 # ---- the networks --------------------------------------------------------------------------------------------------
-
-
-class IntentNet(nn.Module):
-    """The torch twin of :class:`policy.highlevel.IntentActor` (same arrays, same forward) plus the critic and the
-    exploration log-stds. ``forward(service (B, N, F_s), mask (B, N) bool, global_ (B, F_g))`` →
-    ``(z_s (B, N, 2), z_g (B, 3), value (B,))``; padded services (mask False) are ignored by the pooling."""
-
-    def __init__(self, service_features: int, global_features: int, hidden: int = 64, init_log_std: float = -0.7):
-        super().__init__()
-        F = service_features + global_features
-        self.trunk = nn.Sequential(nn.Linear(F, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
-        self.service_head = nn.Linear(hidden, N_SERVICE_OUT)
-        self.global_body = nn.Linear(hidden + global_features, hidden)
-        self.global_head = nn.Linear(hidden, N_GLOBAL_OUT)
-        self.critic_trunk = nn.Sequential(nn.Linear(F, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh())
-        self.critic_head = nn.Sequential(
-            nn.Linear(2 * hidden + global_features, hidden), nn.Tanh(), nn.Linear(hidden, 1)
-        )
-        self.log_std = nn.Parameter(torch.full((N_SERVICE_OUT + N_GLOBAL_OUT,), float(init_log_std)))
-        for m in (self.service_head, self.global_head):
-            nn.init.orthogonal_(m.weight, 0.01)
-            nn.init.zeros_(m.bias)
-        with torch.no_grad():  # start at the default intent: locality = balance = 1 (3 σ(z) = 1), budget 0.5
-            self.global_head.bias[:2] = math.log(1.0 / 2.0)
-        self.register_buffer("s_mean", torch.zeros(service_features))
-        self.register_buffer("s_std", torch.ones(service_features))
-        self.register_buffer("g_mean", torch.zeros(global_features))
-        self.register_buffer("g_std", torch.ones(global_features))
-        # rewards are divided by this before GAE (set once from the first episodes): the critic then learns values
-        # of order 1, whatever the objective's scale
-        self.register_buffer("reward_scale", torch.ones(()))
-
-    def set_normalization(self, s_mean, s_std, g_mean, g_std) -> None:
-        for name, v in (("s_mean", s_mean), ("s_std", s_std), ("g_mean", g_mean), ("g_std", g_std)):
-            getattr(self, name).copy_(torch.as_tensor(np.asarray(v, dtype=np.float32)))
-
-    def _inputs(self, service: torch.Tensor, global_: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        sn = (service - self.s_mean) / self.s_std.clamp_min(1e-6)
-        gn = (global_ - self.g_mean) / self.g_std.clamp_min(1e-6)
-        x = torch.cat([sn, gn[:, None, :].expand(-1, sn.shape[1], -1)], dim=-1)
-        return x, gn
-
-    def forward(self, service: torch.Tensor, mask: torch.Tensor, global_: torch.Tensor):
-        x, gn = self._inputs(service, global_)
-        m = mask.to(x.dtype)[..., None]
-        n = m.sum(dim=1).clamp_min(1.0)
-        h = self.trunk(x)
-        z_s = self.service_head(h)
-        pooled = (h * m).sum(dim=1) / n
-        z_g = self.global_head(torch.tanh(self.global_body(torch.cat([pooled, gn], dim=-1))))
-        c = self.critic_trunk(x)
-        c_mean = (c * m).sum(dim=1) / n
-        c_max = torch.where(m > 0, c, torch.full_like(c, -1e9)).amax(dim=1)
-        value = self.critic_head(torch.cat([c_mean, c_max, gn], dim=-1))[:, 0]
-        return z_s, z_g, value
-
-    def actor_parameters(self) -> list[nn.Parameter]:
-        """The actor's parameters (served) and the exploration log-stds."""
-        mods = (self.trunk, self.service_head, self.global_body, self.global_head)
-        return [p for m in mods for p in m.parameters()] + [self.log_std]
-
-    def critic_parameters(self) -> list[nn.Parameter]:
-        """The critic's parameters (training only)."""
-        return [*self.critic_trunk.parameters(), *self.critic_head.parameters()]
-
-    def actor_arrays(self) -> dict[str, np.ndarray]:
-        """The actor's arrays named as the bundle's (:func:`policy.highlevel.intent_weight_shapes`)."""
-        sd = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in self.state_dict().items()}
-        return {k: sd[k] for k in intent_weight_shapes(1, 1, 1)}
-
-    def normalization(self) -> dict[str, Any]:
-        def lst(t):
-            return [float(x) for x in t.detach().cpu().numpy()]
-
-        return {
-            "service": {"mean": lst(self.s_mean), "std": lst(self.s_std.clamp_min(1e-6))},
-            "global": {"mean": lst(self.g_mean), "std": lst(self.g_std.clamp_min(1e-6))},
-        }
-
-
-def export_intent(
-    net: IntentNet, path: str | Path | None, *, flat: bool, policy_version: str, metadata: dict[str, Any]
-) -> PolicyBundle:
-    """The ``intent-actor-v1`` bundle of ``net`` (written to ``path`` unless None)."""
-    hidden = net.service_head.in_features
-    b = PolicyBundle(
-        level="high",
-        policy_version=policy_version,
-        feature_spec={
-            "service": INTENT_SERVICE_SPEC_FLAT if flat else INTENT_SERVICE_SPEC,
-            "global": INTENT_GLOBAL_SPEC,
-        },
-        dims={"hidden": hidden},
-        architecture={"type": INTENT_ARCH, "capacity_range": [0.3, 0.95], "colocation_max": 2.0, "weight_max": 3.0},
-        weights=net.actor_arrays(),
-        normalization=net.normalization(),
-        metadata=metadata,
-    )
-    if path is not None:
-        b.save(path)
-    return b
 
 
 # ---- PPO -----------------------------------------------------------------------------------------------------------
@@ -657,48 +368,6 @@ def ppo_update(
     return {k: float(np.mean(v)) if v else 0.0 for k, v in stats.items()}
 
 
-# ---- Ray -----------------------------------------------------------------------------------------------------------
-
-
-class Rollouts:
-    """Episodes as Ray tasks (a local Ray of ``workers`` CPUs unless ``address`` names a cluster), or in this
-    process with ``workers=1`` and no address (tests, quick runs)."""
-
-    def __init__(self, workers: int, address: str | None = None):
-        self.ray = None
-        if workers > 1 or address:
-            import ray
-
-            if not ray.is_initialized():
-                ray.init(
-                    address=address,
-                    num_cpus=None if address else workers,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    ignore_reinit_error=True,
-                )
-                self._owned = True
-            else:
-                self._owned = False
-            self.ray = ray
-            self._task = ray.remote(num_cpus=1)(run_episode)
-
-    def run(
-        self, specs: Sequence[EpisodeSpec], weights, norm, std, objective, flat, hidden, bundles_root=None
-    ) -> list[EpisodeData]:
-        kw = {"flat": flat, "hidden": hidden, "bundles_root": bundles_root}
-        if self.ray is None:
-            return [run_episode(s, weights, norm, std, objective, **kw) for s in specs]
-        w = self.ray.put(weights)
-        refs = [self._task.remote(s, w, norm, std, objective, **kw) for s in specs]
-        return list(self.ray.get(refs))
-
-    def close(self) -> None:
-        if self.ray is not None and getattr(self, "_owned", False):
-            self.ray.shutdown()
-            self.ray = None
-
-
 # ---- helpers of the loop -------------------------------------------------------------------------------------------
 
 
@@ -794,11 +463,12 @@ def train_hierarchy(
     net = IntentNet(Fs, len(INTENT_GLOBAL_SPEC), cfg.hidden, cfg.init_log_std)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
     objective = cfg.objective
-    rollouts = Rollouts(cfg.workers, ray_address)
+    rollouts = TaskPool(cfg.workers, ray_address)
     broot = None if bundles_root is None else str(bundles_root)
 
     def roll(specs: Sequence[EpisodeSpec], std: np.ndarray | None, obj: Objective) -> list[EpisodeData]:
-        return rollouts.run(specs, net.actor_arrays(), net.normalization(), std, obj, cfg.flat, cfg.hidden, broot)
+        kw = {"flat": cfg.flat, "hidden": cfg.hidden, "bundles_root": broot}
+        return rollouts.map(run_episode, specs, net.actor_arrays(), net.normalization(), std, obj, **kw)
 
     val_specs = sample_episode_specs(cfg, np.random.default_rng(10_000 + cfg.seed), cfg.eval_episodes, seed0=9_000_000)
     rows: list[dict[str, Any]] = []
@@ -885,26 +555,12 @@ def train_hierarchy(
         "config": json_ready(asdict(cfg)),
     }
     if out is not None:
-        staged = run / "staged-bundle"
-        if staged.exists():
-            shutil.rmtree(staged)
-        export_intent(net, staged / "intent", flat=cfg.flat, policy_version=version, metadata=meta)
-        pred = (
-            Path(bundles_root) / ("hrl-no-encoder" if cfg.flat else "hrl-scheduler") / "high" / "predictor"
-            if bundles_root
-            else None
+        pred = Path(bundles_root) / ("hrl-no-encoder" if cfg.flat else "hrl-scheduler") / "high" / "predictor"
+        if not (bundles_root and (pred / "manifest.json").is_file()):
+            pred = PREDICTOR_BUNDLE
+        install_intent_bundle(
+            net, out, run / "staged-bundle", flat=cfg.flat, policy_version=version, metadata=meta, predictor=pred
         )
-        shutil.copytree(
-            pred if pred is not None and (pred / "manifest.json").is_file() else PREDICTOR_BUNDLE, staged / "predictor"
-        )
-        LearnedIntent.load(staged)  # refuse to install what the server could not load
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        for sub in ("intent", "predictor"):
-            if (out / sub).exists():
-                shutil.rmtree(out / sub)
-            shutil.copytree(staged / sub, out / sub)
-        shutil.rmtree(staged)
         log(f"hierarchy: {version}: bundle written to {out}")
     (run / "report.json").write_text(json.dumps(json_ready(report), indent=1) + "\n", encoding="utf-8")
     return net, report

@@ -11,10 +11,10 @@ from policy.train.hierarchy import (  # noqa: E402
     Decision,
     EpisodeData,
     HierarchyTrainConfig,
-    IntentNet,
     build_batch,
     ppo_update,
 )
+from policy.train.intent_net import IntentNet  # noqa: E402
 
 
 def episodes(net: IntentNet, rng: np.random.Generator, scale: float, n_eps: int = 8, n_dec: int = 6):

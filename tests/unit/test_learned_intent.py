@@ -42,7 +42,8 @@ from policy.state import (
 )
 
 torch = pytest.importorskip("torch")
-from policy.train.hierarchy import IntentNet, SampledIntent, export_intent  # noqa: E402
+from policy.train.hierarchy import SampledIntent  # noqa: E402
+from policy.train.intent_net import IntentNet, export_intent  # noqa: E402
 
 GI = 1024**3
 PREDICTOR = "policy/bundles/hrl-scheduler/high/predictor"

@@ -1,0 +1,103 @@
+"""The best constant intent (``hrl-policy train constant``): the capacity target and move budget that, held for a
+whole run, cost least on the training distribution. The learned high level must beat it to earn its place (DESIGN.md
+section 9), and it is the intent the learned high level falls back to outside the states it was trained on.
+
+Grid search: every point of ``capacity_targets`` × ``move_budgets`` runs ``hrl-constant`` (hrl-scheduler's served
+stack under that one intent, :mod:`policy.sim.oracle`) on the same ``episodes`` training episodes
+(:class:`~policy.train.intent_episodes.EpisodeDistribution`: training apps and synthetic ones, training segments of the
+traces; never a held-out app, never an evaluation window), priced with the benchmark's objective
+(:data:`policy.sim.objective.DEFAULT_OBJECTIVE`); the point of least mean cost per minute wins. Written to
+``policy/bundles/<stack>/high/constant.json``:
+``{"capacity_target", "move_budget_frac", "objective", "episodes", "grid": [{"capacity_target",
+"move_budget_frac", "objective"}...]}``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from policy.sim.objective import DEFAULT_OBJECTIVE, app_costs
+from policy.sim.stacks import StackContext, build_stack
+
+from .intent_episodes import EpisodeDistribution, EpisodeSpec, episode_pieces, sample_episode_specs
+from .ray_pool import TaskPool
+
+__all__ = ["ConstantSearchConfig", "constant_cost", "tune_constant"]
+
+
+@dataclass(frozen=True)
+class ConstantSearchConfig(EpisodeDistribution):
+    """The grid (``capacity_targets`` in [0.3, 0.95], ``move_budgets`` in [0, 1]) and the ``episodes`` it is judged on
+    (30-minute episodes by default), ``workers`` Ray tasks at a time, ``seed``."""
+
+    episode_minutes: int = 30
+    capacity_targets: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9)
+    move_budgets: tuple[float, ...] = (0.0,)
+    episodes: int = 12
+    workers: int = 2
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if any(not 0.3 <= c <= 0.95 for c in self.capacity_targets) or not self.capacity_targets:
+            raise ValueError(f"capacity_targets: expected numbers in [0.3, 0.95], got {self.capacity_targets!r}")
+        if any(not 0.0 <= b <= 1.0 for b in self.move_budgets) or not self.move_budgets:
+            raise ValueError(f"move_budgets: expected numbers in [0, 1], got {self.move_budgets!r}")
+        if self.episodes < 1 or self.workers < 1:
+            raise ValueError(f"episodes, workers: expected integers >= 1, got {self.episodes!r}, {self.workers!r}")
+
+
+def constant_cost(spec: EpisodeSpec, capacity_target: float, move_budget_frac: float) -> float:
+    """Mean cost per minute of episode ``spec`` under ``hrl-constant`` with that intent (the bench's objective)."""
+    app, rps, cluster, config = episode_pieces(spec)
+    name = f"hrl-constant@capacity={capacity_target:g},budget={move_budget_frac:g}"
+    built = build_stack(name, StackContext(app, cluster, spec.seed, config, rps=rps))
+    res = built.simulation(app, rps, cluster, config).run()
+    return float(app_costs(app, res.series, DEFAULT_OBJECTIVE).mean())
+
+
+def _point(job: tuple[EpisodeSpec, float, float]) -> float:
+    return constant_cost(*job)
+
+
+def tune_constant(
+    cfg: ConstantSearchConfig = ConstantSearchConfig(),
+    out: str | Path | None = None,
+    *,
+    ray_address: str | None = None,
+    log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+) -> dict[str, Any]:
+    """Run the grid search (module docstring); write the result to ``out`` (a ``constant.json`` path; None: do not
+    write). Returns the result."""
+    t0 = time.perf_counter()
+    specs: Sequence[EpisodeSpec] = sample_episode_specs(
+        cfg, np.random.default_rng(20_000 + cfg.seed), cfg.episodes, seed0=8_000_000
+    )
+    points = [(c, b) for b in cfg.move_budgets for c in cfg.capacity_targets]
+    jobs = [(s, c, b) for c, b in points for s in specs]
+    pool = TaskPool(cfg.workers, ray_address)
+    try:
+        costs = np.array(pool.map(_point, jobs)).reshape(len(points), len(specs))
+    finally:
+        pool.close()
+    grid = [
+        {"capacity_target": c, "move_budget_frac": b, "objective": float(costs[i].mean())}
+        for i, (c, b) in enumerate(points)
+    ]
+    best = min(grid, key=lambda g: (g["objective"], -g["capacity_target"]))
+    result = {**best, "episodes": len(specs), "grid": grid, "train_s": round(time.perf_counter() - t0, 1)}
+    log(
+        f"constant intent: capacity target {best['capacity_target']:g}, move budget {best['move_budget_frac']:g}: "
+        f"{best['objective']:.3f}/min over {len(specs)} training episodes"
+    )
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return result

@@ -1,0 +1,445 @@
+"""[torch] The learned high level distilled from the lookahead oracle (``hrl-policy train dagger``): DAgger (Ross,
+Gordon and Bagnell 2011, "A reduction of imitation learning and structured prediction to no-regret online learning",
+arXiv 1011.0686), with :mod:`policy.sim.oracle` as the expert.
+
+**Why not PPO alone.** The episodes differ in their traces and clusters, an exogenous input that drowns a
+return-based gradient (Mao et al. 2018, "Variance reduction for reinforcement learning in input-driven environments",
+arXiv 1807.02264): the PPO high level of :mod:`policy.train.hierarchy` learned a constant. A lookahead teacher gives
+a label per state instead of a return per episode (Comyco, arXiv 1908.02270; expert iteration, arXiv 1705.08439).
+
+**Algorithm** (one loop, CleanRL-style):
+
+1. *collect*: episodes of the training distribution (:class:`~policy.train.intent_episodes.EpisodeDistribution`,
+   never a held-out app) run the served ``hrl-scheduler`` stack with the learner (:class:`LearnedIntent` of the
+   current network) as its high level and :class:`~policy.sim.oracle.LookaheadOracle` as the driver: at every
+   period the oracle forks the run and rolls out its candidates (the learner's intent, the constant grid, a
+   per-service coordinate search); the run then continues with the oracle's best with probability ``beta_i`` and
+   with the learner's intent otherwise (``beta_i = beta · beta_decay^(i−1)``: iteration 1 visits the expert's
+   states, later ones the learner's, DAgger's mixture);
+2. *label*: every decision gives the learner's observation of the state and the oracle's best intent, weighted by
+   what the choice was worth there (the spread of the candidates' rollout costs, divided by its median);
+3. *aggregate and fit*: all labels so far; the network (the served ``intent-actor-v1``) is fit by weighted squared
+   error between its squashed outputs and the label (capacity targets per service; co-location priorities; the
+   global weights and the move budget);
+4. *validate*: fixed validation episodes with the learner alone (no oracle, as served); the bundle is the best
+   validated iterate. The learning curve is the validation objective against the CPU-minutes spent so far.
+
+**Fallback** (SPIBB-style, Laroche et al. 2019, arXiv 1712.06924): the bundle records the tuned constant intent
+(:mod:`policy.train.constant`) and how far from the training states its inputs were (the largest |z| of the
+normalized global row over every state it was fit on); the served policy falls back to that constant when a state's
+global row lies further out (:class:`~policy.highlevel.LearnedIntent`, counted per run).
+
+Outputs under ``run_dir``: ``progress.csv`` (one row per iteration: labels, fit loss, validation objective,
+CPU-minutes), ``learning_curve.png``, ``labels.npz``, ``report.json``; the bundle (``intent/`` + ``predictor/``) goes
+to ``out``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from policy.bundle import DEFAULT_BUNDLES, content_version
+from policy.highlevel import (
+    INTENT_GLOBAL_SPEC,
+    INTENT_SERVICE_SPEC,
+    INTENT_SERVICE_SPEC_FLAT,
+    IntentActor,
+    LearnedIntent,
+    intent_from_outputs,
+)
+from policy.sim.objective import Objective, app_costs
+from policy.sim.oracle import ImposedIntent, LookaheadConfig, LookaheadOracle, OracleDecision, managed_services
+
+from .drpc import json_ready
+from .intent_episodes import (
+    PREDICTOR_BUNDLE,
+    EpisodeDistribution,
+    EpisodeSpec,
+    episode_setting,
+    episode_stack,
+    sample_episode_specs,
+)
+from .intent_net import IntentNet, actor_bundle, install_intent_bundle
+from .ray_pool import TaskPool
+
+__all__ = [
+    "DaggerConfig",
+    "Label",
+    "LabelledEpisode",
+    "label_episode",
+    "validate_episode",
+    "fit",
+    "train_dagger",
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class DaggerConfig(EpisodeDistribution):
+    """DAgger for the high level (module docstring), over the episodes of :class:`EpisodeDistribution` (its fields;
+    episodes of ``episode_minutes`` = 40 by default). Checked in ``__post_init__`` (ValueError naming the field).
+
+    - ``iterations`` × ``episodes_per_iteration`` labelled episodes (Ray tasks, ``workers`` at a time);
+    - the mixture: ``beta`` in [0, 1] (share of periods executed by the oracle in iteration 1), ``beta_decay`` in
+      [0, 1];
+    - the oracle: ``horizon_min``, the constant grid ``capacity_targets``, ``coordinate_services``;
+    - the fit: ``epochs`` full-batch Adam steps per iteration at ``lr``, ``hidden`` units;
+    - ``eval_episodes`` fixed validation episodes; ``flat``: the ``hrl-no-encoder`` variant; ``seed``; ``quick``.
+    """
+
+    episode_minutes: int = 40
+    iterations: int = 4
+    episodes_per_iteration: int = 8
+    beta: float = 1.0
+    beta_decay: float = 0.5
+    horizon_min: int = 10
+    capacity_targets: tuple[float, ...] = (0.55, 0.65, 0.75, 0.85)
+    coordinate_services: int = 1
+    epochs: int = 300
+    lr: float = 3e-3
+    hidden: int = 64
+    eval_episodes: int = 6
+    workers: int = 2
+    objective: Objective = field(default_factory=Objective)
+    flat: bool = False
+    seed: int = 0
+    quick: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for f in ("iterations", "episodes_per_iteration", "workers", "epochs", "hidden", "horizon_min"):
+            if getattr(self, f) < 1:
+                raise ValueError(f"{f}: expected an integer >= 1, got {getattr(self, f)!r}")
+        for f in ("beta", "beta_decay"):
+            if not 0.0 <= getattr(self, f) <= 1.0:
+                raise ValueError(f"{f}: expected a number in [0, 1], got {getattr(self, f)!r}")
+        if self.eval_episodes < 0:
+            raise ValueError(f"eval_episodes: expected an integer >= 0, got {self.eval_episodes!r}")
+
+    def oracle(self, cpu_price: float) -> LookaheadConfig:
+        """The oracle's configuration for an episode whose objective prices CPU at ``cpu_price``."""
+        return LookaheadConfig(
+            horizon_min=self.horizon_min,
+            capacity_targets=self.capacity_targets,
+            coordinate_services=self.coordinate_services,
+            learned=True,
+            objective=replace(self.objective, cpu_price=cpu_price),
+        )
+
+
+class Label(NamedTuple):
+    """One decision's training example: the learner's observation (``service`` (N, F_s), ``global_`` (F_g,)), the
+    oracle's intent as targets (``capacity`` (N,), ``colocation`` (N,), ``global_target`` (3,): locality, balance,
+    move budget) and the example's ``weight`` (> 0)."""
+
+    service: np.ndarray
+    global_: np.ndarray
+    capacity: np.ndarray
+    colocation: np.ndarray
+    global_target: np.ndarray
+    weight: float
+
+
+class LabelledEpisode(NamedTuple):
+    """What one labelled episode returns: its spec, its labels, the run's ``objective`` (mean cost per minute of the
+    executed mixture), how often the oracle's best was the learner's own intent, and the task's ``cpu_s``."""
+
+    spec: EpisodeSpec
+    labels: list[Label]
+    objective: float
+    learned_best: int
+    cpu_s: float
+
+
+def _targets(decision: OracleDecision, services: Sequence[str], learner_intent: Any) -> tuple[np.ndarray, ...]:
+    best = decision.best.intent if decision.best.intent is not None else learner_intent
+    cap = np.array([best.capacity_target.get(s, learner_intent.capacity_target.get(s, 0.7)) for s in services])
+    col = np.array([best.colocation_priority.get(s, 1.0) for s in services])
+    glob = np.array([best.values[0], best.values[1], best.move_budget_frac])
+    return cap.astype(np.float32), col.astype(np.float32), glob.astype(np.float32)
+
+
+def _stakes(decision: OracleDecision) -> float:
+    costs = [c.cost for c in decision.candidates]
+    return float(max(costs) - min(costs))
+
+
+def label_episode(
+    spec: EpisodeSpec, weights: dict[str, np.ndarray], norm: dict[str, Any], beta: float, cfg: DaggerConfig
+) -> LabelledEpisode:
+    """Run episode ``spec`` with the learner of ``weights``/``norm`` under the oracle's mixture (execute the oracle's
+    best with probability ``beta``) and return its labels (module docstring). Runs in a Ray task or in process."""
+    t0 = time.process_time()
+    setting = episode_setting(spec, flat=cfg.flat)
+    actor = IntentActor(actor_bundle(weights, norm, cfg.flat, cfg.hidden))
+    learner = LearnedIntent(actor, setting.featurizer, setting.workloads)
+    imposed = ImposedIntent(learner)
+    rng = np.random.default_rng([spec.seed, 7])
+
+    def chooser(d: OracleDecision) -> int:
+        if rng.random() < beta:
+            return d.chosen
+        return next(i for i, c in enumerate(d.candidates) if c.label == "learned")
+
+    oracle = LookaheadOracle(
+        cfg.oracle(spec.cpu_price), imposed, setting.app, managed_services(setting.app), chooser=chooser
+    )
+    built = episode_stack(setting, imposed, spec.seed)
+    built.before_minute = oracle
+    res = built.simulation(setting.app, setting.rps, setting.cluster, setting.config).run()
+    labels = []
+    for d in oracle.decisions:
+        obs = d.observation
+        if obs is None or not len(obs.services):
+            continue
+        own = intent_from_outputs(obs.services, *actor(obs.service, obs.global_))
+        cap, col, glob = _targets(d, obs.services, own)
+        labels.append(Label(obs.service, obs.global_, cap, col, glob, _stakes(d)))
+    costs = app_costs(setting.app, res.series, replace(cfg.objective, cpu_price=spec.cpu_price))
+    learned_best = sum(d.best.label == "learned" for d in oracle.decisions)
+    return LabelledEpisode(spec, labels, float(costs.mean()), learned_best, time.process_time() - t0)
+
+
+def validate_episode(
+    spec: EpisodeSpec, weights: dict[str, np.ndarray], norm: dict[str, Any], cfg: DaggerConfig
+) -> tuple[float, float]:
+    """(objective per minute, CPU s) of episode ``spec`` with the learner alone, as served."""
+    t0 = time.process_time()
+    setting = episode_setting(spec, flat=cfg.flat)
+    learner = LearnedIntent(
+        IntentActor(actor_bundle(weights, norm, cfg.flat, cfg.hidden)), setting.featurizer, setting.workloads
+    )
+    built = episode_stack(setting, learner, spec.seed)
+    res = built.simulation(setting.app, setting.rps, setting.cluster, setting.config).run()
+    costs = app_costs(setting.app, res.series, replace(cfg.objective, cpu_price=spec.cpu_price))
+    return float(costs.mean()), time.process_time() - t0
+
+
+# ---- the fit -------------------------------------------------------------------------------------------------------
+
+
+def _batch(labels: Sequence[Label]) -> tuple[torch.Tensor, ...]:
+    B = len(labels)
+    N = max(1, max(len(x.service) for x in labels))
+    Fs = labels[0].service.shape[1]
+    service = np.zeros((B, N, Fs), np.float32)
+    mask = np.zeros((B, N), bool)
+    cap = np.zeros((B, N), np.float32)
+    col = np.ones((B, N), np.float32)
+    for i, x in enumerate(labels):
+        n = len(x.service)
+        service[i, :n], mask[i, :n], cap[i, :n], col[i, :n] = x.service, True, x.capacity, x.colocation
+    glob = np.stack([x.global_ for x in labels]).astype(np.float32)
+    gt = np.stack([x.global_target for x in labels]).astype(np.float32)
+    w = np.array([x.weight for x in labels], np.float64)
+    med = float(np.median(w[w > 0])) if np.any(w > 0) else 1.0
+    w = np.clip(w / max(med, 1e-9), 0.1, 10.0).astype(np.float32)
+    return tuple(torch.as_tensor(a) for a in (service, mask, glob, cap, col, gt, w))
+
+
+def imitation_loss(net: IntentNet, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Weighted squared error between the squashed outputs of ``net`` and the labels, each output scaled by its
+    range (capacity target 0.65 wide, co-location 2, global weights 3, move budget 1)."""
+    service, mask, glob, cap, col, gt, w = batch
+    z_s, z_g, _value = net(service, mask, glob)
+    m = mask.to(z_s.dtype)
+    n = m.sum(1).clamp_min(1.0)
+    cap_hat = 0.3 + 0.65 * torch.sigmoid(z_s[..., 0])
+    col_hat = 2.0 * torch.sigmoid(z_s[..., 1])
+    g_hat = torch.sigmoid(z_g)
+    l_cap = (((cap_hat - cap) / 0.65) ** 2 * m).sum(1) / n
+    l_col = (((col_hat - col) / 2.0) ** 2 * m).sum(1) / n
+    l_glob = ((g_hat[:, :2] - gt[:, :2] / 3.0) ** 2).sum(1) + (g_hat[:, 2] - gt[:, 2]) ** 2
+    return (w * (l_cap + 0.25 * l_col + 0.25 * l_glob)).sum() / w.sum()
+
+
+def fit(net: IntentNet, labels: Sequence[Label], epochs: int, lr: float) -> float:
+    """``epochs`` full-batch Adam steps of :func:`imitation_loss` on ``labels`` (the actor's parameters only); returns
+    the final loss."""
+    params = [p for p in net.actor_parameters() if p is not net.log_std]
+    opt = torch.optim.Adam(params, lr=lr)
+    batch = _batch(labels)
+    loss = torch.zeros(())
+    for _ in range(epochs):
+        loss = imitation_loss(net, batch)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return float(loss.detach())
+
+
+def _fit_normalization(net: IntentNet, labels: Sequence[Label]) -> None:
+    s = np.concatenate([x.service for x in labels if len(x.service)])
+    g = np.stack([x.global_ for x in labels])
+    net.set_normalization(s.mean(0), s.std(0) + 1e-3, g.mean(0), g.std(0) + 1e-3)
+
+
+def global_reach(net: IntentNet, labels: Sequence[Label]) -> float:
+    """The largest |z| of the normalized global row over ``labels``' states: how far out the training states went
+    (the fallback's threshold)."""
+    g = np.stack([x.global_ for x in labels])
+    z = (g - net.g_mean.numpy()) / net.g_std.numpy()
+    return float(np.abs(z).max()) if len(z) else 0.0
+
+
+# ---- the loop ------------------------------------------------------------------------------------------------------
+
+
+def _cpu_s(pool: TaskPool, task_cpu_s: float, cpu0: float) -> float:
+    """CPU seconds spent so far: this process's, plus the tasks' when they ran in other processes (Ray)."""
+    own = time.process_time() - cpu0
+    return own + task_cpu_s if pool.ray is not None else own
+
+
+def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _plot(rows: Sequence[dict[str, Any]], path: Path, constant: float | None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    ax.plot([r["cpu_minutes"] for r in rows], [r["validation_objective"] for r in rows], "o-", label="DAgger")
+    if constant is not None:
+        ax.axhline(constant, color="0.5", ls="--", label="tuned constant intent")
+    ax.set_xlabel("CPU-minutes of training")
+    ax.set_ylabel("validation cost per minute (lower is better)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def train_dagger(
+    cfg: DaggerConfig = DaggerConfig(),
+    out: str | Path | None = None,
+    run_dir: str | Path | None = None,
+    *,
+    constant: dict[str, Any] | None = None,
+    ray_address: str | None = None,
+    log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+) -> tuple[IntentNet, dict[str, Any]]:
+    """Train the high level by DAgger (module docstring); export the best validated iterate to ``out`` (None: no
+    export). ``constant``: the tuned constant intent (``{"capacity_target", "move_budget_frac", "objective"}``,
+    :mod:`policy.train.constant`) recorded in the bundle as the fallback. Returns (network, report)."""
+    torch.set_num_threads(1)
+    torch.manual_seed(cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    run = Path(run_dir) if run_dir is not None else ROOT / "runs" / f"dagger-s{cfg.seed}"
+    run.mkdir(parents=True, exist_ok=True)
+    t_start = time.perf_counter()
+    cpu0 = time.process_time()
+    # ---- build everything ----
+    Fs = len(INTENT_SERVICE_SPEC_FLAT if cfg.flat else INTENT_SERVICE_SPEC)
+    net = IntentNet(Fs, len(INTENT_GLOBAL_SPEC), cfg.hidden)
+    pool = TaskPool(cfg.workers, ray_address)
+    val_specs = sample_episode_specs(cfg, np.random.default_rng(10_000 + cfg.seed), cfg.eval_episodes, seed0=9_000_000)
+    data: list[Label] = []
+    rows: list[dict[str, Any]] = []
+    task_cpu_s = 0.0
+    best: tuple[float, dict[str, Any] | None] = (math.inf, None)
+    try:
+        for it in range(1, cfg.iterations + 1):
+            # ---- collect and label ----
+            beta = cfg.beta * cfg.beta_decay ** (it - 1)
+            specs = sample_episode_specs(cfg, rng, cfg.episodes_per_iteration, seed0=it * 1000)
+            eps = pool.map(label_episode, specs, net.actor_arrays(), net.normalization(), beta, cfg)
+            task_cpu_s += sum(e.cpu_s for e in eps)
+            new = [x for e in eps for x in e.labels]
+            if it == 1:
+                _fit_normalization(net, new)  # the inputs' normalization, fixed from here on (served == trained)
+            # ---- aggregate and fit ----
+            data.extend(new)
+            loss = fit(net, data, cfg.epochs, cfg.lr)
+            # ---- validate ----
+            vals = pool.map(validate_episode, val_specs, net.actor_arrays(), net.normalization(), cfg)
+            task_cpu_s += sum(c for _o, c in vals)
+            v = float(np.mean([o for o, _c in vals])) if vals else float("nan")
+            row = {
+                "iteration": it,
+                "beta": round(beta, 4),
+                "episodes": len(eps),
+                "labels": len(data),
+                "mixture_objective": float(np.mean([e.objective for e in eps])),
+                "learned_best_share": float(sum(e.learned_best for e in eps) / max(1, len(new))),
+                "fit_loss": loss,
+                "validation_objective": v,
+                "cpu_minutes": round(_cpu_s(pool, task_cpu_s, cpu0) / 60.0, 2),
+                "wall_s": round(time.perf_counter() - t_start, 1),
+            }
+            rows.append(row)
+            log(
+                f"dagger it {it}/{cfg.iterations}: beta {beta:.2f}, {len(data)} labels, fit {loss:.4f}, validation "
+                f"{v:.3f}/min, {row['cpu_minutes']:.0f} CPU-min"
+            )
+            if v < best[0]:
+                best = (v, {k: t.detach().clone() for k, t in net.state_dict().items()})
+    finally:
+        pool.close()
+    if best[1] is not None:
+        net.load_state_dict(best[1])
+    # ---- export ----
+    _write_csv(run / "progress.csv", rows)
+    np.savez_compressed(
+        run / "labels.npz",
+        weights=np.array([x.weight for x in data]),
+        capacity_mean=np.array([float(x.capacity.mean()) for x in data]),
+    )
+    _plot(rows, run / "learning_curve.png", None if constant is None else constant.get("objective"))
+    reach = global_reach(net, data)
+    meta = {
+        "algorithm": "DAgger from the lookahead oracle (policy.train.dagger): imitation of the oracle's best intent",
+        "objective": asdict(cfg.objective),
+        "apps": list(cfg.apps),
+        "iterations": cfg.iterations,
+        "labels": len(data),
+        "train_cpu_minutes": rows[-1]["cpu_minutes"] if rows else 0.0,
+        "best_validation_cost": None if best[1] is None else best[0],
+        "torch_version": torch.__version__,
+        "fallback": {
+            "global_z_max": reach,
+            "capacity_target": None if constant is None else constant["capacity_target"],
+            "move_budget_frac": None if constant is None else constant["move_budget_frac"],
+        },
+    }
+    base = f"intent-dagger{'-flat' if cfg.flat else ''}-{time.strftime('%Y%m%d')}-s{cfg.seed}"
+    version = content_version(base, net.actor_arrays(), quick=cfg.quick)
+    report = {"policy_version": version, "rows": rows, "run_dir": str(run), "config": json_ready(asdict(cfg))}
+    if out is not None:
+        install_intent_bundle(
+            net,
+            out,
+            run / "staged-bundle",
+            flat=cfg.flat,
+            policy_version=version,
+            metadata=meta,
+            predictor=PREDICTOR_BUNDLE,
+        )
+        log(f"dagger: {version}: bundle written to {out}")
+    (run / "report.json").write_text(json.dumps(json_ready(report), indent=1) + "\n", encoding="utf-8")
+    return net, report
+
+
+def default_out(flat: bool) -> Path:
+    """Where the committed bundle of the variant lives."""
+    return DEFAULT_BUNDLES / ("hrl-no-encoder" if flat else "hrl-scheduler") / "high"

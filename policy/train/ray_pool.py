@@ -1,0 +1,50 @@
+"""[torch side] Rollouts as Ray tasks: one small pool every trainer of the high level uses. A local Ray of
+``workers`` CPUs unless ``address`` names a cluster (``--ray-address``: the same command scales out), or plain calls
+in this process with ``workers=1`` and no address (tests, quick runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["TaskPool"]
+
+
+class TaskPool:
+    """``map(fn, items, *shared, **kw)`` runs ``fn(item, *shared, **kw)`` for every item (as Ray tasks of one CPU
+    each, the ``shared`` arguments put in the object store once) and returns the results in order. ``close()``
+    shuts down a Ray this pool started."""
+
+    def __init__(self, workers: int, address: str | None = None):
+        if workers < 1:
+            raise ValueError(f"workers: expected an integer >= 1, got {workers!r}")
+        self.ray: Any = None
+        self._owned = False
+        self._tasks: dict[Callable[..., Any], Any] = {}
+        if workers > 1 or address:
+            import ray
+
+            if not ray.is_initialized():
+                ray.init(
+                    address=address,
+                    num_cpus=None if address else workers,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    ignore_reinit_error=True,
+                )
+                self._owned = True
+            self.ray = ray
+
+    def map(self, fn: Callable[..., Any], items: Sequence[Any], *shared: Any, **kw: Any) -> list[Any]:
+        if self.ray is None:
+            return [fn(x, *shared, **kw) for x in items]
+        task = self._tasks.get(fn)
+        if task is None:
+            task = self._tasks[fn] = self.ray.remote(num_cpus=1)(fn)
+        refs = [self.ray.put(a) for a in shared]
+        return list(self.ray.get([task.remote(x, *refs, **kw) for x in items]))
+
+    def close(self) -> None:
+        if self.ray is not None and self._owned:
+            self.ray.shutdown()
+        self.ray = None
