@@ -19,6 +19,8 @@ __all__ = [
     "cmd_train_drpc",
     "cmd_train_placement",
     "cmd_train_hierarchy",
+    "cmd_train_dagger",
+    "cmd_train_constant",
     "cmd_export_placement",
     "cmd_cache_serve",
     "cmd_cache_get",
@@ -353,6 +355,59 @@ def cmd_train_placement(args: argparse.Namespace) -> int:
 )
 def cmd_train_hierarchy(args: argparse.Namespace) -> int:
     from policy.train.hierarchy import run_cli  # lazy: torch
+
+    return run_cli(args)
+
+
+@subcommand(
+    "train dagger",
+    "distil the learned high level from the lookahead oracle (DAgger: the oracle labels the states the learner "
+    "visits; the intent network imitates its best intent), rollouts on Ray, and write its bundle (intent/ + "
+    "predictor/)",
+    [
+        arg(
+            "--out", default=None, help="bundle directory (default: policy/bundles/<stack>/high; --quick: the run dir)"
+        ),
+        arg("--run-dir", default=None, help="progress.csv, learning_curve.png, labels.npz, report.json"),
+        arg("--quick", action="store_true", help="a tiny run for smoke tests (a minute)"),
+        arg("--seed", type=int, default=0, help="seed of episodes, the mixture and torch"),
+        arg("--iterations", type=int, default=None, help="DAgger iterations (default 4)"),
+        arg("--episodes", type=int, default=None, help="labelled episodes per iteration (default 8)"),
+        arg("--minutes", type=int, default=None, help="simulated minutes per episode (default 40)"),
+        arg("--horizon", type=int, default=None, help="the oracle's rollout horizon, simulated minutes (default 10)"),
+        arg("--workers", type=int, default=None, help="Ray CPUs of the local Ray (default 2)"),
+        arg("--ray-address", default=None, help="a Ray cluster to run the episodes on (default: a local Ray)"),
+        arg(
+            "--constant",
+            default=None,
+            help="the tuned constant intent (constant.json of 'train constant'; "
+            "default: the stack's committed one) recorded as the fallback",
+        ),
+        arg("--flat", action="store_true", help="the hrl-no-encoder high level (no graph embeddings)"),
+    ],
+)
+def cmd_train_dagger(args: argparse.Namespace) -> int:
+    from policy.train.dagger import run_cli  # lazy: torch
+
+    return run_cli(args)
+
+
+@subcommand(
+    "train constant",
+    "grid-search the best constant intent (capacity target, move budget) of hrl-scheduler on training episodes "
+    "and write constant.json (the bar the learned high level must beat, and its fallback)",
+    [
+        arg("--out", default=None, help="file to write (default: policy/bundles/hrl-scheduler/high/constant.json)"),
+        arg("--episodes", type=int, default=None, help="training episodes per grid point (default 12)"),
+        arg("--minutes", type=int, default=None, help="simulated minutes per episode (default 30)"),
+        arg("--workers", type=int, default=None, help="Ray CPUs of the local Ray (default 2)"),
+        arg("--ray-address", default=None, help="a Ray cluster to run the episodes on (default: a local Ray)"),
+        arg("--seed", type=int, default=0, help="seed of the episodes"),
+        arg("--quick", action="store_true", help="a tiny search for smoke tests"),
+    ],
+)
+def cmd_train_constant(args: argparse.Namespace) -> int:
+    from policy.train.constant import run_cli  # lazy: Ray
 
     return run_cli(args)
 

@@ -23,13 +23,18 @@ from typing import Any
 
 import numpy as np
 
+from policy.bundle import DEFAULT_BUNDLES
 from policy.sim.objective import DEFAULT_OBJECTIVE, app_costs
 from policy.sim.stacks import StackContext, build_stack
 
 from .intent_episodes import EpisodeDistribution, EpisodeSpec, episode_pieces, sample_episode_specs
 from .ray_pool import TaskPool
 
-__all__ = ["ConstantSearchConfig", "constant_cost", "tune_constant"]
+__all__ = ["ConstantSearchConfig", "constant_cost", "tune_constant", "load_constant", "run_cli", "DEFAULT_CONSTANT"]
+
+
+#: The committed result of the search for hrl-scheduler.
+DEFAULT_CONSTANT = DEFAULT_BUNDLES / "hrl-scheduler" / "high" / "constant.json"
 
 
 @dataclass(frozen=True)
@@ -101,3 +106,37 @@ def tune_constant(
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return result
+
+
+def load_constant(path: str | Path = DEFAULT_CONSTANT) -> dict[str, Any] | None:
+    """The search result at ``path`` (None when there is none). Raises ValueError naming the file and the field for
+    a malformed one."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{p}: not a JSON file: {exc}") from None
+    for k, lo, hi in (("capacity_target", 0.3, 0.95), ("move_budget_frac", 0.0, 1.0)):
+        v = doc.get(k) if isinstance(doc, dict) else None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise ValueError(f"{p}: {k}: expected a number in [{lo}, {hi}], got {v!r}")
+    return doc
+
+
+QUICK = {"episodes": 2, "episode_minutes": 10, "capacity_targets": (0.6, 0.8), "workers": 1, "n_samples": 100}
+
+
+def run_cli(args: Any) -> int:
+    """The body of ``hrl-policy train constant``. Returns the exit status."""
+    over: dict[str, Any] = dict(QUICK) if args.quick else {}
+    for opt, name in (("episodes", "episodes"), ("minutes", "episode_minutes"), ("workers", "workers")):
+        v = getattr(args, opt, None)
+        if v is not None:
+            over[name] = v
+    cfg = ConstantSearchConfig(seed=args.seed, **over)
+    out = Path(args.out) if args.out else (None if args.quick else DEFAULT_CONSTANT)
+    result = tune_constant(cfg, out, ray_address=args.ray_address)
+    print(json.dumps(result, indent=1))
+    return 0

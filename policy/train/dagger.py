@@ -61,6 +61,7 @@ from policy.highlevel import (
 from policy.sim.objective import Objective, app_costs
 from policy.sim.oracle import ImposedIntent, LookaheadConfig, LookaheadOracle, OracleDecision, managed_services
 
+from .constant import load_constant
 from .drpc import json_ready
 from .intent_episodes import (
     PREDICTOR_BUNDLE,
@@ -81,6 +82,7 @@ __all__ = [
     "validate_episode",
     "fit",
     "train_dagger",
+    "run_cli",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -443,3 +445,47 @@ def train_dagger(
 def default_out(flat: bool) -> Path:
     """Where the committed bundle of the variant lives."""
     return DEFAULT_BUNDLES / ("hrl-no-encoder" if flat else "hrl-scheduler") / "high"
+
+
+QUICK = {
+    "iterations": 1,
+    "episodes_per_iteration": 1,
+    "episode_minutes": 10,
+    "n_samples": 80,
+    "eval_episodes": 1,
+    "workers": 1,
+    "horizon_min": 3,
+    "capacity_targets": (0.6, 0.8),
+    "coordinate_services": 0,
+    "epochs": 20,
+    "synthetic_share": 0.0,
+    "quick": True,
+}
+
+
+def run_cli(args: Any) -> int:
+    """The body of ``hrl-policy train dagger`` (options as there). Returns the exit status."""
+    over: dict[str, Any] = dict(QUICK) if args.quick else {}
+    for opt, name in (
+        ("iterations", "iterations"),
+        ("episodes", "episodes_per_iteration"),
+        ("minutes", "episode_minutes"),
+        ("horizon", "horizon_min"),
+        ("workers", "workers"),
+    ):
+        v = getattr(args, opt, None)
+        if v is not None:
+            over[name] = v
+    cfg = DaggerConfig(seed=args.seed, flat=args.flat, **over)
+    stack = "hrl-no-encoder" if args.flat else "hrl-scheduler"
+    suffix = "-quick" if args.quick else ""
+    run_dir = Path(args.run_dir) if args.run_dir else ROOT / "runs" / f"dagger-{stack}{suffix}"
+    out = Path(args.out) if args.out else (run_dir / "bundle" if args.quick else default_out(args.flat))
+    constant = load_constant(args.constant) if args.constant else load_constant()
+    _net, report = train_dagger(cfg, out, run_dir, constant=constant, ray_address=args.ray_address)
+    print(
+        f"hrl-policy train dagger: {report['policy_version']}; bundle in {out}; "
+        f"curve in {run_dir / 'learning_curve.png'}",
+        file=sys.stderr,
+    )
+    return 0
