@@ -61,7 +61,7 @@ from policy.telemetry import add_log_format_argument, add_version_argument, conf
 from .config import DeschedulerConfiguration, load_descheduler_config, placement_from_config, planner_from_config
 from .evict import DryRunEvictor, Evictor
 from .guards import EvictionHistory, HistoryError
-from .loop import CycleReport, run_forever, run_once
+from .loop import CycleDeps, CycleReport, run_forever, run_once
 from .metrics import DeschedulerMetrics, push, serve, write_textfile
 from .resize import DryRunResizer, GatedResizer, Resizer
 from .scale import DryRunScaler, GatedScaler, Scaler
@@ -333,19 +333,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if once:
         try:
             report = run_once(
-                observe,
-                evictor,
-                planner,
-                placement,
-                config,
-                history,
+                CycleDeps(
+                    observe,
+                    evictor,
+                    planner,
+                    placement,
+                    config,
+                    history=history,
+                    metrics=metrics,
+                    scaler=scaler,
+                    resizer=resizer,
+                    reader=reader,
+                    recorder=recorder,
+                ),
                 time.time(),
-                metrics=metrics,
                 warnings=tuple(warnings),
-                scaler=scaler,
-                resizer=resizer,
-                reader=reader,
-                recorder=recorder,
                 snapshot=first,
             )
         except ObjectError as exc:
@@ -369,19 +371,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     def loop(until: threading.Event, ev: Evictor, sc: Scaler | None, rz: Resizer | None) -> None:
         run_forever(
             interval_s,
-            observe,
-            ev,
-            planner,
-            placement,
-            config,
-            history,
-            metrics=metrics,
+            CycleDeps(
+                observe,
+                ev,
+                planner,
+                placement,
+                config,
+                history=history,
+                metrics=metrics,
+                scaler=sc,
+                resizer=rz,
+                reader=reader,
+                recorder=recorder,
+            ),
             stop=until,
             on_report=emit,
-            scaler=sc,
-            resizer=rz,
-            reader=reader,
-            recorder=recorder,
             on_error=lambda exc: _err(f"{PROG}: cycle failed: {type(exc).__name__}: {exc}"),
         )
 

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from descheduler.guards import EvictionHistory
-from descheduler.loop import run_once
+from descheduler.loop import CycleDeps, run_once
 from extender.config import load_extender_config
 from extender.server import ExtenderServer
 from policy.bundle import DEFAULT_BUNDLES
@@ -182,15 +182,17 @@ def main(argv: list[str] | None = None) -> int:
                 for x in readers:
                     x.signals = signals
             report = run_once(
-                sim.observe,
-                sim.evictor,
-                planner,
-                parts.placement,
-                des_config,
-                history,
+                CycleDeps(
+                    sim.observe,
+                    sim.evictor,
+                    planner,
+                    parts.placement,
+                    des_config,
+                    history=history,
+                    scaler=SimScaler(sim),
+                    resizer=SimResizer(sim) if planner.resizer is not None else None,
+                ),
                 sim.now_s,
-                scaler=SimScaler(sim),
-                resizer=SimResizer(sim) if planner.resizer is not None else None,
             )
             cycles.append(report)
             server.store.set_intent(report.intent, version=len(cycles), colocation=report.colocation_priority)

@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "ANNOTATION_DEPENDS_ON",
@@ -62,7 +62,7 @@ LABEL_REGION = "topology.kubernetes.io/region"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 ANNOTATION_MIRROR = "kubernetes.io/config.mirror"
 
-_EMPTY: Mapping[str, str] = MappingProxyType({})
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 def frozen_map(m: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -328,7 +328,7 @@ class PodTerms:
         )
 
 
-NO_TERMS = PodTerms()
+NO_TERMS: PodTerms = PodTerms()
 
 
 def node_matches_required(pod: PodInfo, terms: PodTerms, labels: Mapping[str, str]) -> bool:
@@ -525,7 +525,7 @@ def _round(v: float | None) -> float | None:
 
 def _merge_edges(a: ServiceEdge, b: ServiceEdge) -> ServiceEdge:
     rps = a.rps if b.rps is None else (b.rps if a.rps is None else a.rps + b.rps)
-    kw: dict[str, object] = {"rps": rps, "parallel": a.parallel or b.parallel}
+    kw: dict[str, Any] = {"rps": rps, "parallel": a.parallel or b.parallel}
     for name in EDGE_MEASURES[1:]:  # rps summed above
         if getattr(a, name) is None and getattr(b, name) is not None:
             kw[name] = getattr(b, name)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -107,11 +107,13 @@ def decode_intent(names: Sequence[str], values: Sequence[float]) -> tuple[tuple[
     dropped (their service keeps priority 1)."""
     spec = [n for n, _d, _v in INTENT_SPEC]
     if not names:
-        vec = tuple(float(x) for x in values[: len(spec)])
-        return (vec if vec else None), {}
+        positional = tuple(float(x) for x in values[: len(spec)])
+        return (positional if positional else None), {}
     by_name = dict(zip(names, values))
     known = [n for n in spec if n in by_name]
-    vec = tuple(float(by_name[n]) if n in by_name else d for n, _doc, d in INTENT_SPEC) if known else None
+    vec: tuple[float, ...] | None = (
+        tuple(float(by_name[n]) if n in by_name else d for n, _doc, d in INTENT_SPEC) if known else None
+    )
     colocation = {}
     for n, v in by_name.items():
         if n.startswith(COLOCATION_PREFIX) and len(n) > len(COLOCATION_PREFIX):
@@ -123,14 +125,23 @@ def decode_intent(names: Sequence[str], values: Sequence[float]) -> tuple[tuple[
 
 @runtime_checkable
 class PlacementPolicy(Protocol):
-    """What the extender, the simulator and the descheduler need from a low-level policy."""
+    """What the extender, the simulator and the descheduler need from a low-level policy. ``embeddings``: the
+    service rows to score with (:meth:`policy.lowlevel.LearnedPlacement.service_rows`; ``None``: the policy's own),
+    passed only to a policy that offers ``service_rows``; a policy without rows ignores it."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def filter(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]: ...
 
     def score(
-        self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex, intent: Sequence[float] | None = None
+        self,
+        pod: PodInfo,
+        candidates: Sequence[str],
+        index: ClusterIndex,
+        intent: Sequence[float] | None = None,
+        *,
+        embeddings: Any = None,
     ) -> np.ndarray: ...
 
 

@@ -122,7 +122,7 @@ class NodeScoreTable:
         if colocation:
             intent = service_intent(intent, colocation, key[0])
         if rows is not None:
-            raw = self.policy.score(pod, index.node_names, index, intent, embeddings=rows)  # type: ignore[call-arg]
+            raw = self.policy.score(pod, index.node_names, index, intent, embeddings=rows)
         else:
             raw = self.policy.score(pod, index.node_names, index, intent)
         v = np.asarray(raw, dtype=np.float64)

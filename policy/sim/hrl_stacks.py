@@ -55,7 +55,7 @@ from typing import Any
 
 from descheduler.config import DeschedulerConfiguration, load_descheduler_config, resize_planner_from_config
 from descheduler.guards import EvictionHistory
-from descheduler.loop import CycleReport, run_once
+from descheduler.loop import CycleDeps, CycleReport, run_once
 from policy.baselines.kube_default import default_score_plugins
 from policy.bundle import DEFAULT_BUNDLES
 from policy.highlevel import (
@@ -292,15 +292,17 @@ def build_hrl_stack(
             for x in readers:
                 x.signals = signals
         report = run_once(
-            sim.observe,
-            sim.evictor,
-            planner,
-            placement,
-            cfg,
-            history,
+            CycleDeps(
+                sim.observe,
+                sim.evictor,
+                planner,
+                placement,
+                cfg,
+                history=history,
+                scaler=SimScaler(sim),
+                resizer=SimResizer(sim) if resize_planner is not None else None,
+            ),
             sim.now_s,
-            scaler=SimScaler(sim),
-            resizer=SimResizer(sim) if resize_planner is not None else None,
         )
         if variant.pass_intent:
             shared["intent"] = report.intent

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from descheduler.config import load_descheduler_config
 from descheduler.guards import EvictionHistory
-from descheduler.loop import run_once
+from descheduler.loop import CycleDeps, run_once
 from descheduler.metrics import DeschedulerMetrics
 from descheduler.scale import (
     SCALE_OUTCOMES,
@@ -346,15 +346,17 @@ def config(**kw):
 
 def cycle(cluster, planner, scaler, cfg=None, metrics=None):
     return run_once(
-        cluster.observe,
-        Evictor(cluster),
-        planner,
-        TopologyHeuristic(),
-        cfg or config(),
-        None,
+        CycleDeps(
+            cluster.observe,
+            Evictor(cluster),
+            planner,
+            TopologyHeuristic(),
+            cfg or config(),
+            history=None,
+            scaler=scaler,
+            metrics=metrics,
+        ),
         100.0,
-        scaler=scaler,
-        metrics=metrics,
     )
 
 
