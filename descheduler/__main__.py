@@ -159,7 +159,7 @@ def format_report(report: CycleReport) -> str:
         + (f" ({counts})" if counts else "")
         + f" in {report.duration_s * 1000:.0f} ms"
     )
-    intent = ", ".join(f"{v:g}" for v in report.intent)
+    intent = ", ".join(f"{v:g}" for v in report.intent.values)
     lines = [head, f"intent: [{intent}]"]
     for sr in report.scaling:
         lines.append(f"scale {sr.workload}: {sr.outcome} ({sr.message})")
@@ -361,7 +361,7 @@ def _emitter(
             except (HistoryError, TypeError, ValueError) as exc:
                 _err(f"{PROG}: warning: could not save the planner state: {exc}")
         if link is not None:
-            for w in link.after_cycle(report.intent, report.dry_run, report.colocation_priority):
+            for w in link.after_cycle(report.intent, report.dry_run):
                 _err(f"{PROG}: warning: {w}")
         if args.json:
             print(json.dumps(report.to_json(), sort_keys=False), flush=True)

@@ -60,6 +60,7 @@ from typing import Any, Literal, cast
 
 from policy.highlevel import Admission, GatedPlanner, HighLevelPolicy, PlanView, SchedulerModel, planner_accepts_gate
 from policy.index import ClusterIndex
+from policy.intent import Intent
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy
 from policy.state import ClusterSnapshot, Move, PodDisruptionBudgetInfo, PodInfo, WorkloadInfo
 
@@ -154,8 +155,8 @@ class CycleReport:
     ``planned_moves``: the moves the cycle looked at, in the order it did (with a gate: as the planner proposed
     them; blocked ones included); ``results``: one :class:`MoveResult` per planned move, same order;
     ``counts``: outcome → number of moves (every outcome of :data:`REPORT_OUTCOMES` present);
-    ``blocked_by_guard``: guard → moves it blocked (every guard present); ``replica_targets`` / ``intent``:
-    from the plan, with the intent's per-service parts ``colocation_priority`` and ``capacity_targets``;
+    ``blocked_by_guard``: guard → moves it blocked (every guard present); ``replica_targets`` / ``intent``
+    (:class:`policy.intent.Intent`: the vector, ``colocation_priority`` and ``capacity_targets``): from the plan;
     ``nodes`` / ``pods``: size of the observed snapshot; ``scaling``: one
     :class:`~descheduler.scale.ScaleResult` per replica target acted on, in key order (empty without a scaler);
     ``resizes``: one :class:`~descheduler.resize.ResizeResult` per planned in-place resize, in plan order (empty
@@ -174,14 +175,12 @@ class CycleReport:
     counts: Mapping[str, int]
     blocked_by_guard: Mapping[str, int]
     replica_targets: Mapping[str, int]
-    intent: tuple[float, ...]
+    intent: Intent
     duration_s: float
     nodes: int = 0
     pods: int = 0
     warnings: tuple[str, ...] = field(default=())
     scaling: tuple[ScaleResult, ...] = field(default=())
-    colocation_priority: Mapping[str, float] = field(default_factory=dict)
-    capacity_targets: Mapping[str, float] = field(default_factory=dict)
     resizes: tuple[ResizeResult, ...] = field(default=())
     stop: CycleStop | None = None
     skipped_by_guard: Mapping[str, int] = field(default_factory=dict)
@@ -230,10 +229,10 @@ class CycleReport:
             ],
             "reads": dict(self.reads),
             "replica_targets": dict(sorted(self.replica_targets.items())),
-            "intent": list(self.intent),
-            "intent_names": names[: len(self.intent)],
-            "colocation_priority": dict(sorted(self.colocation_priority.items())),
-            "capacity_targets": dict(sorted(self.capacity_targets.items())),
+            "intent": list(self.intent.values),
+            "intent_names": names[: len(self.intent.values)],
+            "colocation_priority": dict(sorted(self.intent.colocation_priority.items())),
+            "capacity_targets": dict(sorted(self.intent.capacity_target.items())),
             "scaling": [r.to_json() for r in self.scaling],
             "scale_counts": self.scale_counts,
             "resizes": [r.to_json() for r in self.resizes],
@@ -674,14 +673,12 @@ def run_once(
         counts=MappingProxyType({o: counts.get(o, 0) for o in REPORT_OUTCOMES}),
         blocked_by_guard=MappingProxyType({g: blocked.get(g, 0) for g in GUARD_NAMES}),
         replica_targets=MappingProxyType(dict(plan.replica_targets)),
-        intent=tuple(float(x) for x in plan.intent),
+        intent=plan.intent,
         duration_s=max(0.0, clock() - t0),
         nodes=len(snapshot.nodes),
         pods=len(snapshot.pods),
         warnings=tuple(warnings),
         scaling=scaling,
-        colocation_priority=MappingProxyType(dict(plan.colocation_priority)),
-        capacity_targets=MappingProxyType(dict(plan.capacity_targets)),
         resizes=resizes,
         stop=ex.stop,
         skipped_by_guard=MappingProxyType(dict(sorted(ex.skipped.items()))),

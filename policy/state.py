@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Literal
 
+from .intent import NO_INTENT, Intent
+
 __all__ = [
     "ANNOTATION_DEPENDS_ON",
     "ANNOTATION_SERVICE",
@@ -612,17 +614,14 @@ class Resize:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """One descheduling cycle's intent: moves (evictions), per-workload replica targets
-    (``namespace/name`` → replicas), the intent vector passed down to the extender, and the per-service parts
-    of the intent: ``colocation_priority`` (service → multiplier of ``locality_weight`` for its pods, passed
-    down with the vector) and ``capacity_targets`` (service → the target CPU utilization its autoscaler
-    worked to, for reports); ``resizes``: in-place pod resizes (the low level's fine-grained allocation)."""
+    """One descheduling cycle's plan: moves (evictions), per-workload replica targets (``namespace/name`` →
+    replicas), the :class:`~policy.intent.Intent` passed down to the extender (its vector and per-service
+    co-location priorities; its capacity targets, the target CPU utilization each autoscaler worked to, for
+    reports), and ``resizes``: in-place pod resizes (the low level's fine-grained allocation)."""
 
     moves: tuple[Move, ...] = ()
     replica_targets: Mapping[str, int] = field(default_factory=lambda: _EMPTY, compare=False)
-    intent: tuple[float, ...] = ()
-    colocation_priority: Mapping[str, float] = field(default_factory=lambda: _EMPTY, compare=False)
-    capacity_targets: Mapping[str, float] = field(default_factory=lambda: _EMPTY, compare=False)
+    intent: Intent = NO_INTENT
     resizes: tuple[Resize, ...] = ()
 
 

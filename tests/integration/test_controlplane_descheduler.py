@@ -45,6 +45,7 @@ from descheduler.kube import KubeEvictor, KubeObserver, KubeReader
 from descheduler.loop import CycleDeps, run_once
 from descheduler.metrics import DeschedulerMetrics
 from policy.highlevel import default_intent
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 from policy.state import Move, Plan
 
@@ -101,7 +102,7 @@ class FixedPlanner:
             for p in sorted(snapshot.pods, key=lambda p: p.key):
                 if p.labels.get("hrl-test/deployment") == dep and p.node_name is not None:
                     moves.append(Move(p.key, p.node_name, to, "locality", 5.0))
-        return Plan(moves=tuple(moves), replica_targets={}, intent=default_intent())
+        return Plan(moves=tuple(moves), replica_targets={}, intent=Intent(default_intent()))
 
 
 def descheduler(cp):

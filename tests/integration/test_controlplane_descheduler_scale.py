@@ -20,6 +20,7 @@ from descheduler.evict import DryRunEvictor
 from descheduler.guards import EvictionHistory
 from descheduler.kube import KubeEventRecorder, KubeEvictor, KubeObserver, KubeReader, KubeWatchCache
 from descheduler.loop import CycleDeps, run_once
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 
 pytestmark = pytest.mark.controlplane
@@ -173,7 +174,7 @@ def test_a_pdb_whose_controller_lags_is_not_over_spent(control_plane, namespace,
 
             def plan(self, snapshot, index, placement):
                 move = Move(f"{ns}/{victim['metadata']['name']}", node_of(victim), None, "locality", 5.0)
-                return Plan(moves=(move,), replica_targets={}, intent=default_intent())
+                return Plan(moves=(move,), replica_targets={}, intent=Intent(default_intent()))
 
         report = run_once(
             CycleDeps(

@@ -47,6 +47,7 @@ from extender.wire import build_host_priorities
 from policy.cache import GrpcEmbeddingCache
 from policy.highlevel import UtilizationIntent, cluster_cpu_utilization, default_intent
 from policy.index import ClusterIndex
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 from policy.observe import parse_pod
 from policy.state import ANNOTATION_DEPENDS_ON, Plan
@@ -265,7 +266,7 @@ class TargetsPlanner:
         return Plan(
             moves=(),
             replica_targets={f"{self.namespace}/{k}": v for k, v in self.targets.items()},
-            intent=default_intent(),
+            intent=Intent(default_intent()),
         )
 
 

@@ -26,6 +26,7 @@ from descheduler.loop import CycleDeps, run_once
 from descheduler.metrics import DeschedulerMetrics
 from descheduler.resize import RESIZE_SECTION, ResizeOrder
 from policy.highlevel import default_intent
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 from policy.state import Plan, Resize
 
@@ -62,7 +63,7 @@ class FixedResizes:
             for p in sorted(snapshot.pods, key=lambda p: p.key)
             if p.labels.get("hrl-test/deployment") in self.targets
         )
-        return Plan(resizes=rz, intent=default_intent())
+        return Plan(resizes=rz, intent=Intent(default_intent()))
 
 
 def burstable(name: str) -> dict:

@@ -16,6 +16,7 @@ from descheduler.loop import REPORT_OUTCOMES, CycleDeps, CycleReport, run_foreve
 from descheduler.metrics import DeschedulerMetrics
 from descheduler.reread import SnapshotReader
 from policy.highlevel import RebalanceHeuristic
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 from policy.state import (
     ClusterSnapshot,
@@ -111,7 +112,7 @@ class ScriptedPlanner:
         self.moves = tuple(Move(p.key, p.node_name, to_node, "locality", 1.0) for p in pods)
 
     def plan(self, snapshot, index, placement) -> Plan:
-        return Plan(moves=self.moves, replica_targets={"shop/api": 3}, intent=(1.0, 1.0))
+        return Plan(moves=self.moves, replica_targets={"shop/api": 3}, intent=Intent((1.0, 1.0)))
 
 
 def config(**kw):

@@ -33,6 +33,7 @@ from descheduler.resize import (
     vpa_targeting,
 )
 from policy.highlevel import default_intent
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 from policy.observe import parse_pod, parse_workload
 from policy.sim.subresources import SimResizer
@@ -530,7 +531,7 @@ class FixedResizes:
             Resize(k, by_key[k].requests.cpu_m if k in by_key else 100, t, "burst", 0.5)
             for k, t in self.targets.items()
         )
-        return Plan(resizes=rz, intent=default_intent())
+        return Plan(resizes=rz, intent=Intent(default_intent()))
 
 
 HEADER = {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfiguration"}

@@ -26,6 +26,7 @@ from descheduler.scale import (
     safe_scale,
 )
 from policy.highlevel import HierarchicalPolicy, HrlState
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 from policy.sim.subresources import SimScaler
 from policy.state import (
@@ -330,7 +331,7 @@ class Planner:
         self.targets, self.moves = targets, tuple(moves)
 
     def plan(self, snapshot, index, placement):
-        return Plan(moves=self.moves, replica_targets=dict(self.targets), intent=(1.0, 1.0))
+        return Plan(moves=self.moves, replica_targets=dict(self.targets), intent=Intent((1.0, 1.0)))
 
 
 def config(**kw):
