@@ -69,7 +69,7 @@ from policy.highlevel import (
 from policy.lowlevel import load_learned_placement
 from policy.sim.engine import SimConfig, Simulation, background_tenants
 from policy.sim.objective import Objective, minute_outcomes
-from policy.sim.run import capacity_rps, cluster_for
+from policy.sim.sizing import capacity_rps, cluster_for
 from policy.sim.stacks import StackContext, autoscaled_workloads, available_stacks
 from policy.sim.traces import scale_to_peak
 
