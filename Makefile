@@ -10,7 +10,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 help:
 	@echo "make demo             install (runtime only, no torch) and run the main job on Online Boutique"
 	@echo "make test             install (with [train,test]) and run the whole test suite (lint included)"
-	@echo "make lint             ruff (lint + format check) and the import contracts"
+	@echo "make lint             ruff (lint + format check), the complexity budget, the import contracts, mypy"
 	@echo "make fuzz             >= 100,000 generated requests and files against the extender and every parser"
 	@echo "make bench            the policy benchmark, every scenario family (hours) -> BENCHMARKS.md, benchmarks/"
 	@echo "make bench-quick      the same, smaller (policy/data/bench/plan.yaml, mode quick; < 15 min on 2 cores)"
@@ -58,11 +58,14 @@ test: $(VENV)/.test controlplane lint
 	VENV=$(VENV) hack/check-collection.sh
 	$(PY) -m pytest -q
 
-# lint: ruff (rules and formatting, pyproject.toml [tool.ruff]) and the architecture contracts (import-linter)
+# lint: ruff (rules and formatting, pyproject.toml [tool.ruff]), the complexity budget (hack/complexity-allowlist.txt,
+# which only shrinks), the architecture contracts (import-linter) and mypy on the serving paths ([tool.mypy])
 lint: $(VENV)/.test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) hack/check-complexity.py
 	$(VENV)/bin/lint-imports --no-logo
+	$(VENV)/bin/mypy
 
 # fuzz: hostile inputs against a running hrl-extender (HTTP) and every parser -> section `fuzz` of BENCHMARKS.md
 fuzz: $(VENV)/.test

@@ -50,19 +50,27 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
 from tabulate import tabulate
 
 from policy.config import MAX_SECONDS, ConfigError
+from policy.highlevel import HighLevelPolicy
+from policy.lowlevel import PlacementPolicy
 from policy.observe import ObjectError
+from policy.state import ClusterSnapshot, ServiceGraph
 from policy.telemetry import add_log_format_argument, add_version_argument, configure_logging, register_process_metrics
 
+from .cache import cache_link_from_config
 from .config import DeschedulerConfiguration, load_descheduler_config, placement_from_config, planner_from_config
+from .events import EventRecorder
 from .evict import DryRunEvictor, Evictor
 from .guards import EvictionHistory, HistoryError
-from .loop import CycleReport, run_forever, run_once
+from .loop import CycleDeps, CycleReport, run_forever, run_once
 from .metrics import DeschedulerMetrics, push, serve, write_textfile
+from .reread import ClusterReader
 from .resize import DryRunResizer, GatedResizer, Resizer
 from .scale import DryRunScaler, GatedScaler, Scaler
 from .snapshot import load_snapshot_file, load_topology
@@ -151,10 +159,10 @@ def format_report(report: CycleReport) -> str:
         + (f" ({counts})" if counts else "")
         + f" in {report.duration_s * 1000:.0f} ms"
     )
-    intent = ", ".join(f"{v:g}" for v in report.intent)
+    intent = ", ".join(f"{v:g}" for v in report.intent.values)
     lines = [head, f"intent: [{intent}]"]
-    for r in report.scaling:
-        lines.append(f"scale {r.workload}: {r.outcome} ({r.message})")
+    for sr in report.scaling:
+        lines.append(f"scale {sr.workload}: {sr.outcome} ({sr.message})")
     for rr in report.resizes:
         lines.append(f"resize {rr.pod}: {rr.outcome} ({rr.message})")
     if report.results:
@@ -189,68 +197,66 @@ def _export_metrics(metrics: DeschedulerMetrics, config: DeschedulerConfiguratio
         _err(f"{PROG}: warning: could not export metrics: {exc}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``hrl-descheduler``; returns the exit status (see the module docstring)."""
-    args = build_parser().parse_args(argv)
-    configure_logging(PROG, "INFO", args.log_format)
-    global _log_format
-    _log_format = args.log_format
+class _Exit(Exception):
+    """Ends the command with exit status ``code`` after ``lines`` (one :func:`_fatal` each)."""
+
+    def __init__(self, code: int, *lines: str):
+        super().__init__(lines[0] if lines else "")
+        self.code = code
+        self.lines = lines
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    """Where the cycles read the cluster: ``observe`` (a live cluster or a snapshot file), the live cluster's
+    ``api_client`` (``None`` for a file), its ``reader`` (targeted re-reads), event ``recorder`` and, in interval
+    mode, the ``watch_cache`` to stop at the end."""
+
+    observe: Callable[[], ClusterSnapshot]
+    api_client: Any = None
+    reader: ClusterReader | None = None
+    recorder: EventRecorder | None = None
+    watch_cache: Any = None
+
+
+def _one_line(exc: BaseException, limit: int | None = None) -> str:
+    return " ".join(str(exc).split())[:limit]
+
+
+def _load_config(args: argparse.Namespace) -> DeschedulerConfiguration:
+    """The configuration with the command line applied (``--snapshot`` and ``--dry-run`` force a dry run)."""
     try:
         config = load_descheduler_config(args.config, check_files=True)
     except ConfigError as exc:
-        for line in exc.lines():
-            _fatal(line)
-        return 2
-    live = args.snapshot is None
-    if not live and args.kubeconfig:
-        _fatal(f"{PROG}: --snapshot and --kubeconfig are exclusive (a file or a live cluster)")
-        return 2
-    if not live:
+        raise _Exit(2, *exc.lines()) from None
+    if args.snapshot is not None and args.kubeconfig:
+        raise _Exit(2, f"{PROG}: --snapshot and --kubeconfig are exclusive (a file or a live cluster)")
+    if args.snapshot is not None:
         if not (args.dry_run or config.dry_run):
             _err(f"{PROG}: note: --snapshot implies --dry-run (there is no cluster to evict from)")
-        config = config.model_copy(update={"dry_run": True})
-    elif args.dry_run:
-        config = config.model_copy(update={"dry_run": True})
+        return config.model_copy(update={"dry_run": True})
+    if args.dry_run:
+        return config.model_copy(update={"dry_run": True})
+    return config
 
-    warnings: list[str] = []
-    graph = None
-    if config.topology.sources:
-        try:
-            graph, warnings = load_topology(config.topology.sources)
-        except (OSError, ValueError) as exc:
-            _fatal(f"{PROG}: topology.sources: {exc}")
-            return 1
-        for w in warnings:
-            _err(f"{PROG}: warning: {w}")
 
-    snapshot_path = args.snapshot
-    api_client = None
-    once = args.once or (args.interval is None and args.snapshot is not None)
-    reader = None
-    recorder = None
-    watch_cache = None
-    if live:
-        try:
-            from .kube import KubeEventRecorder, KubeEvictor, KubeObserver, KubeReader, KubeWatchCache, load_api_client
+def _load_graph(config: DeschedulerConfiguration) -> tuple[ServiceGraph | None, list[str]]:
+    """The call graph of ``topology.sources`` (``None``: the snapshot's annotations) and its warnings."""
+    if not config.topology.sources:
+        return None, []
+    try:
+        graph, warnings = load_topology(config.topology.sources)
+    except (OSError, ValueError) as exc:
+        raise _Exit(1, f"{PROG}: topology.sources: {exc}") from None
+    for w in warnings:
+        _err(f"{PROG}: warning: {w}")
+    return graph, warnings
 
-            api_client = load_api_client(args.kubeconfig)
-        except Exception as exc:  # noqa: BLE001 - ConfigException, OSError: one line
-            _fatal(f"{PROG}: --kubeconfig: cannot load a client configuration: {' '.join(str(exc).split())}")
-            return 2
-        if once:  # CronJob mode: one LIST per kind for the run
-            observe = KubeObserver(api_client, graph)
-            reader = KubeReader(api_client)
-        else:  # interval mode: list once, then watch; every cycle reads memory
-            watch_cache = KubeWatchCache(api_client, graph).start()
-            if not watch_cache.wait_synced(120.0):
-                watch_cache.stop()
-                _fatal(f"{PROG}: cannot read the cluster: the watch cache did not list every kind within 120 s")
-                return 1
-            observe = watch_cache
-            reader = KubeReader(api_client, cache=watch_cache)
-        if config.events and not config.dry_run:
-            recorder = KubeEventRecorder(api_client)
-    else:
+
+def _connect(args: argparse.Namespace, config: DeschedulerConfiguration, graph: ServiceGraph | None, once: bool):
+    """The :class:`_Cluster` of ``--snapshot`` or of the live cluster (one LIST per kind per cycle with ``once``,
+    else a watch cache listed once)."""
+    if args.snapshot is not None:
         warned: set[str] = set()
 
         def warn_once(msg: str) -> None:  # the file is re-read every cycle: say each inconsistency once
@@ -258,71 +264,104 @@ def main(argv: Sequence[str] | None = None) -> int:
                 warned.add(msg)
                 _err(f"{PROG}: warning: {msg}")
 
-        def observe():
-            return load_snapshot_file(snapshot_path, graph, taken_at_s=time.time(), warn=warn_once)
+        def read_file() -> ClusterSnapshot:
+            return load_snapshot_file(args.snapshot, graph, taken_at_s=time.time(), warn=warn_once)
 
+        return _Cluster(read_file)
     try:
-        first = observe()  # fail fast on an unreadable snapshot / unreachable API server; the first cycle uses it
+        from .kube import KubeEventRecorder, KubeObserver, KubeReader, KubeWatchCache, load_api_client
+
+        api_client = load_api_client(args.kubeconfig)
+    except Exception as exc:  # noqa: BLE001 - ConfigException, OSError: one line
+        raise _Exit(2, f"{PROG}: --kubeconfig: cannot load a client configuration: {_one_line(exc)}") from None
+    recorder = KubeEventRecorder(api_client) if config.events and not config.dry_run else None
+    if once:  # CronJob mode: one LIST per kind for the run
+        return _Cluster(KubeObserver(api_client, graph), api_client, KubeReader(api_client), recorder)
+    watch_cache = KubeWatchCache(api_client, graph).start()  # interval mode: list once, then watch
+    if not watch_cache.wait_synced(120.0):
+        watch_cache.stop()
+        raise _Exit(1, f"{PROG}: cannot read the cluster: the watch cache did not list every kind within 120 s")
+    return _Cluster(watch_cache, api_client, KubeReader(api_client, cache=watch_cache), recorder, watch_cache)
+
+
+def _cluster_error(exc: Exception) -> _Exit:
+    return _Exit(1, f"{PROG}: cannot read the cluster: {type(exc).__name__}: {_one_line(exc, 300)}")
+
+
+def _first_read(cluster: _Cluster, config: DeschedulerConfiguration) -> tuple[ClusterSnapshot, EvictionHistory]:
+    """The first observation (fail fast on an unreadable snapshot or an unreachable API server; the first cycle
+    uses it) and the eviction history (unreadable: exit 1, fail closed)."""
+    live = cluster.api_client is not None
+    try:
+        first = cluster.observe()
         history = EvictionHistory.load(config.state_file) if config.state_file else EvictionHistory()
     except (ObjectError, HistoryError) as exc:
-        _fatal(f"{PROG}: {exc}")
-        return 2 if isinstance(exc, ObjectError) and not live else 1
+        raise _Exit(2 if isinstance(exc, ObjectError) and not live else 1, f"{PROG}: {exc}") from None
     except Exception as exc:
         if not live:
             raise
-        _fatal(f"{PROG}: cannot read the cluster: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
-        return 1
+        raise _cluster_error(exc) from None
+    return first, history
 
-    evictor = DryRunEvictor() if config.dry_run or not live else KubeEvictor(api_client)
+
+def _policies(config: DeschedulerConfiguration, history: EvictionHistory) -> tuple[HighLevelPolicy, PlacementPolicy]:
+    """The planner (with its saved state, when it reads) and the low level the configuration names."""
     try:
         planner = planner_from_config(config)
         placement = placement_from_config(config)
     except ValueError as exc:  # a learned policy's bundle is missing or does not load
-        _fatal(f"{PROG}: {exc}")
-        return 2
+        raise _Exit(2, f"{PROG}: {exc}") from None
     state_section = history.sections.get("planner")
-    if state_section is not None and hasattr(planner, "load_state"):
+    load_state = getattr(planner, "load_state", None)
+    if state_section is not None and load_state is not None:
         try:
-            planner.load_state(state_section)
+            load_state(state_section)
         except ValueError as exc:  # learned state only: safe to start afresh (the eviction history fails closed)
             _err(
                 f"{PROG}: warning: {config.state_file}: dropping the planner state, starting fresh: "
-                f"{' '.join(str(exc).split())[:300]}"
+                f"{_one_line(exc, 300)}"
             )
             history.sections.pop("planner", None)
+    return planner, placement
+
+
+def _actuators(config: DeschedulerConfiguration, api_client: Any) -> tuple[Evictor, Scaler | None, Resizer | None]:
+    """The evictor, scaler and resizer: the live cluster's (``api_client``), or dry runs."""
+    live = api_client is not None
+    evictor: Evictor = DryRunEvictor()
     scaler: Scaler | None = None
-    if config.scaling.enabled:
-        if live:
-            from .kube import KubeScaler
-
-            scaler = KubeScaler(api_client, dry_run=config.dry_run)
-        else:
-            scaler = DryRunScaler()
     resizer: Resizer | None = None
-    if config.resize.enabled:
-        if live:
-            from .kube import KubeResizer
+    if live:
+        from .kube import KubeEvictor, KubeResizer, KubeScaler
 
+        if not config.dry_run:
+            evictor = KubeEvictor(api_client)
+        if config.scaling.enabled:
+            scaler = KubeScaler(api_client, dry_run=config.dry_run)
+        if config.resize.enabled:
             resizer = KubeResizer(api_client, dry_run=config.dry_run)
-        else:
-            resizer = DryRunResizer()
-    metrics = DeschedulerMetrics()
-    register_process_metrics(metrics.registry, PROG)
-    from .cache import cache_link_from_config  # the embedding cache: embeddings in, intent out
+    else:
+        scaler = DryRunScaler() if config.scaling.enabled else None
+        resizer = DryRunResizer() if config.resize.enabled else None
+    return evictor, scaler, resizer
 
-    link = cache_link_from_config(config.cache, metrics.registry)
-    if link is not None:
-        observe = link.remember(observe)
-        link.last_snapshot = first
+
+def _emitter(
+    args: argparse.Namespace, deps: CycleDeps, link: Any, metrics: DeschedulerMetrics
+) -> Callable[[CycleReport], None]:
+    """After each cycle: save the planner's state, publish the intent to the embedding cache, print the report,
+    export the metrics."""
+    config, planner, history = deps.config, deps.planner, deps.history
+    dump_state = getattr(planner, "dump_state", None)
 
     def emit(report: CycleReport) -> None:
-        if not report.dry_run and config.state_file and hasattr(planner, "dump_state"):
+        if not report.dry_run and config.state_file and dump_state is not None and history is not None:
             try:  # the planner's state (rate history, last intent) survives CronJob runs, next to the history
-                history.set_section("planner", planner.dump_state())
+                history.set_section("planner", dump_state())
             except (HistoryError, TypeError, ValueError) as exc:
                 _err(f"{PROG}: warning: could not save the planner state: {exc}")
         if link is not None:
-            for w in link.after_cycle(report.intent, report.dry_run, report.colocation_priority):
+            for w in link.after_cycle(report.intent, report.dry_run):
                 _err(f"{PROG}: warning: {w}")
         if args.json:
             print(json.dumps(report.to_json(), sort_keys=False), flush=True)
@@ -330,67 +369,52 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(format_report(report), flush=True)
         _export_metrics(metrics, config)
 
-    if once:
-        try:
-            report = run_once(
-                observe,
-                evictor,
-                planner,
-                placement,
-                config,
-                history,
-                time.time(),
-                metrics=metrics,
-                warnings=tuple(warnings),
-                scaler=scaler,
-                resizer=resizer,
-                reader=reader,
-                recorder=recorder,
-                snapshot=first,
-            )
-        except ObjectError as exc:
-            _fatal(f"{PROG}: {exc}")
-            return 1 if live else 2
-        except Exception as exc:
-            if not live:
-                raise
-            _fatal(f"{PROG}: cannot read the cluster: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
-            return 1
-        emit(report)
-        return 0
+    return emit
 
-    interval_s = args.interval if args.interval is not None else config.interval_seconds
+
+def _run_once(
+    deps: CycleDeps, first: ClusterSnapshot, warnings: list[str], emit: Callable[[CycleReport], None], live: bool
+) -> int:
+    try:
+        report = run_once(deps, time.time(), warnings=tuple(warnings), snapshot=first)
+    except ObjectError as exc:
+        raise _Exit(1 if live else 2, f"{PROG}: {exc}") from None
+    except Exception as exc:
+        if not live:
+            raise
+        raise _cluster_error(exc) from None
+    emit(report)
+    return 0
+
+
+def _run_interval(
+    interval_s: float,
+    deps: CycleDeps,
+    cluster: _Cluster,
+    metrics: DeschedulerMetrics,
+    emit: Callable[[CycleReport], None],
+) -> int:
+    """Cycles every ``interval_s`` until SIGTERM/SIGINT; on a live cluster with ``leaderElection`` only while
+    holding the Lease (exit 1 when it is lost)."""
+    config = deps.config
     if config.metrics.listen:
         serve(metrics.registry, config.metrics.listen)  # every replica, standbys too
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():  # SIGTERM (Pod deletion): stop, release the Lease
         signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
 
-    def loop(until: threading.Event, ev: Evictor, sc: Scaler | None, rz: Resizer | None) -> None:
-        run_forever(
-            interval_s,
-            observe,
-            ev,
-            planner,
-            placement,
-            config,
-            history,
-            metrics=metrics,
-            stop=until,
-            on_report=emit,
-            scaler=sc,
-            resizer=rz,
-            reader=reader,
-            recorder=recorder,
-            on_error=lambda exc: _err(f"{PROG}: cycle failed: {type(exc).__name__}: {exc}"),
-        )
+    def loop(until: threading.Event, d: CycleDeps) -> None:
+        def on_error(exc: Exception) -> None:
+            _err(f"{PROG}: cycle failed: {type(exc).__name__}: {exc}")
+
+        run_forever(interval_s, d, stop=until, on_report=emit, on_error=on_error)
 
     try:
         le = config.leader_election
-        if live and le.enabled:  # one active replica: the holder of the Lease (descheduler/leader.py)
+        if cluster.api_client is not None and le.enabled:  # one active replica: the Lease's holder (leader.py)
             from .leader import LeaderGatedEvictor, elector_from_config, lead
 
-            elector = elector_from_config(le, api_client)
+            elector = elector_from_config(le, cluster.api_client)
             backend = elector.backend
             metrics.leader.labels(name=backend.name).set_function(lambda: float(elector.is_leader()))
             _err(
@@ -400,37 +424,72 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             def leading(over: threading.Event) -> None:
                 _err(f"{PROG}: {elector.identity} holds the lease; running cycles", logging.INFO)
-                gated = (
-                    None
-                    if scaler is None
-                    else GatedScaler(
-                        scaler,
-                        elector.is_leader,
-                        f"{elector.identity} does not hold the leader-election lease any more",
-                    )
+                why = f"{elector.identity} does not hold the leader-election lease any more"
+                gated = replace(
+                    deps,
+                    evictor=LeaderGatedEvictor(deps.evictor, elector),
+                    scaler=None if deps.scaler is None else GatedScaler(deps.scaler, elector.is_leader, why),
+                    resizer=None if deps.resizer is None else GatedResizer(deps.resizer, elector.is_leader, why),
                 )
-                gated_rz = (
-                    None
-                    if resizer is None
-                    else GatedResizer(
-                        resizer,
-                        elector.is_leader,
-                        f"{elector.identity} does not hold the leader-election lease any more",
-                    )
-                )
-                loop(over, LeaderGatedEvictor(evictor, elector), gated, gated_rz)
+                loop(over, gated)
 
             if lead(elector, leading, stop) == "lost":
-                _fatal(f"{PROG}: lost the leader-election lease; exiting so that a restart rejoins the election")
-                return 1
+                raise _Exit(
+                    1, f"{PROG}: lost the leader-election lease; exiting so that a restart rejoins the election"
+                )
         else:
-            loop(stop, evictor, scaler, resizer)
+            loop(stop, deps)
     except KeyboardInterrupt:
         stop.set()
     finally:
-        if watch_cache is not None:
-            watch_cache.stop()
+        if cluster.watch_cache is not None:
+            cluster.watch_cache.stop()
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``hrl-descheduler``; returns the exit status (see the module docstring)."""
+    args = build_parser().parse_args(argv)
+    configure_logging(PROG, "INFO", args.log_format)
+    global _log_format
+    _log_format = args.log_format
+    try:
+        config = _load_config(args)
+        graph, warnings = _load_graph(config)
+        once = args.once or (args.interval is None and args.snapshot is not None)
+        cluster = _connect(args, config, graph, once)
+        first, history = _first_read(cluster, config)
+        planner, placement = _policies(config, history)
+        evictor, scaler, resizer = _actuators(config, cluster.api_client)
+        metrics = DeschedulerMetrics()
+        register_process_metrics(metrics.registry, PROG)
+        link = cache_link_from_config(config.cache, metrics.registry)  # the embedding cache: embeddings in, intent out
+        observe = cluster.observe
+        if link is not None:
+            observe = link.remember(observe)
+            link.last_snapshot = first
+        deps = CycleDeps(
+            observe,
+            evictor,
+            planner,
+            placement,
+            config,
+            history=history,
+            metrics=metrics,
+            scaler=scaler,
+            resizer=resizer,
+            reader=cluster.reader,
+            recorder=cluster.recorder,
+        )
+        emit = _emitter(args, deps, link, metrics)
+        if once:
+            return _run_once(deps, first, warnings, emit, cluster.api_client is not None)
+        interval_s = args.interval if args.interval is not None else config.interval_seconds
+        return _run_interval(interval_s, deps, cluster, metrics, emit)
+    except _Exit as exc:
+        for line in exc.lines:
+            _fatal(line)
+        return exc.code
 
 
 if __name__ == "__main__":

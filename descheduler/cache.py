@@ -18,7 +18,7 @@ failures in ``hrl_cache_client_requests_total``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -33,7 +33,7 @@ from policy.cache import (
     fingerprint,
 )
 from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder, colocation_from_snapshot, stats_from_snapshot
-from policy.lowlevel import encode_intent
+from policy.intent import Intent
 from policy.state import ClusterSnapshot
 
 from .config import CacheConfig
@@ -118,16 +118,14 @@ class CacheLink:
             warnings.append(f"cache: could not store the embeddings: {exc}")
             return EmbeddingEntry(fp, services, z, 0, self.clock(), self.encoder().version), warnings
 
-    def publish_intent(
-        self, intent: tuple[float, ...] | list[float], dry_run: bool, colocation: Mapping[str, float] | None = None
-    ) -> list[str]:
-        """Store the plan's ``intent`` (names from :data:`policy.lowlevel.INTENT_SPEC`) and its per-service
-        co-location priorities (``colocation_priority/<service>``, :func:`policy.lowlevel.encode_intent`) unless
-        ``dry_run``. Returns warnings; never raises for cache trouble."""
+    def publish_intent(self, intent: Intent, dry_run: bool) -> list[str]:
+        """Store the plan's ``intent`` in the cache (its vector and per-service co-location priorities, in the wire
+        form of :meth:`policy.intent.Intent.to_wire`) unless ``dry_run``. Returns warnings; never raises for cache
+        trouble."""
         if dry_run:
             return []
         try:
-            names, values = encode_intent(intent, colocation)
+            names, values = intent.to_wire()
             self.cache.put_intent(
                 values, names if len(names) == len(values) else [], source=SOURCE, timestamp_s=self.clock()
             )
@@ -135,16 +133,14 @@ class CacheLink:
             return [f"cache: could not publish the intent: {exc}"]
         return []
 
-    def after_cycle(
-        self, intent: tuple[float, ...], dry_run: bool, colocation: Mapping[str, float] | None = None
-    ) -> list[str]:
+    def after_cycle(self, intent: Intent, dry_run: bool) -> list[str]:
         """After a cycle: make sure the embeddings of the last observed snapshot are stored, then publish the
         intent. Returns warnings."""
         warnings: list[str] = []
         if self.last_snapshot is not None:
             _e, w = self.embeddings_for(self.last_snapshot)
             warnings += w
-        return warnings + self.publish_intent(intent, dry_run, colocation)
+        return warnings + self.publish_intent(intent, dry_run)
 
 
 def cache_link_from_config(

@@ -21,12 +21,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from policy.config import describe_utf8_error
-from policy.highlevel import SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY
+from policy.highlevel import SYSTEM_CRITICAL_CLASSES, SYSTEM_CRITICAL_PRIORITY, SchedulerModel
 from policy.index import ClusterIndex
 from policy.lowlevel import PlacementPolicy, node_admits, resource_fit_failures
-from policy.state import ClusterSnapshot, PodDisruptionBudgetInfo, PodInfo
+from policy.state import ClusterSnapshot, NodeInfo, PodDisruptionBudgetInfo, PodInfo
 
 from .config import DeschedulerConfiguration
 from .reread import READABLE_OWNER_KINDS, OwnerInfo
@@ -288,10 +289,10 @@ class GuardContext:
     index: ClusterIndex | None = None
     to_node: str | None = None
     pdbs: tuple[PdbView, ...] | None = None
-    owner: object = NOT_READ
-    target: object = NOT_READ
+    owner: OwnerInfo | None | object = NOT_READ
+    target: NodeInfo | None | object = NOT_READ
     holds: Mapping[str, str] = field(default_factory=dict)
-    prediction: object = None
+    prediction: SchedulerModel | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -544,8 +545,8 @@ def guard_infeasible(pod: PodInfo, ctx: GuardContext) -> str | None:
     if to is None:
         return _any_other_node(pod, ctx, index)
     i = index.node_pos.get(to)
-    node = ctx.target
-    if node is NOT_READ:
+    node = cast(NodeInfo | None, ctx.target if ctx.target is not NOT_READ else None)
+    if ctx.target is NOT_READ:
         node = index.snapshot.nodes[i] if i is not None else None
     if node is None:
         return f"target node {to} is gone"

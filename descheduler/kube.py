@@ -39,7 +39,7 @@ import socket
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client as kclient
 from kubernetes.client.rest import ApiException
@@ -454,8 +454,12 @@ class KubeEvictor:
 
     def _evict(self, pod: PodInfo) -> EvictionResult:
         try:
-            self.core.create_namespaced_pod_eviction(
-                pod.name, pod.namespace, self.body(pod), _request_timeout=self.timeout_s, _preload_content=False
+            self.core.create_namespaced_pod_eviction(  # the client sends a dict body as it is
+                pod.name,
+                pod.namespace,
+                cast(Any, self.body(pod)),
+                _request_timeout=self.timeout_s,
+                _preload_content=False,
             )
         except ApiException as exc:
             msg = _status_message(exc)
@@ -637,7 +641,7 @@ class KubeEventRecorder:
         try:
             self.events.create_namespaced_event(
                 regarding.namespace or "default",
-                self.body(regarding, type, reason, action, note),
+                cast(Any, self.body(regarding, type, reason, action, note)),  # the client sends a dict as it is
                 _request_timeout=self.timeout_s,
                 _preload_content=False,
             )

@@ -106,7 +106,10 @@ class LeaseRecord:
 
 
 class LeaseBackend(Protocol):
-    """The slice of the Lease API the elector uses (one named Lease)."""
+    """The slice of the Lease API the elector uses (one named Lease, ``namespace/name``)."""
+
+    namespace: str
+    name: str
 
     def get(self) -> LeaseRecord | None:
         """The Lease's record, or ``None`` when it does not exist. Raises :class:`LeaseError`."""

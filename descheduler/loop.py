@@ -56,12 +56,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from policy.highlevel import Admission, HighLevelPolicy, PlanView, SchedulerModel, planner_accepts_gate
+from policy.highlevel import Admission, GatedPlanner, HighLevelPolicy, PlanView, SchedulerModel, planner_accepts_gate
 from policy.index import ClusterIndex
+from policy.intent import Intent
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy
-from policy.state import ClusterSnapshot, Move, PodDisruptionBudgetInfo, PodInfo
+from policy.state import ClusterSnapshot, Move, PodDisruptionBudgetInfo, PodInfo, WorkloadInfo
 
 from .config import DeschedulerConfiguration
 from .events import EventRecorder, ObjectRef
@@ -92,6 +93,7 @@ __all__ = [
     "CycleStop",
     "CycleReport",
     "MoveExecutor",
+    "CycleDeps",
     "run_once",
     "run_forever",
 ]
@@ -153,8 +155,8 @@ class CycleReport:
     ``planned_moves``: the moves the cycle looked at, in the order it did (with a gate: as the planner proposed
     them; blocked ones included); ``results``: one :class:`MoveResult` per planned move, same order;
     ``counts``: outcome → number of moves (every outcome of :data:`REPORT_OUTCOMES` present);
-    ``blocked_by_guard``: guard → moves it blocked (every guard present); ``replica_targets`` / ``intent``:
-    from the plan, with the intent's per-service parts ``colocation_priority`` and ``capacity_targets``;
+    ``blocked_by_guard``: guard → moves it blocked (every guard present); ``replica_targets`` / ``intent``
+    (:class:`policy.intent.Intent`: the vector, ``colocation_priority`` and ``capacity_targets``): from the plan;
     ``nodes`` / ``pods``: size of the observed snapshot; ``scaling``: one
     :class:`~descheduler.scale.ScaleResult` per replica target acted on, in key order (empty without a scaler);
     ``resizes``: one :class:`~descheduler.resize.ResizeResult` per planned in-place resize, in plan order (empty
@@ -173,14 +175,12 @@ class CycleReport:
     counts: Mapping[str, int]
     blocked_by_guard: Mapping[str, int]
     replica_targets: Mapping[str, int]
-    intent: tuple[float, ...]
+    intent: Intent
     duration_s: float
     nodes: int = 0
     pods: int = 0
     warnings: tuple[str, ...] = field(default=())
     scaling: tuple[ScaleResult, ...] = field(default=())
-    colocation_priority: Mapping[str, float] = field(default_factory=dict)
-    capacity_targets: Mapping[str, float] = field(default_factory=dict)
     resizes: tuple[ResizeResult, ...] = field(default=())
     stop: CycleStop | None = None
     skipped_by_guard: Mapping[str, int] = field(default_factory=dict)
@@ -197,13 +197,13 @@ class CycleReport:
     @property
     def scale_counts(self) -> dict[str, int]:
         """Scaling outcome → number of workloads (every outcome of :data:`descheduler.scale.SCALE_OUTCOMES`)."""
-        c = Counter(r.outcome for r in self.scaling)
+        c: Counter[str] = Counter(r.outcome for r in self.scaling)
         return {o: c.get(o, 0) for o in SCALE_OUTCOMES}
 
     @property
     def resize_counts(self) -> dict[str, int]:
         """Resize outcome → number of pods (every outcome of :data:`descheduler.resize.RESIZE_OUTCOMES`)."""
-        c = Counter(r.outcome for r in self.resizes)
+        c: Counter[str] = Counter(r.outcome for r in self.resizes)
         return {o: c.get(o, 0) for o in RESIZE_OUTCOMES}
 
     def to_json(self) -> dict[str, Any]:
@@ -229,10 +229,10 @@ class CycleReport:
             ],
             "reads": dict(self.reads),
             "replica_targets": dict(sorted(self.replica_targets.items())),
-            "intent": list(self.intent),
-            "intent_names": names[: len(self.intent)],
-            "colocation_priority": dict(sorted(self.colocation_priority.items())),
-            "capacity_targets": dict(sorted(self.capacity_targets.items())),
+            "intent": list(self.intent.values),
+            "intent_names": names[: len(self.intent.values)],
+            "colocation_priority": dict(sorted(self.intent.colocation_priority.items())),
+            "capacity_targets": dict(sorted(self.intent.capacity_target.items())),
             "scaling": [r.to_json() for r in self.scaling],
             "scale_counts": self.scale_counts,
             "resizes": [r.to_json() for r in self.resizes],
@@ -556,46 +556,58 @@ def _loop_holds(
     return holds, len(new)
 
 
+@dataclass(frozen=True)
+class CycleDeps:
+    """What a descheduling cycle works with, as one value (:func:`run_once`, :func:`run_forever`).
+
+    ``observe``: returns the cluster as it is now; called once per cycle (not at all when :func:`run_once` gets a
+    ``snapshot``: an observation already made, e.g. by the command's start-up check), and once more before the
+    in-place resizes when there are any; ``evictor``: :mod:`descheduler.evict` (a dry run when
+    ``config.dry_run``); ``planner`` / ``placement``: the high and the low level; ``config``: the descheduler's
+    configuration; ``history``: the eviction history for the cooldown and loop detection (``None`` = this cycle's
+    only); ``scaler``: applies the plan's replica targets (:mod:`descheduler.scale`; ``None``: they are only
+    reported); ``resizer``: makes the plan's in-place resizes when ``resize.enabled`` (:mod:`descheduler.resize`;
+    real resizes are recorded in ``history`` for their cooldown; ``None``: none is made or reported); ``reader``:
+    the targeted re-read before each eviction (:mod:`descheduler.reread`; default: a
+    :class:`~descheduler.reread.SnapshotReader` of the observation, for a cluster that cannot change);
+    ``recorder``: Kubernetes Events (:mod:`descheduler.events`; none in a dry run or when ``config.events`` is
+    false); ``metrics``: a :class:`descheduler.metrics.DeschedulerMetrics` to update, or ``None``;
+    ``prediction``: where kube-scheduler would put a replacement (:class:`policy.highlevel.SchedulerModel`;
+    default: built from ``schedulerPrediction`` of the configuration); ``clock``: for ``duration_s`` only."""
+
+    observe: Callable[[], ClusterSnapshot]
+    evictor: Evictor
+    planner: HighLevelPolicy
+    placement: PlacementPolicy
+    config: DeschedulerConfiguration
+    history: EvictionHistory | None = None
+    scaler: Scaler | None = None
+    resizer: Resizer | None = None
+    reader: ClusterReader | None = None
+    recorder: EventRecorder | None = None
+    metrics: Any = None
+    prediction: Any = None
+    clock: Callable[[], float] = time.monotonic
+
+
 def run_once(
-    observe: Callable[[], ClusterSnapshot],
-    evictor: Evictor,
-    planner: HighLevelPolicy,
-    placement: PlacementPolicy,
-    config: DeschedulerConfiguration,
-    history: EvictionHistory | None,
+    deps: CycleDeps,
     now_s: float,
     *,
-    metrics: Any = None,
-    clock: Callable[[], float] = time.monotonic,
     warnings: tuple[str, ...] = (),
-    scaler: Scaler | None = None,
-    resizer: Resizer | None = None,
-    reader: ClusterReader | None = None,
-    recorder: EventRecorder | None = None,
     snapshot: ClusterSnapshot | None = None,
-    prediction: Any = None,
 ) -> CycleReport:
-    """Run one descheduling cycle (see the module docstring) and return its :class:`CycleReport`.
-
-    ``observe``: returns the cluster as it is now; called once per cycle (not at all when ``snapshot`` is
-    given: an observation already made, e.g. by the command's start-up check), and once more before the
-    in-place resizes when there are any;
-    ``reader``: the targeted re-read before each eviction (:mod:`descheduler.reread`; default: a
-    :class:`~descheduler.reread.SnapshotReader` of the observation, for a cluster that cannot change);
-    ``history``: the eviction history for the cooldown and loop detection (``None`` = this cycle's only);
-    ``now_s``: the time stamped on history records and compared with ``cooldownSeconds`` (unix s, or simulated
-    time); ``metrics``: a :class:`descheduler.metrics.DeschedulerMetrics` to update, or ``None``; ``clock``:
-    for ``duration_s`` only; ``warnings``: carried into the report; ``scaler``: applies the plan's replica
-    targets (:mod:`descheduler.scale`; ``None``: they are only reported); ``resizer``: makes the plan's in-place
-    resizes when ``resize.enabled`` (:mod:`descheduler.resize`; real resizes are recorded in ``history`` for
-    their cooldown; ``None``: none is made or reported); ``recorder``: Kubernetes Events
-    (:mod:`descheduler.events`; none in a dry run or when ``config.events`` is false); ``prediction``: where
-    kube-scheduler would put a replacement (:class:`policy.highlevel.SchedulerModel`; default: built from
-    ``schedulerPrediction`` of the configuration).
+    """Run one descheduling cycle (see the module docstring) with ``deps`` (:class:`CycleDeps`) and return its
+    :class:`CycleReport`. ``now_s``: the time stamped on history records and compared with ``cooldownSeconds``
+    (unix s, or simulated time); ``warnings``: carried into the report; ``snapshot``: this cycle's observation
+    when already made (``deps.observe`` is then not called for it).
 
     Raises whatever ``observe()`` or ``planner.plan`` raises (a planner with a gate may have evicted by then:
     the report is lost, the history keeps the evictions).
     """
+    observe, evictor, planner, placement, config = deps.observe, deps.evictor, deps.planner, deps.placement, deps.config
+    history, scaler, resizer, reader, recorder = deps.history, deps.scaler, deps.resizer, deps.reader, deps.recorder
+    metrics, prediction, clock = deps.metrics, deps.prediction, deps.clock
     t0 = clock()
     c0 = time.process_time()
     if config.dry_run and not isinstance(evictor, DryRunEvictor):
@@ -628,7 +640,7 @@ def run_once(
         dry_run=dry_run,
     )
     if planner_accepts_gate(planner):
-        plan = planner.plan(snapshot, index, placement, gate=ex)
+        plan = cast(GatedPlanner, planner).plan(snapshot, index, placement, gate=ex)
     else:
         plan = planner.plan(snapshot, index, placement)
         ex.run_plan(tuple(plan.moves))
@@ -650,7 +662,7 @@ def run_once(
         )
 
     results = ex.results
-    counts = Counter(r.outcome for r in results)
+    counts: Counter[str] = Counter(r.outcome for r in results)
     blocked = Counter(g for r in results for g in r.blocked_by)
     report = CycleReport(
         started_at_s=now_s,
@@ -661,14 +673,12 @@ def run_once(
         counts=MappingProxyType({o: counts.get(o, 0) for o in REPORT_OUTCOMES}),
         blocked_by_guard=MappingProxyType({g: blocked.get(g, 0) for g in GUARD_NAMES}),
         replica_targets=MappingProxyType(dict(plan.replica_targets)),
-        intent=tuple(float(x) for x in plan.intent),
+        intent=plan.intent,
         duration_s=max(0.0, clock() - t0),
         nodes=len(snapshot.nodes),
         pods=len(snapshot.pods),
         warnings=tuple(warnings),
         scaling=scaling,
-        colocation_priority=MappingProxyType(dict(plan.colocation_priority)),
-        capacity_targets=MappingProxyType(dict(plan.capacity_targets)),
         resizes=resizes,
         stop=ex.stop,
         skipped_by_guard=MappingProxyType(dict(sorted(ex.skipped.items()))),
@@ -693,11 +703,11 @@ def _scale(
     scale subresource itself before writing it)."""
     keys = sorted(targets)
     fresh = snapshot
-    workloads = {}
-    for w in fresh.workloads:  # a Deployment wins over a StatefulSet of the same name
-        key = f"{w.namespace}/{w.name}"
-        if key not in workloads or w.kind == "Deployment":
-            workloads[key] = w
+    workloads: dict[str, WorkloadInfo] = {}
+    for wl in fresh.workloads:  # a Deployment wins over a StatefulSet of the same name
+        key = f"{wl.namespace}/{wl.name}"
+        if key not in workloads or wl.kind == "Deployment":
+            workloads[key] = wl
     sc = config.scaling
     out = []
     for key in keys:
@@ -745,29 +755,18 @@ def _scale(
 
 def run_forever(
     interval_s: float,
-    observe: Callable[[], ClusterSnapshot],
-    evictor: Evictor,
-    planner: HighLevelPolicy,
-    placement: PlacementPolicy,
-    config: DeschedulerConfiguration,
-    history: EvictionHistory | None,
+    deps: CycleDeps,
     *,
-    metrics: Any = None,
     stop: threading.Event | None = None,
     max_cycles: int | None = None,
     now: Callable[[], float] = time.time,
     on_report: Callable[[CycleReport], None] | None = None,
     on_error: Callable[[Exception], None] | None = None,
-    scaler: Scaler | None = None,
-    resizer: Resizer | None = None,
-    reader: ClusterReader | None = None,
-    recorder: EventRecorder | None = None,
 ) -> int:
-    """Run :func:`run_once` every ``interval_s`` seconds (> 0) until ``stop`` is set or ``max_cycles`` cycles
-    ran; returns the number of cycles attempted. A cycle that raises is reported to ``on_error`` (default:
-    one line on stderr), counted as a failed cycle, and the loop goes on. ``on_report`` gets every report;
-    ``scaler``, ``resizer``, ``reader`` and ``recorder`` are passed to :func:`run_once`. Raises ``ValueError``
-    when ``interval_s`` is not > 0."""
+    """Run :func:`run_once` with ``deps`` every ``interval_s`` seconds (> 0) until ``stop`` is set or ``max_cycles``
+    cycles ran; returns the number of cycles attempted. A cycle that raises is reported to ``on_error`` (default:
+    one line on stderr), counted as a failed cycle (``deps.metrics``), and the loop goes on. ``on_report`` gets
+    every report. Raises ``ValueError`` when ``interval_s`` is not > 0."""
     if not interval_s > 0:
         raise ValueError(f"interval_s: must be > 0 (got {interval_s!r})")
     stop = stop if stop is not None else threading.Event()
@@ -775,23 +774,10 @@ def run_forever(
     while not stop.is_set() and (max_cycles is None or cycles < max_cycles):
         cycles += 1
         try:
-            report = run_once(
-                observe,
-                evictor,
-                planner,
-                placement,
-                config,
-                history,
-                now(),
-                metrics=metrics,
-                scaler=scaler,
-                resizer=resizer,
-                reader=reader,
-                recorder=recorder,
-            )
+            report = run_once(deps, now())
         except Exception as exc:  # noqa: BLE001 - one bad cycle must not end the loop
-            if metrics is not None:
-                metrics.observe_failed_cycle()
+            if deps.metrics is not None:
+                deps.metrics.observe_failed_cycle()
             if on_error is not None:
                 on_error(exc)
             else:

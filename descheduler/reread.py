@@ -86,6 +86,7 @@ class SnapshotReader:
             self._snap = self._source()
         if self._snap is None:
             self._snap = self._source()  # type: ignore[operator]
+        assert self._snap is not None  # set above
         if self._indexed is not self._snap:
             self._pods = {p.key: p for p in self._snap.pods}
             self._owners = {}
@@ -93,7 +94,7 @@ class SnapshotReader:
                 if p.owner is not None:
                     self._owners[(p.namespace, p.owner.kind, p.owner.name)] = p.owner
             self._indexed = self._snap
-        return self._snap
+        return self._snap  # type: ignore[return-value]  # set above
 
     def read_pod(self, namespace: str, name: str) -> PodInfo | None:
         self._count("pod")

@@ -265,7 +265,7 @@ def split_cpu_request(containers: Sequence[ContainerCpu], target_m: int) -> list
                 lim = new[i]
             else:
                 lim = (lim * new[i] * 2 + c.request_m) // (2 * c.request_m)  # round half up
-                if c.limit_m > c.request_m:
+                if c.limit_m is not None and c.limit_m > c.request_m:
                     lim = max(lim, new[i] + 1)
         out[i] = ContainerCpu(c.name, new[i], lim)
     return out

@@ -212,7 +212,7 @@ class ApiScaler:
                 workload, "dry_run", current, replicas, message=f"dry run: would scale {current} -> {replicas}"
             )
         meta = sc.get("metadata") or {}
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": "autoscaling/v1",
             "kind": "Scale",
             "metadata": {"name": name, "namespace": ns, "resourceVersion": meta.get("resourceVersion")},

@@ -16,7 +16,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from policy.cache import CacheClientMetrics, CacheRefresher, GrpcEmbeddingCache, IntentEntry, fingerprint
-from policy.lowlevel import decode_intent
+from policy.intent import Intent
 from policy.state import ServiceGraph
 
 from .config import CacheConfig
@@ -65,9 +65,8 @@ def start_cache_link(
     def on_intent(it: IntentEntry | None) -> None:
         if it is None:
             store.set_intent(None)
-        else:
-            vector, colocation = decode_intent(it.names, it.values)
-            store.set_intent(vector, version=it.version, colocation=colocation)
+        else:  # the intent enters the extender here: validated once (a bad record is refused whole, counted)
+            store.set_intent(Intent.from_wire(it.names, it.values), version=it.version)
 
     refresher = CacheRefresher(
         cache,

@@ -402,7 +402,7 @@ def build_policy(config: ExtenderConfiguration) -> PlacementPolicy:
     raise ValueError(f"policy.name: unknown policy {p.name!r}")  # pragma: no cover - Literal guards this
 
 
-def start_policy_feeds(policy: PlacementPolicy, config: ExtenderConfiguration, store) -> object | None:
+def start_policy_feeds(policy: PlacementPolicy, config: ExtenderConfiguration, store) -> RowsRefresher | None:
     """Feed a learned policy its service rows off the request path: with ``cache`` configured it prefers the
     cache's embeddings (``store.get().embeddings``, when made by the encoder it was trained with); a background
     :class:`policy.lowlevel.RowsRefresher` recomputes rows from the store's snapshot every

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from policy.lowlevel import MAX_EXTENDER_PRIORITY, NodeScoreTable, PlacementPolicy, service_intent
+from policy.lowlevel import MAX_EXTENDER_PRIORITY, NodeScoreTable, PlacementPolicy
 
 from .store import StoreView
 from .wire import (
@@ -126,7 +126,7 @@ def prioritize_scores(
     else:
         cands = list(names) if all_known else [n for n, k in zip(names, known_mask) if k]
         try:
-            intent = service_intent(view.intent, view.colocation, pod.service) if view.colocation else view.intent
+            intent = view.plan_intent.for_service(pod.service) if view.plan_intent is not None else None
             raw = np.asarray(policy.score(pod, cands, index, intent), dtype=np.float64)
         except Exception as exc:
             log.warning(

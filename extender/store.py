@@ -14,13 +14,14 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
 
 from policy.cache import EmbeddingEntry
 from policy.index import ClusterIndex
+from policy.intent import Intent
 from policy.observe import load_snapshot_objects, snapshot_from_objects, snapshot_warnings
 from policy.state import ClusterSnapshot, ServiceGraph
 
@@ -40,10 +41,10 @@ class StoreView:
       :meth:`SnapshotStore.update`;
     - ``index``: :meth:`ClusterIndex.build` of ``snapshot`` (``index.snapshot is snapshot``), ``None`` likewise;
     - ``graph``: the effective call graph (set with :meth:`SnapshotStore.set_graph`, else the snapshot's own);
-    - ``intent``: the high-level intent vector (see :data:`policy.lowlevel.INTENT_SPEC`), ``None`` = defaults;
-    - ``intent_version``: the producer's label for ``intent`` (e.g. a plan id), ``None`` when unset;
-    - ``colocation``: the intent's per-service co-location priorities (service → multiplier of the locality
-      weight, >= 0; :func:`policy.lowlevel.service_intent`), read-only, empty = every service at 1;
+    - ``plan_intent``: the high level's :class:`policy.intent.Intent` (its vector and per-service co-location
+      priorities; :meth:`~policy.intent.Intent.for_service` is what a pod is scored with), ``None`` = defaults;
+      ``intent`` and ``colocation`` read its two parts (``None`` / empty when unset);
+    - ``intent_version``: the producer's label for the intent (e.g. a plan id), ``None`` when unset;
     - ``updated_at_s``: the store clock's time (unix seconds by default) of the last
       :meth:`~SnapshotStore.update` or :meth:`~SnapshotStore.touch`, ``None`` before the first;
     - ``generation``: incremented by every change (snapshot, graph, intent or embeddings), 0 initially;
@@ -56,14 +57,24 @@ class StoreView:
     snapshot: ClusterSnapshot | None = None
     index: ClusterIndex | None = None
     graph: ServiceGraph = ServiceGraph()
-    intent: tuple[float, ...] | None = None
+    plan_intent: Intent | None = None
     intent_version: str | None = None
-    colocation: Mapping[str, float] = field(default_factory=lambda: _NO_COLOCATION)
     updated_at_s: float | None = None
     generation: int = 0
     embeddings: EmbeddingEntry | None = None
     embeddings_required: bool = False
     embeddings_max_age_s: float = 0.0
+
+    @property
+    def intent(self) -> tuple[float, ...] | None:
+        """The intent's vector (:data:`policy.intent.INTENT_SPEC` order), ``None`` when unset or empty."""
+        return (self.plan_intent.values or None) if self.plan_intent is not None else None
+
+    @property
+    def colocation(self) -> Mapping[str, float]:
+        """The intent's per-service co-location priorities (read-only; the same object until the intent
+        changes), empty when unset."""
+        return self.plan_intent.colocation_priority if self.plan_intent is not None else _NO_COLOCATION
 
     @property
     def ready(self) -> bool:
@@ -196,45 +207,18 @@ class SnapshotStore:
             view = self._view
         return self._notify(view)
 
-    def set_intent(
-        self,
-        vector: Sequence[float] | None,
-        version: str | int | None = None,
-        colocation: Mapping[str, float] | None = None,
-    ) -> StoreView:
-        """Set the high-level intent vector passed to the placement policy (``None``: defaults) and its
-        per-service co-location priorities (``colocation``: service → multiplier of the locality weight, >= 0;
-        ``None``: none). Components follow :data:`policy.lowlevel.INTENT_SPEC`. Raises ``ValueError`` naming the
-        first non-finite or non-numeric component, or the first negative or non-finite priority; nothing changes
-        then."""
-        vec: tuple[float, ...] | None = None
-        if vector is not None:
-            vals = []
-            for i, x in enumerate(vector):
-                try:
-                    f = float(x)
-                except (TypeError, ValueError):
-                    raise ValueError(f"intent[{i}]: expected a number, got {x!r}") from None
-                if not math.isfinite(f):
-                    raise ValueError(f"intent[{i}]: expected a finite number, got {x!r}")
-                vals.append(f)
-            vec = tuple(vals)
-        col: dict[str, float] = {}
-        for svc, x in (colocation or {}).items():
-            try:
-                f = float(x)
-            except (TypeError, ValueError):
-                raise ValueError(f"colocation[{svc!r}]: expected a number, got {x!r}") from None
-            if not (math.isfinite(f) and f >= 0):
-                raise ValueError(f"colocation[{svc!r}]: expected a finite number >= 0, got {x!r}")
-            col[str(svc)] = f
+    def set_intent(self, intent: Intent | None, version: str | int | None = None) -> StoreView:
+        """Set the high level's intent the placement policy scores with (``None``: defaults) and its producer's
+        label ``version``. The intent was validated where it was made or decoded (:class:`policy.intent.Intent`);
+        raises ``TypeError`` for anything else, and nothing changes then."""
+        if intent is not None and not isinstance(intent, Intent):
+            raise TypeError(f"intent: expected a policy.intent.Intent or None, got {type(intent).__name__}")
         with self._lock:
             v = self._view
             self._view = replace(
                 v,
-                intent=vec,
+                plan_intent=intent,
                 intent_version=None if version is None else str(version),
-                colocation=MappingProxyType(col),
                 generation=v.generation + 1,
             )
             view = self._view

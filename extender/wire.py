@@ -37,7 +37,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, cast
 
 import msgspec
 import numpy as np
@@ -168,7 +168,7 @@ def _fold_lookup(obj: Mapping[str, Any], fields: Sequence[str]) -> dict[str, tup
     return out
 
 
-def _one_line(msg: str) -> str:
+def _one_line(msg: object) -> str:
     return " ".join(str(msg).split())
 
 
@@ -486,8 +486,8 @@ def build_filter_result(
         out["NodeNames"] = [n for n in parsed.node_names if n not in rejected]
     else:
         items = parsed.node_items or []
-        kept = [it for it, name in zip(items, parsed.node_names) if name not in rejected]
-        out["Nodes"] = {"metadata": dict(parsed.nodes_metadata or {}), "items": kept}
+        kept = [cast(dict[str, Any], it) for it, name in zip(items, parsed.node_names) if name not in rejected]
+        out["Nodes"] = NodeListJSON(metadata=dict(parsed.nodes_metadata or {}), items=kept)
     return out
 
 

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from descheduler.guards import EvictionHistory
-from descheduler.loop import run_once
+from descheduler.loop import CycleDeps, run_once
 from extender.config import load_extender_config
 from extender.server import ExtenderServer
 from policy.bundle import DEFAULT_BUNDLES
@@ -104,12 +104,13 @@ def hrl_parts(ctx: StackContext) -> tuple[StackParts, dict[str, bool]]:
 
 def intent_record(minute: float, report: Any) -> dict[str, Any]:
     """What the demo prints and saves of one cycle's intent."""
-    cap = dict(report.capacity_targets)
-    col = dict(report.colocation_priority)
+    cap = dict(report.intent.capacity_target)
+    col = dict(report.intent.colocation_priority)
+    vec = report.intent.values
     return {
         "minute": round(minute, 1),
-        "locality_weight": round(float(report.intent[0]), 3),
-        "balance_weight": round(float(report.intent[1]), 3) if len(report.intent) > 1 else None,
+        "locality_weight": round(float(vec[0]), 3),
+        "balance_weight": round(float(vec[1]), 3) if len(vec) > 1 else None,
         "capacity_targets": {k: round(float(v), 3) for k, v in sorted(cap.items())},
         "colocation_priority": {k: round(float(v), 3) for k, v in sorted(col.items())},
     }
@@ -182,18 +183,20 @@ def main(argv: list[str] | None = None) -> int:
                 for x in readers:
                     x.signals = signals
             report = run_once(
-                sim.observe,
-                sim.evictor,
-                planner,
-                parts.placement,
-                des_config,
-                history,
+                CycleDeps(
+                    sim.observe,
+                    sim.evictor,
+                    planner,
+                    parts.placement,
+                    des_config,
+                    history=history,
+                    scaler=SimScaler(sim),
+                    resizer=SimResizer(sim) if planner.resizer is not None else None,
+                ),
                 sim.now_s,
-                scaler=SimScaler(sim),
-                resizer=SimResizer(sim) if planner.resizer is not None else None,
             )
             cycles.append(report)
-            server.store.set_intent(report.intent, version=len(cycles), colocation=report.colocation_priority)
+            server.store.set_intent(report.intent, version=len(cycles))
             rec = intent_record(sim.now_s / 60.0, report)
             if not intents or {k: v for k, v in rec.items() if k != "minute"} != {
                 k: v for k, v in intents[-1].items() if k != "minute"

@@ -4,6 +4,7 @@ extender's request path) so that scoring a pod against N candidate nodes is O(N 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -100,7 +101,7 @@ class ClusterIndex:
             measured,
         )
 
-    def positions(self, node_names: list[str] | tuple[str, ...]) -> np.ndarray:
+    def positions(self, node_names: Sequence[str]) -> np.ndarray:
         """Indices of ``node_names`` in this index; -1 for nodes the snapshot does not know."""
         get = self.node_pos.get
         return np.fromiter((get(n, -1) for n in node_names), dtype=np.int64, count=len(node_names))

@@ -14,7 +14,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal
+
+from .intent import NO_INTENT, Intent
 
 __all__ = [
     "ANNOTATION_DEPENDS_ON",
@@ -62,7 +64,7 @@ LABEL_REGION = "topology.kubernetes.io/region"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 ANNOTATION_MIRROR = "kubernetes.io/config.mirror"
 
-_EMPTY: Mapping[str, str] = MappingProxyType({})
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 def frozen_map(m: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -328,7 +330,7 @@ class PodTerms:
         )
 
 
-NO_TERMS = PodTerms()
+NO_TERMS: PodTerms = PodTerms()
 
 
 def node_matches_required(pod: PodInfo, terms: PodTerms, labels: Mapping[str, str]) -> bool:
@@ -525,7 +527,7 @@ def _round(v: float | None) -> float | None:
 
 def _merge_edges(a: ServiceEdge, b: ServiceEdge) -> ServiceEdge:
     rps = a.rps if b.rps is None else (b.rps if a.rps is None else a.rps + b.rps)
-    kw: dict[str, object] = {"rps": rps, "parallel": a.parallel or b.parallel}
+    kw: dict[str, Any] = {"rps": rps, "parallel": a.parallel or b.parallel}
     for name in EDGE_MEASURES[1:]:  # rps summed above
         if getattr(a, name) is None and getattr(b, name) is not None:
             kw[name] = getattr(b, name)
@@ -612,17 +614,14 @@ class Resize:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """One descheduling cycle's intent: moves (evictions), per-workload replica targets
-    (``namespace/name`` → replicas), the intent vector passed down to the extender, and the per-service parts
-    of the intent: ``colocation_priority`` (service → multiplier of ``locality_weight`` for its pods, passed
-    down with the vector) and ``capacity_targets`` (service → the target CPU utilization its autoscaler
-    worked to, for reports); ``resizes``: in-place pod resizes (the low level's fine-grained allocation)."""
+    """One descheduling cycle's plan: moves (evictions), per-workload replica targets (``namespace/name`` →
+    replicas), the :class:`~policy.intent.Intent` passed down to the extender (its vector and per-service
+    co-location priorities; its capacity targets, the target CPU utilization each autoscaler worked to, for
+    reports), and ``resizes``: in-place pod resizes (the low level's fine-grained allocation)."""
 
     moves: tuple[Move, ...] = ()
     replica_targets: Mapping[str, int] = field(default_factory=lambda: _EMPTY, compare=False)
-    intent: tuple[float, ...] = ()
-    colocation_priority: Mapping[str, float] = field(default_factory=lambda: _EMPTY, compare=False)
-    capacity_targets: Mapping[str, float] = field(default_factory=lambda: _EMPTY, compare=False)
+    intent: Intent = NO_INTENT
     resizes: tuple[Resize, ...] = ()
 
 

@@ -10,7 +10,7 @@ the same seeds for every policy:
   bundles (``hrl-scheduler/low``; ``+learned-no-encoder`` = ``hrl-no-encoder/low`` and ``+learned-no-intent`` =
   ``hrl-flat/low`` too when present), weight 2,
 
-each in two cluster settings: the benchmark cluster of `make bench` (:func:`policy.sim.run.cluster_for`, no other
+each in two cluster settings: the benchmark cluster of `make bench` (:func:`policy.sim.sizing.cluster_for`, no other
 tenants) and the same with background tenants (2 per node, ~30 % of the CPU requested, 20-50 % used, measured
 from the start: :func:`policy.sim.placement.start_with_metrics`). The trace
 is ``nasa``'s window centred on its peak, scaled as `make bench` scales it. It also times
@@ -38,7 +38,7 @@ from policy.sim.app import load_app
 from policy.sim.engine import SimConfig, Simulation, background_tenants
 from policy.sim.kube_scheduler import KubeSchedulerModel as _K
 from policy.sim.placement import APPS, compare, markdown_table
-from policy.sim.run import cluster_for
+from policy.sim.sizing import cluster_for
 
 from .markdown import write_section
 

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from policy.baselines.threshold import GRID, ThresholdParams, candidates, tuning_cost
 from policy.sim.engine import SimConfig, Simulation
-from policy.sim.run import cluster_for, trace_rps, window_offset
+from policy.sim.sizing import cluster_for, trace_rps, window_offset
 from policy.sim.stacks import (
     StackContext,
     default_kube_scheduler,

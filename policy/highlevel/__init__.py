@@ -58,6 +58,7 @@ from .interface import (
     SYSTEM_CRITICAL_CLASSES,
     SYSTEM_CRITICAL_PRIORITY,
     Admission,
+    GatedPlanner,
     HighLevelPolicy,
     MoveGate,
     default_intent,
@@ -96,6 +97,7 @@ from .resize import ResizePlanner
 
 __all__ = [
     "HighLevelPolicy",
+    "GatedPlanner",
     "MoveGate",
     "Admission",
     "default_intent",

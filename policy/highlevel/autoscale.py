@@ -82,7 +82,8 @@ class ReplicaAutoscaler(Protocol):
     autoscaler's own JSON slot, persisted across CronJob runs). Implementations: the DRPC students
     (``policy.highlevel.DrpcAutoscaler``), :class:`UtilizationTargetAutoscaler` (stand-in)."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def replica_targets(self, snapshot: ClusterSnapshot, state: HrlState) -> dict[str, int]: ...
 

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from policy.index import ClusterIndex
-from policy.lowlevel import INTENT_SPEC, PlacementPolicy, service_intent
+from policy.intent import INTENT_SPEC, Intent
+from policy.lowlevel import PlacementPolicy
 from policy.state import ClusterSnapshot, Move, Plan, PodInfo
 
 from .autoscale import ReplicaAutoscaler
@@ -73,7 +74,7 @@ class HierarchicalPolicy:
        priorities and a move budget) and stores it in the state (``last_intent`` and its detail); between
        periods the last intent holds. The capacity targets reach the autoscaler through the state
        (``state.capacity_targets``), the co-location priorities the low level through
-       :func:`policy.lowlevel.service_intent` (here for moves, and in the plan for the extender);
+       :meth:`policy.intent.Intent.for_service` (here for moves, and in the plan for the extender);
     3. when ``autoscaler`` is set and :func:`due` (``scale_period_s``): asks it for replica targets, keeps
        those of Deployments in ``workloads`` (``None``: any) outside ``excluded_namespaces``; otherwise the
        plan has no replica opinion (``{}``);
@@ -200,8 +201,12 @@ class HierarchicalPolicy:
             st.capacity_targets = dict(it.capacity_target)
             st.colocation_priority = dict(it.colocation_priority)
             st.move_budget_frac = it.move_budget_frac
-        intent = st.last_intent
-        colocation = dict(st.colocation_priority)
+        intent = Intent(
+            st.last_intent,
+            capacity_target=st.capacity_targets,
+            colocation_priority=st.colocation_priority,
+            move_budget_frac=st.move_budget_frac,
+        )
 
         targets: dict[str, int] = {}
         if self.autoscaler is not None and due(now, st.last_targets_s, self.scale_period_s):
@@ -212,21 +217,14 @@ class HierarchicalPolicy:
         moves: tuple[Move, ...] = ()
         if self.rebalance and due(now, st.last_moves_s, self.moves_period_s):
             budget = int(round(st.move_budget_frac * self.max_moves))
-            moves = self._moves(snapshot, index, placement, intent, colocation, budget, gate)
+            moves = self._moves(snapshot, index, placement, intent, budget, gate)
             st.last_moves_s = now
         resizes = ()
         if self.resizer is not None and due(now, st.last_resizes_s, self.resize_period_s):
             moved = {m.pod for m in moves}
             resizes = tuple(r for r in self.resizer.plan(snapshot, st) if r.pod not in moved)
             st.last_resizes_s = now
-        return Plan(
-            moves=moves,
-            replica_targets=targets,
-            resizes=resizes,
-            intent=intent,
-            colocation_priority=colocation,
-            capacity_targets=dict(st.capacity_targets),
-        )
+        return Plan(moves=moves, replica_targets=targets, resizes=resizes, intent=intent)
 
     def _targets(self, raw: Mapping[str, Any]) -> dict[str, int]:
         allowed = None if self.workloads is None else set(self.workloads)
@@ -246,8 +244,7 @@ class HierarchicalPolicy:
         snapshot: ClusterSnapshot,
         index: ClusterIndex,
         placement: PlacementPolicy,
-        intent: tuple[float, ...],
-        colocation: Mapping[str, float] | None = None,
+        intent: Intent,
         max_moves: int | None = None,
         gate: MoveGate | None = None,
     ) -> tuple[Move, ...]:
@@ -273,7 +270,7 @@ class HierarchicalPolicy:
         return greedy_moves(
             pods,
             index,
-            lambda key, view: self._propose(key, view, placement, intent, colocation),
+            lambda key, view: self._propose(key, view, placement, intent),
             max_moves,
             self.max_moves_per_service,
             gate=gate,
@@ -284,8 +281,7 @@ class HierarchicalPolicy:
         pod_key: str,
         view: PlanView,
         placement: PlacementPolicy,
-        intent: tuple[float, ...],
-        colocation: Mapping[str, float] | None = None,
+        intent: Intent,
     ) -> Proposal | None:
         index = view.index
         pod = view.pods.get(pod_key)
@@ -305,7 +301,7 @@ class HierarchicalPolicy:
         if not targets:
             return None
         try:
-            pod_intent = service_intent(intent, colocation, pod.service)
+            pod_intent = intent.for_service(pod.service)
             scores = finite_scores(placement.score(pod, [pod.node_name, *targets], index, pod_intent))
         except Exception:  # noqa: BLE001 - e.g. no service row for the pod: it stays where it is
             return None

@@ -1,18 +1,17 @@
-"""The intent the high level passes down (:data:`policy.lowlevel.INTENT_SPEC` order): the
-:class:`IntentPolicy` interface, the fixed intent of the ``hrl-flat`` ablation (:class:`FixedIntent`) and
+"""The intent the high level passes down (:class:`policy.intent.Intent`, :data:`policy.intent.INTENT_SPEC` order):
+the :class:`IntentPolicy` interface, the fixed intent of the ``hrl-flat`` ablation (:class:`FixedIntent`) and
 :class:`UtilizationIntent` (cluster CPU utilisation × forecast → locality vs balance weights)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from policy.index import ClusterIndex
+from policy.intent import Intent
 from policy.state import ClusterSnapshot
 
 from .forecast import Forecaster, forecast_factor
@@ -33,53 +32,6 @@ def cluster_cpu_utilization(index: ClusterIndex) -> float:
         return 0.0
     load = util[ok] * index.alloc_cpu_m[ok]
     return float(load.sum() / index.alloc_cpu_m[ok].sum())
-
-
-# ---- (c) the intent ---------------------------------------------------------------------------------------
-
-
-def _frozen(m: Mapping[str, float] | None) -> Mapping[str, float]:
-    return MappingProxyType({str(k): float(v) for k, v in (m or {}).items()})
-
-
-@dataclass(frozen=True)
-class Intent:
-    """The high level's intent for one period (DESIGN.md section 1): what it asks of the levels below.
-
-    - ``values``: the global vector in :data:`policy.lowlevel.INTENT_SPEC` order (``locality_weight``,
-      ``balance_weight``: consolidate near callers vs spread load), passed to the placement policy;
-    - ``capacity_target``: service → target CPU utilization of its pods, in (0, 1], for its autoscaling
-      student (a lower target buys headroom; absent: the autoscaler's own default);
-    - ``colocation_priority``: service → multiplier >= 0 of ``locality_weight`` for that service's pods
-      (:func:`policy.lowlevel.service_intent`; absent: 1);
-    - ``move_budget_frac``: the share, in [0, 1], of the planner's ``max_moves`` it may plan this period.
-
-    Raises ValueError naming the field for a non-finite or out-of-range value.
-    """
-
-    values: tuple[float, ...]
-    capacity_target: Mapping[str, float] = field(default_factory=dict)
-    colocation_priority: Mapping[str, float] = field(default_factory=dict)
-    move_budget_frac: float = 1.0
-
-    def __post_init__(self) -> None:
-        vals = tuple(float(x) for x in self.values)
-        if not all(math.isfinite(x) and x >= 0 for x in vals):
-            raise ValueError(f"intent.values: expected finite weights >= 0, got {self.values!r}")
-        object.__setattr__(self, "values", vals)
-        cap, col = _frozen(self.capacity_target), _frozen(self.colocation_priority)
-        for k, v in cap.items():
-            if not (math.isfinite(v) and 0.0 < v <= 1.0):
-                raise ValueError(f"intent.capacity_target[{k!r}]: expected a number in (0, 1], got {v!r}")
-        for k, v in col.items():
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"intent.colocation_priority[{k!r}]: expected a number >= 0, got {v!r}")
-        object.__setattr__(self, "capacity_target", cap)
-        object.__setattr__(self, "colocation_priority", col)
-        b = float(self.move_budget_frac)
-        if not (math.isfinite(b) and 0.0 <= b <= 1.0):
-            raise ValueError(f"intent.move_budget_frac: expected a number in [0, 1], got {self.move_budget_frac!r}")
-        object.__setattr__(self, "move_budget_frac", b)
 
 
 def as_intent(x: Intent | tuple[float, ...] | list[float]) -> Intent:

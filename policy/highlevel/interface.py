@@ -37,6 +37,7 @@ from policy.state import ClusterSnapshot, Move, Plan, PodInfo
 
 __all__ = [
     "HighLevelPolicy",
+    "GatedPlanner",
     "MoveGate",
     "Admission",
     "default_intent",
@@ -62,9 +63,24 @@ _DONE_PHASES = ("Succeeded", "Failed")
 class HighLevelPolicy(Protocol):
     """What the descheduler and the simulator need from a high-level policy."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def plan(self, snapshot: ClusterSnapshot, index: ClusterIndex, placement: PlacementPolicy) -> Plan: ...
+
+
+class GatedPlanner(HighLevelPolicy, Protocol):
+    """A high-level policy that consults the descheduler before accepting each move (``gate``, a :class:`MoveGate`;
+    :func:`policy.highlevel.planner_accepts_gate` tells one apart)."""
+
+    def plan(
+        self,
+        snapshot: ClusterSnapshot,
+        index: ClusterIndex,
+        placement: PlacementPolicy,
+        *,
+        gate: MoveGate | None = None,
+    ) -> Plan: ...
 
 
 #: A :class:`MoveGate`'s answer to one proposed move.

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from policy.index import ClusterIndex
+from policy.intent import Intent
 from policy.lowlevel import PlacementPolicy, admission_mask, neighbor_weights
 from policy.state import ClusterSnapshot, Move, NodeInfo, Plan, PodInfo, Resources
 
@@ -161,7 +162,7 @@ class RebalanceHeuristic:
         O(M · (N + S)) to update the planning view after each accepted move."""
         intent = self.resolved_intent()
         if self.max_moves == 0 or len(snapshot.nodes) < 2:
-            return Plan(moves=(), replica_targets={}, intent=intent)
+            return Plan(moves=(), replica_targets={}, intent=Intent(intent))
         pods = sorted(
             (p for p in snapshot.pods if self.movable(p) and p.node_name in index.node_pos), key=lambda p: p.key
         )
@@ -174,7 +175,7 @@ class RebalanceHeuristic:
             gate=gate,
             estimate=lambda key, view: self._estimate(key, view, placement, intent),
         )
-        return Plan(moves=moves, replica_targets={}, intent=intent)
+        return Plan(moves=moves, replica_targets={}, intent=Intent(intent))
 
     # ---- internals --------------------------------------------------------------------------------
 

@@ -29,12 +29,9 @@ from .interface import (
     TAINT_EFFECTS_THAT_REPEL,
     PlacementPolicy,
     admission_mask,
-    decode_intent,
-    encode_intent,
     intent_value,
     node_admits,
     resource_fit_failures,
-    service_intent,
 )
 from .learned import (
     DEFAULT_FLAT_PLACEMENT_BUNDLE,
@@ -59,9 +56,6 @@ __all__ = [
     "INTENT_SPEC",
     "intent_value",
     "COLOCATION_PREFIX",
-    "service_intent",
-    "encode_intent",
-    "decode_intent",
     "PlacementPolicy",
     "TAINT_EFFECTS_THAT_REPEL",
     "node_admits",

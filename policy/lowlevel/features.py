@@ -261,15 +261,15 @@ def featurize_candidates(
     ]
     counts = index.service_nodes.get(pod.service)
     bound_here = 1.0 if (pod.node_name is not None and own_i >= 0) else 0.0
-    tot = index.service_total.get(pod.service, 0) - bound_here
-    if counts is not None and tot > 0:
+    tot_other = float(index.service_total.get(pod.service, 0)) - bound_here
+    if counts is not None and tot_other > 0:
         on_node = counts[p] - own
         in_zone = (
             np.bincount(ix.zone, weights=counts, minlength=nz)[zone] - (ix.zone[own_i] == zone) * bound_here
             if own_i >= 0
             else np.bincount(ix.zone, weights=counts, minlength=nz)[zone]
         )
-        cols += [on_node / tot, in_zone / tot, np.log1p(np.maximum(on_node, 0.0))]
+        cols += [on_node / tot_other, in_zone / tot_other, np.log1p(np.maximum(on_node, 0.0))]
     else:
         cols += [np.zeros(C), np.zeros(C), np.zeros(C)]
     for n in PLACEMENT_INTENTS:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -23,9 +24,9 @@ _NEIGHBORS: list[tuple[ServiceGraph, float, dict[str, dict[str, float]]]] = []
 def neighbor_weights(graph: ServiceGraph, service: str, default_rps: float = 1.0) -> dict[str, float]:
     """:meth:`ServiceGraph.neighbor_weights` of every service of ``graph``, computed once per graph object
     (O(E)) and then read in O(1): the planners ask it for every pod of a cycle. Do not mutate the result."""
-    for g, d, table in _NEIGHBORS:
+    for g, d, cached in _NEIGHBORS:
         if g is graph and d == default_rps:
-            return table.get(service, _NO_WEIGHTS)
+            return cached.get(service, _NO_WEIGHTS)
     table: dict[str, dict[str, float]] = {}
     for e in graph.edges:  # the same accumulation, in the same order, as ServiceGraph.neighbor_weights
         if e.caller == e.callee:
@@ -127,8 +128,15 @@ class TopologyHeuristic:
         return out
 
     def score(
-        self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex, intent: Sequence[float] | None = None
+        self,
+        pod: PodInfo,
+        candidates: Sequence[str],
+        index: ClusterIndex,
+        intent: Sequence[float] | None = None,
+        *,
+        embeddings: Any = None,
     ) -> np.ndarray:
+        """(C,) float64 in [0, 10] (the class docstring); ``embeddings`` is ignored (no learned rows)."""
         a = max(0.0, intent_value(intent, "locality_weight"))
         b = max(0.0, intent_value(intent, "balance_weight"))
         pos = index.positions(candidates)

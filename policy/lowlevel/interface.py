@@ -10,22 +10,22 @@ Contract:
 - ``score(pod, candidates, index, intent)`` → ``(len(candidates),)`` float64 in [0, 10]
   (kube-scheduler's MaxExtenderPriority = 10); higher is better. Equal scores everywhere = neutral.
 
-``intent`` is the high-level policy's vector (see :data:`INTENT_SPEC`); ``None`` = defaults. The high level may
-also set a per-service co-location priority (a multiplier of ``locality_weight`` for that service's pods): the
-callers of ``score`` apply it with :func:`service_intent` before scoring, so a policy always sees one vector.
-On the wire (the embedding cache's intent record) the per-service entries travel as extra named values,
-``colocation_priority/<service>`` (:func:`encode_intent`, :func:`decode_intent`).
+``intent`` is the high-level policy's vector (see :data:`INTENT_SPEC`); ``None`` = defaults. The high level's
+:class:`policy.intent.Intent` may also set a per-service co-location priority (a multiplier of ``locality_weight``
+for that service's pods): the callers of ``score`` apply it with :meth:`policy.intent.Intent.for_service` before
+scoring, so a policy always sees one vector.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from policy.index import ClusterIndex
+from policy.intent import COLOCATION_PREFIX, INTENT_SPEC, intent_value
 from policy.state import NodeInfo, PodInfo
 
 __all__ = [
@@ -33,9 +33,6 @@ __all__ = [
     "INTENT_SPEC",
     "intent_value",
     "COLOCATION_PREFIX",
-    "service_intent",
-    "encode_intent",
-    "decode_intent",
     "PlacementPolicy",
     "TAINT_EFFECTS_THAT_REPEL",
     "node_admits",
@@ -47,90 +44,25 @@ __all__ = [
 MAX_EXTENDER_PRIORITY = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
 
 
-#: Names (and meaning) of the intent vector's components, in order. Missing components take defaults.
-INTENT_SPEC: tuple[tuple[str, str, float], ...] = (
-    ("locality_weight", "weight of co-location with callers/callees, >= 0", 1.0),
-    ("balance_weight", "weight of the node-overload penalty, >= 0", 1.0),
-)
-
-
-def intent_value(intent: Sequence[float] | None, name: str) -> float:
-    """Component ``name`` of ``intent``, or its default from :data:`INTENT_SPEC`."""
-    for i, (n, _doc, default) in enumerate(INTENT_SPEC):
-        if n == name:
-            if intent is not None and i < len(intent) and np.isfinite(intent[i]):
-                return float(intent[i])
-            return default
-    raise KeyError(name)
-
-
-#: Name prefix of a per-service co-location priority in an encoded intent (``colocation_priority/<service>``).
-COLOCATION_PREFIX = "colocation_priority/"
-
-
-def service_intent(
-    intent: Sequence[float] | None, colocation: Mapping[str, float] | None, service: str
-) -> tuple[float, ...] | None:
-    """The intent a pod of ``service`` is scored with: ``intent`` with ``locality_weight`` multiplied by the
-    service's co-location priority (``colocation[service]``, >= 0; absent or non-finite: 1, the vector unchanged).
-    ``None`` stays ``None`` when there is no priority for the service."""
-    prio = (colocation or {}).get(service)
-    if prio is None or not np.isfinite(prio) or prio == 1.0:
-        return None if intent is None else tuple(float(x) for x in intent)
-    base = [intent_value(intent, n) for n, _d, _v in INTENT_SPEC]
-    if intent is not None:
-        base += [float(x) for x in list(intent)[len(INTENT_SPEC) :]]
-    base[0] = base[0] * max(float(prio), 0.0)
-    return tuple(base)
-
-
-def encode_intent(
-    intent: Sequence[float], colocation: Mapping[str, float] | None = None
-) -> tuple[list[str], list[float]]:
-    """``(names, values)`` for the embedding cache's intent record: the :data:`INTENT_SPEC` components of
-    ``intent`` (in order) followed by one ``colocation_priority/<service>`` entry per service of ``colocation``
-    (sorted by service). Raises ValueError for a service name that is empty or contains whitespace."""
-    names = [n for n, _d, _v in INTENT_SPEC][: len(intent)]
-    values = [float(x) for x in list(intent)[: len(names)]]
-    for svc, v in sorted((colocation or {}).items()):
-        if not svc or any(c.isspace() for c in svc):
-            raise ValueError(f"colocation: service name {svc!r} is empty or contains whitespace")
-        names.append(COLOCATION_PREFIX + svc)
-        values.append(float(v))
-    return names, values
-
-
-def decode_intent(names: Sequence[str], values: Sequence[float]) -> tuple[tuple[float, ...] | None, dict[str, float]]:
-    """The inverse of :func:`encode_intent`: ``(intent vector in INTENT_SPEC order or None, colocation)``.
-    Components missing from ``names`` take their defaults; unknown names are ignored (a newer producer); with
-    no names at all, ``values`` is read positionally (an older producer). Non-finite or negative priorities are
-    dropped (their service keeps priority 1)."""
-    spec = [n for n, _d, _v in INTENT_SPEC]
-    if not names:
-        vec = tuple(float(x) for x in values[: len(spec)])
-        return (vec if vec else None), {}
-    by_name = dict(zip(names, values))
-    known = [n for n in spec if n in by_name]
-    vec = tuple(float(by_name[n]) if n in by_name else d for n, _doc, d in INTENT_SPEC) if known else None
-    colocation = {}
-    for n, v in by_name.items():
-        if n.startswith(COLOCATION_PREFIX) and len(n) > len(COLOCATION_PREFIX):
-            x = float(v)
-            if np.isfinite(x) and x >= 0:
-                colocation[n[len(COLOCATION_PREFIX) :]] = x
-    return vec, colocation
-
-
 @runtime_checkable
 class PlacementPolicy(Protocol):
-    """What the extender, the simulator and the descheduler need from a low-level policy."""
+    """What the extender, the simulator and the descheduler need from a low-level policy. ``embeddings``: the
+    service rows to score with (:meth:`policy.lowlevel.LearnedPlacement.service_rows`; ``None``: the policy's own),
+    passed only to a policy that offers ``service_rows``; a policy without rows ignores it."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def filter(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]: ...
 
     def score(
-        self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex, intent: Sequence[float] | None = None
+        self,
+        pod: PodInfo,
+        candidates: Sequence[str],
+        index: ClusterIndex,
+        intent: Sequence[float] | None = None,
+        *,
+        embeddings: Any = None,
     ) -> np.ndarray: ...
 
 

@@ -35,9 +35,10 @@ from typing import Any
 import numpy as np
 
 from policy.index import ClusterIndex
+from policy.intent import Intent
 from policy.state import PodInfo, Resources
 
-from .interface import PlacementPolicy, service_intent
+from .interface import PlacementPolicy
 
 __all__ = ["ScoreKey", "score_key", "NodeScoreTable"]
 
@@ -119,10 +120,10 @@ class NodeScoreTable:
         colocation: Mapping[str, float] | None = None,
     ) -> np.ndarray:
         pod = _template_pod(key)
-        if colocation:
-            intent = service_intent(intent, colocation, key[0])
+        if colocation:  # the table is keyed by the store's vector and priorities (extender/server.py warms it so)
+            intent = Intent(tuple(intent or ()), colocation_priority=colocation).for_service(key[0])
         if rows is not None:
-            raw = self.policy.score(pod, index.node_names, index, intent, embeddings=rows)  # type: ignore[call-arg]
+            raw = self.policy.score(pod, index.node_names, index, intent, embeddings=rows)
         else:
             raw = self.policy.score(pod, index.node_names, index, intent)
         v = np.asarray(raw, dtype=np.float64)
@@ -205,7 +206,7 @@ class NodeScoreTable:
         colocation: Mapping[str, float] | None = None,
     ) -> int:
         """Compute the vectors of ``keys`` (default :meth:`keys_for`) for ``index`` and ``intent`` (each service's
-        locality weight scaled by its ``colocation`` priority, :func:`~policy.lowlevel.service_intent`) and publish
+        locality weight scaled by its ``colocation`` priority, :meth:`policy.intent.Intent.for_service`) and publish
         them as the current generation (vectors of the previous generation for the same index, intent and rows
         are reused). ``deadline_s``: a :func:`time.monotonic` time after which no further key is started.
         Returns the number of vectors computed. A key whose computation raises is skipped (logged at DEBUG: the

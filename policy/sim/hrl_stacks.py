@@ -55,9 +55,10 @@ from typing import Any
 
 from descheduler.config import DeschedulerConfiguration, load_descheduler_config, resize_planner_from_config
 from descheduler.guards import EvictionHistory
-from descheduler.loop import CycleReport, run_once
+from descheduler.loop import CycleDeps, CycleReport, run_once
 from policy.baselines.kube_default import default_score_plugins
 from policy.bundle import DEFAULT_BUNDLES
+from policy.cache import InMemoryEmbeddingCache, IntentEntry
 from policy.highlevel import (
     FixedIntent,
     HierarchicalPolicy,
@@ -69,6 +70,7 @@ from policy.highlevel import (
     load_learned_autoscaler,
 )
 from policy.index import ClusterIndex
+from policy.intent import Intent
 from policy.lowlevel import PlacementPolicy, load_learned_placement
 
 from .drpc import signals_from_sim
@@ -269,7 +271,10 @@ def build_hrl_stack(
     planner = hrl_planner(variant, parts, cfg, tuple(autoscaled_workloads(ctx.app)))
     resize_planner = planner.resizer
     placement = parts.placement
-    shared: dict[str, Any] = {"index": None, "intent": None, "colocation": None}
+    # the intent crosses from the descheduler to the extender as in a cluster: through the embedding cache's intent
+    # record, in the wire form of the one codec (policy.intent.Intent.to_wire / from_wire)
+    cache = InMemoryEmbeddingCache()
+    shared: dict[str, Any] = {"index": None, "intent": None, "version": 0}
 
     def on_change(snapshot) -> None:
         shared["index"] = ClusterIndex.build(snapshot)
@@ -277,7 +282,10 @@ def build_hrl_stack(
     def view():
         if not variant.pass_intent:
             return shared["index"], None
-        return shared["index"], shared["intent"], shared["colocation"]
+        found = cache.get_intent(shared["version"]).entry
+        if isinstance(found, IntentEntry):
+            shared["intent"], shared["version"] = Intent.from_wire(found.names, found.values), found.version
+        return shared["index"], shared["intent"]
 
     extender = InProcessExtender(placement, view, weight=EXTENDER_WEIGHT)
     scheduler = KubeSchedulerModel(plugins=default_score_plugins(terms_lookup(ctx.app)), extenders=[extender])
@@ -292,19 +300,21 @@ def build_hrl_stack(
             for x in readers:
                 x.signals = signals
         report = run_once(
-            sim.observe,
-            sim.evictor,
-            planner,
-            placement,
-            cfg,
-            history,
+            CycleDeps(
+                sim.observe,
+                sim.evictor,
+                planner,
+                placement,
+                cfg,
+                history=history,
+                scaler=SimScaler(sim),
+                resizer=SimResizer(sim) if resize_planner is not None else None,
+            ),
             sim.now_s,
-            scaler=SimScaler(sim),
-            resizer=SimResizer(sim) if resize_planner is not None else None,
         )
         if variant.pass_intent:
-            shared["intent"] = report.intent
-            shared["colocation"] = dict(report.colocation_priority)
+            names, values = report.intent.to_wire()
+            cache.put_intent(values, names, source="hrl-descheduler")
         if reports is not None:
             reports.append(report)
 

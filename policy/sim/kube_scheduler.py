@@ -18,7 +18,8 @@ import numpy as np
 
 from policy.baselines.kube_default import MAX_NODE_SCORE, ScorePlugin, default_score_plugins
 from policy.index import ClusterIndex
-from policy.lowlevel import MAX_EXTENDER_PRIORITY, TAINT_EFFECTS_THAT_REPEL, PlacementPolicy, service_intent
+from policy.intent import Intent
+from policy.lowlevel import MAX_EXTENDER_PRIORITY, TAINT_EFFECTS_THAT_REPEL, PlacementPolicy
 from policy.observe import parse_pod
 from policy.state import NodeInfo, PodInfo
 
@@ -150,9 +151,9 @@ class InProcessExtender:
     benchmarks): same filter/score semantics, same ``score × weight × 10`` combination.
 
     A policy that raises answers as the served extender does (fail open: no node filtered, equal scores; counted
-    in ``calls["failed_open"]``). ``view`` returns ``(index, intent)`` or ``(index, intent, colocation)`` for the
-    current simulated state; ``colocation`` (service → co-location priority) scales each pod's intent as the
-    extender does (:func:`policy.lowlevel.service_intent`).
+    in ``calls["failed_open"]``). ``view`` returns ``(index, intent)`` for the current simulated state: ``intent``
+    a :class:`policy.intent.Intent` (each pod scored with :meth:`~policy.intent.Intent.for_service`, as the extender
+    does), a bare vector, or ``None`` (defaults).
     """
 
     policy: PlacementPolicy
@@ -177,12 +178,10 @@ class InProcessExtender:
 
     def prioritize(self, pod_obj, nodes):
         self.calls["prioritize"] += 1
-        view = self.view()
-        index, intent = view[0], view[1]
-
+        index, intent = self.view()
         pod = parse_pod(pod_obj)
-        if len(view) > 2 and view[2]:
-            intent = service_intent(intent, view[2], pod.service)
+        if isinstance(intent, Intent):
+            intent = intent.for_service(pod.service)
         names = [n["metadata"]["name"] for n in nodes]
         try:
             s = self.policy.score(pod, names, index, intent)

@@ -16,12 +16,12 @@ from policy.baselines.kube_default import default_score_plugins
 from policy.index import ClusterIndex
 from policy.lowlevel import EXTENDER_WEIGHT, PlacementPolicy, TopologyHeuristic
 from policy.sim.app import load_app
-from policy.sim.run import cluster_for, trace_rps
+from policy.sim.sizing import cluster_for, trace_rps
 from policy.sim.stacks import StackBuild, StackContext, terms_lookup
 
 from .engine import METRIC_KEYS, SimConfig, Simulation, background_tenants
 from .kube_scheduler import InProcessExtender, KubeSchedulerModel
-from .run import window_offset
+from .sizing import window_offset
 
 __all__ = [
     "APPS",
@@ -91,7 +91,7 @@ def start_with_metrics(sim: Simulation) -> None:
 
 
 def cluster_for_setting(app, setting: str, seed: int):
-    """The bench cluster of ``app`` (:func:`policy.sim.run.cluster_for`); ``setting="background"`` adds two
+    """The bench cluster of ``app`` (:func:`policy.sim.sizing.cluster_for`); ``setting="background"`` adds two
     background-tenant pods per node (30 % of the node's CPU requested, 35 % used)."""
     spec = cluster_for(app)
     if setting == "background":

@@ -1,11 +1,12 @@
 """One simulation by name — ``hrl-policy simulate --app A --trace T --policy P [--nodes N --minutes M
---seed S --json PATH]`` — and the per-application cluster and load settings `make bench` shares.
+--seed S --json PATH]``, on the per-application cluster and load of :mod:`policy.sim.sizing` that `make bench`
+shares.
 
 - ``--app``: a built-in app (``online-boutique``, ``sock-shop``, ``dsb-hotel-reservation``,
   ``dsb-social-network``, ``dsb-media-microservices``, ``alibaba``) or a path to an ``app.yaml`` / its folder
   (format: :class:`policy.sim.app.AppFile`; docs/benchmarks.md);
 - ``--trace``: ``nasa``, ``twitter``, ``bursty`` or a CSV of requests per minute (``minute,requests``),
-  scaled so its peak asks :data:`PEAK_UTILIZATION` (1.25) times the CPU the app's busiest service has at
+  scaled so its peak asks :data:`policy.sim.sizing.PEAK_UTILIZATION` (1.25) times the CPU the app's busiest service has at
   its limits at the manifest replicas;
 - ``--policy``: a stack of :mod:`policy.sim.stacks` (built-in or from the ``hrl_scheduler.stacks`` entry
   points).
@@ -44,37 +45,10 @@ from __future__ import annotations
 from .app import AppSpec, load_app
 from .engine import SimConfig
 from .scenario import BASELINE, flat_result
-from .sizing import (
-    APP_BENCH,
-    PEAK_UTILIZATION,
-    REGION,
-    ZONES,
-    AppBench,
-    KubeletClusterSpec,
-    app_bench,
-    capacity_rps,
-    cluster_for,
-    scale_to_capacity,
-    trace_rps,
-    window_offset,
-)
+from .sizing import cluster_for, trace_rps
 from .stacks import run_stack
 
-__all__ = [
-    "PEAK_UTILIZATION",
-    "ZONES",
-    "REGION",
-    "KubeletClusterSpec",
-    "AppBench",
-    "APP_BENCH",
-    "app_bench",
-    "cluster_for",
-    "trace_rps",
-    "capacity_rps",
-    "scale_to_capacity",
-    "simulate",
-    "window_offset",
-]
+__all__ = ["simulate"]
 
 
 def simulate(

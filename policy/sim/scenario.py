@@ -20,7 +20,7 @@ section but ``name`` and ``apps`` optional, defaults as below)::
           flashCrowds: [{atMin: 10, durationMin: 5, factor: 3.0, rampMin: 1}]   # minutes of the run
         callBytes: {requestBytes: 1024, responseBytes: 16384}   # payload of every call the app.yaml leaves at 0
     cluster:
-      appBench: true                # the app's `make bench` cluster (policy.sim.run.APP_BENCH); or:
+      appBench: true                # the app's `make bench` cluster (policy.sim.sizing.APP_BENCH); or:
       nodePools:
         - {name: general, count: 12, cpuM: 4000, memoryGiB: 16, speed: 1.0, zones: [zone-a, zone-b],
            region: region-1, racksPerZone: 2, nicGbps: 10, instanceType: m5.xlarge, maxPods: 110}
@@ -865,6 +865,6 @@ def scenario_window_offset(
     scenario: Scenario | str | Path, minutes: int | None = None, trace: str | None = None
 ) -> int:
     """The offset `make bench` runs a shortened window at: the ``minutes``-long part centred on the peak of the
-    (first) app's trace (:func:`policy.sim.run.window_offset`); 0 for the whole window."""
+    (first) app's trace (:func:`policy.sim.sizing.window_offset`); 0 for the whole window."""
     scn = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     return window_offset(trace or scn.spec.apps[0].load.trace, minutes or scn.spec.minutes)

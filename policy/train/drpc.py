@@ -79,7 +79,7 @@ from policy.sim.drpc import signals_from_sim
 from policy.sim.engine import SimConfig, Simulation
 from policy.sim.kube_scheduler import KubeSchedulerModel
 from policy.sim.objective import MinuteOutcome, Objective
-from policy.sim.run import capacity_rps, cluster_for
+from policy.sim.sizing import capacity_rps, cluster_for
 from policy.sim.stacks import autoscaled_workloads, terms_lookup
 from policy.sim.traces import scale_to_peak
 

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from policy.sim.app import AppSpec, load_app
-from policy.sim.run import PEAK_UTILIZATION, app_bench, capacity_rps
 from policy.sim.scenario import build, compose_apps, load_scenario
+from policy.sim.sizing import PEAK_UTILIZATION, app_bench, capacity_rps
 from policy.sim.traces import FlashCrowd, apply_flash_crowds, scale_to_peak
 
 from .encoder_data import synthetic_app

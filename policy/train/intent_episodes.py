@@ -23,7 +23,7 @@ from policy.encoder import GraphEncoder
 from policy.highlevel import GruForecaster, IntentAutoscaler, IntentFeaturizer
 from policy.lowlevel import load_learned_placement
 from policy.sim.engine import SimConfig, background_tenants
-from policy.sim.run import capacity_rps, cluster_for
+from policy.sim.sizing import capacity_rps, cluster_for
 from policy.sim.stacks import StackBuild, StackContext, autoscaled_workloads, build_stack
 from policy.sim.traces import scale_to_peak
 

@@ -94,7 +94,7 @@ from policy.sim.engine import PeriodicHook, SimConfig, Simulation, background_te
 from policy.sim.kube_scheduler import KubeSchedulerModel, ScheduleResult
 from policy.sim.objective import MinuteOutcome, Objective
 from policy.sim.placement import compare, markdown_table, start_with_metrics
-from policy.sim.run import app_bench, cluster_for, trace_rps
+from policy.sim.sizing import app_bench, cluster_for, trace_rps
 from policy.sim.stacks import autoscaled_workloads, terms_lookup
 from policy.sim.synthetic import synthetic_app
 from policy.sim.traces import load_trace

@@ -42,9 +42,10 @@ from prometheus_client import CollectorRegistry
 from descheduler.config import load_descheduler_config, planner_from_config
 from descheduler.guards import EvictionHistory
 from descheduler.kube import KubeEvictor, KubeObserver, KubeReader
-from descheduler.loop import run_once
+from descheduler.loop import CycleDeps, run_once
 from descheduler.metrics import DeschedulerMetrics
 from policy.highlevel import default_intent
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 from policy.state import Move, Plan
 
@@ -101,7 +102,7 @@ class FixedPlanner:
             for p in sorted(snapshot.pods, key=lambda p: p.key):
                 if p.labels.get("hrl-test/deployment") == dep and p.node_name is not None:
                     moves.append(Move(p.key, p.node_name, to, "locality", 5.0))
-        return Plan(moves=tuple(moves), replica_targets={}, intent=default_intent())
+        return Plan(moves=tuple(moves), replica_targets={}, intent=Intent(default_intent()))
 
 
 def descheduler(cp):
@@ -144,7 +145,16 @@ def test_it_observes_evicts_through_the_eviction_api_and_the_extender_places_the
 
     # A dry run goes through the same path and changes nothing.
     dry = run_once(
-        observe, evictor, planner, placement, cfg.model_copy(update={"dry_run": True}), None, 0.0, reader=reader(cp)
+        CycleDeps(
+            observe,
+            evictor,
+            planner,
+            placement,
+            cfg.model_copy(update={"dry_run": True}),
+            history=None,
+            reader=reader(cp),
+        ),
+        0.0,
     )
     assert dry.pods >= 2 and dry.nodes >= 3
     assert [(r.move.pod, r.move.to_node, r.outcome) for r in dry.results] == [
@@ -156,7 +166,9 @@ def test_it_observes_evicts_through_the_eviction_api_and_the_extender_places_the
     metrics = DeschedulerMetrics(CollectorRegistry())
     calls_before = observe.calls
     rr = reader(cp)
-    report = run_once(observe, evictor, planner, placement, cfg, history, 1000.0, metrics=metrics, reader=rr)
+    report = run_once(
+        CycleDeps(observe, evictor, planner, placement, cfg, history=history, metrics=metrics, reader=rr), 1000.0
+    )
     assert [(r.move.from_node, r.move.to_node, r.move.reason, r.outcome) for r in report.results] == [
         (node_of(caller), x, "locality", "evicted")
     ]
@@ -184,7 +196,7 @@ def test_it_observes_evicts_through_the_eviction_api_and_the_extender_places_the
     assert scheduled_by(cp, ns, new["metadata"]["name"]) == HRL
 
     extender_synced(cp)
-    again = run_once(observe, evictor, planner, placement, cfg, history, 1100.0, reader=reader(cp))
+    again = run_once(CycleDeps(observe, evictor, planner, placement, cfg, history=history, reader=reader(cp)), 1100.0)
     assert again.planned_moves == ()  # together now: nothing left to move
 
 
@@ -214,7 +226,9 @@ def test_a_pdb_refusal_is_an_outcome_counted_once_and_its_workload_is_not_retrie
     planner = planner_from_config(cfg)
 
     # With the budget in view, the pdb guard stops both moves before any eviction.
-    report = run_once(observe, evictor, planner, TopologyHeuristic(), cfg, None, 0.0, reader=reader(cp))
+    report = run_once(
+        CycleDeps(observe, evictor, planner, TopologyHeuristic(), cfg, history=None, reader=reader(cp)), 0.0
+    )
     assert len(report.planned_moves) == 2
     assert [r.blocked_by for r in report.results] == [("pdb",), ("pdb",)]
     assert evictor.calls == []
@@ -225,7 +239,10 @@ def test_a_pdb_refusal_is_an_outcome_counted_once_and_its_workload_is_not_retrie
         return dataclasses.replace(observe(), pdbs=())
 
     metrics = DeschedulerMetrics(CollectorRegistry())
-    report = run_once(blind, evictor, planner, TopologyHeuristic(), cfg, None, 0.0, metrics=metrics, reader=reader(cp))
+    report = run_once(
+        CycleDeps(blind, evictor, planner, TopologyHeuristic(), cfg, history=None, metrics=metrics, reader=reader(cp)),
+        0.0,
+    )
     assert [r.outcome for r in report.results] == ["refused"]
     assert report.skipped_by_guard == {"pdb_refused": 1}  # the workload's other pod: not proposed, no API call
     assert report.counts["refused"] == 1 and report.evictions == 0
@@ -370,7 +387,9 @@ def test_the_structural_guards_block_local_storage_terminating_critical_and_unco
         assert term_pod.terminating
         planner = FixedPlanner(ns, dict.fromkeys(names, b))
         cfg = config(dryRun=True)
-        report = run_once(observe, evictor, planner, TopologyHeuristic(), cfg, None, 0.0, reader=reader(cp))
+        report = run_once(
+            CycleDeps(observe, evictor, planner, TopologyHeuristic(), cfg, history=None, reader=reader(cp)), 0.0
+        )
     finally:
         cp.kubectl("delete", "deployment", sys_dep["metadata"]["name"], "-n", system_ns, "--wait=false")
         cp.kubectl("delete", "pv", f"{ns}-local", "--wait=false")
@@ -429,7 +448,10 @@ def test_per_node_per_namespace_and_total_caps_hold_on_real_evictions(control_pl
         planner = FixedPlanner(ns, dict.fromkeys(("a1", "a2", "a3", "a4", "b1", "b2"), spare))
         cfg = config(caps={"perNode": 1, "perNamespace": 2, "total": 3})
         report = run_once(
-            observe, evictor, planner, TopologyHeuristic(), cfg, EvictionHistory(), 0.0, reader=reader(cp)
+            CycleDeps(
+                observe, evictor, planner, TopologyHeuristic(), cfg, history=EvictionHistory(), reader=reader(cp)
+            ),
+            0.0,
         )
         deps = [r.move.pod.split("/", 1)[1].rsplit("-", 2)[0] for r in report.results]
         assert deps == ["a1", "a2", "a3", "a4", "b1"]
@@ -498,7 +520,7 @@ def test_a_pod_that_comes_back_to_the_same_node_is_not_evicted_again(control_pla
     metrics = DeschedulerMetrics(CollectorRegistry())
     kw = {"reader": reader(cp), "recorder": recorder, "metrics": metrics}
 
-    report = run_once(observe, evictor, planner, TopologyHeuristic(), cfg, history, time.time(), **kw)
+    report = run_once(CycleDeps(observe, evictor, planner, TopologyHeuristic(), cfg, history, **kw), time.time())
     assert [(r.move.to_node, r.outcome) for r in report.results] == [(x, "evicted")]
 
     def back():
@@ -508,7 +530,7 @@ def test_a_pod_that_comes_back_to_the_same_node_is_not_evicted_again(control_pla
     (second,) = wait_for(back, 60, "the caller's replacement")
     assert node_of(second) == y  # it came back
 
-    report = run_once(observe, evictor, planner, TopologyHeuristic(), cfg, history, time.time(), **kw)
+    report = run_once(CycleDeps(observe, evictor, planner, TopologyHeuristic(), cfg, history, **kw), time.time())
     assert report.results == () and report.skipped_by_guard == {"loop_hold": 1}
     (hold,) = report.loop_holds
     assert hold.node == y and hold.pod == f"{ns}/{second['metadata']['name']}"
@@ -578,7 +600,7 @@ def test_state_is_read_again_before_each_eviction(control_plane, namespace, kwok
 
     planner = FixedPlanner(ns, {"first": b, "second": b})
     rr = DeletingReader(cp.api(USER))
-    report = run_once(observe, evictor, planner, TopologyHeuristic(), config(), None, 0.0, reader=rr)
+    report = run_once(CycleDeps(observe, evictor, planner, TopologyHeuristic(), config(), history=None, reader=rr), 0.0)
     assert observe.calls == 1
     assert [r.outcome for r in report.results] == ["not_found", "evicted"]
     assert [k.split("/", 1)[1] for k, _o in evictor.calls] == [
@@ -602,12 +624,17 @@ def test_the_feasibility_guard_keeps_a_pod_that_no_other_node_can_take(control_p
     cp.kubectl("cordon", cordoned)
     observe, evictor = descheduler(cp)
     planner = FixedPlanner(ns, {"stuck": full})
-    report = run_once(observe, evictor, planner, TopologyHeuristic(), config(), None, 0.0, reader=reader(cp))
+    report = run_once(
+        CycleDeps(observe, evictor, planner, TopologyHeuristic(), config(), history=None, reader=reader(cp)), 0.0
+    )
     (r,) = report.results
     assert (r.outcome, r.blocked_by) == ("blocked", ("infeasible",))
     reason = r.blockers[0].reason
     assert f"on {full}: Insufficient cpu" in reason
     assert evictor.calls == []
     # a move towards the cordoned node is refused too, and neither cost an API call
-    report = run_once(observe, evictor, FixedPlanner(ns, {"stuck": cordoned}), TopologyHeuristic(), config(), None, 0.0)
+    report = run_once(
+        CycleDeps(observe, evictor, FixedPlanner(ns, {"stuck": cordoned}), TopologyHeuristic(), config(), history=None),
+        0.0,
+    )
     assert "node is unschedulable" in report.results[0].blockers[0].reason and report.reads == {}

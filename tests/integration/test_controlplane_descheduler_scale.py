@@ -19,7 +19,8 @@ from descheduler.config import load_descheduler_config, planner_from_config
 from descheduler.evict import DryRunEvictor
 from descheduler.guards import EvictionHistory
 from descheduler.kube import KubeEventRecorder, KubeEvictor, KubeObserver, KubeReader, KubeWatchCache
-from descheduler.loop import run_once
+from descheduler.loop import CycleDeps, run_once
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 
 pytestmark = pytest.mark.controlplane
@@ -92,7 +93,10 @@ def test_a_move_the_topology_spread_rule_would_undo_is_never_made(control_plane,
     before = len(requests_of(cp, ns))
     for _ in range(2):
         report = run_once(
-            observe, evictor, planner, TopologyHeuristic(), cfg, EvictionHistory(), time.time(), reader=KubeReader(api)
+            CycleDeps(
+                observe, evictor, planner, TopologyHeuristic(), cfg, history=EvictionHistory(), reader=KubeReader(api)
+            ),
+            time.time(),
         )
         moved = [r for r in report.results if r.move.pod == f"{ns}/{far[0]['metadata']['name']}"]
         assert [(r.move.to_node, r.outcome, r.blocked_by) for r in moved] == [(small, "blocked", ("infeasible",))]
@@ -108,7 +112,10 @@ def test_a_move_the_topology_spread_rule_would_undo_is_never_made(control_plane,
     # the loop the prediction prevents.
     loose = config(cooldownSeconds=0, schedulerPrediction={"enabled": False})
     report = run_once(
-        observe, evictor, planner, TopologyHeuristic(), loose, EvictionHistory(), time.time(), reader=KubeReader(api)
+        CycleDeps(
+            observe, evictor, planner, TopologyHeuristic(), loose, history=EvictionHistory(), reader=KubeReader(api)
+        ),
+        time.time(),
     )
     assert [(r.move.to_node, r.outcome) for r in report.results if r.outcome == "evicted"] == [(small, "evicted")]
 
@@ -167,10 +174,13 @@ def test_a_pdb_whose_controller_lags_is_not_over_spent(control_plane, namespace,
 
             def plan(self, snapshot, index, placement):
                 move = Move(f"{ns}/{victim['metadata']['name']}", node_of(victim), None, "locality", 5.0)
-                return Plan(moves=(move,), replica_targets={}, intent=default_intent())
+                return Plan(moves=(move,), replica_targets={}, intent=Intent(default_intent()))
 
         report = run_once(
-            KubeObserver(api), evictor, One(), TopologyHeuristic(), config(), None, time.time(), reader=KubeReader(api)
+            CycleDeps(
+                KubeObserver(api), evictor, One(), TopologyHeuristic(), config(), history=None, reader=KubeReader(api)
+            ),
+            time.time(),
         )
         (r,) = report.results
         assert (r.outcome, r.blocked_by) == ("blocked", ("pdb",))
@@ -198,15 +208,17 @@ def test_cronjob_mode_lists_once_and_evicts_with_targeted_gets_and_an_event(cont
     observe, evictor, rr = KubeObserver(api), KubeEvictor(api), KubeReader(api)
     mark = len(cp.audit_events(USER))
     report = run_once(
-        observe,
-        evictor,
-        planner_from_config(cfg),
-        TopologyHeuristic(),
-        cfg,
-        EvictionHistory(),
+        CycleDeps(
+            observe,
+            evictor,
+            planner_from_config(cfg),
+            TopologyHeuristic(),
+            cfg,
+            history=EvictionHistory(),
+            reader=rr,
+            recorder=KubeEventRecorder(api, instance="test"),
+        ),
         time.time(),
-        reader=rr,
-        recorder=KubeEventRecorder(api, instance="test"),
     )
     assert [(r.move.to_node, r.outcome) for r in report.results] == [(b, "evicted")]
     reqs = [
@@ -269,14 +281,16 @@ def test_the_interval_modes_watch_cache_sees_a_pod_deleted_by_another_actor_with
         cfg = config(dryRun=True)
         for _ in range(2):
             report = run_once(
-                cache,
-                DryRunEvictor(),
-                planner_from_config(cfg),
-                TopologyHeuristic(),
-                cfg,
-                None,
+                CycleDeps(
+                    cache,
+                    DryRunEvictor(),
+                    planner_from_config(cfg),
+                    TopologyHeuristic(),
+                    cfg,
+                    history=None,
+                    reader=KubeReader(api, cache=cache),
+                ),
                 time.time(),
-                reader=KubeReader(api, cache=cache),
             )
             assert f"{ns}/{victim}" not in {m.pod for m in report.planned_moves}
         assert [r for v, r in requests_of(cp) if v == "list"] == lists_after_start  # no list since start-up

@@ -41,12 +41,13 @@ from prometheus_client import CollectorRegistry
 
 from descheduler.config import load_descheduler_config
 from descheduler.kube import KubeEvictor, KubeObserver, KubeScaler
-from descheduler.loop import run_once
+from descheduler.loop import CycleDeps, run_once
 from descheduler.metrics import DeschedulerMetrics
 from extender.wire import build_host_priorities
 from policy.cache import GrpcEmbeddingCache
 from policy.highlevel import UtilizationIntent, cluster_cpu_utilization, default_intent
 from policy.index import ClusterIndex
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 from policy.observe import parse_pod
 from policy.state import ANNOTATION_DEPENDS_ON, Plan
@@ -265,7 +266,7 @@ class TargetsPlanner:
         return Plan(
             moves=(),
             replica_targets={f"{self.namespace}/{k}": v for k, v in self.targets.items()},
-            intent=default_intent(),
+            intent=Intent(default_intent()),
         )
 
 
@@ -302,28 +303,32 @@ def test_replica_targets_go_through_deployments_scale_and_the_new_pods_are_place
 
     # A dry run reads (HPAs, the scale) and writes nothing.
     dry = run_once(
-        observe,
-        evictor,
-        TargetsPlanner(ns, {"web": 5}),
-        TopologyHeuristic(),
-        cfg.model_copy(update={"dry_run": True}),
-        None,
+        CycleDeps(
+            observe,
+            evictor,
+            TargetsPlanner(ns, {"web": 5}),
+            TopologyHeuristic(),
+            cfg.model_copy(update={"dry_run": True}),
+            history=None,
+            scaler=scaler,
+        ),
         0.0,
-        scaler=scaler,
     )
     assert [(r.outcome, r.current, r.target) for r in dry.scaling] == [("dry_run", 1, 3)]
     assert replicas_of(cp, ns, "web") == 1 and not [e for e in scale_writes(cp, ns) if e["verb"] != "get"]
 
     report = run_once(
-        observe,
-        evictor,
-        TargetsPlanner(ns, {"web": 5}),
-        TopologyHeuristic(),
-        cfg,
-        None,
+        CycleDeps(
+            observe,
+            evictor,
+            TargetsPlanner(ns, {"web": 5}),
+            TopologyHeuristic(),
+            cfg,
+            history=None,
+            scaler=scaler,
+            metrics=metrics,
+        ),
         0.0,
-        scaler=scaler,
-        metrics=metrics,
     )
     assert [(r.workload, r.outcome, r.current, r.target, r.planned) for r in report.scaling] == [
         (f"{ns}/web", "scaled", 1, 3, 5)
@@ -340,12 +345,18 @@ def test_replica_targets_go_through_deployments_scale_and_the_new_pods_are_place
     assert first["metadata"]["name"] in {p["metadata"]["name"] for p in ps}
 
     again = run_once(
-        observe, evictor, TargetsPlanner(ns, {"web": 5}), TopologyHeuristic(), cfg, None, 60.0, scaler=scaler
+        CycleDeps(
+            observe, evictor, TargetsPlanner(ns, {"web": 5}), TopologyHeuristic(), cfg, history=None, scaler=scaler
+        ),
+        60.0,
     )
     assert [(r.outcome, r.current, r.target) for r in again.scaling] == [("scaled", 3, 5)]
     wait_running(cp, ns, 5, "app=sc-web", timeout_s=90)
     done = run_once(
-        observe, evictor, TargetsPlanner(ns, {"web": 5}), TopologyHeuristic(), cfg, None, 120.0, scaler=scaler
+        CycleDeps(
+            observe, evictor, TargetsPlanner(ns, {"web": 5}), TopologyHeuristic(), cfg, history=None, scaler=scaler
+        ),
+        120.0,
     )
     assert [r.outcome for r in done.scaling] == ["unchanged"]
     assert len([e for e in scale_writes(cp, ns) if e["verb"] in ("update", "patch")]) == 2
@@ -384,15 +395,17 @@ def test_a_deployment_an_hpa_owns_is_left_alone_reported_and_never_written(contr
     api = cp.api(USER)
     metrics = DeschedulerMetrics(CollectorRegistry())
     report = run_once(
-        KubeObserver(api),
-        KubeEvictor(api),
-        TargetsPlanner(ns, {"owned": 4, "free": 2}),
-        TopologyHeuristic(),
-        config(),
-        None,
+        CycleDeps(
+            KubeObserver(api),
+            KubeEvictor(api),
+            TargetsPlanner(ns, {"owned": 4, "free": 2}),
+            TopologyHeuristic(),
+            config(),
+            history=None,
+            scaler=KubeScaler(api),
+            metrics=metrics,
+        ),
         0.0,
-        scaler=KubeScaler(api),
-        metrics=metrics,
     )
     got = {r.workload.split("/")[1]: (r.outcome, r.message) for r in report.scaling}
     assert got["owned"][0] == "refused_hpa" and f"HorizontalPodAutoscaler {ns}/owned" in got["owned"][1]

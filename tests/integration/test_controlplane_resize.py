@@ -22,10 +22,11 @@ from prometheus_client import CollectorRegistry
 from descheduler.config import load_descheduler_config
 from descheduler.guards import EvictionHistory
 from descheduler.kube import KubeEvictor, KubeObserver, KubeResizer
-from descheduler.loop import run_once
+from descheduler.loop import CycleDeps, run_once
 from descheduler.metrics import DeschedulerMetrics
 from descheduler.resize import RESIZE_SECTION, ResizeOrder
 from policy.highlevel import default_intent
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 from policy.state import Plan, Resize
 
@@ -62,7 +63,7 @@ class FixedResizes:
             for p in sorted(snapshot.pods, key=lambda p: p.key)
             if p.labels.get("hrl-test/deployment") in self.targets
         )
-        return Plan(resizes=rz, intent=default_intent())
+        return Plan(resizes=rz, intent=Intent(default_intent()))
 
 
 def burstable(name: str) -> dict:
@@ -100,15 +101,17 @@ def cycle(cp, targets, cfg, history=None, metrics=None):
     api = cp.api(USER)
     resizer = KubeResizer(api, dry_run=cfg.dry_run)
     rep = run_once(
-        KubeObserver(api),
-        KubeEvictor(api),
-        FixedResizes(targets),
-        TopologyHeuristic(),
-        cfg,
-        history,
+        CycleDeps(
+            KubeObserver(api),
+            KubeEvictor(api),
+            FixedResizes(targets),
+            TopologyHeuristic(),
+            cfg,
+            history=history,
+            resizer=resizer,
+            metrics=metrics,
+        ),
         1000.0,
-        resizer=resizer,
-        metrics=metrics,
     )
     return rep, resizer
 

@@ -29,7 +29,7 @@ def boutique_snapshot(path: Path) -> Path:
     from policy.sim.app import load_app
     from policy.sim.engine import SimConfig, Simulation
     from policy.sim.kube_scheduler import KubeSchedulerModel
-    from policy.sim.run import cluster_for
+    from policy.sim.sizing import cluster_for
 
     app = load_app("online-boutique")
     sim = Simulation(

@@ -10,7 +10,7 @@ import pytest
 from policy.sim.app import builtin_apps, builtin_apps_dir
 from policy.sim.app import load_app as _load_app
 from policy.sim.engine import SimConfig
-from policy.sim.run import cluster_for, trace_rps
+from policy.sim.sizing import cluster_for, trace_rps
 from policy.sim.stacks import run_stack
 
 load_app = lru_cache(maxsize=None)(_load_app)

@@ -6,8 +6,8 @@ import pytest
 from policy.bench.plan import DEFAULT_PLAN, load_plan, plan_cells
 from policy.config import ConfigError
 from policy.sim.placement import TRAIN_APPS
-from policy.sim.run import window_offset
 from policy.sim.scenario import FAMILIES, load_scenario
+from policy.sim.sizing import window_offset
 from policy.train.episodes import HELD_OUT_APPS
 
 LEARNED = (

@@ -12,10 +12,11 @@ from prometheus_client import CollectorRegistry
 from descheduler.config import load_descheduler_config
 from descheduler.evict import DryRunEvictor, Evictor, safe_evict
 from descheduler.guards import EvictionHistory
-from descheduler.loop import REPORT_OUTCOMES, CycleReport, run_forever, run_once
+from descheduler.loop import REPORT_OUTCOMES, CycleDeps, CycleReport, run_forever, run_once
 from descheduler.metrics import DeschedulerMetrics
 from descheduler.reread import SnapshotReader
 from policy.highlevel import RebalanceHeuristic
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 from policy.state import (
     ClusterSnapshot,
@@ -111,7 +112,7 @@ class ScriptedPlanner:
         self.moves = tuple(Move(p.key, p.node_name, to_node, "locality", 1.0) for p in pods)
 
     def plan(self, snapshot, index, placement) -> Plan:
-        return Plan(moves=self.moves, replica_targets={"shop/api": 3}, intent=(1.0, 1.0))
+        return Plan(moves=self.moves, replica_targets={"shop/api": 3}, intent=Intent((1.0, 1.0)))
 
 
 def config(**kw):
@@ -126,8 +127,11 @@ def config(**kw):
     return load_descheduler_config(base)
 
 
-def cycle(cluster, evictor, planner, cfg=None, history=None, now_s=NOW_S, **kw) -> CycleReport:
-    return run_once(cluster.observe, evictor, planner, PLACEMENT, cfg or config(), history, now_s, **kw)
+def cycle(
+    cluster, evictor, planner, cfg=None, history=None, now_s=NOW_S, warnings=(), snapshot=None, **deps
+) -> CycleReport:
+    deps = CycleDeps(cluster.observe, evictor, planner, PLACEMENT, cfg or config(), history, **deps)
+    return run_once(deps, now_s, warnings=warnings, snapshot=snapshot)
 
 
 def outcomes(report: CycleReport) -> list[tuple[str, str]]:
@@ -486,13 +490,9 @@ def test_run_forever_runs_the_requested_cycles_and_survives_a_failing_one():
     metrics = DeschedulerMetrics()
     n = run_forever(
         0.001,
-        flaky,
-        RecordingEvictor(cluster),
-        ScriptedPlanner(a),
-        PLACEMENT,
-        config(),
-        None,
-        metrics=metrics,
+        CycleDeps(
+            flaky, RecordingEvictor(cluster), ScriptedPlanner(a), PLACEMENT, config(), history=None, metrics=metrics
+        ),
         max_cycles=3,
         on_report=reports.append,
         on_error=errors.append,
@@ -507,9 +507,13 @@ def test_run_forever_stops_when_asked():
     stop.set()
     assert (
         run_forever(
-            60, FakeCluster([]).observe, DryRunEvictor(), ScriptedPlanner(), PLACEMENT, config(), None, stop=stop
+            60,
+            CycleDeps(FakeCluster([]).observe, DryRunEvictor(), ScriptedPlanner(), PLACEMENT, config(), history=None),
+            stop=stop,
         )
         == 0
     )
     with pytest.raises(ValueError, match="interval_s"):
-        run_forever(0, FakeCluster([]).observe, DryRunEvictor(), ScriptedPlanner(), PLACEMENT, config(), None)
+        run_forever(
+            0, CycleDeps(FakeCluster([]).observe, DryRunEvictor(), ScriptedPlanner(), PLACEMENT, config(), history=None)
+        )

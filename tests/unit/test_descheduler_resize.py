@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from descheduler.config import load_descheduler_config, planner_from_config
 from descheduler.guards import EvictionHistory
-from descheduler.loop import run_once
+from descheduler.loop import CycleDeps, run_once
 from descheduler.metrics import DeschedulerMetrics
 from descheduler.resize import (
     RESIZE_OUTCOMES,
@@ -33,6 +33,7 @@ from descheduler.resize import (
     vpa_targeting,
 )
 from policy.highlevel import default_intent
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 from policy.observe import parse_pod, parse_workload
 from policy.state import ClusterSnapshot, NodeInfo, Plan, Resize, Resources
@@ -506,7 +507,7 @@ class FixedResizes:
             Resize(k, by_key[k].requests.cpu_m if k in by_key else 100, t, "burst", 0.5)
             for k, t in self.targets.items()
         )
-        return Plan(resizes=rz, intent=default_intent())
+        return Plan(resizes=rz, intent=Intent(default_intent()))
 
 
 HEADER = {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfiguration"}
@@ -531,15 +532,17 @@ def world(*pods, node_cpu: int = 4000, vpas=None, deployments=None):
 
 def cycle(cluster, targets, resizer, cfg=None, history=None, now_s=1000.0, metrics=None):
     return run_once(
-        cluster.observe,
-        NoEvictions(),
-        FixedResizes(targets),
-        TopologyHeuristic(),
-        cfg or config(),
-        history,
+        CycleDeps(
+            cluster.observe,
+            NoEvictions(),
+            FixedResizes(targets),
+            TopologyHeuristic(),
+            cfg or config(),
+            history=history,
+            resizer=resizer,
+            metrics=metrics,
+        ),
         now_s,
-        resizer=resizer,
-        metrics=metrics,
     )
 
 
@@ -610,14 +613,16 @@ def test_the_guards_block_excluded_namespaces_pods_of_no_deployment_gone_changed
             )
 
     rep = run_once(
-        cluster.observe,
-        NoEvictions(),
-        Drifting(planner_targets),
-        TopologyHeuristic(),
-        config(),
-        None,
+        CycleDeps(
+            cluster.observe,
+            NoEvictions(),
+            Drifting(planner_targets),
+            TopologyHeuristic(),
+            config(),
+            history=None,
+            resizer=ApiResizer(api),
+        ),
         0.0,
-        resizer=ApiResizer(api),
     )
     assert outcomes(rep) == {
         "shop/api-1": "changed",

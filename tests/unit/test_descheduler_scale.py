@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from descheduler.config import load_descheduler_config
 from descheduler.guards import EvictionHistory
-from descheduler.loop import run_once
+from descheduler.loop import CycleDeps, run_once
 from descheduler.metrics import DeschedulerMetrics
 from descheduler.scale import (
     SCALE_OUTCOMES,
@@ -26,6 +26,7 @@ from descheduler.scale import (
     safe_scale,
 )
 from policy.highlevel import HierarchicalPolicy, HrlState
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 from policy.sim.subresources import SimScaler
 from policy.state import (
@@ -330,7 +331,7 @@ class Planner:
         self.targets, self.moves = targets, tuple(moves)
 
     def plan(self, snapshot, index, placement):
-        return Plan(moves=self.moves, replica_targets=dict(self.targets), intent=(1.0, 1.0))
+        return Plan(moves=self.moves, replica_targets=dict(self.targets), intent=Intent((1.0, 1.0)))
 
 
 def config(**kw):
@@ -346,15 +347,17 @@ def config(**kw):
 
 def cycle(cluster, planner, scaler, cfg=None, metrics=None):
     return run_once(
-        cluster.observe,
-        Evictor(cluster),
-        planner,
-        TopologyHeuristic(),
-        cfg or config(),
-        None,
+        CycleDeps(
+            cluster.observe,
+            Evictor(cluster),
+            planner,
+            TopologyHeuristic(),
+            cfg or config(),
+            history=None,
+            scaler=scaler,
+            metrics=metrics,
+        ),
         100.0,
-        scaler=scaler,
-        metrics=metrics,
     )
 
 

@@ -292,7 +292,7 @@ def test_the_drpc_stack_runs_in_the_simulator_and_scales_under_a_peak():
     from policy.sim.app import load_app
     from policy.sim.drpc import drpc_stack
     from policy.sim.engine import SimConfig, Simulation
-    from policy.sim.run import cluster_for, trace_rps
+    from policy.sim.sizing import cluster_for, trace_rps
     from policy.sim.stacks import StackContext, autoscaled_workloads
 
     app = load_app("online-boutique")

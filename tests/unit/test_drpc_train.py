@@ -110,7 +110,7 @@ def test_a_seconds_long_run_exports_bundles_that_the_numpy_autoscaler_loads_and_
     # the DRPC student drives a short simulation through the stack's hook
     from policy.sim.app import load_app
     from policy.sim.engine import SimConfig, Simulation
-    from policy.sim.run import cluster_for, trace_rps
+    from policy.sim.sizing import cluster_for, trace_rps
     from policy.sim.stacks import StackContext, autoscaled_workloads, default_kube_scheduler
 
     app = load_app("online-boutique")

@@ -12,6 +12,7 @@ import pytest
 from extender.scoring import FILTER_OUTCOMES, PRIORITIZE_OUTCOMES, filter_nodes, prioritize
 from extender.store import SnapshotStore
 from extender.wire import decode_filter_result, decode_host_priorities, parse_extender_args
+from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
 from policy.state import ClusterSnapshot, NodeInfo, OwnerRef, PodInfo, Resources, ServiceEdge, ServiceGraph
 
@@ -149,7 +150,7 @@ def test_both_request_modes_score_the_same():
 
 def test_the_intent_vector_reaches_the_policy():
     s = store_of([node("x"), node("y")], [pod("api-1", "api", "y")])
-    s.set_intent([0.0, 1.0], version="plan-1")  # locality weight 0: nothing to prefer
+    s.set_intent(Intent([0.0, 1.0]), version="plan-1")  # locality weight 0: nothing to prefer
     reply, outcome = prioritize(request("web", ["x", "y"]), s.get(), HEURISTIC)
     assert outcome == "ok" and scores(reply) == {"x": 0, "y": 0}
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from extender.store import SnapshotStore, StoreView
+from policy.intent import Intent
 from policy.observe import ObjectError
 from policy.state import ClusterSnapshot, NodeInfo, PodInfo, Resources, ServiceEdge, ServiceGraph
 
@@ -93,24 +94,25 @@ def test_set_graph_keeps_the_index_arrays():
 
 def test_set_intent_stores_a_validated_vector_and_its_version():
     s = SnapshotStore()
-    v = s.set_intent([1.5, 0], version=7)
-    assert v.intent == (1.5, 0.0) and v.intent_version == "7"
+    v = s.set_intent(Intent([1.5, 0]), version=7)
+    assert v.intent == (1.5, 0.0) and v.intent_version == "7" and v.plan_intent == Intent((1.5, 0.0))
     assert s.set_intent(None).intent is None
 
 
 @pytest.mark.parametrize(
     "vector,msg",
     [
-        ([1.0, math.nan], r"intent\[1\]: expected a finite number"),
-        ([math.inf], r"intent\[0\]: expected a finite number"),
-        (["x"], r"intent\[0\]: expected a number, got 'x'"),
+        ([1.0, math.nan], r"intent.values\[1\]: expected a finite weight >= 0, got nan"),
+        ([math.inf], r"intent.values\[0\]: expected a finite weight >= 0, got inf"),
+        ([-1.0], r"intent.values\[0\]: expected a finite weight >= 0, got -1.0"),
+        (["x"], r"intent.values\[0\]: expected a number, got 'x'"),
     ],
 )
 def test_a_bad_intent_is_refused_and_nothing_changes(vector, msg):
     s = SnapshotStore()
-    s.set_intent([1.0, 1.0], "a")
+    s.set_intent(Intent([1.0, 1.0]), "a")
     with pytest.raises(ValueError, match=msg):
-        s.set_intent(vector, "b")
+        s.set_intent(Intent(vector), "b")
     assert s.get().intent == (1.0, 1.0) and s.get().intent_version == "a"
 
 

@@ -190,12 +190,12 @@ def test_pods_the_guards_would_always_refuse_are_not_planned():
 
 def test_an_empty_plan_carries_the_default_intent_and_no_replica_targets():
     p = plan(snap(NODES3, [pod("api", "n1")]))
-    assert p.moves == () and dict(p.replica_targets) == {} and p.intent == default_intent() == (1.0, 1.0)
+    assert p.moves == () and dict(p.replica_targets) == {} and p.intent.values == default_intent() == (1.0, 1.0)
 
 
 def test_a_configured_intent_is_used_and_passed_down():
     p = plan(snap(NODES3, [pod("api", "n1")]), RebalanceHeuristic(intent=(2.0,)))
-    assert p.intent == (2.0, 1.0)
+    assert p.intent.values == (2.0, 1.0)
 
 
 def test_the_plan_is_deterministic_whatever_the_pod_order():

@@ -385,8 +385,8 @@ def test_the_intent_is_smoothed_against_the_last_one_kept_in_the_state():
     busy = snap([node("n1", usage_m=4000)], [pod("api", "n1")])
     p = HierarchicalPolicy(min_serving_pods=1, intent_policy=UtilizationIntent(smoothing=0.5), rebalance=False)
     p.state.last_intent = (1.5, 0.5)
-    assert plan(p, busy).intent == pytest.approx((1.125, 1.25))
-    assert plan(p, busy).intent == pytest.approx((0.9375, 1.625))
+    assert plan(p, busy).intent.values == pytest.approx((1.125, 1.25))
+    assert plan(p, busy).intent.values == pytest.approx((0.9375, 1.625))
     assert p.state.last_intent == pytest.approx((0.9375, 1.625))
 
 
@@ -395,10 +395,10 @@ def test_the_flat_intent_is_always_the_default_and_the_low_level_is_scored_with_
     low = FixedScores({"n1": 0.0, "n2": 9.0})
     p = HierarchicalPolicy(min_serving_pods=1, intent_policy=FixedIntent())
     out = plan(p, s, low)
-    assert out.intent == default_intent() and set(low.intents) == {default_intent()}
+    assert out.intent.values == default_intent() and set(low.intents) == {default_intent()}
     p2 = HierarchicalPolicy(min_serving_pods=1)
     out2 = plan(p2, s, low)
-    assert set(low.intents[-1:]) == {out2.intent} and out2.intent != default_intent()
+    assert set(low.intents[-1:]) == {out2.intent.values} and out2.intent.values != default_intent()
     assert FixedIntent((2.0,)).intent(s, ClusterIndex.build(s), HrlState()) == (2.0, 1.0)
 
 

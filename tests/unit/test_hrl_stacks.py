@@ -77,9 +77,9 @@ def test_hrl_scheduler_runs_the_real_descheduler_loop_every_minute_and_passes_it
     assert [r.started_at_s / 60 for r in reports] == list(range(1, MINUTES))
     (ext,) = built.scheduler.extenders
     assert ext.weight == hs.EXTENDER_WEIGHT and ext.calls["prioritize"] >= 12
-    _index, intent, colocation = ext.view()
-    assert intent == reports[-1].intent  # the low level scores with the last cycle's intent
-    assert colocation == dict(reports[-1].colocation_priority)  # and its per-service co-location priorities
+    _index, intent = ext.view()  # through the embedding cache's intent record, as in a cluster
+    assert intent.values == reports[-1].intent.values  # the low level scores with the last cycle's intent
+    assert dict(intent.colocation_priority) == dict(reports[-1].intent.colocation_priority)  # and its priorities
     scaled = [s for r in reports for s in r.scaling if s.outcome == "scaled"]
     assert scaled and all(s.workload in autoscaled_workloads(world[0]) for s in scaled)
     assert all(abs(s.target - s.current) <= 4 and 1 <= s.target <= 10 for s in scaled)
@@ -96,7 +96,7 @@ def test_the_ablations_switch_off_exactly_their_part(world):
     assert all(dict(r.replica_targets) == {} and r.scaling == () for r in no_autoscale)
     assert res.pods_placed == 12
     built, flat, _r, _s = simulate("hrl-flat", world)
-    assert all(r.intent == default_intent() for r in flat)
+    assert all(r.intent.values == default_intent() for r in flat)
     assert built.scheduler.extenders[0].view()[1] is None  # no intent ever reaches the low level
 
 

@@ -26,7 +26,7 @@ from policy.highlevel import (
     intent_from_outputs,
 )
 from policy.index import ClusterIndex
-from policy.lowlevel import TopologyHeuristic, decode_intent, encode_intent, intent_adjustment, service_intent
+from policy.lowlevel import TopologyHeuristic, intent_adjustment
 from policy.lowlevel.features import CONTEXT_FEATURES
 from policy.state import (
     ClusterSnapshot,
@@ -113,20 +113,31 @@ def random_net(flat: bool = True, seed: int = 0) -> IntentNet:
 
 
 def test_an_intent_round_trips_through_the_cache_encoding_with_its_per_service_priorities():
-    names, values = encode_intent((1.5, 0.5), {"cart": 2.0, "front": 0.0})
+    it = Intent((1.5, 0.5), colocation_priority={"cart": 2.0, "front": 0.0})
+    names, values = it.to_wire()
     assert names == ["locality_weight", "balance_weight", "colocation_priority/cart", "colocation_priority/front"]
-    assert decode_intent(names, values) == ((1.5, 0.5), {"cart": 2.0, "front": 0.0})
-    # an older producer's bare vector, a newer producer's unknown name, a bad priority
-    assert decode_intent([], [1.2, 0.8]) == ((1.2, 0.8), {})
-    assert decode_intent(["balance_weight", "future"], [2.0, 9.0]) == ((1.0, 2.0), {})
-    assert decode_intent(["colocation_priority/x"], [float("nan")]) == (None, {})
+    back = Intent.from_wire(names, values)
+    assert back.values == (1.5, 0.5) and dict(back.colocation_priority) == {"cart": 2.0, "front": 0.0}
+    # doubles travel bit-exact: a value with every mantissa bit in use comes back the same double
+    x = 0.1 + 0.2
+    assert Intent.from_wire(*Intent((x, 1 / 3)).to_wire()).values == (x, 1 / 3)
+    # an older producer's bare vector, a newer producer's unknown name, nothing at all
+    assert Intent.from_wire([], [1.2, 0.8]) == Intent((1.2, 0.8))
+    assert Intent.from_wire(["balance_weight", "future"], [2.0, 9.0]) == Intent((1.0, 2.0))
+    assert Intent.from_wire([], []) is None and Intent.from_wire(["future"], [1.0]) is None
+    # a bad value refuses the record whole (nothing half-applied)
+    with pytest.raises(ValueError, match=r"colocation_priority\['x'\]: expected a number >= 0, got nan"):
+        Intent.from_wire(["locality_weight", "colocation_priority/x"], [1.0, float("nan")])
+    with pytest.raises(ValueError, match="2 names for 1 values"):
+        Intent.from_wire(["locality_weight", "balance_weight"], [1.0])
 
 
 def test_a_services_co_location_priority_scales_only_its_pods_locality_weight():
-    assert service_intent((1.5, 0.5), {"cart": 2.0}, "cart") == (3.0, 0.5)
-    assert service_intent((1.5, 0.5), {"cart": 2.0}, "front") == (1.5, 0.5)
-    assert service_intent(None, {"cart": 0.5}, "cart") == (0.5, 1.0)  # the defaults, scaled
-    assert service_intent(None, {}, "cart") is None
+    it = Intent((1.5, 0.5), colocation_priority={"cart": 2.0})
+    assert it.for_service("cart") == (3.0, 0.5)
+    assert it.for_service("front") == (1.5, 0.5)
+    assert Intent((), colocation_priority={"cart": 0.5}).for_service("cart") == (0.5, 1.0)  # the defaults, scaled
+    assert Intent(()).for_service("cart") == ()
 
 
 @pytest.mark.parametrize(
@@ -262,9 +273,9 @@ def test_the_intent_is_computed_once_per_period_and_holds_in_between():
         plans.append(planner.plan(snap, ClusterIndex.build(snap), placement))
     assert pol.calls == 3  # minutes 1 (first), 5 and 10
     assert pol.records == 11  # the history is recorded every cycle
-    assert all(p.intent == (2.0, 0.5) for p in plans)
-    assert all(dict(p.colocation_priority) == {"cart": 1.5} for p in plans)
-    assert all(dict(p.capacity_targets) == {"cart": 0.4} for p in plans)
+    assert all(p.intent.values == (2.0, 0.5) for p in plans)
+    assert all(dict(p.intent.colocation_priority) == {"cart": 1.5} for p in plans)
+    assert all(dict(p.intent.capacity_target) == {"cart": 0.4} for p in plans)
     doc = planner.state.to_json()
     assert HrlState.from_json(doc).capacity_targets == {"cart": 0.4}
 
@@ -311,7 +322,7 @@ def test_fixed_intent_policies_still_plan_with_the_whole_move_budget():
     plan = HierarchicalPolicy(intent_policy=FixedIntent((3.0, 1.0)), margin=0.0, min_serving_pods=1).plan(
         snap, ClusterIndex.build(snap), TopologyHeuristic()
     )
-    assert plan.moves and dict(plan.colocation_priority) == {}
+    assert plan.moves and dict(plan.intent.colocation_priority) == {}
 
 
 # ---- in-place resizes -------------------------------------------------------------------------------------------

@@ -458,7 +458,7 @@ def sim_states(n_minutes: int = 3):
     from policy.sim.app import load_app
     from policy.sim.engine import SimConfig, Simulation, background_tenants
     from policy.sim.kube_scheduler import KubeSchedulerModel
-    from policy.sim.run import cluster_for, trace_rps
+    from policy.sim.sizing import cluster_for, trace_rps
 
     app = load_app("online-boutique")
     spec = replace(cluster_for(app, 6), background=background_tenants(6, 2000, 8 * GI, seed=3, use_frac=0.5))

@@ -15,6 +15,7 @@ import pytest
 from extender.scoring import prioritize_scores
 from extender.store import SnapshotStore
 from extender.wire import build_host_priorities, decode_extender_args, encode_host_scores, encode_json
+from policy.intent import Intent
 from policy.lowlevel import LearnedPlacement, NodeScoreTable, TopologyHeuristic, score_key
 from policy.observe import snapshot_from_objects
 
@@ -94,7 +95,7 @@ def test_a_table_of_another_index_intent_or_bound_pod_is_not_used(bench_store):
     parsed = next(_requests(bench, np.random.default_rng(1), 1))
     assert table.lookup(parsed.pod, view.index, view.intent) is not None
     assert table.lookup(parsed.pod, view.index, (2.0, 1.0)) is None  # another intent
-    other = store.set_intent((1.0, 1.0)).index  # set_intent keeps the index: same vectors valid for the same intent
+    other = store.set_intent(Intent((1.0, 1.0))).index  # set_intent keeps the index: same vectors, same intent
     assert table.lookup(parsed.pod, other, None) is not None
     from dataclasses import replace
 
@@ -125,15 +126,14 @@ def test_per_service_colocation_priorities_score_the_same_from_the_table_and_dir
     """The learned high level's co-location priorities (scaling each service's locality weight) reach the
     scores on both paths, and change them."""
     from dataclasses import replace
-    from types import MappingProxyType
 
     bench, store = bench_store
     base = store.get()
     policy = TopologyHeuristic()
     requests = list(_requests(bench, np.random.default_rng(11), 40))
     services = sorted({p.pod.service for p in requests})
-    colocation = MappingProxyType({s: (0.0 if k % 2 else 4.0) for k, s in enumerate(services)})
-    view = replace(base, colocation=colocation)
+    colocation = {s: (0.0 if k % 2 else 4.0) for k, s in enumerate(services)}
+    view = replace(base, plan_intent=Intent(base.intent or (), colocation_priority=colocation))
     table = NodeScoreTable(policy)
     table.warm(view.index, view.intent, colocation=view.colocation)
     changed = 0

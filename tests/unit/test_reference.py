@@ -112,7 +112,7 @@ def test_a_cpu_budget_raises_the_price_until_the_replicas_fit(boutique):
 
 def test_the_reference_stack_scales_each_workload_to_its_plan_before_the_minute_it_knows(boutique):
     from policy.sim.engine import SimConfig, Simulation
-    from policy.sim.run import cluster_for, trace_rps
+    from policy.sim.sizing import cluster_for, trace_rps
     from policy.sim.stacks import StackContext, build_stack
 
     rps = trace_rps(boutique, "bursty", 6, 150)

@@ -207,7 +207,7 @@ def test_several_apps_share_the_cluster_each_in_its_namespace_with_its_own_load_
 
 
 def test_the_window_offset_centres_the_run_on_the_first_apps_peak():
-    from policy.sim.run import window_offset
+    from policy.sim.sizing import window_offset
 
     assert scenario_window_offset("shared-cluster", 30) == window_offset("nasa", 30)
 

@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from policy.sim.engine import SimConfig
-from policy.sim.run import cluster_for, trace_rps
+from policy.sim.sizing import cluster_for, trace_rps
 from policy.sim.stacks import (
     BENCH_STACKS,
     ENTRY_POINT_GROUP,
@@ -111,7 +111,7 @@ def test_autoscaling_stacks_scale_out_a_workload_running_far_above_its_cpu_reque
 
     from policy.sim.app import load_app
     from policy.sim.engine import Simulation
-    from policy.sim.run import capacity_rps
+    from policy.sim.sizing import capacity_rps
 
     app = load_app("dsb-hotel-reservation")  # requests 100m, limits 1000m: busy pods run at ~800 % of request
     cluster = cluster_for(app)
@@ -149,7 +149,7 @@ def test_threshold_knobs_that_break_the_autoscalers_rules_are_refused_when_built
 
 
 def _run(name, app, minutes=10):
-    from policy.sim.run import window_offset
+    from policy.sim.sizing import window_offset
 
     rps = trace_rps(app, "bursty", minutes, window_offset("bursty", minutes))
     return run_stack(name, app, rps, cluster_for(app), SimConfig(minutes=minutes, seed=3, n_samples=200)).metrics

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from policy.sim.engine import SimConfig
-from policy.sim.run import cluster_for
+from policy.sim.sizing import cluster_for
 from policy.sim.stacks import run_stack
 from policy.train.episodes import HELD_OUT_APPS, TRAINING_FAMILIES, scenario_app_count, training_app, training_run
 
