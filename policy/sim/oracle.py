@@ -103,6 +103,16 @@ class ImposedIntent:
         self.base = base
         self.current: Intent | None = None
 
+    @property
+    def signals(self) -> Any:
+        """The service metrics the stack hands its high level every cycle, passed on to ``base``."""
+        return getattr(self.base, "signals", None)
+
+    @signals.setter
+    def signals(self, value: Any) -> None:
+        if self.base is not None and hasattr(self.base, "signals"):
+            self.base.signals = value
+
     def record(self, snapshot: ClusterSnapshot, index: ClusterIndex, state: HrlState) -> None:
         rec = getattr(self.base, "record", None)
         if rec is not None:
