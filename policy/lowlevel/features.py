@@ -64,6 +64,11 @@ CONTEXT_FEATURES: tuple[tuple[str, str], ...] = (
     ("same_service_node_share", "share of the service's other pods on the node, 0..1"),
     ("same_service_zone_share", "share of the service's other pods in the node's zone, 0..1"),
     ("log_same_service_node_pods", "log1p(the service's other pods on the node)"),
+    (
+        "svc_similarity_node",
+        "mean cosine similarity of the pod's service row (its graph embedding, or its flat row) to the rows of the "
+        "services of the other pods on the node, -1..1 (0 on a node without such pods, or without other rows)",
+    ),
     *(
         (f"intent_{n}", f"intent component {n} (policy.lowlevel.INTENT_SPEC; its default when absent)")
         for n in ("locality_weight", "balance_weight")
@@ -146,6 +151,63 @@ _INDEX_EXTRAS: list[_IndexExtras] = []
 _GRAPH_EXTRAS: list[_GraphExtras] = []
 
 
+class _RowsExtras:
+    """Per (index, service rows): the rows' unit vectors (S, D) and the (S, N) counts of each row's service's bound
+    pods per node (zero for a service the index does not know), for :func:`_similarity_to_nodes`."""
+
+    __slots__ = ("index", "rows", "pos", "unit", "counts", "total")
+
+    def __init__(self, index: ClusterIndex, rows: Any):
+        self.index = index
+        self.rows = rows
+        services = tuple(rows.services)
+        self.pos = {svc: i for i, svc in enumerate(services)}
+        m = np.asarray(rows.matrix, dtype=np.float64).reshape(len(services), -1)
+        norm = np.linalg.norm(m, axis=1, keepdims=True)
+        self.unit = np.divide(m, norm, out=np.zeros_like(m), where=norm > 0)
+        N = len(index.snapshot.nodes)
+        self.counts = np.zeros((len(services), N))
+        for svc, i in self.pos.items():
+            c = index.service_nodes.get(svc)
+            if c is not None:
+                self.counts[i] = c
+        self.total = self.counts.sum(axis=0)
+
+
+_ROWS_EXTRAS: list[_RowsExtras] = []
+
+
+def _rows_extras(index: ClusterIndex, rows: Any) -> _RowsExtras:
+    for e in _ROWS_EXTRAS:
+        if e.index is index and e.rows is rows:
+            return e
+    e = _RowsExtras(index, rows)
+    with _EXTRAS_LOCK:
+        _ROWS_EXTRAS.insert(0, e)
+        del _ROWS_EXTRAS[4:]
+    return e
+
+
+def _similarity_to_nodes(service: str, rows: Any, index: ClusterIndex, own_node: int) -> np.ndarray:
+    """(N,) mean cosine similarity of ``service``'s row to the rows of the services of the pods bound to each node,
+    the pod itself (bound to ``own_node``, -1 when unbound) left out; 0 where no such pod is, and everywhere when
+    ``rows`` holds only the pod's own row (a bare array). O(S · N) per pod with the (S, N) counts kept per index."""
+    N = len(index.snapshot.nodes)
+    if not (hasattr(rows, "services") and hasattr(rows, "matrix")):
+        return np.zeros(N)
+    ex = _rows_extras(index, rows)
+    i = ex.pos.get(service)
+    if i is None:
+        return np.zeros(N)
+    sims = ex.unit @ ex.unit[i]
+    num = sims @ ex.counts
+    den = ex.total.copy()
+    if own_node >= 0:
+        num[own_node] -= sims[i]
+        den[own_node] -= 1.0
+    return np.divide(num, den, out=np.zeros(N), where=den > 0)
+
+
 def _index_extras(index: ClusterIndex) -> _IndexExtras:
     for e in _INDEX_EXTRAS:
         if e.index is index:
@@ -194,7 +256,8 @@ def featurize_candidates(
     ``embeddings``: the pod's service row itself ((D,) array), or a mapping / :class:`ServiceRows` holding it
     (raises ``ValueError`` when it lacks the service). Candidates the index does not know get all-zero context
     columns. Call rates come from ``index.snapshot.graph`` (``default_rps`` per edge without one).
-    Vectorised over candidates: O(C · (1 + neighbours)).
+    Vectorised over candidates: O(C · (1 + neighbours)), plus O(S · N) for ``svc_similarity_node`` (S services with
+    rows, N nodes).
     """
     svc_row = _service_row(pod.service, embeddings)
     C = len(candidates)
@@ -272,6 +335,7 @@ def featurize_candidates(
         cols += [on_node / tot_other, in_zone / tot_other, np.log1p(np.maximum(on_node, 0.0))]
     else:
         cols += [np.zeros(C), np.zeros(C), np.zeros(C)]
+    cols.append(_similarity_to_nodes(pod.service, embeddings, index, own_i if own_i >= 0 else -1)[p])
     for n in PLACEMENT_INTENTS:
         cols.append(np.full(C, intent_value(intent, n)))
     ctx = np.stack(cols, axis=1)
