@@ -351,6 +351,14 @@ def cmd_train_placement(args: argparse.Namespace) -> int:
             help="share of episodes in the scenario families (default 0.5; the rest: one app with background load)",
         ),
         arg("--flat", action="store_true", help="train the hrl-no-encoder high level (no graph embeddings)"),
+        arg(
+            "--baseline",
+            choices=("critic", "paired"),
+            default=None,
+            help="advantages from the critic (GAE, default) or from a paired run without exploration on the same "
+            "episode inputs",
+        ),
+        arg("--init", default=None, help="an intent bundle to start from (fine-tune the distilled DAgger policy)"),
     ],
 )
 def cmd_train_hierarchy(args: argparse.Namespace) -> int:
