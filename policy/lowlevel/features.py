@@ -25,6 +25,7 @@ __all__ = [
     "SERVICE_INPUTS",
     "FLAT_ROWS_VERSION",
     "CONTEXT_FEATURES",
+    "CONTEXT_FEATURES_V1",
     "PLACEMENT_INTENTS",
     "placement_feature_spec",
     "PLACEMENT_FEATURES",
@@ -64,24 +65,30 @@ CONTEXT_FEATURES: tuple[tuple[str, str], ...] = (
     ("same_service_node_share", "share of the service's other pods on the node, 0..1"),
     ("same_service_zone_share", "share of the service's other pods in the node's zone, 0..1"),
     ("log_same_service_node_pods", "log1p(the service's other pods on the node)"),
+    *(
+        (f"intent_{n}", f"intent component {n} (policy.lowlevel.INTENT_SPEC; its default when absent)")
+        for n in ("locality_weight", "balance_weight")
+    ),
     (
         "svc_similarity_node",
         "mean cosine similarity of the pod's service row (its graph embedding, or its flat row) to the rows of the "
         "services of the other pods on the node, -1..1 (0 on a node without such pods, or without other rows)",
     ),
-    *(
-        (f"intent_{n}", f"intent component {n} (policy.lowlevel.INTENT_SPEC; its default when absent)")
-        for n in ("locality_weight", "balance_weight")
-    ),
 )
+
+#: The context columns of the first placement bundles (``placement-mlp-v1`` trained before the relational input): every
+#: column of :data:`CONTEXT_FEATURES` but the last, ``svc_similarity_node``. A bundle of this layout still loads and
+#: scores as it was trained (:class:`policy.lowlevel.LearnedPlacement` drops the column).
+CONTEXT_FEATURES_V1 = CONTEXT_FEATURES[:-1]
 
 
 #: The intent components the policy reads, by name (INTENT_SPEC may grow without changing these columns).
 PLACEMENT_INTENTS = ("locality_weight", "balance_weight")
 
 
-def placement_feature_spec(service_input: str, dim: int) -> FeatureSpec:
-    """The candidate rows' columns: :data:`CONTEXT_FEATURES` then the service block — ``svc_emb_00`` ..
+def placement_feature_spec(service_input: str, dim: int, relational: bool = True) -> FeatureSpec:
+    """The candidate rows' columns: :data:`CONTEXT_FEATURES` (:data:`CONTEXT_FEATURES_V1` when not ``relational``)
+    then the service block — ``svc_emb_00`` ..
     (``dim`` embedding components) for ``"encoder"``, or ``svc_<NODE_SPEC name>`` for ``"flat"`` (``dim`` must
     be ``len(NODE_SPEC)``). Raises ``ValueError`` for another ``service_input`` or a wrong ``dim``."""
     if service_input == "encoder":
@@ -92,7 +99,7 @@ def placement_feature_spec(service_input: str, dim: int) -> FeatureSpec:
         block = [(f"svc_{n}", u) for n, u in zip(NODE_SPEC.names, NODE_SPEC.units)]
     else:
         raise ValueError(f"service_input: expected one of {', '.join(SERVICE_INPUTS)}, got {service_input!r}")
-    return FeatureSpec.of([*CONTEXT_FEATURES, *block])
+    return FeatureSpec.of([*(CONTEXT_FEATURES if relational else CONTEXT_FEATURES_V1), *block])
 
 
 #: The hrl-scheduler bundle's input (32-dimensional embeddings of the committed encoder).
@@ -335,9 +342,9 @@ def featurize_candidates(
         cols += [on_node / tot_other, in_zone / tot_other, np.log1p(np.maximum(on_node, 0.0))]
     else:
         cols += [np.zeros(C), np.zeros(C), np.zeros(C)]
-    cols.append(_similarity_to_nodes(pod.service, embeddings, index, own_i if own_i >= 0 else -1)[p])
     for n in PLACEMENT_INTENTS:
         cols.append(np.full(C, intent_value(intent, n)))
+    cols.append(_similarity_to_nodes(pod.service, embeddings, index, own_i if own_i >= 0 else -1)[p])
     ctx = np.stack(cols, axis=1)
     ctx[~known] = 0.0
     out[:, :K] = ctx
