@@ -92,7 +92,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @dataclass(frozen=True)
 class DaggerConfig(EpisodeDistribution):
     """DAgger for the high level (module docstring), over the episodes of :class:`EpisodeDistribution` (its fields;
-    episodes of ``episode_minutes`` = 40 by default). Checked in ``__post_init__`` (ValueError naming the field).
+    episodes of ``episode_minutes`` = 30 by default). Checked in ``__post_init__`` (ValueError naming the field).
 
     - ``iterations`` × ``episodes_per_iteration`` labelled episodes (Ray tasks, ``workers`` at a time);
     - the mixture: ``beta`` in [0, 1] (share of periods executed by the oracle in iteration 1), ``beta_decay`` in
@@ -102,13 +102,13 @@ class DaggerConfig(EpisodeDistribution):
     - ``eval_episodes`` fixed validation episodes; ``flat``: the ``hrl-no-encoder`` variant; ``seed``; ``quick``.
     """
 
-    episode_minutes: int = 40
-    iterations: int = 4
-    episodes_per_iteration: int = 8
+    episode_minutes: int = 30
+    iterations: int = 3
+    episodes_per_iteration: int = 6
     beta: float = 1.0
     beta_decay: float = 0.5
-    horizon_min: int = 10
-    capacity_targets: tuple[float, ...] = (0.55, 0.65, 0.75, 0.85)
+    horizon_min: int = 8
+    capacity_targets: tuple[float, ...] = (0.5, 0.65, 0.8, 0.9)
     coordinate_services: int = 1
     epochs: int = 300
     lr: float = 3e-3
