@@ -382,7 +382,7 @@ def cmd_train_hierarchy(args: argparse.Namespace) -> int:
         arg("--iterations", type=int, default=None, help="DAgger iterations (default 3)"),
         arg("--episodes", type=int, default=None, help="labelled episodes per iteration (default 6)"),
         arg("--minutes", type=int, default=None, help="simulated minutes per episode (default 30)"),
-        arg("--horizon", type=int, default=None, help="the oracle's rollout horizon, simulated minutes (default 8)"),
+        arg("--horizon", type=int, default=None, help="the oracle's rollout horizon, simulated minutes (default 10)"),
         arg("--workers", type=int, default=None, help="Ray CPUs of the local Ray (default 2)"),
         arg("--ray-address", default=None, help="a Ray cluster to run the episodes on (default: a local Ray)"),
         arg(

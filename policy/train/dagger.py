@@ -107,7 +107,7 @@ class DaggerConfig(EpisodeDistribution):
     episodes_per_iteration: int = 6
     beta: float = 1.0
     beta_decay: float = 0.5
-    horizon_min: int = 8
+    horizon_min: int = 10
     capacity_targets: tuple[float, ...] = (0.5, 0.65, 0.8, 0.9)
     coordinate_services: int = 1
     epochs: int = 300
