@@ -320,12 +320,6 @@ def _predictor(bundles_root: str | Path | None, flat: bool) -> Path:
     return PREDICTOR_BUNDLE
 
 
-def _cpu_s(pool: TaskPool, task_cpu_s: float, cpu0: float) -> float:
-    """CPU seconds spent so far: this process's, plus the tasks' when they ran in other processes (Ray)."""
-    own = time.process_time() - cpu0
-    return own + task_cpu_s if pool.ray is not None else own
-
-
 def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     keys = list(dict.fromkeys(k for r in rows for k in r))
     with path.open("w", newline="", encoding="utf-8") as fh:
@@ -409,7 +403,7 @@ def train_dagger(
                 "learned_best_share": float(sum(e.learned_best for e in eps) / max(1, len(new))),
                 "fit_loss": loss,
                 "validation_objective": v,
-                "cpu_minutes": round(_cpu_s(pool, task_cpu_s, cpu0) / 60.0, 2),
+                "cpu_minutes": round(pool.cpu_s(task_cpu_s, cpu0) / 60.0, 2),
                 "wall_s": round(time.perf_counter() - t_start, 1),
             }
             rows.append(row)

@@ -165,7 +165,7 @@ class Decision(NamedTuple):
 class EpisodeData(NamedTuple):
     """What one episode returns: its spec, its decisions (in order), the per-minute rewards (T,), and the run's
     metrics (:data:`policy.sim.engine.METRIC_KEYS` plus ``slo_violation_frac`` and ``objective``: mean cost per
-    minute), ``intents``: the intent of each decision as JSON, ``wall_s``."""
+    minute), ``intents``: the intent of each decision as JSON, ``wall_s``, ``cpu_s`` (the task's CPU time)."""
 
     spec: EpisodeSpec
     decisions: list[Decision]
@@ -173,6 +173,7 @@ class EpisodeData(NamedTuple):
     metrics: dict[str, float]
     intents: list[dict[str, Any]]
     wall_s: float
+    cpu_s: float = 0.0
 
 
 class SampledIntent(LearnedIntent):
@@ -222,7 +223,7 @@ def run_episode(
     the intent policy injected). ``bundles_root``: where the stack's other bundles (``<stack>/low``, the predictor in
     ``<stack>/high/predictor``) come from (default ``policy/bundles``; ``make train`` passes its staging root so the
     high level trains over the low level trained just before). Runs in a Ray task or in process."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     rng = np.random.default_rng(spec.seed)
     setting = episode_setting(spec, flat=flat, stack=stack, bundles_root=bundles_root)
     app, cfg = setting.app, setting.config
@@ -260,7 +261,7 @@ def run_episode(
                 "colocation_mean": float(np.mean(list(it.colocation_priority.values()) or [0.0])),
             }
         )
-    return EpisodeData(spec, decisions, rewards, metrics, intents, time.perf_counter() - t0)
+    return EpisodeData(spec, decisions, rewards, metrics, intents, time.perf_counter() - t0, time.process_time() - c0)
 
 
 # ---- the networks --------------------------------------------------------------------------------------------------
@@ -498,9 +499,13 @@ def train_hierarchy(
     rollouts = TaskPool(cfg.workers, ray_address)
     broot = None if bundles_root is None else str(bundles_root)
 
+    cpu0, task_cpu = time.process_time(), [0.0]
+
     def roll(specs: Sequence[EpisodeSpec], std: np.ndarray | None, obj: Objective) -> list[EpisodeData]:
         kw = {"flat": cfg.flat, "hidden": cfg.hidden, "bundles_root": broot}
-        return rollouts.map(run_episode, specs, net.actor_arrays(), net.normalization(), std, obj, **kw)
+        eps = rollouts.map(run_episode, specs, net.actor_arrays(), net.normalization(), std, obj, **kw)
+        task_cpu[0] += sum(e.cpu_s for e in eps)
+        return eps
 
     val_specs = sample_episode_specs(cfg, np.random.default_rng(10_000 + cfg.seed), cfg.eval_episodes, seed0=9_000_000)
     rows: list[dict[str, Any]] = []
@@ -551,7 +556,11 @@ def train_hierarchy(
             # ---- evaluate ----
             if cfg.eval_every and (it % cfg.eval_every == 0 or it == cfg.iterations):
                 evals = roll(val_specs, None, cfg.objective)
-                ev = {"iteration": it, **_episode_summary(evals)}
+                ev = {
+                    "iteration": it,
+                    "cpu_minutes": round(rollouts.cpu_s(task_cpu[0], cpu0) / 60.0, 2),
+                    **_episode_summary(evals),
+                }
                 eval_rows.append(ev)
                 log(f"hierarchy validation it {it}: cost {ev['objective']:.3f}/min (best so far {best[0]:.3f})")
                 if ev["objective"] < best[0]:

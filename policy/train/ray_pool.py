@@ -4,6 +4,7 @@ in this process with ``workers=1`` and no address (tests, quick runs)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,6 +44,12 @@ class TaskPool:
             task = self._tasks[fn] = self.ray.remote(num_cpus=1)(fn)
         refs = [self.ray.put(a) for a in shared]
         return list(self.ray.get([task.remote(x, *refs, **kw) for x in items]))
+
+    def cpu_s(self, task_cpu_s: float, cpu0: float) -> float:
+        """CPU seconds spent since ``cpu0`` (a :func:`time.process_time` reading): this process's, plus
+        ``task_cpu_s`` (the tasks' own CPU times, summed) when the tasks ran in other processes (on Ray)."""
+        own = time.process_time() - cpu0
+        return own + task_cpu_s if self.ray is not None else own
 
     def close(self) -> None:
         if self.ray is not None and self._owned:
