@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from policy.train.curves import main, plot_curves, read_curve  # noqa: E402
+from policy.train.curves import main, plot_curves, read_curve
 
 
 def test_both_trainers_curves_are_read_and_drawn(tmp_path):
