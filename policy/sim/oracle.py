@@ -26,8 +26,10 @@ as served) through :class:`ImposedIntent`; its decisions (the costs of every can
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,9 +40,17 @@ from policy.state import ClusterSnapshot
 
 from .app import AppSpec
 from .engine import Simulation
-from .hrl_stacks import VARIANTS, StackParts, build_hrl_stack, load_parts
+from .hrl_stacks import VARIANTS, StackParts, build_hrl_stack, bundles_root, load_parts
 from .objective import DEFAULT_OBJECTIVE, Objective, app_costs
-from .stackbase import DESCHEDULER_PERIOD_MIN, Knob, StackBuild, StackContext, autoscaled_workloads, register_stack
+from .stackbase import (
+    DESCHEDULER_PERIOD_MIN,
+    TRAINING_SEED_KNOB,
+    Knob,
+    StackBuild,
+    StackContext,
+    autoscaled_workloads,
+    register_stack,
+)
 
 __all__ = [
     "LookaheadConfig",
@@ -51,6 +61,10 @@ __all__ = [
     "constant_intent",
     "managed_services",
     "lookahead_oracle",
+    "CONSTANT_FILE",
+    "DEFAULT_CAPACITY_TARGET",
+    "load_tuned_constant",
+    "hrl_constant",
 ]
 
 
@@ -264,6 +278,7 @@ ORACLE_KNOBS = (
     Knob("horizon", 1, 60, integer=True, help="simulated minutes each candidate's fork runs"),
     Knob("learned", 0, 1, integer=True, help="1: the learned intent is a candidate"),
     Knob("coordinate", 0, 20, integer=True, help="services of the per-service coordinate search"),
+    TRAINING_SEED_KNOB,
 )
 
 
@@ -303,24 +318,55 @@ def managed_services(app: AppSpec) -> list[str]:
     return sorted({w.service for w in app.workloads if f"{w.namespace}/{w.name}" in keys})
 
 
+#: Where a stack's tuned constant intent lives, under its bundles root (``hrl-policy train constant`` writes it).
+CONSTANT_FILE = Path("hrl-scheduler") / "high" / "constant.json"
+#: The capacity target of ``hrl-constant`` where no tuned constant is committed.
+DEFAULT_CAPACITY_TARGET = 0.7
+
+
+def load_tuned_constant(path: str | Path) -> dict[str, Any] | None:
+    """The tuned constant intent at ``path`` (``constant.json`` of ``hrl-policy train constant``:
+    ``{"capacity_target", "move_budget_frac", ...}``), None when there is no such file. Raises ValueError naming the
+    file and the field for a malformed one (capacity_target in [0.3, 0.95], move_budget_frac in [0, 1])."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{p}: not a JSON file: {exc}") from None
+    for k, lo, hi in (("capacity_target", 0.3, 0.95), ("move_budget_frac", 0.0, 1.0)):
+        v = doc.get(k) if isinstance(doc, dict) else None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise ValueError(f"{p}: {k}: expected a number in [{lo}, {hi}], got {v!r}")
+    return doc
+
+
 CONSTANT_KNOBS = (
     Knob("capacity", 0.3, 0.95, help="capacity target of every service, fraction of the pods' CPU requests"),
     Knob("budget", 0.0, 1.0, help="move budget, share of the planner's maxMoves"),
+    TRAINING_SEED_KNOB,
 )
 
 
 @register_stack(
     "hrl-constant",
-    "hrl-scheduler with a constant intent (capacity target and move budget set by the knobs) instead of its learned "
-    "high level: the best constant the learned high level must beat",
+    "hrl-scheduler with a constant intent (the tuned constant of policy/bundles/hrl-scheduler/high/constant.json, or "
+    "the knobs) instead of its learned high level: the best constant the learned high level must beat",
     CONSTANT_KNOBS,
 )
 def hrl_constant(ctx: StackContext) -> StackBuild:
     """``hrl-scheduler``'s placement, autoscaler, resizer, moves and guards under one constant intent
-    (:func:`constant_intent`; knobs ``capacity``, default 0.7, and ``budget``, default 0)."""
+    (:func:`constant_intent`). Its capacity target and move budget: the knobs ``capacity`` and ``budget`` where
+    given, else the tuned constant committed with the bundles (:data:`CONSTANT_FILE` under the training seed's
+    bundles root, :func:`load_tuned_constant`), else capacity :data:`DEFAULT_CAPACITY_TARGET` and no moves. Raises
+    ValueError for a malformed ``constant.json``."""
     parts = load_parts(VARIANTS["hrl-scheduler"], ctx)
+    tuned = load_tuned_constant(bundles_root(ctx) / CONSTANT_FILE) or {}
+    capacity = float(ctx.params.get("capacity", tuned.get("capacity_target", DEFAULT_CAPACITY_TARGET)))
+    budget = float(ctx.params.get("budget", tuned.get("move_budget_frac", 0.0)))
     imposed = ImposedIntent()
-    imposed.current = constant_intent(
-        managed_services(ctx.app), float(ctx.params.get("capacity", 0.7)), float(ctx.params.get("budget", 0.0))
-    )
-    return build_hrl_stack("hrl-scheduler", ctx, StackParts(parts.placement, parts.autoscaler, imposed))
+    imposed.current = constant_intent(managed_services(ctx.app), capacity, budget)
+    built = build_hrl_stack("hrl-scheduler", ctx, StackParts(parts.placement, parts.autoscaler, imposed))
+    built.handles = {**built.handles, "constant": {"capacity_target": capacity, "move_budget_frac": budget}}
+    return built
