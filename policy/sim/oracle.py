@@ -19,6 +19,9 @@ The candidates of a period (:meth:`LookaheadOracle.candidates`):
 - then a coordinate search from the best: for the ``coordinate_services`` services that use most CPU, the best
   intent with that service's capacity target moved by ``± coordinate_step`` (kept when it costs less).
 
+A candidate equal to one already tried is not rolled out again (same intent, same state, same random numbers: the
+same cost, bit for bit).
+
 The oracle drives the learned stack ``base`` (``hrl-scheduler``: its placement, autoscaler, resizer, moves and guards,
 as served) through :class:`ImposedIntent`; its decisions (the costs of every candidate at every period) are kept in
 :attr:`LookaheadOracle.decisions`, which training uses as labels (:mod:`policy.train.dagger`).
@@ -198,7 +201,7 @@ class LookaheadOracle:
                 continue
             for sign in (+1.0, -1.0):
                 varied = _with_capacity(base.intent, svc, sign * self.config.coordinate_step)
-                if varied is None:
+                if varied is None or any(varied == c.intent for c in tried):
                     continue
                 c = Candidate(f"{base.label}; {svc} {'+' if sign > 0 else '-'}", varied, self.rollout(sim, varied))
                 tried.append(c)
@@ -215,7 +218,10 @@ class LookaheadOracle:
         self.imposed.current = tried[decision.executed].intent
 
     def candidates(self, sim: Simulation) -> list[tuple[str, Intent | None]]:
-        """The period's first candidates (module docstring), in order: keep, learned, the constant grid."""
+        """The period's first candidates (module docstring), in order: keep, learned, the constant grid. A candidate
+        equal to an earlier one (``keep`` is often a constant of the grid) is left out: its fork would run the same
+        intent from the same state with the same random numbers, so its cost is the earlier one's, bit for bit, and
+        the earlier one wins the tie anyway."""
         out: list[tuple[str, Intent | None]] = []
         if self.imposed.current is not None:
             out.append(("keep", self.imposed.current))
@@ -223,7 +229,9 @@ class LookaheadOracle:
             out.append(("learned", None))
         for b in self.config.move_budgets:
             for c in self.config.capacity_targets:
-                out.append((f"constant c={c:g},b={b:g}", constant_intent(self.services, c, b)))
+                intent = constant_intent(self.services, c, b)
+                if not any(intent == i for _label, i in out):
+                    out.append((f"constant c={c:g},b={b:g}", intent))
         return out
 
     def rollout(self, sim: Simulation, intent: Intent | None) -> float:
