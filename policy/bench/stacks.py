@@ -2,7 +2,7 @@
 trace, :mod:`policy.bench.plan`) × seed in the simulator → the ``policy`` section of BENCHMARKS.md (a part per
 scenario), ``benchmarks/summary.json`` and the plots in ``benchmarks/<scenario>/``.
 
-    python -m policy.bench --quick          # make bench-quick: the plan's quick mode (< 15 min on 2 cores)
+    python -m policy.bench --quick          # make bench-quick: the plan's quick mode (~30 min on 2 cores)
     python -m policy.bench --full           # make bench: the plan's full mode (hours; --ray-address for a cluster)
     python -m policy.bench --quick --scenarios network-edge,events --apps dsb-social-network
     python -m policy.bench --tune           # grid-search the threshold autoscaler (tuning seeds)

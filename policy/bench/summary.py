@@ -312,7 +312,7 @@ def _validate_results(obj: Mapping[str, Any], described: set) -> None:
                 _mean_ci(v, f"{where}.{policy}.{k}")
 
 
-def _validate_comparisons(obj: Mapping[str, Any]) -> None:
+def _validate_util(obj: Mapping[str, Any]) -> None:
     for where, policies in _cells(obj["node_cpu_util_pct"], "summary.node_cpu_util_pct"):
         for policy, runs in _obj(policies, where).items():
             if not isinstance(runs, list) or len(runs) != obj["seeds"]:
@@ -321,6 +321,9 @@ def _validate_comparisons(obj: Mapping[str, Any]) -> None:
                 _exact(r, ("seed", *UTIL_KEYS), f"{where}.{policy}[{i}]")
                 for k in UTIL_KEYS:
                     _num(r[k], f"{where}.{policy}[{i}].{k}")
+
+
+def _validate_fronts(obj: Mapping[str, Any]) -> None:
     for where, metrics in _cells(obj["fronts"], "summary.fronts"):
         _exact(metrics, FRONT_METRICS, where)
         for m, fr in metrics.items():
@@ -332,6 +335,9 @@ def _validate_comparisons(obj: Mapping[str, Any]) -> None:
                     _exact(p, ("stack", "cpu_core_hours", "value"), f"{where}.{m}.{name}[{i}]")
                     _num(p["cpu_core_hours"], f"{where}.{m}.{name}[{i}].cpu_core_hours")
                     _num(p["value"], f"{where}.{m}.{name}[{i}].value")
+
+
+def _validate_equal_cpu(obj: Mapping[str, Any]) -> None:
     eq_keys = ("cpu_core_hours", "position", "bracket", "weight", "front", "stack", "delta", "ratio", "ratio_ci95")
     for where, stacks in _cells(obj["equal_cpu"], "summary.equal_cpu"):
         for stack, metrics in _obj(stacks, where).items():
@@ -414,7 +420,7 @@ def _validate_targets(obj: Mapping[str, Any], described: set) -> None:
             raise ValueError(f"{w}: the oracle does not lose there (objective {x['oracle_objective']['mean']!r})")
 
 
-def _validate_spread(obj: Mapping[str, Any], described: set) -> None:
+def _validate_training_seeds(obj: Mapping[str, Any], described: set) -> None:
     for where, key, stacks in _walk(obj["training_seeds"], "summary.training_seeds", 3):
         if key not in described:
             raise ValueError(f"{where}: a cell that summary.cells does not describe")
@@ -435,6 +441,9 @@ def _validate_spread(obj: Mapping[str, Any], described: set) -> None:
                     _num(x, f"{w}.{m}.per_training_seed")
                 _mean_ci(e[m]["training"], f"{w}.{m}.training")
                 _mean_ci(e[m]["evaluation"], f"{w}.{m}.evaluation")
+
+
+def _validate_ablations(obj: Mapping[str, Any], described: set) -> None:
     for where, key, stacks in _walk(obj["ablations"], "summary.ablations", 3):
         if key not in described:
             raise ValueError(f"{where}: a cell that summary.cells does not describe")
@@ -499,9 +508,12 @@ def validate_summary(obj: Any) -> None:
         if not isinstance(c["command"], str) or "{stack}" not in c["command"] or "{seed}" not in c["command"]:
             raise ValueError(f"{where}.command: must be a command with {{stack}} and {{seed}}, got {c['command']!r}")
     _validate_results(obj, described)
-    _validate_comparisons(obj)
+    _validate_util(obj)
+    _validate_fronts(obj)
+    _validate_equal_cpu(obj)
     _validate_targets(obj, described)
-    _validate_spread(obj, described)
+    _validate_training_seeds(obj, described)
+    _validate_ablations(obj, described)
     for where, stacks in _cells(obj["counters"], "summary.counters"):
         for stack, names in _obj(stacks, where).items():
             if not _obj(names, f"{where}.{stack}"):
