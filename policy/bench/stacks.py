@@ -246,14 +246,19 @@ class _Selection:
 
 
 def _select(args: argparse.Namespace, plan: BenchPlan, mode: Mode, cell: Cell) -> _Selection:
-    """Which stacks run (module docstring): the plan's (the mode's oracle setting in place of ``lookahead-oracle``)
-    and every other registered one but the yardsticks, or ``--policies``; each learned one at every training seed;
+    """Which stacks run (module docstring): the plan's and every other registered one but the yardsticks, or
+    ``--policies`` (in both, the plain ``lookahead-oracle`` is the mode's setting); each learned one at every
+    training seed;
     the baselines' sweeps. A stack that cannot be built in ``cell`` is left out of a default run with a warning and
     refused when named; a training seed without its bundles too, unless the plan skips those (then it is listed)."""
     stacks = available_stacks()
-    planned = [mode.oracle if parse_stack_name(p)[0] == ORACLE and mode.oracle else p for p in plan.spec.stacks]
+
+    def oracle_setting(names: Sequence[str]) -> list[str]:  # the plain name stands for the mode's setting
+        return [mode.oracle if p == ORACLE and mode.oracle else p for p in names]
+
+    planned = oracle_setting(plan.spec.stacks)
     policies = (
-        split_stacks(args.policies) or []
+        oracle_setting(split_stacks(args.policies) or [])
         if args.policies
         else [*planned, *sorted(set(stacks) - {parse_stack_name(p)[0] for p in planned} - set(REFERENCE_STACKS))]
     )

@@ -302,10 +302,16 @@ def _int(x: Any, where: str, lo: int) -> None:
         raise ValueError(f"{where}: must be an integer >= {lo}, got {x!r}")
 
 
-def _validate_results(obj: Mapping[str, Any], described: set) -> None:
-    for where, key, policies in _walk(obj["results"], "summary.results", 3):
+def _described(obj: Mapping[str, Any], name: str, described: set, what: str = "a cell"):
+    """``(where, value)`` of every cell of ``obj[name]``; ValueError for one that summary.cells does not describe."""
+    for where, key, v in _walk(obj[name], f"summary.{name}", 3):
         if key not in described:
-            raise ValueError(f"{where}: a result cell that summary.cells does not describe")
+            raise ValueError(f"{where}: {what} that summary.cells does not describe")
+        yield where, v
+
+
+def _validate_results(obj: Mapping[str, Any], described: set) -> None:
+    for where, policies in _described(obj, "results", described, "a result cell"):
         for policy, metrics in _obj(policies, where).items():
             _exact(metrics, RESULT_KEYS, f"{where}.{policy}")
             for k, v in metrics.items():
@@ -378,9 +384,7 @@ def _mean_ci_or_null(v: Any, where: str, nullable: bool = False) -> None:
 
 
 def _validate_targets(obj: Mapping[str, Any], described: set) -> None:
-    for where, key, t in _walk(obj["targets"], "summary.targets", 3):
-        if key not in described:
-            raise ValueError(f"{where}: a target cell that summary.cells does not describe")
+    for where, t in _described(obj, "targets", described, "a target cell"):
         _exact(t, TARGET_KEYS, where)
         _named(t["oracle"], f"{where}.oracle")
         _named(t["best_baseline"], f"{where}.best_baseline", ("share",))
@@ -421,9 +425,7 @@ def _validate_targets(obj: Mapping[str, Any], described: set) -> None:
 
 
 def _validate_training_seeds(obj: Mapping[str, Any], described: set) -> None:
-    for where, key, stacks in _walk(obj["training_seeds"], "summary.training_seeds", 3):
-        if key not in described:
-            raise ValueError(f"{where}: a cell that summary.cells does not describe")
+    for where, stacks in _described(obj, "training_seeds", described):
         for stack, e in _obj(stacks, where).items():
             w = f"{where}.{stack}"
             _exact(e, ("training_seeds", *SPREAD_METRICS), w)
@@ -444,9 +446,7 @@ def _validate_training_seeds(obj: Mapping[str, Any], described: set) -> None:
 
 
 def _validate_ablations(obj: Mapping[str, Any], described: set) -> None:
-    for where, key, stacks in _walk(obj["ablations"], "summary.ablations", 3):
-        if key not in described:
-            raise ValueError(f"{where}: a cell that summary.cells does not describe")
+    for where, stacks in _described(obj, "ablations", described):
         for stack, v in _obj(stacks, where).items():
             w = f"{where}.{stack}"
             _exact(v, ("verdict", "difference", "why"), w)
