@@ -17,7 +17,7 @@ from policy.sim.scenario import BASELINE as BASELINE_SCENARIO
 from . import plots as pl
 from .common import HIST_EDGES_MS, Mode, StackRoles, mean_ci95
 from .summary import HRL, runs_per_stack
-from .targets import MIN_ORACLE_GAIN, MIN_ORACLE_GAIN_FRAC
+from .targets import CONSTANT_STACK, MIN_ORACLE_GAIN, MIN_ORACLE_GAIN_FRAC
 
 __all__ = [
     "QUICK_TRADES",
@@ -277,7 +277,9 @@ def _equal_cpu_lines(
             if eq is None:
                 continue
             cell = summary["results"][scn][app][trace][s]
-            share = (tg or {}).get("share", {}).get(s)
+            share = _share((tg or {}).get("share", {}).get(s))
+            if s in (roles.oracle, CONSTANT_STACK):
+                share = "(the target)" if s == roles.oracle else "(the constant)"
             rows.append(
                 [
                     trace,
@@ -288,7 +290,7 @@ def _equal_cpu_lines(
                     _fmt(cell["failed_pct"], 2),
                     *_eq_cell(eq["failed_pct"], 2),
                     _fmt(cell["objective"], 2),
-                    _share(share),
+                    share,
                 ]
             )
     return rows
