@@ -13,7 +13,7 @@ help:
 	@echo "make lint             ruff (lint + format check), the complexity budget, the import contracts, mypy"
 	@echo "make fuzz             >= 100,000 generated requests and files against the extender and every parser"
 	@echo "make bench            the policy benchmark, every scenario family (hours) -> BENCHMARKS.md, benchmarks/"
-	@echo "make bench-quick      the same, smaller (policy/data/bench/plan.yaml, mode quick; < 15 min on 2 cores)"
+	@echo "make bench-quick      the same, smaller (policy/data/bench/plan.yaml, mode quick; ~30 min on 2 cores)"
 	@echo "make bench-sim        simulator speed, discrete-event cross-check, calibration error (~13 min)"
 	@echo "make bench-topology   graph encoder time vs size, gRPC cache latency, encoder held-out error"
 	@echo "make bench-scheduler  the extender's cost to kube-scheduler, caller-side latency, server comparison"

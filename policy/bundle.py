@@ -74,6 +74,9 @@ __all__ = [
     "MAX_WEIGHTS_BYTES",
     "located",
     "DEFAULT_BUNDLES",
+    "SEED_BUNDLES",
+    "training_seed_root",
+    "require_seed_bundle",
     "BundleMissing",
     "require_bundle",
     "bundle_error_line",
@@ -83,6 +86,9 @@ __all__ = [
 
 #: Where the committed bundles live: ``policy/bundles/<stack>/{low,high}``, ``policy/bundles/encoder``.
 DEFAULT_BUNDLES = Path(__file__).resolve().parent / "bundles"
+#: Where the bundles of other training seeds live: ``policy/bundles/seeds/<N>/<stack>/{low,high}`` (and
+#: ``seeds/<N>/encoder``), laid out as :data:`DEFAULT_BUNDLES` (training seed 0).
+SEED_BUNDLES = DEFAULT_BUNDLES / "seeds"
 
 SCHEMA_VERSION = 1
 LEVELS = ("low", "high", "encoder")
@@ -600,6 +606,34 @@ def require_bundle(path: str | Path, what: str, hint: str = "") -> Path:
         if hint:
             raise BundleMissing(f"{what}: {hint}", p, hint)
         raise BundleMissing(f"{what}: no policy bundle at {p} (missing {p / 'manifest.json'}; run `make train`)", p)
+    return p
+
+
+def training_seed_root(training_seed: int, root: str | Path | None = None) -> Path:
+    """The bundles root of training seed ``training_seed`` (an integer >= 0): 0 is ``root`` (default
+    :data:`DEFAULT_BUNDLES`, the committed bundles), N >= 1 is ``<root>/seeds/<N>`` (default ``SEED_BUNDLES/<N>``).
+    Nothing is checked on disk (:func:`require_seed_bundle` does). Raises ValueError for a negative or non-integer
+    seed."""
+    if isinstance(training_seed, bool) or not isinstance(training_seed, int) or training_seed < 0:
+        raise ValueError(f"training seed: expected an integer >= 0, got {training_seed!r}")
+    if training_seed == 0:
+        return Path(root) if root is not None else DEFAULT_BUNDLES
+    return (Path(root) / "seeds" if root is not None else SEED_BUNDLES) / str(training_seed)
+
+
+def require_seed_bundle(path: str | Path, what: str, training_seed: int) -> Path:
+    """:func:`require_bundle` for a bundle of training seed ``training_seed``: seed 0 as :func:`require_bundle`; for a
+    seed >= 1 the :class:`BundleMissing` names the path and the layout of the seeds' bundles (never a silent fallback
+    to the committed bundles)."""
+    if training_seed == 0:
+        return require_bundle(path, what)
+    p = Path(path)
+    if not (p / "manifest.json").is_file():
+        raise BundleMissing(
+            f"{what}: no policy bundle of training seed {training_seed} at {p} (missing {p / 'manifest.json'}; the "
+            f"bundles of training seed N live under policy/bundles/seeds/N/<stack>/, seed 0 is policy/bundles/<stack>)",
+            p,
+        )
     return p
 
 

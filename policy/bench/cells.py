@@ -18,13 +18,8 @@ from tqdm import tqdm
 
 from policy.sim.app import load_app
 from policy.sim.engine import METRIC_KEYS
-from policy.sim.reference import DEFAULT_PRICE_MS_PER_CORE, reference_plan
 from policy.sim.scenario import build, load_scenario, resolve_app
-from policy.sim.stacks import (
-    autoscaled_workloads,
-    parse_stack_name,
-    run_stack,
-)
+from policy.sim.stacks import run_stack
 
 from .common import HIST_EDGES_MS
 from .plan import Cell
@@ -118,11 +113,12 @@ def run_one(
 
     Returns the run record (JSON-able): ``scenario``, ``family``, ``app`` / ``trace`` (names; several apps' joined
     with ``+``), ``policy``, ``seed``, ``minutes``, ``offset_min``, ``samples``, ``nodes``, ``metrics`` (the eight
-    metric keys), ``hist`` (latency histogram of the successful requests over :data:`HIST_EDGES_MS`,
+    metric keys and ``objective``, the mean cost per minute of :mod:`policy.sim.objective`: :data:`RESULT_KEYS`),
+    ``hist`` (latency histogram of the successful requests over :data:`HIST_EDGES_MS`,
     request-weighted), ``failed_requests``, ``served_requests``, ``timeout_ms``, ``node_cpu_util_pct``
     (:data:`UTIL_KEYS`), ``counters`` (the stack's own counts, e.g. guardrail firings; ``{}`` for a stack that keeps
-    none), ``apps`` (several apps: each app's latency, failed and SLO figures, None where not finite),
-    ``reference_mip`` (the offline reference: its MIP's gaps), ``wall_s``, ``cpu_s``. Raises ValueError for a bad
+    none), ``apps`` (several apps: each app's latency, failed and SLO figures, None where not finite), ``wall_s``,
+    ``cpu_s``. Raises ValueError for a bad
     scenario, app, trace or window."""
     t0, c0 = time.perf_counter(), time.process_time()
     scn = cached_scenario(scenario)
@@ -153,7 +149,7 @@ def run_one(
         "offset_min": offset_min,
         "samples": run.config.n_samples,
         "nodes": run.cluster.nodes,
-        "metrics": {k: float(res.metrics[k]) for k in METRIC_KEYS},
+        "metrics": {**{k: float(res.metrics[k]) for k in METRIC_KEYS}, "objective": float(res.extra["objective"])},
         "hist": hist.tolist(),
         "failed_requests": float(res.extra["failed_requests"]),
         "served_requests": float(res.extra["served_requests"]),
@@ -163,12 +159,6 @@ def run_one(
     }
     if "apps" in res.extra:
         out["apps"] = {a: {k: _finite_or_none(v) for k, v in m.items()} for a, m in res.extra["apps"].items()}
-    if policy.partition("@")[0] == "offline-reference":
-        price = parse_stack_name(policy)[1].get("price", DEFAULT_PRICE_MS_PER_CORE)
-        plan = reference_plan(  # cached: the plan the stack ran
-            run.app, run.rps, run.cluster, run.config.network, autoscaled_workloads(run.app), price
-        )
-        out["reference_mip"] = plan.summary()
     out["wall_s"] = time.perf_counter() - t0
     out["cpu_s"] = time.process_time() - c0
     return out
@@ -184,9 +174,8 @@ def run_seeds(
     offset_min: int,
     n_samples: int | None,
 ) -> dict[str, Any]:
-    """:func:`run_one` for each of ``seeds`` in turn, in one process: ``{"runs": [record, ...]}``. The bench runs
-    the offline reference's seeds of a cell this way, so its plan (the MIPs, the same for every seed) is solved
-    once per cell and price (:func:`policy.sim.reference.reference_plan` caches it per process)."""
+    """:func:`run_one` for each of ``seeds`` in turn, in one process: ``{"runs": [record, ...]}`` (a task of the
+    bench: one seed each today; a stack whose seeds share work cached per process may batch them)."""
     return {"runs": [run_one(scenario, app, trace, policy, s, minutes, offset_min, n_samples) for s in seeds]}
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from policy.sim.engine import METRIC_KEYS
+
 __all__ = [
     "ROOT",
     "BENCH_DIR",
@@ -18,10 +20,12 @@ __all__ = [
     "TRACES",
     "TUNING_SEEDS",
     "SCHEMA",
+    "RESULT_KEYS",
     "HIST_EDGES_MS",
     "t975",
     "mean_ci95",
     "Mode",
+    "StackRoles",
 ]
 
 
@@ -51,7 +55,11 @@ TUNING_SEEDS = (1000, 1001)
 
 
 #: The summary.json schema :func:`build_summary` writes.
-SCHEMA = 3
+SCHEMA = 4
+
+#: What the summary reports of every run, per stack and cell: the simulator's eight metric keys and ``objective``
+#: (the mean cost per minute of the one objective, :mod:`policy.sim.objective`; lower is better).
+RESULT_KEYS = (*METRIC_KEYS, "objective")
 
 
 #: Latency histogram edges (ms) for the CDF plots: log-spaced 0.1 ms .. 100 s.
@@ -118,8 +126,9 @@ def mean_ci95(values: Sequence[float]) -> dict[str, float]:
 class Mode:
     """A benchmark size (a mode of the plan, with the command line's overrides): its ``name`` (quick, full), the
     ``plan`` file, ``seeds``, the run length ``minutes`` (minutes, ``"scenario"`` or ``"window"``; cells may
-    override it), ``n_samples`` (sampled user requests per minute; None: the simulator's default) and the
-    baselines' ``sweep`` (quick, full or none)."""
+    override it), ``n_samples`` (sampled user requests per minute; None: the simulator's default), the
+    baselines' ``sweep`` (quick, full or none), the ``training_seeds`` the learned stacks run at and the ``oracle``
+    (the setting of ``lookahead-oracle`` the mode runs; empty: none)."""
 
     name: str
     seeds: tuple[int, ...]
@@ -127,3 +136,21 @@ class Mode:
     n_samples: int | None
     sweep: str = "quick"
     plan: str = ""
+    training_seeds: tuple[int, ...] = (0,)
+    oracle: str = ""
+
+
+@dataclass(frozen=True)
+class StackRoles:
+    """Which stacks of a bench play which part: ``policies`` (the stacks planned or asked for, in table order, at
+    training seed 0), ``baselines`` (every baseline setting: the fronts and the best baseline), ``contenders`` (the
+    stacks compared at equal CPU and by their share of the oracle's gain), ``oracle`` (the ``lookahead-oracle``
+    setting run; "" none), ``learned`` (the stacks whose spread across training seeds is reported, at training seed
+    0) and ``order`` (every stack run, in table order)."""
+
+    policies: tuple[str, ...] = ()
+    baselines: tuple[str, ...] = ()
+    contenders: tuple[str, ...] = ()
+    oracle: str = ""
+    learned: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()

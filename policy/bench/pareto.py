@@ -3,13 +3,12 @@
 **Sweeps** (:func:`sweep_stacks`): each baseline runs at several settings of its main knob (stack names with
 knobs, :func:`policy.sim.stacks.parse_stack_name`): the HPA's CPU target 40-90 %, points of the threshold
 autoscaler's grid around its tuned values, NetworkAware's weight, Trimaran's target, LowNodeUtilization's
-thresholds, and each placement baseline with an HPA (so placement is compared at autoscaled CPU too); the
-offline reference (:mod:`policy.sim.reference`) at several prices of a core.
+thresholds, and each placement baseline with an HPA (so placement is compared at autoscaled CPU too).
 
 **Fronts** (:func:`pareto_front`): per cell (scenario, app, trace) and metric (p95 latency, failed %), the
 settings not dominated in (mean CPU core-hours, mean metric): sorted by CPU, each point strictly better than
 every cheaper one. The *baseline front* pools every baseline family's settings; the *tuned HPA front* is the
-HPA sweep alone; the *reference curve* is the front of the reference's prices.
+HPA sweep alone. (The target on the one objective, the lookahead oracle, is :mod:`policy.bench.targets`.)
 
 **Equal CPU** (:func:`at_equal_cpu`): a stack spending ``c`` core-hours is compared with the front interpolated
 linearly at ``c`` between the two front points around it (weights ``1 − a``, ``a`` from the mean CPUs). Above
@@ -21,11 +20,6 @@ same trace and request samples (common random numbers), so per seed ``s`` the fr
 of ``Δ_s`` ± the Student-t half-width over seeds. The ratio is ``mean(stack) / mean(front)``; its interval is
 ``1 + (Δ ± ci) / mean(front)`` (the front's mean taken as fixed). Which settings form the front, and the
 interpolation weight, are taken from the means and not resampled.
-
-**Share of the reference's gain** (:func:`reference_share`): ``(hpa(c) − stack) / (hpa(c) − reference(c))``
-with the tuned HPA front and the reference curve at the stack's CPU ``c``: 0 = as good as tuned HPA,
-1 = as good as the reference; None where either curve does not reach ``c`` or the reference's gain there is too
-small to divide by (under 5 % of the HPA value, or under :data:`MIN_REFERENCE_GAIN`).
 """
 
 from __future__ import annotations
@@ -42,7 +36,6 @@ from .common import mean_ci95
 __all__ = [
     "FRONT_METRICS",
     "HPA_TARGETS",
-    "REFERENCE_PRICES",
     "BASELINE_FAMILIES",
     "sweep_stacks",
     "family_of",
@@ -50,8 +43,6 @@ __all__ = [
     "pareto_front",
     "interpolate",
     "at_equal_cpu",
-    "MIN_REFERENCE_GAIN",
-    "reference_share",
     "cell_fronts",
 ]
 
@@ -60,9 +51,6 @@ FRONT_METRICS = ("latency_p95_ms", "failed_pct")
 
 #: The HPA sweep: CPU targets 40-90 % of requests (80 % is the plain ``default-kube-scheduler+hpa``).
 HPA_TARGETS = (0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-
-#: Prices of a core (ms of mean user latency) at which the offline reference runs.
-REFERENCE_PRICES = (10.0, 30.0, 100.0)
 
 #: Baseline stack families (the stack name before ``@``): the stacks users run today.
 BASELINE_FAMILIES = (
@@ -81,7 +69,7 @@ def _hpa(t: float) -> str:
 
 def sweep_stacks(mode: str = "quick") -> dict[str, tuple[str, ...]]:
     """Per baseline family, the stack names its sweep runs (the family's plain name first when it is part of
-    it), and ``"offline-reference"``: the reference's prices. ``mode`` ``"quick"`` (the HPA's six targets,
+    it). ``mode`` ``"quick"`` (the HPA's six targets,
     three threshold settings, each placement baseline with and without an HPA) or ``"full"`` (more points of
     the threshold grid and each placement baseline's own knob)."""
     full = mode == "full"
@@ -102,7 +90,6 @@ def sweep_stacks(mode: str = "quick") -> dict[str, tuple[str, ...]]:
         "networkaware": tuple(na),
         "trimaran-tlp": tuple(tl),
         "descheduler-lownodeutilization": tuple(ln),
-        "offline-reference": tuple(f"offline-reference@price={p:g}" for p in REFERENCE_PRICES),
     }
 
 
@@ -192,39 +179,9 @@ def at_equal_cpu(
     }
 
 
-def _value_at(front: Sequence[FrontPoint], cpu: float) -> float | None:
-    w = interpolate(front, cpu)
-    if w is None:
-        return None
-    _pos, i, j, a = w
-    return (1.0 - a) * front[i].value + a * front[j].value
-
-
-#: The smallest gain of the reference over tuned HPA for which a share is reported: 5 % of the HPA front's value
-#: and at least this much in the metric's unit (below, a share would divide by noise).
-MIN_REFERENCE_GAIN = {"latency_p95_ms": 1.0, "failed_pct": 0.1}
-
-
-def reference_share(
-    hpa_front: Sequence[FrontPoint], reference: Sequence[FrontPoint], cpu: float, value: float, metric: str = ""
-) -> float | None:
-    """The share of the reference's gain over tuned HPA that a stack with mean ``value`` at mean ``cpu``
-    captures (module docstring); None where it is undefined: a curve does not reach ``cpu``, or the reference's
-    gain there is under 5 % of the HPA front's value or under :data:`MIN_REFERENCE_GAIN` of ``metric``."""
-    h = _value_at(hpa_front, cpu)
-    r = _value_at(reference, cpu)
-    if h is None or r is None:
-        return None
-    if h - r <= max(0.05 * abs(h), MIN_REFERENCE_GAIN.get(metric, 0.0), 1e-12):
-        return None
-    return (h - value) / (h - r)
-
-
-def cell_fronts(
-    runs: Mapping[str, Sequence[Mapping[str, float]]], baselines: Sequence[str], reference: Sequence[str]
-) -> dict[str, Any]:
+def cell_fronts(runs: Mapping[str, Sequence[Mapping[str, float]]], baselines: Sequence[str]) -> dict[str, Any]:
     """The fronts of one cell: ``runs`` maps stack → per-seed metrics (same seed order for every stack).
-    Returns ``{metric: {"baselines": [FrontPoint], "hpa": [...], "reference": [...]}}``."""
+    Returns ``{metric: {"baselines": [FrontPoint], "hpa": [...]}}``."""
     out: dict[str, Any] = {}
 
     def points(names: Sequence[str], metric: str) -> list[FrontPoint]:
@@ -243,6 +200,5 @@ def cell_fronts(
         out[metric] = {
             "baselines": pareto_front(points(baselines, metric)),
             "hpa": pareto_front(points(hpa, metric)),
-            "reference": pareto_front(points(reference, metric)),
         }
     return out

@@ -4,15 +4,18 @@
 
     apiVersion: hrl-scheduler.io/v1alpha1
     kind: BenchPlan
-    stacks: [default-kube-scheduler, ..., hrl-scheduler, drpc]   # every cell's stacks, in table order
+    stacks: [default-kube-scheduler, ..., hrl-scheduler, drpc, hrl-constant, lookahead-oracle]   # every cell's
     trainingApps: [online-boutique, ...]      # apps the learned policies were trained with (labels the tables)
     heldOutApps: [dsb-social-network, ...]    # apps training never saw: generalization is judged there
+    trainingSeeds: [0, 1, 2]                  # the learned stacks' training seeds (0: the committed bundles)
+    skipMissingTrainingSeeds: false           # true: a training seed without bundles is skipped (said in the report)
     modes:
       quick:
         seeds: [0, 1, 2]
         minutes: 30           # run length: minutes, `scenario` (the scenario file's) or `window` (the whole trace)
         samples: 1000         # user requests sampled per minute (absent: the simulator's default, 2,000)
         sweep: quick          # the baselines' knob sweep: quick | full | none (policy.bench.pareto.sweep_stacks)
+        oracle: lookahead-oracle@horizon=10   # the setting of lookahead-oracle this mode runs (its knobs)
         cells:
           - {scenario: baseline-2026-11, apps: [online-boutique, dsb-social-network], traces: [nasa]}
           - {scenario: shared-cluster}          # a scenario of several apps: its own apps and traces
@@ -27,6 +30,15 @@ Narrowing (:func:`plan_cells`): ``--scenarios`` keeps the cells of those scenari
 plan runs its own app and trace); ``--apps`` / ``--traces``: every selected one-app scenario runs exactly those
 apps / traces instead of the planned ones (built-in names, your own app.yaml or trace CSV); a scenario of several
 apps keeps its own apps and traces (leave it out with ``--scenarios``).
+
+**Training seeds**: every planned stack with the knob ``tseed`` (the learned stacks,
+:data:`policy.sim.stackbase.TRAINING_SEED_KNOB`) but the targets (``lookahead-oracle``, ``hrl-constant``, run on the
+committed bundles) runs at each of ``trainingSeeds`` (:func:`learned_runs`); 0 must be one of them (the committed
+bundles the tables report). A training seed whose bundles are absent fails the bench unless
+``skipMissingTrainingSeeds`` is true; then it is left out, and the report says so.
+
+**The oracle**: a mode's ``oracle`` is the setting of ``lookahead-oracle`` it runs in place of the plain name in
+``stacks`` (its knobs: horizon, candidates; validated like any stack name).
 
 A plan error is a :class:`~policy.config.ConfigError`: one line per problem, naming the field and the value.
 """
@@ -43,6 +55,8 @@ from pydantic import Field, field_validator, model_validator
 from policy.config import ConfigError, ConfigModel, load_config
 from policy.sim.app import load_app
 from policy.sim.scenario import load_scenario, resolve_app, scenario_window_offset
+from policy.sim.stackbase import parse_stack_name, stack_name
+from policy.sim.stacks import get_stack
 from policy.sim.traces import load_trace
 
 __all__ = [
@@ -55,9 +69,17 @@ __all__ = [
     "load_plan",
     "Cell",
     "plan_cells",
+    "ORACLE",
+    "TARGETS",
+    "learned_runs",
 ]
 
 KIND = "BenchPlan"
+
+#: The oracle's stack family: a mode's ``oracle`` is a setting of it.
+ORACLE = "lookahead-oracle"
+#: The targets: run on the committed bundles only (training seed 0), whatever ``trainingSeeds`` says.
+TARGETS = (ORACLE, "hrl-constant")
 
 #: The shipped plan.
 DEFAULT_PLAN = Path(__file__).resolve().parents[1] / "data" / "bench" / "plan.yaml"
@@ -102,9 +124,18 @@ class PlanModeFile(ConfigModel):
     minutes: Minutes = "scenario"
     samples: int | None = Field(None, ge=1, le=1_000_000)
     sweep: Literal["quick", "full", "none"] = "quick"
+    oracle: str = ORACLE
     cells: list[PlanCellFile] = Field(min_length=1)
 
     _minutes = field_validator("minutes", mode="before")(_check_minutes)
+
+    @field_validator("oracle")
+    @classmethod
+    def _oracle(cls, v: str) -> str:
+        if parse_stack_name(v)[0] != ORACLE:
+            raise ValueError(f"must be a setting of {ORACLE} (e.g. {ORACLE}@horizon=10)")
+        get_stack(v)  # a bad knob or value: ValueError naming it
+        return v
 
     @model_validator(mode="after")
     def _checks(self) -> PlanModeFile:
@@ -124,10 +155,17 @@ class BenchPlanFile(ConfigModel):
     stacks: list[str] = Field(min_length=1)
     training_apps: list[str] = Field(default_factory=list)
     held_out_apps: list[str] = Field(default_factory=list)
+    training_seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    skip_missing_training_seeds: bool = False
     modes: dict[str, PlanModeFile] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _checks(self) -> BenchPlanFile:
+        bad = sorted({t for t in self.training_seeds if t < 0 or self.training_seeds.count(t) > 1})
+        if bad or 0 not in self.training_seeds:
+            raise ValueError(
+                f"trainingSeeds: distinct integers >= 0 including 0 (the committed bundles), got {self.training_seeds}"
+            )
         both = sorted(set(self.training_apps) & set(self.held_out_apps))
         if both:
             raise ValueError(f"trainingApps and heldOutApps: an app is one or the other, got {both} in both")
@@ -320,4 +358,20 @@ def plan_cells(
         seen.add(cell.key)
     if dups:
         raise ConfigError(plan.source, [(f"modes.{mode}.cells", f"the same cell planned twice: {', '.join(dups)}")])
+    return out
+
+
+def learned_runs(stacks: Sequence[str], training_seeds: Sequence[int]) -> dict[str, list[str]]:
+    """Per stack of ``stacks`` that runs at several training seeds (a registered stack with the knob ``tseed``, not
+    set in its name, not one of the targets), the names it runs under: training seed 0 is the name itself, seed N
+    ``NAME@tseed=N`` (knobs sorted, :func:`policy.sim.stackbase.stack_name`), in the order of ``training_seeds``.
+    Raises ValueError for an unknown stack name or knob."""
+    out: dict[str, list[str]] = {}
+    for name in stacks:
+        base, params = parse_stack_name(name)
+        if base in TARGETS or "tseed" in params:
+            continue
+        if "tseed" not in {k.name for k in get_stack(name).knobs}:
+            continue
+        out[name] = [name if t == 0 else stack_name(base, {**params, "tseed": float(t)}) for t in training_seeds]
     return out

@@ -1,11 +1,11 @@
-"""The policy benchmark's plots: dot-and-interval panels per metric, latency CDFs that count failed requests at
-the app's timeout, and Pareto plots of every baseline setting against CPU core-hours with the fronts, the offline
-reference and the learned stacks.
+"""The policy benchmark's plots: dot-and-interval panels per metric (the objective among them), latency CDFs that
+count failed requests at the app's timeout, and Pareto plots of every baseline setting against CPU core-hours with
+the fronts, the lookahead oracle and the learned stacks.
 
-Style: ``hrl-scheduler`` in one strong colour and a larger marker, the other learned stacks in a muted blue,
-baselines in greys; linear axes; confidence intervals clipped to the metric's range (no interval below 0 or
-above 100 %); a value that was not measured is written as "missing", never drawn as zero; legends outside the
-data area.
+Style: ``hrl-scheduler`` in one strong colour and a larger marker, the lookahead oracle (the achievable target) as a
+black star, the other learned stacks in a muted blue, baselines in greys; linear axes; confidence intervals clipped
+to the metric's range (no interval below 0 or above 100 %); a value that was not measured is written as "missing",
+never drawn as zero; legends outside the data area.
 """
 
 from __future__ import annotations
@@ -27,17 +27,19 @@ HIGHLIGHT = "hrl-scheduler"
 _HIGHLIGHT_COLOR = "#d62728"
 _LEARNED_COLOR = "#6a8fb5"
 _BASELINE_COLORS = ("#444444", "#777777", "#999999", "#555555", "#888888", "#aaaaaa")
-_REFERENCE_COLOR = "#000000"
+_ORACLE_COLOR = "#000000"
+#: The achievable target's stack family, drawn as a black star.
+ORACLE = "lookahead-oracle"
 _PCT = ("failed_pct", "slo_violation_pct", "cross_node_call_pct")
 
 
 def style_of(stack: str, baselines: Sequence[str], k: int = 0) -> dict[str, Any]:
-    """Matplotlib style of a stack: the highlighted one, a learned one, a baseline (grey, ``k``-th), or the
-    offline reference (black)."""
+    """Matplotlib style of a stack: the highlighted one, the lookahead oracle (black star), a baseline (grey,
+    ``k``-th) or another learned stack."""
     if stack == HIGHLIGHT:
         return {"color": _HIGHLIGHT_COLOR, "marker": "o", "ms": 7, "lw": 2.4, "zorder": 5}
-    if stack.partition("@")[0] == "offline-reference":
-        return {"color": _REFERENCE_COLOR, "marker": "*", "ms": 9, "lw": 1.6, "zorder": 4}
+    if stack.partition("@")[0] == ORACLE:
+        return {"color": _ORACLE_COLOR, "marker": "*", "ms": 10, "lw": 1.6, "zorder": 4}
     if stack in baselines or stack.partition("@")[0] in {b.partition("@")[0] for b in baselines}:
         return {"color": _BASELINE_COLORS[k % len(_BASELINE_COLORS)], "marker": "s", "ms": 4, "lw": 1.1, "zorder": 2}
     return {"color": _LEARNED_COLOR, "marker": "D", "ms": 4.5, "lw": 1.2, "zorder": 3}
@@ -83,10 +85,13 @@ def metric_panels(
     label: str,
     path: Path,
     title: str = "",
+    marks: Mapping[tuple[str, str], tuple[str, float]] | None = None,
 ) -> Path:
     """One figure: a panel per (trace, app), the stacks on the vertical axis, each a dot at its mean with its
     clipped 95 % interval on a linear axis; "missing" where a stack has no result. ``summary``: ``{"results":
-    {app: {trace: {stack: {metric: {"mean", "ci95"}}}}}}`` (one scenario); ``title`` prefixes the figure's title."""
+    {app: {trace: {stack: {metric: {"mean", "ci95"}}}}}}`` (one scenario); ``title`` prefixes the figure's title;
+    ``marks``: per (app, trace) a ``(label, value)`` drawn as a dashed vertical line (e.g. the best baseline's
+    objective)."""
     plt = _setup()
     res = summary["results"]
     apps = list(res)
@@ -122,13 +127,16 @@ def metric_panels(
                 lo, hi = clip_interval(metric, m, ci)
                 ax.plot([lo, hi], [yy, yy], color=st["color"], lw=st["lw"], zorder=st["zorder"])
                 ax.plot([m], [yy], marker=st["marker"], color=st["color"], ms=st["ms"], zorder=st["zorder"], ls="none")
+            mark = (marks or {}).get((app, trace))
+            if mark is not None:
+                ax.axvline(mark[1], color="#777777", lw=1.0, ls="--", zorder=1)
             # from 0, with room right of the largest marker
             right = 1.04 * ax.get_xlim()[1]
             ax.set_xlim(0, max(right, 1.0) if metric in _PCT else right)
             ax.grid(True, axis="x", alpha=0.3)
             ax.tick_params(labelsize=7)
-            if r == 0:
-                ax.set_title(app, fontsize=9)
+            if r == 0 or mark is not None:
+                ax.set_title(app if mark is None else f"{app}\n(dashed: {mark[0]})", fontsize=9 if mark is None else 7)
             if c == 0:
                 ax.set_ylabel(f"trace {trace}", fontsize=9)
             if r == len(traces) - 1:
@@ -216,15 +224,14 @@ def pareto(
     app: str,
     contenders: Sequence[str],
     baselines: Sequence[str],
-    reference: Sequence[str],
     path: Path,
     title: str = "",
 ) -> Path:
     """Pareto plots of one app: a column per trace, a row per front metric; every baseline setting (grey
-    squares), the baseline front (grey line), the tuned HPA front (dashed), the offline reference's curve
-    (black stars), and the contenders with their 95 % intervals in both CPU and the metric. The vertical range
-    follows the contenders, the reference and the HPA front; settings far above it are marked at the top edge
-    (a triangle and their value). ``summary``: ``{"results", "fronts"}`` per app and trace (one scenario);
+    squares), the baseline front (grey line), the tuned HPA front (dashed), and the contenders with their 95 %
+    intervals in both CPU and the metric (the lookahead oracle as a black star). The vertical range follows the
+    HPA front, the oracle and the highlighted stack; settings far above it are marked at the top edge (a
+    triangle and their value). ``summary``: ``{"results", "fronts"}`` per app and trace (one scenario);
     ``title`` prefixes the figure's title."""
     plt = _setup()
     res = summary["results"][app]
@@ -259,15 +266,6 @@ def pareto(
                     zorder=2,
                 )
                 handles.setdefault("tuned HPA front", h)
-            f = fr[metric]["reference"]
-            ref_pts = [(cell[s]["cpu_core_hours"]["mean"], cell[s][metric]["mean"]) for s in reference if s in cell]
-            if ref_pts:
-                h = ax.scatter(*zip(*ref_pts), marker="*", s=60, color=_REFERENCE_COLOR, zorder=4)
-                handles.setdefault("offline reference", h)
-            if f:
-                ax.plot(
-                    [p["cpu_core_hours"] for p in f], [p["value"] for p in f], color=_REFERENCE_COLOR, lw=1.0, zorder=4
-                )
             for k, s in enumerate(contenders):
                 v = cell.get(s)
                 if v is None:
@@ -281,13 +279,15 @@ def pareto(
                 (h,) = ax.plot(
                     [mx], [my], marker=st["marker"], ms=st["ms"], color=st["color"], ls="none", zorder=st["zorder"]
                 )
-                handles.setdefault(s if s == HIGHLIGHT else "other learned stacks", h)
-            # the y range follows the HPA front, the reference and the highlighted stack; points far above it
+                label = s if s == HIGHLIGHT else ("lookahead oracle" if s.partition("@")[0] == ORACLE else None)
+                handles.setdefault(label or "other learned stacks", h)
+            # the y range follows the HPA front, the oracle and the highlighted stack; points far above it
             # (fixed replicas at saturation) are marked at the top edge with their value instead of squeezing
             # the rest against the axis
-            near = [p["value"] for p in fr[metric]["hpa"]] + [y for _x, y in ref_pts]
-            if HIGHLIGHT in cell:
-                near.append(clip_interval(metric, cell[HIGHLIGHT][metric]["mean"], cell[HIGHLIGHT][metric]["ci95"])[1])
+            near = [p["value"] for p in fr[metric]["hpa"]]
+            for s in contenders:
+                if s in cell and (s == HIGHLIGHT or s.partition("@")[0] == ORACLE):
+                    near.append(clip_interval(metric, cell[s][metric]["mean"], cell[s][metric]["ci95"])[1])
             top = 1.3 * max(near) if near and max(near) > 0 else (1.0 if metric in _PCT else None)
             if top is not None:
                 above = [(x, y, "#b0b0b0") for x, y in zip(xs, ys) if y > top]
@@ -318,8 +318,8 @@ def pareto(
                 ax.set_title(f"trace {trace}", fontsize=9)
     order = [
         HIGHLIGHT,
+        "lookahead oracle",
         "other learned stacks",
-        "offline reference",
         "baseline front",
         "tuned HPA front",
         "baseline settings",

@@ -7,12 +7,20 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from policy.bundle import BundleError
-from policy.highlevel import DEFAULT_DRPC_BUNDLE, DrpcAutoscaler, DrpcState, ServiceSignals
+from policy.bundle import BundleError, require_seed_bundle, training_seed_root
+from policy.highlevel import DrpcAutoscaler, DrpcState, ServiceSignals
 
 from .builtin_stacks import default_kube_scheduler
 from .engine import PeriodicHook, Simulation
-from .stackbase import AUTOSCALER_PERIOD_MIN, StackBuild, StackContext, autoscaled_workloads, register_stack
+from .stackbase import (
+    AUTOSCALER_PERIOD_MIN,
+    TRAINING_SEED_KNOB,
+    StackBuild,
+    StackContext,
+    autoscaled_workloads,
+    register_stack,
+    training_seed,
+)
 
 __all__ = ["signals_from_sim", "drpc_hook", "drpc_stack"]
 
@@ -56,12 +64,17 @@ def drpc_hook(
     return PeriodicHook(name, period_min, sync)
 
 
-@register_stack("drpc")
+@register_stack("drpc", knobs=(TRAINING_SEED_KNOB,))
 def drpc_stack(ctx: StackContext) -> StackBuild:
-    """DRPC baseline: kube-scheduler's default profile + the DRPC student autoscaler (policy/bundles/drpc)
-    on every autoscaled workload, every simulated minute."""
+    """DRPC baseline: kube-scheduler's default profile + the DRPC student autoscaler (policy/bundles/drpc; knob
+    ``tseed`` N: policy/bundles/seeds/N/drpc) on every autoscaled workload, every simulated minute. Raises
+    :class:`policy.bundle.BundleMissing` for a training seed without its bundle."""
+    tseed = training_seed(ctx)
+    path = training_seed_root(tseed) / "drpc"
+    if tseed:
+        require_seed_bundle(path / "student", "drpc student", tseed)
     try:
-        scaler = DrpcAutoscaler.load(DEFAULT_DRPC_BUNDLE, spec="drpc", slo_p95_ms=ctx.app.slo_p95_ms)
+        scaler = DrpcAutoscaler.load(path, spec="drpc", slo_p95_ms=ctx.app.slo_p95_ms)
     except BundleError as exc:
         raise ValueError(f"stack drpc: {exc} (train it with `hrl-policy train drpc`)") from None
     built = default_kube_scheduler(ctx)

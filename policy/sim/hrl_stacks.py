@@ -45,9 +45,14 @@ refused action counts as refused.
 
 ``drpc`` (DRPC's TD3 autoscaling with default placement) is a stack of ``policy.sim.drpc``.
 
-A factory raises :class:`policy.bundle.BundleMissing` naming the path when a bundle is missing: the benchmark never
-falls back silently to a heuristic. Tests and the demo build the same stacks from other parts with
-:func:`build_hrl_stack` (``parts=``).
+Every learned stack takes the knob ``tseed`` (:data:`policy.sim.stackbase.TRAINING_SEED_KNOB`):
+``hrl-scheduler@tseed=1`` runs the bundles of training seed 1, ``policy/bundles/seeds/1/<folder>/{low,high}`` (and the
+encoder ``seeds/1/encoder`` when there is one); ``tseed=0`` (the default) is the committed ``policy/bundles/<folder>``.
+The bench runs each learned stack at several training seeds to measure the spread that training alone causes.
+
+A factory raises :class:`policy.bundle.BundleMissing` naming the path when a bundle is missing (a training seed
+without bundles included): the benchmark never falls back silently to a heuristic or to another seed's bundles. Tests
+and the demo build the same stacks from other parts with :func:`build_hrl_stack` (``parts=``).
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ from descheduler.config import DeschedulerConfiguration, load_descheduler_config
 from descheduler.guards import EvictionHistory
 from descheduler.loop import CycleDeps, CycleReport, run_once
 from policy.baselines.kube_default import default_score_plugins
-from policy.bundle import DEFAULT_BUNDLES
+from policy.bundle import require_seed_bundle, training_seed_root
 from policy.cache import InMemoryEmbeddingCache, IntentEntry
 from policy.highlevel import (
     FixedIntent,
@@ -83,11 +88,13 @@ from .kube_scheduler import InProcessExtender, KubeSchedulerModel
 from .stackbase import (
     AUTOSCALER_PERIOD_MIN,
     DESCHEDULER_PERIOD_MIN,
+    TRAINING_SEED_KNOB,
     StackBuild,
     StackContext,
     autoscaled_workloads,
     register_stack,
     terms_lookup,
+    training_seed,
 )
 from .subresources import SimResizer, SimScaler
 
@@ -95,6 +102,7 @@ __all__ = [
     "HrlVariant",
     "VARIANTS",
     "StackParts",
+    "bundles_root",
     "EXTENDER_WEIGHT",
     "MOVE_MARGIN",
     "SIM_DESCHEDULER_CONFIG",
@@ -186,6 +194,11 @@ VARIANTS: dict[str, HrlVariant] = {
 }
 
 
+def bundles_root(ctx: StackContext) -> Path:
+    """The bundles root of the run's training seed (:func:`policy.bundle.training_seed_root`)."""
+    return training_seed_root(training_seed(ctx))
+
+
 @dataclass(frozen=True)
 class StackParts:
     """The learned parts a stack runs: the low-level ``placement``, the ``autoscaler`` (``None`` for a variant
@@ -198,11 +211,14 @@ class StackParts:
 
 
 def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None = None) -> StackParts:
-    """Load ``<root>/<variant>/low`` (and ``high`` when the variant autoscales); ``root`` defaults to
-    ``policy/bundles``. Raises :class:`policy.bundle.BundleMissing` naming the missing path, and whatever the
-    loaders raise for a bad bundle."""
-    base = Path(root) if root is not None else DEFAULT_BUNDLES
+    """Load ``<root>/<variant>/low`` (and ``high`` when the variant autoscales); ``root`` defaults to the bundles of
+    the run's training seed (knob ``tseed``: 0 ``policy/bundles``, N ``policy/bundles/seeds/N``). Raises
+    :class:`policy.bundle.BundleMissing` naming the missing path (a training seed without bundles included: never a
+    fallback to another seed's), and whatever the loaders raise for a bad bundle."""
+    base = Path(root) if root is not None else bundles_root(ctx)
     over = dict(ctx.parts)
+    if "placement" not in over:
+        require_seed_bundle(base / variant.folder / "low", f"{variant.name} low-level placement", training_seed(ctx))
     placement = over.get("placement") or load_learned_placement(base / variant.folder / "low")
     workloads = autoscaled_workloads(ctx.app)
     high = base / variant.folder / "high"
@@ -349,46 +365,46 @@ def build_hrl_stack(
     )
 
 
-@register_stack("hrl-scheduler")
+@register_stack("hrl-scheduler", knobs=(TRAINING_SEED_KNOB,))
 def hrl_scheduler(ctx: StackContext) -> StackBuild:
     """hrl-scheduler: learned placement (extender) + hierarchical descheduler (DRPC replica targets every
     minute, moves every 5 minutes, intent passed down); bundles policy/bundles/hrl-scheduler/{low,high}."""
     return build_hrl_stack("hrl-scheduler", ctx)
 
 
-@register_stack("hrl-no-encoder")
+@register_stack("hrl-no-encoder", knobs=(TRAINING_SEED_KNOB,))
 def hrl_no_encoder(ctx: StackContext) -> StackBuild:
     """hrl-scheduler on flat per-service features instead of graph embeddings (ablation); bundles
     policy/bundles/hrl-no-encoder/{low,high}."""
     return build_hrl_stack("hrl-no-encoder", ctx)
 
 
-@register_stack("hrl-flat")
+@register_stack("hrl-flat", knobs=(TRAINING_SEED_KNOB,))
 def hrl_flat(ctx: StackContext) -> StackBuild:
     """No hierarchy (ablation): no intent passed down, students trained without a teacher; bundles
     policy/bundles/hrl-flat/{low,high}."""
     return build_hrl_stack("hrl-flat", ctx)
 
 
-@register_stack("hrl-no-resize")
+@register_stack("hrl-no-resize", knobs=(TRAINING_SEED_KNOB,))
 def hrl_no_resize(ctx: StackContext) -> StackBuild:
     """hrl-scheduler without in-place resizes (ablation); hrl-scheduler's bundles."""
     return build_hrl_stack("hrl-no-resize", ctx)
 
 
-@register_stack("hrl-no-shield")
+@register_stack("hrl-no-shield", knobs=(TRAINING_SEED_KNOB,))
 def hrl_no_shield(ctx: StackContext) -> StackBuild:
     """hrl-scheduler with the autoscaler's saturation shield off (ablation); hrl-scheduler's bundles."""
     return build_hrl_stack("hrl-no-shield", ctx)
 
 
-@register_stack("hrl-no-rebalance")
+@register_stack("hrl-no-rebalance", knobs=(TRAINING_SEED_KNOB,))
 def hrl_no_rebalance(ctx: StackContext) -> StackBuild:
     """hrl-scheduler without moves (ablation); bundles policy/bundles/hrl-no-rebalance/{low,high}."""
     return build_hrl_stack("hrl-no-rebalance", ctx)
 
 
-@register_stack("hrl-no-autoscale")
+@register_stack("hrl-no-autoscale", knobs=(TRAINING_SEED_KNOB,))
 def hrl_no_autoscale(ctx: StackContext) -> StackBuild:
     """hrl-scheduler with fixed replicas (ablation); bundle policy/bundles/hrl-no-autoscale/low."""
     return build_hrl_stack("hrl-no-autoscale", ctx)

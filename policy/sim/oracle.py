@@ -21,6 +21,9 @@ The candidates of a period (:meth:`LookaheadOracle.candidates`):
   with each of the ``placement_weights`` as its global (``locality_weight``, ``balance_weight``): spread pods over
   the nodes or consolidate them near their callers, for the pods placed in the horizon (kept when it costs less).
 
+A candidate equal to one already tried is not rolled out again (same intent, same state, same random numbers: the
+same cost, bit for bit).
+
 The oracle drives the learned stack ``base`` (``hrl-scheduler``: its placement, autoscaler, resizer, moves and guards,
 as served) through :class:`ImposedIntent`; its decisions (the costs of every candidate at every period) are kept in
 :attr:`LookaheadOracle.decisions`, which training uses as labels (:mod:`policy.train.dagger`).
@@ -28,8 +31,10 @@ as served) through :class:`ImposedIntent`; its decisions (the costs of every can
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,9 +45,17 @@ from policy.state import ClusterSnapshot
 
 from .app import AppSpec
 from .engine import Simulation
-from .hrl_stacks import VARIANTS, StackParts, build_hrl_stack, load_parts
+from .hrl_stacks import VARIANTS, StackParts, build_hrl_stack, bundles_root, load_parts
 from .objective import DEFAULT_OBJECTIVE, Objective, app_costs
-from .stackbase import DESCHEDULER_PERIOD_MIN, Knob, StackBuild, StackContext, autoscaled_workloads, register_stack
+from .stackbase import (
+    DESCHEDULER_PERIOD_MIN,
+    TRAINING_SEED_KNOB,
+    Knob,
+    StackBuild,
+    StackContext,
+    autoscaled_workloads,
+    register_stack,
+)
 
 __all__ = [
     "LookaheadConfig",
@@ -53,6 +66,10 @@ __all__ = [
     "constant_intent",
     "managed_services",
     "lookahead_oracle",
+    "CONSTANT_FILE",
+    "DEFAULT_CAPACITY_TARGET",
+    "load_tuned_constant",
+    "hrl_constant",
 ]
 
 
@@ -201,7 +218,7 @@ class LookaheadOracle:
                 continue
             for sign in (+1.0, -1.0):
                 varied = _with_capacity(base.intent, svc, sign * self.config.coordinate_step)
-                if varied is None:
+                if varied is None or any(varied == c.intent for c in tried):
                     continue
                 c = Candidate(f"{base.label}; {svc} {'+' if sign > 0 else '-'}", varied, self.rollout(sim, varied))
                 tried.append(c)
@@ -211,6 +228,8 @@ class LookaheadOracle:
         base = tried[chosen]
         for loc, bal in self.config.placement_weights if base.intent is not None else ():
             varied = _with_weights(base.intent, loc, bal)
+            if any(varied == c.intent for c in tried):
+                continue
             c = Candidate(f"{base.label}; weights {loc:g}/{bal:g}", varied, self.rollout(sim, varied))
             tried.append(c)
             if c.cost < tried[chosen].cost:
@@ -225,7 +244,10 @@ class LookaheadOracle:
         self.imposed.current = tried[decision.executed].intent
 
     def candidates(self, sim: Simulation) -> list[tuple[str, Intent | None]]:
-        """The period's first candidates (module docstring), in order: keep, learned, the constant grid."""
+        """The period's first candidates (module docstring), in order: keep, learned, the constant grid. A candidate
+        equal to an earlier one (``keep`` is often a constant of the grid) is left out: its fork would run the same
+        intent from the same state with the same random numbers, so its cost is the earlier one's, bit for bit, and
+        the earlier one wins the tie anyway."""
         out: list[tuple[str, Intent | None]] = []
         if self.imposed.current is not None:
             out.append(("keep", self.imposed.current))
@@ -233,7 +255,9 @@ class LookaheadOracle:
             out.append(("learned", None))
         for b in self.config.move_budgets:
             for c in self.config.capacity_targets:
-                out.append((f"constant c={c:g},b={b:g}", constant_intent(self.services, c, b)))
+                intent = constant_intent(self.services, c, b)
+                if not any(intent == i for _label, i in out):
+                    out.append((f"constant c={c:g},b={b:g}", intent))
         return out
 
     def rollout(self, sim: Simulation, intent: Intent | None) -> float:
@@ -300,6 +324,7 @@ ORACLE_KNOBS = (
     Knob("learned", 0, 1, integer=True, help="1: the learned intent is a candidate"),
     Knob("coordinate", 0, 20, integer=True, help="services of the per-service coordinate search"),
     Knob("weights", 0, 1, integer=True, help="1: try spreading and consolidating weights on the best"),
+    TRAINING_SEED_KNOB,
 )
 
 
@@ -340,24 +365,55 @@ def managed_services(app: AppSpec) -> list[str]:
     return sorted({w.service for w in app.workloads if f"{w.namespace}/{w.name}" in keys})
 
 
+#: Where a stack's tuned constant intent lives, under its bundles root (``hrl-policy train constant`` writes it).
+CONSTANT_FILE = Path("hrl-scheduler") / "high" / "constant.json"
+#: The capacity target of ``hrl-constant`` where no tuned constant is committed.
+DEFAULT_CAPACITY_TARGET = 0.7
+
+
+def load_tuned_constant(path: str | Path) -> dict[str, Any] | None:
+    """The tuned constant intent at ``path`` (``constant.json`` of ``hrl-policy train constant``:
+    ``{"capacity_target", "move_budget_frac", ...}``), None when there is no such file. Raises ValueError naming the
+    file and the field for a malformed one (capacity_target in [0.3, 0.95], move_budget_frac in [0, 1])."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{p}: not a JSON file: {exc}") from None
+    for k, lo, hi in (("capacity_target", 0.3, 0.95), ("move_budget_frac", 0.0, 1.0)):
+        v = doc.get(k) if isinstance(doc, dict) else None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise ValueError(f"{p}: {k}: expected a number in [{lo}, {hi}], got {v!r}")
+    return doc
+
+
 CONSTANT_KNOBS = (
     Knob("capacity", 0.3, 0.95, help="capacity target of every service, fraction of the pods' CPU requests"),
     Knob("budget", 0.0, 1.0, help="move budget, share of the planner's maxMoves"),
+    TRAINING_SEED_KNOB,
 )
 
 
 @register_stack(
     "hrl-constant",
-    "hrl-scheduler with a constant intent (capacity target and move budget set by the knobs) instead of its learned "
-    "high level: the best constant the learned high level must beat",
+    "hrl-scheduler with a constant intent (the tuned constant of policy/bundles/hrl-scheduler/high/constant.json, or "
+    "the knobs) instead of its learned high level: the best constant the learned high level must beat",
     CONSTANT_KNOBS,
 )
 def hrl_constant(ctx: StackContext) -> StackBuild:
     """``hrl-scheduler``'s placement, autoscaler, resizer, moves and guards under one constant intent
-    (:func:`constant_intent`; knobs ``capacity``, default 0.7, and ``budget``, default 0)."""
+    (:func:`constant_intent`). Its capacity target and move budget: the knobs ``capacity`` and ``budget`` where
+    given, else the tuned constant committed with the bundles (:data:`CONSTANT_FILE` under the training seed's
+    bundles root, :func:`load_tuned_constant`), else capacity :data:`DEFAULT_CAPACITY_TARGET` and no moves. Raises
+    ValueError for a malformed ``constant.json``."""
     parts = load_parts(VARIANTS["hrl-scheduler"], ctx)
+    tuned = load_tuned_constant(bundles_root(ctx) / CONSTANT_FILE) or {}
+    capacity = float(ctx.params.get("capacity", tuned.get("capacity_target", DEFAULT_CAPACITY_TARGET)))
+    budget = float(ctx.params.get("budget", tuned.get("move_budget_frac", 0.0)))
     imposed = ImposedIntent()
-    imposed.current = constant_intent(
-        managed_services(ctx.app), float(ctx.params.get("capacity", 0.7)), float(ctx.params.get("budget", 0.0))
-    )
-    return build_hrl_stack("hrl-scheduler", ctx, StackParts(parts.placement, parts.autoscaler, imposed))
+    imposed.current = constant_intent(managed_services(ctx.app), capacity, budget)
+    built = build_hrl_stack("hrl-scheduler", ctx, StackParts(parts.placement, parts.autoscaler, imposed))
+    built.handles = {**built.handles, "constant": {"capacity_target": capacity, "move_budget_frac": budget}}
+    return built

@@ -29,6 +29,8 @@ __all__ = [
     "AUTOSCALER_PERIOD_MIN",
     "NOT_AUTOSCALED_IMAGES",
     "StackContext",
+    "TRAINING_SEED_KNOB",
+    "training_seed",
     "StackBuild",
     "StackFactory",
     "StackInfo",
@@ -105,6 +107,22 @@ class Knob:
                 raise ValueError(f"stack {stack!r}: knob {self.name}={value:g} must be an integer")
             return int(value)
         return float(value)
+
+
+#: The knob every learned stack takes: which training seed's bundles it runs (``hrl-scheduler@tseed=1``; the bench's
+#: spread across training seeds, :mod:`policy.bench.spread`).
+TRAINING_SEED_KNOB = Knob(
+    "tseed",
+    0,
+    999,
+    integer=True,
+    help="training seed of the bundles: 0 the committed policy/bundles/<stack>, N policy/bundles/seeds/N/<stack>",
+)
+
+
+def training_seed(ctx: StackContext) -> int:
+    """The training seed a stack's name set (knob ``tseed`` of :data:`TRAINING_SEED_KNOB`; 0 when absent)."""
+    return int(ctx.params.get("tseed", 0))
 
 
 @dataclass

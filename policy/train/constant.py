@@ -26,6 +26,7 @@ import numpy as np
 from policy.bundle import DEFAULT_BUNDLES
 from policy.lowlevel import load_learned_placement
 from policy.sim.objective import DEFAULT_OBJECTIVE, app_costs
+from policy.sim.oracle import load_tuned_constant
 from policy.sim.stacks import StackContext, build_stack
 
 from .intent_episodes import EpisodeDistribution, EpisodeSpec, episode_pieces, sample_episode_specs
@@ -120,19 +121,8 @@ def tune_constant(
 
 def load_constant(path: str | Path = DEFAULT_CONSTANT) -> dict[str, Any] | None:
     """The search result at ``path`` (None when there is none). Raises ValueError naming the file and the field for
-    a malformed one."""
-    p = Path(path)
-    if not p.is_file():
-        return None
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{p}: not a JSON file: {exc}") from None
-    for k, lo, hi in (("capacity_target", 0.3, 0.95), ("move_budget_frac", 0.0, 1.0)):
-        v = doc.get(k) if isinstance(doc, dict) else None
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
-            raise ValueError(f"{p}: {k}: expected a number in [{lo}, {hi}], got {v!r}")
-    return doc
+    a malformed one (:func:`policy.sim.oracle.load_tuned_constant`, which ``hrl-constant`` reads it with)."""
+    return load_tuned_constant(path)
 
 
 def train_stage(

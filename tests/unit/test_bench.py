@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from policy.bench.stacks import main, mean_ci95, summarize, t975, validate_summary
+from policy.bench.common import RESULT_KEYS
+from policy.bench.stacks import main, mean_ci95, split_stacks, summarize, t975, validate_summary
 from policy.sim.engine import METRIC_KEYS
 from policy.sim.sizing import window_offset
 
@@ -33,7 +34,7 @@ def run(app, trace, policy, seed, **m):
         "trace": trace,
         "policy": policy,
         "seed": seed,
-        "metrics": {k: m.get(k, 1.0 + seed) for k in METRIC_KEYS},
+        "metrics": {k: m.get(k, 1.0 + seed) for k in RESULT_KEYS},
     }
 
 
@@ -47,8 +48,10 @@ def test_each_cell_is_averaged_in_seed_order_whatever_order_the_runs_finished_in
 
 
 def legacy_summary():
-    # the first schema: {"seeds", "results": {app: {trace: {stack: {metric: {mean, ci95}}}}}}
-    return {"seeds": 2, "results": summarize([run("a", "nasa", "p", 0), run("a", "nasa", "p", 1)])["baseline-2026-11"]}
+    # the first schema: {"seeds", "results": {app: {trace: {stack: {metric: {mean, ci95}}}}}}, the eight metrics
+    res = summarize([run("a", "nasa", "p", 0), run("a", "nasa", "p", 1)])["baseline-2026-11"]
+    res["a"]["nasa"]["p"].pop("objective")
+    return {"seeds": 2, "results": res}
 
 
 def test_a_summary_of_the_first_schema_is_still_accepted():
@@ -114,22 +117,26 @@ def test_a_tiny_benchmark_writes_the_summary_plots_and_its_own_markdown(tmp_path
     assert list(s["results"]["baseline-2026-11"]) == ["online-boutique"]
     b = "baseline-2026-11"
     cell = s["results"][b]["online-boutique"]["bursty"]
-    # the stacks asked for, every baseline's sweep and the offline reference
+    # the stacks asked for and every baseline's sweep; the MIP reference (a plan under a model) is not run
     assert {"default-kube-scheduler", "networkaware", "default-kube-scheduler+hpa@target=0.4"} <= set(cell)
-    assert {"offline-reference@price=10", "networkaware@hpa=0.8"} <= set(cell)
+    assert "networkaware@hpa=0.8" in cell and not any(p.startswith("offline-reference") for p in cell)
+    assert all(set(v) == set(RESULT_KEYS) for v in cell.values())  # the objective next to the eight metrics
     runs = s["node_cpu_util_pct"][b]["online-boutique"]["bursty"]["networkaware"]
     assert [r["seed"] for r in runs] == [0, 1] and all(0 < r["mean"] <= r["max"] <= 100 for r in runs)
     fronts = s["fronts"][b]["online-boutique"]["bursty"]["latency_p95_ms"]
-    assert fronts["baselines"] and fronts["hpa"] and fronts["reference"]
+    assert fronts["baselines"] and fronts["hpa"] and set(fronts) == {"baselines", "hpa"}
     cpus = [p["cpu_core_hours"] for p in fronts["baselines"]]
     assert cpus == sorted(cpus)
-    assert s["reference_mip"][b]["online-boutique"]["bursty"]["offline-reference@price=10"]["solves"] >= 1
-    # the reference's seeds are one task (its plan is solved once per cell and price), every other run its own
+    # the best baseline is the setting of least mean objective; no oracle or constant was asked for
+    t = s["targets"][b]["online-boutique"]["bursty"]
+    best = min(cell, key=lambda k: cell[k]["objective"]["mean"])  # every stack of this cell is a baseline
+    assert t["best_baseline"]["stack"] == best and t["oracle"] is None and t["best_constant"] is None
+    # every run is a task of its own, and its record carries the objective
     batches = [json.loads(line) for line in (tmp_path / "runs-quick.jsonl").read_text().splitlines()]
-    assert {len(t["runs"]) for t in batches if t["runs"][0]["policy"].startswith("offline-reference")} == {2}
-    assert {len(t["runs"]) for t in batches if not t["runs"][0]["policy"].startswith("offline-reference")} == {1}
+    assert {len(t["runs"]) for t in batches} == {1}
+    assert all("objective" in t["runs"][0]["metrics"] for t in batches)
     info = s["cells"][b]["online-boutique"]["bursty"]
-    assert info["minutes"] == 3 and info["role"] == "training" and info["reference_not_run"] is None
+    assert info["minutes"] == 3 and info["role"] == "training" and "reference_not_run" not in info
     assert "--policy '{stack}'" in info["command"]
     for png in (
         "latency_cdf_bursty.png",
@@ -140,7 +147,8 @@ def test_a_tiny_benchmark_writes_the_summary_plots_and_its_own_markdown(tmp_path
     ):
         assert (tmp_path / "baseline-2026-11" / png).stat().st_size > 10_000
     md = (tmp_path / "BENCHMARKS-policy.md").read_text()
-    assert "networkaware" in md and " ± " in md and "offline-reference@price=30" in md
+    assert "networkaware" in md and " ± " in md and "offline-reference@price" not in md
+    assert "objective.png" in md and (tmp_path / "baseline-2026-11" / "objective.png").stat().st_size > 10_000
 
 
 def test_a_learned_stack_is_compared_at_equal_cpu_with_the_command_that_reproduces_it(tmp_path):
@@ -239,6 +247,8 @@ def test_a_registered_stack_that_cannot_be_built_is_skipped_unless_asked_for(tmp
         "nasa",
         "--seeds",
         "1",
+        "--training-seeds",
+        "0",
         "--minutes",
         "1",
         "--no-ray",
@@ -252,3 +262,91 @@ def test_a_registered_stack_that_cannot_be_built_is_skipped_unless_asked_for(tmp
     assert "zz-broken" not in s["results"]["baseline-2026-11"]["online-boutique"]["nasa"]
     with pytest.raises(SystemExit, match="zz-broken: no policy bundle"):
         main(base + ["--policies", "default-kube-scheduler,zz-broken"])
+
+
+def test_stack_names_with_several_knobs_survive_the_comma_separated_list():
+    assert split_stacks("a,networkaware@hpa=0.6,weight=20,b") == ["a", "networkaware@hpa=0.6,weight=20", "b"]
+    assert split_stacks("lookahead-oracle@horizon=5,coordinate=0") == ["lookahead-oracle@horizon=5,coordinate=0"]
+    assert split_stacks(" a , ,b ") == ["a", "b"] and split_stacks(None) is None
+
+
+def seed_bundles(tmp_path, monkeypatch, seeds):
+    """Training seeds ``seeds`` of hrl-scheduler and hrl-no-resize's bundles under ``tmp_path`` (copies of the
+    committed ones: they run bit for bit as training seed 0), read through policy.bundle.SEED_BUNDLES."""
+    import shutil
+
+    from policy import bundle
+
+    for t in seeds:
+        for d in ("hrl-scheduler", "encoder"):
+            shutil.copytree(bundle.DEFAULT_BUNDLES / d, tmp_path / "seeds" / str(t) / d)
+    monkeypatch.setattr(bundle, "SEED_BUNDLES", tmp_path / "seeds")
+
+
+def plan_with(tmp_path, skip):
+    from policy.bench.plan import DEFAULT_PLAN
+
+    text = DEFAULT_PLAN.read_text().replace("skipMissingTrainingSeeds: false", f"skipMissingTrainingSeeds: {skip}")
+    f = tmp_path / f"plan-{skip}.yaml"
+    f.write_text(text)
+    return f
+
+
+TINY = [
+    "--quick",
+    "--scenarios",
+    "heterogeneous",
+    "--apps",
+    "dsb-hotel-reservation",
+    "--policies",
+    "default-kube-scheduler+hpa,hrl-scheduler,hrl-no-resize",
+    "--seeds",
+    "2",
+    "--minutes",
+    "2",
+    "--no-sweep",
+    "--no-ray",
+]
+
+
+def test_the_learned_stacks_run_at_every_training_seed_and_the_summary_reports_their_spread(tmp_path, monkeypatch):
+    seed_bundles(tmp_path, monkeypatch, (1, 2))
+    out = tmp_path / "out"
+    assert main([*TINY, "--plan", str(plan_with(tmp_path, "false")), "--out", str(out)]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    validate_summary(s)
+    key = ("heterogeneous", "dsb-hotel-reservation", "nasa")
+    res = s["results"][key[0]][key[1]][key[2]]
+    assert {"hrl-scheduler@tseed=1", "hrl-scheduler@tseed=2", "hrl-no-resize@tseed=2"} <= set(res)
+    assert "default-kube-scheduler+hpa@tseed=1" not in res  # a baseline has no training seeds
+    assert res["hrl-scheduler@tseed=1"] == res["hrl-scheduler"]  # the same bundles give the same bits
+    sp = s["training_seeds"][key[0]][key[1]][key[2]]
+    assert sp["hrl-scheduler"]["training_seeds"] == [0, 1, 2]
+    assert sp["hrl-scheduler"]["objective"]["training"]["ci95"] == 0.0  # identical copies: no training spread
+    assert s["ablations"][key[0]][key[1]][key[2]]["hrl-no-resize"]["verdict"] in ("better", "worse", "within")
+    # the equal-CPU table holds the committed bundles only
+    assert set(s["equal_cpu"][key[0]][key[1]][key[2]]) == {"hrl-scheduler", "hrl-no-resize"}
+    md = (out / "BENCHMARKS-policy.md").read_text()
+    assert "**Training seeds** (objective per minute):" in md and "0, 1, 2" in md
+
+
+def test_a_missing_training_seed_fails_the_bench_unless_the_plan_skips_it_and_the_report_says_so(
+    tmp_path, monkeypatch, capsys
+):
+    seed_bundles(tmp_path, monkeypatch, (1,))  # training seed 2 is absent
+    missing = str(tmp_path / "seeds" / "2" / "hrl-scheduler" / "low")
+    with pytest.raises(SystemExit, match="no bundles of training seed 2 for hrl-scheduler, hrl-no-resize") as e:
+        main([*TINY, "--plan", str(plan_with(tmp_path, "false")), "--out", str(tmp_path / "a")])
+    assert f"no policy bundle of training seed 2 at {missing}" in str(e.value)
+    assert "skipMissingTrainingSeeds: true in" in str(e.value) and "\n" not in str(e.value)
+    out = tmp_path / "b"
+    assert main([*TINY, "--plan", str(plan_with(tmp_path, "true")), "--out", str(out)]) == 0
+    assert "skipping training seed 2 of hrl-scheduler" in capsys.readouterr().err
+    s = json.loads((out / "summary.json").read_text())
+    skipped = {(x["stack"], x["training_seed"]) for x in s["skipped_training_seeds"]}
+    assert skipped == {("hrl-scheduler", 2), ("hrl-no-resize", 2)}
+    assert all(missing in x["reason"] for x in s["skipped_training_seeds"] if x["stack"] == "hrl-scheduler")
+    sp = s["training_seeds"]["heterogeneous"]["dsb-hotel-reservation"]["nasa"]
+    assert sp["hrl-scheduler"]["training_seeds"] == [0, 1]
+    md = (out / "BENCHMARKS-policy.md").read_text()
+    assert "**Training seed 2 of `hrl-scheduler` not run** (the plan's skipMissingTrainingSeeds)" in md

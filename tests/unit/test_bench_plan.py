@@ -3,7 +3,7 @@
 
 import pytest
 
-from policy.bench.plan import DEFAULT_PLAN, load_plan, plan_cells
+from policy.bench.plan import DEFAULT_PLAN, learned_runs, load_plan, plan_cells
 from policy.config import ConfigError
 from policy.sim.placement import TRAIN_APPS
 from policy.sim.scenario import FAMILIES, load_scenario
@@ -31,6 +31,11 @@ def test_the_shipped_plan_runs_every_family_in_quick_with_a_training_and_a_held_
     assert tuple(plan.spec.training_apps) == TRAIN_APPS
     assert tuple(plan.spec.held_out_apps) == HELD_OUT_APPS
     assert set(LEARNED) <= set(plan.spec.stacks)
+    # the targets run in every cell; the MIP reference is not planned (a plan under a model, not a bound)
+    assert {"hrl-constant", "lookahead-oracle"} <= set(plan.spec.stacks)
+    assert not any(s.startswith("offline-reference") for s in plan.spec.stacks)
+    assert plan.mode("quick").oracle.startswith("lookahead-oracle") and len(plan.mode("quick").seeds) == 5
+    assert len(plan.spec.training_seeds) >= 3 and 0 in plan.spec.training_seeds
     quick = plan_cells(plan, "quick")
     assert {c.family for c in quick} == set(FAMILIES)
     assert len(plan.mode("quick").seeds) >= 3 and len(plan.mode("full").seeds) >= 5
@@ -139,6 +144,26 @@ def plan_file(tmp_path, body):
             "modes: {quick: {seeds: [0], minutes: 1.5, cells: [{scenario: load}]}}",
             "modes.quick.minutes: must be a number of minutes >= 1, 'scenario' or 'window' (got 1.5)",
         ),
+        (
+            "trainingSeeds: [1, 2]\nmodes: {quick: {seeds: [0], cells: [{scenario: load}]}}",
+            "trainingSeeds: distinct integers >= 0 including 0 (the committed bundles), got [1, 2]",
+        ),
+        (
+            "trainingSeeds: [0, 1, 1]\nmodes: {quick: {seeds: [0], cells: [{scenario: load}]}}",
+            "trainingSeeds: distinct integers >= 0 including 0",
+        ),
+        (
+            "modes: {quick: {seeds: [0], oracle: hrl-constant, cells: [{scenario: load}]}}",
+            "modes.quick.oracle: must be a setting of lookahead-oracle (e.g. lookahead-oracle@horizon=10)",
+        ),
+        (
+            "modes: {quick: {seeds: [0], oracle: 'lookahead-oracle@horizon=0', cells: [{scenario: load}]}}",
+            "modes.quick.oracle: stack 'lookahead-oracle@horizon=0': knob horizon=0 is outside [1, 60]",
+        ),
+        (
+            "skipMissingTrainingSeeds: maybe\nmodes: {quick: {seeds: [0], cells: [{scenario: load}]}}",
+            "skipMissingTrainingSeeds:",
+        ),
     ],
 )
 def test_a_bad_plan_file_is_refused_with_one_line_naming_the_field(tmp_path, body, line):
@@ -163,3 +188,16 @@ def test_a_plan_cell_that_cannot_run_is_refused_naming_the_cell(tmp_path):
         plan_cells(load_plan(f), "full")
     with pytest.raises(ValueError, match="--scenarios nope: scenario: unknown scenario 'nope'"):
         plan_cells(load_plan(DEFAULT_PLAN), "quick", scenarios=["nope"])
+
+
+def test_the_learned_stacks_run_at_every_training_seed_and_the_targets_and_baselines_at_the_committed_bundles():
+    stacks = ["default-kube-scheduler+hpa", "hrl-scheduler", "drpc", "hrl-constant", "lookahead-oracle@horizon=5"]
+    stacks += ["hrl-flat@tseed=4"]  # a training seed named explicitly runs as named, once
+    got = learned_runs(stacks, (0, 1, 2))
+    assert got == {
+        "hrl-scheduler": ["hrl-scheduler", "hrl-scheduler@tseed=1", "hrl-scheduler@tseed=2"],
+        "drpc": ["drpc", "drpc@tseed=1", "drpc@tseed=2"],
+    }
+    assert learned_runs(["hrl-no-resize"], (0,)) == {"hrl-no-resize": ["hrl-no-resize"]}
+    with pytest.raises(ValueError, match="unknown stack"):
+        learned_runs(["no-such-stack"], (0, 1))

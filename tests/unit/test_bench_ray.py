@@ -53,7 +53,8 @@ def test_a_tiny_matrix_on_a_local_ray_is_byte_identical_run_to_run_and_to_an_in_
 
 
 def test_scenario_cells_on_a_local_ray_give_the_same_bits_as_in_process(local_ray, tmp_path):
-    # a topology network, a scenario of several apps and a learned stack with its counters, as Ray tasks and here
+    # a topology network, a scenario of several apps, a learned stack with its counters and the oracle (forks in the
+    # Ray task), as Ray tasks and here
     def args(out, *extra):
         return [
             "--quick",
@@ -62,9 +63,11 @@ def test_scenario_cells_on_a_local_ray_give_the_same_bits_as_in_process(local_ra
             "--apps",
             "online-boutique",
             "--policies",
-            "default-kube-scheduler,hrl-scheduler",
+            "default-kube-scheduler,hrl-scheduler,lookahead-oracle@horizon=1,coordinate=0",
             "--seeds",
             "2",
+            "--training-seeds",
+            "0",
             "--minutes",
             "2",
             "--no-sweep",
@@ -77,7 +80,7 @@ def test_scenario_cells_on_a_local_ray_give_the_same_bits_as_in_process(local_ra
     assert main(args(tmp_path / "here", "--no-ray")) == 0
     a = (tmp_path / "ray" / "summary.json").read_bytes()
     assert a == (tmp_path / "here" / "summary.json").read_bytes()
-    assert b'"shared-cluster"' in a and b'"guardrail_stabilization"' in a
+    assert b'"shared-cluster"' in a and b'"guardrail_stabilization"' in a and b'"oracle_rollouts"' in a
 
 
 def test_an_interrupted_ray_run_resumes_from_its_journal(local_ray, tmp_path, capsys):

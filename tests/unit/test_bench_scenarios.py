@@ -1,6 +1,7 @@
 """The bench in the scenario families: a cell of any scenario runs exactly as the command the report prints, a
-held-out app is run and labelled, a scenario of several apps is one cell, the learned stacks' guardrail counters
-reach summary.json (and a malformed counters entry is refused), and BENCHMARKS.md gets a part per scenario."""
+held-out app is run and labelled, a scenario of several apps is one cell, the oracle runs in every cell (a scenario
+of several apps included) and the MIP reference in none, the learned stacks' guardrail counters reach summary.json
+(and a malformed counters entry is refused), and BENCHMARKS.md gets a part per scenario."""
 
 import copy
 import json
@@ -15,7 +16,8 @@ from policy.cli.core import main as hrl_policy
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """A tiny bench of two scenario families: a held-out app at the edge and the shared cluster (several apps),
-    the highlighted learned stack against default scoring, 2 seeds of 2 minutes, no sweep."""
+    the highlighted learned stack and the oracle against default scoring, 2 seeds of 2 minutes, no sweep, the
+    committed bundles only."""
     out = tmp_path_factory.mktemp("bench")
     args = [
         "--quick",
@@ -24,9 +26,11 @@ def tiny(tmp_path_factory):
         "--apps",
         "dsb-media-microservices",
         "--policies",
-        "default-kube-scheduler,hrl-scheduler",
+        "default-kube-scheduler,hrl-scheduler,lookahead-oracle@horizon=2,coordinate=0",
         "--seeds",
         "2",
+        "--training-seeds",
+        "0",
         "--minutes",
         "2",
         "--no-sweep",
@@ -74,7 +78,11 @@ def test_a_held_out_app_is_run_in_a_scenario_family_and_labelled_so(tiny):
     out, s, _runs = tiny
     cell = at(s["cells"], EDGE)
     assert cell["role"] == "held-out" and cell["nodes"] == 12 and cell["minutes"] == 2
-    assert set(at(s["results"], EDGE)) == {"default-kube-scheduler", "hrl-scheduler"}
+    assert set(at(s["results"], EDGE)) == {
+        "default-kube-scheduler",
+        "hrl-scheduler",
+        "lookahead-oracle@horizon=2,coordinate=0",
+    }
     md = (out / "BENCHMARKS-policy.md").read_text()
     assert "#### dsb-media-microservices (held-out app: never seen in training): equal CPU" in md
 
@@ -85,7 +93,7 @@ def test_a_scenario_of_several_apps_is_one_cell_with_each_apps_figures_in_its_ru
     assert cell["apps"] == ["online-boutique", "sock-shop", "dsb-hotel-reservation"]
     assert cell["role"] == "training"  # every app of the shared cluster is a training app
     shared = [r for r in runs if r["scenario"] == "shared-cluster"]
-    assert len(shared) == 4  # 2 stacks x 2 seeds
+    assert len(shared) == 6  # 3 stacks x 2 seeds
     assert all(set(r["apps"]) == set(cell["apps"]) for r in shared)
     assert all({"latency_p95_ms", "failed_pct", "slo_violation_pct"} <= set(r["apps"]["sock-shop"]) for r in shared)
 
@@ -94,12 +102,15 @@ def test_the_learned_stacks_guardrail_counters_reach_the_summary(tiny):
     _out, s, runs = tiny
     for key in (EDGE, SHARED):
         counters = at(s["counters"], key)
-        assert list(counters) == ["hrl-scheduler"]  # default scoring keeps no counters
+        # default scoring keeps no counters
+        assert list(counters) == ["hrl-scheduler", "lookahead-oracle@horizon=2,coordinate=0"]
         assert set(counters["hrl-scheduler"]) == {
             "guardrail_saturation_shield",
             "guardrail_stabilization",
             "extender_failed_open",
+            "intent_fallbacks",
         }
+        assert counters["lookahead-oracle@horizon=2,coordinate=0"]["oracle_decisions"]["mean"] == 1.0  # at t = 0
         per_run = [
             r["counters"]["guardrail_stabilization"]
             for r in runs
@@ -155,19 +166,31 @@ def test_benchmarks_md_has_a_part_per_scenario_with_its_plots(tiny):
     assert "**Guardrails** (per run):" in edge and "guardrail_saturation_shield" in edge
     assert "hrl-policy simulate --scenario network-edge --app dsb-media-microservices --trace nasa" in edge
     shared = md[md.index("### Scenario `shared-cluster`") : md.index("### Scenario `network-edge`")]
-    assert "**The offline reference** was not run" not in shared  # --no-sweep: no reference asked for
-    assert "**Each app's own figures**" in shared
+    assert "**Each app's own figures**" in shared and "**Targets on the objective**" in shared
     for scn, app in (("network-edge", "dsb-media-microservices"), ("shared-cluster", SHARED[1])):
-        for png in (f"pareto_{app}.png", "latency_p95.png", "failed_pct.png", "cpu_core_hours.png"):
+        for png in (f"pareto_{app}.png", "objective.png", "latency_p95.png", "failed_pct.png", "cpu_core_hours.png"):
             assert (out / scn / png).stat().st_size > 10_000, (scn, png)
             assert f"{scn}/{png}" in md
 
 
-def test_the_reference_is_left_out_of_a_scenario_of_several_apps_with_the_reason(tmp_path):
+def test_the_oracle_runs_in_every_cell_the_scenario_of_several_apps_included(tiny):
+    _out, s, _runs = tiny
+    for key in (EDGE, SHARED):
+        t = at(s["targets"], key)
+        assert t["oracle"]["stack"] == "lookahead-oracle@horizon=2,coordinate=0"
+        assert t["best_constant"] is None  # hrl-constant was not asked for: no gain, no shares
+        assert t["oracle_gain"] is None and t["share"] == {}
+        assert t["best_baseline"]["stack"] == "default-kube-scheduler"  # --no-sweep: the one baseline run
+        assert set(at(s["results"], key)["hrl-scheduler"]) >= {"objective", "failed_pct"}
+
+
+def test_the_mip_reference_runs_in_no_sweep_and_no_plan_cell(tmp_path):
     args = [
         "--quick",
         "--scenarios",
-        "shared-cluster",
+        "baseline-2026-11",
+        "--apps",
+        "online-boutique",
         "--policies",
         "default-kube-scheduler+hpa",
         "--seeds",
@@ -180,9 +203,8 @@ def test_the_reference_is_left_out_of_a_scenario_of_several_apps_with_the_reason
     ]
     assert main(args) == 0
     s = json.loads((tmp_path / "summary.json").read_text())
-    cell = at(s["cells"], SHARED)
-    assert "plans one application" in cell["reference_not_run"]
-    assert not any(p.startswith("offline-reference") for p in at(s["results"], SHARED))
-    assert "default-kube-scheduler+hpa@target=0.4" in at(s["results"], SHARED)  # the sweep still runs
-    md = (tmp_path / "BENCHMARKS-policy.md").read_text()
-    assert "**The offline reference** was not run for" in md
+    results = s["results"]["baseline-2026-11"]["online-boutique"]["nasa"]
+    assert not any(p.startswith("offline-reference") for p in results)
+    assert "default-kube-scheduler+hpa@target=0.4" in results  # the sweep still runs
+    assert set(s["fronts"]["baseline-2026-11"]["online-boutique"]["nasa"]["latency_p95_ms"]) == {"baselines", "hpa"}
+    assert "reference_share" not in s and "reference_mip" not in s
