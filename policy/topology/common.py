@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import gzip
 import math
+import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +36,42 @@ __all__ = [
     "parse_int",
     "parse_float",
     "is_missing",
+    "parse_duration_s",
+    "format_duration",
 ]
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
+
+
+def parse_duration_s(text: str | float | int, what: str = "duration") -> float:
+    """A Prometheus-style duration (``30s``, ``5m``, ``1h30m``, ``1500ms``) or a number of seconds → seconds
+    (> 0). Raises ``ValueError`` naming ``what`` and the value."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        v = float(text)
+    else:
+        s = str(text).strip()
+        try:
+            v = float(s)
+        except ValueError:
+            pos, v = 0, 0.0
+            for m in _DURATION.finditer(s):
+                if m.start() != pos:
+                    break
+                v += float(m.group(1)) * _UNIT_S[m.group(2)]
+                pos = m.end()
+            if pos != len(s) or not s:
+                raise ValueError(f"{what}: not a duration such as 30s, 5m or 1h: {text!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{what}: must be a positive duration, got {text!r}")
+    return v
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds as a PromQL range duration: whole seconds as ``Ns`` (``300s``), else whole milliseconds."""
+    if float(seconds).is_integer():
+        return f"{int(seconds)}s"
+    return f"{max(1, round(seconds * 1000))}ms"
 
 
 PARALLEL_SHARE = 0.5
