@@ -145,7 +145,7 @@ class UsageInput:
             self.health.read(False)
             return False
         if reading.taken_at_s is None:  # an answer measuring nothing is current: every pod is not measured yet
-            reading = UsageReading(reading.pods, now, reading.window_s, reading.rejected)
+            reading = UsageReading(reading.cpu_m, reading.memory_bytes, now, reading.window_s, reading.rejected)
         self.reading, self.read_at_s, self.error = reading, now, ""
         self.health.read(True)
         return True

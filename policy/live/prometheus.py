@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import httpx
 
-from policy.state import Resources
 from policy.topology.prometheus import (
     PrometheusApi,
     SourceUnavailable,
@@ -70,13 +69,10 @@ class PrometheusUsage:
             return out
 
         cpu, mem, covered, last = by_pod("cpu"), by_pod("memory"), by_pod("covered"), by_pod("last")
-        pods = {
-            k: Resources(int(round(max(c, 0.0) * 1000.0)), int(round(max(mem.get(k, 0.0), 0.0))))
-            for k, c in cpu.items()
-            if k in covered
-        }
-        newest = max((last[k] for k in pods if k in last), default=None)
-        return UsageReading(pods, newest, self.window_s)
+        cpu_m = {k: max(c, 0.0) * 1000.0 for k, c in cpu.items() if k in covered}
+        memory = {k: int(round(max(mem[k], 0.0))) for k in cpu_m if k in mem}
+        newest = max((last[k] for k in cpu_m if k in last), default=None)
+        return UsageReading(cpu_m, memory, newest, self.window_s)
 
     def close(self) -> None:
         self.api.close()

@@ -81,13 +81,14 @@ class UsageUnavailable(Exception):
 class UsageReading:
     """One reading of the pods' measured resource use.
 
-    ``pods``: pod key (``namespace/name``) → :class:`~policy.state.Resources` (``cpu_m`` millicores averaged over the
-    window, rounded to the millicore as the simulator's snapshot rounds it; ``memory_bytes`` the working set), the
-    sum over the pod's containers; only pods measured over a whole window. ``taken_at_s``: unix seconds of the
+    ``cpu_m``: pod key (``namespace/name``) → CPU millicores averaged over the window (unrounded), the sum over the
+    pod's containers; only pods measured over a whole window (its keys are the measured pods). ``memory_bytes``: pod
+    key → working set (bytes, the sum over its containers), where reported. ``taken_at_s``: unix seconds of the
     newest measurement (``None``: the source measured nothing). ``window_s``: the window the CPU use is averaged
     over (seconds). ``rejected``: items of the answer that could not be read (left out, counted)."""
 
-    pods: Mapping[str, Resources]
+    cpu_m: Mapping[str, float]
+    memory_bytes: Mapping[str, int]
     taken_at_s: float | None
     window_s: float
     rejected: int = 0
@@ -122,7 +123,8 @@ def parse_pod_metrics(doc: Any, source: str = METRICS_API) -> UsageReading:
     if not isinstance(doc, Mapping) or not isinstance(doc.get("items"), list):
         kind = doc.get("kind") if isinstance(doc, Mapping) else type(doc).__name__
         raise UsageUnavailable(f"{source}: expected a PodMetricsList with items, got {str(kind)[:80]!r}")
-    pods: dict[str, Resources] = {}
+    cpu_m: dict[str, float] = {}
+    memory: dict[str, int] = {}
     newest: float | None = None
     windows: list[float] = []
     rejected = 0
@@ -144,13 +146,14 @@ def parse_pod_metrics(doc: Any, source: str = METRICS_API) -> UsageReading:
         except (ObjectError, ValueError, AttributeError, TypeError):
             rejected += 1
             continue
-        pods[f"{ns}/{name}"] = Resources(int(round(cpu)), int(mem))
+        cpu_m[f"{ns}/{name}"] = cpu
+        memory[f"{ns}/{name}"] = int(mem)
         t = _timestamp_s(item.get("timestamp"))
         if t is not None:
             newest = t if newest is None else max(newest, t)
         windows.append(window)
     window_s = sorted(windows)[len(windows) // 2] if windows else 0.0
-    return UsageReading(pods, newest, window_s, rejected)
+    return UsageReading(cpu_m, memory, newest, window_s, rejected)
 
 
 class MetricsApiUsage:
@@ -225,28 +228,31 @@ class UsageApplier:
             nodes = tuple(self._node(n, None) for n in snapshot.nodes)
             self._prune(snapshot)
             return replace(snapshot, pods=pods, nodes=nodes), ApplyStats()
-        use = reading.pods
+        use, mem = reading.cpu_m, reading.memory_bytes
         names = {n.name for n in snapshot.nodes}
-        node_cpu: dict[str, int] = dict.fromkeys(names, 0)
+        node_cpu: dict[str, float] = dict.fromkeys(names, 0.0)
         node_mem: dict[str, int] = dict.fromkeys(names, 0)
         started_before = (reading.taken_at_s or 0.0) - reading.window_s
         measured = missing = 0
         out = []
         for p in snapshot.pods:
-            u = use.get(p.key) if p.node_name is not None and not p.terminating else None
-            if u is not None and not self.memory:
-                u = Resources(u.cpu_m, 0)
-            if u is not None:
+            cpu = use.get(p.key) if p.node_name is not None and not p.terminating else None
+            u = None
+            if cpu is not None:  # rounded per pod, summed unrounded per node: the simulator's snapshot rule
+                m = mem.get(p.key, 0) if self.memory else 0
+                u = Resources(int(round(cpu)), m)
                 measured += 1
                 if p.node_name in node_cpu:
-                    node_cpu[p.node_name] += u.cpu_m
-                    node_mem[p.node_name] += u.memory_bytes
+                    node_cpu[p.node_name] += cpu
+                    node_mem[p.node_name] += m
             elif p.node_name is not None and not p.terminating and p.phase == "Running":
                 if p.created_s and p.created_s < started_before:
                     missing += 1
             out.append(self._pod(p, u))
         known = {p.key for p in snapshot.pods}
-        nodes = tuple(self._node(n, Resources(node_cpu[n.name], node_mem[n.name])) for n in snapshot.nodes)
+        nodes = tuple(
+            self._node(n, Resources(int(round(node_cpu[n.name])), node_mem[n.name])) for n in snapshot.nodes
+        )
         self._prune(snapshot)
         stats = ApplyStats(measured, missing, sum(1 for k in use if k not in known))
         return replace(snapshot, pods=tuple(out), nodes=nodes), stats
