@@ -250,9 +250,7 @@ class UsageApplier:
                     missing += 1
             out.append(self._pod(p, u))
         known = {p.key for p in snapshot.pods}
-        nodes = tuple(
-            self._node(n, Resources(int(round(node_cpu[n.name])), node_mem[n.name])) for n in snapshot.nodes
-        )
+        nodes = tuple(self._node(n, Resources(int(round(node_cpu[n.name])), node_mem[n.name])) for n in snapshot.nodes)
         self._prune(snapshot)
         stats = ApplyStats(measured, missing, sum(1 for k in use if k not in known))
         return replace(snapshot, pods=tuple(out), nodes=nodes), stats

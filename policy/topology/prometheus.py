@@ -523,8 +523,9 @@ class PrometheusSource:
 
         Per service: ``rps`` = arrivals/s (every caller, mesh-external ones included); ``latency_mean_ms`` =
         ``rate(_sum) / rate(_count)`` and ``latency_p95_ms`` = ``histogram_quantile(0.95, ...)`` of the serving
-        side's histogram (``None`` without observations in the window); ``refused_frac`` = failed / all responses
-        (``error_rate`` of the flavor: Istio 5xx, Linkerd ``classification="failure"``, the connector's failed
+        side's histogram (``None`` without observations in the window; the mean is 0 for a service whose arrivals
+        were 0 in the window, as the simulator reports a service nobody visits); ``refused_frac`` = failed / all
+        responses (``error_rate`` of the flavor: Istio 5xx, Linkerd ``classification="failure"``, the connector's failed
         requests), 0 when the service answered nothing. A name used in several namespaces (no ``namespace``
         filter) is one service: rates and sums add up, the p95 is the largest. Raises :class:`SourceUnavailable`
         / :class:`TopologyError` as :meth:`query`."""
@@ -549,6 +550,8 @@ class PrometheusSource:
             rps = max(0.0, d["rps"]) if "rps" in d else None
             count, total = d.get("latency_count", 0.0), d.get("error_total", 0.0)
             mean = d["latency_sum"] / count * to_ms if count > 0 and "latency_sum" in d else None
+            if mean is None and rps == 0.0:  # nobody called it in the window: no visit, no latency (the simulator's 0)
+                mean = 0.0
             p95 = d["latency_p95"] * to_ms if "latency_p95" in d else None
             if total > 0:
                 refused: float | None = min(1.0, max(0.0, d.get("errors", 0.0) / total))
