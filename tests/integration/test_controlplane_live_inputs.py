@@ -61,7 +61,7 @@ from policy.highlevel import (
 )
 from policy.index import ClusterIndex
 from policy.live import UsageApplier
-from policy.lowlevel import featurize_candidates, load_learned_placement
+from policy.lowlevel import DEFAULT_PLACEMENT_BUNDLE, featurize_candidates, load_learned_placement
 from policy.observe import parse_cpu_m
 from policy.sim.drpc import signals_from_sim
 from policy.sim.scenario import build
@@ -225,8 +225,8 @@ def in_sim_names(
     for p in live.pods:
         if p.key not in back_pod:
             continue
-        ns, name = back_pod[p.key].split("/", 1)
-        pods.append(replace(p, name=name, namespace=ns, node_name=back_node.get(p.node_name or "", p.node_name)))
+        pod_ns, name = back_pod[p.key].split("/", 1)
+        pods.append(replace(p, name=name, namespace=pod_ns, node_name=back_node.get(p.node_name or "", p.node_name)))
     by_key = {p.key: p for p in pods}
     pods = [by_key[p.key] for p in sim.pods if p.key in by_key]
     workloads = tuple(replace(w, namespace=sim_ns) for w in live.workloads if w.namespace == ns)
@@ -355,7 +355,7 @@ def test_a_simulated_minute_replayed_on_kwok_is_what_the_live_sources_read_and_t
         )
         planner = state_planner()
         live = live_inputs(cfg, planner)
-        live_snap = live.observe(KubeObserver(api, sim_snap.graph).observe())
+        live_snap = live.observe(KubeObserver(api, sim_snap.graph)())
         assert [s.state for s in live.statuses()] == ["ok", "ok"], [s.line(time.time()) for s in live.statuses()]
         got = in_sim_names(live_snap, sim_snap, node_map, pod_map, namespace)
         for sp, lp in zip(sim_snap.pods, got.pods):
@@ -370,14 +370,15 @@ def test_a_simulated_minute_replayed_on_kwok_is_what_the_live_sources_read_and_t
             assert sig[svc].latency_mean_ms == pytest.approx(s.latency_mean_ms, rel=0.02), svc
             assert sig[svc].refused_frac == pytest.approx(s.refused_frac, abs=0.005), svc
 
+
         # ---- the features every network reads ------------------------------------------------------------------
-        placement = load_learned_placement()
+        placement = load_learned_placement(DEFAULT_PLACEMENT_BUNDLE)
         sim_ix, got_ix = ClusterIndex.build(sim_snap), ClusterIndex.build(got)
         cands = [n.name for n in sim_snap.nodes]
         probe_svc = "currencyservice"
         probe = new_pod(probe_svc, sim_snap.pods[0].namespace, Resources(100, 64 * 2**20))
         rows_sim = placement.service_rows(sim_ix)
-        rows_live = load_learned_placement().service_rows(got_ix)
+        rows_live = load_learned_placement(DEFAULT_PLACEMENT_BUNDLE).service_rows(got_ix)
         x_sim = featurize_candidates(probe, cands, sim_ix, rows_sim)
         x_live = featurize_candidates(probe, cands, got_ix, rows_live)
         np.testing.assert_allclose(x_live, x_sim, rtol=FEATURE_RTOL, atol=FEATURE_ATOL)
@@ -426,7 +427,7 @@ def test_a_simulated_minute_replayed_on_kwok_is_what_the_live_sources_read_and_t
         changed = {k: v for k, v in sim_plan.replica_targets.items() if v != 1}
         assert changed and sim_plan.resizes, sim_plan
         guarded = guard_planner(planner, live, rereads=True)
-        observe = live.wrap(KubeObserver(api, sim_snap.graph).observe)
+        observe = live.wrap(KubeObserver(api, sim_snap.graph))
         report = run_once(
             CycleDeps(
                 observe,
@@ -476,11 +477,11 @@ def test_a_simulated_minute_replayed_on_kwok_is_what_the_live_sources_read_and_t
         # fail open: scored on requests, as the extender's own state without use scores (the pods the scale change
         # added are Pending now)
         fallback = prioritize()
-        bare = KubeObserver(api, sim_snap.graph).observe()
+        bare = KubeObserver(api, sim_snap.graph)()
         bare = ClusterSnapshot(bare.nodes, bare.pods, graph=bare.graph, taken_at_s=bare.taken_at_s)
         bare_ix = ClusterIndex.build(bare)
         probe_live = new_pod(probe_svc, namespace, Resources(100, 64 * 2**20))
-        want = load_learned_placement().score(probe_live, nodes, bare_ix, None)
+        want = load_learned_placement(DEFAULT_PLACEMENT_BUNDLE).score(probe_live, nodes, bare_ix, None)
         for i, n in enumerate(nodes):
             if abs(want[i] - math.floor(want[i]) - 0.5) > 0.1:
                 assert fallback[n] == int(math.floor(want[i] + 0.5)), (n, want, fallback)

@@ -24,7 +24,6 @@ pytestmark = pytest.mark.prometheus
 
 WINDOW_S = 4
 SCRAPE = "500ms"
-LATE_AFTER_S = 9.0  # the late pod's containers start this long after the exporter
 #: pod -> container -> (cores, working set bytes); "istio-proxy" is the mesh sidecar, counted as metrics-server does
 PODS = {
     ("shop", "web-1"): {"app": (0.25, 100 * 2**20), "istio-proxy": (0.012, 40 * 2**20)},
@@ -35,10 +34,12 @@ LATE = ("shop", "web-3")
 
 
 class CadvisorCollector:
-    """cAdvisor's view of :data:`PODS` (and of :data:`LATE` from :data:`LATE_AFTER_S` on), counters from 0 at start."""
+    """cAdvisor's view of :data:`PODS` (and of :data:`LATE` from ``late_at`` on, once a test sets it), counters from
+    0 at start."""
 
     def __init__(self):
         self.start = time.time()
+        self.late_at: float | None = None
 
     def collect(self):
         now = time.time()
@@ -50,10 +51,10 @@ class CadvisorCollector:
             "container_memory_working_set_bytes", "memory (replay)", labels=["namespace", "pod", "container", "id"]
         )
         pods = dict(PODS)
-        if t >= LATE_AFTER_S:
+        if self.late_at is not None and now >= self.late_at:
             pods[LATE] = {"app": (0.3, 90 * 2**20)}
         for (ns, pod), cs in pods.items():
-            age = t if (ns, pod) != LATE else t - LATE_AFTER_S
+            age = t if (ns, pod) != LATE else now - (self.late_at or now)
             for c, (cores, ws) in cs.items():
                 cpu.add_metric([ns, pod, c, f"/kubepods/{pod}/{c}"], cores * age, timestamp=now)
                 mem.add_metric([ns, pod, c, f"/kubepods/{pod}/{c}"], ws, timestamp=now)
@@ -68,7 +69,8 @@ class CadvisorCollector:
 @pytest.fixture(scope="module")
 def prom():
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(CadvisorCollector())
+    collector = CadvisorCollector()
+    registry.register(collector)
     httpd, _thread = start_http_server(0, "127.0.0.1", registry)
     target = f"127.0.0.1:{httpd.server_port}"
     workdir = Path(tempfile.mkdtemp(prefix="hrl-prometheus-usage-"))
@@ -78,6 +80,7 @@ def prom():
     try:
         server.start()
         server.wait_for_window("container_cpu_usage_seconds_total", WINDOW_S)
+        server.collector = collector
         yield server
     finally:
         server.stop()
@@ -90,7 +93,7 @@ def test_a_pod_s_use_is_the_sum_of_its_containers_sidecars_included_and_a_late_p
     requests: list[str] = []
     client = httpx.Client(event_hooks={"request": [lambda r: requests.append(r.url.path)]})
     src = open_usage_source(f"prometheus+cadvisor://127.0.0.1:{prom.port}?window={WINDOW_S}s", client=client)
-    # wait for the late pod's series to exist but not yet cover a window
+    prom.collector.late_at = time.time()  # a pod starts now: its series exist from the next scrape on
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not prom.query('container_cpu_usage_seconds_total{pod="web-3"}'):
         time.sleep(0.2)
