@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from policy.highlevel import HighLevelPolicy, MoveGate, planner_accepts_gate
+from policy.highlevel import Admission, HighLevelPolicy, MoveGate, planner_accepts_gate
 from policy.index import ClusterIndex
 from policy.live import (
     InputMetrics,
@@ -79,7 +79,7 @@ class _NoMoves:
     def may_move(self, pod: PodInfo) -> bool:
         return False
 
-    def admit(self, move: Move) -> str:
+    def admit(self, move: Move) -> Admission:
         return "reject"
 
 
@@ -133,7 +133,7 @@ class GatedInputsGuard(InputsGuard):
     """:class:`InputsGuard` for a planner that takes the descheduler's move gate: while blocked, its gate admits
     nothing, so no pod is even proposed and nothing is evicted."""
 
-    def plan(  # type: ignore[override]
+    def plan(
         self,
         snapshot: ClusterSnapshot,
         index: ClusterIndex,
@@ -144,7 +144,8 @@ class GatedInputsGuard(InputsGuard):
         blocked = self.blocked()
         if blocked and gate is not None:
             gate = _NoMoves(gate)
-        return self._finish(self.planner.plan(snapshot, index, placement, gate=gate), blocked)  # type: ignore[call-arg]
+        planner: Any = self.planner
+        return self._finish(planner.plan(snapshot, index, placement, gate=gate), blocked)
 
 
 def guard_planner(planner: HighLevelPolicy, live: LiveInputs, rereads: bool = False) -> InputsGuard:

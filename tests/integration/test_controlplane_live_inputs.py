@@ -370,7 +370,6 @@ def test_a_simulated_minute_replayed_on_kwok_is_what_the_live_sources_read_and_t
             assert sig[svc].latency_mean_ms == pytest.approx(s.latency_mean_ms, rel=0.02), svc
             assert sig[svc].refused_frac == pytest.approx(s.refused_frac, abs=0.005), svc
 
-
         # ---- the features every network reads ------------------------------------------------------------------
         placement = load_learned_placement(DEFAULT_PLACEMENT_BUNDLE)
         sim_ix, got_ix = ClusterIndex.build(sim_snap), ClusterIndex.build(got)
