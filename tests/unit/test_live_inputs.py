@@ -5,11 +5,13 @@ no move and no resize without the measured use it is configured to read."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import re
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -28,6 +30,7 @@ from policy.live import (
     UsageInput,
     UsageReading,
     UsageUnavailable,
+    open_usage_source,
     parse_pod_metrics,
     parse_usage_uri,
 )
@@ -401,3 +404,103 @@ def test_the_descheduler_builds_its_inputs_from_the_configuration_and_names_a_fi
         live_inputs(cfg, RebalanceHeuristic(), metrics_api=None)
     live = live_inputs(cfg, RebalanceHeuristic(), metrics_api=lambda: {"kind": "PodMetricsList", "items": []})
     assert [s.state for s in live.statuses()] == ["pending", "off"]
+
+
+# ---- the Metrics API through the real Kubernetes client, against a small fake API server on 127.0.0.1 ----------
+
+
+class FakeMetricsApi:
+    """An HTTP server answering ``GET /apis/metrics.k8s.io/v1beta1/pods`` with ``status`` and ``body``."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        self.status, self.body, self.paths = 200, {"kind": "PodMetricsList", "items": []}, []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.paths.append(self.path)
+                data = json.dumps(outer.body).encode()
+                self.send_response(outer.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def metrics_api():
+    server = FakeMetricsApi()
+    yield server
+    server.close()
+
+
+def test_the_metrics_api_reader_lists_every_namespace_once_and_names_what_is_wrong(metrics_api):
+    from kubernetes import client as kclient
+
+    from policy.kube import MetricsApiReader
+
+    cfg = kclient.Configuration()
+    cfg.host = metrics_api.url
+    api = kclient.ApiClient(cfg)
+    metrics_api.body = {"kind": "PodMetricsList", "items": [pod_metrics("shop", "web-1", {"app": {"cpu": "5m"}})]}
+    usage = UsageInput(open_usage_source("metrics-api", MetricsApiReader(api)))
+    assert usage.refresh() and usage.reading.cpu_m == {"shop/web-1": pytest.approx(5.0)}
+    assert [p.split("?")[0] for p in metrics_api.paths] == ["/apis/metrics.k8s.io/v1beta1/pods"]
+    for status, hint in (
+        (404, "is metrics-server installed?"),
+        (503, "its APIService v1beta1.metrics.k8s.io is not Available"),
+        (403, "needs get, list on pods.metrics.k8s.io"),
+    ):
+        metrics_api.status, metrics_api.body = status, {"kind": "Status", "code": status}
+        assert not usage.refresh()
+        assert usage.error.startswith("metrics-api: GET /apis/metrics.k8s.io/v1beta1/pods: ") and hint in usage.error
+    metrics_api.close()
+    assert not usage.refresh() and "metrics-api: GET" in usage.error  # nothing listening: one line too
+    api.close()
+
+
+def test_the_descheduler_reports_its_inputs_and_withholds_without_the_measured_use_it_is_configured_to_read(
+    tmp_path, capsys
+):
+    from descheduler.__main__ import main
+
+    dead = f"http://127.0.0.1:{_free_port()}"
+    cfg = tmp_path / "d.yaml"
+    cfg.write_text(
+        "apiVersion: hrl-scheduler.io/v1alpha1\nkind: DeschedulerConfiguration\n"
+        "metricsSources:\n"
+        f"  resourceUsage: {{uri: 'prometheus+cadvisor://{dead.removeprefix('http://')}?timeout=1s'}}\n"
+    )
+    snapshot = Path(__file__).resolve().parents[1] / "fixtures" / "descheduler" / "cluster-list.json"
+    rc = main(["--config", str(cfg), "--snapshot", str(snapshot), "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0
+    doc = json.loads(out)
+    usage, signals = doc["inputs"]
+    assert (usage["input"], usage["state"], usage["usable"]) == ("resource_usage", "error", False)
+    assert "cannot reach Prometheus" in usage["detail"] and signals["state"] == "off"
+    assert doc["inputs_withheld"]["moves"] is True and doc["planned_moves"] == []
+    assert "no move and no resize planned this cycle" in err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
