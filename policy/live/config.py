@@ -3,6 +3,8 @@ section 5): where the live inputs come from and how old they may be. Validated w
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pydantic import Field, field_validator
 
 from policy.config import ConfigModel
@@ -10,6 +12,17 @@ from policy.config import ConfigModel
 from .usage import parse_usage_uri
 
 __all__ = ["ResourceUsageConfig", "ServiceSignalsConfig", "MetricsSourcesConfig", "ExtenderMetricsSourcesConfig"]
+
+
+def _checked(v: str | None, check: Callable[[str], object]) -> str | None:
+    """``v`` once ``check`` accepts it (``None`` passes); its ``ValueError`` without the value it starts with (the
+    configuration's line names the field and the value already)."""
+    if v is not None:
+        try:
+            check(v)
+        except ValueError as exc:
+            raise ValueError(str(exc).removeprefix(f"{v}: ")) from None
+    return v
 
 
 class ResourceUsageConfig(ConfigModel):
@@ -40,12 +53,7 @@ class ResourceUsageConfig(ConfigModel):
     @field_validator("uri")
     @classmethod
     def _uri(cls, v: str | None) -> str | None:
-        if v is not None:
-            try:
-                parse_usage_uri(v)
-            except ValueError as exc:  # the line names the field and the value already
-                raise ValueError(str(exc).removeprefix(f"{v}: ")) from None
-        return v
+        return _checked(v, parse_usage_uri)
 
 
 class ServiceSignalsConfig(ConfigModel):
@@ -66,12 +74,7 @@ class ServiceSignalsConfig(ConfigModel):
     @field_validator("uri")
     @classmethod
     def _uri(cls, v: str | None) -> str | None:
-        if v is not None:
-            try:
-                _check_signals_uri(v)
-            except ValueError as exc:
-                raise ValueError(str(exc).removeprefix(f"{v}: ")) from None
-        return v
+        return _checked(v, _check_signals_uri)
 
 
 def _check_signals_uri(uri: str) -> None:

@@ -94,17 +94,16 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300]
 
 
-class UsageInput:
-    """Pod CPU and memory use from ``source`` (``None``: off), applied to snapshots.
+class _Input:
+    """What both inputs share: the source (``None``: off), the age past which a reading is not used, the clock and the
+    health (off from the start without a source)."""
 
-    :meth:`refresh` reads the source once (one round trip); :meth:`apply` puts the newest usable reading on a snapshot
-    (:class:`policy.live.UsageApplier`) and sets :attr:`health` from what it found. ``max_age_s``: a reading whose
-    newest measurement is older is not used (> 0). ``clock``: unix seconds. Thread-safe for one refreshing thread and
-    one applying thread."""
+    input = ""
+    off_detail = ""
 
     def __init__(
         self,
-        source: UsageSource | None,
+        source: Any,
         *,
         max_age_s: float = 120.0,
         clock: Callable[[], float] = time.time,
@@ -116,20 +115,64 @@ class UsageInput:
         self.source = source
         self.max_age_s = float(max_age_s)
         self.clock = clock
-        self.health = InputHealth(
-            "resource_usage", source.name if source is not None else "", logger=logger, metrics=metrics, clock=clock
-        )
-        self.applier = UsageApplier()
-        self.reading: UsageReading | None = None
-        self.read_at_s: float | None = None
+        name = source.name if source is not None else ""
+        self.health = InputHealth(self.input, name, logger=logger, metrics=metrics, clock=clock)
         self.error = ""
         self.reads = 0
         if source is None:
-            self.health.set(InputStatus("resource_usage", "", "off", detail=OFF_USAGE))
+            self.health.set(InputStatus(self.input, "", "off", detail=self.off_detail))
 
     @property
     def configured(self) -> bool:
         return self.source is not None
+
+    def _attempt(self, read: Callable[[], Any], errors: type[Exception] | tuple[type[Exception], ...]) -> Any:
+        """One read (one round trip): its answer, or ``None`` after a failure (``errors``), which is kept in ``error``
+        and counted."""
+        self.reads += 1
+        try:
+            out = read()
+        except errors as exc:
+            self.error = _one_line(exc)
+            self.health.read(False)
+            return None
+        self.error = ""
+        self.health.read(True)
+        return out
+
+    def _unusable(self, taken_at_s: float | None, have_reading: bool) -> InputStatus:
+        """The status without a usable reading: stale (one too old), error (a failed read, nothing to use), pending."""
+        name = self.source.name if self.source is not None else ""
+        failing = f"last read failed: {self.error}" if self.error else ""
+        if have_reading:
+            detail = f"newest measurement older than maxAgeSeconds {self.max_age_s:g}: not used"
+            return InputStatus(self.input, name, "stale", taken_at_s, "; ".join(x for x in (detail, failing) if x))
+        if self.error:
+            return InputStatus(self.input, name, "error", None, failing + ": not used")
+        return InputStatus(self.input, name, "pending", None, "not read yet")
+
+    def close(self) -> None:
+        if self.source is not None:
+            self.source.close()
+
+
+class UsageInput(_Input):
+    """Pod CPU and memory use from ``source`` (``None``: off), applied to snapshots.
+
+    :meth:`refresh` reads the source once (one round trip); :meth:`apply` puts the newest usable reading on a snapshot
+    (:class:`policy.live.UsageApplier`) and sets :attr:`health` from what it found. ``max_age_s``: a reading whose
+    newest measurement is older is not used (> 0). ``clock``: unix seconds. Thread-safe for one refreshing thread and
+    one applying thread."""
+
+    input = "resource_usage"
+    off_detail = OFF_USAGE
+
+    def __init__(self, source: UsageSource | None, **kw: Any):
+        super().__init__(source, **kw)
+        self.source: UsageSource | None = source
+        self.applier = UsageApplier()
+        self.reading: UsageReading | None = None
+        self.read_at_s: float | None = None
 
     def refresh(self) -> bool:
         """Read the source once; ``True`` on success. A failure keeps the last good reading (used until it is
@@ -137,17 +180,12 @@ class UsageInput:
         if self.source is None:
             return False
         now = self.clock()
-        self.reads += 1
-        try:
-            reading = self.source.read()
-        except UsageUnavailable as exc:
-            self.error = _one_line(exc)
-            self.health.read(False)
+        reading = self._attempt(self.source.read, UsageUnavailable)
+        if reading is None:
             return False
         if reading.taken_at_s is None:  # an answer measuring nothing is current: every pod is not measured yet
             reading = UsageReading(reading.cpu_m, reading.memory_bytes, now, reading.window_s, reading.rejected)
-        self.reading, self.read_at_s, self.error = reading, now, ""
-        self.health.read(True)
+        self.reading, self.read_at_s = reading, now
         return True
 
     def usable_reading(self, now_s: float | None = None) -> UsageReading | None:
@@ -180,70 +218,36 @@ class UsageInput:
             st = InputStatus(
                 "resource_usage", name, state, usable.taken_at_s, "; ".join(notes), stats.measured, stats.missing
             )
-        elif reading is not None:
-            detail = f"newest measurement older than maxAgeSeconds {self.max_age_s:g}: not used"
-            st = InputStatus(
-                "resource_usage", name, "stale", reading.taken_at_s, "; ".join(x for x in (detail, failing) if x)
-            )
-        elif self.error:
-            st = InputStatus("resource_usage", name, "error", None, failing + ": not used")
         else:
-            st = InputStatus("resource_usage", name, "pending", None, "not read yet")
+            st = self._unusable(reading.taken_at_s if reading is not None else None, reading is not None)
         self.health.set(st)
         return out
 
-    def close(self) -> None:
-        if self.source is not None:
-            self.source.close()
 
-
-class SignalsInput:
+class SignalsInput(_Input):
     """Per-service :class:`~policy.state.ServiceSignals` from ``source`` (``None``: off): :meth:`refresh` reads once
     (one round trip), :meth:`signals` gives the usable ones for a snapshot (``None`` when off, stale or failing) and
     sets :attr:`health`: ``partial`` when a managed Deployment's service has no arrivals in the answer."""
 
-    def __init__(
-        self,
-        source: SignalsSource | None,
-        *,
-        max_age_s: float = 120.0,
-        clock: Callable[[], float] = time.time,
-        logger: logging.Logger | None = None,
-        metrics: InputMetrics | None = None,
-    ):
-        if not (math.isfinite(max_age_s) and max_age_s > 0):
-            raise ValueError(f"max_age_s: expected a number of seconds > 0, got {max_age_s!r}")
-        self.source = source
-        self.max_age_s = float(max_age_s)
-        self.clock = clock
-        self.health = InputHealth(
-            "service_signals", source.name if source is not None else "", logger=logger, metrics=metrics, clock=clock
-        )
+    input = "service_signals"
+    off_detail = OFF_SIGNALS
+
+    def __init__(self, source: SignalsSource | None, **kw: Any):
+        super().__init__(source, **kw)
+        self.source: SignalsSource | None = source
         self.reading: dict[str, ServiceSignals] | None = None
         self.taken_at_s: float | None = None
-        self.error = ""
-        self.reads = 0
-        if source is None:
-            self.health.set(InputStatus("service_signals", "", "off", detail=OFF_SIGNALS))
-
-    @property
-    def configured(self) -> bool:
-        return self.source is not None
 
     def refresh(self) -> bool:
         """Read the source once; ``True`` on success (a failure keeps the last good reading until it is stale)."""
         if self.source is None:
             return False
         now = self.clock()
-        self.reads += 1
-        try:
-            signals, last = self.source.fetch_service_signals()
-        except TopologyError as exc:  # SourceUnavailable included
-            self.error = _one_line(exc)
-            self.health.read(False)
+        got = self._attempt(self.source.fetch_service_signals, TopologyError)  # SourceUnavailable included
+        if got is None:
             return False
-        self.reading, self.taken_at_s, self.error = signals, (last if last is not None else now), ""
-        self.health.read(True)
+        signals, last = got
+        self.reading, self.taken_at_s = signals, (last if last is not None else now)
         return True
 
     def signals(self, snapshot: ClusterSnapshot) -> dict[str, ServiceSignals] | None:
@@ -270,20 +274,8 @@ class SignalsInput:
             )
             self.health.set(st)
             return r
-        if r is not None:
-            detail = f"newest measurement older than maxAgeSeconds {self.max_age_s:g}: not used"
-            self.health.set(
-                InputStatus("service_signals", name, "stale", t, "; ".join(x for x in (detail, failing) if x))
-            )
-        elif self.error:
-            self.health.set(InputStatus("service_signals", name, "error", None, failing + ": not used"))
-        else:
-            self.health.set(InputStatus("service_signals", name, "pending", None, "not read yet"))
+        self.health.set(self._unusable(t, r is not None))
         return None
-
-    def close(self) -> None:
-        if self.source is not None:
-            self.source.close()
 
 
 def signal_readers(planner: Any) -> list[Any]:

@@ -42,11 +42,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
-from urllib.parse import parse_qsl, urlsplit
 
 from policy.observe import ObjectError, parse_memory_bytes, parse_quantity
 from policy.state import ClusterSnapshot, NodeInfo, PodInfo, Resources
-from policy.topology.common import parse_duration_s
+from policy.topology.common import parse_duration_s, split_source_uri
 
 __all__ = [
     "METRICS_API",
@@ -200,25 +199,24 @@ class UsageApplier:
     _pods: dict[str, tuple[PodInfo, Resources | None, PodInfo]] = field(default_factory=dict)
     _nodes: dict[str, tuple[NodeInfo, Resources | None, NodeInfo]] = field(default_factory=dict)
 
-    def _pod(self, p: PodInfo, u: Resources | None) -> PodInfo:
-        if p.usage == u:
-            return p
-        hit = self._pods.get(p.key)
-        if hit is not None and hit[0] is p and hit[1] == u:
+    @staticmethod
+    def _with_use(cache: dict, key: str, obj: Any, u: Resources | None) -> Any:
+        """``obj`` (a PodInfo or NodeInfo) with ``usage=u``: itself when it has it, the object made last time for
+        the same ``obj`` and ``u``, else a new one (remembered under ``key``)."""
+        if obj.usage == u:
+            return obj
+        hit = cache.get(key)
+        if hit is not None and hit[0] is obj and hit[1] == u:
             return hit[2]
-        made = replace(p, usage=u)
-        self._pods[p.key] = (p, u, made)
+        made = replace(obj, usage=u)
+        cache[key] = (obj, u, made)
         return made
 
+    def _pod(self, p: PodInfo, u: Resources | None) -> PodInfo:
+        return self._with_use(self._pods, p.key, p, u)
+
     def _node(self, n: NodeInfo, u: Resources | None) -> NodeInfo:
-        if n.usage == u:
-            return n
-        hit = self._nodes.get(n.name)
-        if hit is not None and hit[0] is n and hit[1] == u:
-            return hit[2]
-        made = replace(n, usage=u)
-        self._nodes[n.name] = (n, u, made)
-        return made
+        return self._with_use(self._nodes, n.name, n, u)
 
     def apply(self, snapshot: ClusterSnapshot, reading: UsageReading | None) -> tuple[ClusterSnapshot, ApplyStats]:
         """``snapshot`` with ``reading`` applied (``None``: every pod and node without a use: the source is off,
@@ -292,26 +290,10 @@ def parse_usage_uri(uri: str) -> UsageUri:
     text = str(uri).strip()
     if text == METRICS_API:
         return UsageUri(METRICS_API, METRICS_API)
-    parts = urlsplit(text)
-    scheme = parts.scheme.lower()
-    if scheme not in CADVISOR_SCHEMES:
-        raise ValueError(f"{uri}: expected {METRICS_API} or prometheus+cadvisor[+https]://HOST:PORT[/PREFIX]?window=1m")
-    if not parts.hostname:
-        raise ValueError(f"{uri}: no host (expected prometheus+cadvisor://HOST:PORT)")
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError(f"{uri}: bad port") from None
-    params: dict[str, str] = {}
-    for k, v in parse_qsl(parts.query, keep_blank_values=True):
-        if k not in _URI_PARAMS:
-            raise ValueError(f"{uri}: unknown parameter {k!r}; expected {', '.join(_URI_PARAMS)}")
-        if k in params:
-            raise ValueError(f"{uri}: parameter {k!r} given twice")
-        params[k] = v
-    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    netloc = f"{host}:{port}" if port else host
-    base = f"{'https' if scheme.endswith('+https') else 'http'}://{netloc}{parts.path}"
+    u = split_source_uri(
+        text, CADVISOR_SCHEMES, _URI_PARAMS, f"{METRICS_API} or prometheus+cadvisor[+https]://HOST:PORT"
+    )
+    params = u.params
     match = params.get("match", "").strip()
     try:
         window = parse_duration_s(params.get("window", "1m"), "window")
@@ -320,4 +302,4 @@ def parse_usage_uri(uri: str) -> UsageUri:
             raise ValueError(f'match: expected PromQL label matchers such as job="kubelet", got {match!r}')
     except ValueError as exc:
         raise ValueError(f"{uri}: {exc}") from None
-    return UsageUri("prometheus", f"{scheme}://{netloc}{parts.path.rstrip('/')}", base, window, timeout, match)
+    return UsageUri("prometheus", f"{u.scheme}://{u.netloc}{u.path.rstrip('/')}", u.base, window, timeout, match)

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 
@@ -38,6 +39,8 @@ __all__ = [
     "is_missing",
     "parse_duration_s",
     "format_duration",
+    "SourceUri",
+    "split_source_uri",
 ]
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
@@ -300,3 +303,44 @@ def is_missing(value: str) -> bool:
     """True for an empty cell or a pandas-style ``NaN`` / ``nan``."""
     v = value.strip()
     return not v or v.lower() == "nan"
+
+
+@dataclass(frozen=True)
+class SourceUri:
+    """A live source's URI split (:func:`split_source_uri`): ``scheme`` (lower case), ``base`` (the
+    ``http(s)://host[:port][/prefix]`` to query), ``netloc`` (``host[:port]``, IPv6 hosts in brackets), ``path``,
+    ``params`` (each query parameter once)."""
+
+    scheme: str
+    base: str
+    netloc: str
+    path: str
+    params: dict[str, str]
+
+
+def split_source_uri(uri: str, schemes: Sequence[str], params: Sequence[str], expected: str) -> SourceUri:
+    """Split a ``SCHEME[+https]://HOST[:PORT][/PREFIX][?k=v&...]`` source string: ``schemes`` the accepted ones (an
+    ending ``+https`` means HTTPS), ``params`` the known query parameters, ``expected`` what to say about a wrong
+    scheme. Raises ``ValueError`` naming the URI and the bad part (scheme, no host, bad port, unknown or repeated
+    parameter)."""
+    parts = urlsplit(str(uri).strip())
+    scheme = parts.scheme.lower()
+    if scheme not in schemes:
+        raise ValueError(f"{uri}: unknown scheme {parts.scheme!r}; expected {expected}")
+    if not parts.hostname:
+        raise ValueError(f"{uri}: no host (expected {scheme}://HOST:PORT)")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"{uri}: bad port") from None
+    found: dict[str, str] = {}
+    for k, v in parse_qsl(parts.query, keep_blank_values=True):
+        if k not in params:
+            raise ValueError(f"{uri}: unknown parameter {k!r}; expected {', '.join(params)}")
+        if k in found:
+            raise ValueError(f"{uri}: parameter {k!r} given twice")
+        found[k] = v
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    netloc = f"{host}:{port}" if port else host
+    base = f"{'https' if scheme.endswith('+https') else 'http'}://{netloc}{parts.path}"
+    return SourceUri(scheme, base, netloc, parts.path, found)

@@ -49,13 +49,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 
 from policy.state import ServiceEdge, ServiceGraph, ServiceSignals
 
-from .common import TopologyError, format_duration, parse_duration_s
+from .common import TopologyError, format_duration, parse_duration_s, split_source_uri
 
 __all__ = [
     "Flavor",
@@ -589,29 +589,13 @@ def source_from_uri(uri: str, client: httpx.Client | None = None, *, default_win
     Defaults: window ``default_window`` (5m), timeout 5s, no namespace filter. Raises ``ValueError`` naming the URI
     and the bad part.
     """
-    parts = urlsplit(uri)
-    scheme = parts.scheme.lower()
-    if scheme not in URI_SCHEMES:
-        raise ValueError(
-            f"{uri}: unknown scheme {parts.scheme!r}; expected prometheus+FLAVOR:// or "
-            f"prometheus+FLAVOR+https:// with FLAVOR one of {', '.join(FLAVORS)}"
-        )
-    flavor = scheme.split("+")[1]
-    if not parts.hostname:
-        raise ValueError(f"{uri}: no host (expected prometheus+{flavor}://HOST:PORT)")
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError(f"{uri}: bad port") from None
-    params: dict[str, str] = {}
-    for k, v in parse_qsl(parts.query, keep_blank_values=True):
-        if k not in _URI_PARAMS:
-            raise ValueError(f"{uri}: unknown parameter {k!r}; expected {', '.join(_URI_PARAMS)}")
-        if k in params:
-            raise ValueError(f"{uri}: parameter {k!r} given twice")
-        params[k] = v
-    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    base = f"{'https' if scheme.endswith('+https') else 'http'}://{host}{f':{port}' if port else ''}{parts.path}"
+    u = split_source_uri(
+        uri,
+        URI_SCHEMES,
+        _URI_PARAMS,
+        f"prometheus+FLAVOR:// or prometheus+FLAVOR+https:// with FLAVOR one of {', '.join(FLAVORS)}",
+    )
+    flavor, base, params = u.scheme.split("+")[1], u.base, u.params
     try:
         return PrometheusSource(
             base,
