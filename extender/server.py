@@ -92,9 +92,10 @@ def readiness(
     an unready extender would be dropped from its Service and so from scheduling altogether): the reason then
     reads ``ok (warning: call graph stale: ...)``, and ``hrl_topology_graph_stale`` is 1.
 
-    ``inputs``: the live inputs' :class:`policy.live.InputHealth` objects (measured use). One that is not ``ok`` adds
-    its line (``warning: resource_usage: stale (...)``, or ``note: resource_usage: off (...)``) without making the
-    extender unready either: scoring goes on from requests (fail open)."""
+    ``inputs``: the live inputs' :class:`policy.live.InputHealth` objects (measured use). A configured one that is not
+    ``ok`` adds its line (``warning: resource_usage: stale (...)``; ``note: ...`` while pending) without making the
+    extender unready either: scoring goes on from requests (fail open). One that is off adds nothing (its start-up
+    line and ``hrl_metrics_source_state{state="off"}`` say so)."""
     v = store.get()
     warning = "".join(_input_note(h, store.clock() if now_s is None else now_s) for h in inputs)
     if topology is not None:
@@ -116,9 +117,9 @@ def readiness(
 
 def _input_note(health, now_s: float) -> str:
     st = health.status
-    if st.state == "ok":
+    if st.state in ("ok", "off"):  # off: a configuration choice, said at start and by hrl_metrics_source_state
         return ""
-    kind = "note" if st.state in ("off", "pending") else "warning"
+    kind = "note" if st.state == "pending" else "warning"
     return f" ({kind}: {st.line(now_s)})"
 
 

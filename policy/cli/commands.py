@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 
 from tabulate import tabulate
 
@@ -520,8 +521,6 @@ def cmd_bundle_check(args: argparse.Namespace) -> int:
 )
 def cmd_features(args: argparse.Namespace) -> int:
     """``hrl-policy features``: :data:`policy.contract.FEATURE_CONTRACT` as a table, JSON or markdown."""
-    from dataclasses import asdict
-
     from policy.contract import FEATURE_CONTRACT, render_markdown
 
     if args.markdown:
