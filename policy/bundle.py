@@ -315,98 +315,20 @@ class PolicyBundle:
         """
         d = Path(path)
         where = f"bundle {d}"
-        mpath = d / MANIFEST
-        try:
-            with open(mpath, "rb") as f:
-                blob = f.read(MAX_MANIFEST_BYTES + 1)
-        except OSError as exc:
-            raise BundleError(f"{where}: cannot read {MANIFEST}: {exc.strerror or exc}") from None
-        if len(blob) > MAX_MANIFEST_BYTES:
-            raise BundleError(f"{where}: {MANIFEST}: larger than {MAX_MANIFEST_BYTES} bytes (not a manifest)")
-        try:
-            raw = blob.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise BundleError(
-                f"{where}: {MANIFEST}: not UTF-8 text (byte {exc.start}: {blob[exc.start : exc.start + 1]!r})"
-            ) from None
-        try:  # duplicate keys and nesting deeper than policy.documents.MAX_DEPTH refused
-            m = load_json(raw)
-        except DocumentError as exc:
-            first = exc.problems[0]
-            at = f" at line {first.line}" if first.line is not None else ""
-            what = f"{first.path}: {first.message}" if first.path else first.message
-            raise BundleError(f"{where}: {MANIFEST}: not JSON ({what}{at})") from None
-        if not isinstance(m, dict):
-            raise BundleError(f"{where}: {MANIFEST}: expected a JSON object, found {type(m).__name__}")
+        m = _read_manifest(d, where)
         sv = m.get("schema_version")
         if sv != SCHEMA_VERSION or isinstance(sv, bool):
             raise BundleError(f"{where}: schema_version: expected {SCHEMA_VERSION}, found {_short(sv)}")
-        found_level = m.get("level")
-        if found_level not in LEVELS:
-            raise BundleError(f"{where}: level: expected one of {', '.join(LEVELS)}, found {_short(found_level)}")
-        if level is not None and found_level != level:
-            raise BundleError(f"{where}: level: expected {level!r}, found {found_level!r}")
-        pv = m.get("policy_version")
-        if not isinstance(pv, str) or not pv.strip():
-            raise BundleError(f"{where}: policy_version: expected non-empty text, found {_short(pv)}")
-        arch = m.get("architecture")
-        if not isinstance(arch, dict) or not isinstance(arch.get("type"), str):
-            raise BundleError(f"{where}: architecture.type: expected text, found {_short(arch)}")
-        if architecture_type is not None and arch["type"] != architecture_type:
-            raise BundleError(f"{where}: architecture.type: expected {architecture_type!r}, found {arch['type']!r}")
-        fs_raw = m.get("feature_spec")
-        if not isinstance(fs_raw, dict):
-            raise BundleError(f"{where}: feature_spec: expected an object, found {_short(fs_raw)}")
-        try:
-            specs = {k: FeatureSpec.from_json(v, f"feature_spec.{k}") for k, v in fs_raw.items()}
-            if feature_spec is not None:
-                check_specs(feature_spec, specs)
-        except FeatureSpecError as exc:
-            raise BundleError(f"{where}: {exc}") from None
-        dims = m.get("dims")
-        dims = {} if dims is None else dims
-        if not isinstance(dims, dict):
-            raise BundleError(f"{where}: dims: expected an object of integers, found {_short(dims)}")
-        for k, v in dims.items():
-            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_DIM:
-                raise BundleError(f"{where}: dims.{k}: expected an integer in 0..{MAX_DIM}, found {_short(v)}")
+        found_level, pv, arch = _identity(m, where, level, architecture_type)
+        specs = _feature_specs(m, where, feature_spec)
+        dims = _dims(m, where)
         sections: dict[str, Any] = {}
         for key in ("normalization", "metadata", "action_bounds"):
             v = m.get(key)
             if v is not None and not isinstance(v, dict):
                 raise BundleError(f"{where}: {key}: expected an object or null, found {type(v).__name__} {_short(v)}")
             sections[key] = v
-        wmeta = m.get("weights")
-        if not isinstance(wmeta, dict) or not isinstance(wmeta.get("arrays"), dict):
-            raise BundleError(f"{where}: weights: expected {{file, sha256, arrays}}, found {_short(wmeta)}")
-        listed = wmeta["arrays"]
-        for k, shape in listed.items():
-            if not (
-                isinstance(shape, list)
-                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
-            ):
-                raise BundleError(
-                    f"{where}: weights.arrays[{k!r}]: expected a shape (a list of integers >= 0), found {_short(shape)}"
-                )
-        wfile = wmeta.get("file", WEIGHTS)
-        if not isinstance(wfile, str) or not wfile or Path(wfile).name != wfile:
-            raise BundleError(f"{where}: weights.file: expected a file name in the bundle, found {_short(wfile)}")
-        want = wmeta.get("sha256")
-        if not isinstance(want, str) or not _SHA256.fullmatch(want.lower()):
-            raise BundleError(
-                f"{where}: weights.sha256: expected the SHA-256 of {wfile} (64 hex digits), found {_short(want)}"
-            )
-        try:
-            with open(d / wfile, "rb") as f:
-                data = f.read(MAX_WEIGHTS_FILE_BYTES + 1)
-        except OSError as exc:
-            raise BundleError(f"{where}: cannot read {wfile}: {exc.strerror or exc}") from None
-        if len(data) > MAX_WEIGHTS_FILE_BYTES:
-            raise BundleError(f"{where}: {wfile}: larger than {MAX_WEIGHTS_FILE_BYTES} bytes (refused unread)")
-        got = hashlib.sha256(data).hexdigest()
-        if want.lower() != got:
-            raise BundleError(f"{where}: {wfile}: sha256 mismatch: manifest says {want}, file is {got}")
-        weights = _read_npz(data, listed, f"{where}: {wfile}")
+        weights = _read_weights(d, m, where)
         try:
             return PolicyBundle(
                 level=found_level,
@@ -423,6 +345,118 @@ class PolicyBundle:
             )
         except BundleError as exc:
             raise BundleError(f"{where}: {exc}") from None
+
+
+def _read_manifest(d: Path, where: str) -> dict[str, Any]:
+    """``manifest.json`` of bundle directory ``d``, read through :mod:`policy.documents` (size, UTF-8, duplicate
+    keys and depth checked). Raises :class:`BundleError` (one line starting with ``where``)."""
+    mpath = d / MANIFEST
+    try:
+        with open(mpath, "rb") as f:
+            blob = f.read(MAX_MANIFEST_BYTES + 1)
+    except OSError as exc:
+        raise BundleError(f"{where}: cannot read {MANIFEST}: {exc.strerror or exc}") from None
+    if len(blob) > MAX_MANIFEST_BYTES:
+        raise BundleError(f"{where}: {MANIFEST}: larger than {MAX_MANIFEST_BYTES} bytes (not a manifest)")
+    try:
+        raw = blob.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleError(
+            f"{where}: {MANIFEST}: not UTF-8 text (byte {exc.start}: {blob[exc.start : exc.start + 1]!r})"
+        ) from None
+    try:  # duplicate keys and nesting deeper than policy.documents.MAX_DEPTH refused
+        m = load_json(raw)
+    except DocumentError as exc:
+        first = exc.problems[0]
+        at = f" at line {first.line}" if first.line is not None else ""
+        what = f"{first.path}: {first.message}" if first.path else first.message
+        raise BundleError(f"{where}: {MANIFEST}: not JSON ({what}{at})") from None
+    if not isinstance(m, dict):
+        raise BundleError(f"{where}: {MANIFEST}: expected a JSON object, found {type(m).__name__}")
+    return m
+
+
+def _identity(
+    m: Mapping[str, Any], where: str, level: Level | None, architecture_type: str | None
+) -> tuple[Any, str, dict[str, Any]]:
+    """``(level, policy_version, architecture)`` of manifest ``m``, checked against what the caller expects."""
+    found_level = m.get("level")
+    if found_level not in LEVELS:
+        raise BundleError(f"{where}: level: expected one of {', '.join(LEVELS)}, found {_short(found_level)}")
+    if level is not None and found_level != level:
+        raise BundleError(f"{where}: level: expected {level!r}, found {found_level!r}")
+    pv = m.get("policy_version")
+    if not isinstance(pv, str) or not pv.strip():
+        raise BundleError(f"{where}: policy_version: expected non-empty text, found {_short(pv)}")
+    arch = m.get("architecture")
+    if not isinstance(arch, dict) or not isinstance(arch.get("type"), str):
+        raise BundleError(f"{where}: architecture.type: expected text, found {_short(arch)}")
+    if architecture_type is not None and arch["type"] != architecture_type:
+        raise BundleError(f"{where}: architecture.type: expected {architecture_type!r}, found {arch['type']!r}")
+    return found_level, pv, arch
+
+
+def _feature_specs(
+    m: Mapping[str, Any], where: str, expected: Mapping[str, FeatureSpec] | None
+) -> dict[str, FeatureSpec]:
+    """The manifest's feature specs by input name, checked against ``expected`` (when given)."""
+    fs_raw = m.get("feature_spec")
+    if not isinstance(fs_raw, dict):
+        raise BundleError(f"{where}: feature_spec: expected an object, found {_short(fs_raw)}")
+    try:
+        specs = {k: FeatureSpec.from_json(v, f"feature_spec.{k}") for k, v in fs_raw.items()}
+        if expected is not None:
+            check_specs(expected, specs)
+    except FeatureSpecError as exc:
+        raise BundleError(f"{where}: {exc}") from None
+    return specs
+
+
+def _dims(m: Mapping[str, Any], where: str) -> dict[str, int]:
+    """The manifest's ``dims`` (absent: none), each an integer in 0..MAX_DIM."""
+    dims = m.get("dims")
+    dims = {} if dims is None else dims
+    if not isinstance(dims, dict):
+        raise BundleError(f"{where}: dims: expected an object of integers, found {_short(dims)}")
+    for k, v in dims.items():
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_DIM:
+            raise BundleError(f"{where}: dims.{k}: expected an integer in 0..{MAX_DIM}, found {_short(v)}")
+    return dims
+
+
+def _read_weights(d: Path, m: Mapping[str, Any], where: str) -> dict[str, np.ndarray]:
+    """The arrays of the weights file the manifest ``m`` names: its listed shapes, file name and SHA-256 checked,
+    then :func:`_read_npz`."""
+    wmeta = m.get("weights")
+    if not isinstance(wmeta, dict) or not isinstance(wmeta.get("arrays"), dict):
+        raise BundleError(f"{where}: weights: expected {{file, sha256, arrays}}, found {_short(wmeta)}")
+    listed = wmeta["arrays"]
+    for k, shape in listed.items():
+        if not (
+            isinstance(shape, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+        ):
+            raise BundleError(
+                f"{where}: weights.arrays[{k!r}]: expected a shape (a list of integers >= 0), found {_short(shape)}"
+            )
+    wfile = wmeta.get("file", WEIGHTS)
+    if not isinstance(wfile, str) or not wfile or Path(wfile).name != wfile:
+        raise BundleError(f"{where}: weights.file: expected a file name in the bundle, found {_short(wfile)}")
+    want = wmeta.get("sha256")
+    if not isinstance(want, str) or not _SHA256.fullmatch(want.lower()):
+        raise BundleError(
+            f"{where}: weights.sha256: expected the SHA-256 of {wfile} (64 hex digits), found {_short(want)}"
+        )
+    try:
+        with open(d / wfile, "rb") as f:
+            data = f.read(MAX_WEIGHTS_FILE_BYTES + 1)
+    except OSError as exc:
+        raise BundleError(f"{where}: cannot read {wfile}: {exc.strerror or exc}") from None
+    if len(data) > MAX_WEIGHTS_FILE_BYTES:
+        raise BundleError(f"{where}: {wfile}: larger than {MAX_WEIGHTS_FILE_BYTES} bytes (refused unread)")
+    got = hashlib.sha256(data).hexdigest()
+    if want.lower() != got:
+        raise BundleError(f"{where}: {wfile}: sha256 mismatch: manifest says {want}, file is {got}")
+    return _read_npz(data, listed, f"{where}: {wfile}")
 
 
 def _read_npz(data: bytes, listed: Mapping[str, list[int]], where: str) -> dict[str, np.ndarray]:

@@ -353,6 +353,14 @@ def cmd_train_placement(args: argparse.Namespace) -> int:
             help="share of episodes in the scenario families (default 0.5; the rest: one app with background load)",
         ),
         arg("--flat", action="store_true", help="train the hrl-no-encoder high level (no graph embeddings)"),
+        arg(
+            "--baseline",
+            choices=("critic", "paired"),
+            default=None,
+            help="advantages from the critic (GAE, default) or from a paired run without exploration on the same "
+            "episode inputs",
+        ),
+        arg("--init", default=None, help="an intent bundle to start from (fine-tune the distilled DAgger policy)"),
     ],
 )
 def cmd_train_hierarchy(args: argparse.Namespace) -> int:
@@ -373,9 +381,9 @@ def cmd_train_hierarchy(args: argparse.Namespace) -> int:
         arg("--run-dir", default=None, help="progress.csv, learning_curve.png, labels.npz, report.json"),
         arg("--quick", action="store_true", help="a tiny run for smoke tests (a minute)"),
         arg("--seed", type=int, default=0, help="seed of episodes, the mixture and torch"),
-        arg("--iterations", type=int, default=None, help="DAgger iterations (default 4)"),
-        arg("--episodes", type=int, default=None, help="labelled episodes per iteration (default 8)"),
-        arg("--minutes", type=int, default=None, help="simulated minutes per episode (default 40)"),
+        arg("--iterations", type=int, default=None, help="DAgger iterations (default 3)"),
+        arg("--episodes", type=int, default=None, help="labelled episodes per iteration (default 6)"),
+        arg("--minutes", type=int, default=None, help="simulated minutes per episode (default 30)"),
         arg("--horizon", type=int, default=None, help="the oracle's rollout horizon, simulated minutes (default 10)"),
         arg("--workers", type=int, default=None, help="Ray CPUs of the local Ray (default 2)"),
         arg("--ray-address", default=None, help="a Ray cluster to run the episodes on (default: a local Ray)"),

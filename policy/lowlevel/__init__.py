@@ -13,6 +13,7 @@ the simulator and the descheduler's feasibility check (numpy only; no torch, no 
 
 from .features import (
     CONTEXT_FEATURES,
+    CONTEXT_FEATURES_V1,
     FLAT_ROWS_VERSION,
     PLACEMENT_FEATURES,
     PLACEMENT_FEATURES_FLAT,
@@ -66,6 +67,7 @@ __all__ = [
     "SERVICE_INPUTS",
     "FLAT_ROWS_VERSION",
     "CONTEXT_FEATURES",
+    "CONTEXT_FEATURES_V1",
     "PLACEMENT_INTENTS",
     "placement_feature_spec",
     "PLACEMENT_FEATURES",

@@ -25,6 +25,7 @@ __all__ = [
     "SERVICE_INPUTS",
     "FLAT_ROWS_VERSION",
     "CONTEXT_FEATURES",
+    "CONTEXT_FEATURES_V1",
     "PLACEMENT_INTENTS",
     "placement_feature_spec",
     "PLACEMENT_FEATURES",
@@ -68,15 +69,26 @@ CONTEXT_FEATURES: tuple[tuple[str, str], ...] = (
         (f"intent_{n}", f"intent component {n} (policy.lowlevel.INTENT_SPEC; its default when absent)")
         for n in ("locality_weight", "balance_weight")
     ),
+    (
+        "svc_similarity_node",
+        "mean cosine similarity of the pod's service row (its graph embedding, or its flat row) to the rows of the "
+        "services of the other pods on the node, -1..1 (0 on a node without such pods, or without other rows)",
+    ),
 )
+
+#: The context columns of the first placement bundles (``placement-mlp-v1`` trained before the relational input): every
+#: column of :data:`CONTEXT_FEATURES` but the last, ``svc_similarity_node``. A bundle of this layout still loads and
+#: scores as it was trained (:class:`policy.lowlevel.LearnedPlacement` drops the column).
+CONTEXT_FEATURES_V1 = CONTEXT_FEATURES[:-1]
 
 
 #: The intent components the policy reads, by name (INTENT_SPEC may grow without changing these columns).
 PLACEMENT_INTENTS = ("locality_weight", "balance_weight")
 
 
-def placement_feature_spec(service_input: str, dim: int) -> FeatureSpec:
-    """The candidate rows' columns: :data:`CONTEXT_FEATURES` then the service block — ``svc_emb_00`` ..
+def placement_feature_spec(service_input: str, dim: int, relational: bool = True) -> FeatureSpec:
+    """The candidate rows' columns: :data:`CONTEXT_FEATURES` (:data:`CONTEXT_FEATURES_V1` when not ``relational``)
+    then the service block — ``svc_emb_00`` ..
     (``dim`` embedding components) for ``"encoder"``, or ``svc_<NODE_SPEC name>`` for ``"flat"`` (``dim`` must
     be ``len(NODE_SPEC)``). Raises ``ValueError`` for another ``service_input`` or a wrong ``dim``."""
     if service_input == "encoder":
@@ -87,7 +99,7 @@ def placement_feature_spec(service_input: str, dim: int) -> FeatureSpec:
         block = [(f"svc_{n}", u) for n, u in zip(NODE_SPEC.names, NODE_SPEC.units)]
     else:
         raise ValueError(f"service_input: expected one of {', '.join(SERVICE_INPUTS)}, got {service_input!r}")
-    return FeatureSpec.of([*CONTEXT_FEATURES, *block])
+    return FeatureSpec.of([*(CONTEXT_FEATURES if relational else CONTEXT_FEATURES_V1), *block])
 
 
 #: The hrl-scheduler bundle's input (32-dimensional embeddings of the committed encoder).
@@ -146,6 +158,63 @@ _INDEX_EXTRAS: list[_IndexExtras] = []
 _GRAPH_EXTRAS: list[_GraphExtras] = []
 
 
+class _RowsExtras:
+    """Per (index, service rows): the rows' unit vectors (S, D) and the (S, N) counts of each row's service's bound
+    pods per node (zero for a service the index does not know), for :func:`_similarity_to_nodes`."""
+
+    __slots__ = ("index", "rows", "pos", "unit", "counts", "total")
+
+    def __init__(self, index: ClusterIndex, rows: Any):
+        self.index = index
+        self.rows = rows
+        services = tuple(rows.services)
+        self.pos = {svc: i for i, svc in enumerate(services)}
+        m = np.asarray(rows.matrix, dtype=np.float64).reshape(len(services), -1)
+        norm = np.linalg.norm(m, axis=1, keepdims=True)
+        self.unit = np.divide(m, norm, out=np.zeros_like(m), where=norm > 0)
+        N = len(index.snapshot.nodes)
+        self.counts = np.zeros((len(services), N))
+        for svc, i in self.pos.items():
+            c = index.service_nodes.get(svc)
+            if c is not None:
+                self.counts[i] = c
+        self.total = self.counts.sum(axis=0)
+
+
+_ROWS_EXTRAS: list[_RowsExtras] = []
+
+
+def _rows_extras(index: ClusterIndex, rows: Any) -> _RowsExtras:
+    for e in _ROWS_EXTRAS:
+        if e.index is index and e.rows is rows:
+            return e
+    e = _RowsExtras(index, rows)
+    with _EXTRAS_LOCK:
+        _ROWS_EXTRAS.insert(0, e)
+        del _ROWS_EXTRAS[4:]
+    return e
+
+
+def _similarity_to_nodes(service: str, rows: Any, index: ClusterIndex, own_node: int) -> np.ndarray:
+    """(N,) mean cosine similarity of ``service``'s row to the rows of the services of the pods bound to each node,
+    the pod itself (bound to ``own_node``, -1 when unbound) left out; 0 where no such pod is, and everywhere when
+    ``rows`` holds only the pod's own row (a bare array). O(S · N) per pod with the (S, N) counts kept per index."""
+    N = len(index.snapshot.nodes)
+    if not (hasattr(rows, "services") and hasattr(rows, "matrix")):
+        return np.zeros(N)
+    ex = _rows_extras(index, rows)
+    i = ex.pos.get(service)
+    if i is None:
+        return np.zeros(N)
+    sims = ex.unit @ ex.unit[i]
+    num = sims @ ex.counts
+    den = ex.total.copy()
+    if own_node >= 0:
+        num[own_node] -= sims[i]
+        den[own_node] -= 1.0
+    return np.divide(num, den, out=np.zeros(N), where=den > 0)
+
+
 def _index_extras(index: ClusterIndex) -> _IndexExtras:
     for e in _INDEX_EXTRAS:
         if e.index is index:
@@ -194,7 +263,8 @@ def featurize_candidates(
     ``embeddings``: the pod's service row itself ((D,) array), or a mapping / :class:`ServiceRows` holding it
     (raises ``ValueError`` when it lacks the service). Candidates the index does not know get all-zero context
     columns. Call rates come from ``index.snapshot.graph`` (``default_rps`` per edge without one).
-    Vectorised over candidates: O(C · (1 + neighbours)).
+    Vectorised over candidates: O(C · (1 + neighbours)), plus O(S · N) for ``svc_similarity_node`` (S services with
+    rows, N nodes).
     """
     svc_row = _service_row(pod.service, embeddings)
     C = len(candidates)
@@ -274,6 +344,7 @@ def featurize_candidates(
         cols += [np.zeros(C), np.zeros(C), np.zeros(C)]
     for n in PLACEMENT_INTENTS:
         cols.append(np.full(C, intent_value(intent, n)))
+    cols.append(_similarity_to_nodes(pod.service, embeddings, index, own_i if own_i >= 0 else -1)[p])
     ctx = np.stack(cols, axis=1)
     ctx[~known] = 0.0
     out[:, :K] = ctx

@@ -55,7 +55,14 @@ from policy.features import FeatureSpecError
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot, PodInfo
 
-from .features import CONTEXT_FEATURES, FLAT_ROWS_VERSION, SERVICE_INPUTS, featurize_candidates, placement_feature_spec
+from .features import (
+    CONTEXT_FEATURES,
+    CONTEXT_FEATURES_V1,
+    FLAT_ROWS_VERSION,
+    SERVICE_INPUTS,
+    featurize_candidates,
+    placement_feature_spec,
+)
 from .interface import MAX_EXTENDER_PRIORITY, PlacementPolicy, admission_mask, resource_fit_failures
 from .rows import ServiceRowCache, ServiceRows
 
@@ -241,11 +248,14 @@ class LearnedPlacement:
         found = bundle.feature_spec.get("candidate")
         if found is None:
             raise BundleError(f"{where}: feature_spec: expected input 'candidate', found {sorted(bundle.feature_spec)}")
-        # bound every dim by what the manifest's own spec and arrays say before sizing anything by it
-        if len(CONTEXT_FEATURES) + self.service_dim != len(found):
+        # bound every dim by what the manifest's own spec and arrays say before sizing anything by it; a bundle of
+        # the first layout (no relational column) is served as it was trained
+        self.relational = CONTEXT_FEATURES[-1][0] in found.names
+        n_context = len(CONTEXT_FEATURES) if self.relational else len(CONTEXT_FEATURES_V1)
+        if n_context + self.service_dim != len(found):
             raise BundleError(
-                f"{where}: dims.service_dim: expected {len(found) - len(CONTEXT_FEATURES)} "
-                f"(feature_spec.candidate has {len(found)} columns, {len(CONTEXT_FEATURES)} of them "
+                f"{where}: dims.service_dim: expected {len(found) - n_context} "
+                f"(feature_spec.candidate has {len(found)} columns, {n_context} of them "
                 f"context), found {self.service_dim}"
             )
         if "features" in d and d["features"] != len(found):
@@ -266,7 +276,7 @@ class LearnedPlacement:
                 f"(policy.encoder.graph.NODE_SPEC), but dims.service_dim is {self.service_dim}"
             )
         try:
-            spec = placement_feature_spec(si, self.service_dim)
+            spec = placement_feature_spec(si, self.service_dim, self.relational)
             spec.check(found, "feature_spec.candidate")
         except (FeatureSpecError, ValueError) as exc:
             raise BundleError(f"{where}: {exc}") from None
@@ -401,6 +411,8 @@ class LearnedPlacement:
         :meth:`service_rows`). Raises ``ValueError`` when the service has no row or the row's width differs."""
         rows = embeddings if embeddings is not None else self.service_rows(index, pod.service)
         x = featurize_candidates(pod, candidates, index, rows, intent)
+        if not self.relational:  # a bundle of the first layout: its rows lack svc_similarity_node
+            x = np.delete(x, len(CONTEXT_FEATURES) - 1, axis=1)
         if x.shape[1] != len(self.spec):
             raise ValueError(
                 f"features: service row of width {x.shape[1] - len(CONTEXT_FEATURES)}, the bundle "

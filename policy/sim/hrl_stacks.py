@@ -35,9 +35,13 @@ stack                  what differs from ``hrl-scheduler`` (bundles under ``poli
                        bundles
 =====================  ===================================================================================
 
-Every learned stack reports, per run, how often each guardrail changed a replica target
-(``SimResult.extra["counters"]``: ``guardrail_saturation_shield``, ``guardrail_stabilization``) and how often
-the extender failed open (``extender_failed_open``).
+Every learned stack reports, per run (``SimResult.extra["counters"]``), how often each guardrail changed a replica
+target (``guardrail_saturation_shield``, ``guardrail_stabilization``), how often the extender failed open
+(``extender_failed_open``), how often the learned high level fell back to its tuned constant (``intent_fallbacks``),
+and what every action of its cycles came to, as the simulated API answered it (``actions_<kind>_<outcome>``:
+kind ``move``, ``scale`` or ``resize``, the outcomes of :class:`descheduler.loop.CycleReport`; e.g.
+``actions_resize_resized`` counts resizes the API server took, ``actions_resize_no_room`` those it refused): a
+refused action counts as refused.
 
 ``drpc`` (DRPC's TD3 autoscaling with default placement) is a stack of ``policy.sim.drpc``.
 
@@ -294,6 +298,8 @@ def build_hrl_stack(
 
     auto = planner.autoscaler
 
+    actions: dict[str, int] = {}  # what the cycles' API calls answered: <action>_<outcome> -> count
+
     def cycle(sim: Simulation) -> None:
         readers = signal_readers(planner)
         if readers:  # the students and the learned high level read the mesh-like service metrics
@@ -318,6 +324,10 @@ def build_hrl_stack(
             cache.put_intent(values, names, source="hrl-descheduler")
         if reports is not None:
             reports.append(report)
+        for kind, counts in (("move", report.counts), ("scale", report.scale_counts), ("resize", report.resize_counts)):
+            for outcome, n in counts.items():
+                if n:
+                    actions[f"{kind}_{outcome}"] = actions.get(f"{kind}_{outcome}", 0) + n
 
     def counters() -> dict[str, float]:
         out = {"guardrail_saturation_shield": 0.0, "guardrail_stabilization": 0.0}
@@ -326,6 +336,7 @@ def build_hrl_stack(
         out["extender_failed_open"] = float(extender.calls.get("failed_open", 0))
         intent_policy = getattr(planner.intent_policy, "base", planner.intent_policy)
         out["intent_fallbacks"] = float(getattr(intent_policy, "fallbacks", 0))
+        out.update({f"actions_{k}": float(v) for k, v in sorted(actions.items())})
         return out
 
     hook = PeriodicHook("hrl-descheduler", AUTOSCALER_PERIOD_MIN, cycle, at_start=True)

@@ -17,7 +17,9 @@ The candidates of a period (:meth:`LookaheadOracle.candidates`):
 - ``constant c=..,b=..``: one capacity target ``c`` for every service and move budget ``b`` over the grid of
   :class:`LookaheadConfig` (``capacity_targets`` x ``move_budgets``); ``c = 0.8`` is what an HPA at 80 % aims for;
 - then a coordinate search from the best: for the ``coordinate_services`` services that use most CPU, the best
-  intent with that service's capacity target moved by ``± coordinate_step`` (kept when it costs less).
+  intent with that service's capacity target moved by ``± coordinate_step`` (kept when it costs less); then the best
+  with each of the ``placement_weights`` as its global (``locality_weight``, ``balance_weight``): spread pods over
+  the nodes or consolidate them near their callers, for the pods placed in the horizon (kept when it costs less).
 
 The oracle drives the learned stack ``base`` (``hrl-scheduler``: its placement, autoscaler, resizer, moves and guards,
 as served) through :class:`ImposedIntent`; its decisions (the costs of every candidate at every period) are kept in
@@ -58,7 +60,8 @@ __all__ = [
 class LookaheadConfig:
     """The oracle's knobs: ``horizon_min`` (simulated minutes each fork runs, >= 1), ``period_min`` (minutes between
     decisions, >= 1), the constant grid (``capacity_targets`` in (0, 1], ``move_budgets`` in [0, 1]), the coordinate
-    search (``coordinate_services`` >= 0 services, ``coordinate_step`` > 0), whether the learned intent is a candidate
+    search (``coordinate_services`` >= 0 services, ``coordinate_step`` > 0), the global weights tried on the best
+    (``placement_weights``: (locality, balance) pairs >= 0), whether the learned intent is a candidate
     (``learned``), and the ``objective`` the forks are ranked by. Raises ValueError naming the field."""
 
     horizon_min: int = 10
@@ -67,6 +70,7 @@ class LookaheadConfig:
     move_budgets: tuple[float, ...] = (0.0,)
     coordinate_services: int = 2
     coordinate_step: float = 0.1
+    placement_weights: tuple[tuple[float, float], ...] = ((0.5, 2.0), (2.0, 0.5))
     learned: bool = True
     objective: Objective = field(default_factory=lambda: DEFAULT_OBJECTIVE)
 
@@ -85,6 +89,9 @@ class LookaheadConfig:
             raise ValueError(f"lookahead.coordinate_services: expected >= 0, got {self.coordinate_services!r}")
         if not self.coordinate_step > 0:
             raise ValueError(f"lookahead.coordinate_step: expected a number > 0, got {self.coordinate_step!r}")
+        for w in self.placement_weights:
+            if len(w) != 2 or min(w) < 0:
+                raise ValueError(f"lookahead.placement_weights: expected (locality, balance) pairs >= 0, got {w!r}")
 
 
 class ImposedIntent:
@@ -95,6 +102,16 @@ class ImposedIntent:
     def __init__(self, base: IntentPolicy | None = None):
         self.base = base
         self.current: Intent | None = None
+
+    @property
+    def signals(self) -> Any:
+        """The service metrics the stack hands its high level every cycle, passed on to ``base``."""
+        return getattr(self.base, "signals", None)
+
+    @signals.setter
+    def signals(self, value: Any) -> None:
+        if self.base is not None and hasattr(self.base, "signals"):
+            self.base.signals = value
 
     def record(self, snapshot: ClusterSnapshot, index: ClusterIndex, state: HrlState) -> None:
         rec = getattr(self.base, "record", None)
@@ -191,6 +208,13 @@ class LookaheadOracle:
                 if c.cost < tried[chosen].cost:
                     chosen = len(tried) - 1
                     break
+        base = tried[chosen]
+        for loc, bal in self.config.placement_weights if base.intent is not None else ():
+            varied = _with_weights(base.intent, loc, bal)
+            c = Candidate(f"{base.label}; weights {loc:g}/{bal:g}", varied, self.rollout(sim, varied))
+            tried.append(c)
+            if c.cost < tried[chosen].cost:
+                chosen = len(tried) - 1
         decision = OracleDecision(sim.minute, tuple(tried), chosen, chosen, self._observation)
         if self.chooser is not None:
             executed = int(self.chooser(decision))
@@ -260,10 +284,22 @@ def _with_capacity(intent: Intent, service: str, delta: float) -> Intent | None:
     )
 
 
+def _with_weights(intent: Intent, locality: float, balance: float) -> Intent:
+    values = list(intent.values) or list(default_intent())
+    values[0], values[1] = float(locality), float(balance)
+    return Intent(
+        tuple(values),
+        capacity_target=intent.capacity_target,
+        colocation_priority=intent.colocation_priority,
+        move_budget_frac=intent.move_budget_frac,
+    )
+
+
 ORACLE_KNOBS = (
     Knob("horizon", 1, 60, integer=True, help="simulated minutes each candidate's fork runs"),
     Knob("learned", 0, 1, integer=True, help="1: the learned intent is a candidate"),
     Knob("coordinate", 0, 20, integer=True, help="services of the per-service coordinate search"),
+    Knob("weights", 0, 1, integer=True, help="1: try spreading and consolidating weights on the best"),
 )
 
 
@@ -281,6 +317,7 @@ def lookahead_oracle(ctx: StackContext) -> StackBuild:
         horizon_min=int(p.get("horizon", LookaheadConfig.horizon_min)),
         learned=bool(p.get("learned", 1)),
         coordinate_services=int(p.get("coordinate", LookaheadConfig.coordinate_services)),
+        placement_weights=LookaheadConfig.placement_weights if int(p.get("weights", 1)) else (),
     )
     parts = load_parts(VARIANTS["hrl-scheduler"], ctx)
     imposed = ImposedIntent(parts.intent_policy)

@@ -6,8 +6,8 @@ shares.
   ``dsb-social-network``, ``dsb-media-microservices``, ``alibaba``) or a path to an ``app.yaml`` / its folder
   (format: :class:`policy.sim.app.AppFile`; docs/benchmarks.md);
 - ``--trace``: ``nasa``, ``twitter``, ``bursty`` or a CSV of requests per minute (``minute,requests``),
-  scaled so its peak asks :data:`policy.sim.sizing.PEAK_UTILIZATION` (1.25) times the CPU the app's busiest service has at
-  its limits at the manifest replicas;
+  scaled so its peak asks :data:`policy.sim.sizing.PEAK_UTILIZATION` (1.25) times the CPU the app's busiest service
+  has at its limits at the manifest replicas;
 - ``--policy``: a stack of :mod:`policy.sim.stacks` (built-in or from the ``hrl_scheduler.stacks`` entry
   points).
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from policy.bundle import DEFAULT_BUNDLES
+from policy.lowlevel import load_learned_placement
 from policy.sim.objective import DEFAULT_OBJECTIVE, app_costs
 from policy.sim.stacks import StackContext, build_stack
 
@@ -59,16 +60,23 @@ class ConstantSearchConfig(EpisodeDistribution):
             raise ValueError(f"episodes, workers: expected integers >= 1, got {self.episodes!r}, {self.workers!r}")
 
 
-def constant_cost(spec: EpisodeSpec, capacity_target: float, move_budget_frac: float) -> float:
-    """Mean cost per minute of episode ``spec`` under ``hrl-constant`` with that intent (the bench's objective)."""
+def constant_cost(
+    spec: EpisodeSpec, capacity_target: float, move_budget_frac: float, bundles_root: str | None = None
+) -> float:
+    """Mean cost per minute of episode ``spec`` under ``hrl-constant`` with that intent (the bench's objective);
+    ``bundles_root``: where the low level comes from (``<root>/hrl-scheduler/low``; default the committed one)."""
     app, rps, cluster, config = episode_pieces(spec)
     name = f"hrl-constant@capacity={capacity_target:g},budget={move_budget_frac:g}"
-    built = build_stack(name, StackContext(app, cluster, spec.seed, config, rps=rps))
+    parts: dict[str, Any] = {}
+    low = Path(bundles_root) / "hrl-scheduler" / "low" if bundles_root else None
+    if low is not None and (low / "manifest.json").is_file():
+        parts["placement"] = load_learned_placement(low)
+    built = build_stack(name, StackContext(app, cluster, spec.seed, config, parts=parts, rps=rps))
     res = built.simulation(app, rps, cluster, config).run()
     return float(app_costs(app, res.series, DEFAULT_OBJECTIVE).mean())
 
 
-def _point(job: tuple[EpisodeSpec, float, float]) -> float:
+def _point(job: tuple[EpisodeSpec, float, float, str | None]) -> float:
     return constant_cost(*job)
 
 
@@ -77,16 +85,18 @@ def tune_constant(
     out: str | Path | None = None,
     *,
     ray_address: str | None = None,
+    bundles_root: str | Path | None = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
 ) -> dict[str, Any]:
     """Run the grid search (module docstring); write the result to ``out`` (a ``constant.json`` path; None: do not
-    write). Returns the result."""
+    write). ``bundles_root``: the low level to search over (:func:`constant_cost`). Returns the result."""
     t0 = time.perf_counter()
     specs: Sequence[EpisodeSpec] = sample_episode_specs(
         cfg, np.random.default_rng(20_000 + cfg.seed), cfg.episodes, seed0=8_000_000
     )
     points = [(c, b) for b in cfg.move_budgets for c in cfg.capacity_targets]
-    jobs = [(s, c, b) for c, b in points for s in specs]
+    root = None if bundles_root is None else str(bundles_root)
+    jobs = [(s, c, b, root) for c, b in points for s in specs]
     pool = TaskPool(cfg.workers, ray_address)
     try:
         costs = np.array(pool.map(_point, jobs)).reshape(len(points), len(specs))
@@ -123,6 +133,17 @@ def load_constant(path: str | Path = DEFAULT_CONSTANT) -> dict[str, Any] | None:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
             raise ValueError(f"{p}: {k}: expected a number in [{lo}, {hi}], got {v!r}")
     return doc
+
+
+def train_stage(
+    root: str | Path, *, quick: bool = False, seed: int = 0, log: Callable[[str], None] = print
+) -> list[str]:
+    """The ``constant`` stage of ``make train``: the search over the staged ``root``'s bundles, written to
+    ``<root>/hrl-scheduler/high/constant.json``. Returns the directory written."""
+    cfg = ConstantSearchConfig(seed=seed, **(QUICK if quick else {}))
+    out = Path(root) / "hrl-scheduler" / "high"
+    tune_constant(cfg, out / "constant.json", bundles_root=root, log=log)
+    return [str(out)]
 
 
 QUICK = {"episodes": 2, "episode_minutes": 10, "capacity_targets": (0.6, 0.8), "workers": 1, "n_samples": 100}

@@ -82,6 +82,7 @@ __all__ = [
     "validate_episode",
     "fit",
     "train_dagger",
+    "train_stage",
     "run_cli",
 ]
 
@@ -91,7 +92,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @dataclass(frozen=True)
 class DaggerConfig(EpisodeDistribution):
     """DAgger for the high level (module docstring), over the episodes of :class:`EpisodeDistribution` (its fields;
-    episodes of ``episode_minutes`` = 40 by default). Checked in ``__post_init__`` (ValueError naming the field).
+    episodes of ``episode_minutes`` = 30 by default). Checked in ``__post_init__`` (ValueError naming the field).
 
     - ``iterations`` × ``episodes_per_iteration`` labelled episodes (Ray tasks, ``workers`` at a time);
     - the mixture: ``beta`` in [0, 1] (share of periods executed by the oracle in iteration 1), ``beta_decay`` in
@@ -101,13 +102,13 @@ class DaggerConfig(EpisodeDistribution):
     - ``eval_episodes`` fixed validation episodes; ``flat``: the ``hrl-no-encoder`` variant; ``seed``; ``quick``.
     """
 
-    episode_minutes: int = 40
-    iterations: int = 4
-    episodes_per_iteration: int = 8
+    episode_minutes: int = 30
+    iterations: int = 3
+    episodes_per_iteration: int = 6
     beta: float = 1.0
     beta_decay: float = 0.5
     horizon_min: int = 10
-    capacity_targets: tuple[float, ...] = (0.55, 0.65, 0.75, 0.85)
+    capacity_targets: tuple[float, ...] = (0.5, 0.65, 0.8, 0.9)
     coordinate_services: int = 1
     epochs: int = 300
     lr: float = 3e-3
@@ -179,12 +180,17 @@ def _stakes(decision: OracleDecision) -> float:
 
 
 def label_episode(
-    spec: EpisodeSpec, weights: dict[str, np.ndarray], norm: dict[str, Any], beta: float, cfg: DaggerConfig
+    spec: EpisodeSpec,
+    weights: dict[str, np.ndarray],
+    norm: dict[str, Any],
+    beta: float,
+    cfg: DaggerConfig,
+    bundles_root: str | None = None,
 ) -> LabelledEpisode:
     """Run episode ``spec`` with the learner of ``weights``/``norm`` under the oracle's mixture (execute the oracle's
     best with probability ``beta``) and return its labels (module docstring). Runs in a Ray task or in process."""
     t0 = time.process_time()
-    setting = episode_setting(spec, flat=cfg.flat)
+    setting = episode_setting(spec, flat=cfg.flat, bundles_root=bundles_root)
     actor = IntentActor(actor_bundle(weights, norm, cfg.flat, cfg.hidden))
     learner = LearnedIntent(actor, setting.featurizer, setting.workloads)
     imposed = ImposedIntent(learner)
@@ -215,11 +221,16 @@ def label_episode(
 
 
 def validate_episode(
-    spec: EpisodeSpec, weights: dict[str, np.ndarray], norm: dict[str, Any], cfg: DaggerConfig
+    spec: EpisodeSpec,
+    weights: dict[str, np.ndarray],
+    norm: dict[str, Any],
+    cfg: DaggerConfig,
+    bundles_root: str | None = None,
 ) -> tuple[float, float]:
-    """(objective per minute, CPU s) of episode ``spec`` with the learner alone, as served."""
+    """(objective per minute, CPU s) of episode ``spec`` with the learner alone, as served (``bundles_root``: where
+    the stack's other bundles come from, :func:`policy.train.intent_episodes.episode_setting`)."""
     t0 = time.process_time()
-    setting = episode_setting(spec, flat=cfg.flat)
+    setting = episode_setting(spec, flat=cfg.flat, bundles_root=bundles_root)
     learner = LearnedIntent(
         IntentActor(actor_bundle(weights, norm, cfg.flat, cfg.hidden)), setting.featurizer, setting.workloads
     )
@@ -299,6 +310,16 @@ def global_reach(net: IntentNet, labels: Sequence[Label]) -> float:
 # ---- the loop ------------------------------------------------------------------------------------------------------
 
 
+def _predictor(bundles_root: str | Path | None, flat: bool) -> Path:
+    """The workload predictor to ship with the intent: the staged root's (``make train`` trains it just before),
+    else the committed one."""
+    if bundles_root:
+        p = Path(bundles_root) / ("hrl-no-encoder" if flat else "hrl-scheduler") / "high" / "predictor"
+        if (p / "manifest.json").is_file():
+            return p
+    return PREDICTOR_BUNDLE
+
+
 def _cpu_s(pool: TaskPool, task_cpu_s: float, cpu0: float) -> float:
     """CPU seconds spent so far: this process's, plus the tasks' when they ran in other processes (Ray)."""
     own = time.process_time() - cpu0
@@ -339,6 +360,7 @@ def train_dagger(
     *,
     constant: dict[str, Any] | None = None,
     ray_address: str | None = None,
+    bundles_root: str | Path | None = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
 ) -> tuple[IntentNet, dict[str, Any]]:
     """Train the high level by DAgger (module docstring); export the best validated iterate to ``out`` (None: no
@@ -355,6 +377,7 @@ def train_dagger(
     Fs = len(INTENT_SERVICE_SPEC_FLAT if cfg.flat else INTENT_SERVICE_SPEC)
     net = IntentNet(Fs, len(INTENT_GLOBAL_SPEC), cfg.hidden)
     pool = TaskPool(cfg.workers, ray_address)
+    broot = None if bundles_root is None else str(bundles_root)
     val_specs = sample_episode_specs(cfg, np.random.default_rng(10_000 + cfg.seed), cfg.eval_episodes, seed0=9_000_000)
     data: list[Label] = []
     rows: list[dict[str, Any]] = []
@@ -365,7 +388,7 @@ def train_dagger(
             # ---- collect and label ----
             beta = cfg.beta * cfg.beta_decay ** (it - 1)
             specs = sample_episode_specs(cfg, rng, cfg.episodes_per_iteration, seed0=it * 1000)
-            eps = pool.map(label_episode, specs, net.actor_arrays(), net.normalization(), beta, cfg)
+            eps = pool.map(label_episode, specs, net.actor_arrays(), net.normalization(), beta, cfg, broot)
             task_cpu_s += sum(e.cpu_s for e in eps)
             new = [x for e in eps for x in e.labels]
             if it == 1:
@@ -374,7 +397,7 @@ def train_dagger(
             data.extend(new)
             loss = fit(net, data, cfg.epochs, cfg.lr)
             # ---- validate ----
-            vals = pool.map(validate_episode, val_specs, net.actor_arrays(), net.normalization(), cfg)
+            vals = pool.map(validate_episode, val_specs, net.actor_arrays(), net.normalization(), cfg, broot)
             task_cpu_s += sum(c for _o, c in vals)
             v = float(np.mean([o for o, _c in vals])) if vals else float("nan")
             row = {
@@ -435,11 +458,28 @@ def train_dagger(
             flat=cfg.flat,
             policy_version=version,
             metadata=meta,
-            predictor=PREDICTOR_BUNDLE,
+            predictor=_predictor(bundles_root, cfg.flat),
         )
         log(f"dagger: {version}: bundle written to {out}")
     (run / "report.json").write_text(json.dumps(json_ready(report), indent=1) + "\n", encoding="utf-8")
     return net, report
+
+
+def train_stage(
+    root: str | Path, *, quick: bool = False, seed: int = 0, log: Callable[[str], None] = print
+) -> list[str]:
+    """The ``dagger`` stage of ``make train`` (:mod:`policy.train.pipeline`): the high level of ``hrl-scheduler``
+    (with embeddings) and of ``hrl-no-encoder`` (flat rows), over the staged ``root``'s low levels and with the
+    constant the ``constant`` stage wrote there as their fallback, written to ``<root>/<stack>/high/{intent,
+    predictor}``. Returns the directories."""
+    out = []
+    constant = load_constant(Path(root) / "hrl-scheduler" / "high" / "constant.json")
+    for stack, flat in (("hrl-scheduler", False), ("hrl-no-encoder", True)):
+        cfg = DaggerConfig(seed=seed, flat=flat, **(QUICK if quick else {}))
+        run_dir = ROOT / ("out/train" if quick else "runs") / f"dagger-{stack}"
+        train_dagger(cfg, Path(root) / stack / "high", run_dir, constant=constant, bundles_root=root, log=log)
+        out.append(str(Path(root) / stack / "high"))
+    return out
 
 
 def default_out(flat: bool) -> Path:

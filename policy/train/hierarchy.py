@@ -49,7 +49,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from policy.bundle import DEFAULT_BUNDLES, content_version
+from policy.bundle import DEFAULT_BUNDLES, PolicyBundle, content_version
 from policy.highlevel import (
     INTENT_GLOBAL_SPEC,
     INTENT_SERVICE_SPEC,
@@ -103,7 +103,12 @@ class HierarchyTrainConfig(EpisodeDistribution):
     - ``eval_every`` iterations, ``eval_episodes`` fixed validation episodes (no exploration); the bundle is the
       best validation policy;
     - ``flat``: train the ``hrl-no-encoder`` variant (service rows without the graph encoder's embedding);
-    - ``seed``; ``quick``: a smoke test (versions say ``-quick``; bundles never overwrite committed ones).
+    - ``seed``; ``quick``: a smoke test (versions say ``-quick``; bundles never overwrite committed ones);
+    - ``baseline``: ``critic`` (GAE on the learned critic) or ``paired``: every episode is also run without
+      exploration on the same inputs and random numbers, and a decision's advantage is its reward-to-go minus the
+      paired run's from the same period (an input-dependent baseline: Mao et al. 2018, arXiv 1807.02264), so the
+      episodes' different traces and clusters cancel out;
+    - ``init_bundle``: an ``intent`` bundle directory to start from (e.g. the DAgger bundle: PPO as a fine-tune).
     """
 
     iterations: int = 45
@@ -126,9 +131,13 @@ class HierarchyTrainConfig(EpisodeDistribution):
     flat: bool = False
     seed: int = 0
     quick: bool = False
+    baseline: str = "critic"
+    init_bundle: str = ""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.baseline not in ("critic", "paired"):
+            raise ValueError(f"baseline: expected 'critic' or 'paired', got {self.baseline!r}")
         for f in ("iterations", "episodes_per_iteration", "workers", "epochs", "minibatch", "hidden"):
             if getattr(self, f) < 1:
                 raise ValueError(f"{f}: expected an integer >= 1, got {getattr(self, f)!r}")
@@ -302,9 +311,26 @@ def _pad(decisions: Sequence[Decision]) -> tuple[torch.Tensor, ...]:
     return tuple(torch.as_tensor(a) for a in (service, mask, glob, z_s, z_g))
 
 
-def build_batch(net: IntentNet, episodes: Sequence[EpisodeData], gamma: float, lam: float) -> RolloutBatch:
-    """GAE advantages per episode (terminal at the episode's end), on rewards divided by ``net.reward_scale``
-    (advantages and returns in those units), and the collecting policy's log-probs."""
+def _to_go(rewards: np.ndarray, gamma: float) -> np.ndarray:
+    out = np.zeros(len(rewards))
+    acc = 0.0
+    for t in reversed(range(len(rewards))):
+        acc = rewards[t] + gamma * acc
+        out[t] = acc
+    return out
+
+
+def build_batch(
+    net: IntentNet,
+    episodes: Sequence[EpisodeData],
+    gamma: float,
+    lam: float,
+    paired: Sequence[EpisodeData] | None = None,
+) -> RolloutBatch:
+    """Advantages per episode on rewards divided by ``net.reward_scale`` (advantages and returns in those units),
+    and the collecting policy's log-probs: GAE on the critic (terminal at the episode's end), or, with ``paired``
+    (the same episodes run without exploration, in order), the decision's discounted reward-to-go minus the paired
+    run's from the same period."""
     decisions = [d for ep in episodes for d in ep.decisions]
     service, mask, glob, z_s, z_g = _pad(decisions)
     with torch.no_grad():
@@ -313,9 +339,15 @@ def build_batch(net: IntentNet, episodes: Sequence[EpisodeData], gamma: float, l
     adv = np.zeros(len(decisions))
     v = values.numpy()
     k = 0
-    for ep in episodes:
+    for i, ep in enumerate(episodes):
         n = len(ep.decisions)
         r = np.array([d.reward for d in ep.decisions]) / float(net.reward_scale)
+        if paired is not None:
+            base = _to_go(np.array([d.reward for d in paired[i].decisions]) / float(net.reward_scale), gamma)
+            base = np.concatenate([base, np.zeros(max(0, n - len(base)))])[:n]
+            adv[k : k + n] = _to_go(r, gamma) - base
+            k += n
+            continue
         last = 0.0
         for t in reversed(range(n)):
             nxt = v[k + t + 1] if t + 1 < n else 0.0
@@ -476,12 +508,15 @@ def train_hierarchy(
     best: tuple[float, dict[str, Any] | None] = (math.inf, None)
     try:
         # the inputs' normalization, from episodes of the initial policy (never updated: served == trained)
+        if cfg.init_bundle:  # a fine-tune: the distilled actor and its (fixed) input normalization
+            net.load_actor(PolicyBundle.load(cfg.init_bundle, level="high"))
         warm = roll(
             sample_episode_specs(cfg, rng, cfg.episodes_per_iteration, seed0=0),
             net.log_std.exp().detach().numpy(),
             objective,
         )
-        _fit_normalization(net, warm)
+        if not cfg.init_bundle:
+            _fit_normalization(net, warm)
         rewards = np.array([d.reward for ep in warm for d in ep.decisions], dtype=np.float64)
         net.reward_scale.fill_(float(max(rewards.std(), 1e-3)) if len(rewards) else 1.0)
         for it in range(1, cfg.iterations + 1):
@@ -489,8 +524,9 @@ def train_hierarchy(
             specs = sample_episode_specs(cfg, rng, cfg.episodes_per_iteration, seed0=it * 1000)
             std = net.log_std.exp().detach().numpy()
             episodes = roll(specs, std, objective)
+            paired = roll(specs, None, objective) if cfg.baseline == "paired" else None
             # ---- update ----
-            batch = build_batch(net, episodes, cfg.gamma, cfg.gae_lambda)
+            batch = build_batch(net, episodes, cfg.gamma, cfg.gae_lambda, paired)
             losses = ppo_update(net, opt, batch, cfg, rng)
             violation = float(np.mean([ep.metrics["slo_violation_frac"] for ep in episodes]))
             objective = objective.lagrangian_step(violation, cfg.lagrangian_lr)
@@ -601,6 +637,8 @@ def run_cli(args: Any) -> int:
         ("minutes", "episode_minutes"),
         ("workers", "workers"),
         ("scenario_share", "scenario_share"),
+        ("baseline", "baseline"),
+        ("init", "init_bundle"),
     ):
         v = getattr(args, opt, None)
         if v is not None:

@@ -98,6 +98,23 @@ class IntentNet(nn.Module):
         sd = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in self.state_dict().items()}
         return {k: sd[k] for k in intent_weight_shapes(1, 1, 1)}
 
+    def load_actor(self, bundle: PolicyBundle) -> None:
+        """Take the actor's arrays and the input normalization from an ``intent-actor-v1`` ``bundle`` of the same
+        shapes (e.g. to fine-tune a distilled policy); the critic and the log-stds keep theirs. Raises ValueError
+        naming the array whose shape differs."""
+        sd = self.state_dict()
+        for k in intent_weight_shapes(1, 1, 1):
+            a = torch.as_tensor(np.asarray(bundle.array(k), dtype=np.float32))
+            if tuple(a.shape) != tuple(sd[k].shape):
+                raise ValueError(
+                    f"init bundle {bundle.where}: {k}: shape {list(a.shape)}, expected {list(sd[k].shape)}"
+                )
+            sd[k] = a
+        self.load_state_dict(sd)
+        s_mean, s_std = bundle.norm("service", self.s_mean.shape[0])
+        g_mean, g_std = bundle.norm("global", self.g_mean.shape[0])
+        self.set_normalization(s_mean, s_std, g_mean, g_std)
+
     def normalization(self) -> dict[str, Any]:
         def lst(t):
             return [float(x) for x in t.detach().cpu().numpy()]

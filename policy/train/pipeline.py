@@ -13,6 +13,10 @@ stage          entry                                                 writes (und
                DRPC teacher + students)                              ``hrl-no-encoder/high``, ``hrl-flat/high``
 ``placement``  ``policy.train.placement:train_stage`` (the learned   ``hrl-scheduler/low``, ``hrl-no-encoder/low``,
                low level)                                            ``hrl-flat/low``
+``constant``   ``policy.train.constant:train_stage`` (the best       ``hrl-scheduler/high/constant.json``
+               constant intent over the trained low level)
+``dagger``     ``policy.train.dagger:train_stage`` (the learned      ``hrl-scheduler/high``, ``hrl-no-encoder/high``
+               high level, distilled from the lookahead oracle)      (``intent/``, ``predictor/``)
 =============  ===================================================  ================================================
 
 Then :func:`assemble` completes the ablations that evaluate the full hierarchy's trained policies with one
@@ -93,7 +97,7 @@ def _outermost(paths: Sequence[Path]) -> list[Path]:
     return out
 
 
-_BUNDLE_FILES = frozenset({"manifest.json", "weights.npz"})
+_BUNDLE_FILES = frozenset({"manifest.json", "weights.npz", "constant.json"})
 
 
 def check_replaceable(dirs: Sequence[str | Path]) -> None:
@@ -168,7 +172,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("encoder", "policy.train.pipeline:encoder_stage", "graph encoder (self-supervised, simulator what-ifs)"),
     Stage("drpc", "policy.train.drpc:train_stage", "GRU workload predictor, DRPC teacher and students (TD3)"),
     Stage("placement", "policy.train.placement:train_stage", "learned low-level placement policy"),
-    Stage("hierarchy", "policy.train.hierarchy:train_stage", "learned high level (PPO over the intent, on Ray)"),
+    Stage("constant", "policy.train.constant:train_stage", "the best constant intent (grid search, on Ray)"),
+    Stage("dagger", "policy.train.dagger:train_stage", "learned high level (DAgger from the lookahead oracle, on Ray)"),
 )
 
 

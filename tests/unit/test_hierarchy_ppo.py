@@ -68,3 +68,20 @@ def test_ppo_moves_the_actor_toward_the_better_action_as_far_at_any_reward_scale
     assert small < -0.02  # toward the better action
     # the critic's loss grows with the rewards' scale: its gradient must not shrink the actor's step
     assert large == pytest.approx(small, rel=0.1), (small, large)
+
+
+def test_a_paired_baseline_cancels_what_the_episode_input_adds_to_every_decision():
+    """Two episodes whose inputs differ by a constant reward per period (a busier trace) but whose decisions are the
+    same: with the paired baseline (the same episodes without exploration) the advantages are equal; with the
+    critic they are not."""
+    net = IntentNet(len(INTENT_SERVICE_SPEC), len(INTENT_GLOBAL_SPEC), 16)
+    rng = np.random.default_rng(3)
+    base = episodes(net, rng, scale=1.0, n_eps=1, n_dec=4)[0]
+    busy = base._replace(decisions=[d._replace(reward=d.reward - 50.0) for d in base.decisions])
+    quiet_paired = base._replace(decisions=[d._replace(reward=d.reward - 1.0) for d in base.decisions])
+    busy_paired = base._replace(decisions=[d._replace(reward=d.reward - 51.0) for d in base.decisions])
+    b = build_batch(net, [base, busy], 0.9, 0.9, paired=[quiet_paired, busy_paired])
+    a = b.advantages.numpy()
+    assert np.allclose(a[:4], a[4:])
+    c = build_batch(net, [base, busy], 0.9, 0.9).advantages.numpy()
+    assert not np.allclose(c[:4], c[4:])

@@ -132,6 +132,22 @@ def test_an_intent_round_trips_through_the_cache_encoding_with_its_per_service_p
         Intent.from_wire(["locality_weight", "balance_weight"], [1.0])
 
 
+def test_an_intent_crosses_the_protobuf_record_bit_for_bit():
+    from policy.cache import IntentEntry
+    from policy.cache.codec import intent_from_pb, intent_to_pb, pb_modules
+
+    pb2, _ = pb_modules()
+    x = Intent((0.1 + 0.2, 1 / 3), colocation_priority={"cart": 2.0 / 3.0, "front": 1e-300})
+    names, values = x.to_wire()
+    wire = intent_to_pb(pb2, IntentEntry(tuple(values), tuple(names), 1)).SerializeToString()
+    parsed = pb2.Intent()
+    parsed.ParseFromString(wire)
+    it = intent_from_pb(parsed)
+    back = Intent.from_wire(it.names, it.values)
+    assert back.values == x.values and dict(back.colocation_priority) == dict(x.colocation_priority)
+    assert back.for_service("cart") == x.for_service("cart")
+
+
 def test_a_services_co_location_priority_scales_only_its_pods_locality_weight():
     it = Intent((1.5, 0.5), colocation_priority={"cart": 2.0})
     assert it.for_service("cart") == (3.0, 0.5)

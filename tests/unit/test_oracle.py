@@ -34,6 +34,7 @@ def test_the_real_run_over_each_period_costs_exactly_what_the_chosen_candidates_
         assert float(costs[d.minute : d.minute + 5].sum()) == pytest.approx(d.best.cost, rel=0, abs=1e-9)
     labels = [c.label for c in oracle.decisions[0].candidates]
     assert "learned" in labels and any(lb.startswith("constant c=0.85") for lb in labels)
+    assert any(lb.endswith("weights 0.5/2") for lb in labels) and any(lb.endswith("weights 2/0.5") for lb in labels)
     assert "keep" in [c.label for c in oracle.decisions[1].candidates]
     counters = built.counters()
     assert counters["oracle_decisions"] == 3 and counters["oracle_rollouts"] == sum(
@@ -63,7 +64,8 @@ def test_an_imposed_intent_falls_back_to_its_base_and_then_to_the_defaults():
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("horizon_min", 0), ("capacity_targets", (1.5,)), ("move_budgets", (-0.1,))]
+    ("field", "value"),
+    [("horizon_min", 0), ("capacity_targets", (1.5,)), ("move_budgets", (-0.1,)), ("placement_weights", ((1.0,),))],
 )
 def test_bad_oracle_settings_are_refused_naming_the_field(field, value):
     with pytest.raises(ValueError, match=f"lookahead.{field}"):

@@ -39,14 +39,21 @@ def stand_ins(order: list[str], fail: str | None = None):
         order.append("placement")
         return [fake_bundle(root / s / "low", f"{s}-low") for s in ("hrl-scheduler", "hrl-no-encoder", "hrl-flat")]
 
-    def hierarchy(root, *, quick, seed, log):
-        order.append("hierarchy")
+    def constant(root, *, quick, seed, log):
+        order.append("constant")
+        assert (root / "hrl-scheduler" / "low" / "manifest.json").is_file()  # searched over the fresh low level
+        (root / "hrl-scheduler" / "high" / "constant.json").write_text('{"capacity_target": 0.8}')
+        return [str(root / "hrl-scheduler" / "high")]
+
+    def dagger(root, *, quick, seed, log):
+        order.append("dagger")
         assert (root / "hrl-scheduler" / "low" / "manifest.json").is_file()  # trains over the fresh low level
+        assert (root / "hrl-scheduler" / "high" / "constant.json").is_file()  # with the fresh constant
         for s in ("hrl-scheduler", "hrl-no-encoder"):
             fake_bundle(root / s / "high" / "intent", f"{s}-intent")
         return [str(root / s / "high") for s in ("hrl-scheduler", "hrl-no-encoder")]
 
-    return {"encoder": encoder, "drpc": drpc, "placement": placement, "hierarchy": hierarchy}
+    return {"encoder": encoder, "drpc": drpc, "placement": placement, "constant": constant, "dagger": dagger}
 
 
 class Clock:
@@ -61,13 +68,14 @@ class Clock:
 def test_every_stage_runs_in_order_and_every_stack_gets_its_bundles(tmp_path):
     order: list[str] = []
     report = ta.run_all(tmp_path, quick=True, seed=7, trainers=stand_ins(order), log=lambda m: None, clock=Clock())
-    assert order == ["encoder quick=True seed=7", "drpc", "placement", "hierarchy"]
+    assert order == ["encoder quick=True seed=7", "drpc", "placement", "constant", "dagger"]
     assert report.ok and report.missing == {}
     assert [(s.name, s.status, s.wall_s) for s in report.stages] == [
         ("encoder", "ok", 1.5),
         ("drpc", "ok", 1.5),
         ("placement", "ok", 1.5),
-        ("hierarchy", "ok", 1.5),
+        ("constant", "ok", 1.5),
+        ("dagger", "ok", 1.5),
     ]
     assert sorted(report.assembled) == ["hrl-no-autoscale/low", "hrl-no-rebalance/high", "hrl-no-rebalance/low"]
     copied = json.loads((tmp_path / "hrl-no-rebalance" / "high" / "student" / "manifest.json").read_text())
@@ -82,7 +90,8 @@ def test_a_failing_stage_stops_the_pipeline_and_the_report_says_where(tmp_path):
         ("encoder", "ok"),
         ("drpc", "failed"),
         ("placement", "not_run"),
-        ("hierarchy", "not_run"),
+        ("constant", "not_run"),
+        ("dagger", "not_run"),
     ]
     assert report.stages[1].error == "RuntimeError: TD3 diverged at step 3" and not report.ok
     assert set(report.missing) == set(ta.REQUIRED_BUNDLES)  # nothing of the learned stacks exists
@@ -98,7 +107,7 @@ def test_a_stage_whose_module_is_missing_is_a_clear_failure(tmp_path):
         ta.resolve(stage)
     with pytest.raises(ValueError, match="unknown"):
         ta.run_all(tmp_path, stages=["encoder", "magic"])
-    assert [s.name for s in ta.STAGES] == ["encoder", "drpc", "placement", "hierarchy"]
+    assert [s.name for s in ta.STAGES] == ["encoder", "drpc", "placement", "constant", "dagger"]
     assert ta.resolve(ta.STAGES[0]) is ta.encoder_stage
 
 
@@ -113,7 +122,7 @@ def test_the_report_files_and_the_markdown_section(tmp_path):
     report = ta.run_all(tmp_path / "b", trainers=stand_ins([]), log=lambda m: None, clock=Clock())
     j, c = ta.write_reports(report, tmp_path / "r")
     doc = json.loads(j.read_text())
-    assert doc["ok"] and [s["stage"] for s in doc["stages"]] == ["encoder", "drpc", "placement", "hierarchy"]
+    assert doc["ok"] and [s["stage"] for s in doc["stages"]] == ["encoder", "drpc", "placement", "constant", "dagger"]
     assert doc["stages"][0]["wall_s"] == 1.5 and doc["total_wall_s"] > 0
     rows = c.read_text().splitlines()
     assert rows[0] == "stage,status,wall_s,bundles" and rows[1].startswith("encoder,ok,1.500,")
@@ -130,7 +139,7 @@ def test_the_command_line_nests_train_all_next_to_the_stage_commands(tmp_path, m
     monkeypatch.setattr(ta, "resolve", lambda stage: stand_ins(order)[stage.name])
     rc = main(["train", "--all", "--quick", "--out", str(tmp_path / "bundles"), "--report", str(tmp_path / "rep")])
     assert rc == 0, capsys.readouterr().err
-    assert len(order) == 4 and (tmp_path / "rep" / "training.json").is_file()
+    assert len(order) == 5 and (tmp_path / "rep" / "training.json").is_file()
     assert (tmp_path / "bundles" / "hrl-no-autoscale" / "low" / "manifest.json").is_file()
 
 
@@ -162,7 +171,7 @@ def test_a_failing_stage_leaves_the_bundles_root_as_it_was(tmp_path):
     fake_bundle(root / "hrl-scheduler" / "low", "committed-low")
     before = {p: p.read_text() for p in root.rglob("*") if p.is_file()}
     report = ta.run_all(root, trainers=stand_ins([], fail="drpc"), log=lambda m: None)
-    assert [s.status for s in report.stages] == ["ok", "failed", "not_run", "not_run"]
+    assert [s.status for s in report.stages] == ["ok", "failed", "not_run", "not_run", "not_run"]
     # the encoder stage succeeded, but its new encoder must not sit next to placement bundles trained on the old one
     assert {p: p.read_text() for p in root.rglob("*") if p.is_file()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundles"]  # the staging directory is gone
