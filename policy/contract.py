@@ -268,6 +268,13 @@ _TABLE: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
     (
         "placement",
         "candidate",
+        "svc_similarity_node",
+        ("encoder", "call_graph", "objects"),
+        "0 on a node without other pods with a service row (a service without a row is scored neutral)",
+    ),
+    (
+        "placement",
+        "candidate",
         "svc_emb_*",
         ("encoder", "call_graph"),
         "none: a service without an embedding row is scored neutral (the extender fails open)",
