@@ -283,6 +283,8 @@ def test_hrl_extender_with_a_live_source_in_its_configuration_serves_the_observe
             assert (ready.status_code, ready.text) == (200, "ok\n")
             metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
             assert "hrl_topology_graph_stale 0.0" in metrics and "hrl_topology_graph_edges 16.0" in metrics
+            # no metricsSources: the measured-use input is off, and the process says so
+            assert 'hrl_metrics_source_state{source="resource_usage",state="off"} 1.0' in metrics
             assert (
                 f'hrl_topology_source_errors_total{{source="prometheus+otel://127.0.0.1:{prom.port}"}} 0.0' in metrics
             )
