@@ -58,6 +58,7 @@ from tabulate import tabulate
 
 from policy.config import MAX_SECONDS, ConfigError
 from policy.highlevel import HighLevelPolicy
+from policy.live import InputMetrics, LiveInputs
 from policy.lowlevel import PlacementPolicy
 from policy.observe import ObjectError
 from policy.state import ClusterSnapshot, ServiceGraph
@@ -68,6 +69,7 @@ from .config import DeschedulerConfiguration, load_descheduler_config, placement
 from .events import EventRecorder
 from .evict import DryRunEvictor, Evictor
 from .guards import EvictionHistory, HistoryError
+from .inputs import guard_planner, live_inputs
 from .loop import CycleDeps, CycleReport, run_forever, run_once
 from .metrics import DeschedulerMetrics, push, serve, write_textfile
 from .reread import ClusterReader
@@ -149,8 +151,9 @@ def _fatal(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def format_report(report: CycleReport) -> str:
-    """The human-readable report: one summary line, then a table of the planned moves and their outcomes."""
+def format_report(report: CycleReport, inputs: Sequence[str] = ()) -> str:
+    """The human-readable report: one summary line, then a table of the planned moves and their outcomes.
+    ``inputs``: one line per live input that is not ``ok`` (:meth:`policy.live.InputStatus.line`)."""
     mode = "dry run" if report.dry_run else "live"
     counts = ", ".join(f"{k} {v}" for k, v in report.counts.items() if v)
     head = (
@@ -183,6 +186,8 @@ def format_report(report: CycleReport) -> str:
         lines.append("nothing worth moving")
     for w in report.warnings:
         lines.append(f"warning: {w}")
+    for line in inputs:
+        lines.append(f"input {line}")
     return "\n".join(lines)
 
 
@@ -346,11 +351,32 @@ def _actuators(config: DeschedulerConfiguration, api_client: Any) -> tuple[Evict
     return evictor, scaler, resizer
 
 
+def _live_inputs(
+    config: DeschedulerConfiguration,
+    cluster: _Cluster,
+    planner: HighLevelPolicy,
+    metrics: DeschedulerMetrics,
+    rereads: bool,
+) -> tuple[LiveInputs, HighLevelPolicy]:
+    """The live inputs of ``metricsSources`` (the Metrics API through the live cluster's client) and the planner
+    under their rule (:mod:`descheduler.inputs`). A source that cannot be built: exit 2."""
+    reader = None
+    if cluster.api_client is not None and config.metrics_sources.resource_usage.uri is not None:
+        from policy.kube import MetricsApiReader
+
+        reader = MetricsApiReader(cluster.api_client)
+    try:
+        live = live_inputs(config, planner, reader, InputMetrics(metrics.registry))
+    except ValueError as exc:
+        raise _Exit(2, f"{PROG}: {exc}") from None
+    return live, guard_planner(planner, live, rereads=rereads and config.resize.enabled)
+
+
 def _emitter(
-    args: argparse.Namespace, deps: CycleDeps, link: Any, metrics: DeschedulerMetrics
+    args: argparse.Namespace, deps: CycleDeps, link: Any, metrics: DeschedulerMetrics, live: LiveInputs
 ) -> Callable[[CycleReport], None]:
-    """After each cycle: save the planner's state, publish the intent to the embedding cache, print the report,
-    export the metrics."""
+    """After each cycle: save the planner's state, publish the intent to the embedding cache, print the report
+    (with the live inputs' state: JSON keys ``inputs`` and ``inputs_withheld``), export the metrics."""
     config, planner, history = deps.config, deps.planner, deps.history
     dump_state = getattr(planner, "dump_state", None)
 
@@ -363,10 +389,15 @@ def _emitter(
         if link is not None:
             for w in link.after_cycle(report.intent, report.dry_run):
                 _err(f"{PROG}: warning: {w}")
+        now = time.time()
         if args.json:
-            print(json.dumps(report.to_json(), sort_keys=False), flush=True)
+            doc = report.to_json()
+            doc["inputs"] = live.to_json(now)
+            doc["inputs_withheld"] = dict(getattr(planner, "withheld", {}))
+            print(json.dumps(doc, sort_keys=False), flush=True)
         else:
-            print(format_report(report), flush=True)
+            lines = [st.line(now) for st in live.statuses() if st.state != "ok"]
+            print(format_report(report, lines), flush=True)
         _export_metrics(metrics, config)
 
     return emit
@@ -463,8 +494,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         evictor, scaler, resizer = _actuators(config, cluster.api_client)
         metrics = DeschedulerMetrics()
         register_process_metrics(metrics.registry, PROG)
+        live, planner = _live_inputs(config, cluster, planner, metrics, resizer is not None)
+        first = live.observe(first)
         link = cache_link_from_config(config.cache, metrics.registry)  # the embedding cache: embeddings in, intent out
-        observe = cluster.observe
+        observe = live.wrap(cluster.observe)
         if link is not None:
             observe = link.remember(observe)
             link.last_snapshot = first
@@ -481,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reader=cluster.reader,
             recorder=cluster.recorder,
         )
-        emit = _emitter(args, deps, link, metrics)
+        emit = _emitter(args, deps, link, metrics, live)
         if once:
             return _run_once(deps, first, warnings, emit, cluster.api_client is not None)
         interval_s = args.interval if args.interval is not None else config.interval_seconds

@@ -93,6 +93,14 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
       leaseDurationSeconds: 15    # a standby takes over after seeing the lease unrenewed this long
       renewDeadlineSeconds: 10    # the leader stops evicting when it could not renew for this long
       retryPeriodSeconds: 2       # renew / retry period
+    metricsSources:               # live inputs (policy.live): what the policies saw in training, read once per cycle
+      resourceUsage:              #   measured pod CPU use
+        uri: null                 #   metrics-api | prometheus+cadvisor://HOST:PORT?window=1m; null = off (requests)
+        refreshSeconds: 30        #   (the extender's background period; a cycle reads once)
+        maxAgeSeconds: 120        #   older = stale: not used, and the cycle plans no move and no resize
+      serviceSignals:             #   per-service arrivals, latency (mean, p95) and refused share
+        uri: null                 #   prometheus+istio|linkerd|otel://HOST:PORT?window=1m&namespace=NS; null = off
+        maxAgeSeconds: 120
 
 The caps and the guards mirror kubernetes-sigs/descheduler (``maxNoOfPodsToEvictPerNode``,
 ``maxNoOfPodsToEvictPerNamespace``, ``maxNoOfPodsToEvictTotal``; DefaultEvictor's ``evictLocalStoragePods``),
@@ -115,6 +123,7 @@ from policy import highlevel
 from policy.bundle import DEFAULT_BUNDLES, bundle_error_line
 from policy.config import ConfigModel, ExistingBundle, ExistingPath, load_config
 from policy.highlevel import HighLevelPolicy, RebalanceHeuristic, ResizePlanner
+from policy.live import MetricsSourcesConfig
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy, TopologyHeuristic, load_learned_placement
 
 __all__ = [
@@ -438,6 +447,7 @@ class DeschedulerConfiguration(ConfigModel):
     metrics: MetricsConfig = MetricsConfig()
     cache: CacheConfig | None = None
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
+    metrics_sources: MetricsSourcesConfig = MetricsSourcesConfig()
 
     @model_validator(mode="after")
     def _resize_needs_hierarchical(self) -> DeschedulerConfiguration:

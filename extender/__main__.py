@@ -154,18 +154,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
 
     source = None
+    usage_refresher = None
     snap_path = args.snapshot or config.snapshot_file
+    usage_cfg = config.metrics_sources.resource_usage
     if kube.enabled:
         try:
-            from .kube import KubeSnapshotSource, load_api_client
+            from .kube import KubeSnapshotSource, load_api_client, usage_input
 
             api = load_api_client(kube.kubeconfig)
         except Exception as exc:  # noqa: BLE001 - ConfigException, OSError: one line
             return config_fail(f"kubernetes.kubeconfig: cannot load a client configuration: {exc}")
+        try:
+            usage = usage_input(usage_cfg, api)
+        except ValueError as exc:
+            return config_fail(f"metricsSources.resourceUsage.uri: {exc}")
         source = KubeSnapshotSource(
-            store, api, graph=graph, resync_s=kube.resync_seconds, debounce_s=kube.debounce_seconds
+            store, api, graph=graph, resync_s=kube.resync_seconds, debounce_s=kube.debounce_seconds, usage=usage
         )
         log.info("watching nodes and pods on %s", api.configuration.host)
+        from policy.live import UsageRefresher
+
+        usage_refresher = UsageRefresher(usage, usage_cfg.refresh_seconds, on_update=source.changed)
     elif snap_path:
         try:
             view = store.load_file(snap_path)
@@ -175,6 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("snapshot %s: %d nodes, %d pods", snap_path, len(view.snapshot.nodes), len(view.snapshot.pods))
     else:
         log.warning("no snapshot: scores stay neutral and /readyz answers 503 until one is loaded")
+    if source is None:  # no watch: no measured use (the configuration refuses a source without one)
+        from policy.live import UsageInput
+
+        usage = UsageInput(None, logger=log)
 
     if refresher is not None:
         if source is not None:  # the watch merges it with pod annotations at its next rebuild
@@ -188,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     registry = CollectorRegistry()
     register_process_metrics(registry, PROG)
-    app = make_app(config, store, policy, registry, topology=refresher)
+    app = make_app(config, store, policy, registry, topology=refresher, inputs=(usage.health,))
     host = args.host or config.listen.host
     port = config.listen.port if args.port is None else args.port
     scheme = "https" if tls_kwargs else "http"
@@ -217,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(sig, on_signal)
     if source is not None:
         source.start()
+    if usage_refresher is not None:
+        usage_refresher.start()
     if refresher is not None:
         refresher.start()
     from .cache import start_cache_link  # the embedding cache (config.cache); a background copy, never waited on
@@ -233,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         app.close()
         if source is not None:
             source.stop()
+        if usage_refresher is not None:
+            usage_refresher.stop()
         if refresher is not None:
             refresher.stop()
         if cache_link is not None:

@@ -41,6 +41,11 @@ Every field is optional; an empty file (or no ``--config``) gives the defaults b
     precompute:                # per-service node-score vectors computed off the request path
       enabled: true            #   false: every request scores its candidates directly (same scores, slower)
       maxKeys: 256             #   (service, requests) vectors kept; memory maxKeys x nodes x 8 bytes
+    metricsSources:            # live inputs (policy.live): what the placement policy saw in training
+      resourceUsage:           #   measured pod CPU use; needs kubernetes.enabled (it reaches the index by the watch)
+        uri: null              #   metrics-api | prometheus+cadvisor://HOST:PORT?window=1m; null = off (requests)
+        refreshSeconds: 30     #   read in the background this often (never on a request)
+        maxAgeSeconds: 120     #   an older measurement is stale: not used (scores on requests, /readyz warns)
     logLevel: INFO             # DEBUG, INFO, WARNING or ERROR
 
 Relative paths are relative to the working directory of the process. The matching kube-scheduler side
@@ -63,6 +68,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from policy.config import ConfigModel, ExistingBundle, ExistingFile, ExistingPath, load_config
+from policy.live import ExtenderMetricsSourcesConfig
 from policy.lowlevel import (
     DEFAULT_PLACEMENT_BUNDLE,
     LearnedPlacement,
@@ -338,9 +344,23 @@ class ExtenderConfiguration(ConfigModel):
     precompute: PrecomputeConfig = Field(
         default_factory=PrecomputeConfig, description="Node-score vectors computed off the request path."
     )
+    metrics_sources: ExtenderMetricsSourcesConfig = Field(
+        default_factory=ExtenderMetricsSourcesConfig,
+        description="Live inputs (policy.live): resourceUsage, the measured CPU use of the pods (Metrics API or "
+        "Prometheus cAdvisor), read in the background and applied to the watch's snapshots.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Log level of the process (stderr). Case-insensitive. Default INFO."
     )
+
+    @model_validator(mode="after")
+    def _usage_needs_the_watch(self) -> ExtenderConfiguration:
+        if self.metrics_sources.resource_usage.uri is not None and not self.kubernetes.enabled:
+            raise ValueError(
+                "metricsSources.resourceUsage.uri: needs kubernetes.enabled (measured use reaches the index "
+                "through the watch's snapshot builder)"
+            )
+        return self
 
     @field_validator("url_prefix")
     @classmethod

@@ -23,6 +23,11 @@ How it works (the reflector pattern of client-go's ``tools/cache``, reduced to w
   answers neutral scores (fail open).
 - the call graph: ``graph`` (from ``topology.sources``) merged with the ``hrl-scheduler.io/depends-on``
   annotations of the pods (edge: pod's service → each named service).
+- measured use (``metricsSources.resourceUsage``): ``usage`` (a :class:`policy.live.UsageInput`, read in the
+  background by a :class:`policy.live.UsageRefresher` that wakes the builder after each read) is applied to every
+  snapshot the builder makes, so requests read it from the index and never wait for a metrics source; the applier
+  reuses the pod and node objects whose use did not change, so the index is still updated from the pods that
+  changed (a new reading changes every node's use: one full build per reading).
 
 An object that :mod:`policy.observe` cannot parse is logged once and left out; it does not stop the watch.
 """
@@ -42,7 +47,8 @@ import numpy as np
 from kubernetes import client as kclient
 
 from policy.index import ClusterIndex
-from policy.kube import POD_FIELD_SELECTOR, Gone, ReflectorGroup, load_api_client
+from policy.kube import POD_FIELD_SELECTOR, Gone, MetricsApiReader, ReflectorGroup, load_api_client
+from policy.live import InputMetrics, ResourceUsageConfig, UsageInput, open_usage_source
 from policy.observe import ObjectError, parse_node, parse_pod
 from policy.state import ANNOTATION_DEPENDS_ON, ClusterSnapshot, NodeInfo, PodInfo, ServiceEdge, ServiceGraph
 
@@ -56,6 +62,7 @@ __all__ = [
     "node_reads",
     "KubeSnapshotSource",
     "POD_FIELD_SELECTOR",
+    "usage_input",
 ]
 
 log = logging.getLogger(__name__)
@@ -188,7 +195,8 @@ class KubeSnapshotSource(ReflectorGroup):
     ``_preload_content=False``; for tests); ``graph``: the static call
     graph (``None``: annotations only); ``resync_s``: full re-list period, > 0; ``debounce_s``: wait after a
     change before rebuilding, >= 0; ``touch_interval_s``: how often an idle, healthy source touches the store;
-    ``watch_timeout_s``: server-side timeout of one watch request; ``page_size``: list page size.
+    ``watch_timeout_s``: server-side timeout of one watch request; ``page_size``: list page size; ``usage``: measured
+    use applied to every snapshot (a :class:`policy.live.UsageInput`; ``None``: none).
 
     Attributes for tests and logs: ``nodes`` and ``pods`` (the two reflectors), ``rebuilds``, ``last_build_s``,
     ``synced`` (both lists done), ``healthy`` (both watches connected), and per resource ``lists`` / ``events``
@@ -210,6 +218,7 @@ class KubeSnapshotSource(ReflectorGroup):
         watch_timeout_s: int = 240,
         request_timeout_s: float = 30.0,
         page_size: int = 500,
+        usage: UsageInput | None = None,
     ):
         if not resync_s > 0:
             raise ValueError(f"resync_s: must be > 0, got {resync_s!r}")
@@ -218,6 +227,7 @@ class KubeSnapshotSource(ReflectorGroup):
         super().__init__()
         self.store = store
         self.graph = graph
+        self.usage = usage
         self.resync_s = float(resync_s)
         self.debounce_s = float(debounce_s)
         self.touch_interval_s = float(touch_interval_s)
@@ -306,6 +316,10 @@ class KubeSnapshotSource(ReflectorGroup):
         snap = ClusterSnapshot(
             nodes=nodes, pods=pods, pdbs=(), workloads=(), graph=graph, taken_at_s=self.store.clock()
         )
+        if self.usage is not None:  # the same keys (name, namespace/name), the objects with their measured use
+            snap = self.usage.apply(snap)
+            node_items = {n.name: n for n in snap.nodes}
+            pod_items = {p.key: p for p in snap.pods}
         prev, prev_nodes, prev_pods = self._last_index, self._last_nodes, self._last_pods
         index = None
         if (
@@ -359,3 +373,15 @@ class KubeSnapshotSource(ReflectorGroup):
             elif self.healthy and self.rebuilds > 0 and time.monotonic() - last_touch >= self.touch_interval_s:
                 self.store.touch()
                 last_touch = time.monotonic()
+
+
+def usage_input(
+    config: ResourceUsageConfig, api_client: kclient.ApiClient | None, metrics: InputMetrics | None = None
+) -> UsageInput:
+    """The extender's measured-use input of ``metricsSources.resourceUsage`` (off when its ``uri`` is null): the
+    Metrics API through ``api_client``, or Prometheus. Raises ``ValueError`` naming the URI for a bad one."""
+    if config.uri is None:
+        return UsageInput(None, max_age_s=config.max_age_seconds, logger=log, metrics=metrics)
+    reader = MetricsApiReader(api_client) if api_client is not None else None
+    source = open_usage_source(config.uri, reader)
+    return UsageInput(source, max_age_s=config.max_age_seconds, logger=log, metrics=metrics)

@@ -83,22 +83,27 @@ _TEXT_HEADERS = [(b"content-type", b"text/plain; charset=utf-8")]
 
 
 def readiness(
-    store: SnapshotStore, config: ExtenderConfiguration, now_s: float | None = None, topology=None
+    store: SnapshotStore, config: ExtenderConfiguration, now_s: float | None = None, topology=None, inputs=()
 ) -> tuple[bool, str]:
     """``(ready, reason)``: ready when a snapshot is loaded and not older than ``maxSnapshotAgeSeconds``.
 
     ``topology``: the :class:`policy.topology.live.TopologyRefresher` keeping the call graph current (or
     ``None``). A stale call graph does NOT make the extender unready (scoring goes on with the last good graph;
     an unready extender would be dropped from its Service and so from scheduling altogether): the reason then
-    reads ``ok (warning: call graph stale: ...)``, and ``hrl_topology_graph_stale`` is 1."""
+    reads ``ok (warning: call graph stale: ...)``, and ``hrl_topology_graph_stale`` is 1.
+
+    ``inputs``: the live inputs' :class:`policy.live.InputHealth` objects (measured use). A configured one that is not
+    ``ok`` adds its line (``warning: resource_usage: stale (...)``; ``note: ...`` while pending) without making the
+    extender unready either: scoring goes on from requests (fail open). One that is off adds nothing (its start-up
+    line and ``hrl_metrics_source_state{state="off"}`` say so)."""
     v = store.get()
-    warning = ""
+    warning = "".join(_input_note(h, store.clock() if now_s is None else now_s) for h in inputs)
     if topology is not None:
         st = topology.status()
         if st.stale:
             age = st.age_s(topology.clock())
             age_text = "never refreshed" if age == float("inf") else f"age {age:.0f} s"
-            warning = f" (warning: call graph stale, {age_text}: {st.reason}; scoring uses the last good graph)"
+            warning += f" (warning: call graph stale, {age_text}: {st.reason}; scoring uses the last good graph)"
     if not v.ready:
         return False, "not ready: no cluster snapshot loaded yet" + warning
     t = store.clock() if now_s is None else now_s
@@ -108,6 +113,14 @@ def readiness(
             f"not ready: snapshot is stale (age {v.age_s(t):.1f} s > maxSnapshotAgeSeconds {max_age:g})" + warning
         )
     return True, "ok" + warning
+
+
+def _input_note(health, now_s: float) -> str:
+    st = health.status
+    if st.state in ("ok", "off"):  # off: a configuration choice, said at start and by hrl_metrics_source_state
+        return ""
+    kind = "note" if st.state == "pending" else "warning"
+    return f" ({kind}: {st.line(now_s)})"
 
 
 class _Reply(Exception):
@@ -194,9 +207,11 @@ class ExtenderApp:
         metrics: ExtenderMetrics,
         topology: Any = None,
         table: NodeScoreTable | None = None,
+        inputs: tuple = (),
     ):
         self.config, self.store, self.policy, self.metrics = config, store, policy, metrics
         self.topology, self.table = topology, table
+        self.inputs = tuple(inputs)
         self.state = SimpleNamespace(
             metrics=metrics, store=store, config=config, topology=topology, table=table, policy=policy
         )
@@ -249,7 +264,7 @@ class ExtenderApp:
         elif name == "livez":
             await self._send(send, 200, b"ok\n", _TEXT_HEADERS)
         elif name == "readyz":
-            ok, reason = readiness(self.store, self.config, topology=self.topology)
+            ok, reason = readiness(self.store, self.config, topology=self.topology, inputs=self.inputs)
             await self._send(send, 200 if ok else 503, (reason + "\n").encode(), _TEXT_HEADERS)
         else:
             body = generate_latest(self.metrics.registry)
@@ -437,6 +452,7 @@ def make_app(
     policy: PlacementPolicy,
     registry: CollectorRegistry | ExtenderMetrics,
     topology=None,
+    inputs=(),
 ) -> ExtenderApp:
     """The ASGI application serving the extender (:class:`ExtenderApp`).
 
@@ -445,7 +461,9 @@ def make_app(
     :class:`CollectorRegistry` to register :class:`ExtenderMetrics` in (once per registry), or an
     :class:`ExtenderMetrics` already registered. The metrics object is ``app.state.metrics``.
     ``topology``: an optional :class:`policy.topology.live.TopologyRefresher`; its staleness shows in ``/readyz``
-    and its ``hrl_topology_*`` metrics are registered in the same registry (when it has none yet).
+    and its ``hrl_topology_*`` metrics are registered in the same registry (when it has none yet). ``inputs``: the
+    live inputs' :class:`policy.live.InputHealth` objects: their state shows in ``/readyz`` (see :func:`readiness`)
+    and their ``hrl_metrics_source_*`` metrics are registered in the same registry (when they have none yet).
 
     With ``precompute.enabled`` a :class:`policy.lowlevel.NodeScoreTable` of ``policy`` is subscribed to
     ``store``: every change the store publishes re-warms it in the writer's thread (off the request path), for at
@@ -457,6 +475,13 @@ def make_app(
         from policy.topology.live import TopologyMetrics
 
         topology.attach_metrics(TopologyMetrics(metrics.registry))
+    unexported = [h for h in inputs if h.metrics is None]
+    if unexported:
+        from policy.live import InputMetrics
+
+        im = InputMetrics(metrics.registry)
+        for h in unexported:
+            h.attach(im)
     table = None
     if config.precompute.enabled:
         table = NodeScoreTable(policy, max_keys=config.precompute.max_keys)
@@ -476,7 +501,7 @@ def make_app(
             warm(store.get())
         except Exception as exc:  # noqa: BLE001 - the first store change warms it instead
             log.warning("score table: cannot warm at start: %s: %s", type(exc).__name__, exc)
-    return ExtenderApp(config, store, policy, metrics, topology, table)
+    return ExtenderApp(config, store, policy, metrics, topology, table, inputs)
 
 
 #: Seconds of vector computation at most per store change (the rest waits for the next change; misses are
@@ -598,12 +623,13 @@ class ExtenderServer:
         startup_timeout_s: float = 10.0,
         log_level: str = "warning",
         topology=None,
+        inputs=(),
     ):
         self.config = config or ExtenderConfiguration()
         self.store = store if store is not None else SnapshotStore()
         self.policy = policy if policy is not None else build_policy(self.config)
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.app = make_app(self.config, self.store, self.policy, self.registry, topology=topology)
+        self.app = make_app(self.config, self.store, self.policy, self.registry, topology=topology, inputs=inputs)
         self.metrics: ExtenderMetrics = self.app.state.metrics
         self.host = host if host is not None else self.config.listen.host
         self.port = port if port is not None else self.config.listen.port

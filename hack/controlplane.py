@@ -64,9 +64,19 @@ STAGES = (
     "pod-complete.yaml",
     "pod-delete.yaml",
 )
-#: Our own kwok stages, committed (not part of kwok's module), passed with ``--config`` after :data:`STAGES`:
-#: ``pod-resize.yaml`` reports running containers' resources and completes in-place resizes (``pods/resize``).
-OWN_STAGES = (ROOT / "hack" / "controlplane" / "stages" / "pod-resize.yaml",)
+#: Our own kwok configuration, committed (not part of kwok's module), passed with ``--config`` after :data:`STAGES`:
+#: ``pod-resize.yaml`` reports running containers' resources and completes in-place resizes (``pods/resize``);
+#: ``metrics-resource.yaml`` serves each fake node's kubelet resource metrics
+#: (``/metrics/nodes/<node>/metrics/resource`` on kwok's server address: :meth:`ControlPlane.kwok_metrics_path`)
+#: from the use ``usage-from-annotation.yaml`` emulates (per container, from the pod's
+#: ``usage.hrl-scheduler.io/cpu-<container>`` annotations).
+OWN_STAGES = tuple(
+    ROOT / "hack" / "controlplane" / "stages" / f
+    for f in ("pod-resize.yaml", "metrics-resource.yaml", "usage-from-annotation.yaml")
+)
+#: The pod annotation prefixes kwok's emulated use reads (usage-from-annotation.yaml), per container.
+USAGE_CPU_ANNOTATION = "usage.hrl-scheduler.io/cpu-"
+USAGE_MEMORY_ANNOTATION = "usage.hrl-scheduler.io/memory-"
 
 #: kwok manages only the nodes carrying this annotation (``--manage-nodes-with-annotation-selector``).
 KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
@@ -834,6 +844,16 @@ class ControlPlane:
             self.logs_dir / f"kube-scheduler-{name}.log",
             f"https://127.0.0.1:{port}/healthz",
         )
+
+    @property
+    def kwok_address(self) -> str:
+        """``127.0.0.1:PORT`` of kwok's server, which serves the fake nodes' metrics endpoints."""
+        return f"127.0.0.1:{self.ports['kwok']}"
+
+    @staticmethod
+    def kwok_metrics_path(node: str) -> str:
+        """The path of ``node``'s kubelet resource metrics on kwok's server (stages/metrics-resource.yaml)."""
+        return f"/metrics/nodes/{node}/metrics/resource"
 
     def start_scheduler(
         self, name: str, extenders: Sequence[Mapping[str, Any]] = (), timeout_s: float = 60.0

@@ -21,7 +21,17 @@ from kubernetes import config as kconfig
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-__all__ = ["load_api_client", "POD_FIELD_SELECTOR", "Reflector", "ReflectorGroup", "Gone", "object_key"]
+from policy.live.usage import METRICS_API, UsageUnavailable
+
+__all__ = [
+    "load_api_client",
+    "POD_FIELD_SELECTOR",
+    "Reflector",
+    "ReflectorGroup",
+    "Gone",
+    "object_key",
+    "MetricsApiReader",
+]
 
 log = logging.getLogger(__name__)
 
@@ -360,3 +370,38 @@ class ReflectorGroup:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# ---- the Metrics API (metrics.k8s.io, metrics-server) -----------------------------------------------------------
+
+
+class MetricsApiReader:
+    """One ``GET /apis/metrics.k8s.io/v1beta1/pods`` (every namespace) per call, decoded: the fetch callable of
+    :class:`policy.live.MetricsApiUsage`. Needs ``get, list`` on ``pods.metrics.k8s.io`` (the chart grants it when
+    ``metricsSources.resourceUsage.uri`` is ``metrics-api``). Raises :class:`policy.live.UsageUnavailable` with one
+    line: the Metrics API not served (404: metrics-server not installed), unavailable (503: its APIService not
+    Available), forbidden (403), any other API error, or a connection failure."""
+
+    path = "/apis/metrics.k8s.io/v1beta1/pods"
+
+    def __init__(self, api_client: kclient.ApiClient, timeout_s: float = 5.0):
+        self.api = kclient.CustomObjectsApi(api_client)
+        self.timeout_s = float(timeout_s)
+
+    def __call__(self) -> Any:
+        try:
+            resp = self.api.list_cluster_custom_object(
+                "metrics.k8s.io", "v1beta1", "pods", _preload_content=False, _request_timeout=self.timeout_s
+            )
+            return json.loads(resp.data)
+        except ApiException as exc:
+            hint = {
+                404: "the Metrics API is not served (is metrics-server installed? "
+                "kubectl get apiservice v1beta1.metrics.k8s.io)",
+                503: "the Metrics API is unavailable (its APIService v1beta1.metrics.k8s.io is not Available)",
+                403: "forbidden: this identity needs get, list on pods.metrics.k8s.io",
+            }.get(exc.status or 0, f"HTTP {exc.status} {exc.reason}")
+            raise UsageUnavailable(f"{METRICS_API}: GET {self.path}: {hint}") from None
+        except Exception as exc:  # noqa: BLE001 - urllib3 errors, bad JSON: one line
+            detail = " ".join(str(exc).split())[:200]
+            raise UsageUnavailable(f"{METRICS_API}: GET {self.path}: {type(exc).__name__}: {detail}") from None

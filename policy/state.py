@@ -47,6 +47,7 @@ __all__ = [
     "WorkloadInfo",
     "ServiceEdge",
     "ServiceGraph",
+    "ServiceSignals",
     "ClusterSnapshot",
     "MoveReason",
     "Move",
@@ -532,6 +533,20 @@ def _merge_edges(a: ServiceEdge, b: ServiceEdge) -> ServiceEdge:
         if getattr(a, name) is None and getattr(b, name) is not None:
             kw[name] = getattr(b, name)
     return replace(a, **kw)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSignals:
+    """What service metrics (a mesh or OpenTelemetry span metrics in Prometheus, :mod:`policy.topology.prometheus`;
+    or the simulator, ``policy.sim.drpc.signals_from_sim``) say about one service over the last window:
+    ``rps`` arrivals (requests/s, retries included, >= 0), ``latency_mean_ms`` / ``latency_p95_ms`` the mean and
+    95th percentile of its visit latency (its own calls included, ms), ``refused_frac`` the share of arrivals
+    refused or failed at the service (0..1). ``None`` = unknown."""
+
+    rps: float | None = None
+    latency_mean_ms: float | None = None
+    refused_frac: float | None = None
+    latency_p95_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 
 from tabulate import tabulate
 
@@ -26,6 +27,7 @@ __all__ = [
     "cmd_cache_get",
     "cmd_cache_encode",
     "cmd_bundle_check",
+    "cmd_features",
     "cmd_simulate",
     "cmd_app_build",
 ]
@@ -510,6 +512,35 @@ def cmd_bundle_check(args: argparse.Namespace) -> int:
     from .bundle import run
 
     return run(args)
+
+
+# ---- features -----------------------------------------------------------------------------------------
+
+
+@subcommand(
+    "features",
+    "print the feature contract: every input of every learned network, its live and simulator source, its unit "
+    "and what is used when it is missing",
+    [
+        arg("--network", choices=("placement", "drpc-student", "intent", "forecast", "encoder"), help="one network"),
+        arg("--json", action="store_true", help="print the entries as one JSON list on stdout"),
+        arg("--markdown", action="store_true", help="print docs/feature-contract.md"),
+    ],
+)
+def cmd_features(args: argparse.Namespace) -> int:
+    """``hrl-policy features``: :data:`policy.contract.FEATURE_CONTRACT` as a table, JSON or markdown."""
+    from policy.contract import FEATURE_CONTRACT, render_markdown
+
+    if args.markdown:
+        sys.stdout.write(render_markdown())
+        return 0
+    rows = [e for e in FEATURE_CONTRACT if args.network in (None, e.network)]
+    if args.json:
+        print(json.dumps([asdict(e) for e in rows], indent=1))
+        return 0
+    table = [[e.network, e.input, e.feature, e.unit, ", ".join(e.sources), e.when_missing] for e in rows]
+    print(tabulate(table, headers=["network", "input", "feature", "unit", "sources", "when missing"], maxcolwidths=50))
+    return 0
 
 
 # ---- config -------------------------------------------------------------------------------------------

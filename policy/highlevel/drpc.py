@@ -68,7 +68,7 @@ from policy.bundle import DEFAULT_BUNDLES, BundleError, PolicyBundle, located
 from policy.cache import fingerprint
 from policy.encoder import GraphEncoder
 from policy.features import FeatureSpec, FeatureSpecError
-from policy.state import ClusterSnapshot, PodInfo, ServiceEdge, ServiceGraph, WorkloadInfo
+from policy.state import ClusterSnapshot, PodInfo, ServiceEdge, ServiceGraph, ServiceSignals, WorkloadInfo
 
 from .forecast import FORECAST_ARCH, FORECAST_SPEC, GruForecaster
 
@@ -206,17 +206,6 @@ class ActionMapping:
 
 
 # ---- inputs: service signals, state -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ServiceSignals:
-    """What service metrics (a mesh, or the simulator) say about one service over the last minute:
-    ``rps`` arrivals (requests/s, retries included), ``latency_mean_ms`` mean visit latency (its own calls
-    included), ``refused_frac`` share of arrivals refused or failed at the service (0..1). None = unknown."""
-
-    rps: float | None = None
-    latency_mean_ms: float | None = None
-    refused_frac: float | None = None
 
 
 STATE_VERSION = 1

@@ -30,7 +30,8 @@ __all__ = ["signals_from_sim", "drpc_hook", "drpc_stack"]
 
 def signals_from_sim(sim: Simulation) -> dict[str, ServiceSignals]:
     """Per-service signals of the simulation's last minute (what a service mesh would report): arrivals
-    (requests/s), mean visit latency (ms) and refused share. Empty before the first minute."""
+    (requests/s), mean visit latency (ms), refused share, and the p95 visit latency (ms) when the simulation keeps
+    per-service percentiles (``SimConfig.per_service``; else None). Empty before the first minute."""
     last = sim.last
     if last is None:
         return {}
@@ -41,8 +42,13 @@ def signals_from_sim(sim: Simulation) -> dict[str, ServiceSignals]:
     rps = np.bincount(idx, weights=st.pod_rps, minlength=S) if len(idx) else np.zeros(S)
     blocked = np.bincount(idx, weights=st.pod_rps * st.pod_blocked_frac, minlength=S) if len(idx) else np.zeros(S)
     visit = st.service_visit_ms if len(st.service_visit_ms) == S else np.zeros(S)
+    pct = st.service_latency_ms if st.service_latency_ms is not None and len(st.service_latency_ms) == S else None
+
+    def p95(i: int) -> float | None:
+        return float(pct[i, 1]) if pct is not None and np.isfinite(pct[i, 1]) else None
+
     return {
-        s: ServiceSignals(float(rps[i]), float(visit[i]), float(blocked[i] / rps[i]) if rps[i] > 0 else 0.0)
+        s: ServiceSignals(float(rps[i]), float(visit[i]), float(blocked[i] / rps[i]) if rps[i] > 0 else 0.0, p95(i))
         for s, i in pos.items()
     }
 

@@ -80,6 +80,7 @@ from policy.highlevel import (
 )
 from policy.index import ClusterIndex
 from policy.intent import Intent
+from policy.live import signal_readers
 from policy.lowlevel import PlacementPolicy, load_learned_placement
 
 from .drpc import signals_from_sim
@@ -316,7 +317,7 @@ def build_hrl_stack(
     actions: dict[str, int] = {}  # what the cycles' API calls answered: <action>_<outcome> -> count
 
     def cycle(sim: Simulation) -> None:
-        readers = [x for x in (auto, planner.intent_policy) if x is not None and hasattr(x, "signals")]
+        readers = signal_readers(planner)
         if readers:  # the students and the learned high level read the mesh-like service metrics
             signals = signals_from_sim(sim)
             for x in readers:

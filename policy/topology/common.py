@@ -12,10 +12,12 @@ from __future__ import annotations
 import csv
 import gzip
 import math
+import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 
@@ -35,7 +37,44 @@ __all__ = [
     "parse_int",
     "parse_float",
     "is_missing",
+    "parse_duration_s",
+    "format_duration",
+    "SourceUri",
+    "split_source_uri",
 ]
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
+
+
+def parse_duration_s(text: str | float | int, what: str = "duration") -> float:
+    """A Prometheus-style duration (``30s``, ``5m``, ``1h30m``, ``1500ms``) or a number of seconds → seconds
+    (> 0). Raises ``ValueError`` naming ``what`` and the value."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        v = float(text)
+    else:
+        s = str(text).strip()
+        try:
+            v = float(s)
+        except ValueError:
+            pos, v = 0, 0.0
+            for m in _DURATION.finditer(s):
+                if m.start() != pos:
+                    break
+                v += float(m.group(1)) * _UNIT_S[m.group(2)]
+                pos = m.end()
+            if pos != len(s) or not s:
+                raise ValueError(f"{what}: not a duration such as 30s, 5m or 1h: {text!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{what}: must be a positive duration, got {text!r}")
+    return v
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds as a PromQL range duration: whole seconds as ``Ns`` (``300s``), else whole milliseconds."""
+    if float(seconds).is_integer():
+        return f"{int(seconds)}s"
+    return f"{max(1, round(seconds * 1000))}ms"
 
 
 PARALLEL_SHARE = 0.5
@@ -264,3 +303,44 @@ def is_missing(value: str) -> bool:
     """True for an empty cell or a pandas-style ``NaN`` / ``nan``."""
     v = value.strip()
     return not v or v.lower() == "nan"
+
+
+@dataclass(frozen=True)
+class SourceUri:
+    """A live source's URI split (:func:`split_source_uri`): ``scheme`` (lower case), ``base`` (the
+    ``http(s)://host[:port][/prefix]`` to query), ``netloc`` (``host[:port]``, IPv6 hosts in brackets), ``path``,
+    ``params`` (each query parameter once)."""
+
+    scheme: str
+    base: str
+    netloc: str
+    path: str
+    params: dict[str, str]
+
+
+def split_source_uri(uri: str, schemes: Sequence[str], params: Sequence[str], expected: str) -> SourceUri:
+    """Split a ``SCHEME[+https]://HOST[:PORT][/PREFIX][?k=v&...]`` source string: ``schemes`` the accepted ones (an
+    ending ``+https`` means HTTPS), ``params`` the known query parameters, ``expected`` what to say about a wrong
+    scheme. Raises ``ValueError`` naming the URI and the bad part (scheme, no host, bad port, unknown or repeated
+    parameter)."""
+    parts = urlsplit(str(uri).strip())
+    scheme = parts.scheme.lower()
+    if scheme not in schemes:
+        raise ValueError(f"{uri}: unknown scheme {parts.scheme!r}; expected {expected}")
+    if not parts.hostname:
+        raise ValueError(f"{uri}: no host (expected {scheme}://HOST:PORT)")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"{uri}: bad port") from None
+    found: dict[str, str] = {}
+    for k, v in parse_qsl(parts.query, keep_blank_values=True):
+        if k not in params:
+            raise ValueError(f"{uri}: unknown parameter {k!r}; expected {', '.join(params)}")
+        if k in found:
+            raise ValueError(f"{uri}: parameter {k!r} given twice")
+        found[k] = v
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    netloc = f"{host}:{port}" if port else host
+    base = f"{'https' if scheme.endswith('+https') else 'http'}://{netloc}{parts.path}"
+    return SourceUri(scheme, base, netloc, parts.path, found)

@@ -46,21 +46,24 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, get_args
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
 import httpx
 
-from policy.state import ServiceEdge, ServiceGraph
+from policy.state import ServiceEdge, ServiceGraph, ServiceSignals
 
-from .common import TopologyError
+from .common import TopologyError, format_duration, parse_duration_s, split_source_uri
 
 __all__ = [
     "Flavor",
     "FLAVORS",
     "SourceUnavailable",
+    "PrometheusApi",
+    "tagged_union",
+    "split_tagged",
     "PrometheusSource",
     "parse_duration_s",
     "format_duration",
@@ -73,43 +76,11 @@ FLAVORS: tuple[str, ...] = get_args(Flavor)
 URI_SCHEMES = tuple(f"prometheus+{f}" for f in FLAVORS) + tuple(f"prometheus+{f}+https" for f in FLAVORS)
 QUANTILES = (("latency_p50_ms", 0.5), ("latency_p95_ms", 0.95), ("latency_p99_ms", 0.99))
 _NO_NAME = frozenset({"", "unknown"})
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0, "y": 31536000.0}
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 class SourceUnavailable(TopologyError):
     """A live source could not be read now (connection refused, timeout, HTTP 5xx): worth retrying later."""
-
-
-def parse_duration_s(text: str | float | int, what: str = "duration") -> float:
-    """A Prometheus-style duration (``30s``, ``5m``, ``1h30m``, ``1500ms``) or a number of seconds → seconds
-    (> 0). Raises ``ValueError`` naming ``what`` and the value."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        v = float(text)
-    else:
-        s = str(text).strip()
-        try:
-            v = float(s)
-        except ValueError:
-            pos, v = 0, 0.0
-            for m in _DURATION.finditer(s):
-                if m.start() != pos:
-                    break
-                v += float(m.group(1)) * _UNIT_S[m.group(2)]
-                pos = m.end()
-            if pos != len(s) or not s:
-                raise ValueError(f"{what}: not a duration such as 30s, 5m or 1h: {text!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{what}: must be a positive duration, got {text!r}")
-    return v
-
-
-def format_duration(seconds: float) -> str:
-    """Seconds as a PromQL range duration: whole seconds as ``Ns`` (``300s``), else whole milliseconds."""
-    if float(seconds).is_integer():
-        return f"{int(seconds)}s"
-    return f"{max(1, round(seconds * 1000))}ms"
 
 
 def _quote(v: str) -> str:
@@ -135,6 +106,110 @@ class _FlavorSpec:
     inbound_ns: str | None = None
     external_label: str | None = None  # a label whose value external_value marks a mesh-external side
     external_value: str = ""
+
+
+class PrometheusApi:
+    """The slice of Prometheus' HTTP API every live source reads: instant queries (``GET /api/v1/query``,
+    https://prometheus.io/docs/prometheus/latest/querying/api/#instant-queries).
+
+    ``url``: base URL (``http(s)://host[:port][/prefix]``); ``name``: how messages name the source; ``timeout_s``:
+    per request (> 0); ``client``: an ``httpx.Client`` to use (default: one owned by this object, closed by
+    :meth:`close`). Raises ``ValueError`` for a URL that is not http(s) with a host."""
+
+    def __init__(self, url: str, name: str, timeout_s: float = 5.0, client: httpx.Client | None = None):
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"url: expected http(s)://host[:port][/prefix], got {url!r}")
+        self.url = url.rstrip("/")
+        self.name = name
+        self.timeout_s = parse_duration_s(timeout_s, "timeout")
+        self._own_client = client is None
+        self._client = client if client is not None else httpx.Client(timeout=self.timeout_s)
+
+    def query(self, promql: str, time_s: float | None = None) -> list[tuple[dict[str, str], float | None]]:
+        """Run one instant query (one HTTP round trip); ``[(labels, value)]`` with ``None`` for NaN/±Inf values.
+        Raises :class:`SourceUnavailable` when Prometheus cannot be reached, times out or answers 5xx/429, and
+        :class:`TopologyError` for a query it rejects or an answer that is not an instant vector."""
+        params: dict[str, str] = {"query": promql}
+        if time_s is not None:
+            params["time"] = f"{time_s:.3f}"
+        endpoint = f"{self.url}/api/v1/query"
+        try:
+            r = self._client.get(endpoint, params=params, timeout=self.timeout_s)
+        except httpx.TimeoutException as exc:
+            raise SourceUnavailable(
+                f"{self.name}: no answer within {self.timeout_s:g} s ({type(exc).__name__})"
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise SourceUnavailable(f"{self.name}: cannot reach Prometheus: {exc}") from exc
+        try:
+            body = r.json()
+        except ValueError:
+            body = None
+        if r.status_code >= 500 or r.status_code == 429:
+            detail = body.get("error") if isinstance(body, Mapping) else r.text[:200]
+            raise SourceUnavailable(
+                f"{self.name}: HTTP {r.status_code} from {endpoint}: {' '.join(str(detail).split())}"
+            )
+        if not isinstance(body, Mapping):
+            raise TopologyError(
+                f"{self.name}: HTTP {r.status_code} from {endpoint}: not a Prometheus API answer "
+                f"(expected JSON, got {r.text[:80]!r})"
+            )
+        if body.get("status") != "success":
+            raise TopologyError(
+                f"{self.name}: query rejected (HTTP {r.status_code}, {body.get('errorType')}): "
+                f"{body.get('error')}; query: {promql}"
+            )
+        data = body.get("data")
+        if (
+            not isinstance(data, Mapping)
+            or data.get("resultType") != "vector"
+            or not isinstance(data.get("result"), list)
+        ):
+            raise TopologyError(
+                f"{self.name}: expected an instant vector in data.result, got {str(data)[:120]!r}; query: {promql}"
+            )
+        out = []
+        for i, sample in enumerate(data["result"]):
+            try:
+                labels = {str(k): str(v) for k, v in sample["metric"].items()}
+                raw = sample["value"][1]
+                v = float(raw)
+            except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+                raise TopologyError(
+                    f'{self.name}: data.result[{i}]: expected {{metric: {{...}}, value: [t, "x"]}}, '
+                    f"got {str(sample)[:120]!r}"
+                ) from None
+            out.append((labels, v if math.isfinite(v) else None))
+        return out
+
+    def close(self) -> None:
+        """Close the HTTP client (when this object created it)."""
+        if self._own_client:
+            self._client.close()
+
+
+def tagged_union(queries: Mapping[str, str], label: str = "hrl_measure") -> str:
+    """One PromQL expression answering every query of ``queries`` (role → expression) at once: each result is
+    tagged with ``label="<role>"`` (``label_replace``) and the tagged vectors are joined with ``or`` (their label
+    sets differ by the tag, so nothing is dropped). One HTTP round trip instead of one per role; read the answer
+    back with :func:`split_tagged`. ``label`` must not be a label of the results already."""
+    parts = [f'label_replace({q}, "{label}", "{role}", "", "")' for role, q in queries.items()]
+    return "\n  or ".join(parts)
+
+
+def split_tagged(
+    rows: list[tuple[dict[str, str], float | None]], roles: Iterable[str], label: str = "hrl_measure"
+) -> dict[str, list[tuple[dict[str, str], float | None]]]:
+    """The answer of a :func:`tagged_union` query split back by role (the tag removed from the labels); every role
+    of ``roles`` present (an empty list when it had no result); results of another tag are dropped."""
+    out: dict[str, list[tuple[dict[str, str], float | None]]] = {r: [] for r in roles}
+    for labels, v in rows:
+        role = labels.pop(label, None)
+        if role in out:
+            out[role].append((labels, v))
+    return out
 
 
 class PrometheusSource:
@@ -202,8 +277,7 @@ class PrometheusSource:
         tls = "+https" if parts.scheme == "https" else ""
         self.name = name or f"prometheus+{flavor}{tls}://{netloc}{parts.path.rstrip('/')}"
         self._spec = self._make_spec(caller_label, callee_label)
-        self._own_client = client is None
-        self._client = client if client is not None else httpx.Client(timeout=self.timeout_s)
+        self.api = PrometheusApi(self.url, self.name, self.timeout_s, client)
 
     # ---- queries ----------------------------------------------------------------------------------
     def _make_spec(self, caller_label: str | None, callee_label: str | None) -> _FlavorSpec:
@@ -316,66 +390,12 @@ class PrometheusSource:
 
     # ---- HTTP -------------------------------------------------------------------------------------
     def query(self, promql: str, time_s: float | None = None) -> list[tuple[dict[str, str], float | None]]:
-        """Run one instant query; ``[(labels, value)]`` with ``None`` for NaN/±Inf values.
-        Raises :class:`SourceUnavailable` / :class:`TopologyError` (see the module docstring)."""
-        params: dict[str, str] = {"query": promql}
-        if time_s is not None:
-            params["time"] = f"{time_s:.3f}"
-        endpoint = f"{self.url}/api/v1/query"
-        try:
-            r = self._client.get(endpoint, params=params, timeout=self.timeout_s)
-        except httpx.TimeoutException as exc:
-            raise SourceUnavailable(
-                f"{self.name}: no answer within {self.timeout_s:g} s ({type(exc).__name__})"
-            ) from exc
-        except httpx.HTTPError as exc:
-            raise SourceUnavailable(f"{self.name}: cannot reach Prometheus: {exc}") from exc
-        try:
-            body = r.json()
-        except ValueError:
-            body = None
-        if r.status_code >= 500 or r.status_code == 429:
-            detail = body.get("error") if isinstance(body, Mapping) else r.text[:200]
-            raise SourceUnavailable(
-                f"{self.name}: HTTP {r.status_code} from {endpoint}: {' '.join(str(detail).split())}"
-            )
-        if not isinstance(body, Mapping):
-            raise TopologyError(
-                f"{self.name}: HTTP {r.status_code} from {endpoint}: not a Prometheus API answer "
-                f"(expected JSON, got {r.text[:80]!r})"
-            )
-        if body.get("status") != "success":
-            raise TopologyError(
-                f"{self.name}: query rejected (HTTP {r.status_code}, {body.get('errorType')}): "
-                f"{body.get('error')}; query: {promql}"
-            )
-        data = body.get("data")
-        if (
-            not isinstance(data, Mapping)
-            or data.get("resultType") != "vector"
-            or not isinstance(data.get("result"), list)
-        ):
-            raise TopologyError(
-                f"{self.name}: expected an instant vector in data.result, got {str(data)[:120]!r}; query: {promql}"
-            )
-        out = []
-        for i, sample in enumerate(data["result"]):
-            try:
-                labels = {str(k): str(v) for k, v in sample["metric"].items()}
-                raw = sample["value"][1]
-                v = float(raw)
-            except (KeyError, TypeError, ValueError, IndexError, AttributeError):
-                raise TopologyError(
-                    f'{self.name}: data.result[{i}]: expected {{metric: {{...}}, value: [t, "x"]}}, '
-                    f"got {str(sample)[:120]!r}"
-                ) from None
-            out.append((labels, v if math.isfinite(v) else None))
-        return out
+        """Run one instant query (:meth:`PrometheusApi.query`)."""
+        return self.api.query(promql, time_s)
 
     def close(self) -> None:
         """Close the HTTP client (when this object created it)."""
-        if self._own_client:
-            self._client.close()
+        self.api.close()
 
     def __enter__(self) -> PrometheusSource:
         return self
@@ -472,6 +492,74 @@ class PrometheusSource:
         services = set(inbound) - _NO_NAME
         return ServiceGraph.build(services, edges, self.name), warnings
 
+    # ---- per-service signals --------------------------------------------------------------------------
+    def service_queries(self) -> dict[str, str]:
+        """The PromQL of the per-service signals (:meth:`fetch_service_signals`), by role, over the series the call
+        graph reads, grouped by the serving side (the flavor's inbound series: Istio's ``destination_workload``
+        reported by ``reporter``, Linkerd's ``direction="inbound"`` series by ``deployment``, the OpenTelemetry
+        connector's ``server``, entry requests from a virtual node included): ``rps``, ``errors``, ``error_total``,
+        ``latency_sum``, ``latency_count``, ``latency_p95`` (in the histogram's unit) and ``last`` (the newest
+        sample's time, unix seconds)."""
+        s = self._spec
+        w = format_duration(self.window_s)
+        by = s.inbound_service + (f", {s.inbound_ns}" if s.inbound_ns else "")
+        sel = s.inbound_matchers
+        return {
+            "rps": f"sum by ({by}) (rate({s.inbound_requests}{self._sel(*sel)}[{w}]))",
+            "errors": f"sum by ({by}) (rate({s.errors}{self._sel(*sel, s.error_matcher)}[{w}]))",
+            "error_total": f"sum by ({by}) (rate({s.error_total or s.inbound_requests}{self._sel(*sel)}[{w}]))",
+            "latency_sum": f"sum by ({by}) (rate({s.histogram}_sum{self._sel(*sel)}[{w}]))",
+            "latency_count": f"sum by ({by}) (rate({s.histogram}_count{self._sel(*sel)}[{w}]))",
+            "latency_p95": (
+                f"histogram_quantile(0.95, sum by (le, {by}) (rate({s.histogram}_bucket{self._sel(*sel)}[{w}])))"
+            ),
+            "last": f"max by ({by}) (timestamp({s.inbound_requests}{self._sel(*sel)}))",
+        }
+
+    def fetch_service_signals(self, time_s: float | None = None) -> tuple[dict[str, ServiceSignals], float | None]:
+        """Per-service :class:`~policy.state.ServiceSignals` over the last ``window_s``, in ONE HTTP round trip (every
+        query of :meth:`service_queries` joined by :func:`tagged_union`), evaluated at ``time_s`` (default: the
+        server's now). Returns ``(signals by service name, newest sample time in unix seconds or None)``.
+
+        Per service: ``rps`` = arrivals/s (every caller, mesh-external ones included); ``latency_mean_ms`` =
+        ``rate(_sum) / rate(_count)`` and ``latency_p95_ms`` = ``histogram_quantile(0.95, ...)`` of the serving
+        side's histogram (``None`` without observations in the window; the mean is 0 for a service whose arrivals
+        were 0 in the window, as the simulator reports a service nobody visits); ``refused_frac`` = failed / all
+        responses (``error_rate`` of the flavor: Istio 5xx, Linkerd ``classification="failure"``, the connector's failed
+        requests), 0 when the service answered nothing. A name used in several namespaces (no ``namespace``
+        filter) is one service: rates and sums add up, the p95 is the largest. Raises :class:`SourceUnavailable`
+        / :class:`TopologyError` as :meth:`query`."""
+        queries = self.service_queries()
+        rows = split_tagged(self.query(tagged_union(queries), time_s), queries)
+        name_label = self._spec.inbound_service
+        acc: dict[str, dict[str, float]] = {}
+        last: float | None = None
+        for role, found in rows.items():
+            for labels, v in found:
+                name = labels.get(name_label, "")
+                if name in _NO_NAME or v is None:
+                    continue
+                if role == "last":
+                    last = v if last is None else max(last, v)
+                    continue
+                d = acc.setdefault(name, {})
+                d[role] = max(d[role], v) if role == "latency_p95" and role in d else d.get(role, 0.0) + v
+        to_ms = self._spec.to_ms
+        out: dict[str, ServiceSignals] = {}
+        for name, d in sorted(acc.items()):
+            rps = max(0.0, d["rps"]) if "rps" in d else None
+            count, total = d.get("latency_count", 0.0), d.get("error_total", 0.0)
+            mean = d["latency_sum"] / count * to_ms if count > 0 and "latency_sum" in d else None
+            if mean is None and rps == 0.0:  # nobody called it in the window: no visit, no latency (the simulator's 0)
+                mean = 0.0
+            p95 = d["latency_p95"] * to_ms if "latency_p95" in d else None
+            if total > 0:
+                refused: float | None = min(1.0, max(0.0, d.get("errors", 0.0) / total))
+            else:
+                refused = 0.0 if rps is not None else None
+            out[name] = ServiceSignals(rps, mean, refused, p95)
+        return out, last
+
     def __repr__(self) -> str:
         return (
             f"PrometheusSource({self.url!r}, {self.flavor!r}, window_s={self.window_s:g}, namespace={self.namespace!r})"
@@ -490,7 +578,7 @@ def is_prometheus_uri(text: str) -> bool:
 _URI_PARAMS = ("window", "namespace", "timeout", "reporter", "latency", "latency_unit", "caller_label", "callee_label")
 
 
-def source_from_uri(uri: str, client: httpx.Client | None = None) -> PrometheusSource:
+def source_from_uri(uri: str, client: httpx.Client | None = None, *, default_window: str = "5m") -> PrometheusSource:
     """A :class:`PrometheusSource` from a source string::
 
         prometheus+istio://HOST:PORT[/PREFIX][?window=5m&namespace=NS&timeout=5s&reporter=destination]
@@ -498,36 +586,21 @@ def source_from_uri(uri: str, client: httpx.Client | None = None) -> PrometheusS
         prometheus+otel://HOST:PORT[?window=...&latency=server|client&latency_unit=s|ms]
         prometheus+FLAVOR+https://...      (HTTPS)
 
-    Defaults: window 5m, timeout 5s, no namespace filter. Raises ``ValueError`` naming the URI and the bad part.
+    Defaults: window ``default_window`` (5m), timeout 5s, no namespace filter. Raises ``ValueError`` naming the URI
+    and the bad part.
     """
-    parts = urlsplit(uri)
-    scheme = parts.scheme.lower()
-    if scheme not in URI_SCHEMES:
-        raise ValueError(
-            f"{uri}: unknown scheme {parts.scheme!r}; expected prometheus+FLAVOR:// or "
-            f"prometheus+FLAVOR+https:// with FLAVOR one of {', '.join(FLAVORS)}"
-        )
-    flavor = scheme.split("+")[1]
-    if not parts.hostname:
-        raise ValueError(f"{uri}: no host (expected prometheus+{flavor}://HOST:PORT)")
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError(f"{uri}: bad port") from None
-    params: dict[str, str] = {}
-    for k, v in parse_qsl(parts.query, keep_blank_values=True):
-        if k not in _URI_PARAMS:
-            raise ValueError(f"{uri}: unknown parameter {k!r}; expected {', '.join(_URI_PARAMS)}")
-        if k in params:
-            raise ValueError(f"{uri}: parameter {k!r} given twice")
-        params[k] = v
-    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    base = f"{'https' if scheme.endswith('+https') else 'http'}://{host}{f':{port}' if port else ''}{parts.path}"
+    u = split_source_uri(
+        uri,
+        URI_SCHEMES,
+        _URI_PARAMS,
+        f"prometheus+FLAVOR:// or prometheus+FLAVOR+https:// with FLAVOR one of {', '.join(FLAVORS)}",
+    )
+    flavor, base, params = u.scheme.split("+")[1], u.base, u.params
     try:
         return PrometheusSource(
             base,
             flavor,
-            window_s=parse_duration_s(params.get("window", "5m"), "window"),
+            window_s=parse_duration_s(params.get("window", default_window), "window"),
             namespace=params.get("namespace"),
             timeout_s=parse_duration_s(params.get("timeout", "5s"), "timeout"),
             reporter=params.get("reporter", "destination"),

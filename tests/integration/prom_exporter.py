@@ -8,7 +8,8 @@ real-Prometheus tests of :mod:`policy.topology.prometheus`:
   requests entering the mesh come from ``source_workload="unknown"``;
 - Linkerd proxy metrics: ``request_total``, ``response_total`` (``classification`` success/failure) and
   ``response_latency_ms`` (histogram, ms), ``direction="outbound"`` with ``deployment`` / ``namespace`` and
-  ``dst_deployment`` / ``dst_namespace``, plus ``direction="inbound"`` series per serving deployment;
+  ``dst_deployment`` / ``dst_namespace``, plus ``direction="inbound"`` series per serving deployment (requests of
+  every caller, entry requests included; responses and latencies of the calls of the table's edges);
 - the OpenTelemetry Collector service-graph connector: ``traces_service_graph_request_total``,
   ``traces_service_graph_request_failed_total`` and ``traces_service_graph_request_{server,client}_seconds``
   (histograms, seconds, the connector's default buckets) with ``client`` / ``server`` (entry requests from the
@@ -256,6 +257,9 @@ class ReplayCollector:
             "response_latency_ms", "Response latency, ms (replay).", labels=out_labels + ["status_code"]
         )
         served: dict[tuple[str, str], float] = {}
+        # the callee's proxy (direction="inbound", by serving deployment) sees every call of its incoming edges:
+        # one series per deployment, summed over the edges (ok, failed, bucket counts, latency sum)
+        inbound: dict[tuple[str, str], dict] = {}
         for ns, e, count in edges:
             ok, bad = self._split(e, count)
             base = ["outbound", e.caller, ns, e.callee, ns, "true"]
@@ -263,10 +267,21 @@ class ReplayCollector:
             response.add_metric(base + ["success", "200"], ok, timestamp=self._ts)
             if (e.caller, e.callee) in self.errors:
                 response.add_metric(base + ["failure", "503"], bad, timestamp=self._ts)
-            latency.add_metric(
-                base + ["200"], self._buckets(e, LINKERD_BUCKETS_MS, 1.0, count), e.mean_ms * count, timestamp=self._ts
-            )
+            buckets = self._buckets(e, LINKERD_BUCKETS_MS, 1.0, count)
+            latency.add_metric(base + ["200"], buckets, e.mean_ms * count, timestamp=self._ts)
             served[(ns, e.callee)] = served.get((ns, e.callee), 0.0) + count
+            acc = inbound.setdefault((ns, e.callee), {"ok": 0.0, "bad": 0.0, "sum": 0.0, "buckets": None})
+            acc["ok"] += ok
+            acc["bad"] += bad
+            acc["sum"] += e.mean_ms * count
+            acc["buckets"] = (
+                buckets if acc["buckets"] is None else [(b, v + w) for (b, v), (_b, w) in zip(acc["buckets"], buckets)]
+            )
+        for (ns, svc), acc in sorted(inbound.items()):
+            base = ["inbound", svc, ns, "", "", "true"]
+            response.add_metric(base + ["success", "200"], acc["ok"], timestamp=self._ts)
+            response.add_metric(base + ["failure", "503"], acc["bad"], timestamp=self._ts)
+            latency.add_metric(base + ["200"], acc["buckets"], acc["sum"], timestamp=self._ts)
         for svc, n in entries:
             served[(self.namespace, svc)] = served.get((self.namespace, svc), 0.0) + n
         for (ns, svc), n in sorted(served.items()):

@@ -22,9 +22,11 @@ import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from proc_helpers import free_port
 from prom_exporter import ISTIO_BUCKETS_MS, LINKERD_BUCKETS_MS, OTEL_BUCKETS_S, ReplayCollector, ReplayTable, serve
+from prom_helpers import PrometheusServer, prometheus_binary, static_scrape
 
 from extender.server import ExtenderServer
 from policy.topology.live import TopologyRefresher
@@ -79,99 +81,6 @@ def expected_rps(edge: tuple[str, str]) -> float:
 # ---- the server ----------------------------------------------------------------------------------------
 
 
-def prometheus_binary() -> str:
-    script = ROOT / "hack" / "install-prometheus.sh"
-    try:
-        p = subprocess.run([str(script)], capture_output=True, text=True, timeout=900)
-    except subprocess.TimeoutExpired:
-        pytest.fail("hack/install-prometheus.sh did not finish within 15 min")
-    if p.returncode != 0 or not p.stdout.strip():
-        pytest.fail(
-            "a real Prometheus server is required and could not be installed by "
-            f"hack/install-prometheus.sh (exit {p.returncode}):\n{p.stderr[-2000:]}"
-        )
-    return p.stdout.strip().splitlines()[-1]
-
-
-class PrometheusServer:
-    """``prometheus`` on 127.0.0.1:``port`` with its configuration and storage under ``workdir``."""
-
-    def __init__(self, binary: str, workdir: Path, target: str):
-        self.binary = binary
-        self.workdir = workdir
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.config = workdir / "prometheus.yml"
-        self.config.write_text(
-            "global:\n"
-            f"  scrape_interval: {SCRAPE}\n"
-            "  scrape_timeout: 450ms\n"
-            "scrape_configs:\n"
-            "  - job_name: replay\n"
-            "    honor_labels: true\n"
-            "    static_configs:\n"
-            f"      - targets: ['{target}']\n"
-        )
-        self.log = workdir / "prometheus.log"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self, timeout_s: float = 30.0) -> None:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    self.binary,
-                    f"--config.file={self.config}",
-                    f"--storage.tsdb.path={self.workdir / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{self.port}",
-                    "--storage.tsdb.retention.time=1h",
-                    "--log.level=warn",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"prometheus exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        pytest.fail(f"prometheus not ready on {self.url} within {timeout_s:g} s:\n{self.log_tail()}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.proc = None
-
-    def query(self, promql: str) -> list:
-        r = httpx.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5)
-        r.raise_for_status()
-        return r.json()["data"]["result"]
-
-    def wait_for_window(self, timeout_s: float = 45.0) -> None:
-        """Until every replayed series has samples over more than the rate window."""
-        need = 2 * int(WINDOW[:-1]) + 1  # samples in WINDOW+1s at 2 per second, minus one
-        q = f"min(count_over_time(traces_service_graph_request_total[{int(WINDOW[:-1]) + 1}s]))"
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            res = self.query(q)
-            if res and float(res[0]["value"][1]) >= need:
-                return
-            time.sleep(0.25)
-        pytest.fail(f"prometheus has not scraped the exporter for {WINDOW} within {timeout_s:g} s:\n{self.log_tail()}")
-
-    def log_tail(self) -> str:
-        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else "(no log)"
-
-
 @pytest.fixture(scope="module")
 def replay():
     collector = ReplayCollector(
@@ -192,10 +101,10 @@ def replay():
 def prom(replay):
     binary = prometheus_binary()
     workdir = Path(tempfile.mkdtemp(prefix="hrl-prometheus-"))
-    server = PrometheusServer(binary, workdir, replay[1])
+    server = PrometheusServer(binary, workdir, static_scrape("replay", [replay[1]]), SCRAPE, "450ms")
     try:
         server.start()
-        server.wait_for_window()
+        server.wait_for_window("traces_service_graph_request_total", int(WINDOW[:-1]))
         yield server
     finally:
         server.stop()
@@ -374,6 +283,8 @@ def test_hrl_extender_with_a_live_source_in_its_configuration_serves_the_observe
             assert (ready.status_code, ready.text) == (200, "ok\n")
             metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
             assert "hrl_topology_graph_stale 0.0" in metrics and "hrl_topology_graph_edges 16.0" in metrics
+            # no metricsSources: the measured-use input is off, and the process says so
+            assert 'hrl_metrics_source_state{source="resource_usage",state="off"} 1.0' in metrics
             assert (
                 f'hrl_topology_source_errors_total{{source="prometheus+otel://127.0.0.1:{prom.port}"}} 0.0' in metrics
             )
@@ -384,3 +295,87 @@ def test_hrl_extender_with_a_live_source_in_its_configuration_serves_the_observe
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.communicate()
+
+
+# ---- per-service signals (the live source of the DRPC students' and the learned intent's service metrics) ------
+
+
+def expected_signals(table: ReplayTable) -> dict[str, dict]:
+    """Per service, from the replayed table alone: arrivals/s (calls of its incoming edges + entry requests), the
+    call-weighted mean and the 95th percentile of its incoming calls' latencies, and its failing share."""
+    out: dict[str, dict] = {}
+    for e in table.edges:
+        d = out.setdefault(e.callee, {"calls": 0, "lat_sum": 0.0, "lats": [], "failed": 0.0})
+        d["calls"] += e.calls
+        d["lat_sum"] += e.mean_ms * e.calls
+        d["lats"] += list(e.latencies_ms)
+        d["failed"] += e.calls * (FAILING_SHARE if (e.caller, e.callee) == FAILING_EDGE else 0.0)
+    for s in table.entry_requests:
+        out.setdefault(s, {"calls": 0, "lat_sum": 0.0, "lats": [], "failed": 0.0})
+    exp = {}
+    for s, d in out.items():
+        arrivals = d["calls"] + table.entry_requests.get(s, 0)
+        exp[s] = {
+            "rps": SPEED * arrivals / table.window_s,
+            "mean": d["lat_sum"] / d["calls"] if d["calls"] else None,
+            "p95": float(np.percentile(d["lats"], 95)) if d["lats"] else None,
+            "failed_calls": d["failed"],
+            "calls": d["calls"],
+            "arrivals": arrivals,
+        }
+    return exp
+
+
+@pytest.mark.parametrize("flavor", ["istio", "linkerd", "otel"])
+def test_service_signals_are_read_in_one_round_trip_as_each_service_s_arrivals_latency_and_refused_share(
+    prom, replay, flavor
+):
+    requests: list[str] = []
+    client = httpx.Client(event_hooks={"request": [lambda r: requests.append(str(r.url.path))]})
+    ns = None if flavor == "otel" else NAMESPACE
+    with PrometheusSource(prom.url, flavor, window_s=WINDOW, namespace=ns, timeout_s=5, client=client) as src:
+        signals, last = src.fetch_service_signals()
+    client.close()
+    assert requests == ["/api/v1/query"]  # every part of the answer in one query
+    assert last is not None and abs(time.time() - last) < 10
+    exp = expected_signals(replay[0].table)
+    assert set(signals) == set(exp)
+    bounds = BUCKETS_MS[flavor]
+    for s, e in exp.items():
+        got = signals[s]
+        assert got.rps == pytest.approx(e["rps"], rel=RATE_TOLERANCE), s
+        if e["mean"] is None:  # an entry-only service: its entry requests carry no latency series
+            assert got.latency_mean_ms is None and got.latency_p95_ms is None, s
+        else:
+            assert got.latency_mean_ms == pytest.approx(e["mean"], rel=RATE_TOLERANCE, abs=1e-3), s
+            lo, hi = bucket_range(bounds, e["p95"])
+            assert lo - 1e-9 <= got.latency_p95_ms <= hi + 1e-9, (s, e["p95"], got.latency_p95_ms)
+        # failed / all responses: Istio and the connector count the entry requests among all, Linkerd's inbound
+        # responses are those of the edges
+        total = e["calls"] if flavor == "linkerd" else e["arrivals"]
+        want = e["failed_calls"] / total if total else 0.0
+        assert got.refused_frac == pytest.approx(want, abs=0.005), s
+    assert signals[FAILING_EDGE[1]].refused_frac > 0.2
+
+
+def test_the_live_signals_input_over_a_real_prometheus_feeds_the_students_and_says_when_prometheus_is_gone(prom):
+    from policy.live import SignalsInput, open_signals_source
+    from policy.state import ClusterSnapshot, Resources, WorkloadInfo
+
+    uri = f"prometheus+istio://127.0.0.1:{prom.port}?window={WINDOW}&namespace={NAMESPACE}&timeout=2s"
+    signals = SignalsInput(open_signals_source(uri), max_age_s=30)
+    snap = ClusterSnapshot(workloads=(WorkloadInfo("frontend", NAMESPACE, "frontend", pod_requests=Resources(100)),))
+    assert signals.refresh()
+    got = signals.signals(snap)
+    assert got is not None and got["frontend"].rps > 0 and signals.health.status.state == "ok"
+    prom.stop()
+    try:
+        assert not signals.refresh()
+        assert signals.signals(snap) is not None  # the last good reading, still fresh
+        st = signals.health.status
+        assert st.state == "ok" and "cannot reach Prometheus" in st.detail
+        signals.max_age_s = 0.001
+        assert signals.signals(snap) is None and signals.health.status.state == "stale"
+    finally:
+        prom.start()
+        signals.close()

@@ -375,3 +375,28 @@ def test_every_alert_and_dashboard_expression_names_only_metrics_the_code_export
 def test_the_metric_name_check_catches_a_name_the_code_does_not_export():
     assert "hrl_extender_prioritize_totl" in metric_names_in('sum(rate(hrl_extender_prioritize_totl{a="b"}[5m]))')
     assert "hrl_extender_prioritize_totl" not in exported_metric_names()
+
+
+def test_the_metrics_sources_reach_both_configurations_and_the_metrics_api_is_granted_only_when_read():
+    uri = "prometheus+istio://prometheus.istio-system:9090?window=1m&namespace=shop"
+    objs = render({"metricsSources": {"resourceUsage": {"uri": "metrics-api"}, "serviceSignals": {"uri": uri}}})
+    ext = load_extender_config(config_of(objs, "hrl-extender-config"))
+    des = load_descheduler_config(config_of(objs, "hrl-descheduler-config"))
+    assert (
+        ext.metrics_sources.resource_usage.uri == "metrics-api"
+        and ext.metrics_sources.resource_usage.refresh_seconds == 30
+    )
+    assert des.metrics_sources.resource_usage.uri == "metrics-api" and des.metrics_sources.service_signals.uri == uri
+    for role in ("hrl-scheduler:extender", "hrl-scheduler:descheduler"):
+        rules = one(objs, "ClusterRole", role)["rules"]
+        assert {"apiGroups": ["metrics.k8s.io"], "resources": ["pods"], "verbs": ["get", "list"]} in rules
+    prom = render({"metricsSources": {"resourceUsage": {"uri": "prometheus+cadvisor://prometheus.monitoring:9090"}}})
+    assert load_extender_config(config_of(prom, "hrl-extender-config")).metrics_sources.resource_usage.uri.startswith(
+        "prometheus+cadvisor://"
+    )
+    off = render({})
+    assert load_extender_config(config_of(off, "hrl-extender-config")).metrics_sources.resource_usage.uri is None
+    for role in ("hrl-scheduler:extender", "hrl-scheduler:descheduler"):
+        assert not any("metrics.k8s.io" in r["apiGroups"] for r in one(off, "ClusterRole", role)["rules"])
+    bad = template({"metricsSources": {"resourceUsage": {"uri": "metrics-server"}}}, check=False)
+    assert bad.returncode != 0 and "/metricsSources/resourceUsage/uri" in bad.stderr

@@ -47,9 +47,18 @@ def test_the_fixture_is_a_kubectl_list_with_nodes_pods_pdbs_and_a_declared_graph
 def test_json_output_is_only_the_cycle_report_of_a_dry_run(capsys, tmp_path):
     cfg = write_config(tmp_path, DROPIN)
     rc, out, err = run(capsys, "--config", cfg, "--once", "--dry-run", "--snapshot", str(FIXTURE), "--json")
-    assert rc == 0 and err == ""
+    # stderr: only the two lines saying the live inputs are off (no metricsSources configured)
+    assert rc == 0 and [line.split(": off")[0].rsplit(" ", 1)[-1] for line in err.splitlines()] == [
+        "resource_usage",
+        "service_signals",
+    ]
     doc = json.loads(out)
     assert doc["dry_run"] is True and doc["evictions"] == 0 and doc["nodes"] == 4
+    assert [(i["input"], i["state"], i["usable"]) for i in doc["inputs"]] == [
+        ("resource_usage", "off", False),
+        ("service_signals", "off", False),
+    ]
+    assert doc["inputs_withheld"] == {"moves": False, "resizes": 0}
     by_pod = {r["pod"]: r for r in doc["results"]}
     assert by_pod[CHECKOUT]["outcome"] == "dry_run" and by_pod[CHECKOUT]["reason"] == "locality"
     assert by_pod[CHECKOUT]["to_node"] == "hrl-worker"

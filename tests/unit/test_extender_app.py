@@ -324,3 +324,46 @@ def test_each_reply_reaches_the_transport_in_one_write_head_and_body_together():
         length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
         assert len(body) == length and [x["Score"] for x in json.loads(body)] == [0, 0, 0]
     assert app.metrics.registry.get_sample_value("hrl_extender_http_connections_total") == 1
+
+
+def test_readiness_shows_the_measured_use_input_without_making_the_extender_unready():
+    from policy.live import UsageInput, UsageReading, UsageUnavailable
+
+    class Src:
+        name = "prometheus+cadvisor://p:9090"
+
+        def __init__(self):
+            self.answer = UsageReading({}, {}, 0.0, 60.0)
+
+        def read(self):
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+        def close(self):
+            pass
+
+    clock = lambda: 100.0  # noqa: E731
+    store = loaded_store(clock=clock)
+    off = UsageInput(None, clock=clock)
+    reg = CollectorRegistry()
+    app = make_app(ExtenderConfiguration(), store, TopologyHeuristic(), reg, inputs=(off.health,))
+    c = Client(app)
+    r = c.get("/readyz")
+    assert (r.status_code, r.text) == (200, "ok\n")  # off: said at start and by the metric, not by every probe
+    assert reg.get_sample_value("hrl_metrics_source_state", {"source": "resource_usage", "state": "off"}) == 1.0
+    src = Src()
+    on = UsageInput(src, max_age_s=30, clock=clock)
+    app = make_app(ExtenderConfiguration(), store, TopologyHeuristic(), CollectorRegistry(), inputs=(on.health,))
+    c = Client(app)
+    assert c.get("/readyz").text.startswith("ok (note: resource_usage: pending")
+    src.answer = UsageReading({}, {}, 95.0, 60.0)
+    on.refresh()
+    on.apply(store.get().snapshot)
+    assert c.get("/readyz").text.startswith("ok")
+    src.answer = UsageUnavailable("prometheus+cadvisor://p:9090: cannot reach Prometheus")
+    on.refresh()
+    on.reading = UsageReading({}, {}, 50.0, 60.0)  # the last good reading, 50 s old: stale
+    on.apply(store.get().snapshot)
+    r = c.get("/readyz")
+    assert r.status_code == 200 and "warning: resource_usage: stale" in r.text and "cannot reach Prometheus" in r.text

@@ -413,3 +413,50 @@ def test_a_changed_node_or_a_large_change_rebuilds_the_index_from_scratch():
     assert src.incremental_builds == 0 and index.req_cpu_m.tolist() == [500.0, 300.0]
     with pytest.raises(ValueError, match="nodes differ"):
         updated_index(index, ClusterSnapshot(nodes=snap.nodes[:1], pods=snap.pods), [])
+
+
+def test_measured_use_reaches_the_snapshot_through_the_builder_and_a_pod_binding_still_updates_the_index():
+    from policy.live import UsageInput, UsageReading
+
+    class Src:
+        name = "fake://usage"
+
+        def __init__(self):
+            self.cpu = {"ns/p0": 250.4, "ns/p1": 50.0}
+
+        def read(self):
+            return UsageReading(dict(self.cpu), {}, time.time(), 60.0)
+
+        def close(self):
+            pass
+
+    src_use = Src()
+    usage = UsageInput(src_use, max_age_s=60)
+    core = FakeCore(
+        {
+            "Node": [ListResponse([node("a"), node("b")], "1"), WatchResponse([])],
+            "Pod": [ListResponse([pod(f"p{i}", "a") for i in range(8)], "7"), WatchResponse([])],
+        }
+    )
+    src = source(core, usage=usage)
+    src.nodes.list()
+    src.pods.list()
+    usage.refresh()
+    snap, index = src._build()
+    use = {p.name: p.usage for p in snap.pods}
+    assert use["p0"] == Resources(250, 0) and use["p1"] == Resources(50, 0) and use["p2"] is None
+    assert [n.usage for n in snap.nodes] == [Resources(300, 0), Resources(0, 0)]
+    assert index.unmeasured_cpu_m.tolist() == [600.0, 0.0]  # the six unmeasured pods count their requests
+    assert _index_fields(index) == _index_fields(ClusterIndex.build(snap))
+    # the same reading: a pod bound elsewhere changes one pod, the index is updated from it (incremental)
+    core.script["Pod"] = [WatchResponse([{"type": "MODIFIED", "object": pod("p7", "b", rv="9")}]), WatchResponse([])]
+    src.pods.watch(time.monotonic() + 0.2)
+    snap2, index2 = src._build()
+    assert src.incremental_builds == 1 and _index_fields(index2) == _index_fields(ClusterIndex.build(snap2))
+    assert snap2.pods[0] is snap.pods[0]  # an unchanged pod with an unchanged use is the same object
+    # a new reading changes every node's use: a full build, still exact
+    src_use.cpu = {"ns/p0": 10.0}
+    usage.refresh()
+    snap3, index3 = src._build()
+    assert [n.usage for n in snap3.nodes] == [Resources(10, 0), Resources(0, 0)]
+    assert _index_fields(index3) == _index_fields(ClusterIndex.build(snap3))

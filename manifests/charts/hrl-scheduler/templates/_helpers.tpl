@@ -90,6 +90,10 @@ capabilities:
 {{- if $v.learnedPolicies.enabled -}}
 {{- $_ := set $cfg "cache" (dict "address" (printf "127.0.0.1:%d" (int $v.learnedPolicies.cache.port))) -}}
 {{- end -}}
+{{- $ru := $v.metricsSources.resourceUsage -}}
+{{- if $ru.uri -}}
+{{- $_ := set $cfg "metricsSources" (dict "resourceUsage" (dict "uri" $ru.uri "refreshSeconds" $ru.refreshSeconds "maxAgeSeconds" $ru.maxAgeSeconds)) -}}
+{{- end -}}
 {{- toYaml (mustMergeOverwrite $cfg (deepCopy $v.extender.config)) -}}
 {{- end -}}
 
@@ -127,6 +131,18 @@ capabilities:
 {{- $s := $v.learnedPolicies.scaling -}}
 {{- $_ := set $cfg "scaling" (dict "enabled" true "minReplicas" (int $s.minReplicas) "maxReplicas" (int $s.maxReplicas) "maxStepPerCycle" (int $s.maxStepPerCycle)) -}}
 {{- $_ := set $cfg "cache" (dict "address" (printf "%s:%d" (include "hrl.extenderHost" .) (int $v.learnedPolicies.cache.port))) -}}
+{{- end -}}
+{{- $ms := dict -}}
+{{- $ru := $v.metricsSources.resourceUsage -}}
+{{- if $ru.uri -}}
+{{- $_ := set $ms "resourceUsage" (dict "uri" $ru.uri "maxAgeSeconds" $ru.maxAgeSeconds) -}}
+{{- end -}}
+{{- $ss := $v.metricsSources.serviceSignals -}}
+{{- if $ss.uri -}}
+{{- $_ := set $ms "serviceSignals" (dict "uri" $ss.uri "maxAgeSeconds" $ss.maxAgeSeconds) -}}
+{{- end -}}
+{{- if $ms -}}
+{{- $_ := set $cfg "metricsSources" $ms -}}
 {{- end -}}
 {{- toYaml (mustMergeOverwrite $cfg (deepCopy $d.config)) -}}
 {{- end -}}
