@@ -82,6 +82,7 @@ from .learned_intent import (
     intent_from_outputs,
     intent_weight_shapes,
 )
+from .move_cost import LOAD_FACTOR_SOURCE, MoveCostModel, MoveEconomics, TrafficModel, app_use_by_node, traffic_of
 from .planner_state import STATE_VERSION, HrlState, service_rates_rps
 from .rebalance import (
     PlanView,
@@ -177,4 +178,10 @@ __all__ = [
     "intent_from_outputs",
     "LearnedIntent",
     "ResizePlanner",
+    "MoveCostModel",
+    "MoveEconomics",
+    "TrafficModel",
+    "traffic_of",
+    "app_use_by_node",
+    "LOAD_FACTOR_SOURCE",
 ]
