@@ -73,6 +73,8 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
                                   #   target, then the old pod goes by a scale-down) | evict: the Eviction API only
       fallback: evict             # where a surge is not possible (an HPA owns the replicas, a PodDisruptionBudget or
                                   #   a ResourceQuota forbids it, not a Deployment, scaling off): evict | skip
+      steerDelaySeconds: 15       # the scale-up waits this long after the move is announced to the extender
+                                  #   (its cache.refreshSeconds, 10 by default, + margin); 0 = in the same cycle
       surgeTimeoutSeconds: 600    # abort a surge whose new pod is not Ready on the target by then (> one cycle)
       maxPending: 10              # surges in progress at once
       costModel:                  # a move is made only when its predicted gain exceeds its predicted cost
@@ -390,15 +392,19 @@ class MovesConfig(ConfigModel):
     ``scaling.maxReplicas``) and no PodDisruptionBudget or ResourceQuota forbids one more pod; elsewhere ``fallback``
     decides: ``evict`` (the Eviction API behind every guard; never a service's only serving pod when
     ``planner.minServingPods`` >= 2) or ``skip``. ``strategy: evict`` is the Eviction API only. A surge whose new pod is
-    not Ready on the target within ``surgeTimeoutSeconds`` is aborted; at most ``maxPending`` surges run at once."""
+    not Ready on the target within ``surgeTimeoutSeconds`` is aborted; at most ``maxPending`` surges run at once.
+    ``steerDelaySeconds``: the move is first announced to the extender (the pending-move record next to the intent in
+    the embedding cache) and the Deployment scaled up by the first cycle at least this long later, so the record has
+    reached the extender (its ``cache.refreshSeconds``) when the new pod is scheduled; 0 scales in the same cycle."""
 
     strategy: Literal["surge", "evict"] = "surge"
     fallback: Literal["evict", "skip"] = "evict"
+    steer_delay_seconds: float = Field(15.0, ge=0.0)
     surge_timeout_seconds: float = Field(600.0, gt=0.0)
     max_pending: int = Field(10, ge=0)
     cost_model: CostModelConfig = CostModelConfig()
 
-    @field_validator("surge_timeout_seconds")
+    @field_validator("surge_timeout_seconds", "steer_delay_seconds")
     @classmethod
     def _finite(cls, v: float) -> float:
         return _finite_number(v)

@@ -114,8 +114,8 @@ __all__ = [
 ]
 
 MoveOutcome = Literal["evicted", "surged", "refused", "not_found", "error", "dry_run", "blocked", "skipped"]
-#: Every per-move outcome of a cycle: the evictor's five, ``surged`` (a make-before-break move began: the Deployment
-#: was scaled up by one, :mod:`descheduler.surge`), ``blocked`` (a guard, the cost model or the surge rules said no)
+#: Every per-move outcome of a cycle: the evictor's five, ``surged`` (taken as a make-before-break move,
+#: :mod:`descheduler.surge`: announced to the extender, or its Deployment already scaled up by one), ``blocked`` (a guard, the cost model or the surge rules said no)
 #: and ``skipped`` (the pod changed since planning, or its re-read failed).
 REPORT_OUTCOMES: tuple[str, ...] = (
     "evicted",
@@ -240,7 +240,9 @@ class CycleReport:
 
     @property
     def move_counts(self) -> dict[str, Any]:
-        """What the cycle's moves came to: ``surged`` (make-before-break moves begun), ``completed`` / ``aborted``
+        """What the cycle's moves came to: ``accepted`` (planned moves taken as make-before-break moves),
+        ``announced`` (their pending-move records published, the scale-up to follow), ``surged`` (Deployments scaled up
+        by one: the surge began), ``completed`` / ``aborted``
         (make-before-break moves finished this cycle, ``aborted_by_reason``: :data:`descheduler.surge.ABORT_REASONS`),
         ``evicted`` (moves made by the Eviction API), ``refused`` (planned moves not made, ``refused_by_reason``: the
         first blocker's name, or ``eviction_refused`` for a PodDisruptionBudget's 429, or the outcome for
@@ -257,7 +259,9 @@ class CycleReport:
                 refused[r.outcome] += 1
         aborted = Counter(e.reason for e in self.surges if e.outcome == "aborted")
         return {
-            "surged": sum(1 for r in self.results if r.outcome == "surged"),
+            "accepted": sum(1 for r in self.results if r.outcome == "surged"),
+            "announced": sum(1 for e in self.surges if e.outcome == "announced"),
+            "surged": sum(1 for e in self.surges if e.outcome == "started"),
             "completed": sum(1 for e in self.surges if e.outcome == "completed"),
             "aborted": sum(aborted.values()),
             "evicted": sum(1 for r in self.results if r.outcome == "evicted"),
@@ -643,11 +647,12 @@ class MoveExecutor:
         fb = self.surges.fresh_blocker(pod, ctx.pdbs or ())
         if fb is None:
             outcome, msg = self.surges.start(pod, move.to_node, move.gain, move.reason)
-            if outcome in ("surged", "dry_run"):
-                self.results.append(MoveResult(move, outcome, (), msg, "surge", "", econ))  # type: ignore[arg-type]
+            if outcome in ("surged", "announced", "dry_run"):
+                made: MoveOutcome = "dry_run" if outcome == "dry_run" else "surged"
+                self.results.append(MoveResult(move, made, (), msg, "surge", "", econ))
                 if self.surges.unwritable is not None:
                     self.stop = CycleStop("history_unwritable", f"cycle stopped: {self.surges.unwritable}")
-                return self._accepted(move, pod, (), real=outcome == "surged", what="Surge")
+                return self._accepted(move, pod, (), real=outcome != "dry_run", what="Surge")
             if outcome == "error":
                 self.results.append(MoveResult(move, "error", (), msg, "surge", "", econ))
                 return "reject"

@@ -3,17 +3,20 @@ loses no request and no capacity (DESIGN.md section 5, "Moves").
 
 A move of a Deployment's pod ``P`` from node ``A`` to node ``B`` where our autoscaler owns the replica count:
 
-1. **surge** (the cycle that plans it, :meth:`SurgeDriver.start`): ``deployments/scale`` from ``R`` to ``R + 1``
-   (GET, then PUT with the ``resourceVersion`` read and only when ``spec.replicas`` is still the ``R`` observed), and
-   a :class:`policy.intent.PendingMove` record ("a new pod of this service goes to ``B``") published next to the
-   intent in the embedding cache, so the extender scores ``B`` highest for the ReplicaSet's new pod;
-2. **drain** (a later cycle, :func:`decide`): once a new pod of the Deployment is Ready on ``B``, ``P`` is annotated
+1. **announce** (the cycle that plans it, :meth:`SurgeDriver.start`): a :class:`policy.intent.PendingMove` record
+   ("a new pod of this service goes to ``B``") published next to the intent in the embedding cache, so the extender
+   scores ``B`` highest for the ReplicaSet's new pod. The extender copies the cache every ``cache.refreshSeconds``
+   (10 s by default), so the scale-up waits ``moves.steerDelaySeconds`` for the record to get there (0: at once, as
+   in the simulator, whose extender reads the record when it scores);
+2. **surge** (the first cycle after that delay): ``deployments/scale`` from ``R`` to ``R + 1`` (GET, then PUT with
+   the ``resourceVersion`` read and only when ``spec.replicas`` is still the ``R`` observed);
+3. **drain** (a later cycle, :func:`decide`): once a new pod of the Deployment is Ready on ``B``, ``P`` is annotated
    ``controller.kubernetes.io/pod-deletion-cost: "-2147483648"`` (a PATCH of its metadata) and the Deployment is
    scaled back down by one: the ReplicaSet controller deletes the pods of lowest deletion cost first among pods
    equally scheduled, running and ready (k8s.io/kubernetes pkg/controller/controller_utils.go ``ActivePodsWithRanks``;
    https://kubernetes.io/docs/concepts/workloads/controllers/replicaset/#pod-deletion-cost, KEP-2255), so ``P`` goes,
    by a graceful termination, not an eviction;
-3. **complete** (the next cycle): ``P`` is gone and the new pod runs on ``B``. If the ReplicaSet deleted the new pod
+4. **complete** (the next cycle): ``P`` is gone and the new pod runs on ``B``. If the ReplicaSet deleted the new pod
    instead (its informer had not seen the annotation yet: the docs call the cost best-effort), the move is aborted
    (``wrong_pod_deleted``) and ``P``'s annotation removed.
 
@@ -21,7 +24,8 @@ A move of a Deployment's pod ``P`` from node ``A`` to node ``B`` where our autos
 (``landed_elsewhere``: it is annotated and the Deployment scaled back, so it is the one deleted), or is not Ready on
 ``B`` by ``moves.surgeTimeoutSeconds`` (``not_ready``: likewise), ``P`` went away by itself (``source_gone``: the
 extra replica is scaled away), the Deployment is gone (``workload_gone``), an API call failed past the deadline
-(``scale_failed``, ``annotate_failed``), or the old pod was not removed by then (``not_removed``).
+(``scale_failed``, ``annotate_failed``), or the old pod was not removed by then (``not_removed``); an announced move
+whose Deployment an HPA took meanwhile is dropped (``hpa``).
 
 **Where a surge is not possible** (:data:`SURGE_REFUSALS`, decided without an API call by
 :meth:`SurgeDriver.unavailable`, then on fresh objects): ``moves.strategy: evict``; no mover (no scale subresource,
@@ -52,7 +56,7 @@ from policy.state import ClusterSnapshot, PodInfo, Resources, WorkloadInfo
 
 from .events import ObjectRef
 from .guards import EvictionHistory, HistoryError, PdbView, pdb_budget
-from .scale import ApiScaler, ScaleApi, ScaleApiError, ScaleResult
+from .scale import ApiScaler, ScaleApi, ScaleApiError, ScaleResult, hpa_targeting
 
 __all__ = [
     "ANNOTATION_DELETION_COST",
@@ -106,10 +110,12 @@ ABORT_REASONS: tuple[str, ...] = (
     "workload_gone",
     "scale_failed",
     "annotate_failed",
+    "hpa",
 )
-SurgeOutcome = Literal["started", "draining", "completed", "aborted"]
-#: What :class:`SurgeEvent` reports: a surge began, its old pod was marked and scaled away, it completed, it aborted.
-SURGE_OUTCOMES: tuple[str, ...] = ("started", "draining", "completed", "aborted")
+SurgeOutcome = Literal["announced", "started", "draining", "completed", "aborted"]
+#: What :class:`SurgeEvent` reports: a move was announced to the extender, its Deployment scaled up (the surge began),
+#: its old pod marked and scaled away, it completed, it aborted.
+SURGE_OUTCOMES: tuple[str, ...] = ("announced", "started", "draining", "completed", "aborted")
 
 
 # ---- the API slice -------------------------------------------------------------------------------------------------
@@ -141,11 +147,14 @@ class ApiMover:
     """What a make-before-break move does to the cluster, over a :class:`MoverApi` (module docstring): scale with
     the live :class:`descheduler.scale.ApiScaler` (HPA refused, ``resourceVersion`` carried, ``expect``ed count
     checked), mark or unmark a pod's deletion cost, check the namespace's quotas. ``dry_run=True`` reads (HPAs, the
-    scale, the quotas) and writes nothing. ``calls``: ``(verb, object, outcome)`` of every write, in order."""
+    scale, the quotas) and writes nothing; ``allowed``: writes only while it returns true (e.g. the leader election's
+    ``is_leader``), else they fail with ``why`` (fail closed). ``calls``: ``(verb, object, outcome)`` of every write."""
 
-    def __init__(self, api: MoverApi, *, dry_run: bool = False):
+    def __init__(self, api: MoverApi, *, dry_run: bool = False, allowed: Any = None, why: str = "not allowed"):
         self.api = api
         self.dry_run = dry_run
+        self.allowed = allowed
+        self.why = why
         self.scaler = ApiScaler(api, dry_run=dry_run)
         self.calls: list[tuple[str, str, str]] = []
 
@@ -155,9 +164,21 @@ class ApiMover:
         twin.calls = self.calls
         return twin
 
+    def gated(self, allowed: Any, why: str) -> ApiMover:
+        """The same mover, writing only while ``allowed()`` (:class:`descheduler.scale.GatedScaler`'s rule)."""
+        g = ApiMover(self.api, dry_run=self.dry_run, allowed=allowed, why=why)
+        g.calls = self.calls
+        return g
+
+    def _denied(self) -> bool:
+        return self.allowed is not None and not self.dry_run and not self.allowed()
+
     def scale(self, workload: str, replicas: int, expect: int) -> ScaleResult:
         """``deployments/scale`` of ``workload`` (``namespace/name``) to ``replicas``, only while ``spec.replicas`` is
         still ``expect`` (else ``error``, nothing written); ``refused_hpa`` when an HPA targets it."""
+        if self._denied():
+            self.calls.append(("scale", workload, "error"))
+            return ScaleResult(workload, "error", None, int(replicas), message=f"not scaled: {self.why}")
         res = self.scaler.scale(workload, replicas, expect=expect)
         self.calls.append(("scale", workload, res.outcome))
         return res
@@ -168,6 +189,9 @@ class ApiMover:
         ns, name = _split(pod_key)
         if self.dry_run:
             return True, f"dry run: would annotate {pod_key} {ANNOTATION_DELETION_COST}={cost}"
+        if self._denied():
+            self.calls.append(("annotate", pod_key, "error"))
+            return False, f"not annotated: {self.why}"
         value = None if cost is None else str(int(cost))
         try:
             self.api.patch_pod_annotations(ns, name, {ANNOTATION_DELETION_COST: value})
@@ -179,6 +203,12 @@ class ApiMover:
             return False, f"cannot annotate {pod_key}: {exc}"
         self.calls.append(("annotate", pod_key, "ok"))
         return True, f"{pod_key}: {ANNOTATION_DELETION_COST}={value}"
+
+    def hpa_owner(self, workload: str) -> str | None:
+        """The HorizontalPodAutoscaler targeting Deployment ``workload``, or ``None``. Raises :class:`ScaleApiError`
+        when the HPAs cannot be listed."""
+        ns, name = _split(workload)
+        return hpa_targeting(self.api.list_hpas(ns), name)
 
     def quota_blocker(self, namespace: str, requests: Resources, limits: Resources) -> str | None:
         """Why a ResourceQuota of ``namespace`` has no room for one more pod with these requests and limits
@@ -286,7 +316,7 @@ def workload_pods(w: WorkloadInfo, snapshot: ClusterSnapshot) -> list[PodInfo]:
 
 # ---- the record of a move in progress ------------------------------------------------------------------------------
 
-Phase = Literal["surging", "draining"]
+Phase = Literal["announced", "surging", "draining"]
 
 
 @dataclass(frozen=True)
@@ -294,9 +324,10 @@ class SurgeMove:
     """One make-before-break move in progress (kept in the state file): the Deployment ``workload``
     (``namespace/name``) and ``service``; the old pod ``pod`` (key) and its ``pod_uid`` on ``from_node``; the target
     ``to_node``; ``known``: the keys of the Deployment's pods when it began (a new pod is any other);
-    ``started_at_s`` / ``deadline_s`` (the descheduler's clock); ``phase``: ``surging`` (scaled up, waiting for a new
-    pod Ready on the target) or ``draining`` (the old pod marked and the Deployment scaled back: waiting for it to
-    go); ``keep``: the new pod kept (draining); ``gain`` / ``reason``: the planner's; ``retries``: failed API calls."""
+    ``started_at_s`` / ``deadline_s`` (the descheduler's clock); ``phase``: ``announced`` (the record published, the
+    scale-up waiting for ``moves.steerDelaySeconds``), ``surging`` (scaled up, waiting for a new pod Ready on the
+    target) or ``draining`` (the old pod marked and the Deployment scaled back: waiting for it to go); ``keep``: the
+    new pod kept (draining); ``gain`` / ``reason``: the planner's; ``retries``: failed API calls."""
 
     workload: str
     service: str
@@ -343,8 +374,8 @@ class SurgeMove:
             raise ValueError(f"expected an object, got {type(doc).__name__}")
         try:
             phase = str(doc.get("phase", "surging"))
-            if phase not in ("surging", "draining"):
-                raise ValueError(f"phase: expected surging or draining, got {phase!r}")
+            if phase not in ("announced", "surging", "draining"):
+                raise ValueError(f"phase: expected announced, surging or draining, got {phase!r}")
             known = doc.get("known") or []
             if not isinstance(known, list):
                 raise ValueError("known: expected a list of pod keys")
@@ -446,6 +477,8 @@ def decide(m: SurgeMove, snapshot: ClusterSnapshot, now_s: float) -> Step:
     source = next((p for p in pods if p.key == m.pod and (not m.pod_uid or not p.uid or p.uid == m.pod_uid)), None)
     source_alive = source is not None and not source.terminating
     new = sorted((p for p in pods if p.key not in m.known and not p.terminating), key=lambda p: (p.created_s, p.key))
+    if m.phase == "announced":  # the driver scales it up once the record has reached the extender
+        return Step("wait", message=f"announced: the new pod of {m.service} goes to {m.to_node}")
     if m.phase == "draining":
         return _draining(m, source_alive, next((p for p in new if p.key == m.keep), None), now_s)
     ready_there = [p for p in new if p.node_name == m.to_node and p.ready is True]
@@ -532,8 +565,8 @@ class SurgeBook:
         self.history.set_section(self.SECTION, [m.to_json() for m in self.moves])
 
     def records(self) -> tuple[PendingMove, ...]:
-        """The moves still surging, as the records the extender steers new pods with."""
-        return tuple(m.record() for m in self.moves if m.phase == "surging")
+        """The moves announced or still surging, as the records the extender steers new pods with."""
+        return tuple(m.record() for m in self.moves if m.phase in ("announced", "surging"))
 
     def surging(self) -> dict[str, SurgeMove]:
         """Workload → its move still surging (its replica target is one more while it is)."""
@@ -628,40 +661,81 @@ class SurgeDriver:
     # ---- starting a move -----------------------------------------------------------------------------------
 
     def start(self, pod: PodInfo, to_node: str, gain: float, reason: str) -> tuple[str, str]:
-        """Scale ``pod``'s Deployment up by one and record the move. Returns ``(outcome, message)``: ``surged``,
-        ``dry_run``, ``hpa`` (a HorizontalPodAutoscaler owns it: the caller falls back) or ``error``."""
+        """Begin a make-before-break move of ``pod`` to ``to_node``: announce it (``moves.steerDelaySeconds`` > 0:
+        the scale-up waits for the record to reach the extender) or scale its Deployment up by one at once. Returns
+        ``(outcome, message)``: ``announced``, ``surged``, ``dry_run``, ``hpa`` (a HorizontalPodAutoscaler owns the
+        Deployment: the caller falls back) or ``error``."""
         assert self.mover is not None
         w = self.deployment(pod)
         if w is None:
             return "error", f"{pod.key}: its Deployment is not in the observation"
         key = f"{w.namespace}/{w.name}"
+        delay = float(self.config.moves.steer_delay_seconds)
+        timeout = float(self.config.moves.surge_timeout_seconds)
+        m = SurgeMove(
+            key, pod.service, pod.key, pod.uid, pod.node_name or "", to_node, (), self.now_s,
+            self.now_s + delay + timeout, gain=float(gain), reason=reason,
+        )  # fmt: skip
+        if delay <= 0:
+            return self._scale_up(m, w)
+        try:
+            owner = self.mover.hpa_owner(key)
+        except ScaleApiError as exc:
+            return "error", f"cannot check for a HorizontalPodAutoscaler of {key}: {exc}"
+        if owner is not None:
+            return "hpa", f"HorizontalPodAutoscaler {w.namespace}/{owner} owns {key}"
+        if self.mover.dry_run:
+            return "dry_run", f"dry run: would announce {pod.key} -> {to_node}, then scale {key} up by one"
+        self.book.put(replace(m, phase="announced"))
+        msg = f"announced: {key}'s new pod goes to {to_node}; scaled up by one in {delay:g} s, then {pod.key} goes"
+        self.events.append(SurgeEvent.of(m, "announced", message=msg))
+        self._save()
+        return "announced", msg
+
+    def _scale_up(self, m: SurgeMove, w: WorkloadInfo) -> tuple[str, str]:
+        """``deployments/scale`` ``R -> R + 1`` of move ``m``'s Deployment ``w`` (``R`` as observed), recording the
+        move as surging. Returns ``(outcome, message)`` as :meth:`start`."""
+        assert self.mover is not None
+        key = m.workload
         res = self.mover.scale(key, w.replicas + 1, expect=w.replicas)
         if res.outcome == "refused_hpa":
             return "hpa", res.message
         if res.outcome == "dry_run":
-            return "dry_run", f"dry run: would scale {key} {w.replicas} -> {w.replicas + 1} and move {pod.key}"
+            return "dry_run", f"dry run: would scale {key} {w.replicas} -> {w.replicas + 1} and move {m.pod}"
         if res.outcome != "scaled":
             return "error", f"cannot scale {key} up by one: {res.message}"
         timeout = float(self.config.moves.surge_timeout_seconds)
-        m = SurgeMove(
-            key,
-            pod.service,
-            pod.key,
-            pod.uid,
-            pod.node_name or "",
-            to_node,
-            tuple(p.key for p in self.pods_of(w)),
-            self.now_s,
-            self.now_s + timeout,
-            gain=float(gain),
-            reason=reason,
-        )
-        self.book.put(m)
+        known = tuple(p.key for p in self.pods_of(w))
+        self.book.put(replace(m, phase="surging", known=known, deadline_s=self.now_s + timeout, retries=0))
         self.started.add(key)
-        msg = f"scaled {key} {w.replicas} -> {w.replicas + 1}: its new pod goes to {to_node}, then {pod.key} goes"
+        msg = f"scaled {key} {w.replicas} -> {w.replicas + 1}: its new pod goes to {m.to_node}, then {m.pod} goes"
         self.events.append(SurgeEvent.of(m, "started", message=msg))
         self._save()
         return "surged", msg
+
+    def _announced(self, m: SurgeMove) -> bool:
+        """Scale up an announced move whose record has had ``moves.steerDelaySeconds`` to reach the extender (or drop
+        it: its Deployment or old pod is gone, an HPA owns it now, the scale-up kept failing). Returns whether the
+        book changed."""
+        if self.now_s < m.started_at_s + float(self.config.moves.steer_delay_seconds):
+            return False
+        w = deployment_named(self.snapshot, m.workload)
+        if w is None:
+            self.book.drop(m)
+            self._aborted(m, "workload_gone", f"Deployment {m.workload} is gone")
+            return True
+        alive = any(p.key == m.pod and not p.terminating for p in self.pods_of(w))
+        if not alive:
+            self.book.drop(m)
+            self._aborted(m, "source_gone", f"{m.pod} went away before the surge")
+            return True
+        outcome, msg = self._scale_up(m, w)
+        if outcome == "hpa":
+            self.book.drop(m)
+            self._aborted(m, "hpa", msg)
+        elif outcome == "error":
+            self._failed(m, Step("abort", "scale_failed"), "scale_failed", msg)
+        return True
 
     # ---- advancing the moves in progress -------------------------------------------------------------------
 
@@ -671,6 +745,9 @@ class SurgeDriver:
             return
         changed = False
         for m in list(self.book.moves):
+            if m.phase == "announced":
+                changed = self._announced(m) or changed
+                continue
             step = decide(m, self.snapshot, self.now_s)
             if step.action != "wait":
                 self._act(m, step)

@@ -15,7 +15,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -63,7 +63,7 @@ class StoreView:
     graph: ServiceGraph = ServiceGraph()
     plan_intent: Intent | None = None
     intent_version: str | None = None
-    pending_moves: Mapping[tuple[str, str], PendingMove] = _NO_MOVES
+    pending_moves: Mapping[tuple[str, str], PendingMove] = field(default_factory=lambda: _NO_MOVES)
     updated_at_s: float | None = None
     generation: int = 0
     embeddings: EmbeddingEntry | None = None

@@ -12,9 +12,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .metrics import CacheMetrics
 from policy.intent import PendingMove
 
+from .metrics import CacheMetrics
 from .records import EmbeddingEntry, IntentEntry, Lookup, check_intent, check_pending_moves, check_put
 
 __all__ = ["EmbeddingCache", "InMemoryEmbeddingCache"]

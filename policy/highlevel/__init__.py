@@ -4,6 +4,7 @@
 - :mod:`.interface`: the :class:`HighLevelPolicy` contract (``plan(snapshot, index, placement) -> Plan``);
 - :mod:`.rebalance`: :class:`RebalanceHeuristic` and the greedy move selection every planner shares;
 - :mod:`.hierarchy`: :class:`HierarchicalPolicy`: replica targets + moves + intent, every period;
+- :mod:`.move_cost`: :class:`MoveCostModel`: a move's predicted gain and cost in the objective's units;
 - :mod:`.planner_state`: :class:`HrlState`, what the hierarchy keeps between periods (JSON);
 - :mod:`.intent`: the intent policies;
 - :mod:`.autoscale`: replica targets (the stand-in, the DRPC students with their guardrails);

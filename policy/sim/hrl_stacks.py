@@ -132,6 +132,8 @@ SIM_DESCHEDULER_CONFIG: Mapping[str, Any] = {
     "apiVersion": "hrl-scheduler.io/v1alpha1",
     "kind": "DeschedulerConfiguration",
     "intervalSeconds": 60,
+    # the in-process extender reads the pending-move record when it scores: the scale-up needs no delay
+    "moves": {"steerDelaySeconds": 0},
     "excludedNamespaces": ["kube-system", BACKGROUND_NAMESPACE],
     "planner": {"name": "hierarchical"},
     "scaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 10, "maxStepPerCycle": 4},
@@ -146,7 +148,8 @@ def sim_descheduler_config(app: Any = None) -> DeschedulerConfiguration:
     doc: dict[str, Any] = dict(SIM_DESCHEDULER_CONFIG)
     if app is not None:
         doc["moves"] = {
-            "costModel": {"sloP95Ms": float(app.slo_p95_ms), "cpuReferenceCores": float(reference_cores(app))}
+            **doc["moves"],
+            "costModel": {"sloP95Ms": float(app.slo_p95_ms), "cpuReferenceCores": float(reference_cores(app))},
         }
     return load_descheduler_config(doc)
 

@@ -120,8 +120,9 @@ def config(**kw):
         "apiVersion": "hrl-scheduler.io/v1alpha1",
         "kind": "DeschedulerConfiguration",
         "caps": {"perNode": None, "perNamespace": None, "total": None},
-        # the loop's mechanics; kube-scheduler's prediction has tests of its own
+        # the loop's mechanics; kube-scheduler's prediction and the move cost model have tests of their own
         "schedulerPrediction": {"enabled": False},
+        "moves": {"costModel": {"enabled": False}},
     }
     base.update(kw)
     return load_descheduler_config(base)
