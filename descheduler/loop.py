@@ -115,8 +115,9 @@ __all__ = [
 
 MoveOutcome = Literal["evicted", "surged", "refused", "not_found", "error", "dry_run", "blocked", "skipped"]
 #: Every per-move outcome of a cycle: the evictor's five, ``surged`` (taken as a make-before-break move,
-#: :mod:`descheduler.surge`: announced to the extender, or its Deployment already scaled up by one), ``blocked`` (a guard, the cost model or the surge rules said no)
-#: and ``skipped`` (the pod changed since planning, or its re-read failed).
+#: :mod:`descheduler.surge`: announced to the extender, or its Deployment already scaled up by one), ``blocked`` (a
+#: guard, the cost model or the surge rules said no) and ``skipped`` (the pod changed since planning, or its re-read
+#: failed).
 REPORT_OUTCOMES: tuple[str, ...] = (
     "evicted",
     "surged",
