@@ -464,7 +464,7 @@ class MoveExecutor:
         if fallback and self.config.moves.fallback == "skip":
             return self._block(move, "surge", f"no make-before-break move ({fallback}) and moves.fallback is skip")
         skip = SURGE_SKIPPED_GUARDS if path == "surge" else ()
-        ctx = self._context(move, pod)
+        ctx = self._context(move, pod, steered=path == "surge")
         blockers = tuple(check_guards(pod, ctx, only=(*CHEAP_GUARDS, "infeasible"), skip=skip))
         if blockers:
             return self._blocked(move, blockers, path, fallback)
@@ -483,6 +483,7 @@ class MoveExecutor:
             self.results.append(replace(fresh, path=path, fallback=fallback))
             return "reject"
         fpod, ctx = fresh
+        ctx = replace(ctx, steered=path == "surge")
         blockers = tuple(check_guards(fpod, ctx, skip=skip))
         if blockers:
             return self._blocked(move, blockers, path, fallback)
@@ -507,6 +508,7 @@ class MoveExecutor:
             target=fresh.get("target", NOT_READ),
             holds=self.holds,
             prediction=self.prediction,
+            steered=fresh.get("steered", False),
         )
 
     def _reread(self, move: Move, planned: PodInfo) -> MoveResult | tuple[PodInfo, GuardContext]:
@@ -664,6 +666,7 @@ class MoveExecutor:
         if not self._serving_enough(pod):
             why = f"{msg}; the eviction fallback does not take the service's only serving pod (planner.minServingPods)"
             return self._block(move, "surge", why, "evict", reason, econ)
+        ctx = replace(ctx, steered=False)  # the eviction's replacement goes where kube-scheduler's scores put it
         blockers = tuple(check_guards(pod, ctx))
         if blockers:
             return self._blocked(move, blockers, "evict", reason)

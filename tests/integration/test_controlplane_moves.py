@@ -57,18 +57,30 @@ class MoveOnce:
 
 
 class PodWatch:
-    """Every event of a watch on the namespace's pods: ``(s, type, name, node, ready, terminating, annotations)``."""
+    """Every event of a watch on the pods of ``selector``: ``(s, type, name, node, ready, terminating, annotations)``
+    tuples, from a thread."""
 
-    def __init__(self, cp, ns: str):
+    def __init__(self, cp, ns: str, selector: str):
         self.events: list[tuple] = []
         self._w = kwatch.Watch()
         self._core = kclient.CoreV1Api(cp.api())
-        self._ns = ns
+        self._ns, self._selector = ns, selector
+        self._stopped = threading.Event()
         self._t = threading.Thread(target=self._run, daemon=True)
         self._t.start()
 
     def _run(self) -> None:
-        for ev in self._w.stream(self._core.list_namespaced_pod, self._ns, timeout_seconds=600):
+        try:
+            self._watch()
+        except Exception:  # the stream breaks when stop() closes it
+            if not self._stopped.is_set():
+                raise
+
+    def _watch(self) -> None:
+        stream = self._w.stream(
+            self._core.list_namespaced_pod, self._ns, label_selector=self._selector, timeout_seconds=600
+        )
+        for ev in stream:
             p = ev["object"]
             ready = any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions or []))
             self.events.append(
@@ -84,7 +96,9 @@ class PodWatch:
             )
 
     def stop(self) -> None:
+        self._stopped.set()
         self._w.stop()
+        self._t.join(10)
 
     def serving_counts(self) -> list[int]:
         """The number of Ready, non-terminating pods after each event."""
@@ -136,7 +150,7 @@ def test_a_single_replica_deployment_moves_make_before_break_and_the_replicaset_
             cp.kubectl("uncordon", n)
         wait_for(lambda: all(not get_json(cp, "node", n)["spec"].get("unschedulable") for n in (b, c)), 30, "uncordon")
 
-        watch = PodWatch(cp, ns)
+        watch = PodWatch(cp, ns, "app=mv-api")
         api = cp.api(USER)
         cfg = load_descheduler_config(
             {

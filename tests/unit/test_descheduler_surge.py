@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from descheduler.config import load_descheduler_config
-from descheduler.guards import EvictionHistory
+from descheduler.guards import CycleLedger, EvictionHistory, GuardContext, guard_infeasible
 from descheduler.loop import CycleDeps, run_once
 from descheduler.metrics import DeschedulerMetrics
 from descheduler.scale import ScaleApiError
@@ -525,3 +525,17 @@ def test_the_hierarchical_planner_proposes_a_services_only_pod_when_the_gate_mov
         gate = Gate(mbb)
         planner.plan(snap, ClusterIndex.build(snap), TopologyHeuristic(), gate=gate)
         assert gate.admitted[:1] == want
+
+
+def test_a_make_before_break_move_is_checked_against_kube_schedulers_filters_not_its_scores():
+    class Prediction:  # kube-scheduler's scores would bring an evicted pod's replacement back; its filters pass
+        def undone(self, pod, to, index):
+            return "it would come back to n1"
+
+        def rejects(self, pod, to, index):
+            return None
+
+    snap = snapshot([SRC], [deployment("api", 1)])
+    base = GuardContext(snap, config(), CycleLedger(), to_node="n2", prediction=Prediction())
+    assert guard_infeasible(SRC, base) is not None and "come back" in guard_infeasible(SRC, base)
+    assert guard_infeasible(SRC, replace(base, steered=True)) is None
