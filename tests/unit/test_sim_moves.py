@@ -204,8 +204,10 @@ def extender_steered(sim) -> bool:
 
 
 def test_the_same_move_by_eviction_fails_requests_while_the_replacement_starts():
-    _sim, reports, failed, ready, _target = moved_run("evict")
+    sim, reports, failed, ready, _target = moved_run("evict")
     assert [r.outcome for rep in reports for r in rep.results] == ["evicted"]
     assert failed[2] > 0 and sum(failed[:2]) == 0 and sum(failed[3:]) == 0
-    # the service's capacity was gone for the start-up delay: about a third of the minute's requests
-    assert failed[2] == pytest.approx(sum(failed), rel=1e-9)
+    # every request needs the frontend, whose only pod was gone for the 20 s start-up delay: a third of the minute's
+    # requests (plus the few in flight)
+    offered = sim.result().series["offered"][2]
+    assert 0.3 * offered < failed[2] < 0.4 * offered
