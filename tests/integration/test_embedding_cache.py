@@ -365,10 +365,10 @@ def test_the_descheduler_link_stores_embeddings_of_its_snapshot_and_publishes_it
     again, _ = link.embeddings_for(snap)  # fresh in the cache: read, not re-encoded
     assert again.version == 1
     assert reg.get_sample_value("hrl_encoder_duration_seconds_count") == 1
-    assert link.publish_intent((2.0, 0.5), dry_run=True) == []
+    assert link.publish_intent(Intent((2.0, 0.5)), dry_run=True) == []
     with GrpcEmbeddingCache(server.address, 2.0) as c:
         assert not c.get_intent().found  # a dry run publishes nothing
-        assert link.publish_intent((2.0, 0.5), dry_run=False) == []
+        assert link.publish_intent(Intent((2.0, 0.5)), dry_run=False) == []
         it = c.get_intent().entry
     assert (
         it.values == (2.0, 0.5) and it.names == ("locality_weight", "balance_weight") and it.source == "hrl-descheduler"
@@ -376,7 +376,7 @@ def test_the_descheduler_link_stores_embeddings_of_its_snapshot_and_publishes_it
     server.stop()
     _e, warnings = link.embeddings_for(snap)
     assert any("could not store" in w or "UNAVAILABLE" in w for w in warnings)
-    assert link.publish_intent((1.0, 1.0), dry_run=False)[0].startswith("cache: could not publish the intent")
+    assert link.publish_intent(Intent((1.0, 1.0)), dry_run=False)[0].startswith("cache: could not publish the intent")
 
 
 # ---- the commands, wired end to end ------------------------------------------------------------------------
