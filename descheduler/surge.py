@@ -601,6 +601,7 @@ class SurgeDriver:
         self.recorder = recorder
         self.events: list[SurgeEvent] = []
         self.started: set[str] = set()
+        self.scaled_down: set[str] = set()
         self.unwritable: str | None = None
         self._deployment: dict[str, WorkloadInfo | None] = {}
         self._pods: dict[str, list[PodInfo]] = {}
@@ -790,7 +791,10 @@ class SurgeDriver:
         w = deployment_named(self.snapshot, m.workload)
         if w is None or w.replicas <= 0:
             return None
-        return self.mover.scale(m.workload, w.replicas - 1, expect=w.replicas)
+        res = self.mover.scale(m.workload, w.replicas - 1, expect=w.replicas)
+        if res.outcome == "scaled":
+            self.scaled_down.add(m.workload)
+        return res
 
     def _failed(self, m: SurgeMove, step: Step, reason: str, msg: str) -> None:
         """An API call of ``step`` failed: try again next cycle until the deadline, then abort with ``reason``."""
@@ -823,8 +827,14 @@ class SurgeDriver:
     def replica_targets(self, targets: Mapping[str, int]) -> dict[str, int]:
         """The plan's replica targets with the pending surges counted: a workload whose surge began this cycle keeps
         the surge's count (its scale change waits one cycle, so the new pods are not all steered to the target);
-        one still surging from an earlier cycle gets its target + 1."""
+        one still surging from an earlier cycle gets its target + 1; one a drain or an abort scaled back down this
+        cycle keeps that count (a scale-down on top, planned on the observation before it, would remove the pod the
+        move kept: the youngest, which the ReplicaSet removes first)."""
         out = dict(targets)
+        for key in self.scaled_down:
+            w = deployment_named(self.snapshot, key)
+            if key in out and w is not None:
+                out[key] = w.replicas - 1
         for key in self.book.surging():
             if key not in out:
                 continue

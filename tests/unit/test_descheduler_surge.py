@@ -313,6 +313,17 @@ def test_the_replica_targets_count_a_pending_surge_and_hold_the_one_begun_this_c
     assert out == {f"{NS}/api": 2, f"{NS}/web": 4, f"{NS}/db": 2}
 
 
+def test_a_deployment_a_drain_scaled_back_down_keeps_that_count_this_cycle():
+    api = FakeMoveApi({f"{NS}/api": 3})
+    new = pod("api", "n2", "bbbbb")
+    s = snapshot([SRC, new, pod("api", "n3", "ccccc")], [deployment("api", 3)])
+    d = driver(api, s, SurgeBook([move(known=(SRC.key, f"{NS}/api-7d9f8c6b5-ccccc"))]), now=60.0)
+    d.advance()
+    assert api.replicas[f"{NS}/api"] == 2  # the drain's scale-down
+    # the autoscaler planned 1 on the observation of 3: that would remove the new pod too; it waits a cycle
+    assert d.replica_targets({f"{NS}/api": 1}) == {f"{NS}/api": 2}
+
+
 def test_a_quota_without_room_for_one_more_pod_forbids_the_surge():
     full = {"metadata": {"name": "q"}, "status": {"hard": {"pods": "3", "requests.cpu": "1"}, "used": {"pods": "3"}}}
     cpu = {"metadata": {"name": "c"}, "status": {"hard": {"requests.cpu": "1"}, "used": {"requests.cpu": "950m"}}}
