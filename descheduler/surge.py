@@ -506,11 +506,11 @@ def decide(m: SurgeMove, snapshot: ClusterSnapshot, now_s: float) -> Step:
             message=f"the new pod {p.key} was bound to {p.node_name}, not {m.to_node}",
         )
     if now_s >= m.deadline_s:
-        victim = (waiting or elsewhere or [None])[-1]
+        left = waiting or elsewhere
         return Step(
             "abort",
             "not_ready",
-            mark=victim.key if victim is not None else "",
+            mark=left[-1].key if left else "",
             scale_down=True,
             message=f"no new pod Ready on {m.to_node} within {m.deadline_s - m.started_at_s:.0f} s",
         )
