@@ -21,7 +21,10 @@ Usage::
   ``deployments/scale`` (``descheduler/scale.py``; a Deployment an HPA targets is left alone), unless
   ``scaling.enabled`` is false; with ``resize.enabled`` (planner ``hierarchical``) the plan's in-place CPU resizes
   go through ``pods/resize`` (``descheduler/resize.py``; a pod whose Deployment a VerticalPodAutoscaler owns is
-  left alone).
+  left alone). A planned move is made make-before-break where it can (``moves.strategy: surge``,
+  ``descheduler/surge.py``: scale up by one, the new pod steered by the pending-move record published to the
+  embedding cache, the old pod marked with the lowest ``pod-deletion-cost`` and scaled away once the new one is
+  Ready; it spans cycles, so ``--once`` needs a ``stateFile`` for it, else its moves take ``moves.fallback``).
 - Planner state (the hierarchical planner's rate history and last intent) is kept in ``stateFile`` next to
   the eviction history, so a CronJob's next run continues from it; dry runs do not write it. A planner state
   that cannot be read (an older layout, a bad value) is dropped with one warning line and the planner starts
