@@ -614,12 +614,6 @@ class MoveExecutor:
         snap = self.view.index.snapshot
         if self._traffic is None:
             self._traffic = traffic_of(snap.graph)
-        serving = [
-            p
-            for p in self.view.pods.values()
-            if p.service == pod.service and p.namespace == pod.namespace and p.node_name is not None
-            and not p.terminating and p.ready is not False
-        ]  # fmt: skip
         return model.evaluate(
             pod,
             move.to_node,
@@ -628,20 +622,23 @@ class MoveExecutor:
             traffic=self._traffic,
             nodes=self.view.nodes,
             app_use_m=app_use_by_node(snap),
-            only_serving_pod=len(serving) <= 1,
+            only_serving_pod=self._serving(pod) <= 1,
         )
 
-    def _serving_enough(self, pod: PodInfo) -> bool:
-        """Whether the service keeps ``planner.minServingPods`` serving pods counting ``pod`` (bound, not terminating,
-        not known unready): the eviction fallback never takes a service's only serving pod when that is >= 2."""
-        need = self.config.planner.min_serving_pods
-        n = sum(
+    def _serving(self, pod: PodInfo) -> int:
+        """The serving pods of ``pod``'s service on the planning view, ``pod`` included: bound, not terminating, not
+        known to be unready."""
+        return sum(
             1
             for p in self.view.pods.values()
             if p.service == pod.service and p.namespace == pod.namespace and p.node_name is not None
             and not p.terminating and p.ready is not False
         )  # fmt: skip
-        return n >= need
+
+    def _serving_enough(self, pod: PodInfo) -> bool:
+        """Whether the service has ``planner.minServingPods`` serving pods counting ``pod``: the eviction fallback
+        never takes a service's only serving pod when that is >= 2."""
+        return self._serving(pod) >= self.config.planner.min_serving_pods
 
     def _surge(self, move: Move, pod: PodInfo, ctx: GuardContext, econ: MoveEconomics | None) -> Admission:
         """Make ``move`` make-before-break (:meth:`descheduler.surge.SurgeDriver.start`); where the fresh objects forbid

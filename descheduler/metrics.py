@@ -3,7 +3,8 @@
 - ``hrl_descheduler_evictions_total{outcome}``: eviction attempts by outcome (evicted, refused, not_found,
   error, dry_run);
 - ``hrl_descheduler_blocked_total{guard}``: planned moves a guard blocked, by guard name (one move blocked
-  by two guards counts once for each);
+  by two guards counts once for each; with ``cost``: the move cost model, and ``surge``: no make-before-break move
+  and no fallback, :data:`descheduler.loop.BLOCKER_NAMES`);
 - ``hrl_descheduler_planned_moves_total{reason}``: moves the high-level policy planned, by reason;
 - ``hrl_descheduler_cycle_duration_seconds``: histogram of whole-cycle wall time;
 - ``hrl_descheduler_cycles_total{result}``: cycles that completed (``ok``) or failed (``error``);
@@ -59,8 +60,7 @@ from prometheus_client import (
 from policy.state import MoveReason
 
 from .evict import EVICTION_OUTCOMES
-from .guards import GUARD_NAMES
-from .loop import STOP_KINDS
+from .loop import BLOCKER_NAMES, STOP_KINDS
 from .resize import RESIZE_OUTCOMES
 from .scale import SCALE_OUTCOMES
 from .surge import ABORT_REASONS, SURGE_REFUSALS
@@ -182,7 +182,7 @@ class DeschedulerMetrics:
             self.scale.labels(outcome=o)
         for o in EVICTION_OUTCOMES:
             self.evictions.labels(outcome=o)
-        for g in GUARD_NAMES:
+        for g in BLOCKER_NAMES:
             self.blocked.labels(guard=g)
         for reason in get_args(MoveReason):
             self.planned.labels(reason=reason)

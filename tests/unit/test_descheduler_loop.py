@@ -472,7 +472,7 @@ def test_metrics_count_outcomes_guards_and_planned_moves_without_pod_or_node_lab
     assert v("hrl_descheduler_planned_moves_total", {"reason": "locality"}) == 2
     assert v("hrl_descheduler_cycle_duration_seconds_count") == 1
     labels = {k for m in registry.collect() for s in m.samples for k in s.labels}
-    assert labels <= {"outcome", "guard", "reason", "result", "le", "kind"}
+    assert labels <= {"outcome", "guard", "reason", "result", "le", "kind", "path"}
 
 
 def test_run_forever_runs_the_requested_cycles_and_survives_a_failing_one():
