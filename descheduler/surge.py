@@ -280,17 +280,21 @@ def surge_pdb_blocker(pod: PodInfo, views: Sequence[PdbView]) -> str | None:
 # ---- the Deployment of a pod ---------------------------------------------------------------------------------------
 
 
-def deployment_of(pod: PodInfo, snapshot: ClusterSnapshot) -> WorkloadInfo | None:
-    """The Deployment whose ReplicaSet controls ``pod``: in its namespace, its selector matching the pod's labels and
-    the ReplicaSet named ``<deployment>-<hash>`` (the Deployment controller's naming); ``None`` otherwise."""
+def _owned_by(pod: PodInfo, w: WorkloadInfo) -> bool:
+    """Whether ``pod``'s ReplicaSet is one of Deployment ``w``'s: same namespace, ``w``'s selector matching the pod,
+    and the ReplicaSet named ``<deployment>-<pod-template-hash>`` (the Deployment controller's naming; with no
+    ``pod-template-hash`` label, any ``<deployment>-`` prefix)."""
     o = pod.owner
-    if o is None or o.kind != "ReplicaSet":
-        return None
-    for w in snapshot.workloads:
-        if w.kind == "Deployment" and w.namespace == pod.namespace and o.name.startswith(w.name + "-"):
-            if w.selector.matches(pod.labels):
-                return w
-    return None
+    if o is None or o.kind != "ReplicaSet" or w.kind != "Deployment" or w.namespace != pod.namespace:
+        return False
+    h = pod.labels.get("pod-template-hash")
+    named = o.name == f"{w.name}-{h}" if h else o.name.startswith(w.name + "-")
+    return named and w.selector.matches(pod.labels)
+
+
+def deployment_of(pod: PodInfo, snapshot: ClusterSnapshot) -> WorkloadInfo | None:
+    """The Deployment whose ReplicaSet controls ``pod`` (:func:`_owned_by`), ``None`` otherwise."""
+    return next((w for w in snapshot.workloads if _owned_by(pod, w)), None)
 
 
 def deployment_named(snapshot: ClusterSnapshot, key: str) -> WorkloadInfo | None:
@@ -301,17 +305,8 @@ def deployment_named(snapshot: ClusterSnapshot, key: str) -> WorkloadInfo | None
 
 
 def workload_pods(w: WorkloadInfo, snapshot: ClusterSnapshot) -> list[PodInfo]:
-    """The pods of Deployment ``w`` in ``snapshot``: its namespace, its selector, a ReplicaSet owner named after it."""
-    prefix = w.name + "-"
-    return [
-        p
-        for p in snapshot.pods
-        if p.namespace == w.namespace
-        and p.owner is not None
-        and p.owner.kind == "ReplicaSet"
-        and p.owner.name.startswith(prefix)
-        and w.selector.matches(p.labels)
-    ]
+    """The pods of Deployment ``w`` in ``snapshot`` (their ReplicaSet is one of ``w``'s: :func:`_owned_by`)."""
+    return [p for p in snapshot.pods if _owned_by(p, w)]
 
 
 # ---- the record of a move in progress ------------------------------------------------------------------------------

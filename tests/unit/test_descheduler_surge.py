@@ -23,7 +23,9 @@ from descheduler.surge import (
     SurgeDriver,
     SurgeMove,
     decide,
+    deployment_of,
     quota_blocker,
+    workload_pods,
 )
 from policy.highlevel import FixedIntent, HierarchicalPolicy
 from policy.index import ClusterIndex
@@ -550,3 +552,14 @@ def test_a_make_before_break_move_is_checked_against_kube_schedulers_filters_not
     base = GuardContext(snap, config(), CycleLedger(), to_node="n2", prediction=Prediction())
     assert guard_infeasible(SRC, base) is not None and "come back" in guard_infeasible(SRC, base)
     assert guard_infeasible(SRC, replace(base, steered=True)) is None
+
+
+def test_a_pods_deployment_is_the_one_its_replicaset_is_named_after_by_the_pod_template_hash():
+    v2 = replace(
+        pod("api", "n1", "ddddd"),
+        owner=OwnerRef("ReplicaSet", "api-v2-6b7c8d9f5"),
+        labels=frozen_map({"app": "api", "pod-template-hash": "6b7c8d9f5"}),
+    )
+    snap = snapshot([v2], [deployment("api"), replace(deployment("api"), name="api-v2")])
+    assert deployment_of(v2, snap).name == "api-v2"  # "api-" is a prefix of its ReplicaSet's name too
+    assert workload_pods(deployment("api"), snap) == []
