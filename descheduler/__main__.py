@@ -21,7 +21,10 @@ Usage::
   ``deployments/scale`` (``descheduler/scale.py``; a Deployment an HPA targets is left alone), unless
   ``scaling.enabled`` is false; with ``resize.enabled`` (planner ``hierarchical``) the plan's in-place CPU resizes
   go through ``pods/resize`` (``descheduler/resize.py``; a pod whose Deployment a VerticalPodAutoscaler owns is
-  left alone).
+  left alone). A planned move is made make-before-break where it can (``moves.strategy: surge``,
+  ``descheduler/surge.py``: scale up by one, the new pod steered by the pending-move record published to the
+  embedding cache, the old pod marked with the lowest ``pod-deletion-cost`` and scaled away once the new one is
+  Ready; it spans cycles, so ``--once`` needs a ``stateFile`` for it, else its moves take ``moves.fallback``).
 - Planner state (the hierarchical planner's rate history and last intent) is kept in ``stateFile`` next to
   the eviction history, so a CronJob's next run continues from it; dry runs do not write it. A planner state
   that cannot be read (an older layout, a bad value) is dropped with one warning line and the planner starts
@@ -76,6 +79,7 @@ from .reread import ClusterReader
 from .resize import DryRunResizer, GatedResizer, Resizer
 from .scale import DryRunScaler, GatedScaler, Scaler
 from .snapshot import load_snapshot_file, load_topology
+from .surge import ApiMover
 
 PROG = "hrl-descheduler"
 
@@ -166,6 +170,9 @@ def format_report(report: CycleReport, inputs: Sequence[str] = ()) -> str:
     lines = [head, f"intent: [{intent}]"]
     for sr in report.scaling:
         lines.append(f"scale {sr.workload}: {sr.outcome} ({sr.message})")
+    for ev in report.surges:
+        why = f" ({ev.reason})" if ev.reason else ""
+        lines.append(f"move {ev.pod} {ev.from_node} -> {ev.to_node}: {ev.outcome}{why}: {ev.message}")
     for rr in report.resizes:
         lines.append(f"resize {rr.pod}: {rr.outcome} ({rr.message})")
     if report.results:
@@ -330,14 +337,21 @@ def _policies(config: DeschedulerConfiguration, history: EvictionHistory) -> tup
     return planner, placement
 
 
-def _actuators(config: DeschedulerConfiguration, api_client: Any) -> tuple[Evictor, Scaler | None, Resizer | None]:
-    """The evictor, scaler and resizer: the live cluster's (``api_client``), or dry runs."""
+def _actuators(
+    config: DeschedulerConfiguration, api_client: Any, once: bool = False
+) -> tuple[Evictor, Scaler | None, Resizer | None, ApiMover | None, list[str]]:
+    """The evictor, scaler, resizer and mover: the live cluster's (``api_client``), or dry runs (no mover without a
+    cluster). No mover either when make-before-break moves could not finish: ``--once`` without a ``stateFile`` (a
+    surge spans cycles; the next run would not know it) or ``scaling.enabled`` false; the moves then take
+    ``moves.fallback``, and the returned warnings say why."""
     live = api_client is not None
     evictor: Evictor = DryRunEvictor()
     scaler: Scaler | None = None
     resizer: Resizer | None = None
+    mover: ApiMover | None = None
+    warnings: list[str] = []
     if live:
-        from .kube import KubeEvictor, KubeResizer, KubeScaler
+        from .kube import KubeEvictor, KubeMover, KubeResizer, KubeScaler
 
         if not config.dry_run:
             evictor = KubeEvictor(api_client)
@@ -345,10 +359,18 @@ def _actuators(config: DeschedulerConfiguration, api_client: Any) -> tuple[Evict
             scaler = KubeScaler(api_client, dry_run=config.dry_run)
         if config.resize.enabled:
             resizer = KubeResizer(api_client, dry_run=config.dry_run)
+        if config.moves.strategy == "surge" and config.scaling.enabled:
+            if once and not config.state_file:
+                warnings.append(
+                    "moves.strategy surge needs a stateFile with --once (a make-before-break move spans cycles): "
+                    f"this run's moves take moves.fallback ({config.moves.fallback})"
+                )
+            else:
+                mover = KubeMover(api_client, dry_run=config.dry_run)
     else:
         scaler = DryRunScaler() if config.scaling.enabled else None
         resizer = DryRunResizer() if config.resize.enabled else None
-    return evictor, scaler, resizer
+    return evictor, scaler, resizer, mover, warnings
 
 
 def _live_inputs(
@@ -387,7 +409,7 @@ def _emitter(
             except (HistoryError, TypeError, ValueError) as exc:
                 _err(f"{PROG}: warning: could not save the planner state: {exc}")
         if link is not None:
-            for w in link.after_cycle(report.intent, report.dry_run):
+            for w in link.after_cycle(report.intent, report.dry_run, report.pending_moves):
                 _err(f"{PROG}: warning: {w}")
         now = time.time()
         if args.json:
@@ -461,6 +483,7 @@ def _run_interval(
                     evictor=LeaderGatedEvictor(deps.evictor, elector),
                     scaler=None if deps.scaler is None else GatedScaler(deps.scaler, elector.is_leader, why),
                     resizer=None if deps.resizer is None else GatedResizer(deps.resizer, elector.is_leader, why),
+                    mover=None if deps.mover is None else deps.mover.gated(elector.is_leader, why),
                 )
                 loop(over, gated)
 
@@ -491,7 +514,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cluster = _connect(args, config, graph, once)
         first, history = _first_read(cluster, config)
         planner, placement = _policies(config, history)
-        evictor, scaler, resizer = _actuators(config, cluster.api_client)
+        evictor, scaler, resizer, mover, more = _actuators(config, cluster.api_client, once)
+        warnings.extend(more)
         metrics = DeschedulerMetrics()
         register_process_metrics(metrics.registry, PROG)
         live, planner = _live_inputs(config, cluster, planner, metrics, resizer is not None)
@@ -511,6 +535,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             metrics=metrics,
             scaler=scaler,
             resizer=resizer,
+            mover=mover,
             reader=cluster.reader,
             recorder=cluster.recorder,
         )

@@ -8,8 +8,10 @@ Each cycle the descheduler (a CronJob's short-lived pod, or the interval-mode De
    requests, limits, measured usage; edge features: call rates and the same-node share of each call) and
    stores the result, so the extender finds it;
 2. **writes its intent** (:meth:`CacheLink.publish_intent`): the plan's intent vector, which the extender
-   copies and passes to its placement policy. A dry run publishes no intent (it changes nothing that
-   steers scheduling); embeddings are derived data and are stored in dry runs too.
+   copies and passes to its placement policy, with the make-before-break moves in progress
+   (:class:`policy.intent.PendingMove`: the extender scores each one's target highest for its service's new pod).
+   A dry run publishes no intent (it changes nothing that steers scheduling); embeddings are derived data and are
+   stored in dry runs too.
 
 The cache being down never fails a cycle: the link returns warnings (printed on stderr) and counts the
 failures in ``hrl_cache_client_requests_total``.
@@ -18,7 +20,7 @@ failures in ``hrl_cache_client_requests_total``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -33,7 +35,7 @@ from policy.cache import (
     fingerprint,
 )
 from policy.encoder import DEFAULT_ENCODER_BUNDLE, GraphEncoder, colocation_from_snapshot, stats_from_snapshot
-from policy.intent import Intent
+from policy.intent import Intent, PendingMove
 from policy.state import ClusterSnapshot
 
 from .config import CacheConfig
@@ -118,29 +120,34 @@ class CacheLink:
             warnings.append(f"cache: could not store the embeddings: {exc}")
             return EmbeddingEntry(fp, services, z, 0, self.clock(), self.encoder().version), warnings
 
-    def publish_intent(self, intent: Intent, dry_run: bool) -> list[str]:
+    def publish_intent(self, intent: Intent, dry_run: bool, pending_moves: Sequence[PendingMove] = ()) -> list[str]:
         """Store the plan's ``intent`` in the cache (its vector and per-service co-location priorities, in the wire
-        form of :meth:`policy.intent.Intent.to_wire`) unless ``dry_run``. Returns warnings; never raises for cache
-        trouble."""
+        form of :meth:`policy.intent.Intent.to_wire`) with the make-before-break moves in progress
+        (``pending_moves``: the extender steers their new pods to their targets) unless ``dry_run``. Returns
+        warnings; never raises for cache trouble."""
         if dry_run:
             return []
         try:
             names, values = intent.to_wire()
             self.cache.put_intent(
-                values, names if len(names) == len(values) else [], source=SOURCE, timestamp_s=self.clock()
+                values,
+                names if len(names) == len(values) else [],
+                source=SOURCE,
+                timestamp_s=self.clock(),
+                pending_moves=tuple(pending_moves),
             )
         except (CacheUnavailable, ValueError) as exc:
             return [f"cache: could not publish the intent: {exc}"]
         return []
 
-    def after_cycle(self, intent: Intent, dry_run: bool) -> list[str]:
+    def after_cycle(self, intent: Intent, dry_run: bool, pending_moves: Sequence[PendingMove] = ()) -> list[str]:
         """After a cycle: make sure the embeddings of the last observed snapshot are stored, then publish the
-        intent. Returns warnings."""
+        intent and the moves in progress. Returns warnings."""
         warnings: list[str] = []
         if self.last_snapshot is not None:
             _e, w = self.embeddings_for(self.last_snapshot)
             warnings += w
-        return warnings + self.publish_intent(intent, dry_run)
+        return warnings + self.publish_intent(intent, dry_run, pending_moves)
 
 
 def cache_link_from_config(

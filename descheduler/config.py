@@ -68,6 +68,28 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
       minReplicas: 1
       maxReplicas: 10
       maxStepPerCycle: 4          # replicas added or removed per Deployment per cycle; null = no cap
+    moves:                        # how a planned move is made (descheduler/surge.py; DESIGN.md section 5)
+      strategy: surge             # surge: make-before-break (scale the Deployment up by one, the new pod on the
+                                  #   target, then the old pod goes by a scale-down) | evict: the Eviction API only
+      fallback: evict             # where a surge is not possible (an HPA owns the replicas, a PodDisruptionBudget or
+                                  #   a ResourceQuota forbids it, not a Deployment, scaling off): evict | skip
+      steerDelaySeconds: 15       # the scale-up waits this long after the move is announced to the extender
+                                  #   (its cache.refreshSeconds, 10 by default, + margin); 0 = in the same cycle
+      surgeTimeoutSeconds: 600    # abort a surge whose new pod is not Ready on the target by then (> one cycle)
+      maxPending: 10              # surges in progress at once
+      costModel:                  # a move is made only when its predicted gain exceeds its predicted cost
+        enabled: true             #   (policy/highlevel/move_cost.py: the objective's units)
+        sloP95Ms: null            #   the latency unit; null = planner.intentPolicy.sloP95Ms, else 100
+        horizonSeconds: 600       #   how long a new placement is expected to last
+        overlapSeconds: null      #   how long the surge pod runs next to the old one; null = intervalSeconds
+        startupSeconds: 20        #   a replacement's time to Ready (the eviction path's outage of a lone pod)
+        cpuPrice: 0.5             #   the objective's price of CPU
+        cpuReferenceCores: null   #   C0; null = the CPU requests of the call graph's pods
+        failedWeight: 100         #   the objective's weight of the failed share
+        sameZoneCallMs: 0.45      #   network delay a call saves by sharing a node (within a zone)
+        crossZoneCallMs: 1.95     #   ... across zones
+        loadFactor: 2.05          #   nodes' utilisation judged at this multiple of the current load
+        minNetGain: 0.0           #   the net gain (objective units) a move must exceed
     resize:                       # in-place CPU resizes through pods/resize (descheduler/resize.py); hierarchical only
       enabled: false              # true: the planner plans resizes (policy.highlevel.ResizePlanner) and they are made
       maxPerCycle: 10             # resizes per cycle (0: none)
@@ -122,7 +144,7 @@ from pydantic import Field, field_validator, model_validator
 from policy import highlevel
 from policy.bundle import DEFAULT_BUNDLES, bundle_error_line
 from policy.config import ConfigModel, ExistingBundle, ExistingPath, load_config
-from policy.highlevel import HighLevelPolicy, RebalanceHeuristic, ResizePlanner
+from policy.highlevel import HighLevelPolicy, MoveCostModel, RebalanceHeuristic, ResizePlanner
 from policy.live import MetricsSourcesConfig
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy, TopologyHeuristic, load_learned_placement
 
@@ -141,11 +163,14 @@ __all__ = [
     "PlacementConfig",
     "ScalingConfig",
     "ResizeConfig",
+    "CostModelConfig",
+    "MovesConfig",
     "DeschedulerConfiguration",
     "load_descheduler_config",
     "planner_from_config",
     "resize_planner_from_config",
     "placement_from_config",
+    "cost_model_from_config",
 ]
 
 KIND = "DeschedulerConfiguration"
@@ -332,6 +357,68 @@ class ResizeConfig(ConfigModel):
         return self
 
 
+class CostModelConfig(ConfigModel):
+    """The move cost model (:class:`policy.highlevel.MoveCostModel`, whose docstring gives every parameter's source):
+    with ``enabled`` a planned move is made only when its predicted gain over ``horizonSeconds`` exceeds its
+    predicted cost by ``minNetGain`` (objective units), and an eviction whose cost cannot be priced (no measured
+    request rate or CPU use) is not made."""
+
+    enabled: bool = True
+    slo_p95_ms: float | None = Field(None, gt=0.0)
+    horizon_seconds: float = Field(600.0, ge=0.0)
+    overlap_seconds: float | None = Field(None, ge=0.0)
+    startup_seconds: float = Field(20.0, ge=0.0)
+    cpu_price: float = Field(0.5, ge=0.0)
+    cpu_reference_cores: float | None = Field(None, gt=0.0)
+    failed_weight: float = Field(100.0, ge=0.0)
+    same_zone_call_ms: float = Field(0.45, ge=0.0)
+    cross_zone_call_ms: float = Field(1.95, ge=0.0)
+    load_factor: float = Field(2.05, ge=1.0)
+    min_net_gain: float = Field(0.0, ge=0.0)
+
+    @field_validator(
+        "slo_p95_ms",
+        "horizon_seconds",
+        "overlap_seconds",
+        "startup_seconds",
+        "cpu_price",
+        "cpu_reference_cores",
+        "failed_weight",
+        "same_zone_call_ms",
+        "cross_zone_call_ms",
+        "load_factor",
+        "min_net_gain",
+    )
+    @classmethod
+    def _finite(cls, v: float | None) -> float | None:
+        return v if v is None else _finite_number(v)
+
+
+class MovesConfig(ConfigModel):
+    """How a planned move is made (:mod:`descheduler.surge`): ``strategy: surge`` makes it before it breaks the old
+    placement where our autoscaler owns the Deployment's replica count (``scaling.enabled``, the Deployment in
+    ``planner.autoscaler.workloads`` or that list null, no HorizontalPodAutoscaler targeting it, one ReplicaSet, below
+    ``scaling.maxReplicas``) and no PodDisruptionBudget or ResourceQuota forbids one more pod; elsewhere ``fallback``
+    decides: ``evict`` (the Eviction API behind every guard; never a service's only serving pod when
+    ``planner.minServingPods`` >= 2) or ``skip``. ``strategy: evict`` is the Eviction API only. A surge whose new pod is
+    not Ready on the target within ``surgeTimeoutSeconds`` is aborted; at most ``maxPending`` surges run at once.
+    ``steerDelaySeconds``: the move is first announced to the extender (the pending-move record next to the intent in
+    the embedding cache) and the Deployment scaled up by the first cycle at least this long later, so the record has
+    reached the extender (its ``cache.refreshSeconds``) when the new pod is scheduled; 0 scales in the same cycle."""
+
+    strategy: Literal["surge", "evict"] = "surge"
+    fallback: Literal["evict", "skip"] = "evict"
+    steer_delay_seconds: float = Field(15.0, ge=0.0)
+    surge_timeout_seconds: float = Field(600.0, gt=0.0)
+    max_pending: int = Field(10, ge=0)
+    cost_model: CostModelConfig = CostModelConfig()
+
+    @field_validator("surge_timeout_seconds", "steer_delay_seconds")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        return _finite_number(v)
+
+
 class TopologyConfig(ConfigModel):
     """Where the call graph comes from: paths read by ``policy.topology.sources.load_graph``. Empty: the
     ``hrl-scheduler.io/depends-on`` annotations of the workloads and pods in the snapshot."""
@@ -443,6 +530,7 @@ class DeschedulerConfiguration(ConfigModel):
     placement: PlacementConfig = PlacementConfig()
     scaling: ScalingConfig = ScalingConfig()
     resize: ResizeConfig = ResizeConfig()
+    moves: MovesConfig = MovesConfig()
     topology: TopologyConfig = TopologyConfig()
     metrics: MetricsConfig = MetricsConfig()
     cache: CacheConfig | None = None
@@ -560,6 +648,30 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
         workloads=a.workloads if a is not None else None,
         excluded_namespaces=tuple(config.excluded_namespaces),
         evict_local_storage_pods=config.evict_local_storage_pods,
+    )
+
+
+def cost_model_from_config(config: DeschedulerConfiguration) -> MoveCostModel | None:
+    """The :class:`policy.highlevel.MoveCostModel` of ``moves.costModel`` (``None`` when not ``enabled``): its
+    parameters, the SLO from ``sloP95Ms`` (else ``planner.intentPolicy.sloP95Ms``, else the model's 100 ms) and the
+    surge's overlap from ``overlapSeconds`` (else ``intervalSeconds``: one cycle)."""
+    c = config.moves.cost_model
+    if not c.enabled:
+        return None
+    slo = c.slo_p95_ms if c.slo_p95_ms is not None else config.planner.intent_policy.slo_p95_ms
+    kw: dict[str, Any] = {} if slo is None else {"slo_p95_ms": float(slo)}
+    return MoveCostModel(
+        **kw,
+        failed_weight=c.failed_weight,
+        cpu_price=c.cpu_price,
+        cpu_reference_cores=c.cpu_reference_cores,
+        horizon_s=c.horizon_seconds,
+        overlap_s=c.overlap_seconds if c.overlap_seconds is not None else config.interval_seconds,
+        startup_s=c.startup_seconds,
+        same_zone_call_ms=c.same_zone_call_ms,
+        cross_zone_call_ms=c.cross_zone_call_ms,
+        load_factor=c.load_factor,
+        min_net_gain=c.min_net_gain,
     )
 
 

@@ -278,7 +278,8 @@ class GuardContext:
     when gone; :data:`NOT_READ` when not re-read), ``target`` (the re-read target node, ``None`` when gone;
     :data:`NOT_READ` when not re-read); ``holds``: workloads on hold after an eviction loop (workload → why);
     ``prediction``: where kube-scheduler would put the replacement (:class:`policy.highlevel.SchedulerModel`,
-    ``None``: not predicted)."""
+    ``None``: not predicted); ``steered``: the move is make-before-break (the extender steers the new pod to
+    ``to_node`` and the old pod stays until it is Ready: only kube-scheduler's filters are predicted)."""
 
     snapshot: ClusterSnapshot
     config: DeschedulerConfiguration
@@ -293,6 +294,7 @@ class GuardContext:
     target: NodeInfo | None | object = NOT_READ
     holds: Mapping[str, str] = field(default_factory=dict)
     prediction: SchedulerModel | None = None
+    steered: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -538,8 +540,8 @@ def guard_infeasible(pod: PodInfo, ctx: GuardContext) -> str | None:
     pod count), have room for its requests on the planning view (:func:`policy.lowlevel.resource_fit_failures`)
     and pass our placement policy's ``filter``; and kube-scheduler must be predicted to put it there rather than
     back (``ctx.prediction``, :class:`policy.highlevel.SchedulerModel`: node affinity, taints, inter-pod
-    (anti-)affinity, topology spread, resources). A move without a target needs some other node that passes the
-    same checks."""
+    (anti-)affinity, topology spread, resources; for a make-before-break move, ``ctx.steered``, its filters only:
+    the extender steers the new pod). A move without a target needs some other node that passes the same checks."""
     index = ctx.index if ctx.index is not None else ClusterIndex.build(ctx.snapshot)
     to = ctx.to_node
     if to is None:
@@ -558,7 +560,7 @@ def guard_infeasible(pod: PodInfo, ctx: GuardContext) -> str | None:
     if why is None and ctx.placement is not None:
         why = ctx.placement.filter(pod, [to], index).get(to)
     if why is None and ctx.prediction is not None:
-        why = ctx.prediction.undone(pod, to, index)
+        why = ctx.prediction.rejects(pod, to, index) if ctx.steered else ctx.prediction.undone(pod, to, index)
     if why is not None:
         return f"kube-scheduler would not put the replacement on {to}: {why}"
     return None

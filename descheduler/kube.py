@@ -69,6 +69,7 @@ from .reread import OwnerInfo
 from .resize import ApiResizer, ResizeApiError
 from .scale import ApiScaler, ScaleApiError
 from .snapshot import graph_from_annotations
+from .surge import ApiMover
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ __all__ = [
     "KubeScaler",
     "KubeResizeApi",
     "KubeResizer",
+    "KubeMoveApi",
+    "KubeMover",
     "POD_FIELD_SELECTOR",
     "label_selector_string",
 ]
@@ -535,6 +538,43 @@ class KubeScaler(ApiScaler):
 
     def __init__(self, api_client: kclient.ApiClient, *, dry_run: bool = False, timeout_s: float = 30.0):
         super().__init__(KubeScaleApi(api_client, timeout_s=timeout_s), dry_run=dry_run)
+
+
+# ---- make-before-break moves (descheduler/surge.py) -------------------------------------------------------------
+
+
+class KubeMoveApi(KubeScaleApi):
+    """:class:`descheduler.surge.MoverApi` with the ``kubernetes`` client: the scale subresource of
+    :class:`KubeScaleApi`, a JSON merge PATCH of a pod's ``metadata.annotations`` (core/v1 ``patch`` on ``pods``: the
+    ``controller.kubernetes.io/pod-deletion-cost`` a make-before-break move sets on the pod its scale-down removes) and
+    a LIST of the namespace's ResourceQuotas. Raw JSON in and out; failures are
+    :class:`~descheduler.scale.ScaleApiError` with the HTTP status."""
+
+    def __init__(self, api_client: kclient.ApiClient, *, timeout_s: float = 30.0):
+        super().__init__(api_client, timeout_s=timeout_s)
+        self.core = kclient.CoreV1Api(api_client)
+
+    def patch_pod_annotations(self, namespace: str, name: str, annotations: Any) -> dict[str, Any]:
+        body = {"metadata": {"annotations": dict(annotations)}}
+        return self._call(
+            "patch pod",
+            self.core.patch_namespaced_pod,
+            name,
+            namespace,
+            body,
+            _content_type="application/merge-patch+json",
+        )
+
+    def list_resource_quotas(self, namespace: str) -> list[dict[str, Any]]:
+        doc = self._call("list resourcequotas", self.core.list_namespaced_resource_quota, namespace)
+        return list(doc.get("items") or [])
+
+
+class KubeMover(ApiMover):
+    """The real :class:`~descheduler.surge.ApiMover`: over :class:`KubeMoveApi` (``dry_run=True`` reads only)."""
+
+    def __init__(self, api_client: kclient.ApiClient, *, dry_run: bool = False, timeout_s: float = 30.0):
+        super().__init__(KubeMoveApi(api_client, timeout_s=timeout_s), dry_run=dry_run)
 
 
 # ---- in-place resizes through pods/resize (descheduler/resize.py) ----------------------------------------------

@@ -54,17 +54,29 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Literal, cast
 
-from policy.highlevel import Admission, GatedPlanner, HighLevelPolicy, PlanView, SchedulerModel, planner_accepts_gate
+from policy.highlevel import (
+    Admission,
+    GatedPlanner,
+    HighLevelPolicy,
+    MoveCostModel,
+    MoveEconomics,
+    PlanView,
+    SchedulerModel,
+    TrafficModel,
+    app_use_by_node,
+    planner_accepts_gate,
+    traffic_of,
+)
 from policy.index import ClusterIndex
-from policy.intent import Intent
+from policy.intent import Intent, PendingMove
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy
 from policy.state import ClusterSnapshot, Move, PodDisruptionBudgetInfo, PodInfo, WorkloadInfo
 
-from .config import DeschedulerConfiguration
+from .config import DeschedulerConfiguration, cost_model_from_config
 from .events import EventRecorder, ObjectRef
 from .evict import DryRunEvictor, Evictor, safe_evict
 from .guards import (
@@ -84,10 +96,13 @@ from .guards import (
 from .reread import READABLE_OWNER_KINDS, ClusterReader, OwnerInfo, SnapshotReader
 from .resize import RESIZE_OUTCOMES, Resizer, ResizeResult, dry_run_resizer, execute_resizes
 from .scale import SCALE_OUTCOMES, Scaler, ScaleResult, bound_target, dry_run_scaler, safe_scale
+from .surge import ApiMover, SurgeBook, SurgeDriver, SurgeEvent
 
 __all__ = [
     "MoveOutcome",
     "REPORT_OUTCOMES",
+    "BLOCKER_NAMES",
+    "MOVE_PATHS",
     "STOP_KINDS",
     "MoveResult",
     "CycleStop",
@@ -98,10 +113,30 @@ __all__ = [
     "run_forever",
 ]
 
-MoveOutcome = Literal["evicted", "refused", "not_found", "error", "dry_run", "blocked", "skipped"]
-#: Every per-move outcome of a cycle: the evictor's five, plus ``blocked`` (a guard said no) and ``skipped``
-#: (the pod changed since planning, or its re-read failed).
-REPORT_OUTCOMES: tuple[str, ...] = ("evicted", "refused", "not_found", "error", "dry_run", "blocked", "skipped")
+MoveOutcome = Literal["evicted", "surged", "refused", "not_found", "error", "dry_run", "blocked", "skipped"]
+#: Every per-move outcome of a cycle: the evictor's five, ``surged`` (taken as a make-before-break move,
+#: :mod:`descheduler.surge`: announced to the extender, or its Deployment already scaled up by one), ``blocked`` (a
+#: guard, the cost model or the surge rules said no) and ``skipped`` (the pod changed since planning, or its re-read
+#: failed).
+REPORT_OUTCOMES: tuple[str, ...] = (
+    "evicted",
+    "surged",
+    "refused",
+    "not_found",
+    "error",
+    "dry_run",
+    "blocked",
+    "skipped",
+)
+#: The names a move is blocked by: the guards (:data:`descheduler.guards.GUARD_NAMES`), ``cost`` (its predicted gain
+#: does not exceed its predicted cost, :class:`policy.highlevel.MoveCostModel`) and ``surge`` (no make-before-break
+#: move is possible and ``moves.fallback`` is ``skip``, or the fallback would evict a service's only serving pod).
+BLOCKER_NAMES: tuple[str, ...] = (*GUARD_NAMES, "cost", "surge")
+#: How a move is made: ``surge`` (make-before-break) or ``evict`` (the Eviction API).
+MOVE_PATHS: tuple[str, ...] = ("surge", "evict")
+#: The guards a make-before-break move does not run: it evicts nothing, so the PodDisruptionBudget's current budget
+#: and this cycle's 429s do not apply (:func:`descheduler.surge.surge_pdb_blocker` keeps the budget instead).
+SURGE_SKIPPED_GUARDS: tuple[str, ...] = ("pdb", "pdb_refused")
 
 StopKind = Literal["total_cap", "reread_failed", "history_unwritable"]
 #: Why a cycle stopped before the end of its plan (the typed limit outcome, and the two fail-closed stops).
@@ -111,12 +146,19 @@ STOP_KINDS: tuple[str, ...] = ("total_cap", "reread_failed", "history_unwritable
 @dataclass(frozen=True, slots=True)
 class MoveResult:
     """What became of one planned move: ``outcome`` (one of :data:`REPORT_OUTCOMES`), the guards that
-    blocked it (every one, not just the first) and a one-line ``message``."""
+    blocked it (every one, not just the first; names from :data:`BLOCKER_NAMES`), a one-line ``message``, the
+    ``path`` it took or would have taken (:data:`MOVE_PATHS`; ``""`` when none was chosen), ``fallback``: why it
+    could not be made make-before-break (:data:`descheduler.surge.SURGE_REFUSALS`; ``""`` when it was, or when
+    ``moves.strategy`` is ``evict``), and its ``economics`` (:class:`policy.highlevel.MoveEconomics`, ``None`` without
+    a cost model)."""
 
     move: Move
     outcome: MoveOutcome
     blockers: tuple[Blocker, ...] = ()
     message: str = ""
+    path: str = ""
+    fallback: str = ""
+    economics: MoveEconomics | None = None
 
     @property
     def blocked_by(self) -> tuple[str, ...]:
@@ -129,6 +171,9 @@ class MoveResult:
             "outcome": self.outcome,
             "blockers": [{"guard": b.guard, "reason": b.reason} for b in self.blockers],
             "message": self.message,
+            "path": self.path,
+            "fallback": self.fallback,
+            "economics": None if self.economics is None else self.economics.to_json(),
         }
 
 
@@ -164,7 +209,10 @@ class CycleReport:
     ``stop``: why the cycle stopped early (``None``: it did not); ``skipped_by_guard``: pods the cheap guards
     kept from being proposed at all, by guard (no API call); ``loop_holds``: workloads on hold after an eviction
     loop (new this cycle or still held); ``reads``: targeted re-reads made, by kind; ``cpu_s``: the process's CPU
-    time during the cycle (user + system).
+    time during the cycle (user + system); ``surges``: what happened to make-before-break moves this cycle
+    (:class:`descheduler.surge.SurgeEvent`: started, draining, completed, aborted with a reason);
+    ``pending_moves``: those still surging after the cycle, as the records the extender steers their new pods with
+    (:class:`policy.intent.PendingMove`, published next to the intent); :attr:`move_counts`: the moves by outcome.
     """
 
     started_at_s: float
@@ -188,6 +236,42 @@ class CycleReport:
     new_loop_holds: int = 0
     reads: Mapping[str, int] = field(default_factory=dict)
     cpu_s: float = 0.0
+    surges: tuple[SurgeEvent, ...] = field(default=())
+    pending_moves: tuple[PendingMove, ...] = field(default=())
+
+    @property
+    def move_counts(self) -> dict[str, Any]:
+        """What the cycle's moves came to: ``accepted`` (planned moves taken as make-before-break moves),
+        ``announced`` (their pending-move records published, the scale-up to follow), ``surged`` (Deployments scaled up
+        by one: the surge began), ``completed`` / ``aborted``
+        (make-before-break moves finished this cycle, ``aborted_by_reason``: :data:`descheduler.surge.ABORT_REASONS`),
+        ``evicted`` (moves made by the Eviction API), ``refused`` (planned moves not made, ``refused_by_reason``: the
+        first blocker's name, or ``eviction_refused`` for a PodDisruptionBudget's 429, or the outcome for
+        ``not_found`` / ``skipped`` / ``error``), ``fallback_by_reason``: moves that could not be made
+        make-before-break (:data:`descheduler.surge.SURGE_REFUSALS`), whichever way they went then, ``dry_run``."""
+        refused: Counter[str] = Counter()
+        fallback: Counter[str] = Counter(r.fallback for r in self.results if r.fallback)
+        for r in self.results:
+            if r.outcome == "blocked":
+                refused[r.blockers[0].guard if r.blockers else "blocked"] += 1
+            elif r.outcome == "refused":
+                refused["eviction_refused"] += 1
+            elif r.outcome in ("not_found", "skipped", "error"):
+                refused[r.outcome] += 1
+        aborted = Counter(e.reason for e in self.surges if e.outcome == "aborted")
+        return {
+            "accepted": sum(1 for r in self.results if r.outcome == "surged"),
+            "announced": sum(1 for e in self.surges if e.outcome == "announced"),
+            "surged": sum(1 for e in self.surges if e.outcome == "started"),
+            "completed": sum(1 for e in self.surges if e.outcome == "completed"),
+            "aborted": sum(aborted.values()),
+            "evicted": sum(1 for r in self.results if r.outcome == "evicted"),
+            "refused": sum(refused.values()),
+            "dry_run": sum(1 for r in self.results if r.outcome == "dry_run"),
+            "aborted_by_reason": dict(sorted(aborted.items())),
+            "refused_by_reason": dict(sorted(refused.items())),
+            "fallback_by_reason": dict(sorted(fallback.items())),
+        }
 
     @property
     def evictions(self) -> int:
@@ -237,6 +321,9 @@ class CycleReport:
             "scale_counts": self.scale_counts,
             "resizes": [r.to_json() for r in self.resizes],
             "resize_counts": self.resize_counts,
+            "surges": [e.to_json() for e in self.surges],
+            "pending_moves": [m.to_json() for m in self.pending_moves],
+            "move_counts": self.move_counts,
             "warnings": list(self.warnings),
         }
 
@@ -281,6 +368,8 @@ class MoveExecutor:
         holds: Mapping[str, str] | None = None,
         prediction: Any = None,
         dry_run: bool = False,
+        surges: SurgeDriver | None = None,
+        cost_model: MoveCostModel | None = None,
     ):
         self.snapshot = snapshot
         self.view = PlanView.of(index)
@@ -294,6 +383,9 @@ class MoveExecutor:
         self.holds = dict(holds or {})
         self.prediction = prediction
         self.dry_run = dry_run
+        self.surges = surges if surges is not None else SurgeDriver(SurgeBook(), None, config, snapshot, now_s)
+        self.cost_model = cost_model
+        self._traffic: TrafficModel | None = None
         self.ledger = CycleLedger()
         self.results: list[MoveResult] = []
         self.stop: CycleStop | None = None
@@ -351,36 +443,53 @@ class MoveExecutor:
                 return "cooldown"
         return None
 
+    def make_before_break(self, pod: PodInfo) -> bool:
+        """Whether ``pod`` would be moved make-before-break (no request and no capacity lost), from the observation
+        alone (no API call): the planner may then propose a service's only serving pod."""
+        return self.surges.unavailable(pod) is None
+
     def admit(self, move: Move) -> Admission:
-        """Guards, targeted re-read, guards again on the fresh objects, eviction (see the module docstring)."""
+        """The path (make-before-break where possible, else ``moves.fallback``), the guards, the cost model, the
+        targeted re-read, the guards again on the fresh objects, then the surge or the eviction (see the module
+        docstring)."""
         if self.stop is not None:
             return "stop"
         pod = self.view.pods.get(move.pod)
         if pod is None:
             self.results.append(MoveResult(move, "not_found", (), f"{move.pod} is not in the observed cluster"))
             return "reject"
-        ctx = self._context(move, pod)
-        blockers = tuple(check_guards(pod, ctx, only=(*CHEAP_GUARDS, "infeasible")))
+        why_not = self.surges.unavailable(pod) if move.to_node is not None else "no_target"
+        path = "surge" if why_not is None else "evict"
+        fallback = "" if why_not in (None, "strategy") else str(why_not)
+        if fallback and self.config.moves.fallback == "skip":
+            return self._block(move, "surge", f"no make-before-break move ({fallback}) and moves.fallback is skip")
+        skip = SURGE_SKIPPED_GUARDS if path == "surge" else ()
+        ctx = self._context(move, pod, steered=path == "surge")
+        blockers = tuple(check_guards(pod, ctx, only=(*CHEAP_GUARDS, "infeasible"), skip=skip))
         if blockers:
-            self.results.append(MoveResult(move, "blocked", blockers, "; ".join(str(b) for b in blockers)))
-            return "reject"
+            return self._blocked(move, blockers, path, fallback)
+        econ = self._price(pod, move, path)
+        if econ is not None and not econ.worth:
+            return self._block(move, "cost", econ.describe(), path, fallback, econ)
         try:
             fresh = self._reread(move, pod)
         except Exception as exc:  # noqa: BLE001 - fail closed: no eviction without a fresh view
             detail = " ".join(str(exc).split())[:300]
             why = f"cycle stopped: could not re-read the cluster: {type(exc).__name__}: {detail}"
-            self.results.append(MoveResult(move, "skipped", (), why))
+            self.results.append(MoveResult(move, "skipped", (), why, path, fallback))
             self.stop = CycleStop("reread_failed", why)
             return "stop"
         if isinstance(fresh, MoveResult):
-            self.results.append(fresh)
+            self.results.append(replace(fresh, path=path, fallback=fallback))
             return "reject"
         fpod, ctx = fresh
-        blockers = tuple(check_guards(fpod, ctx))
+        ctx = replace(ctx, steered=path == "surge")
+        blockers = tuple(check_guards(fpod, ctx, skip=skip))
         if blockers:
-            self.results.append(MoveResult(move, "blocked", blockers, "; ".join(str(b) for b in blockers)))
-            return "reject"
-        return self._evict(move, fpod, ctx)
+            return self._blocked(move, blockers, path, fallback)
+        if path == "surge":
+            return self._surge(move, fpod, ctx, econ)
+        return self._evict(move, fpod, ctx, econ, fallback)
 
     # ---- internals ---------------------------------------------------------------------------------------
 
@@ -399,6 +508,7 @@ class MoveExecutor:
             target=fresh.get("target", NOT_READ),
             holds=self.holds,
             prediction=self.prediction,
+            steered=fresh.get("steered", False),
         )
 
     def _reread(self, move: Move, planned: PodInfo) -> MoveResult | tuple[PodInfo, GuardContext]:
@@ -477,30 +587,124 @@ class MoveExecutor:
             total += n
         return total
 
-    def _evict(self, move: Move, pod: PodInfo, ctx: GuardContext) -> Admission:
+    def _blocked(self, move: Move, blockers: tuple[Blocker, ...], path: str, fallback: str) -> Admission:
+        self.results.append(MoveResult(move, "blocked", blockers, "; ".join(str(b) for b in blockers), path, fallback))
+        return "reject"
+
+    def _block(
+        self,
+        move: Move,
+        name: str,
+        reason: str,
+        path: str = "",
+        fallback: str = "",
+        econ: MoveEconomics | None = None,
+    ) -> Admission:
+        b = Blocker(name, reason)
+        self.results.append(MoveResult(move, "blocked", (b,), str(b), path, fallback, econ))
+        return "reject"
+
+    def _price(self, pod: PodInfo, move: Move, path: str) -> MoveEconomics | None:
+        """The cost model's verdict on moving ``pod`` by ``path`` on the planning view (``None``: no model)."""
+        model = self.cost_model
+        if model is None:
+            return None
+        if move.to_node is None:
+            return model.unpriced("surge" if path == "surge" else "evict", "the move names no target node")
+        snap = self.view.index.snapshot
+        if self._traffic is None:
+            self._traffic = traffic_of(snap.graph)
+        return model.evaluate(
+            pod,
+            move.to_node,
+            "surge" if path == "surge" else "evict",
+            snap,
+            traffic=self._traffic,
+            nodes=self.view.nodes,
+            app_use_m=app_use_by_node(snap),
+            only_serving_pod=self._serving(pod) <= 1,
+        )
+
+    def _serving(self, pod: PodInfo) -> int:
+        """The serving pods of ``pod``'s service on the planning view, ``pod`` included: bound, not terminating, not
+        known to be unready."""
+        return sum(
+            1
+            for p in self.view.pods.values()
+            if p.service == pod.service and p.namespace == pod.namespace and p.node_name is not None
+            and not p.terminating and p.ready is not False
+        )  # fmt: skip
+
+    def _serving_enough(self, pod: PodInfo) -> bool:
+        """Whether the service has ``planner.minServingPods`` serving pods counting ``pod``: the eviction fallback
+        never takes a service's only serving pod when that is >= 2."""
+        return self._serving(pod) >= self.config.planner.min_serving_pods
+
+    def _surge(self, move: Move, pod: PodInfo, ctx: GuardContext, econ: MoveEconomics | None) -> Admission:
+        """Make ``move`` make-before-break (:meth:`descheduler.surge.SurgeDriver.start`); where the fresh objects forbid
+        it (a ResourceQuota, a PodDisruptionBudget, an HPA), fall back as ``moves.fallback`` says."""
+        assert move.to_node is not None
+        fb = self.surges.fresh_blocker(pod, ctx.pdbs or ())
+        if fb is None:
+            outcome, msg = self.surges.start(pod, move.to_node, move.gain, move.reason)
+            if outcome in ("surged", "announced", "dry_run"):
+                made: MoveOutcome = "dry_run" if outcome == "dry_run" else "surged"
+                self.results.append(MoveResult(move, made, (), msg, "surge", "", econ))
+                if self.surges.unwritable is not None:
+                    self.stop = CycleStop("history_unwritable", f"cycle stopped: {self.surges.unwritable}")
+                return self._accepted(move, pod, (), real=outcome != "dry_run", what="Surge")
+            if outcome == "error":
+                self.results.append(MoveResult(move, "error", (), msg, "surge", "", econ))
+                return "reject"
+            fb = ("hpa", msg)
+        reason, msg = fb
+        if self.config.moves.fallback == "skip":
+            return self._block(move, "surge", f"{msg}; moves.fallback is skip", "surge", reason, econ)
+        if not self._serving_enough(pod):
+            why = f"{msg}; the eviction fallback does not take the service's only serving pod (planner.minServingPods)"
+            return self._block(move, "surge", why, "evict", reason, econ)
+        ctx = replace(ctx, steered=False)  # the eviction's replacement goes where kube-scheduler's scores put it
+        blockers = tuple(check_guards(pod, ctx))
+        if blockers:
+            return self._blocked(move, blockers, "evict", reason)
+        econ_e = self._price(pod, move, "evict")
+        if econ_e is not None and not econ_e.worth:
+            return self._block(move, "cost", econ_e.describe(), "evict", reason, econ_e)
+        return self._evict(move, pod, ctx, econ_e, reason)
+
+    def _evict(
+        self, move: Move, pod: PodInfo, ctx: GuardContext, econ: MoveEconomics | None = None, fallback: str = ""
+    ) -> Admission:
         res = safe_evict(self.evictor, pod, _evict_reason(move))
-        self.results.append(MoveResult(move, res.outcome, (), res.message))
+        self.results.append(MoveResult(move, res.outcome, (), res.message, "evict", fallback, econ))
         if res.outcome in ("evicted", "dry_run"):
-            self.ledger.record_eviction(pod, [v.pdb for v in ctx.pdbs or ()])
-            self.view = self.view.apply_move(move.pod, move.to_node)
-            if res.outcome == "evicted":
-                if self.recorder is not None:
-                    self.recorder.record(_pod_ref(pod), "Normal", "Descheduled", "Evict", _evict_reason(move))
-                if self.history is not None:
-                    try:
-                        self.history.record(pod, pod.node_name or "", self.now_s)
-                    except HistoryError as exc:
-                        self.stop = CycleStop("history_unwritable", f"cycle stopped: {exc}")
-            cap = self.config.caps.total
-            if self.stop is None and cap is not None and self.ledger.total >= cap:
-                self.stop = CycleStop(
-                    "total_cap",
-                    f"total cap reached ({self.ledger.total}/{cap} this cycle): the cycle stops planning and evicting",
-                )
-            return "accept"
+            pdbs = [v.pdb for v in ctx.pdbs or ()]
+            return self._accepted(move, pod, pdbs, real=res.outcome == "evicted", what="Evict")
         if res.outcome == "refused":
             self.ledger.record_refusal(pod)
         return "reject"
+
+    def _accepted(self, move: Move, pod: PodInfo, pdbs: Any, *, real: bool, what: str) -> Admission:
+        """The bookkeeping of a move made (or, in a dry run, that would be): the ledger (caps, PDBs), the planning
+        view, and for a real one an Event on the pod and the history (cooldown, loop detection); the total cap."""
+        self.ledger.record_eviction(pod, pdbs)
+        self.view = self.view.apply_move(move.pod, move.to_node)
+        if real:
+            if self.recorder is not None:
+                reason = "Descheduled" if what == "Evict" else "Surged"
+                self.recorder.record(_pod_ref(pod), "Normal", reason, what, _evict_reason(move))
+            if self.history is not None:
+                try:
+                    self.history.record(pod, pod.node_name or "", self.now_s)
+                except HistoryError as exc:
+                    self.stop = CycleStop("history_unwritable", f"cycle stopped: {exc}")
+        cap = self.config.caps.total
+        if self.stop is None and cap is not None and self.ledger.total >= cap:
+            self.stop = CycleStop(
+                "total_cap",
+                f"total cap reached ({self.ledger.total}/{cap} this cycle): the cycle stops planning and evicting",
+            )
+        return "accept"
 
     def run_plan(self, moves: tuple[Move, ...]) -> None:
         """The moves of a planner without a gate, in plan order, through the same gate."""
@@ -573,7 +777,10 @@ class CycleDeps:
     ``recorder``: Kubernetes Events (:mod:`descheduler.events`; none in a dry run or when ``config.events`` is
     false); ``metrics``: a :class:`descheduler.metrics.DeschedulerMetrics` to update, or ``None``;
     ``prediction``: where kube-scheduler would put a replacement (:class:`policy.highlevel.SchedulerModel`;
-    default: built from ``schedulerPrediction`` of the configuration); ``clock``: for ``duration_s`` only."""
+    default: built from ``schedulerPrediction`` of the configuration); ``mover``: makes moves make-before-break
+    (:class:`descheduler.surge.ApiMover`; ``None``: every move takes the ``moves.fallback`` path,
+    :mod:`descheduler.surge`); ``clock``: for ``duration_s`` only. The move cost model comes from the configuration's
+    ``moves.costModel``."""
 
     observe: Callable[[], ClusterSnapshot]
     evictor: Evictor
@@ -587,6 +794,7 @@ class CycleDeps:
     recorder: EventRecorder | None = None
     metrics: Any = None
     prediction: Any = None
+    mover: ApiMover | None = None
     clock: Callable[[], float] = time.monotonic
 
 
@@ -625,6 +833,7 @@ def run_once(
     if prediction is None and config.scheduler_prediction.enabled:
         sp = config.scheduler_prediction
         prediction = SchedulerModel(placement, sp.extender_weight, frozenset(sp.extender_schedulers))
+    surges = _surges(deps, snapshot, now_s, dry_run, rec)
     ex = MoveExecutor(
         snapshot,
         index,
@@ -638,7 +847,11 @@ def run_once(
         holds={h.workload: h.reason(now_s) for h in holds},
         prediction=prediction or None,
         dry_run=dry_run,
+        surges=surges,
+        cost_model=cost_model_from_config(config),
     )
+    if surges.unwritable is not None:
+        ex.stop = CycleStop("history_unwritable", f"cycle stopped: {surges.unwritable}")
     if planner_accepts_gate(planner):
         plan = cast(GatedPlanner, planner).plan(snapshot, index, placement, gate=ex)
     else:
@@ -647,7 +860,8 @@ def run_once(
 
     scaling: tuple[ScaleResult, ...] = ()
     if scaler is not None and config.scaling.enabled and plan.replica_targets:
-        scaling = _scale(plan.replica_targets, dry_run_scaler(scaler) if dry_run else scaler, config, snapshot, rec)
+        targets = surges.replica_targets(plan.replica_targets)
+        scaling = _scale(targets, dry_run_scaler(scaler) if dry_run else scaler, config, snapshot, rec)
 
     resizes: tuple[ResizeResult, ...] = ()
     if resizer is not None and config.resize.enabled and plan.resizes:
@@ -664,6 +878,7 @@ def run_once(
     results = ex.results
     counts: Counter[str] = Counter(r.outcome for r in results)
     blocked = Counter(g for r in results for g in r.blocked_by)
+    warnings = (*warnings, *surges.book.warnings)
     report = CycleReport(
         started_at_s=now_s,
         dry_run=dry_run,
@@ -671,7 +886,7 @@ def run_once(
         planned_moves=tuple(r.move for r in results),
         results=tuple(results),
         counts=MappingProxyType({o: counts.get(o, 0) for o in REPORT_OUTCOMES}),
-        blocked_by_guard=MappingProxyType({g: blocked.get(g, 0) for g in GUARD_NAMES}),
+        blocked_by_guard=MappingProxyType({g: blocked.get(g, 0) for g in BLOCKER_NAMES}),
         replica_targets=MappingProxyType(dict(plan.replica_targets)),
         intent=plan.intent,
         duration_s=max(0.0, clock() - t0),
@@ -686,10 +901,26 @@ def run_once(
         new_loop_holds=new_holds,
         reads=MappingProxyType(dict(sorted(ex.reads.items()))),
         cpu_s=max(0.0, time.process_time() - c0),
+        surges=tuple(surges.events),
+        pending_moves=surges.book.records(),
     )
     if metrics is not None:
         metrics.observe_cycle(report)
     return report
+
+
+def _surges(
+    deps: CycleDeps, snapshot: ClusterSnapshot, now_s: float, dry_run: bool, recorder: EventRecorder | None
+) -> SurgeDriver:
+    """The cycle's make-before-break driver: the pending moves of the history's state file, taken one step with the
+    mover (its read-only twin in a dry run) before anything is planned."""
+    mover = deps.mover
+    if mover is not None and dry_run:
+        mover = mover.dry_run_twin()
+    book = SurgeBook.load(deps.history, dry_run=dry_run)
+    driver = SurgeDriver(book, mover, deps.config, snapshot, now_s, recorder=recorder)
+    driver.advance()
+    return driver
 
 
 def _scale(

@@ -3,7 +3,8 @@
 - ``hrl_descheduler_evictions_total{outcome}``: eviction attempts by outcome (evicted, refused, not_found,
   error, dry_run);
 - ``hrl_descheduler_blocked_total{guard}``: planned moves a guard blocked, by guard name (one move blocked
-  by two guards counts once for each);
+  by two guards counts once for each; with ``cost``: the move cost model, and ``surge``: no make-before-break move
+  and no fallback, :data:`descheduler.loop.BLOCKER_NAMES`);
 - ``hrl_descheduler_planned_moves_total{reason}``: moves the high-level policy planned, by reason;
 - ``hrl_descheduler_cycle_duration_seconds``: histogram of whole-cycle wall time;
 - ``hrl_descheduler_cycles_total{result}``: cycles that completed (``ok``) or failed (``error``);
@@ -26,6 +27,14 @@
   ``history_unwritable``);
 - ``hrl_descheduler_rereads_total{kind}``: targeted re-reads before evictions (pod, pdb, pods_covered, owner,
   node).
+- ``hrl_descheduler_moves_total{path,outcome}``: planned moves by the way they were made (``path``: ``surge``,
+  make-before-break; ``evict``, the Eviction API) and what came of them: ``accepted`` (taken as a make-before-break
+  move), ``announced`` (its record published to the extender), ``started`` (its Deployment scaled up), ``completed``
+  / ``aborted`` (later cycles), ``evicted``, ``blocked`` (a guard, the cost model, the surge rules),
+  ``refused`` (a PodDisruptionBudget's 429), ``not_found``, ``skipped``, ``error``, ``dry_run``;
+  ``hrl_descheduler_moves_aborted_total{reason}`` (:data:`descheduler.surge.ABORT_REASONS`),
+  ``hrl_descheduler_moves_fallback_total{reason}`` (why a move could not be made make-before-break:
+  :data:`descheduler.surge.SURGE_REFUSALS`), ``hrl_descheduler_moves_pending`` (surges in progress, gauge).
 
 No pod or node names as label values (DESIGN.md section 6). Exporters for the CronJob mode:
 :func:`write_textfile` (node_exporter textfile collector, or ``-`` for stderr) and :func:`push`
@@ -51,15 +60,32 @@ from prometheus_client import (
 from policy.state import MoveReason
 
 from .evict import EVICTION_OUTCOMES
-from .guards import GUARD_NAMES
-from .loop import STOP_KINDS
+from .loop import BLOCKER_NAMES, STOP_KINDS
 from .resize import RESIZE_OUTCOMES
 from .scale import SCALE_OUTCOMES
+from .surge import ABORT_REASONS, SURGE_REFUSALS
 
 if TYPE_CHECKING:
     from .loop import CycleReport
 
 __all__ = ["DeschedulerMetrics", "write_textfile", "push", "serve"]
+
+#: The ``outcome`` values of ``hrl_descheduler_moves_total`` per ``path``.
+MOVE_OUTCOMES: dict[str, tuple[str, ...]] = {
+    "surge": (
+        "accepted",
+        "announced",
+        "started",
+        "completed",
+        "aborted",
+        "blocked",
+        "error",
+        "dry_run",
+        "not_found",
+        "skipped",
+    ),
+    "evict": ("evicted", "blocked", "refused", "not_found", "skipped", "error", "dry_run"),
+}
 
 _CYCLE_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -123,6 +149,31 @@ class DeschedulerMetrics:
         self.rereads = Counter(
             "hrl_descheduler_rereads_total", "Targeted re-reads before evictions, by kind.", ["kind"], registry=r
         )
+        self.moves = Counter(
+            "hrl_descheduler_moves_total",
+            "Planned moves by path (surge, evict) and outcome.",
+            ["path", "outcome"],
+            registry=r,
+        )
+        self.moves_aborted = Counter(
+            "hrl_descheduler_moves_aborted_total", "Make-before-break moves aborted, by reason.", ["reason"], registry=r
+        )
+        self.moves_fallback = Counter(
+            "hrl_descheduler_moves_fallback_total",
+            "Moves that could not be made make-before-break, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.moves_pending = Gauge(
+            "hrl_descheduler_moves_pending", "Make-before-break moves in progress after the last cycle.", registry=r
+        )
+        for path, outcomes in MOVE_OUTCOMES.items():
+            for o in outcomes:
+                self.moves.labels(path=path, outcome=o)
+        for reason in ABORT_REASONS:
+            self.moves_aborted.labels(reason=reason)
+        for reason in (*SURGE_REFUSALS, "no_target"):
+            self.moves_fallback.labels(reason=reason)
         for k in STOP_KINDS:
             self.stops.labels(kind=k)
         for k in ("pod", "pdb", "pods_covered", "owner", "node"):
@@ -131,7 +182,7 @@ class DeschedulerMetrics:
             self.scale.labels(outcome=o)
         for o in EVICTION_OUTCOMES:
             self.evictions.labels(outcome=o)
-        for g in GUARD_NAMES:
+        for g in BLOCKER_NAMES:
             self.blocked.labels(guard=g)
         for reason in get_args(MoveReason):
             self.planned.labels(reason=reason)
@@ -159,8 +210,23 @@ class DeschedulerMetrics:
             self.stops.labels(kind=report.stop.kind).inc()
         for k, n in report.reads.items():
             self.rereads.labels(kind=k).inc(n)
+        self._observe_moves(report)
         self.cycle_duration.observe(report.duration_s)
         self.cycles.labels(result="ok").inc()
+
+    def _observe_moves(self, report: CycleReport) -> None:
+        for res in report.results:
+            path = res.path or "evict"
+            outcome = "accepted" if res.outcome == "surged" else res.outcome
+            self.moves.labels(path=path, outcome=outcome).inc()
+            if res.fallback:
+                self.moves_fallback.labels(reason=res.fallback).inc()
+        for ev in report.surges:
+            if ev.outcome in ("announced", "started", "completed", "aborted"):
+                self.moves.labels(path="surge", outcome=ev.outcome).inc()
+            if ev.outcome == "aborted":
+                self.moves_aborted.labels(reason=ev.reason or "unknown").inc()
+        self.moves_pending.set(len(report.pending_moves))
 
     def observe_failed_cycle(self) -> None:
         """A cycle that raised before producing a report (e.g. the cluster could not be read)."""

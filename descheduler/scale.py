@@ -152,9 +152,11 @@ class ApiScaler:
     the current scale) and writes nothing. ``calls``: ``(workload, outcome)`` of every call, in order.
 
     For each call: list the namespace's HPAs (failure → ``error``: without knowing, we do not touch it); an HPA
-    targeting the Deployment → ``refused_hpa``; read the scale (404 → ``not_found``); equal → ``unchanged``;
-    dry run → ``dry_run``; else replace ``spec.replicas`` with the ``resourceVersion`` read (409 → ``error``,
-    not retried this cycle; 404 → ``not_found``). Sources: k8s.io/api autoscaling/v1 ``Scale``; the HPA
+    targeting the Deployment → ``refused_hpa``; read the scale (404 → ``not_found``); ``expect`` given and
+    ``spec.replicas`` not that count → ``error`` (someone changed it since it was observed; nothing written: a
+    relative change such as a make-before-break surge must not be applied to another count); equal →
+    ``unchanged``; dry run → ``dry_run``; else replace ``spec.replicas`` with the ``resourceVersion`` read (409 →
+    ``error``, not retried this cycle; 404 → ``not_found``). Sources: k8s.io/api autoscaling/v1 ``Scale``; the HPA
     controller owns ``spec.replicas`` of its target (pkg/controller/podautoscaler/horizontal.go), so two writers
     would fight.
     """
@@ -170,12 +172,12 @@ class ApiScaler:
         twin.calls = self.calls
         return twin
 
-    def scale(self, workload: str, replicas: int) -> ScaleResult:
-        res = self._scale(workload, int(replicas))
+    def scale(self, workload: str, replicas: int, *, expect: int | None = None) -> ScaleResult:
+        res = self._scale(workload, int(replicas), expect)
         self.calls.append((workload, res.outcome))
         return res
 
-    def _scale(self, workload: str, replicas: int) -> ScaleResult:
+    def _scale(self, workload: str, replicas: int, expect: int | None = None) -> ScaleResult:
         ns, name = split_key(workload)
         try:
             owner = hpa_targeting(self.api.list_hpas(ns), name)
@@ -205,6 +207,14 @@ class ApiScaler:
             current = int((sc.get("spec") or {}).get("replicas", 0) or 0)
         except (TypeError, ValueError):
             return ScaleResult(workload, "error", None, replicas, message="deployments/scale has no spec.replicas")
+        if expect is not None and current != int(expect):
+            return ScaleResult(
+                workload,
+                "error",
+                current,
+                replicas,
+                message=f"spec.replicas is {current}, not the {expect} observed: changed meanwhile, not scaled",
+            )
         if current == replicas:
             return ScaleResult(workload, "unchanged", current, replicas, message=f"already {current} replicas")
         if self.dry_run:

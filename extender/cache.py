@@ -2,7 +2,8 @@
 
 :func:`start_cache_link` starts a :class:`policy.cache.CacheRefresher` that copies, every
 ``refreshSeconds``, the embeddings (of the fingerprint of the store's call graph, or the latest entry) into
-:meth:`SnapshotStore.set_embeddings` and the descheduler's intent into :meth:`SnapshotStore.set_intent`.
+:meth:`SnapshotStore.set_embeddings` and the descheduler's intent, with its make-before-break moves in progress,
+into :meth:`SnapshotStore.set_intent`.
 Requests read the store only: they never wait on the cache. When the cache is down the last copy stays
 in use until it is older than ``maxAgeSeconds``; then scores turn neutral for lack of fresh embeddings
 (outcome ``neutral_embeddings_stale``) and the intent falls back to its defaults.
@@ -66,7 +67,7 @@ def start_cache_link(
         if it is None:
             store.set_intent(None)
         else:  # the intent enters the extender here: validated once (a bad record is refused whole, counted)
-            store.set_intent(Intent.from_wire(it.names, it.values), version=it.version)
+            store.set_intent(Intent.from_wire(it.names, it.values), version=it.version, pending_moves=it.pending_moves)
 
     refresher = CacheRefresher(
         cache,

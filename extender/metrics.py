@@ -87,7 +87,8 @@ class ExtenderMetrics:
         )
         self.prioritize_total = Counter(
             "hrl_extender_prioritize_total",
-            "Valid prioritize requests by outcome (ok, or neutral_* with the reason scores were neutral).",
+            "Valid prioritize requests by outcome (ok, pending_move, or neutral_* with the reason scores were "
+            "neutral).",
             ["outcome"],
             registry=registry,
         )

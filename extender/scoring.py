@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from policy.intent import pending_move_scores
 from policy.lowlevel import MAX_EXTENDER_PRIORITY, NodeScoreTable, PlacementPolicy
 
 from .store import StoreView
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 #: ``ok``: the policy's scores; every other label: neutral scores, and why.
 PRIORITIZE_OUTCOMES: tuple[str, ...] = (
     "ok",
+    "pending_move",  # a make-before-break move of the pod's service is pending: its target scores 10, others 0
     "neutral_no_snapshot",  # no snapshot loaded yet
     "neutral_stale",  # the snapshot is older than maxSnapshotAgeSeconds
     "neutral_unknown_service",  # the pod's service is not in the call graph
@@ -90,8 +92,18 @@ def prioritize_scores(
     ``parsed.node_names`` entry, in order) and the outcome; ``encode_host_scores(parsed.node_names, scores)``
     is the reply. ``table``: a :class:`~policy.lowlevel.NodeScoreTable` of ``policy`` to gather the scores from
     when it holds the pod's vector for ``view`` (identical scores; see :mod:`policy.lowlevel.precomputed`),
-    else the policy scores the candidates directly."""
+    else the policy scores the candidates directly.
+
+    A pod of a service with a make-before-break move pending (``view.pending_moves``, from the descheduler through
+    the embedding cache) is scored by :func:`policy.intent.pending_move_scores` first: its move's target node 10,
+    the other candidates 0 (outcome ``pending_move``), whatever the snapshot's state: the record names the node."""
     names = parsed.node_names
+    pod = parsed.pod
+    if view.pending_moves and names:
+        t = now_s if now_s is not None else time.time()
+        pm = pending_move_scores(names, view.pending_moves, pod.namespace, pod.service, t)
+        if pm is not None:
+            return np.asarray(pm, dtype=np.int64), "pending_move"
     zeros = np.zeros(len(names), dtype=np.int64)
     pre = _precheck(view, max_snapshot_age_s, now_s)
     if pre is not None:
@@ -99,7 +111,6 @@ def prioritize_scores(
     assert view.index is not None
     if not names:
         return zeros, "ok"
-    pod = parsed.pod
     if pod.service not in view.graph.services:
         return zeros, "neutral_unknown_service"
     emb = view.embedding_problem(pod.service, now_s if now_s is not None else time.time())
@@ -180,7 +191,7 @@ def prioritize(
     scores, outcome = prioritize_scores(
         parsed, view, policy, max_snapshot_age_s=max_snapshot_age_s, now_s=now_s, table=table
     )
-    if outcome != "ok":
+    if outcome not in ("ok", "pending_move"):
         return neutral_host_priorities(parsed.node_names), outcome
     return build_host_priorities(parsed.node_names, scores), outcome
 

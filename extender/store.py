@@ -15,13 +15,13 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
 from policy.cache import EmbeddingEntry
 from policy.index import ClusterIndex
-from policy.intent import Intent
+from policy.intent import Intent, PendingMove
 from policy.observe import load_snapshot_objects, snapshot_from_objects, snapshot_warnings
 from policy.state import ClusterSnapshot, ServiceGraph
 
@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 
 _NO_COLOCATION: Mapping[str, float] = MappingProxyType({})
+_NO_MOVES: Mapping[tuple[str, str], PendingMove] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class StoreView:
       priorities; :meth:`~policy.intent.Intent.for_service` is what a pod is scored with), ``None`` = defaults;
       ``intent`` and ``colocation`` read its two parts (``None`` / empty when unset);
     - ``intent_version``: the producer's label for the intent (e.g. a plan id), ``None`` when unset;
+    - ``pending_moves``: the descheduler's make-before-break moves in progress, ``(namespace, service)`` →
+      :class:`policy.intent.PendingMove` (read-only; empty when none): a new pod of that service scores its move's
+      target highest (:func:`policy.intent.pending_move_scores`);
     - ``updated_at_s``: the store clock's time (unix seconds by default) of the last
       :meth:`~SnapshotStore.update` or :meth:`~SnapshotStore.touch`, ``None`` before the first;
     - ``generation``: incremented by every change (snapshot, graph, intent or embeddings), 0 initially;
@@ -59,6 +63,7 @@ class StoreView:
     graph: ServiceGraph = ServiceGraph()
     plan_intent: Intent | None = None
     intent_version: str | None = None
+    pending_moves: Mapping[tuple[str, str], PendingMove] = field(default_factory=lambda: _NO_MOVES)
     updated_at_s: float | None = None
     generation: int = 0
     embeddings: EmbeddingEntry | None = None
@@ -207,18 +212,30 @@ class SnapshotStore:
             view = self._view
         return self._notify(view)
 
-    def set_intent(self, intent: Intent | None, version: str | int | None = None) -> StoreView:
-        """Set the high level's intent the placement policy scores with (``None``: defaults) and its producer's
-        label ``version``. The intent was validated where it was made or decoded (:class:`policy.intent.Intent`);
-        raises ``TypeError`` for anything else, and nothing changes then."""
+    def set_intent(
+        self, intent: Intent | None, version: str | int | None = None, pending_moves: tuple[PendingMove, ...] = ()
+    ) -> StoreView:
+        """Set the high level's intent the placement policy scores with (``None``: defaults), its producer's
+        label ``version`` and the make-before-break moves in progress that came with it (``pending_moves``; for a
+        service named twice, the one that expires last). The intent was validated where it was made or decoded
+        (:class:`policy.intent.Intent`, :class:`policy.intent.PendingMove`); raises ``TypeError`` for anything else,
+        and nothing changes then."""
         if intent is not None and not isinstance(intent, Intent):
             raise TypeError(f"intent: expected a policy.intent.Intent or None, got {type(intent).__name__}")
+        moves: dict[tuple[str, str], PendingMove] = {}
+        for m in pending_moves:
+            if not isinstance(m, PendingMove):
+                raise TypeError(f"pending_moves: expected policy.intent.PendingMove values, got {type(m).__name__}")
+            k = (m.namespace, m.service)
+            if k not in moves or m.expires_at_s > moves[k].expires_at_s:
+                moves[k] = m
         with self._lock:
             v = self._view
             self._view = replace(
                 v,
                 plan_intent=intent,
                 intent_version=None if version is None else str(version),
+                pending_moves=MappingProxyType(moves) if moves else _NO_MOVES,
                 generation=v.generation + 1,
             )
             view = self._view

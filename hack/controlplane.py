@@ -116,6 +116,9 @@ IDENTITIES: dict[str, list[dict[str, Any]]] = {
         {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["get", "update", "patch"]},
         # in-place resizes (descheduler/resize.py): the resize subresource, and VPAs to leave their pods alone
         {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
+        # make-before-break moves (descheduler/surge.py): the pod-deletion-cost annotation, the namespace's quotas
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list"]},
         {"apiGroups": ["autoscaling.k8s.io"], "resources": ["verticalpodautoscalers"], "verbs": ["get", "list"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
     ],

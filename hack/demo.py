@@ -35,6 +35,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ from policy.sim.hrl_stacks import VARIANTS, StackParts, hrl_planner, load_parts,
 from policy.sim.kube_scheduler import HttpExtender, KubeSchedulerModel
 from policy.sim.scenario import build
 from policy.sim.stacks import StackContext, autoscaled_workloads, run_stack
-from policy.sim.subresources import SimResizer, SimScaler
+from policy.sim.subresources import SimMover, SimResizer, SimScaler
 
 #: The extender's weight in the shipped KubeSchedulerConfiguration (manifests/): each 0..10 score is
 #: multiplied by weight × 10 and added to the in-tree plugins' weighted sum.
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     # hrl-scheduler: the extender over real HTTP + the hierarchical descheduler every minute
     ctx = StackContext(app, spec, cfg.seed, cfg)
     parts, learned = hrl_parts(ctx)
-    des_config = sim_descheduler_config()
+    des_config = sim_descheduler_config(app)
     workloads = tuple(autoscaled_workloads(app))
     planner = hrl_planner(VARIANTS["hrl-scheduler"], parts, des_config, workloads)
     ext_config = load_extender_config(
@@ -192,11 +193,15 @@ def main(argv: list[str] | None = None) -> int:
                     history=history,
                     scaler=SimScaler(sim),
                     resizer=SimResizer(sim) if planner.resizer is not None else None,
+                    mover=SimMover(sim),
                 ),
                 sim.now_s,
             )
             cycles.append(report)
-            server.store.set_intent(report.intent, version=len(cycles))
+            # the pending moves' expiry is simulated time; the served extender's clock is the wall clock
+            wall = time.time() - sim.now_s
+            moves = tuple(replace(m, expires_at_s=m.expires_at_s + wall) for m in report.pending_moves)
+            server.store.set_intent(report.intent, version=len(cycles), pending_moves=moves)
             rec = intent_record(sim.now_s / 60.0, report)
             if not intents or {k: v for k, v in rec.items() if k != "minute"} != {
                 k: v for k, v in intents[-1].items() if k != "minute"

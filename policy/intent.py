@@ -9,7 +9,11 @@ extender's scores), DESIGN.md section 1.
 - :meth:`Intent.to_wire` / :meth:`Intent.from_wire`: the one codec between an :class:`Intent` and the embedding
   cache's intent record (names + values, doubles on the wire: bit-exact), used by the descheduler, the extender and
   the simulator alike. On the wire the per-service priorities travel as extra named values
-  ``colocation_priority/<service>``; the capacity targets and the move budget stay with the planner.
+  ``colocation_priority/<service>``; the capacity targets and the move budget stay with the planner;
+- :class:`PendingMove`: a make-before-break move in progress (the descheduler scaled a Deployment up by one so that
+  the new pod starts on ``target_node`` before the old one goes); it travels next to the intent record, and
+  :func:`pending_move_scores` is the one rule both the extender and the simulator's in-process extender apply to
+  the new pod (the target node scores :data:`PENDING_MOVE_SCORE`, every other candidate 0).
 
 The intent is validated where it is made (the constructor) and where it enters a process (:meth:`from_wire`, called
 by the extender on each record it copies from the cache); everything in between passes the value along.
@@ -22,7 +26,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-__all__ = ["INTENT_SPEC", "intent_value", "COLOCATION_PREFIX", "Intent", "NO_INTENT"]
+__all__ = [
+    "INTENT_SPEC",
+    "intent_value",
+    "COLOCATION_PREFIX",
+    "Intent",
+    "NO_INTENT",
+    "PENDING_MOVE_SCORE",
+    "PendingMove",
+    "pending_move_for",
+    "pending_move_scores",
+]
 
 #: Names (and meaning) of the intent vector's components, in order. Missing components take defaults.
 INTENT_SPEC: tuple[tuple[str, str, float], ...] = (
@@ -147,3 +161,86 @@ class Intent:
 
 #: The intent of a plan that sets none: every component at its default, no per-service part.
 NO_INTENT = Intent(())
+
+
+#: The extender's score (0..10, MaxExtenderPriority) of a pending move's target node for the moved service's new pod;
+#: every other candidate scores 0, so with the shipped weight 2 the target gets 200 points over any other node.
+PENDING_MOVE_SCORE = 10
+
+
+@dataclass(frozen=True)
+class PendingMove:
+    """A make-before-break move in progress (DESIGN.md section 5, "Moves"): the descheduler scaled the Deployment
+    ``workload`` (its name, in ``namespace``) up by one through its scale subresource so that the service's new pod
+    starts on ``target_node``; until ``expires_at_s`` (the descheduler's clock: unix seconds, or simulated seconds)
+    the extender scores ``target_node`` highest for any new pod of ``service`` in ``namespace``
+    (:func:`pending_move_scores`). ``source_pod``: the name of the pod the move replaces (informational).
+
+    Raises ValueError naming the field for an empty name or a non-finite ``expires_at_s``."""
+
+    namespace: str
+    service: str
+    workload: str
+    target_node: str
+    expires_at_s: float
+    source_pod: str = ""
+
+    def __post_init__(self) -> None:
+        for f in ("namespace", "service", "workload", "target_node"):
+            v = getattr(self, f)
+            if not isinstance(v, str) or not v or any(c.isspace() for c in v):
+                raise ValueError(f"pending_move.{f}: expected a non-empty name without whitespace, got {v!r}")
+        if not isinstance(self.source_pod, str):
+            raise ValueError(f"pending_move.source_pod: expected a name, got {self.source_pod!r}")
+        try:
+            t = float(self.expires_at_s)
+        except (TypeError, ValueError):
+            raise ValueError(f"pending_move.expires_at_s: expected seconds, got {self.expires_at_s!r}") from None
+        if not math.isfinite(t):
+            raise ValueError(f"pending_move.expires_at_s: expected a finite number, got {self.expires_at_s!r}")
+        object.__setattr__(self, "expires_at_s", t)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "namespace": self.namespace,
+            "service": self.service,
+            "workload": self.workload,
+            "target_node": self.target_node,
+            "expires_at_s": self.expires_at_s,
+            "source_pod": self.source_pod,
+        }
+
+
+def pending_move_for(
+    moves: Sequence[PendingMove] | Mapping[tuple[str, str], PendingMove], namespace: str, service: str, now_s: float
+) -> PendingMove | None:
+    """The pending move of ``service`` in ``namespace`` that has not expired at ``now_s`` (the latest to expire when
+    several do), or ``None``. ``moves``: a sequence, or a mapping keyed by ``(namespace, service)`` (O(1))."""
+    if isinstance(moves, Mapping):
+        m = moves.get((namespace, service))
+        return m if m is not None and now_s < m.expires_at_s else None
+    best = None
+    for m in moves:
+        if m.namespace == namespace and m.service == service and now_s < m.expires_at_s:
+            if best is None or m.expires_at_s > best.expires_at_s:
+                best = m
+    return best
+
+
+def pending_move_scores(
+    names: Sequence[str],
+    moves: Sequence[PendingMove] | Mapping[tuple[str, str], PendingMove],
+    namespace: str,
+    service: str,
+    now_s: float,
+) -> list[int] | None:
+    """The extender's scores of the candidate nodes ``names`` for a new pod of ``service`` in ``namespace`` while a
+    make-before-break move of that service is pending (:func:`pending_move_for`): :data:`PENDING_MOVE_SCORE` for its
+    target node, 0 for every other candidate. ``None`` (score as usual) when no move is pending or its target is not
+    among the candidates (kube-scheduler filtered it out: the move aborts when the pod lands elsewhere)."""
+    if not moves:
+        return None
+    m = pending_move_for(moves, namespace, service, now_s)
+    if m is None or m.target_node not in names:
+        return None
+    return [PENDING_MOVE_SCORE if n == m.target_node else 0 for n in names]

@@ -9,9 +9,19 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .codec import entry_from_pb, intent_from_pb, matrix_to_pb, pb_modules
+from policy.intent import PendingMove
+
+from .codec import entry_from_pb, intent_from_pb, matrix_to_pb, pb_modules, pending_moves_to_pb
 from .metrics import CacheClientMetrics
-from .records import MAX_MESSAGE_BYTES, EmbeddingEntry, IntentEntry, Lookup, check_intent, check_put
+from .records import (
+    MAX_MESSAGE_BYTES,
+    EmbeddingEntry,
+    IntentEntry,
+    Lookup,
+    check_intent,
+    check_pending_moves,
+    check_put,
+)
 
 __all__ = ["GrpcEmbeddingCache", "CacheUnavailable", "CacheTimeout"]
 
@@ -133,17 +143,28 @@ class GrpcEmbeddingCache:
         return Lookup(intent_from_pb(r.intent) if r.found else None)
 
     def put_intent(
-        self, values: Sequence[float], names: Sequence[str] = (), *, source: str = "", timestamp_s: float = 0.0
+        self,
+        values: Sequence[float],
+        names: Sequence[str] = (),
+        *,
+        source: str = "",
+        timestamp_s: float = 0.0,
+        pending_moves: Sequence[PendingMove] = (),
     ) -> IntentEntry:
         vals, nm = check_intent(values, names)
+        moves = check_pending_moves(pending_moves)
         r = self._call(
             "PutIntent",
             self._pb2.PutIntentRequest(
-                values=list(vals), names=list(nm), source=source, timestamp_s=float(timestamp_s)
+                values=list(vals),
+                names=list(nm),
+                source=source,
+                timestamp_s=float(timestamp_s),
+                pending_moves=pending_moves_to_pb(self._pb2, moves),
             ),
         )
         return IntentEntry(
-            vals, nm, int(r.version), float(timestamp_s) or float(r.stored_at_s), source, float(r.stored_at_s)
+            vals, nm, int(r.version), float(timestamp_s) or float(r.stored_at_s), source, float(r.stored_at_s), moves
         )
 
     def health(self, service: str = "") -> str:

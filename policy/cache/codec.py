@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .records import EmbeddingEntry, IntentEntry
+from policy.intent import PendingMove
+
+from .records import EmbeddingEntry, IntentEntry, check_pending_moves
 
 __all__ = [
     "pb_modules",
@@ -16,6 +18,8 @@ __all__ = [
     "entry_from_pb",
     "intent_to_pb",
     "intent_from_pb",
+    "pending_moves_to_pb",
+    "pending_moves_from_pb",
 ]
 
 
@@ -64,6 +68,32 @@ def entry_from_pb(p) -> EmbeddingEntry:
     )
 
 
+def pending_moves_to_pb(pb2, moves) -> list:
+    return [
+        pb2.PendingMove(
+            namespace=m.namespace,
+            service=m.service,
+            workload=m.workload,
+            target_node=m.target_node,
+            expires_at_s=m.expires_at_s,
+            source_pod=m.source_pod,
+        )
+        for m in moves
+    ]
+
+
+def pending_moves_from_pb(items) -> tuple[PendingMove, ...]:
+    """The messages' :class:`policy.intent.PendingMove` values. Raises ValueError naming the entry for an invalid one
+    (an empty name, a non-finite expiry): the record is refused whole."""
+    out = []
+    for i, p in enumerate(items):
+        try:
+            out.append(PendingMove(p.namespace, p.service, p.workload, p.target_node, p.expires_at_s, p.source_pod))
+        except ValueError as exc:
+            raise ValueError(f"pending_moves[{i}]: {exc}") from None
+    return check_pending_moves(out)
+
+
 def intent_to_pb(pb2, it: IntentEntry):
     return pb2.Intent(
         values=list(it.values),
@@ -72,6 +102,7 @@ def intent_to_pb(pb2, it: IntentEntry):
         timestamp_s=it.timestamp_s,
         source=it.source,
         stored_at_s=it.stored_at_s,
+        pending_moves=pending_moves_to_pb(pb2, it.pending_moves),
     )
 
 
@@ -83,4 +114,5 @@ def intent_from_pb(p) -> IntentEntry:
         float(p.timestamp_s),
         p.source,
         float(p.stored_at_s),
+        pending_moves_from_pb(p.pending_moves),
     )

@@ -12,8 +12,10 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from policy.intent import PendingMove
+
 from .metrics import CacheMetrics
-from .records import EmbeddingEntry, IntentEntry, Lookup, check_intent, check_put
+from .records import EmbeddingEntry, IntentEntry, Lookup, check_intent, check_pending_moves, check_put
 
 __all__ = ["EmbeddingCache", "InMemoryEmbeddingCache"]
 
@@ -28,7 +30,8 @@ class EmbeddingCache(Protocol):
     ``get(fingerprint="", known_version=0)``: the entry of ``fingerprint`` (empty: the most recently put);
     ``known_version`` equal to the stored version → ``Lookup(None, not_modified=True)``.
     ``put(...)`` stores and returns the stored entry (with its version). ``get_intent`` / ``put_intent``
-    likewise for the intent. Implementations raise ``ValueError`` for invalid input, and the remote one
+    likewise for the intent (and the make-before-break moves in progress, ``pending_moves``, stored with it in one
+    record). Implementations raise ``ValueError`` for invalid input, and the remote one
     :class:`CacheUnavailable` when the server cannot be reached in time.
     """
 
@@ -47,7 +50,13 @@ class EmbeddingCache(Protocol):
     def get_intent(self, known_version: int = 0) -> Lookup: ...
 
     def put_intent(
-        self, values: Sequence[float], names: Sequence[str] = (), *, source: str = "", timestamp_s: float = 0.0
+        self,
+        values: Sequence[float],
+        names: Sequence[str] = (),
+        *,
+        source: str = "",
+        timestamp_s: float = 0.0,
+        pending_moves: Sequence[PendingMove] = (),
     ) -> IntentEntry: ...
 
 
@@ -139,16 +148,23 @@ class InMemoryEmbeddingCache:
         return Lookup(it)
 
     def put_intent(
-        self, values: Sequence[float], names: Sequence[str] = (), *, source: str = "", timestamp_s: float = 0.0
+        self,
+        values: Sequence[float],
+        names: Sequence[str] = (),
+        *,
+        source: str = "",
+        timestamp_s: float = 0.0,
+        pending_moves: Sequence[PendingMove] = (),
     ) -> IntentEntry:
         vals, nm = check_intent(values, names)
+        moves = check_pending_moves(pending_moves)
         ts = float(timestamp_s)
         if not math.isfinite(ts) or ts < 0:
             raise ValueError(f"timestamp_s: expected unix seconds >= 0, got {timestamp_s!r}")
         now = self.clock()
         with self._lock:
             self._version += 1
-            it = IntentEntry(vals, nm, self._version, ts or now, str(source), now)
+            it = IntentEntry(vals, nm, self._version, ts or now, str(source), now, moves)
             self._intent = it
         if self.metrics is not None:
             self.metrics.puts.labels(kind="intent").inc()

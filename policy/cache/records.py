@@ -7,9 +7,10 @@ graph's fingerprint, and the descheduler's current intent.
   every scrape, and a key that changed with them would make every reader miss. A fingerprint says which
   rows (services) an embedding matrix has; the embeddings under it are refreshed (a new ``version``) as the
   measurements move, and readers judge freshness by ``timestamp_s``.
-- :class:`EmbeddingEntry`, :class:`IntentEntry`: what a cache stores; :class:`Lookup`: what a conditional get
-  answers (found, not modified, or the entry); :func:`check_put` / :func:`check_intent`: the validation every
-  store applies.
+- :class:`EmbeddingEntry`, :class:`IntentEntry`: what a cache stores (the intent record carries the descheduler's
+  make-before-break moves in progress, :class:`policy.intent.PendingMove`, next to the intent); :class:`Lookup`: what
+  a conditional get answers (found, not modified, or the entry); :func:`check_put` / :func:`check_intent` /
+  :func:`check_pending_moves`: the validation every store applies.
 
 Versions are assigned by the cache (one counter per server, increasing with every put), timestamps are unix
 seconds. A server restarts empty, with versions from 1: readers compare versions for equality, not order.
@@ -26,6 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from policy.intent import PendingMove
 from policy.state import ServiceGraph
 
 __all__ = [
@@ -36,6 +38,8 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "check_put",
     "check_intent",
+    "check_pending_moves",
+    "MAX_PENDING_MOVES",
     "MAX_DIM",
     "MAX_FINGERPRINT_CHARS",
 ]
@@ -52,6 +56,10 @@ MAX_DIM = 4096
 
 
 MAX_FINGERPRINT_CHARS = 128
+
+
+#: At most this many pending moves in one intent record (a descheduler has at most ``moves.maxPending`` at once).
+MAX_PENDING_MOVES = 10_000
 
 
 # ---- fingerprint ----------------------------------------------------------------------------------------
@@ -113,7 +121,8 @@ class EmbeddingEntry:
 class IntentEntry:
     """The high-level intent: ``values`` (:data:`policy.lowlevel.INTENT_SPEC` order), their ``names``
     (empty or one per value), ``version`` (cache-assigned), ``timestamp_s`` (unix s, when decided),
-    ``source`` (the writer), ``stored_at_s``."""
+    ``source`` (the writer), ``stored_at_s``, and ``pending_moves``: the make-before-break moves in progress when it
+    was written (:class:`policy.intent.PendingMove`)."""
 
     values: tuple[float, ...]
     names: tuple[str, ...] = ()
@@ -121,6 +130,7 @@ class IntentEntry:
     timestamp_s: float = 0.0
     source: str = ""
     stored_at_s: float = 0.0
+    pending_moves: tuple[PendingMove, ...] = ()
 
     def age_s(self, now_s: float) -> float:
         return max(0.0, now_s - self.timestamp_s)
@@ -180,3 +190,15 @@ def check_intent(values: Sequence[float], names: Sequence[str]) -> tuple[tuple[f
     if nm and len(nm) != len(vals):
         raise ValueError(f"intent.names: expected {len(vals)} names (one per value) or none, got {len(nm)}")
     return tuple(vals), nm
+
+
+def check_pending_moves(moves: Sequence[PendingMove] | None) -> tuple[PendingMove, ...]:
+    """``moves`` as a tuple of :class:`policy.intent.PendingMove` (validated when made). Raises ValueError naming the
+    entry for anything else, and for more than :data:`MAX_PENDING_MOVES`."""
+    out = tuple(moves or ())
+    if len(out) > MAX_PENDING_MOVES:
+        raise ValueError(f"intent.pending_moves: at most {MAX_PENDING_MOVES} moves, got {len(out)}")
+    for i, m in enumerate(out):
+        if not isinstance(m, PendingMove):
+            raise ValueError(f"intent.pending_moves[{i}]: expected a PendingMove, got {type(m).__name__}")
+    return out

@@ -9,7 +9,7 @@ from concurrent import futures
 
 from prometheus_client import CollectorRegistry
 
-from .codec import entry_to_pb, intent_to_pb, matrix_from_pb, pb_modules
+from .codec import entry_to_pb, intent_to_pb, matrix_from_pb, pb_modules, pending_moves_from_pb
 from .memory import InMemoryEmbeddingCache
 from .metrics import CacheMetrics
 from .records import MAX_MESSAGE_BYTES
@@ -78,7 +78,13 @@ def _servicer(cache: InMemoryEmbeddingCache, metrics: CacheMetrics | None):
         return pb2.GetIntentResponse(found=True, intent=intent_to_pb(pb2, r.entry))
 
     def put_intent(req):
-        it = cache.put_intent(tuple(req.values), tuple(req.names), source=req.source, timestamp_s=req.timestamp_s)
+        it = cache.put_intent(
+            tuple(req.values),
+            tuple(req.names),
+            source=req.source,
+            timestamp_s=req.timestamp_s,
+            pending_moves=pending_moves_from_pb(req.pending_moves),
+        )
         return pb2.PutIntentResponse(version=it.version, stored_at_s=it.stored_at_s)
 
     class Servicer(pb2_grpc.EmbeddingCacheServicer):

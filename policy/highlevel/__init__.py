@@ -4,6 +4,7 @@
 - :mod:`.interface`: the :class:`HighLevelPolicy` contract (``plan(snapshot, index, placement) -> Plan``);
 - :mod:`.rebalance`: :class:`RebalanceHeuristic` and the greedy move selection every planner shares;
 - :mod:`.hierarchy`: :class:`HierarchicalPolicy`: replica targets + moves + intent, every period;
+- :mod:`.move_cost`: :class:`MoveCostModel`: a move's predicted gain and cost in the objective's units;
 - :mod:`.planner_state`: :class:`HrlState`, what the hierarchy keeps between periods (JSON);
 - :mod:`.intent`: the intent policies;
 - :mod:`.autoscale`: replica targets (the stand-in, the DRPC students with their guardrails);
@@ -82,6 +83,7 @@ from .learned_intent import (
     intent_from_outputs,
     intent_weight_shapes,
 )
+from .move_cost import LOAD_FACTOR_SOURCE, MoveCostModel, MoveEconomics, TrafficModel, app_use_by_node, traffic_of
 from .planner_state import STATE_VERSION, HrlState, service_rates_rps
 from .rebalance import (
     PlanView,
@@ -177,4 +179,10 @@ __all__ = [
     "intent_from_outputs",
     "LearnedIntent",
     "ResizePlanner",
+    "MoveCostModel",
+    "MoveEconomics",
+    "TrafficModel",
+    "traffic_of",
+    "app_use_by_node",
+    "LOAD_FACTOR_SOURCE",
 ]

@@ -150,6 +150,16 @@ class SchedulerModel:
 
     # ---- public ------------------------------------------------------------------------------------------
 
+    def rejects(self, pod: PodInfo, to: str, index: ClusterIndex) -> str | None:
+        """Why kube-scheduler's filters would refuse a new pod like ``pod`` on ``to`` (node admission, required node
+        affinity, resources, topology spread with ``DoNotSchedule``, inter-pod (anti-)affinity), ``None`` when they
+        pass or ``to`` is unknown. The check of a make-before-break move's new pod, whose node the extender steers
+        (its scores do not decide): :meth:`undone` is the one of an evicted pod's replacement."""
+        pods = self._pods_of(index)
+        self._memo = {}
+        t = index.node_pos.get(to)
+        return None if t is None else self._filter(pod, t, index, pods)
+
     def undone(self, pod: PodInfo, to: str, index: ClusterIndex) -> str | None:
         """Why kube-scheduler would not leave the replacement of ``pod`` (bound to its current node) on ``to``:
         a filter that rejects ``to``, or the current node scoring at least as high; ``None`` when ``to`` wins

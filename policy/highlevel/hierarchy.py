@@ -92,8 +92,10 @@ class HierarchicalPolicy:
        on a virtual cluster after each accepted move (as :class:`policy.highlevel.RebalanceHeuristic`): at most
        one move per pod, ``max_moves_per_service`` per service, ``max_moves`` in all; sorted by gain
        (descending), ties by pod key. A pod is moved only while its service has at least ``min_serving_pods``
-       bound, non-terminating pods (default 2: a service's only pod is never moved, since its requests would
-       fail until the replacement is ready; 1 allows it).
+       bound, non-terminating pods (default 2: a service's only pod is not evicted, since its requests would
+       fail until the replacement is ready; 1 allows it), or when the gate would move it make-before-break
+       (``gate.make_before_break(pod)``, :class:`descheduler.loop.MoveExecutor`: the new pod is Ready on the target
+       before the old one goes, so no capacity is lost).
 
     The low level must score a pod already bound to a candidate node without counting that pod twice (its
     own requests and co-location), as :class:`policy.lowlevel.TopologyHeuristic` and
@@ -255,15 +257,16 @@ class HierarchicalPolicy:
         for p in snapshot.pods:
             if p.node_name is not None and not p.terminating:
                 bound[p.service] = bound.get(p.service, 0) + 1
-        # never move a service's only serving pod: its requests would fail until the replacement starts
-        # (make-before-break is the autoscaler's job: scale up first, the move comes in a later period)
+        # a service's only serving pod moves only make-before-break (its requests would fail until an evicted
+        # pod's replacement is Ready)
+        mbb = getattr(gate, "make_before_break", None) if gate is not None else None
         pods = sorted(
             (
                 p
                 for p in snapshot.pods
                 if self.movable(p)
                 and p.node_name in index.node_pos
-                and bound.get(p.service, 0) >= self.min_serving_pods
+                and (bound.get(p.service, 0) >= self.min_serving_pods or (mbb is not None and mbb(p)))
             ),
             key=lambda p: p.key,
         )

@@ -19,7 +19,10 @@ gate=...)``): the descheduler's guards and evictor, consulted *while* planning. 
 no API call) says whether a pod may be proposed at all; ``gate.admit(move)`` runs the guards on a targeted
 re-read and evicts, answering ``"accept"`` (the move happened, or would in a dry run), ``"reject"`` (blocked or
 failed: the pod stays, and its service's slot is *not* spent) or ``"stop"`` (a limit ends the cycle: plan no
-more). With a gate the returned ``Plan.moves`` are the accepted moves. :func:`policy.highlevel.greedy_moves`
+more). With a gate the returned ``Plan.moves`` are the accepted moves. A gate may also offer
+``make_before_break(pod) -> bool`` (cheap, no API call): whether it would move the pod without losing its
+capacity (scale up first, the old pod goes once the new one is Ready), so a planner may propose a service's only
+pod. :func:`policy.highlevel.greedy_moves`
 implements this for both built-in planners.
 
 :class:`RebalanceHeuristic` is the first (hand-written) high-level policy; learned ones come later.

@@ -1,6 +1,7 @@
 """The simulated cluster's state: Nodes and Pods as Kubernetes API objects, plus the few controllers the
-simulation needs (a ReplicaSet controller that replaces evicted pods and follows replica targets, the
-PodDisruptionBudget disruption controller's arithmetic, and kwok-like readiness after a start-up delay).
+simulation needs (a ReplicaSet controller that replaces evicted pods and follows replica targets, deleting the surplus
+in the order of Kubernetes' ``ActivePodsWithRanks``, the PodDisruptionBudget disruption controller's arithmetic, and
+kwok-like readiness after a start-up delay, reported in the pods' ``Ready`` condition).
 
 This is the only mutable state of a simulation; everything else reads :meth:`SimCluster.snapshot`.
 """
@@ -8,9 +9,11 @@ This is the only mutable state of a simulation; everything else reads :meth:`Sim
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -28,12 +31,86 @@ from policy.state import (
 
 from . import objects
 
-__all__ = ["SimPod", "SimCluster", "ResizeResult", "TAINT_UNREACHABLE", "TAINT_UNSCHEDULABLE"]
+__all__ = [
+    "SimPod",
+    "SimCluster",
+    "ResizeResult",
+    "TAINT_UNREACHABLE",
+    "TAINT_UNSCHEDULABLE",
+    "ANNOTATION_DELETION_COST",
+    "scale_down_order",
+]
 
 #: The taint the node lifecycle controller puts on a node that stopped reporting (effects NoSchedule, NoExecute).
 TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
 #: The taint the node lifecycle controller mirrors ``spec.unschedulable`` (cordon) into.
 TAINT_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+#: The pod annotation a ReplicaSet's scale-down ranks by (lower deleted first; an int32, 0 when absent or invalid).
+ANNOTATION_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+def _deletion_cost(pod: SimPod) -> int:
+    """``controller.kubernetes.io/pod-deletion-cost`` of ``pod``: an int32, 0 when absent or not one (the controller
+    ignores an invalid value: k8s.io/kubernetes pkg/apis/core/helper GetDeletionCostFromPodAnnotations)."""
+    raw = ((pod.obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_DELETION_COST)
+    if raw is None:
+        return 0
+    try:
+        v = int(str(raw).strip())
+    except ValueError:
+        return 0
+    return v if -(2**31) <= v < 2**31 else 0
+
+
+def _log_rank(t_s: float, now_s: float) -> int:
+    """floor(log2(nanoseconds since ``t_s``)), -1 when not in the past (controller_utils.go logarithmicRankDiff)."""
+    d_ns = (now_s - t_s) * 1e9
+    return int(math.floor(math.log2(d_ns))) if d_ns > 0 else -1
+
+
+def scale_down_order(pods: Sequence[SimPod], related: Sequence[SimPod], now_s: float) -> list[SimPod]:
+    """``pods`` in the order a ReplicaSet's scale-down deletes them (first = deleted first), as
+    k8s.io/kubernetes pkg/controller/replicaset getPodsToDelete ranks them with ``ActivePodsWithRanks`` (its ``Less``
+    in pkg/controller/controller_utils.go, LogarithmicScaleDown GA since 1.31), rule by rule until one differs:
+    1. unassigned before assigned; 2. Pending before Running (here: unbound vs bound); 3. not Ready before Ready;
+    4. lower ``controller.kubernetes.io/pod-deletion-cost`` first; 5. more active pods of the workload on the same node
+    (``related``) first; 6. both Ready: Ready for less time first, compared in powers of two (same power: by UID);
+    7. more container restarts first; 8. created more recently first, in powers of two (same power: by UID)."""
+    on_node: dict[int, int] = {}
+    for p in related:
+        if p.alive:
+            on_node[p.node] = on_node.get(p.node, 0) + 1
+
+    def ready(p: SimPod) -> bool:
+        return p.node >= 0 and p.ready_at_s <= now_s
+
+    def by_log(ta: float, tb: float, ua: str, ub: str) -> int:
+        d = _log_rank(ta, now_s) - _log_rank(tb, now_s)
+        if d == 0:
+            return -1 if ua < ub else (1 if ua > ub else 0)
+        return -1 if d < 0 else 1
+
+    def cmp(a: SimPod, b: SimPod) -> int:
+        if (a.node >= 0) != (b.node >= 0):
+            return -1 if a.node < 0 else 1
+        ra, rb = ready(a), ready(b)
+        if ra != rb:
+            return -1 if not ra else 1
+        ca, cb = _deletion_cost(a), _deletion_cost(b)
+        if ca != cb:
+            return -1 if ca < cb else 1
+        ka, kb = on_node.get(a.node, 0), on_node.get(b.node, 0)
+        if ka != kb:
+            return -1 if ka > kb else 1
+        if ra and rb and a.ready_at_s != b.ready_at_s:
+            return by_log(a.ready_at_s, b.ready_at_s, a.info.uid, b.info.uid)
+        if a.restarts != b.restarts:
+            return -1 if a.restarts > b.restarts else 1
+        if a.created_s != b.created_s:
+            return by_log(a.created_s, b.created_s, a.info.uid, b.info.uid)
+        return 0
+
+    return sorted(pods, key=functools.cmp_to_key(cmp))
 
 
 @dataclass(frozen=True)
@@ -142,8 +219,9 @@ class SimCluster:
         return pod
 
     def reconcile(self, now_s: float) -> list[SimPod]:
-        """Create pods up to each workload's replica target, delete the surplus (Pending first, then the
-        newest: the ReplicaSet controller's ranking, simplified). Returns the pods created."""
+        """Create pods up to each workload's replica target, delete the surplus in the ReplicaSet controller's order
+        (:func:`scale_down_order`); a deletion by a scale-down terminates the pod gracefully (no request in flight
+        is lost, unlike an eviction: :class:`policy.sim.engine.Simulation`). Returns the pods created."""
         created = []
         by_workload: dict[str, list[SimPod]] = {}
         for p in self.pods:
@@ -154,8 +232,7 @@ class SimCluster:
             for _ in range(target - len(live)):
                 created.append(self.create_pod(w, now_s))
             if len(live) > target:
-                live.sort(key=lambda p: (p.node >= 0, -p.created_s))
-                for p in live[: len(live) - target]:
+                for p in scale_down_order(live, live, now_s)[: len(live) - target]:
                     self._remove(p, now_s)
         return created
 
@@ -475,6 +552,44 @@ class SimCluster:
             self._dirty()
         return res
 
+    def annotate(self, pod_key: str, annotations: Mapping[str, str | None]) -> bool:
+        """A merge PATCH of ``pod_key``'s ``metadata.annotations`` (a value ``None`` removes the key). Returns False
+        when the pod is gone."""
+        pod = next((p for p in self.pods if p.alive and p.info.key == pod_key), None)
+        if pod is None:
+            return False
+        obj = dict(pod.obj)
+        meta = dict(obj.get("metadata") or {})
+        ann = dict(meta.get("annotations") or {})
+        for k, v in annotations.items():
+            if v is None:
+                ann.pop(k, None)
+            else:
+                ann[k] = str(v)
+        if ann:
+            meta["annotations"] = ann
+        else:
+            meta.pop("annotations", None)
+        obj["metadata"] = meta
+        pod.obj = obj
+        pod.info = replace(pod.info, annotations=MappingProxyType(ann))
+        self._dirty()
+        return True
+
+    def refresh_readiness(self, now_s: float) -> None:
+        """Report each live pod's readiness at ``now_s`` in its ``PodInfo.ready`` (kwok's stages: Ready from
+        ``ready_at_s`` on, not Ready while Pending or after an OOM kill until its restart is Ready)."""
+        changed = False
+        for p in self.pods:
+            if not p.alive:
+                continue
+            r = p.node >= 0 and p.ready_at_s <= now_s
+            if p.info.ready is not r:
+                p.info = replace(p.info, ready=r)
+                changed = True
+        if changed:
+            self._dirty()
+
     # ---- views ----------------------------------------------------------------------------------------
 
     def snapshot(
@@ -483,7 +598,9 @@ class SimCluster:
         """A :class:`ClusterSnapshot` of the current state. ``pod_cpu_usage_m`` (pod key → millicores of
         measured use, e.g. from the last simulated minute) fills ``PodInfo.usage`` / ``NodeInfo.usage``: a bound
         pod missing from it has not been measured yet (bound since the last minute, as a pod metrics-server has
-        not scraped yet) and gets ``usage=None``; a node's use is the sum over its measured pods."""
+        not scraped yet) and gets ``usage=None``; a node's use is the sum over its measured pods. Pods' readiness is
+        that of ``now_s`` (:meth:`refresh_readiness`)."""
+        self.refresh_readiness(now_s)
         if self._snap_cache is not None and pod_cpu_usage_m is None and graph is None:
             return replace(self._snap_cache, taken_at_s=now_s)
         live = self.live_pods()

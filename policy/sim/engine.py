@@ -213,7 +213,10 @@ class SimConfig:
     - ``restart_delay_s`` / ``restart_delay_max_s``: the kubelet's crash back-off after an OOM kill (10 s,
       doubling, capped at 300 s, reset after 10 minutes without a restart), plus ``restart_ready_s`` to start
       and pass the readiness probe again;
-    - ``evictions_lose_inflight``: requests in flight on an evicted pod fail (no graceful drain);
+    - ``evictions_lose_inflight``: requests in flight on an evicted pod fail (no graceful drain); a scale-down
+      removes its pods gracefully (no loss);
+    - ``evictions_lose_capacity``: a pod evicted while no other pod of its service is Ready leaves the service without
+      capacity until the replacement is Ready (``startup_delay_s``): the requests the pod served meanwhile fail;
     - ``network``: per-call network costs; ``retry_iterations``: passes per step to settle retry load;
     - ``per_service``: also record per-service latency percentiles each step (``series``);
     - scenario features (:mod:`policy.sim.scenario`; off by default, and then nothing changes):
@@ -233,6 +236,7 @@ class SimConfig:
     restart_delay_max_s: float = 300.0
     restart_ready_s: float = 5.0
     evictions_lose_inflight: bool = True
+    evictions_lose_capacity: bool = True
     retry_iterations: int = 2
     sample_budget: int = 1_000_000
     per_service: bool = False
@@ -276,10 +280,11 @@ class SimEvictor:
         self.results: list[EvictionResult] = []
 
     def evict(self, pod: PodInfo, reason: str = "") -> EvictionResult:
+        alone = self.sim.only_serving(pod.key)
         res = self.sim.cluster.evict(pod.key, self.sim.now_s)
         self.results.append(res)
         if res.outcome == "evicted":
-            self.sim.note_eviction(pod.key)
+            self.sim.note_eviction(pod.key, alone=alone)
         return res
 
 
@@ -495,8 +500,26 @@ class Simulation:
         """The scale subresource (``namespace/name``)."""
         self.cluster.set_replicas(workload, replicas, self.now_s)
 
-    def note_eviction(self, pod_key: str) -> None:
+    def only_serving(self, pod_key: str) -> bool:
+        """Whether the live pod ``pod_key`` is the only Ready pod of its service now (False when it is gone)."""
+        pod = next((p for p in self.cluster.pods if p.alive and p.info.key == pod_key), None)
+        if pod is None:
+            return False
+        svc, ns, now = pod.info.service, pod.info.namespace, self.now_s
+        return not any(
+            p is not pod and p.alive and p.node >= 0 and p.ready_at_s <= now
+            and p.info.service == svc and p.info.namespace == ns
+            for p in self.cluster.pods
+        )  # fmt: skip
+
+    def note_eviction(self, pod_key: str, alone: bool = False) -> None:
+        """Count an eviction of ``pod_key`` this minute (its requests in flight are lost when the minute is
+        accounted); ``alone``: no other pod of its service was Ready, so with ``evictions_lose_capacity`` the requests
+        it served fail until its replacement is Ready (``startup_delay_s``), capped at the minute's user rate."""
         self._evicted_now.append(pod_key)
+        if alone and self.config.evictions_lose_capacity:
+            rps = min(self._last_pod_rps.get(pod_key, 0.0), float(self.rps[min(self.minute, len(self.rps) - 1)]))
+            self._lose(pod_key, rps * min(self.config.startup_delay_s, self.config.step_s))
 
     def is_background(self, pod: SimPod) -> bool:
         return pod.workload in self.background
@@ -651,7 +674,9 @@ class Simulation:
     def _lose(self, pod_key: str, amount: float) -> None:
         """Count ``amount`` user requests lost on pod ``pod_key`` this minute (an event's losses)."""
         self._event_lost += amount
-        if self.parts and self._event_lost_by_part is not None:
+        if self.parts:
+            if self._event_lost_by_part is None:
+                self._event_lost_by_part = np.zeros(len(self.parts))
             a = self._last_pod_part.get(pod_key, -1)
             if a >= 0:
                 self._event_lost_by_part[a] += amount
@@ -891,8 +916,7 @@ class Simulation:
             usage[p.info.key] = u * 1000.0
         self._last_pod_usage_m = usage
         self._last_pod_inflight = {p.info.key: float(x) for p, x in zip(app_ready, st.pod_inflight)}
-        if self.events:
-            self._last_pod_rps = {p.info.key: float(x) for p, x in zip(app_ready, st.pod_rps)}
+        self._last_pod_rps = {p.info.key: float(x) for p, x in zip(app_ready, st.pod_rps)}
         if parts:
             self._last_pod_part = {
                 p.info.key: int(self.part_of_service[self.model.pos[p.info.service]]) for p in app_ready

@@ -38,10 +38,14 @@ stack                  what differs from ``hrl-scheduler`` (bundles under ``poli
 Every learned stack reports, per run (``SimResult.extra["counters"]``), how often each guardrail changed a replica
 target (``guardrail_saturation_shield``, ``guardrail_stabilization``), how often the extender failed open
 (``extender_failed_open``), how often the learned high level fell back to its tuned constant (``intent_fallbacks``),
-and what every action of its cycles came to, as the simulated API answered it (``actions_<kind>_<outcome>``:
-kind ``move``, ``scale`` or ``resize``, the outcomes of :class:`descheduler.loop.CycleReport`; e.g.
-``actions_resize_resized`` counts resizes the API server took, ``actions_resize_no_room`` those it refused): a
-refused action counts as refused.
+what became of its moves (:data:`MOVE_COUNTERS`, with their reasons) and what every action of its cycles came to, as
+the simulated API answered it (``actions_<kind>_<outcome>``: kind ``move``, ``scale`` or ``resize``, the outcomes of
+:class:`descheduler.loop.CycleReport`; e.g. ``actions_resize_resized`` counts resizes the API server took,
+``actions_resize_no_room`` those it refused): a refused action counts as refused. Moves are make-before-break
+(:mod:`descheduler.surge` through :class:`policy.sim.subresources.SimMover`: the Deployment scaled up by one, the new
+pod steered to the target by the pending-move record the cycle publishes next to the intent, the old pod marked with
+the lowest deletion cost and scaled away once the new one is Ready), else evictions behind the guards; each priced by
+the move cost model (:class:`policy.highlevel.MoveCostModel`, against the application's SLO and manifest CPU).
 
 ``drpc`` (DRPC's TD3 autoscaling with default placement) is a stack of ``policy.sim.drpc``.
 
@@ -57,6 +61,7 @@ and the demo build the same stacks from other parts with :func:`build_hrl_stack`
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -86,6 +91,7 @@ from policy.lowlevel import PlacementPolicy, load_learned_placement
 from .drpc import signals_from_sim
 from .engine import BACKGROUND_NAMESPACE, PeriodicHook, Simulation
 from .kube_scheduler import InProcessExtender, KubeSchedulerModel
+from .objective import reference_cores
 from .stackbase import (
     AUTOSCALER_PERIOD_MIN,
     DESCHEDULER_PERIOD_MIN,
@@ -97,7 +103,7 @@ from .stackbase import (
     terms_lookup,
     training_seed,
 )
-from .subresources import SimResizer, SimScaler
+from .subresources import SimMover, SimResizer, SimScaler
 
 __all__ = [
     "HrlVariant",
@@ -107,6 +113,7 @@ __all__ = [
     "EXTENDER_WEIGHT",
     "MOVE_MARGIN",
     "SIM_DESCHEDULER_CONFIG",
+    "MOVE_COUNTERS",
     "sim_descheduler_config",
     "load_parts",
     "build_hrl_stack",
@@ -128,11 +135,17 @@ MOVE_MARGIN = 2.0
 
 #: The descheduler's configuration inside the simulator: the shipped caps and cooldown, the background
 #: tenants' namespace excluded, replicas within 1..10 (as the HPA baseline), at most 4 added or removed per
-#: Deployment per minute (the HPA's default scale-up policy: 4 pods per period), and in-place resizes with the
-#: ``resize`` section's defaults except a 120 s per-pod cooldown (two simulated minutes).
+#: Deployment per minute (the HPA's default scale-up policy: 4 pods per period), in-place resizes with the
+#: ``resize`` section's defaults except a 120 s per-pod cooldown (two simulated minutes), its cycle every simulated
+#: minute (``intervalSeconds`` 60: a make-before-break move's two pods overlap one cycle) and make-before-break moves
+#: with the ``moves`` section's defaults (:func:`sim_descheduler_config` sets the cost model's SLO and CPU reference
+#: to the application's).
 SIM_DESCHEDULER_CONFIG: Mapping[str, Any] = {
     "apiVersion": "hrl-scheduler.io/v1alpha1",
     "kind": "DeschedulerConfiguration",
+    "intervalSeconds": 60,
+    # the in-process extender reads the pending-move record when it scores: the scale-up needs no delay
+    "moves": {"steerDelaySeconds": 0},
     "excludedNamespaces": ["kube-system", BACKGROUND_NAMESPACE],
     "planner": {"name": "hierarchical"},
     "scaling": {"enabled": True, "minReplicas": 1, "maxReplicas": 10, "maxStepPerCycle": 4},
@@ -140,9 +153,17 @@ SIM_DESCHEDULER_CONFIG: Mapping[str, Any] = {
 }
 
 
-def sim_descheduler_config() -> DeschedulerConfiguration:
-    """:data:`SIM_DESCHEDULER_CONFIG` loaded."""
-    return load_descheduler_config(dict(SIM_DESCHEDULER_CONFIG))
+def sim_descheduler_config(app: Any = None) -> DeschedulerConfiguration:
+    """:data:`SIM_DESCHEDULER_CONFIG` loaded; with an ``app`` (:class:`policy.sim.app.AppSpec`) the move cost model
+    prices latency against its p95 SLO and CPU against its manifest requests (the objective's own ``S`` and ``C0``,
+    :mod:`policy.sim.objective`), as an operator sets ``moves.costModel.sloP95Ms`` / ``cpuReferenceCores``."""
+    doc: dict[str, Any] = dict(SIM_DESCHEDULER_CONFIG)
+    if app is not None:
+        doc["moves"] = {
+            **doc["moves"],
+            "costModel": {"sloP95Ms": float(app.slo_p95_ms), "cpuReferenceCores": float(reference_cores(app))},
+        }
+    return load_descheduler_config(doc)
 
 
 @dataclass(frozen=True)
@@ -288,29 +309,37 @@ def build_hrl_stack(
     variant = VARIANTS[name]
     if parts is None:
         parts = load_parts(variant, ctx, root)
-    cfg = config if config is not None else sim_descheduler_config()
+    cfg = config if config is not None else sim_descheduler_config(ctx.app)
     planner = hrl_planner(variant, parts, cfg, tuple(autoscaled_workloads(ctx.app)))
     resize_planner = planner.resizer
     placement = parts.placement
     # the intent crosses from the descheduler to the extender as in a cluster: through the embedding cache's intent
     # record, in the wire form of the one codec (policy.intent.Intent.to_wire / from_wire)
     cache = InMemoryEmbeddingCache()
-    shared: dict[str, Any] = {"index": None, "intent": None, "version": 0}
+    shared: dict[str, Any] = {"index": None, "intent": None, "version": 0, "moves": (), "now": 0.0}
 
     def on_change(snapshot) -> None:
         shared["index"] = ClusterIndex.build(snapshot)
+        shared["now"] = float(snapshot.taken_at_s)
 
-    def view():
-        if not variant.pass_intent:
-            return shared["index"], None
+    def fetch() -> None:
         found = cache.get_intent(shared["version"]).entry
         if isinstance(found, IntentEntry):
-            shared["intent"], shared["version"] = Intent.from_wire(found.names, found.values), found.version
+            shared["version"], shared["moves"] = found.version, found.pending_moves
+            shared["intent"] = Intent.from_wire(found.names, found.values) if variant.pass_intent else None
+
+    def view():
+        fetch()
         return shared["index"], shared["intent"]
 
-    extender = InProcessExtender(placement, view, weight=EXTENDER_WEIGHT)
+    def pending():
+        fetch()
+        return shared["moves"], shared["now"]
+
+    extender = InProcessExtender(placement, view, weight=EXTENDER_WEIGHT, pending=pending)
     scheduler = KubeSchedulerModel(plugins=default_score_plugins(terms_lookup(ctx.app)), extenders=[extender])
     history = EvictionHistory()
+    moves: Counter[str] = Counter()
 
     auto = planner.autoscaler
 
@@ -332,12 +361,15 @@ def build_hrl_stack(
                 history=history,
                 scaler=SimScaler(sim),
                 resizer=SimResizer(sim) if resize_planner is not None else None,
+                mover=SimMover(sim),
             ),
             sim.now_s,
         )
-        if variant.pass_intent:
-            names, values = report.intent.to_wire()
-            cache.put_intent(values, names, source="hrl-descheduler")
+        # the intent and the make-before-break moves in progress, in one record (a stack that passes no intent
+        # publishes an empty vector: its extender scores with the defaults, and still steers the moved pods)
+        names, values = report.intent.to_wire() if variant.pass_intent else ([], [])
+        cache.put_intent(values, names, source="hrl-descheduler", pending_moves=report.pending_moves)
+        moves.update(_move_counters(report))
         if reports is not None:
             reports.append(report)
         for kind, counts in (("move", report.counts), ("scale", report.scale_counts), ("resize", report.resize_counts)):
@@ -350,6 +382,9 @@ def build_hrl_stack(
         for k, v in (getattr(auto, "guardrail_counts", None) or {}).items():
             out[f"guardrail_{k}"] = float(v)
         out["extender_failed_open"] = float(extender.calls.get("failed_open", 0))
+        for k in MOVE_COUNTERS:
+            out[k] = float(moves.get(k, 0))
+        out.update({k: float(v) for k, v in sorted(moves.items()) if k not in MOVE_COUNTERS})
         intent_policy = getattr(planner.intent_policy, "base", planner.intent_policy)
         out["intent_fallbacks"] = float(getattr(intent_policy, "fallbacks", 0))
         out.update({f"actions_{k}": float(v) for k, v in sorted(actions.items())})
@@ -364,6 +399,30 @@ def build_hrl_stack(
         counters=counters,
         handles={"planner": planner, "placement": placement, "extender": extender},
     )
+
+
+#: The move counters every learned stack reports (``SimResult.extra["counters"]``), totals over the run: moves begun
+#: make-before-break, finished, given up, made by the Eviction API, planned but not made; the reasons follow as
+#: ``moves_aborted:<reason>`` (:data:`descheduler.surge.ABORT_REASONS`), ``moves_refused:<reason>`` (the first
+#: blocker: a guard, ``cost``, ``surge``; or ``eviction_refused``, ``not_found``, ``skipped``, ``error``) and
+#: ``moves_fallback:<reason>`` (why a move could not be made make-before-break,
+#: :data:`descheduler.surge.SURGE_REFUSALS`), present when not zero.
+MOVE_COUNTERS: tuple[str, ...] = ("moves_surged", "moves_completed", "moves_aborted", "moves_evicted", "moves_refused")
+
+
+_TOTALS = ("surged", "completed", "aborted", "evicted", "refused")
+
+
+def _move_counters(report: CycleReport) -> Counter[str]:
+    """One cycle's :attr:`~descheduler.loop.CycleReport.move_counts` as the run's counter keys."""
+    c = report.move_counts
+    out: Counter[str] = Counter({f"moves_{k}": int(c[k]) for k in _TOTALS})
+    for group, prefix in (("aborted_by_reason", "moves_aborted"), ("refused_by_reason", "moves_refused")):
+        for reason, n in c[group].items():
+            out[f"{prefix}:{reason}"] += int(n)
+    for reason, n in c["fallback_by_reason"].items():
+        out[f"moves_fallback:{reason}"] += int(n)
+    return out
 
 
 @register_stack("hrl-scheduler", knobs=(TRAINING_SEED_KNOB,))

@@ -18,7 +18,7 @@ import numpy as np
 
 from policy.baselines.kube_default import MAX_NODE_SCORE, ScorePlugin, default_score_plugins
 from policy.index import ClusterIndex
-from policy.intent import Intent
+from policy.intent import Intent, pending_move_scores
 from policy.lowlevel import MAX_EXTENDER_PRIORITY, TAINT_EFFECTS_THAT_REPEL, PlacementPolicy
 from policy.observe import parse_pod
 from policy.state import NodeInfo, PodInfo
@@ -153,7 +153,10 @@ class InProcessExtender:
     A policy that raises answers as the served extender does (fail open: no node filtered, equal scores; counted
     in ``calls["failed_open"]``). ``view`` returns ``(index, intent)`` for the current simulated state: ``intent``
     a :class:`policy.intent.Intent` (each pod scored with :meth:`~policy.intent.Intent.for_service`, as the extender
-    does), a bare vector, or ``None`` (defaults).
+    does), a bare vector, or ``None`` (defaults). ``pending``: returns ``(moves, now_s)``, the descheduler's
+    make-before-break moves in progress (:class:`policy.intent.PendingMove`) and the simulated time: a new pod of a
+    service with one pending is scored as the extender scores it (:func:`policy.intent.pending_move_scores`: the
+    target 10, the others 0; counted in ``calls["pending_move"]``).
     """
 
     policy: PlacementPolicy
@@ -163,6 +166,7 @@ class InProcessExtender:
     has_filter: bool = True
     has_prioritize: bool = True
     calls: dict[str, int] = field(default_factory=lambda: {"filter": 0, "prioritize": 0})
+    pending: Any = None
 
     def filter(self, pod_obj, nodes):
         self.calls["filter"] += 1
@@ -180,9 +184,15 @@ class InProcessExtender:
         self.calls["prioritize"] += 1
         index, intent = self.view()
         pod = parse_pod(pod_obj)
+        names = [n["metadata"]["name"] for n in nodes]
+        if self.pending is not None:
+            moves, now_s = self.pending()
+            steered = pending_move_scores(names, moves, pod.namespace, pod.service, now_s)
+            if steered is not None:
+                self.calls["pending_move"] = self.calls.get("pending_move", 0) + 1
+                return dict(zip(names, steered))
         if isinstance(intent, Intent):
             intent = intent.for_service(pod.service)
-        names = [n["metadata"]["name"] for n in nodes]
         try:
             s = self.policy.score(pod, names, index, intent)
         except Exception:  # noqa: BLE001 - as the served extender: fail open with neutral (equal) scores

@@ -1,10 +1,11 @@
-"""The simulated cluster's scale and in-place resize subresources, served to the descheduler's LIVE scaler and
-resizer: :class:`SimScaleApi` and :class:`SimResizeApi` implement the slices of the Kubernetes API that
-:class:`descheduler.scale.ApiScaler` and :class:`descheduler.resize.ApiResizer` call (``deployments/scale``,
-``pods`` and ``pods/resize``), so a simulation runs the same code path as a cluster: the same patch (a Guaranteed
-pod's limit follows its request), the same checks, the same outcomes. :class:`SimScaler` and :class:`SimResizer` are
-those live classes over the simulation. What :func:`descheduler.loop.run_once` calls when the simulation side
-(:mod:`policy.sim.hrl_stacks`, ``hack/demo.py``) runs the descheduler's own cycle in a
+"""The simulated cluster's scale and in-place resize subresources and its pods' metadata, served to the descheduler's
+LIVE scaler, resizer and mover: :class:`SimScaleApi`, :class:`SimResizeApi` and :class:`SimMoveApi` implement the
+slices of the Kubernetes API that :class:`descheduler.scale.ApiScaler`, :class:`descheduler.resize.ApiResizer` and
+:class:`descheduler.surge.ApiMover` call (``deployments/scale``, ``pods`` and ``pods/resize``, a merge PATCH of a
+pod's annotations, ResourceQuotas), so a simulation runs the same code path as a cluster: the same patch (a Guaranteed
+pod's limit follows its request), the same checks, the same outcomes. :class:`SimScaler`, :class:`SimResizer` and
+:class:`SimMover` are those live classes over the simulation. What :func:`descheduler.loop.run_once` calls when the
+simulation side (:mod:`policy.sim.hrl_stacks`, ``hack/demo.py``) runs the descheduler's own cycle in a
 :class:`~policy.sim.engine.Simulation`.
 
 The API server's answers are mirrored from k8s.io/kubernetes: ``pkg/registry/core/pod/strategy.go``
@@ -15,12 +16,14 @@ node's allocatable), and the kubelet's ``PodResizePending`` ``Deferred`` (taken,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from descheduler.resize import ApiResizer, ResizeApiError
 from descheduler.scale import ApiScaler, ScaleApiError
+from descheduler.surge import ApiMover
 
-__all__ = ["SimScaleApi", "SimResizeApi", "SimScaler", "SimResizer"]
+__all__ = ["SimScaleApi", "SimResizeApi", "SimMoveApi", "SimScaler", "SimResizer", "SimMover"]
 
 
 def _workload_key(namespace: str, name: str) -> str:
@@ -61,6 +64,23 @@ class SimScaleApi:
             raise ScaleApiError(422, f'Scale.autoscaling "{name}" is invalid: spec.replicas: {replicas!r}')
         self.sim.scale(_workload_key(namespace, name), replicas)
         return self.read_scale(namespace, name)
+
+
+class SimMoveApi(SimScaleApi):
+    """:class:`descheduler.surge.MoverApi` over a simulation: the scale subresource of :class:`SimScaleApi`, a merge
+    PATCH of a pod's annotations through :meth:`policy.sim.cluster.SimCluster.annotate` (404 for a pod that is gone;
+    the ReplicaSet controller's scale-down ranks by the deletion cost it sets:
+    :func:`policy.sim.cluster.scale_down_order`), and no ResourceQuota (a simulation has none)."""
+
+    def patch_pod_annotations(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> dict[str, Any]:
+        key = _workload_key(namespace, name)
+        if not self.sim.cluster.annotate(key, annotations):
+            raise ScaleApiError(404, f'pods "{name}" not found')
+        pod = next(p for p in self.sim.cluster.pods if p.alive and p.info.key == key)
+        return pod.obj
+
+    def list_resource_quotas(self, namespace: str) -> list[dict[str, Any]]:
+        return []
 
 
 class SimResizeApi:
@@ -113,6 +133,13 @@ class SimScaler(ApiScaler):
 
     def __init__(self, sim: Any, *, dry_run: bool = False):
         super().__init__(SimScaleApi(sim), dry_run=dry_run)
+
+
+class SimMover(ApiMover):
+    """The live :class:`~descheduler.surge.ApiMover` over :class:`SimMoveApi` (``dry_run=True`` reads only)."""
+
+    def __init__(self, sim: Any, *, dry_run: bool = False):
+        super().__init__(SimMoveApi(sim), dry_run=dry_run)
 
 
 class SimResizer(ApiResizer):

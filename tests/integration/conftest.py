@@ -14,6 +14,9 @@
   fake nodes (named after the test) and waits until they are Ready and untainted; deletes them afterwards.
 - ``namespace`` (per test): a fresh namespace, deleted afterwards (waiting until its pods are gone, so the next
   test starts from a quiet cluster), before the test's nodes are deleted.
+- ``cache_and_extender`` (per test): a real ``hrl-policy cache serve`` and one more ``hrl-extender`` watching the API
+  server that copies embeddings, intent and pending moves from that cache every 0.2 s; yields ``(cache address,
+  extender base URL)``.
 
 When a test that uses the control plane fails, the tail of every component's log is attached to its report.
 """
@@ -25,8 +28,10 @@ import re
 import sys
 import time
 
+import httpx
 import pytest
-from cp_helpers import BOUTIQUE, cpmod
+import yaml
+from cp_helpers import BOUTIQUE, cpmod, spawn, stop_process, wait_for
 
 
 @pytest.fixture(scope="session")
@@ -112,6 +117,45 @@ def namespace(control_plane, kwok_nodes, request):
         return control_plane.kubectl("get", "pods", "-n", ns, "-o", "name").stdout.strip() == ""
 
     cpmod.wait_for(no_pods, 60, f"the pods of namespace {ns} to be deleted", 0.3)
+
+
+@pytest.fixture
+def cache_and_extender(control_plane, tmp_path):
+    """A real ``hrl-policy cache serve`` and an ``hrl-extender`` watching the API server (as the
+    ``hrl-extender`` identity) that copies embeddings and intent from that cache every 0.2 s."""
+    cache_port, ext_port = cpmod.free_ports(2)
+    cache_addr = f"127.0.0.1:{cache_port}"
+    procs = [
+        spawn([sys.executable, "-m", "policy.cli", "cache", "serve", "--listen", cache_addr], tmp_path / "cache.log")
+    ]
+    cfg = {
+        "apiVersion": "hrl-scheduler.io/v1alpha1",
+        "kind": "ExtenderConfiguration",
+        "listen": {"host": "127.0.0.1", "port": ext_port},
+        "logLevel": "WARNING",
+        "kubernetes": {"enabled": True, "kubeconfig": str(control_plane.kubeconfigs["hrl-extender"])},
+        "maxSnapshotAgeSeconds": 120,
+        "cache": {"address": cache_addr, "refreshSeconds": 0.2, "timeoutSeconds": 1, "match": "latest"},
+    }
+    (tmp_path / "extender.yaml").write_text(yaml.safe_dump(cfg))
+    procs.append(
+        spawn(
+            [sys.executable, "-m", "extender", "--config", str(tmp_path / "extender.yaml")], tmp_path / "extender.log"
+        )
+    )
+    base = f"http://127.0.0.1:{ext_port}"
+
+    def ready():
+        for p, name in zip(procs, ("cache", "extender")):
+            assert p.poll() is None, f"{name} exited: {(tmp_path / f'{name}.log').read_text()[-2000:]}"
+        return httpx.get(base + "/readyz", timeout=1).status_code == 200
+
+    try:
+        wait_for(ready, 60, "the cache server and the extender to be ready")
+        yield cache_addr, base
+    finally:
+        for p in reversed(procs):
+            stop_process(p)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 import urllib.request
@@ -213,3 +216,22 @@ def extender_synced(cp, timeout_s: float = 20) -> None:
         return metric(m, "hrl_extender_snapshot_pods") == n_pods and metric(m, "hrl_extender_snapshot_nodes") == n_nodes
 
     wait_for(ok, timeout_s, "the extender's snapshot to match the API server")
+
+
+def spawn(args: list[str], log: Path) -> subprocess.Popen:
+    """Start ``args`` from the repository root, stdout and stderr into ``log`` (unbuffered Python)."""
+    with log.open("w") as f:  # the child writes to its own copy of the descriptor; ours is closed at once
+        return subprocess.Popen(
+            args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+
+
+def stop_process(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 15 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

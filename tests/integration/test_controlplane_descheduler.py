@@ -56,17 +56,21 @@ USER = "hrl-descheduler"
 
 
 HEADER = {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfiguration"}
+#: moves by the Eviction API only, on the planner's scores alone
+EVICT = {"strategy": "evict", "costModel": {"enabled": False}}
 
 
 def config(**overrides):
     """A DeschedulerConfiguration without caps (unless overridden). kube-scheduler's predicted placement is off:
     these tests pin pods with soft node affinity, which the prediction rightly says would bring them back; it has
-    tests of its own (test_controlplane_descheduler_scale.py)."""
+    tests of its own (test_controlplane_descheduler_scale.py). Moves are evictions (these tests are the Eviction API's;
+    make-before-break moves and the move cost model have tests of their own: test_controlplane_moves.py)."""
     base = {
         **HEADER,
         "caps": {"perNode": None, "perNamespace": None, "total": None},
         "cooldownSeconds": 1800,
         "schedulerPrediction": {"enabled": False},
+        "moves": EVICT,
     }
     base.update(overrides)
     return load_descheduler_config(base)
@@ -509,6 +513,7 @@ def test_a_pod_that_comes_back_to_the_same_node_is_not_evicted_again(control_pla
         "cooldownSeconds": 0,
         "schedulerPrediction": {"enabled": False},
         "stateFile": str(state),
+        "moves": EVICT,
     }
     cfg = load_descheduler_config(cfg_doc)
     observe, evictor = descheduler(cp)

@@ -32,7 +32,11 @@ HEADER = {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfigu
 
 
 def config(**kw):
-    return load_descheduler_config({**HEADER, "caps": {"perNode": None, "perNamespace": None, "total": None}, **kw})
+    """No caps; moves are evictions on the planner's scores alone (make-before-break moves and the move cost model have
+    tests of their own)."""
+    base = {**HEADER, "caps": {"perNode": None, "perNamespace": None, "total": None}}
+    base["moves"] = {"strategy": "evict", "costModel": {"enabled": False}}
+    return load_descheduler_config({**base, **kw})
 
 
 def requests_of(cp, ns: str | None = None) -> list[tuple[str, str]]:

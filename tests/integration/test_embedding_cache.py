@@ -19,16 +19,18 @@ from proc_helpers import free_port
 from prometheus_client import CollectorRegistry
 from waiting import wait_until
 
+from extender.store import SnapshotStore
 from policy.cache import (
     SERVICE_NAME,
     CacheClientMetrics,
+    CacheRefresher,
     CacheServer,
     CacheTimeout,
     CacheUnavailable,
     GrpcEmbeddingCache,
     fingerprint,
 )
-from policy.intent import Intent
+from policy.intent import Intent, PendingMove
 from policy.state import ServiceEdge, ServiceGraph
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,6 +71,37 @@ def test_embeddings_round_trip_exactly_over_grpc(server):
     srv = server.registry
     assert srv.get_sample_value("hrl_cache_grpc_requests_total", {"method": "Get", "outcome": "ok"}) == 3
     assert srv.get_sample_value("hrl_cache_entries") == 1
+
+
+def test_pending_moves_travel_with_the_intent_over_grpc_into_the_extenders_store(server):
+    moves = (
+        PendingMove("shop", "api", "api", "node-3", 1234.5, "api-7d9f8c6b5-aaaaa"),
+        PendingMove("shop", "db", "db", "node-1", 99.25),
+    )
+    store = SnapshotStore(clock=lambda: 0.0)
+    with GrpcEmbeddingCache(server.address, 5.0) as c:
+        c.put_intent([1.0, 1.0], ["locality_weight", "balance_weight"], source="test", pending_moves=moves)
+        it = c.get_intent().entry
+        assert it.pending_moves == moves  # every field, doubles bit-exact
+        refresher = CacheRefresher(
+            c,
+            1.0,
+            on_intent=lambda e: store.set_intent(Intent.from_wire(e.names, e.values), e.version, e.pending_moves),
+        )
+        assert refresher.refresh_once()["intent"] == "ok"
+        assert store.get().pending_moves[("shop", "api")].target_node == "node-3"
+        c.put_intent([1.0, 1.0], ["locality_weight", "balance_weight"], source="test")  # the moves are done
+        refresher.refresh_once()
+        assert dict(store.get().pending_moves) == {}
+        # a malformed record sent by another client is refused whole by the server (INVALID_ARGUMENT)
+        with pytest.raises(ValueError, match="target_node"):
+            c._call(
+                "PutIntent",
+                c._pb2.PutIntentRequest(
+                    values=[1.0],
+                    pending_moves=[c._pb2.PendingMove(namespace="shop", service="api", workload="api", target_node="")],
+                ),
+            )
 
 
 def test_the_health_service_reports_serving_and_then_not_serving_on_shutdown():

@@ -184,6 +184,8 @@ DESCHEDULER_ACTS = [
     ("update", "deployments.apps/scale"),
     ("list", "horizontalpodautoscalers.autoscaling"),
     ("patch", "pods/resize"),
+    ("patch", "pods"),  # make-before-break moves: the pod-deletion-cost annotation (descheduler/surge.py)
+    ("list", "resourcequotas"),
     ("get", "verticalpodautoscalers.autoscaling.k8s.io"),
     ("list", "verticalpodautoscalers.autoscaling.k8s.io"),
     ("create", "events.events.k8s.io"),
@@ -196,7 +198,6 @@ DESCHEDULER_FORBIDDEN = [
     ("deletecollection", "pods"),
     ("create", "pods"),
     ("update", "pods"),
-    ("patch", "pods"),
     ("list", "secrets"),
     ("get", "secrets"),
     ("patch", "nodes"),

@@ -11,6 +11,7 @@ import pytest
 
 from policy.bench.stacks import main, validate_summary
 from policy.cli.core import main as hrl_policy
+from policy.sim.hrl_stacks import MOVE_COUNTERS
 
 
 @pytest.fixture(scope="module")
@@ -104,12 +105,15 @@ def test_the_learned_stacks_guardrail_counters_reach_the_summary(tiny):
         counters = at(s["counters"], key)
         # default scoring keeps no counters
         assert list(counters) == ["hrl-scheduler", "lookahead-oracle@horizon=2,coordinate=0"]
-        assert set(counters["hrl-scheduler"]) == {
+        names = set(counters["hrl-scheduler"])
+        assert {
             "guardrail_saturation_shield",
             "guardrail_stabilization",
             "extender_failed_open",
             "intent_fallbacks",
-        }
+            *MOVE_COUNTERS,
+        } <= names
+        assert all(n.split(":")[0] in MOVE_COUNTERS for n in names if ":" in n)  # the moves' reasons
         assert counters["lookahead-oracle@horizon=2,coordinate=0"]["oracle_decisions"]["mean"] == 1.0  # at t = 0
         per_run = [
             r["counters"]["guardrail_stabilization"]

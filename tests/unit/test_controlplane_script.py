@@ -76,7 +76,8 @@ def test_the_descheduler_identity_may_evict_but_never_delete(cpmod):
     rules = cpmod.IDENTITIES["hrl-descheduler"]
     verbs = {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]}
     assert ("pods/eviction", "create") in verbs
-    assert not {v for r, v in verbs if r == "pods"} - {"get", "list", "watch"}
+    # patch: the pod-deletion-cost annotation of a make-before-break move; never create, update or delete
+    assert not {v for r, v in verbs if r == "pods"} - {"get", "list", "watch", "patch"}
 
 
 def test_the_descheduler_identity_has_the_shipped_scaling_and_resize_rights_and_no_more(cpmod):
@@ -94,8 +95,10 @@ def test_the_descheduler_identity_has_the_shipped_scaling_and_resize_rights_and_
         ("deployments/scale", "update"),
         ("deployments/scale", "patch"),
         ("pods/resize", "patch"),
+        ("pods", "patch"),  # make-before-break moves: the pod-deletion-cost annotation
         ("events", "create"),  # events.k8s.io: one per eviction, scale and loop hold
     }
+    assert ("", "resourcequotas", "list") in verbs  # before a surge: room for one more pod
 
 
 def test_missing_binaries_without_go_is_a_clear_error_not_a_skip(cpmod, tmp_path, monkeypatch):

@@ -21,6 +21,9 @@ CURRENCY = "boutique/currencyservice-7c8d5f9b6c-h9zdx"
 # The fixture's pods use the default scheduler: these tests read it as a drop-in install (the default profile
 # calls the extender), so kube-scheduler's predicted placement follows the extender's locality scores.
 DROPIN = "schedulerPrediction: {extenderSchedulers: [default-scheduler]}\n"
+# The dump has no CPU use and no call rates: the move cost model cannot price an eviction and blocks it (fail closed,
+# its own test below); these tests read the loop's mechanics, so they turn it off.
+DROPIN += "moves: {costModel: {enabled: false}}\n"
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -42,6 +45,19 @@ def test_the_fixture_is_a_kubectl_list_with_nodes_pods_pdbs_and_a_declared_graph
     assert len(snap.nodes) == 4 and len(snap.pods) == 13 and len(snap.pdbs) == 1
     g = graph_from_annotations(snap)
     assert g.edge("frontend", "cartservice") is not None and g.edge("cartservice", "redis-cart") is not None
+
+
+def test_without_measured_cpu_use_and_call_rates_no_eviction_is_made_by_default(capsys, tmp_path):
+    cfg = write_config(tmp_path, "schedulerPrediction: {extenderSchedulers: [default-scheduler]}\n")
+    rc, out, _err = run(capsys, "--config", cfg, "--once", "--dry-run", "--snapshot", str(FIXTURE), "--json")
+    doc = json.loads(out)
+    by_pod = {r["pod"]: r for r in doc["results"]}
+    assert rc == 0 and by_pod[CHECKOUT]["outcome"] == "blocked"
+    assert [b["guard"] for b in by_pod[CHECKOUT]["blockers"]] == ["cost"] and "cannot be priced" in by_pod[CHECKOUT][
+        "message"
+    ]
+    assert by_pod[CHECKOUT]["fallback"] == "no_mover"  # a snapshot has no cluster to scale: the eviction path
+    assert doc["move_counts"]["refused_by_reason"]["cost"] >= 1
 
 
 def test_json_output_is_only_the_cycle_report_of_a_dry_run(capsys, tmp_path):

@@ -120,8 +120,9 @@ def config(**kw):
         "apiVersion": "hrl-scheduler.io/v1alpha1",
         "kind": "DeschedulerConfiguration",
         "caps": {"perNode": None, "perNamespace": None, "total": None},
-        # the loop's mechanics; kube-scheduler's prediction has tests of its own
+        # the loop's mechanics; kube-scheduler's prediction and the move cost model have tests of their own
         "schedulerPrediction": {"enabled": False},
+        "moves": {"costModel": {"enabled": False}},
     }
     base.update(kw)
     return load_descheduler_config(base)
@@ -471,7 +472,7 @@ def test_metrics_count_outcomes_guards_and_planned_moves_without_pod_or_node_lab
     assert v("hrl_descheduler_planned_moves_total", {"reason": "locality"}) == 2
     assert v("hrl_descheduler_cycle_duration_seconds_count") == 1
     labels = {k for m in registry.collect() for s in m.samples for k in s.labels}
-    assert labels <= {"outcome", "guard", "reason", "result", "le", "kind"}
+    assert labels <= {"outcome", "guard", "reason", "result", "le", "kind", "path"}
 
 
 def test_run_forever_runs_the_requested_cycles_and_survives_a_failing_one():

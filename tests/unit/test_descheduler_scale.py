@@ -340,6 +340,7 @@ def config(**kw):
         "kind": "DeschedulerConfiguration",
         "caps": {"perNode": None, "perNamespace": None, "total": None},
         "schedulerPrediction": {"enabled": False},
+        "moves": {"costModel": {"enabled": False}},  # the scaling's mechanics; the cost model has tests of its own
     }
     base.update(kw)
     return load_descheduler_config(base)

@@ -12,7 +12,7 @@ import pytest
 from extender.scoring import FILTER_OUTCOMES, PRIORITIZE_OUTCOMES, filter_nodes, prioritize
 from extender.store import SnapshotStore
 from extender.wire import decode_filter_result, decode_host_priorities, parse_extender_args
-from policy.intent import Intent
+from policy.intent import Intent, PendingMove
 from policy.lowlevel import TopologyHeuristic
 from policy.state import ClusterSnapshot, NodeInfo, OwnerRef, PodInfo, Resources, ServiceEdge, ServiceGraph
 
@@ -153,6 +153,37 @@ def test_the_intent_vector_reaches_the_policy():
     s.set_intent(Intent([0.0, 1.0]), version="plan-1")  # locality weight 0: nothing to prefer
     reply, outcome = prioritize(request("web", ["x", "y"]), s.get(), HEURISTIC)
     assert outcome == "ok" and scores(reply) == {"x": 0, "y": 0}
+
+
+def test_a_pending_make_before_break_move_steers_its_services_new_pod_to_the_target_and_only_that_service():
+    s = store_of([node("x"), node("y"), node("z")], [pod("api-1", "api", "y")])
+    move = PendingMove("default", "web", "web", "z", expires_at_s=100.0, source_pod="web-5d8c9f7b6d-old")
+    s.set_intent(Intent([1.0, 1.0]), pending_moves=(move,))
+    reply, outcome = prioritize(request("web", ["x", "y", "z"]), s.get(), HEURISTIC, now_s=50.0)
+    assert outcome == "pending_move" and outcome in PRIORITIZE_OUTCOMES
+    assert scores(reply) == {"x": 0, "y": 0, "z": 10}  # without it y (next to api) would win
+    assert prioritize(request("db", ["x", "y", "z"]), s.get(), HEURISTIC, now_s=50.0)[1] == "ok"  # other services
+    # expired, or its target filtered out by kube-scheduler: scored as usual
+    assert prioritize(request("web", ["x", "y", "z"]), s.get(), HEURISTIC, now_s=100.0)[1] == "ok"
+    reply, outcome = prioritize(request("web", ["x", "y"]), s.get(), HEURISTIC, now_s=50.0)
+    assert outcome == "ok" and scores(reply)["y"] == 10
+
+
+def test_a_pending_move_is_applied_even_before_the_first_snapshot():
+    s = SnapshotStore(clock=lambda: 0.0)
+    s.set_intent(None, pending_moves=(PendingMove("default", "web", "web", "y", 100.0),))
+    reply, outcome = prioritize(request("web", ["x", "y"]), s.get(), HEURISTIC, now_s=1.0)
+    assert outcome == "pending_move" and scores(reply) == {"x": 0, "y": 10}
+
+
+def test_the_store_keeps_the_latest_expiring_pending_move_per_service_and_refuses_anything_else():
+    s = SnapshotStore(clock=lambda: 0.0)
+    early, late = PendingMove("default", "web", "web", "x", 10.0), PendingMove("default", "web", "web", "y", 20.0)
+    v = s.set_intent(None, pending_moves=(late, early))
+    assert dict(v.pending_moves) == {("default", "web"): late}
+    with pytest.raises(TypeError, match="pending_moves"):
+        s.set_intent(None, pending_moves=({"service": "web"},))
+    assert s.get().pending_moves[("default", "web")] is late  # nothing changed
 
 
 # ---- failing open -----------------------------------------------------------------------------------------

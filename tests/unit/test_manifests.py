@@ -420,9 +420,11 @@ def test_the_descheduler_may_evict_and_scale_but_never_delete_pods():
         ("", "pods/eviction", "create"),
         ("apps", "deployments/scale", "update"),
         ("", "pods/resize", "patch"),
+        ("", "pods", "patch"),  # make-before-break moves: the pod-deletion-cost annotation, nothing else
         ("events.k8s.io", "events", "create"),  # one per eviction, scale and loop hold
     }
     assert ("apps", "deployments/scale", "get") in granted
+    assert ("", "resourcequotas", "list") in granted  # before a surge: room for one more pod
     # Only Deployments are scaled, and HPAs are only listed (a Deployment an HPA targets is left alone).
     assert {(g, v) for g, r, v in granted if r == "horizontalpodautoscalers"} == {("autoscaling", "list")}
     assert not [t for t in granted if t[1].startswith("statefulsets/")]

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#policy/cache/proto/embeddings.proto\x12\x1ahrlscheduler.embeddings.v1\"2\n\x06Matrix\x12\x0c\n\x04rows\x18\x01 \x01(\r\x12\x0c\n\x04\x63ols\x18\x02 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\xc3\x01\n\x0e\x45mbeddingEntry\x12\x13\n\x0b\x66ingerprint\x18\x01 \x01(\t\x12\x10\n\x08services\x18\x02 \x03(\t\x12\x36\n\nembeddings\x18\x03 \x01(\x0b\x32\".hrlscheduler.embeddings.v1.Matrix\x12\x0f\n\x07version\x18\x04 \x01(\x04\x12\x13\n\x0btimestamp_s\x18\x05 \x01(\x01\x12\x17\n\x0f\x65ncoder_version\x18\x06 \x01(\t\x12\x13\n\x0bstored_at_s\x18\x07 \x01(\x01\"8\n\nGetRequest\x12\x13\n\x0b\x66ingerprint\x18\x01 \x01(\t\x12\x15\n\rknown_version\x18\x02 \x01(\x04\"m\n\x0bGetResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x14\n\x0cnot_modified\x18\x02 \x01(\x08\x12\x39\n\x05\x65ntry\x18\x03 \x01(\x0b\x32*.hrlscheduler.embeddings.v1.EmbeddingEntry\"\x99\x01\n\nPutRequest\x12\x13\n\x0b\x66ingerprint\x18\x01 \x01(\t\x12\x10\n\x08services\x18\x02 \x03(\t\x12\x36\n\nembeddings\x18\x03 \x01(\x0b\x32\".hrlscheduler.embeddings.v1.Matrix\x12\x13\n\x0btimestamp_s\x18\x04 \x01(\x01\x12\x17\n\x0f\x65ncoder_version\x18\x05 \x01(\t\"3\n\x0bPutResponse\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\x13\n\x0bstored_at_s\x18\x02 \x01(\x01\"r\n\x06Intent\x12\x0e\n\x06values\x18\x01 \x03(\x01\x12\r\n\x05names\x18\x02 \x03(\t\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\x13\n\x0btimestamp_s\x18\x04 \x01(\x01\x12\x0e\n\x06source\x18\x05 \x01(\t\x12\x13\n\x0bstored_at_s\x18\x06 \x01(\x01\")\n\x10GetIntentRequest\x12\x15\n\rknown_version\x18\x01 \x01(\x04\"l\n\x11GetIntentResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x14\n\x0cnot_modified\x18\x02 \x01(\x08\x12\x32\n\x06intent\x18\x03 \x01(\x0b\x32\".hrlscheduler.embeddings.v1.Intent\"V\n\x10PutIntentRequest\x12\x0e\n\x06values\x18\x01 \x03(\x01\x12\r\n\x05names\x18\x02 \x03(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x13\n\x0btimestamp_s\x18\x04 \x01(\x01\"9\n\x11PutIntentResponse\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\x13\n\x0bstored_at_s\x18\x02 \x01(\x01\x32\x94\x03\n\x0e\x45mbeddingCache\x12V\n\x03Get\x12&.hrlscheduler.embeddings.v1.GetRequest\x1a\'.hrlscheduler.embeddings.v1.GetResponse\x12V\n\x03Put\x12&.hrlscheduler.embeddings.v1.PutRequest\x1a\'.hrlscheduler.embeddings.v1.PutResponse\x12h\n\tGetIntent\x12,.hrlscheduler.embeddings.v1.GetIntentRequest\x1a-.hrlscheduler.embeddings.v1.GetIntentResponse\x12h\n\tPutIntent\x12,.hrlscheduler.embeddings.v1.PutIntentRequest\x1a-.hrlscheduler.embeddings.v1.PutIntentResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#policy/cache/proto/embeddings.proto\x12\x1ahrlscheduler.embeddings.v1\"2\n\x06Matrix\x12\x0c\n\x04rows\x18\x01 \x01(\r\x12\x0c\n\x04\x63ols\x18\x02 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\xc3\x01\n\x0e\x45mbeddingEntry\x12\x13\n\x0b\x66ingerprint\x18\x01 \x01(\t\x12\x10\n\x08services\x18\x02 \x03(\t\x12\x36\n\nembeddings\x18\x03 \x01(\x0b\x32\".hrlscheduler.embeddings.v1.Matrix\x12\x0f\n\x07version\x18\x04 \x01(\x04\x12\x13\n\x0btimestamp_s\x18\x05 \x01(\x01\x12\x17\n\x0f\x65ncoder_version\x18\x06 \x01(\t\x12\x13\n\x0bstored_at_s\x18\x07 \x01(\x01\"8\n\nGetRequest\x12\x13\n\x0b\x66ingerprint\x18\x01 \x01(\t\x12\x15\n\rknown_version\x18\x02 \x01(\x04\"m\n\x0bGetResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x14\n\x0cnot_modified\x18\x02 \x01(\x08\x12\x39\n\x05\x65ntry\x18\x03 \x01(\x0b\x32*.hrlscheduler.embeddings.v1.EmbeddingEntry\"\x99\x01\n\nPutRequest\x12\x13\n\x0b\x66ingerprint\x18\x01 \x01(\t\x12\x10\n\x08services\x18\x02 \x03(\t\x12\x36\n\nembeddings\x18\x03 \x01(\x0b\x32\".hrlscheduler.embeddings.v1.Matrix\x12\x13\n\x0btimestamp_s\x18\x04 \x01(\x01\x12\x17\n\x0f\x65ncoder_version\x18\x05 \x01(\t\"3\n\x0bPutResponse\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\x13\n\x0bstored_at_s\x18\x02 \x01(\x01\"\x82\x01\n\x0bPendingMove\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0f\n\x07service\x18\x02 \x01(\t\x12\x10\n\x08workload\x18\x03 \x01(\t\x12\x13\n\x0btarget_node\x18\x04 \x01(\t\x12\x14\n\x0c\x65xpires_at_s\x18\x05 \x01(\x01\x12\x12\n\nsource_pod\x18\x06 \x01(\t\"\xb2\x01\n\x06Intent\x12\x0e\n\x06values\x18\x01 \x03(\x01\x12\r\n\x05names\x18\x02 \x03(\t\x12\x0f\n\x07version\x18\x03 \x01(\x04\x12\x13\n\x0btimestamp_s\x18\x04 \x01(\x01\x12\x0e\n\x06source\x18\x05 \x01(\t\x12\x13\n\x0bstored_at_s\x18\x06 \x01(\x01\x12>\n\rpending_moves\x18\x07 \x03(\x0b\x32\'.hrlscheduler.embeddings.v1.PendingMove\")\n\x10GetIntentRequest\x12\x15\n\rknown_version\x18\x01 \x01(\x04\"l\n\x11GetIntentResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x14\n\x0cnot_modified\x18\x02 \x01(\x08\x12\x32\n\x06intent\x18\x03 \x01(\x0b\x32\".hrlscheduler.embeddings.v1.Intent\"\x96\x01\n\x10PutIntentRequest\x12\x0e\n\x06values\x18\x01 \x03(\x01\x12\r\n\x05names\x18\x02 \x03(\t\x12\x0e\n\x06source\x18\x03 \x01(\t\x12\x13\n\x0btimestamp_s\x18\x04 \x01(\x01\x12>\n\rpending_moves\x18\x05 \x03(\x0b\x32\'.hrlscheduler.embeddings.v1.PendingMove\"9\n\x11PutIntentResponse\x12\x0f\n\x07version\x18\x01 \x01(\x04\x12\x13\n\x0bstored_at_s\x18\x02 \x01(\x01\x32\x94\x03\n\x0e\x45mbeddingCache\x12V\n\x03Get\x12&.hrlscheduler.embeddings.v1.GetRequest\x1a\'.hrlscheduler.embeddings.v1.GetResponse\x12V\n\x03Put\x12&.hrlscheduler.embeddings.v1.PutRequest\x1a\'.hrlscheduler.embeddings.v1.PutResponse\x12h\n\tGetIntent\x12,.hrlscheduler.embeddings.v1.GetIntentRequest\x1a-.hrlscheduler.embeddings.v1.GetIntentResponse\x12h\n\tPutIntent\x12,.hrlscheduler.embeddings.v1.PutIntentRequest\x1a-.hrlscheduler.embeddings.v1.PutIntentResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,16 +43,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PUTREQUEST']._serialized_end=640
   _globals['_PUTRESPONSE']._serialized_start=642
   _globals['_PUTRESPONSE']._serialized_end=693
-  _globals['_INTENT']._serialized_start=695
-  _globals['_INTENT']._serialized_end=809
-  _globals['_GETINTENTREQUEST']._serialized_start=811
-  _globals['_GETINTENTREQUEST']._serialized_end=852
-  _globals['_GETINTENTRESPONSE']._serialized_start=854
-  _globals['_GETINTENTRESPONSE']._serialized_end=962
-  _globals['_PUTINTENTREQUEST']._serialized_start=964
-  _globals['_PUTINTENTREQUEST']._serialized_end=1050
-  _globals['_PUTINTENTRESPONSE']._serialized_start=1052
-  _globals['_PUTINTENTRESPONSE']._serialized_end=1109
-  _globals['_EMBEDDINGCACHE']._serialized_start=1112
-  _globals['_EMBEDDINGCACHE']._serialized_end=1516
+  _globals['_PENDINGMOVE']._serialized_start=696
+  _globals['_PENDINGMOVE']._serialized_end=826
+  _globals['_INTENT']._serialized_start=829
+  _globals['_INTENT']._serialized_end=1007
+  _globals['_GETINTENTREQUEST']._serialized_start=1009
+  _globals['_GETINTENTREQUEST']._serialized_end=1050
+  _globals['_GETINTENTRESPONSE']._serialized_start=1052
+  _globals['_GETINTENTRESPONSE']._serialized_end=1160
+  _globals['_PUTINTENTREQUEST']._serialized_start=1163
+  _globals['_PUTINTENTREQUEST']._serialized_end=1313
+  _globals['_PUTINTENTRESPONSE']._serialized_start=1315
+  _globals['_PUTINTENTRESPONSE']._serialized_end=1372
+  _globals['_EMBEDDINGCACHE']._serialized_start=1375
+  _globals['_EMBEDDINGCACHE']._serialized_end=1779
 # @@protoc_insertion_point(module_scope)

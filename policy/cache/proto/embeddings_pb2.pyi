@@ -74,21 +74,39 @@ class PutResponse(_message.Message):
     stored_at_s: float
     def __init__(self, version: _Optional[int] = ..., stored_at_s: _Optional[float] = ...) -> None: ...
 
+class PendingMove(_message.Message):
+    __slots__ = ("namespace", "service", "workload", "target_node", "expires_at_s", "source_pod")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    TARGET_NODE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_S_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_POD_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    service: str
+    workload: str
+    target_node: str
+    expires_at_s: float
+    source_pod: str
+    def __init__(self, namespace: _Optional[str] = ..., service: _Optional[str] = ..., workload: _Optional[str] = ..., target_node: _Optional[str] = ..., expires_at_s: _Optional[float] = ..., source_pod: _Optional[str] = ...) -> None: ...
+
 class Intent(_message.Message):
-    __slots__ = ("values", "names", "version", "timestamp_s", "source", "stored_at_s")
+    __slots__ = ("values", "names", "version", "timestamp_s", "source", "stored_at_s", "pending_moves")
     VALUES_FIELD_NUMBER: _ClassVar[int]
     NAMES_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_S_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     STORED_AT_S_FIELD_NUMBER: _ClassVar[int]
+    PENDING_MOVES_FIELD_NUMBER: _ClassVar[int]
     values: _containers.RepeatedScalarFieldContainer[float]
     names: _containers.RepeatedScalarFieldContainer[str]
     version: int
     timestamp_s: float
     source: str
     stored_at_s: float
-    def __init__(self, values: _Optional[_Iterable[float]] = ..., names: _Optional[_Iterable[str]] = ..., version: _Optional[int] = ..., timestamp_s: _Optional[float] = ..., source: _Optional[str] = ..., stored_at_s: _Optional[float] = ...) -> None: ...
+    pending_moves: _containers.RepeatedCompositeFieldContainer[PendingMove]
+    def __init__(self, values: _Optional[_Iterable[float]] = ..., names: _Optional[_Iterable[str]] = ..., version: _Optional[int] = ..., timestamp_s: _Optional[float] = ..., source: _Optional[str] = ..., stored_at_s: _Optional[float] = ..., pending_moves: _Optional[_Iterable[_Union[PendingMove, _Mapping]]] = ...) -> None: ...
 
 class GetIntentRequest(_message.Message):
     __slots__ = ("known_version",)
@@ -107,16 +125,18 @@ class GetIntentResponse(_message.Message):
     def __init__(self, found: _Optional[bool] = ..., not_modified: _Optional[bool] = ..., intent: _Optional[_Union[Intent, _Mapping]] = ...) -> None: ...
 
 class PutIntentRequest(_message.Message):
-    __slots__ = ("values", "names", "source", "timestamp_s")
+    __slots__ = ("values", "names", "source", "timestamp_s", "pending_moves")
     VALUES_FIELD_NUMBER: _ClassVar[int]
     NAMES_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_S_FIELD_NUMBER: _ClassVar[int]
+    PENDING_MOVES_FIELD_NUMBER: _ClassVar[int]
     values: _containers.RepeatedScalarFieldContainer[float]
     names: _containers.RepeatedScalarFieldContainer[str]
     source: str
     timestamp_s: float
-    def __init__(self, values: _Optional[_Iterable[float]] = ..., names: _Optional[_Iterable[str]] = ..., source: _Optional[str] = ..., timestamp_s: _Optional[float] = ...) -> None: ...
+    pending_moves: _containers.RepeatedCompositeFieldContainer[PendingMove]
+    def __init__(self, values: _Optional[_Iterable[float]] = ..., names: _Optional[_Iterable[str]] = ..., source: _Optional[str] = ..., timestamp_s: _Optional[float] = ..., pending_moves: _Optional[_Iterable[_Union[PendingMove, _Mapping]]] = ...) -> None: ...
 
 class PutIntentResponse(_message.Message):
     __slots__ = ("version", "stored_at_s")
