@@ -78,9 +78,17 @@ def cmd_app_build(args: argparse.Namespace) -> int:
         m = c["median_abs_diff_pct"]
         diff = f"p50 {f(m['p50'], 2)} %, p95 {f(m['p95'], 2)} %"
         print(f"vs {c['reference']}: median difference of the simulated latencies {diff}")
+    v = report.get("verdict")
+    if v:
+        counts: dict[str, int] = {}
+        for r in v["services"]:
+            counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+        per = ", ".join(f"{n} {k}" for k, n in counts.items())
+        print(f"verdict: {v['overall']} ({'; '.join(v['reasons'])}); services: {per} (calibration.md, section Verdict)")
     print(
         f"entry {', '.join(report['entry'])} at {report['load_rps']:.2f} req/s; wrote {report['app_yaml']}, "
-        f"calibration.md, calibration.json, graph.json, manifests/\n"
+        f"calibration.md{', ' + report['plot'] if report.get('plot') else ''}, calibration.json, graph.json, "
+        f"manifests/\n"
         f"run it: {PROG} simulate --app {report['app_yaml']} --trace nasa --policy default-kube-scheduler"
     )
     return 0

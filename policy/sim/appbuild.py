@@ -59,6 +59,7 @@ from .calibrate import (
     simulate_services,
     slo_for,
 )
+from .fit_verdict import CalibrationVerdict, Noise, judge, plot_calibration, relative_standard_error, verdict_markdown
 from .measurements import ColumnSpec, Metrics, Series, SpanStats, read_metrics, span_stats
 
 __all__ = ["ENTRY_MIN_SHARE", "BuildResult", "parse_entry", "detect_entry", "build_app"]
@@ -140,6 +141,9 @@ class BuildResult:
     holdout: dict[str, Any] | None = None
     compare: dict[str, Any] | None = None
     span_only_edges: list[tuple[str, str]] = field(default_factory=list)
+    verdict: CalibrationVerdict | None = None
+    plot: str | None = None
+    plot_note: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """The report (``calibration.json``, and ``app build --json``'s stdout)."""
@@ -186,6 +190,8 @@ class BuildResult:
                 "holdout": self.holdout,
             },
             "compare": self.compare,
+            "verdict": None if self.verdict is None else self.verdict.to_json(),
+            "plot": self.plot,
             "notes": cal.notes,
             "warnings": self.warnings,
             "inputs": self.inputs,
@@ -238,6 +244,10 @@ class BuildResult:
             ]
         if self.warnings:
             out += ["", "Warnings:", ""] + [f"- {w}" for w in self.warnings]
+        if self.verdict is not None:
+            out += ["", verdict_markdown(self.verdict, self.plot).rstrip("\n")]
+            if self.plot is None and self.plot_note:
+                out += ["", self.plot_note]
         return "\n".join(out) + "\n"
 
 
@@ -474,6 +484,48 @@ def _compare(built: AppSpec, cal: Calibration, reference: str, seed: int) -> dic
     }
 
 
+def _noise(meas: Measurements, source: dict[str, str], normal_steps: dict[str, np.ndarray]) -> dict[str, Noise]:
+    """The sampling error of each service's measured target (:func:`policy.sim.fit_verdict.relative_standard_error`):
+    by bootstrap over its normal latency minutes (a metrics target) or over its server spans."""
+    out = {}
+    for s in source:
+        lat = meas.metrics.latency(s) if s in normal_steps and not source[s].startswith("server spans") else None
+        if lat is not None:
+            ok = np.isin(lat.step, normal_steps[s])
+            cols = [
+                lat.raw[r][ok] if lat.has(r) else np.full(int(ok.sum()), np.nan)
+                for r in ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms")
+            ]
+            out[s] = Noise(relative_standard_error(np.stack(cols, axis=1), "medians"), minutes=int(ok.sum()))
+        else:
+            d = meas.spans.durations_ms.get(s, np.zeros(0))
+            out[s] = Noise(relative_standard_error(d), spans=len(d))
+    return out
+
+
+def _judge(
+    result: BuildResult, meas: Measurements, source: dict[str, str], normal_steps: dict[str, np.ndarray]
+) -> None:
+    """The verdict (:mod:`policy.sim.fit_verdict`) and its plot ``calibration.png`` next to the report (skipped, with
+    a note in the report, where matplotlib is not installed)."""
+    cal = result.calibration
+    held = None
+    if result.holdout is not None:
+        held = {r["service"]: (r["error_p50_pct"], r["error_p95_pct"]) for r in result.holdout["services"]}
+    result.verdict = judge(cal.errors_pct(), held, _noise(meas, source, normal_steps), cal.entry)
+    try:
+        plot_calibration(
+            error_table(cal),
+            None if result.holdout is None else result.holdout["services"],
+            result.verdict,
+            result.out / "calibration.png",
+            title=f"{result.app.name}: measured vs simulated visit latency (overall {result.verdict.overall})",
+        )
+        result.plot = "calibration.png"
+    except ImportError:
+        result.plot_note = "No plot: matplotlib is not installed (`pip install 'hrl-scheduler[train]'`)."
+
+
 def build_app(
     manifests: str | Path,
     spans: str | Path,
@@ -562,7 +614,7 @@ def build_app(
     if entry_shares is None:
         entry_shares, w = detect_entry(stats, names)
         warnings += w
-    targets, _, _, _ = measured_targets(meas, latency_from)
+    targets, target_source, normal_steps, _ = measured_targets(meas, latency_from)
     timeout = timeout_ms or _timeout_for(targets, entry_shares)
     # ---- the folder, a first app.yaml for the structure ----------------------------------------------------------
     out.mkdir(parents=True, exist_ok=True)
@@ -596,6 +648,7 @@ def build_app(
         result.holdout = _holdout(struct, table, mt, entry_shares, iterations, seed, latency_from)
     if compare:
         result.compare = _compare(app, cal, compare, seed)
+    _judge(result, meas, target_source, normal_steps)
     (out / "calibration.json").write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
     (out / "calibration.md").write_text(result.markdown(), encoding="utf-8")
     return result

@@ -75,6 +75,24 @@ def test_online_boutique_per_service_fit_error_is_within_the_target_and_written_
     ).read_bytes()
 
 
+def test_the_report_ends_with_a_verdict_per_service_and_overall_and_its_plot(ob_build):
+    out, report, _ = ob_build
+    v = report["verdict"]
+    # built with --skip-checks: judged on the fit alone, and the report says so; frontend's p99 (+83 %, not fitted)
+    # makes the entry, and so the app, usable rather than good
+    assert {r["basis"] for r in v["services"]} == {"fit only"}
+    rows = {r["service"]: r for r in v["services"]}
+    assert rows["frontend"]["entry"] and rows["frontend"]["verdict"] == "usable"
+    assert any("p99 off by +82.8 %" in why for why in rows["frontend"]["reasons"])
+    assert rows["checkoutservice"]["verdict"] == "not judged"  # 29 spans: no percentile can be told apart
+    assert v["overall"] == "usable" and any("--skip-checks" in r for r in v["reasons"])
+    md = (out / "calibration.md").read_text()
+    tail = md[md.index("## Verdict") :]
+    assert "**Overall: usable**" in tail and "| p50, p95 | ≤ 10 % | ≤ 25 % |" in tail
+    assert tail.rstrip().endswith("(calibration.png)")  # the report ends with the verdict and its plot
+    assert (out / "calibration.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and report["plot"] == "calibration.png"
+
+
 def test_online_boutique_build_warnings_go_to_stderr_and_into_the_json(ob_build):
     _, report, stderr = ob_build
     for needle in (
