@@ -340,7 +340,6 @@ class Simulation:
         hooks: Sequence[PeriodicHook] = (),
         on_change: Callable[[ClusterSnapshot], None] | None = None,
         scheduler_name: str = "default-scheduler",
-        before_minute: Callable[[Simulation], None] | None = None,
     ):
         if len(rps) < config.minutes:
             raise ValueError(f"trace: {len(rps)} minutes of rates for a {config.minutes}-minute simulation")
@@ -368,8 +367,9 @@ class Simulation:
         self.hooks = tuple(hooks)
         self.on_change = on_change
         #: A driver called by :meth:`advance` before each minute, the simulation between two minutes (before the
-        #: first one: not started yet): the place where a controller may :meth:`fork` the run.
-        self.before_minute = before_minute
+        #: first one: not started yet): the place where a controller may :meth:`fork` the run. None: no driver;
+        #: set it after construction (``StackBuild.simulation`` does).
+        self.before_minute: Callable[[Simulation], None] | None = None
         ss = np.random.SeedSequence(config.seed)
         r_cluster, r_sched, r_model, r_bg = (np.random.default_rng(s) for s in ss.spawn(4))
         self.rng_sched = r_sched

@@ -339,11 +339,7 @@ def build_hrl_stack(
     extender = InProcessExtender(placement, view, weight=EXTENDER_WEIGHT, pending=pending)
     scheduler = KubeSchedulerModel(plugins=default_score_plugins(terms_lookup(ctx.app)), extenders=[extender])
     history = EvictionHistory()
-    moves: Counter[str] = Counter()
-
-    auto = planner.autoscaler
-
-    actions: dict[str, int] = {}  # what the cycles' API calls answered: <action>_<outcome> -> count
+    tally = _RunTally()
 
     def cycle(sim: Simulation) -> None:
         readers = signal_readers(planner)
@@ -369,26 +365,12 @@ def build_hrl_stack(
         # publishes an empty vector: its extender scores with the defaults, and still steers the moved pods)
         names, values = report.intent.to_wire() if variant.pass_intent else ([], [])
         cache.put_intent(values, names, source="hrl-descheduler", pending_moves=report.pending_moves)
-        moves.update(_move_counters(report))
+        tally.add(report)
         if reports is not None:
             reports.append(report)
-        for kind, counts in (("move", report.counts), ("scale", report.scale_counts), ("resize", report.resize_counts)):
-            for outcome, n in counts.items():
-                if n:
-                    actions[f"{kind}_{outcome}"] = actions.get(f"{kind}_{outcome}", 0) + n
 
     def counters() -> dict[str, float]:
-        out = {"guardrail_saturation_shield": 0.0, "guardrail_stabilization": 0.0}
-        for k, v in (getattr(auto, "guardrail_counts", None) or {}).items():
-            out[f"guardrail_{k}"] = float(v)
-        out["extender_failed_open"] = float(extender.calls.get("failed_open", 0))
-        for k in MOVE_COUNTERS:
-            out[k] = float(moves.get(k, 0))
-        out.update({k: float(v) for k, v in sorted(moves.items()) if k not in MOVE_COUNTERS})
-        intent_policy = getattr(planner.intent_policy, "base", planner.intent_policy)
-        out["intent_fallbacks"] = float(getattr(intent_policy, "fallbacks", 0))
-        out.update({f"actions_{k}": float(v) for k, v in sorted(actions.items())})
-        return out
+        return tally.counters(planner, extender)
 
     hook = PeriodicHook("hrl-descheduler", AUTOSCALER_PERIOD_MIN, cycle, at_start=True)
     return StackBuild(
@@ -411,6 +393,33 @@ MOVE_COUNTERS: tuple[str, ...] = ("moves_surged", "moves_completed", "moves_abor
 
 
 _TOTALS = ("surged", "completed", "aborted", "evicted", "refused")
+
+
+class _RunTally:
+    """What a learned stack's cycles did over one run: the moves' counters (:data:`MOVE_COUNTERS` and their
+    reasons) and what every API call answered (``<kind>_<outcome>`` -> count), for ``StackBuild.counters``."""
+
+    def __init__(self) -> None:
+        self.moves: Counter[str] = Counter()
+        self.actions: Counter[str] = Counter()
+
+    def add(self, report: CycleReport) -> None:
+        self.moves.update(_move_counters(report))
+        for kind, counts in (("move", report.counts), ("scale", report.scale_counts), ("resize", report.resize_counts)):
+            self.actions.update({f"{kind}_{outcome}": n for outcome, n in counts.items() if n})
+
+    def counters(self, planner: Any, extender: InProcessExtender) -> dict[str, float]:
+        out = {"guardrail_saturation_shield": 0.0, "guardrail_stabilization": 0.0}
+        for k, v in (getattr(planner.autoscaler, "guardrail_counts", None) or {}).items():
+            out[f"guardrail_{k}"] = float(v)
+        out["extender_failed_open"] = float(extender.calls.get("failed_open", 0))
+        for k in MOVE_COUNTERS:
+            out[k] = float(self.moves.get(k, 0))
+        out.update({k: float(v) for k, v in sorted(self.moves.items()) if k not in MOVE_COUNTERS})
+        intent_policy = getattr(planner.intent_policy, "base", planner.intent_policy)
+        out["intent_fallbacks"] = float(getattr(intent_policy, "fallbacks", 0))
+        out.update({f"actions_{k}": float(v) for k, v in sorted(self.actions.items())})
+        return out
 
 
 def _move_counters(report: CycleReport) -> Counter[str]:

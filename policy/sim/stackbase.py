@@ -146,7 +146,7 @@ class StackBuild:
     def simulation(self, app: AppSpec, rps: Any, cluster: ClusterSpec, config: SimConfig) -> Simulation:
         """The :class:`~policy.sim.engine.Simulation` of one run of this stack (its scheduler, hooks, ``on_change``
         and driver) over ``app``, ``rps`` ((T,) or (T, apps) req/s), ``cluster`` and ``config``."""
-        return Simulation(
+        sim = Simulation(
             app,
             rps,
             cluster,
@@ -155,8 +155,9 @@ class StackBuild:
             hooks=self.hooks,
             on_change=self.on_change,
             scheduler_name=self.scheduler_name,
-            before_minute=self.before_minute,
         )
+        sim.before_minute = self.before_minute
+        return sim
 
 
 StackFactory = Callable[[StackContext], StackBuild]
