@@ -36,21 +36,25 @@ def parts(app) -> hs.StackParts:
 
 
 class WithoutResize(Simulation):
-    """The simulator as it is before in-place resizes are modelled: no ``resize``."""
+    """The simulator as it is before in-place resizes are modelled: no ``pods/resize``."""
 
-    resize = None
+    patch_resize = None
 
 
 class ResizingSim(Simulation):
-    """A simulator with the in-place resize the stacks call (``sim.resize(pod_key, cpu_request_m=...)``): a fake
-    that records the calls (with the simulated time) and changes nothing."""
+    """The simulator, recording every ``pods/resize`` patch the stacks send (with the simulated time) and what the
+    simulated API answered."""
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
         self.resized: list[tuple[float, str, int]] = []
 
-    def resize(self, pod_key: str, *, cpu_request_m: int) -> None:
-        self.resized.append((self.now_s, pod_key, cpu_request_m))
+    def patch_resize(self, pod_key, patch):
+        res = super().patch_resize(pod_key, patch)
+        if res.outcome == "resized":
+            (pod,) = (p for p in self.cluster.pods if p.alive and p.info.key == pod_key)
+            self.resized.append((self.now_s, pod_key, pod.info.requests.cpu_m))
+        return res
 
 
 def simulate(name, world, sim_class=Simulation):
@@ -74,7 +78,9 @@ def simulate(name, world, sim_class=Simulation):
 def test_hrl_scheduler_runs_the_real_descheduler_loop_every_minute_and_passes_its_intent_down(world):
     built, reports, result, sim = simulate("hrl-scheduler", world)
     assert built.scheduler_name == "hrl-scheduler" and [h.period_min for h in built.hooks] == [1]
-    assert [r.started_at_s / 60 for r in reports] == list(range(1, MINUTES))
+    assert [r.started_at_s / 60 for r in reports] == list(
+        range(0, MINUTES)
+    )  # the first cycle at t = 0, before any pod is placed
     (ext,) = built.scheduler.extenders
     assert ext.weight == hs.EXTENDER_WEIGHT and ext.calls["prioritize"] >= 12
     _index, intent = ext.view()  # through the embedding cache's intent record, as in a cluster
@@ -85,7 +91,7 @@ def test_hrl_scheduler_runs_the_real_descheduler_loop_every_minute_and_passes_it
     assert all(abs(s.target - s.current) <= 4 and 1 <= s.target <= 10 for s in scaled)
     assert result.pods_placed > 12  # the new replicas were placed (through the extender)
     move_minutes = {r.started_at_s / 60 for r in reports if r.planned_moves}
-    assert move_minutes and move_minutes <= {5.0, 10.0}  # moves are planned every 5 simulated minutes only
+    assert move_minutes and move_minutes <= {0.0, 5.0, 10.0}  # moves are planned every 5 simulated minutes only
     assert all(r.planner == "hrl-scheduler-planner" for r in reports)
 
 
@@ -169,7 +175,7 @@ def test_without_a_simulated_resize_every_resize_is_unsupported_and_the_run_goes
     _b, reports, result, _s = simulate("hrl-scheduler", world, WithoutResize)
     done = [r.outcome for rep in reports for r in rep.resizes]
     assert done and set(done) == {"unsupported"}
-    assert [rep.started_at_s / 60 for rep in reports] == list(range(1, MINUTES)) and result.pods_placed > 12
+    assert [rep.started_at_s / 60 for rep in reports] == list(range(0, MINUTES)) and result.pods_placed > 12
 
 
 def test_the_no_shield_and_no_resize_ablations_switch_off_one_part_and_every_run_reports_its_counters(world):

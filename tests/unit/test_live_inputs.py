@@ -372,7 +372,8 @@ def test_without_the_configured_measured_use_a_cycle_plans_no_move_and_says_so(g
     fresh = LiveInputs(UsageInput(FakeUsage(UsageReading(use, {}, 999.0, 60.0)), clock=clock), SignalsInput(None))
     report, guard = cycle(fresh, planner)
     assert isinstance(guard, GatedInputsGuard if gated else InputsGuard)
-    assert report.counts["dry_run"] >= 1 and {m.reason for m in report.planned_moves} == {"overload"}
+    # planned on the measured use (the move cost model may still hold them back: that is the executor's call)
+    assert {m.reason for m in report.planned_moves} == {"overload"} and sum(report.counts.values()) >= 1
     assert guard.withheld == {"moves": False, "resizes": 0}
     stale = LiveInputs(UsageInput(FakeUsage(UsageReading(use, {}, 100.0, 60.0)), clock=clock), SignalsInput(None))
     caplog.set_level(logging.WARNING, logger="descheduler.inputs")
