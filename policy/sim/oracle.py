@@ -119,6 +119,8 @@ class ImposedIntent:
     def __init__(self, base: IntentPolicy | None = None):
         self.base = base
         self.current: Intent | None = None
+        #: The intent ``base`` gave at its last call (``None`` before any, or when the last one was imposed).
+        self.last_delegated: Intent | None = None
 
     @property
     def signals(self) -> Any:
@@ -136,10 +138,13 @@ class ImposedIntent:
             rec(snapshot, index, state)
 
     def intent(self, snapshot: ClusterSnapshot, index: ClusterIndex, state: HrlState) -> Intent | tuple[float, ...]:
+        self.last_delegated = None
         if self.current is not None:
             return self.current
         if self.base is not None:
-            return self.base.intent(snapshot, index, state)
+            out = self.base.intent(snapshot, index, state)
+            self.last_delegated = out if isinstance(out, Intent) else Intent(tuple(out))
+            return out
         return default_intent()
 
 
@@ -203,21 +208,24 @@ class LookaheadOracle:
         self.rollouts = 0
         self.in_rollout = False
         self._observation: Any = None
+        self._learned: Intent | None = None
 
     def __call__(self, sim: Simulation) -> None:
         if self.in_rollout or sim.minute % self.config.period_min != 0:
             return
         tried: list[Candidate] = []
         self._observation = None
+        self._learned = None
         for label, intent in self.candidates(sim):
             tried.append(Candidate(label, intent, self.rollout(sim, intent)))
         chosen = int(np.argmin([c.cost for c in tried]))
         for svc in self._busiest(sim)[: self.config.coordinate_services]:
             base = tried[chosen]
-            if base.intent is None:
+            base_intent = self._resolved(base)
+            if base_intent is None:
                 continue
             for sign in (+1.0, -1.0):
-                varied = _with_capacity(base.intent, svc, sign * self.config.coordinate_step)
+                varied = _with_capacity(base_intent, svc, sign * self.config.coordinate_step)
                 if varied is None or any(varied == c.intent for c in tried):
                     continue
                 c = Candidate(f"{base.label}; {svc} {'+' if sign > 0 else '-'}", varied, self.rollout(sim, varied))
@@ -226,8 +234,9 @@ class LookaheadOracle:
                     chosen = len(tried) - 1
                     break
         base = tried[chosen]
-        for loc, bal in self.config.placement_weights if base.intent is not None else ():
-            varied = _with_weights(base.intent, loc, bal)
+        base_intent = self._resolved(base)
+        for loc, bal in self.config.placement_weights if base_intent is not None else ():
+            varied = _with_weights(base_intent, loc, bal)
             if any(varied == c.intent for c in tried):
                 continue
             c = Candidate(f"{base.label}; weights {loc:g}/{bal:g}", varied, self.rollout(sim, varied))
@@ -260,6 +269,11 @@ class LookaheadOracle:
                     out.append((f"constant c={c:g},b={b:g}", intent))
         return out
 
+    def _resolved(self, c: Candidate) -> Intent | None:
+        """The intent candidate ``c`` ran: its own, or for ``learned`` the one the learned policy gave at the
+        period's start in its fork (so the searches below can vary it too); ``None`` when there is none."""
+        return c.intent if c.intent is not None else self._learned
+
     def rollout(self, sim: Simulation, intent: Intent | None) -> float:
         """The objective summed over the horizon of a fork of ``sim`` running ``intent`` (None: the learned one)."""
         fork, me = sim.fork(self)
@@ -271,6 +285,7 @@ class LookaheadOracle:
             fork.advance()
             if intent is None and fork.minute == start + 1:  # the learned policy decided in this minute
                 self._observation = getattr(me.imposed.base, "last_observation", None)
+                self._learned = me.imposed.last_delegated
         self.rollouts += 1
         series = {k: v[start:end] for k, v in fork.series.items()}
         return float(app_costs(self.app, series, self.config.objective).sum())
