@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         load_extender_config,
         load_topology,
         start_policy_feeds,
-        tls_server_kwargs,
+        tls_context,
         topology_refresher,
     )
 
@@ -108,17 +108,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(PROG, config.log_level, args.log_format)
     log = logging.getLogger("extender")
 
-    import uvicorn
     from prometheus_client import CollectorRegistry
 
-    from .server import bind_socket, make_app, uvicorn_config
+    from .config import http_limits
+    from .http import HttpServer
+    from .server import bind_socket, make_app
     from .store import SnapshotStore
 
     store = SnapshotStore()
     # what the valid configuration names must also load: every such problem at once, one line each
     problems: list[str] = []
     try:
-        tls_kwargs = tls_server_kwargs(config)  # HTTPS when listen.tls is set
+        ssl_context = tls_context(config)  # HTTPS when listen.tls is set
     except ValueError as exc:
         problems.append(str(exc))
     try:
@@ -190,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = make_app(config, store, policy, registry, topology=refresher)
     host = args.host or config.listen.host
     port = config.listen.port if args.port is None else args.port
-    scheme = "https" if tls_kwargs else "http"
+    scheme = "https" if ssl_context is not None else "http"
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
@@ -204,16 +205,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BIND
     port = sock.getsockname()[1]
     log.info("serving on %s://%s:%d%s (policy %s)", scheme, host, port, config.url_prefix, policy.name)
-    server = uvicorn.Server(uvicorn_config(app, log_level=config.log_level.lower(), **tls_kwargs))
+    server = HttpServer(app, http_limits(config), app.metrics, ssl=ssl_context)
 
-    def on_signal(signum: int, frame: object) -> None:
-        # uvicorn handles SIGINT/SIGTERM while serving and re-raises the signal afterwards with the
-        # previous handler: this one, so a graceful shutdown ends with status 0, not death by signal.
-        server.should_exit = True
+    def on_loop(loop) -> None:  # SIGINT/SIGTERM: stop gracefully (requests in progress answered), exit 0
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, server.request_stop)
 
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, on_signal)
     if source is not None:
         source.start()
     if refresher is not None:
@@ -223,9 +221,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache_link = start_cache_link(config.cache, store, registry)
     feeds = start_policy_feeds(policy, config, store)  # a learned policy's service rows, off the request path
     try:
-        server.run(sockets=[sock])
-    except SystemExit as exc:  # uvicorn's own exits (e.g. 3 for a failed start-up) mean "failed after start"
-        log.error("server stopped with status %s", exc.code)
+        server.run([sock], on_loop=on_loop)
+    except Exception as exc:  # noqa: BLE001 - the server failed after it started: one line, status 1
+        log.error("server stopped: %s: %s", type(exc).__name__, exc)
         return 1
     finally:
         sock.close()
@@ -238,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             cache_link.stop()
         if feeds is not None:
             feeds.stop()
-    return 0 if server.started else 1
+    return 0 if server.started.is_set() else 1
 
 
 if __name__ == "__main__":

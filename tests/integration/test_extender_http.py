@@ -99,14 +99,20 @@ def test_metrics_counters_move_by_exactly_the_number_of_calls(server):
         return after.get(key, 0.0) - before.get(key, 0.0)
 
     assert delta("hrl_extender_prioritize_total", outcome="ok") == 7
-    assert total(after, "hrl_extender_prioritize_total") - total(before, "hrl_extender_prioritize_total") == 7
+    assert delta("hrl_extender_prioritize_total", outcome="invalid") == 2
+    # every verb request answered is counted once, by its outcome (the 405 is no verb request)
+    assert total(after, "hrl_extender_prioritize_total") - total(before, "hrl_extender_prioritize_total") == 9
     assert delta("hrl_extender_prioritize_duration_seconds_count") == 7
     assert delta("hrl_extender_filter_total", outcome="ok") == 3
+    assert delta("hrl_extender_filter_total", outcome="invalid") == 1
     assert delta("hrl_extender_filter_duration_seconds_count") == 3
     assert delta("hrl_extender_requests_invalid_total", verb="prioritize") == 2
     assert delta("hrl_extender_requests_invalid_total", verb="filter") == 1
+    assert delta("hrl_extender_http_responses_total", code="200") == 10 + 1  # the verbs and the first /metrics
+    assert delta("hrl_extender_http_responses_total", code="400") == 3
+    assert delta("hrl_extender_http_responses_total", code="405") == 1
     assert after[("hrl_extender_snapshot_nodes", ())] == 3
-    assert server.metrics.prioritize_calls() == 7 and server.metrics.filter_calls() == 3
+    assert server.metrics.prioritize_calls() == 9 and server.metrics.filter_calls() == 4
 
 
 def test_concurrent_clients_each_get_a_complete_reply(server):
