@@ -74,16 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     # Imports after argument parsing so `--help` stays fast.
     from policy.config import ConfigError
-    from policy.observe import ObjectError
 
-    from .config import (
-        build_policy,
-        load_extender_config,
-        load_topology,
-        start_policy_feeds,
-        tls_context,
-        topology_refresher,
-    )
+    from .config import load_extender_config, start_policy_feeds
 
     try:  # every problem at once, one line each: FILE: dotted.path: problem (got VALUE); named files must exist
         config = load_extender_config(args.config, check_files=True)
@@ -95,10 +87,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     def config_line(line: str) -> str:  # a problem found past validation, in the same format
         line = " ".join(str(line).split())
         return f"{args.config}: {line}" if args.config else f"{PROG}: error: {line}"
-
-    def config_fail(line: str) -> int:
-        print(config_line(line), file=sys.stderr)
-        return 2
 
     if args.port is not None and not 0 <= args.port <= 65535:
         return _fail(f"--port: must be 0..65535, got {args.port}")
@@ -113,38 +101,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .config import http_limits
     from .http import HttpServer
     from .server import bind_socket, make_app
-    from .store import SnapshotStore
+    from .startup import StartupError, prepare
+    from .store import SnapshotStore, graph_with_annotations
 
     store = SnapshotStore()
-    # what the valid configuration names must also load: every such problem at once, one line each
-    problems: list[str] = []
-    try:
-        ssl_context = tls_context(config)  # HTTPS when listen.tls is set
-    except ValueError as exc:
-        problems.append(str(exc))
-    try:
-        policy = build_policy(config)
-    except ValueError as exc:  # a learned policy's bundle that cannot be loaded (BundleError)
-        problems.append(f"policy.bundle: {exc}")
-    try:  # live sources (prometheus+...://) → a background refresher; files only → read once
-        refresher, warnings = topology_refresher(config)
-        graph, more = (refresher.graph, []) if refresher is not None else load_topology(config)
-        warnings += more
-    except ImportError as exc:
-        problems.append(f"topology.sources: the call-graph loader is unavailable ({exc})")
-    except Exception as exc:  # noqa: BLE001 - the loader's own one-line errors (unreadable file, bad content)
-        problems.append(f"topology.sources: {exc}")
-    if problems:
-        for line in problems:
+    try:  # what the valid configuration names must also load: every such problem at once, one line each
+        startup = prepare(config, store, snapshot=args.snapshot)
+    except StartupError as exc:
+        for line in exc.problems:
             print(config_line(line), file=sys.stderr)
         return 2
-    for w in warnings:
+    ssl_context, policy, refresher, graph = startup.ssl_context, startup.policy, startup.refresher, startup.graph
+    assert policy is not None
+    for w in startup.warnings:
         log.warning("topology: %s", w)
-    kube = config.kubernetes
-    if kube.enabled and (args.snapshot or config.snapshot_file):
-        return _fail("kubernetes.enabled and a snapshot file (snapshotFile / --snapshot) are exclusive")
-    if graph is not None and not kube.enabled:  # with the watch, the source merges it with pod annotations
-        store.set_graph(graph)
     if graph is not None:
         log.info(
             "call graph: %d services, %d edges from %d source(s)",
@@ -152,35 +122,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             len(graph.edges),
             len(config.topology.sources),
         )
-
     source = None
-    snap_path = args.snapshot or config.snapshot_file
+    kube = config.kubernetes
     if kube.enabled:
-        try:
-            from .kube import KubeSnapshotSource, load_api_client
+        from .kube import KubeSnapshotSource
 
-            api = load_api_client(kube.kubeconfig)
-        except Exception as exc:  # noqa: BLE001 - ConfigException, OSError: one line
-            return config_fail(f"kubernetes.kubeconfig: cannot load a client configuration: {exc}")
         source = KubeSnapshotSource(
-            store, api, graph=graph, resync_s=kube.resync_seconds, debounce_s=kube.debounce_seconds
+            store, startup.api, graph=graph, resync_s=kube.resync_seconds, debounce_s=kube.debounce_seconds
         )
-        log.info("watching nodes and pods on %s", api.configuration.host)
-    elif snap_path:
-        try:
-            view = store.load_file(snap_path)
-        except ObjectError as exc:
-            return _fail(f"snapshot: {exc}")
-        assert view.snapshot is not None
-        log.info("snapshot %s: %d nodes, %d pods", snap_path, len(view.snapshot.nodes), len(view.snapshot.pods))
+        log.info("watching nodes and pods on %s", startup.api.configuration.host)
+    elif startup.snapshot_path:
+        snap = store.get().snapshot
+        assert snap is not None
+        log.info(
+            "snapshot %s: %d nodes, %d pods; call graph with the pods' annotations: %d services, %d edges",
+            startup.snapshot_path,
+            len(snap.nodes),
+            len(snap.pods),
+            len(snap.graph.services),
+            len(snap.graph.edges),
+        )
     else:
         log.warning("no snapshot: scores stay neutral and /readyz answers 503 until one is loaded")
 
     if refresher is not None:
         if source is not None:  # the watch merges it with pod annotations at its next rebuild
             refresher.on_update = lambda g: setattr(source, "graph", g)
-        else:
-            refresher.on_update = store.set_graph
+        else:  # a static snapshot: merged with its pods' annotations here
+            refresher.on_update = lambda g: store.set_graph(graph_with_annotations(g, store.snapshot_pods()))
         st = refresher.status()
         if st.stale:
             log.warning(

@@ -409,6 +409,15 @@ class ExtenderConfiguration(ConfigModel):
     def _upper(cls, v: Any) -> Any:
         return v.upper() if isinstance(v, str) else v
 
+    @model_validator(mode="after")
+    def _one_snapshot_source(self) -> ExtenderConfiguration:
+        if self.kubernetes.enabled and self.snapshot_file is not None:
+            raise ValueError(
+                f"snapshotFile ({self.snapshot_file!r}) and kubernetes.enabled are exclusive: the snapshot comes "
+                "from a file or from the live cluster"
+            )
+        return self
+
 
 def load_extender_config(
     source: str | Path | Mapping[str, Any] | None, *, check_files: bool = False
@@ -489,9 +498,10 @@ def start_policy_feeds(policy: PlacementPolicy, config: ExtenderConfiguration, s
     return RowsRefresher(policy, lambda: store.get().snapshot, config.policy.embedding_refresh_seconds).start()
 
 
-def topology_refresher(config: ExtenderConfiguration):
+def topology_refresher(config: ExtenderConfiguration, refresh: bool = True):
     """A :class:`policy.topology.live.TopologyRefresher` for ``config.topology`` when its sources include a live
-    URI, with its first refresh done (a failing live source makes it stale, not an error), else ``None``.
+    URI, with its first refresh done when ``refresh`` (a failing live source makes it stale, not an error), else
+    ``None``.
     Returns ``(refresher | None, warnings of the file sources)``. File sources are read once here; their errors
     (:class:`policy.topology.TopologyError`) and a malformed URI (``ValueError``) propagate. Start its background
     thread with ``refresher.start()``; publish its graphs with ``refresher.on_update``."""
@@ -508,7 +518,8 @@ def topology_refresher(config: ExtenderConfiguration):
         half_life_s=t.smoothing_half_life_seconds,
         stale_after_s=t.stale_after_seconds or None,
     )
-    refresher.refresh_once()
+    if refresh:
+        refresher.refresh_once()
     return refresher, [str(w) for w in warnings]
 
 
