@@ -116,6 +116,11 @@ OVERLAP_FRACTION = 0.1
 clock skew between pods when only callee-side spans are available)."""
 
 _ERROR_VALUES = frozenset({"error", "status_code_error", "2"})
+#: Span times accepted, ns since 1970: OTLP's fixed64 ``time_unix_nano`` within a signed 64-bit range.
+MAX_TIME_NS = 2**63
+#: The longest span accepted, ns (a day): a request's span, not a job's.
+MAX_SPAN_NS = 86_400 * 10**9
+
 _EXPECTED = "a span table needs TraceID,SpanID,ParentID,PodName (or ServiceName),StartTimeUnixNano,EndTimeUnixNano"
 
 
@@ -275,9 +280,9 @@ def read_span_table(path: str | Path, columns: Mapping[str, str] | None = None) 
     """Read a span CSV file, or every ``*.csv`` / ``*.csv.gz`` of a directory as one table.
 
     ``columns``: role → header overrides (:data:`SPAN_ROLES`). Raises :class:`TopologyError`
-    ``file:line: field: problem`` for a malformed row (non-integer timestamp, negative duration, end before
-    start, empty id), ``file:1: missing column(s) ...`` for a file that is not a span table, and a one-line
-    error for an unknown role.
+    ``file:line: field: problem`` for a malformed row (non-integer timestamp, a time outside 0..2^63 ns, a span
+    longer than a day (:data:`MAX_SPAN_NS`), end before start, empty id), ``file:1: missing column(s) ...`` for a
+    file that is not a span table, and a one-line error for an unknown role.
     """
     files = csv_files(path)
     table = SpanTable(path=str(path))
@@ -305,13 +310,24 @@ def read_span_table(path: str | Path, columns: Mapping[str, str] | None = None) 
                     raise TopologyError(f"{f}:{line}: {name}: empty")
             start = parse_int(row[col[cols["start_ns"]]], f, line, cols["start_ns"])
             end = parse_int(row[col[cols["end_ns"]]], f, line, cols["end_ns"])
+            for name, t in ((cols["start_ns"], start), (cols["end_ns"], end)):
+                if not 0 <= t < MAX_TIME_NS:
+                    raise TopologyError(f"{f}:{line}: {name}: must be ns since 1970 in 0..2^63, got {t}")
             if end < start:
                 raise TopologyError(f"{f}:{line}: {cols['end_ns']}: {end} is before {cols['start_ns']} {start}")
+            if end - start > MAX_SPAN_NS:
+                raise TopologyError(
+                    f"{f}:{line}: {cols['end_ns']}: the span lasts {(end - start) / 1e9:.6g} s, more than a day "
+                    f"({cols['start_ns']} {start})"
+                )
             if "duration_us" in cols:
                 dur_us = parse_float(row[col[cols["duration_us"]]], f, line, cols["duration_us"])
-                if dur_us < 0:
+                if not 0 <= dur_us <= MAX_SPAN_NS / 1000:
                     cell = row[col[cols["duration_us"]]]
-                    raise TopologyError(f"{f}:{line}: {cols['duration_us']}: negative: {cell!r}")
+                    raise TopologyError(
+                        f"{f}:{line}: {cols['duration_us']}: must be microseconds in 0..{MAX_SPAN_NS / 1000:g} "
+                        f"(a day), got {cell!r}"
+                    )
                 dur_ms = dur_us / 1000.0
             else:
                 dur_ms = (end - start) / 1e6
