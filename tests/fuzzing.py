@@ -365,3 +365,65 @@ def write_small_app(
         lat.append(f"{T0 + 60 * m + 1},web,{55 + m % 2},{62 + m % 3},{70 + m % 4},0")
     (d / "metrics/latency.csv").write_text("\n".join(lat) + "\n")
     return {"manifests": d / "manifests", "spans": d / "spans", "metrics": d / "metrics"}
+
+
+# ---- compressed files ------------------------------------------------------------------------------------------
+
+
+def damage_gzip(raw: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """``raw`` gzip-compressed, intact or damaged one way: ``(bytes, what was done)``. The damage: cut anywhere,
+    the deflate block type set to the reserved 3, bytes overwritten in the middle, the CRC or the length
+    trailer changed, the magic number broken, or another gzip member appended."""
+    import gzip
+
+    z = bytearray(gzip.compress(raw, mtime=0))
+    how = rng.choice(["intact", "cut", "block_type", "overwrite", "crc", "length", "magic", "two_members"])
+    if how == "cut":
+        z = z[: rng.randrange(len(z))]
+    elif how == "block_type":
+        z[10] |= 0x06
+    elif how == "overwrite":
+        k = rng.randrange(10, max(11, len(z) - 8))
+        z[k : k + 8] = rng.randbytes(8)
+    elif how == "crc":
+        z[-8] ^= 0xFF
+    elif how == "length":
+        z[-1] ^= 0x01
+    elif how == "magic":
+        z[0] = 0x1E
+    elif how == "two_members":
+        z += gzip.compress(raw[: len(raw) // 2], mtime=0)
+    return bytes(z), how
+
+
+# ---- app build ---------------------------------------------------------------------------------------------------
+
+
+def check_app_build(inputs: dict[str, Path], out: Path, **kw: Any) -> str | None:
+    """``build_app`` of ``inputs`` (``write_small_app``'s roles) into ``out`` returns a loadable app, or raises a
+    ``ValueError`` whose every line names a file (or an option) and leaves nothing behind: no ``out``, no temporary
+    folder beside it. Anything else is the finding."""
+    from policy.sim.app import load_app
+    from policy.sim.appbuild import build_app
+
+    before = set(out.parent.iterdir())
+    try:
+        build_app(inputs["manifests"], inputs["spans"], out, inputs.get("metrics"), **kw)
+    except ValueError as exc:
+        left = set(out.parent.iterdir()) - before
+        if left:
+            return f"failed build left {sorted(p.name for p in left)}: {str(exc)[:150]}"
+        for line in str(exc).splitlines():
+            if not (str(out.parent) in line or line.startswith("--") or line.startswith("cannot detect the entry")):
+                if not any(str(p) in line for p in inputs.values()):
+                    return f"a line naming no file: {line[:200]!r}"
+            if _PYDANTIC.search(line):
+                return f"pydantic wording: {line[:200]!r}"
+        return None
+    except Exception as exc:  # noqa: BLE001 - any other exception is the finding
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+    try:
+        load_app(str(out))
+    except Exception as exc:  # noqa: BLE001
+        return f"built app does not load: {type(exc).__name__}: {str(exc)[:200]}"
+    return None

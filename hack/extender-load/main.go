@@ -9,8 +9,9 @@
 //	                instead, at most 100 idle connections, the others closed and dialled again);
 //	                a request finding no free worker counts as "dropped"
 //	-mode slowloris -conns connections that each send a request's headers declaring a -declared byte body, then
-//	                -send bytes of it, and stall for -duration (or until the server closes them); with
-//	                -mode rate's flags set (-rps > 0) the rate load runs meanwhile on other connections
+//	                -send bytes of it (-stall body), or only the request line and a header (-stall headers),
+//	                and stall for -duration (or until the server closes them); with -rps > 0 the rate load
+//	                runs meanwhile on other connections
 //
 // -probe URL (rate and slowloris modes): meanwhile GET URL every -probe-interval on a fresh connection (as the
 // kubelet's liveness probe does) with a -probe-timeout; reported as "probe" {count, failed, latency_ms}.
@@ -254,8 +255,9 @@ func probe(url string, interval, timeout time.Duration, stop <-chan struct{}, ou
 }
 
 // slowloris opens conns connections to the verb URL's host; each sends the headers of a POST declaring a
-// declared-byte body and then send bytes of it, and stalls until stop is closed or the server closes it.
-func slowloris(url string, conns, declared, send int, stop <-chan struct{}, out chan<- map[string]any) {
+// declared-byte body and then send bytes of it (stall "body"), or only the request line and one header (stall
+// "headers"), and stalls until stop is closed or the server closes it.
+func slowloris(url string, conns, declared, send int, stall string, stop <-chan struct{}, out chan<- map[string]any) {
 	u, err := neturl.Parse(url)
 	if err != nil {
 		out <- map[string]any{"error": err.Error()}
@@ -279,9 +281,13 @@ func slowloris(url string, conns, declared, send int, stop <-chan struct{}, out 
 			}
 			atomic.AddInt64(&opened, 1)
 			t0 := time.Now()
-			head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
-				"Content-Length: %d\r\n\r\n", u.Path, u.Host, declared)
-			c.Write(append([]byte(head), bytes.Repeat([]byte("{"), send)...))
+			if stall == "headers" {
+				c.Write([]byte(fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\n", u.Path, u.Host)))
+			} else {
+				head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+					"Content-Length: %d\r\n\r\n", u.Path, u.Host, declared)
+				c.Write(append([]byte(head), bytes.Repeat([]byte("{"), send)...))
+			}
 			done := make(chan end, 1)
 			go func() {
 				buf := make([]byte, 4096)
@@ -394,6 +400,7 @@ func main() {
 	conns := flag.Int("conns", 200, "slowloris: connections")
 	declared := flag.Int("declared", 100000, "slowloris: the Content-Length each declares")
 	send := flag.Int("send", 1, "slowloris: body bytes each sends before it stalls")
+	stall := flag.String("stall", "body", "slowloris: body (a declared body never sent) | headers (headers never ended)")
 	redial := flag.Bool("redial", false, "rate: keep at most 100 idle connections, redialling beyond (a dial storm "+
 		"when replies are late); default: exactly -workers keep-alive connections")
 	flag.Parse()
@@ -434,7 +441,7 @@ func main() {
 		}
 		if *mode == "slowloris" {
 			extras["slowloris"] = make(chan map[string]any, 1)
-			go slowloris(*url, *conns, *declared, *send, stop, extras["slowloris"])
+			go slowloris(*url, *conns, *declared, *send, *stall, stop, extras["slowloris"])
 			time.Sleep(200 * time.Millisecond) // the held connections first
 		}
 		t0 = time.Now()

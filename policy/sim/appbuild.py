@@ -275,14 +275,17 @@ def _copy_manifests(src: Path, dst: Path) -> None:
 def _workload_services(path: Path) -> list[str]:
     """The services of the Deployments and StatefulSets at ``path`` (what the simulator runs), in order; raises
     ``ValueError`` for no workload or two workloads with one service name."""
-    from policy.observe import load_objects, parse_workload
+    from policy.observe import ObjectError, load_objects, parse_workload
 
-    objs = load_objects(path)
     seen: dict[str, str] = {}
-    for o in objs:
+    objs = [(f, o) for f in _manifest_files(path) for o in load_objects(f)]
+    for f, o in objs:
         if o.get("kind") not in ("Deployment", "StatefulSet"):
             continue
-        w = parse_workload(o)
+        try:
+            w = parse_workload(o)
+        except ObjectError as exc:  # the file the workload came from, then the workload, field and value
+            raise ValueError(f"{f}: {' '.join(str(exc).split())}") from None
         ref = f"{o.get('kind')} {w.namespace}/{w.name}"
         if w.service in seen:
             raise ValueError(
