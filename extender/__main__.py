@@ -25,6 +25,7 @@ in the same pass).
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import sys
@@ -189,6 +190,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     cache_link = start_cache_link(config.cache, store, registry)
     feeds = start_policy_feeds(policy, config, store)  # a learned policy's service rows, off the request path
+    # what start-up built (snapshot, index, policy, modules) lives until exit: out of the collector's sight, so that
+    # a full collection does not scan it while requests wait (gc.freeze; the watch's later snapshots are collected)
+    gc.collect()
+    gc.freeze()
     try:
         server.run([sock], on_loop=on_loop)
     except Exception as exc:  # noqa: BLE001 - the server failed after it started: one line, status 1
