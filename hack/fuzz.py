@@ -550,7 +550,66 @@ def _load(gen: Path, url: str, bodies: Path, *args: str) -> dict:
     return json.loads(r.stdout)
 
 
-def fuzz_connections(n: int, rng: random.Random, workdir: Path, durations_s: float, phases: list[dict]) -> Report:
+UVICORN_SCRIPT = """
+import sys
+import uvicorn
+from prometheus_client import CollectorRegistry
+from extender.config import load_extender_config
+from extender.server import make_app, uvicorn_config
+from extender.startup import prepare
+from extender.store import SnapshotStore
+
+config = load_extender_config(sys.argv[1])
+store = SnapshotStore()
+startup = prepare(config, store)
+app = make_app(config, store, startup.policy, CollectorRegistry())
+uvicorn.Server(uvicorn_config(app, host="127.0.0.1", port=config.listen.port, log_level="error")).run()
+"""
+
+
+def start_uvicorn(workdir: Path, snapshot: Path) -> tuple[subprocess.Popen, str]:
+    """The extender's application with the same configuration, served by uvicorn through its public interface
+    (:func:`extender.server.uvicorn_config`: the stack before extender.http), for the comparison."""
+    port = _free_port()
+    cfg = workdir / "extender-uvicorn.yaml"
+    cfg.write_text(
+        "apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
+        f"listen: {{host: 127.0.0.1, port: {port}}}\nsnapshotFile: {snapshot}\nlogLevel: ERROR\n"
+    )
+    script = workdir / "uvicorn_extender.py"
+    script.write_text(UVICORN_SCRIPT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(cfg)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=open(workdir / "uvicorn.log", "w"),
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"uvicorn did not start: {(workdir / 'uvicorn.log').read_text()[-2000:]}")
+        time.sleep(0.1)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def fuzz_connections(
+    n: int, rng: random.Random, workdir: Path, durations_s: float, phases: list[dict], compare: bool = True
+) -> Report:
     """The extender (``hrl-extender`` on the 500-node snapshot) under hostile connections, over the real socket:
     200 connections that declare a 100 kB body, send one byte and stall, then 200 whose headers never end, each
     while real requests are sent (they must be scored, not shed); then ``LOAD_FACTOR`` x the sequential capacity
@@ -558,75 +617,86 @@ def fuzz_connections(n: int, rng: random.Random, workdir: Path, durations_s: flo
     reply later than :data:`HTTP_TIMEOUT_S` (client timeouts included); a probe failing or over
     :data:`PROBE_TIMEOUT_S`; a held connection not cut (408) within its timeout; real requests shed while only held
     connections load the server; fewer requests counted by the extender than answered. ``n``: about how many
-    requests to send in all. Each phase's figures are appended to ``phases``."""
+    requests to send in all. Each phase's figures are appended to ``phases``; with ``compare``, the same phases
+    against the application served by uvicorn (:func:`start_uvicorn`) follow, figures only (no findings: uvicorn
+    has no read timeouts and cannot see the time a request waited in its socket)."""
     rep = Report("extender connections (held: slow body, slow headers; 32-512 connections at 10x capacity)")
     gen = build_load_generator()
     snap, bodies = overload_cluster(workdir)
     proc, url = start_extender(workdir, snapshot=snap)
     try:
-        before = _outcomes(url)
-        seq = _load(gen, url, bodies, "-mode", "seq", "-n", "1000", "-warmup", "100")
-        out = _delta(_outcomes(url), before)
-        rep.inputs += seq["count"] + 100
-        capacity = seq["rps"]
-        _judge(rep, "sequential", seq, out)
-        phases.append(
-            {"phase": "sequential (the capacity)", "connections": 1, "rps_offered": None, **_summary(seq, out)}
-        )
-        per_phase = max(200, n // (2 + len(CONNECTIONS)))
-        for stall in ("body", "headers"):
-            before = _outcomes(url)
-            rps = max(20.0, 0.3 * capacity)
-            dur = max(4.0, min(durations_s, per_phase / rps))
-            res = _load(gen, url, bodies, "-mode", "slowloris", "-stall", stall, "-conns", "200",
-                        "-declared", "100000", "-send", "1", "-rps", f"{rps:.0f}", "-workers", "4",
-                        "-duration", f"{dur:.1f}s", "-timeout", f"{HTTP_TIMEOUT_S}s")  # fmt: skip
-            out = _delta(_outcomes(url), before)
-            sl = res["slowloris"]
-            rep.inputs += res["count"] + sl["conns"]
-            _judge(rep, f"held ({stall})", res, out)
-            shed = out.get("neutral_overload", 0) + out.get("neutral_deadline", 0)
-            if shed > 0.01 * max(1, res["count"]):  # scoring switched off (a stray shed: a CPU-starved moment)
-                rep.finding("crash", f"held ({stall}): {shed} real requests shed while only held connections loaded it")
-            closed = sl["closed_by_server"]
-            if closed != sl["conns"] or sl["closed_after_s"]["max"] > 2.0 + 1.0:
-                rep.finding(
-                    "hang",
-                    f"held ({stall}): {closed}/{sl['conns']} cut, the last after {sl['closed_after_s']['max']:.1f} s",
-                )
-            rep.outcomes[f"held {stall}: 408"] += sl["answers"].get("HTTP/1.1 408 Request Timeout", 0)
-            phases.append({"phase": f"held ({stall}): 200 stalled connections", "connections": 4 + 200,
-                           "rps_offered": round(rps), **_summary(res, out), "held_cut": closed,
-                           "held_cut_after_s": round(sl["closed_after_s"]["max"], 2)})  # fmt: skip
-        for conns in CONNECTIONS:
-            before = _outcomes(url)
-            rps = LOAD_FACTOR * capacity
-            dur = max(4.0, min(durations_s, per_phase / rps))
-            res = _load(gen, url, bodies, "-mode", "rate", "-rps", f"{rps:.0f}", "-workers", str(conns),
-                        "-duration", f"{dur:.1f}s", "-timeout", f"{HTTP_TIMEOUT_S}s", "-probe", url + "/livez",
-                        "-probe-interval", "100ms", "-probe-timeout", f"{PROBE_TIMEOUT_S}s")  # fmt: skip
-            out = _delta(_outcomes(url), before)
-            rep.inputs += res["count"] + res["probe"]["count"]
-            _judge(rep, f"{conns} connections", res, out)
-            pr = res["probe"]
-            if pr["failed"] or pr["latency_ms"]["max"] > 1000 * PROBE_TIMEOUT_S:
-                rep.finding(
-                    "hang", f"{conns} connections: /livez {pr['failed']} failed, max {pr['latency_ms']['max']:.0f} ms"
-                )
-            phases.append({"phase": f"{LOAD_FACTOR}x capacity", "connections": conns, "rps_offered": round(rps),
-                           **_summary(res, out), "livez_p50_ms": round(pr["latency_ms"]["p50"], 1),
-                           "livez_p99_ms": round(pr["latency_ms"]["p99"], 1),
-                           "livez_max_ms": round(pr["latency_ms"]["max"], 1)})  # fmt: skip
+        _connection_phases(rep, gen, url, bodies, n, durations_s, phases, "hrl-extender (extender.http)")
         if proc.poll() is not None:
             rep.finding("crash", f"hrl-extender exited with {proc.returncode}")
     finally:
-        proc.send_signal(signal.SIGTERM)
+        _stop(proc)
+    if compare:
+        proc, url = start_uvicorn(workdir, snap)
         try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            _connection_phases(Report("uvicorn"), gen, url, bodies, n, durations_s, phases, "uvicorn (public API)")
+        finally:
+            _stop(proc)
     return rep
+
+
+def _connection_phases(
+    rep: Report, gen: Path, url: str, bodies: Path, n: int, durations_s: float, phases: list[dict], server: str
+) -> None:
+    before = _outcomes(url)
+    seq = _load(gen, url, bodies, "-mode", "seq", "-n", "1000", "-warmup", "100")
+    out = _delta(_outcomes(url), before)
+    rep.inputs += seq["count"] + 100
+    capacity = seq["rps"]
+    _judge(rep, "sequential", seq, out)
+    phases.append(
+        {"server": server, "phase": "sequential (the capacity)", "connections": 1, "rps_offered": None}
+        | _summary(seq, out)
+    )
+    per_phase = max(200, n // (2 + len(CONNECTIONS)))
+    for stall in ("body", "headers"):
+        before = _outcomes(url)
+        rps = max(20.0, 0.3 * capacity)
+        dur = max(4.0, min(durations_s, per_phase / rps))
+        res = _load(gen, url, bodies, "-mode", "slowloris", "-stall", stall, "-conns", "200",
+                    "-declared", "100000", "-send", "1", "-rps", f"{rps:.0f}", "-workers", "4",
+                    "-duration", f"{dur:.1f}s", "-timeout", f"{HTTP_TIMEOUT_S}s")  # fmt: skip
+        out = _delta(_outcomes(url), before)
+        sl = res["slowloris"]
+        rep.inputs += res["count"] + sl["conns"]
+        _judge(rep, f"held ({stall})", res, out)
+        shed = out.get("neutral_overload", 0) + out.get("neutral_deadline", 0)
+        if shed > 0.01 * max(1, res["count"]):  # scoring switched off (a stray shed: a CPU-starved moment)
+            rep.finding("crash", f"held ({stall}): {shed} real requests shed while only held connections loaded it")
+        closed = sl["closed_by_server"]
+        if closed != sl["conns"] or sl["closed_after_s"]["max"] > 2.0 + 1.0:
+            rep.finding(
+                "hang",
+                f"held ({stall}): {closed}/{sl['conns']} cut, the last after {sl['closed_after_s']['max']:.1f} s",
+            )
+        rep.outcomes[f"held {stall}: 408"] += sl["answers"].get("HTTP/1.1 408 Request Timeout", 0)
+        phases.append({"server": server, "phase": f"held ({stall}): 200 stalled connections", "connections": 4 + 200,
+                       "rps_offered": round(rps), **_summary(res, out), "held_cut": closed,
+                       "held_cut_after_s": round(sl["closed_after_s"]["max"], 2)})  # fmt: skip
+    for conns in CONNECTIONS:
+        before = _outcomes(url)
+        rps = LOAD_FACTOR * capacity
+        dur = max(4.0, min(durations_s, per_phase / rps))
+        res = _load(gen, url, bodies, "-mode", "rate", "-rps", f"{rps:.0f}", "-workers", str(conns),
+                    "-duration", f"{dur:.1f}s", "-timeout", f"{HTTP_TIMEOUT_S}s", "-probe", url + "/livez",
+                    "-probe-interval", "100ms", "-probe-timeout", f"{PROBE_TIMEOUT_S}s")  # fmt: skip
+        out = _delta(_outcomes(url), before)
+        rep.inputs += res["count"] + res["probe"]["count"]
+        _judge(rep, f"{conns} connections", res, out)
+        pr = res["probe"]
+        if pr["failed"] or pr["latency_ms"]["max"] > 1000 * PROBE_TIMEOUT_S:
+            rep.finding(
+                "hang", f"{conns} connections: /livez {pr['failed']} failed, max {pr['latency_ms']['max']:.0f} ms"
+            )
+        phases.append({"server": server, "phase": f"{LOAD_FACTOR}x capacity", "connections": conns,
+                       "rps_offered": round(rps), **_summary(res, out),
+                       "livez_p50_ms": round(pr["latency_ms"]["p50"], 1),
+                       "livez_p99_ms": round(pr["latency_ms"]["p99"], 1),
+                       "livez_max_ms": round(pr["latency_ms"]["max"], 1)})  # fmt: skip
 
 
 def _summary(res: dict, out: dict[str, int]) -> dict:
@@ -675,11 +745,13 @@ def phase_table(phases: list[dict]) -> list[str]:
         f"every 100 ms with the chart's {PROBE_TIMEOUT_S:.0f} s timeout). *late*: replies after {HTTP_TIMEOUT_S:g} s "
         "(client timeouts included); *scored* / *shed*: the extender's own counts of the phase (shed: answered "
         "neutral at once, `neutral_overload` + `neutral_deadline`); *counted*: requests the extender counted by "
-        "outcome.",
+        "outcome. Rows `uvicorn (public API)`: the same application and configuration served by uvicorn through its "
+        "public options (`extender.server.uvicorn_config`, the stack before `extender/http.py`), for comparison "
+        "only (no findings).",
         "",
-        "| phase | connections | offered req/s | replies | req/s | late | 5xx | scored | shed | counted | "
+        "| server | phase | connections | offered req/s | replies | req/s | late | 5xx | scored | shed | counted | "
         "p50 / p99 (ms) | /livez p50 / p99 / max (ms) | load (1 min) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|",
     ]
     for ph in phases:
         fivexx = sum(v for k, v in ph["status"].items() if k.startswith("5"))
@@ -691,7 +763,8 @@ def phase_table(phases: list[dict]) -> list[str]:
         held = f" (cut {ph['held_cut']}/200, the last after {ph['held_cut_after_s']} s)" if "held_cut" in ph else ""
         offered = f"{ph['rps_offered']:,}" if ph["rps_offered"] is not None else "-"
         lines.append(
-            f"| {ph['phase']}{held} | {ph['connections']} | {offered} | {ph['replies']:,} | {ph['rps']:,.0f} | "
+            f"| {ph.get('server', '')} | {ph['phase']}{held} | {ph['connections']} | {offered} | {ph['replies']:,} | "
+            f"{ph['rps']:,.0f} | "
             f"{ph['late']:,} | {fivexx} | {ph['scored']:,} | {ph['shed']:,} | {ph['counted']:,} | "
             f"{ph['p50_ms']:.1f} / {ph['p99_ms']:.1f} | {livez} | {ph['load_1min']} |"
         )
@@ -759,6 +832,9 @@ def main(argv: list[str] | None = None) -> int:
         default=8.0,
         help="seconds of each connection phase (held connections, 32-512 connections at 10x); 0 = skip them",
     )
+    p.add_argument(
+        "--no-uvicorn", action="store_true", help="skip the connection phases against the application under uvicorn"
+    )
     p.add_argument("--no-write", action="store_true", help="do not rewrite the fuzz section of BENCHMARKS.md")
     p.add_argument("--json", metavar="PATH", help="write the reports as JSON")
     args = p.parse_args(argv)
@@ -787,7 +863,12 @@ def main(argv: list[str] | None = None) -> int:
                 (
                     "connections",
                     lambda: fuzz_connections(
-                        int(args.connection_seconds * 4000), rng, d, args.connection_seconds, phases
+                        int(args.connection_seconds * 4000),
+                        rng,
+                        d,
+                        args.connection_seconds,
+                        phases,
+                        compare=not args.no_uvicorn,
                     ),
                 )
             )
