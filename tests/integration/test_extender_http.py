@@ -1,4 +1,4 @@
-"""The extender over a real HTTP socket on 127.0.0.1: ExtenderServer (uvicorn in a thread) and the
+"""The extender over a real HTTP socket on 127.0.0.1: ExtenderServer (extender.http on uvloop in a thread) and the
 hrl-extender command, driven with httpx exactly as kube-scheduler drives it."""
 
 from __future__ import annotations
