@@ -74,6 +74,8 @@ from policy.config import ConfigModel, ExistingBundle, ExistingFile, ExistingPat
 from policy.lowlevel import PlacementPolicy, TopologyHeuristic
 from policy.state import ServiceGraph
 
+from .http import HttpLimits
+
 __all__ = [
     "KIND",
     "TLSConfig",
@@ -452,10 +454,8 @@ def tls_context(config: ExtenderConfiguration):
     return ctx
 
 
-def http_limits(config: ExtenderConfiguration):
+def http_limits(config: ExtenderConfiguration) -> HttpLimits:
     """The :class:`extender.http.HttpLimits` of ``config.limits`` (timeouts, connection bound, body size)."""
-    from .http import HttpLimits
-
     lim = config.limits
     return HttpLimits(
         header_timeout_s=lim.header_timeout_seconds,

@@ -43,6 +43,7 @@ from prometheus_client.registry import Collector
 
 from policy.lowlevel import NodeScoreTable
 
+from .http import CLOSE_REASONS
 from .scoring import FILTER_OUTCOMES, PRIORITIZE_OUTCOMES
 from .store import SnapshotStore
 
@@ -182,8 +183,6 @@ class ExtenderMetrics:
             self.filter_total.labels(outcome=o)
         for c in HTTP_CODES:
             self.http_responses_total.labels(code=str(c))
-        from .http import CLOSE_REASONS
-
         for r in CLOSE_REASONS:
             self.http_connections_closed_total.labels(reason=r)
         for v in VERBS:

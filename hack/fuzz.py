@@ -126,12 +126,17 @@ def start_extender(workdir: Path, snapshot: Path | None = None) -> tuple[subproc
         f"listen: {{host: 127.0.0.1, port: {port}}}\n"
         f"snapshotFile: {snap}\nlogLevel: ERROR\n"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "extender", "--config", str(cfg)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=open(workdir / "extender.log", "w"),
+    return _spawn(
+        "hrl-extender", [sys.executable, "-m", "extender", "--config", str(cfg)], workdir / "extender.log", port
     )
+
+
+def _spawn(
+    name: str, cmd: list[str], log: Path, port: int, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, str]:
+    """Start ``cmd`` (the server ``name`` on ``port`` of 127.0.0.1, stderr to ``log``) and wait until its
+    ``/readyz`` answers 200; exits the harness with the log's end when it dies or takes over a minute."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(log, "w"))
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -141,7 +146,7 @@ def start_extender(workdir: Path, snapshot: Path | None = None) -> tuple[subproc
         except httpx.TransportError:
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"hrl-extender did not start: {(workdir / 'extender.log').read_text()[-2000:]}")
+            raise SystemExit(f"{name} did not start: {log.read_text()[-2000:]}")
         time.sleep(0.1)
 
 
@@ -578,24 +583,8 @@ def start_uvicorn(workdir: Path, snapshot: Path) -> tuple[subprocess.Popen, str]
     )
     script = workdir / "uvicorn_extender.py"
     script.write_text(UVICORN_SCRIPT)
-    proc = subprocess.Popen(
-        [sys.executable, str(script), str(cfg)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.DEVNULL,
-        stderr=open(workdir / "uvicorn.log", "w"),
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"uvicorn did not start: {(workdir / 'uvicorn.log').read_text()[-2000:]}")
-        time.sleep(0.1)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return _spawn("uvicorn", [sys.executable, str(script), str(cfg)], workdir / "uvicorn.log", port, env)
 
 
 def _stop(proc: subprocess.Popen) -> None:
