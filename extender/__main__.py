@@ -103,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .http import HttpServer
     from .server import bind_socket, make_app
     from .startup import StartupError, prepare
-    from .store import SnapshotStore, graph_with_annotations
+    from .store import SnapshotStore
 
     store = SnapshotStore()
     try:  # what the valid configuration names must also load: every such problem at once, one line each
@@ -136,10 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         snap = store.get().snapshot
         assert snap is not None
         log.info(
-            "snapshot %s: %d nodes, %d pods; call graph with the pods' annotations: %d services, %d edges",
+            "snapshot %s: %d nodes, %d pods; call graph%s: %d services, %d edges",
             startup.snapshot_path,
             len(snap.nodes),
             len(snap.pods),
+            "" if graph is not None else " from the pods' depends-on annotations",
             len(snap.graph.services),
             len(snap.graph.edges),
         )
@@ -149,8 +150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if refresher is not None:
         if source is not None:  # the watch merges it with pod annotations at its next rebuild
             refresher.on_update = lambda g: setattr(source, "graph", g)
-        else:  # a static snapshot: merged with its pods' annotations here
-            refresher.on_update = lambda g: store.set_graph(graph_with_annotations(g, store.snapshot_pods()))
+        else:
+            refresher.on_update = store.set_graph
         st = refresher.status()
         if st.stale:
             log.warning(

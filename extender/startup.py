@@ -8,9 +8,9 @@ configuration (``kubernetes.kubeconfig``), and the static snapshot (``snapshotFi
 with ``kubernetes.enabled``). Every problem is collected, one line each, ``dotted.path: problem``, and raised
 together as :class:`StartupError`.
 
-Snapshot mode: the call graph is the sources' graph united with the pods' ``hrl-scheduler.io/depends-on``
-annotations (:func:`extender.store.graph_with_annotations`), as the live watch does, so ``sources: []`` scores with
-the annotations.
+Snapshot mode: the call graph is the sources' graph, or without sources (``sources: []``) the one the pods'
+``hrl-scheduler.io/depends-on`` annotations declare (:func:`extender.store.graph_with_annotations`), as
+``topology.sources`` documents.
 """
 
 from __future__ import annotations
@@ -104,7 +104,10 @@ def prepare(
         else:
             assert view.snapshot is not None
             out.snapshot_path = str(path)
-            store.set_graph(graph_with_annotations(out.graph, view.snapshot.pods))
+            if out.graph is not None:
+                store.set_graph(out.graph)
+            else:  # no sources: the graph comes from the snapshot, its pods' depends-on annotations
+                store.set_graph(graph_with_annotations(None, view.snapshot.pods))
     if problems:
         if out.refresher is not None:
             out.refresher.stop()

@@ -266,11 +266,6 @@ class SnapshotStore:
             view = self._view
         return self._notify(view)
 
-    def snapshot_pods(self) -> tuple:
-        """The pods of the current snapshot (``()`` before the first)."""
-        snap = self.get().snapshot
-        return tuple(snap.pods) if snap is not None else ()
-
     def load_file(self, path: str | Path, now_s: float | None = None) -> StoreView:
         """Load a static cluster state — a Kubernetes ``List`` as ``kubectl get nodes,pods,pdb -A -o json``
         prints it, or a directory of such files (:func:`policy.observe.load_snapshot_objects`) — and

@@ -202,4 +202,4 @@ def test_in_snapshot_mode_without_sources_the_pods_depends_on_annotations_are_th
     assert max(scores.values()) > 0  # nodes with the pod's callees' pods score above the others
     assert m[("hrl_extender_prioritize_total", (("outcome", "ok"),))] == 1
     assert m[("hrl_extender_prioritize_total", (("outcome", "neutral_unknown_service"),))] == 0
-    assert "call graph with the pods' annotations" in ext.stderr
+    assert "call graph from the pods' depends-on annotations" in ext.stderr
