@@ -392,7 +392,7 @@ class _Connection(asyncio.Protocol):
         if self.unparsed:
             data, self.unparsed = self.unparsed, b""
             self._feed(data)  # parsed as read then: the same arrival
-            if self.closed or self.pending:
+            if self.closed or self.pending or self.unparsed:  # more waits: read nothing new before it
                 return
         if self.transport is not None:
             self.transport.resume_reading()
