@@ -171,9 +171,7 @@ def test_the_command_serves_a_snapshot_file_and_shuts_down_cleanly_on_sigterm(tm
         # No source is configured and the file's pods declare no depends-on: a graph of services without calls, so
         # every node scores 0, in a valid reply
         assert r.status_code == 200 and decode_host_priorities(r.content, NAMES) == dict.fromkeys(NAMES, 0)
-        assert (
-            'hrl_extender_prioritize_total{outcome="ok"} 1.0' in httpx.get(ext.base_url + "/metrics", timeout=5).text
-        )
+        assert 'hrl_extender_prioritize_total{outcome="ok"} 1.0' in httpx.get(ext.base_url + "/metrics", timeout=5).text
     assert ext.returncode == 0, ext.stderr
     assert "Traceback" not in ext.stderr
 
