@@ -482,11 +482,15 @@ PROBE_TIMEOUT_S = 2.0
 
 def build_load_generator() -> Path:
     """hack/extender-load (Go standard library only), built into the cache ($HRL_CP_CACHE or
-    ~/.cache/hrl-scheduler, where bench-scheduler builds it too) when missing or older than its source."""
+    ~/.cache/hrl-scheduler) under the hash of its source, so that checkouts of other versions never share a binary."""
+    import hashlib
+
     src = ROOT / "hack" / "extender-load"
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in sorted(src.iterdir()) if f.is_file())).hexdigest()[:12]
     cache = Path(os.environ.get("HRL_CP_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")))
-    out = (cache if os.environ.get("HRL_CP_CACHE") else cache / "hrl-scheduler") / "extender-load" / "extender-load"
-    if out.exists() and out.stat().st_mtime >= max(f.stat().st_mtime for f in src.iterdir()):
+    base = cache if os.environ.get("HRL_CP_CACHE") else cache / "hrl-scheduler"
+    out = base / f"extender-load-{digest}" / "extender-load"
+    if out.exists():
         return out
     if shutil.which("go") is None:
         raise SystemExit("fuzz: the connection phases need Go to build hack/extender-load (make controlplane needs it)")
