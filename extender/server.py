@@ -459,19 +459,19 @@ class ExtenderApp:
             return
         arrival = time.perf_counter()
         path = scope["path"]
-        self._asgi_unanswered += 1
         try:
+            body = await self._asgi_body(scope, receive, path)
+        except HttpProblem as exc:
+            res = self.error(exc, path)
+        else:
+            if body is None:  # the client went away
+                return
+            self._asgi_unanswered += 1  # complete requests only: one being read waits for nothing else
             try:
-                body = await self._asgi_body(scope, receive, path)
-            except HttpProblem as exc:
-                res = self.error(exc, path)
-            else:
-                if body is None:  # the client went away
-                    return
                 out = self.handle(Request(scope["method"], path, body, arrival, self._asgi_unanswered))
                 res = out if isinstance(out, Response) else await out
-        finally:
-            self._asgi_unanswered -= 1
+            finally:
+                self._asgi_unanswered -= 1
         headers = [(b"content-type", res.content_type), (b"content-length", str(len(res.body)).encode())]
         await send({"type": "http.response.start", "status": res.status, "headers": headers + list(res.headers)})
         await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else res.body})
