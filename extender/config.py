@@ -47,6 +47,7 @@ Every field is optional; an empty file (or no ``--config``) gives the defaults b
                                #   kube-scheduler's 90 s, so that the scheduler closes first)
       maxConnections: 1024     # open connections at most: a new one beyond displaces the least recently active
                                #   one without a request in progress
+      maxConnectionsPerClient: 0  # open connections at most from one client address; 0 = no bound
     precompute:                # per-service node-score vectors computed off the request path
       enabled: true            #   false: every request scores its candidates directly (same scores, slower)
       maxKeys: 256             #   (service, requests) vectors kept; memory maxKeys x nodes x 8 bytes
@@ -333,6 +334,15 @@ class LimitsConfig(ConfigModel):
         "descriptor and a few KiB. Default 1024.",
     )
 
+    max_connections_per_client: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="Open connections at most from one client address (0 = no bound); a new one beyond is closed "
+        "at once. kube-scheduler holds a few per replica; with the chart's NetworkPolicy only the schedulers and the "
+        "kubelet's probes reach the extender. Default 0.",
+    )
+
     @model_validator(mode="after")
     def _busy_within_deadline(self) -> LimitsConfig:
         if self.max_loop_busy_seconds > self.request_deadline_seconds:
@@ -463,6 +473,7 @@ def http_limits(config: ExtenderConfiguration) -> HttpLimits:
         idle_timeout_s=lim.idle_timeout_seconds,
         max_connections=lim.max_connections,
         max_request_bytes=lim.max_request_bytes,
+        max_connections_per_client=lim.max_connections_per_client,
     )
 
 

@@ -29,7 +29,8 @@ waited in its socket is invisible to the application. This module adds what the 
 - **bounds**: at most :data:`MAX_HEADER_BYTES` of headers (431), a body of at most ``max_request_bytes`` (413 before
   it is read, from its ``Content-Length``, or as soon as a chunked body grows past it); at most ``max_connections``
   open connections: a new connection beyond it displaces the least recently active connection that has no request
-  in progress, or is closed at once when every connection has one.
+  in progress, or is closed at once when every connection has one; with ``max_connections_per_client``, a client
+  address holding that many already has its new connection closed at once.
 
 Every problem becomes a reply through the handler's :meth:`Handler.error` (the one place where errors become HTTP
 statuses, :func:`extender.server.error_response`); every connection closed is counted by reason
@@ -106,6 +107,7 @@ CLOSE_REASONS: tuple[str, ...] = (
     "too_large",  # headers over MAX_HEADER_BYTES (431) or a body over max_request_bytes (413)
     "pipeline_limit",  # more than MAX_PIPELINED requests waiting behind one in progress
     "connection_limit",  # refused or displaced at max_connections
+    "client_limit",  # refused: its client address holds max_connections_per_client already
     "shutdown",  # the server stopped
 )
 
@@ -139,18 +141,24 @@ class HttpLimits:
     """What bounds each connection and the server (``limits`` of :class:`extender.config.ExtenderConfiguration`):
     seconds for a request's headers (``header_timeout_s``), for its body after the headers (``body_timeout_s``),
     between requests on a keep-alive connection (``idle_timeout_s``); open connections at most
-    (``max_connections``); the largest body (``max_request_bytes``). Every value > 0."""
+    (``max_connections``), and per client address (``max_connections_per_client``, 0 = no bound); the largest body
+    (``max_request_bytes``). Every other value > 0."""
 
     header_timeout_s: float = 2.0
     body_timeout_s: float = 2.0
     idle_timeout_s: float = 120.0
     max_connections: int = 1024
     max_request_bytes: int = 16 * 1024 * 1024
+    max_connections_per_client: int = 0
 
     def __post_init__(self) -> None:
         for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s", "max_connections", "max_request_bytes"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"HttpLimits.{name}: must be > 0, got {getattr(self, name)!r}")
+        if self.max_connections_per_client < 0:
+            raise ValueError(
+                f"HttpLimits.max_connections_per_client: must be >= 0, got {self.max_connections_per_client}"
+            )
 
     @property
     def sweep_s(self) -> float:
@@ -270,6 +278,8 @@ class _Connection(asyncio.Protocol):
         self.first = True  # no request begun yet on this connection
         self.busy = False
         self.pending: deque[Request] = deque()
+        self.client = ""  # the peer's address (the per-client bound)
+        self.counted = False  # counted in the server's per-client tally
         self.closed = False
         self.close_reason = "client"
         self.write_paused_at: float | None = None
@@ -296,6 +306,8 @@ class _Connection(asyncio.Protocol):
     def connection_made(self, transport) -> None:  # type: ignore[no-untyped-def]
         self.transport = transport
         self.sock = transport.get_extra_info("socket")
+        peer = transport.get_extra_info("peername")
+        self.client = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         self.server.attach(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -637,6 +649,7 @@ class HttpServer:
         self.grace_s = grace_s
         self.connections: dict[_Connection, None] = {}
         self.closing: dict[_Connection, None] = {}
+        self.per_client: dict[str, int] = {}  # open connections by client address
         self.unanswered = 0
         self.stopping = False
         self.started = threading.Event()
@@ -679,6 +692,10 @@ class HttpServer:
         if self.stopping:
             conn._close("shutdown")
             return
+        per_client = self.limits.max_connections_per_client
+        if per_client and self.per_client.get(conn.client, 0) >= per_client:
+            conn._close("client_limit")
+            return
         if len(self.connections) >= self.limits.max_connections:
             idle = [c for c in self.connections if not c.busy and not c.pending]
             if not idle:
@@ -686,9 +703,18 @@ class HttpServer:
                 return
             min(idle, key=lambda c: c.active_at)._close("connection_limit")
         self.connections[conn] = None
+        self.per_client[conn.client] = self.per_client.get(conn.client, 0) + 1
+        conn.counted = True
 
     def detach(self, conn: _Connection, reason: str) -> None:
         self.connections.pop(conn, None)
+        if conn.counted:
+            conn.counted = False
+            left = self.per_client.get(conn.client, 1) - 1
+            if left > 0:
+                self.per_client[conn.client] = left
+            else:
+                self.per_client.pop(conn.client, None)
         if conn.transport is not None:
             self.closing[conn] = None  # until its transport has flushed and gone
         if self.metrics is not None:

@@ -159,7 +159,8 @@ class ExtenderMetrics:
         self.http_connections_closed_total = Counter(
             "hrl_extender_http_connections_closed",
             "HTTP connections closed, by reason (client; keep_alive_off; idle_timeout, header_timeout, "
-            "body_timeout, write_timeout; bad_request, too_large, pipeline_limit; connection_limit; shutdown).",
+            "body_timeout, write_timeout; bad_request, too_large, pipeline_limit; connection_limit, client_limit; "
+            "shutdown).",
             ["reason"],
             registry=registry,
         )

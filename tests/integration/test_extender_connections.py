@@ -262,3 +262,22 @@ def test_a_client_that_reads_no_replies_is_cut_off_after_the_body_timeout():
         assert cut() == 1
         with httpx.Client(base_url=server.base_url, timeout=5) as c:
             assert c.post("/scheduler/prioritize", content=ARGS).status_code == 200
+
+
+def test_a_client_address_at_its_connection_bound_has_its_next_connection_closed():
+    with loaded(ExtenderServer(config(maxConnectionsPerClient=2), port=0)) as server:
+        a, b = connect(server), connect(server)
+        for s in (a, b):
+            s.sendall(post("/scheduler/prioritize", ARGS))
+            assert read_reply(s)[0] == 200
+        c = connect(server)
+        assert closed_by_server(c, 2.0)  # refused: 127.0.0.1 holds two
+        a.close()
+        time.sleep(0.2)
+        d = connect(server)
+        d.sendall(post("/scheduler/prioritize", ARGS))
+        status, _, body, _ = read_reply(d)
+        assert status == 200 and decode_host_priorities(body, NAMES) == EXPECTED
+        for s in (b, c, d):
+            s.close()
+        assert sample(server, "hrl_extender_http_connections_closed_total", reason="client_limit") == 1
