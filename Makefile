@@ -11,7 +11,8 @@ help:
 	@echo "make demo             install (runtime only, no torch) and run the main job on Online Boutique"
 	@echo "make test             install (with [train,test]) and run the whole test suite (lint included)"
 	@echo "make lint             ruff (lint + format check), the complexity budget, the import contracts, mypy"
-	@echo "make fuzz             >= 100,000 generated requests and files against the extender and every parser"
+	@echo "make fuzz             >= 100,000 generated requests and files against the extender and every parser, held"
+	@echo "                      connections and 32-512 connections at 10x the extender's capacity (needs Go)"
 	@echo "make bench            the policy benchmark, every scenario family (hours) -> BENCHMARKS.md, benchmarks/"
 	@echo "make bench-quick      the same, smaller (policy/data/bench/plan.yaml, mode quick; < 15 min on 2 cores)"
 	@echo "make bench-sim        simulator speed, discrete-event cross-check, calibration error (~13 min)"
@@ -67,7 +68,8 @@ lint: $(VENV)/.test
 	$(VENV)/bin/lint-imports --no-logo
 	$(VENV)/bin/mypy
 
-# fuzz: hostile inputs against a running hrl-extender (HTTP) and every parser -> section `fuzz` of BENCHMARKS.md
+# fuzz: hostile inputs against a running hrl-extender (HTTP), every parser and app build, then held connections and
+# 32-512 connections at 10x its capacity (hack/extender-load, Go) -> section `fuzz` of BENCHMARKS.md
 fuzz: $(VENV)/.test
 	OMP_NUM_THREADS=1 $(PY) hack/fuzz.py --total $${FUZZ_TOTAL:-100000}
 

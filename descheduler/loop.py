@@ -103,9 +103,9 @@ MoveOutcome = Literal["evicted", "refused", "not_found", "error", "dry_run", "bl
 #: (the pod changed since planning, or its re-read failed).
 REPORT_OUTCOMES: tuple[str, ...] = ("evicted", "refused", "not_found", "error", "dry_run", "blocked", "skipped")
 
-StopKind = Literal["total_cap", "reread_failed", "history_unwritable"]
+StopKind = Literal["total_cap", "reread_failed", "history_unwritable", "interrupted"]
 #: Why a cycle stopped before the end of its plan (the typed limit outcome, and the two fail-closed stops).
-STOP_KINDS: tuple[str, ...] = ("total_cap", "reread_failed", "history_unwritable")
+STOP_KINDS: tuple[str, ...] = ("total_cap", "reread_failed", "history_unwritable", "interrupted")
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,8 +281,10 @@ class MoveExecutor:
         holds: Mapping[str, str] | None = None,
         prediction: Any = None,
         dry_run: bool = False,
+        interrupt: threading.Event | None = None,
     ):
         self.snapshot = snapshot
+        self.interrupt = interrupt
         self.view = PlanView.of(index)
         self.config = config
         self.history = history
@@ -311,7 +313,8 @@ class MoveExecutor:
 
     @property
     def exhausted(self) -> bool:
-        """True once the cycle stopped (total cap, failed re-read, unwritable history)."""
+        """True once the cycle stopped (total cap, failed re-read, unwritable history, interrupted)."""
+        self._check_interrupt()
         return self.stop is not None
 
     def may_move(self, pod: PodInfo) -> bool:
@@ -353,6 +356,7 @@ class MoveExecutor:
 
     def admit(self, move: Move) -> Admission:
         """Guards, targeted re-read, guards again on the fresh objects, eviction (see the module docstring)."""
+        self._check_interrupt()
         if self.stop is not None:
             return "stop"
         pod = self.view.pods.get(move.pod)
@@ -502,9 +506,15 @@ class MoveExecutor:
             self.ledger.record_refusal(pod)
         return "reject"
 
+    def _check_interrupt(self) -> None:
+        """Stop the cycle (kind ``interrupted``) once ``interrupt`` is set: between two evictions, never within one."""
+        if self.stop is None and self.interrupt is not None and self.interrupt.is_set():
+            self.stop = CycleStop("interrupted", "stopped at an eviction boundary: the process is stopping (SIGTERM)")
+
     def run_plan(self, moves: tuple[Move, ...]) -> None:
         """The moves of a planner without a gate, in plan order, through the same gate."""
         for k, move in enumerate(moves):
+            self._check_interrupt()
             if self.stop is not None:
                 self.stop = CycleStop(self.stop.kind, self.stop.message, len(moves) - k)
                 return
@@ -596,11 +606,14 @@ def run_once(
     *,
     warnings: tuple[str, ...] = (),
     snapshot: ClusterSnapshot | None = None,
+    interrupt: threading.Event | None = None,
 ) -> CycleReport:
     """Run one descheduling cycle (see the module docstring) with ``deps`` (:class:`CycleDeps`) and return its
     :class:`CycleReport`. ``now_s``: the time stamped on history records and compared with ``cooldownSeconds``
     (unix s, or simulated time); ``warnings``: carried into the report; ``snapshot``: this cycle's observation
-    when already made (``deps.observe`` is then not called for it).
+    when already made (``deps.observe`` is then not called for it); ``interrupt``: once set (SIGTERM), the cycle
+    stops at the next eviction boundary: the eviction in progress completes, no other is made (stop
+    ``interrupted``), and the plan's scaling and resizes are not applied.
 
     Raises whatever ``observe()`` or ``planner.plan`` raises (a planner with a gate may have evicted by then:
     the report is lost, the history keeps the evictions).
@@ -638,6 +651,7 @@ def run_once(
         holds={h.workload: h.reason(now_s) for h in holds},
         prediction=prediction or None,
         dry_run=dry_run,
+        interrupt=interrupt,
     )
     if planner_accepts_gate(planner):
         plan = cast(GatedPlanner, planner).plan(snapshot, index, placement, gate=ex)
@@ -645,6 +659,10 @@ def run_once(
         plan = planner.plan(snapshot, index, placement)
         ex.run_plan(tuple(plan.moves))
 
+    if interrupt is not None and interrupt.is_set():  # stopping: no scaling, no resizes after the evictions
+        scaler = resizer = None
+        if ex.stop is None:
+            ex.stop = CycleStop("interrupted", "stopped after the evictions: the process is stopping (SIGTERM)")
     scaling: tuple[ScaleResult, ...] = ()
     if scaler is not None and config.scaling.enabled and plan.replica_targets:
         scaling = _scale(plan.replica_targets, dry_run_scaler(scaler) if dry_run else scaler, config, snapshot, rec)
@@ -764,9 +782,10 @@ def run_forever(
     on_error: Callable[[Exception], None] | None = None,
 ) -> int:
     """Run :func:`run_once` with ``deps`` every ``interval_s`` seconds (> 0) until ``stop`` is set or ``max_cycles``
-    cycles ran; returns the number of cycles attempted. A cycle that raises is reported to ``on_error`` (default:
-    one line on stderr), counted as a failed cycle (``deps.metrics``), and the loop goes on. ``on_report`` gets
-    every report. Raises ``ValueError`` when ``interval_s`` is not > 0."""
+    cycles ran (a cycle running when ``stop`` is set stops at its next eviction boundary: ``interrupt`` of
+    :func:`run_once`); returns the number of cycles attempted. A cycle that raises is reported to ``on_error``
+    (default: one line on stderr), counted as a failed cycle (``deps.metrics``), and the loop goes on.
+    ``on_report`` gets every report. Raises ``ValueError`` when ``interval_s`` is not > 0."""
     if not interval_s > 0:
         raise ValueError(f"interval_s: must be > 0 (got {interval_s!r})")
     stop = stop if stop is not None else threading.Event()
@@ -774,7 +793,7 @@ def run_forever(
     while not stop.is_set() and (max_cycles is None or cycles < max_cycles):
         cycles += 1
         try:
-            report = run_once(deps, now())
+            report = run_once(deps, now(), interrupt=stop)
         except Exception as exc:  # noqa: BLE001 - one bad cycle must not end the loop
             if deps.metrics is not None:
                 deps.metrics.observe_failed_cycle()

@@ -23,7 +23,7 @@
 - ``hrl_descheduler_loop_holds``: workloads on hold after an eviction loop (gauge, last cycle);
   ``hrl_descheduler_loops_detected_total``: holds started;
 - ``hrl_descheduler_cycle_stops_total{kind}``: cycles that stopped early (``total_cap``, ``reread_failed``,
-  ``history_unwritable``);
+  ``history_unwritable``, ``interrupted``);
 - ``hrl_descheduler_rereads_total{kind}``: targeted re-reads before evictions (pod, pdb, pods_covered, owner,
   node).
 
