@@ -184,7 +184,7 @@ def _export_metrics(metrics: DeschedulerMetrics, config: DeschedulerConfiguratio
         if mc.textfile:
             write_textfile(metrics.registry, mc.textfile)
         if mc.pushgateway:
-            push(metrics.registry, mc.pushgateway, mc.job)
+            push(metrics.registry, mc.pushgateway, mc.job, mc.grouping_key)
     except OSError as exc:
         _err(f"{PROG}: warning: could not export metrics: {exc}")
 
@@ -311,12 +311,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             resizer = DryRunResizer()
     metrics = DeschedulerMetrics()
     register_process_metrics(metrics.registry, PROG)
+    if once and config.state_file:  # CronJob mode: the counters carry over from the previous runs
+        try:
+            metrics.restore_counters(history.sections.get("metrics"))
+        except ValueError as exc:  # only the metrics' continuity is lost: start them at 0
+            _err(f"{PROG}: warning: {config.state_file}: dropping the saved counters, starting at 0: {exc}")
+            history.sections.pop("metrics", None)
     from .cache import cache_link_from_config  # the embedding cache: embeddings in, intent out
 
     link = cache_link_from_config(config.cache, metrics.registry)
     if link is not None:
         observe = link.remember(observe)
         link.last_snapshot = first
+
+    def save_counters() -> None:
+        if once and config.state_file:
+            try:  # before the push: the next run starts from these totals
+                history.set_section("metrics", metrics.counter_state())
+            except HistoryError as exc:
+                _err(f"{PROG}: warning: could not save the counters: {exc}")
+
+    def failed_run() -> None:
+        """A CronJob run whose cycle failed still counts and pushes it (hrl_descheduler_cycles_total{result="error"}:
+        the alert HrlDeschedulerCyclesFailing)."""
+        metrics.observe_failed_cycle()
+        save_counters()
+        _export_metrics(metrics, config)
 
     def emit(report: CycleReport) -> None:
         if not report.dry_run and config.state_file and hasattr(planner, "dump_state"):
@@ -327,6 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if link is not None:
             for w in link.after_cycle(report.intent, report.dry_run, report.colocation_priority):
                 _err(f"{PROG}: warning: {w}")
+        save_counters()
         if args.json:
             print(json.dumps(report.to_json(), sort_keys=False), flush=True)
         else:
@@ -353,11 +374,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         except ObjectError as exc:
             _fatal(f"{PROG}: {exc}")
+            failed_run()
             return 1 if live else 2
         except Exception as exc:
             if not live:
                 raise
             _fatal(f"{PROG}: cannot read the cluster: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+            failed_run()
             return 1
         emit(report)
         return 0

@@ -30,12 +30,21 @@
 No pod or node names as label values (DESIGN.md section 6). Exporters for the CronJob mode:
 :func:`write_textfile` (node_exporter textfile collector, or ``-`` for stderr) and :func:`push`
 (Pushgateway); for the interval mode :func:`serve` (``/metrics`` on a host:port).
+
+Counters across CronJob runs: each run is a new process whose counters start at 0, and a Pushgateway group holds
+what the last run pushed, so the pushed ``*_total`` series would restart at every run (two runs of 3 evictions each
+read as no increase). :meth:`DeschedulerMetrics.counter_state` / :meth:`~DeschedulerMetrics.restore_counters` carry
+the ``hrl_descheduler_*_total`` counters over in the state file (section ``metrics``), so each push replaces the
+group with cumulative totals, as a long-running process would export them (histograms, gauges and the process
+metrics stay per run).
 """
 
 from __future__ import annotations
 
+import math
 import sys
-from typing import TYPE_CHECKING, get_args
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, get_args
 
 from prometheus_client import (
     CollectorRegistry,
@@ -138,6 +147,46 @@ class DeschedulerMetrics:
         for res in ("ok", "error"):
             self.cycles.labels(result=res)
 
+    def _counters(self) -> dict[str, Counter]:
+        """The counters that carry over between runs, by exported name."""
+        cs = (self.evictions, self.blocked, self.planned, self.cycles, self.scale, self.resizes, self.loops_detected,
+              self.stops, self.rereads)  # fmt: skip
+        return {f"{c._name}_total": c for c in cs}
+
+    def counter_state(self) -> dict[str, Any]:
+        """The counters' values, JSON-ready: ``{"version": 1, "counters": {name: [[labels, value], ...]}}``."""
+        out: dict[str, list] = {}
+        for name, c in self._counters().items():
+            out[name] = [[dict(s.labels), s.value] for fam in c.collect() for s in fam.samples if s.name == name]
+        return {"version": 1, "counters": out}
+
+    def restore_counters(self, state: Any) -> None:
+        """Add a previous run's :meth:`counter_state` to the counters (call once, before the first cycle). Unknown
+        counters are ignored (a newer or older version named them). Raises ``ValueError`` naming the first
+        malformed entry; nothing is added then."""
+        if state is None:
+            return
+        if not isinstance(state, Mapping) or state.get("version") != 1 or not isinstance(state.get("counters"), Mapping):
+            raise ValueError("metrics: expected {version: 1, counters: {...}}")
+        known = self._counters()
+        adds = []
+        for name, entries in state["counters"].items():
+            c = known.get(name)
+            if c is None:
+                continue
+            if not isinstance(entries, list):
+                raise ValueError(f"metrics.counters.{name}: expected a list of [labels, value]")
+            for i, e in enumerate(entries):
+                ok = isinstance(e, list) and len(e) == 2 and isinstance(e[0], Mapping)
+                value = e[1] if ok else None
+                if not ok or isinstance(value, bool) or not isinstance(value, int | float):
+                    raise ValueError(f"metrics.counters.{name}[{i}]: expected [labels, value]")
+                if not math.isfinite(value) or value < 0 or set(e[0]) != set(c._labelnames):
+                    raise ValueError(f"metrics.counters.{name}[{i}]: labels {sorted(e[0])} or value {value!r} invalid")
+                adds.append((c, {str(k): str(v) for k, v in e[0].items()}, float(value)))
+        for c, labels, value in adds:
+            (c.labels(**labels) if labels else c).inc(value)
+
     def observe_cycle(self, report: CycleReport) -> None:
         """Add one finished cycle's counts."""
         for m in report.planned_moves:
@@ -176,9 +225,10 @@ def write_textfile(registry: CollectorRegistry, path: str) -> None:
     write_to_textfile(path, registry)
 
 
-def push(registry: CollectorRegistry, gateway: str, job: str) -> None:
-    """Push ``registry`` to a Prometheus Pushgateway (replacing the job's group). Raises OSError on failure."""
-    push_to_gateway(gateway, job=job, registry=registry)
+def push(registry: CollectorRegistry, gateway: str, job: str, grouping_key: Mapping[str, str] | None = None) -> None:
+    """Push ``registry`` to a Prometheus Pushgateway, replacing the group ``{job, **grouping_key}`` (PUT). Raises
+    OSError on failure."""
+    push_to_gateway(gateway, job=job, registry=registry, grouping_key=dict(grouping_key or {}))
 
 
 def serve(registry: CollectorRegistry, listen: str) -> None:
