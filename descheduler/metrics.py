@@ -166,7 +166,11 @@ class DeschedulerMetrics:
         malformed entry; nothing is added then."""
         if state is None:
             return
-        if not isinstance(state, Mapping) or state.get("version") != 1 or not isinstance(state.get("counters"), Mapping):
+        if (
+            not isinstance(state, Mapping)
+            or state.get("version") != 1
+            or not isinstance(state.get("counters"), Mapping)
+        ):
             raise ValueError("metrics: expected {version: 1, counters: {...}}")
         known = self._counters()
         adds = []

@@ -35,9 +35,11 @@ LOG_LEVEL = {"enum": ["DEBUG", "INFO", "WARNING", "ERROR"]}
 RESOURCES = {
     "type": "object",
     "additionalProperties": False,
-    "properties": {"requests": STRING_MAP | {"additionalProperties": {"type": ["string", "number"]}},
-                   "limits": STRING_MAP | {"additionalProperties": {"type": ["string", "number"]}},
-                   "claims": {"type": "array"}},  # fmt: skip
+    "properties": {
+        "requests": STRING_MAP | {"additionalProperties": {"type": ["string", "number"]}},
+        "limits": STRING_MAP | {"additionalProperties": {"type": ["string", "number"]}},
+        "claims": {"type": "array"},
+    },  # fmt: skip
     "description": "a container's resources (requests, limits)",
 }
 
@@ -115,15 +117,24 @@ def pod_settings(service_account: bool = True) -> dict[str, Any]:
         "affinity": {"type": "object"},
         "topologySpreadConstraints": {
             "type": "array",
-            "items": {"type": "object", "required": ["maxSkew", "topologyKey", "whenUnsatisfiable"],
-                      "properties": {"maxSkew": {"type": "integer", "minimum": 1}}},
+            "items": {
+                "type": "object",
+                "required": ["maxSkew", "topologyKey", "whenUnsatisfiable"],
+                "properties": {"maxSkew": {"type": "integer", "minimum": 1}},
+            },
         },  # fmt: skip
         "podLabels": STRING_MAP,
         "podAnnotations": STRING_MAP,
         "extraEnv": _named_list(["name"]),
         "extraVolumes": _named_list(["name"]),
-        "extraVolumeMounts": {"type": "array", "items": {"type": "object", "required": ["name", "mountPath"],
-                              "properties": {"mountPath": {"type": "string", "pattern": "^/"}}}},  # fmt: skip
+        "extraVolumeMounts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "mountPath"],
+                "properties": {"mountPath": {"type": "string", "pattern": "^/"}},
+            },
+        },  # fmt: skip
     }
     if service_account:
         out["serviceAccount"] = {"type": "object", "additionalProperties": False,
@@ -150,8 +161,10 @@ def build() -> dict[str, Any]:
             "urlPrefix": {"type": "string", "pattern": "^/[A-Za-z0-9/_-]*$"},
             "logLevel": LOG_LEVEL,
             "resources": RESOURCES,
-            "config": {"$ref": "#/$defs/ExtenderConfiguration",
-                       "description": "ExtenderConfiguration fields merged over the generated file"},  # fmt: skip
+            "config": {
+                "$ref": "#/$defs/ExtenderConfiguration",
+                "description": "ExtenderConfiguration fields merged over the generated file",
+            },  # fmt: skip
             **pod_settings(),
         },
         required=("image",),
@@ -167,19 +180,28 @@ def build() -> dict[str, Any]:
             "replicas": {"type": "integer", "minimum": 1, "maximum": 10},
             "metricsPort": PORT,
             "dryRun": ref(des, "dryRun"),
-            "namespaces": {"type": "array", "uniqueItems": True, "items": NAME,
-                           "description": "namespaces it may evict and scale in (RoleBindings); never kube-system "
-                                          "or its own"},  # fmt: skip
+            "namespaces": {
+                "type": "array",
+                "uniqueItems": True,
+                "items": NAME,
+                "description": "namespaces it may evict and scale in (RoleBindings); never kube-system or its own",
+            },  # fmt: skip
             "clusterWide": {"type": "boolean"},
             "caps": {"$ref": "#/$defs/Descheduler.Caps"},
             "cooldownSeconds": {"allOf": [ref(des, "cooldownSeconds"), {"type": "integer"}]},
             "excludedNamespaces": {"type": "array", "items": NAME},
             "logLevel": LOG_LEVEL,
-            "persistence": obj({"size": {"type": "string", "pattern": "^[0-9]+(Ki|Mi|Gi|Ti|k|M|G|T)?$"},
-                                "storageClassName": {"type": "string"}}),  # fmt: skip
+            "persistence": obj(
+                {
+                    "size": {"type": "string", "pattern": "^[0-9]+(Ki|Mi|Gi|Ti|k|M|G|T)?$"},
+                    "storageClassName": {"type": "string"},
+                }
+            ),  # fmt: skip
             "resources": RESOURCES,
-            "config": {"$ref": f"#/$defs/{des}",
-                       "description": "DeschedulerConfiguration fields merged over the generated file"},  # fmt: skip
+            "config": {
+                "$ref": f"#/$defs/{des}",
+                "description": "DeschedulerConfiguration fields merged over the generated file",
+            },  # fmt: skip
             **pod_settings(),
         },
         required=("image",),
@@ -192,8 +214,13 @@ def build() -> dict[str, Any]:
             "replicas": {"type": "integer", "minimum": 1, "maximum": 10},
             "verbosity": {"type": "integer", "minimum": 0, "maximum": 10},
             "resources": RESOURCES,
-            "extender": obj({"weight": {"type": "integer", "minimum": 1, "maximum": 100}, "httpTimeout": DURATION,
-                             "filter": {"type": "boolean"}}),  # fmt: skip
+            "extender": obj(
+                {
+                    "weight": {"type": "integer", "minimum": 1, "maximum": 100},
+                    "httpTimeout": DURATION,
+                    "filter": {"type": "boolean"},
+                }
+            ),  # fmt: skip
             "dropin": obj({"extenderHost": {"type": "string"}, "kubeconfig": {"type": "string", "minLength": 1}}),
             **pod_settings(),
         },
@@ -216,11 +243,19 @@ def build() -> dict[str, Any]:
             ),
             "bundles": obj(
                 {
-                    "volume": {"type": "object", "description": "a volume source (configMap, persistentVolumeClaim, "
-                                                                "image, ...); {} = the image's bundles"},
-                    **{k: {"type": "string", "pattern": "^([^/.][^/]*(/[^/.][^/]*)*)?$",
-                           "description": "a directory in the volume (relative, no ..)"}
-                       for k in ("placement", "highLevel", "encoder")},
+                    "volume": {
+                        "type": "object",
+                        "description": "a volume source (configMap, persistentVolumeClaim, "
+                        "image, ...); {} = the image's bundles",
+                    },
+                    **{
+                        k: {
+                            "type": "string",
+                            "pattern": "^([^/.][^/]*(/[^/.][^/]*)*)?$",
+                            "description": "a directory in the volume (relative, no ..)",
+                        }
+                        for k in ("placement", "highLevel", "encoder")
+                    },
                 }  # fmt: skip
             ),
             "scaling": obj({k: {"$ref": f"{scaling}/{k}"} for k in ("minReplicas", "maxReplicas", "maxStepPerCycle")}),
@@ -242,8 +277,15 @@ def build() -> dict[str, Any]:
                 }
             ),
             "grafanaDashboard": obj({"enabled": {"type": "boolean"}, "labels": STRING_MAP}),
-            "pushgateway": obj({"url": {"type": "string", "pattern": "^(https?://[^\\s]+)?$",
-                                        "description": "Pushgateway URL (cronjob mode)"}}),  # fmt: skip
+            "pushgateway": obj(
+                {
+                    "url": {
+                        "type": "string",
+                        "pattern": "^(https?://[^\\s]+)?$",
+                        "description": "Pushgateway URL (cronjob mode)",
+                    }
+                }
+            ),  # fmt: skip
         }
     )
     schema = {
@@ -268,8 +310,10 @@ def build() -> dict[str, Any]:
                 ),
                 "logFormat": {"enum": ["json", "text"]},
                 "metrics": metrics,
-                "imagePullSecrets": {"type": "array", "items": obj({"name": {"type": "string", "minLength": 1}},
-                                                                   required=("name",))},  # fmt: skip
+                "imagePullSecrets": {
+                    "type": "array",
+                    "items": obj({"name": {"type": "string", "minLength": 1}}, required=("name",)),
+                },  # fmt: skip
                 "createNamespace": {"type": "boolean"},
                 "plainLabels": {"type": "boolean"},
             },

@@ -31,7 +31,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "hack")]
-import chart_schema  # noqa: I001 - hack/chart_schema.py, beside this file
+import chart_schema
 
 SCHEMA = ROOT / "manifests" / "charts" / "hrl-scheduler" / "values.schema.json"
 OPERATIONS = ROOT / "docs" / "operations.md"
@@ -132,7 +132,9 @@ def _rules(role: dict[str, Any]) -> list[tuple[str, str, str]]:
     out = []
     for r in role.get("rules", []):
         groups = ", ".join(g or "core" for g in r.get("apiGroups", []))
-        res = ", ".join(r.get("resources", [])) + (f" (only {', '.join(r['resourceNames'])})" if r.get("resourceNames") else "")
+        res = ", ".join(r.get("resources", [])) + (
+            f" (only {', '.join(r['resourceNames'])})" if r.get("resourceNames") else ""
+        )
         out.append((groups, res, ", ".join(r.get("verbs", []))))
     return out
 
@@ -142,8 +144,8 @@ def rbac_table(helm_bin: str, kube: str) -> str:
     mode adds), one row per (identity, binding, rule)."""
     rows: dict[tuple[str, ...], None] = {}
     for values, note in (({}, ""), ({"descheduler": {"mode": "interval"}}, " (interval mode)")):
-        docs = [d for d in yaml.safe_load_all(render(helm_bin, merge({"descheduler": {"namespaces": ["managed-ns"]}}, values), kube,
-                                                     common={"plainLabels": True})) if d]  # fmt: skip
+        values = merge({"descheduler": {"namespaces": ["managed-ns"]}}, values)
+        docs = [d for d in yaml.safe_load_all(render(helm_bin, values, kube, common={"plainLabels": True})) if d]
         roles = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d
                  for d in docs if d["kind"] in ("Role", "ClusterRole")}  # fmt: skip
         for b in (d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")):

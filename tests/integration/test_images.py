@@ -227,9 +227,12 @@ def test_each_image_is_non_root_labelled_reproducibly_dated_and_carries_no_torch
     assert labels["org.opencontainers.image.title"] == name
     assert labels["org.opencontainers.image.created"] == created
     assert meta["Created"].startswith(created.rstrip("Z")), meta["Created"]  # podman build --timestamp
-    assert labels["org.opencontainers.image.revision"] == subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    assert (
+        labels["org.opencontainers.image.revision"]
+        == subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     probe = podman(
         "run", "--rm", *POD_LIKE, "--entrypoint", "/opt/hrl/bin/python", info["image"], "-c",
         "import importlib.util as u, os, sys; print(os.getuid(), u.find_spec('torch') is None, "

@@ -94,8 +94,8 @@ def test_a_cronjob_run_pushes_its_metrics_and_the_next_run_replaces_them(pushgat
 
 def test_with_a_state_file_the_counters_carry_over_so_the_group_holds_totals_across_runs(pushgateway, tmp_path, capsys):
     state = tmp_path / "history.json"
-    extra = (f"stateFile: {state}\n"
-             "metrics: {pushgateway: '%s', job: hrl-des-cj, groupingKey: {namespace: hrl-system}}\n" % pushgateway)  # fmt: skip
+    metrics = f"{{pushgateway: '{pushgateway}', job: hrl-des-cj, groupingKey: {{namespace: hrl-system}}}}"
+    extra = f"stateFile: {state}\nmetrics: {metrics}\n"
     cfg = tmp_path / "config.yaml"
     for run in (1, 2, 3):
         cfg.write_text("apiVersion: hrl-scheduler.io/v1alpha1\nkind: DeschedulerConfiguration\n" + extra)
