@@ -4,7 +4,10 @@ they need inside the function."""
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+
+from policy.telemetry import say
 
 from .core import PROG, arg, subcommand
 
@@ -114,7 +117,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
     graph, warnings = load_graph(args.sources, args.format, parse_span_columns(args.span_column))
     for w in warnings:
-        print(f"{PROG} graph: warning: {w}", file=sys.stderr)
+        say(f"{PROG} graph: warning: {w}", prog=PROG)
     if args.appgroup is not None:
         from policy.topology.appgroup import appgroup_from_graph, dump_appgroup
         from policy.topology.sources import workload_refs_from_sources
@@ -256,7 +259,7 @@ def cmd_export_encoder(args: argparse.Namespace) -> int:
     from policy.train.encoder import export_checkpoint  # lazy: torch
 
     b = export_checkpoint(args.checkpoint, args.out)
-    print(f"{b.policy_version}: bundle written to {args.out}", file=sys.stderr)
+    say(f"{b.policy_version}: bundle written to {args.out}", logging.INFO, prog=PROG)
     return 0
 
 
@@ -384,7 +387,7 @@ def cmd_export_placement(args: argparse.Namespace) -> int:
     from policy.train.placement import export_checkpoint  # lazy: torch
 
     b = export_checkpoint(args.checkpoint, args.out)
-    print(f"{b.policy_version}: bundle written to {args.out}", file=sys.stderr)
+    say(f"{b.policy_version}: bundle written to {args.out}", logging.INFO, prog=PROG)
     return 0
 
 

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
 from policy.config import CONFIG_ENTRY_POINTS, ConfigError, ConfigModel, json_schema, load_config, read_config_file
+from policy.telemetry import say
+
+PROG = "hrl-policy"
 
 __all__ = ["config_kinds", "run_schema", "run_check"]
 
@@ -62,7 +66,7 @@ def run_check(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             bad += 1
             for line in exc.lines():
-                print(line, file=sys.stderr)
+                say(line, logging.ERROR, prog=PROG)
             continue
         print(f"ok: {kind} ({f})")
     return 2 if bad else 0
