@@ -60,7 +60,7 @@ from .config import DeschedulerConfiguration, load_descheduler_config, placement
 from .evict import DryRunEvictor, Evictor
 from .guards import EvictionHistory, HistoryError
 from .loop import CycleReport, run_forever, run_once
-from .metrics import DeschedulerMetrics, push, serve, write_textfile
+from .metrics import DeschedulerMetrics, counters_path, load_counters, push, save_counters, serve, write_textfile
 from .resize import DryRunResizer, GatedResizer, Resizer
 from .scale import DryRunScaler, GatedScaler, Scaler
 from .snapshot import TopologyUnavailable, load_snapshot_file, load_topology
@@ -311,12 +311,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             resizer = DryRunResizer()
     metrics = DeschedulerMetrics()
     register_process_metrics(metrics.registry, PROG)
-    if once and config.state_file:  # CronJob mode: the counters carry over from the previous runs
+    counters = counters_path(config.state_file) if once and config.state_file else None
+    if counters is not None:  # CronJob mode: the counters carry over from the previous runs
         try:
-            metrics.restore_counters(history.sections.get("metrics"))
+            load_counters(metrics, counters)
         except ValueError as exc:  # only the metrics' continuity is lost: start them at 0
-            _err(f"{PROG}: warning: {config.state_file}: dropping the saved counters, starting at 0: {exc}")
-            history.sections.pop("metrics", None)
+            _err(f"{PROG}: warning: dropping the saved counters, starting at 0: {exc}")
     from .cache import cache_link_from_config  # the embedding cache: embeddings in, intent out
 
     link = cache_link_from_config(config.cache, metrics.registry)
@@ -324,18 +324,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         observe = link.remember(observe)
         link.last_snapshot = first
 
-    def save_counters() -> None:
-        if once and config.state_file:
+    def keep_counters() -> None:
+        if counters is not None:
             try:  # before the push: the next run starts from these totals
-                history.set_section("metrics", metrics.counter_state())
-            except HistoryError as exc:
-                _err(f"{PROG}: warning: could not save the counters: {exc}")
+                save_counters(metrics, counters)
+            except OSError as exc:
+                _err(f"{PROG}: warning: could not save the counters to {counters}: {exc}")
 
     def failed_run() -> None:
         """A CronJob run whose cycle failed still counts and pushes it (hrl_descheduler_cycles_total{result="error"}:
         the alert HrlDeschedulerCyclesFailing)."""
         metrics.observe_failed_cycle()
-        save_counters()
+        keep_counters()
         _export_metrics(metrics, config)
 
     def emit(report: CycleReport) -> None:
@@ -347,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if link is not None:
             for w in link.after_cycle(report.intent, report.dry_run, report.colocation_priority):
                 _err(f"{PROG}: warning: {w}")
-        save_counters()
+        keep_counters()
         if args.json:
             print(json.dumps(report.to_json(), sort_keys=False), flush=True)
         else:

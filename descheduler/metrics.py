@@ -33,17 +33,21 @@ No pod or node names as label values (DESIGN.md section 6). Exporters for the Cr
 
 Counters across CronJob runs: each run is a new process whose counters start at 0, and a Pushgateway group holds
 what the last run pushed, so the pushed ``*_total`` series would restart at every run (two runs of 3 evictions each
-read as no increase). :meth:`DeschedulerMetrics.counter_state` / :meth:`~DeschedulerMetrics.restore_counters` carry
-the ``hrl_descheduler_*_total`` counters over in the state file (section ``metrics``), so each push replaces the
-group with cumulative totals, as a long-running process would export them (histograms, gauges and the process
-metrics stay per run).
+read as no increase). :func:`save_counters` / :func:`load_counters` carry the ``hrl_descheduler_*_total`` counters
+over in a file beside the state file (:func:`counters_path`: ``history.json`` -> ``history.counters.json``; the
+eviction history itself is left alone, a dry run included), so each push replaces the group with cumulative totals,
+as a long-running process would export them (histograms, gauges and the process metrics stay per run).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import sys
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from prometheus_client import (
@@ -68,7 +72,7 @@ from .scale import SCALE_OUTCOMES
 if TYPE_CHECKING:
     from .loop import CycleReport
 
-__all__ = ["DeschedulerMetrics", "write_textfile", "push", "serve"]
+__all__ = ["DeschedulerMetrics", "write_textfile", "push", "serve", "counters_path", "load_counters", "save_counters"]
 
 _CYCLE_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -218,6 +222,42 @@ class DeschedulerMetrics:
     def observe_failed_cycle(self) -> None:
         """A cycle that raised before producing a report (e.g. the cluster could not be read)."""
         self.cycles.labels(result="error").inc()
+
+
+def counters_path(state_file: str | Path) -> Path:
+    """Where the counters of the runs sharing ``state_file`` are kept: ``DIR/NAME.counters.json`` beside it."""
+    p = Path(state_file)
+    return p.with_name(f"{p.stem}.counters.json")
+
+
+def load_counters(metrics: DeschedulerMetrics, path: str | Path) -> None:
+    """Add the counters saved at ``path`` (a missing file: none yet) to ``metrics``. Raises ``ValueError`` (one
+    line naming the file) for a file that cannot be read or parsed; nothing is added then."""
+    p = Path(path)
+    if not p.exists():
+        return
+    try:
+        state = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{p}: {' '.join(str(exc).split())}") from None
+    try:
+        metrics.restore_counters(state)
+    except ValueError as exc:
+        raise ValueError(f"{p}: {exc}") from None
+
+
+def save_counters(metrics: DeschedulerMetrics, path: str | Path) -> None:
+    """Write ``metrics``' counters to ``path`` atomically (temporary file + rename). Raises OSError."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(metrics.counter_state(), f, sort_keys=True)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def write_textfile(registry: CollectorRegistry, path: str) -> None:

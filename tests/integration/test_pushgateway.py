@@ -6,6 +6,7 @@ chart's CronJob has one) the counters carry over, so the group holds cumulative 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import urllib.error
 import urllib.request
@@ -106,15 +107,15 @@ def test_with_a_state_file_the_counters_carry_over_so_the_group_holds_totals_acr
         # 1, 2, 3: each push replaces the group with the totals of every run so far (a counter, as rate() expects)
         assert value(got, "hrl_descheduler_cycles_total", result="ok", namespace="hrl-system") == run
         assert value(got, "hrl_descheduler_cycle_duration_seconds_count") == 1  # histograms stay per run
-    # a damaged counters section costs only the counters' continuity: a warning, and the run starts them at 0
-    import json
-
-    doc = json.loads(state.read_text())
-    doc["metrics"] = {"version": 1, "counters": {"hrl_descheduler_cycles_total": [[{"result": "ok"}, -5]]}}
-    state.write_text(json.dumps(doc))
+    # the eviction history is left alone (a dry run); the counters live beside it
+    assert not state.exists() and (tmp_path / "history.counters.json").exists()
+    # a damaged counters file costs only the counters' continuity: a warning, and the run starts them at 0
+    (tmp_path / "history.counters.json").write_text(
+        json.dumps({"version": 1, "counters": {"hrl_descheduler_cycles_total": [[{"result": "ok"}, -5]]}})
+    )
     rc = main(["--config", str(cfg), "--once", "--snapshot", str(FIXTURE), "--dry-run", "--json"])
     err = capsys.readouterr().err
-    assert rc == 0 and "dropping the saved counters" in err, err
+    assert rc == 0 and "dropping the saved counters" in err and "history.counters.json" in err, err
     assert value(pushed(pushgateway, "hrl-des-cj"), "hrl_descheduler_cycles_total", result="ok") == 1
 
 
