@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the Debian base of the hrl-scheduler images here, with mmdebstrap (no registry of base images is needed),
-# into a cache outside the repository keyed by the hash of everything that decides its content: this script, the
-# suite, the mirror and the package list. A no-op when that tarball is cached. Prints the tarball's path on the
+# into a cache outside the repository keyed by the hash of everything that decides its content: the suite, the
+# mirror, the epoch and mmdebstrap's options (the package list and the hooks among them). A no-op when that tarball is cached. Prints the tarball's path on the
 # last line of stdout; `hack/build-images.sh` turns it into the image layer of every stage (FROM scratch + ADD,
 # so the layer is as reproducible as the tarball).
 #
@@ -26,8 +26,19 @@ PACKAGES=python3,libstdc++6   # libstdc++: numpy's and grpcio's wheels link it
 BASE_EPOCH=1735689600   # 2025-01-01T00:00:00Z
 mirror=${HRL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 cache=${HRL_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hrl-scheduler/images}
-self="${BASH_SOURCE[0]}"
-key=$( { cat "$self"; echo "$SUITE $mirror $PACKAGES"; } | sha256sum | cut -c1-16)
+# Everything that decides the rootfs' bytes, besides the suite, the mirror and the epoch: the cache key hashes them.
+opts=(--mode=root --variant=essential --format=tar
+  --include="$PACKAGES"
+  --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr
+  --dpkgopt='path-exclude=/usr/share/man/*'
+  --dpkgopt='path-exclude=/usr/share/doc/*'
+  --dpkgopt='path-include=/usr/share/doc/*/copyright'
+  --dpkgopt='path-exclude=/usr/share/locale/*'
+  --dpkgopt='path-exclude=/usr/share/info/*'
+  --customize-hook='echo "nonroot:x:65532:65532:nonroot:/tmp:/usr/sbin/nologin" >> "$1/etc/passwd"'
+  --customize-hook='echo "nonroot:x:65532:" >> "$1/etc/group"'
+  --customize-hook=': > "$1/etc/hostname"; : > "$1/etc/resolv.conf"')
+key=$(printf '%s\n' "$SUITE" "$mirror" "$BASE_EPOCH" "${opts[@]}" | sha256sum | cut -c1-16)
 tarball="$cache/debian-$SUITE-$key.tar"
 log() { printf '[build-base] %s\n' "$*" >&2; }
 
@@ -50,21 +61,13 @@ work=$(mktemp -d "$cache/.build-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 log "mmdebstrap $SUITE ($PACKAGES) from $mirror (cold: about 1-3 min, mostly downloads)"
 t0=$(date +%s)
-SOURCE_DATE_EPOCH=$BASE_EPOCH mmdebstrap --quiet --mode=root --variant=essential --format=tar \
-  --include="$PACKAGES" \
-  --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
-  --dpkgopt='path-exclude=/usr/share/man/*' \
-  --dpkgopt='path-exclude=/usr/share/doc/*' \
-  --dpkgopt='path-include=/usr/share/doc/*/copyright' \
-  --dpkgopt='path-exclude=/usr/share/locale/*' \
-  --dpkgopt='path-exclude=/usr/share/info/*' \
-  --customize-hook='echo "nonroot:x:65532:65532:nonroot:/tmp:/usr/sbin/nologin" >> "$1/etc/passwd"' \
-  --customize-hook='echo "nonroot:x:65532:" >> "$1/etc/group"' \
-  --customize-hook=': > "$1/etc/hostname"; : > "$1/etc/resolv.conf"' \
-  --customize-hook='chroot "$1" dpkg-query -W -f "\${Package} \${Version}\n" > "$1/tmp/packages"' \
-  --customize-hook='copy-out /tmp/packages '"$work" \
-  --customize-hook='rm -f "$1/tmp/packages"' \
-  "$SUITE" "$work/rootfs.tar" "$mirror" >&2
+SOURCE_DATE_EPOCH=$BASE_EPOCH mmdebstrap "${opts[@]}" "$SUITE" "$work/rootfs.tar" "$mirror" \
+    >"$work/mmdebstrap.log" 2>&1 || {
+  tail -n 40 "$work/mmdebstrap.log" >&2
+  echo "build-base: mmdebstrap failed (the end of its log is above)" >&2; exit 1; }
+# the package versions, from the rootfs' own dpkg database
+tar -xOf "$work/rootfs.tar" ./var/lib/dpkg/status | awk '/^Package:/ {p = $2} /^Version:/ {print p " " $2}' \
+  | LC_ALL=C sort > "$work/packages"
 mv "$work/packages" "$tarball.packages"
 mv "$work/rootfs.tar" "$tarball"
 log "built $tarball in $(( $(date +%s) - t0 )) s: $(du -m "$tarball" | cut -f1) MB, $(wc -l < "$tarball.packages") packages"

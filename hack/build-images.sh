@@ -7,7 +7,8 @@
 #   hack/build-images.sh --check-reproducible  build, then build again with no layer cache; exit 1 when a digest differs
 #   IMAGE_REGISTRY=registry.example/team     where the names point (default ghcr.io/hrl-scheduler, as the chart's)
 #   TAG=0.1.0                                default: the version in pyproject.toml
-#   SOURCE_DATE_EPOCH=N                      default: the time of the last commit (git log -1 --format=%ct)
+#   SOURCE_DATE_EPOCH=N                      the label org.opencontainers.image.created; default: the time of the
+#                                            last commit (git log -1 --format=%ct)
 #   HRL_IMAGE_CACHE=/path                    base tarballs and wheels (default ~/.cache/hrl-scheduler/images)
 #
 # Steps: hack/install-image-tools.sh (podman, mmdebstrap, runc, containers.conf); hack/build-base.sh (the Debian
@@ -15,8 +16,11 @@
 # base's fixed timestamp, so its layer digest depends on the rootfs alone); every wheel of the two lock files
 # downloaded once into the cache by pip on this machine (--require-hashes, for the base's CPython and glibc) and
 # mounted read-only at /wheels, so `podman build` fetches nothing (PIP_NO_INDEX; --network=host only because chroot
-# isolation has no network namespace of its own) and needs no certificates; `podman build --isolation=chroot --timestamp=$SOURCE_DATE_EPOCH` (every file of every new layer and
-# the image's created time fixed; .pyc files hash-based) of manifests/images/Dockerfile from a context of the
+# isolation has no network namespace of its own) and needs no certificates; `podman build --isolation=chroot
+# --timestamp=BASE_EPOCH` (one fixed time for every file of every layer and the image's created time, whatever the
+# commit: a layer reused from the cache is then the layer a cold build makes, so warm and cold builds of a tree give
+# the same digests; the commit's time is the label org.opencontainers.image.created; .pyc files hash-based) of
+# manifests/images/Dockerfile from a context of the
 # tracked and untracked-but-not-ignored files it copies; `podman save --format oci-archive`.
 # Writes out/images/NAME-TAG.oci.tar and out/images/images.json ({name: {image, id, digest, archive, size_bytes}}:
 # `id` is the config digest, `digest` the manifest digest of the archive, what a registry would serve).
@@ -49,8 +53,8 @@ done
 registry=${IMAGE_REGISTRY:-ghcr.io/hrl-scheduler}
 tag=${TAG:-$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/pyproject.toml" | head -n1)}
 revision=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
-export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || echo 0)}
-created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
+commit_epoch=${SOURCE_DATE_EPOCH:-$(git -C "$root" log -1 --format=%ct 2>/dev/null || echo 0)}
+created=$(date -u -d "@$commit_epoch" +%Y-%m-%dT%H:%M:%SZ)
 cache=${HRL_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hrl-scheduler/images}
 out="$root/out/images"
 export HRL_IMAGE_CACHE=$cache
@@ -101,7 +105,7 @@ trap 'rm -rf "$ctx"' EXIT
 (cd "$root" && git ls-files -z -co --exclude-standard -- pyproject.toml README.md policy extender descheduler \
    manifests/images | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$ctx")
 
-common=(--isolation=chroot --network=host --identity-label=false --timestamp="$SOURCE_DATE_EPOCH")
+common=(--isolation=chroot --network=host --identity-label=false --timestamp="$base_epoch")
 runtime_image="localhost/hrl-scheduler/runtime:$tag"
 
 build_all() {  # $1: extra podman build options
@@ -112,7 +116,7 @@ build_all() {  # $1: extra podman build options
   t0=$(date +%s)
   # shellcheck disable=SC2086
   podman build -q $1 "${common[@]}" -v "$wheels:/wheels:ro" -f "$ctx/manifests/images/Dockerfile" --target runtime \
-    -t "$runtime_image" --build-arg BASE_IMAGE="$base_image" --build-arg SOURCE_DATE_EPOCH="$SOURCE_DATE_EPOCH" \
+    -t "$runtime_image" --build-arg BASE_IMAGE="$base_image" --build-arg SOURCE_DATE_EPOCH="$base_epoch" \
     --build-arg VERSION="$tag" --build-arg REVISION="$revision" --build-arg CREATED="$created" \
     --build-arg BASE_DIGEST="$base_sha" "$ctx" >/dev/null
   log "$runtime_image: built in $(( $(date +%s) - t0 )) s"
