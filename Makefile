@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint fuzz bench bench-quick bench-sim bench-topology bench-scheduler bench-descheduler train controlplane images manifests e2e-kind clean help
+.PHONY: demo test lint fuzz bench bench-quick bench-sim bench-topology bench-scheduler bench-descheduler train controlplane images image-tools chart manifests e2e-kind clean help
 
 help:
 	@echo "make demo             install (runtime only, no torch) and run the main job on Online Boutique"
@@ -21,7 +21,9 @@ help:
 	@echo "make bench-descheduler  the descheduler at 100/1,000/5,000 synthetic nodes and its API requests per cycle"
 	@echo "make train            train the learned stacks -> policy/bundles/"
 	@echo "make controlplane     build the control planes of both Kubernetes minors and helm into the cache"
-	@echo "make images           build the extender and descheduler images (needs docker, podman, buildah or nerdctl)"
+	@echo "make images           the extender, descheduler and embedding-cache images (podman; Debian base built here)"
+	@echo "                      -> OCI archives out/images/*.oci.tar, digests in out/images/images.json"
+	@echo "make chart            helm package the chart -> out/charts/hrl-scheduler-VERSION.tgz"
 	@echo "make manifests        regenerate the kustomize manifests from the Helm chart (hack/gen-manifests.py)"
 	@echo "make e2e-kind         the control-plane scenarios on a kind cluster (needs Docker)"
 
@@ -47,13 +49,26 @@ controlplane:
 	hack/build-controlplane.sh --all
 	hack/build-helm.sh
 
+# the images (hack/build-images.sh: podman, mmdebstrap; reproducible, OCI archives under out/images)
 images:
 	hack/build-images.sh
+
+# podman, mmdebstrap, runc and containers.conf for the image tests (tests/integration/test_images.py). Without root
+# the tests skip with the reason, except in CI (CI or HRL_REQUIRE_IMAGES set), where this step must succeed.
+image-tools:
+	@hack/install-image-tools.sh >/dev/null || { rc=$$?; if [ -n "$$CI$$HRL_REQUIRE_IMAGES" ]; then exit $$rc; fi; \
+	  echo "make: the image tools could not be installed (exit $$rc): the image tests will be skipped" >&2; }
+
+# the chart as a package (helm package), with the values schema and the generated manifests checked first
+chart: $(VENV)/.test
+	$(PY) hack/gen-manifests.py --check
+	mkdir -p out/charts
+	"$$(hack/build-helm.sh | tail -n1)" package manifests/charts/hrl-scheduler -d out/charts
 
 manifests: $(VENV)/.test
 	$(PY) hack/gen-manifests.py
 
-test: $(VENV)/.test controlplane lint
+test: $(VENV)/.test controlplane lint image-tools
 	hack/install-prometheus.sh >/dev/null
 	hack/install-pushgateway.sh >/dev/null
 	VENV=$(VENV) hack/check-collection.sh

@@ -395,9 +395,12 @@ def load_config(
 
 def json_schema(kind: str, model: type[BaseModel]) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a ``kind`` document: ``apiVersion`` and ``kind`` fixed, the fields by
-    their camelCase names, unknown fields refused (``additionalProperties: false``)."""
+    their camelCase names, unknown fields refused (``additionalProperties: false``), and every ``*Seconds``
+    number at most :data:`MAX_SECONDS` (what :class:`ConfigModel` enforces for every ``*_seconds`` field). The
+    Helm chart's values.schema.json embeds these (hack/chart_schema.py)."""
     schema = model.model_json_schema(by_alias=True, mode="validation")
     _drop_titles(schema)
+    _bound_seconds(schema)
     props = schema.setdefault("properties", {})
     schema["properties"] = {
         "apiVersion": {"const": API_VERSION, "description": "Schema version of this file."},
@@ -407,6 +410,22 @@ def json_schema(kind: str, model: type[BaseModel]) -> dict[str, Any]:
     schema["required"] = ["apiVersion", "kind", *schema.get("required", ())]
     schema["title"] = kind
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def _bound_seconds(node: Any) -> None:
+    """Add ``maximum: MAX_SECONDS`` to every numeric property named ``*Seconds`` (or tighten none: a smaller
+    maximum stays), in place, at any depth."""
+    if isinstance(node, dict):
+        for name, prop in (node.get("properties") or {}).items():
+            if name.endswith("Seconds") and isinstance(prop, dict):
+                for branch in prop.get("anyOf", [prop]):
+                    if isinstance(branch, dict) and branch.get("type") in ("number", "integer"):
+                        branch["maximum"] = min(branch.get("maximum", MAX_SECONDS), MAX_SECONDS)
+        for v in node.values():
+            _bound_seconds(v)
+    elif isinstance(node, list):
+        for v in node:
+            _bound_seconds(v)
 
 
 def _drop_titles(node: Any) -> None:

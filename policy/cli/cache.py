@@ -25,6 +25,8 @@ import time
 
 from prometheus_client import CollectorRegistry, start_http_server
 
+from policy.telemetry import say
+
 __all__ = ["PROG", "serve", "get", "encode"]
 
 PROG = "hrl-policy"
@@ -50,7 +52,7 @@ def serve(args: argparse.Namespace) -> int:
         start_http_server(int(port), addr=host or "127.0.0.1", registry=registry)
         log.info("metrics on http://%s/metrics", args.metrics_listen)
     log.info("embedding cache serving on %s (gRPC %s, grpc.health.v1 SERVING)", server.address, SERVICE_NAME)
-    print(f"listening on {server.address}", file=sys.stderr, flush=True)
+    say(f"listening on {server.address}", logging.INFO, prog=PROG)
     done = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
@@ -120,7 +122,7 @@ def encode(args: argparse.Namespace) -> int:
 
     graph, warnings = load_graph(args.sources, args.format)
     for w in warnings:
-        print(f"{PROG} cache encode: warning: {w}", file=sys.stderr)
+        say(f"{PROG} cache encode: warning: {w}", prog=PROG)
     enc = GraphEncoder.load(args.bundle or DEFAULT_ENCODER_BUNDLE)
     out = enc.encode_graph(graph)
     fp = fingerprint(graph)

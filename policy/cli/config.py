@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Callable
 from importlib.metadata import entry_points
@@ -28,6 +29,9 @@ from policy.config import (
     load_config,
     read_config_file,
 )
+from policy.telemetry import say
+
+PROG = "hrl-policy"
 
 __all__ = ["config_kinds", "startup_checks", "run_schema", "run_check"]
 
@@ -92,7 +96,7 @@ def run_check(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             bad += 1
             for line in exc.lines():
-                print(line, file=sys.stderr)
+                say(line, logging.ERROR, prog=PROG)
             continue
         print(f"ok: {kind} ({f})")
     return 2 if bad else 0

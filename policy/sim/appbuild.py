@@ -58,6 +58,7 @@ from .calibrate import (
     error_table,
     markdown,
     measured_targets,
+    quiet_nanmedian,
     simulate_services,
     slo_for,
 )
@@ -436,8 +437,8 @@ def _holdout(
         "method": "the fit repeated on half the traces (CRC-32 of the trace id even) and the even metric minutes; "
         "its simulated visit latencies compared with the other half (odd traces, odd minutes).",
         "median_abs_error_pct": {
-            "p50": _r(float(np.nanmedian(e50)), 2) if e50 else None,
-            "p95": _r(float(np.nanmedian(e95)), 2) if e95 else None,
+            "p50": _r(quiet_nanmedian(e50), 2) if e50 else None,
+            "p95": _r(quiet_nanmedian(e95), 2) if e95 else None,
         },
         "services": rows,
     }

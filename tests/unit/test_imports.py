@@ -36,6 +36,7 @@ DEFERRED = {
     "httpx": "only live Prometheus sources and the simulator's HTTP extender",
     "networkx": "graph algorithms, never on the servers' path (ServiceGraph.to_networkx)",
     "uvloop": "only the process that serves HTTP (extender.http.HttpServer.run); not installed on Windows",
+    "tqdm": "only a command drawing a progress bar on a terminal (policy.telemetry.progress); never the servers",
 }
 #: Commands load what the subcommand they run needs, on dispatch: `hrl-policy cache serve` (the embedding cache's
 #: sidecar) loads no simulator, `hrl-extender --version` no server. Their imports of first-party modules may wait.
