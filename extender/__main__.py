@@ -222,6 +222,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     cache_link = start_cache_link(config.cache, store, registry)
     feeds = start_policy_feeds(policy, config, store)  # a learned policy's service rows, off the request path
+    from .publisher import start_score_table_publisher  # plugin mode: the HRLScore plugin's table (scoreTable)
+
+    publisher = start_score_table_publisher(config, store, policy, registry)
     try:
         server.run(sockets=[sock])
     except SystemExit as exc:  # uvicorn's own exits (e.g. 3 for a failed start-up) mean "failed after start"
@@ -238,6 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cache_link.stop()
         if feeds is not None:
             feeds.stop()
+        if publisher is not None:
+            publisher.stop()
     return 0 if server.started else 1
 
 
