@@ -59,7 +59,7 @@ class LoadTerm:
 @dataclass(frozen=True)
 class ScoreRow:
     """One (service, requests) row: ``base`` (N,) float64, read-only, in the table's node order; ``weight`` of the
-    load term (0: ``base`` is the score)."""
+    load term (0: ``base`` is the score). ``cpu_m = memory_bytes = -1``: the row of every pod of the service."""
 
     service: str
     cpu_m: int
@@ -94,10 +94,15 @@ class ScoreTable:
     version: int = 0
 
     def row(self, service: str, cpu_m: int, memory_bytes: int) -> ScoreRow | None:
+        """The row a pod of ``service`` with these requests is scored with (its own, else its service's for any
+        requests), as the plugin looks it up; ``None`` when there is none."""
+        any_row = None
         for r in self.rows:
             if r.key == (service, cpu_m, memory_bytes):
                 return r
-        return None
+            if r.key == (service, -1, -1):
+                any_row = r
+        return any_row
 
     @property
     def nbytes(self) -> int:
@@ -170,7 +175,8 @@ def table_from_pb(p) -> ScoreTable:
 def check_table_pb(p) -> None:
     """Raise ``ValueError`` (one line naming the field and the value) unless ``ScoreTable`` message ``p`` is one the
     plugin accepts: a generation >= 1, distinct non-empty node names, arrays of one float64 per node, a load term with
-    0 <= from_frac < 1, distinct rows with a service, requests >= 0, finite weights and bases, a snapshot age >= 0."""
+    0 <= from_frac < 1, distinct rows with a service, requests >= 0 (or both -1: any), finite weights and bases, a
+    snapshot age >= 0."""
     if p.generation < 1:
         raise ValueError(f"table.generation: expected >= 1, got {p.generation}")
     n = len(p.nodes)
@@ -194,8 +200,10 @@ def check_table_pb(p) -> None:
     for i, r in enumerate(p.rows):
         if not r.service:
             raise ValueError(f"table.rows[{i}].service: expected a service name, got ''")
-        if r.cpu_m < 0 or r.memory_bytes < 0:
-            raise ValueError(f"table.rows[{i}]: requests must be >= 0, got {r.cpu_m}m and {r.memory_bytes} bytes")
+        if (r.cpu_m < 0 or r.memory_bytes < 0) and not r.cpu_m == r.memory_bytes == -1:
+            raise ValueError(
+                f"table.rows[{i}]: requests must be >= 0 (or both -1: any), got {r.cpu_m}m and {r.memory_bytes} bytes"
+            )
         k = (r.service, r.cpu_m, r.memory_bytes)
         if k in keys:
             raise ValueError(f"table.rows[{i}]: row {k} appears twice")

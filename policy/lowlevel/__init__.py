@@ -56,7 +56,14 @@ from .learned import (
 )
 from .precomputed import NodeScoreTable, ScoreKey, score_key
 from .rows import RowsRefresher, ServiceRowCache, ServiceRows, compute_service_rows
-from .scoretable import TablePolicy, apply_load_term, build_score_table, scheduler_requested_cpu_m, table_keys
+from .scoretable import (
+    ANY_REQUESTS,
+    TablePolicy,
+    apply_load_term,
+    build_score_table,
+    scheduler_requested_cpu_m,
+    table_keys,
+)
 
 __all__ = [
     "MAX_EXTENDER_PRIORITY",
@@ -102,6 +109,7 @@ __all__ = [
     "ScoreKey",
     "score_key",
     "NodeScoreTable",
+    "ANY_REQUESTS",
     "TablePolicy",
     "apply_load_term",
     "scheduler_requested_cpu_m",

@@ -140,6 +140,9 @@ class TopologyHeuristic:
         return MAX_EXTENDER_PRIORITY * raw
 
     # ---- the plugin's table (policy.lowlevel.scoretable): score = load_term applied to score_parts ----------
+    #: the base (locality) reads no requests: one table row per service serves every pod of it
+    base_reads_requests = False
+
     def load_term(self, index: ClusterIndex) -> tuple[LoadTerm, np.ndarray]:
         """The load penalty as the plugin's load term: ``10 · clip(base · (1 − b · penalty), 0, 1)`` with
         ``from_frac`` the target utilisation, and each node's CPU in use before the pod, ``max(requested, measured)``

@@ -439,6 +439,9 @@ class LearnedPlacement:
         return scores_from_logits(self.logits(x), x, self.intent_gain, self.saturation_guard)
 
     # ---- the plugin's table (policy.lowlevel.scoretable): score = load_term applied to score_parts ----------
+    #: the network reads the pod's requests: table rows per (service, requests)
+    base_reads_requests = True
+
     def load_term(self, index: ClusterIndex) -> tuple[LoadTerm, np.ndarray]:
         """The saturation guard as the plugin's load term (``base · (1 − over)`` with the CPU fraction rounded to
         float32, as the feature is; weight 0 in :meth:`score_parts` without the guard), and each node's CPU in use

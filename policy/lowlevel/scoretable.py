@@ -20,7 +20,12 @@ and the term its saturation guard (``scale`` 1, ``cap`` 10, ``weight`` 1, or 0 w
 adds is the pods kube-scheduler placed since the snapshot (Koordinator's LoadAware estimates the same way), which the
 extender only learns from its watch a debounce later.
 
-A policy served this way implements :class:`TablePolicy` (``load_term`` and ``score_parts``).
+A policy served this way implements :class:`TablePolicy` (``load_term``, ``score_parts``, ``base_reads_requests``).
+A policy whose base does not read the pod's requests (the heuristic: only the load term does) gets one row per
+service of the call graph, for any requests (``cpu_m = memory_bytes =`` :data:`ANY_REQUESTS`): every pod of a known
+service is scored at once, as the extender would. Otherwise (the learned network reads the requests among its
+features) the rows are those of :func:`table_keys`, and a pod of another shape scores neutral until the producer's
+watch has seen it pending.
 """
 
 from __future__ import annotations
@@ -39,14 +44,27 @@ from policy.state import PodInfo, Resources
 from .interface import service_intent
 from .precomputed import ScoreKey, score_key
 
-__all__ = ["TablePolicy", "apply_load_term", "scheduler_requested_cpu_m", "table_keys", "build_score_table"]
+__all__ = [
+    "ANY_REQUESTS",
+    "TablePolicy",
+    "apply_load_term",
+    "scheduler_requested_cpu_m",
+    "table_keys",
+    "build_score_table",
+]
+
+#: ``cpu_m`` and ``memory_bytes`` of a row that serves every pod of its service (the base reads no requests).
+ANY_REQUESTS = -1
 
 
 @runtime_checkable
 class TablePolicy(Protocol):
-    """A placement policy whose ``score`` splits into a base and the load term (see the module docstring)."""
+    """A placement policy whose ``score`` splits into a base and the load term (see the module docstring).
+    ``base_reads_requests``: whether the base depends on the pod's requests (else one row per service serves every
+    pod of it)."""
 
     name: str
+    base_reads_requests: bool
 
     def load_term(self, index: ClusterIndex) -> tuple[LoadTerm, np.ndarray]:
         """The term's constants and ``cpu_used_m`` (N,) float64: each node's CPU in use before the pod, as the
@@ -133,7 +151,8 @@ def build_score_table(
     """The :class:`~policy.cache.ScoreTable` of ``policy`` for ``index`` and ``intent`` (each service's locality
     weight scaled by its ``colocation`` priority, :func:`~policy.lowlevel.service_intent`, as the extender does), one
     row per key of ``keys`` whose service is in the call graph and ``usable`` (default: every one; the extender's
-    embedding check). A key whose ``score_parts`` raises (``on_error(key, exc)`` is told) or is not finite gets no row:
+    embedding check); for a policy whose base reads no requests, one row per such service of the graph instead, for
+    any requests (``keys`` unused). A key whose ``score_parts`` raises (``on_error(key, exc)`` is told) or is not finite gets no row:
     the plugin then scores that pod neutral, as the extender answers it. Raises ``TypeError`` for a policy that is
     not a :class:`TablePolicy`."""
     if not isinstance(policy, TablePolicy):
@@ -143,12 +162,15 @@ def build_score_table(
         )
     term, used = policy.load_term(index)
     services = index.snapshot.graph.services
+    if not policy.base_reads_requests:
+        keys = [(s, ANY_REQUESTS, ANY_REQUESTS) for s in sorted(services)]
     rows = []
     for key in keys:
         svc, cpu_m, mem = key
         if svc not in services or (usable is not None and not usable(svc)):
             continue
-        pod = PodInfo(name="hrl-score-template", namespace="", service=svc, requests=Resources(cpu_m, mem))
+        req = Resources(max(cpu_m, 0), max(mem, 0))
+        pod = PodInfo(name="hrl-score-template", namespace="", service=svc, requests=req)
         it = service_intent(intent, colocation, svc) if colocation else intent
         try:
             base, weight = policy.score_parts(pod, index.node_names, index, it)

@@ -80,7 +80,9 @@ def _publish(policy, view, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["heuristic", "learned"])
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(state=cluster_states(), data=st.data())
 def test_the_plugin_scores_every_node_as_the_extender_does(score_check, tmp_path, name, state, data):
     policy = POLICIES[name]
@@ -97,8 +99,14 @@ def test_the_plugin_scores_every_node_as_the_extender_does(score_check, tmp_path
     # the pending pods, and new replicas of the running ones: the table's rows (policy.lowlevel.table_keys)
     live = [p for p in state.pods if p["status"]["phase"] not in ("Succeeded", "Failed")]
     pods = [_pending(p) for p in live if "deletionTimestamp" not in p["metadata"]]
-    pods.append(_pending({"metadata": {"name": "lone", "namespace": "x", "labels": {"app": "unknown-svc"}},
-                          "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}))
+    pods.append(
+        _pending(
+            {
+                "metadata": {"name": "lone", "namespace": "x", "labels": {"app": "unknown-svc"}},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+            }
+        )
+    )
     cases, expected = [], []
     for pod in pods:
         cands = data.draw(st.lists(st.sampled_from([*nodes, "ghost-node"]), min_size=1, unique=True), label="nodes")
@@ -115,7 +123,9 @@ def test_the_plugin_scores_every_node_as_the_extender_does(score_check, tmp_path
             assert not any(want), (res, outcome)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(state=cluster_states(), data=st.data())
 def test_the_load_term_with_the_schedulers_newer_requests_is_the_python_reference(score_check, tmp_path, state, data):
     policy = POLICIES[data.draw(st.sampled_from(sorted(POLICIES)), label="policy")]
@@ -126,40 +136,52 @@ def test_the_load_term_with_the_schedulers_newer_requests_is_the_python_referenc
     nodes = list(table.nodes)
     extra = data.draw(st.lists(st.integers(-500, 20_000), min_size=len(nodes), max_size=len(nodes)), label="since")
     requested = {n: int(table.requested_cpu_m[i]) + e for i, (n, e) in enumerate(zip(nodes, extra))}
-    cases = []
+    cases, keys = [], []
     for row in table.rows:
-        pod = {"metadata": {"name": "p", "namespace": "d", "annotations": {"hrl-scheduler.io/service": row.service}},
-               "spec": {"containers": [{"name": "c", "resources": {"requests": {
-                   "cpu": f"{row.cpu_m}m", "memory": str(row.memory_bytes)}}}]}}
+        cpu_m, mem = (row.cpu_m, row.memory_bytes) if row.cpu_m >= 0 else (data.draw(st.integers(1, 4000)), 1 << 27)
+        pod = {
+            "metadata": {"name": "p", "namespace": "d", "annotations": {"hrl-scheduler.io/service": row.service}},
+            "spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": f"{cpu_m}m", "memory": str(mem)}}}]
+            },
+        }
         cases.append({"pod": pod, "nodes": nodes, "requestedMilliCPU": requested})
+        keys.append(cpu_m)
     got = _plugin(score_check, path, cases)
     since = np.array([requested[n] for n in nodes], dtype=np.float64) - table.requested_cpu_m
-    for row, res in zip(table.rows, got):
+    for row, cpu_m, res in zip(table.rows, keys, got):
         assert res["outcome"] == "ok"
-        want = apply_load_term(row.base, row.weight, table.load_term, table.alloc_cpu_m, table.cpu_used_m, row.cpu_m,
-                               since_m=since)
+        want = apply_load_term(
+            row.base, row.weight, table.load_term, table.alloc_cpu_m, table.cpu_used_m, cpu_m, since_m=since
+        )
         # equal as numbers, bit for bit but for the sign of a zero (JSON's -0 reads back as 0)
         assert np.array_equal(np.asarray(res["raw"], dtype=np.float64), want), (row.key, res["raw"], want)
         assert res["scores"] == np.floor(np.clip(want, 0, 10) + 0.5).astype(int).tolist()
 
 
-def test_a_pod_whose_requests_no_pod_of_the_cluster_has_scores_neutral_in_the_plugin(score_check, tmp_path):
-    """The known difference: the extender scores any pod on the spot; the plugin only has the rows the producer
-    computed (the pending pods', then the running pods' of each service), and answers a pod of another shape neutral
-    until the producer's watch sees it pending (one debounce, about 0.2 s, later)."""
+def test_a_pod_whose_requests_no_pod_of_the_cluster_has_scores_neutral_with_the_learned_policy(score_check, tmp_path):
+    """The known difference: the extender scores any pod on the spot; with a policy whose base reads the requests
+    (the learned one) the plugin only has the rows the producer computed (the pending pods', then the running pods' of
+    each service), and answers a pod of another shape neutral until the producer's watch sees it pending (one
+    debounce, about 0.2 s, later). The heuristic's rows serve any requests."""
     from tests.cluster_states import State
     from policy.state import ServiceGraph
 
     nodes = [{"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}}]
-    pod = {"kind": "Pod", "metadata": {"name": "a-0", "namespace": "d", "labels": {"app": "a"}},
-           "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]},
-           "status": {"phase": "Running"}}
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "a-0", "namespace": "d", "labels": {"app": "a"}},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]},
+        "status": {"phase": "Running"},
+    }
     view = load_state(State(nodes, [pod], ServiceGraph.build(["a", "b"], [])), NOW_S).get()
-    _table, path = _publish(TopologyHeuristic(), view, tmp_path)
     bigger = _pending(pod)
     bigger["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "200m"
-    got = _plugin(score_check, path, [{"pod": _pending(pod), "nodes": ["n1"]}, {"pod": bigger, "nodes": ["n1"]}])
-    assert [g["outcome"] for g in got] == ["ok", "neutral_no_row"]
+    cases = [{"pod": _pending(pod), "nodes": ["n1"]}, {"pod": bigger, "nodes": ["n1"]}]
+    _table, path = _publish(POLICIES["learned"], view, tmp_path)
+    assert [g["outcome"] for g in _plugin(score_check, path, cases)] == ["ok", "neutral_no_row"]
+    _table, path = _publish(POLICIES["heuristic"], view, tmp_path)
+    assert [g["outcome"] for g in _plugin(score_check, path, cases)] == ["ok", "ok"]
 
 
 def test_an_old_table_or_none_scores_neutral(score_check, tmp_path):
@@ -167,8 +189,12 @@ def test_an_old_table_or_none_scores_neutral(score_check, tmp_path):
     from policy.state import ServiceGraph
 
     nodes = [{"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}}]
-    pod = {"kind": "Pod", "metadata": {"name": "a-1", "namespace": "d", "labels": {"app": "a"}},
-           "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]}, "status": {}}
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "a-1", "namespace": "d", "labels": {"app": "a"}},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]},
+        "status": {},
+    }
     bound = json.loads(json.dumps(pod))
     bound["metadata"]["name"], bound["spec"]["nodeName"] = "a-0", "n1"
     view = load_state(State(nodes, [pod, bound], ServiceGraph.build(["a"], [])), NOW_S).get()

@@ -24,11 +24,20 @@ def _objects(pending_cpu: str = "100m"):
         spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}
         if node:
             spec["nodeName"] = node
-        return {"kind": "Pod", "metadata": {"name": name, "namespace": "d", "labels": {"app": svc}}, "spec": spec,
-                "status": {"phase": "Running" if node else "Pending"}}
+        return {
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "d", "labels": {"app": svc}},
+            "spec": spec,
+            "status": {"phase": "Running" if node else "Pending"},
+        }
 
-    return [node, dict(node, metadata={"name": "n2"}), pod("a-1", "a", "n1"), pod("b-1", "b", cpu=pending_cpu),
-            pod("z-1", "not-in-graph")]
+    return [
+        node,
+        dict(node, metadata={"name": "n2"}),
+        pod("a-1", "a", "n1"),
+        pod("b-1", "b", cpu=pending_cpu),
+        pod("z-1", "not-in-graph"),
+    ]
 
 
 GRAPH = ServiceGraph.build(["a", "b"], [])
@@ -72,8 +81,8 @@ def test_a_table_per_change_and_heartbeats_in_between(cache):
         assert pub.step() == "published"
         kind, table = next(watch)
         assert kind == "table" and table.generation == 1 and table.nodes == ("n1", "n2")
-        # the extender's rows: the pending pod's service first, then the bound ones; never a service outside the graph
-        assert [r.key for r in table.rows] == [("b", 100, 64 << 20), ("a", 100, 64 << 20)]
+        # the heuristic's rows: one per service of the call graph, for any requests; none outside the graph
+        assert [r.key for r in table.rows] == [("a", -1, -1), ("b", -1, -1)]
         assert table.requested_cpu_m.tolist() == [100.0, 0.0]
         clock.t += 3.0
         store.touch()  # the watch saw nothing new: same table, its age is 0 again
@@ -138,12 +147,19 @@ def test_a_restarted_cache_gets_the_table_again_and_an_unreachable_one_is_counte
     dead.close()
 
 
+class RequestsReadingHeuristic(TopologyHeuristic):
+    """The heuristic's scores with the table's rows per (service, requests), as the learned policy's."""
+
+    base_reads_requests = True
+
+
 def test_the_thread_publishes_on_its_own_and_stops(cache):
     _srv, client = cache
     clock = Clock()
     store = _store(clock)
     watch = client.watch_score_table(0, "test")
-    pub = ScoreTablePublisher(store, TopologyHeuristic(), client, min_interval_s=0.0, heartbeat_s=0.05).start()
+    policy = RequestsReadingHeuristic()
+    pub = ScoreTablePublisher(store, policy, client, min_interval_s=0.0, heartbeat_s=0.05).start()
     try:
         assert next(watch)[0] == "table"
         store.update(snapshot_from_objects(_objects(pending_cpu="300m"), taken_at_s=clock()))

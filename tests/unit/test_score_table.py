@@ -52,12 +52,18 @@ def test_the_load_term_applied_to_the_base_is_the_policys_own_score_bit_for_bit(
     table = _table(policy, view, keys)
     term, used = policy.load_term(index)
     np.testing.assert_array_equal(table.cpu_used_m, used)
-    for row in table.rows:
-        pod = PodInfo(name="p", namespace="", service=row.service, requests=Resources(row.cpu_m, row.memory_bytes))
-        intent = service_intent(view.intent, view.colocation, row.service) if view.colocation else view.intent
+    if not policy.base_reads_requests:  # one row per service of the graph, for any requests
+        assert [r.key for r in table.rows] == [(s, -1, -1) for s in sorted(view.graph.services)]
+    for service, cpu_m, mem in keys:
+        row = table.row(service, cpu_m, mem)
+        if service not in view.graph.services:
+            assert row is None
+            continue
+        pod = PodInfo(name="p", namespace="", service=service, requests=Resources(cpu_m, mem))
+        intent = service_intent(view.intent, view.colocation, service) if view.colocation else view.intent
         direct = np.asarray(policy.score(pod, list(index.node_names), index, intent), dtype=np.float64)
-        rebuilt = apply_load_term(row.base, row.weight, table.load_term, index.alloc_cpu_m, table.cpu_used_m, row.cpu_m)
-        assert direct.tobytes() == rebuilt.tobytes(), (row.key, direct, rebuilt)
+        rebuilt = apply_load_term(row.base, row.weight, table.load_term, index.alloc_cpu_m, table.cpu_used_m, cpu_m)
+        assert direct.tobytes() == rebuilt.tobytes(), ((service, cpu_m, mem), direct, rebuilt)
 
 
 def test_the_load_term_adds_the_cpu_placed_since_the_snapshot():
@@ -116,6 +122,8 @@ def test_a_row_the_policy_cannot_score_is_left_out_and_reported():
     view = load_state(State(nodes, [], ServiceGraph.build(["a", "b"], []))).get()
 
     class Broken(TopologyHeuristic):
+        base_reads_requests = True  # rows per key
+
         def score_parts(self, pod, candidates, index, intent=None):
             if pod.service == "b":
                 raise ValueError("no rows for b")
@@ -189,7 +197,7 @@ def _msg(generation=1, nodes=("n1", "n2"), rows=(("a", 100, 1, 1.0),), **kw):
         (lambda m: m.rows.append(m.rows[0]), "table.rows[1]: row ('a', 100, 1) appears twice"),
         (lambda m: setattr(m.rows[0], "weight", float("nan")), "table.rows[0].weight: expected a finite number"),
         (lambda m: setattr(m.rows[0], "base", np.array([1.0, np.inf]).tobytes()), "table.rows[0].base: contains NaN"),
-        (lambda m: setattr(m.rows[0], "cpu_m", -1), "table.rows[0]: requests must be >= 0"),
+        (lambda m: setattr(m.rows[0], "cpu_m", -1), "table.rows[0]: requests must be >= 0 (or both -1: any)"),
     ],
 )
 def test_the_cache_refuses_a_malformed_table_with_one_line_naming_the_field(change, message):

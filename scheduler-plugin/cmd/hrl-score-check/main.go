@@ -84,8 +84,8 @@ func main() {
 		Cases []result `json:"cases"`
 	}{Cases: []result{}}
 	for _, c := range in.Cases {
-		row, outcome := scoretable.Lookup(table, &c.Pod, now, time.Duration(maxAge*float64(time.Second)))
-		r := result{Outcome: outcome, Key: scoretable.KeyOf(&c.Pod).String(), Scores: make([]int64, len(c.Nodes)),
+		row, key, outcome := scoretable.Lookup(table, &c.Pod, now, time.Duration(maxAge*float64(time.Second)))
+		r := result{Outcome: outcome, Key: key.String(), Scores: make([]int64, len(c.Nodes)),
 			Raw: make([]float64, len(c.Nodes))}
 		if row != nil {
 			for i, n := range c.Nodes {
@@ -97,8 +97,8 @@ func main() {
 				if !given {
 					req = int64(math.Round(table.RequestedMilliCPU(pos)))
 				}
-				r.Raw[i] = table.RawScore(row, pos, req)
-				r.Scores[i] = table.Score(row, pos, req)
+				r.Raw[i] = table.RawScore(row, pos, key.CPUMilli, req)
+				r.Scores[i] = table.Score(row, pos, key.CPUMilli, req)
 			}
 		}
 		out.Cases = append(out.Cases, r)

@@ -140,8 +140,9 @@ func validate(a Args) (time.Duration, error) {
 func (p *Plugin) Name() string { return Name }
 
 type cycleState struct {
-	table *scoretable.Table
-	row   *scoretable.Row
+	table  *scoretable.Table
+	row    *scoretable.Row
+	podCPU int64 // the pod's effective CPU request, millicores
 }
 
 func (c *cycleState) Clone() fwk.StateData { return c }
@@ -149,12 +150,12 @@ func (c *cycleState) Clone() fwk.StateData { return c }
 // PreScore reads the pod's row once per cycle; Skip (neutral scores) when there is none to read.
 func (p *Plugin) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
 	t := p.watcher.Current()
-	row, outcome := scoretable.Lookup(t, pod, p.now(), p.maxAge)
+	row, key, outcome := scoretable.Lookup(t, pod, p.now(), p.maxAge)
 	p.m.cycle(outcome)
 	if row == nil {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(stateKey, &cycleState{table: t, row: row})
+	state.Write(stateKey, &cycleState{table: t, row: row, podCPU: key.CPUMilli})
 	return nil
 }
 
@@ -174,7 +175,7 @@ func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeI
 		p.m.unknownNode()
 		return 0, nil
 	}
-	return c.table.Score(c.row, pos, nodeInfo.GetRequested().GetMilliCPU()), nil
+	return c.table.Score(c.row, pos, c.podCPU, nodeInfo.GetRequested().GetMilliCPU()), nil
 }
 
 // ScoreExtensions is the plugin itself (NormalizeScore).

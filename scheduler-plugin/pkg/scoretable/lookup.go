@@ -17,18 +17,19 @@ const (
 // Outcomes lists every lookup outcome.
 var Outcomes = []string{OutcomeOK, OutcomeNoTable, OutcomeStale, OutcomeNoRow}
 
-// Lookup is what the plugin's PreScore decides for pod with table t (nil: none yet) at now: the row to score with,
-// or nil and the neutral outcome. A table whose snapshot is older than maxAge is not used.
-func Lookup(t *Table, pod *v1.Pod, now time.Time, maxAge time.Duration) (*Row, string) {
+// Lookup is what the plugin's PreScore decides for pod with table t (nil: none yet) at now: the row to score with
+// and the pod's key, or a nil row and the neutral outcome. A table whose snapshot is older than maxAge is not used.
+func Lookup(t *Table, pod *v1.Pod, now time.Time, maxAge time.Duration) (*Row, RowKey, string) {
+	k := KeyOf(pod)
 	if t == nil {
-		return nil, OutcomeNoTable
+		return nil, k, OutcomeNoTable
 	}
 	if t.Age(now) > maxAge {
-		return nil, OutcomeStale
+		return nil, k, OutcomeStale
 	}
-	r := t.Row(KeyOf(pod))
+	r := t.Row(k)
 	if r == nil {
-		return nil, OutcomeNoRow
+		return nil, k, OutcomeNoRow
 	}
-	return r, OutcomeOK
+	return r, k, OutcomeOK
 }

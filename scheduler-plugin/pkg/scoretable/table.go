@@ -7,12 +7,13 @@
 // Python reference, bit for bit):
 //
 //	since_m(n) = max(0, requested CPU of n as the scheduler sees it - requested_cpu_m[n])
-//	frac(n)    = (cpu_used_m[n] + since_m(n) + row.cpu_m) / max(alloc_cpu_m[n], 1)   (float32-rounded if frac_float32)
+//	frac(n)    = (cpu_used_m[n] + since_m(n) + pod_cpu_m) / max(alloc_cpu_m[n], 1)  (float32-rounded if frac_float32)
 //	over(n)    = clip((frac(n) - from_frac) / (1 - from_frac), 0, 1)
 //	score(n)   = scale * clip(row.base[n] * (1 - row.weight * over(n)), 0, cap)
 //
 // and the reply kube-scheduler would have had from the extender: floor(clip(score, 0, 10) + 0.5), an integer in
-// 0..10 (k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority).
+// 0..10 (k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority). A pod's row is the one of its service and
+// requests, else its service's row for any requests (AnyRequests).
 package scoretable
 
 import (
@@ -27,6 +28,9 @@ import (
 
 // MaxExtenderPriority is the top of the extender's score range (k8s.io/kube-scheduler/extender/v1).
 const MaxExtenderPriority = 10
+
+// AnyRequests in both requests of a RowKey: the row of every pod of the service (its base reads no requests).
+const AnyRequests = -1
 
 // RowKey is what a row's scores depend on of a pod: its service and its effective requests.
 type RowKey struct {
@@ -184,8 +188,13 @@ func (t *Table) Age(now time.Time) time.Duration {
 	return time.Duration(f.ageAtReceiptS*float64(time.Second)) + now.Sub(f.received)
 }
 
-// Row is the row of key k, nil when the table has none.
-func (t *Table) Row(k RowKey) *Row { return t.rows[k] }
+// Row is the row a pod of key k is scored with: k's own, else its service's for any requests; nil when neither.
+func (t *Table) Row(k RowKey) *Row {
+	if r := t.rows[k]; r != nil {
+		return r
+	}
+	return t.rows[RowKey{Service: k.Service, CPUMilli: AnyRequests, MemoryBytes: AnyRequests}]
+}
 
 // Rows is the number of rows.
 func (t *Table) Rows() int { return len(t.rows) }
@@ -196,10 +205,10 @@ func (t *Table) Position(name string) (int, bool) {
 	return int(p), ok
 }
 
-// RawScore is score(n) of the package comment for row r at node position pos, with the scheduler's requested CPU
-// of the node (millicores). Every product is rounded on its own (the explicit conversions forbid fused
-// multiply-adds), so the result is the Python reference's bit for bit.
-func (t *Table) RawScore(r *Row, pos int, requestedMilli int64) float64 {
+// RawScore is score(n) of the package comment for row r at node position pos, for a pod requesting podCPUMilli, with
+// the scheduler's requested CPU of the node (millicores). Every product is rounded on its own (the explicit
+// conversions forbid fused multiply-adds), so the result is the Python reference's bit for bit.
+func (t *Table) RawScore(r *Row, pos int, podCPUMilli, requestedMilli int64) float64 {
 	since := float64(requestedMilli) - t.requested[pos]
 	if !(since > 0) {
 		since = 0
@@ -208,7 +217,7 @@ func (t *Table) RawScore(r *Row, pos int, requestedMilli int64) float64 {
 	if !(alloc >= 1) {
 		alloc = 1
 	}
-	frac := (float64(t.used[pos]+since) + float64(r.Key.CPUMilli)) / alloc
+	frac := (float64(t.used[pos]+since) + float64(podCPUMilli)) / alloc
 	if t.term.FracFloat32 {
 		frac = float64(float32(frac))
 	}
@@ -220,8 +229,8 @@ func (t *Table) RawScore(r *Row, pos int, requestedMilli int64) float64 {
 }
 
 // Score is the extender's reply for the node: RawScore clipped to 0..10 and rounded half up.
-func (t *Table) Score(r *Row, pos int, requestedMilli int64) int64 {
-	return Round(t.RawScore(r, pos, requestedMilli))
+func (t *Table) Score(r *Row, pos int, podCPUMilli, requestedMilli int64) int64 {
+	return Round(t.RawScore(r, pos, podCPUMilli, requestedMilli))
 }
 
 // Round is the extender's rounding of a finite score: clip to 0..MaxExtenderPriority, then half up.

@@ -738,12 +738,13 @@ func (x *PutIntentResponse) GetStoredAtS() float64 {
 // the node:
 //
 //	since_m(n) = max(0, the scheduler's requested CPU of n - requested_cpu_m[n])   (placed since the snapshot)
-//	frac(n)    = (cpu_used_m[n] + since_m(n) + row.cpu_m) / max(alloc_cpu_m[n], 1) (float32-rounded if frac_float32)
+//	frac(n)    = (cpu_used_m[n] + since_m(n) + pod_cpu_m) / max(alloc_cpu_m[n], 1) (float32-rounded if frac_float32)
 //	over(n)    = clip((frac(n) - from_frac) / (1 - from_frac), 0, 1)
 //	score(n)   = scale * clip(row.base[n] * (1 - row.weight * over(n)), 0, cap)       in 0..10
 //
-// then rounded half up, as the extender's reply is. A node the table does not list, or a pod whose row it lacks,
-// scores 0 (neutral).
+// then rounded half up, as the extender's reply is. A pod's row is the one of its service and requests, else its
+// service's row for any requests (cpu_m = memory_bytes = -1). A node the table does not list, or a pod without a
+// row, scores 0 (neutral).
 type LoadTerm struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Scale         float64                `protobuf:"fixed64,1,opt,name=scale,proto3" json:"scale,omitempty"`
@@ -815,8 +816,8 @@ func (x *LoadTerm) GetFracFloat32() bool {
 type ScoreRow struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
-	CpuM          int64                  `protobuf:"varint,2,opt,name=cpu_m,json=cpuM,proto3" json:"cpu_m,omitempty"`                      // the pod's effective CPU request, millicores (policy.observe rules)
-	MemoryBytes   int64                  `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"` // the pod's effective memory request, bytes
+	CpuM          int64                  `protobuf:"varint,2,opt,name=cpu_m,json=cpuM,proto3" json:"cpu_m,omitempty"`                      // the pod's effective CPU request, millicores (policy.observe rules); -1: any
+	MemoryBytes   int64                  `protobuf:"varint,3,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"` // the pod's effective memory request, bytes; -1: any
 	Weight        float64                `protobuf:"fixed64,4,opt,name=weight,proto3" json:"weight,omitempty"`                             // the load term's weight (0: base is the score)
 	Base          []byte                 `protobuf:"bytes,5,opt,name=base,proto3" json:"base,omitempty"`                                   // float64 little-endian, one per node in ScoreTable.nodes order
 	unknownFields protoimpl.UnknownFields
