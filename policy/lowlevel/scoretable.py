@@ -152,9 +152,9 @@ def build_score_table(
     weight scaled by its ``colocation`` priority, :func:`~policy.lowlevel.service_intent`, as the extender does), one
     row per key of ``keys`` whose service is in the call graph and ``usable`` (default: every one; the extender's
     embedding check); for a policy whose base reads no requests, one row per such service of the graph instead, for
-    any requests (``keys`` unused). A key whose ``score_parts`` raises (``on_error(key, exc)`` is told) or is not finite gets no row:
-    the plugin then scores that pod neutral, as the extender answers it. Raises ``TypeError`` for a policy that is
-    not a :class:`TablePolicy`."""
+    any requests (``keys`` unused). A key whose ``score_parts`` raises (``on_error(key, exc)`` is told) or is not
+    finite gets no row: the plugin then scores that pod neutral, as the extender answers it. Raises ``TypeError`` for
+    a policy that is not a :class:`TablePolicy`."""
     if not isinstance(policy, TablePolicy):
         raise TypeError(
             f"policy {getattr(policy, 'name', type(policy).__name__)!r} cannot be served by the plugin "

@@ -164,8 +164,8 @@ def test_a_pod_whose_requests_no_pod_of_the_cluster_has_scores_neutral_with_the_
     (the learned one) the plugin only has the rows the producer computed (the pending pods', then the running pods' of
     each service), and answers a pod of another shape neutral until the producer's watch sees it pending (one
     debounce, about 0.2 s, later). The heuristic's rows serve any requests."""
-    from tests.cluster_states import State
     from policy.state import ServiceGraph
+    from tests.cluster_states import State
 
     nodes = [{"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}}]
     pod = {
@@ -185,8 +185,8 @@ def test_a_pod_whose_requests_no_pod_of_the_cluster_has_scores_neutral_with_the_
 
 
 def test_an_old_table_or_none_scores_neutral(score_check, tmp_path):
-    from tests.cluster_states import State
     from policy.state import ServiceGraph
+    from tests.cluster_states import State
 
     nodes = [{"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}}]
     pod = {
