@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Build the two images of manifests/images/Dockerfile (targets extender, descheduler) with the first image
-# builder found: docker (BuildKit), podman, buildah or nerdctl. `make images` runs it.
+# Build the three images of manifests/images/Dockerfile (targets extender, descheduler, kube-scheduler: the
+# scheduler with the HRLScore plugin) with the first image builder found: docker (BuildKit), podman, buildah or
+# nerdctl. `make images` runs it.
 #
-#   hack/build-images.sh                   build ${IMAGE_REGISTRY}/hrl-extender:${TAG} and .../hrl-descheduler:${TAG}
+#   hack/build-images.sh                   build ${IMAGE_REGISTRY}/hrl-extender:${TAG}, .../hrl-descheduler:${TAG} and
+#                                          .../hrl-kube-scheduler:${TAG}
 #   IMAGE_REGISTRY=registry.example/team   where the names point (default ghcr.io/hrl-scheduler, as the chart's)
 #   TAG=0.1.0                              default: the version in pyproject.toml
 #   BUILDER=podman                         use this builder instead of the first one found
@@ -27,7 +29,11 @@ if [ "$builder" = docker ] && ! docker info >/dev/null 2>&1; then
 fi
 revision=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
 created=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-for target in extender descheduler; do
+# the kube-scheduler image's binary: built (or taken from the cache) by hack/build-scheduler-plugin.sh
+plugin_bin=$("$root/hack/build-scheduler-plugin.sh" | tail -n1)
+mkdir -p "$root/out/images"
+cp "$plugin_bin/kube-scheduler" "$root/out/images/kube-scheduler"
+for target in extender descheduler kube-scheduler; do
   image="$registry/hrl-$target:$tag"
   echo "build-images: $builder building $image" >&2
   args=(-f "$root/manifests/images/Dockerfile" --target "$target" -t "$image"

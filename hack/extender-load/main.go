@@ -4,8 +4,9 @@
 // Modes:
 //
 //	-mode seq   one connection, one request after another (kube-scheduler's scheduling cycle): -n requests
-//	-mode rate  open loop: -rps requests per second for -duration, each on a free worker of -workers
-//	            (one keep-alive connection each); a request finding no free worker counts as "dropped"
+//	-mode rate  open loop: -rps requests per second for -duration (0: until SIGTERM or SIGINT), each on a free
+//	            worker of -workers (one keep-alive connection each); a request finding no free worker counts as
+//	            "dropped"
 //
 // Bodies: -body FILE (one JSON request) or -bodies FILE (JSON lines, used round-robin). -verb
 // prioritize|filter picks how a reply is validated: prioritize = a list with one {Host, Score 0..10} per
@@ -13,23 +14,31 @@
 //
 // Output: one JSON object on stdout: count, ok, errors (transport errors and timeouts), timeouts, status
 // (code -> count), invalid (200 replies that fail validation), dropped, latency_ms {p50, p90, p99, p999, max,
-// mean}, over_timeout (replies later than -timeout, counted as timeouts by the client), elapsed_s, rps.
+// mean}, over_timeout (replies later than -timeout, counted as timeouts by the client), elapsed_s, rps; and the
+// same without the client's own connection set-up: reconnects (requests that had to dial a new connection: the
+// first of each worker, and every one after a timeout, which closes the connection), server_latency_ms (from the
+// moment the request had its connection to the reply) and server_over_timeout (replies later than -timeout by
+// that measure).
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
+	"os/signal"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -40,6 +49,8 @@ type request struct {
 
 type result struct {
 	latency time.Duration
+	server  time.Duration // from GotConn to the reply: without the dial of a new connection
+	dialed  bool          // the request waited for a new connection
 	status  int
 	err     bool
 	timeout bool
@@ -156,19 +167,36 @@ func newClient(timeout time.Duration) *http.Client {
 
 func do(c *http.Client, url, verb string, r request, timeout time.Duration) result {
 	t0 := time.Now()
-	resp, err := c.Post(url, "application/json", bytes.NewReader(r.body))
+	var got time.Time
+	dialed := false
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { got, dialed = time.Now(), !i.Reused }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodPost, url,
+		bytes.NewReader(r.body))
 	if err != nil {
-		lat := time.Since(t0)
+		return result{err: true}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	since := func(end time.Time) time.Duration {
+		if got.IsZero() {
+			return end.Sub(t0)
+		}
+		return end.Sub(got)
+	}
+	if err != nil {
+		end := time.Now()
 		to := strings.Contains(err.Error(), "Timeout") || strings.Contains(err.Error(), "deadline")
-		return result{latency: lat, err: true, timeout: to}
+		return result{latency: end.Sub(t0), server: since(end), dialed: dialed, err: true, timeout: to}
 	}
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	lat := time.Since(t0)
+	end := time.Now()
+	lat := end.Sub(t0)
 	if err != nil {
-		return result{latency: lat, err: true, status: resp.StatusCode, timeout: lat >= timeout}
+		return result{latency: lat, server: since(end), dialed: dialed, err: true, status: resp.StatusCode,
+			timeout: lat >= timeout}
 	}
-	res := result{latency: lat, status: resp.StatusCode}
+	res := result{latency: lat, server: since(end), dialed: dialed, status: resp.StatusCode}
 	if resp.StatusCode == 200 && !valid(verb, body, r.candidates) {
 		res.invalid = true
 	}
@@ -192,7 +220,7 @@ func main() {
 	n := flag.Int("n", 1000, "seq: requests")
 	warmup := flag.Int("warmup", 50, "seq: requests sent first and not measured")
 	rps := flag.Float64("rps", 100, "rate: requests per second")
-	duration := flag.Duration("duration", 10*time.Second, "rate: how long")
+	duration := flag.Duration("duration", 10*time.Second, "rate: how long (0: until SIGTERM or SIGINT)")
 	workers := flag.Int("workers", 64, "rate: concurrent connections at most")
 	timeout := flag.Duration("timeout", 300*time.Millisecond, "client timeout (kube-scheduler's httpTimeout)")
 	flag.Parse()
@@ -244,7 +272,22 @@ func main() {
 		var sent int64
 		next := time.Now()
 		end := next.Add(*duration)
-		for time.Now().Before(end) {
+		stop := make(chan os.Signal, 1)
+		if *duration == 0 {
+			signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+		}
+		running := func() bool {
+			if *duration > 0 {
+				return time.Now().Before(end)
+			}
+			select {
+			case <-stop:
+				return false
+			default:
+				return true
+			}
+		}
+		for running() {
 			select {
 			case jobs <- reqs[int(sent)%len(reqs)]:
 			default:
@@ -264,13 +307,21 @@ func main() {
 	}
 	elapsed := time.Since(t0).Seconds()
 	lat := make([]float64, 0, len(results))
+	srv := make([]float64, 0, len(results))
 	status := map[string]int{}
-	var errs, timeouts, invalid, ok, over int
+	var errs, timeouts, invalid, ok, over, srvOver, reconnects int
 	sum := 0.0
 	for _, r := range results {
 		ms := float64(r.latency.Microseconds()) / 1000
 		lat = append(lat, ms)
+		srv = append(srv, float64(r.server.Microseconds())/1000)
 		sum += ms
+		if r.server >= *timeout {
+			srvOver++
+		}
+		if r.dialed {
+			reconnects++
+		}
 		if r.err {
 			errs++
 		}
@@ -291,6 +342,7 @@ func main() {
 		}
 	}
 	sort.Float64s(lat)
+	sort.Float64s(srv)
 	mean := 0.0
 	if len(lat) > 0 {
 		mean = sum / float64(len(lat))
@@ -302,6 +354,10 @@ func main() {
 		"latency_ms": map[string]float64{
 			"p50": pct(lat, 0.5), "p90": pct(lat, 0.9), "p99": pct(lat, 0.99), "p999": pct(lat, 0.999),
 			"max": pct(lat, 1), "mean": mean,
+		},
+		"reconnects": reconnects, "server_over_timeout": srvOver,
+		"server_latency_ms": map[string]float64{
+			"p50": pct(srv, 0.5), "p99": pct(srv, 0.99), "max": pct(srv, 1),
 		},
 	}
 	enc := json.NewEncoder(os.Stdout)

@@ -158,4 +158,6 @@ class TopologyHeuristic:
         :func:`policy.lowlevel.apply_load_term` of these with :meth:`load_term`, bit for bit, for an unbound pod."""
         a = max(0.0, intent_value(intent, "locality_weight"))
         b = max(0.0, intent_value(intent, "balance_weight"))
-        return a * self._locality(pod, index.positions(candidates), index), b
+        every = candidates is index.node_names  # the table's case: no name lookups
+        pos = np.arange(len(index.node_names)) if every else index.positions(candidates)
+        return a * self._locality(pod, pos, index), b

@@ -90,6 +90,10 @@ capabilities:
 {{- if $v.learnedPolicies.enabled -}}
 {{- $_ := set $cfg "cache" (dict "address" (printf "127.0.0.1:%d" (int $v.learnedPolicies.cache.port))) -}}
 {{- end -}}
+{{- if include "hrl.pluginMode" . -}}
+{{- $_ := set $cfg "scoreTable" (dict "publish" true "address" (printf "127.0.0.1:%d" (int $v.learnedPolicies.cache.port))) -}}
+{{- $_ := set $cfg "precompute" (dict "enabled" false) -}}
+{{- end -}}
 {{- toYaml (mustMergeOverwrite $cfg (deepCopy $v.extender.config)) -}}
 {{- end -}}
 
@@ -158,6 +162,9 @@ capabilities:
 {{- fail (printf "descheduler.namespaces: %q is not allowed (the descheduler never acts in kube-system or in its own namespace %q)" . $.Release.Namespace) }}
 {{- end }}
 {{- end }}
+{{- if and (include "hrl.pluginMode" .) (ne .Values.scheduler.mode "second") }}
+{{- fail (printf "scheduler.scoring.mode: plugin needs scheduler.mode second (got %q: the cluster's own kube-scheduler has no HRLScore plugin)" .Values.scheduler.mode) }}
+{{- end }}
 {{- if and .Values.metrics.pushgateway.url (eq .Values.descheduler.mode "interval") }}
 {{- fail "metrics.pushgateway.url: only for descheduler.mode cronjob (interval mode serves /metrics; scrape it)" }}
 {{- end }}
@@ -176,10 +183,15 @@ leaderElection:
   resourceNamespace: {{ .Release.Namespace }}
 profiles:
   - schedulerName: {{ .Values.scheduler.schedulerName }}
+    {{- if include "hrl.pluginMode" . }}
+    {{- include "hrl.pluginProfile" . | nindent 4 }}
+    {{- end }}
+{{- if not (include "hrl.pluginMode" .) }}
 # extenders[] is global to a scheduler configuration (every profile calls it): hence a second scheduler.
 # Values: DESIGN.md section 5.
 extenders:
   {{- include "hrl.extenderRegistration" (dict "ctx" . "host" (include "hrl.extenderHost" .)) | nindent 2 }}
+{{- end }}
 {{- end }}
 
 
