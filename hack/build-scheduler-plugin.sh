@@ -31,8 +31,8 @@ if [ "$KUBE_VERSION" != "$CP_VERSION" ]; then
        "pins $CP_VERSION: keep them equal (the builds share the Go build cache)" >&2
   exit 2
 fi
-# the source's identity: go.mod, go.sum and every .go file, by content
-src_hash=$(cd "$mod" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) -print0 | LC_ALL=C sort -z \
+# the source's identity: go.mod, go.sum and every .go file but the tests, by content
+src_hash=$(cd "$mod" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) ! -name '*_test.go' -print0 | LC_ALL=C sort -z \
   | xargs -0 sha256sum | sha256sum | cut -c1-12)
 cache_root=${HRL_CP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hrl-scheduler}
 BIN="$cache_root/scheduler-plugin-k8s-$KUBE_VERSION-$src_hash/bin"

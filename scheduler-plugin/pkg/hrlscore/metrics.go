@@ -36,8 +36,8 @@ func registerMetrics() *pluginMetrics {
 	metricsOnce.Do(func() {
 		m := &pluginMetrics{prescore: map[string]metrics.CounterMetric{}}
 		prescore := metrics.NewCounterVec(&metrics.CounterOpts{
-			Name: "hrl_plugin_prescore_total",
-			Help: "Scheduling cycles of the HRLScore plugin by outcome: ok, or neutral_* (every node scored the same).",
+			Name:           "hrl_plugin_prescore_total",
+			Help:           "Scheduling cycles of the HRLScore plugin by outcome: ok, or neutral_* (every node scored the same).",
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"outcome"})
 		unknown := metrics.NewCounter(&metrics.CounterOpts{

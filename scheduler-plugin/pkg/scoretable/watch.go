@@ -32,10 +32,10 @@ type WatchEvents interface {
 
 type noEvents struct{}
 
-func (noEvents) Connected(bool)            {}
+func (noEvents) Connected(bool)              {}
 func (noEvents) Table(*Table, time.Duration) {}
-func (noEvents) Heartbeat()                {}
-func (noEvents) Error(string)              {}
+func (noEvents) Heartbeat()                  {}
+func (noEvents) Error(string)                {}
 
 // Watcher keeps the newest table of one embedding cache (WatchScoreTable, a server stream): Current never blocks
 // and never touches the network. A broken stream is reopened with jittered exponential backoff; the last table
