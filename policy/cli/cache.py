@@ -2,7 +2,8 @@
 
 - ``cache serve --listen HOST:PORT [--metrics-listen HOST:PORT] [--max-entries N] [--max-watchers N]``: the gRPC
   embedding cache (:class:`policy.cache.CacheServer`), which also relays the extender's score table to the
-  HRLScore plugins that watch it (at most ``--max-watchers`` streams); ``/metrics`` on ``--metrics-listen`` carries the usual gRPC server metrics
+  HRLScore plugins that watch it (at most ``--max-watchers`` streams); ``/metrics`` on ``--metrics-listen``
+  carries the usual gRPC server metrics
   (``grpc_server_started_total``, ``grpc_server_handled_total{grpc_code}``, ``grpc_server_handling_seconds``),
   the cache's own (``hrl_cache_*``), ``hrl_build_info`` and ``process_*``. Needs no configuration or bundle: it
   starts empty and reports SERVING (``grpc.health.v1``, service ``""`` and
