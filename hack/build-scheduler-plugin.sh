@@ -73,21 +73,8 @@ if ok; then log "kube-scheduler with HRLScore ($KUBE_VERSION, source $src_hash):
 
 check_versions
 mkdir -p "$BIN"
-timed() {  # as hack/build-controlplane.sh: wall time and peak RSS of one step
-  local name=$1; shift
-  local t0; t0=$(date +%s)
-  if [ -x /usr/bin/time ]; then
-    local tf; tf=$(mktemp)
-    /usr/bin/time -v -o "$tf" "$@"
-    local rss; rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$tf")
-    rm -f "$tf"
-  else
-    "$@"; local rss=""
-  fi
-  local wall=$(( $(date +%s) - t0 ))
-  log "$name built in ${wall}s (peak RSS of one process: ${rss:-?} kB)"
-  if [ -n "${HRL_CP_TIMINGS:-}" ]; then printf '%s\t%s\t%s\n' "$name" "$wall" "${rss:-}" >> "$HRL_CP_TIMINGS"; fi
-}
+# shellcheck source=hack/build-lib.sh
+source "$here/build-lib.sh"  # timed NAME CMD...
 log "building kube-scheduler $KUBE_VERSION with HRLScore (source $src_hash; the Kubernetes packages come from the Go build cache when the control plane was built)"
 kminor=${KUBE_VERSION#v1.}; kminor=${kminor%%.*}
 V=k8s.io/component-base/version; C=k8s.io/client-go/pkg/version

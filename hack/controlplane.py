@@ -188,29 +188,14 @@ def resolve_bin_dir(
     when a binary or a kwok stage is missing (a no-op when cached; ~5 min cold on 2 cores per minor).
     Raises :class:`ControlPlaneError` when Go is not installed or the build fails."""
     minor_args = ["--kube", kube_minor] if kube_minor else []
-    out = subprocess.run([str(BUILD_SCRIPT), "--print", *minor_args], capture_output=True, text=True, check=True)
-    bin_dir = Path(out.stdout.strip().splitlines()[-1])
-    missing = [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
-    missing += [f"stages/{s}" for s in STAGES if not (bin_dir / "stages" / s).is_file()]
-    if missing and build:
-        if shutil.which("go") is None:
-            raise ControlPlaneError(
-                f"the control-plane binaries are missing ({', '.join(missing)} in {bin_dir}) and Go is not "
-                "installed: install Go >= 1.26 (https://go.dev/dl/) and run hack/build-controlplane.sh"
-            )
-        if log:
-            log(f"building the control plane ({', '.join(missing)} missing): {BUILD_SCRIPT}")
-        res = subprocess.run(
-            [str(BUILD_SCRIPT), *minor_args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        if res.returncode != 0:
-            raise ControlPlaneError(f"{BUILD_SCRIPT} failed (exit {res.returncode}):\n{res.stdout[-4000:]}")
-        missing = [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
-    if missing:
-        raise ControlPlaneError(
-            f"control-plane binaries missing in {bin_dir}: {', '.join(missing)} (run hack/build-controlplane.sh)"
-        )
-    return bin_dir
+    return _cached_build(
+        BUILD_SCRIPT,
+        minor_args,
+        [*BINARIES, *(f"stages/{s}" for s in STAGES)],
+        build,
+        log,
+        "the control-plane binaries",
+    )
 
 
 def plugin_bin_dir(build: bool = True, log: Callable[[str], None] | None = None) -> Path:
@@ -219,25 +204,39 @@ def plugin_bin_dir(build: bool = True, log: Callable[[str], None] | None = None)
     ``build``, runs the build script when a binary is missing (a no-op when cached; about 20 s after the control
     plane's build on 2 cores, the Kubernetes packages coming from the Go build cache). Raises
     :class:`ControlPlaneError` when Go is not installed or the build fails."""
-    out = subprocess.run([str(PLUGIN_BUILD_SCRIPT), "--print"], capture_output=True, text=True, check=True)
+    return _cached_build(PLUGIN_BUILD_SCRIPT, [], list(PLUGIN_BINARIES), build, log, "the plugin's binaries")
+
+
+def _cached_build(
+    script: Path, args: list[str], files: list[str], build: bool, log: Callable[[str], None] | None, what: str
+) -> Path:
+    """``script --print ARGS``'s directory once it holds ``files`` (executables; ``stages/...``: plain files),
+    running ``script ARGS`` first when one is missing and ``build`` is set."""
+    out = subprocess.run([str(script), "--print", *args], capture_output=True, text=True, check=True)
     bin_dir = Path(out.stdout.strip().splitlines()[-1])
-    missing = [b for b in PLUGIN_BINARIES if not os.access(bin_dir / b, os.X_OK)]
-    if missing and build:
+
+    def missing() -> list[str]:
+        return [
+            f
+            for f in files
+            if not ((bin_dir / f).is_file() if f.startswith("stages/") else os.access(bin_dir / f, os.X_OK))
+        ]
+
+    absent = missing()
+    if absent and build:
         if shutil.which("go") is None:
             raise ControlPlaneError(
-                f"the plugin's binaries are missing ({', '.join(missing)} in {bin_dir}) and Go is not installed: "
-                "install Go >= 1.26 (https://go.dev/dl/) and run hack/build-scheduler-plugin.sh"
+                f"{what} are missing ({', '.join(absent)} in {bin_dir}) and Go is not installed: install Go >= 1.26 "
+                f"(https://go.dev/dl/) and run {script.relative_to(ROOT)}"
             )
         if log:
-            log(f"building kube-scheduler with HRLScore ({', '.join(missing)} missing): {PLUGIN_BUILD_SCRIPT}")
-        res = subprocess.run([str(PLUGIN_BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            log(f"building {what} ({', '.join(absent)} missing): {script}")
+        res = subprocess.run([str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if res.returncode != 0:
-            raise ControlPlaneError(f"{PLUGIN_BUILD_SCRIPT} failed (exit {res.returncode}):\n{res.stdout[-4000:]}")
-        missing = [b for b in PLUGIN_BINARIES if not os.access(bin_dir / b, os.X_OK)]
-    if missing:
-        raise ControlPlaneError(
-            f"plugin binaries missing in {bin_dir}: {', '.join(missing)} (run hack/build-scheduler-plugin.sh)"
-        )
+            raise ControlPlaneError(f"{script} failed (exit {res.returncode}):\n{res.stdout[-4000:]}")
+        absent = missing()
+    if absent:
+        raise ControlPlaneError(f"{what} missing in {bin_dir}: {', '.join(absent)} (run {script.relative_to(ROOT)})")
     return bin_dir
 
 

@@ -35,6 +35,27 @@ class State:
     colocation: dict[str, float] = field(default_factory=dict)
 
 
+def node_object(name: str, cpu: str = "4", memory: str = "8Gi") -> dict[str, Any]:
+    """A plain Node: ``name`` with ``cpu`` and ``memory`` allocatable."""
+    return {"kind": "Node", "metadata": {"name": name}, "status": {"allocatable": {"cpu": cpu, "memory": memory}}}
+
+
+def pod_object(
+    name: str, service: str, cpu: str = "100m", memory: str = "64Mi", node: str | None = None, phase: str = "Running"
+) -> dict[str, Any]:
+    """A one-container Pod of ``service`` (label ``app``) in namespace ``d`` requesting ``cpu`` and ``memory``; bound
+    to ``node`` in ``phase``, or Pending."""
+    spec: dict[str, Any] = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]}
+    if node:
+        spec["nodeName"] = node
+    return {
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "d", "labels": {"app": service}},
+        "spec": spec,
+        "status": {"phase": phase if node else "Pending"},
+    }
+
+
 def _resources(draw, key: str, values) -> dict[str, str]:
     return {key: draw(st.sampled_from(values))} if draw(st.booleans()) or key == "cpu" else {}
 

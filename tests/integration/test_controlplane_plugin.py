@@ -7,16 +7,12 @@ says so and scheduling goes on."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-from pathlib import Path
 
 import httpx
 import pytest
 import yaml
-from cp_helpers import ROOT, apply, cpmod, deployment, node_of, pod_spec, wait_for, wait_running
+from cp_helpers import apply, cpmod, deployment, node_of, pod_spec, spawn, stop, wait_for, wait_running
 from prometheus_client.parser import text_string_to_metric_families
 
 from policy.state import ANNOTATION_DEPENDS_ON
@@ -25,23 +21,6 @@ pytestmark = pytest.mark.controlplane
 
 PLUGIN = "hrl-plugin"
 HOSTNAME = "kubernetes.io/hostname"
-
-
-def _spawn(args: list[str], log: Path) -> subprocess.Popen:
-    with log.open("w") as f:
-        return subprocess.Popen(
-            args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-        )
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _samples(cp, comp) -> dict[str, float]:
@@ -65,7 +44,7 @@ def plugin_mode(control_plane, tmp_path):
     cache_port, ext_port = cpmod.free_ports(2)
     cache_addr = f"127.0.0.1:{cache_port}"
     procs = {
-        "cache": _spawn(
+        "cache": spawn(
             [sys.executable, "-m", "policy.cli", "cache", "serve", "--listen", cache_addr], tmp_path / "cache.log"
         )
     }
@@ -89,7 +68,7 @@ def plugin_mode(control_plane, tmp_path):
     (tmp_path / "app.yaml").write_text(yaml.safe_dump_all(graph))
     cfg["topology"] = {"sources": [str(tmp_path / "app.yaml")]}
     (tmp_path / "extender.yaml").write_text(yaml.safe_dump(cfg))
-    procs["extender"] = _spawn(
+    procs["extender"] = spawn(
         [sys.executable, "-m", "extender", "--config", str(tmp_path / "extender.yaml")], tmp_path / "extender.log"
     )
     base = f"http://127.0.0.1:{ext_port}"
@@ -113,7 +92,7 @@ def plugin_mode(control_plane, tmp_path):
         if comp is not None:
             cp.stop_component(comp)
         for p in reversed(list(procs.values())):
-            _stop(p)
+            stop(p)
 
 
 def test_the_plugin_places_a_pod_next_to_its_callee_from_the_producers_table(plugin_mode, namespace, kwok_nodes):
@@ -146,7 +125,7 @@ def test_a_table_older_than_the_bound_scores_neutral_and_pods_are_still_schedule
     kwok_nodes(2)
     apply(cp, namespace, [deployment("one", scheduler=PLUGIN)])
     wait_running(cp, namespace, 1, "app=one")
-    _stop(procs["extender"])  # no more tables nor heartbeats: the cache keeps the last one, aging
+    stop(procs["extender"])  # no more tables nor heartbeats: the cache keeps the last one, aging
 
     def stale():
         return _samples(cp, comp).get("hrl_plugin_table_age_seconds", 0) > 4.0
@@ -156,7 +135,7 @@ def test_a_table_older_than_the_bound_scores_neutral_and_pods_are_still_schedule
     apply(cp, namespace, [deployment("two", replicas=2, scheduler=PLUGIN)])
     wait_running(cp, namespace, 2, "app=two", timeout_s=60)
     assert _samples(cp, comp)["hrl_plugin_prescore_total{outcome=neutral_stale}"] - before >= 2
-    _stop(procs["cache"])  # the watch breaks: reported, retried, scheduling goes on
+    stop(procs["cache"])  # the watch breaks: reported, retried, scheduling goes on
     wait_for(lambda: _samples(cp, comp).get("hrl_plugin_watch_connected") == 0.0, 30, "the watch to report the loss")
     assert _samples(cp, comp)["hrl_plugin_watch_errors_total{kind=stream}"] >= 1
     pod = {

@@ -30,7 +30,7 @@ from policy.lowlevel import (
     build_score_table,
     table_keys,
 )
-from tests.cluster_states import cluster_states, load_state
+from tests.cluster_states import cluster_states, load_state, node_object, pod_object
 
 PB2, _ = pb_modules()
 NOW_S = 1000.0
@@ -167,13 +167,8 @@ def test_a_pod_whose_requests_no_pod_of_the_cluster_has_scores_neutral_with_the_
     from policy.state import ServiceGraph
     from tests.cluster_states import State
 
-    nodes = [{"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}}]
-    pod = {
-        "kind": "Pod",
-        "metadata": {"name": "a-0", "namespace": "d", "labels": {"app": "a"}},
-        "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]},
-        "status": {"phase": "Running"},
-    }
+    nodes = [node_object("n1")]
+    pod = pod_object("a-0", "a", node="n1")
     view = load_state(State(nodes, [pod], ServiceGraph.build(["a", "b"], [])), NOW_S).get()
     bigger = _pending(pod)
     bigger["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "200m"
@@ -188,15 +183,8 @@ def test_an_old_table_or_none_scores_neutral(score_check, tmp_path):
     from policy.state import ServiceGraph
     from tests.cluster_states import State
 
-    nodes = [{"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}}]
-    pod = {
-        "kind": "Pod",
-        "metadata": {"name": "a-1", "namespace": "d", "labels": {"app": "a"}},
-        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}]},
-        "status": {},
-    }
-    bound = json.loads(json.dumps(pod))
-    bound["metadata"]["name"], bound["spec"]["nodeName"] = "a-0", "n1"
+    nodes = [node_object("n1")]
+    pod, bound = pod_object("a-1", "a"), pod_object("a-0", "a", node="n1")
     view = load_state(State(nodes, [pod, bound], ServiceGraph.build(["a"], [])), NOW_S).get()
     _table, path = _publish(TopologyHeuristic(), view, tmp_path)
     case = [{"pod": pod, "nodes": ["n1"]}]

@@ -15,28 +15,16 @@ from policy.cache import CacheServer, GrpcEmbeddingCache
 from policy.lowlevel import TopologyHeuristic
 from policy.observe import snapshot_from_objects
 from policy.state import ServiceGraph
+from tests.cluster_states import node_object, pod_object
 
 
 def _objects(pending_cpu: str = "100m"):
-    node = {"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}}
-
-    def pod(name, svc, node=None, cpu="100m"):
-        spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}
-        if node:
-            spec["nodeName"] = node
-        return {
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": "d", "labels": {"app": svc}},
-            "spec": spec,
-            "status": {"phase": "Running" if node else "Pending"},
-        }
-
     return [
-        node,
-        dict(node, metadata={"name": "n2"}),
-        pod("a-1", "a", "n1"),
-        pod("b-1", "b", cpu=pending_cpu),
-        pod("z-1", "not-in-graph"),
+        node_object("n1"),
+        node_object("n2"),
+        pod_object("a-1", "a", node="n1"),
+        pod_object("b-1", "b", cpu=pending_cpu),
+        pod_object("z-1", "not-in-graph"),
     ]
 
 

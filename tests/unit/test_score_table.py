@@ -24,7 +24,7 @@ from policy.lowlevel import (
     table_keys,
 )
 from policy.state import PodInfo, Resources
-from tests.cluster_states import cluster_states, load_state
+from tests.cluster_states import cluster_states, load_state, node_object, pod_object
 
 PB2, _ = pb_modules()
 LEARNED = LearnedPlacement.load()
@@ -79,20 +79,10 @@ def test_the_load_term_adds_the_cpu_placed_since_the_snapshot():
 def test_the_table_keeps_the_pending_pods_rows_first_then_those_of_the_running_pods_most_frequent_first():
     from tests.cluster_states import State
 
-    nodes = [
-        {"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}},
-    ]
+    nodes = [node_object("n1")]
 
     def pod(name, svc, cpu, node=None, phase="Running"):
-        spec = {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}
-        if node:
-            spec["nodeName"] = node
-        return {
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": "d", "labels": {"app": svc}},
-            "spec": spec,
-            "status": {"phase": phase if node else "Pending"},
-        }
+        return pod_object(name, svc, cpu, "1Gi", node, phase)
 
     from policy.state import ServiceGraph
 
@@ -116,7 +106,7 @@ def test_the_table_keeps_the_pending_pods_rows_first_then_those_of_the_running_p
 def test_a_row_the_policy_cannot_score_is_left_out_and_reported():
     from tests.cluster_states import State
 
-    nodes = [{"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}}]
+    nodes = [node_object("n1")]
     from policy.state import ServiceGraph
 
     view = load_state(State(nodes, [], ServiceGraph.build(["a", "b"], []))).get()
