@@ -310,7 +310,8 @@ class ScoreTableHub:
     def watch(self, pb2, known_generation: int = 0, is_active: Callable[[], bool] = lambda: True) -> Iterator:
         """``ScoreTableEvent`` messages for one watcher until ``is_active()`` turns false or :meth:`close`: the
         newest table unless its generation is ``known_generation``, then each newer table, and heartbeats (the
-        snapshot's age, growing) on every producer heartbeat and at least every ``heartbeat_s``. Raises
+        snapshot's age, growing) on every producer heartbeat and at least every ``heartbeat_s`` (of generation 0
+        while there is no table: the stream is up, nothing to score with yet). Raises
         :class:`WatchersExhausted` when ``max_watchers`` streams are open already."""
         with self._cond:
             if self._watchers >= self.max_watchers:
@@ -332,10 +333,14 @@ class ScoreTableHub:
                     return
                 seen_seq = self._seq
                 h = self._held
-                if h is None:
-                    continue
-                msg, age = h.msg, h.age_now(self.clock())
-            if msg.generation != sent_generation:
+                if h is None:  # nothing to send yet: a heartbeat of generation 0 says the stream is up
+                    msg, age = None, 0.0
+                else:
+                    msg, age = h.msg, h.age_now(self.clock())
+            if msg is None:
+                ev = pb2.ScoreTableEvent(heartbeat=pb2.ScoreTableHeartbeat(generation=0, snapshot_age_s=0.0))
+                kind = "heartbeat"
+            elif msg.generation != sent_generation:
                 ev = pb2.ScoreTableEvent(table=msg)
                 ev.table.snapshot_age_s = age
                 sent_generation = msg.generation

@@ -1393,7 +1393,7 @@ type ScoreTableEvent_Table struct {
 }
 
 type ScoreTableEvent_Heartbeat struct {
-	Heartbeat *ScoreTableHeartbeat `protobuf:"bytes,2,opt,name=heartbeat,proto3,oneof"` // the current table is still current
+	Heartbeat *ScoreTableHeartbeat `protobuf:"bytes,2,opt,name=heartbeat,proto3,oneof"` // the current table is still current (generation 0: no table yet)
 }
 
 func (*ScoreTableEvent_Table) isScoreTableEvent_Event() {}
