@@ -528,7 +528,15 @@ def run_phase(
     side: dict = {}
     helper = None
     if during is not None:
-        helper = threading.Thread(target=lambda: side.update(result=during(done)), name="during", daemon=True)
+
+        def run_during() -> None:
+            try:
+                side["result"] = during(done)
+            except Exception as exc:  # noqa: BLE001 - reported with the phase, not lost with the thread
+                side["result"] = {"error": f"{type(exc).__name__}: {exc}"}
+                log(f"{label}: the load during the phase failed: {exc}")
+
+        helper = threading.Thread(target=run_during, name="during", daemon=True)
         helper.start()
     meter = CpuMeter(cp)
     ext_pid = cp.component("hrl-extender").pid if extenders else 0
@@ -657,19 +665,26 @@ def outcomes(text: str, verb: str) -> dict[str, float]:
 
 
 def build_load_generator() -> Path:
-    """Build hack/extender-load (Go standard library only) into the cache next to the control plane's
-    binaries; a no-op when it is up to date. Returns the binary's path."""
+    """Build hack/extender-load (Go standard library only) into the cache next to the control plane's binaries,
+    keyed by a hash of its source (worktrees sharing the cache never overwrite each other's build); a no-op when
+    that build is there. Returns the binary's path."""
+    import hashlib
     import subprocess
 
     src = ROOT / "hack" / "extender-load"
+    h = hashlib.sha256()
+    for f in sorted(src.iterdir()):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
     cache = Path(os.environ.get("HRL_CP_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")))
-    out = (cache if os.environ.get("HRL_CP_CACHE") else cache / "hrl-scheduler") / "extender-load" / "extender-load"
-    newest = max(f.stat().st_mtime for f in src.iterdir())
-    if out.exists() and out.stat().st_mtime >= newest:
+    root = cache if os.environ.get("HRL_CP_CACHE") else cache / "hrl-scheduler"
+    out = root / f"extender-load-{h.hexdigest()[:12]}" / "extender-load"
+    if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
-    subprocess.run(["go", "build", "-trimpath", "-o", str(out), "."], cwd=src, env=env, check=True)
+    tmp = out.with_name(f"extender-load.{os.getpid()}")
+    subprocess.run(["go", "build", "-trimpath", "-o", str(tmp), "."], cwd=src, env=env, check=True)
+    tmp.replace(out)  # atomic: a concurrent run sees the whole binary or none
     return out
 
 
