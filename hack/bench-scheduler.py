@@ -1097,7 +1097,11 @@ def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, 
     meter.start()
     time.sleep(args.idle_s)
     on_result({"label": f"idle-{tag}", "nodes": nodes, "pods": 0, "bound": 0, "cpu_s": meter.stop(0)})
-    for label, regs in (("baseline", []), ("plugin", []), ("shipped", shipped), ("filter", with_filter)):
+    order = [("baseline", []), ("plugin", []), ("shipped", shipped), ("filter", with_filter)]
+    # --interleave N: the baseline and plugin phases N more times, alternating, so that both see the same moments of a
+    # shared machine (their ratio is taken pair by pair)
+    rounds = [(0, order)] + [(k, order[:2]) for k in range(1, 1 + getattr(args, "interleave", 0))]
+    for rep, (label, regs) in ((k, lr) for k, phases in rounds for lr in phases):
         if label not in args.phases:
             continue
         prof = Path(args.profile) if getattr(args, "profile", None) else None
@@ -1123,6 +1127,7 @@ def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, 
         else:
             r = run_phase(cp, f"{label}-{tag}", f"bench-{label}-{tag}", regs, pods, services, t, profile=prof)
         r["nodes"] = nodes
+        r["repeat"] = rep
         res.append(r)
         on_result(r)
     ships = [r for r in res if _phase_kind(r["label"]) == "shipped"]
@@ -1220,11 +1225,11 @@ def markdown(report: dict) -> str:
             "attempt p50 / p99 (ms) | extender prioritize p50 / p99 (ms) | extender filter p50 / p99 (ms) |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
-        base = {r["nodes"]: r for r in cp if _phase_kind(r["label"]) == "baseline"}
+        base = _baselines(cp)
         for r in cp:
             if _phase_kind(r["label"]) == "idle":
                 continue
-            b = base.get(r["nodes"])
+            b = base.get((r["nodes"], r.get("repeat", 0)))
             ratio = r["throughput_pods_per_s"] / b["throughput_pods_per_s"] if b else math.nan
             ep = (
                 f"{r['extender_prioritize_p50_ms']:.2f} / {r['extender_prioritize_p99_ms']:.2f}"
@@ -1237,14 +1242,20 @@ def markdown(report: dict) -> str:
                 else "–"
             )
             lines.append(
-                f"| {r['nodes']} | {NAMES[_phase_kind(r['label'])]} | {r['bound']}/{r['pods']} | "
+                f"| {r['nodes']} | {NAMES[_phase_kind(r['label'])]}{_round_tag(r)} | {r['bound']}/{r['pods']} | "
                 f"{r['throughput_pods_per_s']:.1f} | {ratio:.2f} | {r['algorithm_latency_p50_ms']:.1f} / "
                 f"{r['algorithm_latency_p99_ms']:.1f} | {r['attempt_latency_p50_ms']:.1f} / "
                 f"{r['attempt_latency_p99_ms']:.1f} | {ep} | {ef} |"
             )
+        for line in plugin_rounds(cp):
+            lines += ["", line]
         ov = [r for r in cp if _phase_kind(r["label"]) == "overload"]
         for r in ov:
             d = r.get("during") or {}
+            if not d.get("requests"):
+                why = d.get("error") or "it reported nothing"
+                lines += ["", f"**Overload ({r['nodes']} nodes)**: no figures: the load generator failed ({why})."]
+                continue
             st = ", ".join(f"{k}: {v}" for k, v in sorted(d.get("status", {}).items()))
             fivexx = sum(v for k, v in d.get("status", {}).items() if k.startswith("5"))
             lines += [
@@ -1341,14 +1352,50 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _round_tag(r: dict) -> str:
+    return f" (round {r['repeat'] + 1})" if r.get("repeat") else ""
+
+
+def plugin_rounds(kube: list[dict]) -> list[str]:
+    """One line per node count with plugin mode's throughput ratio in each round (its baseline of the same round)."""
+    import statistics
+
+    base = _baselines(kube)
+    out = []
+    for n in sorted({r["nodes"] for r in kube}):
+        vals = [
+            r["throughput_pods_per_s"] / base[(n, r.get("repeat", 0))]["throughput_pods_per_s"]
+            for r in kube
+            if r["nodes"] == n and _phase_kind(r["label"]) == "plugin" and (n, r.get("repeat", 0)) in base
+        ]
+        if len(vals) > 1:
+            out.append(
+                f"Plugin mode at {n} nodes, ratio to the baseline of the same round, round by round: "
+                + ", ".join(f"{v:.2f}" for v in vals)
+                + f"; **median {statistics.median(vals):.2f}**."
+            )
+    return out
+
+
+def _baselines(kube: list[dict]) -> dict[tuple[int, int], dict]:
+    """The baseline phase of each (nodes, repeat)."""
+    return {(r["nodes"], r.get("repeat", 0)): r for r in kube if _phase_kind(r["label"]) == "baseline"}
+
+
 def _ratios(report: dict) -> dict[tuple[int, str], float]:
+    """(nodes, phase) → throughput / the baseline's of the same repeat; the median over the repeats of this run."""
+    import statistics
+
     kube = report.get("kube") or []
-    base = {r["nodes"]: r["throughput_pods_per_s"] for r in kube if _phase_kind(r["label"]) == "baseline"}
-    return {
-        (r["nodes"], _phase_kind(r["label"])): r["throughput_pods_per_s"] / base[r["nodes"]]
-        for r in kube
-        if r["nodes"] in base and _phase_kind(r["label"]) not in ("baseline", "idle")
-    }
+    base = _baselines(kube)
+    per: dict[tuple[int, str], list[float]] = {}
+    for r in kube:
+        b = base.get((r["nodes"], r.get("repeat", 0)))
+        if b is not None and _phase_kind(r["label"]) not in ("baseline", "idle"):
+            per.setdefault((r["nodes"], _phase_kind(r["label"])), []).append(
+                r["throughput_pods_per_s"] / b["throughput_pods_per_s"]
+            )
+    return {k: statistics.median(v) for k, v in per.items()}
 
 
 def repeat_summary(report: dict, repeats: list[dict]) -> str:
@@ -1504,6 +1551,13 @@ def main(argv=None) -> int:
         default=["baseline", "plugin", "shipped", "filter", "overload"],
         choices=["baseline", "plugin", "shipped", "filter", "overload"],
         help="the kube-scheduler phases to run (overload needs shipped)",
+    )
+    ap.add_argument(
+        "--interleave",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run the baseline and plugin phases N more times, alternating (ratios pair by pair: a shared machine)",
     )
     ap.add_argument("--no-write", action="store_true", help="do not touch BENCHMARKS.md")
     ap.add_argument("--workdir", help="control-plane working directory (default: a temporary one)")

@@ -146,3 +146,23 @@ def test_a_table_older_than_the_bound_scores_neutral_and_pods_are_still_schedule
     }
     apply(cp, namespace, [pod])
     wait_running(cp, namespace, 1, "app=three", timeout_s=60)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"cacheAdress": "127.0.0.1:1"}, 'unknown field "cacheAdress"'),
+        ({"cacheAddress": "nowhere"}, 'HRLScore: args.cacheAddress: expected host:port, got "nowhere"'),
+        ({"cacheAddress": "127.0.0.1:1", "maxTableAgeSeconds": 0}, "args.maxTableAgeSeconds: expected 0 < x <= 86400"),
+    ],
+)
+def test_a_bad_plugin_argument_stops_the_scheduler_with_a_message_naming_it(control_plane, args, message):
+    bin_dir = cpmod.plugin_bin_dir(build=True)
+    profile = cpmod.hrl_score_profile("127.0.0.1:1")
+    profile["pluginConfig"][0]["args"] = args
+    with pytest.raises(cpmod.ControlPlaneError) as err:
+        comp = control_plane.start_scheduler(
+            "hrl-plugin-bad", binary=bin_dir / "kube-scheduler", profile=profile, timeout_s=60
+        )
+        control_plane.stop_component(comp)
+    assert message in str(err.value)

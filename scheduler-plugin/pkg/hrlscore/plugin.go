@@ -19,7 +19,9 @@
 package hrlscore
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -71,11 +73,11 @@ var (
 
 // New builds the plugin from its arguments and starts its table watch (it ends with ctx).
 func New(ctx context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
-	var args Args
-	if err := frameworkruntime.DecodeInto(obj, &args); err != nil {
+	args, err := decodeArgs(obj)
+	if err != nil {
 		return nil, fmt.Errorf("%s: args: %w", Name, err)
 	}
-	maxAge, err := validate(args)
+	maxAge, err := validate(*args)
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +118,21 @@ func sharedWatcher(ctx context.Context, address string, m *pluginMetrics) (*scor
 	})
 	go w.Run(ctx)
 	return w, nil
+}
+
+// decodeArgs decodes pluginConfig[].args strictly: a misspelt field is an error naming it, not a silent default.
+func decodeArgs(obj runtime.Object) (*Args, error) {
+	args := &Args{}
+	u, ok := obj.(*runtime.Unknown)
+	if !ok || u.Raw == nil || (u.ContentType != "" && u.ContentType != runtime.ContentTypeJSON) {
+		return args, frameworkruntime.DecodeInto(obj, args)
+	}
+	dec := json.NewDecoder(bytes.NewReader(u.Raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(args); err != nil {
+		return nil, err
+	}
+	return args, nil
 }
 
 func validate(a Args) (time.Duration, error) {
