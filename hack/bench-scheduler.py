@@ -260,9 +260,9 @@ class LogBinds:
     """Counts the "Successfully bound pod to node" lines of a scheduler log as it grows (reads only what was
     appended since the last call)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, offset: int = 0):
         self.path = path
-        self.offset = 0
+        self.offset = offset
         self.rest = b""
         self.n = 0
 
@@ -280,10 +280,12 @@ class LogBinds:
         return self.n
 
 
-def bind_times(log_path: Path) -> list[float]:
-    """Seconds (since the start of the month, microsecond precision) of each binding in a scheduler log."""
+def bind_times(log_path: Path, offset: int = 0) -> list[float]:
+    """Seconds (since the start of the month, microsecond precision) of each binding in a scheduler log, from byte
+    ``offset`` on (a scheduler of the same name appends to the log of an earlier one)."""
     out = []
     with open(log_path, encoding="utf-8", errors="replace") as f:
+        f.seek(offset)
         for line in f:
             m = BOUND.match(line)
             if m:
@@ -543,12 +545,14 @@ def run_phase(
     threads0 = thread_cpu_s(ext_pid) if ext_pid else {}
     waits0 = thread_wait_s(ext_pid) if ext_pid else {}
     meter.start()
+    log_path = cp.logs_dir / f"kube-scheduler-{scheduler}.log"  # appended to by every scheduler of this name
+    log_offset = log_path.stat().st_size if log_path.exists() else 0
     comp = cp.start_scheduler(scheduler, extenders, timeout_s=120, binary=binary, profile=sched_profile)
     sched_wait0 = sum(thread_wait_s(comp.pid).values())
     port = int(comp.ready_url.rsplit(":", 1)[1].split("/")[0])
     t0 = time.monotonic()
     profiler = start_profile(cp, profile, label) if profile and extenders else None
-    binds = LogBinds(comp.log_path)
+    binds = LogBinds(comp.log_path, log_offset)
     try:
         # the scheduler's own log says when every pod is bound (a few KB read per poll); the API confirms once.
         # Polling the API instead (`kubectl get pods -o json` of every pod twice a second) costs the machine
@@ -576,7 +580,7 @@ def run_phase(
         if helper is not None:
             helper.join(600)
     ext_after = cp.fetch(f"{cp.extender_base_url}/metrics") if extenders else ""
-    times = bind_times(comp.log_path)
+    times = bind_times(comp.log_path, log_offset)
     if len(times) < pods:
         raise RuntimeError(f"{label}: {len(times)} bindings in {comp.log_path}, expected {pods}")
     span = max(times) - min(times)
