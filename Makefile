@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint fuzz bench bench-quick bench-sim bench-topology bench-scheduler bench-descheduler train controlplane images image-tools chart manifests e2e-kind clean help
+.PHONY: demo test lint fuzz bench bench-quick bench-sim bench-topology bench-scheduler bench-descheduler train controlplane scheduler-plugin images image-tools chart manifests e2e-kind clean help
 
 help:
 	@echo "make demo             install (runtime only, no torch) and run the main job on Online Boutique"
@@ -21,6 +21,7 @@ help:
 	@echo "make bench-descheduler  the descheduler at 100/1,000/5,000 synthetic nodes and its API requests per cycle"
 	@echo "make train            train the learned stacks -> policy/bundles/"
 	@echo "make controlplane     build the control planes of both Kubernetes minors and helm into the cache"
+	@echo "make scheduler-plugin build kube-scheduler with the HRLScore plugin into the cache (after controlplane)"
 	@echo "make images           the extender, descheduler and embedding-cache images (podman; Debian base built here)"
 	@echo "                      -> OCI archives out/images/*.oci.tar, digests in out/images/images.json"
 	@echo "make chart            helm package the chart -> out/charts/hrl-scheduler-VERSION.tgz"
@@ -49,6 +50,11 @@ controlplane:
 	hack/build-controlplane.sh --all
 	hack/build-helm.sh
 
+# kube-scheduler with the HRLScore plugin (scheduler-plugin/), after the control plane: the Kubernetes packages come
+# from the Go build cache that build filled (the same module versions and flags), cached by version and source.
+scheduler-plugin: controlplane
+	hack/build-scheduler-plugin.sh
+
 # the images (hack/build-images.sh: podman, mmdebstrap; reproducible, OCI archives under out/images)
 images:
 	hack/build-images.sh
@@ -68,7 +74,7 @@ chart: $(VENV)/.test
 manifests: $(VENV)/.test
 	$(PY) hack/gen-manifests.py
 
-test: $(VENV)/.test controlplane lint image-tools
+test: $(VENV)/.test controlplane scheduler-plugin lint image-tools
 	hack/install-prometheus.sh >/dev/null
 	hack/install-pushgateway.sh >/dev/null
 	VENV=$(VENV) hack/check-collection.sh
@@ -102,9 +108,10 @@ bench-sim: $(VENV)/.test
 bench-topology: $(VENV)/.test
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) -m policy.bench.topology
 
-# the extender's cost to kube-scheduler (real control plane), its caller-side latency (hack/extender-load, Go),
-# the server and decoder comparisons (granian, orjson: the [bench] extra) -> section "scheduler" of BENCHMARKS.md
-bench-scheduler: $(VENV)/.bench controlplane
+# the extender's cost to kube-scheduler and plugin mode's side by side (real control plane), the extender's
+# caller-side latency (hack/extender-load, Go), the server and decoder comparisons (granian, orjson: the [bench]
+# extra) -> section "scheduler" of BENCHMARKS.md
+bench-scheduler: $(VENV)/.bench controlplane scheduler-plugin
 	$(PY) hack/bench-scheduler.py
 
 bench-descheduler: $(VENV)/.test controlplane

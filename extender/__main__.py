@@ -191,6 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     cache_link = start_cache_link(config.cache, store, registry)
     feeds = start_policy_feeds(policy, config, store)  # a learned policy's service rows, off the request path
+    from .publisher import start_score_table_publisher  # plugin mode: the HRLScore plugin's table (scoreTable)
+
+    publisher = start_score_table_publisher(config, store, policy, registry)
     # what start-up built (snapshot, index, policy, modules) lives until exit: out of the collector's sight, so that
     # a full collection does not scan it while requests wait (gc.freeze; the watch's later snapshots are collected)
     gc.collect()
@@ -211,6 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cache_link.stop()
         if feeds is not None:
             feeds.stop()
+        if publisher is not None:
+            publisher.stop()
     return 0 if server.started.is_set() else 1
 
 

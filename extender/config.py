@@ -51,6 +51,12 @@ Every field is optional; an empty file (or no ``--config``) gives the defaults b
     precompute:                # per-service node-score vectors computed off the request path
       enabled: true            #   false: every request scores its candidates directly (same scores, slower)
       maxKeys: 256             #   (service, requests) vectors kept; memory maxKeys x nodes x 8 bytes
+    scoreTable:                # plugin mode: publish the node-score table kube-scheduler's HRLScore plugin reads
+      publish: false           #   true: compute it at every snapshot change, publish it to the embedding cache
+      address: null            #   host:port of that cache; null = cache.address
+      timeoutSeconds: 1        #   deadline of each publish
+      maxKeys: 256             #   (service, requests) rows: the pending pods', then the other pods' of each service
+      minIntervalSeconds: 0.1  #   at most one new table per this many seconds (heartbeats in between)
     logLevel: INFO             # DEBUG, INFO, WARNING or ERROR
 
 Relative paths are relative to the working directory of the process. The matching kube-scheduler side
@@ -375,6 +381,34 @@ class PrecomputeConfig(ConfigModel):
     )
 
 
+class ScoreTableConfig(ConfigModel):
+    """Plugin mode (docs/operations.md, "Scoring in the scheduler"): compute the node-score table of the policy at
+    every snapshot change (:func:`policy.lowlevel.build_score_table`) and publish it to the embedding cache, which
+    streams it to kube-scheduler's HRLScore plugin; a heartbeat every second while nothing changes keeps its age
+    current (:class:`extender.publisher.ScoreTablePublisher`)."""
+
+    publish: bool = Field(False, description="Publish the table. Default false.")
+    address: str | None = Field(
+        None, description="host:port of the embedding cache to publish to; null = cache.address. Default null."
+    )
+    timeout_seconds: float = Field(1.0, gt=0.0, le=60.0, description="Deadline of each publish, seconds. Default 1.")
+    max_keys: int = Field(
+        256,
+        ge=1,
+        le=100_000,
+        description="(service, requests) rows at most: the pending pods' first, then those of each service's other "
+        "pods; message size about maxKeys x nodes x 8 bytes. Default 256.",
+    )
+    min_interval_seconds: float = Field(
+        0.1, ge=0.0, le=60.0, description="At most one new table per this many seconds, 0..60. Default 0.1."
+    )
+
+    @field_validator("address")
+    @classmethod
+    def _host_port(cls, v: str | None) -> str | None:
+        return v if v is None else CacheConfig._host_port(v)
+
+
 class ExtenderConfiguration(ConfigModel):
     """The whole ``kind: ExtenderConfiguration`` document (see the module docstring for a full example)."""
 
@@ -411,9 +445,28 @@ class ExtenderConfiguration(ConfigModel):
     precompute: PrecomputeConfig = Field(
         default_factory=PrecomputeConfig, description="Node-score vectors computed off the request path."
     )
+    score_table: ScoreTableConfig = Field(
+        default_factory=ScoreTableConfig, description="Plugin mode: the node-score table published for HRLScore."
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Log level of the process (stderr). Case-insensitive. Default INFO."
     )
+
+    @model_validator(mode="after")
+    def _table_needs_a_cache(self) -> ExtenderConfiguration:
+        st = self.score_table
+        if st.publish and st.address is None and self.cache is None:
+            raise ValueError(
+                "scoreTable.publish: needs scoreTable.address or cache.address (the cache HRLScore watches)"
+            )
+        return self
+
+    def score_table_address(self) -> str | None:
+        """Where the score table is published (``None``: it is not)."""
+        st = self.score_table
+        if not st.publish:
+            return None
+        return st.address or (self.cache.address if self.cache is not None else None)
 
     @field_validator("url_prefix")
     @classmethod

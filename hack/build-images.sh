@@ -29,16 +29,25 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 log() { printf '[build-images] %s\n' "$*" >&2; }
 
-# name                 Dockerfile stage  (issue 22's Go scheduler plugin: add "hrl-scheduler-plugin scheduler-plugin"
-#                                         here, with its stage in manifests/images/Dockerfile and, when the binary is
-#                                         built outside, its build step in prebuild() below)
+# name                 Dockerfile stage (a stage `FROM runtime AS NAME` is built over the shared runtime stage; one
+#                                        `FROM ${BASE_IMAGE} AS NAME` over the Debian base alone)
 IMAGES=(
   "hrl-extender        extender"
   "hrl-descheduler     descheduler"
   "hrl-embedding-cache embedding-cache"
+  "hrl-kube-scheduler  kube-scheduler"
 )
 # A hook for images whose inputs are built outside the Dockerfile; $1 = image name, $2 = the build context.
-prebuild() { :; }
+# hrl-kube-scheduler: kube-scheduler with the HRLScore plugin, built (or taken from its cache) by
+# hack/build-scheduler-plugin.sh, copied to out/images/kube-scheduler of the context.
+prebuild() {
+  if [ "$1" = hrl-kube-scheduler ]; then
+    local bin
+    bin=$("$root/hack/build-scheduler-plugin.sh" | tail -n1)
+    mkdir -p "$2/out/images"
+    cp "$bin/kube-scheduler" "$2/out/images/kube-scheduler"
+  fi
+}
 
 check_repro=0
 wanted=()
@@ -128,11 +137,14 @@ build_all() {  # $1: extra podman build options
     prebuild "$name" "$ctx"
     t0=$(date +%s)
     awk -v stage="$stage" -v from="FROM $runtime_image" '
-      /^FROM / { on = ($0 ~ (" AS " stage "$")); if (on) { print from; next } }
+      BEGIN { print "ARG BASE_IMAGE" }
+      /^FROM / { on = ($0 ~ (" AS " stage "$")); if (on) { print ($2 == "runtime" ? from : $0); next } }
       on' "$ctx/manifests/images/Dockerfile" > "$ctx/Containerfile.$stage"
-    grep -q . "$ctx/Containerfile.$stage" || { echo "build-images: no stage '$stage' in the Dockerfile" >&2; exit 2; }
+    [ "$(wc -l < "$ctx/Containerfile.$stage")" -gt 1 ] || { echo "build-images: no stage '$stage' in the Dockerfile" >&2; exit 2; }
     # shellcheck disable=SC2086
-    podman build -q $1 "${common[@]}" -f "$ctx/Containerfile.$stage" -t "$image" "$ctx" >/dev/null
+    podman build -q $1 "${common[@]}" -f "$ctx/Containerfile.$stage" -t "$image" --build-arg BASE_IMAGE="$base_image" \
+      --build-arg VERSION="$tag" --build-arg REVISION="$revision" --build-arg CREATED="$created" \
+      --build-arg BASE_DIGEST="$base_sha" "$ctx" >/dev/null
     id=$(podman image inspect --format '{{.Id}}' "$image")
     local archive="$out/$name-$tag.oci.tar"
     if [ -s "$archive" ] && [ "$(cat "$archive.id" 2>/dev/null)" = "$id" ]; then

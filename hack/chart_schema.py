@@ -222,6 +222,17 @@ def build() -> dict[str, Any]:
                 }
             ),  # fmt: skip
             "dropin": obj({"extenderHost": {"type": "string"}, "kubeconfig": {"type": "string", "minLength": 1}}),
+            "scoring": obj(
+                {
+                    "mode": {"enum": ["extender", "plugin"]},
+                    "image": image("hrl-kube-scheduler (kube-scheduler with the HRLScore plugin)"),
+                    "maxTableAgeSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
+                }
+            )
+            | {
+                "description": "extender: HTTP calls to hrl-extender; plugin: the HRLScore plugin in the "
+                "hrl-kube-scheduler image (mode second only)"
+            },  # fmt: skip
             **pod_settings(),
         },
         required=("image",),

@@ -4,7 +4,8 @@
 // Modes:
 //
 //	-mode seq       one connection, one request after another (kube-scheduler's scheduling cycle): -n requests
-//	-mode rate      open loop: -rps requests per second for -duration, each on a free worker of -workers
+//	-mode rate      open loop: -rps requests per second for -duration (0: until SIGTERM or SIGINT), each on a
+//	                free worker of -workers
 //	                (one keep-alive connection each, -workers connections in all; -redial: Go's default pool
 //	                instead, at most 100 idle connections, the others closed and dialled again);
 //	                a request finding no free worker counts as "dropped"
@@ -25,24 +26,32 @@
 // 0, or listing none: what a shed request gets), dropped, latency_ms {p50, p90, p99, p999, max, mean},
 // over_timeout (replies later than -timeout, counted as timeouts by the client), late_scored (replies later than
 // -timeout that are not neutral), elapsed_s, rps; with -mode slowloris also "slowloris" {conns, opened, open_at_end,
-// closed_by_server, closed_after_s {p50, max}, answers (status line -> count)}; with -probe, "probe".
+// closed_by_server, closed_after_s {p50, max}, answers (status line -> count)}; with -probe, "probe"; and the
+// same without the client's own connection set-up: reconnects (requests that had to dial a new connection: the
+// first of each worker, and every one after a timeout, which closes the connection), server_latency_ms (from the
+// moment the request had its connection to the reply) and server_over_timeout (replies later than -timeout by
+// that measure).
 package main
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	neturl "net/url"
 	"os"
+	"os/signal"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -53,6 +62,8 @@ type request struct {
 
 type result struct {
 	latency time.Duration
+	server  time.Duration // from GotConn to the reply: without the dial of a new connection
+	dialed  bool          // the request waited for a new connection
 	status  int
 	err     bool
 	timeout bool
@@ -186,19 +197,36 @@ func newClient(timeout time.Duration, conns int) *http.Client {
 
 func do(c *http.Client, url, verb string, r request, timeout time.Duration) result {
 	t0 := time.Now()
-	resp, err := c.Post(url, "application/json", bytes.NewReader(r.body))
+	var got time.Time
+	dialed := false
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { got, dialed = time.Now(), !i.Reused }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodPost, url,
+		bytes.NewReader(r.body))
 	if err != nil {
-		lat := time.Since(t0)
+		return result{err: true}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	since := func(end time.Time) time.Duration {
+		if got.IsZero() {
+			return end.Sub(t0)
+		}
+		return end.Sub(got)
+	}
+	if err != nil {
+		end := time.Now()
 		to := strings.Contains(err.Error(), "Timeout") || strings.Contains(err.Error(), "deadline")
-		return result{latency: lat, err: true, timeout: to}
+		return result{latency: end.Sub(t0), server: since(end), dialed: dialed, err: true, timeout: to}
 	}
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	lat := time.Since(t0)
+	end := time.Now()
+	lat := end.Sub(t0)
 	if err != nil {
-		return result{latency: lat, err: true, status: resp.StatusCode, timeout: lat >= timeout}
+		return result{latency: lat, server: since(end), dialed: dialed, err: true, status: resp.StatusCode,
+			timeout: lat >= timeout}
 	}
-	res := result{latency: lat, status: resp.StatusCode}
+	res := result{latency: lat, server: since(end), dialed: dialed, status: resp.StatusCode}
 	if resp.StatusCode == 200 {
 		ok, neutral := valid(verb, body, r.candidates)
 		res.invalid, res.neutral = !ok, neutral
@@ -336,8 +364,8 @@ func pct(sorted []float64, q float64) float64 {
 	return sorted[i]
 }
 
-// rate sends rps requests per second for duration, each on a free worker of workers (one keep-alive connection
-// each); a request finding no free worker is counted in dropped.
+// rate sends rps requests per second for duration (0: until SIGTERM or SIGINT), each on a free worker of workers
+// (one keep-alive connection each); a request finding no free worker is counted in dropped.
 func rate(url, verb string, reqs []request, rps float64, duration time.Duration, workers int,
 	timeout time.Duration, redial bool, dropped *int64) []result {
 	conns := workers
@@ -365,7 +393,22 @@ func rate(url, verb string, reqs []request, rps float64, duration time.Duration,
 	var sent int64
 	next := time.Now()
 	end := next.Add(duration)
-	for time.Now().Before(end) {
+	stop := make(chan os.Signal, 1)
+	if duration == 0 {
+		signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	}
+	running := func() bool {
+		if duration > 0 {
+			return time.Now().Before(end)
+		}
+		select {
+		case <-stop:
+			return false
+		default:
+			return true
+		}
+	}
+	for running() {
 		select {
 		case jobs <- reqs[int(sent)%len(reqs)]:
 		default:
@@ -391,7 +434,7 @@ func main() {
 	n := flag.Int("n", 1000, "seq: requests")
 	warmup := flag.Int("warmup", 50, "seq: requests sent first and not measured")
 	rps := flag.Float64("rps", 100, "rate: requests per second")
-	duration := flag.Duration("duration", 10*time.Second, "rate: how long")
+	duration := flag.Duration("duration", 10*time.Second, "rate: how long (0: until SIGTERM or SIGINT)")
 	workers := flag.Int("workers", 64, "rate: concurrent connections at most")
 	timeout := flag.Duration("timeout", 300*time.Millisecond, "client timeout (kube-scheduler's httpTimeout)")
 	probeURL := flag.String("probe", "", "rate, slowloris: GET this URL meanwhile on fresh connections (liveness)")
@@ -460,10 +503,18 @@ func main() {
 	}
 	elapsed := time.Since(t0).Seconds()
 	lat := make([]float64, 0, len(results))
+	srv := make([]float64, 0, len(results))
 	status := map[string]int{}
-	var errs, timeouts, invalid, ok, over, neutral, lateScored int
+	var errs, timeouts, invalid, ok, over, neutral, lateScored, srvOver, reconnects int
 	for _, r := range results {
 		lat = append(lat, float64(r.latency.Microseconds())/1000)
+		srv = append(srv, float64(r.server.Microseconds())/1000)
+		if r.server >= *timeout {
+			srvOver++
+		}
+		if r.dialed {
+			reconnects++
+		}
 		if r.err {
 			errs++
 		}
@@ -493,6 +544,7 @@ func main() {
 		"count": len(results), "ok": ok, "errors": errs, "timeouts": timeouts, "status": status,
 		"invalid": invalid, "neutral": neutral, "dropped": dropped, "over_timeout": over, "late_scored": lateScored,
 		"elapsed_s": elapsed, "rps": float64(len(results)) / elapsed, "latency_ms": summary(lat),
+		"reconnects": reconnects, "server_over_timeout": srvOver, "server_latency_ms": summary(srv),
 	}
 	for k, v := range extra {
 		out[k] = v

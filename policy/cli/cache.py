@@ -1,7 +1,9 @@
 """The bodies of ``hrl-policy cache serve | get | encode`` (registered as small stubs in :mod:`policy.cli`).
 
-- ``cache serve --listen HOST:PORT [--metrics-listen HOST:PORT] [--max-entries N]``: the gRPC embedding cache
-  (:class:`policy.cache.CacheServer`); ``/metrics`` on ``--metrics-listen`` carries the usual gRPC server metrics
+- ``cache serve --listen HOST:PORT [--metrics-listen HOST:PORT] [--max-entries N] [--max-watchers N]``: the gRPC
+  embedding cache (:class:`policy.cache.CacheServer`), which also relays the extender's score table to the
+  HRLScore plugins that watch it (at most ``--max-watchers`` streams); ``/metrics`` on ``--metrics-listen``
+  carries the usual gRPC server metrics
   (``grpc_server_started_total``, ``grpc_server_handled_total{grpc_code}``, ``grpc_server_handling_seconds``),
   the cache's own (``hrl_cache_*``), ``hrl_build_info`` and ``process_*``. Needs no configuration or bundle: it
   starts empty and reports SERVING (``grpc.health.v1``, service ``""`` and
@@ -42,7 +44,9 @@ def serve(args: argparse.Namespace) -> int:
     log = logging.getLogger("hrl-policy.cache")
     registry = CollectorRegistry()
     register_process_metrics(registry, "hrl-policy-cache")
-    server = CacheServer(args.listen, registry=registry, max_entries=args.max_entries)
+    if not 1 <= args.max_watchers <= 7:
+        raise ValueError(f"--max-watchers: expected 1..7, got {args.max_watchers}")
+    server = CacheServer(args.listen, registry=registry, max_entries=args.max_entries, max_watchers=args.max_watchers)
     server.start()  # OSError (address in use / invalid) -> exit 2 through policy.cli.core.main
     if args.metrics_listen:
         host, _, port = args.metrics_listen.rpartition(":")

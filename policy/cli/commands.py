@@ -388,6 +388,12 @@ def cmd_export_placement(args: argparse.Namespace) -> int:
         ),
         arg("--metrics-listen", default=None, metavar="HOST:PORT", help="serve Prometheus /metrics here"),
         arg("--max-entries", type=int, default=64, help="graph fingerprints kept (least recently stored dropped)"),
+        arg(
+            "--max-watchers",
+            type=int,
+            default=4,
+            help="score-table watch streams served at once (the HRLScore plugins), 1..7 (each holds a thread)",
+        ),
         arg("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
     ],
 )

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 import urllib.request
@@ -34,6 +37,25 @@ def _load_controlplane_module():
 
 #: ``hack/controlplane.py``: ControlPlane, fake_node, extender_registration, free_ports, ...
 cpmod = _load_controlplane_module()
+
+
+def spawn(args: list[str], log: Path) -> subprocess.Popen:
+    """Start ``args`` in the repository root with stdout and stderr to ``log`` (Python unbuffered)."""
+    with log.open("w") as f:  # the child writes to its own copy of the descriptor; ours is closed at once
+        return subprocess.Popen(
+            args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM, 15 s to exit, then SIGKILL; a no-op when it has exited."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.25) -> Any:

@@ -12,8 +12,6 @@ the HPA check and the scale subresource are the real ones.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -34,6 +32,8 @@ from cp_helpers import (
     pods,
     running,
     scheduled_by,
+    spawn,
+    stop,
     wait_for,
     wait_running,
 )
@@ -62,23 +62,6 @@ HEADER = {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfigu
 # ---- processes of the intent path ----------------------------------------------------------------------------
 
 
-def _spawn(args: list[str], log: Path) -> subprocess.Popen:
-    with log.open("w") as f:  # the child writes to its own copy of the descriptor; ours is closed at once
-        return subprocess.Popen(
-            args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-        )
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @pytest.fixture
 def cache_and_extender(control_plane, tmp_path):
     """A real ``hrl-policy cache serve`` and an ``hrl-extender`` watching the API server (as the
@@ -86,7 +69,7 @@ def cache_and_extender(control_plane, tmp_path):
     cache_port, ext_port = cpmod.free_ports(2)
     cache_addr = f"127.0.0.1:{cache_port}"
     procs = [
-        _spawn([sys.executable, "-m", "policy.cli", "cache", "serve", "--listen", cache_addr], tmp_path / "cache.log")
+        spawn([sys.executable, "-m", "policy.cli", "cache", "serve", "--listen", cache_addr], tmp_path / "cache.log")
     ]
     cfg = {
         "apiVersion": "hrl-scheduler.io/v1alpha1",
@@ -99,7 +82,7 @@ def cache_and_extender(control_plane, tmp_path):
     }
     (tmp_path / "extender.yaml").write_text(yaml.safe_dump(cfg))
     procs.append(
-        _spawn(
+        spawn(
             [sys.executable, "-m", "extender", "--config", str(tmp_path / "extender.yaml")], tmp_path / "extender.log"
         )
     )
@@ -115,7 +98,7 @@ def cache_and_extender(control_plane, tmp_path):
         yield cache_addr, base
     finally:
         for p in reversed(procs):
-            _stop(p)
+            stop(p)
 
 
 def prioritize(base: str, probe: dict, nodes: list[str]) -> dict[str, int]:

@@ -216,6 +216,18 @@ def test_the_embedding_cache_image_serves_grpc_health_and_metrics(images):
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
+def test_the_kube_scheduler_image_is_the_plugin_build_alone_non_root_and_labelled(images):
+    info = images["hrl-kube-scheduler"]
+    (meta,) = json.loads(podman("image", "inspect", info["image"]).stdout)
+    assert meta["Config"]["User"] == f"{UID}:{UID}"
+    assert meta["Config"]["Labels"]["org.opencontainers.image.title"] == "hrl-kube-scheduler"
+    kube = re.search(r"^\s*k8s\.io/kubernetes (v\S+)", (ROOT / "scheduler-plugin" / "go.mod").read_text(), re.M)[1]
+    assert podman("run", "--rm", *POD_LIKE, info["image"], "--version").stdout.strip() == f"Kubernetes {kube}"
+    # the Debian base and the static binary: none of the Python runtime stage
+    probe = podman("run", "--rm", *POD_LIKE, "--entrypoint", "/bin/ls", info["image"], "/opt/hrl", check=False)
+    assert probe.returncode != 0 and "No such file" in probe.stderr, probe
+
+
 @pytest.mark.parametrize("name", ["hrl-extender", "hrl-descheduler", "hrl-embedding-cache"])
 def test_each_image_is_non_root_labelled_reproducibly_dated_and_carries_no_torch_and_no_pip(images, name):
     info = images[name]

@@ -192,7 +192,7 @@ def built_images() -> dict[str, str]:
 
 def test_the_default_images_are_the_ones_make_images_builds():
     images = built_images()
-    assert set(images) == {"extender", "descheduler", "embedding-cache"}
+    assert set(images) == {"extender", "descheduler", "embedding-cache", "kube-scheduler"}
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
     assert images["extender"].endswith(f":{chart['appVersion']}")  # the tag the chart defaults to
     objs = render({"learnedPolicies": {"enabled": True}, "descheduler": {"mode": "interval"}})
@@ -202,6 +202,8 @@ def test_the_default_images_are_the_ones_make_images_builds():
     sidecar = render({"learnedPolicies": {"enabled": True, "cache": {"mode": "sidecar"}}})
     containers = {c["name"]: c["image"] for c in pod_spec(one(sidecar, "Deployment", "hrl-extender"))["containers"]}
     assert containers["embedding-cache"] == images["embedding-cache"]
+    plugin = render({"scheduler": {"scoring": {"mode": "plugin"}}})  # the scheduler with HRLScore (issue 22)
+    assert pod_spec(one(plugin, "Deployment", "hrl-scheduler"))["containers"][0]["image"] == images["kube-scheduler"]
 
 
 def test_the_chart_installs_with_its_defaults_in_any_namespace():

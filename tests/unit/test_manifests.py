@@ -573,6 +573,7 @@ def test_the_build_context_holds_only_the_lock_and_the_package_sources():
         "!policy",
         "!extender",
         "!descheduler",
+        "!out/images/kube-scheduler",  # the plugin's scheduler, built by hack/build-scheduler-plugin.sh
     ]
     copied = [
         w
@@ -602,6 +603,18 @@ def test_the_manifests_run_the_fully_qualified_image_of_each_component(component
         if w["metadata"]["name"] == script
     }
     assert images == {f"ghcr.io/hrl-scheduler/{script}:0.1.0"}
+
+
+def test_the_kube_scheduler_image_runs_the_plugins_build_as_a_numeric_non_root_user():
+    instrs = stage_instrs("kube-scheduler")
+    assert ("COPY", "out/images/kube-scheduler /usr/local/bin/kube-scheduler") in instrs
+    assert yaml.safe_load(dict(instrs)["ENTRYPOINT"]) == ["kube-scheduler"]
+    uid = [a for i, a in instrs if i == "USER"][-1].split(":")[0]
+    assert uid.isdigit() and int(uid) != 0
+    labels = " ".join(a for i, a in instrs if i == "LABEL")
+    assert 'org.opencontainers.image.title="hrl-kube-scheduler"' in labels
+    script = (ROOT / "hack" / "build-images.sh").read_text()
+    assert "hack/build-scheduler-plugin.sh" in script and "out/images/kube-scheduler" in script
 
 
 # ---- the kind scripts' kustomizations (hack/kind-up.sh, hack/e2e-kind.sh; they cannot run here) --------------

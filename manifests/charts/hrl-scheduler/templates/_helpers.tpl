@@ -68,6 +68,8 @@ Call with (dict "image" V "default" TAG "what" "extender.image"); a missing imag
 {{/* The embedding cache's gRPC address for the extender (the sidecar on 127.0.0.1, else the Service) and for the
 descheduler (the extender's Service port with a sidecar, else the cache's own Service). */}}
 {{- define "hrl.cacheSidecar" -}}{{ if eq .Values.learnedPolicies.cache.mode "sidecar" }}true{{ end }}{{- end -}}
+{{/* The embedding cache runs with the learned policies and in plugin mode (it relays the score table). */}}
+{{- define "hrl.cacheEnabled" -}}{{ if or .Values.learnedPolicies.enabled (include "hrl.pluginMode" .) }}true{{ end }}{{- end -}}
 {{- define "hrl.cacheAddress" -}}
 {{- $c := .ctx.Values.learnedPolicies.cache -}}
 {{- if include "hrl.cacheSidecar" .ctx -}}
@@ -190,6 +192,10 @@ checksum/config: {{ . }}
 {{- if $v.learnedPolicies.enabled -}}
 {{- $_ := set $cfg "cache" (dict "address" (include "hrl.cacheAddress" (dict "ctx" . "local" true))) -}}
 {{- end -}}
+{{- if include "hrl.pluginMode" . -}}
+{{- $_ := set $cfg "scoreTable" (dict "publish" true "address" (include "hrl.cacheAddress" (dict "ctx" . "local" true))) -}}
+{{- $_ := set $cfg "precompute" (dict "enabled" false) -}}
+{{- end -}}
 {{- toYaml (mustMergeOverwrite $cfg (deepCopy ($v.extender.config | default dict))) -}}
 {{- end -}}
 
@@ -262,6 +268,9 @@ checksum/config: {{ . }}
 {{- fail (printf "descheduler.namespaces: %q is not allowed (the descheduler never acts in kube-system or in its own namespace %q)" . $.Release.Namespace) }}
 {{- end }}
 {{- end }}
+{{- if and (include "hrl.pluginMode" .) (ne .Values.scheduler.mode "second") }}
+{{- fail (printf "scheduler.scoring.mode: plugin needs scheduler.mode second (got %q: the cluster's own kube-scheduler has no HRLScore plugin)" .Values.scheduler.mode) }}
+{{- end }}
 {{- if and .Values.metrics.pushgateway.url (eq .Values.descheduler.mode "interval") }}
 {{- fail "metrics.pushgateway.url: only for descheduler.mode cronjob (interval mode serves /metrics; scrape it)" }}
 {{- end }}
@@ -288,10 +297,15 @@ leaderElection:
   resourceNamespace: {{ .Release.Namespace }}
 profiles:
   - schedulerName: {{ .Values.scheduler.schedulerName }}
+    {{- if include "hrl.pluginMode" . }}
+    {{- include "hrl.pluginProfile" . | nindent 4 }}
+    {{- end }}
+{{- if not (include "hrl.pluginMode" .) }}
 # extenders[] is global to a scheduler configuration (every profile calls it): hence a second scheduler.
 # Values: DESIGN.md section 5.
 extenders:
   {{- include "hrl.extenderRegistration" (dict "ctx" . "host" (include "hrl.extenderHost" .)) | nindent 2 }}
+{{- end }}
 {{- end }}
 
 
