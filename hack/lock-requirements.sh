@@ -3,7 +3,7 @@
 # interpreter of the images' Debian base, hack/build-base.sh), with hashes:
 #   manifests/images/requirements.lock        the runtime: pyproject.toml's `dependencies`, no extras (no torch)
 #   manifests/images/build-requirements.lock  the build stage's tools (build-requirements.in: pip, setuptools, wheel)
-# Run after changing the dependencies; tests/unit/test_images.py fails when the runtime lock no longer satisfies
+# Run after changing the dependencies; tests/unit/test_image_inputs.py fails when the runtime lock no longer satisfies
 # pyproject.toml.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -461,7 +461,7 @@ def test_no_role_uses_wildcards(target):
                 assert "*" not in rule.get(key, []), f"{o['kind']}/{o['metadata']['name']}: {key}"
 
 
-# ---- the Dockerfile (one file, a stage per image; tests/unit/test_images.py checks the locks, and
+# ---- the Dockerfile (one file, a stage per image; tests/unit/test_image_inputs.py checks the locks, and
 # tests/integration/test_images.py builds and runs the images) -----------------------------------------------------
 
 IMAGES = {
