@@ -5,13 +5,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint fuzz bench bench-quick bench-sim bench-topology bench-scheduler bench-descheduler train controlplane images manifests e2e-kind clean help
+.PHONY: demo test lint fuzz bench bench-quick bench-sim bench-topology bench-scheduler bench-descheduler train controlplane scheduler-plugin images image-tools chart manifests e2e-kind clean help
 
 help:
 	@echo "make demo             install (runtime only, no torch) and run the main job on Online Boutique"
 	@echo "make test             install (with [train,test]) and run the whole test suite (lint included)"
 	@echo "make lint             ruff (lint + format check), the complexity budget, the import contracts, mypy"
-	@echo "make fuzz             >= 100,000 generated requests and files against the extender and every parser"
+	@echo "make fuzz             >= 100,000 generated requests and files against the extender and every parser, held"
+	@echo "                      connections and 32-512 connections at 10x the extender's capacity (needs Go)"
 	@echo "make bench            the policy benchmark, every scenario family (hours) -> BENCHMARKS.md, benchmarks/"
 	@echo "make bench-quick      the same, smaller (policy/data/bench/plan.yaml, mode quick; ~30 min on 2 cores)"
 	@echo "make bench-sim        simulator speed, discrete-event cross-check, calibration error (~13 min)"
@@ -20,7 +21,10 @@ help:
 	@echo "make bench-descheduler  the descheduler at 100/1,000/5,000 synthetic nodes and its API requests per cycle"
 	@echo "make train            train the learned stacks -> policy/bundles/"
 	@echo "make controlplane     build the control planes of both Kubernetes minors and helm into the cache"
-	@echo "make images           build the extender and descheduler images (needs docker, podman, buildah or nerdctl)"
+	@echo "make scheduler-plugin build kube-scheduler with the HRLScore plugin into the cache (after controlplane)"
+	@echo "make images           the extender, descheduler and embedding-cache images (podman; Debian base built here)"
+	@echo "                      -> OCI archives out/images/*.oci.tar, digests in out/images/images.json"
+	@echo "make chart            helm package the chart -> out/charts/hrl-scheduler-VERSION.tgz"
 	@echo "make manifests        regenerate the kustomize manifests from the Helm chart (hack/gen-manifests.py)"
 	@echo "make e2e-kind         the control-plane scenarios on a kind cluster (needs Docker)"
 
@@ -46,13 +50,31 @@ controlplane:
 	hack/build-controlplane.sh --all
 	hack/build-helm.sh
 
+# kube-scheduler with the HRLScore plugin (scheduler-plugin/), after the control plane: the Kubernetes packages come
+# from the Go build cache that build filled (the same module versions and flags), cached by version and source.
+scheduler-plugin: controlplane
+	hack/build-scheduler-plugin.sh
+
+# the images (hack/build-images.sh: podman, mmdebstrap; reproducible, OCI archives under out/images)
 images:
 	hack/build-images.sh
+
+# podman, mmdebstrap, runc and containers.conf for the image tests (tests/integration/test_images.py). Without root
+# the tests skip with the reason, except in CI (CI or HRL_REQUIRE_IMAGES set), where this step must succeed.
+image-tools:
+	@hack/install-image-tools.sh >/dev/null || { rc=$$?; if [ -n "$$CI$$HRL_REQUIRE_IMAGES" ]; then exit $$rc; fi; \
+	  echo "make: the image tools could not be installed (exit $$rc): the image tests will be skipped" >&2; }
+
+# the chart as a package (helm package), with the values schema and the generated manifests checked first
+chart: $(VENV)/.test
+	$(PY) hack/gen-manifests.py --check
+	mkdir -p out/charts
+	"$$(hack/build-helm.sh | tail -n1)" package manifests/charts/hrl-scheduler -d out/charts
 
 manifests: $(VENV)/.test
 	$(PY) hack/gen-manifests.py
 
-test: $(VENV)/.test controlplane lint
+test: $(VENV)/.test controlplane scheduler-plugin lint image-tools
 	hack/install-prometheus.sh >/dev/null
 	hack/install-pushgateway.sh >/dev/null
 	VENV=$(VENV) hack/check-collection.sh
@@ -67,7 +89,8 @@ lint: $(VENV)/.test
 	$(VENV)/bin/lint-imports --no-logo
 	$(VENV)/bin/mypy
 
-# fuzz: hostile inputs against a running hrl-extender (HTTP) and every parser -> section `fuzz` of BENCHMARKS.md
+# fuzz: hostile inputs against a running hrl-extender (HTTP), every parser and app build, then held connections and
+# 32-512 connections at 10x its capacity (hack/extender-load, Go) -> section `fuzz` of BENCHMARKS.md
 fuzz: $(VENV)/.test
 	OMP_NUM_THREADS=1 $(PY) hack/fuzz.py --total $${FUZZ_TOTAL:-100000}
 
@@ -85,9 +108,10 @@ bench-sim: $(VENV)/.test
 bench-topology: $(VENV)/.test
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) -m policy.bench.topology
 
-# the extender's cost to kube-scheduler (real control plane), its caller-side latency (hack/extender-load, Go),
-# the server and decoder comparisons (granian, orjson: the [bench] extra) -> section "scheduler" of BENCHMARKS.md
-bench-scheduler: $(VENV)/.bench controlplane
+# the extender's cost to kube-scheduler and plugin mode's side by side (real control plane), the extender's
+# caller-side latency (hack/extender-load, Go), the server and decoder comparisons (granian, orjson: the [bench]
+# extra) -> section "scheduler" of BENCHMARKS.md
+bench-scheduler: $(VENV)/.bench controlplane scheduler-plugin
 	$(PY) hack/bench-scheduler.py
 
 bench-descheduler: $(VENV)/.test controlplane

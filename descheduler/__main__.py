@@ -55,6 +55,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from tabulate import tabulate
@@ -74,7 +75,7 @@ from .evict import DryRunEvictor, Evictor
 from .guards import EvictionHistory, HistoryError
 from .inputs import guard_planner, live_inputs
 from .loop import CycleDeps, CycleReport, run_forever, run_once
-from .metrics import DeschedulerMetrics, push, serve, write_textfile
+from .metrics import DeschedulerMetrics, counters_path, load_counters, push, save_counters, serve, write_textfile
 from .reread import ClusterReader
 from .resize import DryRunResizer, GatedResizer, Resizer
 from .scale import DryRunScaler, GatedScaler, Scaler
@@ -204,7 +205,7 @@ def _export_metrics(metrics: DeschedulerMetrics, config: DeschedulerConfiguratio
         if mc.textfile:
             write_textfile(metrics.registry, mc.textfile)
         if mc.pushgateway:
-            push(metrics.registry, mc.pushgateway, mc.job)
+            push(metrics.registry, mc.pushgateway, mc.job, mc.grouping_key)
     except OSError as exc:
         _err(f"{PROG}: warning: could not export metrics: {exc}")
 
@@ -394,11 +395,45 @@ def _live_inputs(
     return live, guard_planner(planner, live, rereads=rereads and config.resize.enabled)
 
 
+def _counters(config: DeschedulerConfiguration, metrics: DeschedulerMetrics, once: bool) -> Path | None:
+    """In CronJob mode (``once``) with a ``stateFile``: where the counters carry over between runs
+    (:func:`descheduler.metrics.counters_path`), loaded into ``metrics`` now; else ``None``."""
+    counters = counters_path(config.state_file) if once and config.state_file else None
+    if counters is not None:  # CronJob mode: the counters carry over from the previous runs
+        try:
+            load_counters(metrics, counters)
+        except ValueError as exc:  # only the metrics' continuity is lost: start them at 0
+            _err(f"{PROG}: warning: dropping the saved counters, starting at 0: {exc}")
+    return counters
+
+
+def _keep_counters(metrics: DeschedulerMetrics, counters: Path | None) -> None:
+    if counters is not None:
+        try:  # before the push: the next run starts from these totals
+            save_counters(metrics, counters)
+        except OSError as exc:
+            _err(f"{PROG}: warning: could not save the counters to {counters}: {exc}")
+
+
+def _failed_run(metrics: DeschedulerMetrics, config: DeschedulerConfiguration, counters: Path | None) -> None:
+    """A CronJob run whose cycle failed still counts and pushes it (hrl_descheduler_cycles_total{result="error"}:
+    the alert HrlDeschedulerCyclesFailing)."""
+    metrics.observe_failed_cycle()
+    _keep_counters(metrics, counters)
+    _export_metrics(metrics, config)
+
+
 def _emitter(
-    args: argparse.Namespace, deps: CycleDeps, link: Any, metrics: DeschedulerMetrics, live: LiveInputs
+    args: argparse.Namespace,
+    deps: CycleDeps,
+    link: Any,
+    metrics: DeschedulerMetrics,
+    live: LiveInputs,
+    counters: Path | None,
 ) -> Callable[[CycleReport], None]:
-    """After each cycle: save the planner's state, publish the intent to the embedding cache, print the report
-    (with the live inputs' state: JSON keys ``inputs`` and ``inputs_withheld``), export the metrics."""
+    """After each cycle: save the planner's state, publish the intent to the embedding cache, save the counters
+    (``counters``: :func:`_counters`), print the report (with the live inputs' state: JSON keys ``inputs`` and
+    ``inputs_withheld``), export the metrics."""
     config, planner, history = deps.config, deps.planner, deps.history
     dump_state = getattr(planner, "dump_state", None)
 
@@ -411,6 +446,7 @@ def _emitter(
         if link is not None:
             for w in link.after_cycle(report.intent, report.dry_run, report.pending_moves):
                 _err(f"{PROG}: warning: {w}")
+        _keep_counters(metrics, counters)
         now = time.time()
         if args.json:
             doc = report.to_json()
@@ -426,15 +462,24 @@ def _emitter(
 
 
 def _run_once(
-    deps: CycleDeps, first: ClusterSnapshot, warnings: list[str], emit: Callable[[CycleReport], None], live: bool
+    deps: CycleDeps,
+    first: ClusterSnapshot,
+    warnings: list[str],
+    emit: Callable[[CycleReport], None],
+    live: bool,
+    counters: Path | None,
 ) -> int:
+    """One cycle (CronJob mode); a failed one is still counted and exported (:func:`_failed_run`)."""
+    metrics = deps.metrics
     try:
         report = run_once(deps, time.time(), warnings=tuple(warnings), snapshot=first)
     except ObjectError as exc:
+        _failed_run(metrics, deps.config, counters)
         raise _Exit(1 if live else 2, f"{PROG}: {exc}") from None
     except Exception as exc:
         if not live:
             raise
+        _failed_run(metrics, deps.config, counters)
         raise _cluster_error(exc) from None
     emit(report)
     return 0
@@ -520,6 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         register_process_metrics(metrics.registry, PROG)
         live, planner = _live_inputs(config, cluster, planner, metrics, resizer is not None)
         first = live.observe(first)
+        counters = _counters(config, metrics, once)
         link = cache_link_from_config(config.cache, metrics.registry)  # the embedding cache: embeddings in, intent out
         observe = live.wrap(cluster.observe)
         if link is not None:
@@ -539,9 +585,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             reader=cluster.reader,
             recorder=cluster.recorder,
         )
-        emit = _emitter(args, deps, link, metrics, live)
+        emit = _emitter(args, deps, link, metrics, live, counters)
         if once:
-            return _run_once(deps, first, warnings, emit, cluster.api_client is not None)
+            return _run_once(deps, first, warnings, emit, cluster.api_client is not None, counters)
         interval_s = args.interval if args.interval is not None else config.interval_seconds
         return _run_interval(interval_s, deps, cluster, metrics, emit)
     except _Exit as exc:

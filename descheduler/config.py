@@ -104,6 +104,9 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
       pushgateway: null           # push to this Pushgateway URL after each cycle (CronJob mode)
       listen: null                # serve /metrics on host:port in --interval mode (e.g. 127.0.0.1:9102)
       job: hrl-descheduler        # Pushgateway job name
+      groupingKey: {}             # more labels of the Pushgateway group (e.g. {namespace: NS}); with a stateFile
+                                  #   the counters carry over from run to run, so each push replaces the group
+                                  #   with cumulative totals (CronJob mode: rate() and increase() work)
     cache: null                   # the topology embedding cache (descheduler/cache.py), e.g.
                                   #   {address: hrl-embedding-cache:50051, timeoutSeconds: 2,
                                   #    encoderBundle: null, reencodeAfterSeconds: 300}
@@ -135,6 +138,7 @@ a ``bundle`` is an error next to a heuristic ``name`` (and when empty). Load wit
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -426,6 +430,10 @@ class TopologyConfig(ConfigModel):
     sources: tuple[ExistingPath, ...] = ()
 
 
+#: A Prometheus label name (the Pushgateway's grouping key labels).
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
 class MetricsConfig(ConfigModel):
     """Where the Prometheus metrics go (all optional; several may be set)."""
 
@@ -433,6 +441,17 @@ class MetricsConfig(ConfigModel):
     pushgateway: str | None = None
     listen: str | None = None
     job: str = Field("hrl-descheduler", min_length=1)
+    grouping_key: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("grouping_key")
+    @classmethod
+    def _label_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            if not _LABEL_NAME.fullmatch(name) or name.startswith("__") or name == "job":
+                raise ValueError(f"{name!r} is not a label name the Pushgateway accepts (job is set by job)")
+            if not value:
+                raise ValueError(f"{name}: the value must not be empty")
+        return v
 
     @field_validator("listen")
     @classmethod

@@ -138,9 +138,9 @@ MOVE_PATHS: tuple[str, ...] = ("surge", "evict")
 #: and this cycle's 429s do not apply (:func:`descheduler.surge.surge_pdb_blocker` keeps the budget instead).
 SURGE_SKIPPED_GUARDS: tuple[str, ...] = ("pdb", "pdb_refused")
 
-StopKind = Literal["total_cap", "reread_failed", "history_unwritable"]
+StopKind = Literal["total_cap", "reread_failed", "history_unwritable", "interrupted"]
 #: Why a cycle stopped before the end of its plan (the typed limit outcome, and the two fail-closed stops).
-STOP_KINDS: tuple[str, ...] = ("total_cap", "reread_failed", "history_unwritable")
+STOP_KINDS: tuple[str, ...] = ("total_cap", "reread_failed", "history_unwritable", "interrupted")
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,8 +370,10 @@ class MoveExecutor:
         dry_run: bool = False,
         surges: SurgeDriver | None = None,
         cost_model: MoveCostModel | None = None,
+        interrupt: threading.Event | None = None,
     ):
         self.snapshot = snapshot
+        self.interrupt = interrupt
         self.view = PlanView.of(index)
         self.config = config
         self.history = history
@@ -403,7 +405,8 @@ class MoveExecutor:
 
     @property
     def exhausted(self) -> bool:
-        """True once the cycle stopped (total cap, failed re-read, unwritable history)."""
+        """True once the cycle stopped (total cap, failed re-read, unwritable history, interrupted)."""
+        self._check_interrupt()
         return self.stop is not None
 
     def may_move(self, pod: PodInfo) -> bool:
@@ -452,6 +455,7 @@ class MoveExecutor:
         """The path (make-before-break where possible, else ``moves.fallback``), the guards, the cost model, the
         targeted re-read, the guards again on the fresh objects, then the surge or the eviction (see the module
         docstring)."""
+        self._check_interrupt()
         if self.stop is not None:
             return "stop"
         pod = self.view.pods.get(move.pod)
@@ -706,9 +710,15 @@ class MoveExecutor:
             )
         return "accept"
 
+    def _check_interrupt(self) -> None:
+        """Stop the cycle (kind ``interrupted``) once ``interrupt`` is set: between two evictions, never within one."""
+        if self.stop is None and self.interrupt is not None and self.interrupt.is_set():
+            self.stop = CycleStop("interrupted", "stopped at an eviction boundary: the process is stopping (SIGTERM)")
+
     def run_plan(self, moves: tuple[Move, ...]) -> None:
         """The moves of a planner without a gate, in plan order, through the same gate."""
         for k, move in enumerate(moves):
+            self._check_interrupt()
             if self.stop is not None:
                 self.stop = CycleStop(self.stop.kind, self.stop.message, len(moves) - k)
                 return
@@ -804,11 +814,14 @@ def run_once(
     *,
     warnings: tuple[str, ...] = (),
     snapshot: ClusterSnapshot | None = None,
+    interrupt: threading.Event | None = None,
 ) -> CycleReport:
     """Run one descheduling cycle (see the module docstring) with ``deps`` (:class:`CycleDeps`) and return its
     :class:`CycleReport`. ``now_s``: the time stamped on history records and compared with ``cooldownSeconds``
     (unix s, or simulated time); ``warnings``: carried into the report; ``snapshot``: this cycle's observation
-    when already made (``deps.observe`` is then not called for it).
+    when already made (``deps.observe`` is then not called for it); ``interrupt``: once set (SIGTERM), the cycle
+    stops at the next eviction boundary: the eviction in progress completes, no other is made (stop
+    ``interrupted``), and the plan's scaling and resizes are not applied.
 
     Raises whatever ``observe()`` or ``planner.plan`` raises (a planner with a gate may have evicted by then:
     the report is lost, the history keeps the evictions).
@@ -849,6 +862,7 @@ def run_once(
         dry_run=dry_run,
         surges=surges,
         cost_model=cost_model_from_config(config),
+        interrupt=interrupt,
     )
     if surges.unwritable is not None:
         ex.stop = CycleStop("history_unwritable", f"cycle stopped: {surges.unwritable}")
@@ -858,6 +872,10 @@ def run_once(
         plan = planner.plan(snapshot, index, placement)
         ex.run_plan(tuple(plan.moves))
 
+    if interrupt is not None and interrupt.is_set():  # stopping: no scaling, no resizes after the evictions
+        scaler = resizer = None
+        if ex.stop is None:
+            ex.stop = CycleStop("interrupted", "stopped after the evictions: the process is stopping (SIGTERM)")
     scaling: tuple[ScaleResult, ...] = ()
     if scaler is not None and config.scaling.enabled and plan.replica_targets:
         targets = surges.replica_targets(plan.replica_targets)
@@ -995,9 +1013,10 @@ def run_forever(
     on_error: Callable[[Exception], None] | None = None,
 ) -> int:
     """Run :func:`run_once` with ``deps`` every ``interval_s`` seconds (> 0) until ``stop`` is set or ``max_cycles``
-    cycles ran; returns the number of cycles attempted. A cycle that raises is reported to ``on_error`` (default:
-    one line on stderr), counted as a failed cycle (``deps.metrics``), and the loop goes on. ``on_report`` gets
-    every report. Raises ``ValueError`` when ``interval_s`` is not > 0."""
+    cycles ran (a cycle running when ``stop`` is set stops at its next eviction boundary: ``interrupt`` of
+    :func:`run_once`); returns the number of cycles attempted. A cycle that raises is reported to ``on_error``
+    (default: one line on stderr), counted as a failed cycle (``deps.metrics``), and the loop goes on.
+    ``on_report`` gets every report. Raises ``ValueError`` when ``interval_s`` is not > 0."""
     if not interval_s > 0:
         raise ValueError(f"interval_s: must be > 0 (got {interval_s!r})")
     stop = stop if stop is not None else threading.Event()
@@ -1005,7 +1024,7 @@ def run_forever(
     while not stop.is_set() and (max_cycles is None or cycles < max_cycles):
         cycles += 1
         try:
-            report = run_once(deps, now())
+            report = run_once(deps, now(), interrupt=stop)
         except Exception as exc:  # noqa: BLE001 - one bad cycle must not end the loop
             if deps.metrics is not None:
                 deps.metrics.observe_failed_cycle()

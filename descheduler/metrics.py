@@ -24,7 +24,7 @@
 - ``hrl_descheduler_loop_holds``: workloads on hold after an eviction loop (gauge, last cycle);
   ``hrl_descheduler_loops_detected_total``: holds started;
 - ``hrl_descheduler_cycle_stops_total{kind}``: cycles that stopped early (``total_cap``, ``reread_failed``,
-  ``history_unwritable``);
+  ``history_unwritable``, ``interrupted``);
 - ``hrl_descheduler_rereads_total{kind}``: targeted re-reads before evictions (pod, pdb, pods_covered, owner,
   node).
 - ``hrl_descheduler_moves_total{path,outcome}``: planned moves by the way they were made (``path``: ``surge``,
@@ -39,12 +39,25 @@
 No pod or node names as label values (DESIGN.md section 6). Exporters for the CronJob mode:
 :func:`write_textfile` (node_exporter textfile collector, or ``-`` for stderr) and :func:`push`
 (Pushgateway); for the interval mode :func:`serve` (``/metrics`` on a host:port).
+
+Counters across CronJob runs: each run is a new process whose counters start at 0, and a Pushgateway group holds
+what the last run pushed, so the pushed ``*_total`` series would restart at every run (two runs of 3 evictions each
+read as no increase). :func:`save_counters` / :func:`load_counters` carry the ``hrl_descheduler_*_total`` counters
+over in a file beside the state file (:func:`counters_path`: ``history.json`` -> ``history.counters.json``; the
+eviction history itself is left alone, a dry run included), so each push replaces the group with cumulative totals,
+as a long-running process would export them (histograms, gauges and the process metrics stay per run).
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import sys
-from typing import TYPE_CHECKING, get_args
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, get_args
 
 from prometheus_client import (
     CollectorRegistry,
@@ -68,7 +81,7 @@ from .surge import ABORT_REASONS, SURGE_REFUSALS
 if TYPE_CHECKING:
     from .loop import CycleReport
 
-__all__ = ["DeschedulerMetrics", "write_textfile", "push", "serve"]
+__all__ = ["DeschedulerMetrics", "write_textfile", "push", "serve", "counters_path", "load_counters", "save_counters"]
 
 #: The ``outcome`` values of ``hrl_descheduler_moves_total`` per ``path``.
 MOVE_OUTCOMES: dict[str, tuple[str, ...]] = {
@@ -189,6 +202,50 @@ class DeschedulerMetrics:
         for res in ("ok", "error"):
             self.cycles.labels(result=res)
 
+    def _counters(self) -> dict[str, Counter]:
+        """The counters that carry over between runs, by exported name."""
+        cs = (self.evictions, self.blocked, self.planned, self.cycles, self.scale, self.resizes, self.loops_detected,
+              self.stops, self.rereads)  # fmt: skip
+        return {f"{c._name}_total": c for c in cs}
+
+    def counter_state(self) -> dict[str, Any]:
+        """The counters' values, JSON-ready: ``{"version": 1, "counters": {name: [[labels, value], ...]}}``."""
+        out: dict[str, list] = {}
+        for name, c in self._counters().items():
+            out[name] = [[dict(s.labels), s.value] for fam in c.collect() for s in fam.samples if s.name == name]
+        return {"version": 1, "counters": out}
+
+    def restore_counters(self, state: Any) -> None:
+        """Add a previous run's :meth:`counter_state` to the counters (call once, before the first cycle). Unknown
+        counters are ignored (a newer or older version named them). Raises ``ValueError`` naming the first
+        malformed entry; nothing is added then."""
+        if state is None:
+            return
+        if (
+            not isinstance(state, Mapping)
+            or state.get("version") != 1
+            or not isinstance(state.get("counters"), Mapping)
+        ):
+            raise ValueError("metrics: expected {version: 1, counters: {...}}")
+        known = self._counters()
+        adds = []
+        for name, entries in state["counters"].items():
+            c = known.get(name)
+            if c is None:
+                continue
+            if not isinstance(entries, list):
+                raise ValueError(f"metrics.counters.{name}: expected a list of [labels, value]")
+            for i, e in enumerate(entries):
+                ok = isinstance(e, list) and len(e) == 2 and isinstance(e[0], Mapping)
+                value = e[1] if ok else None
+                if not ok or isinstance(value, bool) or not isinstance(value, int | float):
+                    raise ValueError(f"metrics.counters.{name}[{i}]: expected [labels, value]")
+                if not math.isfinite(value) or value < 0 or set(e[0]) != set(c._labelnames):
+                    raise ValueError(f"metrics.counters.{name}[{i}]: labels {sorted(e[0])} or value {value!r} invalid")
+                adds.append((c, {str(k): str(v) for k, v in e[0].items()}, float(value)))
+        for c, labels, value in adds:
+            (c.labels(**labels) if labels else c).inc(value)
+
     def observe_cycle(self, report: CycleReport) -> None:
         """Add one finished cycle's counts."""
         for m in report.planned_moves:
@@ -233,6 +290,42 @@ class DeschedulerMetrics:
         self.cycles.labels(result="error").inc()
 
 
+def counters_path(state_file: str | Path) -> Path:
+    """Where the counters of the runs sharing ``state_file`` are kept: ``DIR/NAME.counters.json`` beside it."""
+    p = Path(state_file)
+    return p.with_name(f"{p.stem}.counters.json")
+
+
+def load_counters(metrics: DeschedulerMetrics, path: str | Path) -> None:
+    """Add the counters saved at ``path`` (a missing file: none yet) to ``metrics``. Raises ``ValueError`` (one
+    line naming the file) for a file that cannot be read or parsed; nothing is added then."""
+    p = Path(path)
+    if not p.exists():
+        return
+    try:
+        state = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{p}: {' '.join(str(exc).split())}") from None
+    try:
+        metrics.restore_counters(state)
+    except ValueError as exc:
+        raise ValueError(f"{p}: {exc}") from None
+
+
+def save_counters(metrics: DeschedulerMetrics, path: str | Path) -> None:
+    """Write ``metrics``' counters to ``path`` atomically (temporary file + rename). Raises OSError."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(metrics.counter_state(), f, sort_keys=True)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_textfile(registry: CollectorRegistry, path: str) -> None:
     """Write the Prometheus text exposition of ``registry`` to ``path`` (atomically, for node_exporter's
     textfile collector), or to stderr when ``path`` is ``"-"`` (stdout stays for the report)."""
@@ -242,9 +335,10 @@ def write_textfile(registry: CollectorRegistry, path: str) -> None:
     write_to_textfile(path, registry)
 
 
-def push(registry: CollectorRegistry, gateway: str, job: str) -> None:
-    """Push ``registry`` to a Prometheus Pushgateway (replacing the job's group). Raises OSError on failure."""
-    push_to_gateway(gateway, job=job, registry=registry)
+def push(registry: CollectorRegistry, gateway: str, job: str, grouping_key: Mapping[str, str] | None = None) -> None:
+    """Push ``registry`` to a Prometheus Pushgateway, replacing the group ``{job, **grouping_key}`` (PUT). Raises
+    OSError on failure."""
+    push_to_gateway(gateway, job=job, registry=registry, grouping_key=dict(grouping_key or {}))
 
 
 def serve(registry: CollectorRegistry, listen: str) -> None:

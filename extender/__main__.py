@@ -25,6 +25,7 @@ in the same pass).
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import signal
 import sys
@@ -76,16 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     # Imports after argument parsing so `--help` stays fast.
     from policy.config import ConfigError
-    from policy.observe import ObjectError
 
-    from .config import (
-        build_policy,
-        load_extender_config,
-        load_topology,
-        start_policy_feeds,
-        tls_server_kwargs,
-        topology_refresher,
-    )
+    from .config import load_extender_config, start_policy_feeds
 
     try:  # every problem at once, one line each: FILE: dotted.path: problem (got VALUE); named files must exist
         config = load_extender_config(args.config, check_files=True)
@@ -98,10 +91,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         line = " ".join(str(line).split())
         return f"{args.config}: {line}" if args.config else f"{PROG}: error: {line}"
 
-    def config_fail(line: str) -> int:
-        print(config_line(line), file=sys.stderr)
-        return 2
-
     if args.port is not None and not 0 <= args.port <= 65535:
         return _fail(f"--port: must be 0..65535, got {args.port}")
 
@@ -110,41 +99,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(PROG, config.log_level, args.log_format)
     log = logging.getLogger("extender")
 
-    import uvicorn
-
-    from .server import bind_socket, make_app, uvicorn_config
+    from .config import http_limits
+    from .http import HttpServer
+    from .server import bind_socket, make_app
+    from .startup import StartupError, prepare
     from .store import SnapshotStore
 
     store = SnapshotStore()
-    # what the valid configuration names must also load: every such problem at once, one line each
-    problems: list[str] = []
-    try:
-        tls_kwargs = tls_server_kwargs(config)  # HTTPS when listen.tls is set
-    except ValueError as exc:
-        problems.append(str(exc))
-    try:
-        policy = build_policy(config)
-    except ValueError as exc:  # a learned policy's bundle that cannot be loaded (BundleError)
-        problems.append(f"policy.bundle: {exc}")
-    try:  # live sources (prometheus+...://) → a background refresher; files only → read once
-        refresher, warnings = topology_refresher(config)
-        graph, more = (refresher.graph, []) if refresher is not None else load_topology(config)
-        warnings += more
-    except ImportError as exc:
-        problems.append(f"topology.sources: the call-graph loader is unavailable ({exc})")
-    except Exception as exc:  # noqa: BLE001 - the loader's own one-line errors (unreadable file, bad content)
-        problems.append(f"topology.sources: {exc}")
-    if problems:
-        for line in problems:
+    try:  # what the valid configuration names must also load: every such problem at once, one line each
+        startup = prepare(config, store, snapshot=args.snapshot)
+    except StartupError as exc:
+        for line in exc.problems:
             print(config_line(line), file=sys.stderr)
         return 2
-    for w in warnings:
+    ssl_context, policy, refresher, graph = startup.ssl_context, startup.policy, startup.refresher, startup.graph
+    assert policy is not None
+    for w in startup.warnings:
         log.warning("topology: %s", w)
-    kube = config.kubernetes
-    if kube.enabled and (args.snapshot or config.snapshot_file):
-        return _fail("kubernetes.enabled and a snapshot file (snapshotFile / --snapshot) are exclusive")
-    if graph is not None and not kube.enabled:  # with the watch, the source merges it with pod annotations
-        store.set_graph(graph)
     if graph is not None:
         log.info(
             "call graph: %d services, %d edges from %d source(s)",
@@ -152,36 +123,42 @@ def main(argv: Sequence[str] | None = None) -> int:
             len(graph.edges),
             len(config.topology.sources),
         )
-
     source = None
     usage_refresher = None
-    snap_path = args.snapshot or config.snapshot_file
     usage_cfg = config.metrics_sources.resource_usage
+    kube = config.kubernetes
     if kube.enabled:
-        try:
-            from .kube import KubeSnapshotSource, load_api_client, usage_input
+        from .kube import KubeSnapshotSource, usage_input
 
-            api = load_api_client(kube.kubeconfig)
-        except Exception as exc:  # noqa: BLE001 - ConfigException, OSError: one line
-            return config_fail(f"kubernetes.kubeconfig: cannot load a client configuration: {exc}")
         try:
-            usage = usage_input(usage_cfg, api)
+            usage = usage_input(usage_cfg, startup.api)
         except ValueError as exc:
-            return config_fail(f"metricsSources.resourceUsage.uri: {exc}")
+            print(config_line(f"metricsSources.resourceUsage.uri: {exc}"), file=sys.stderr)
+            return 2
         source = KubeSnapshotSource(
-            store, api, graph=graph, resync_s=kube.resync_seconds, debounce_s=kube.debounce_seconds, usage=usage
+            store,
+            startup.api,
+            graph=graph,
+            resync_s=kube.resync_seconds,
+            debounce_s=kube.debounce_seconds,
+            usage=usage,
         )
-        log.info("watching nodes and pods on %s", api.configuration.host)
+        log.info("watching nodes and pods on %s", startup.api.configuration.host)
         from policy.live import UsageRefresher
 
         usage_refresher = UsageRefresher(usage, usage_cfg.refresh_seconds, on_update=source.changed)
-    elif snap_path:
-        try:
-            view = store.load_file(snap_path)
-        except ObjectError as exc:
-            return _fail(f"snapshot: {exc}")
-        assert view.snapshot is not None
-        log.info("snapshot %s: %d nodes, %d pods", snap_path, len(view.snapshot.nodes), len(view.snapshot.pods))
+    elif startup.snapshot_path:
+        snap = store.get().snapshot
+        assert snap is not None
+        log.info(
+            "snapshot %s: %d nodes, %d pods; call graph%s: %d services, %d edges",
+            startup.snapshot_path,
+            len(snap.nodes),
+            len(snap.pods),
+            "" if graph is not None else " from the pods' depends-on annotations",
+            len(snap.graph.services),
+            len(snap.graph.edges),
+        )
     else:
         log.warning("no snapshot: scores stay neutral and /readyz answers 503 until one is loaded")
     if source is None:  # no watch: no measured use (the configuration refuses a source without one)
@@ -204,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     app = make_app(config, store, policy, registry, topology=refresher, inputs=(usage.health,))
     host = args.host or config.listen.host
     port = config.listen.port if args.port is None else args.port
-    scheme = "https" if tls_kwargs else "http"
+    scheme = "https" if ssl_context is not None else "http"
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
@@ -218,16 +195,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BIND
     port = sock.getsockname()[1]
     log.info("serving on %s://%s:%d%s (policy %s)", scheme, host, port, config.url_prefix, policy.name)
-    server = uvicorn.Server(uvicorn_config(app, log_level=config.log_level.lower(), **tls_kwargs))
+    server = HttpServer(app, http_limits(config), app.metrics, ssl=ssl_context)
 
-    def on_signal(signum: int, frame: object) -> None:
-        # uvicorn handles SIGINT/SIGTERM while serving and re-raises the signal afterwards with the
-        # previous handler: this one, so a graceful shutdown ends with status 0, not death by signal.
-        server.should_exit = True
+    def on_loop(loop) -> None:  # SIGINT/SIGTERM: stop gracefully (requests in progress answered), exit 0
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, server.request_stop)
 
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, on_signal)
     if source is not None:
         source.start()
     if usage_refresher is not None:
@@ -238,10 +212,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     cache_link = start_cache_link(config.cache, store, registry)
     feeds = start_policy_feeds(policy, config, store)  # a learned policy's service rows, off the request path
+    from .publisher import start_score_table_publisher  # plugin mode: the HRLScore plugin's table (scoreTable)
+
+    publisher = start_score_table_publisher(config, store, policy, registry)
+    # what start-up built (snapshot, index, policy, modules) lives until exit: out of the collector's sight, so that
+    # a full collection does not scan it while requests wait (gc.freeze; the watch's later snapshots are collected)
+    gc.collect()
+    gc.freeze()
     try:
-        server.run(sockets=[sock])
-    except SystemExit as exc:  # uvicorn's own exits (e.g. 3 for a failed start-up) mean "failed after start"
-        log.error("server stopped with status %s", exc.code)
+        server.run([sock], on_loop=on_loop)
+    except Exception as exc:  # noqa: BLE001 - the server failed after it started: one line, status 1
+        log.error("server stopped: %s: %s", type(exc).__name__, exc)
         return 1
     finally:
         sock.close()
@@ -256,7 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             cache_link.stop()
         if feeds is not None:
             feeds.stop()
-    return 0 if server.started else 1
+        if publisher is not None:
+            publisher.stop()
+    return 0 if server.started.is_set() else 1
 
 
 if __name__ == "__main__":

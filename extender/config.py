@@ -35,9 +35,19 @@ Every field is optional; an empty file (or no ``--config``) gives the defaults b
       maxRequestBytes: 16777216  # larger bodies get 413 (counted in hrl_extender_requests_too_large_total)
       offloadRequestBytes: 262144  # larger bodies are decoded and scored in the worker pool, off the event loop
       workers: 2               #   threads of that pool; a large body finding them all busy is shed (neutral)
-      requestDeadlineSeconds: 0.2  # a request not answered this long after it arrived gets a neutral reply;
-                               #   keep it below kube-scheduler's httpTimeout (300ms as shipped)
-      maxQueuedRequests: 128   # requests received and not answered yet beyond this are shed (neutral reply)
+      requestDeadlineSeconds: 0.2  # a request not answered this long after its bytes reached the socket gets a
+                               #   neutral reply; keep it below kube-scheduler's httpTimeout (300ms as shipped)
+      maxQueuedRequests: 128   # complete requests not answered yet beyond this are shed (neutral reply)
+      maxLoopBusySeconds: 0.05 # requests read after the loop has scored this long since it last read its sockets
+                               #   are shed (neutral reply): a flood cannot make the others wait in their sockets
+      headerTimeoutSeconds: 2  # a request's headers must arrive within this (408 and the connection closed)
+      bodyTimeoutSeconds: 2    # its body within this of its headers (408 and closed); a slow body never delays
+                               #   scoring: requests are scored once complete
+      idleTimeoutSeconds: 120  # a keep-alive connection without a request is closed after this (above
+                               #   kube-scheduler's 90 s, so that the scheduler closes first)
+      maxConnections: 1024     # open connections at most: a new one beyond displaces the least recently active
+                               #   one without a request in progress
+      maxConnectionsPerClient: 0  # open connections at most from one client address; 0 = no bound
     precompute:                # per-service node-score vectors computed off the request path
       enabled: true            #   false: every request scores its candidates directly (same scores, slower)
       maxKeys: 256             #   (service, requests) vectors kept; memory maxKeys x nodes x 8 bytes
@@ -46,6 +56,12 @@ Every field is optional; an empty file (or no ``--config``) gives the defaults b
         uri: null              #   metrics-api | prometheus+cadvisor://HOST:PORT?window=1m; null = off (requests)
         refreshSeconds: 30     #   read in the background this often (never on a request)
         maxAgeSeconds: 120     #   an older measurement is stale: not used (scores on requests, /readyz warns)
+    scoreTable:                # plugin mode: publish the node-score table kube-scheduler's HRLScore plugin reads
+      publish: false           #   true: compute it at every snapshot change, publish it to the embedding cache
+      address: null            #   host:port of that cache; null = cache.address
+      timeoutSeconds: 1        #   deadline of each publish
+      maxKeys: 256             #   (service, requests) rows: the pending pods', then the other pods' of each service
+      minIntervalSeconds: 0.1  #   at most one new table per this many seconds (heartbeats in between)
     logLevel: INFO             # DEBUG, INFO, WARNING or ERROR
 
 Relative paths are relative to the working directory of the process. The matching kube-scheduler side
@@ -80,6 +96,8 @@ from policy.state import ServiceGraph
 from policy.topology.live import TopologyRefresher
 from policy.topology.sources import is_live_source, load_graph
 
+from .http import HttpLimits
+
 __all__ = [
     "KIND",
     "TLSConfig",
@@ -94,7 +112,8 @@ __all__ = [
     "load_extender_config",
     "build_policy",
     "start_policy_feeds",
-    "tls_server_kwargs",
+    "tls_context",
+    "http_limits",
     "load_topology",
     "topology_refresher",
 ]
@@ -290,9 +309,69 @@ class LimitsConfig(ConfigModel):
     max_queued_requests: int = Field(
         128,
         ge=1,
-        description="Requests received and not answered yet beyond this are shed: answered neutral at once, "
-        "without scoring. Default 128.",
+        description="Complete requests not answered yet (waiting for a worker, or behind another request of "
+        "their connection) beyond this are shed: answered neutral at once, without scoring. Requests are scored "
+        "as they are read, so under load the wait is in the sockets, which requestDeadlineSeconds counts. "
+        "Default 128.",
     )
+    max_loop_busy_seconds: float = Field(
+        0.05,
+        gt=0.0,
+        le=60.0,
+        description="The event loop scores the requests it reads for at most this many seconds before it reads "
+        "its sockets again; requests read past it are shed (neutral_overload): under a flood no request waits in "
+        "its socket for longer than this plus the cost of shedding the others (tens of microseconds each). "
+        "At most requestDeadlineSeconds. Default 0.05.",
+    )
+    header_timeout_seconds: float = Field(
+        2.0,
+        gt=0.0,
+        le=300.0,
+        description="A request's line and headers must be complete within this many seconds (of the connection's "
+        "accept for its first request, of its first byte after that); else it is answered 408 and the connection "
+        "closed. kube-scheduler sends a request whole. Default 2.",
+    )
+    body_timeout_seconds: float = Field(
+        2.0,
+        gt=0.0,
+        le=300.0,
+        description="A request's body must be complete within this many seconds of its headers, else it is "
+        "answered 408 and the connection closed; a client that reads no reply for this long is cut off. A request "
+        "being read never delays the scoring of others. Default 2.",
+    )
+    idle_timeout_seconds: float = Field(
+        120.0,
+        gt=0.0,
+        le=3600.0,
+        description="A keep-alive connection without a request for this many seconds is closed. Default 120 "
+        "(above the 90 s after which kube-scheduler's transport closes its idle connections itself).",
+    )
+    max_connections: int = Field(
+        1024,
+        ge=1,
+        le=1_000_000,
+        description="Open connections at most; a new connection beyond it displaces the least recently active "
+        "connection without a request in progress (closed at once when every one has one). Each costs a file "
+        "descriptor and a few KiB. Default 1024.",
+    )
+
+    max_connections_per_client: int = Field(
+        0,
+        ge=0,
+        le=1_000_000,
+        description="Open connections at most from one client address (0 = no bound); a new one beyond is closed "
+        "at once. kube-scheduler holds a few per replica; with the chart's NetworkPolicy only the schedulers and the "
+        "kubelet's probes reach the extender. Default 0.",
+    )
+
+    @model_validator(mode="after")
+    def _busy_within_deadline(self) -> LimitsConfig:
+        if self.max_loop_busy_seconds > self.request_deadline_seconds:
+            raise ValueError(
+                f"maxLoopBusySeconds ({self.max_loop_busy_seconds:g}) must not exceed requestDeadlineSeconds "
+                f"({self.request_deadline_seconds:g})"
+            )
+        return self
 
 
 class PrecomputeConfig(ConfigModel):
@@ -306,6 +385,34 @@ class PrecomputeConfig(ConfigModel):
         le=100_000,
         description="(service, requests) vectors kept per snapshot; memory maxKeys x nodes x 8 bytes. Default 256.",
     )
+
+
+class ScoreTableConfig(ConfigModel):
+    """Plugin mode (docs/operations.md, "Scoring in the scheduler"): compute the node-score table of the policy at
+    every snapshot change (:func:`policy.lowlevel.build_score_table`) and publish it to the embedding cache, which
+    streams it to kube-scheduler's HRLScore plugin; a heartbeat every second while nothing changes keeps its age
+    current (:class:`extender.publisher.ScoreTablePublisher`)."""
+
+    publish: bool = Field(False, description="Publish the table. Default false.")
+    address: str | None = Field(
+        None, description="host:port of the embedding cache to publish to; null = cache.address. Default null."
+    )
+    timeout_seconds: float = Field(1.0, gt=0.0, le=60.0, description="Deadline of each publish, seconds. Default 1.")
+    max_keys: int = Field(
+        256,
+        ge=1,
+        le=100_000,
+        description="(service, requests) rows at most: the pending pods' first, then those of each service's other "
+        "pods; message size about maxKeys x nodes x 8 bytes. Default 256.",
+    )
+    min_interval_seconds: float = Field(
+        0.1, ge=0.0, le=60.0, description="At most one new table per this many seconds, 0..60. Default 0.1."
+    )
+
+    @field_validator("address")
+    @classmethod
+    def _host_port(cls, v: str | None) -> str | None:
+        return v if v is None else CacheConfig._host_port(v)
 
 
 class ExtenderConfiguration(ConfigModel):
@@ -349,6 +456,9 @@ class ExtenderConfiguration(ConfigModel):
         description="Live inputs (policy.live): resourceUsage, the measured CPU use of the pods (Metrics API or "
         "Prometheus cAdvisor), read in the background and applied to the watch's snapshots.",
     )
+    score_table: ScoreTableConfig = Field(
+        default_factory=ScoreTableConfig, description="Plugin mode: the node-score table published for HRLScore."
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Log level of the process (stderr). Case-insensitive. Default INFO."
     )
@@ -361,6 +471,22 @@ class ExtenderConfiguration(ConfigModel):
                 "through the watch's snapshot builder)"
             )
         return self
+
+    @model_validator(mode="after")
+    def _table_needs_a_cache(self) -> ExtenderConfiguration:
+        st = self.score_table
+        if st.publish and st.address is None and self.cache is None:
+            raise ValueError(
+                "scoreTable.publish: needs scoreTable.address or cache.address (the cache HRLScore watches)"
+            )
+        return self
+
+    def score_table_address(self) -> str | None:
+        """Where the score table is published (``None``: it is not)."""
+        st = self.score_table
+        if not st.publish:
+            return None
+        return st.address or (self.cache.address if self.cache is not None else None)
 
     @field_validator("url_prefix")
     @classmethod
@@ -377,6 +503,15 @@ class ExtenderConfiguration(ConfigModel):
     def _upper(cls, v: Any) -> Any:
         return v.upper() if isinstance(v, str) else v
 
+    @model_validator(mode="after")
+    def _one_snapshot_source(self) -> ExtenderConfiguration:
+        if self.kubernetes.enabled and self.snapshot_file is not None:
+            raise ValueError(
+                f"snapshotFile ({self.snapshot_file!r}) and kubernetes.enabled are exclusive: the snapshot comes "
+                "from a file or from the live cluster"
+            )
+        return self
+
 
 def load_extender_config(
     source: str | Path | Mapping[str, Any] | None, *, check_files: bool = False
@@ -388,13 +523,13 @@ def load_extender_config(
     return load_config(ExtenderConfiguration, KIND, source, check_files=check_files)
 
 
-def tls_server_kwargs(config: ExtenderConfiguration) -> dict[str, str]:
-    """The uvicorn keyword arguments that make the server speak HTTPS: ``{"ssl_certfile", "ssl_keyfile"}``
-    when ``listen.tls`` is set, else ``{}``. The pair is loaded once here (Python's ``ssl``) so a missing,
-    unreadable or mismatched file fails at start with one line naming the field. Raises ``ValueError``."""
+def tls_context(config: ExtenderConfiguration) -> ssl.SSLContext | None:
+    """The ``ssl.SSLContext`` (server side) that makes the server speak HTTPS when ``listen.tls`` is set, else
+    ``None``. The pair is loaded here (Python's ``ssl``) so a missing, unreadable or mismatched file fails at start
+    with one line naming the field. Raises ``ValueError``."""
     tls = config.listen.tls
     if tls is None:
-        return {}
+        return None
 
     for field, path in (("certFile", tls.cert_file), ("keyFile", tls.key_file)):
         if not Path(path).is_file():
@@ -407,7 +542,20 @@ def tls_server_kwargs(config: ExtenderConfiguration) -> dict[str, str]:
         raise ValueError(
             f"listen.tls: cannot load certFile {tls.cert_file!r} with keyFile {tls.key_file!r}: {detail}"
         ) from exc
-    return {"ssl_certfile": tls.cert_file, "ssl_keyfile": tls.key_file}
+    return ctx
+
+
+def http_limits(config: ExtenderConfiguration) -> HttpLimits:
+    """The :class:`extender.http.HttpLimits` of ``config.limits`` (timeouts, connection bound, body size)."""
+    lim = config.limits
+    return HttpLimits(
+        header_timeout_s=lim.header_timeout_seconds,
+        body_timeout_s=lim.body_timeout_seconds,
+        idle_timeout_s=lim.idle_timeout_seconds,
+        max_connections=lim.max_connections,
+        max_request_bytes=lim.max_request_bytes,
+        max_connections_per_client=lim.max_connections_per_client,
+    )
 
 
 def build_policy(config: ExtenderConfiguration) -> PlacementPolicy:
@@ -435,9 +583,10 @@ def start_policy_feeds(policy: PlacementPolicy, config: ExtenderConfiguration, s
     return RowsRefresher(policy, lambda: store.get().snapshot, config.policy.embedding_refresh_seconds).start()
 
 
-def topology_refresher(config: ExtenderConfiguration):
+def topology_refresher(config: ExtenderConfiguration, refresh: bool = True):
     """A :class:`policy.topology.live.TopologyRefresher` for ``config.topology`` when its sources include a live
-    URI, with its first refresh done (a failing live source makes it stale, not an error), else ``None``.
+    URI, with its first refresh done when ``refresh`` (a failing live source makes it stale, not an error), else
+    ``None``.
     Returns ``(refresher | None, warnings of the file sources)``. File sources are read once here; their errors
     (:class:`policy.topology.TopologyError`) and a malformed URI (``ValueError``) propagate. Start its background
     thread with ``refresher.start()``; publish its graphs with ``refresher.on_update``."""
@@ -451,7 +600,8 @@ def topology_refresher(config: ExtenderConfiguration):
         half_life_s=t.smoothing_half_life_seconds,
         stale_after_s=t.stale_after_seconds or None,
     )
-    refresher.refresh_once()
+    if refresh:
+        refresher.refresh_once()
     return refresher, [str(w) for w in warnings]
 
 

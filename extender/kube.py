@@ -50,9 +50,9 @@ from policy.index import ClusterIndex
 from policy.kube import POD_FIELD_SELECTOR, Gone, MetricsApiReader, ReflectorGroup, load_api_client
 from policy.live import InputMetrics, ResourceUsageConfig, UsageInput, open_usage_source
 from policy.observe import ObjectError, parse_node, parse_pod
-from policy.state import ANNOTATION_DEPENDS_ON, ClusterSnapshot, NodeInfo, PodInfo, ServiceEdge, ServiceGraph
+from policy.state import ANNOTATION_DEPENDS_ON, ClusterSnapshot, NodeInfo, PodInfo, ServiceGraph
 
-from .store import SnapshotStore
+from .store import SnapshotStore, graph_with_annotations
 
 __all__ = [
     "load_api_client",
@@ -66,28 +66,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-def graph_with_annotations(graph: ServiceGraph | None, pods) -> ServiceGraph:
-    """``graph`` (may be ``None``) united with the edges declared by the pods' ``hrl-scheduler.io/depends-on:
-    "svc-a,svc-b"`` annotations; every pod's service becomes a vertex. Mirrors
-    ``descheduler.snapshot.graph_from_annotations`` (the two apps may not import each other)."""
-    services = set(graph.services) if graph is not None else set()
-    edges = list(graph.edges) if graph is not None else []
-    # The pods of one workload carry the same annotation: each distinct (service, annotation) once. An
-    # annotation's edge carries no rate or latency, so merging its duplicates (ServiceGraph.build) changes nothing.
-    declared: dict[tuple[str, str], None] = {}
-    for p in pods:
-        services.add(p.service)
-        ann = p.annotations.get(ANNOTATION_DEPENDS_ON)
-        if ann:
-            declared[(p.service, ann)] = None
-    for service, ann in declared:
-        for dep in ann.split(","):
-            if dep.strip():
-                edges.append(ServiceEdge(service, dep.strip()))
-    source = graph.source if graph is not None and graph.source else ""
-    return ServiceGraph.build(services, edges, source=(source + "; annotations").lstrip("; "))
 
 
 def _loads(data: bytes | str) -> Any:

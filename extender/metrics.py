@@ -7,14 +7,22 @@ of :mod:`extender.scoring`), never pod or node names.
 ======================================================  =========  ===============================================
 metric                                                  type       meaning
 ======================================================  =========  ===============================================
-``hrl_extender_prioritize_duration_seconds``            histogram  time from arrival to the reply, valid prioritize
-``hrl_extender_prioritize_total{outcome}``              counter    valid prioritize requests by outcome
-``hrl_extender_filter_duration_seconds``                histogram  time from arrival to the reply, valid filter
-``hrl_extender_filter_total{outcome}``                  counter    valid filter requests by outcome
+``hrl_extender_prioritize_duration_seconds``            histogram  time from arrival (bytes in the socket) to the
+                                                                   reply, prioritize scored or shed
+``hrl_extender_prioritize_total{outcome}``              counter    every prioritize request answered, by outcome
+                                                                   (the scoring's, or invalid / too_large / timeout)
+``hrl_extender_filter_duration_seconds``                histogram  the same, filter
+``hrl_extender_filter_total{outcome}``                  counter    every filter request answered, by outcome
 ``hrl_extender_requests_invalid_total{verb}``           counter    malformed requests answered 400 (filter, prioritize)
 ``hrl_extender_requests_too_large_total{verb}``         counter    bodies over limits.maxRequestBytes answered 413
-``hrl_extender_requests_in_flight``                     gauge      verb requests received and not answered yet
+``hrl_extender_requests_in_flight``                     gauge      complete requests not answered yet (waiting for a
+                                                                   worker or behind another of their connection)
+``hrl_extender_http_requests_reading``                  gauge      requests begun and not complete (being read)
+``hrl_extender_http_responses_total{code}``             counter    every reply, by HTTP status code
 ``hrl_extender_http_connections_total``                 counter    HTTP connections accepted (kube-scheduler reuses its)
+``hrl_extender_http_connections_closed_total{reason}``  counter    connections closed, by reason
+                                                                   (:data:`extender.http.CLOSE_REASONS`)
+``hrl_extender_http_connections_open``                  gauge      connections open now
 ``hrl_extender_score_table_lookups_total{result}``      counter    precomputed-score lookups: hit, miss
 ``hrl_extender_score_table_vectors``                    gauge      node-score vectors held for the current snapshot
 ``hrl_extender_score_table_computed_total``             counter    node-score vectors computed (off the request path)
@@ -35,10 +43,11 @@ from prometheus_client.registry import Collector
 
 from policy.lowlevel import NodeScoreTable
 
+from .http import CLOSE_REASONS
 from .scoring import FILTER_OUTCOMES, PRIORITIZE_OUTCOMES
 from .store import SnapshotStore
 
-__all__ = ["DURATION_BUCKETS_S", "VERBS", "ExtenderMetrics"]
+__all__ = ["DURATION_BUCKETS_S", "VERBS", "REJECTED_OUTCOMES", "HTTP_CODES", "ExtenderMetrics"]
 
 #: Histogram buckets (seconds): fine from 50 µs to 1 s. kube-scheduler's budget per cycle is a few ms
 #: (DESIGN.md section 5), so most of the resolution sits below 10 ms.
@@ -68,6 +77,14 @@ DURATION_BUCKETS_S: tuple[float, ...] = (
 
 VERBS: tuple[str, ...] = ("filter", "prioritize")
 
+#: Outcomes of verb requests answered without reaching the scoring (besides :data:`extender.scoring` 's): ``invalid``
+#: (400: malformed), ``too_large`` (413: over limits.maxRequestBytes), ``timeout`` (408: the body did not arrive
+#: within limits.bodyTimeoutSeconds).
+REJECTED_OUTCOMES: tuple[str, ...] = ("invalid", "too_large", "timeout")
+
+#: Status codes whose ``hrl_extender_http_responses_total`` series exist from the start (others appear when used).
+HTTP_CODES: tuple[int, ...] = (200, 400, 404, 405, 408, 413, 431, 500, 503)
+
 
 class ExtenderMetrics:
     """The extender's collectors, registered in ``registry`` on construction (one instance per registry:
@@ -81,26 +98,27 @@ class ExtenderMetrics:
         self.registry = registry
         self.prioritize_duration_seconds = Histogram(
             "hrl_extender_prioritize_duration_seconds",
-            "Time from a valid prioritize request's arrival (its first bytes parsed) to its reply, seconds.",
+            "Time from a prioritize request's arrival (its bytes in the socket) to its reply, scored or shed, seconds.",
             buckets=DURATION_BUCKETS_S,
             registry=registry,
         )
         self.prioritize_total = Counter(
             "hrl_extender_prioritize_total",
-            "Valid prioritize requests by outcome (ok, pending_move, or neutral_* with the reason scores were "
-            "neutral).",
+            "Prioritize requests answered, by outcome (ok; pending_move; neutral_* with the reason scores were "
+            "neutral; invalid, too_large, timeout for requests refused before scoring).",
             ["outcome"],
             registry=registry,
         )
         self.filter_duration_seconds = Histogram(
             "hrl_extender_filter_duration_seconds",
-            "Time from a valid filter request's arrival (its first bytes parsed) to its reply, seconds.",
+            "Time from a filter request's arrival (its bytes in the socket) to its reply, filtered or shed, seconds.",
             buckets=DURATION_BUCKETS_S,
             registry=registry,
         )
         self.filter_total = Counter(
             "hrl_extender_filter_total",
-            "Valid filter requests by outcome (ok, filtered, no_fit, or a fail-open reason).",
+            "Filter requests answered, by outcome (ok, filtered, no_fit, a fail-open reason; invalid, too_large, "
+            "timeout for requests refused before filtering).",
             ["outcome"],
             registry=registry,
         )
@@ -118,7 +136,18 @@ class ExtenderMetrics:
         )
         self.requests_in_flight = Gauge(
             "hrl_extender_requests_in_flight",
-            "Verb requests received and not answered yet (being read, scored or waiting for a worker).",
+            "Complete requests not answered yet (waiting for a worker, or behind another request of their connection).",
+            registry=registry,
+        )
+        self.http_requests_reading = Gauge(
+            "hrl_extender_http_requests_reading",
+            "Requests begun and not complete yet (headers or body being read); they wait for nothing else.",
+            registry=registry,
+        )
+        self.http_responses_total = Counter(
+            "hrl_extender_http_responses",
+            "Replies sent, by HTTP status code (every route).",
+            ["code"],
             registry=registry,
         )
         self.http_connections_total = Counter(
@@ -126,6 +155,17 @@ class ExtenderMetrics:
             "HTTP connections accepted (kube-scheduler keeps its connections alive: this grows by a few per "
             "scheduler, not per request).",
             registry=registry,
+        )
+        self.http_connections_closed_total = Counter(
+            "hrl_extender_http_connections_closed",
+            "HTTP connections closed, by reason (client; keep_alive_off; idle_timeout, header_timeout, "
+            "body_timeout, write_timeout; bad_request, too_large, pipeline_limit; connection_limit, client_limit; "
+            "shutdown).",
+            ["reason"],
+            registry=registry,
+        )
+        self.http_connections_open = Gauge(
+            "hrl_extender_http_connections_open", "HTTP connections open now.", registry=registry
         )
         self.snapshot_age_seconds = Gauge(
             "hrl_extender_snapshot_age_seconds",
@@ -138,10 +178,14 @@ class ExtenderMetrics:
         self.snapshot_nodes = Gauge(
             "hrl_extender_snapshot_nodes", "Nodes in the current cluster snapshot (0 when none).", registry=registry
         )
-        for o in PRIORITIZE_OUTCOMES:
+        for o in (*PRIORITIZE_OUTCOMES, *REJECTED_OUTCOMES):
             self.prioritize_total.labels(outcome=o)
-        for o in FILTER_OUTCOMES:
+        for o in (*FILTER_OUTCOMES, *REJECTED_OUTCOMES):
             self.filter_total.labels(outcome=o)
+        for c in HTTP_CODES:
+            self.http_responses_total.labels(code=str(c))
+        for r in CLOSE_REASONS:
+            self.http_connections_closed_total.labels(reason=r)
         for v in VERBS:
             self.requests_invalid_total.labels(verb=v)
             self.requests_too_large_total.labels(verb=v)
@@ -172,11 +216,11 @@ class ExtenderMetrics:
         return int(total)
 
     def prioritize_calls(self) -> int:
-        """Valid prioritize requests answered so far (all outcomes)."""
+        """Prioritize requests answered so far (all outcomes, the rejected ones too)."""
         return self._sum("hrl_extender_prioritize_total")
 
     def filter_calls(self) -> int:
-        """Valid filter requests answered so far (all outcomes)."""
+        """Filter requests answered so far (all outcomes, the rejected ones too)."""
         return self._sum("hrl_extender_filter_total")
 
 

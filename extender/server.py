@@ -1,7 +1,9 @@
-"""The extender's HTTP transport: a small ASGI application around :mod:`extender.scoring` (:func:`make_app`),
-served by uvicorn with httptools and uvloop (:func:`uvicorn_config`; the server stack chosen by measurement,
-BENCHMARKS.md section ``scheduler``), and :class:`ExtenderServer`, which runs it in a background thread (demo,
-tests).
+"""The extender's application and how it is served: :class:`ExtenderApp` (made by :func:`make_app`) answers each
+request around :mod:`extender.scoring`; :mod:`extender.http` serves it (:class:`extender.http.HttpServer`: an
+asyncio protocol over httptools on uvloop, chosen by measurement: DESIGN.md section 5, BENCHMARKS.md section
+``fuzz``); :class:`ExtenderServer` runs that in a background thread (demo, tests). The application is also a plain
+ASGI application (any ASGI server can serve it; :func:`uvicorn_config` is uvicorn's, through its public interface,
+for comparisons), without what only the transport can measure (the time a request waited in its socket).
 
 Routes (DESIGN.md section 5; kube-scheduler treats any status other than 200 as an error):
 
@@ -11,28 +13,37 @@ Routes (DESIGN.md section 5; kube-scheduler treats any status other than 200 as 
 - ``GET /readyz``  → 200 ``ok`` when a snapshot is loaded and not stale, else 503 with the reason;
 - ``GET /metrics`` → Prometheus text exposition of the registry.
 
-A verb request, in order (``limits`` of :class:`extender.config.ExtenderConfiguration`):
+A verb request, in order (``limits`` of :class:`extender.config.ExtenderConfiguration`; the transport's own limits,
+read timeouts and the connection bound, are in :mod:`extender.http`):
 
-1. a ``Content-Length`` above ``maxRequestBytes`` (or a chunked body growing past it) → **413** with a one-line
-   reason, before the body is read; counted in ``hrl_extender_requests_too_large_total{verb}``;
-2. more than ``maxQueuedRequests`` requests received and not answered → neutral reply at once (outcome
-   ``neutral_overload`` / ``overload``): load is shed instead of queued;
-3. older than ``requestDeadlineSeconds`` since its headers arrived → neutral reply (``neutral_deadline`` /
-   ``deadline``), not scored;
-4. a body up to ``offloadRequestBytes`` is decoded (:func:`extender.wire.decode_extender_args`), scored and
-   encoded on the event loop (tens of microseconds); a larger one in a pool of ``workers`` threads, awaited at most
-   until the deadline (then neutral), and shed when every worker is busy;
+1. a body over ``maxRequestBytes`` → **413** with a one-line reason, before it is read (outcome ``too_large``); a
+   body not complete within ``bodyTimeoutSeconds`` → **408** (outcome ``timeout``);
+2. older than ``requestDeadlineSeconds`` since its first bytes reached the socket (:func:`extender.http.tcp_wait_s`:
+   the wait in the kernel's socket buffer counts) → neutral reply at once, not scored (``neutral_deadline`` /
+   ``deadline``);
+3. read after the event loop has been handling requests for ``maxLoopBusySeconds`` since it last read its sockets
+   (the requests still in them wait meanwhile), or more than ``maxQueuedRequests`` complete requests not answered
+   yet (waiting for a worker or behind another request of their connection) → neutral reply at once
+   (``neutral_overload`` / ``overload``);
+4. a body up to ``offloadRequestBytes`` is decoded (:func:`extender.wire.decode_extender_args`), scored and encoded
+   on the event loop, as soon as it is read (tens of microseconds); a larger one in a pool of ``workers`` threads,
+   awaited at most until the deadline (then neutral), and shed when every worker is busy;
 5. the reply: the policy's scores, gathered from the :class:`policy.lowlevel.NodeScoreTable` when it holds the
-   pod's vector. A malformed request (:class:`~extender.wire.WireError`) → 400 with a one-line ``text/plain``
-   reason (logged at WARNING, counted in ``hrl_extender_requests_invalid_total{verb}``); anything failing after
-   parsing → 200 neutral (``neutral_error`` / ``error``).
+   pod's vector. A malformed request (:class:`~extender.wire.WireError`) → **400** with a one-line ``text/plain``
+   reason (logged at WARNING; outcome ``invalid``); anything failing after parsing → 200 neutral
+   (``neutral_error`` / ``error``).
 
-The neutral reply: prioritize, every candidate scored 0; filter, every candidate passes. When the candidates are
-not known (a request shed or out of time before its body was decoded): prioritize answers ``[]`` (kube-scheduler
-adds extender scores only for the hosts listed, ``pkg/scheduler/schedule_one.go`` ``prioritizeNodes``: the same
-as all zeros); filter answers with ``Error`` set, which kube-scheduler skips when the extender is ``ignorable``
-(as shipped) and otherwise retries the pod. Every reply goes through :func:`extender.wire.encode_json` (or its
-byte-identical fast form), which cannot fail on a string.
+Every error becomes its HTTP status in one place, :func:`error_response` (:data:`ERROR_STATUS`), and every reply
+the application makes is counted there or in :meth:`ExtenderApp.reply`: ``hrl_extender_http_responses_total{code}``
+for all, ``hrl_extender_{prioritize,filter}_total{outcome}`` for every verb request answered (the rejected ones
+too: ``invalid``, ``too_large``, ``timeout``).
+
+The neutral reply: prioritize, every candidate scored 0 when they are known (a failure after parsing), ``[]``
+when the request is shed (kube-scheduler adds extender scores only for the hosts listed,
+``pkg/scheduler/schedule_one.go`` ``prioritizeNodes``: the same as all zeros, and nothing to decode); filter, every
+candidate passes (their names read from a body of at most :data:`SHED_DECODE_BYTES`), else ``Error`` set, which
+kube-scheduler skips when the extender is ``ignorable`` (as shipped) and otherwise retries the pod. Every reply goes
+through :func:`extender.wire.encode_json` (or its byte-identical fast form), which cannot fail on a string.
 
 A wrong method → 405 with ``Allow``; an unknown path → 404. Successful requests are not logged at INFO.
 """
@@ -44,17 +55,29 @@ import logging
 import socket
 import threading
 import time
+from concurrent.futures import Future as ThreadFuture
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 from typing import Any
 
-import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from policy.lowlevel import NodeScoreTable, PlacementPolicy
+from policy.topology.live import TopologyMetrics
 
 from . import scoring
-from .config import ExtenderConfiguration, build_policy, tls_server_kwargs
+from .config import ExtenderConfiguration, build_policy, http_limits, tls_context
+from .http import (
+    BadHttp,
+    BodyTimeout,
+    BodyTooLarge,
+    HeadersTooLarge,
+    HeaderTimeout,
+    HttpProblem,
+    HttpServer,
+    Request,
+    Response,
+)
 from .metrics import ExtenderMetrics
 from .store import SnapshotStore, StoreView
 from .wire import (
@@ -66,20 +89,28 @@ from .wire import (
     encode_json,
 )
 
-__all__ = ["ARRIVAL_KEY", "make_app", "readiness", "uvicorn_config", "ExtenderApp", "ExtenderServer"]
+__all__ = [
+    "ERROR_STATUS",
+    "SHED_DECODE_BYTES",
+    "NotFound",
+    "MethodNotAllowed",
+    "error_response",
+    "make_app",
+    "readiness",
+    "uvicorn_config",
+    "ExtenderApp",
+    "ExtenderServer",
+    "bind_socket",
+]
 
 log = logging.getLogger(__name__)
 
-#: ``scope["extensions"][ARRIVAL_KEY]``: :func:`time.perf_counter` when the request's first bytes were parsed,
-#: set by the server's HTTP protocol (:func:`uvicorn_config`); absent = when the application got the request.
-ARRIVAL_KEY = "hrl.arrival_s"
-
-#: A request answered without scoring has its candidates read (to list them with score 0, or pass them) only when
-#: its body is at most this large; a larger one gets the reply that does without them.
+#: A filter request answered without scoring has its candidates read (to pass them all) only when its body is at
+#: most this large; a larger one gets the reply that does without them.
 SHED_DECODE_BYTES = 256 * 1024
 
-_JSON_HEADERS = [(b"content-type", b"application/json")]
-_TEXT_HEADERS = [(b"content-type", b"text/plain; charset=utf-8")]
+_JSON = b"application/json"
+_TEXT = b"text/plain; charset=utf-8"
 
 
 def readiness(
@@ -123,16 +154,89 @@ def _input_note(health, now_s: float) -> str:
     return f" ({kind}: {st.line(now_s)})"
 
 
-class _Reply(Exception):
-    """Answer now with this status and body (raised while reading the body)."""
+class NotFound(HttpProblem):
+    """No route for the path."""
 
-    def __init__(self, status: int, body: bytes, headers: list[tuple[bytes, bytes]]):
-        super().__init__(status)
-        self.status, self.body, self.headers = status, body, headers
+
+class MethodNotAllowed(HttpProblem):
+    """The route exists for another method (``allow``)."""
+
+    def __init__(self, reason: str, path: str, allow: str):
+        super().__init__(reason, path)
+        self.allow = allow
+
+
+#: The one mapping of errors to HTTP statuses (:func:`error_response`), with the outcome a verb request gets:
+#: ``(exception type, status, outcome)``, the first matching type wins.
+ERROR_STATUS: tuple[tuple[type[BaseException], int, str], ...] = (
+    (BodyTooLarge, 413, "too_large"),
+    (HeadersTooLarge, 431, "too_large"),
+    (HeaderTimeout, 408, "timeout"),
+    (BodyTimeout, 408, "timeout"),
+    (NotFound, 404, ""),
+    (MethodNotAllowed, 405, ""),
+    (BadHttp, 400, "invalid"),
+    (WireError, 400, "invalid"),
+)
+
+
+def error_response(app: ExtenderApp, exc: BaseException, path: str, request: Request | None = None) -> Response:
+    """The reply to ``exc`` raised while answering a request for ``path`` (``request``: the request when it was
+    complete): the status of :data:`ERROR_STATUS` with a one-line ``text/plain`` reason, counted (the verb's
+    ``outcome``, ``hrl_extender_requests_invalid_total`` / ``_too_large_total`` too); any other exception fails
+    open for a verb (200, neutral: prioritize every known candidate 0, filter every candidate passes; outcome
+    ``neutral_error`` / ``error``, logged with its traceback) and is a 500 elsewhere. Never raises."""
+    verb = app.verb_of(path)
+    arrival = request.arrival_s if request is not None else None
+    for kind, status, outcome in ERROR_STATUS:
+        if isinstance(exc, kind):
+            reason = " ".join(str(getattr(exc, "reason", None) or exc).split())
+            headers: tuple[tuple[bytes, bytes], ...] = ()
+            if isinstance(exc, MethodNotAllowed):
+                headers = ((b"allow", exc.allow.encode("ascii")),)
+            m = app.metrics
+            if verb is not None and outcome:
+                if outcome == "invalid":
+                    m.requests_invalid_total.labels(verb=verb).inc()
+                    log.warning("%s: bad request: %s", verb, reason)
+                elif outcome == "too_large":
+                    m.requests_too_large_total.labels(verb=verb).inc()
+                    if isinstance(exc, BodyTooLarge):
+                        reason += f" is over limits.maxRequestBytes ({app.config.limits.max_request_bytes})"
+                        log.warning("%s: request too large: %s", verb, reason)
+            return app.reply(
+                status,
+                (reason + "\n").encode(),
+                _TEXT,
+                verb=verb if outcome else None,
+                outcome=outcome or None,
+                arrival_s=None,
+                headers=headers,
+                close=status in (408, 413, 431) or isinstance(exc, BadHttp),
+            )
+    if verb is None:
+        log.error("%s: internal failure %s: %s", path, type(exc).__name__, exc, exc_info=exc)
+        return app.reply(500, b"internal error\n", _TEXT)
+    log.error("%s: internal failure %s: %s (neutral reply)", verb, type(exc).__name__, exc, exc_info=exc)
+    body = request.body if request is not None else None
+    if verb == "prioritize":
+        names = decode_candidate_names(body) if body is not None and len(body) <= SHED_DECODE_BYTES else None
+        return app.reply(200, _neutral_prioritize(names), _JSON, verb=verb, outcome="neutral_error", arrival_s=arrival)
+    return app.reply(200, _neutral_filter(_shed_args(body), "error"), _JSON, verb=verb, outcome="error",
+                     arrival_s=arrival)  # fmt: skip
 
 
 def _neutral_prioritize(names: list[str] | None) -> bytes:
     return b"[]" if names is None else encode_host_scores(names, [0] * len(names))
+
+
+def _shed_args(body: bytes | None):
+    if body is None or len(body) > SHED_DECODE_BYTES:
+        return None
+    try:
+        return decode_extender_args(body, echo_nodes=True)
+    except WireError:
+        return None
 
 
 def _neutral_filter(parsed, reason: str) -> bytes:
@@ -149,55 +253,14 @@ def _neutral_filter(parsed, reason: str) -> bytes:
     return encode_json(build_filter_result(parsed, {}))
 
 
-class _LoopLag:
-    """How late the event loop runs: a timer every :attr:`PERIOD_S` records how late it fired (the length of the
-    loop iteration it waited behind). While the loop is saturated, that is about how long a request sat in its
-    socket before the loop read it. :meth:`watch` (re)starts the timer on the running loop (a new loop, as in
-    tests, restarts it); :meth:`lag_s` is the last lateness, 0 once it is older than :attr:`MAX_AGE_S`."""
-
-    PERIOD_S = 0.005
-    MAX_AGE_S = 0.5
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._handle: asyncio.TimerHandle | None = None
-        self._due = 0.0
-        self._late_s = 0.0
-        self._at = 0.0
-
-    def watch(self) -> None:
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop or self._handle is None:
-            self.stop()
-            self._loop = loop
-            self._schedule()
-
-    def _schedule(self) -> None:
-        assert self._loop is not None
-        self._due = time.perf_counter() + self.PERIOD_S
-        self._handle = self._loop.call_later(self.PERIOD_S, self._tick)
-
-    def _tick(self) -> None:
-        now = time.perf_counter()
-        self._late_s, self._at = max(0.0, now - self._due), now
-        if self._loop is not None and not self._loop.is_closed():
-            self._schedule()
-
-    def lag_s(self) -> float:
-        return self._late_s if time.perf_counter() - self._at < self.MAX_AGE_S else 0.0
-
-    def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-        self._handle = None
-        self._loop = None
-
-
 class ExtenderApp:
-    """The ASGI application :func:`make_app` returns. Attributes: ``config``, ``store``, ``policy``,
-    ``metrics`` (:class:`ExtenderMetrics`), ``table`` (:class:`NodeScoreTable` or ``None``), ``topology``,
-    ``state`` (a namespace with the same names, as a Starlette app's). Call :meth:`close` to stop its worker
-    pool (idempotent; :class:`ExtenderServer` and ``hrl-extender`` do)."""
+    """The extender's application (:func:`make_app` makes it): :meth:`handle` answers a complete
+    :class:`extender.http.Request` (the :class:`extender.http.Handler` that :class:`extender.http.HttpServer`
+    serves), :meth:`error` answers a problem (:func:`error_response`), and calling it is the ASGI application.
+    Attributes: ``config``, ``store``, ``policy``, ``metrics`` (:class:`ExtenderMetrics`), ``table``
+    (:class:`NodeScoreTable` or ``None``), ``topology``, ``state`` (a namespace with the same names, as a Starlette
+    app's). Call :meth:`close` to stop its worker pool (idempotent; :class:`ExtenderServer` and ``hrl-extender``
+    do)."""
 
     def __init__(
         self,
@@ -220,12 +283,13 @@ class ExtenderApp:
         self._offload_bytes = lim.offload_request_bytes
         self._deadline_s = lim.request_deadline_seconds
         self._max_queued = lim.max_queued_requests
+        self._max_busy_s = lim.max_loop_busy_seconds
+        self._body_timeout_s = lim.body_timeout_seconds
         self._workers = lim.workers
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self._busy_workers = 0
-        self._queued = 0
-        self._lag = _LoopLag()
+        self._asgi_unanswered = 0
         prefix = config.url_prefix
         self._routes = {
             f"{prefix}/prioritize": ("POST", "prioritize"),
@@ -235,175 +299,133 @@ class ExtenderApp:
             "/readyz": ("GET", "readyz"),
             "/metrics": ("GET", "metrics"),
         }
-        metrics.requests_in_flight.set_function(lambda: float(self._queued))
+        self._responses = {c: metrics.http_responses_total.labels(code=str(c)) for c in (200, 400, 404, 405, 503)}
 
-    # ---- ASGI ------------------------------------------------------------------------------------------
-    async def __call__(self, scope, receive, send) -> None:
-        kind = scope["type"]
-        if kind == "lifespan":
-            while True:
-                msg = await receive()
-                if msg["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif msg["type"] == "lifespan.shutdown":
-                    self.close()
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        if kind != "http":
-            return
-        route = self._routes.get(scope["path"])
-        if route is None:
-            await self._send(send, 404, b"not found\n", _TEXT_HEADERS)
-            return
-        method, name = route
-        if scope["method"] != method and not (method == "GET" and scope["method"] == "HEAD"):
-            await self._send(send, 405, b"method not allowed\n", [*_TEXT_HEADERS, (b"allow", method.encode())])
-            return
-        if name in ("prioritize", "filter"):
-            await self._verb(name, scope, receive, send)
-        elif name == "livez":
-            await self._send(send, 200, b"ok\n", _TEXT_HEADERS)
-        elif name == "readyz":
-            ok, reason = readiness(self.store, self.config, topology=self.topology, inputs=self.inputs)
-            await self._send(send, 200 if ok else 503, (reason + "\n").encode(), _TEXT_HEADERS)
-        else:
-            body = generate_latest(self.metrics.registry)
-            await self._send(send, 200, body, [(b"content-type", CONTENT_TYPE_LATEST.encode())])
+    # ---- the core ------------------------------------------------------------------------------------------
+    def verb_of(self, path: str) -> str | None:
+        """``"prioritize"`` / ``"filter"`` when ``path`` is a verb's, else ``None``."""
+        route = self._routes.get(path)
+        return route[1] if route is not None and route[0] == "POST" else None
 
-    @staticmethod
-    async def _send(send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [*headers, (b"content-length", str(len(body)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
-
-    # ---- verbs -----------------------------------------------------------------------------------------
-    async def _read_body(self, verb: str, scope, receive) -> bytes | None:
-        limit = self._max_bytes
-        for k, v in scope.get("headers", ()):
-            if k == b"content-length":
-                try:
-                    n = int(v)
-                except ValueError:
-                    raise _Reply(400, b"Content-Length: not an integer\n", _TEXT_HEADERS) from None
-                if n > limit:
-                    raise self._too_large(verb, f"Content-Length {n}")
-                break
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            msg = await receive()
-            if msg["type"] == "http.disconnect":
-                return None
-            chunk = msg.get("body", b"")
-            if chunk:
-                size += len(chunk)
-                if size > limit:
-                    raise self._too_large(verb, f"more than {limit} bytes received")
-                chunks.append(chunk)
-            if not msg.get("more_body", False):
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-    def _too_large(self, verb: str, what: str) -> _Reply:
-        self.metrics.requests_too_large_total.labels(verb=verb).inc()
-        reason = f"body: too large ({what}); limits.maxRequestBytes is {self._max_bytes}"
-        log.warning("%s: %s", verb, reason)
-        return _Reply(413, (reason + "\n").encode(), _TEXT_HEADERS)
-
-    async def _verb(self, verb: str, scope, receive, send) -> None:
-        self._lag.watch()
-        arrival = (scope.get("extensions") or {}).get(ARRIVAL_KEY)
-        if arrival is None:
-            arrival = time.perf_counter()
-        self._queued += 1
+    def handle(self, request: Request) -> Response | asyncio.Future:
+        """The reply to ``request``, or (a large verb body, scored in the worker pool) a future of it on the running
+        event loop. Never raises: whatever fails is answered through :func:`error_response`."""
         try:
-            try:
-                body = await self._read_body(verb, scope, receive)
-            except _Reply as r:
-                await self._send(send, r.status, r.body, r.headers)
-                return
-            if body is None:  # the client went away
-                return
-            try:
-                status, content, headers, outcome = await self._answer(verb, body, arrival)
-            except Exception as exc:  # fail open, whatever went wrong in the transport's own code
-                log.error("%s: internal failure %s: %s (neutral reply)", verb, type(exc).__name__, exc, exc_info=True)
-                status, content, headers, outcome = self._shed(verb, body, "error")
-                outcome = "neutral_error" if verb == "prioritize" else "error"
-        finally:
-            self._queued -= 1
-        if outcome is not None:
+            route = self._routes.get(request.path)
+            if route is None:
+                raise NotFound("not found", request.path)
+            method, name = route
+            if request.method != method and not (method == "GET" and request.method == "HEAD"):
+                raise MethodNotAllowed("method not allowed", request.path, method)
+            if name in ("prioritize", "filter"):
+                return self._verb(name, request)
+            if name == "livez":
+                return self.reply(200, b"ok\n", _TEXT)
+            if name == "readyz":
+                ok, reason = readiness(self.store, self.config, topology=self.topology, inputs=self.inputs)
+                return self.reply(200 if ok else 503, (reason + "\n").encode(), _TEXT)
+            return self.reply(200, generate_latest(self.metrics.registry), CONTENT_TYPE_LATEST.encode())
+        except Exception as exc:  # noqa: BLE001 - mapped to its status (or fail open) in one place
+            return error_response(self, exc, request.path, request)
+
+    def error(self, exc: BaseException, path: str) -> Response:
+        """:func:`error_response` for a request that was not complete (the transport's problems)."""
+        return error_response(self, exc, path)
+
+    def reply(
+        self,
+        status: int,
+        body: bytes,
+        content_type: bytes,
+        *,
+        verb: str | None = None,
+        outcome: str | None = None,
+        arrival_s: float | None = None,
+        headers: tuple[tuple[bytes, bytes], ...] = (),
+        close: bool = False,
+    ) -> Response:
+        """A :class:`extender.http.Response`, counted: every reply in ``hrl_extender_http_responses_total{code}``;
+        a verb's ``outcome`` in ``hrl_extender_{verb}_total``, and with ``arrival_s`` (``perf_counter``) its time
+        since arrival in ``hrl_extender_{verb}_duration_seconds``."""
+        counter = self._responses.get(status)
+        if counter is None:
+            counter = self._responses[status] = self.metrics.http_responses_total.labels(code=str(status))
+        counter.inc()
+        if verb is not None and outcome is not None:
             m = self.metrics
             (m.prioritize_total if verb == "prioritize" else m.filter_total).labels(outcome=outcome).inc()
-            hist = m.prioritize_duration_seconds if verb == "prioritize" else m.filter_duration_seconds
-            hist.observe(time.perf_counter() - arrival)
-        await self._send(send, status, content, headers)
+            if arrival_s is not None:
+                hist = m.prioritize_duration_seconds if verb == "prioritize" else m.filter_duration_seconds
+                hist.observe(time.perf_counter() - arrival_s)
+        return Response(status, body, content_type, headers, close)
 
-    async def _answer(self, verb: str, body: bytes, arrival: float) -> tuple[int, bytes, list, str | None]:
-        """(status, body, headers, outcome or None for a 400)."""
-        if self._queued > self._max_queued:
-            return self._shed(verb, body, "overload")
-        # waited: since its first bytes were parsed (behind the requests parsed with it), plus the event loop's
-        # last iteration, which is about how long it sat in the socket before that (loop saturated = queue)
-        if time.perf_counter() - arrival + self._lag.lag_s() > self._deadline_s:
-            return self._shed(verb, body, "deadline")
-        if len(body) <= self._offload_bytes:
-            return self._handle(verb, body, arrival)
+    # ---- verbs ---------------------------------------------------------------------------------------------
+    def _verb(self, verb: str, req: Request) -> Response | asyncio.Future:
+        arrival = req.arrival_s
+        if time.perf_counter() - arrival > self._deadline_s:
+            return self._shed(verb, req, "deadline")
+        if req.unanswered > self._max_queued or req.busy_s > self._max_busy_s:
+            return self._shed(verb, req, "overload")
+        if len(req.body) <= self._offload_bytes:
+            return self._answer(verb, req, self._score(verb, req.body))
         with self._pool_lock:
             if self._busy_workers >= self._workers:
-                busy = True
-            else:
-                busy = False
-                self._busy_workers += 1
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="hrl-extender-worker")
-                pool = self._pool
-        if busy:
-            return self._shed(verb, body, "overload")
-        fut = pool.submit(self._handle, verb, body, arrival, True)
-        fut.add_done_callback(self._worker_done)
-        remaining = self._deadline_s - (time.perf_counter() - arrival)
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(fut), max(remaining, 0.0))
-        except TimeoutError:
-            return self._shed(verb, body, "deadline")
+                return self._shed(verb, req, "overload")
+            self._busy_workers += 1
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="hrl-extender-worker")
+            pool = self._pool
+        loop = asyncio.get_running_loop()
+        out: asyncio.Future = loop.create_future()
+
+        def settle(work: ThreadFuture | None) -> None:  # on the loop: the worker's answer, or the deadline's
+            if out.done():
+                return
+            timer.cancel()
+            if work is None:
+                out.set_result(self._shed(verb, req, "deadline"))
+                return
+            try:
+                out.set_result(self._answer(verb, req, work.result()))
+            except Exception as exc:  # noqa: BLE001 - a malformed body (WireError) or a failure: one place
+                out.set_result(error_response(self, exc, req.path, req))
+
+        def back_to_loop(f: ThreadFuture) -> None:  # in the worker thread
+            try:
+                loop.call_soon_threadsafe(settle, f)
+            except RuntimeError:  # the loop closed meanwhile (the server stopped): nobody to answer
+                pass
+
+        work = pool.submit(self._score, verb, req.body, arrival)
+        work.add_done_callback(self._worker_done)
+        work.add_done_callback(back_to_loop)
+        remaining = max(0.0, self._deadline_s - (time.perf_counter() - arrival))
+        timer = loop.call_later(remaining, settle, None)
+        return out
 
     def _worker_done(self, _fut) -> None:
         with self._pool_lock:
             self._busy_workers -= 1
 
-    def _shed(self, verb: str, body: bytes | None, why: str) -> tuple[int, bytes, list, str]:
-        """The neutral reply without scoring; the candidates are read only from a body of at most
-        :data:`SHED_DECODE_BYTES` (prioritize: their names alone, a few microseconds), else the reply does
-        without them."""
-        small = body is not None and len(body) <= SHED_DECODE_BYTES
-        if verb == "prioritize":
-            names = decode_candidate_names(body) if small else None
-            return 200, _neutral_prioritize(names), _JSON_HEADERS, "neutral_" + why
-        parsed = None
-        if small:
-            try:
-                parsed = decode_extender_args(body, echo_nodes=True)
-            except WireError:
-                parsed = None
-        return 200, _neutral_filter(parsed, why), _JSON_HEADERS, why
+    def _answer(self, verb: str, req: Request, scored: tuple[bytes, str]) -> Response:
+        content, outcome = scored
+        return self.reply(200, content, _JSON, verb=verb, outcome=outcome, arrival_s=req.arrival_s)
 
-    def _handle(
-        self, verb: str, body: bytes, arrival: float, in_worker: bool = False
-    ) -> tuple[int, bytes, list, str | None]:
-        try:
-            parsed = decode_extender_args(body, echo_nodes=verb == "filter")
-        except WireError as exc:
-            self.metrics.requests_invalid_total.labels(verb=verb).inc()
-            reason = " ".join(str(exc).split())
-            log.warning("%s: bad request: %s", verb, reason)
-            return 400, (reason + "\n").encode(), _TEXT_HEADERS, None
-        if in_worker and time.perf_counter() - arrival > self._deadline_s:
-            return self._shed(verb, None, "deadline")  # the loop has answered already
+    def _shed(self, verb: str, req: Request, why: str) -> Response:
+        """The neutral reply without scoring (module docstring): prioritize ``[]``; filter every candidate passes
+        (their names read from a body of at most :data:`SHED_DECODE_BYTES`)."""
+        if verb == "prioritize":
+            return self.reply(200, b"[]", _JSON, verb=verb, outcome="neutral_" + why, arrival_s=req.arrival_s)
+        content = _neutral_filter(_shed_args(req.body), why)
+        return self.reply(200, content, _JSON, verb=verb, outcome=why, arrival_s=req.arrival_s)
+
+    def _score(self, verb: str, body: bytes, arrival_s: float | None = None) -> tuple[bytes, str]:
+        """``(reply body, outcome)`` of a verb request (in a worker when ``arrival_s`` is given: past the deadline
+        it stops before scoring, the loop having answered already). Raises :class:`WireError` for a malformed
+        request; a failure of the policy fails open here."""
+        parsed = decode_extender_args(body, echo_nodes=verb == "filter")
+        if arrival_s is not None and time.perf_counter() - arrival_s > self._deadline_s:
+            return b"[]", "neutral_deadline"  # never sent: the deadline's reply went first
         cfg = self.config
         if verb == "prioritize":
             try:
@@ -416,13 +438,12 @@ class ExtenderApp:
                     now_s=self.store.clock(),
                     table=self.table,
                 )
-                content = encode_host_scores(parsed.node_names, scores)
-            except Exception as exc:  # fail open: the scheduler's own plugins decide
+                return encode_host_scores(parsed.node_names, scores), outcome
+            except Exception as exc:
                 log.error(
                     "prioritize: internal failure %s: %s (neutral scores)", type(exc).__name__, exc, exc_info=True
                 )
-                content, outcome = _neutral_prioritize(parsed.node_names), "neutral_error"
-            return 200, content, _JSON_HEADERS, outcome
+                return _neutral_prioritize(parsed.node_names), "neutral_error"
         try:
             reply, outcome = scoring.filter_nodes(
                 parsed,
@@ -431,15 +452,77 @@ class ExtenderApp:
                 max_snapshot_age_s=cfg.max_snapshot_age_seconds,
                 now_s=self.store.clock(),
             )
-            content = encode_json(reply)
-        except Exception as exc:  # fail open: every candidate passes
+            return encode_json(reply), outcome
+        except Exception as exc:
             log.error("filter: internal failure %s: %s (every node passes)", type(exc).__name__, exc, exc_info=True)
-            content, outcome = encode_json(build_filter_result(parsed, {})), "error"
-        return 200, content, _JSON_HEADERS, outcome
+            return encode_json(build_filter_result(parsed, {})), "error"
+
+    # ---- ASGI ----------------------------------------------------------------------------------------------
+    async def __call__(self, scope, receive, send) -> None:
+        """The ASGI application (HTTP and lifespan scopes): the same replies as :meth:`handle`, the deadline counted
+        from when the application got the request, the body read within ``limits.bodyTimeoutSeconds``."""
+        kind = scope["type"]
+        if kind == "lifespan":
+            while True:
+                msg = await receive()
+                if msg["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif msg["type"] == "lifespan.shutdown":
+                    self.close()
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if kind != "http":
+            return
+        arrival = time.perf_counter()
+        path = scope["path"]
+        try:
+            body = await self._asgi_body(scope, receive, path)
+        except HttpProblem as exc:
+            res = self.error(exc, path)
+        else:
+            if body is None:  # the client went away
+                return
+            self._asgi_unanswered += 1  # complete requests only: one being read waits for nothing else
+            try:
+                out = self.handle(Request(scope["method"], path, body, arrival, self._asgi_unanswered))
+                res = out if isinstance(out, Response) else await out
+            finally:
+                self._asgi_unanswered -= 1
+        headers = [(b"content-type", res.content_type), (b"content-length", str(len(res.body)).encode())]
+        await send({"type": "http.response.start", "status": res.status, "headers": headers + list(res.headers)})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else res.body})
+
+    async def _asgi_body(self, scope, receive, path: str) -> bytes | None:
+        limit = self._max_bytes
+        for k, v in scope.get("headers", ()):
+            if k == b"content-length":
+                try:
+                    n = int(v)
+                except ValueError:
+                    raise BadHttp("Content-Length: not an integer", path) from None
+                if n > limit:
+                    raise BodyTooLarge(f"Content-Length {n}", path)
+                break
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                msg = await asyncio.wait_for(receive(), self._body_timeout_s)
+            except TimeoutError:
+                raise BodyTimeout(f"body not complete within {self._body_timeout_s:g} s", path) from None
+            if msg["type"] == "http.disconnect":
+                return None
+            chunk = msg.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > limit:
+                    raise BodyTooLarge(f"more than {limit} bytes received", path)
+                chunks.append(chunk)
+            if not msg.get("more_body", False):
+                return b"".join(chunks)
 
     def close(self) -> None:
-        """Stop the worker pool (running work finishes in the background) and the loop-lag timer. Idempotent."""
-        self._lag.stop()
+        """Stop the worker pool (running work finishes in the background). Idempotent."""
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
@@ -472,8 +555,6 @@ def make_app(
     metrics = registry if isinstance(registry, ExtenderMetrics) else ExtenderMetrics(registry)
     metrics.bind_store(store)
     if topology is not None and topology.metrics is None:
-        from policy.topology.live import TopologyMetrics
-
         topology.attach_metrics(TopologyMetrics(metrics.registry))
     unexported = [h for h in inputs if h.metrics is None]
     if unexported:
@@ -509,92 +590,28 @@ def make_app(
 WARM_BUDGET_S = 0.5
 
 
-def _stamped_protocol(on_connect: Any = None) -> type:
-    """uvicorn's httptools protocol, stamping each request's arrival time (``perf_counter``) into
-    ``scope["extensions"][ARRIVAL_KEY]`` when its first bytes are parsed, so the deadline and the duration
-    metrics count the time a request waited behind others on the event loop. ``on_connect()``: called for every
-    accepted connection (counts them: kube-scheduler's client keeps its connections alive)."""
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+def uvicorn_config(app: ExtenderApp, **kwargs: Any):
+    """A ``uvicorn.Config`` serving ``app`` as an ASGI application through uvicorn's public options only (httptools,
+    uvloop, no access log, no lifespan, keep-alive 90 s as kube-scheduler's transport): the stack
+    ``hrl-extender`` used before :mod:`extender.http`, kept for comparisons (``make bench-scheduler``). It has no
+    header or body read timeout and cannot see the time a request waited in its socket (DESIGN.md section 5).
+    ``kwargs`` (host, port, log_level, ...) are passed through. Needs uvicorn installed."""
+    import uvicorn
 
-    class StampedHttpToolsProtocol(HttpToolsProtocol):
-        def connection_made(self, transport) -> None:  # type: ignore[no-untyped-def]
-            super().connection_made(transport)
-            self.transport = CoalescingTransport(transport, self.loop)  # the request cycles write through it
-            if on_connect is not None:
-                on_connect()
-
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            self.scope.setdefault("extensions", {})[ARRIVAL_KEY] = time.perf_counter()  # type: ignore[typeddict-item]
-
-    return StampedHttpToolsProtocol
-
-
-class CoalescingTransport:
-    """A write-side proxy of an asyncio transport that hands it the writes of one event-loop iteration as one
-    ``write``: uvicorn writes a response's status line and headers, then its body, apart (uvicorn
-    ``protocols/http/httptools_impl.py``, ``RequestResponseCycle.send``), which on a ``TCP_NODELAY`` socket are two
-    segments and two wake-ups of the client; joined, a reply is one ``send``. The join runs by
-    ``loop.call_soon`` after the current callback (the reply is complete by then); :meth:`close` and
-    :meth:`write_eof` write what is pending first, :meth:`abort` drops it. Everything else is the transport's."""
-
-    __slots__ = ("_transport", "_loop", "_pending", "writes")
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop):
-        self._transport = transport
-        self._loop = loop
-        self._pending: list[bytes] = []
-        self.writes = 0  # writes handed to the transport (for tests)
-
-    def write(self, data: bytes) -> None:
-        if not self._pending:
-            self._loop.call_soon(self._flush)
-        self._pending.append(data)
-
-    def _flush(self) -> None:
-        if self._pending:
-            data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
-            self._pending.clear()
-            if not self._transport.is_closing():
-                self.writes += 1
-                self._transport.write(data)
-
-    def write_eof(self) -> None:
-        self._flush()
-        self._transport.write_eof()
-
-    def close(self) -> None:
-        self._flush()
-        self._transport.close()
-
-    def abort(self) -> None:
-        self._pending.clear()
-        self._transport.abort()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
-def uvicorn_config(app: ExtenderApp, **kwargs: Any) -> uvicorn.Config:
-    """The ``uvicorn.Config`` the extender is served with: httptools (HTTP/1.1 keep-alive, as kube-scheduler's Go
-    client uses it) with arrival stamps, uvloop, no access log, no lifespan; ``kwargs`` (host, port, TLS files,
-    log_level, ...) are passed through."""
-    metrics = getattr(app, "metrics", None)
-    on_connect = metrics.http_connections_total.inc if metrics is not None else None
     opts: dict[str, Any] = {
-        "http": _stamped_protocol(on_connect),
+        "http": "httptools",
         "loop": "uvloop",
         "access_log": False,
         "lifespan": "off",
         "log_config": None,
-        "timeout_keep_alive": 90,  # kube-scheduler's transport keeps idle connections 90 s
+        "timeout_keep_alive": 90,
     }
     opts.update(kwargs)
     return uvicorn.Config(app, **opts)
 
 
 class ExtenderServer:
-    """Run the extender with uvicorn in a background thread; a context manager.
+    """Run the extender (:class:`extender.http.HttpServer` on uvloop) in a background thread; a context manager.
 
     ``config`` (default: all defaults), ``store`` (default: a new empty :class:`SnapshotStore`), ``policy``
     (default: :func:`~extender.config.build_policy` of ``config``), ``registry`` (default: a new
@@ -602,9 +619,10 @@ class ExtenderServer:
     :func:`make_app`). ``host`` / ``port`` override ``config.listen`` (``port=0``: any free port).
     The socket is bound in :meth:`start`, so :attr:`port` and :attr:`url` are real once started.
 
-    Attributes: ``store``, ``policy``, ``registry``, ``metrics`` (:class:`ExtenderMetrics`), ``app``,
-    ``host``, ``port``, ``base_url`` (``http://HOST:PORT``, ``https://`` when ``config.listen.tls`` is set),
-    ``url`` (``base_url + urlPrefix``, the value for kube-scheduler's ``urlPrefix``).
+    Attributes: ``store``, ``policy``, ``registry``, ``metrics`` (:class:`ExtenderMetrics`), ``app``, ``http``
+    (the :class:`~extender.http.HttpServer` once started), ``host``, ``port``, ``base_url`` (``http://HOST:PORT``,
+    ``https://`` when ``config.listen.tls`` is set), ``url`` (``base_url + urlPrefix``, the value for
+    kube-scheduler's ``urlPrefix``).
 
     Raises ``ValueError`` from the constructor when ``config.listen.tls`` names unusable files, ``OSError``
     from :meth:`start` when the address cannot be bound, ``RuntimeError`` when the server does not come up
@@ -621,69 +639,60 @@ class ExtenderServer:
         host: str | None = None,
         port: int | None = None,
         startup_timeout_s: float = 10.0,
-        log_level: str = "warning",
         topology=None,
-        inputs=(),
     ):
         self.config = config or ExtenderConfiguration()
         self.store = store if store is not None else SnapshotStore()
         self.policy = policy if policy is not None else build_policy(self.config)
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.app = make_app(self.config, self.store, self.policy, self.registry, topology=topology, inputs=inputs)
+        self.app = make_app(self.config, self.store, self.policy, self.registry, topology=topology)
         self.metrics: ExtenderMetrics = self.app.state.metrics
         self.host = host if host is not None else self.config.listen.host
         self.port = port if port is not None else self.config.listen.port
         self.startup_timeout_s = startup_timeout_s
-        self._tls_kwargs = tls_server_kwargs(self.config)
-        self._log_level = log_level
-        self._server: uvicorn.Server | None = None
+        self._ssl = tls_context(self.config)
+        self.http: HttpServer | None = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
 
     @property
     def base_url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{'https' if self._tls_kwargs else 'http'}://{host}:{self.port}"
+        return f"{'https' if self._ssl is not None else 'http'}://{host}:{self.port}"
 
     @property
     def url(self) -> str:
         return self.base_url + self.config.url_prefix
 
     def start(self) -> ExtenderServer:
-        """Bind, start serving in a daemon thread, and wait until uvicorn reports it has started."""
+        """Bind, start serving in a daemon thread, and wait until the server listens."""
         if self._thread is not None:
             raise RuntimeError("ExtenderServer already started")
         sock = bind_socket(self.host, self.port)
         self._sock = sock
         self.port = sock.getsockname()[1]
-        cfg = uvicorn_config(
-            self.app, log_level=self._log_level, timeout_graceful_shutdown=2, log_config=None, **self._tls_kwargs
-        )
-        server = uvicorn.Server(cfg)
-        self._server = server
+        server = HttpServer(self.app, http_limits(self.config), self.metrics, ssl=self._ssl)
+        self.http = server
         self._thread = threading.Thread(
-            target=server.run, kwargs={"sockets": [sock]}, name=f"hrl-extender:{self.port}", daemon=True
+            target=server.run, args=([sock],), name=f"hrl-extender:{self.port}", daemon=True
         )
         self._thread.start()
-        deadline = time.monotonic() + self.startup_timeout_s
-        while not server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"extender server on {self.base_url} did not start")
-            time.sleep(0.005)
+        if not server.started.wait(self.startup_timeout_s) or not self._thread.is_alive():
+            self.stop()
+            raise RuntimeError(f"extender server on {self.base_url} did not start")
         return self
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """Ask uvicorn to exit, wait for the thread (up to ``timeout_s``), close the socket and the worker pool.
-        Idempotent."""
-        if self._server is not None:
-            self._server.should_exit = True
+        """Stop serving (requests in progress answered, for at most 2 s), wait for the thread (up to ``timeout_s``),
+        close the socket and the worker pool. Idempotent."""
+        if self.http is not None:
+            self.http.request_stop()
         if self._thread is not None:
             self._thread.join(timeout_s)
         if self._sock is not None:
             self._sock.close()
         self.app.close()
-        self._server = None
+        self.http = None
         self._thread = None
         self._sock = None
 
@@ -696,7 +705,7 @@ class ExtenderServer:
 
 def bind_socket(host: str, port: int) -> socket.socket:
     """A TCP socket bound to ``host:port`` (IPv6 when ``host`` contains ':') and listening (connections wait in
-    the backlog until uvicorn serves it), ``SO_REUSEADDR`` set, inheritable. Raises ``OSError`` (e.g.
+    the backlog until the server serves it), ``SO_REUSEADDR`` set, inheritable. Raises ``OSError`` (e.g.
     ``EADDRINUSE``) when it cannot bind; the socket is closed then."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

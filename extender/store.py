@@ -23,9 +23,9 @@ from policy.cache import EmbeddingEntry
 from policy.index import ClusterIndex
 from policy.intent import Intent, PendingMove
 from policy.observe import load_snapshot_objects, snapshot_from_objects, snapshot_warnings
-from policy.state import ClusterSnapshot, ServiceGraph
+from policy.state import ANNOTATION_DEPENDS_ON, ClusterSnapshot, ServiceEdge, ServiceGraph
 
-__all__ = ["StoreView", "SnapshotStore"]
+__all__ = ["StoreView", "SnapshotStore", "graph_with_annotations"]
 
 log = logging.getLogger(__name__)
 
@@ -281,3 +281,25 @@ class SnapshotStore:
         for w in snapshot_warnings(snap):
             log.warning("snapshot %s: %s", path, w)
         return self.update(snap, now_s=t)
+
+
+def graph_with_annotations(graph: ServiceGraph | None, pods) -> ServiceGraph:
+    """``graph`` (may be ``None``) united with the edges declared by the pods' ``hrl-scheduler.io/depends-on:
+    "svc-a,svc-b"`` annotations; every pod's service becomes a vertex. Mirrors
+    ``descheduler.snapshot.graph_from_annotations`` (the two apps may not import each other)."""
+    services = set(graph.services) if graph is not None else set()
+    edges = list(graph.edges) if graph is not None else []
+    # The pods of one workload carry the same annotation: each distinct (service, annotation) once. An
+    # annotation's edge carries no rate or latency, so merging its duplicates (ServiceGraph.build) changes nothing.
+    declared: dict[tuple[str, str], None] = {}
+    for p in pods:
+        services.add(p.service)
+        ann = p.annotations.get(ANNOTATION_DEPENDS_ON)
+        if ann:
+            declared[(p.service, ann)] = None
+    for service, ann in declared:
+        for dep in ann.split(","):
+            if dep.strip():
+                edges.append(ServiceEdge(service, dep.strip()))
+    source = graph.source if graph is not None and graph.source else ""
+    return ServiceGraph.build(services, edges, source=(source + "; annotations").lstrip("; "))

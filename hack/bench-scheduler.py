@@ -23,8 +23,13 @@ Sections, in one run:
    ``shipped`` (the registration the manifests ship: prioritize only, nodeCacheCapable, ignorable, weight 2,
    httpTimeout 300ms), ``filter`` (the same plus ``filterVerb``), and at ``--nodes`` the **overload** case: the
    shipped phase again while ``extender-load`` adds 10x the extender traffic kube-scheduler generated in the
-   shipped phase (open loop, 64 connections, 300 ms client timeout), counting replies later than httpTimeout,
-   5xx and invalid replies. Figures: throughput = pods / (last binding − first binding) from the scheduler's
+   shipped phase (open loop, 64 keep-alive connections, 300 ms client timeout, one run for the whole phase), counting
+   replies later than httpTimeout, 5xx and invalid replies, both as the client sees them and without the client's
+   own reconnects (a timed-out request closes its connection; the next one dials anew); and ``plugin``: the same
+   queue scheduled by kube-scheduler built with the HRLScore plugin (hack/build-scheduler-plugin.sh; profile weight
+   2, as the extender's), reading the score table a second ``hrl-extender`` (``scoreTable.publish``, started for the
+   phase) publishes to an ``hrl-policy cache serve``: plugin mode, side by side with extender mode. Figures:
+   throughput = pods / (last binding − first binding) from the scheduler's
    log, the per-second throughput's p50; per-pod latency p50/p99 from the scheduler's histograms
    (``histogram_quantile`` interpolation): ``scheduler_scheduling_algorithm_duration_seconds`` (filter + score,
    extender calls included) and ``..._attempt_duration_seconds`` (+ binding); the extender's own time per call
@@ -255,9 +260,9 @@ class LogBinds:
     """Counts the "Successfully bound pod to node" lines of a scheduler log as it grows (reads only what was
     appended since the last call)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, offset: int = 0):
         self.path = path
-        self.offset = 0
+        self.offset = offset
         self.rest = b""
         self.n = 0
 
@@ -275,10 +280,12 @@ class LogBinds:
         return self.n
 
 
-def bind_times(log_path: Path) -> list[float]:
-    """Seconds (since the start of the month, microsecond precision) of each binding in a scheduler log."""
+def bind_times(log_path: Path, offset: int = 0) -> list[float]:
+    """Seconds (since the start of the month, microsecond precision) of each binding in a scheduler log, from byte
+    ``offset`` on (a scheduler of the same name appends to the log of an earlier one)."""
     out = []
     with open(log_path, encoding="utf-8", errors="replace") as f:
+        f.seek(offset)
         for line in f:
             m = BOUND.match(line)
             if m:
@@ -373,6 +380,8 @@ CPU_ROWS = {
     "kube-controller-manager": "kube-controller-manager",
     "kwok": "kwok",
     "hrl-extender": "hrl-extender",
+    "hrl-producer": "hrl-producer",
+    "hrl-cache": "hrl-cache",
 }
 
 
@@ -501,32 +510,49 @@ def run_phase(
     timeout_s: float,
     during=None,
     profile: Path | None = None,
+    binary: Path | None = None,
+    sched_profile: dict | None = None,
+    before_start=None,
 ) -> dict:
     """One phase (see the module docstring). ``during``: a callable started (in a thread) when the scheduler
-    starts and given a ``threading.Event`` set when every pod is bound; its return value is ``res["during"]``."""
+    starts and given a ``threading.Event`` set when every pod is bound; its return value is ``res["during"]``.
+    ``binary`` / ``sched_profile``: the scheduler's binary and profile fields (plugin mode); ``before_start()``: called
+    once the pods exist, before the scheduler starts (e.g. waits for the plugin's table)."""
     ns = f"bench-{label}"
     cp.kubectl("create", "namespace", ns)
     log(f"{label}: creating {pods} pods for scheduler {scheduler!r} (not running yet)")
     create_s = create_pods(cp, ns, pods, services, scheduler)
     log(f"{label}: created in {create_s:.1f} s; starting the scheduler")
+    if before_start is not None:
+        before_start()
     ext_before = cp.fetch(f"{cp.extender_base_url}/metrics") if extenders else ""
     done = threading.Event()
     side: dict = {}
     helper = None
     if during is not None:
-        helper = threading.Thread(target=lambda: side.update(result=during(done)), name="during", daemon=True)
+
+        def run_during() -> None:
+            try:
+                side["result"] = during(done)
+            except Exception as exc:  # noqa: BLE001 - reported with the phase, not lost with the thread
+                side["result"] = {"error": f"{type(exc).__name__}: {exc}"}
+                log(f"{label}: the load during the phase failed: {exc}")
+
+        helper = threading.Thread(target=run_during, name="during", daemon=True)
         helper.start()
     meter = CpuMeter(cp)
     ext_pid = cp.component("hrl-extender").pid if extenders else 0
     threads0 = thread_cpu_s(ext_pid) if ext_pid else {}
     waits0 = thread_wait_s(ext_pid) if ext_pid else {}
     meter.start()
-    comp = cp.start_scheduler(scheduler, extenders, timeout_s=120)
+    log_path = cp.logs_dir / f"kube-scheduler-{scheduler}.log"  # appended to by every scheduler of this name
+    log_offset = log_path.stat().st_size if log_path.exists() else 0
+    comp = cp.start_scheduler(scheduler, extenders, timeout_s=120, binary=binary, profile=sched_profile)
     sched_wait0 = sum(thread_wait_s(comp.pid).values())
     port = int(comp.ready_url.rsplit(":", 1)[1].split("/")[0])
     t0 = time.monotonic()
     profiler = start_profile(cp, profile, label) if profile and extenders else None
-    binds = LogBinds(comp.log_path)
+    binds = LogBinds(comp.log_path, log_offset)
     try:
         # the scheduler's own log says when every pod is bound (a few KB read per poll); the API confirms once.
         # Polling the API instead (`kubectl get pods -o json` of every pod twice a second) costs the machine
@@ -554,7 +580,7 @@ def run_phase(
         if helper is not None:
             helper.join(600)
     ext_after = cp.fetch(f"{cp.extender_base_url}/metrics") if extenders else ""
-    times = bind_times(comp.log_path)
+    times = bind_times(comp.log_path, log_offset)
     if len(times) < pods:
         raise RuntimeError(f"{label}: {len(times)} bindings in {comp.log_path}, expected {pods}")
     span = max(times) - min(times)
@@ -589,6 +615,9 @@ def run_phase(
         res["extender_threads_cpu_s"] = {k: v for k, v in sorted(ext_threads.items(), key=lambda x: -x[1]) if v > 0}
     if during is not None:
         res["during"] = side.get("result")
+    plugin = plugin_outcomes(sched_metrics)
+    if plugin:
+        res["plugin_prescore_outcomes"] = plugin
     if extenders:
         for verb in ("prioritize", "filter"):
             for o, n in outcomes(ext_after, verb).items():
@@ -616,6 +645,16 @@ def run_phase(
     return res
 
 
+def plugin_outcomes(text: str) -> dict[str, int]:
+    """``hrl_plugin_prescore_total`` of a scheduler's metrics by outcome (empty without the plugin)."""
+    out: dict[str, int] = {}
+    for fam in text_string_to_metric_families(text):
+        for smp in fam.samples:
+            if smp.name == "hrl_plugin_prescore_total" and smp.value:
+                out[smp.labels["outcome"]] = int(smp.value)
+    return out
+
+
 def outcomes(text: str, verb: str) -> dict[str, float]:
     """``hrl_extender_{verb}_total`` by outcome."""
     out: dict[str, float] = {}
@@ -630,19 +669,26 @@ def outcomes(text: str, verb: str) -> dict[str, float]:
 
 
 def build_load_generator() -> Path:
-    """Build hack/extender-load (Go standard library only) into the cache next to the control plane's
-    binaries; a no-op when it is up to date. Returns the binary's path."""
+    """Build hack/extender-load (Go standard library only) into the cache next to the control plane's binaries,
+    keyed by a hash of its source (worktrees sharing the cache never overwrite each other's build); a no-op when
+    that build is there. Returns the binary's path."""
+    import hashlib
     import subprocess
 
     src = ROOT / "hack" / "extender-load"
+    h = hashlib.sha256()
+    for f in sorted(src.iterdir()):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
     cache = Path(os.environ.get("HRL_CP_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")))
-    out = (cache if os.environ.get("HRL_CP_CACHE") else cache / "hrl-scheduler") / "extender-load" / "extender-load"
-    newest = max(f.stat().st_mtime for f in src.iterdir())
-    if out.exists() and out.stat().st_mtime >= newest:
+    root = cache if os.environ.get("HRL_CP_CACHE") else cache / "hrl-scheduler"
+    out = root / f"extender-load-{h.hexdigest()[:12]}" / "extender-load"
+    if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
-    subprocess.run(["go", "build", "-trimpath", "-o", str(out), "."], cwd=src, env=env, check=True)
+    tmp = out.with_name(f"extender-load.{os.getpid()}")
+    subprocess.run(["go", "build", "-trimpath", "-o", str(tmp), "."], cwd=src, env=env, check=True)
+    tmp.replace(out)  # atomic: a concurrent run sees the whole binary or none
     return out
 
 
@@ -932,6 +978,7 @@ def bench_servers(gen: Path, workdir: Path, services: int, pods: int, n: int, re
 
 NAMES = {
     "baseline": "without extender",
+    "plugin": "with the HRLScore plugin (plugin mode)",
     "shipped": "with hrl-extender as shipped (prioritize only)",
     "filter": "with hrl-extender, filter + prioritize",
     "overload": "as shipped, with 10x extender traffic added",
@@ -954,7 +1001,94 @@ def wait_extender_nodes(cp, n: int) -> None:
     )
 
 
-def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, on_result) -> None:
+class PluginMode:
+    """Plugin mode's side of the bench: an ``hrl-policy cache serve`` (started once) and, per phase, a producing
+    ``hrl-extender`` (``scoreTable.publish`` to that cache; the heuristic, as the shipped extender; its own watch as
+    the ``hrl-extender`` identity), and the binary of kube-scheduler with HRLScore."""
+
+    def __init__(self, cp, workdir: Path):
+        self.cp = cp
+        self.workdir = workdir
+        self.bin = cpm.plugin_bin_dir(build=True, log=log) / "kube-scheduler"
+        port, mport = cpm.free_ports(2)
+        self.address = f"127.0.0.1:{port}"
+        self.cache = cp.start(
+            cpm.Component(
+                "hrl-cache",
+                [
+                    sys.executable,
+                    "-m",
+                    "policy.cli",
+                    "cache",
+                    "serve",
+                    "--listen",
+                    self.address,
+                    "--metrics-listen",
+                    f"127.0.0.1:{mport}",
+                    "--log-level",
+                    "WARNING",
+                ],
+                cp.logs_dir / "hrl-cache.log",
+                f"http://127.0.0.1:{mport}/metrics",
+                env={"PYTHONUNBUFFERED": "1"},
+            ),
+            60,
+        )
+        self.producer = None
+        self.base = ""
+
+    def start_producer(self) -> None:
+        import yaml
+
+        port = cpm.free_ports(1)[0]
+        self.base = f"http://127.0.0.1:{port}"
+        cfg = {
+            "apiVersion": "hrl-scheduler.io/v1alpha1",
+            "kind": "ExtenderConfiguration",
+            "listen": {"host": "127.0.0.1", "port": port},
+            "logLevel": "WARNING",
+            "kubernetes": {"enabled": True, "kubeconfig": str(self.cp.kubeconfigs["hrl-extender"])},
+            "maxSnapshotAgeSeconds": 120,
+            "precompute": {"enabled": False},  # no prioritize traffic: only the table is computed
+            "scoreTable": {"publish": True, "address": self.address},
+        }
+        path = self.workdir / "producer.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        self.producer = self.cp.start(
+            cpm.Component(
+                "hrl-producer",
+                [sys.executable, "-m", "extender", "--config", str(path)],
+                self.cp.logs_dir / "hrl-producer.log",
+                f"{self.base}/readyz",
+                env={"PYTHONUNBUFFERED": "1"},
+            ),
+            120,
+        )
+
+    def wait_table(self, nodes: int, services: int) -> None:
+        """Until the producer's table covers every node and every service of the queued pods."""
+
+        def ready() -> bool:
+            got: dict[str, float] = {}
+            for fam in text_string_to_metric_families(self.cp.fetch(f"{self.base}/metrics")):
+                for smp in fam.samples:
+                    if smp.labels.get("outcome", "ok") == "ok":
+                        got[smp.name] = got.get(smp.name, 0.0) + smp.value
+            return (
+                got.get("hrl_extender_snapshot_nodes", 0) >= nodes
+                and got.get("hrl_extender_score_table_rows", 0) >= services
+                and got.get("hrl_extender_score_table_publishes_total", 0) >= 1
+            )
+
+        cpm.wait_for(ready, 300, f"the producer's table of {nodes} nodes and {services} services", 1.0)
+
+    def stop_producer(self) -> None:
+        if self.producer is not None:
+            self.cp.stop_component(self.producer)
+        self.producer = None
+
+
+def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, on_result, plugin=None) -> None:
     """The phases at ``nodes`` nodes (baseline, shipped, filter, and with ``overload`` the overload case); each
     result is passed to ``on_result`` as soon as it is measured."""
     pods, services, t = args.pods, args.services, args.timeout
@@ -967,12 +1101,37 @@ def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, 
     meter.start()
     time.sleep(args.idle_s)
     on_result({"label": f"idle-{tag}", "nodes": nodes, "pods": 0, "bound": 0, "cpu_s": meter.stop(0)})
-    for label, regs in (("baseline", []), ("shipped", shipped), ("filter", with_filter)):
+    order = [("baseline", []), ("plugin", []), ("shipped", shipped), ("filter", with_filter)]
+    # --interleave N: the baseline and plugin phases N more times, alternating, so that both see the same moments of a
+    # shared machine (their ratio is taken pair by pair)
+    rounds = [(0, order)] + [(k, order[:2]) for k in range(1, 1 + getattr(args, "interleave", 0))]
+    for rep, (label, regs) in ((k, lr) for k, phases in rounds for lr in phases):
         if label not in args.phases:
             continue
         prof = Path(args.profile) if getattr(args, "profile", None) else None
-        r = run_phase(cp, f"{label}-{tag}", f"bench-{label}-{tag}", regs, pods, services, t, profile=prof)
+        if label == "plugin":
+            if plugin is None:
+                continue
+            plugin.start_producer()
+            try:
+                r = run_phase(
+                    cp,
+                    f"{label}-{tag}",
+                    f"bench-{label}-{tag}",
+                    [],
+                    pods,
+                    services,
+                    t,
+                    binary=plugin.bin,
+                    sched_profile=cpm.hrl_score_profile(plugin.address, weight=2, max_table_age_s=30.0),
+                    before_start=lambda: plugin.wait_table(nodes, services),
+                )
+            finally:
+                plugin.stop_producer()
+        else:
+            r = run_phase(cp, f"{label}-{tag}", f"bench-{label}-{tag}", regs, pods, services, t, profile=prof)
         r["nodes"] = nodes
+        r["repeat"] = rep
         res.append(r)
         on_result(r)
     ships = [r for r in res if _phase_kind(r["label"]) == "shipped"]
@@ -983,46 +1142,52 @@ def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, 
         reqs = write_requests(workdir / f"req-cp-{nodes}.jsonl", services, nodes, min(nodes, 230), seed=2)
 
         def generate_bounded(done: threading.Event) -> dict:
-            # the burst's duration is not known in advance: run 2-second slices until every pod is bound
-            slices = []
-            while not done.is_set():
-                r = load(
-                    gen,
-                    f"{cp.extender_url}/prioritize",
-                    reqs,
-                    "-mode",
-                    "rate",
-                    "-rps",
-                    f"{rps:.0f}",
-                    "-workers",
-                    "64",
-                    "-duration",
-                    "2s",
-                    "-timeout",
-                    "300ms",
-                    lines=True,
-                )
-                slices.append(r)
-            merged = {
+            # one generator run for the whole burst (its length is not known in advance): SIGTERM once every pod is
+            # bound; its 64 keep-alive connections live for the whole phase, as kube-scheduler's would
+            import subprocess
+
+            cmd = [
+                str(gen),
+                "-url",
+                f"{cp.extender_url}/prioritize",
+                "-bodies",
+                str(reqs),
+                "-mode",
+                "rate",
+                "-rps",
+                f"{rps:.0f}",
+                "-workers",
+                "64",
+                "-duration",
+                "0",
+                "-timeout",
+                "300ms",
+            ]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            done.wait()
+            proc.terminate()
+            out, err = proc.communicate(timeout=120)
+            if proc.returncode != 0:
+                raise RuntimeError(f"extender-load exited {proc.returncode}: {err[-500:]}")
+            r = json.loads(out)
+            return {
                 "rps_target": round(rps, 1),
-                "requests": sum(r["count"] for r in slices),
-                "ok": sum(r["ok"] for r in slices),
-                "over_timeout": sum(r["over_timeout"] for r in slices),
-                "errors": sum(r["errors"] for r in slices),
-                "invalid": sum(r["invalid"] for r in slices),
-                "dropped": sum(r["dropped"] for r in slices),
-                "status": {},
-                "p50_ms_max_slice": max((r["latency_ms"]["p50"] for r in slices), default=math.nan),
-                "p99_ms_max_slice": max((r["latency_ms"]["p99"] for r in slices), default=math.nan),
-                "max_ms": max((r["latency_ms"]["max"] for r in slices), default=math.nan),
-                "rps_achieved": round(
-                    sum(r["count"] for r in slices) / max(sum(r["elapsed_s"] for r in slices), 1e-9), 1
-                ),
+                "requests": r["count"],
+                "ok": r["ok"],
+                "over_timeout": r["over_timeout"],
+                "server_over_timeout": r["server_over_timeout"],
+                "reconnects": r["reconnects"],
+                "errors": r["errors"],
+                "invalid": r["invalid"],
+                "dropped": r["dropped"],
+                "status": r["status"],
+                "p50_ms": r["latency_ms"]["p50"],
+                "p99_ms": r["latency_ms"]["p99"],
+                "max_ms": r["latency_ms"]["max"],
+                "server_p99_ms": r["server_latency_ms"]["p99"],
+                "server_max_ms": r["server_latency_ms"]["max"],
+                "rps_achieved": round(r["rps"], 1),
             }
-            for r in slices:
-                for k, v in r["status"].items():
-                    merged["status"][k] = merged["status"].get(k, 0) + v
-            return merged
 
         ov = run_phase(
             cp, f"overload-{tag}", f"bench-overload-{tag}", shipped, pods, services, t, during=generate_bounded
@@ -1064,11 +1229,11 @@ def markdown(report: dict) -> str:
             "attempt p50 / p99 (ms) | extender prioritize p50 / p99 (ms) | extender filter p50 / p99 (ms) |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
-        base = {r["nodes"]: r for r in cp if _phase_kind(r["label"]) == "baseline"}
+        base = _baselines(cp)
         for r in cp:
             if _phase_kind(r["label"]) == "idle":
                 continue
-            b = base.get(r["nodes"])
+            b = base.get((r["nodes"], r.get("repeat", 0)))
             ratio = r["throughput_pods_per_s"] / b["throughput_pods_per_s"] if b else math.nan
             ep = (
                 f"{r['extender_prioritize_p50_ms']:.2f} / {r['extender_prioritize_p99_ms']:.2f}"
@@ -1081,14 +1246,20 @@ def markdown(report: dict) -> str:
                 else "–"
             )
             lines.append(
-                f"| {r['nodes']} | {NAMES[_phase_kind(r['label'])]} | {r['bound']}/{r['pods']} | "
+                f"| {r['nodes']} | {NAMES[_phase_kind(r['label'])]}{_round_tag(r)} | {r['bound']}/{r['pods']} | "
                 f"{r['throughput_pods_per_s']:.1f} | {ratio:.2f} | {r['algorithm_latency_p50_ms']:.1f} / "
                 f"{r['algorithm_latency_p99_ms']:.1f} | {r['attempt_latency_p50_ms']:.1f} / "
                 f"{r['attempt_latency_p99_ms']:.1f} | {ep} | {ef} |"
             )
+        for line in plugin_rounds(cp):
+            lines += ["", line]
         ov = [r for r in cp if _phase_kind(r["label"]) == "overload"]
         for r in ov:
             d = r.get("during") or {}
+            if not d.get("requests"):
+                why = d.get("error") or "it reported nothing"
+                lines += ["", f"**Overload ({r['nodes']} nodes)**: no figures: the load generator failed ({why})."]
+                continue
             st = ", ".join(f"{k}: {v}" for k, v in sorted(d.get("status", {}).items()))
             fivexx = sum(v for k, v in d.get("status", {}).items() if k.startswith("5"))
             lines += [
@@ -1097,12 +1268,27 @@ def markdown(report: dict) -> str:
                 f"added {d.get('rps_target', math.nan):.0f} requests/s (10x the shipped phase's "
                 f"{d.get('rps_target', math.nan) / 10:.0f}/s), achieved {d.get('rps_achieved', math.nan):.0f}/s: "
                 f"{d.get('requests', 0)} requests, statuses {{{st}}}, **{fivexx} 5xx**, "
-                f"**{d.get('over_timeout', 0)} replies later than 300 ms** (client timeouts included), "
-                f"{d.get('invalid', 0)} invalid replies, {d.get('errors', 0)} transport errors; worst 2-s slice "
-                f"p50 {d.get('p50_ms_max_slice', math.nan):.1f} ms / p99 {d.get('p99_ms_max_slice', math.nan):.1f} "
-                f"ms, max {d.get('max_ms', math.nan):.1f} ms. Extender outcomes during the phase: "
-                f"{json.dumps(r.get('extender_prioritize_outcomes', {}))}.",
+                + (
+                    f"**{d.get('server_over_timeout', 0)} replies later than 300 ms** once the request had its "
+                    f"connection ({d.get('over_timeout', 0)} counting the client's own reconnects: "
+                    f"{d.get('reconnects', 0)} requests dialed a new connection), p99 {d.get('p99_ms', math.nan):.1f} "
+                    f"ms ({d.get('server_p99_ms', math.nan):.1f} ms without the dial), max "
+                    f"{d.get('max_ms', math.nan):.1f} ms, "
+                    if "server_over_timeout" in d
+                    else f"**{d.get('over_timeout', 0)} replies later than 300 ms** (client timeouts and reconnects "
+                    f"included), worst 2-s slice p99 {d.get('p99_ms_max_slice', math.nan):.1f} ms, "
+                )
+                + f"{d.get('invalid', 0)} invalid replies, {d.get('errors', 0)} transport errors. Extender outcomes "
+                f"during the phase: {json.dumps(r.get('extender_prioritize_outcomes', {}))}.",
             ]
+        for r in cp:
+            if r.get("plugin_prescore_outcomes"):
+                lines += [
+                    "",
+                    f"Plugin mode ({r['nodes']} nodes): HRLScore's cycles by outcome "
+                    f"{json.dumps(r['plugin_prescore_outcomes'])} (`hrl_plugin_prescore_total`; `ok`: scored from "
+                    "the table).",
+                ]
     if cp and any("cpu_s" in r for r in cp):
         lines += cpu_table(cp)
     repeats = report.get("repeats")
@@ -1170,14 +1356,50 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _round_tag(r: dict) -> str:
+    return f" (round {r['repeat'] + 1})" if r.get("repeat") else ""
+
+
+def plugin_rounds(kube: list[dict]) -> list[str]:
+    """One line per node count with plugin mode's throughput ratio in each round (its baseline of the same round)."""
+    import statistics
+
+    base = _baselines(kube)
+    out = []
+    for n in sorted({r["nodes"] for r in kube}):
+        vals = [
+            r["throughput_pods_per_s"] / base[(n, r.get("repeat", 0))]["throughput_pods_per_s"]
+            for r in kube
+            if r["nodes"] == n and _phase_kind(r["label"]) == "plugin" and (n, r.get("repeat", 0)) in base
+        ]
+        if len(vals) > 1:
+            out.append(
+                f"Plugin mode at {n} nodes, ratio to the baseline of the same round, round by round: "
+                + ", ".join(f"{v:.2f}" for v in vals)
+                + f"; **median {statistics.median(vals):.2f}**."
+            )
+    return out
+
+
+def _baselines(kube: list[dict]) -> dict[tuple[int, int], dict]:
+    """The baseline phase of each (nodes, repeat)."""
+    return {(r["nodes"], r.get("repeat", 0)): r for r in kube if _phase_kind(r["label"]) == "baseline"}
+
+
 def _ratios(report: dict) -> dict[tuple[int, str], float]:
+    """(nodes, phase) → throughput / the baseline's of the same repeat; the median over the repeats of this run."""
+    import statistics
+
     kube = report.get("kube") or []
-    base = {r["nodes"]: r["throughput_pods_per_s"] for r in kube if _phase_kind(r["label"]) == "baseline"}
-    return {
-        (r["nodes"], _phase_kind(r["label"])): r["throughput_pods_per_s"] / base[r["nodes"]]
-        for r in kube
-        if r["nodes"] in base and _phase_kind(r["label"]) not in ("baseline", "idle")
-    }
+    base = _baselines(kube)
+    per: dict[tuple[int, str], list[float]] = {}
+    for r in kube:
+        b = base.get((r["nodes"], r.get("repeat", 0)))
+        if b is not None and _phase_kind(r["label"]) not in ("baseline", "idle"):
+            per.setdefault((r["nodes"], _phase_kind(r["label"])), []).append(
+                r["throughput_pods_per_s"] / b["throughput_pods_per_s"]
+            )
+    return {k: statistics.median(v) for k, v in per.items()}
 
 
 def repeat_summary(report: dict, repeats: list[dict]) -> str:
@@ -1208,6 +1430,8 @@ CPU_COLUMNS = (
     "kube-controller-manager",
     "idle schedulers",
     "hrl-extender",
+    "hrl-producer",
+    "hrl-cache",
     "bench",
     "other",
     "idle",
@@ -1224,7 +1448,9 @@ def cpu_table(phases: list[dict]) -> list[str]:
         "CPU milliseconds per bound pod (row `idle`: per second, over a period with nothing to schedule "
         "before the phases), per process, from the scheduler's start until every pod is bound "
         "(`/proc/PID/stat` utime + stime before and after; `idle schedulers`: the control plane's two "
-        "kube-schedulers that serve other names; `bench`: this script and its children, the `kubectl` polls "
+        "kube-schedulers that serve other names; `hrl-extender`: the shipped extender, which watches in every "
+        "phase; `hrl-producer`: plugin mode's producing extender, run for its phase only; `hrl-cache`: the "
+        "embedding cache relaying its table; `bench`: this script and its children, the `kubectl` polls "
         "and the load generator; `other`: whatever else the machine ran meanwhile; `idle`: idle CPU time of "
         f"all {os.cpu_count()} cores).",
         "",
@@ -1326,9 +1552,16 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--phases",
         nargs="*",
-        default=["baseline", "shipped", "filter", "overload"],
-        choices=["baseline", "shipped", "filter", "overload"],
+        default=["baseline", "plugin", "shipped", "filter", "overload"],
+        choices=["baseline", "plugin", "shipped", "filter", "overload"],
         help="the kube-scheduler phases to run (overload needs shipped)",
+    )
+    ap.add_argument(
+        "--interleave",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run the baseline and plugin phases N more times, alternating (ratios pair by pair: a shared machine)",
     )
     ap.add_argument("--no-write", action="store_true", help="do not touch BENCHMARKS.md")
     ap.add_argument("--workdir", help="control-plane working directory (default: a temporary one)")
@@ -1389,6 +1622,7 @@ def main(argv=None) -> int:
             checkpoint()
 
         try:
+            plugin = PluginMode(cp, workdir) if "plugin" in args.phases else None
             log(f"up in {cp.startup_s['total']:.1f} s; creating {args.nodes} nodes")
             make = lambda a, b: (  # noqa: E731
                 cpm.fake_node(
@@ -1402,14 +1636,16 @@ def main(argv=None) -> int:
             cp.create_nodes(make(0, args.nodes), wait_s=args.node_wait)
             wait_extender_nodes(cp, args.nodes)
             if "kube" not in args.skip:
-                kube_phases(cp, gen, workdir, args.nodes, args, overload=True, on_result=on_result)
+                kube_phases(cp, gen, workdir, args.nodes, args, overload=True, on_result=on_result, plugin=plugin)
             if "kube-large" not in args.skip and args.large_nodes > args.nodes:
                 log(f"creating {args.large_nodes - args.nodes} more nodes")
                 try:
                     for a in range(args.nodes, args.large_nodes, 500):
                         cp.create_nodes(make(a, min(a + 500, args.large_nodes)), wait_s=args.node_wait)
                     wait_extender_nodes(cp, args.large_nodes)
-                    kube_phases(cp, gen, workdir, args.large_nodes, args, overload=False, on_result=on_result)
+                    kube_phases(
+                        cp, gen, workdir, args.large_nodes, args, overload=False, on_result=on_result, plugin=plugin
+                    )
                 except cpm.ControlPlaneError as exc:  # the figures so far are still worth writing
                     note = f"The {args.large_nodes}-node phases did not complete: {exc}."
                     log(note)

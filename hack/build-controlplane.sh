@@ -81,22 +81,8 @@ export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 mkdir -p "$BIN"
 log() { printf '[build-controlplane] %s\n' "$*" >&2; }
 
-# Run a build step under /usr/bin/time when available; record wall time and peak RSS.
-timed() {
-  local name=$1; shift
-  local t0; t0=$(date +%s)
-  if [ -x /usr/bin/time ]; then
-    local tf; tf=$(mktemp)
-    /usr/bin/time -v -o "$tf" "$@"
-    local rss; rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$tf")
-    rm -f "$tf"
-  else
-    "$@"; local rss=""
-  fi
-  local wall=$(( $(date +%s) - t0 ))
-  log "$name built in ${wall}s (peak RSS of one process: ${rss:-?} kB)"
-  if [ -n "${HRL_CP_TIMINGS:-}" ]; then printf '%s\t%s\t%s\n' "$name" "$wall" "${rss:-}" >> "$HRL_CP_TIMINGS"; fi
-}
+# shellcheck source=hack/build-lib.sh
+source "$here/build-lib.sh"  # timed NAME CMD...
 
 k8s_ok() {
   for b in kube-apiserver kube-controller-manager kube-scheduler; do

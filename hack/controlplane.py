@@ -57,6 +57,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 BUILD_SCRIPT = ROOT / "hack" / "build-controlplane.sh"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok")
+PLUGIN_BUILD_SCRIPT = ROOT / "hack" / "build-scheduler-plugin.sh"
+PLUGIN_BINARIES = ("kube-scheduler", "hrl-score-check")
 STAGES = (
     "node-initialize.yaml",
     "node-heartbeat-with-lease.yaml",
@@ -199,29 +201,67 @@ def resolve_bin_dir(
     when a binary or a kwok stage is missing (a no-op when cached; ~5 min cold on 2 cores per minor).
     Raises :class:`ControlPlaneError` when Go is not installed or the build fails."""
     minor_args = ["--kube", kube_minor] if kube_minor else []
-    out = subprocess.run([str(BUILD_SCRIPT), "--print", *minor_args], capture_output=True, text=True, check=True)
+    return _cached_build(
+        BUILD_SCRIPT,
+        minor_args,
+        [*BINARIES, *(f"stages/{s}" for s in STAGES)],
+        build,
+        log,
+        "the control-plane binaries",
+    )
+
+
+def plugin_bin_dir(build: bool = True, log: Callable[[str], None] | None = None) -> Path:
+    """The cached binary directory of kube-scheduler with the HRLScore plugin and ``hrl-score-check``
+    (``hack/build-scheduler-plugin.sh --print``, keyed by the Kubernetes version and the plugin's source). With
+    ``build``, runs the build script when a binary is missing (a no-op when cached; about 20 s after the control
+    plane's build on 2 cores, the Kubernetes packages coming from the Go build cache). Raises
+    :class:`ControlPlaneError` when Go is not installed or the build fails."""
+    return _cached_build(PLUGIN_BUILD_SCRIPT, [], list(PLUGIN_BINARIES), build, log, "the plugin's binaries")
+
+
+def _cached_build(
+    script: Path, args: list[str], files: list[str], build: bool, log: Callable[[str], None] | None, what: str
+) -> Path:
+    """``script --print ARGS``'s directory once it holds ``files`` (executables; ``stages/...``: plain files),
+    running ``script ARGS`` first when one is missing and ``build`` is set."""
+    out = subprocess.run([str(script), "--print", *args], capture_output=True, text=True, check=True)
     bin_dir = Path(out.stdout.strip().splitlines()[-1])
-    missing = [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
-    missing += [f"stages/{s}" for s in STAGES if not (bin_dir / "stages" / s).is_file()]
-    if missing and build:
+
+    def missing() -> list[str]:
+        return [
+            f
+            for f in files
+            if not ((bin_dir / f).is_file() if f.startswith("stages/") else os.access(bin_dir / f, os.X_OK))
+        ]
+
+    absent = missing()
+    if absent and build:
         if shutil.which("go") is None:
             raise ControlPlaneError(
-                f"the control-plane binaries are missing ({', '.join(missing)} in {bin_dir}) and Go is not "
-                "installed: install Go >= 1.26 (https://go.dev/dl/) and run hack/build-controlplane.sh"
+                f"{what} are missing ({', '.join(absent)} in {bin_dir}) and Go is not installed: install Go >= 1.26 "
+                f"(https://go.dev/dl/) and run {script.relative_to(ROOT)}"
             )
         if log:
-            log(f"building the control plane ({', '.join(missing)} missing): {BUILD_SCRIPT}")
-        res = subprocess.run(
-            [str(BUILD_SCRIPT), *minor_args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+            log(f"building {what} ({', '.join(absent)} missing): {script}")
+        res = subprocess.run([str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if res.returncode != 0:
-            raise ControlPlaneError(f"{BUILD_SCRIPT} failed (exit {res.returncode}):\n{res.stdout[-4000:]}")
-        missing = [b for b in BINARIES if not os.access(bin_dir / b, os.X_OK)]
-    if missing:
-        raise ControlPlaneError(
-            f"control-plane binaries missing in {bin_dir}: {', '.join(missing)} (run hack/build-controlplane.sh)"
-        )
+            raise ControlPlaneError(f"{script} failed (exit {res.returncode}):\n{res.stdout[-4000:]}")
+        absent = missing()
+    if absent:
+        raise ControlPlaneError(f"{what} missing in {bin_dir}: {', '.join(absent)} (run {script.relative_to(ROOT)})")
     return bin_dir
+
+
+def hrl_score_profile(cache_address: str, weight: int = 2, max_table_age_s: float = 30.0) -> dict[str, Any]:
+    """The profile fields that score with the HRLScore plugin instead of the extender (the chart's plugin mode):
+    the plugin at ``weight`` (the extender's weight as shipped: equal totals) reading ``cache_address``."""
+    return {
+        "plugins": {"multiPoint": {"enabled": [{"name": "HRLScore", "weight": weight}]}},
+        "pluginConfig": [
+            {"name": "HRLScore", "args": {"cacheAddress": cache_address, "maxTableAgeSeconds": max_table_age_s}}
+        ],
+    }
 
 
 def _openssl(*args: str) -> None:
@@ -313,16 +353,18 @@ def scheduler_config(
     extenders: Sequence[Mapping[str, Any]] = (),
     qps: float = 500.0,
     burst: int = 1000,
+    profile: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A KubeSchedulerConfiguration v1 with one profile ``scheduler_name``, leader election off, the
-    kubeconfig in ``clientConnection`` (``--kubeconfig`` is ignored when ``--config`` is given) and the
-    given ``extenders`` (global to the configuration, not per profile)."""
+    """A KubeSchedulerConfiguration v1 with one profile ``scheduler_name`` (``profile``: more fields of it, e.g.
+    ``plugins`` and ``pluginConfig``), leader election off, the kubeconfig in ``clientConnection`` (``--kubeconfig``
+    is ignored when ``--config`` is given) and the given ``extenders`` (global to the configuration, not per
+    profile)."""
     doc: dict[str, Any] = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig), "qps": qps, "burst": burst},
         "leaderElection": {"leaderElect": False},
-        "profiles": [{"schedulerName": scheduler_name}],
+        "profiles": [{"schedulerName": scheduler_name, **(profile or {})}],
     }
     if extenders:
         doc["extenders"] = [dict(e) for e in extenders]
@@ -826,16 +868,23 @@ class ControlPlane:
         self._phase("kcm+schedulers+kwok", t)
 
     def _scheduler_component(
-        self, name: str, port: int, extenders: Sequence[Mapping[str, Any]], qps: float = 500.0, burst: int = 1000
+        self,
+        name: str,
+        port: int,
+        extenders: Sequence[Mapping[str, Any]],
+        qps: float = 500.0,
+        burst: int = 1000,
+        binary: str | Path | None = None,
+        profile: Mapping[str, Any] | None = None,
     ) -> Component:
         cfg = self.workdir / f"scheduler-{name}.yaml"
-        self._write_yaml(cfg, scheduler_config(self.kubeconfig, name, extenders, qps, burst))
+        self._write_yaml(cfg, scheduler_config(self.kubeconfig, name, extenders, qps, burst, profile))
         assert self.bin_dir is not None
         pki = self.pki
         return Component(
             f"kube-scheduler-{name}",
             [
-                str(self.bin_dir / "kube-scheduler"),
+                str(binary or self.bin_dir / "kube-scheduler"),
                 f"--config={cfg}",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={port}",
@@ -859,18 +908,33 @@ class ControlPlane:
         return f"/metrics/nodes/{node}/metrics/resource"
 
     def start_scheduler(
-        self, name: str, extenders: Sequence[Mapping[str, Any]] = (), timeout_s: float = 60.0
+        self,
+        name: str,
+        extenders: Sequence[Mapping[str, Any]] = (),
+        timeout_s: float = 60.0,
+        *,
+        binary: str | Path | None = None,
+        profile: Mapping[str, Any] | None = None,
     ) -> Component:
         """Start one more kube-scheduler whose only profile is ``name`` (pods opt in with
         ``spec.schedulerName: name``) with the given ``extenders`` registrations (see
-        :func:`extender_registration`). Stop it with :meth:`stop_component` or use :meth:`scheduler`."""
-        comp = self._scheduler_component(name, free_ports(1)[0], extenders)
+        :func:`extender_registration`). ``binary``: another kube-scheduler build (e.g. the one with the HRLScore
+        plugin, hack/build-scheduler-plugin.sh); ``profile``: more fields of the profile (``plugins``,
+        ``pluginConfig``). Stop it with :meth:`stop_component` or use :meth:`scheduler`."""
+        comp = self._scheduler_component(name, free_ports(1)[0], extenders, binary=binary, profile=profile)
         return self.start(comp, timeout_s)
 
     @contextmanager
-    def scheduler(self, name: str, extenders: Sequence[Mapping[str, Any]] = ()):
+    def scheduler(
+        self,
+        name: str,
+        extenders: Sequence[Mapping[str, Any]] = (),
+        *,
+        binary: str | Path | None = None,
+        profile: Mapping[str, Any] | None = None,
+    ):
         """:meth:`start_scheduler` as a context manager (stopped on exit)."""
-        comp = self.start_scheduler(name, extenders)
+        comp = self.start_scheduler(name, extenders, binary=binary, profile=profile)
         try:
             yield comp
         finally:

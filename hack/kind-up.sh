@@ -7,10 +7,11 @@
 #                            "hrl-scheduler" calls the extender), kwok for fake nodes, an audit log of the
 #                            descheduler's requests
 #
-# Builds both images with docker, creates the cluster, loads the images (kind load docker-image), applies the
+# Builds the images (hack/build-images.sh: podman), creates the cluster, loads their OCI archives (kind load
+# image-archive), applies the
 # manifests and waits for them. Writes out/kind/<cluster>/kubeconfig. Environment: KIND_CLUSTER_NAME
 # (default hrl, or hrl-e2e with --e2e), KIND_NODE_IMAGE (kindest/node image; default: kind's),
-# KWOK_VERSION (default v0.8.0). Needs docker, kind and kubectl on PATH, and internet access (node image,
+# KWOK_VERSION (default v0.8.0). Needs docker, kind, kubectl and podman (as root) on PATH, and internet access (node image,
 # registry.k8s.io/kube-scheduler, kwok's release manifests). Delete with: kind delete cluster --name <cluster>
 set -euo pipefail
 
@@ -31,12 +32,8 @@ for tool in docker kind kubectl; do
 done
 mkdir -p "$state/scheduler"
 
-images="ghcr.io/hrl-scheduler/hrl-extender:0.1.0 ghcr.io/hrl-scheduler/hrl-descheduler:0.1.0"   # the manifests' names
-log "building images $images"
-for c in extender descheduler; do
-  DOCKER_BUILDKIT=1 docker build -q -f "$root/manifests/images/Dockerfile" --target "$c" \
-    -t "ghcr.io/hrl-scheduler/hrl-$c:0.1.0" "$root" >/dev/null
-done
+log "building the images (hack/build-images.sh)"
+TAG=0.1.0 "$root/hack/build-images.sh" >&2    # the manifests' names: ghcr.io/hrl-scheduler/hrl-*:0.1.0
 
 # The drop-in configuration, with the Service's fixed ClusterIP (static Pods do not resolve cluster DNS).
 sed "s#hrl-extender.hrl-scheduler-system.svc#$extender_ip#" \
@@ -96,7 +93,7 @@ fi
 kind get kubeconfig --name "$cluster" > "$state/kubeconfig"
 export KUBECONFIG="$state/kubeconfig"
 # shellcheck disable=SC2086
-kind load docker-image --name "$cluster" $images
+for a in "$root"/out/images/hrl-*-0.1.0.oci.tar; do kind load image-archive --name "$cluster" "$a"; done
 
 # The second scheduler runs the cluster's own Kubernetes version (a scheduler newer than its API server is
 # outside the supported version skew).

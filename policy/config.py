@@ -47,13 +47,14 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from .documents import DocumentError, dotted, load_yaml, short_repr
+from .documents import DocumentError, FileError, describe_utf8_error, dotted, load_yaml, read_text, short_repr
 
 __all__ = [
     "API_VERSION",
     "MAX_SECONDS",
     "MAX_CONFIG_BYTES",
     "CONFIG_ENTRY_POINTS",
+    "STARTUP_CHECK_ENTRY_POINTS",
     "describe_utf8_error",
     "ConfigError",
     "ConfigModel",
@@ -76,15 +77,9 @@ MAX_SECONDS = 365 * 86400
 MAX_CONFIG_BYTES = 1 << 20
 #: The entry-point group where components register their configuration kinds (``KIND = "module:Model"``).
 CONFIG_ENTRY_POINTS = "hrl_scheduler.configs"
-
-
-def describe_utf8_error(raw: bytes, exc: UnicodeDecodeError) -> str:
-    """One line locating the first byte of ``raw`` that is not UTF-8 (``exc`` from ``raw.decode("utf-8")``):
-    ``"not UTF-8 text: byte 0xff at line 3, column 7 (offset 41)"`` (line and column 1-based, column in bytes)."""
-    start = int(exc.start)
-    line = raw.count(b"\n", 0, start) + 1
-    col = start - (raw.rfind(b"\n", 0, start) + 1) + 1
-    return f"not UTF-8 text: byte 0x{raw[start]:02x} at line {line}, column {col} (offset {start})"
+#: The entry-point group of the components' start-up checks (``KIND = "module:function"``, the function taking the
+#: loaded model and returning ``dotted.path: problem`` lines): what a component refuses at start beyond the schema.
+STARTUP_CHECK_ENTRY_POINTS = "hrl_scheduler.startup_checks"
 
 
 class ConfigError(ValueError):
@@ -339,17 +334,13 @@ def read_config_file(source: str | Path) -> Any:
 
 def _read(source: str | Path) -> tuple[str, Any]:
     name = str(source)
-    try:
-        with open(source, "rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError(name, [("", f"cannot read: {exc.strerror or exc}")]) from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise ConfigError(name, [("", f"larger than {MAX_CONFIG_BYTES} bytes (not a configuration file)")])
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(name, [("", describe_utf8_error(raw, exc))]) from None
+    try:  # the hardened reader (policy.documents): bounded, UTF-8
+        text = read_text(source, max_bytes=MAX_CONFIG_BYTES)
+    except FileError as exc:
+        problem = str(exc).removeprefix(f"{name}: ")
+        if "more than" in problem:
+            problem = f"larger than {MAX_CONFIG_BYTES} bytes (not a configuration file)"
+        raise ConfigError(name, [("", problem)]) from None
     try:
         return name, load_yaml(text)
     except DocumentError as exc:
@@ -404,9 +395,12 @@ def load_config(
 
 def json_schema(kind: str, model: type[BaseModel]) -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a ``kind`` document: ``apiVersion`` and ``kind`` fixed, the fields by
-    their camelCase names, unknown fields refused (``additionalProperties: false``)."""
+    their camelCase names, unknown fields refused (``additionalProperties: false``), and every ``*Seconds``
+    number at most :data:`MAX_SECONDS` (what :class:`ConfigModel` enforces for every ``*_seconds`` field). The
+    Helm chart's values.schema.json embeds these (hack/chart_schema.py)."""
     schema = model.model_json_schema(by_alias=True, mode="validation")
     _drop_titles(schema)
+    _bound_seconds(schema)
     props = schema.setdefault("properties", {})
     schema["properties"] = {
         "apiVersion": {"const": API_VERSION, "description": "Schema version of this file."},
@@ -416,6 +410,22 @@ def json_schema(kind: str, model: type[BaseModel]) -> dict[str, Any]:
     schema["required"] = ["apiVersion", "kind", *schema.get("required", ())]
     schema["title"] = kind
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+def _bound_seconds(node: Any) -> None:
+    """Add ``maximum: MAX_SECONDS`` to every numeric property named ``*Seconds`` (or tighten none: a smaller
+    maximum stays), in place, at any depth."""
+    if isinstance(node, dict):
+        for name, prop in (node.get("properties") or {}).items():
+            if name.endswith("Seconds") and isinstance(prop, dict):
+                for branch in prop.get("anyOf", [prop]):
+                    if isinstance(branch, dict) and branch.get("type") in ("number", "integer"):
+                        branch["maximum"] = min(branch.get("maximum", MAX_SECONDS), MAX_SECONDS)
+        for v in node.values():
+            _bound_seconds(v)
+    elif isinstance(node, list):
+        for v in node:
+            _bound_seconds(v)
 
 
 def _drop_titles(node: Any) -> None:

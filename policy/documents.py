@@ -1,5 +1,11 @@
-"""One reader for every JSON and YAML document the components load from files they do not control:
-configurations, cluster snapshots, manifests, AppGroups.
+"""One reader for every file the components load and do not control: configurations, cluster snapshots,
+manifests, AppGroups, span and metrics tables (CSV, gzip-compressed or not), traces.
+
+- Files: :func:`open_text` (a stream, for CSV tables) and :func:`read_text` (the whole text): UTF-8 (a byte-order
+  mark skipped), gzip-decompressed when the name ends with ``.gz``, at most :data:`MAX_TEXT_BYTES` of text. A
+  file that is missing, unreadable, not gzip, corrupt (bad deflate data, a CRC mismatch), truncated, larger than
+  the bound or not UTF-8 raises :class:`FileError` (a ``ValueError``): one line naming the file, and the byte
+  offset where it applies; never ``zlib.error``, ``EOFError`` or ``UnicodeDecodeError``.
 
 - YAML: PyYAML's safe loader (libyaml's C parser when PyYAML was built with it), composed into nodes first
   and checked before anything is constructed: a **duplicate mapping key** is refused (YAML 1.2 requires
@@ -18,17 +24,27 @@ problems are all collected (every duplicate of the file, not only the first) and
 
 from __future__ import annotations
 
+import codecs
+import gzip
+import io
 import json
 import re
 import reprlib
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 __all__ = [
+    "MAX_TEXT_BYTES",
+    "FileError",
+    "describe_utf8_error",
+    "open_text",
+    "read_text",
     "MAX_DEPTH",
     "MAX_ALIAS_EXPANSION",
     "DocumentProblem",
@@ -40,6 +56,149 @@ __all__ = [
     "dotted",
     "short_repr",
 ]
+
+#: The most text read from one file, bytes (after decompression): a table larger than this is refused (a
+#: gzip bomb decompresses to far more than its size; a real span table of this size is tens of millions of spans).
+MAX_TEXT_BYTES = 1 << 30
+
+
+class FileError(ValueError):
+    """A file cannot be read as text: one line naming it, e.g. ``spans.csv.gz: corrupt gzip data at byte 812 of
+    the compressed file (invalid distance code)``."""
+
+
+def describe_utf8_error(raw: bytes, exc: UnicodeDecodeError) -> str:
+    """One line locating the first byte of ``raw`` that is not UTF-8 (``exc`` from ``raw.decode("utf-8")``):
+    ``"not UTF-8 text: byte 0xff at line 3, column 7 (offset 41)"`` (line and column 1-based, column in bytes)."""
+    start = int(exc.start)
+    line = raw.count(b"\n", 0, start) + 1
+    col = start - (raw.rfind(b"\n", 0, start) + 1) + 1
+    return f"not UTF-8 text: byte 0x{raw[start]:02x} at line {line}, column {col} (offset {start})"
+
+
+class _Guarded(io.RawIOBase):
+    """The binary stream of a file (decompressed for gzip) that counts what it delivers, stops past the bound, and
+    turns the decompressor's failures into :class:`FileError`."""
+
+    def __init__(self, path: Path, raw: IO[bytes], compressed: IO[bytes] | None, limit: int):
+        self.path, self.raw, self.compressed, self.limit = path, raw, compressed, limit
+        self.delivered = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # type: ignore[no-untyped-def]
+        try:
+            data = self.raw.read(len(b))
+        except gzip.BadGzipFile as exc:
+            what = "corrupt gzip data" if "CRC" in str(exc) or "length" in str(exc) else "not a gzip file"
+            raise FileError(f"{self.path}: {what} ({exc})") from None
+        except zlib.error as exc:
+            at = self.compressed.tell() if self.compressed is not None else 0
+            detail = str(exc).split(":", 1)[-1].strip()
+            raise FileError(
+                f"{self.path}: corrupt gzip data near byte {at} of the compressed file ({detail})"
+            ) from None
+        except EOFError:
+            raise FileError(f"{self.path}: truncated gzip file (the compressed data ends early)") from None
+        except OSError as exc:
+            raise FileError(f"{self.path}: cannot read: {exc.strerror or exc}") from None
+        n = len(data)
+        self.delivered += n
+        if self.delivered > self.limit:
+            what = "decompresses to" if self.compressed is not None else "holds"
+            raise FileError(f"{self.path}: {what} more than {self.limit} bytes (the most read from one file)")
+        b[:n] = data
+        return n
+
+    def close(self) -> None:
+        try:
+            self.raw.close()
+            if self.compressed is not None:
+                self.compressed.close()
+        finally:
+            super().close()
+
+
+_CHUNK = 8192  # what TextIOWrapper decodes at a time: the buffer below delivers as much
+
+
+class _TextReader:
+    """A text stream (iteration, ``read``, ``readline``) whose decoding errors are :class:`FileError` lines."""
+
+    def __init__(self, path: Path, guarded: _Guarded):
+        self.path = path
+        self._guarded = guarded
+        self._text = io.TextIOWrapper(io.BufferedReader(guarded, _CHUNK), encoding="utf-8-sig", newline="")
+
+    def _bad_utf8(self, exc: UnicodeDecodeError) -> FileError:
+        near = max(0, self._guarded.delivered - len(exc.object) + exc.start)
+        bad = exc.object[exc.start]
+        return FileError(f"{self.path}: not UTF-8 text: byte 0x{bad:02x} near offset {near}")
+
+    def __iter__(self) -> _TextReader:
+        return self
+
+    def __next__(self) -> str:
+        try:
+            return next(self._text)
+        except UnicodeDecodeError as exc:
+            raise self._bad_utf8(exc) from None
+
+    def read(self, size: int = -1) -> str:
+        try:
+            return self._text.read(size)
+        except UnicodeDecodeError as exc:
+            raise self._bad_utf8(exc) from None
+
+    def readline(self, size: int = -1) -> str:
+        try:
+            return self._text.readline(size)
+        except UnicodeDecodeError as exc:
+            raise self._bad_utf8(exc) from None
+
+    def close(self) -> None:
+        self._text.close()
+
+    def __enter__(self) -> _TextReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _open_binary(path: Path, limit: int) -> _Guarded:
+    try:
+        fh = open(path, "rb")  # closed with the _Guarded stream
+    except OSError as exc:
+        raise FileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if path.name.lower().endswith(".gz"):
+        return _Guarded(path, gzip.GzipFile(fileobj=fh, mode="rb"), fh, limit)
+    return _Guarded(path, fh, None, limit)
+
+
+def open_text(path: str | Path, *, max_bytes: int = MAX_TEXT_BYTES) -> _TextReader:
+    """A text stream over file ``path`` (see the module docstring; ``newline=""``, as :mod:`csv` wants): iterate
+    its lines, or ``read()`` it. Raises :class:`FileError` when it cannot be opened, and while it is read for bad
+    gzip data, more than ``max_bytes`` of text, or bytes that are not UTF-8. Close it (a context manager)."""
+    p = Path(path)
+    return _TextReader(p, _open_binary(p, max_bytes))
+
+
+def read_text(path: str | Path, *, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """The whole text of file ``path`` (see :func:`open_text`; newlines as written). Raises :class:`FileError`,
+    naming the first byte that is not UTF-8 by its offset."""
+    p = Path(path)
+    stream = _open_binary(p, max_bytes)
+    try:
+        raw = stream.read()
+    finally:
+        stream.close()
+    try:
+        return raw.decode("utf-8")[1:] if raw.startswith(codecs.BOM_UTF8) else raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileError(f"{p}: {describe_utf8_error(raw, exc)}") from None
+
 
 #: The deepest nesting of mappings and sequences accepted (Kubernetes objects nest about 20 deep, CRD schemas
 #: about 40). Deeper documents are refused before anything walks them recursively.

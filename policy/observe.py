@@ -17,8 +17,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from .config import describe_utf8_error
-from .documents import DocumentError, load_json, load_yaml_all, short_repr
+from .documents import DocumentError, FileError, load_json, load_yaml_all, read_text, short_repr
 from .state import (
     ANNOTATION_DEPENDS_ON,
     ANNOTATION_SERVICE,
@@ -737,15 +736,12 @@ def _is_dir(p: Path) -> bool:
 
 
 def _read_text(p: Path) -> str:
-    """The UTF-8 text of file ``p``; :class:`ObjectError` naming the file (and the first bad byte's position)."""
+    """The UTF-8 text of file ``p`` (:func:`policy.documents.read_text`: gzip-decompressed for ``*.gz``, bounded);
+    :class:`ObjectError` naming the file (and the first bad byte's position)."""
     try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise ObjectError(f"{p}: cannot read: {exc.strerror}") from exc
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ObjectError(f"{p}: {describe_utf8_error(raw, exc)}") from exc
+        return read_text(p)
+    except FileError as exc:
+        raise ObjectError(str(exc)) from None
 
 
 def _read_docs(p: Path) -> list[Any]:

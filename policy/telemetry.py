@@ -9,7 +9,14 @@
     ``component``, ``logger``, ``message``, and every structured field passed as ``extra={...}``
     (``exc_info`` as ``exc_info``).
 
-  Replaces the root logger's handlers (so a second call, e.g. in tests, writes to the current ``sys.stderr``).
+  The same shape for every record of every library: uvicorn's ``color_message`` (the message again, with ANSI
+  colour codes) is dropped, and Python warnings (``warnings.warn``, e.g. numpy's ``RuntimeWarning``) become records
+  of logger ``py.warnings``. Replaces the root logger's handlers (so a second call, e.g. in tests, writes to the
+  current ``sys.stderr``).
+- :func:`say`: one message for the user on stderr: the line as is with ``text``, one record with ``json``.
+- :func:`progress` / :func:`showing_progress`: progress of long loops, for the commands that turn it on: a tqdm
+  bar on a terminal, else (a Pod's log, ``--log-format json``, CI) a record every 10 s and one at the end, in the
+  log format.
 - :func:`register_process_metrics`: ``hrl_build_info{component,version,python_version}`` (always 1) and
   prometheus-client's process (``process_*``: CPU seconds, resident memory, open fds, start time), platform
   (``python_info``) and garbage-collector (``python_gc_*``) collectors, on the registry passed in.
@@ -22,11 +29,14 @@ import logging
 import platform
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from importlib import metadata
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from prometheus_client import Info, gc_collector, platform_collector, process_collector
+from pythonjsonlogger.core import RESERVED_ATTRS
 from pythonjsonlogger.json import JsonFormatter
 
 if TYPE_CHECKING:
@@ -40,8 +50,15 @@ __all__ = [
     "add_version_argument",
     "add_log_format_argument",
     "configure_logging",
+    "say",
+    "progress",
+    "showing_progress",
+    "PROGRESS_LOG_INTERVAL_S",
+    "PROGRESS_MIN_S",
     "register_process_metrics",
 ]
+
+T = TypeVar("T")
 
 #: The values of ``--log-format``.
 LOG_FORMATS: tuple[str, ...] = ("text", "json")
@@ -51,8 +68,13 @@ DISTRIBUTION = "hrl-scheduler"
 
 LogFormat = Literal["text", "json"]
 
-# LogRecord attributes that are not structured fields (everything else in record.__dict__ came from extra=).
-_RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime", "component"}
+# LogRecord attributes that are not structured fields (everything else in record.__dict__ came from extra=), and
+# the extras libraries add that repeat the message: uvicorn's color_message (with ANSI escape codes).
+_RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
+    "message", "asctime", "component", "color_message"
+}  # fmt: skip
+#: The format configure_logging set last ("text" until it is called).
+_format: str = "text"
 
 
 def version() -> str:
@@ -96,6 +118,8 @@ class _ComponentFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         record.component = self.component
+        if record.name == "py.warnings":  # warnings.formatwarning's text ends with a newline
+            record.msg, record.args = record.getMessage().strip(), ()
         return True
 
 
@@ -129,6 +153,7 @@ def _json_formatter() -> logging.Formatter:
         "{levelname}{component}{name}{message}",
         style="{",
         rename_fields={"levelname": "level", "name": "logger", "exc_info": "exc_info"},
+        reserved_attrs=[*RESERVED_ATTRS, "color_message"],
         json_ensure_ascii=False,
     )
 
@@ -154,7 +179,89 @@ def configure_logging(
         root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(level)
+    logging.captureWarnings(True)  # warnings.warn -> logger py.warnings, in this format
+    global _format
+    _format = fmt
     return logging.getLogger(component)
+
+
+def say(text: str, level: int = logging.WARNING, prog: str | None = None) -> None:
+    """One message for the user on stderr, in the format of :func:`configure_logging`: with ``text`` the line
+    as is (``"PROG sub: warning: ..."``, or a configuration problem ``FILE: path: problem``); with ``json`` one
+    record at ``level`` of logger ``prog`` (a leading ``"PROG: "`` / ``"PROG SUB: "`` becomes ``""`` / ``"SUB: "``:
+    the record's component says the program; a ``warning:`` / ``error:`` / ``note:`` tag after it sets the
+    level), shown whatever the command's log level."""
+    if _format != "json":
+        print(text, file=sys.stderr, flush=True)
+        return
+    msg = text
+    head, sep, rest = text.partition(": ")
+    if prog and sep and (head == prog or head.startswith(prog + " ")):
+        sub, msg = head[len(prog) :].strip(), rest
+        for tag, lvl in (("warning: ", logging.WARNING), ("error: ", logging.ERROR), ("note: ", logging.INFO)):
+            if msg.startswith(tag):
+                msg, level = msg[len(tag) :], lvl
+        msg = f"{sub}: {msg}" if sub else msg
+    log = logging.getLogger(prog or "hrl")
+    # handle(), not log(): a message for the user is shown whatever the command's log level
+    log.handle(log.makeRecord(log.name, level, "(say)", 0, msg, (), None))
+
+
+_progress_on: ContextVar[bool] = ContextVar("hrl_progress", default=False)
+#: Seconds between two progress records when there is no terminal.
+PROGRESS_LOG_INTERVAL_S = 10.0
+#: A loop over in less than this many seconds gets no final record.
+PROGRESS_MIN_S = 1.0
+
+
+@contextmanager
+def showing_progress(enabled: bool = True) -> Iterator[None]:
+    """Within this block :func:`progress` reports (a command line turns it on; libraries, tests and the bench
+    never see a bar)."""
+    token = _progress_on.set(enabled)
+    try:
+        yield
+    finally:
+        _progress_on.reset(token)
+
+
+def progress(iterable: Iterable[T], desc: str, total: int | None = None, unit: str = "it") -> Iterable[T]:
+    """``iterable``, reporting its progress when :func:`showing_progress` is on: a tqdm bar on stderr when it is a
+    terminal and the log format is text; otherwise a record ``"DESC: N/TOTAL UNIT (S s)"`` of logger
+    ``progress`` (structured fields ``done``, ``total``, ``elapsed_s``) every :data:`PROGRESS_LOG_INTERVAL_S` and
+    at the end (when the loop took :data:`PROGRESS_MIN_S` or more). Off: ``iterable`` itself, nothing added."""
+    if not _progress_on.get():
+        return iterable
+    if _format != "json" and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        return tqdm(iterable, desc=desc, total=total, unit=unit, file=sys.stderr, leave=False)
+    return _logged_progress(iterable, desc, total, unit)
+
+
+def _logged_progress(iterable: Iterable[T], desc: str, total: int | None, unit: str) -> Iterator[T]:
+    log = logging.getLogger("progress")
+    log.setLevel(logging.INFO)  # reported even where the command logs warnings only
+    t0 = last = time.monotonic()
+    done = 0
+
+    def record(final: bool) -> None:
+        elapsed = time.monotonic() - t0
+        of = f"/{total}" if total is not None else ""
+        log.info(
+            "%s: %d%s %s (%.1f s)%s", desc, done, of, unit, elapsed, " done" if final else "",
+            extra={"done": done, "total": total, "elapsed_s": round(elapsed, 1)},
+        )  # fmt: skip
+
+    for item in iterable:
+        yield item
+        done += 1
+        now = time.monotonic()
+        if now - last >= PROGRESS_LOG_INTERVAL_S:
+            last = now
+            record(False)
+    if time.monotonic() - t0 >= PROGRESS_MIN_S:
+        record(True)
 
 
 def register_process_metrics(

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import random
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAPSHOT_SEED = ROOT / "tests" / "fixtures" / "descheduler" / "cluster-list.json"
@@ -283,4 +286,144 @@ def check_reply(verb: str, status: int, body: bytes, sent: Any) -> str | None:
         return None if ok else f"malformed prioritize reply: {body[:200]!r}"
     if not isinstance(reply, dict):
         return f"malformed filter reply: {body[:200]!r}"
+    return None
+
+
+# ---- app build inputs -------------------------------------------------------------------------------------
+
+MS = 1_000_000
+T0 = 1_700_000_000
+SMALL_APP_T0 = T0  # the first minute of write_small_app's measurements (unix s)
+
+
+def _deployment(name: str, cpu: str, mem: str) -> str:
+    return (
+        f"apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}}}\nspec:\n  replicas: 1\n"
+        f"  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n"
+        f"    spec:\n      containers:\n      - name: {name}\n        image: {name}\n"
+        f"        env: [{{name: CONFIG_FILE, value: /etc/{name}/config.json}}]\n"
+        f"        resources: {{requests: {{cpu: 100m, memory: 32Mi}}, limits: {{cpu: {cpu}, memory: {mem}}}}}\n"
+    )
+
+
+def write_small_app(
+    d: Path, headers: dict[str, str] | None = None, cpu_cores: bool = False, gateway: bool = False, web_pods: int = 1
+) -> dict[str, Path]:
+    """A small app's ``app build`` inputs under ``d`` (the seed of the app build tests and of ``make fuzz``'s app
+    build inputs): manifests/ (web, api, db; no env var naming another service), spans/ (60 requests: web calls api
+    twice in parallel, then db; db calls cache, which has no workload; with ``gateway`` an ingress gateway without a
+    workload is the root), metrics/ (simple layout, 30 minutes; web's load split over ``web_pods`` pods).
+    ``headers``: other names for the span columns; ``cpu_cores``: CPU in cores instead of millicores. Returns the
+    three input paths by role."""
+    h = {"TraceID": "TraceID", "SpanID": "SpanID", "ParentID": "ParentID", "PodName": "PodName",
+         "StartTimeUnixNano": "StartTimeUnixNano", "EndTimeUnixNano": "EndTimeUnixNano", **(headers or {})}  # fmt: skip
+    rng = np.random.default_rng(7)
+    (d / "manifests").mkdir(parents=True)
+    (d / "manifests/app.yaml").write_text(
+        "---\n".join([_deployment("web", "1", "64Mi"), _deployment("api", "1", "256Mi"), _deployment("db", "1", "1Gi")])
+    )
+    rows = []
+    for i in range(60):
+        b = T0 * 10**9 + i * 2 * 10**9
+        a1, a2, dd = rng.uniform(8, 12), rng.uniform(8, 12), rng.uniform(3, 5)
+        end = 50 + rng.uniform(0, 10)
+        t = f"t{i:03d}"
+        if gateway:
+            rows.append((t, "g", "root", "gateway-aaa11-zz", b - MS, b + (end + 1) * MS))
+        rows += [
+            (t, "w", "g" if gateway else "root", "web-abc12-x1", b, b + end * MS),
+            (t, "c1", "w", "web-abc12-x1", b + 5 * MS, b + (7 + a1) * MS),
+            (t, "s1", "c1", "api-def34-y2", b + 6 * MS, b + (6 + a1) * MS),
+            (t, "c2", "w", "web-abc12-x1", b + 5 * MS, b + (7 + a2) * MS),
+            (t, "s2", "c2", "api-def34-y2", b + 6 * MS, b + (6 + a2) * MS),
+            (t, "c3", "w", "web-abc12-x1", b + 30 * MS, b + (32 + dd) * MS),
+            (t, "s3", "c3", "db-ghi56-z3", b + 31 * MS, b + (31 + dd) * MS),
+            (t, "c4", "s3", "db-ghi56-z3", b + 32 * MS, b + 33 * MS),
+            (t, "s4", "c4", "cache-jkl78-q4", b + int(32.2 * MS), b + int(32.8 * MS)),
+        ]
+    (d / "spans").mkdir()
+    cols = ["TraceID", "SpanID", "ParentID", "PodName", "StartTimeUnixNano", "EndTimeUnixNano"]
+    (d / "spans/spans.csv").write_text(
+        ",".join(h[c] for c in cols)
+        + "\n"
+        + "".join(",".join(str(int(x) if isinstance(x, float) else x) for x in r) + "\n" for r in rows)  # fmt: skip
+    )
+    (d / "metrics").mkdir()
+    cpu_col = "cpu_cores" if cpu_cores else "cpu_m"
+    lines = [f"time_s,pod,{cpu_col},memory_mi,rps"]
+    per = {"api-def34-y2": (4.0, 30.0, 20.0), "db-ghi56-z3": (3.0, 50.0, 10.0)}
+    for k in range(web_pods):
+        per[f"web-abc12-x{k + 1}"] = (5.0 / web_pods, 100.0, 10.0 / web_pods)
+    for m in range(30):
+        for pod, (cpu, mem, rps) in per.items():
+            c = cpu * (1 + 0.05 * math.sin(m + len(pod)))
+            t = T0 + 60 * m + rng.uniform(-2, 2)
+            lines.append(f"{t:.3f},{pod},{c / 1000 if cpu_cores else c:.6f},{mem + m % 3},{rps * (1 + 0.01 * (m % 5))}")
+    (d / "metrics/pods.csv").write_text("\n".join(lines) + "\n")
+    lat = ["time_s,service,latency_p50_ms,latency_p95_ms,latency_p99_ms,success_pct"]
+    for m in range(30):
+        lat.append(f"{T0 + 60 * m + 1},web,{55 + m % 2},{62 + m % 3},{70 + m % 4},0")
+    (d / "metrics/latency.csv").write_text("\n".join(lat) + "\n")
+    return {"manifests": d / "manifests", "spans": d / "spans", "metrics": d / "metrics"}
+
+
+# ---- compressed files ------------------------------------------------------------------------------------------
+
+
+def damage_gzip(raw: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """``raw`` gzip-compressed, intact or damaged one way: ``(bytes, what was done)``. The damage: cut anywhere,
+    the deflate block type set to the reserved 3, bytes overwritten in the middle, the CRC or the length
+    trailer changed, the magic number broken, or another gzip member appended."""
+    import gzip
+
+    z = bytearray(gzip.compress(raw, mtime=0))
+    how = rng.choice(["intact", "cut", "block_type", "overwrite", "crc", "length", "magic", "two_members"])
+    if how == "cut":
+        z = z[: rng.randrange(len(z))]
+    elif how == "block_type":
+        z[10] |= 0x06
+    elif how == "overwrite":
+        k = rng.randrange(10, max(11, len(z) - 8))
+        z[k : k + 8] = rng.randbytes(8)
+    elif how == "crc":
+        z[-8] ^= 0xFF
+    elif how == "length":
+        z[-1] ^= 0x01
+    elif how == "magic":
+        z[0] = 0x1E
+    elif how == "two_members":
+        z += gzip.compress(raw[: len(raw) // 2], mtime=0)
+    return bytes(z), how
+
+
+# ---- app build ---------------------------------------------------------------------------------------------------
+
+
+def check_app_build(inputs: dict[str, Path], out: Path, **kw: Any) -> str | None:
+    """``build_app`` of ``inputs`` (``write_small_app``'s roles) into ``out`` returns a loadable app, or raises a
+    ``ValueError`` whose every line names a file (or an option) and leaves nothing behind: no ``out``, no temporary
+    folder beside it. Anything else is the finding."""
+    from policy.sim.app import load_app
+    from policy.sim.appbuild import build_app
+
+    before = set(out.parent.iterdir())
+    try:
+        build_app(inputs["manifests"], inputs["spans"], out, inputs.get("metrics"), **kw)
+    except ValueError as exc:
+        left = set(out.parent.iterdir()) - before
+        if left:
+            return f"failed build left {sorted(p.name for p in left)}: {str(exc)[:150]}"
+        for line in str(exc).splitlines():
+            if not (str(out.parent) in line or line.startswith("--") or line.startswith("cannot detect the entry")):
+                if not any(str(p) in line for p in inputs.values()):
+                    return f"a line naming no file: {line[:200]!r}"
+            if _PYDANTIC.search(line):
+                return f"pydantic wording: {line[:200]!r}"
+        return None
+    except Exception as exc:  # noqa: BLE001 - any other exception is the finding
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+    try:
+        load_app(str(out))
+    except Exception as exc:  # noqa: BLE001
+        return f"built app does not load: {type(exc).__name__}: {str(exc)[:200]}"
     return None

@@ -1,5 +1,6 @@
 """The topology embedding cache shared by the extender and the descheduler (DESIGN.md section 2): records keyed
-by the call graph's fingerprint (:mod:`.records`), the in-process store (:mod:`.memory`), the gRPC server and client
+by the call graph's fingerprint (:mod:`.records`), the in-process store (:mod:`.memory`), the node-score table
+relayed from the extender to the kube-scheduler plugin (:mod:`.scoretable`), the gRPC server and client
 (:mod:`.server`, :mod:`.client`, :mod:`.codec`; generated stubs in ``proto/``), the background copy the extender
 reads (:mod:`.refresher`) and their metrics (:mod:`.metrics`).
 """
@@ -20,6 +21,16 @@ from .records import (
     fingerprint,
 )
 from .refresher import CacheRefresher
+from .scoretable import (
+    LoadTerm,
+    ScoreRow,
+    ScoreTable,
+    ScoreTableHub,
+    WatchersExhausted,
+    check_table_pb,
+    table_from_pb,
+    table_to_pb,
+)
 from .server import SERVICE_NAME, CacheServer
 
 __all__ = [
@@ -51,4 +62,12 @@ __all__ = [
     "CacheUnavailable",
     "CacheTimeout",
     "CacheRefresher",
+    "LoadTerm",
+    "ScoreRow",
+    "ScoreTable",
+    "ScoreTableHub",
+    "WatchersExhausted",
+    "check_table_pb",
+    "table_from_pb",
+    "table_to_pb",
 ]

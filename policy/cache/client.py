@@ -22,6 +22,7 @@ from .records import (
     check_pending_moves,
     check_put,
 )
+from .scoretable import ScoreTable, table_from_pb, table_to_pb
 
 __all__ = ["GrpcEmbeddingCache", "CacheUnavailable", "CacheTimeout"]
 
@@ -167,6 +168,33 @@ class GrpcEmbeddingCache:
             vals, nm, int(r.version), float(timestamp_s) or float(r.stored_at_s), source, float(r.stored_at_s), moves
         )
 
+    def publish_score_table(self, table: ScoreTable) -> tuple[int, int]:
+        """Store ``table`` as the cache's newest score table (the watchers get it at once). Returns ``(version,
+        watchers)``: the cache's version of it and the watch streams open. Raises ``ValueError`` when the cache
+        refuses it (one line naming the field), :class:`CacheUnavailable` / :class:`CacheTimeout`."""
+        r = self._call("PublishScoreTable", self._pb2.PublishScoreTableRequest(table=table_to_pb(self._pb2, table)))
+        return int(r.version), int(r.watchers)
+
+    def touch_score_table(self, generation: int, snapshot_age_s: float) -> bool:
+        """Heartbeat: the snapshot of table ``generation`` is ``snapshot_age_s`` seconds old now. False when the
+        cache holds no table of that generation (publish it again: the cache restarted, or another producer
+        published since)."""
+        r = self._call(
+            "TouchScoreTable",
+            self._pb2.TouchScoreTableRequest(generation=int(generation), snapshot_age_s=float(snapshot_age_s)),
+        )
+        return bool(r.found)
+
+    def watch_score_table(self, known_generation: int = 0, watcher: str = ""):
+        """The cache's score-table stream, as the plugin reads it: an iterator of ``("table", ScoreTable)`` and
+        ``("heartbeat", generation, snapshot_age_s)``, without a deadline; ``.cancel()`` on the returned object ends
+        it. Raises ``grpc.RpcError`` from the iteration when the stream breaks (``RESOURCE_EXHAUSTED`` when the
+        cache serves as many watchers as it allows)."""
+        call = self._stub.WatchScoreTable(
+            self._pb2.WatchScoreTableRequest(known_generation=int(known_generation), watcher=watcher)
+        )
+        return _TableStream(call)
+
     def health(self, service: str = "") -> str:
         """The server's ``grpc.health.v1`` status name for ``service`` (``SERVING``, ``NOT_SERVING``, ...);
         raises :class:`CacheUnavailable` / :class:`CacheTimeout` like the other calls."""
@@ -191,3 +219,22 @@ class GrpcEmbeddingCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _TableStream:
+    """Iterator over a WatchScoreTable call (see :meth:`GrpcEmbeddingCache.watch_score_table`)."""
+
+    def __init__(self, call):
+        self._call = call
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        ev = next(self._call)
+        if ev.WhichOneof("event") == "table":
+            return ("table", table_from_pb(ev.table))
+        return ("heartbeat", int(ev.heartbeat.generation), float(ev.heartbeat.snapshot_age_s))
+
+    def cancel(self) -> None:
+        self._call.cancel()

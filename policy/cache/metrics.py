@@ -23,9 +23,12 @@ class CacheMetrics:
     ``hrl_cache_grpc_request_duration_seconds{method}`` (histogram), ``hrl_cache_grpc_requests_total{method,
     outcome}`` (ok, invalid, error), ``hrl_cache_lookups_total{kind,result}`` (kind embeddings|intent;
     result hit|miss|not_modified), ``hrl_cache_entries`` (gauge), ``hrl_cache_puts_total{kind}``,
-    ``hrl_cache_fingerprint_changes_total`` (puts whose fingerprint differs from the latest one)."""
+    ``hrl_cache_fingerprint_changes_total`` (puts whose fingerprint differs from the latest one); the score table:
+    ``hrl_cache_score_table_watchers`` (watch streams open), ``hrl_cache_score_table_events_total{kind}`` (table,
+    heartbeat: messages sent to watchers), ``hrl_cache_score_table_generation``, ``hrl_cache_score_table_bytes`` (of
+    the newest table)."""
 
-    METHODS = ("Get", "Put", "GetIntent", "PutIntent")
+    METHODS = ("Get", "Put", "GetIntent", "PutIntent", "PublishScoreTable", "TouchScoreTable", "WatchScoreTable")
 
     def __init__(self, registry: CollectorRegistry):
         self.registry = registry
@@ -59,14 +62,35 @@ class CacheMetrics:
             "Embedding puts whose graph fingerprint differs from the latest one.",
             registry=registry,
         )
+        self.score_table_watchers = Gauge(
+            "hrl_cache_score_table_watchers", "Score-table watch streams open.", registry=registry
+        )
+        self.score_table_events = Counter(
+            "hrl_cache_score_table_events_total",
+            "Score-table messages sent to watchers, by kind (table, heartbeat).",
+            ["kind"],
+            registry=registry,
+        )
+        self.score_table_generation = Gauge(
+            "hrl_cache_score_table_generation",
+            "The producer's generation of the newest score table.",
+            registry=registry,
+        )
+        self.score_table_bytes = Gauge(
+            "hrl_cache_score_table_bytes", "Size of the newest score table message, bytes.", registry=registry
+        )
         for m in self.METHODS:
-            self.request_duration.labels(method=m)
-            for o in ("ok", "invalid", "error"):
+            if m != "WatchScoreTable":
+                self.request_duration.labels(method=m)
+            for o in ("ok", "invalid", "error") if m != "WatchScoreTable" else ("ok", "exhausted"):
                 self.requests.labels(method=m, outcome=o)
-        for k in ("embeddings", "intent"):
+        for k in ("embeddings", "intent", "score_table"):
             self.puts.labels(kind=k)
+        for k in ("embeddings", "intent"):
             for r in ("hit", "miss", "not_modified"):
                 self.lookups.labels(kind=k, result=r)
+        for k in ("table", "heartbeat"):
+            self.score_table_events.labels(kind=k)
 
 
 class CacheClientMetrics:

@@ -8,6 +8,8 @@ import sys
 
 from tabulate import tabulate
 
+from policy.telemetry import say, showing_progress
+
 from .core import PROG
 
 __all__ = ["cmd_app_build"]
@@ -20,26 +22,27 @@ def cmd_app_build(args: argparse.Namespace) -> int:
 
     from .columns import parse_span_columns
 
-    result = build_app(
-        args.manifests,
-        args.spans,
-        args.out,
-        args.metrics,
-        entry=args.entry,
-        name=args.name,
-        span_columns=parse_span_columns(args.span_column),
-        metric_columns=parse_column_specs(args.metrics_column, list(METRIC_ROLES), "--metrics-column"),
-        latency_from=args.latency_from,
-        slo_p95_ms=args.slo_p95_ms,
-        timeout_ms=args.timeout_ms,
-        iterations=args.iterations,
-        seed=args.seed,
-        checks=not args.skip_checks,
-        compare=args.compare,
-        force=args.force,
-    )
+    with showing_progress():  # the fit and its checks run for a minute or more
+        result = build_app(
+            args.manifests,
+            args.spans,
+            args.out,
+            args.metrics,
+            entry=args.entry,
+            name=args.name,
+            span_columns=parse_span_columns(args.span_column),
+            metric_columns=parse_column_specs(args.metrics_column, list(METRIC_ROLES), "--metrics-column"),
+            latency_from=args.latency_from,
+            slo_p95_ms=args.slo_p95_ms,
+            timeout_ms=args.timeout_ms,
+            iterations=args.iterations,
+            seed=args.seed,
+            checks=not args.skip_checks,
+            compare=args.compare,
+            force=args.force,
+        )
     for w in result.warnings:
-        print(f"{PROG} app build: warning: {w}", file=sys.stderr)
+        say(f"{PROG} app build: warning: {w}", prog=PROG)
     report = result.to_json()
     if args.json:
         json.dump(report, sys.stdout, indent=2)

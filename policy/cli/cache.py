@@ -1,7 +1,9 @@
 """The bodies of ``hrl-policy cache serve | get | encode`` (registered as small stubs in :mod:`policy.cli`).
 
-- ``cache serve --listen HOST:PORT [--metrics-listen HOST:PORT] [--max-entries N]``: the gRPC embedding cache
-  (:class:`policy.cache.CacheServer`); ``/metrics`` on ``--metrics-listen`` carries the usual gRPC server metrics
+- ``cache serve --listen HOST:PORT [--metrics-listen HOST:PORT] [--max-entries N] [--max-watchers N]``: the gRPC
+  embedding cache (:class:`policy.cache.CacheServer`), which also relays the extender's score table to the
+  HRLScore plugins that watch it (at most ``--max-watchers`` streams); ``/metrics`` on ``--metrics-listen``
+  carries the usual gRPC server metrics
   (``grpc_server_started_total``, ``grpc_server_handled_total{grpc_code}``, ``grpc_server_handling_seconds``),
   the cache's own (``hrl_cache_*``), ``hrl_build_info`` and ``process_*``. Needs no configuration or bundle: it
   starts empty and reports SERVING (``grpc.health.v1``, service ``""`` and
@@ -25,6 +27,8 @@ import time
 
 from prometheus_client import CollectorRegistry, start_http_server
 
+from policy.telemetry import say
+
 __all__ = ["PROG", "serve", "get", "encode"]
 
 PROG = "hrl-policy"
@@ -40,7 +44,9 @@ def serve(args: argparse.Namespace) -> int:
     log = logging.getLogger("hrl-policy.cache")
     registry = CollectorRegistry()
     register_process_metrics(registry, "hrl-policy-cache")
-    server = CacheServer(args.listen, registry=registry, max_entries=args.max_entries)
+    if not 1 <= args.max_watchers <= 7:
+        raise ValueError(f"--max-watchers: expected 1..7, got {args.max_watchers}")
+    server = CacheServer(args.listen, registry=registry, max_entries=args.max_entries, max_watchers=args.max_watchers)
     server.start()  # OSError (address in use / invalid) -> exit 2 through policy.cli.core.main
     if args.metrics_listen:
         host, _, port = args.metrics_listen.rpartition(":")
@@ -50,7 +56,7 @@ def serve(args: argparse.Namespace) -> int:
         start_http_server(int(port), addr=host or "127.0.0.1", registry=registry)
         log.info("metrics on http://%s/metrics", args.metrics_listen)
     log.info("embedding cache serving on %s (gRPC %s, grpc.health.v1 SERVING)", server.address, SERVICE_NAME)
-    print(f"listening on {server.address}", file=sys.stderr, flush=True)
+    say(f"listening on {server.address}", logging.INFO, prog=PROG)
     done = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
@@ -120,7 +126,7 @@ def encode(args: argparse.Namespace) -> int:
 
     graph, warnings = load_graph(args.sources, args.format)
     for w in warnings:
-        print(f"{PROG} cache encode: warning: {w}", file=sys.stderr)
+        say(f"{PROG} cache encode: warning: {w}", prog=PROG)
     enc = GraphEncoder.load(args.bundle or DEFAULT_ENCODER_BUNDLE)
     out = enc.encode_graph(graph)
     fp = fingerprint(graph)

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from dataclasses import asdict
 
 from tabulate import tabulate
+
+from policy.telemetry import say
 
 from .core import PROG, arg, subcommand
 
@@ -106,7 +109,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
     graph, warnings = load_graph(args.sources, args.format, parse_span_columns(args.span_column))
     for w in warnings:
-        print(f"{PROG} graph: warning: {w}", file=sys.stderr)
+        say(f"{PROG} graph: warning: {w}", prog=PROG)
     if args.appgroup is not None:
         from policy.topology.appgroup import appgroup_from_graph, dump_appgroup
         from policy.topology.sources import workload_refs_from_sources
@@ -245,7 +248,7 @@ def cmd_export_encoder(args: argparse.Namespace) -> int:
     from policy.train.encoder import export_checkpoint  # lazy: torch
 
     b = export_checkpoint(args.checkpoint, args.out)
-    print(f"{b.policy_version}: bundle written to {args.out}", file=sys.stderr)
+    say(f"{b.policy_version}: bundle written to {args.out}", logging.INFO, prog=PROG)
     return 0
 
 
@@ -434,7 +437,7 @@ def cmd_export_placement(args: argparse.Namespace) -> int:
     from policy.train.placement import export_checkpoint  # lazy: torch
 
     b = export_checkpoint(args.checkpoint, args.out)
-    print(f"{b.policy_version}: bundle written to {args.out}", file=sys.stderr)
+    say(f"{b.policy_version}: bundle written to {args.out}", logging.INFO, prog=PROG)
     return 0
 
 
@@ -450,6 +453,12 @@ def cmd_export_placement(args: argparse.Namespace) -> int:
         ),
         arg("--metrics-listen", default=None, metavar="HOST:PORT", help="serve Prometheus /metrics here"),
         arg("--max-entries", type=int, default=64, help="graph fingerprints kept (least recently stored dropped)"),
+        arg(
+            "--max-watchers",
+            type=int,
+            default=4,
+            help="score-table watch streams served at once (the HRLScore plugins), 1..7 (each holds a thread)",
+        ),
         arg("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")),
     ],
 )

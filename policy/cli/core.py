@@ -23,10 +23,13 @@ else is a bug and shows its traceback.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from policy.telemetry import say
 
 __all__ = ["Subcommand", "arg", "subcommand", "build_parser", "main", "SUBCOMMANDS"]
 
@@ -138,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if isinstance(exc, ConfigError):  # the configuration error format of every component, one line each
             for line in exc.lines():
-                print(line, file=sys.stderr)
+                say(line, logging.ERROR, prog=PROG)
             return 2
-        print(f"{PROG} {args._name}: error: {_one_line(exc)}", file=sys.stderr)
+        say(f"{PROG} {args._name}: error: {_one_line(exc)}", logging.ERROR, prog=PROG)
         return 2

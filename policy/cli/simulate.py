@@ -4,6 +4,7 @@ with ``--app`` and ``--trace``), printed as a table or written as one JSON objec
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -11,16 +12,13 @@ from tabulate import tabulate
 
 from policy.sim.run import simulate
 from policy.sim.scenario import run_scenario
+from policy.telemetry import say, showing_progress
 
 __all__ = ["cmd_simulate"]
 
 
-def cmd_simulate(args) -> int:
-    """The body of ``hrl-policy simulate``: the JSON object to ``--json PATH`` (``-`` = stdout) or a table.
-
-    Without ``--scenario``, ``--app`` and ``--trace`` are required (the bench's classic setting,
-    :func:`policy.sim.run.simulate`); with it, they replace the app and trace of a one-app scenario. Raises
-    ValueError (exit 2, one line) for missing or bad arguments."""
+def _run(args):
+    """The run ``args`` names: ``(flat, result)``; ValueError for missing or bad arguments."""
     if args.scenario is None:
         missing = [f for f, v in (("--app", args.app), ("--trace", args.trace)) if v is None]
         if missing:
@@ -47,6 +45,17 @@ def cmd_simulate(args) -> int:
             offset_min=args.offset,
             n_samples=args.samples,
         )
+    return flat, res
+
+
+def cmd_simulate(args) -> int:
+    """The body of ``hrl-policy simulate``: the JSON object to ``--json PATH`` (``-`` = stdout) or a table.
+
+    Without ``--scenario``, ``--app`` and ``--trace`` are required (the bench's classic setting,
+    :func:`policy.sim.run.simulate`); with it, they replace the app and trace of a one-app scenario. Raises
+    ValueError (exit 2, one line) for missing or bad arguments."""
+    with showing_progress():
+        flat, res = _run(args)
     if args.json:
         text = json.dumps(flat, indent=2) + "\n"
         if args.json == "-":
@@ -55,7 +64,7 @@ def cmd_simulate(args) -> int:
             p = Path(args.json)
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text, encoding="utf-8")
-            print(f"hrl-policy simulate: wrote {p}", file=sys.stderr)
+            say(f"hrl-policy simulate: wrote {p}", logging.INFO, prog="hrl-policy")
         return 0
 
     rows = []

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Any
 
+from policy.telemetry import say
 from policy.train import pipeline
 
 __all__ = ["cmd_train"]
@@ -16,7 +18,11 @@ def cmd_train(args: Any) -> int:
     1 otherwise (the report says which), 2 without ``--all``."""
     if not getattr(args, "all", False):
         args._parser.print_help(sys.stderr)
-        print("hrl-policy train: give --all, or a stage: train encoder | drpc | placement | hierarchy", file=sys.stderr)
+        say(
+            "hrl-policy train: give --all, or a stage: train encoder | drpc | placement | hierarchy",
+            logging.ERROR,
+            prog="hrl-policy",
+        )
         return 2
     if args.seed < 0:
         raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
@@ -45,7 +51,7 @@ def cmd_train(args: Any) -> int:
         from policy.bench.markdown import write_section
 
         write_section("training", pipeline.markdown(report))
-        print("hrl-policy train: BENCHMARKS.md section 'training' updated", file=sys.stderr)
+        say("hrl-policy train: BENCHMARKS.md section 'training' updated", logging.INFO, prog="hrl-policy")
     for stack, paths in report.missing.items():
-        print(f"hrl-policy train: {stack}: missing bundle(s) {', '.join(paths)}", file=sys.stderr)
+        say(f"hrl-policy train: {stack}: missing bundle(s) {', '.join(paths)}", logging.ERROR, prog="hrl-policy")
     return 0 if report.ok else 1

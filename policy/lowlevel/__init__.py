@@ -8,7 +8,9 @@ the simulator and the descheduler's feasibility check (numpy only; no torch, no 
 - :mod:`.rows`: the per-service block of that input (embeddings), computed off the request path;
 - :mod:`.learned`: :class:`LearnedPlacement`, the learned scorer served from a bundle;
 - :mod:`.precomputed`: :class:`NodeScoreTable`, every node's score per (service, requests), computed off the
-  request path so that a request is a gather.
+  request path so that a request is a gather;
+- :mod:`.scoretable`: :func:`build_score_table`, the same split into a base and a per-pod load term, for the
+  kube-scheduler plugin (scheduler-plugin/), and :func:`apply_load_term`, the plugin's arithmetic.
 """
 
 from .features import (
@@ -20,6 +22,7 @@ from .features import (
     PLACEMENT_INTENTS,
     SERVICE_INPUTS,
     featurize_candidates,
+    node_cpu_used_m,
     placement_feature_spec,
 )
 from .heuristic import TopologyHeuristic, neighbor_weights
@@ -51,6 +54,14 @@ from .learned import (
 )
 from .precomputed import NodeScoreTable, ScoreKey, score_key
 from .rows import RowsRefresher, ServiceRowCache, ServiceRows, compute_service_rows
+from .scoretable import (
+    ANY_REQUESTS,
+    TablePolicy,
+    apply_load_term,
+    build_score_table,
+    scheduler_requested_cpu_m,
+    table_keys,
+)
 
 __all__ = [
     "MAX_EXTENDER_PRIORITY",
@@ -73,6 +84,7 @@ __all__ = [
     "PLACEMENT_FEATURES",
     "PLACEMENT_FEATURES_FLAT",
     "featurize_candidates",
+    "node_cpu_used_m",
     "ServiceRows",
     "compute_service_rows",
     "ServiceRowCache",
@@ -93,4 +105,10 @@ __all__ = [
     "ScoreKey",
     "score_key",
     "NodeScoreTable",
+    "ANY_REQUESTS",
+    "TablePolicy",
+    "apply_load_term",
+    "scheduler_requested_cpu_m",
+    "table_keys",
+    "build_score_table",
 ]

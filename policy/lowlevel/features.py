@@ -31,6 +31,7 @@ __all__ = [
     "PLACEMENT_FEATURES",
     "PLACEMENT_FEATURES_FLAT",
     "featurize_candidates",
+    "node_cpu_used_m",
 ]
 
 
@@ -246,6 +247,18 @@ def _service_row(service: str, embeddings: Any) -> np.ndarray:
     if row is None:
         raise ValueError(f"embeddings: no row for service {service!r}")
     return np.asarray(row, dtype=np.float32).reshape(-1)
+
+
+def node_cpu_used_m(index: ClusterIndex) -> np.ndarray:
+    """(N,) float64: each node's CPU in use before a pod is added, millicores, as the ``cpu_used_frac`` column counts
+    it (:func:`featurize_candidates`): measured use plus the requests of its pods not measured yet where the node
+    reports use, else its requested CPU. ``cpu_used_frac`` of an unbound pod is ``(this + pod CPU) / allocatable``."""
+    ix = _index_extras(index)
+    use = index.usage_cpu_m
+    unmeasured = index.unmeasured_cpu_m
+    if unmeasured is not None:
+        use = use + unmeasured
+    return np.where(ix.usage_known, np.nan_to_num(use), index.req_cpu_m)
 
 
 def featurize_candidates(

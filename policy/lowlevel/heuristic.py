@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from policy.cache import LoadTerm
 from policy.index import ClusterIndex
 from policy.state import PodInfo, ServiceGraph
 
@@ -145,3 +146,26 @@ class TopologyHeuristic:
         penalty = np.clip((self._load(pod, pos, index) - t) / (1.0 - t), 0.0, 1.0)
         raw = np.clip(a * loc * (1.0 - b * penalty), 0.0, 1.0)
         return MAX_EXTENDER_PRIORITY * raw
+
+    # ---- the plugin's table (policy.lowlevel.scoretable): score = load_term applied to score_parts ----------
+    #: the base (locality) reads no requests: one table row per service serves every pod of it
+    base_reads_requests = False
+
+    def load_term(self, index: ClusterIndex) -> tuple[LoadTerm, np.ndarray]:
+        """The load penalty as the plugin's load term: ``10 · clip(base · (1 − b · penalty), 0, 1)`` with
+        ``from_frac`` the target utilisation, and each node's CPU in use before the pod, ``max(requested, measured)``
+        (requested where unmeasured), millicores (N,)."""
+        use = index.usage_cpu_m
+        used = np.where(np.isnan(use), index.req_cpu_m, np.maximum(index.req_cpu_m, use))
+        return LoadTerm(scale=float(MAX_EXTENDER_PRIORITY), from_frac=self.target_utilization, cap=1.0), used
+
+    def score_parts(
+        self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex, intent: Sequence[float] | None = None
+    ) -> tuple[np.ndarray, float]:
+        """``(locality_weight · locality (C,), balance_weight)``: :meth:`score` is
+        :func:`policy.lowlevel.apply_load_term` of these with :meth:`load_term`, bit for bit, for an unbound pod."""
+        a = max(0.0, intent_value(intent, "locality_weight"))
+        b = max(0.0, intent_value(intent, "balance_weight"))
+        every = candidates is index.node_names  # the table's case: no name lookups
+        pos = np.arange(len(index.node_names)) if every else index.positions(candidates)
+        return a * self._locality(pod, pos, index), b

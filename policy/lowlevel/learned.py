@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from policy.bundle import DEFAULT_BUNDLES, BundleError, PolicyBundle, located, require_bundle
-from policy.cache import EmbeddingEntry
+from policy.cache import EmbeddingEntry, LoadTerm
 from policy.encoder import DEFAULT_ENCODER_BUNDLE, NODE_SPEC, GraphEncoder
 from policy.features import FeatureSpecError
 from policy.index import ClusterIndex
@@ -61,6 +61,7 @@ from .features import (
     FLAT_ROWS_VERSION,
     SERVICE_INPUTS,
     featurize_candidates,
+    node_cpu_used_m,
     placement_feature_spec,
 )
 from .interface import MAX_EXTENDER_PRIORITY, PlacementPolicy, admission_mask, resource_fit_failures
@@ -440,6 +441,35 @@ class LearnedPlacement:
             return np.zeros(0)
         x = self.features(pod, candidates, index, intent, embeddings=embeddings)
         return scores_from_logits(self.logits(x), x, self.intent_gain, self.saturation_guard)
+
+    # ---- the plugin's table (policy.lowlevel.scoretable): score = load_term applied to score_parts ----------
+    #: the network reads the pod's requests: table rows per (service, requests)
+    base_reads_requests = True
+
+    def load_term(self, index: ClusterIndex) -> tuple[LoadTerm, np.ndarray]:
+        """The saturation guard as the plugin's load term (``base · (1 − over)`` with the CPU fraction rounded to
+        float32, as the feature is; weight 0 in :meth:`score_parts` without the guard), and each node's CPU in use
+        before the pod as ``cpu_used_frac`` counts it (:func:`~policy.lowlevel.features.node_cpu_used_m`)."""
+        term = LoadTerm(scale=1.0, from_frac=OVERLOAD_FROM, cap=float(MAX_EXTENDER_PRIORITY), frac_float32=True)
+        return term, node_cpu_used_m(index)
+
+    def score_parts(
+        self,
+        pod: PodInfo,
+        candidates: Sequence[str],
+        index: ClusterIndex,
+        intent: Sequence[float] | None = None,
+        *,
+        embeddings: Any = None,
+    ) -> tuple[np.ndarray, float]:
+        """``(the score before the saturation guard (C,), 1 with the guard else 0)``: :meth:`score` is
+        :func:`policy.lowlevel.apply_load_term` of these with :meth:`load_term`, bit for bit, for an unbound pod.
+        Raises like :meth:`score`."""
+        if not len(candidates):
+            return np.zeros(0), 1.0 if self.saturation_guard else 0.0
+        x = self.features(pod, candidates, index, intent, embeddings=embeddings)
+        base = scores_from_logits(self.logits(x), x, self.intent_gain, saturation_guard=False)
+        return base, 1.0 if self.saturation_guard else 0.0
 
 
 def encoder_for(bundle_path: Path, version: str = "") -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from policy.config import ConfigError, ConfigModel, load_config
-from policy.observe import load_objects, parse_workload
+from policy.observe import ObjectError, load_objects, parse_workload
 from policy.state import ServiceEdge, ServiceGraph, WorkloadInfo
 from policy.topology.manifests import graph_from_objects, is_appgroup
 from policy.topology.sources import load_graph
@@ -219,7 +219,10 @@ def load_app(name_or_path: str) -> AppSpec:
     deployments = tuple(o for o in objs if o.get("kind") in ("Deployment", "StatefulSet"))
     if not deployments:
         raise ValueError(f"{p}: manifests: no Deployment or StatefulSet in {spec.manifests!r}")
-    workloads = tuple(parse_workload(o) for o in deployments)
+    try:
+        workloads = tuple(parse_workload(o) for o in deployments)
+    except ObjectError as exc:
+        raise ValueError(f"{p}: manifests ({spec.manifests}): {exc}") from None
     names = {w.service for w in workloads}
     sources = [spec.graph] if isinstance(spec.graph, str) else list(spec.graph)
     if not sources:

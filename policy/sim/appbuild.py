@@ -32,8 +32,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shutil
+import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from policy.observe import load_objects, parse_workload
+from policy.observe import ObjectError, load_objects, parse_workload
 from policy.state import ServiceEdge, ServiceGraph
 from policy.topology.sources import load_graph
 from policy.topology.spans import SpanTable, observations_from_table, read_span_table, table_warnings
@@ -56,6 +58,7 @@ from .calibrate import (
     error_table,
     markdown,
     measured_targets,
+    quiet_nanmedian,
     simulate_services,
     slo_for,
 )
@@ -286,12 +289,15 @@ def _copy_manifests(src: Path, dst: Path) -> None:
 def _workload_services(path: Path) -> list[str]:
     """The services of the Deployments and StatefulSets at ``path`` (what the simulator runs), in order; raises
     ``ValueError`` for no workload or two workloads with one service name."""
-    objs = load_objects(path)
     seen: dict[str, str] = {}
-    for o in objs:
+    objs = [(f, o) for f in _manifest_files(path) for o in load_objects(f)]
+    for f, o in objs:
         if o.get("kind") not in ("Deployment", "StatefulSet"):
             continue
-        w = parse_workload(o)
+        try:
+            w = parse_workload(o)
+        except ObjectError as exc:  # the file the workload came from, then the workload, field and value
+            raise ValueError(f"{f}: {' '.join(str(exc).split())}") from None
         ref = f"{o.get('kind')} {w.namespace}/{w.name}"
         if w.service in seen:
             raise ValueError(
@@ -306,7 +312,11 @@ def _workload_services(path: Path) -> list[str]:
 
 def _timeout_for(targets: dict[str, tuple[float, float, float]], entry: dict[str, float]) -> float:
     p99 = [targets[s][2] for s in entry if s in targets and math.isfinite(targets[s][2])]
-    p99 += [targets[s][1] * 1.5 for s in entry if s in targets and not math.isfinite(targets[s][2])]
+    p99 += [
+        targets[s][1] * 1.5
+        for s in entry
+        if s in targets and not math.isfinite(targets[s][2]) and math.isfinite(targets[s][1])
+    ]
     if not p99:
         return 2000.0
     return max(2000.0, 100.0 * math.ceil(2 * max(p99) / 100.0))
@@ -437,15 +447,14 @@ def _holdout(
         "method": "the fit repeated on half the traces (CRC-32 of the trace id even) and the even metric minutes; "
         "its simulated visit latencies compared with the other half (odd traces, odd minutes).",
         "median_abs_error_pct": {
-            "p50": _r(float(np.nanmedian(e50)), 2) if e50 else None,
-            "p95": _r(float(np.nanmedian(e95)), 2) if e95 else None,
+            "p50": _r(quiet_nanmedian(e50), 2) if e50 else None,
+            "p95": _r(quiet_nanmedian(e95), 2) if e95 else None,
         },
         "services": rows,
     }
 
 
-def _compare(built: AppSpec, cal: Calibration, reference: str, seed: int) -> dict[str, Any]:
-    ref = load_app(reference)
+def _compare(built: AppSpec, cal: Calibration, ref: AppSpec, seed: int) -> dict[str, Any]:
     sim_ref = simulate_services(ref, cal.lam_rps, seed + 1, replicas=cal.replicas)
     rows, d50, d95 = [], [], []
     for s in sorted(cal.simulated):
@@ -504,10 +513,14 @@ def _noise(meas: Measurements, source: dict[str, str], normal_steps: dict[str, n
 
 
 def _judge(
-    result: BuildResult, meas: Measurements, source: dict[str, str], normal_steps: dict[str, np.ndarray]
+    result: BuildResult,
+    meas: Measurements,
+    source: dict[str, str],
+    normal_steps: dict[str, np.ndarray],
+    folder: Path,
 ) -> None:
-    """The verdict (:mod:`policy.sim.fit_verdict`) and its plot ``calibration.png`` next to the report (skipped, with
-    a note in the report, where matplotlib is not installed)."""
+    """The verdict (:mod:`policy.sim.fit_verdict`) and its plot ``calibration.png`` in ``folder``, next to the report
+    (skipped, with a note in the report, where matplotlib is not installed)."""
     cal = result.calibration
     held = None
     if result.holdout is not None:
@@ -518,7 +531,7 @@ def _judge(
             error_table(cal),
             None if result.holdout is None else result.holdout["services"],
             result.verdict,
-            result.out / "calibration.png",
+            folder / "calibration.png",
             title=f"{result.app.name}: measured vs simulated visit latency (overall {result.verdict.overall})",
         )
         result.plot = "calibration.png"
@@ -552,8 +565,13 @@ def build_app(
     ``latency_from``: where targets come from (:func:`policy.sim.calibrate.calibrate_app`); ``slo_p95_ms`` /
     ``timeout_ms``: instead of the defaults; ``compare``: a reference app (name or path) to compare with.
 
-    Raises ``ValueError`` (one line: a missing input, a malformed file, an entry that is not a workload,
-    ``out/app.yaml`` existing without ``force``, nothing to fit) — exit code 2 on the command line.
+    Raises ``ValueError`` (one line: a missing input, a malformed file naming the file, line and column, an entry
+    that is not a workload, ``out/app.yaml`` existing without ``force``, a ``compare`` app that cannot be loaded,
+    nothing to fit) — exit code 2 on the command line.
+
+    The folder is written whole or not at all: everything is built in a temporary folder next to ``out`` and renamed
+    to ``out`` at the end (an ``out`` replaced with ``force`` is removed only then); a failure leaves ``out`` as it
+    was and no temporary folder behind.
     """
     manifests, spans, out = Path(manifests), Path(spans), Path(out)
     for label, p in (("--manifests", manifests), ("--spans", spans), ("--metrics", metrics)):
@@ -561,7 +579,73 @@ def build_app(
             raise ValueError(f"{label}: {p}: no such file or directory")
     if (out / "app.yaml").exists() and not force:
         raise ValueError(f"{out / 'app.yaml'}: exists; pass --force to overwrite")
-    name = name or out.resolve().name
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"-o: {out}: exists and is not a folder")
+    reference = None
+    if compare:
+        try:  # before any work: a reference that cannot be loaded is the user's typo, not a failed build
+            reference = load_app(compare)
+        except ValueError as exc:
+            raise ValueError(f"--compare: {' '.join(str(exc).split())}") from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
+    try:
+        req = _BuildRequest(
+            manifests, spans, out, metrics, entry, name or out.resolve().name, span_columns, metric_columns,
+            latency_from, slo_p95_ms, timeout_ms, iterations, seed, checks, reference,
+        )  # fmt: skip
+        result = _build(req, work)
+        _swap_in(work, out)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    result.app = load_app(str(out))
+    return result
+
+
+def _swap_in(work: Path, out: Path) -> None:
+    """Rename the finished folder ``work`` to ``out``; an existing ``out`` is moved aside first and removed after."""
+    old = None
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        out.rename(old)
+    try:
+        work.rename(out)
+    except OSError:
+        if old is not None:
+            old.rename(out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class _BuildRequest:
+    """:func:`build_app`'s arguments once its inputs were checked to exist (``name`` resolved, ``reference`` loaded)."""
+
+    manifests: Path
+    spans: Path
+    out: Path
+    metrics: str | Path | None
+    entry: str | None
+    name: str
+    span_columns: dict[str, str] | None
+    metric_columns: dict[str, ColumnSpec] | None
+    latency_from: LatencyFrom
+    slo_p95_ms: float | None
+    timeout_ms: float | None
+    iterations: int
+    seed: int
+    checks: bool
+    reference: AppSpec | None
+
+
+def _build(req: _BuildRequest, work: Path) -> BuildResult:
+    """:func:`build_app`'s work, written into ``work`` (renamed to ``req.out`` by the caller)."""
+    manifests, spans, out, metrics, entry, name = req.manifests, req.spans, req.out, req.metrics, req.entry, req.name
+    span_columns, metric_columns, latency_from = req.span_columns, req.metric_columns, req.latency_from
+    slo_p95_ms, timeout_ms, iterations = req.slo_p95_ms, req.timeout_ms, req.iterations
+    seed, checks, reference = req.seed, req.checks, req.reference
     if not _SAFE_NAME.match(name):
         raise ValueError(f"--name: {name!r}: use letters, digits, '.', '_' and '-'")
     if iterations < 1:
@@ -617,13 +701,12 @@ def build_app(
     targets, target_source, normal_steps, _ = measured_targets(meas, latency_from)
     timeout = timeout_ms or _timeout_for(targets, entry_shares)
     # ---- the folder, a first app.yaml for the structure ----------------------------------------------------------
-    out.mkdir(parents=True, exist_ok=True)
-    _copy_manifests(manifests, out / "manifests")
-    (out / "graph.json").write_text(json.dumps(graph.to_json(), indent=2) + "\n", encoding="utf-8")
-    (out / "app.yaml").write_text(
+    _copy_manifests(manifests, work / "manifests")
+    (work / "graph.json").write_text(json.dumps(graph.to_json(), indent=2) + "\n", encoding="utf-8")
+    (work / "app.yaml").write_text(
         _app_yaml(name, entry_shares, slo_p95_ms or 1000.0, timeout, {}, [], {}, inputs, None), encoding="utf-8"
     )
-    struct = load_app(str(out))  # every service at UNTRACED_DEFAULTS (the first app.yaml's defaults)
+    struct = load_app(str(work))  # every service at UNTRACED_DEFAULTS (the first app.yaml's defaults)
     cal = calibrate_app(struct, meas, entry_shares, iterations, seed, checks, latency_from)
     # ---- the app -------------------------------------------------------------------------------------------------
     edges, source = [], {}
@@ -638,17 +721,17 @@ def build_app(
         else:
             source[k] = "declared in the manifests; a side is not in the spans: 1 call per request assumed"
     slo = slo_p95_ms or slo_for(cal)
-    (out / "app.yaml").write_text(
+    (work / "app.yaml").write_text(
         _app_yaml(name, entry_shares, slo, timeout, cal.params, edges, source, inputs, cal), encoding="utf-8"
     )
-    app = load_app(str(out))
+    app = load_app(str(work))
     warnings = list(dict.fromkeys(warnings + cal.warnings))
     result = BuildResult(out, app, cal, graph, source, warnings, inputs, span_only_edges=span_only)
     if checks:
         result.holdout = _holdout(struct, table, mt, entry_shares, iterations, seed, latency_from)
-    if compare:
-        result.compare = _compare(app, cal, compare, seed)
-    _judge(result, meas, target_source, normal_steps)
-    (out / "calibration.json").write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
-    (out / "calibration.md").write_text(result.markdown(), encoding="utf-8")
+    if reference is not None:
+        result.compare = _compare(app, cal, reference, seed)
+    _judge(result, meas, target_source, normal_steps, work)
+    (work / "calibration.json").write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+    (work / "calibration.md").write_text(result.markdown(), encoding="utf-8")
     return result

@@ -55,6 +55,7 @@ from typing import Literal
 import numpy as np
 
 from policy.state import ServiceEdge
+from policy.telemetry import progress
 from policy.topology.spans import read_span_table, table_warnings
 
 from .app import AppSpec, ServiceParams, load_app
@@ -69,6 +70,7 @@ __all__ = [
     "LatencyFrom",
     "Measurements",
     "load_measurements",
+    "quiet_nanmedian",
     "normal_minutes",
     "latency_normal_minutes",
     "measured_targets",
@@ -124,6 +126,13 @@ def load_measurements(data_dir: Path = DATA_DIR, services: list[str] | None = No
     return Measurements(metrics, span_stats(table), metrics.warnings + table_warnings(table))
 
 
+def quiet_nanmedian(a: np.ndarray | list[float]) -> float:
+    """``np.nanmedian`` of ``a``, NaN when it holds no number (numpy would warn ``All-NaN slice`` / ``Mean of
+    empty slice`` on stderr and give NaN anyway: a measurement that is missing is reported as missing, once)."""
+    a = np.asarray(a, dtype=np.float64)
+    return float(np.nanmedian(a)) if (~np.isnan(a)).any() else math.nan
+
+
 def normal_minutes(cpu: np.ndarray | None, load: np.ndarray | None) -> np.ndarray:
     """(T,) bool: minutes of one pod with load > 0.05 req/s and CPU at most Q3 + 3·IQR (Tukey's far-out fence)
     and finite. ``cpu`` / ``load`` (T,) float, either may be None (its criterion is skipped)."""
@@ -132,6 +141,8 @@ def normal_minutes(cpu: np.ndarray | None, load: np.ndarray | None) -> np.ndarra
     if load is not None:
         ok &= load > 0.05
     if cpu is not None:
+        if np.isnan(cpu).all():  # no CPU measured: no minute is normal
+            return ok & False
         q1, q3 = np.nanpercentile(cpu, [25, 75])
         ok &= (cpu <= q3 + 3 * (q3 - q1)) & np.isfinite(cpu)
     return ok
@@ -141,7 +152,7 @@ def latency_normal_minutes(p50: np.ndarray, success: np.ndarray | None) -> tuple
     """(T,) bool: the minutes of a service-level latency series without failures (success at its maximum, within
     1e-5 relative; if that keeps under a quarter of the minutes, success >= its median) and with a median
     latency under 3× its overall median; and a note saying which success rule was applied."""
-    ok = (p50 < 3 * np.nanmedian(p50)) & np.isfinite(p50)
+    ok = (p50 < 3 * quiet_nanmedian(p50)) & np.isfinite(p50)
     if success is None or not np.isfinite(success).any():
         return ok, "no success-rate column"
     top = float(np.nanmax(success))
@@ -189,7 +200,7 @@ class Calibration:
     def median_abs_error_pct(self) -> dict[str, float]:
         """``{"p50": .., "p95": .., "p99": ..}``: the median over services of the absolute error (%)."""
         e = np.abs(np.array(list(self.errors_pct().values()), dtype=np.float64).reshape(-1, 3))
-        return {q: float(np.nanmedian(e[:, i])) if len(e) else math.nan for i, q in enumerate(_QUANTILES)}
+        return {q: quiet_nanmedian(e[:, i]) for i, q in enumerate(_QUANTILES)}
 
 
 def placement(
@@ -350,7 +361,7 @@ def measured_targets(
             normal_steps[svc] = lat.step[ok]
             q = []
             for r in ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms"):
-                q.append(lat.columns[r].factor * float(np.nanmedian(lat.raw[r][ok])) if lat.has(r) else math.nan)
+                q.append(lat.columns[r].factor * quiet_nanmedian(lat.raw[r][ok]) if lat.has(r) else math.nan)
             targets[svc] = (q[0], q[1], q[2])
             source[svc] = f"{Path(lat.file).name}, median over {int(ok.sum())} normal minutes"
             if d is not None and len(d) >= 20:
@@ -470,7 +481,7 @@ def calibrate_app(
     mu = {s: math.log(targets[s][0] / 2.0) for s in targets}
     sg = {s: min(max(math.log(targets[s][1] / targets[s][0]) / 1.645, 0.05), 2.5) for s in targets}
     cur = app
-    for _ in range(iterations):
+    for _ in progress(range(iterations), "calibration: fit", iterations, "iteration"):
         for s in targets:
             params[s] = params[s].model_copy(
                 update={"latency_p50_ms": math.exp(mu[s]), "latency_mean_ms": math.exp(mu[s] + sg[s] ** 2 / 2)}
@@ -561,7 +572,7 @@ def _checks(cal: Calibration, app: AppSpec, meas: Measurements, normal_steps: di
         if not pods:
             continue
         vals = np.concatenate([p.raw["pod_latency_p95_ms"][_pod_normal(p)] for p in pods])
-        meas_p95 = pods[0].columns["pod_latency_p95_ms"].factor * float(np.nanmedian(vals))
+        meas_p95 = pods[0].columns["pod_latency_p95_ms"].factor * quiet_nanmedian(vals)
         cal.pod_latency_check.append(
             (
                 svc,
@@ -589,7 +600,8 @@ def per_minute_fit(
     )
     roles = ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms")
     sim, meas_q, norm = [], [], []
-    for i, k in enumerate(lat.step.tolist()):
+    steps = lat.step.tolist()
+    for i, k in enumerate(progress(steps, f"calibration: {entry} minute by minute", len(steps), "minute")):
         lam = rps.get(k, math.nan)
         row = [math.nan] * 3
         if lam > 0:

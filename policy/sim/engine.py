@@ -33,6 +33,7 @@ import numpy as np
 
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot, EvictionResult, PodInfo, ServiceEdge, ServiceGraph
+from policy.telemetry import progress as report_progress
 
 from .app import AppSpec
 from .cluster import TAINT_UNREACHABLE, TAINT_UNSCHEDULABLE, ResizeResult, SimCluster, SimPod
@@ -1122,12 +1123,13 @@ class Simulation:
         }
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
-        """Run every minute of the trace; ``progress(minute)`` after each."""
-        if self.before_minute is None:
+        """Run every minute of the trace; ``progress(minute)`` after each (and a bar or progress records where a
+        command turned :func:`policy.telemetry.showing_progress` on)."""
+        if self.before_minute is None:  # with a driver, advance() starts the run after the driver's first call
             self.start()
-        while self.minute < self.config.minutes:
-            m = self.minute
-            self.advance()
+        for m in report_progress(range(self.minute, self.config.minutes), "simulate", self.config.minutes - self.minute,
+                                 "minute"):  # fmt: skip
+            self.advance()  # one minute: self.minute == m + 1 after it
             if progress is not None:
                 progress(m)
         return self.result()

@@ -40,6 +40,10 @@ latency_p95_ms[,latency_p99_ms][,success_pct]`` for the services whose latency i
 column: none in general; what a calibration needs is ``cpu_m`` + ``rps`` (CPU per request), ``memory_mi`` (working
 set), and ``rps`` of the entry service (the load). Empty cells and ``NaN`` are missing values.
 
+Values: every numeric cell is a number in 0..:data:`MAX_MEASURED` of its role (after the column's factor), every time
+within :data:`MAX_TIME_S`; anything else is an error naming the file, line and column. Empty cells and ``NaN`` are
+missing values; a column with no value at all in a series is not used (a warning).
+
 Checks (warnings, one line each, grouped): a role column whose values are all equal (*constant*: a column that
 is 0 throughout is dropped as "not collected", as is a constant success rate, which can filter nothing; another
 constant is used as is); a time column that goes backwards; a pod or service that matches no workload (its rows
@@ -72,6 +76,8 @@ from policy.topology.spans import SpanTable
 __all__ = [
     "METRIC_ROLES",
     "MEASURED_ROLES",
+    "MAX_MEASURED",
+    "MAX_TIME_S",
     "ColumnSpec",
     "parse_column_specs",
     "parse_time",
@@ -108,6 +114,21 @@ MEASURED_ROLES = (
     "pod_latency_p95_ms",
 )
 """The numeric roles (every role but time, pod and service)."""
+
+#: The largest value accepted for each numeric role, in the role's unit: a cell above (or below 0) is refused,
+#: naming its file, line and column, as a unit mistake or garbage (100,000 cores for one pod, a day of latency).
+MAX_MEASURED: dict[str, float] = {
+    "cpu_m": 1e8,
+    "memory_mi": 1e9,
+    "rps": 1e9,
+    "success_pct": 1e9,
+    "latency_p50_ms": 8.64e7,
+    "latency_p95_ms": 8.64e7,
+    "latency_p99_ms": 8.64e7,
+    "pod_latency_p95_ms": 8.64e7,
+}
+#: Sample times accepted, unix seconds (after the ms / µs / ns scaling of :func:`parse_time`): up to the year 2286.
+MAX_TIME_S = 1e10
 
 _NAME_ROLES = ("pod", "service")
 _DROP_WHEN_CONSTANT = ("success_pct",)
@@ -284,6 +305,7 @@ def read_metrics(path: str | Path, services: Sequence[str], columns: Mapping[str
     out = Metrics()
     unmatched: dict[str, list[str]] = defaultdict(list)
     constant: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    empty: dict[tuple[str, str], list[str]] = defaultdict(list)
     used_override: set[str] = set()
     times: list[np.ndarray | None] = []  # per series, its sample times (s)
     for f in files:
@@ -313,10 +335,12 @@ def read_metrics(path: str | Path, services: Sequence[str], columns: Mapping[str
                 if not is_missing(cell):
                     try:
                         t = parse_time(cell)
+                        if not -MAX_TIME_S <= t <= MAX_TIME_S:
+                            raise ValueError(cell)
                     except ValueError:
                         raise TopologyError(
-                            f"{f}:{line}: {cols['time'].header}: not a time (unix seconds or "
-                            f"YYYY-MM-DD HH:MM:SS): {cell.strip()!r}"
+                            f"{f}:{line}: {cols['time'].header}: not a time (unix seconds, ms, µs or ns up to the "
+                            f"year 2286, or YYYY-MM-DD HH:MM:SS): {cell.strip()!r}"
                         ) from None
             vals = []
             for r in measured:
@@ -328,7 +352,13 @@ def read_metrics(path: str | Path, services: Sequence[str], columns: Mapping[str
                     x = float(cell.strip())
                 except ValueError:
                     raise TopologyError(f"{f}:{line}: {cols[r].header}: not a number: {cell.strip()!r}") from None
-                vals.append(x if math.isfinite(x) else math.nan)
+                if not (math.isfinite(x) and 0.0 <= x * cols[r].factor <= MAX_MEASURED[r]):
+                    top = MAX_MEASURED[r] / cols[r].factor
+                    unit = f" ({r})" if r != cols[r].header else ""
+                    raise TopologyError(
+                        f"{f}:{line}: {cols[r].header}: must be a number in 0..{top:g}{unit}, got {cell.strip()!r}"
+                    )
+                vals.append(x)
             rows[who].append((t, vals))
         for who, samples in rows.items():
             svc = _match_service(who, who_role == "pod", services)
@@ -340,6 +370,10 @@ def read_metrics(path: str | Path, services: Sequence[str], columns: Mapping[str
             raw = {r: data[:, i].copy() for i, r in enumerate(measured)}
             for r in list(raw):
                 v = raw[r][np.isfinite(raw[r])]
+                if len(v) == 0:  # present, but every value missing: not measured
+                    empty[(cols[r].header, r)].append(f.name)
+                    del raw[r]
+                    continue
                 if len(v) >= 3 and np.all(v == v[0]):
                     constant[(cols[r].header, r, f"{v[0]:g}")].append(f.name)
                     if v[0] == 0 or r in _DROP_WHEN_CONSTANT:
@@ -364,6 +398,9 @@ def read_metrics(path: str | Path, services: Sequence[str], columns: Mapping[str
         dropped = value == "0" or role in _DROP_WHEN_CONSTANT
         what = "not used (not collected, or it can filter nothing)" if dropped else "used as is"
         out.warnings.append(f"metrics column {header} ({role}) is constant ({value}) in {shown}: {what}")
+    for (header, role), names in sorted(empty.items()):
+        shown = ", ".join(sorted(set(names))[:3]) + (f", ... ({len(set(names))} files)" if len(set(names)) > 3 else "")
+        out.warnings.append(f"metrics column {header} ({role}) has no value (every cell missing) in {shown}: not used")
     for kind, names in unmatched.items():
         shown = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
         out.warnings.append(f"metrics: {kind}(s) matching no workload of the manifests, rows ignored: {shown}")

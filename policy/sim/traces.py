@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from policy.documents import FileError, open_text
+
 __all__ = [
     "TraceError",
     "TraceWindow",
@@ -76,27 +78,30 @@ def read_counts(path: str) -> np.ndarray:
     """
     p = Path(path)
     try:
-        fh = p.open(newline="", encoding="utf-8")
-    except OSError as exc:
-        raise TraceError(f"{p}: cannot read: {exc.strerror}") from exc
+        fh = open_text(p)  # the hardened reader: gzip, size, UTF-8 (policy.documents)
+    except FileError as exc:
+        raise TraceError(str(exc)) from None
     out: list[float] = []
     with fh:
-        rows = csv.reader(fh)
-        header = next(rows, None)
-        if header is None:
-            raise TraceError(f"{p}: empty file")
-        for lineno, row in enumerate(rows, start=2):
-            if not row:
-                continue
-            if len(row) < 2:
-                raise TraceError(f"{p}:{lineno}: expected 2 columns (index,count), got {row!r}")
-            try:
-                v = float(row[1])
-            except ValueError:
-                raise TraceError(f"{p}:{lineno}: count: not a number: {row[1]!r}") from None
-            if not np.isfinite(v) or v < 0:
-                raise TraceError(f"{p}:{lineno}: count: must be a finite number >= 0, got {row[1]!r}")
-            out.append(v)
+        try:
+            rows = csv.reader(fh)
+            header = next(rows, None)
+            if header is None:
+                raise TraceError(f"{p}: empty file")
+            for lineno, row in enumerate(rows, start=2):
+                if not row:
+                    continue
+                if len(row) < 2:
+                    raise TraceError(f"{p}:{lineno}: expected 2 columns (index,count), got {row!r}")
+                try:
+                    v = float(row[1])
+                except ValueError:
+                    raise TraceError(f"{p}:{lineno}: count: not a number: {row[1]!r}") from None
+                if not np.isfinite(v) or v < 0:
+                    raise TraceError(f"{p}:{lineno}: count: must be a finite number >= 0, got {row[1]!r}")
+                out.append(v)
+        except FileError as exc:  # bad gzip data, not UTF-8: where reading stopped
+            raise TraceError(str(exc)) from None
     if not out:
         raise TraceError(f"{p}: no data rows")
     return np.asarray(out, dtype=np.float64)

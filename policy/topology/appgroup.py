@@ -54,7 +54,7 @@ from typing import Any
 
 import yaml
 
-from policy.documents import DocumentError, load_json, load_yaml_all
+from policy.documents import DocumentError, FileError, load_json, load_yaml_all, read_text
 from policy.state import EDGE_MEASURES, ServiceEdge, ServiceGraph
 
 from .common import TopologyError
@@ -159,11 +159,9 @@ def load_yaml_with_lines(path: str | Path) -> list[Any]:
     ``file:line: invalid YAML|JSON: problem`` for a syntax error and ``file: cannot read`` for I/O errors."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise TopologyError(f"{p}: not a UTF-8 text file ({exc.reason})") from exc
-    except OSError as exc:
-        raise TopologyError(f"{p}: cannot read: {exc.strerror}") from exc
+        text = read_text(p)
+    except FileError as exc:
+        raise TopologyError(str(exc)) from None
     try:
         if p.suffix.lower() == ".json":
             load_json(text)  # JSON's own errors (with their line) before YAML reads it

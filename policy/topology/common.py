@@ -1,7 +1,9 @@
 """Shared plumbing of the call-graph sources: the error type, per-edge accumulators, CSV reading with line
 numbers, and the conversion of observed calls into :class:`policy.state.ServiceEdge` values.
 
-A CSV table may be gzip-compressed (``*.csv.gz``): it is read as the text it decompresses to.
+A CSV table may be gzip-compressed (``*.csv.gz``): it is read as the text it decompresses to. Every file is read
+through :mod:`policy.documents` (:func:`policy.documents.open_text`): corrupt or truncated gzip data, text that is
+not UTF-8 or larger than :data:`policy.documents.MAX_TEXT_BYTES` is a :class:`TopologyError` naming the file.
 
 Latency percentiles use linear interpolation between closest ranks (``numpy.percentile``'s default method,
 Hyndman & Fan type 7, the same as ``statistics.quantiles(..., method="inclusive")``).
@@ -10,7 +12,6 @@ Hyndman & Fan type 7, the same as ``statistics.quantiles(..., method="inclusive"
 from __future__ import annotations
 
 import csv
-import gzip
 import math
 import re
 from collections import Counter
@@ -21,6 +22,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 
+from policy.documents import FileError
+from policy.documents import open_text as _open_untrusted
 from policy.state import ServiceEdge, ServiceGraph
 
 __all__ = [
@@ -186,11 +189,13 @@ def is_csv_file(path: Path) -> bool:
 
 
 def open_text(path: str | Path):
-    """Open a CSV file for reading as UTF-8 text (a byte-order mark is skipped), decompressing ``*.gz``.
-    Raises ``OSError`` as ``open`` does."""
-    if str(path).lower().endswith(".gz"):
-        return gzip.open(path, "rt", newline="", encoding="utf-8-sig")
-    return open(path, newline="", encoding="utf-8-sig")
+    """Open a CSV file for reading as UTF-8 text (a byte-order mark is skipped), decompressing ``*.gz``
+    (:func:`policy.documents.open_text`). Raises :class:`TopologyError` naming the file when it cannot be opened;
+    reading it raises :class:`policy.documents.FileError` for bad gzip data, oversized or non-UTF-8 text."""
+    try:
+        return _open_untrusted(path)
+    except FileError as exc:
+        raise TopologyError(str(exc)) from None
 
 
 def csv_files(path: str | Path) -> list[Path]:
@@ -215,14 +220,10 @@ def read_csv_header(path: str | Path) -> list[str]:
             for row in csv.reader(fh):
                 if row:
                     return [c.strip() for c in row]
-    except UnicodeDecodeError as exc:
-        raise TopologyError(f"{path}: not a UTF-8 text file ({exc.reason})") from exc
+    except FileError as exc:
+        raise TopologyError(str(exc)) from None
     except csv.Error as exc:
         raise TopologyError(f"{path}:1: malformed CSV header: {exc}") from exc
-    except (gzip.BadGzipFile, EOFError) as exc:
-        raise TopologyError(f"{path}: not a readable gzip file ({exc})") from exc
-    except OSError as exc:
-        raise TopologyError(f"{path}: cannot read: {exc.strerror}") from exc
     return []
 
 
@@ -242,10 +243,7 @@ def iter_csv_rows(
     to its position. Raises :class:`TopologyError` naming the file when a ``required`` column is missing,
     and the file and line when a row has a different number of fields than the header or is not valid CSV.
     """
-    try:
-        fh = open_text(path)
-    except OSError as exc:
-        raise TopologyError(f"{path}: cannot read: {exc.strerror}") from exc
+    fh = open_text(path)
     with fh:
         reader = csv.reader(fh)
         try:
@@ -271,10 +269,9 @@ def iter_csv_rows(
                 yield reader.line_num, index, row
         except csv.Error as exc:
             raise TopologyError(f"{path}:{reader.line_num}: malformed CSV: {exc}") from exc
-        except UnicodeDecodeError as exc:
-            raise TopologyError(f"{path}:{reader.line_num + 1}: not UTF-8 text ({exc.reason})") from exc
-        except (gzip.BadGzipFile, EOFError) as exc:
-            raise TopologyError(f"{path}: not a readable gzip file ({exc})") from exc
+        except FileError as exc:  # bad gzip data, oversized or non-UTF-8 text: the line where reading stopped
+            where = str(exc).removeprefix(f"{path}: ")
+            raise TopologyError(f"{path}:{reader.line_num + 1}: {where}") from None
         if header is None:
             raise TopologyError(f"{path}: empty file, expected a CSV header")
 

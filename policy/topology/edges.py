@@ -23,11 +23,11 @@ Errors: :class:`TopologyError` naming the file and the field (``graph.json: edge
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
+from policy.documents import DocumentError, FileError, load_json, read_text
 from policy.state import EDGE_FIELDS, ServiceEdge, ServiceGraph
 
 from .common import TopologyError, csv_files, is_missing, iter_csv_rows, parse_float
@@ -79,14 +79,15 @@ def _edge_from_json(e: Any, where: str, warnings: list[str]) -> ServiceEdge:
 
 
 def _load_json(path: Path) -> tuple[ServiceGraph, list[str]]:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise TopologyError(f"{path}: not a UTF-8 text file ({exc.reason})") from exc
-    except json.JSONDecodeError as exc:
-        raise TopologyError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from exc
-    except OSError as exc:
-        raise TopologyError(f"{path}: cannot read: {exc.strerror}") from exc
+    try:  # the hardened reader: size, gzip, UTF-8; duplicate keys and nesting refused
+        doc = load_json(read_text(path))
+    except FileError as exc:
+        raise TopologyError(str(exc)) from None
+    except DocumentError as exc:
+        first = exc.problems[0]
+        line = f":{first.line}" if first.line is not None else ""
+        where = f"{first.path}: " if first.path else ""
+        raise TopologyError(f"{path}{line}: {where}{first.message}") from None
     if not is_edges_json(doc):
         raise TopologyError(
             f'{path}: expected an object {{"services": [...], "edges": [...]}} as `hrl-policy graph --json` writes'

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, get_args
 
-from policy.documents import DocumentError, load_json, load_yaml_all
+from policy.documents import DocumentError, FileError, load_json, load_yaml_all, read_text
 from policy.observe import ObjectError, load_objects
 from policy.state import ServiceEdge, ServiceGraph
 
@@ -97,8 +97,8 @@ def _is_edges_json_file(path: Path) -> bool:
             with open(path, "rb") as fh:
                 if not fh.read(4096).lstrip().startswith(b"{"):
                     return False
-        doc = load_json(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, DocumentError):
+        doc = load_json(read_text(path))
+    except (OSError, FileError, DocumentError):
         return False
     return is_edges_json(doc)
 
@@ -111,9 +111,11 @@ def _objects_kind(path: Path) -> Format | None:
     try:
         if not named and path.stat().st_size > _MAX_SNIFF_BYTES:
             return None
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        return None
+        text = read_text(path)
+    except FileError as exc:
+        if not named and "not UTF-8" in str(exc):
+            return None
+        raise TopologyError(str(exc)) from None
     except OSError as exc:
         raise TopologyError(f"{path}: cannot read: {exc.strerror}") from exc
     try:  # duplicate keys, depth and alias bombs refused (policy.documents)

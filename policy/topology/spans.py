@@ -116,6 +116,11 @@ OVERLAP_FRACTION = 0.1
 clock skew between pods when only callee-side spans are available)."""
 
 _ERROR_VALUES = frozenset({"error", "status_code_error", "2"})
+#: Span times accepted, ns since 1970: OTLP's fixed64 ``time_unix_nano`` within a signed 64-bit range.
+MAX_TIME_NS = 2**63
+#: The longest span accepted, ns (a day): a request's span, not a job's.
+MAX_SPAN_NS = 86_400 * 10**9
+
 _EXPECTED = "a span table needs TraceID,SpanID,ParentID,PodName (or ServiceName),StartTimeUnixNano,EndTimeUnixNano"
 
 
@@ -271,13 +276,45 @@ class SpanTable:
         return out
 
 
+def _span_times(
+    row: list[str], col: Mapping[str, int], cols: Mapping[str, str], f: str | Path, line: int
+) -> tuple[int, int, float]:
+    """``(start_ns, end_ns, duration_ms)`` of one span row, checked: times in 0..2^63 ns (:data:`MAX_TIME_NS`), end
+    not before start, at most a day long (:data:`MAX_SPAN_NS`), a duration column (when mapped) in 0..a day of
+    microseconds. Raises :class:`TopologyError` ``file:line: field: problem``."""
+    start = parse_int(row[col[cols["start_ns"]]], f, line, cols["start_ns"])
+    end = parse_int(row[col[cols["end_ns"]]], f, line, cols["end_ns"])
+    for name, t in ((cols["start_ns"], start), (cols["end_ns"], end)):
+        if not 0 <= t < MAX_TIME_NS:
+            raise TopologyError(f"{f}:{line}: {name}: must be ns since 1970 in 0..2^63, got {t}")
+    if end < start:
+        raise TopologyError(f"{f}:{line}: {cols['end_ns']}: {end} is before {cols['start_ns']} {start}")
+    if end - start > MAX_SPAN_NS:
+        raise TopologyError(
+            f"{f}:{line}: {cols['end_ns']}: the span lasts {(end - start) / 1e9:.6g} s, more than a day "
+            f"({cols['start_ns']} {start})"
+        )
+    if "duration_us" in cols:
+        dur_us = parse_float(row[col[cols["duration_us"]]], f, line, cols["duration_us"])
+        if not 0 <= dur_us <= MAX_SPAN_NS / 1000:
+            cell = row[col[cols["duration_us"]]]
+            raise TopologyError(
+                f"{f}:{line}: {cols['duration_us']}: must be microseconds in 0..{MAX_SPAN_NS / 1000:g} "
+                f"(a day), got {cell!r}"
+            )
+        dur_ms = dur_us / 1000.0
+    else:
+        dur_ms = (end - start) / 1e6
+    return start, end, dur_ms
+
+
 def read_span_table(path: str | Path, columns: Mapping[str, str] | None = None) -> SpanTable:
     """Read a span CSV file, or every ``*.csv`` / ``*.csv.gz`` of a directory as one table.
 
     ``columns``: role → header overrides (:data:`SPAN_ROLES`). Raises :class:`TopologyError`
-    ``file:line: field: problem`` for a malformed row (non-integer timestamp, negative duration, end before
-    start, empty id), ``file:1: missing column(s) ...`` for a file that is not a span table, and a one-line
-    error for an unknown role.
+    ``file:line: field: problem`` for a malformed row (non-integer timestamp, a time outside 0..2^63 ns, a span
+    longer than a day (:data:`MAX_SPAN_NS`), end before start, empty id), ``file:1: missing column(s) ...`` for a
+    file that is not a span table, and a one-line error for an unknown role.
     """
     files = csv_files(path)
     table = SpanTable(path=str(path))
@@ -303,18 +340,7 @@ def read_span_table(path: str | Path, columns: Mapping[str, str] | None = None) 
             for name, value in ((cols["trace_id"], trace), (cols["span_id"], span_id), (cols[who_role], who)):
                 if not value:
                     raise TopologyError(f"{f}:{line}: {name}: empty")
-            start = parse_int(row[col[cols["start_ns"]]], f, line, cols["start_ns"])
-            end = parse_int(row[col[cols["end_ns"]]], f, line, cols["end_ns"])
-            if end < start:
-                raise TopologyError(f"{f}:{line}: {cols['end_ns']}: {end} is before {cols['start_ns']} {start}")
-            if "duration_us" in cols:
-                dur_us = parse_float(row[col[cols["duration_us"]]], f, line, cols["duration_us"])
-                if dur_us < 0:
-                    cell = row[col[cols["duration_us"]]]
-                    raise TopologyError(f"{f}:{line}: {cols['duration_us']}: negative: {cell!r}")
-                dur_ms = dur_us / 1000.0
-            else:
-                dur_ms = (end - start) / 1e6
+            start, end, dur_ms = _span_times(row, col, cols, f, line)
             err: bool | None = None
             if "status" in cols:
                 table.has_status = True

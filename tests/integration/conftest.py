@@ -31,7 +31,7 @@ import time
 import httpx
 import pytest
 import yaml
-from cp_helpers import BOUTIQUE, cpmod, spawn, stop_process, wait_for
+from cp_helpers import BOUTIQUE, cpmod, spawn, stop, wait_for
 
 
 @pytest.fixture(scope="session")
@@ -155,7 +155,7 @@ def cache_and_extender(control_plane, tmp_path):
         yield cache_addr, base
     finally:
         for p in reversed(procs):
-            stop_process(p)
+            stop(p)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -39,6 +39,25 @@ def _load_controlplane_module():
 cpmod = _load_controlplane_module()
 
 
+def spawn(args: list[str], log: Path) -> subprocess.Popen:
+    """Start ``args`` in the repository root with stdout and stderr to ``log`` (Python unbuffered)."""
+    with log.open("w") as f:  # the child writes to its own copy of the descriptor; ours is closed at once
+        return subprocess.Popen(
+            args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM, 15 s to exit, then SIGKILL; a no-op when it has exited."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.25) -> Any:
     """Poll ``predicate`` until truthy (returned); ``AssertionError`` naming ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
@@ -216,22 +235,3 @@ def extender_synced(cp, timeout_s: float = 20) -> None:
         return metric(m, "hrl_extender_snapshot_pods") == n_pods and metric(m, "hrl_extender_snapshot_nodes") == n_nodes
 
     wait_for(ok, timeout_s, "the extender's snapshot to match the API server")
-
-
-def spawn(args: list[str], log: Path) -> subprocess.Popen:
-    """Start ``args`` from the repository root, stdout and stderr into ``log`` (unbuffered Python)."""
-    with log.open("w") as f:  # the child writes to its own copy of the descriptor; ours is closed at once
-        return subprocess.Popen(
-            args, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
-        )
-
-
-def stop_process(proc: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL after 15 s."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()

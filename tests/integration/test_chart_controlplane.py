@@ -2,11 +2,14 @@
 newest minor's cluster is the session's, the previous minor's is brought up for this module from the binaries
 `hack/build-controlplane.sh --kube 1.35` builds):
 
-- one command installs it on a fresh cluster (`helm install ... --create-namespace`), its Deployments become
-  available on kwok nodes, and the second scheduler runs the kube-scheduler image of the cluster's version;
-- an upgrade to the learned policies + interval mode + TLS starts as well;
+- one command installs it on a fresh cluster (`helm install --wait ... --create-namespace`): Helm waits until every
+  Deployment is available on kwok nodes and the descheduler's claim is bound, and the second scheduler runs the
+  kube-scheduler image of the cluster's version;
+- a second release with nothing but the defaults installs in the `default` namespace (no `-n`), next to the first
+  (`nameOverride` keeps the cluster-wide names apart);
+- an upgrade to the learned policies (the embedding cache's own Deployment) + interval mode + TLS starts as well;
 - every combination of its modes passes `kubectl apply --dry-run=server` without a warning (Pod Security
-  "restricted" included);
+  "restricted" included; the PodDisruptionBudgets, NetworkPolicies and the system-cluster-critical priority too);
 - the installed RBAC, asked of the real authorizer: the descheduler evicts and scales only in the namespaces it
   manages, never in kube-system, its own namespace or another one; it cannot delete pods or list replicasets.
 """
@@ -82,7 +85,9 @@ def available(cp, ns: str, name: str, replicas: int) -> bool:
     return st.get("availableReplicas", 0) == replicas and st.get("updatedReplicas", 0) == replicas
 
 
-COMBOS = list(itertools.product(["second", "dropin", "none"], ["cronjob", "interval"], [False, True], [False, True]))
+LEARNED = {"off": {"enabled": False}, "deployment": {"enabled": True},
+           "sidecar": {"enabled": True, "cache": {"mode": "sidecar"}}}  # fmt: skip
+COMBOS = list(itertools.product(["second", "dropin", "none"], ["cronjob", "interval"], list(LEARNED), [False, True]))
 
 
 def test_every_combination_of_modes_passes_server_side_dry_run_without_warnings(cluster, helm_bin, tmp_path):
@@ -99,7 +104,7 @@ def test_every_combination_of_modes_passes_server_side_dry_run_without_warnings(
                 "metrics": {**NO_MONITORS["metrics"], "prometheusRule": {"enabled": False}},
                 "scheduler": {"mode": scheduler},
                 "descheduler": {"mode": descheduler, "namespaces": [MANAGED]},
-                "learnedPolicies": {"enabled": learned},
+                "learnedPolicies": LEARNED[learned],
                 "tls": {"enabled": tls},
             }
             docs = helm(helm_bin, cp, "template", "hrl", str(CHART), "--namespace", ns, "--kube-version",
@@ -132,15 +137,28 @@ def test_a_pod_security_violation_would_show_in_the_dry_run(cluster, helm_bin):
         cp.kubectl("delete", "namespace", ns, "--wait=false", check=False)
 
 
+def volume(name: str) -> dict:
+    """A PersistentVolume for the CronJob's claim (the test cluster has no StorageClass, so a claim without one binds
+    a volume without one); kwok mounts nothing, the path is never used."""
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "64Mi"}, "accessModes": ["ReadWriteOnce"],
+                     "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": f"/tmp/{name}"}}}  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def release(cluster, helm_bin):
-    """`helm install` with the defaults plus the one managed namespace, in ONE command (namespace included)."""
+    """`helm install --wait` with the defaults plus the one managed namespace, in ONE command (namespace included):
+    Helm returns when every Deployment is available and the claim is bound."""
     cp, version = cluster
-    helm(helm_bin, cp, "install", "hrl", str(CHART), "--namespace", RELEASE_NS, "--create-namespace",
-         values={"descheduler": {"namespaces": [MANAGED]}})  # fmt: skip
+    pvs = [f"hrl-chart-{version.split('.')[1]}-{i}" for i in range(2)]
+    for pv in pvs:
+        cp.kubectl("apply", "-f", "-", input=json.dumps(volume(pv)))
+    helm(helm_bin, cp, "install", "hrl", str(CHART), "--namespace", RELEASE_NS, "--create-namespace", "--wait",
+         "--timeout", "5m", values={"descheduler": {"namespaces": [MANAGED]}})  # fmt: skip
     yield cp, version
     helm(helm_bin, cp, "uninstall", "hrl", "--namespace", RELEASE_NS, check=False)
     cp.kubectl("delete", "namespace", RELEASE_NS, "--wait=false", check=False)
+    cp.kubectl("delete", "pv", *pvs, "--wait=false", check=False)
 
     def gone() -> bool:
         res = cp.kubectl("get", "namespace", RELEASE_NS, "-o", "name", check=False)
@@ -151,8 +169,18 @@ def release(cluster, helm_bin):
 
 def test_one_command_installs_the_chart_and_its_deployments_become_available(release):
     cp, version = release
-    wait_for(lambda: available(cp, RELEASE_NS, "hrl-extender", 2), 120, "hrl-extender to be available")
-    wait_for(lambda: available(cp, RELEASE_NS, "hrl-scheduler", 2), 120, "hrl-scheduler to be available")
+    # `helm install --wait` returned: no waiting here
+    assert available(cp, RELEASE_NS, "hrl-extender", 2) and available(cp, RELEASE_NS, "hrl-scheduler", 2)
+    claim = json.loads(cp.kubectl("get", "pvc", "hrl-descheduler-state", "-n", RELEASE_NS, "-o", "json").stdout)
+    assert claim["status"]["phase"] == "Bound"
+    for name in ("hrl-extender", "hrl-scheduler"):
+        pod = json.loads(cp.kubectl("get", "pods", "-n", RELEASE_NS, "-l", f"app.kubernetes.io/name={name}",
+                                    "-o", "json").stdout)["items"][0]  # fmt: skip
+        assert pod["spec"]["priorityClassName"] == "system-cluster-critical" and pod["spec"]["priority"] > 10**9
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in json.loads(cp.kubectl(
+        "get", "networkpolicy,pdb", "-n", RELEASE_NS, "-o", "json").stdout)["items"]}  # fmt: skip
+    assert {("NetworkPolicy", "hrl-extender"), ("PodDisruptionBudget", "hrl-extender"),
+            ("PodDisruptionBudget", "hrl-scheduler")} <= kinds  # fmt: skip
     dep = json.loads(cp.kubectl("get", "deployment", "hrl-scheduler", "-n", RELEASE_NS, "-o", "json").stdout)
     image = dep["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == f"registry.k8s.io/kube-scheduler:{version.split('+')[0].split('-')[0]}"
@@ -195,6 +223,19 @@ def test_the_installed_descheduler_cannot_delete_pods_nor_read_what_it_does_not_
     assert can_i(cp, "create", "events.events.k8s.io", MANAGED)  # one Event per eviction, scale, loop hold
 
 
+def test_a_second_release_with_only_the_defaults_installs_in_the_default_namespace(release, helm_bin):
+    """No `-n`: the release goes to the kubeconfig's namespace, `default`; `nameOverride` is the one value needed to
+    share a cluster with the first release (its cluster-wide objects are named hrl-scheduler:*)."""
+    cp, _ = release
+    helm(helm_bin, cp, "install", "other", str(CHART), "--wait", "--timeout", "5m", values={"nameOverride": "other"})
+    try:
+        assert available(cp, "default", "other-extender", 2) and available(cp, "default", "other-scheduler", 2)
+        assert cp.kubectl("get", "cronjob", "other-descheduler", "-n", "default", "-o", "name").stdout.strip()
+        assert cp.kubectl("get", "clusterrole", "other:extender", "-o", "name").stdout.strip()
+    finally:
+        helm(helm_bin, cp, "uninstall", "other", check=False)
+
+
 def test_an_upgrade_to_learned_policies_interval_mode_and_tls_starts(release, helm_bin):
     cp, _ = release
     cp.kubectl("create", "secret", "generic", "hrl-extender-tls", "-n", RELEASE_NS,
@@ -204,8 +245,9 @@ def test_an_upgrade_to_learned_policies_interval_mode_and_tls_starts(release, he
         "learnedPolicies": {"enabled": True},
         "tls": {"enabled": True},
     }
-    helm(helm_bin, cp, "upgrade", "hrl", str(CHART), "--namespace", RELEASE_NS, values=values)
-    wait_for(lambda: available(cp, RELEASE_NS, "hrl-descheduler", 2), 120, "the interval descheduler")
-    wait_for(lambda: available(cp, RELEASE_NS, "hrl-extender", 1), 120, "the extender with its cache sidecar")
+    helm(helm_bin, cp, "upgrade", "hrl", str(CHART), "--namespace", RELEASE_NS, "--wait", "--timeout", "5m",
+         values=values)  # fmt: skip
+    assert available(cp, RELEASE_NS, "hrl-descheduler", 2) and available(cp, RELEASE_NS, "hrl-embedding-cache", 1)
+    assert available(cp, RELEASE_NS, "hrl-extender", 2)  # learned mode keeps the extender's replicas
     assert cp.kubectl("get", "cronjob", "-n", RELEASE_NS, "-o", "name").stdout.strip() == ""
     assert can_i(cp, "update", "leases.coordination.k8s.io", RELEASE_NS, None) is False  # only its named Lease

@@ -1,7 +1,8 @@
-"""No request can stall the others, over a real HTTP socket on 127.0.0.1 (ExtenderServer: uvicorn with httptools
-and uvloop in a thread): the body-size limit (413), the per-request deadline (neutral scores), load shedding
-(neutral scores), a lone UTF-16 surrogate in a node name (both verbs), /livez, and hrl-extender's binding (it
-binds before it announces, and exits 4 with one line when the port is taken)."""
+"""No request can stall the others, over a real HTTP socket on 127.0.0.1 (ExtenderServer: extender.http on uvloop in
+a thread): the body-size limit (413), the per-request deadline counted from the socket (neutral), load shedding
+(neutral), a lone UTF-16 surrogate in a node name (both verbs), /livez, and hrl-extender's binding (it binds before
+it announces, and exits 4 with one line when the port is taken). The connection-level limits (read timeouts, the
+connection bound, pipelining) are in test_extender_connections.py."""
 
 from __future__ import annotations
 
@@ -12,61 +13,14 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 import pytest
+from http_helpers import ARGS, EXPECTED, NAMES, ROOT, Slow, config, loaded, pipelined, post, read_reply, sample
 from proc_helpers import free_port
 
-from extender.config import load_extender_config
 from extender.server import ExtenderServer
 from extender.wire import decode_filter_result, decode_host_priorities
-from policy.lowlevel import TopologyHeuristic
-from policy.state import ServiceEdge, ServiceGraph
-
-ROOT = Path(__file__).resolve().parents[2]
-FIX = ROOT / "tests" / "fixtures" / "extender"
-NAMES = ["boutique-worker", "boutique-worker2", "boutique-worker3"]
-ARGS = (FIX / "args-nodecachecapable.json").read_bytes()
-EXPECTED = {"boutique-worker": 1, "boutique-worker2": 5, "boutique-worker3": 2}
-
-
-def boutique_graph() -> ServiceGraph:
-    d = json.loads((FIX / "online-boutique-graph.json").read_text())
-    return ServiceGraph.build(d["services"], [ServiceEdge(e["caller"], e["callee"], e["rps"]) for e in d["edges"]])
-
-
-def config(precompute: bool = True, **limits):
-    return load_extender_config(
-        {
-            "apiVersion": "hrl-scheduler.io/v1alpha1",
-            "kind": "ExtenderConfiguration",
-            "limits": limits,
-            "precompute": {"enabled": precompute},  # off where a slow policy must be called per request
-        }
-    )
-
-
-def loaded(server: ExtenderServer) -> ExtenderServer:
-    server.store.set_graph(boutique_graph())
-    server.store.load_file(FIX / "cluster-list.json")
-    return server
-
-
-class Slow(TopologyHeuristic):
-    """The heuristic, taking ``delay_s`` longer per score (a policy stuck for a while)."""
-
-    def __init__(self, delay_s: float):
-        super().__init__()
-        object.__setattr__(self, "delay_s", delay_s)
-
-    def score(self, pod, candidates, index, intent=None):
-        time.sleep(self.delay_s)
-        return super().score(pod, candidates, index, intent)
-
-
-def sample(server: ExtenderServer, name: str, **labels: str) -> float:
-    return server.registry.get_sample_value(name, labels) or 0.0
 
 
 def test_an_oversized_body_gets_413_while_concurrent_ordinary_requests_are_answered_within_their_deadline():
@@ -97,9 +51,10 @@ def test_an_oversized_body_gets_413_while_concurrent_ordinary_requests_are_answe
                         r = c.post("/scheduler/prioritize", content=ARGS)
                         worst = max(worst, time.perf_counter() - t0)
                         assert r.status_code == 200
-                        got = decode_host_priorities(r.content, NAMES)
-                        assert got in (EXPECTED, dict.fromkeys(NAMES, 0))  # scored, or neutral past the deadline
-                        scored += got == EXPECTED
+                        if r.content == b"[]":  # shed: neutral past the deadline
+                            continue
+                        assert decode_host_priorities(r.content, NAMES) == EXPECTED
+                        scored += 1
             finally:
                 stop.set()
                 for f in floods:
@@ -110,7 +65,10 @@ def test_an_oversized_body_gets_413_while_concurrent_ordinary_requests_are_answe
         assert sample(server, "hrl_extender_requests_too_large_total", verb="prioritize") == len(statuses)
         assert scored >= 75, scored  # on a machine with spare CPU all 100 are scored; a starved one sheds some
         assert sample(server, "hrl_extender_prioritize_total", outcome="ok") == scored
-        assert sample(server, "hrl_extender_prioritize_total", outcome="neutral_deadline") == 100 - scored
+        shed = sample(server, "hrl_extender_prioritize_total", outcome="neutral_deadline")
+        shed += sample(server, "hrl_extender_prioritize_total", outcome="neutral_overload")
+        assert shed == 100 - scored
+        assert sample(server, "hrl_extender_prioritize_total", outcome="too_large") == len(statuses)
 
 
 def test_a_chunked_body_growing_past_the_limit_gets_413():
@@ -133,32 +91,9 @@ def test_a_request_that_exceeds_the_deadline_gets_neutral_scores():
             t0 = time.perf_counter()
             r = c.post("/scheduler/prioritize", content=ARGS)
             took = time.perf_counter() - t0
-        assert r.status_code == 200
-        assert decode_host_priorities(r.content, NAMES) == dict.fromkeys(NAMES, 0)
+        assert r.status_code == 200 and r.content == b"[]"  # neutral: no candidate gets extender points
         assert took < 0.9, took  # answered at the deadline, not after the policy
         assert sample(server, "hrl_extender_prioritize_total", outcome="neutral_deadline") == 1
-
-
-def pipelined(port: int, path: str, bodies: list[bytes], timeout_s: float = 10.0) -> list[tuple[int, bytes]]:
-    """Send ``bodies`` as pipelined HTTP/1.1 POSTs on one connection; return each reply's (status, body)."""
-    reqs = b"".join(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(b)}\r\n\r\n".encode() + b for b in bodies)
-    out: list[tuple[int, bytes]] = []
-    buf = b""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
-        s.sendall(reqs)
-        while len(out) < len(bodies):
-            while b"\r\n\r\n" not in buf:
-                chunk = s.recv(65536)
-                assert chunk, "connection closed early"
-                buf += chunk
-            head, buf = buf.split(b"\r\n\r\n", 1)
-            lines = head.decode().split("\r\n")
-            length = next(int(ln.split(":", 1)[1]) for ln in lines if ln.lower().startswith("content-length:"))
-            while len(buf) < length:
-                buf += s.recv(65536)
-            out.append((int(lines[0].split()[1]), buf[:length]))
-            buf = buf[length:]
-    return out
 
 
 def test_a_request_older_than_the_deadline_when_its_turn_comes_is_not_scored():
@@ -171,7 +106,7 @@ def test_a_request_older_than_the_deadline_when_its_turn_comes_is_not_scored():
         took = time.perf_counter() - t0
     assert [st for st, _ in rs] == [200, 200, 200]
     assert decode_host_priorities(rs[0][1], NAMES) == EXPECTED
-    assert [decode_host_priorities(b, NAMES) for _, b in rs[1:]] == [dict.fromkeys(NAMES, 0)] * 2
+    assert [b for _, b in rs[1:]] == [b"[]", b"[]"]
     assert took < 0.6, took  # one policy call, not three
     assert sample(server, "hrl_extender_prioritize_total", outcome="neutral_deadline") == 2
 
@@ -189,8 +124,8 @@ def test_load_beyond_the_queue_bound_is_shed_with_neutral_answers():
         with ThreadPoolExecutor(6) as pool:
             rs = list(pool.map(one, range(6)))
         assert all(r.status_code == 200 for r, _ in rs)
-        scored = [t for r, t in rs if decode_host_priorities(r.content, NAMES) == EXPECTED]
-        shed = [t for r, t in rs if decode_host_priorities(r.content, NAMES) == dict.fromkeys(NAMES, 0)]
+        scored = [t for r, t in rs if r.content != b"[]" and decode_host_priorities(r.content, NAMES) == EXPECTED]
+        shed = [t for r, t in rs if r.content == b"[]"]
         assert len(scored) + len(shed) == 6 and shed and scored
         assert sample(server, "hrl_extender_prioritize_total", outcome="neutral_overload") == len(shed)
         assert min(shed) < 0.3  # answered at once, not after the slow one
@@ -275,3 +210,73 @@ def test_hrl_extender_accepts_connections_as_soon_as_it_says_it_serves():
         proc.terminate()
         proc.communicate(timeout=30)
     assert proc.returncode == 0
+
+
+def test_a_request_that_waited_in_its_socket_is_shed_on_the_time_from_the_kernel_not_from_its_read():
+    # the policy holds the event loop 0.4 s on the first request; a request sent meanwhile on an open connection,
+    # and one on a connection still waiting to be accepted, are read only after it: their bytes have waited in the
+    # kernel longer than the deadline, which TCP_INFO tells, so they are answered neutral at once (timed from
+    # their read they would look fresh and be scored, late)
+    cfg = config(False, requestDeadlineSeconds=0.25, maxLoopBusySeconds=0.25)
+    with loaded(ExtenderServer(cfg, policy=Slow(0.4), port=0)) as server:
+        a = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        b = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        time.sleep(0.1)  # both accepted, idle
+        a.sendall(post("/scheduler/prioritize", ARGS))
+        time.sleep(0.05)  # the loop is in the policy now
+        b.sendall(post("/scheduler/prioritize", ARGS))
+        c = socket.create_connection(("127.0.0.1", server.port), timeout=10)  # in the accept queue meanwhile
+        c.sendall(post("/scheduler/prioritize", ARGS))
+        try:
+            replies = [read_reply(s)[:3:2] for s in (a, b, c)]
+        finally:
+            for s in (a, b, c):
+                s.close()
+    assert replies[0][0] == 200 and decode_host_priorities(replies[0][1], NAMES) == EXPECTED
+    assert replies[1:] == [(200, b"[]"), (200, b"[]")]
+    assert sample(server, "hrl_extender_prioritize_total", outcome="neutral_deadline") == 2
+    assert sample(server, "hrl_extender_prioritize_total", outcome="ok") == 1
+
+
+def test_requests_read_after_the_loop_has_scored_for_max_loop_busy_seconds_are_shed_at_once():
+    # eight requests arrive together; scoring takes 50 ms each on the event loop: once the loop has scored for
+    # maxLoopBusySeconds since it last read its sockets, the rest of what it read is answered neutral at once,
+    # so that none waits for all the others to be scored
+    cfg = config(False, requestDeadlineSeconds=1.0, maxLoopBusySeconds=0.06)
+    with loaded(ExtenderServer(cfg, policy=Slow(0.05), port=0)) as server:
+        socks = [socket.create_connection(("127.0.0.1", server.port), timeout=10) for _ in range(8)]
+        time.sleep(0.1)
+        t0 = time.perf_counter()
+        for s in socks:
+            s.sendall(post("/scheduler/prioritize", ARGS))
+        try:
+            bodies = [read_reply(s)[2] for s in socks]
+        finally:
+            for s in socks:
+                s.close()
+        took = time.perf_counter() - t0
+    shed = bodies.count(b"[]")
+    assert shed >= 3 and all(decode_host_priorities(b, NAMES) == EXPECTED for b in bodies if b != b"[]")
+    assert took < 0.4, took  # eight scorings would take 0.4 s at least
+    assert sample(server, "hrl_extender_prioritize_total", outcome="neutral_overload") == shed
+    assert sample(server, "hrl_extender_prioritize_total", outcome="ok") == 8 - shed
+
+
+def test_a_deeply_nested_body_is_never_a_5xx_scored_or_shed():
+    # issue 26 item 3: on the shed path the candidates' names were decoded and a RecursionError became a 500
+    nested = b'{"Pod": {}, "NodeNames": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    cfg = config(False, requestDeadlineSeconds=0.15, maxLoopBusySeconds=0.15)
+    with loaded(ExtenderServer(cfg, policy=Slow(0.3), port=0)) as server:
+        rs = pipelined(server.port, "/scheduler/prioritize", [ARGS, nested, nested])  # the 2nd and 3rd are shed
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:  # a filter, shed too
+            s.sendall(post("/scheduler/prioritize", ARGS) + post("/scheduler/filter", nested))
+            status, _, body, rest = read_reply(s)
+            rs.append((status, body))
+            rs.append(read_reply(s, rest)[::2])
+        with httpx.Client(base_url=server.base_url, timeout=10) as c:  # not shed: a 400 naming the problem
+            direct = [c.post(f"/scheduler/{v}", content=nested) for v in ("prioritize", "filter")]
+    assert [st for st, _ in rs] == [200] * 5
+    assert rs[1][1] == rs[2][1] == b"[]"
+    assert json.loads(rs[4][1])["Error"].startswith("hrl-extender: deadline")
+    assert [r.status_code for r in direct] == [400, 400] and all("nested too deeply" in r.text for r in direct)
+    assert sample(server, "hrl_extender_http_responses_total", code="500") == 0

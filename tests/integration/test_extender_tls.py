@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from extender.config import ExtenderConfiguration, load_extender_config, tls_server_kwargs
+from extender.config import ExtenderConfiguration, load_extender_config, tls_context
 from extender.server import ExtenderServer
 from extender.wire import decode_host_priorities
 
@@ -109,14 +109,14 @@ def test_a_missing_certificate_or_key_file_is_named_before_serving(tmp_path, pki
     cfg["listen"]["tls"][field] = str(tmp_path / missing)
     config = ExtenderConfiguration.model_validate(cfg)
     with pytest.raises(ValueError, match=rf"^listen\.tls\.{field}: no such file"):
-        tls_server_kwargs(config)
+        tls_context(config)
 
 
 def test_a_key_that_does_not_match_the_certificate_is_refused(pki, other_pki):
     cfg = tls_config(pki).model_dump(by_alias=True)
     cfg["listen"]["tls"]["keyFile"] = str(other_pki / "tls.key")
     with pytest.raises(ValueError, match=r"^listen\.tls: cannot load certFile"):
-        tls_server_kwargs(ExtenderConfiguration.model_validate(cfg))
+        tls_context(ExtenderConfiguration.model_validate(cfg))
 
 
 def test_tls_needs_both_files():

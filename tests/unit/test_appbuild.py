@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from fuzzing import SMALL_APP_T0 as T0
+from fuzzing import write_small_app as _write_app
 
 from policy.sim.app import load_app
 from policy.sim.appbuild import build_app, detect_entry, parse_entry
@@ -102,7 +105,9 @@ def test_online_boutique_build_warnings_go_to_stderr_and_into_the_json(ob_build)
     ):
         assert any(needle in w for w in report["warnings"]), needle
         assert needle in stderr
-    assert all(line.startswith("hrl-policy app build: warning: ") for line in stderr.strip().splitlines())
+    # besides the warnings only the fit's progress records (policy.telemetry.progress: a fit of 1 s or more has one)
+    lines = [line for line in stderr.strip().splitlines() if not re.match(r"\S+ INFO hrl-policy progress: ", line)]
+    assert lines and all(line.startswith("hrl-policy app build: warning: ") for line in lines)
 
 
 def test_the_built_app_runs_in_the_simulator_cli(ob_build):
@@ -115,77 +120,6 @@ def test_the_built_app_runs_in_the_simulator_cli(ob_build):
 
 
 # ---- a small hand-made app ------------------------------------------------------------------------------------
-
-MS = 1_000_000
-T0 = 1_700_000_000
-
-
-def _deployment(name: str, cpu: str, mem: str) -> str:
-    return (
-        f"apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}}}\nspec:\n  replicas: 1\n"
-        f"  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n"
-        f"    spec:\n      containers:\n      - name: {name}\n        image: {name}\n"
-        f"        env: [{{name: CONFIG_FILE, value: /etc/{name}/config.json}}]\n"
-        f"        resources: {{requests: {{cpu: 100m, memory: 32Mi}}, limits: {{cpu: {cpu}, memory: {mem}}}}}\n"
-    )
-
-
-def _write_app(
-    d: Path, headers: dict[str, str] | None = None, cpu_cores: bool = False, gateway: bool = False, web_pods: int = 1
-) -> dict[str, Path]:
-    """manifests/ (web, api, db; no env var naming another service), spans/ (60 requests: web calls api twice in
-    parallel, then db; db calls cache, which has no workload; with ``gateway`` an ingress gateway without a workload
-    is the root), metrics/ (simple layout, 30 minutes; web's load split over ``web_pods`` pods)."""
-    h = {"TraceID": "TraceID", "SpanID": "SpanID", "ParentID": "ParentID", "PodName": "PodName",
-         "StartTimeUnixNano": "StartTimeUnixNano", "EndTimeUnixNano": "EndTimeUnixNano", **(headers or {})}  # fmt: skip
-    rng = np.random.default_rng(7)
-    (d / "manifests").mkdir(parents=True)
-    (d / "manifests/app.yaml").write_text(
-        "---\n".join([_deployment("web", "1", "64Mi"), _deployment("api", "1", "256Mi"), _deployment("db", "1", "1Gi")])
-    )
-    rows = []
-    for i in range(60):
-        b = T0 * 10**9 + i * 2 * 10**9
-        a1, a2, dd = rng.uniform(8, 12), rng.uniform(8, 12), rng.uniform(3, 5)
-        end = 50 + rng.uniform(0, 10)
-        t = f"t{i:03d}"
-        if gateway:
-            rows.append((t, "g", "root", "gateway-aaa11-zz", b - MS, b + (end + 1) * MS))
-        rows += [
-            (t, "w", "g" if gateway else "root", "web-abc12-x1", b, b + end * MS),
-            (t, "c1", "w", "web-abc12-x1", b + 5 * MS, b + (7 + a1) * MS),
-            (t, "s1", "c1", "api-def34-y2", b + 6 * MS, b + (6 + a1) * MS),
-            (t, "c2", "w", "web-abc12-x1", b + 5 * MS, b + (7 + a2) * MS),
-            (t, "s2", "c2", "api-def34-y2", b + 6 * MS, b + (6 + a2) * MS),
-            (t, "c3", "w", "web-abc12-x1", b + 30 * MS, b + (32 + dd) * MS),
-            (t, "s3", "c3", "db-ghi56-z3", b + 31 * MS, b + (31 + dd) * MS),
-            (t, "c4", "s3", "db-ghi56-z3", b + 32 * MS, b + 33 * MS),
-            (t, "s4", "c4", "cache-jkl78-q4", b + int(32.2 * MS), b + int(32.8 * MS)),
-        ]
-    (d / "spans").mkdir()
-    cols = ["TraceID", "SpanID", "ParentID", "PodName", "StartTimeUnixNano", "EndTimeUnixNano"]
-    (d / "spans/spans.csv").write_text(
-        ",".join(h[c] for c in cols)
-        + "\n"
-        + "".join(",".join(str(int(x) if isinstance(x, float) else x) for x in r) + "\n" for r in rows)  # fmt: skip
-    )
-    (d / "metrics").mkdir()
-    cpu_col = "cpu_cores" if cpu_cores else "cpu_m"
-    lines = [f"time_s,pod,{cpu_col},memory_mi,rps"]
-    per = {"api-def34-y2": (4.0, 30.0, 20.0), "db-ghi56-z3": (3.0, 50.0, 10.0)}
-    for k in range(web_pods):
-        per[f"web-abc12-x{k + 1}"] = (5.0 / web_pods, 100.0, 10.0 / web_pods)
-    for m in range(30):
-        for pod, (cpu, mem, rps) in per.items():
-            c = cpu * (1 + 0.05 * math.sin(m + len(pod)))
-            t = T0 + 60 * m + rng.uniform(-2, 2)
-            lines.append(f"{t:.3f},{pod},{c / 1000 if cpu_cores else c:.6f},{mem + m % 3},{rps * (1 + 0.01 * (m % 5))}")
-    (d / "metrics/pods.csv").write_text("\n".join(lines) + "\n")
-    lat = ["time_s,service,latency_p50_ms,latency_p95_ms,latency_p99_ms,success_pct"]
-    for m in range(30):
-        lat.append(f"{T0 + 60 * m + 1},web,{55 + m % 2},{62 + m % 3},{70 + m % 4},0")
-    (d / "metrics/latency.csv").write_text("\n".join(lat) + "\n")
-    return {"manifests": d / "manifests", "spans": d / "spans", "metrics": d / "metrics"}
 
 
 @pytest.fixture(scope="module")
@@ -316,3 +250,70 @@ def test_a_target_the_model_cannot_reach_is_reported_with_the_reason(tmp_path):
                     iterations=8)  # fmt: skip
     assert any(w.startswith("web: simulated vs measured p50 +") and "calls and CPU alone" in w for w in res.warnings)
     assert res.to_json()["median_abs_error_pct"]["p50"] >= 0
+
+
+def _set_cells(path: Path, column: str, value: str, rows: slice = slice(None)) -> None:
+    """Set ``column`` of the data rows ``rows`` of CSV file ``path`` to ``value``."""
+    lines = path.read_text().splitlines()
+    i = lines[0].split(",").index(column)
+    body = lines[1:]
+    for k in range(len(body))[rows]:
+        cells = body[k].split(",")
+        cells[i] = value
+        body[k] = ",".join(cells)
+    path.write_text("\n".join([lines[0], *body]) + "\n")
+
+
+@pytest.mark.parametrize(
+    "file, column, value, message",
+    [
+        ("metrics/pods.csv", "cpu_m", "-5", r"metrics/pods.csv:2: cpu_m: must be a number in 0\.\.1e\+08, got '-5'"),
+        ("metrics/pods.csv", "rps", "1e308", r"metrics/pods.csv:2: rps: must be a number in 0\.\.1e\+09, got '1e308'"),
+        ("metrics/pods.csv", "rps", "inf", r"metrics/pods.csv:2: rps: must be a number in 0\.\.1e\+09, got 'inf'"),
+        ("metrics/pods.csv", "time_s", "1e60", r"metrics/pods.csv:2: time_s: not a time .*'1e60'"),
+        ("metrics/latency.csv", "latency_p95_ms", "-1", r"metrics/latency.csv:2: latency_p95_ms: must be a number"),
+        ("spans/spans.csv", "EndTimeUnixNano", "1" + "0" * 60, r"spans/spans.csv:2: EndTimeUnixNano: must be ns since"),
+        ("spans/spans.csv", "StartTimeUnixNano", "-7", r"spans/spans.csv:2: StartTimeUnixNano: must be ns since 1970"),
+    ],
+)
+def test_a_bad_value_names_its_file_line_and_column_and_nothing_is_written(tmp_path, file, column, value, message):
+    # issue 26 item 5: values were used as is (negative CPU, rates of 1e308 overflowing to inf, span times of 1e60)
+    inputs = _write_app(tmp_path)
+    _set_cells(tmp_path / file, column, value, slice(0, 1))
+    out = tmp_path / "out" / "app"
+    p = hrl_policy("app", "build", "--manifests", inputs["manifests"], "--spans", inputs["spans"], "--metrics",
+                   inputs["metrics"], "-o", out, "--skip-checks", "--iterations", "2")  # fmt: skip
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert re.search(re.escape(str(tmp_path)) + "/" + message, lines[0]), lines[0]
+    assert not out.exists() and list((tmp_path / "out").iterdir()) == []  # no partial folder, no temporary one
+
+
+def test_a_latency_column_without_any_value_is_not_used_and_said_so(tmp_path):
+    inputs = _write_app(tmp_path)
+    for col in ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms"):
+        _set_cells(inputs["metrics"] / "latency.csv", col, "NaN")
+    res = build_app(inputs["manifests"], inputs["spans"], tmp_path / "app", inputs["metrics"], checks=False,
+                    iterations=2)  # fmt: skip
+    assert any(
+        "latency_p95_ms (latency_p95_ms) has no value (every cell missing) in latency.csv" in w for w in res.warnings
+    )
+    assert math.isfinite(res.app.timeout_ms) and res.app.timeout_ms >= 2000
+
+
+def test_a_failed_build_leaves_no_output_and_a_failed_rebuild_keeps_the_previous_app(tmp_path):
+    # issue 26 item 5: --compare with a missing app left app.yaml, graph.json and manifests/ behind
+    inputs = _write_app(tmp_path)
+    out = tmp_path / "app"
+    args = ["--manifests", inputs["manifests"], "--spans", inputs["spans"], "--metrics", inputs["metrics"], "-o", out,
+            "--skip-checks", "--iterations", "2"]  # fmt: skip
+    p = hrl_policy("app", "build", *args, "--compare", "no-such-app")
+    assert p.returncode == 2 and "--compare: app: unknown app 'no-such-app'" in p.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["manifests", "metrics", "spans"]
+    assert hrl_policy("app", "build", *args).returncode == 0  # no --force needed: nothing was left
+    before = {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()}
+    _set_cells(inputs["metrics"] / "pods.csv", "memory_mi", "-1", slice(3, 4))
+    p = hrl_policy("app", "build", *args, "--force")
+    assert p.returncode == 2 and "pods.csv:5: memory_mi: must be a number" in p.stderr
+    assert {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()} == before  # the previous app, untouched
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["app", "manifests", "metrics", "spans"]

@@ -219,7 +219,7 @@ def _shipped_configs() -> list[dict]:
     out = []
     # the rendered manifests (the chart's templates are not YAML until Helm renders them)
     for f in sorted((ROOT / "manifests").rglob("*.yaml")):
-        if "templates" in f.parts:
+        if "charts" in f.parts:  # the chart's templates and files are not YAML until Helm renders them
             continue
         for doc in yaml.safe_load_all(f.read_text()):
             if isinstance(doc, dict) and doc.get("kind") in config_kinds():

@@ -114,6 +114,17 @@ def test_missing_binaries_are_reported_by_name_when_building_is_not_asked_for(cp
         cpmod.resolve_bin_dir(build=False)
 
 
+def test_the_plugin_build_without_go_is_a_clear_error_and_names_what_is_missing(cpmod, tmp_path, monkeypatch):
+    monkeypatch.setenv("HRL_CP_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(
+        cpmod.ControlPlaneError, match="kube-scheduler, hrl-score-check.*run hack/build-scheduler-plugin"
+    ):
+        cpmod.plugin_bin_dir(build=False)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    with pytest.raises(cpmod.ControlPlaneError, match="the plugin's binaries are missing .* Go is not installed"):
+        cpmod.plugin_bin_dir(build=True)
+
+
 def test_wait_for_returns_the_value_or_names_what_timed_out(cpmod):
     assert cpmod.wait_for(lambda: 42, 1, "the answer") == 42
     with pytest.raises(cpmod.ControlPlaneError, match="timed out after 0.1 s waiting for nothing"):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 from dataclasses import replace
 
@@ -15,6 +17,7 @@ from descheduler.guards import EvictionHistory
 from descheduler.loop import REPORT_OUTCOMES, CycleDeps, CycleReport, run_forever, run_once
 from descheduler.metrics import DeschedulerMetrics
 from descheduler.reread import SnapshotReader
+from descheduler.scale import DryRunScaler
 from policy.highlevel import RebalanceHeuristic
 from policy.intent import Intent
 from policy.lowlevel import TopologyHeuristic
@@ -518,3 +521,36 @@ def test_run_forever_stops_when_asked():
         run_forever(
             0, CycleDeps(FakeCluster([]).observe, DryRunEvictor(), ScriptedPlanner(), PLACEMENT, config(), history=None)
         )
+
+
+def test_sigterm_during_an_interval_cycle_stops_at_the_next_eviction_boundary():
+    # issue 26 item 8: SIGTERM let the running cycle make all its evictions; now the one in progress completes and
+    # no other is made, nor the plan's scaling; the loop then ends (hrl-descheduler exits 0)
+    pods = [pod(w, "n1", ns=w) for w in ("a", "b", "c", "d")]
+    cluster = FakeCluster(pods)
+    stop = threading.Event()
+
+    class TermOnSecond(RecordingEvictor):
+        def evict(self, p, reason):
+            out = super().evict(p, reason)
+            if len(self.calls) == 2:
+                os.kill(os.getpid(), signal.SIGTERM)  # the handler hrl-descheduler installs sets `stop`
+            return out
+
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    reports: list[CycleReport] = []
+    try:
+        ev = TermOnSecond(cluster)
+        deps = CycleDeps(
+            cluster.observe, ev, ScriptedPlanner(*pods, to_node="n2"), PLACEMENT, config(), scaler=DryRunScaler()
+        )
+        n = run_forever(60, deps, stop=stop, on_report=reports.append, now=lambda: NOW_S)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert n == 1 and ev.calls == [pods[0].key, pods[1].key]
+    (report,) = reports
+    assert report.stop is not None and report.stop.kind == "interrupted" and report.stop.not_attempted == 2
+    assert [r.outcome for r in report.results] == ["evicted", "evicted"] and report.scaling == ()
+    # without the signal the same cycle evicts all four and acts on the replica target
+    full = cycle(FakeCluster(pods), RecordingEvictor(), ScriptedPlanner(*pods, to_node="n2"), scaler=DryRunScaler())
+    assert full.counts["evicted"] == 4 and len(full.scaling) == 1 and full.stop is None

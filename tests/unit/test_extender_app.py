@@ -263,11 +263,12 @@ def test_the_serving_code_imports_neither_torch_nor_kubernetes_nor_the_deschedul
 
 
 class FakeTransport:
-    """The slice of an asyncio transport uvicorn's HTTP protocol uses, recording every write."""
+    """The slice of an asyncio transport extender.http's connections use, recording every write."""
 
     def __init__(self):
         self.writes: list[bytes] = []
         self.closed = False
+        self.reading = True
 
     def write(self, data: bytes) -> None:
         self.writes.append(bytes(data))
@@ -278,49 +279,43 @@ class FakeTransport:
     def close(self) -> None:
         self.closed = True
 
+    def abort(self) -> None:
+        self.closed = True
+
     def get_extra_info(self, name, default=None):
         return default
 
     def pause_reading(self) -> None:
-        pass
+        self.reading = False
 
     def resume_reading(self) -> None:
-        pass
+        self.reading = True
 
 
 def test_each_reply_reaches_the_transport_in_one_write_head_and_body_together():
-    from uvicorn.server import ServerState
-
-    from extender.server import uvicorn_config
+    from extender.http import HttpServer, _Connection
 
     app = make_app(ExtenderConfiguration(), SnapshotStore(), TopologyHeuristic(), CollectorRegistry())
-    cfg = uvicorn_config(app)
-    cfg.load()
     request = b"POST /scheduler/prioritize HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(ARGS), ARGS)
 
     async def go() -> list[bytes]:
-        proto = cfg.http_protocol_class(config=cfg, server_state=ServerState(), app_state={})
+        server = HttpServer(app, metrics=app.metrics)
+        server.loop = asyncio.get_running_loop()
+        conn = _Connection(server)
         t = FakeTransport()
-        proto.connection_made(t)
-        proto.data_received(request)
-        for _ in range(200):
-            if t.writes:
-                break
-            await asyncio.sleep(0.01)
-        proto.data_received(request)  # the same keep-alive connection
-        for _ in range(200):
-            if len(t.writes) >= 2:
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)
-        proto.connection_lost(None)
+        conn.connection_made(t)
+        conn.data_received(request)
+        conn.data_received(request[:100])  # the same keep-alive connection, in two reads
+        conn.data_received(request[100:])
+        await asyncio.sleep(0.01)
+        conn.connection_lost(None)
         return t.writes
 
     writes = asyncio.run(go())
     assert len(writes) == 2 and app.metrics.prioritize_calls() == 2
     for w in writes:
         head, _, body = w.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 200")
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n")
         length = int(next(h for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")).split(b":")[1])
         assert len(body) == length and [x["Score"] for x in json.loads(body)] == [0, 0, 0]
     assert app.metrics.registry.get_sample_value("hrl_extender_http_connections_total") == 1
@@ -367,3 +362,31 @@ def test_readiness_shows_the_measured_use_input_without_making_the_extender_unre
     on.apply(store.get().snapshot)
     r = c.get("/readyz")
     assert r.status_code == 200 and "warning: resource_usage: stale" in r.text and "cannot reach Prometheus" in r.text
+
+
+def test_the_extender_serves_through_no_private_interface_of_uvicorn_nor_of_any_other_server():
+    # issue 23 item 7: the server subclassed uvicorn's private HttpToolsProtocol. Now extender.http serves it (an
+    # asyncio protocol over httptools' public parser, DESIGN.md section 5); uvicorn_config keeps only uvicorn's
+    # public options, for comparisons. Fails when a serving module imports a server's internals again.
+    import ast
+    import inspect
+
+    import extender
+
+    root = Path(extender.__file__).parent
+    for f in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for n in names:
+                parts = n.split(".")
+                assert parts[0] not in ("uvicorn", "granian", "hypercorn") or len(parts) == 1, f"{f.name}: {n}"
+                assert not any(p.startswith("_") for p in parts[1:]), f"{f.name}: {n}"
+    from extender.server import uvicorn_config
+
+    cfg = uvicorn_config(make_app(ExtenderConfiguration(), SnapshotStore(), TopologyHeuristic(), CollectorRegistry()))
+    assert cfg.http == "httptools" and isinstance(cfg.http, str)  # a public option, not a protocol class
+    assert "httptools_impl" not in inspect.getsource(uvicorn_config)

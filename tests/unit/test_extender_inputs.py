@@ -65,7 +65,7 @@ def test_cli_a_snapshot_that_is_not_a_list_exits_2_instead_of_serving_an_empty_c
     f = tmp_path / "s.json"
     f.write_text(content)
     line = one_line_exit_2(cli("--snapshot", str(f)))
-    assert line.startswith("hrl-extender: error: snapshot: ") and str(f) in line
+    assert line.startswith("hrl-extender: error: --snapshot: ") and str(f) in line
 
 
 def test_cli_an_empty_snapshot_directory_exits_2(tmp_path):

@@ -14,6 +14,7 @@ from extender.wire import (
     WireError,
     build_filter_result,
     build_host_priorities,
+    decode_candidate_names,
     decode_extender_args,
     decode_filter_result,
     decode_host_priorities,
@@ -404,5 +405,21 @@ def test_one_encoder_writes_every_reply_even_with_lone_surrogates():
 def test_the_fast_decoder_answers_a_deeply_nested_body_with_the_reference_error():
     """msgspec raises RecursionError past its nesting limit: the reference parser decides (a 400, never a 500)."""
     body = b'{"Pod": ' + b"[" * 200_000 + b"]" * 200_000 + b', "NodeNames": ["a"]}'
+    with pytest.raises(WireError, match="nested too deeply"):
+        decode_extender_args(body)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"NodeNames": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"Nodes": {"items": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}",
+        b'{"Pod": ' + b'{"a": ' * 50_000 + b"1" + b"}" * 50_000 + b', "NodeNames": ["n1"]}',
+    ],
+    ids=["names", "items", "pod"],
+)
+def test_the_candidate_names_of_a_body_nested_past_the_stack_are_unknown_never_an_exception(body):
+    # issue 26 item 3: RecursionError from msgspec on the shed path became an HTTP 500
+    assert decode_candidate_names(body) is None or decode_candidate_names(body) == ["n1"]
     with pytest.raises(WireError, match="nested too deeply"):
         decode_extender_args(body)

@@ -221,30 +221,34 @@ def test_the_extender_deployment_probes_healthz_and_readyz_on_its_configured_por
         assert vols[mounts[tls_dir]]["secret"]["secretName"] == "hrl-extender-tls"
     svc = one(objs, "Service", "hrl-extender")
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
-    cache_port = [(CACHE_PORT, "grpc-cache")] if ext.cache else []  # the sidecar of components/learned-policies
-    assert [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [(ext.listen.port, "extender")] + cache_port
+    # the learned overlays run the embedding cache as its own Deployment + Service (not on the extender's Service)
+    assert [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [(ext.listen.port, "extender")]
     assert spec["serviceAccountName"] == "hrl-extender" and "schedulerName" not in spec
 
 
-def test_the_learned_overlay_runs_the_embedding_cache_beside_the_one_extender_with_grpc_probes():
+def test_the_learned_overlay_runs_the_embedding_cache_as_its_own_deployment_with_grpc_probes():
     objs = render("overlays/second-scheduler-learned")
-    dep = one(objs, "Deployment", "hrl-extender")
-    # One replica: a second Pod's own cache would not get the descheduler's embeddings (docs/embedding-cache.md).
+    # The cache is one Deployment every extender replica reads (docs/embedding-cache.md): the extender keeps its
+    # replicas, so a drain never takes scoring down.
+    assert one(objs, "Deployment", "hrl-extender")["spec"]["replicas"] == 2
+    dep = one(objs, "Deployment", "hrl-embedding-cache")
     assert dep["spec"]["replicas"] == 1
-    extender, cache = pod_spec(dep)["containers"]  # the extender stays first (kubectl logs/exec default)
-    assert extender["name"] == "extender" and cache["name"] == "embedding-cache"
-    assert cache["image"] == extender["image"]
-    cmd = cache["command"] + cache["args"]
-    assert cmd[0] == "hrl-policy" and cmd[cmd.index("cache") :][:2] == ["cache", "serve"]
-    assert f"--listen=0.0.0.0:{CACHE_PORT}" in cmd and "--metrics-listen=0.0.0.0:9103" in cmd
+    (cache,) = pod_spec(dep)["containers"]
+    assert cache["name"] == "embedding-cache" and cache["image"] == "ghcr.io/hrl-scheduler/hrl-embedding-cache:0.1.0"
+    args = cache["args"]
+    assert args[args.index("cache") :][:2] == ["cache", "serve"]  # the image's entry point is hrl-policy
+    assert f"--listen=0.0.0.0:{CACHE_PORT}" in args and "--metrics-listen=0.0.0.0:9103" in args
     assert [(p["name"], p["containerPort"]) for p in cache["ports"]] == [
         ("grpc-cache", CACHE_PORT),
         ("cache-metrics", 9103),
     ]
     for probe in ("readinessProbe", "livenessProbe"):
         assert cache[probe]["grpc"] == {"port": CACHE_PORT}, probe  # grpc.health.v1, service ""
+    svc = one(objs, "Service", "hrl-embedding-cache")
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    assert [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [(CACHE_PORT, "grpc-cache")]
     ext = load_extender_config(configmap_file(objs, "hrl-extender-config", "config.yaml"))
-    assert ext.cache.address == f"127.0.0.1:{CACHE_PORT}"  # the sidecar, same Pod
+    assert ext.cache.address == f"hrl-embedding-cache.{NAMESPACE}.svc:{CACHE_PORT}"
 
 
 def test_the_learned_overlay_configures_the_learned_policies_and_the_descheduler_reaches_the_cache():
@@ -254,9 +258,9 @@ def test_the_learned_overlay_configures_the_learned_policies_and_the_descheduler
     assert (ext.policy.name, ext.policy.bundle) == ("learned", None)
     assert (des.planner.name, des.planner.autoscaler.name, des.placement.name) == ("hierarchical", "drpc", "learned")
     assert des.dry_run is True and des.state_file  # the CronJob's PVC keeps the planner's state
-    svc = one(objs, "Service", "hrl-extender")
+    svc = one(objs, "Service", "hrl-embedding-cache")
     (port,) = [p["port"] for p in svc["spec"]["ports"] if p["name"] == "grpc-cache"]
-    assert des.cache.address == f"hrl-extender.{NAMESPACE}.svc:{port}"
+    assert des.cache.address == ext.cache.address == f"hrl-embedding-cache.{NAMESPACE}.svc:{port}"
     # The placement policy of both loads from the bundle committed in the repository (and shipped in the image).
     assert type(build_policy(ext)).__name__ == type(placement_from_config(des)).__name__ == "LearnedPlacement"
 
@@ -459,12 +463,15 @@ def test_no_role_uses_wildcards(target):
                 assert "*" not in rule.get(key, []), f"{o['kind']}/{o['metadata']['name']}: {key}"
 
 
-# ---- the Dockerfile (one file, a stage per image; tests/unit/test_images.py checks the lock) ---------------------
+# ---- the Dockerfile (one file, a stage per image; tests/unit/test_image_inputs.py checks the locks, and
+# tests/integration/test_images.py builds and runs the images) -----------------------------------------------------
 
 IMAGES = {
     "extender": ("hrl-extender", "/etc/hrl-extender/config.yaml"),
     "descheduler": ("hrl-descheduler", "/etc/hrl-descheduler/config.yaml"),
 }
+#: stage -> the image's name (OCI title)
+TITLES = {"extender": "hrl-extender", "descheduler": "hrl-descheduler", "embedding-cache": "hrl-embedding-cache"}
 DOCKERFILE = MANIFESTS / "images" / "Dockerfile"
 
 
@@ -495,15 +502,20 @@ def stage_instrs(component: str) -> list[tuple[str, str]]:
     return chain
 
 
-def test_the_base_image_is_python_3_11_slim_pinned_by_digest():
-    args = dict(a.split("=", 1) for i, a in stages()[""] if i == "ARG" and "=" in a)
-    base = args["PYTHON_IMAGE"]
-    assert re.fullmatch(r"docker\.io/library/python:3\.11-slim(-bookworm)?@sha256:[0-9a-f]{64}", base), base
-    froms = [a.split()[0] for st in stages().values() for i, a in st if i == "FROM"]
-    assert {f for f in froms if f.startswith("$")} == {"${PYTHON_IMAGE}"}
+def test_every_stage_builds_on_the_debian_base_made_here_or_on_an_earlier_stage():
+    """No registry of base images is needed: BASE_IMAGE is the local image hack/build-images.sh makes from
+    hack/build-base.sh's mmdebstrap rootfs; it has no default (a build without it fails at once)."""
+    assert ("ARG", "BASE_IMAGE") in stages()[""]
+    seen = set()
+    for name, st in stages().items():
+        if name:
+            base = st[0][1].split()[0]
+            assert base == "${BASE_IMAGE}" or base in seen, (name, base)
+            seen.add(name)
+    assert "mmdebstrap" in (ROOT / "hack" / "build-base.sh").read_text()
 
 
-@pytest.mark.parametrize("component", sorted(IMAGES))
+@pytest.mark.parametrize("component", sorted(TITLES))
 def test_the_image_runs_as_a_numeric_non_root_user(component):
     users = [a for i, a in stage_instrs(component) if i == "USER"]
     assert users, "no USER instruction"
@@ -511,12 +523,19 @@ def test_the_image_runs_as_a_numeric_non_root_user(component):
     assert uid.isdigit() and int(uid) != 0
 
 
-def test_the_dependencies_come_from_the_lock_file_with_hashes_and_without_torch():
-    runs = " ".join(a for i, a in stages()["build"] if i == "RUN")
-    assert "--require-hashes" in runs and "-r requirements.lock" in runs
-    assert "pip install --no-deps --no-build-isolation ." in runs  # the package itself resolves nothing
+def test_the_dependencies_come_from_the_lock_files_with_hashes_wheels_only_offline_and_without_torch():
+    runs = " ".join(a for i, a in stages()["deps"] + stages()["build"] if i == "RUN")
+    assert runs.count("--require-hashes") == 2 and "-r manifests/images/requirements.lock" in runs
+    assert "-r manifests/images/build-requirements.lock" in runs and "--only-binary=:all:" in runs
+    env = " ".join(a for i, a in stages()["deps"] if i == "ENV")
+    assert "PIP_NO_INDEX=1" in env and "PIP_FIND_LINKS=/wheels" in env  # the build fetches nothing
+    assert "install -q --no-deps /tmp/dist/hrl_scheduler-*.whl" in runs  # the package itself resolves nothing
     assert "[train" not in runs and not re.search(r"pip install[^&]*torch", runs)
     assert "find_spec('torch') is not None" in runs  # the build fails if torch got in anyway
+    assert "venv --without-pip /opt/hrl" in runs  # no pip in the images' venv
+    # the runtime image copies the venv only, never the build tools
+    copies = [a for i, a in stages()["runtime"] if i == "COPY"]
+    assert copies == ["--from=deps /opt/hrl /opt/hrl", "--from=build /stage/ /"]
 
 
 @pytest.mark.parametrize("component", sorted(IMAGES))
@@ -530,12 +549,18 @@ def test_the_image_entrypoint_is_the_console_script_with_the_manifests_config_pa
     assert "PYTHONDONTWRITEBYTECODE=1" in instrs["ENV"]  # nothing written under a read-only root
 
 
-@pytest.mark.parametrize("component", sorted(IMAGES))
+def test_the_embedding_cache_image_serves_the_cache_by_default():
+    instrs = dict(stage_instrs("embedding-cache"))
+    assert yaml.safe_load(instrs["ENTRYPOINT"]) == ["hrl-policy"]
+    assert yaml.safe_load(instrs["CMD"])[:2] == ["cache", "serve"]
+
+
+@pytest.mark.parametrize("component", sorted(TITLES))
 def test_the_image_carries_the_oci_labels(component):
     labels = " ".join(a for i, a in stage_instrs(component) if i == "LABEL")
-    for key in ("title", "description", "version", "revision", "created", "licenses", "base.name"):
+    for key in ("title", "description", "version", "revision", "created", "licenses", "base.name", "source"):
         assert f"org.opencontainers.image.{key}=" in labels, key
-    assert f'org.opencontainers.image.title="{IMAGES[component][0]}"' in labels
+    assert f'org.opencontainers.image.title="{TITLES[component]}"' in labels
 
 
 def test_the_build_context_holds_only_the_lock_and_the_package_sources():
@@ -544,16 +569,25 @@ def test_the_build_context_holds_only_the_lock_and_the_package_sources():
     assert ignore[ignore.index("*") + 1] == "!manifests/images/requirements.lock"
     assert allowed == [
         "!manifests/images/requirements.lock",
+        "!manifests/images/build-requirements.lock",
         "!pyproject.toml",
         "!README.md",
         "!policy",
         "!extender",
         "!descheduler",
+        "!out/images/kube-scheduler",  # the plugin's scheduler, built by hack/build-scheduler-plugin.sh
     ]
-    copied = [shlex.split(a)[0] for i, a in stages()["build"] if i == "COPY" and not a.startswith("--from")]
+    copied = [
+        w
+        for i, a in stages()["deps"] + stages()["build"]
+        if i == "COPY" and not a.startswith("--from")
+        for w in shlex.split(a)[:-1]
+    ]
     assert {c.rstrip("/") for c in copied} == {
         "manifests/images/requirements.lock",
+        "manifests/images/build-requirements.lock",
         "pyproject.toml",
+        "README.md",
         "policy",
         "extender",
         "descheduler",
@@ -571,6 +605,18 @@ def test_the_manifests_run_the_fully_qualified_image_of_each_component(component
         if w["metadata"]["name"] == script
     }
     assert images == {f"ghcr.io/hrl-scheduler/{script}:0.1.0"}
+
+
+def test_the_kube_scheduler_image_runs_the_plugins_build_as_a_numeric_non_root_user():
+    instrs = stage_instrs("kube-scheduler")
+    assert ("COPY", "out/images/kube-scheduler /usr/local/bin/kube-scheduler") in instrs
+    assert yaml.safe_load(dict(instrs)["ENTRYPOINT"]) == ["kube-scheduler"]
+    uid = [a for i, a in instrs if i == "USER"][-1].split(":")[0]
+    assert uid.isdigit() and int(uid) != 0
+    labels = " ".join(a for i, a in instrs if i == "LABEL")
+    assert 'org.opencontainers.image.title="hrl-kube-scheduler"' in labels
+    script = (ROOT / "hack" / "build-images.sh").read_text()
+    assert "hack/build-scheduler-plugin.sh" in script and "out/images/kube-scheduler" in script
 
 
 # ---- the kind scripts' kustomizations (hack/kind-up.sh, hack/e2e-kind.sh; they cannot run here) --------------
@@ -607,7 +653,7 @@ def test_the_kind_e2e_setup_keeps_default_scheduler_plain_and_reads_the_boutique
     (source,) = ext.topology.sources
     prefix = "/opt/hrl/lib/python3.11/site-packages/"  # the venv of manifests/images/*.Dockerfile
     assert source.startswith(prefix) and (ROOT / source[len(prefix) :]).is_file()
-    assert "python -m venv /opt/hrl" in DOCKERFILE.read_text()
+    assert "python3 -m venv --without-pip /opt/hrl" in DOCKERFILE.read_text()
     assert one(objs, "Deployment", "hrl-extender")["spec"]["replicas"] == 1
 
 

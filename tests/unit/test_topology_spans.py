@@ -254,7 +254,14 @@ def test_a_malformed_row_is_an_error_naming_file_line_and_field(tmp_path):
     "row, message",
     [
         ("t1,a,root,web-abc12-x1,op,5,4,0", r":2: EndTimeUnixNano: 4 is before StartTimeUnixNano 5"),
-        ("t1,a,root,web-abc12-x1,op,1,2,-3", r":2: Duration: negative"),
+        (
+            "t1,a,root,web-abc12-x1,op,1,2,-3",
+            r":2: Duration: must be microseconds in 0\.\.8\.64e\+10 \(a day\), got '-3'",
+        ),
+        ("t1,a,root,web-abc12-x1,op,1,2,1e11", r":2: Duration: must be microseconds in 0\.\.8\.64e\+10"),
+        ("t1,a,root,web-abc12-x1,op,-1,2,1", r":2: StartTimeUnixNano: must be ns since 1970 in 0\.\.2\^63, got -1"),
+        ("t1,a,root,web-abc12-x1,op,1,1" + "0" * 60 + ",1", r":2: EndTimeUnixNano: must be ns since 1970 in 0"),
+        ("t1,a,root,web-abc12-x1,op,1,100000000000000,1", r":2: EndTimeUnixNano: the span lasts 100000 s, more than a"),
         ("t1,a,root,web-abc12-x1,op,1,2,fast", r":2: Duration: not a number: 'fast'"),
         (",a,root,web-abc12-x1,op,1,2,1", r":2: TraceID: empty"),
         ("t1,a,root,web-abc12-x1,op,1,2", r":2: expected 8 fields as in the header, got 7"),

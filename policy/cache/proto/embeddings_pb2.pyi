@@ -145,3 +145,109 @@ class PutIntentResponse(_message.Message):
     version: int
     stored_at_s: float
     def __init__(self, version: _Optional[int] = ..., stored_at_s: _Optional[float] = ...) -> None: ...
+
+class LoadTerm(_message.Message):
+    __slots__ = ("scale", "from_frac", "cap", "frac_float32")
+    SCALE_FIELD_NUMBER: _ClassVar[int]
+    FROM_FRAC_FIELD_NUMBER: _ClassVar[int]
+    CAP_FIELD_NUMBER: _ClassVar[int]
+    FRAC_FLOAT32_FIELD_NUMBER: _ClassVar[int]
+    scale: float
+    from_frac: float
+    cap: float
+    frac_float32: bool
+    def __init__(self, scale: _Optional[float] = ..., from_frac: _Optional[float] = ..., cap: _Optional[float] = ..., frac_float32: _Optional[bool] = ...) -> None: ...
+
+class ScoreRow(_message.Message):
+    __slots__ = ("service", "cpu_m", "memory_bytes", "weight", "base")
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    CPU_M_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    BASE_FIELD_NUMBER: _ClassVar[int]
+    service: str
+    cpu_m: int
+    memory_bytes: int
+    weight: float
+    base: bytes
+    def __init__(self, service: _Optional[str] = ..., cpu_m: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., weight: _Optional[float] = ..., base: _Optional[bytes] = ...) -> None: ...
+
+class ScoreTable(_message.Message):
+    __slots__ = ("generation", "producer", "policy", "computed_at_s", "snapshot_age_s", "nodes", "alloc_cpu_m", "cpu_used_m", "requested_cpu_m", "load_term", "rows", "version")
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    COMPUTED_AT_S_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_AGE_S_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    ALLOC_CPU_M_FIELD_NUMBER: _ClassVar[int]
+    CPU_USED_M_FIELD_NUMBER: _ClassVar[int]
+    REQUESTED_CPU_M_FIELD_NUMBER: _ClassVar[int]
+    LOAD_TERM_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    producer: str
+    policy: str
+    computed_at_s: float
+    snapshot_age_s: float
+    nodes: _containers.RepeatedScalarFieldContainer[str]
+    alloc_cpu_m: bytes
+    cpu_used_m: bytes
+    requested_cpu_m: bytes
+    load_term: LoadTerm
+    rows: _containers.RepeatedCompositeFieldContainer[ScoreRow]
+    version: int
+    def __init__(self, generation: _Optional[int] = ..., producer: _Optional[str] = ..., policy: _Optional[str] = ..., computed_at_s: _Optional[float] = ..., snapshot_age_s: _Optional[float] = ..., nodes: _Optional[_Iterable[str]] = ..., alloc_cpu_m: _Optional[bytes] = ..., cpu_used_m: _Optional[bytes] = ..., requested_cpu_m: _Optional[bytes] = ..., load_term: _Optional[_Union[LoadTerm, _Mapping]] = ..., rows: _Optional[_Iterable[_Union[ScoreRow, _Mapping]]] = ..., version: _Optional[int] = ...) -> None: ...
+
+class PublishScoreTableRequest(_message.Message):
+    __slots__ = ("table",)
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    table: ScoreTable
+    def __init__(self, table: _Optional[_Union[ScoreTable, _Mapping]] = ...) -> None: ...
+
+class PublishScoreTableResponse(_message.Message):
+    __slots__ = ("version", "watchers")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    WATCHERS_FIELD_NUMBER: _ClassVar[int]
+    version: int
+    watchers: int
+    def __init__(self, version: _Optional[int] = ..., watchers: _Optional[int] = ...) -> None: ...
+
+class TouchScoreTableRequest(_message.Message):
+    __slots__ = ("generation", "snapshot_age_s")
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_AGE_S_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    snapshot_age_s: float
+    def __init__(self, generation: _Optional[int] = ..., snapshot_age_s: _Optional[float] = ...) -> None: ...
+
+class TouchScoreTableResponse(_message.Message):
+    __slots__ = ("found",)
+    FOUND_FIELD_NUMBER: _ClassVar[int]
+    found: bool
+    def __init__(self, found: _Optional[bool] = ...) -> None: ...
+
+class WatchScoreTableRequest(_message.Message):
+    __slots__ = ("known_generation", "watcher")
+    KNOWN_GENERATION_FIELD_NUMBER: _ClassVar[int]
+    WATCHER_FIELD_NUMBER: _ClassVar[int]
+    known_generation: int
+    watcher: str
+    def __init__(self, known_generation: _Optional[int] = ..., watcher: _Optional[str] = ...) -> None: ...
+
+class ScoreTableHeartbeat(_message.Message):
+    __slots__ = ("generation", "snapshot_age_s")
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_AGE_S_FIELD_NUMBER: _ClassVar[int]
+    generation: int
+    snapshot_age_s: float
+    def __init__(self, generation: _Optional[int] = ..., snapshot_age_s: _Optional[float] = ...) -> None: ...
+
+class ScoreTableEvent(_message.Message):
+    __slots__ = ("table", "heartbeat")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    table: ScoreTable
+    heartbeat: ScoreTableHeartbeat
+    def __init__(self, table: _Optional[_Union[ScoreTable, _Mapping]] = ..., heartbeat: _Optional[_Union[ScoreTableHeartbeat, _Mapping]] = ...) -> None: ...

@@ -54,6 +54,21 @@ class EmbeddingCacheStub:
                 request_serializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.PutIntentRequest.SerializeToString,
                 response_deserializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.PutIntentResponse.FromString,
                 _registered_method=True)
+        self.PublishScoreTable = channel.unary_unary(
+                '/hrlscheduler.embeddings.v1.EmbeddingCache/PublishScoreTable',
+                request_serializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.PublishScoreTableRequest.SerializeToString,
+                response_deserializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.PublishScoreTableResponse.FromString,
+                _registered_method=True)
+        self.TouchScoreTable = channel.unary_unary(
+                '/hrlscheduler.embeddings.v1.EmbeddingCache/TouchScoreTable',
+                request_serializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.TouchScoreTableRequest.SerializeToString,
+                response_deserializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.TouchScoreTableResponse.FromString,
+                _registered_method=True)
+        self.WatchScoreTable = channel.unary_stream(
+                '/hrlscheduler.embeddings.v1.EmbeddingCache/WatchScoreTable',
+                request_serializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.WatchScoreTableRequest.SerializeToString,
+                response_deserializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.ScoreTableEvent.FromString,
+                _registered_method=True)
 
 
 class EmbeddingCacheServicer:
@@ -83,6 +98,26 @@ class EmbeddingCacheServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PublishScoreTable(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TouchScoreTable(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchScoreTable(self, request, context):
+        """The current table, then every new one and a heartbeat at least every few seconds, until the caller leaves.
+        A watcher too slow to take every table gets the newest one (tables in between are skipped, never queued).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EmbeddingCacheServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +140,21 @@ def add_EmbeddingCacheServicer_to_server(servicer, server):
                     servicer.PutIntent,
                     request_deserializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.PutIntentRequest.FromString,
                     response_serializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.PutIntentResponse.SerializeToString,
+            ),
+            'PublishScoreTable': grpc.unary_unary_rpc_method_handler(
+                    servicer.PublishScoreTable,
+                    request_deserializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.PublishScoreTableRequest.FromString,
+                    response_serializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.PublishScoreTableResponse.SerializeToString,
+            ),
+            'TouchScoreTable': grpc.unary_unary_rpc_method_handler(
+                    servicer.TouchScoreTable,
+                    request_deserializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.TouchScoreTableRequest.FromString,
+                    response_serializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.TouchScoreTableResponse.SerializeToString,
+            ),
+            'WatchScoreTable': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchScoreTable,
+                    request_deserializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.WatchScoreTableRequest.FromString,
+                    response_serializer=policy_dot_cache_dot_proto_dot_embeddings__pb2.ScoreTableEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +265,87 @@ class EmbeddingCache:
             '/hrlscheduler.embeddings.v1.EmbeddingCache/PutIntent',
             policy_dot_cache_dot_proto_dot_embeddings__pb2.PutIntentRequest.SerializeToString,
             policy_dot_cache_dot_proto_dot_embeddings__pb2.PutIntentResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PublishScoreTable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hrlscheduler.embeddings.v1.EmbeddingCache/PublishScoreTable',
+            policy_dot_cache_dot_proto_dot_embeddings__pb2.PublishScoreTableRequest.SerializeToString,
+            policy_dot_cache_dot_proto_dot_embeddings__pb2.PublishScoreTableResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TouchScoreTable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/hrlscheduler.embeddings.v1.EmbeddingCache/TouchScoreTable',
+            policy_dot_cache_dot_proto_dot_embeddings__pb2.TouchScoreTableRequest.SerializeToString,
+            policy_dot_cache_dot_proto_dot_embeddings__pb2.TouchScoreTableResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchScoreTable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/hrlscheduler.embeddings.v1.EmbeddingCache/WatchScoreTable',
+            policy_dot_cache_dot_proto_dot_embeddings__pb2.WatchScoreTableRequest.SerializeToString,
+            policy_dot_cache_dot_proto_dot_embeddings__pb2.ScoreTableEvent.FromString,
             options,
             channel_credentials,
             insecure,

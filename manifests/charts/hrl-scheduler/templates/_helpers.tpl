@@ -1,13 +1,27 @@
 {{/*
-Shared helpers. Object names are fixed (hrl-extender, hrl-descheduler, hrl-scheduler): kube-scheduler's
-urlPrefix, the descheduler's cache address and the docs use them, so one release per cluster.
+Shared helpers. Object names are fixed per release and cluster-wide objects carry them too (kube-scheduler's
+urlPrefix, the descheduler's cache address and the docs use them), so one release per cluster; nameOverride
+renames everything (hrl.name).
 */}}
+
+{{/* An object's name: (list $ "extender") -> hrl-extender (NAME-extender with nameOverride); (list $ "product")
+-> hrl-scheduler (NAME): the prefix of the shared objects (NAME-metrics, NAME:extender, ...). */}}
+{{- define "hrl.name" -}}
+{{- $ctx := index . 0 -}}
+{{- $what := index . 1 -}}
+{{- $o := $ctx.Values.nameOverride -}}
+{{- if eq $what "product" -}}
+{{- $o | default "hrl-scheduler" -}}
+{{- else -}}
+{{- printf "%s-%s" ($o | default "hrl") $what -}}
+{{- end -}}
+{{- end -}}
 
 {{/* Labels of every object. Call with (dict "ctx" $ "name" "hrl-extender" "component" "scheduler-extender"). */}}
 {{- define "hrl.labels" -}}
 app.kubernetes.io/name: {{ .name }}
 app.kubernetes.io/component: {{ .component }}
-app.kubernetes.io/part-of: hrl-scheduler
+app.kubernetes.io/part-of: {{ include "hrl.name" (list .ctx "product") }}
 {{- if not .ctx.Values.plainLabels }}
 app.kubernetes.io/instance: {{ .ctx.Release.Name }}
 app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
@@ -16,16 +30,25 @@ helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version }}
 {{- end }}
 {{- end -}}
 
-{{/* Labels of a pod template (no version: a chart upgrade alone does not roll the pods). */}}
+{{/* Labels of a pod template (no version: a chart upgrade alone does not roll the pods), then the component's
+podLabels under them (the chart's own win). Call with (dict "ctx" $ "name" NAME "component" C "values" V). */}}
 {{- define "hrl.podLabels" -}}
-app.kubernetes.io/name: {{ .name }}
-app.kubernetes.io/component: {{ .component }}
-app.kubernetes.io/part-of: hrl-scheduler
+{{- $own := dict "app.kubernetes.io/name" .name "app.kubernetes.io/component" .component "app.kubernetes.io/part-of" (include "hrl.name" (list .ctx "product")) -}}
+{{- toYaml (mergeOverwrite (deepCopy (.values.podLabels | default dict)) $own) -}}
 {{- end -}}
 
-{{/* An image reference from {repository, tag, digest}: repository@digest, else repository:tag (tag "" = default). */}}
+{{/* The selector of a component's pods. */}}
+{{- define "hrl.selector" -}}
+app.kubernetes.io/name: {{ .name }}
+{{- end -}}
+
+{{/* An image reference from {repository, tag, digest}: repository@digest, else repository:tag (tag "" = default).
+Call with (dict "image" V "default" TAG "what" "extender.image"); a missing image fails with its value's name. */}}
 {{- define "hrl.image" -}}
 {{- $img := .image -}}
+{{- if not (kindIs "map" $img) -}}
+{{- fail (printf "%s: must be {repository, tag, digest} (got %v)" .what $img) -}}
+{{- end -}}
 {{- if $img.digest -}}
 {{- printf "%s@%s" $img.repository $img.digest -}}
 {{- else -}}
@@ -40,7 +63,21 @@ app.kubernetes.io/part-of: hrl-scheduler
 
 {{/* The extender's scheme and Service address. */}}
 {{- define "hrl.extenderScheme" -}}{{ if .Values.tls.enabled }}https{{ else }}http{{ end }}{{- end -}}
-{{- define "hrl.extenderHost" -}}hrl-extender.{{ .Release.Namespace }}.svc{{- end -}}
+{{- define "hrl.extenderHost" -}}{{ include "hrl.name" (list . "extender") }}.{{ .Release.Namespace }}.svc{{- end -}}
+
+{{/* The embedding cache's gRPC address for the extender (the sidecar on 127.0.0.1, else the Service) and for the
+descheduler (the extender's Service port with a sidecar, else the cache's own Service). */}}
+{{- define "hrl.cacheSidecar" -}}{{ if eq .Values.learnedPolicies.cache.mode "sidecar" }}true{{ end }}{{- end -}}
+{{/* The embedding cache runs with the learned policies and in plugin mode (it relays the score table). */}}
+{{- define "hrl.cacheEnabled" -}}{{ if or .Values.learnedPolicies.enabled (include "hrl.pluginMode" .) }}true{{ end }}{{- end -}}
+{{- define "hrl.cacheAddress" -}}
+{{- $c := .ctx.Values.learnedPolicies.cache -}}
+{{- if include "hrl.cacheSidecar" .ctx -}}
+{{- if .local -}}127.0.0.1:{{ int $c.port }}{{- else -}}{{ include "hrl.extenderHost" .ctx }}:{{ int $c.port }}{{- end -}}
+{{- else -}}
+{{- include "hrl.name" (list .ctx "embedding-cache") }}.{{ .ctx.Release.Namespace }}.svc:{{ int $c.port }}
+{{- end -}}
+{{- end -}}
 
 {{/* Namespaces the descheduler never touches. */}}
 {{- define "hrl.excludedNamespaces" -}}
@@ -66,6 +103,71 @@ capabilities:
   drop: ["ALL"]
 {{- end -}}
 
+{{/* Where a workload runs: priority, node selection, tolerations, affinity (default: prefer one replica per node)
+and spread. Call with (dict "values" V "name" NAME). */}}
+{{- define "hrl.podPlacement" -}}
+{{- $v := .values -}}
+{{- with $v.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $v.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+affinity:
+{{- if $v.affinity }}
+  {{- toYaml $v.affinity | nindent 2 }}
+{{- else }}
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector:
+            matchLabels:
+              {{- include "hrl.selector" . | nindent 14 }}
+{{- end }}
+{{- with $v.topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The pod template's annotations: the config checksum, then podAnnotations. */}}
+{{- define "hrl.podAnnotations" -}}
+{{- with .checksum }}
+checksum/config: {{ . }}
+{{- end }}
+{{- with .values.podAnnotations }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The bundles volume (learnedPolicies.bundles.volume) at /etc/hrl-bundles: the volume and the mount. */}}
+{{- define "hrl.bundlesVolume" -}}
+{{- with .Values.learnedPolicies.bundles.volume }}
+- name: bundles
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+{{- define "hrl.bundlesMount" -}}
+{{- if .Values.learnedPolicies.bundles.volume }}
+- name: bundles
+  mountPath: /etc/hrl-bundles
+  readOnly: true
+{{- end }}
+{{- end -}}
+{{/* A bundle's path in the configuration: /etc/hrl-bundles/DIR, or nil (the image's). Call with (list $ "placement"). */}}
+{{- define "hrl.bundlePath" -}}
+{{- $b := (index . 0).Values.learnedPolicies.bundles -}}
+{{- $dir := index $b (index . 1) -}}
+{{- if and $b.volume $dir -}}{{ printf "/etc/hrl-bundles/%s" $dir }}{{- end -}}
+{{- end -}}
+
 {{/* The ExtenderConfiguration file (docs/operations.md section 5.1), as a dict. */}}
 {{- define "hrl.extenderConfig" -}}
 {{- $v := .Values -}}
@@ -75,7 +177,7 @@ capabilities:
 {{- end -}}
 {{- $policy := dict "name" "topology-heuristic" "targetUtilization" 0.7 -}}
 {{- if $v.learnedPolicies.enabled -}}
-{{- $policy = dict "name" "learned" "bundle" nil -}}
+{{- $policy = dict "name" "learned" "bundle" (include "hrl.bundlePath" (list . "placement") | default nil) -}}
 {{- end -}}
 {{- $cfg := dict
   "apiVersion" "hrl-scheduler.io/v1alpha1"
@@ -88,13 +190,17 @@ capabilities:
   "topology" (dict "sources" list)
   "logLevel" $v.extender.logLevel -}}
 {{- if $v.learnedPolicies.enabled -}}
-{{- $_ := set $cfg "cache" (dict "address" (printf "127.0.0.1:%d" (int $v.learnedPolicies.cache.port))) -}}
+{{- $_ := set $cfg "cache" (dict "address" (include "hrl.cacheAddress" (dict "ctx" . "local" true))) -}}
 {{- end -}}
 {{- $ru := $v.metricsSources.resourceUsage -}}
 {{- if $ru.uri -}}
 {{- $_ := set $cfg "metricsSources" (dict "resourceUsage" (dict "uri" $ru.uri "refreshSeconds" $ru.refreshSeconds "maxAgeSeconds" $ru.maxAgeSeconds)) -}}
 {{- end -}}
-{{- toYaml (mustMergeOverwrite $cfg (deepCopy $v.extender.config)) -}}
+{{- if include "hrl.pluginMode" . -}}
+{{- $_ := set $cfg "scoreTable" (dict "publish" true "address" (include "hrl.cacheAddress" (dict "ctx" . "local" true))) -}}
+{{- $_ := set $cfg "precompute" (dict "enabled" false) -}}
+{{- end -}}
+{{- toYaml (mustMergeOverwrite $cfg (deepCopy ($v.extender.config | default dict))) -}}
 {{- end -}}
 
 {{/* The DeschedulerConfiguration file (docs/operations.md section 5.2), as a dict. */}}
@@ -116,21 +222,25 @@ capabilities:
 {{- if eq $d.mode "interval" -}}
 {{- $_ := set $cfg "stateFile" nil -}}
 {{- $_ := set $metrics "listen" (printf "0.0.0.0:%d" (int $d.metricsPort)) -}}
-{{- $_ := set $cfg "leaderElection" (dict "enabled" true "leaseName" "hrl-descheduler" "leaseNamespace" nil "leaseDurationSeconds" 15 "renewDeadlineSeconds" 10 "retryPeriodSeconds" 2) -}}
+{{- $_ := set $cfg "leaderElection" (dict "enabled" true "leaseName" (include "hrl.name" (list . "descheduler")) "leaseNamespace" nil "leaseDurationSeconds" 15 "renewDeadlineSeconds" 10 "retryPeriodSeconds" 2) -}}
 {{- else -}}
 {{- $_ := set $cfg "stateFile" "/var/lib/hrl-descheduler/history.json" -}}
 {{- if $v.metrics.pushgateway.url -}}
 {{- $_ := set $metrics "pushgateway" $v.metrics.pushgateway.url -}}
-{{- $_ := set $metrics "job" "hrl-descheduler" -}}
+{{- $_ := set $metrics "job" (include "hrl.name" (list . "descheduler")) -}}
+{{- $_ := set $metrics "groupingKey" (dict "namespace" .Release.Namespace) -}}
 {{- end -}}
 {{- end -}}
 {{- $_ := set $cfg "metrics" $metrics -}}
 {{- if $v.learnedPolicies.enabled -}}
-{{- $_ := set $cfg "planner" (dict "name" "hierarchical" "overloadThreshold" 0.85 "localityMargin" 1.0 "autoscaler" (dict "name" "drpc" "bundle" nil)) -}}
-{{- $_ := set $cfg "placement" (dict "name" "learned" "bundle" nil) -}}
+{{- $auto := dict "name" "drpc" "bundle" (include "hrl.bundlePath" (list . "highLevel") | default nil) -}}
+{{- $_ := set $cfg "planner" (dict "name" "hierarchical" "overloadThreshold" 0.85 "localityMargin" 1.0 "autoscaler" $auto) -}}
+{{- $_ := set $cfg "placement" (dict "name" "learned" "bundle" (include "hrl.bundlePath" (list . "placement") | default nil)) -}}
 {{- $s := $v.learnedPolicies.scaling -}}
 {{- $_ := set $cfg "scaling" (dict "enabled" true "minReplicas" (int $s.minReplicas) "maxReplicas" (int $s.maxReplicas) "maxStepPerCycle" (int $s.maxStepPerCycle)) -}}
-{{- $_ := set $cfg "cache" (dict "address" (printf "%s:%d" (include "hrl.extenderHost" .) (int $v.learnedPolicies.cache.port))) -}}
+{{- $cache := dict "address" (include "hrl.cacheAddress" (dict "ctx" . "local" false)) -}}
+{{- with include "hrl.bundlePath" (list . "encoder") }}{{ $_ := set $cache "encoderBundle" . }}{{ end -}}
+{{- $_ := set $cfg "cache" $cache -}}
 {{- end -}}
 {{- $ms := dict -}}
 {{- $ru := $v.metricsSources.resourceUsage -}}
@@ -144,7 +254,7 @@ capabilities:
 {{- if $ms -}}
 {{- $_ := set $cfg "metricsSources" $ms -}}
 {{- end -}}
-{{- toYaml (mustMergeOverwrite $cfg (deepCopy $d.config)) -}}
+{{- toYaml (mustMergeOverwrite $cfg (deepCopy ($d.config | default dict))) -}}
 {{- end -}}
 
 {{/* The extenders[] entry of a KubeSchedulerConfiguration; call with (dict "ctx" $ "host" HOST). */}}
@@ -174,8 +284,19 @@ capabilities:
 {{- fail (printf "descheduler.namespaces: %q is not allowed (the descheduler never acts in kube-system or in its own namespace %q)" . $.Release.Namespace) }}
 {{- end }}
 {{- end }}
+{{- if and (include "hrl.pluginMode" .) (ne .Values.scheduler.mode "second") }}
+{{- fail (printf "scheduler.scoring.mode: plugin needs scheduler.mode second (got %q: the cluster's own kube-scheduler has no HRLScore plugin)" .Values.scheduler.mode) }}
+{{- end }}
 {{- if and .Values.metrics.pushgateway.url (eq .Values.descheduler.mode "interval") }}
 {{- fail "metrics.pushgateway.url: only for descheduler.mode cronjob (interval mode serves /metrics; scrape it)" }}
+{{- end }}
+{{- $s := .Values.learnedPolicies.scaling }}
+{{- if gt (int $s.minReplicas) (int $s.maxReplicas) }}
+{{- fail (printf "learnedPolicies.scaling.minReplicas: %d is above maxReplicas %d" (int $s.minReplicas) (int $s.maxReplicas)) }}
+{{- end }}
+{{- $b := .Values.learnedPolicies.bundles }}
+{{- if and (not $b.volume) (or $b.placement $b.highLevel $b.encoder) }}
+{{- fail "learnedPolicies.bundles: placement, highLevel and encoder name directories of learnedPolicies.bundles.volume, which is not set" }}
 {{- end }}
 {{- end -}}
 
@@ -188,14 +309,19 @@ kind: KubeSchedulerConfiguration
 leaderElection:
   leaderElect: true
   resourceLock: leases
-  resourceName: hrl-scheduler              # its own Lease: never contends with the default scheduler's
+  resourceName: {{ include "hrl.name" (list . "scheduler") }}              # its own Lease: never contends with the default scheduler's
   resourceNamespace: {{ .Release.Namespace }}
 profiles:
   - schedulerName: {{ .Values.scheduler.schedulerName }}
+    {{- if include "hrl.pluginMode" . }}
+    {{- include "hrl.pluginProfile" . | nindent 4 }}
+    {{- end }}
+{{- if not (include "hrl.pluginMode" .) }}
 # extenders[] is global to a scheduler configuration (every profile calls it): hence a second scheduler.
 # Values: DESIGN.md section 5.
 extenders:
   {{- include "hrl.extenderRegistration" (dict "ctx" . "host" (include "hrl.extenderHost" .)) | nindent 2 }}
+{{- end }}
 {{- end }}
 
 
@@ -207,13 +333,24 @@ extenders:
   imagePullPolicy: {{ $d.image.pullPolicy }}
   {{- if .interval }}
   args: ["--config", "/etc/hrl-descheduler/config.yaml", "--interval", "{{ $d.intervalSeconds }}", "--json", "--log-format", {{ $v.logFormat | quote }}]
+  {{- else }}
+  args: ["--config", "/etc/hrl-descheduler/config.yaml", "--once", "--json", "--log-format", {{ $v.logFormat | quote }}]
+  {{- end }}
+  {{- if or .interval $d.extraEnv }}
   env:
+    {{- if .interval }}
     - name: POD_NAME
       valueFrom:
         fieldRef: {fieldPath: metadata.name}
     - name: POD_NAMESPACE
       valueFrom:
         fieldRef: {fieldPath: metadata.namespace}
+    {{- end }}
+    {{- with $d.extraEnv }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- end }}
+  {{- if .interval }}
   ports:
     - name: metrics
       containerPort: {{ $d.metricsPort }}
@@ -223,8 +360,6 @@ extenders:
     initialDelaySeconds: 10
     periodSeconds: 20
     timeoutSeconds: 5
-  {{- else }}
-  args: ["--config", "/etc/hrl-descheduler/config.yaml", "--once", "--json", "--log-format", {{ $v.logFormat | quote }}]
   {{- end }}
   resources:
     {{- toYaml $d.resources | nindent 4 }}
@@ -240,37 +375,54 @@ extenders:
     {{- end }}
     - name: tmp
       mountPath: /tmp
+    {{- include "hrl.bundlesMount" .ctx | nindent 4 }}
+    {{- with $d.extraVolumeMounts }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
 {{- end }}
 
 {{- define "hrl.deschedulerVolumes" -}}
 - name: config
   configMap:
-    name: hrl-descheduler-config
+    name: {{ include "hrl.name" (list .ctx "descheduler") }}-config
 {{- if not .interval }}
 - name: state
   persistentVolumeClaim:
-    claimName: hrl-descheduler-state
+    claimName: {{ include "hrl.name" (list .ctx "descheduler") }}-state
 {{- end }}
 - name: tmp
   emptyDir:
     sizeLimit: 64Mi
+{{- include "hrl.bundlesVolume" .ctx }}
+{{- with .ctx.Values.descheduler.extraVolumes }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{- define "hrl.deschedulerPodCommon" -}}
 {{- $d := .Values.descheduler -}}
-serviceAccountName: hrl-descheduler
+serviceAccountName: {{ include "hrl.name" (list . "descheduler") }}
 securityContext:
   {{- include "hrl.podSecurityContext" . | nindent 2 }}
 {{- with .Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with $d.nodeSelector }}
-nodeSelector:
-  {{- toYaml . | nindent 2 }}
+{{- include "hrl.podPlacement" (dict "values" $d "name" (include "hrl.name" (list . "descheduler"))) }}
 {{- end }}
-{{- with $d.tolerations }}
-tolerations:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
-{{- end }}
+
+{{/* The embedding cache's probes: grpc.health.v1 answers SERVING for "" as soon as it listens (well under a
+second), and NOT_SERVING on SIGTERM while it drains. Call with learnedPolicies.cache. */}}
+{{- define "hrl.cacheProbes" -}}
+readinessProbe:
+  grpc: {port: {{ .port }}}
+  periodSeconds: 5
+  timeoutSeconds: 2
+  failureThreshold: 2
+livenessProbe:
+  grpc: {port: {{ .port }}}
+  initialDelaySeconds: 5
+  periodSeconds: 10
+  timeoutSeconds: 2
+  failureThreshold: 3
+{{- end -}}
