@@ -190,6 +190,21 @@ def cmd_graph(args: argparse.Namespace) -> int:
             metavar="DIR",
             help="where training.json/.csv go (default: benchmarks/ for a full run, else out/train)",
         ),
+        arg(
+            "--app",
+            action="append",
+            default=None,
+            metavar="DIR",
+            help="train on this app (the folder 'hrl-policy app build' wrote, an app.yaml, or a built-in name; "
+            "repeat for several) instead of the training apps; bundles default to out/train/<app>/bundles",
+        ),
+        arg(
+            "--scenario",
+            default=None,
+            metavar="NAME|FILE",
+            help="with --app: run the high level's training episodes in this scenario (policy/data/scenarios or a "
+            "file) with the app in it; default: the benchmark's scenario families and the classic setting",
+        ),
     ],
 )
 def cmd_train(args: argparse.Namespace) -> int:

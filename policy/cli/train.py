@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from policy.train import pipeline
+from policy.train.episodes import TrainingTarget
 
 __all__ = ["cmd_train"]
 
@@ -20,21 +21,27 @@ def cmd_train(args: Any) -> int:
         return 2
     if args.seed < 0:
         raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
-    # a --quick run never overwrites the committed bundles unless --out says so
-    root = Path(args.out) if args.out else (pipeline.QUICK_ROOT if args.quick else pipeline.DEFAULT_ROOT)
+    target = _target(args)
+    # a --quick run, or one on your own app, never overwrites the committed bundles unless --out says so
+    own = pipeline.ROOT / "out" / "train" / target.name if target is not None else None
+    if args.out:
+        root = Path(args.out)
+    elif own is not None:
+        root = own / "bundles"
+    else:
+        root = pipeline.QUICK_ROOT if args.quick else pipeline.DEFAULT_ROOT
     stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages is not None else None
     if stages is not None:
         known = [s.name for s in pipeline.STAGES]
         bad = [s for s in stages if s not in known]
         if bad or not stages:
             raise ValueError(f"--stages: expected a comma-separated subset of {','.join(known)}, got {args.stages!r}")
-    report = pipeline.run_all(root, quick=args.quick, seed=args.seed, stages=stages)
-    full = not args.quick and stages is None and root.resolve() == pipeline.DEFAULT_ROOT.resolve()
-    out_dir = (
-        Path(args.report)
-        if args.report
-        else (pipeline.ROOT / "benchmarks" if full else pipeline.ROOT / "out" / "train")
-    )
+    report = pipeline.run_all(root, quick=args.quick, seed=args.seed, stages=stages, target=target)
+    full = not args.quick and stages is None and target is None and root.resolve() == pipeline.DEFAULT_ROOT.resolve()
+    if args.report:
+        out_dir = Path(args.report)
+    else:
+        out_dir = own or (pipeline.ROOT / "benchmarks" if full else pipeline.ROOT / "out" / "train")
     j, c = pipeline.write_reports(report, out_dir)
     print(
         f"hrl-policy train: report written to {j} and {c}; bundles "
@@ -49,3 +56,15 @@ def cmd_train(args: Any) -> int:
     for stack, paths in report.missing.items():
         print(f"hrl-policy train: {stack}: missing bundle(s) {', '.join(paths)}", file=sys.stderr)
     return 0 if report.ok else 1
+
+
+def _target(args: Any) -> TrainingTarget | None:
+    """``--app`` / ``--scenario`` as a :class:`TrainingTarget` (None without ``--app``). Raises ValueError naming
+    the flag for a bad value, or ``--scenario`` given without ``--app``."""
+    apps = tuple(getattr(args, "app", None) or ())
+    scenario = getattr(args, "scenario", None)
+    if not apps:
+        if scenario is not None:
+            raise ValueError("--scenario: only with --app (the scenario your app is trained in)")
+        return None
+    return TrainingTarget(apps, scenario)

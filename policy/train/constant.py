@@ -28,6 +28,7 @@ from policy.lowlevel import load_learned_placement
 from policy.sim.objective import DEFAULT_OBJECTIVE, app_costs
 from policy.sim.stacks import StackContext, build_stack
 
+from .episodes import TrainingTarget
 from .intent_episodes import EpisodeDistribution, EpisodeSpec, episode_pieces, sample_episode_specs
 from .ray_pool import TaskPool
 
@@ -136,11 +137,18 @@ def load_constant(path: str | Path = DEFAULT_CONSTANT) -> dict[str, Any] | None:
 
 
 def train_stage(
-    root: str | Path, *, quick: bool = False, seed: int = 0, log: Callable[[str], None] = print
+    root: str | Path,
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+    target: TrainingTarget | None = None,
 ) -> list[str]:
     """The ``constant`` stage of ``make train``: the search over the staged ``root``'s bundles, written to
-    ``<root>/hrl-scheduler/high/constant.json``. Returns the directory written."""
-    cfg = ConstantSearchConfig(seed=seed, **(QUICK if quick else {}))
+    ``<root>/hrl-scheduler/high/constant.json``, on the episodes of ``target`` when given
+    (:meth:`TrainingTarget.distribution`). Returns the directory written."""
+    over = dict(QUICK if quick else {}, **(target.distribution() if target is not None else {}))
+    cfg = ConstantSearchConfig(seed=seed, **over)
     out = Path(root) / "hrl-scheduler" / "high"
     tune_constant(cfg, out / "constant.json", bundles_root=root, log=log)
     return [str(out)]

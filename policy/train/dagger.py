@@ -63,6 +63,7 @@ from policy.sim.oracle import ImposedIntent, LookaheadConfig, LookaheadOracle, O
 
 from .constant import load_constant
 from .drpc import json_ready
+from .episodes import TrainingTarget
 from .intent_episodes import (
     PREDICTOR_BUNDLE,
     EpisodeDistribution,
@@ -436,6 +437,9 @@ def train_dagger(
         "algorithm": "DAgger from the lookahead oracle (policy.train.dagger): imitation of the oracle's best intent",
         "objective": asdict(cfg.objective),
         "apps": list(cfg.apps),
+        "synthetic_share": cfg.synthetic_share,
+        "scenarios": list(cfg.scenarios) if cfg.scenario_share > 0 else [],
+        "scenario_share": cfg.scenario_share,
         "iterations": cfg.iterations,
         "labels": len(data),
         "train_cpu_minutes": rows[-1]["cpu_minutes"] if rows else 0.0,
@@ -466,16 +470,23 @@ def train_dagger(
 
 
 def train_stage(
-    root: str | Path, *, quick: bool = False, seed: int = 0, log: Callable[[str], None] = print
+    root: str | Path,
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+    target: TrainingTarget | None = None,
 ) -> list[str]:
     """The ``dagger`` stage of ``make train`` (:mod:`policy.train.pipeline`): the high level of ``hrl-scheduler``
     (with embeddings) and of ``hrl-no-encoder`` (flat rows), over the staged ``root``'s low levels and with the
     constant the ``constant`` stage wrote there as their fallback, written to ``<root>/<stack>/high/{intent,
-    predictor}``. Returns the directories."""
+    predictor}``; on the episodes of ``target`` when given (:meth:`TrainingTarget.distribution`). Returns the
+    directories."""
     out = []
     constant = load_constant(Path(root) / "hrl-scheduler" / "high" / "constant.json")
+    over = dict(QUICK if quick else {}, **(target.distribution() if target is not None else {}))
     for stack, flat in (("hrl-scheduler", False), ("hrl-no-encoder", True)):
-        cfg = DaggerConfig(seed=seed, flat=flat, **(QUICK if quick else {}))
+        cfg = DaggerConfig(seed=seed, flat=flat, **over)
         run_dir = ROOT / ("out/train" if quick else "runs") / f"dagger-{stack}"
         train_dagger(cfg, Path(root) / stack / "high", run_dir, constant=constant, bundles_root=root, log=log)
         out.append(str(Path(root) / stack / "high"))

@@ -83,6 +83,7 @@ from policy.sim.sizing import capacity_rps, cluster_for
 from policy.sim.stacks import autoscaled_workloads, terms_lookup
 from policy.sim.traces import scale_to_peak
 
+from .episodes import TrainingTarget
 from .forecast_data import dataset, heldout_sets, training_series
 from .pipeline import check_replaceable, install_dirs
 from .td3 import TD3, Actor, ReplayBuffer, ReplayBufferSamples, TD3Config, WorkloadPredictor, imitation_loss
@@ -1208,15 +1209,15 @@ def _print_report(rep: dict[str, Any], log=lambda m: print(m, file=sys.stderr)) 
     )
 
 
-def train_stage(root: Path, *, quick: bool, seed: int, log=print) -> list[str]:
+def train_stage(root: Path, *, quick: bool, seed: int, log=print, target: TrainingTarget | None = None) -> list[str]:
     """The ``drpc`` stage of ``make train`` (:mod:`policy.train.pipeline`): one run training the teacher and the
     students ``drpc``, ``hrl`` and ``hrl-td3`` together, written to ``<root>/drpc``,
     ``<root>/hrl-scheduler/high``, ``<root>/hrl-flat/high``; ``<root>/hrl-no-encoder/high`` gets a copy of the
     ``drpc`` student (flat per-service features, distilled) with its predictor. The ``hrl`` students read the
     committed encoder's embeddings, as :meth:`policy.highlevel.DrpcAutoscaler.load` serves them (the layout has a
-    fixed embedding width). Returns the directories."""
+    fixed embedding width). ``target``: train on its apps. Returns the directories."""
     root = Path(root)
-    cfg = _config_for(("drpc", "hrl", "hrl-td3"), seed, quick, None, None)
+    cfg = _config_for(("drpc", "hrl", "hrl-td3"), seed, quick, None, target.apps if target is not None else None)
     dirs = {"drpc": root / "drpc", "hrl": root / "hrl-scheduler" / "high", "hrl-td3": root / "hrl-flat" / "high"}
     rep = train_drpc(
         cfg, bundle_dirs=dirs, progress=not quick, out_dir=(ROOT / "out" / "train" / "drpc") if quick else None

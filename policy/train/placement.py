@@ -99,6 +99,8 @@ from policy.sim.stacks import autoscaled_workloads, terms_lookup
 from policy.sim.synthetic import synthetic_app
 from policy.sim.traces import load_trace
 
+from .episodes import TrainingTarget
+
 __all__ = [
     "PlacementNet",
     "PlacementReward",
@@ -1207,16 +1209,24 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 def train_stage(
-    root: str | Path, *, quick: bool = False, seed: int = 0, log: Callable[[str], None] = print
+    root: str | Path,
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+    target: TrainingTarget | None = None,
 ) -> list[str]:
     """The ``placement`` stage of ``make train`` (:mod:`policy.train.pipeline`): train every :data:`VARIANTS` bundle
     into ``root`` (run directories ``runs/placement-<stack>``; the encoder is ``<root>/encoder`` when present)
-    and return the directories written. ``quick``: seconds-long runs (smoke tests)."""
+    and return the directories written. ``quick``: seconds-long runs (smoke tests); ``target``: train on these
+    apps instead (:meth:`TrainingTarget.placement`)."""
     written = []
     for rel, kw in VARIANTS.items():
         over = dict(kw, seed=seed)
         if quick:
             over.update(QUICK, train_apps=("online-boutique",), heldout_apps=())
+        if target is not None:
+            over.update(target.placement())
         cfg = PlacementTrainConfig(**over)
         out = Path(root) / rel
         stack = rel.split("/")[0]
