@@ -161,6 +161,16 @@ def cmd_graph(args: argparse.Namespace) -> int:
 # ---- graph encoder and embedding cache (bodies in policy/train/encoder.py, policy/cli/cache.py) ---------
 
 
+#: ``--tensorboard DIR`` of the training commands (policy/train/tensorboard.py).
+TENSORBOARD_ARG = arg(
+    "--tensorboard",
+    default=None,
+    metavar="DIR",
+    help="also write the training curves as TensorBoard event files under DIR (tensorboard --logdir DIR); "
+    "needs the [tensorboard] extra",
+)
+
+
 @subcommand(
     "train",
     "train the learned stacks: with --all, every stage in order (encoder, drpc, placement, hierarchy) "
@@ -205,6 +215,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
             help="with --app: run the high level's training episodes in this scenario (policy/data/scenarios or a "
             "file) with the app in it; default: the benchmark's scenario families and the classic setting",
         ),
+        TENSORBOARD_ARG,
     ],
 )
 def cmd_train(args: argparse.Namespace) -> int:
@@ -332,6 +343,7 @@ def cmd_train_drpc(args: argparse.Namespace) -> int:
         ),
         arg("--flat", action="store_true", help="shorthand for --variant hrl-no-encoder"),
         arg("--no-eval", action="store_true", help="skip the final comparison on train and held-out apps"),
+        TENSORBOARD_ARG,
     ],
 )
 def cmd_train_placement(args: argparse.Namespace) -> int:
@@ -407,6 +419,7 @@ def cmd_train_hierarchy(args: argparse.Namespace) -> int:
             "default: the stack's committed one) recorded as the fallback",
         ),
         arg("--flat", action="store_true", help="the hrl-no-encoder high level (no graph embeddings)"),
+        TENSORBOARD_ARG,
     ],
 )
 def cmd_train_dagger(args: argparse.Namespace) -> int:

@@ -36,7 +36,10 @@ def cmd_train(args: Any) -> int:
         bad = [s for s in stages if s not in known]
         if bad or not stages:
             raise ValueError(f"--stages: expected a comma-separated subset of {','.join(known)}, got {args.stages!r}")
-    report = pipeline.run_all(root, quick=args.quick, seed=args.seed, stages=stages, target=target)
+    board = Path(args.tensorboard) if getattr(args, "tensorboard", None) else None
+    report = pipeline.run_all(
+        root, quick=args.quick, seed=args.seed, stages=stages, options=pipeline.StageOptions(target, board)
+    )
     full = not args.quick and stages is None and target is None and root.resolve() == pipeline.DEFAULT_ROOT.resolve()
     if args.report:
         out_dir = Path(args.report)

@@ -143,10 +143,12 @@ def train_stage(
     seed: int = 0,
     log: Callable[[str], None] = print,
     target: TrainingTarget | None = None,
+    tensorboard: str | Path | None = None,
 ) -> list[str]:
     """The ``constant`` stage of ``make train``: the search over the staged ``root``'s bundles, written to
     ``<root>/hrl-scheduler/high/constant.json``, on the episodes of ``target`` when given
-    (:meth:`TrainingTarget.distribution`). Returns the directory written."""
+    (:meth:`TrainingTarget.distribution`). ``tensorboard`` is accepted and unused: a grid search has no learning
+    curve (its grid is in constant.json). Returns the directory written."""
     over = dict(QUICK if quick else {}, **(target.distribution() if target is not None else {}))
     cfg = ConstantSearchConfig(seed=seed, **over)
     out = Path(root) / "hrl-scheduler" / "high"

@@ -353,7 +353,7 @@ def test_the_pipeline_hands_the_target_to_every_stage(tmp_path, shop):
 
     trainers = {k: wrap(k, f) for k, f in stand_ins([]).items()}
     t = TrainingTarget((shop,), "events")
-    report = ta.run_all(tmp_path / "b", trainers=trainers, log=lambda m: None, target=t)
+    report = ta.run_all(tmp_path / "b", trainers=trainers, log=lambda m: None, options=ta.StageOptions(t))
     assert report.ok and seen == dict.fromkeys(("encoder", "drpc", "placement", "constant", "dagger"), t)
 
 
@@ -403,7 +403,9 @@ def test_a_bad_app_or_scenario_is_one_line_and_exit_2_before_any_stage(tmp_path,
 
 def test_a_quick_placement_stage_trains_on_the_app_for_real(tmp_path, shop):
     root = tmp_path / "bundles"
-    report = ta.run_all(root, quick=True, stages=["placement"], log=lambda m: None, target=TrainingTarget((shop,)))
+    report = ta.run_all(
+        root, quick=True, stages=["placement"], log=lambda m: None, options=ta.StageOptions(TrainingTarget((shop,)))
+    )
     assert report.stages[0].status == "ok", report.stages[0].error
     manifest = json.loads((root / "hrl-scheduler" / "low" / "manifest.json").read_text())
     assert "-quick-" in manifest["policy_version"]
