@@ -17,6 +17,7 @@ TORCH_MODULES = {
     "policy/train/encoder.py",
     "policy/train/hierarchy.py",
     "policy/train/intent_net.py",
+    "policy/train/tensorboard.py",
 }
 
 
