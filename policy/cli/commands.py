@@ -161,6 +161,22 @@ def cmd_graph(args: argparse.Namespace) -> int:
 # ---- graph encoder and embedding cache (bodies in policy/train/encoder.py, policy/cli/cache.py) ---------
 
 
+#: ``--app DIR`` / ``--scenario NAME`` of the training commands (policy.train.episodes.TrainingTarget).
+APP_ARG = arg(
+    "--app",
+    action="append",
+    default=None,
+    metavar="DIR",
+    help="train on this app (the folder 'hrl-policy app build' wrote, an app.yaml, or a built-in name; "
+    "repeat for several) instead of the training apps; bundles default to out/train/<app>/bundles",
+)
+SCENARIO_ARG = arg(
+    "--scenario",
+    default=None,
+    metavar="NAME|FILE",
+    help="with --app: run the high level's training episodes in this scenario (policy/data/scenarios or a "
+    "file) with the app in it; default: the benchmark's scenario families and the classic setting",
+)
 #: ``--tensorboard DIR`` of the training commands (policy/train/tensorboard.py).
 TENSORBOARD_ARG = arg(
     "--tensorboard",
@@ -200,21 +216,8 @@ TENSORBOARD_ARG = arg(
             metavar="DIR",
             help="where training.json/.csv go (default: benchmarks/ for a full run, else out/train)",
         ),
-        arg(
-            "--app",
-            action="append",
-            default=None,
-            metavar="DIR",
-            help="train on this app (the folder 'hrl-policy app build' wrote, an app.yaml, or a built-in name; "
-            "repeat for several) instead of the training apps; bundles default to out/train/<app>/bundles",
-        ),
-        arg(
-            "--scenario",
-            default=None,
-            metavar="NAME|FILE",
-            help="with --app: run the high level's training episodes in this scenario (policy/data/scenarios or a "
-            "file) with the app in it; default: the benchmark's scenario families and the classic setting",
-        ),
+        APP_ARG,
+        SCENARIO_ARG,
         TENSORBOARD_ARG,
     ],
 )
@@ -343,6 +346,7 @@ def cmd_train_drpc(args: argparse.Namespace) -> int:
         ),
         arg("--flat", action="store_true", help="shorthand for --variant hrl-no-encoder"),
         arg("--no-eval", action="store_true", help="skip the final comparison on train and held-out apps"),
+        APP_ARG,
         TENSORBOARD_ARG,
     ],
 )
@@ -419,6 +423,8 @@ def cmd_train_hierarchy(args: argparse.Namespace) -> int:
             "default: the stack's committed one) recorded as the fallback",
         ),
         arg("--flat", action="store_true", help="the hrl-no-encoder high level (no graph embeddings)"),
+        APP_ARG,
+        SCENARIO_ARG,
         TENSORBOARD_ARG,
     ],
 )

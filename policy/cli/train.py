@@ -21,7 +21,7 @@ def cmd_train(args: Any) -> int:
         return 2
     if args.seed < 0:
         raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
-    target = _target(args)
+    target = TrainingTarget.from_flags(getattr(args, "app", None), getattr(args, "scenario", None))
     # a --quick run, or one on your own app, never overwrites the committed bundles unless --out says so
     own = pipeline.ROOT / "out" / "train" / target.name if target is not None else None
     if args.out:
@@ -59,15 +59,3 @@ def cmd_train(args: Any) -> int:
     for stack, paths in report.missing.items():
         print(f"hrl-policy train: {stack}: missing bundle(s) {', '.join(paths)}", file=sys.stderr)
     return 0 if report.ok else 1
-
-
-def _target(args: Any) -> TrainingTarget | None:
-    """``--app`` / ``--scenario`` as a :class:`TrainingTarget` (None without ``--app``). Raises ValueError naming
-    the flag for a bad value, or ``--scenario`` given without ``--app``."""
-    apps = tuple(getattr(args, "app", None) or ())
-    scenario = getattr(args, "scenario", None)
-    if not apps:
-        if scenario is not None:
-            raise ValueError("--scenario: only with --app (the scenario your app is trained in)")
-        return None
-    return TrainingTarget(apps, scenario)

@@ -538,11 +538,16 @@ def run_cli(args: Any) -> int:
         v = getattr(args, opt, None)
         if v is not None:
             over[name] = v
+    target = TrainingTarget.from_flags(getattr(args, "app", None), getattr(args, "scenario", None))
+    if target is not None:
+        over.update(target.distribution())
     cfg = DaggerConfig(seed=args.seed, flat=args.flat, **over)
     stack = "hrl-no-encoder" if args.flat else "hrl-scheduler"
     suffix = "-quick" if args.quick else ""
     run_dir = Path(args.run_dir) if args.run_dir else ROOT / "runs" / f"dagger-{stack}{suffix}"
-    out = Path(args.out) if args.out else (run_dir / "bundle" if args.quick else default_out(args.flat))
+    # a --quick run, or one on your own app, never overwrites a committed bundle unless --out says so
+    own = None if target is None else ROOT / "out" / "train" / target.name / "bundles" / stack / "high"
+    out = Path(args.out) if args.out else (run_dir / "bundle" if args.quick else (own or default_out(args.flat)))
     constant = load_constant(args.constant) if args.constant else load_constant()
     _net, report = train_dagger(
         cfg,

@@ -15,6 +15,7 @@ policy must learn to handle. :func:`training_run` returns the pieces :class:`pol
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -106,6 +107,16 @@ class TrainingTarget:
                 scenario_app_count(self.scenario)
             except ValueError as exc:
                 raise ValueError(f"--scenario: {' '.join(str(exc).split())}") from None
+
+    @classmethod
+    def from_flags(cls, apps: Sequence[str] | None, scenario: str | None) -> TrainingTarget | None:
+        """``--app`` (repeated) / ``--scenario`` of a training command: None without ``--app``. Raises ValueError
+        naming the flag for a bad value, or ``--scenario`` without ``--app``."""
+        if not apps:
+            if scenario is not None:
+                raise ValueError("--scenario: only with --app (the scenario your app is trained in)")
+            return None
+        return cls(tuple(apps), scenario)
 
     @property
     def name(self) -> str:

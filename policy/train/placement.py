@@ -1293,18 +1293,22 @@ def run_cli(args: Any) -> int:
     if args.seed < 0:
         raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
     kw: dict[str, Any] = {"seed": args.seed, **VARIANTS[key]}
+    target = TrainingTarget.from_flags(getattr(args, "app", None), None)
     if args.quick:
         kw.update(QUICK)
         kw["heldout_apps"] = ()
         kw["train_apps"] = ("online-boutique",)
+    if target is not None:
+        kw.update(target.placement())
     if args.iterations is not None:
         kw["iterations"] = args.iterations
     if args.time_budget is not None:
         kw["time_budget_s"] = args.time_budget
     cfg = PlacementTrainConfig(**kw)
     run_dir = args.run_dir or str(ROOT / "runs" / (f"placement-{variant}" + ("-quick" if args.quick else "")))
-    # a --quick run never overwrites a committed bundle unless --out says so
-    out = args.out or (str(Path(run_dir) / "bundle") if args.quick else str(ROOT / "policy" / "bundles" / key))
+    # a --quick run, or one on your own app, never overwrites a committed bundle unless --out says so
+    committed = ROOT / "policy" / "bundles" if target is None else ROOT / "out" / "train" / target.name / "bundles"
+    out = args.out or (str(Path(run_dir) / "bundle") if args.quick else str(committed / key))
     _net, report = train_placement(
         cfg,
         out=out,

@@ -428,3 +428,26 @@ def test_the_high_level_and_drpc_stages_configure_their_training_from_the_target
         cfg = got[k]
         assert (cfg.apps, cfg.synthetic_share, cfg.scenarios, cfg.scenario_share) == ((shop,), 0.0, ("events",), 1.0), k
     assert got["drpc"].apps == (shop,)
+
+
+def test_the_placement_and_dagger_commands_train_on_the_app_too(tmp_path, capsys, shop):
+    pl = tmp_path / "pl"
+    argv = ["train", "placement", "--quick", "--no-eval", "--app", shop, "--run-dir", str(tmp_path / "r1")]
+    assert main([*argv, "--out", str(pl)]) == 0, capsys.readouterr().err
+    assert json.loads((pl / "manifest.json").read_text())["metadata"]["train_apps"] == [shop]
+    hi = tmp_path / "hi"
+    argv = ["train", "dagger", "--quick", "--app", shop, "--scenario", "events", "--run-dir", str(tmp_path / "r2")]
+    assert main([*argv, "--out", str(hi)]) == 0, capsys.readouterr().err
+    meta = json.loads((hi / "intent" / "manifest.json").read_text())["metadata"]
+    assert (meta["apps"], meta["scenarios"], meta["scenario_share"], meta["synthetic_share"]) == (
+        [shop],
+        ["events"],
+        1.0,
+        0.0,
+    )
+    capsys.readouterr()
+    assert main(["train", "dagger", "--quick", "--scenario", "events"]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == "hrl-policy train dagger: error: --scenario: only with --app (the scenario your app is trained in)"
+    )
