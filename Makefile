@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint fuzz bench bench-quick bench-sim bench-topology bench-scheduler bench-descheduler train controlplane scheduler-plugin images image-tools chart manifests e2e-kind clean help
+.PHONY: demo test lint fuzz bench bench-quick bench-sim bench-topology bench-scheduler bench-descheduler bench-envs train controlplane scheduler-plugin images image-tools chart manifests e2e-kind clean help
 
 help:
 	@echo "make demo             install (runtime only, no torch) and run the main job on Online Boutique"
@@ -17,6 +17,7 @@ help:
 	@echo "make bench-quick      the same, smaller (policy/data/bench/plan.yaml, mode quick; ~30 min on 2 cores)"
 	@echo "make bench-sim        simulator speed, discrete-event cross-check, calibration error (~13 min)"
 	@echo "make bench-topology   graph encoder time vs size, gRPC cache latency, encoder held-out error"
+	@echo "make bench-envs       reference returns of the Gymnasium environments (random, kube-scheduler, HPA, shipped)"
 	@echo "make bench-scheduler  the extender's cost to kube-scheduler, caller-side latency, server comparison"
 	@echo "make bench-descheduler  the descheduler at 100/1,000/5,000 synthetic nodes and its API requests per cycle"
 	@echo "make train            train the learned stacks -> policy/bundles/"
@@ -107,6 +108,11 @@ bench-sim: $(VENV)/.test
 
 bench-topology: $(VENV)/.test
 	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) -m policy.bench.topology
+
+# reference returns of the Gymnasium environments (random, kube-scheduler, HPA, the shipped policy) -> section
+# "rl-environments" of BENCHMARKS.md (a few minutes)
+bench-envs: $(VENV)/.test
+	OMP_NUM_THREADS=1 $(PY) -m policy.bench.envs --json benchmarks/rl-environments.json
 
 # the extender's cost to kube-scheduler and plugin mode's side by side (real control plane), the extender's
 # caller-side latency (hack/extender-load, Go), the server and decoder comparisons (granian, orjson: the [bench]

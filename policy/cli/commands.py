@@ -166,6 +166,32 @@ def cmd_graph(args: argparse.Namespace) -> int:
 # ---- graph encoder and embedding cache (bodies in policy/train/encoder.py, policy/cli/cache.py) ---------
 
 
+#: ``--app DIR`` / ``--scenario NAME`` of the training commands (policy.train.episodes.TrainingTarget).
+APP_ARG = arg(
+    "--app",
+    action="append",
+    default=None,
+    metavar="DIR",
+    help="train on this app (the folder 'hrl-policy app build' wrote, an app.yaml, or a built-in name; "
+    "repeat for several) instead of the training apps; bundles default to out/train/<app>/bundles",
+)
+SCENARIO_ARG = arg(
+    "--scenario",
+    default=None,
+    metavar="NAME|FILE",
+    help="with --app: run the high level's training episodes in this scenario (policy/data/scenarios or a "
+    "file) with the app in it; default: the benchmark's scenario families and the classic setting",
+)
+#: ``--tensorboard DIR`` of the training commands (policy/train/tensorboard.py).
+TENSORBOARD_ARG = arg(
+    "--tensorboard",
+    default=None,
+    metavar="DIR",
+    help="also write the training curves as TensorBoard event files under DIR (tensorboard --logdir DIR); "
+    "needs the [tensorboard] extra",
+)
+
+
 @subcommand(
     "train",
     "train the learned stacks: with --all, every stage in order (encoder, drpc, placement, hierarchy) "
@@ -195,6 +221,9 @@ def cmd_graph(args: argparse.Namespace) -> int:
             metavar="DIR",
             help="where training.json/.csv go (default: benchmarks/ for a full run, else out/train)",
         ),
+        APP_ARG,
+        SCENARIO_ARG,
+        TENSORBOARD_ARG,
     ],
 )
 def cmd_train(args: argparse.Namespace) -> int:
@@ -322,6 +351,8 @@ def cmd_train_drpc(args: argparse.Namespace) -> int:
         ),
         arg("--flat", action="store_true", help="shorthand for --variant hrl-no-encoder"),
         arg("--no-eval", action="store_true", help="skip the final comparison on train and held-out apps"),
+        APP_ARG,
+        TENSORBOARD_ARG,
     ],
 )
 def cmd_train_placement(args: argparse.Namespace) -> int:
@@ -397,6 +428,9 @@ def cmd_train_hierarchy(args: argparse.Namespace) -> int:
             "default: the stack's committed one) recorded as the fallback",
         ),
         arg("--flat", action="store_true", help="the hrl-no-encoder high level (no graph embeddings)"),
+        APP_ARG,
+        SCENARIO_ARG,
+        TENSORBOARD_ARG,
     ],
 )
 def cmd_train_dagger(args: argparse.Namespace) -> int:

@@ -1105,6 +1105,11 @@ class Simulation:
             extra["apps"] = {p.name: _part_metrics(a_acc, done) for p, a_acc in zip(self.parts, acc.get("parts") or [])}
         return SimResult(metrics, dict(acc.get("series", {})), lat, w, self.pods_placed, self.unschedulable, extra)
 
+    def series_so_far(self) -> Mapping[str, Sequence[float]]:
+        """The per-minute series recorded so far (the ``series`` :meth:`result` reports), without building the
+        result: read it, do not change it. Empty before :meth:`start`."""
+        return self._acc.get("series", {}) if self._started else {}
+
     def node_util_stats(self) -> dict[str, float]:
         """``node_cpu_util_p10_pct`` / ``p50`` / ``p90`` / ``mean``: the distribution of node CPU utilisation
         (app pods + background tenants + mesh proxies over the node's cores, %) over every (up node, minute)

@@ -1,41 +1,57 @@
-"""A Gymnasium environment over the simulator: place pods, scale and rebalance services, minute by minute.
+"""Gymnasium environments over the simulator: place pods, scale and rebalance services, minute by minute, in the
+benchmark's scenarios and rewarded with the benchmark's objective.
 
-An episode is a window of a request-rate trace (``episode_minutes`` from a random offset drawn by
-``reset(seed)``) on a simulated cluster running one application (:class:`EnvConfig`). The agent makes one of
-two kinds of decision per step, depending on ``mode``:
+**Setting.** An episode is ``episode_minutes`` of a scenario (:mod:`policy.sim.scenario`: the benchmark's families
+in ``policy/data/scenarios/`` or a scenario file): its cluster and node pools, network, interference, background
+tenants, events and load, with ``app`` / ``trace`` replacing the app and trace of a one-app scenario (a built-in app
+or the folder ``hrl-policy app build`` wrote), starting at a random minute of the trace window drawn by
+``reset(seed)`` (or ``options={"offset_min": k}``). ``stack`` (a stack of :mod:`policy.sim.stacks`) does what the
+agent does not: its kube-scheduler profile places the pods the agent does not place, its controllers (an HPA, the
+hrl-scheduler descheduler) keep running. ``churn`` random evictions per minute (like node maintenance) make
+replacement pods to place.
 
-- ``"placement"``: choose the node of the Pending pod (``Discrete(max_nodes)``, masked to the nodes where it
-  fits). Every pod is a decision: the initial ones at reset, replacements of evicted pods (``churn`` random
-  evictions per minute, like node maintenance) and pods the stack's own controllers create (e.g. an HPA with
-  ``stack="default-kube-scheduler+hpa"``). Replica counts follow the stack.
-- ``"scaling"``: at each minute, per-service replica deltas and at most one eviction
-  (``MultiDiscrete([3] * S + [S * max_nodes + 1])``: delta = value − 1 for service s; the last component picks
-  "evict one pod of service s from node n" as ``1 + s * max_nodes + n``, 0 = none). kube-scheduler (the
-  stack's profile) places the pods.
-- ``"both"``: each minute starts with a scaling decision, then one placement decision per Pending pod.
-  The action space is ``Dict(place=Discrete, scale=MultiDiscrete)``; only the part of the current phase
-  (observation ``global.phase``: 0 scaling, 1 placement) is read.
+**Decisions** (``mode``):
 
-After the decisions of a minute, the minute's traffic is simulated and its reward is returned on the step
-that completed it (0 on the other steps, minus ``invalid`` for an action outside the mask):
+- ``"placement"`` (``hrl-scheduler/Placement-v1``): the node of the Pending pod, ``Discrete(max_nodes)``, masked to
+  the nodes where it fits. Every app pod is a decision: the initial ones at reset, replacements of evicted pods and
+  pods the stack's controllers create.
+- ``"scaling"`` (``Scaling-v1``): once a minute, a replica delta per service and at most one eviction:
+  ``MultiDiscrete([3] * max_services + [max_services * max_nodes + 1])`` (delta = value − 1 for service *s*; the
+  last component ``1 + s * max_nodes + n`` evicts one pod of service *s* from node *n*, 0 = none). The stack's
+  kube-scheduler places the pods.
+- ``"both"`` (``Joint-v1``): each minute starts with a scaling decision, then one placement decision per Pending
+  pod, with one ``MultiDiscrete([max_nodes] + [3] * max_services + [max_services * max_nodes + 1])`` action: the
+  first component is the node (read in the placement phase), the others the scaling decision (read in the scaling
+  phase); the mask leaves the unread part one valid value, so the action space is the same in every phase and
+  masked PPO (sb3-contrib MaskablePPO) trains it as it is.
 
-    reward = −( latency × min(p95 / SLO, 10) + failed × failed_fraction + slo × [p95 > SLO]
-                + cpu × requested_cores / manifest_requested_cores + evictions × evictions_this_minute )
+**Masks**: :meth:`SchedulingEnv.action_masks` returns one flat bool array, MaskablePPO's convention (for a
+``MultiDiscrete``, the components' masks concatenated); every component always has a valid value. Padding nodes and
+padding services are always masked (a padding service may only "hold"). An action outside the mask is counted
+(``info["invalid_actions"]``) and costs ``invalid_penalty`` (default 0); an invalid node leaves the pod to the stack's
+kube-scheduler, an invalid scaling component does nothing.
 
-with the weights of :class:`RewardWeights` (defaults 1, 10, 1, 0.5, 0.02; the SLO is the app's p95 target).
+**Observations** have a fixed shape whatever the app and cluster: a ``Dict`` of float32 arrays padded to
+``max_nodes`` nodes and ``max_services`` services, with masks — ``nodes`` (max_nodes, len(NODE_FEATURES)),
+``node_mask`` (max_nodes,), ``services`` (max_services, len(SERVICE_FEATURES)), ``service_mask`` (max_services,),
+``calls`` (max_services, max_services): calls from service *i* to service *j* per user request (the call graph,
+the topology the policies of this project encode), ``pod`` (len(POD_FEATURES),): the Pending pod being placed, zeros
+otherwise, and ``global`` (len(GLOBAL_FEATURES),). Each feature is named with its unit in the FeatureSpecs below;
+padding rows are zeros. ``gymnasium.wrappers.FlattenObservation`` gives one vector.
 
-Observations are a ``Dict`` of float32 arrays, each described by a :class:`~policy.features.FeatureSpec`
-(names and units, in column order): ``nodes`` (max_nodes, len(NODE_FEATURES)), ``services`` (S,
-len(SERVICE_FEATURES)), ``pod`` (len(POD_FEATURES),) — the Pending pod being placed, zeros otherwise —
-and ``global`` (len(GLOBAL_FEATURES),). Padding rows (nodes beyond the cluster) are zeros with ``valid`` 0.
-Use ``gymnasium.wrappers.FlattenObservation`` for one flat vector. :meth:`SchedulingEnv.action_masks`
-gives the valid actions (sb3-contrib MaskablePPO convention: a flat bool array; a dict of them in "both").
+**Reward**: the negated cost of each simulated minute under the benchmark's objective
+(:data:`policy.sim.objective.DEFAULT_OBJECTIVE`: latency relative to the SLO, SLO-violating minutes, failed requests,
+CPU requested relative to the manifests), returned on the step that completes the minute, 0 on the other steps
+(minus ``invalid_penalty`` for an action outside the mask). So an episode's return is −(the benchmark's
+``objective``) × minutes, and the mean reward per minute is the number the benchmark reports for the same run.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -43,12 +59,15 @@ import numpy as np
 from gymnasium import spaces
 
 from policy.features import FeatureSpec
+from policy.index import ClusterIndex
 
 from .app import AppSpec, load_app
 from .cluster import SimPod
-from .engine import ClusterSpec, SimConfig, Simulation, background_tenants, rps_for_app
+from .engine import Simulation
 from .model import PerfModel
-from .stacks import StackContext, autoscaled_workloads, build_stack
+from .objective import DEFAULT_OBJECTIVE, Objective, minute_outcomes, reference_cores
+from .scenario import Scenario, build, load_scenario
+from .stacks import StackBuild, StackContext, autoscaled_workloads, build_stack
 from .traces import load_trace
 
 __all__ = [
@@ -58,7 +77,6 @@ __all__ = [
     "POD_FEATURES",
     "GLOBAL_FEATURES",
     "OBS_HIGH",
-    "RewardWeights",
     "EnvConfig",
     "SchedulingEnv",
 ]
@@ -77,7 +95,7 @@ NODE_FEATURES = FeatureSpec.of(
         ("same_service_pods", "count of the decision pod's service on the node"),
         ("neighbor_affinity", "fraction of the decision service's call traffic whose peer has pods here"),
         ("fits", "flag: the decision pod's requests fit"),
-        ("valid", "flag: 1 node, 0 padding"),
+        ("schedulable", "flag: neither cordoned nor failed"),
     ]
 )
 
@@ -102,7 +120,7 @@ SERVICE_FEATURES = FeatureSpec.of(
 
 POD_FEATURES = FeatureSpec.of(
     [
-        ("service", "index / services"),
+        ("service", "index / max_services"),
         ("cpu_request_cores", "cores"),
         ("memory_request_gib", "GiB"),
         ("cpu_limit_cores", "cores, 0 = none"),
@@ -127,58 +145,58 @@ OBS_HIGH = 1e6
 
 
 @dataclass(frozen=True)
-class RewardWeights:
-    """Weights of the per-minute reward (module docstring). ``invalid``: penalty for a masked-out action."""
-
-    latency: float = 1.0
-    failed: float = 10.0
-    slo: float = 1.0
-    cpu: float = 0.5
-    evictions: float = 0.02
-    invalid: float = 1.0
-
-
-@dataclass(frozen=True)
 class EnvConfig:
-    """An environment: ``app`` (built-in name, path, or an AppSpec), ``trace`` (named window or CSV) scaled so
-    its peak is ``peak_utilization`` of the app's capacity, ``cluster``, ``episode_minutes`` per episode from a
-    random offset, ``mode`` (placement | scaling | both), ``stack`` (the kube-scheduler profile and controllers
-    of :mod:`policy.sim.stacks` doing what the agent does not), ``churn`` (random evictions of app pods per
-    minute, mean), ``max_nodes`` (padding of the node axis, >= cluster nodes), ``max_replicas`` per service,
-    ``background`` (add background tenants to the cluster), ``n_samples`` (requests sampled per minute)."""
+    """An environment (module docstring).
 
-    app: str | AppSpec = "online-boutique"
-    trace: str = "nasa"
-    cluster: ClusterSpec = ClusterSpec(nodes=8, zones=("zone-a", "zone-b"))
+    - ``scenario``: a scenario name (``policy/data/scenarios/``), a scenario file, or its mapping;
+    - ``app`` / ``trace``: replace the scenario's app (a built-in name, an ``app.yaml`` or its folder, or an
+      :class:`AppSpec`) and trace (a named window or a CSV); one-app scenarios only; ``nodes``: the node count of a
+      scenario whose cluster is the app's bench cluster (``appBench``);
+    - ``episode_minutes`` per episode (>= 1), from a random offset of the trace window;
+    - ``mode``: ``placement`` | ``scaling`` | ``both``; ``stack``: the stack doing what the agent does not;
+    - ``churn``: random evictions of app pods per minute (mean, >= 0);
+    - ``max_nodes`` / ``max_services``: the padded axes of observations and actions (>= the cluster's nodes / the
+      app's services); ``max_replicas`` per service (>= 1);
+    - ``n_samples``: user requests sampled per simulated minute (None: the scenario's default);
+    - ``objective``: the reward's weights (default: the benchmark's); ``invalid_penalty`` (>= 0) per action outside
+      the mask.
+
+    Raises ValueError naming the field for a bad value."""
+
+    scenario: str | Path | Mapping[str, Any] = "baseline-2026-11"
+    app: str | AppSpec | None = None
+    trace: str | None = None
+    nodes: int | None = None
     episode_minutes: int = 30
     mode: str = "both"
     stack: str = "default-kube-scheduler"
-    peak_utilization: float = 0.8
     churn: float = 0.2
-    max_nodes: int | None = None
+    max_nodes: int = 16
+    max_services: int = 48
     max_replicas: int = 10
-    background: bool = False
-    n_samples: int = 1000
-    reward: RewardWeights = RewardWeights()
-    sim: SimConfig = field(default_factory=lambda: SimConfig(n_samples=1000, per_service=True))
+    n_samples: int | None = 1000
+    objective: Objective = DEFAULT_OBJECTIVE
+    invalid_penalty: float = 0.0
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode: must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.episode_minutes < 1:
-            raise ValueError(f"episode_minutes: must be >= 1, got {self.episode_minutes}")
-        if self.max_nodes is not None and self.max_nodes < self.cluster.nodes:
-            raise ValueError(f"max_nodes: {self.max_nodes} < the cluster's {self.cluster.nodes} nodes")
-        if self.churn < 0:
+        for f in ("episode_minutes", "max_nodes", "max_services", "max_replicas"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{f}: must be an integer >= 1, got {v!r}")
+        if not (math.isfinite(self.churn) and self.churn >= 0):
             raise ValueError(f"churn: must be >= 0, got {self.churn}")
-        if self.max_replicas < 1:
-            raise ValueError(f"max_replicas: must be >= 1, got {self.max_replicas}")
+        if not (math.isfinite(self.invalid_penalty) and self.invalid_penalty >= 0):
+            raise ValueError(f"invalid_penalty: must be >= 0, got {self.invalid_penalty}")
+        if self.n_samples is not None and self.n_samples < 1:
+            raise ValueError(f"n_samples: must be >= 1, got {self.n_samples}")
 
 
 class SchedulingEnv(gym.Env):
     """See the module docstring. ``render_mode``: ``None`` or ``"ansi"`` (:meth:`render` returns a text frame: the
-    minute, the phase and one line per node). Registered as ``hrl-scheduler/Placement-v0``, ``Scaling-v0`` and
-    ``Joint-v0`` by :mod:`policy.sim.registration`."""
+    minute, the phase and one line per node). Registered as ``hrl-scheduler/Placement-v1``, ``Scaling-v1`` and
+    ``Joint-v1`` by :mod:`policy.sim.registration`; keyword arguments override :class:`EnvConfig` fields."""
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
@@ -191,97 +209,119 @@ class SchedulingEnv(gym.Env):
         self.render_mode = render_mode
         cfg = config or EnvConfig()
         if overrides:
+            unknown = sorted(set(overrides) - set(EnvConfig.__dataclass_fields__))
+            if unknown:
+                raise ValueError(f"unknown option(s) {', '.join(unknown)} (EnvConfig fields: {_fields()})")
             cfg = replace(cfg, **overrides)
         self.config = cfg
-        self.app = load_app(cfg.app) if isinstance(cfg.app, str) else cfg.app
-
-        self._trace_counts = load_trace(cfg.trace)
-        if len(self._trace_counts) < cfg.episode_minutes:
-            raise ValueError(
-                f"trace {cfg.trace!r}: {len(self._trace_counts)} minutes < episode_minutes {cfg.episode_minutes}"
-            )
-        self.model = PerfModel(self.app, cfg.sim.network)
-        self._rps_all = rps_for_app(self._trace_counts, self.model, self.app, cfg.peak_utilization)
+        self.scenario: Scenario = load_scenario(cfg.scenario)
+        self._app_arg = load_app(cfg.app) if isinstance(cfg.app, (str, Path)) else cfg.app
+        probe = self._build(0, minutes=1)
+        self.app: AppSpec = probe.app
+        self.model = PerfModel(self.app, probe.config.network)
         self.services = self.model.services
         self.S = len(self.services)
-        self.N = cfg.cluster.nodes
-        self.Nmax = cfg.max_nodes or self.N
-
-        wl_by_service = {}
+        self.N = probe.cluster.nodes
+        self.Nmax, self.Smax = cfg.max_nodes, cfg.max_services
+        if self.N > self.Nmax:
+            raise ValueError(f"max_nodes: {self.Nmax} < the cluster's {self.N} nodes (pass max_nodes={self.N} or more)")
+        if self.S > self.Smax:
+            raise ValueError(
+                f"max_services: {self.Smax} < the app's {self.S} services (pass max_services={self.S} or more)"
+            )
+        window = min(len(load_trace(t)) for t in probe.traces)
+        if window < cfg.episode_minutes:
+            raise ValueError(
+                f"episode_minutes: {cfg.episode_minutes} > the trace window's {window} minutes "
+                f"({', '.join(probe.traces)})"
+            )
+        self._max_offset = window - cfg.episode_minutes
+        self._workload_of = {}
         for obj, w in zip(self.app.deployments, self.app.workloads):
             meta = obj.get("metadata") or {}
-            wl_by_service[w.service] = f"{meta.get('namespace') or 'default'}/{meta['name']}"
-        self._workload_of = wl_by_service
+            self._workload_of[w.service] = f"{meta.get('namespace') or 'default'}/{meta['name']}"
         scalable = set(autoscaled_workloads(self.app))
-        self._scalable = np.array([wl_by_service.get(s) in scalable for s in self.services], dtype=bool)
-        self._manifest_req_cores = sum(w.replicas * w.pod_requests.cpu_m for w in self.app.workloads) / 1000.0
-        place = spaces.Discrete(self.Nmax)
-        scale = spaces.MultiDiscrete([3] * self.S + [self.S * self.Nmax + 1])
+        self._scalable = np.array([self._workload_of.get(s) in scalable for s in self.services], dtype=bool)
+        self._reference_cores = reference_cores(self.app)
+        self._calls = self._call_matrix()
+        self._evict_n = self.Smax * self.Nmax + 1
         if cfg.mode == "placement":
-            self.action_space = place
+            self.action_space: spaces.Space = spaces.Discrete(self.Nmax)
         elif cfg.mode == "scaling":
-            self.action_space = scale
+            self.action_space = spaces.MultiDiscrete([3] * self.Smax + [self._evict_n])
         else:
-            self.action_space = spaces.Dict({"place": place, "scale": scale})
-        box = lambda shape: spaces.Box(0.0, OBS_HIGH, shape=shape, dtype=np.float32)  # noqa: E731
+            self.action_space = spaces.MultiDiscrete([self.Nmax] + [3] * self.Smax + [self._evict_n])
+        box = lambda shape, high=OBS_HIGH: spaces.Box(0.0, high, shape=shape, dtype=np.float32)  # noqa: E731
         self.observation_space = spaces.Dict(
             {
                 "nodes": box((self.Nmax, len(NODE_FEATURES))),
-                "services": box((self.S, len(SERVICE_FEATURES))),
+                "node_mask": box((self.Nmax,), 1.0),
+                "services": box((self.Smax, len(SERVICE_FEATURES))),
+                "service_mask": box((self.Smax,), 1.0),
+                "calls": box((self.Smax, self.Smax)),
                 "pod": box((len(POD_FEATURES),)),
                 "global": box((len(GLOBAL_FEATURES),)),
             }
         )
         self.sim: Simulation | None = None
+        self._built: StackBuild | None = None
         self._pending: SimPod | None = None
         self._phase = 0
         self._rng = np.random.default_rng()
+        self._last_minute = None
+        self._invalid = 0
 
     # ---- episode ----------------------------------------------------------------------------------------
+
+    def _build(self, seed: int, minutes: int | None = None, offset_min: int = 0):
+        cfg = self.config
+        return build(
+            self.scenario,
+            app=self._app_arg,
+            trace=cfg.trace,
+            nodes=cfg.nodes,
+            minutes=minutes or cfg.episode_minutes,
+            seed=seed,
+            offset_min=offset_min,
+            n_samples=cfg.n_samples,
+        )
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         cfg = self.config
         rng = self.np_random
         self._rng = np.random.default_rng(int(rng.integers(2**63)))
-        offset = int(rng.integers(0, len(self._rps_all) - cfg.episode_minutes + 1))
+        offset = int(rng.integers(0, self._max_offset + 1))
         if options and "offset_min" in options:
             offset = int(options["offset_min"])
-        rps = self._rps_all[offset : offset + cfg.episode_minutes]
+            if not 0 <= offset <= self._max_offset:
+                raise ValueError(f"options.offset_min: must be in [0, {self._max_offset}], got {offset}")
         sim_seed = int(rng.integers(2**31))
-        spec = cfg.cluster
-        if cfg.background and not spec.background:
-            spec = replace(
-                spec, background=background_tenants(spec.nodes, spec.cpu_m, spec.memory_bytes, seed=sim_seed)
-            )
-
-        simcfg = replace(cfg.sim, minutes=cfg.episode_minutes, seed=sim_seed, n_samples=cfg.n_samples, per_service=True)
-        built = build_stack(cfg.stack, StackContext(self.app, spec, sim_seed, simcfg))
+        self.close()
+        run = self._build(sim_seed, offset_min=offset)
+        simcfg = replace(run.config, per_service=True)
+        built = build_stack(cfg.stack, StackContext(run.app, run.cluster, sim_seed, simcfg, rps=run.rps))
         self._built = built
-        self.sim = Simulation(
-            self.app,
-            rps,
-            spec,
-            built.scheduler,
-            simcfg,
-            hooks=built.hooks,
-            on_change=built.on_change,
-            scheduler_name=built.scheduler_name,
-        )
-        sim = self.sim
+        self.sim = sim = built.simulation(run.app, run.rps, run.cluster, simcfg)
+        self.offset_min = offset
         sim.start(schedule=not self._agent_places())  # the agent places the app's pods itself
+        if self._agent_places():
+            for h in sim.hooks:  # what start() runs before its first scheduling cycle
+                if h.at_start:
+                    h.fn(sim)
         self._episode_reward = 0.0
+        self._invalid = 0
         self._skip: set[str] = set()
         self._last_minute = None
         self._phase = 0
         self._pending = None
-        self._advance_to_decision(reward=0.0, first=True)
+        self._advance_to_decision(reward=0.0)
         return self._obs(), self._info()
 
     def _agent_places(self) -> bool:
         return self.config.mode in ("placement", "both")
 
-    def _advance_to_decision(self, reward: float, first: bool = False) -> tuple[float, bool]:
+    def _advance_to_decision(self, reward: float) -> tuple[float, bool]:
         """Run the simulation until the agent has a decision to make or the episode ends. Returns the reward
         accumulated on the way and whether the episode is over."""
         sim = self.sim
@@ -299,14 +339,15 @@ class SchedulingEnv(gym.Env):
             self._pending = None
             if sim.minute >= cfg.episode_minutes:
                 return reward, True
-            if not getattr(sim, "_in_minute", False):
+            if not sim._in_minute:
                 # a new minute: controllers act, churn evicts, then (scaling/both) the agent scales
+                if sim.before_minute is not None:
+                    sim.before_minute(sim)
                 sim.begin_minute()
                 self._skip = set()
                 self._churn()
                 if cfg.mode in ("scaling", "both"):
                     self._phase = 0
-                    self._scaling_due = True
                     return reward, False
                 continue
             reward += self._finish_minute()
@@ -316,7 +357,7 @@ class SchedulingEnv(gym.Env):
         assert sim is not None
         st = sim.finish_minute()
         self._last_minute = st
-        return self.minute_reward(st)
+        return self.minute_reward()
 
     def _churn(self) -> None:
         sim = self.sim
@@ -327,85 +368,71 @@ class SchedulingEnv(gym.Env):
         for i in self._rng.permutation(len(pods))[:k]:
             sim.evictor.evict(pods[int(i)].info, "churn")
 
-    def minute_reward(self, st) -> float:
-        """The reward of one simulated minute (module docstring)."""
-        w = self.config.reward
-        slo = self.app.slo_p95_ms
-        p95 = st.p95_ms if math.isfinite(st.p95_ms) else 10 * slo
-        failed = st.failed / st.offered if st.offered > 0 else 0.0
-        req = (
-            sum(
-                p.info.requests.cpu_m
-                for p in self.sim.cluster.live_pods()
-                if p.node >= 0 and not self.sim.is_background(p)
-            )
-            / 1000.0
-        )
-        cpu = req / self._manifest_req_cores if self._manifest_req_cores > 0 else 0.0
-        return -(
-            w.latency * min(p95 / slo, 10.0)
-            + w.failed * failed
-            + w.slo * float(p95 > slo)
-            + w.cpu * cpu
-            + w.evictions * st.evictions
-        )
+    def minute_reward(self) -> float:
+        """The reward of the minute just simulated: minus its cost under ``config.objective`` (module docstring),
+        computed from the run's own per-minute series as the benchmark computes its ``objective``."""
+        sim = self.sim
+        assert sim is not None
+        series = sim.series_so_far()
+        last = minute_outcomes({k: series[k][-1:] for k in _OUTCOME_SERIES})
+        return -float(self.config.objective.costs(last, self.app.slo_p95_ms, self._reference_cores)[0])
 
     def step(self, action):
         if self.sim is None:
             raise RuntimeError("step() before reset()")
         cfg = self.config
+        a = np.asarray(action, dtype=np.int64).reshape(-1)
+        if len(a) != (self.action_space.shape[0] if self.action_space.shape else 1):
+            raise ValueError(f"action: expected shape {self.action_space.shape or ()}, got {np.shape(action)}")
         reward = 0.0
         if self._phase == 1 and self._pending is not None:
-            a = action["place"] if isinstance(action, dict) else action
-            reward += self._place(int(np.asarray(a).reshape(-1)[0]) if np.ndim(a) else int(a))
+            reward -= self._place(int(a[0]))
         else:
-            a = action["scale"] if isinstance(action, dict) else action
-            reward += self._scale(np.asarray(a, dtype=np.int64).reshape(-1))
-        if self._phase == 0 and cfg.mode in ("scaling", "both"):
-            # the scaling decision of this minute is made: place (agent or kube-scheduler) and run
+            reward -= self._scale(a[1:] if cfg.mode == "both" else a)
             if not self._agent_places():
                 reward += self._finish_minute()
             self._phase = 1
         reward, done = self._advance_to_decision(reward)
         self._episode_reward += reward
-        return self._obs(), float(reward), False, bool(done), self._info()
+        return self._obs(), float(reward), False, bool(done), self._info()  # the episode's end is a time limit
+
+    def _refused(self) -> float:
+        self._invalid += 1
+        return self.config.invalid_penalty
 
     def _place(self, node_idx: int) -> float:
+        """Bind the Pending pod to node ``node_idx``; returns the penalty (0, or ``invalid_penalty``)."""
         sim = self.sim
         pod = self._pending
         assert sim is not None and pod is not None
-        mask = self._place_mask(pod)
         penalty = 0.0
-        if 0 <= node_idx < self.N and mask[node_idx]:
+        if 0 <= node_idx < self.N and self._place_mask(pod)[node_idx]:
             sim.schedule_one(pod, sim.cluster.nodes[node_idx].name)
         else:
-            penalty = self.config.reward.invalid
+            penalty = self._refused()
             sim.schedule_one(pod)  # the stack's kube-scheduler decides instead
             if pod.node < 0:  # its filters rejected every node: it waits for the next minute
                 self._skip.add(pod.info.key)
         self._pending = None
-        return -penalty
+        return penalty
 
     def _scale(self, a: np.ndarray) -> float:
+        """Apply a scaling decision (``Smax`` deltas + one eviction); returns the penalty."""
         sim = self.sim
         assert sim is not None
-        penalty = 0.0
-        if len(a) != self.S + 1:
-            raise ValueError(f"scale action: expected {self.S + 1} integers, got {len(a)}")
         masks = self._scale_masks()
-        off = 0
-        for i, s in enumerate(self.services):
+        penalty = 0.0
+        for i in range(self.Smax):
             d = int(a[i])
-            if not (0 <= d <= 2) or not masks[off + d]:
-                penalty += self.config.reward.invalid
+            if not (0 <= d <= 2) or not masks[3 * i + d]:
+                penalty += self._refused()
             elif d != 1:
-                w = self._workload_of[s]
+                w = self._workload_of[self.services[i]]
                 sim.scale(w, int(sim.cluster.replicas[w]) + d - 1)
-            off += 3
-        ev = int(a[-1])
-        emask = masks[off:]
+        ev = int(a[self.Smax])
+        emask = masks[3 * self.Smax :]
         if not (0 <= ev < len(emask)) or not emask[ev]:
-            penalty += self.config.reward.invalid
+            penalty += self._refused()
         elif ev > 0:
             s, n = divmod(ev - 1, self.Nmax)
             svc = self.services[s]
@@ -413,7 +440,40 @@ class SchedulingEnv(gym.Env):
                 if p.node == n and p.info.service == svc and not sim.is_background(p):
                     sim.evictor.evict(p.info, "agent")
                     break
-        return -penalty
+        return penalty
+
+    # ---- the stack's own decision -----------------------------------------------------------------------
+
+    def stack_action(self, build: StackBuild | None = None) -> Any:
+        """The action that does what a stack would do now: in the placement phase, the node its kube-scheduler
+        profile picks for the Pending pod (``build``: another stack's :class:`StackBuild`, e.g. ``hrl-scheduler``'s
+        to place with its learned extender; default: this environment's stack, whose cycle it then is: same
+        random numbers as the stack alone); in the scaling phase, hold (no change, no eviction), so the stack's own
+        controllers decide. The node falls back to the first valid one when the scheduler finds none the mask
+        allows."""
+        sim = self.sim
+        if sim is None:
+            raise RuntimeError("stack_action() before reset()")
+        node = 0
+        if self._phase == 1 and self._pending is not None:
+            b = build or self._built
+            assert b is not None
+            snap = sim.observe()
+            if b.on_change is not None:
+                b.on_change(snap)
+            rng = sim.rng_sched if build is None else self._rng
+            res = b.scheduler.schedule(
+                self._pending.info, self._pending.obj, ClusterIndex.build(snap), sim.node_objs, rng
+            )
+            mask = self._place_mask(self._pending)
+            names = [n.name for n in sim.cluster.nodes]
+            node = names.index(res.node) if res.node in names and mask[names.index(res.node)] else int(mask.argmax())
+        hold = np.r_[np.ones(self.Smax, dtype=np.int64), 0]
+        if self.config.mode == "placement":
+            return node
+        if self.config.mode == "scaling":
+            return hold
+        return np.r_[node, hold]
 
     # ---- masks ------------------------------------------------------------------------------------------
 
@@ -431,54 +491,74 @@ class SchedulingEnv(gym.Env):
                 count[p.node] += 1
         m = np.zeros(self.Nmax, dtype=bool)
         for i, n in enumerate(sim.cluster.nodes):
-            ok = (
+            m[i] = (
                 not n.unschedulable
+                and i not in sim.failed_nodes
                 and req_cpu[i] + pod.info.requests.cpu_m <= n.allocatable.cpu_m
                 and req_mem[i] + pod.info.requests.memory_bytes <= n.allocatable.memory_bytes
                 and count[i] + 1 <= n.allocatable_pods
                 and all(n.labels.get(k) == v for k, v in pod.info.node_selector.items())
             )
-            m[i] = ok
         return m
 
     def _scale_masks(self) -> np.ndarray:
         sim = self.sim
         assert sim is not None
-        out = []
+        per = np.zeros((self.Smax, 3), dtype=bool)
+        per[:, 1] = True  # hold is always valid (padding services: the only valid value)
         for i, s in enumerate(self.services):
             w = self._workload_of.get(s)
             cur = int(sim.cluster.replicas.get(w, 0)) if w else 0
             ok = bool(self._scalable[i]) and w is not None
-            out += [ok and cur > 1, True, ok and cur < self.config.max_replicas]
-        ev = np.zeros(self.S * self.Nmax + 1, dtype=bool)
+            per[i, 0] = ok and cur > 1
+            per[i, 2] = ok and cur < self.config.max_replicas
+        ev = np.zeros(self._evict_n, dtype=bool)
         ev[0] = True
         for p in sim.cluster.live_pods():
             if p.node >= 0 and not sim.is_background(p) and p.info.service in self.model.pos:
                 ev[1 + self.model.pos[p.info.service] * self.Nmax + p.node] = True
-        return np.concatenate([np.array(out, dtype=bool), ev])
+        return np.concatenate([per.reshape(-1), ev])
 
-    def action_masks(self):
-        """Valid actions now: placement → (max_nodes,) bool; scaling → flat bool of ``3 S + S·max_nodes + 1``
-        (per MultiDiscrete component, concatenated); both → ``{"place": ..., "scale": ...}`` where the part of
-        the inactive phase is all True."""
+    def action_masks(self) -> np.ndarray:
+        """The valid actions now, as one flat bool array (sb3-contrib MaskablePPO's convention): placement →
+        (max_nodes,); scaling → (3 max_services + max_services·max_nodes + 1,), per component concatenated; both →
+        (max_nodes + the scaling mask's length,), where the part the current phase does not read allows one value
+        only (node 0; hold and no eviction)."""
         if self.sim is None:
             raise RuntimeError("action_masks() before reset()")
-        place = self._place_mask(self._pending) if self._pending is not None else np.ones(self.Nmax, dtype=bool)
-        if self.config.mode == "placement":
-            return place
-        scale = self._scale_masks() if self._phase == 0 else np.ones(3 * self.S + self.S * self.Nmax + 1, dtype=bool)
-        if self.config.mode == "scaling":
-            return scale
-        return {"place": place, "scale": scale}
+        mode = self.config.mode
+        placing = self._phase == 1 and self._pending is not None
+        if placing:
+            place = self._place_mask(self._pending)
+        else:
+            place = np.zeros(self.Nmax, dtype=bool)
+            place[0] = True
+        if mode == "placement":
+            return place if placing else np.ones(self.Nmax, dtype=bool)
+        if placing:
+            scale = np.zeros(3 * self.Smax + self._evict_n, dtype=bool)
+            scale[1 : 3 * self.Smax : 3] = True  # hold
+            scale[3 * self.Smax] = True  # no eviction
+        else:
+            scale = self._scale_masks()
+        return scale if mode == "scaling" else np.concatenate([place, scale])
 
     # ---- observations -----------------------------------------------------------------------------------
+
+    def _call_matrix(self) -> np.ndarray:
+        """(Smax, Smax) calls from service i to service j per user request (padded with zeros)."""
+        m = self.model
+        out = np.zeros((self.Smax, self.Smax), dtype=np.float32)
+        for a, b, calls, _p in m.edges:
+            out[a, b] += float(calls * m.visits[a])
+        return out
 
     def _obs(self) -> dict[str, np.ndarray]:
         sim = self.sim
         assert sim is not None
         N, S = self.N, self.S
         nodes = np.zeros((self.Nmax, len(NODE_FEATURES)), dtype=np.float64)
-        svc = np.zeros((S, len(SERVICE_FEATURES)), dtype=np.float64)
+        svc = np.zeros((self.Smax, len(SERVICE_FEATURES)), dtype=np.float64)
         pod_f = np.zeros(len(POD_FEATURES), dtype=np.float64)
         glob = np.zeros(len(GLOBAL_FEATURES), dtype=np.float64)
         alloc_cpu = np.array([n.allocatable.cpu_m for n in sim.cluster.nodes], dtype=np.float64)
@@ -514,16 +594,13 @@ class SchedulingEnv(gym.Env):
                     ready_by_svc[si] += 1
         last = self._last_minute
         if last is not None:
-            st = last.step
-            for p, m in zip(last.ready, st.pod_memory_mi):
+            for p, m in zip(last.ready, last.step.pod_memory_mi):
                 used_mem[p.node] += m * 1024 * 1024
             used_mem += np.asarray(sim.last_node_bg_mem_mi) * 1024 * 1024
         zones = sorted(set(sim.node_zones))
         zid = np.array([zones.index(z) for z in sim.node_zones], dtype=np.float64) / max(len(zones), 1)
         # the decision pod's service: locality features
-        dec = None
-        if self._pending is not None:
-            dec = self.model.pos.get(self._pending.info.service)
+        dec = self.model.pos.get(self._pending.info.service) if self._pending is not None else None
         same = np.zeros(N)
         aff = np.zeros(N)
         fits = np.zeros(N)
@@ -544,6 +621,9 @@ class SchedulingEnv(gym.Env):
                     wsum += w
             aff = aff / wsum if wsum > 0 else aff
             fits = self._place_mask(self._pending)[:N].astype(np.float64)
+        schedulable = np.array(
+            [0.0 if (n.unschedulable or i in sim.failed_nodes) else 1.0 for i, n in enumerate(sim.cluster.nodes)]
+        )
         nodes[:N] = np.stack(
             [
                 alloc_cpu / 1000.0,
@@ -556,7 +636,7 @@ class SchedulingEnv(gym.Env):
                 same,
                 aff,
                 fits,
-                np.ones(N),
+                schedulable,
             ],
             axis=1,
         )
@@ -590,7 +670,7 @@ class SchedulingEnv(gym.Env):
         isdec = np.zeros(S)
         if dec is not None:
             isdec[dec] = 1.0
-        svc[:] = np.stack(
+        svc[:S] = np.stack(
             [
                 ready_by_svc,
                 target,
@@ -612,7 +692,7 @@ class SchedulingEnv(gym.Env):
         if self._pending is not None:
             info = self._pending.info
             pod_f[:] = [
-                (dec or 0) / max(S, 1),
+                (dec or 0) / self.Smax,
                 info.requests.cpu_m / 1000.0,
                 info.requests.memory_bytes / 2**30,
                 (info.limits.cpu_m or 0) / 1000.0,
@@ -634,8 +714,19 @@ class SchedulingEnv(gym.Env):
             used_cpu.sum() / alloc_cpu.sum(),
             float(sum(1 for p in sim.cluster.pending() if not sim.is_background(p))),
         ]
-        clip = lambda x: np.clip(np.nan_to_num(x, nan=0.0, posinf=OBS_HIGH), 0.0, OBS_HIGH).astype(np.float32)  # noqa: E731
-        return {"nodes": clip(nodes), "services": clip(svc), "pod": clip(pod_f), "global": clip(glob)}
+        node_mask = np.zeros(self.Nmax, dtype=np.float32)
+        node_mask[:N] = 1.0
+        service_mask = np.zeros(self.Smax, dtype=np.float32)
+        service_mask[:S] = 1.0
+        return {
+            "nodes": _clip(nodes),
+            "node_mask": node_mask,
+            "services": _clip(svc),
+            "service_mask": service_mask,
+            "calls": _clip(self._calls),
+            "pod": _clip(pod_f),
+            "global": _clip(glob),
+        }
 
     def _info(self) -> dict[str, Any]:
         sim = self.sim
@@ -643,6 +734,7 @@ class SchedulingEnv(gym.Env):
             "phase": "placement" if self._phase == 1 else "scaling",
             "minute": sim.minute if sim else 0,
             "episode_reward": getattr(self, "_episode_reward", 0.0),
+            "invalid_actions": self._invalid,
         }
         if self._last_minute is not None:
             m = self._last_minute
@@ -678,13 +770,26 @@ class SchedulingEnv(gym.Env):
         return "\n".join(lines)
 
     def result(self):
-        """The simulation's :class:`~policy.sim.engine.SimResult` so far (metrics over the episode)."""
+        """The simulation's :class:`~policy.sim.engine.SimResult` so far (metrics and series over the episode)."""
         if self.sim is None:
             raise RuntimeError("result() before reset()")
         return self.sim.result()
 
     def close(self) -> None:
-        built = getattr(self, "_built", None)
+        built = self._built
         if built is not None and built.close is not None:
             built.close()
-            self._built = None
+        self._built = None
+
+
+#: The per-minute series the objective reads (:func:`policy.sim.objective.minute_outcomes`).
+_OUTCOME_SERIES = ("latency_mean_ms", "latency_p95_ms", "failed", "offered", "cpu_cores_requested")
+
+
+def _fields() -> str:
+    return ", ".join(EnvConfig.__dataclass_fields__)
+
+
+_clip: Callable[[np.ndarray], np.ndarray] = lambda x: np.clip(  # noqa: E731
+    np.nan_to_num(x, nan=0.0, posinf=OBS_HIGH), 0.0, OBS_HIGH
+).astype(np.float32)

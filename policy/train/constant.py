@@ -29,6 +29,7 @@ from policy.sim.objective import DEFAULT_OBJECTIVE, app_costs
 from policy.sim.oracle import load_tuned_constant
 from policy.sim.stacks import StackContext, build_stack
 
+from .episodes import TrainingTarget
 from .intent_episodes import EpisodeDistribution, EpisodeSpec, episode_pieces, sample_episode_specs
 from .ray_pool import TaskPool
 
@@ -126,11 +127,20 @@ def load_constant(path: str | Path = DEFAULT_CONSTANT) -> dict[str, Any] | None:
 
 
 def train_stage(
-    root: str | Path, *, quick: bool = False, seed: int = 0, log: Callable[[str], None] = print
+    root: str | Path,
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+    target: TrainingTarget | None = None,
+    tensorboard: str | Path | None = None,
 ) -> list[str]:
     """The ``constant`` stage of ``make train``: the search over the staged ``root``'s bundles, written to
-    ``<root>/hrl-scheduler/high/constant.json``. Returns the directory written."""
-    cfg = ConstantSearchConfig(seed=seed, **(QUICK if quick else {}))
+    ``<root>/hrl-scheduler/high/constant.json``, on the episodes of ``target`` when given
+    (:meth:`TrainingTarget.distribution`). ``tensorboard`` is accepted and unused: a grid search has no learning
+    curve (its grid is in constant.json). Returns the directory written."""
+    over = dict(QUICK if quick else {}, **(target.distribution() if target is not None else {}))
+    cfg = ConstantSearchConfig(seed=seed, **over)
     out = Path(root) / "hrl-scheduler" / "high"
     tune_constant(cfg, out / "constant.json", bundles_root=root, log=log)
     return [str(out)]

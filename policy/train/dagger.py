@@ -63,6 +63,7 @@ from policy.sim.oracle import ImposedIntent, LookaheadConfig, LookaheadOracle, O
 
 from .constant import load_constant
 from .drpc import json_ready
+from .episodes import TrainingTarget
 from .intent_episodes import (
     PREDICTOR_BUNDLE,
     EpisodeDistribution,
@@ -73,6 +74,7 @@ from .intent_episodes import (
 )
 from .intent_net import IntentNet, actor_bundle, install_intent_bundle
 from .ray_pool import TaskPool
+from .tensorboard import open_board
 
 __all__ = [
     "DaggerConfig",
@@ -356,10 +358,13 @@ def train_dagger(
     ray_address: str | None = None,
     bundles_root: str | Path | None = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+    tensorboard: str | Path | None = None,
 ) -> tuple[IntentNet, dict[str, Any]]:
     """Train the high level by DAgger (module docstring); export the best validated iterate to ``out`` (None: no
     export). ``constant``: the tuned constant intent (``{"capacity_target", "move_budget_frac", "objective"}``,
-    :mod:`policy.train.constant`) recorded in the bundle as the fallback. Returns (network, report)."""
+    :mod:`policy.train.constant`) recorded in the bundle as the fallback; ``tensorboard``: ``progress.csv``'s rows
+    as TensorBoard scalars ``dagger/<column>`` under that directory (:mod:`policy.train.tensorboard`). Returns
+    (network, report)."""
     torch.set_num_threads(1)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
@@ -370,6 +375,7 @@ def train_dagger(
     # ---- build everything ----
     Fs = len(INTENT_SERVICE_SPEC_FLAT if cfg.flat else INTENT_SERVICE_SPEC)
     net = IntentNet(Fs, len(INTENT_GLOBAL_SPEC), cfg.hidden)
+    board = open_board(tensorboard, asdict(cfg))
     pool = TaskPool(cfg.workers, ray_address)
     broot = None if bundles_root is None else str(bundles_root)
     val_specs = sample_episode_specs(cfg, np.random.default_rng(10_000 + cfg.seed), cfg.eval_episodes, seed0=9_000_000)
@@ -407,6 +413,7 @@ def train_dagger(
                 "wall_s": round(time.perf_counter() - t_start, 1),
             }
             rows.append(row)
+            board.row(it, row, "dagger")
             log(
                 f"dagger it {it}/{cfg.iterations}: beta {beta:.2f}, {len(data)} labels, fit {loss:.4f}, validation "
                 f"{v:.3f}/min, {row['cpu_minutes']:.0f} CPU-min"
@@ -415,6 +422,7 @@ def train_dagger(
                 best = (v, {k: t.detach().clone() for k, t in net.state_dict().items()})
     finally:
         pool.close()
+        board.close()
     if best[1] is not None:
         net.load_state_dict(best[1])
     # ---- export ----
@@ -430,6 +438,9 @@ def train_dagger(
         "algorithm": "DAgger from the lookahead oracle (policy.train.dagger): imitation of the oracle's best intent",
         "objective": asdict(cfg.objective),
         "apps": list(cfg.apps),
+        "synthetic_share": cfg.synthetic_share,
+        "scenarios": list(cfg.scenarios) if cfg.scenario_share > 0 else [],
+        "scenario_share": cfg.scenario_share,
         "iterations": cfg.iterations,
         "labels": len(data),
         "train_cpu_minutes": rows[-1]["cpu_minutes"] if rows else 0.0,
@@ -460,18 +471,29 @@ def train_dagger(
 
 
 def train_stage(
-    root: str | Path, *, quick: bool = False, seed: int = 0, log: Callable[[str], None] = print
+    root: str | Path,
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+    target: TrainingTarget | None = None,
+    tensorboard: str | Path | None = None,
 ) -> list[str]:
     """The ``dagger`` stage of ``make train`` (:mod:`policy.train.pipeline`): the high level of ``hrl-scheduler``
     (with embeddings) and of ``hrl-no-encoder`` (flat rows), over the staged ``root``'s low levels and with the
     constant the ``constant`` stage wrote there as their fallback, written to ``<root>/<stack>/high/{intent,
-    predictor}``. Returns the directories."""
+    predictor}``; on the episodes of ``target`` when given (:meth:`TrainingTarget.distribution`); ``tensorboard``:
+    event files under ``<tensorboard>/dagger-<stack>``. Returns the directories."""
     out = []
     constant = load_constant(Path(root) / "hrl-scheduler" / "high" / "constant.json")
+    over = dict(QUICK if quick else {}, **(target.distribution() if target is not None else {}))
     for stack, flat in (("hrl-scheduler", False), ("hrl-no-encoder", True)):
-        cfg = DaggerConfig(seed=seed, flat=flat, **(QUICK if quick else {}))
+        cfg = DaggerConfig(seed=seed, flat=flat, **over)
         run_dir = ROOT / ("out/train" if quick else "runs") / f"dagger-{stack}"
-        train_dagger(cfg, Path(root) / stack / "high", run_dir, constant=constant, bundles_root=root, log=log)
+        board = None if tensorboard is None else Path(tensorboard) / f"dagger-{stack}"
+        train_dagger(
+            cfg, Path(root) / stack / "high", run_dir, constant=constant, bundles_root=root, log=log, tensorboard=board
+        )
         out.append(str(Path(root) / stack / "high"))
     return out
 
@@ -510,13 +532,25 @@ def run_cli(args: Any) -> int:
         v = getattr(args, opt, None)
         if v is not None:
             over[name] = v
+    target = TrainingTarget.from_flags(getattr(args, "app", None), getattr(args, "scenario", None))
+    if target is not None:
+        over.update(target.distribution())
     cfg = DaggerConfig(seed=args.seed, flat=args.flat, **over)
     stack = "hrl-no-encoder" if args.flat else "hrl-scheduler"
     suffix = "-quick" if args.quick else ""
     run_dir = Path(args.run_dir) if args.run_dir else ROOT / "runs" / f"dagger-{stack}{suffix}"
-    out = Path(args.out) if args.out else (run_dir / "bundle" if args.quick else default_out(args.flat))
+    # a --quick run, or one on your own app, never overwrites a committed bundle unless --out says so
+    own = None if target is None else ROOT / "out" / "train" / target.name / "bundles" / stack / "high"
+    out = Path(args.out) if args.out else (run_dir / "bundle" if args.quick else (own or default_out(args.flat)))
     constant = load_constant(args.constant) if args.constant else load_constant()
-    _net, report = train_dagger(cfg, out, run_dir, constant=constant, ray_address=args.ray_address)
+    _net, report = train_dagger(
+        cfg,
+        out,
+        run_dir,
+        constant=constant,
+        ray_address=args.ray_address,
+        tensorboard=getattr(args, "tensorboard", None),
+    )
     print(
         f"hrl-policy train dagger: {report['policy_version']}; bundle in {out}; "
         f"curve in {run_dir / 'learning_curve.png'}",

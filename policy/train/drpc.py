@@ -83,9 +83,11 @@ from policy.sim.sizing import capacity_rps, cluster_for
 from policy.sim.stacks import autoscaled_workloads, terms_lookup
 from policy.sim.traces import scale_to_peak
 
+from .episodes import TrainingTarget
 from .forecast_data import dataset, heldout_sets, training_series
 from .pipeline import check_replaceable, install_dirs
 from .td3 import TD3, Actor, ReplayBuffer, ReplayBufferSamples, TD3Config, WorkloadPredictor, imitation_loss
+from .tensorboard import open_board
 
 __all__ = [
     "json_ready",
@@ -898,15 +900,18 @@ def train_drpc(
     progress: bool = True,
     plots: bool = True,
     encoder: Any = None,
+    tensorboard: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train the predictor (unless given), then the teacher and the students, and export each student to
     ``bundle_dirs[spec]/student`` with the predictor in ``bundle_dirs[spec]/predictor`` (defaults
     :data:`DEFAULT_BUNDLE_DIRS`: ``policy/bundles/drpc``, ``policy/bundles/hrl-scheduler/high``; with
     ``cfg.quick``: the same layout under ``<out_dir>/bundles``). Logs to ``out_dir`` (default
     ``runs/drpc-s<seed>-<time>``): ``progress.csv`` (one row per episode), ``validation.csv``,
-    ``learning_curves.png``, ``checkpoint.pt`` (teacher and students), ``report.json``. ``encoder``: the graph
-    encoder of the ``hrl`` layouts (a :class:`policy.encoder.mpnn.GraphEncoder` or a bundle directory; default the
-    committed one).
+    ``learning_curves.png``, ``checkpoint.pt`` (teacher and students), ``report.json``; with ``tensorboard``, each
+    ``progress.csv`` row as TensorBoard scalars ``drpc/<column>`` at its episode and each ``validation.csv`` row as
+    ``drpc_validation/<policy>/<column>`` at its simulated minute (when training ends), under that directory.
+    ``encoder``: the graph encoder of the ``hrl`` layouts (a :class:`policy.encoder.mpnn.GraphEncoder` or a bundle
+    directory; default the committed one).
 
     Everything that can be checked is checked before any training (apps, the predictor and encoder bundles, the
     bundle directories), and the bundles are built under ``<out_dir>/staged-bundles``; only at the end of a
@@ -949,6 +954,7 @@ def train_drpc(
     buf = ReplayBuffer(F, 1, cfg.td3.buffer_size, teacher_obs_dim=FT)
     validation = _Validation(cfg, forecaster, encoder)
     bar = _progress_bar(progress, cfg.total_minutes, "drpc", "min")
+    board = open_board(tensorboard, json_ready(asdict(cfg)))
     rows: list[dict[str, Any]] = []
     minutes_done = 0
     episode = 0
@@ -994,6 +1000,7 @@ def train_drpc(
                 **agents.recent_losses(),
             }
         )
+        board.row(episode, rows[-1], "drpc")
         bar.set_postfix(R=f"{running:.3f}", drv=driver[0], app=ep.app_name[:6])
         episode += 1
 
@@ -1004,6 +1011,9 @@ def train_drpc(
 
     if cfg.eval_every:
         validation.run(agents, minutes_done)
+    for vrow in validation.rows:
+        board.row(int(vrow["minutes"]), vrow, f"drpc_validation/{vrow['policy']}")
+    board.close()
     bar.close()
     # ---- export: each student at its best validation reward, staged; the bundle directories last ----
     validation.restore_best(agents)
@@ -1208,18 +1218,31 @@ def _print_report(rep: dict[str, Any], log=lambda m: print(m, file=sys.stderr)) 
     )
 
 
-def train_stage(root: Path, *, quick: bool, seed: int, log=print) -> list[str]:
+def train_stage(
+    root: Path,
+    *,
+    quick: bool,
+    seed: int,
+    log=print,
+    target: TrainingTarget | None = None,
+    tensorboard: str | Path | None = None,
+) -> list[str]:
     """The ``drpc`` stage of ``make train`` (:mod:`policy.train.pipeline`): one run training the teacher and the
     students ``drpc``, ``hrl`` and ``hrl-td3`` together, written to ``<root>/drpc``,
     ``<root>/hrl-scheduler/high``, ``<root>/hrl-flat/high``; ``<root>/hrl-no-encoder/high`` gets a copy of the
     ``drpc`` student (flat per-service features, distilled) with its predictor. The ``hrl`` students read the
     committed encoder's embeddings, as :meth:`policy.highlevel.DrpcAutoscaler.load` serves them (the layout has a
-    fixed embedding width). Returns the directories."""
+    fixed embedding width). ``target``: train on its apps; ``tensorboard``: event files under
+    ``<tensorboard>/drpc``. Returns the directories."""
     root = Path(root)
-    cfg = _config_for(("drpc", "hrl", "hrl-td3"), seed, quick, None, None)
+    cfg = _config_for(("drpc", "hrl", "hrl-td3"), seed, quick, None, target.apps if target is not None else None)
     dirs = {"drpc": root / "drpc", "hrl": root / "hrl-scheduler" / "high", "hrl-td3": root / "hrl-flat" / "high"}
     rep = train_drpc(
-        cfg, bundle_dirs=dirs, progress=not quick, out_dir=(ROOT / "out" / "train" / "drpc") if quick else None
+        cfg,
+        bundle_dirs=dirs,
+        progress=not quick,
+        out_dir=(ROOT / "out" / "train" / "drpc") if quick else None,
+        tensorboard=None if tensorboard is None else Path(tensorboard) / "drpc",
     )
     _print_report(rep, log)
     ne = root / "hrl-no-encoder" / "high"

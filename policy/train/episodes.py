@@ -15,6 +15,7 @@ policy must learn to handle. :func:`training_run` returns the pieces :class:`pol
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,7 +29,15 @@ from policy.sim.traces import FlashCrowd, apply_flash_crowds, scale_to_peak
 from .encoder_data import synthetic_app
 from .forecast_data import training_series
 
-__all__ = ["TRAINING_FAMILIES", "HELD_OUT_APPS", "TrainingRun", "scenario_app_count", "training_app", "training_run"]
+__all__ = [
+    "TRAINING_FAMILIES",
+    "HELD_OUT_APPS",
+    "TrainingRun",
+    "TrainingTarget",
+    "scenario_app_count",
+    "training_app",
+    "training_run",
+]
 
 #: The scenario files training draws from (every family of the benchmark, and the classic setting).
 TRAINING_FAMILIES = (
@@ -66,6 +75,66 @@ def training_app(name: str) -> AppSpec:
         else:
             _APPS[name] = load_app(name)
     return _APPS[name]
+
+
+@dataclass(frozen=True)
+class TrainingTarget:
+    """Train on your own applications (``hrl-policy train --app DIR [--scenario NAME]``): ``apps``, the folders (or
+    ``app.yaml`` files) ``hrl-policy app build`` wrote, or built-in app names, replace the training apps of every
+    stage that draws applications, with no synthetic call graphs; ``scenario`` (a scenario name or file), when
+    given, is where the high level's episodes run (all of them; its other apps are replaced by ``apps`` too),
+    else they run in the benchmark's scenario families and the classic setting as usual. The low level's
+    placement instances are always the app's bench cluster, resized at random (:mod:`policy.train.placement`).
+
+    Checked when made: every app loads, none is held out of training, the scenario loads. Raises ValueError
+    naming ``--app`` or ``--scenario`` and the value."""
+
+    apps: tuple[str, ...]
+    scenario: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.apps:
+            raise ValueError("--app: at least one application folder")
+        for a in self.apps:
+            try:
+                spec = training_app(a)
+            except ValueError as exc:
+                raise ValueError(f"--app: {a}: {' '.join(str(exc).split())}") from None
+            if spec.name in HELD_OUT_APPS:
+                raise ValueError(f"--app: {a}: {spec.name!r} is held out of training (evaluation only)")
+        if self.scenario is not None:
+            try:
+                scenario_app_count(self.scenario)
+            except ValueError as exc:
+                raise ValueError(f"--scenario: {' '.join(str(exc).split())}") from None
+
+    @classmethod
+    def from_flags(cls, apps: Sequence[str] | None, scenario: str | None) -> TrainingTarget | None:
+        """``--app`` (repeated) / ``--scenario`` of a training command: None without ``--app``. Raises ValueError
+        naming the flag for a bad value, or ``--scenario`` without ``--app``."""
+        if not apps:
+            if scenario is not None:
+                raise ValueError("--scenario: only with --app (the scenario your app is trained in)")
+            return None
+        return cls(tuple(apps), scenario)
+
+    @property
+    def name(self) -> str:
+        """The first app's name (``name:`` of its app.yaml): names the default output folders."""
+        return training_app(self.apps[0]).name
+
+    def distribution(self) -> dict[str, Any]:
+        """Overrides of :class:`policy.train.intent_episodes.EpisodeDistribution` fields (the high level's
+        episodes): the apps, no synthetic apps, and every scenario episode in ``scenario`` when given."""
+        out: dict[str, Any] = {"apps": self.apps, "synthetic_share": 0.0}
+        if self.scenario is not None:
+            out.update(scenarios=(self.scenario,), scenario_share=1.0)
+        return out
+
+    def placement(self) -> dict[str, Any]:
+        """Overrides of :class:`policy.train.placement.PlacementTrainConfig` fields: the apps as the training apps,
+        no synthetic apps, no held-out evaluation apps."""
+        return {"train_apps": self.apps, "synthetic_share": 0.0, "heldout_apps": ()}
 
 
 @dataclass(frozen=True)

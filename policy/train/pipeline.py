@@ -57,8 +57,11 @@ from typing import Any
 
 from tabulate import tabulate
 
+from .episodes import TrainingTarget
+
 __all__ = [
     "Stage",
+    "StageOptions",
     "STAGES",
     "REQUIRED_BUNDLES",
     "ABLATION_COPIES",
@@ -159,6 +162,25 @@ StageFn = Callable[..., Sequence[str]]
 
 
 @dataclass(frozen=True)
+class StageOptions:
+    """What :func:`run_all` hands every stage besides the bundles root, ``quick``, ``seed`` and ``log``, each as a
+    keyword argument only when set (so a stage function that takes neither still runs): ``target``, train on your
+    own apps (:class:`~policy.train.episodes.TrainingTarget`); ``tensorboard``, the TensorBoard log directory each
+    stage writes its runs under (:mod:`policy.train.tensorboard`)."""
+
+    target: TrainingTarget | None = None
+    tensorboard: Path | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.target is not None:
+            out["target"] = self.target
+        if self.tensorboard is not None:
+            out["tensorboard"] = Path(self.tensorboard)
+        return out
+
+
+@dataclass(frozen=True)
 class Stage:
     """A training stage: ``name``, its ``entry`` (``module:function``, imported when the stage runs) and a
     one-line ``description``."""
@@ -249,8 +271,18 @@ class TrainingReport:
         }
 
 
-def encoder_stage(root: Path, *, quick: bool, seed: int, log: Callable[[str], None] = print) -> list[str]:
-    """The ``encoder`` stage: ``policy.train.encoder.run_cli`` writing ``<root>/encoder``."""
+def encoder_stage(
+    root: Path,
+    *,
+    quick: bool,
+    seed: int,
+    log: Callable[[str], None] = print,
+    target: TrainingTarget | None = None,
+    tensorboard: str | Path | None = None,
+) -> list[str]:
+    """The ``encoder`` stage: ``policy.train.encoder.run_cli`` writing ``<root>/encoder``. ``target`` changes
+    nothing: the encoder learns from synthetic call graphs and simulator what-ifs, not from the training apps;
+    ``tensorboard`` is not written by this stage (its held-out errors are in its report)."""
     from . import encoder as encoder_train
 
     out = Path(root) / "encoder"
@@ -327,6 +359,7 @@ def run_all(
     trainers: Mapping[str, StageFn] | None = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
     clock: Callable[[], float] = time.monotonic,
+    options: StageOptions | None = None,
 ) -> TrainingReport:
     """Run the stages (``stages``: names, default all, always in :data:`STAGES` order), then :func:`assemble`.
 
@@ -334,8 +367,10 @@ def run_all(
     train into a staging directory next to it (seeded with the root's bundles); only when all of them succeed
     are the directories they wrote and the assembled copies installed into ``root`` (:func:`install_dirs`), so
     a failed run leaves ``root`` as it was. ``trainers``: stage name → function overriding its entry (tests,
-    stand-ins). Stops at the first stage that fails (later stages read earlier outputs); its error is in the
-    report. Raises ``ValueError`` for an unknown stage name or a negative seed (before anything runs)."""
+    stand-ins). ``options``: what every stage gets besides (:class:`StageOptions`: your own apps, a TensorBoard
+    directory). Stops at the first stage that fails (later stages read earlier
+    outputs); its error is in the report. Raises ``ValueError`` for an unknown stage name or a negative seed
+    (before anything runs)."""
     names = [s.name for s in STAGES]
     chosen = list(names) if stages is None else list(stages)
     unknown = [n for n in chosen if n not in names]
@@ -348,7 +383,12 @@ def run_all(
     root = Path(root) if root is not None else (QUICK_ROOT if quick else DEFAULT_ROOT)
     check_replaceable([root / rel for rel in (*_SEED_DIRS, *ABLATION_COPIES)])
     root.mkdir(parents=True, exist_ok=True)
-    log(f"train --all: bundles root {root}" + (" (quick run)" if quick else ""))
+    options = options or StageOptions()
+    target = options.target
+    on = ""
+    if target is not None:
+        on = f"; apps {', '.join(target.apps)}" + (f", scenario {target.scenario}" if target.scenario else "")
+    log(f"train --all: bundles root {root}" + (" (quick run)" if quick else "") + on)
     staging = root.parent / f".{root.name}.staging-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     results = [StageResult(s.name) for s in STAGES if s.name in chosen]
     t_all = clock()
@@ -362,7 +402,7 @@ def run_all(
             t0 = clock()
             try:
                 fn = (trainers or {}).get(stage.name) or resolve(stage)
-                out = fn(staging, quick=quick, seed=seed, log=log)
+                out = fn(staging, quick=quick, seed=seed, log=log, **options.kwargs())
                 wrote = [Path(p) for p in (out or [])]
                 written += wrote
                 res.bundles = [str(_moved(p, staging, root)) for p in wrote]

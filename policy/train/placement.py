@@ -99,6 +99,9 @@ from policy.sim.stacks import autoscaled_workloads, terms_lookup
 from policy.sim.synthetic import synthetic_app
 from policy.sim.traces import load_trace
 
+from .episodes import TrainingTarget
+from .tensorboard import TrainingBoard, open_board
+
 __all__ = [
     "PlacementNet",
     "PlacementReward",
@@ -897,8 +900,16 @@ class _Log:
     """``log.csv`` (one row per iteration, flushed as it goes) and the progress display: a tqdm bar with
     ``progress``, else a ``log`` line per evaluation."""
 
-    def __init__(self, path: Path, progress: bool, total: int, variant: str, log: Callable[[str], None]):
-        self.path, self.variant, self.log = path, variant, log
+    def __init__(
+        self,
+        path: Path,
+        progress: bool,
+        total: int,
+        variant: str,
+        log: Callable[[str], None],
+        board: TrainingBoard | None = None,
+    ):
+        self.path, self.variant, self.log, self.board = path, variant, log, board
         self.fh = path.open("w", newline="", encoding="utf-8")
         self.writer = csv.DictWriter(self.fh, fieldnames=LOG_FIELDS)
         self.writer.writeheader()
@@ -909,6 +920,8 @@ class _Log:
     def row(self, row: dict[str, Any]) -> None:
         self.writer.writerow(row)
         self.fh.flush()
+        if self.board is not None:
+            self.board.row(int(row["iteration"]), row, "placement")
 
     def evaluation(self, it: int, running: float, ev: dict[str, float], elapsed_s: float) -> None:
         if self.bar is None:
@@ -926,6 +939,8 @@ class _Log:
         if self.bar is not None:
             self.bar.close()
         self.fh.close()
+        if self.board is not None:
+            self.board.close()
 
 
 def _export(
@@ -1013,9 +1028,11 @@ def train_placement(
     progress: bool = True,
     final_eval: bool = True,
     encoder_path: str | Path | None = None,
+    tensorboard: str | Path | None = None,
 ) -> tuple[PlacementNet, dict[str, Any]]:
     """Train (module docstring), export the best policy to the bundle directory ``out`` (``None``: none), write the
-    log, curves and report to ``run_dir`` and, with
+    log, curves and report to ``run_dir`` (and ``log.csv``'s rows as TensorBoard scalars ``placement/<column>`` under
+    ``tensorboard``, :mod:`policy.train.tensorboard`) and, with
     ``final_eval``, compare default / topology-heuristic / learned on every train and held-out app
     (:func:`policy.sim.placement.compare`). ``encoder_path``: the encoder bundle whose embeddings the policy
     reads (default: ``<out>/../../encoder`` when it exists, as ``make train`` lays bundles out, else the
@@ -1038,7 +1055,7 @@ def train_placement(
     ev = evaluation.run(net)
     best = _Best.of(net, ev["eval_gain"], 0)
     log(f"placement[{variant}]: start, eval gain over default {ev['eval_gain']:+.3f}")
-    logger = _Log(run / "log.csv", progress, cfg.iterations, variant, log)
+    logger = _Log(run / "log.csv", progress, cfg.iterations, variant, log, open_board(tensorboard, asdict(cfg)))
     logger.row({"iteration": 0, "wall_s": round(time.perf_counter() - t_start, 2), "episodes": 0, **ev})
     episodes = 0
     running = math.nan
@@ -1207,16 +1224,26 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 def train_stage(
-    root: str | Path, *, quick: bool = False, seed: int = 0, log: Callable[[str], None] = print
+    root: str | Path,
+    *,
+    quick: bool = False,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+    target: TrainingTarget | None = None,
+    tensorboard: str | Path | None = None,
 ) -> list[str]:
     """The ``placement`` stage of ``make train`` (:mod:`policy.train.pipeline`): train every :data:`VARIANTS` bundle
     into ``root`` (run directories ``runs/placement-<stack>``; the encoder is ``<root>/encoder`` when present)
-    and return the directories written. ``quick``: seconds-long runs (smoke tests)."""
+    and return the directories written. ``quick``: seconds-long runs (smoke tests); ``target``: train on these
+    apps instead (:meth:`TrainingTarget.placement`); ``tensorboard``: event files under
+    ``<tensorboard>/placement-<stack>``."""
     written = []
     for rel, kw in VARIANTS.items():
         over = dict(kw, seed=seed)
         if quick:
             over.update(QUICK, train_apps=("online-boutique",), heldout_apps=())
+        if target is not None:
+            over.update(target.placement())
         cfg = PlacementTrainConfig(**over)
         out = Path(root) / rel
         stack = rel.split("/")[0]
@@ -1228,6 +1255,7 @@ def train_stage(
             log=log,
             progress=False,
             final_eval=False,
+            tensorboard=None if tensorboard is None else Path(tensorboard) / f"placement-{stack}",
         )
         log(f"placement: {rel} trained in {time.perf_counter() - t0:.0f} s")
         written.append(str(out))
@@ -1265,18 +1293,22 @@ def run_cli(args: Any) -> int:
     if args.seed < 0:
         raise ValueError(f"--seed: expected an integer >= 0, got {args.seed}")
     kw: dict[str, Any] = {"seed": args.seed, **VARIANTS[key]}
+    target = TrainingTarget.from_flags(getattr(args, "app", None), None)
     if args.quick:
         kw.update(QUICK)
         kw["heldout_apps"] = ()
         kw["train_apps"] = ("online-boutique",)
+    if target is not None:
+        kw.update(target.placement())
     if args.iterations is not None:
         kw["iterations"] = args.iterations
     if args.time_budget is not None:
         kw["time_budget_s"] = args.time_budget
     cfg = PlacementTrainConfig(**kw)
     run_dir = args.run_dir or str(ROOT / "runs" / (f"placement-{variant}" + ("-quick" if args.quick else "")))
-    # a --quick run never overwrites a committed bundle unless --out says so
-    out = args.out or (str(Path(run_dir) / "bundle") if args.quick else str(ROOT / "policy" / "bundles" / key))
+    # a --quick run, or one on your own app, never overwrites a committed bundle unless --out says so
+    committed = ROOT / "policy" / "bundles" if target is None else ROOT / "out" / "train" / target.name / "bundles"
+    out = args.out or (str(Path(run_dir) / "bundle") if args.quick else str(committed / key))
     _net, report = train_placement(
         cfg,
         out=out,
@@ -1284,6 +1316,7 @@ def run_cli(args: Any) -> int:
         log=lambda m: print(m, file=sys.stderr),
         progress=sys.stderr.isatty(),
         final_eval=not args.no_eval,
+        tensorboard=getattr(args, "tensorboard", None),
     )
     if "comparison" in report:
         print(markdown_table(report["comparison"]), file=sys.stderr)

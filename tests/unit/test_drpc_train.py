@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from policy.bundle import PolicyBundle
 from policy.cli.core import main
@@ -85,13 +86,24 @@ def test_a_seconds_long_run_exports_bundles_that_the_numpy_autoscaler_loads_and_
         seed=3,
     )
     dirs = {"drpc": tmp_path / "drpc", "hrl": tmp_path / "hrl"}
-    report = train_drpc(cfg, out_dir=tmp_path / "run", bundle_dirs=dirs, predictor=pb, progress=False, plots=True)
+    tb = tmp_path / "tb"
+    report = train_drpc(
+        cfg, out_dir=tmp_path / "run", bundle_dirs=dirs, predictor=pb, progress=False, plots=True, tensorboard=tb
+    )
     assert report["simulated_minutes"] >= 40 and (tmp_path / "run" / "learning_curves.png").is_file()
     with (tmp_path / "run" / "validation.csv").open() as fh:
-        assert {r["policy"] for r in csv.DictReader(fh)} == {"teacher", "drpc", "hrl"}
+        vrows = list(csv.DictReader(fh))
+    assert {r["policy"] for r in vrows} == {"teacher", "drpc", "hrl"}
     with (tmp_path / "run" / "progress.csv").open() as fh:
         rows = list(csv.DictReader(fh))
     assert rows and {"reward", "running_reward", "failed_pct", "cpu_core_hours", "driver"} <= set(rows[0])
+    # the same numbers as TensorBoard scalars: per episode, and the validation per policy at its minute
+    ea = EventAccumulator(str(tb))
+    ea.Reload()
+    got = [(e.step, e.value) for e in ea.Scalars("drpc/reward")]
+    assert got == [(k, pytest.approx(float(r["reward"]), rel=1e-6)) for k, r in enumerate(rows)]
+    hrl = [(int(r["minutes"]), float(r["reward"])) for r in vrows if r["policy"] == "hrl"]
+    assert [(e.step, pytest.approx(e.value, rel=1e-6)) for e in ea.Scalars("drpc_validation/hrl/reward")] == hrl
     assert not (tmp_path / "run" / "staged-bundles").exists()
     for name, spec in (("drpc", DRPC_SPEC), ("hrl", HRL_SPEC)):
         student = PolicyBundle.load(dirs[name] / "student", level="high", feature_spec={"local": spec})

@@ -18,6 +18,7 @@ TORCH_MODULES = {
     "policy/train/hierarchy.py",
     "policy/train/intent_net.py",
     "policy/train/dagger.py",
+    "policy/train/tensorboard.py",
 }
 
 

@@ -1,15 +1,26 @@
 """`make train` orchestration (policy/train/pipeline.py, ``hrl-policy train --all``) with stand-in trainers: the
-stages in order, their wall time, the bundles of every stack, and the report."""
+stages in order, their wall time, the bundles of every stack, and the report; training on your own app
+(``--app DIR [--scenario NAME]``): every stage draws its episodes from that app only, in that scenario, and the
+bundles go elsewhere than the committed ones."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from policy.cli.core import build_parser, main
+from policy.sim.app import builtin_apps_dir
+from policy.train import constant, dagger, drpc
 from policy.train import pipeline as ta
+from policy.train.dagger import DaggerConfig
+from policy.train.drpc import _config_for
+from policy.train.episodes import TrainingTarget
+from policy.train.intent_episodes import episode_pieces, sample_episode_specs
+from policy.train.placement import PlacementTrainConfig, sample_instance
 
 
 def fake_bundle(d: Path, tag: str) -> str:
@@ -288,3 +299,155 @@ def test_a_destination_holding_other_files_is_never_replaced(tmp_path):
     with pytest.raises(ValueError, match="holds README"):  # train --all checks its root before any stage runs
         ta.run_all(tmp_path / "root", trainers=stand_ins(order), log=lambda m: None)
     assert order == []
+
+
+# ---- training on your own app (--app, --scenario) ---------------------------------------------------------
+
+
+@pytest.fixture
+def shop(tmp_path) -> str:
+    """An app folder as ``hrl-policy app build`` writes one (app.yaml + manifests), named ``my-shop``."""
+    d = tmp_path / "apps" / "shop"
+    shutil.copytree(builtin_apps_dir() / "sock-shop", d)
+    y = d / "app.yaml"
+    y.write_text(y.read_text().replace("name: sock-shop", "name: my-shop", 1))
+    return str(d)
+
+
+def test_the_high_levels_episodes_run_the_app_only_and_in_the_scenario_given(shop):
+    t = TrainingTarget((shop,), "network-edge")
+    cfg = DaggerConfig(**t.distribution())
+    specs = sample_episode_specs(cfg, np.random.default_rng(0), 12, seed0=0)
+    assert {s.app for s in specs} == {shop} and {s.scenario for s in specs} == {"network-edge"}
+    app, rps, cluster, _cfg = episode_pieces(specs[0])
+    assert app.name == "my-shop" and cluster.nodes == 12 and len(rps) == cfg.episode_minutes  # network-edge's nodes
+    # without a scenario: the usual mix of scenario families and the classic setting, still the app only
+    mixed = sample_episode_specs(
+        DaggerConfig(**TrainingTarget((shop,)).distribution()), np.random.default_rng(0), 40, seed0=0
+    )
+    assert (
+        {s.app for s in mixed} == {shop} and "" in {s.scenario for s in mixed} and len({s.scenario for s in mixed}) > 2
+    )
+    # the default distribution draws other apps (what the target replaces)
+    default = sample_episode_specs(DaggerConfig(), np.random.default_rng(0), 40, seed0=0)
+    assert shop not in {s.app for s in default}
+
+
+def test_the_low_level_and_the_predictor_train_on_the_app(shop):
+    t = TrainingTarget((shop,))
+    cfg = PlacementTrainConfig(**t.placement())
+    rng = np.random.default_rng(0)
+    assert {sample_instance(cfg, rng).app.name for _ in range(10)} == {"my-shop"}  # no synthetic apps either
+    assert _config_for(("drpc",), 0, True, None, t.apps).apps == (shop,)
+
+
+def test_the_pipeline_hands_the_target_to_every_stage(tmp_path, shop):
+    seen = {}
+
+    def wrap(name, fn):
+        def stage(root, *, quick, seed, log, target=None):
+            seen[name] = target
+            return fn(root, quick=quick, seed=seed, log=log)
+
+        return stage
+
+    trainers = {k: wrap(k, f) for k, f in stand_ins([]).items()}
+    t = TrainingTarget((shop,), "events")
+    report = ta.run_all(tmp_path / "b", trainers=trainers, log=lambda m: None, options=ta.StageOptions(t))
+    assert report.ok and seen == dict.fromkeys(("encoder", "drpc", "placement", "constant", "dagger"), t)
+
+
+def test_train_all_with_app_writes_its_own_bundles_and_report_not_the_committed_ones(
+    tmp_path, monkeypatch, capsys, shop
+):
+    committed = tmp_path / "committed"
+    monkeypatch.setattr(ta, "DEFAULT_ROOT", committed)
+    monkeypatch.setattr(ta, "ROOT", tmp_path)
+    got = []
+
+    def resolve(stage):
+        fn = stand_ins([])[stage.name]
+
+        def run(root, *, quick, seed, log, target=None):
+            got.append(target)
+            return fn(root, quick=quick, seed=seed, log=log)
+
+        return run
+
+    monkeypatch.setattr(ta, "resolve", resolve)
+    assert main(["train", "--all", "--app", shop, "--scenario", "load"]) == 0, capsys.readouterr().err
+    own = tmp_path / "out" / "train" / "my-shop"
+    assert not committed.exists()
+    assert (own / "bundles" / "hrl-scheduler" / "low" / "manifest.json").is_file()
+    assert json.loads((own / "training.json").read_text())["ok"] is True
+    assert got == [TrainingTarget((shop,), "load")] * 5
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--app", "/nowhere/app"], "--app: /nowhere/app: app: unknown app"),
+        (["--app", "dsb-social-network"], "--app: dsb-social-network: app: 'dsb-social-network' is held out"),
+        (["--app", "sock-shop", "--scenario", "mars"], "--scenario: scenario: unknown scenario 'mars'"),
+        (["--scenario", "events"], "--scenario: only with --app"),
+    ],
+)
+def test_a_bad_app_or_scenario_is_one_line_and_exit_2_before_any_stage(tmp_path, monkeypatch, capsys, argv, message):
+    order: list[str] = []
+    monkeypatch.setattr(ta, "resolve", lambda stage: stand_ins(order)[stage.name])
+    rc = main(["train", "--all", "--out", str(tmp_path / "b"), "--report", str(tmp_path / "r"), *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and order == [] and not (tmp_path / "b").exists()
+    assert len(err) == 1 and err[0].startswith(f"hrl-policy train: error: {message}"), err
+
+
+def test_a_quick_placement_stage_trains_on_the_app_for_real(tmp_path, shop):
+    root = tmp_path / "bundles"
+    report = ta.run_all(
+        root, quick=True, stages=["placement"], log=lambda m: None, options=ta.StageOptions(TrainingTarget((shop,)))
+    )
+    assert report.stages[0].status == "ok", report.stages[0].error
+    manifest = json.loads((root / "hrl-scheduler" / "low" / "manifest.json").read_text())
+    assert "-quick-" in manifest["policy_version"]
+    # the bundle says what it was trained on
+    assert manifest["metadata"]["train_apps"] == [shop] and manifest["metadata"]["config"]["synthetic_share"] == 0.0
+
+
+def test_the_high_level_and_drpc_stages_configure_their_training_from_the_target(tmp_path, monkeypatch, shop):
+    got = {}
+    monkeypatch.setattr(constant, "tune_constant", lambda cfg, *a, **k: got.setdefault("constant", cfg))
+    monkeypatch.setattr(dagger, "load_constant", lambda *a, **k: None)
+    monkeypatch.setattr(dagger, "train_dagger", lambda cfg, *a, **k: got.setdefault(f"dagger-{cfg.flat}", cfg))
+    monkeypatch.setattr(drpc, "train_drpc", lambda cfg, **k: got.setdefault("drpc", cfg) and {})
+    monkeypatch.setattr(drpc, "_print_report", lambda *a, **k: None)
+    monkeypatch.setattr(drpc, "install_dirs", lambda *a, **k: None)
+    t = TrainingTarget((shop,), "events")
+    for stage in (constant, dagger, drpc):
+        stage.train_stage(tmp_path, quick=True, seed=0, log=lambda m: None, target=t)
+    for k in ("constant", "dagger-False", "dagger-True"):
+        cfg = got[k]
+        assert (cfg.apps, cfg.synthetic_share, cfg.scenarios, cfg.scenario_share) == ((shop,), 0.0, ("events",), 1.0), k
+    assert got["drpc"].apps == (shop,)
+
+
+def test_the_placement_and_dagger_commands_train_on_the_app_too(tmp_path, capsys, shop):
+    pl = tmp_path / "pl"
+    argv = ["train", "placement", "--quick", "--no-eval", "--app", shop, "--run-dir", str(tmp_path / "r1")]
+    assert main([*argv, "--out", str(pl)]) == 0, capsys.readouterr().err
+    assert json.loads((pl / "manifest.json").read_text())["metadata"]["train_apps"] == [shop]
+    hi = tmp_path / "hi"
+    argv = ["train", "dagger", "--quick", "--app", shop, "--scenario", "events", "--run-dir", str(tmp_path / "r2")]
+    assert main([*argv, "--out", str(hi)]) == 0, capsys.readouterr().err
+    meta = json.loads((hi / "intent" / "manifest.json").read_text())["metadata"]
+    assert (meta["apps"], meta["scenarios"], meta["scenario_share"], meta["synthetic_share"]) == (
+        [shop],
+        ["events"],
+        1.0,
+        0.0,
+    )
+    capsys.readouterr()
+    assert main(["train", "dagger", "--quick", "--scenario", "events"]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == "hrl-policy train dagger: error: --scenario: only with --app (the scenario your app is trained in)"
+    )
