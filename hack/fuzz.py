@@ -265,7 +265,7 @@ def fuzz_configs(n: int, rng: random.Random, d: Path, timeout_s: float) -> Repor
     seeds = []
     kinds = ("ExtenderConfiguration", "DeschedulerConfiguration")
     for f in sorted((ROOT / "manifests").rglob("*.yaml")):
-        if "templates" in f.parts:  # the chart's templates are not YAML until Helm renders them
+        if "charts" in f.parts:  # the chart's templates and files are Helm templates: base/, overlays/ are rendered
             continue
         for doc in yaml.safe_load_all(f.read_text()):
             if not isinstance(doc, dict):
