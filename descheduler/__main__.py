@@ -57,7 +57,7 @@ from typing import Any
 from tabulate import tabulate
 
 from policy.config import MAX_SECONDS, ConfigError
-from policy.highlevel import HighLevelPolicy
+from policy.highlevel import HighLevelPolicy, SchedulerModel
 from policy.lowlevel import PlacementPolicy
 from policy.observe import ObjectError
 from policy.state import ClusterSnapshot, ServiceGraph
@@ -73,6 +73,7 @@ from .metrics import DeschedulerMetrics, push, serve, write_textfile
 from .reread import ClusterReader
 from .resize import DryRunResizer, GatedResizer, Resizer
 from .scale import DryRunScaler, GatedScaler, Scaler
+from .shadow import ShadowLog, analyze_cycle
 from .snapshot import load_snapshot_file, load_topology
 
 PROG = "hrl-descheduler"
@@ -347,12 +348,16 @@ def _actuators(config: DeschedulerConfiguration, api_client: Any) -> tuple[Evict
 
 
 def _emitter(
-    args: argparse.Namespace, deps: CycleDeps, link: Any, metrics: DeschedulerMetrics
+    args: argparse.Namespace, deps: CycleDeps, link: Any, metrics: DeschedulerMetrics, shadow: ShadowLog | None = None
 ) -> Callable[[CycleReport], None]:
-    """After each cycle: save the planner's state, publish the intent to the embedding cache, print the report,
-    export the metrics."""
+    """After each cycle: save the planner's state, publish the intent to the embedding cache, simulate a dry run's
+    outcome (``shadow``: :mod:`descheduler.shadow`), print the report, export the metrics."""
     config, planner, history = deps.config, deps.planner, deps.history
     dump_state = getattr(planner, "dump_state", None)
+    sp = config.scheduler_prediction
+    model = SchedulerModel(
+        deps.placement if sp.enabled else None, sp.extender_weight, frozenset(sp.extender_schedulers)
+    )
 
     def emit(report: CycleReport) -> None:
         if not report.dry_run and config.state_file and dump_state is not None and history is not None:
@@ -363,10 +368,22 @@ def _emitter(
         if link is not None:
             for w in link.after_cycle(report.intent, report.dry_run):
                 _err(f"{PROG}: warning: {w}")
+        cycle = None
+        if shadow is not None and report.dry_run:
+            snap = shadow.take()
+            if snap is not None:
+                cycle = analyze_cycle(report, snap, model)
+                try:
+                    shadow.write(cycle)
+                except OSError as exc:
+                    _err(f"{PROG}: warning: could not write the shadow log: {exc}")
         if args.json:
-            print(json.dumps(report.to_json(), sort_keys=False), flush=True)
+            doc = report.to_json()
+            if cycle is not None:
+                doc["shadow"] = cycle.to_json()
+            print(json.dumps(doc, sort_keys=False), flush=True)
         else:
-            print(format_report(report), flush=True)
+            print(format_report(report) + (f"\n{cycle.summary()}" if cycle is not None else ""), flush=True)
         _export_metrics(metrics, config)
 
     return emit
@@ -461,13 +478,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         first, history = _first_read(cluster, config)
         planner, placement = _policies(config, history)
         evictor, scaler, resizer = _actuators(config, cluster.api_client)
-        metrics = DeschedulerMetrics()
+        metrics = DeschedulerMetrics(dry_run=config.dry_run)
         register_process_metrics(metrics.registry, PROG)
         link = cache_link_from_config(config.cache, metrics.registry)  # the embedding cache: embeddings in, intent out
         observe = cluster.observe
         if link is not None:
             observe = link.remember(observe)
             link.last_snapshot = first
+        shadow = None
+        if config.dry_run:  # shadow mode: what the dry run would have done, simulated (descheduler/shadow.py)
+            try:
+                shadow = ShadowLog(config.shadow.log, config.shadow.max_bytes, config.shadow.backups)
+            except OSError as exc:
+                raise _Exit(2, f"{PROG}: shadow.log: cannot open {config.shadow.log!r}: {exc}") from None
+            observe = shadow.remember(observe)
+            if once:  # the one cycle runs on the first read; in interval mode each cycle observes
+                shadow.snapshot = first
         deps = CycleDeps(
             observe,
             evictor,
@@ -481,7 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reader=cluster.reader,
             recorder=cluster.recorder,
         )
-        emit = _emitter(args, deps, link, metrics)
+        emit = _emitter(args, deps, link, metrics, shadow)
         if once:
             return _run_once(deps, first, warnings, emit, cluster.api_client is not None)
         interval_s = args.interval if args.interval is not None else config.interval_seconds

@@ -80,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from .config import (
         build_policy,
+        decision_recorder,
         load_extender_config,
         load_topology,
         start_policy_feeds,
@@ -154,6 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
 
     source = None
+    api = None
     snap_path = args.snapshot or config.snapshot_file
     if kube.enabled:
         try:
@@ -188,6 +190,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     registry = CollectorRegistry()
     register_process_metrics(registry, PROG)
+    sink = None
+    if config.decisions.events and api is not None:
+        from .kube import KubeEventSink
+
+        sink = KubeEventSink(api)
+    try:  # the decision record (the shadow log in shadow mode): before the first request is scored
+        recorder = decision_recorder(config, policy, registry, events=sink)
+    except OSError as exc:
+        return config_fail(f"decisions.log: cannot open {config.decisions.log!r}: {exc.strerror or exc}")
+    if recorder is not None:
+        store.set_decisions(recorder, shadow=config.mode == "shadow")
+        recorder.start()
+        log.info(
+            "mode %s: recording decisions%s%s",
+            config.mode,
+            f" to {config.decisions.log}" if config.decisions.log else "",
+            " (answering neutral scores)" if config.mode == "shadow" else "",
+        )
     app = make_app(config, store, policy, registry, topology=refresher)
     host = args.host or config.listen.host
     port = config.listen.port if args.port is None else args.port
@@ -198,6 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         app.close()
         if refresher is not None:
             refresher.stop()
+        if recorder is not None:
+            recorder.stop()
         print(
             f"{PROG}: error: listen: cannot bind {host}:{port}: {exc.strerror or exc}",
             file=sys.stderr,
@@ -239,6 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cache_link.stop()
         if feeds is not None:
             feeds.stop()
+        if recorder is not None:
+            recorder.stop()
     return 0 if server.started else 1
 
 

@@ -14,6 +14,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any, Self
 
 from kubernetes import client as kclient
@@ -21,7 +22,15 @@ from kubernetes import config as kconfig
 from kubernetes.client.rest import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-__all__ = ["load_api_client", "POD_FIELD_SELECTOR", "Reflector", "ReflectorGroup", "Gone", "object_key"]
+__all__ = [
+    "load_api_client",
+    "POD_FIELD_SELECTOR",
+    "Reflector",
+    "ReflectorGroup",
+    "Gone",
+    "object_key",
+    "event_object",
+]
 
 log = logging.getLogger(__name__)
 
@@ -360,3 +369,33 @@ class ReflectorGroup:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def event_object(
+    regarding: Mapping[str, str],
+    type: str,
+    reason: str,
+    action: str,
+    note: str,
+    *,
+    controller: str,
+    instance: str,
+    now_s: float,
+) -> dict[str, Any]:
+    """An ``events.k8s.io/v1`` Event about ``regarding`` (``apiVersion``, ``kind``, ``namespace``, ``name``,
+    optional ``uid``), named as client-go's recorder names them (``<object>.<unix ns in hex>``), ``note`` cut to the
+    API's 1 kB, reported by ``controller`` / ``instance`` at ``now_s`` (unix s)."""
+    ns = regarding.get("namespace") or "default"
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": f"{str(regarding.get('name', ''))[:200]}.{int(now_s * 1e9):x}", "namespace": ns},
+        "eventTime": datetime.fromtimestamp(now_s, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": controller,
+        "reportingInstance": instance[:128],
+        "action": action,
+        "reason": reason,
+        "type": type,
+        "note": note[:1024],
+        "regarding": {k: v for k, v in regarding.items() if v or k != "uid"},
+    }
