@@ -499,7 +499,9 @@ def test_run_forever_runs_the_requested_cycles_and_survives_a_failing_one():
         now=lambda: NOW_S,
     )
     assert n == 3 and len(errors) == 1 and len(reports) == 2
-    assert metrics.registry.get_sample_value("hrl_descheduler_cycles_total", {"result": "error", "dry_run": "false"}) == 1
+    assert (
+        metrics.registry.get_sample_value("hrl_descheduler_cycles_total", {"result": "error", "dry_run": "false"}) == 1
+    )
 
 
 def test_run_forever_stops_when_asked():

@@ -608,7 +608,12 @@ def test_a_vpa_owned_pod_is_refused_counted_and_left_alone_while_others_are_resi
     assert outcomes(rep) == {"shop/api-1": "resized", "shop/web-1": "refused_vpa"}
     assert api.cpu_m("shop/web-1") == 200 and ("patch_pod_resize", "shop", "web-1") not in api.calls
     assert metrics.registry.get_sample_value("hrl_descheduler_vpa_conflicts") == 1
-    assert metrics.registry.get_sample_value("hrl_descheduler_resizes_total", {"outcome": "refused_vpa", "dry_run": "false"}) == 1
+    assert (
+        metrics.registry.get_sample_value(
+            "hrl_descheduler_resizes_total", {"outcome": "refused_vpa", "dry_run": "false"}
+        )
+        == 1
+    )
 
 
 def test_the_guards_block_excluded_namespaces_pods_of_no_deployment_gone_changed_and_unbound_pods():

@@ -125,6 +125,7 @@ def test_integrated_gradients_are_complete_and_the_gradient_matches_finite_diffe
     xp, xm = x.copy(), x.copy()
     xp[:, j] += eps
     xm[:, j] -= eps
+
     def n_at(v):
         return mlp_forward_grad(learned.weights, v, learned.mean, learned.std, learned.layers)[0]
 
