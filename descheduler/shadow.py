@@ -282,8 +282,8 @@ def analyze_cycle(report: CycleReport, snapshot: ClusterSnapshot, model: Schedul
         "moves": len(moves),
         "cross_node_call_pct_before": _r(None if before_pct is None else 100 * before_pct, 2),
         "cross_node_call_pct_after": _r(None if after_pct is None else 100 * after_pct, 2),
-        "max_node_cpu_util_before": _r(max(util0, default=None)),  # type: ignore[type-var]
-        "max_node_cpu_util_after": _r(max(util1, default=None)),  # type: ignore[type-var]
+        "max_node_cpu_util_before": _r(max(util0, default=None)),
+        "max_node_cpu_util_after": _r(max(util1, default=None)),
         "node_cpu_util_std_before": _r(float(np.std(util0)) if util0 else None),
         "node_cpu_util_std_after": _r(float(np.std(util1)) if util1 else None),
     }

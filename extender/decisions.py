@@ -32,8 +32,9 @@ size-based rotation (``maxBytes``, ``backups``; :class:`logging.handlers.Rotatin
 ``uid``, ``service``, ``outcome`` (our scoring outcome, :data:`extender.scoring.PRIORITIZE_OUTCOMES`),
 ``result``, ``candidates`` (``[{node, score, served}]``, best first), ``our_choice`` (nodes), ``best_score``,
 ``bound_node``, ``bound_score`` (``None`` when not a candidate), ``score_gap``, ``intent`` (the vector the pod
-was scored with), ``explanation`` (``{"best": ..., "bound": ...}``, :meth:`NodeExplanation.to_json`, or
-absent). docs/shadow-mode.md shows one.
+was scored with), ``policy`` / ``policy_version`` (the placement policy's name and bundle version),
+``explanation`` (``{"best": ..., "bound": ...}``, :meth:`NodeExplanation.to_json`, or absent).
+docs/shadow-mode.md shows one.
 
 Metrics (registered in the extender's registry; no pod or node names as labels):
 
@@ -135,6 +136,8 @@ class Decision:
     intent: tuple[float, ...] | None
     view: Any = field(default=None, repr=False)
     explanation: dict[str, Any] | None = None
+    policy: str = ""
+    policy_version: str = ""
 
     def to_json(self) -> dict[str, Any]:
         order = np.argsort(-np.nan_to_num(self.scores, nan=-1.0), kind="stable")
@@ -168,6 +171,8 @@ class Decision:
             "bound_score": None if self.bound_score is None else round(self.bound_score, 4),
             "score_gap": None if self.score_gap is None else round(self.score_gap, 4),
             "intent": None if self.intent is None else list(self.intent),
+            "policy": self.policy,
+            "policy_version": self.policy_version,
         }
         if self.explanation is not None:
             d["explanation"] = self.explanation
@@ -408,6 +413,8 @@ class DecisionRecorder:
             gap,
             p.intent,
             view=p.view,
+            policy=str(getattr(self.policy, "name", type(self.policy).__name__)),
+            policy_version=str(getattr(self.policy, "version", "") or ""),
         )
 
     def _resolved(self, d: Decision) -> None:
@@ -428,15 +435,16 @@ class DecisionRecorder:
         from the view the pod was scored on; ``None`` when the pod was not scored."""
         if d.best_score is None or d.view is None or d.view.index is None:
             return None
-        nodes = list(dict.fromkeys([*d.our_choice[:1], *([d.bound_node] if d.bound_score is not None else [])]))
+        bound = [d.bound_node] if d.bound_node is not None and d.bound_score is not None else []
+        nodes: list[str] = list(dict.fromkeys([*d.our_choice[:1], *bound]))
         if not nodes:
             return None
         ex: Explanation = explain_scores(self.policy, _unbound(d.pod), nodes, d.view.index, d.intent)
         out: dict[str, Any] = {"method": ex.method, "max_integration_error_points": ex.max_integration_error}
         best = ex.node(nodes[0])
         out["best"] = best.to_json() if best is not None else None
-        b: NodeExplanation | None = ex.node(d.bound_node) if d.bound_node else None
-        out["bound"] = b.to_json() if b is not None and d.bound_score is not None else None
+        b: NodeExplanation | None = ex.node(bound[0]) if bound else None
+        out["bound"] = b.to_json() if b is not None else None
         return out
 
     def handle(self, d: Decision) -> None:

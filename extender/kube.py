@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -396,6 +396,9 @@ class KubeEventSink:
             now_s=self.clock(),
         )
         self.events.create_namespaced_event(
-            pod.namespace or "default", body, _request_timeout=self.timeout_s, _preload_content=False
+            pod.namespace or "default",
+            cast(Any, body),  # the client sends a dict as it is
+            _request_timeout=self.timeout_s,
+            _preload_content=False,
         )
         self.created += 1

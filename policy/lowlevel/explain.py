@@ -271,7 +271,7 @@ def _neighbour_parts(
     """Per neighbour service on one side: ``(service, rps, share (C,), pods there (C,))``, the service's part of
     the side's call-rate-weighted share of pods on the node (``scope="node"``) or in its zone."""
     total_w = sum(w for _t, w in side)
-    out = []
+    out: list[tuple[str, float, np.ndarray, np.ndarray]] = []
     if total_w <= 0:
         return out
     p = np.where(pos >= 0, pos, 0)

@@ -7,9 +7,11 @@ Layout::
       recording.json            the manifest (:class:`Manifest`): kind Recording, formatVersion, when, the step and
                                 window, the sources, the steps completed, status (recording | complete), warnings
       objects/000000.json.gz    the cluster's API objects at the start of each step (gzip JSON, a Kubernetes
-      objects/000001.json.gz    List with ``metadata.timeS``): Nodes, Pods, Deployments, StatefulSets, DaemonSets,
-      ...                       ReplicaSets, HorizontalPodAutoscalers, PodDisruptionBudgets, redacted (below)
-      metrics/pods.csv          per step and pod: time_s,namespace,pod,service,node,cpu_m,memory_mi,rps
+      objects/000001.json.gz    List with ``metadata.timeS``): Nodes and Pods of the whole cluster; Deployments,
+      ...                       StatefulSets, DaemonSets, ReplicaSets, HorizontalPodAutoscalers, PodDisruptionBudgets
+                                of the recorded namespaces (all when none is named); redacted (below)
+      metrics/pods.csv          per step and pod (every namespace): time_s,namespace,pod,service,node,cpu_m,
+                                memory_mi,rps
       metrics/services.csv      per step and service: time_s,service,served_rps,entry_rps,latency_p50_ms,
                                 latency_p95_ms,latency_p99_ms,success_pct
       metrics/edges.csv         per step and call edge: time_s,caller,callee,rps,calls_per_request,latency_p50_ms,
@@ -47,6 +49,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from policy.state import ServiceEdge, ServiceGraph
 
 __all__ = [
     "FORMAT_VERSION",
@@ -363,6 +367,29 @@ class Recording:
         """:meth:`rows` with the numeric cells as floats (``None`` for empty ones)."""
         text = {"namespace", "pod", "service", "node", "caller", "callee"}
         return [{k: (v if k in text else _float(v)) for k, v in r.items()} for r in self.rows(name)]
+
+    def graph(self, k: int) -> ServiceGraph:
+        """The call graph of step ``k`` (its edges with their rates and latencies, from ``metrics/edges.csv``)."""
+        t = self.manifest.step_end_s(k)
+        edges = []
+        for r in self.numeric_rows("edges"):
+            if r["time_s"] is None or abs(r["time_s"] - t) > 1e-3 or r["rps"] is None:
+                continue
+            edges.append(
+                ServiceEdge(
+                    r["caller"],
+                    r["callee"],
+                    rps=r["rps"],
+                    calls_per_request=r["calls_per_request"],
+                    latency_p50_ms=r["latency_p50_ms"],
+                    latency_p95_ms=r["latency_p95_ms"],
+                    latency_p99_ms=r["latency_p99_ms"],
+                    latency_mean_ms=r["latency_mean_ms"],
+                    error_rate=r["error_rate"],
+                )
+            )
+        services = {e.caller for e in edges} | {e.callee for e in edges}
+        return ServiceGraph.build(services, edges, f"{self.root} step {k}")
 
     def shadow_records(self, component: str) -> list[dict[str, Any]]:
         """The JSON records of ``shadow/<component>.jsonl`` (``extender``, ``descheduler``); lines that are not

@@ -60,8 +60,9 @@ _API_VERSION = {
 
 
 class KubeObjects:
-    """Lists the recorded kinds (:data:`KINDS`) through ``api_client``, in ``namespaces`` (empty: all; Nodes are
-    cluster-wide), ``page`` objects per request. :meth:`list_all` returns the redacted objects and the warnings."""
+    """Lists the recorded kinds (:data:`KINDS`) through ``api_client``, ``page`` objects per request: Nodes and Pods
+    cluster-wide (every pod occupies its node: the replay needs the other tenants too), the other kinds in
+    ``namespaces`` (the app's; empty: all). :meth:`list_all` returns the redacted objects and the warnings."""
 
     def __init__(self, api_client: kclient.ApiClient, namespaces: Sequence[str] = (), page: int = 500, timeout_s=30.0):
         self.api_client = api_client
@@ -103,7 +104,7 @@ class KubeObjects:
             if kind in self.skipped:
                 continue
             try:
-                if not one_ns or not self.namespaces:
+                if not one_ns or not self.namespaces or kind == "Pod":
                     objs = self._pages(getattr(self._api(api), all_ns))
                 else:
                     objs = [o for ns in self.namespaces for o in self._pages(getattr(self._api(api), one_ns), ns)]

@@ -105,8 +105,9 @@ def _open(o: RecordOptions, now_s: float) -> RecordingWriter:
     return RecordingWriter.create(o.out, m)
 
 
-def _pod_rows(items: Sequence[Mapping[str, Any]], namespaces: Sequence[str]) -> list[dict[str, Any]]:
-    """namespace, pod, service, node of the running, bound pods among ``items`` (recorded namespaces only)."""
+def _pod_rows(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """namespace, pod, service, node of the running, bound pods among ``items`` (every namespace: the other tenants'
+    use loads the nodes too)."""
     out = []
     for o in items:
         if o.get("kind") != "Pod":
@@ -116,8 +117,6 @@ def _pod_rows(items: Sequence[Mapping[str, Any]], namespaces: Sequence[str]) -> 
         except ObjectError:
             continue
         if p.node_name is None or p.terminating or p.phase in ("Succeeded", "Failed"):
-            continue
-        if namespaces and p.namespace not in namespaces:
             continue
         out.append({"namespace": p.namespace, "pod": p.name, "service": p.service, "node": p.node_name})
     return out
@@ -224,7 +223,7 @@ def record(
             for text in warnings:
                 warn(text)
             w.write_objects(k, items, round(clock(), 3))
-            pods = _pod_rows(items, m.namespaces)
+            pods = _pod_rows(items)
             del items
             end = m.step_end_s(k)
             wait = end + options.lag_s - clock()

@@ -78,11 +78,6 @@ class Signals:
     def _w(self) -> str:
         return format_duration(self.source.window_s)
 
-    def _ns_matcher(self, label: str) -> str:
-        if not self.namespaces:
-            return ""
-        return f",{label}=~" + _q("|".join(self.namespaces))
-
     def service_queries(self) -> dict[str, str]:
         """The per-service PromQL (module docstring), by role: the three latency percentiles, ``ok`` and ``all``
         (request rates for the success ratio)."""
@@ -112,7 +107,8 @@ class Signals:
         return q
 
     def pod_queries(self) -> dict[str, str]:
-        m = 'container!="",container!="POD"' + self._ns_matcher("namespace")
+        """CPU (millicores) and working set (MiB) of every pod (every namespace: the other tenants load the nodes)."""
+        m = 'container!="",container!="POD"'
         return {
             "cpu_m": f"1000 * sum by (namespace, pod) (rate(container_cpu_usage_seconds_total{{{m}}}[{self._w}]))",
             "memory_mi": f"sum by (namespace, pod) (container_memory_working_set_bytes{{{m}}}) / 1048576",

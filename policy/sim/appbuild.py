@@ -72,6 +72,7 @@ __all__ = [
     "check_options",
     "build_app",
     "build_from_observations",
+    "holdout_check",
 ]
 
 ENTRY_MIN_SHARE = 0.05
@@ -409,10 +410,33 @@ def _holdout(
     def even(t: str) -> bool:
         return zlib.crc32(t.encode()) % 2 == 0
 
-    a = Measurements(metrics=_half_metrics(metrics, 0), spans=_half_stats(table, even))
-    b = Measurements(metrics=_half_metrics(metrics, 1), spans=_half_stats(table, lambda t: not even(t)))
-    cal_a = calibrate_app(struct, a, entry, iterations, seed, checks=False, latency_from=latency_from)
-    targets_b, source_b, _, _ = measured_targets(b, latency_from)
+    return holdout_check(
+        struct,
+        (_half_stats(table, even), _half_stats(table, lambda t: not even(t))),
+        metrics,
+        entry,
+        BuildOptions(iterations=iterations, seed=seed, latency_from=latency_from),
+        "the fit repeated on half the traces (CRC-32 of the trace id even) and the even metric minutes; "
+        "its simulated visit latencies compared with the other half (odd traces, odd minutes).",
+    )
+
+
+def holdout_check(
+    struct: AppSpec,
+    halves: tuple[SpanStats, SpanStats],
+    metrics: Metrics,
+    entry: dict[str, float],
+    options: BuildOptions,
+    method: str,
+) -> dict[str, Any]:
+    """The hold-out test: the fit repeated on the first half of the observations (``halves[0]``) and the even metric
+    minutes, its simulated visit latencies compared with the other half's measured targets (``halves[1]``, the odd
+    minutes). Returns ``{"method", "median_abs_error_pct": {p50, p95}, "services": [...]}``."""
+    a = Measurements(metrics=_half_metrics(metrics, 0), spans=halves[0])
+    b = Measurements(metrics=_half_metrics(metrics, 1), spans=halves[1])
+    o = options
+    cal_a = calibrate_app(struct, a, entry, o.iterations, o.seed, checks=False, latency_from=o.latency_from)
+    targets_b, source_b, _, _ = measured_targets(b, o.latency_from)
     rows, e50, e95 = [], [], []
     for s in sorted(cal_a.simulated):
         if s not in targets_b:
@@ -434,8 +458,7 @@ def _holdout(
             }
         )
     return {
-        "method": "the fit repeated on half the traces (CRC-32 of the trace id even) and the even metric minutes; "
-        "its simulated visit latencies compared with the other half (odd traces, odd minutes).",
+        "method": method,
         "median_abs_error_pct": {
             "p50": _r(float(np.nanmedian(e50)), 2) if e50 else None,
             "p95": _r(float(np.nanmedian(e95)), 2) if e95 else None,
