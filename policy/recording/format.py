@@ -219,6 +219,11 @@ def redact(obj: dict[str, Any]) -> dict[str, Any]:
 # ---- writing ----------------------------------------------------------------------------------------------------
 
 
+def _time_cell(v: Any) -> str:
+    """A unix time in seconds, to the millisecond (``.6g`` would round it to 10 s)."""
+    return "" if v is None else f"{float(v):.3f}"
+
+
 def _cell(v: Any) -> str:
     if v is None:
         return ""
@@ -296,7 +301,7 @@ class RecordingWriter:
         with open(self.root / "metrics" / f"{name}.csv", "a", newline="", encoding="utf-8") as f:
             w = csv.writer(f)
             for r in rows:
-                w.writerow([_cell(r.get(c)) for c in cols])
+                w.writerow([_time_cell(r.get(c)) if c == "time_s" else _cell(r.get(c)) for c in cols])
 
     def step_done(self, late: bool = False) -> None:
         """Count one more completed step (``late``: its objects were read after it started) and save."""

@@ -27,6 +27,7 @@ NS = "shop"
 NODES = ("w1", "w2", "w3")
 STEP = 60.0
 LAM = 8.0  # user requests/s at the frontend
+T0 = 1_796_315_805.206  # a unix time of 2026, to the millisecond (the CSV files must keep every digit)
 
 
 def node(name: str) -> dict:
@@ -141,7 +142,7 @@ class ModelSignals:
 
 
 def run(tmp_path: Path, steps: int = 4, objects=None, resume: bool = False, logs=None):
-    t = [1_000_000.0]
+    t = [T0]
     opts = RecordOptions(tmp_path / "rec", steps * STEP, STEP, (NS,), 0.0, resume, logs or {}, None, "fake")
     return record(
         opts,
@@ -193,7 +194,7 @@ def test_an_interrupted_recording_resumes_where_it_stopped_and_refuses_other_set
 
 def test_the_shadow_logs_of_the_window_are_copied_with_their_rotated_files(tmp_path):
     log = tmp_path / "decisions.jsonl"
-    t0 = 1_000_000.0
+    t0 = T0
     (tmp_path / "decisions.jsonl.1").write_text(json.dumps({"decided_at_s": t0 + 10, "pod": "old-rotated"}) + "\n")
     log.write_text(
         "\n".join(json.dumps({"decided_at_s": t0 + dt, "pod": f"p{dt}"}) for dt in (-100, 30, 200, 9999))
