@@ -5,7 +5,8 @@ without our extender, ``hrl-scheduler`` with it), the extender itself, and kwok 
 
 Usage (the binaries come from ``hack/build-controlplane.sh``, which this builds first when they are missing)::
 
-    hack/controlplane.py up     [--dir DIR] [--extender-url URL | --no-extender] [--nodes N]
+    hack/controlplane.py up     [--dir DIR] [--extender-url URL | --no-extender] [--extender-config FILE]
+                                [--topology SOURCE] [--nodes N]
     hack/controlplane.py status [--dir DIR]
     hack/controlplane.py down   [--dir DIR]
     export KUBECONFIG=DIR/admin.kubeconfig
@@ -108,6 +109,22 @@ IDENTITIES: dict[str, list[dict[str, Any]]] = {
         {"apiGroups": [""], "resources": ["pods/resize"], "verbs": ["patch"]},
         {"apiGroups": ["autoscaling.k8s.io"], "resources": ["verticalpodautoscalers"], "verbs": ["get", "list"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+    ],
+    # an extender whose decision record posts Events on pods (decisions.events, docs/shadow-mode.md)
+    "hrl-extender-events": [
+        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+    ],
+    # hrl-policy record (policy/recording/kube.py): list, nothing else, never Secrets or ConfigMaps
+    "hrl-recorder": [
+        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]},
+        {
+            "apiGroups": ["apps"],
+            "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"],
+            "verbs": ["list"],
+        },
+        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
     ],
 }
 
@@ -1095,6 +1112,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 default=[],
                 help="call-graph source for the started extender (repeatable)",
             )
+            sp.add_argument(
+                "--extender-config",
+                metavar="FILE",
+                help="YAML merged into the started extender's ExtenderConfiguration (e.g. mode: shadow)",
+            )
             sp.add_argument("--nodes", type=int, default=0, help="create this many fake nodes (4 CPU, 16Gi)")
     args = ap.parse_args(argv)
     workdir = Path(args.dir)
@@ -1105,7 +1127,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"a control plane is already running from {workdir}; run 'down' first", file=sys.stderr)
                 return 1
         cp = ControlPlane(workdir, detach=True)
-        overrides = {"topology": {"sources": [str(Path(s).resolve()) for s in args.topology]}} if args.topology else {}
+        overrides: dict[str, Any] = {}
+        if args.extender_config:
+            overrides = yaml.safe_load(Path(args.extender_config).read_text()) or {}
+            if not isinstance(overrides, dict):
+                print(f"--extender-config: {args.extender_config}: expected a mapping", file=sys.stderr)
+                return 2
+            overrides = {k: v for k, v in overrides.items() if k not in ("apiVersion", "kind")}
+        if args.topology:
+            overrides["topology"] = {"sources": [str(Path(s).resolve()) for s in args.topology]}
         try:
             cp.up(args.extender_url, extender=not args.no_extender, extender_config=overrides)
             if args.nodes:
