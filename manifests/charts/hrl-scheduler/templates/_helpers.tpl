@@ -90,6 +90,10 @@ capabilities:
 {{- if $v.learnedPolicies.enabled -}}
 {{- $_ := set $cfg "cache" (dict "address" (printf "127.0.0.1:%d" (int $v.learnedPolicies.cache.port))) -}}
 {{- end -}}
+{{- if eq $v.extender.mode "shadow" -}}
+{{- $_ := set $cfg "mode" "shadow" -}}
+{{- $_ := set $cfg "decisions" (dict "log" "/var/log/hrl-extender/decisions.jsonl") -}}
+{{- end -}}
 {{- toYaml (mustMergeOverwrite $cfg (deepCopy $v.extender.config)) -}}
 {{- end -}}
 
