@@ -1090,6 +1090,24 @@ def _audit_policy(identities: Iterable[str]) -> dict[str, Any]:
 # ---- command line ---------------------------------------------------------------------------------------
 
 
+def extender_overrides(path: Path) -> dict[str, Any]:
+    """The fields of an ExtenderConfiguration file (``--extender-config``) to merge into the started extender's,
+    its relative paths (``topology.sources``, ``decisions.log``) made relative to the file, as in the extender's own
+    configuration files. Raises ``ValueError`` for a file that is not a mapping."""
+    doc = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: expected a mapping")
+    out = {k: v for k, v in doc.items() if k not in ("apiVersion", "kind")}
+    base = path.resolve().parent
+    topo = out.get("topology")
+    if isinstance(topo, dict) and isinstance(topo.get("sources"), list):
+        topo["sources"] = [s if "://" in str(s) else str(base / str(s)) for s in topo["sources"]]
+    dec = out.get("decisions")
+    if isinstance(dec, dict) and isinstance(dec.get("log"), str):
+        dec["log"] = str(base / dec["log"])
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hack/controlplane.py", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -1129,11 +1147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         cp = ControlPlane(workdir, detach=True)
         overrides: dict[str, Any] = {}
         if args.extender_config:
-            overrides = yaml.safe_load(Path(args.extender_config).read_text()) or {}
-            if not isinstance(overrides, dict):
-                print(f"--extender-config: {args.extender_config}: expected a mapping", file=sys.stderr)
+            try:
+                overrides = extender_overrides(Path(args.extender_config))
+            except ValueError as exc:
+                print(f"--extender-config: {exc}", file=sys.stderr)
                 return 2
-            overrides = {k: v for k, v in overrides.items() if k not in ("apiVersion", "kind")}
         if args.topology:
             overrides["topology"] = {"sources": [str(Path(s).resolve()) for s in args.topology]}
         try:

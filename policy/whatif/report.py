@@ -42,6 +42,7 @@ import numpy as np
 
 from policy.bench.pareto import FrontPoint, at_equal_cpu, pareto_front
 from policy.sim.appbuild import BuildOptions, BuildResult, Observations, build_from_observations, holdout_check
+from policy.sim.stackbase import AUTOSCALER_PERIOD_MIN, DESCHEDULER_PERIOD_MIN
 from policy.sim.stacks import get_stack
 
 from .inputs import RecordedInputs, read_inputs
@@ -242,6 +243,13 @@ def whatif(
         shadow["simulator"] = compare_with_simulator(rec, ext, pol)
         if note:
             notes.append(note)
+    window_min = inputs.steps * inputs.step_s / 60.0
+    if window_min < DESCHEDULER_PERIOD_MIN:
+        notes.append(
+            f"the window ({window_min:g} min) is shorter than the simulated descheduler's period of moves "
+            f"({DESCHEDULER_PERIOD_MIN} min; replica targets every {AUTOSCALER_PERIOD_MIN} min): hrl-scheduler's "
+            "stacks can differ from the baseline here only by where new pods land; record longer to see its moves"
+        )
     w = WhatIf(str(recording), inputs, build, baseline, runs, err, by_seed, eq, shadow, options, notes=notes)
     w.plots = plots(w, out)
     (out / "report.json").write_text(json.dumps(w.to_json(), indent=2) + "\n", encoding="utf-8")
@@ -437,7 +445,14 @@ def _sections_shadow(w: WhatIf) -> list[str]:
         out += [
             f"**Shadow decisions vs the simulator**: on the recorded cluster at each decision's time, the simulator's "
             f"copy of the policy chose one of the extender's best nodes for {_f(sim['same_choice_pct'])} % of "
-            f"{sim['compared']} decisions (skipped: {sim['skipped'] or 'none'}).",
+            f"{sim['compared']} decisions (skipped: {sim['skipped'] or 'none'})."
+            + (
+                " Where they differ, the live extender scored with another input than the recording holds: most "
+                "often its call graph (declared manifests or annotations, where the recording has the measured "
+                "rates), the intent or the policy's bundle; the replay's placements are read with that caveat."
+                if sim["same_choice_pct"] is not None and sim["same_choice_pct"] < 100
+                else ""
+            ),
             "",
         ]
     d = sh.get("descheduler")
