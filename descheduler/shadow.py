@@ -31,7 +31,6 @@ The record is one JSON object per cycle (:data:`RECORD_KIND`, version :data:`REC
 
 from __future__ import annotations
 
-import json
 import logging
 import logging.handlers
 import math
@@ -47,6 +46,7 @@ from policy.highlevel import PlanView, SchedulerModel
 from policy.index import ClusterIndex
 from policy.lowlevel import neighbor_weights
 from policy.state import ClusterSnapshot, PodInfo
+from policy.telemetry import JsonLinesLog
 
 from .loop import CycleReport
 
@@ -315,17 +315,9 @@ class ShadowLog:
         self.path = Path(path) if path is not None else None
         self.snapshot: ClusterSnapshot | None = None
         self.written = 0
-        self._writer: logging.Logger | None = None
-        self._handler: logging.Handler | None = None
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            h = logging.handlers.RotatingFileHandler(str(self.path), maxBytes=max_bytes, backupCount=backups)
-            h.setFormatter(logging.Formatter("%(message)s"))
-            w = logging.getLogger(f"hrl.descheduler.shadow.{id(self)}")
-            w.propagate = False
-            w.setLevel(logging.INFO)
-            w.addHandler(h)
-            self._writer, self._handler = w, h
+        self._writer = (
+            JsonLinesLog(self.path, max_bytes, backups, "hrl.descheduler.shadow") if self.path is not None else None
+        )
 
     def remember(self, observe: Callable[[], ClusterSnapshot]) -> Callable[[], ClusterSnapshot]:
         """``observe`` that also keeps the cycle's first observation (until :meth:`take`)."""
@@ -345,11 +337,9 @@ class ShadowLog:
 
     def write(self, cycle: ShadowCycle) -> None:
         if self._writer is not None:
-            self._writer.info(json.dumps({**cycle.to_json(), "written_at_s": round(time.time(), 3)}))
+            self._writer.write({**cycle.to_json(), "written_at_s": round(time.time(), 3)})
             self.written += 1
 
     def close(self) -> None:
-        if self._handler is not None and self._writer is not None:
-            self._writer.removeHandler(self._handler)
-            self._handler.close()
-            self._handler = None
+        if self._writer is not None:
+            self._writer.close()

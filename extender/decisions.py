@@ -51,7 +51,6 @@ sum(rate(hrl_extender_decisions_total{result=~"agree|disagree"}[1h]))``.
 
 from __future__ import annotations
 
-import json
 import logging
 import logging.handlers
 import math
@@ -70,6 +69,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from policy.lowlevel import PlacementPolicy
 from policy.lowlevel.explain import Explanation, NodeExplanation, explain_scores
 from policy.state import ClusterSnapshot, PodInfo
+from policy.telemetry import JsonLinesLog
 
 __all__ = [
     "RECORD_KIND",
@@ -286,20 +286,12 @@ class DecisionRecorder:
         self._queue: queue.Queue[Decision | None] = queue.Queue(maxsize=settings.queue_size)
         self._thread: threading.Thread | None = None
         self._snap_keys: tuple[Any, dict[str, PodInfo]] | None = None
-        self._writer: logging.Logger | None = None
-        self._handler: logging.Handler | None = None
         self.written = 0
-        if settings.log_path is not None:
-            Path(settings.log_path).parent.mkdir(parents=True, exist_ok=True)
-            handler = logging.handlers.RotatingFileHandler(
-                str(settings.log_path), maxBytes=settings.max_bytes, backupCount=settings.backups, encoding="utf-8"
-            )
-            handler.setFormatter(logging.Formatter("%(message)s"))
-            writer = logging.getLogger(f"hrl.decisions.{id(self)}")
-            writer.propagate = False
-            writer.setLevel(logging.INFO)
-            writer.addHandler(handler)
-            self._writer, self._handler = writer, handler
+        self._writer = (
+            JsonLinesLog(settings.log_path, settings.max_bytes, settings.backups, "hrl.decisions")
+            if settings.log_path is not None
+            else None
+        )
         self.metrics.pending.set_function(lambda: float(len(self._pending)))
 
     # ---- the request path ---------------------------------------------------------------------------------
@@ -457,7 +449,7 @@ class DecisionRecorder:
                 log.debug("decision %s: explanation failed: %s: %s", d.pod.key, type(exc).__name__, exc)
         if self._writer is not None:
             try:
-                self._writer.info(json.dumps(d.to_json(), separators=(",", ":")))
+                self._writer.write(d.to_json())
                 self.written += 1
             except Exception as exc:  # noqa: BLE001
                 self.metrics.dropped.labels(reason="log_error").inc()
@@ -514,10 +506,8 @@ class DecisionRecorder:
             self._thread = None
         else:
             self.flush(timeout_s)
-        if self._handler is not None and self._writer is not None:
-            self._writer.removeHandler(self._handler)
-            self._handler.close()
-            self._handler = None
+        if self._writer is not None:
+            self._writer.close()
 
 
 def _unbound(pod: PodInfo) -> PodInfo:

@@ -19,9 +19,18 @@ from .format import (
     RecordingWriter,
     redact,
 )
-from .recorder import ObjectSource, RecordOptions, SignalSource, copy_shadow_log, record, recording_summary
+from .recorder import (
+    ObjectSource,
+    RecordOptions,
+    SignalSource,
+    bound_pods,
+    copy_shadow_log,
+    record,
+    recording_summary,
+)
 
 __all__ = [
+    "bound_pods",
     "FORMAT_VERSION",
     "POD_COLUMNS",
     "SERVICE_COLUMNS",

@@ -25,11 +25,20 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from policy.observe import ObjectError, parse_pod
+from policy.state import PodInfo
 from policy.topology.common import TopologyError
 
 from .format import Manifest, Recording, RecordingError, RecordingWriter
 
-__all__ = ["ObjectSource", "SignalSource", "RecordOptions", "record", "copy_shadow_log", "recording_summary"]
+__all__ = [
+    "ObjectSource",
+    "SignalSource",
+    "RecordOptions",
+    "record",
+    "copy_shadow_log",
+    "recording_summary",
+    "bound_pods",
+]
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +114,9 @@ def _open(o: RecordOptions, now_s: float) -> RecordingWriter:
     return RecordingWriter.create(o.out, m)
 
 
-def _pod_rows(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """namespace, pod, service, node of the running, bound pods among ``items`` (every namespace: the other tenants'
-    use loads the nodes too)."""
+def bound_pods(items: Sequence[Mapping[str, Any]]) -> list[PodInfo]:
+    """The pods among the API objects ``items`` that are bound, not terminating and not finished (the ones that
+    occupy a node); objects that are not readable Pods are skipped."""
     out = []
     for o in items:
         if o.get("kind") != "Pod":
@@ -118,8 +127,16 @@ def _pod_rows(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             continue
         if p.node_name is None or p.terminating or p.phase in ("Succeeded", "Failed"):
             continue
-        out.append({"namespace": p.namespace, "pod": p.name, "service": p.service, "node": p.node_name})
+        out.append(p)
     return out
+
+
+def _pod_rows(items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """namespace, pod, service, node of the bound pods among ``items`` (every namespace: the other tenants' use
+    loads the nodes too)."""
+    return [
+        {"namespace": p.namespace, "pod": p.name, "service": p.service, "node": p.node_name} for p in bound_pods(items)
+    ]
 
 
 def _rows(t: float, pods: list[dict[str, Any]], sig: Any) -> tuple[list[dict], list[dict], list[dict]]:

@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from policy.observe import ObjectError, parse_node, parse_pod
-from policy.recording import Recording
+from policy.observe import ObjectError, parse_node
+from policy.recording import Recording, bound_pods
 from policy.sim.engine import BackgroundPod, ClusterSpec
 from policy.sim.measurements import ColumnSpec, Metrics, Series, SpanStats
 from policy.state import ServiceEdge, ServiceGraph
@@ -146,14 +146,8 @@ def _cluster(
     node_objs = tuple(_node_object(o) for o in nodes if (o.get("metadata") or {}).get("name") in pos)
     background: list[BackgroundPod] = []
     placement: dict[str, list[str]] = defaultdict(list)
-    for o in objects:
-        if o.get("kind") != "Pod":
-            continue
-        try:
-            p = parse_pod(o)
-        except ObjectError:
-            continue
-        if p.node_name not in pos or p.terminating or p.phase in ("Succeeded", "Failed"):
+    for p in bound_pods(objects):
+        if p.node_name not in pos:
             continue
         if p.namespace in namespaces:
             placement[p.service].append(p.node_name)

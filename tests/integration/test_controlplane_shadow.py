@@ -6,7 +6,6 @@ while pods are scaled (so that the extender decides in the window); ``hrl-policy
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -16,23 +15,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cp_helpers import BOUTIQUE, ROOT, cpmod, metric, metrics, node_of, wait_for, wait_running
+from cp_helpers import BOUTIQUE, ROOT, cpmod, load_script, metric, metrics, node_of, wait_for, wait_running
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.prometheus]
 
 SHADOW = "hrl-shadow"  # the kube-scheduler profile whose extender answers in shadow mode
 STEP_S = 15
 STEPS = 4
-
-
-def _boutique_replay():
-    name = "hrl_boutique_replay"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / "boutique-replay.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
 
 
 def _cli(*args: str, timeout_s: float = 600) -> subprocess.CompletedProcess:
@@ -80,7 +69,7 @@ def test_shadow_extender_and_descheduler_a_recording_and_a_whatif_report_on_a_ru
 ):
     cp, ns = control_plane, namespace
     nodes = kwok_nodes(4)
-    br = _boutique_replay()
+    br = load_script("hrl_boutique_replay", ROOT / "hack" / "boutique-replay.py")
     ext, base, decisions = _shadow_extender(cp, tmp_path)
     state = None
     try:
