@@ -313,10 +313,13 @@ def plots(w: WhatIf, out: Path) -> list[str]:
             ax.scatter(rec, sim)
             for r, x, y in zip(rows, rec, sim):
                 ax.annotate(r.service, (x, y), fontsize=6)
-            lim = max(max(rec), max(sim)) * 1.1
-            ax.plot([0, lim], [0, lim], "k:", lw=1)
-            ax.set_xlabel(f"recorded {q} (ms, median over steps)")
-            ax.set_ylabel(f"replayed {q} (ms)")
+            pos = [v for v in rec + sim if v and v > 0]
+            lo, hi = (min(pos) / 1.5, max(pos) * 1.5) if pos else (0.1, 10.0)
+            ax.plot([lo, hi], [lo, hi], "k:", lw=1)
+            ax.set_xscale("log")  # services from sub-millisecond to seconds
+            ax.set_yscale("log")
+            ax.set_xlabel(f"recorded {q} (ms, median over steps, log)")
+            ax.set_ylabel(f"replayed {q} (ms, log)")
             ax.set_title(f"{w.baseline}: per service {q}")
         fig.tight_layout()
         fig.savefig(out / "services.png", dpi=110)
