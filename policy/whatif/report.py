@@ -224,6 +224,7 @@ def whatif(
     front = [f"default-kube-scheduler+hpa@target={t:g}" for t in FRONT_TARGETS] if options.front else []
     names = list(dict.fromkeys([baseline, *options.stacks, *front]))
     runs: dict[str, list[Replay]] = {}
+    notes: list[str] = []
     for s in names:
         say(f"replaying {s} ({options.seeds} seed(s))")
         runs[s] = [
@@ -232,11 +233,15 @@ def whatif(
     by_seed = [replay_error(r, inputs) for r in runs[baseline]]
     err = by_seed[0]
     eq = _equal_cpu(runs, [s for s in names if s not in front], front)
+    if eq and len(eq["front"]) == 1:
+        notes.append(
+            "every HPA target of the front spent the same CPU (the HPA never scaled in this window): the equal-CPU "
+            "comparison has one point, not a trade-off curve"
+        )
     rec = inputs.recording
     ext, desch = rec.shadow_records("extender"), rec.shadow_records("descheduler")
     shadow: dict[str, Any] = {"extender": extender_summary(ext) if ext else None,
                               "descheduler": descheduler_summary(desch) if desch else None}  # fmt: skip
-    notes: list[str] = []
     if ext:
         say("comparing the shadow decisions with the simulator's policy")
         pol, note = policy_for(ext)
@@ -332,6 +337,15 @@ def plots(w: WhatIf, out: Path) -> list[str]:
         for s in shown:
             m = w.stack_metrics(s)
             ax.scatter([m["cpu_core_hours"]], [m["latency_p95_ms"]], s=60, label=s)
+        xs = [p["cpu_core_hours"] for p in fr] + [w.stack_metrics(s)["cpu_core_hours"] for s in shown]
+        ys = [p["latency_p95_ms"] for p in fr] + [w.stack_metrics(s)["latency_p95_ms"] for s in shown]
+        for lim, vals in ((ax.set_xlim, xs), (ax.set_ylim, ys)):  # at least ±5 %: equal values look equal
+            vals = [v for v in vals if v is not None and math.isfinite(v)]
+            if vals:
+                mid, half = (max(vals) + min(vals)) / 2, (max(vals) - min(vals)) / 2
+                half = max(half * 1.2, 0.05 * abs(mid), 1e-9)
+                lim(mid - half, mid + half)
+        ax.ticklabel_format(useOffset=False)
         ax.set_xlabel("CPU (core-hours over the window)")
         ax.set_ylabel("p95 latency (ms)")
         ax.set_title("Each stack at its CPU, against the tuned HPA")
