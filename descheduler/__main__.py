@@ -61,7 +61,7 @@ from typing import Any
 from tabulate import tabulate
 
 from policy.config import MAX_SECONDS, ConfigError
-from policy.highlevel import HighLevelPolicy
+from policy.highlevel import HighLevelPolicy, SchedulerModel
 from policy.live import InputMetrics, LiveInputs
 from policy.lowlevel import PlacementPolicy
 from policy.observe import ObjectError
@@ -79,6 +79,7 @@ from .metrics import DeschedulerMetrics, counters_path, load_counters, push, sav
 from .reread import ClusterReader
 from .resize import DryRunResizer, GatedResizer, Resizer
 from .scale import DryRunScaler, GatedScaler, Scaler
+from .shadow import ShadowLog, analyze_cycle
 from .snapshot import load_snapshot_file, load_topology
 from .surge import ApiMover
 
@@ -430,12 +431,17 @@ def _emitter(
     metrics: DeschedulerMetrics,
     live: LiveInputs,
     counters: Path | None,
+    shadow: ShadowLog | None = None,
 ) -> Callable[[CycleReport], None]:
     """After each cycle: save the planner's state, publish the intent to the embedding cache, save the counters
-    (``counters``: :func:`_counters`), print the report (with the live inputs' state: JSON keys ``inputs`` and
-    ``inputs_withheld``), export the metrics."""
+    (``counters``: :func:`_counters`), simulate a dry run's outcome (``shadow``: :mod:`descheduler.shadow`), print
+    the report (with the live inputs' state: JSON keys ``inputs`` and ``inputs_withheld``), export the metrics."""
     config, planner, history = deps.config, deps.planner, deps.history
     dump_state = getattr(planner, "dump_state", None)
+    sp = config.scheduler_prediction
+    model = SchedulerModel(
+        deps.placement if sp.enabled else None, sp.extender_weight, frozenset(sp.extender_schedulers)
+    )
 
     def emit(report: CycleReport) -> None:
         if not report.dry_run and config.state_file and dump_state is not None and history is not None:
@@ -447,15 +453,27 @@ def _emitter(
             for w in link.after_cycle(report.intent, report.dry_run, report.pending_moves):
                 _err(f"{PROG}: warning: {w}")
         _keep_counters(metrics, counters)
+        cycle = None
+        if shadow is not None and report.dry_run:
+            snap = shadow.take()
+            if snap is not None:
+                cycle = analyze_cycle(report, snap, model)
+                try:
+                    shadow.write(cycle)
+                except OSError as exc:
+                    _err(f"{PROG}: warning: could not write the shadow log: {exc}")
         now = time.time()
         if args.json:
             doc = report.to_json()
             doc["inputs"] = live.to_json(now)
             doc["inputs_withheld"] = dict(getattr(planner, "withheld", {}))
+            if cycle is not None:
+                doc["shadow"] = cycle.to_json()
             print(json.dumps(doc, sort_keys=False), flush=True)
         else:
             lines = [st.line(now) for st in live.statuses() if st.state != "ok"]
-            print(format_report(report, lines), flush=True)
+            text = format_report(report, lines)
+            print(text + (f"\n{cycle.summary()}" if cycle is not None else ""), flush=True)
         _export_metrics(metrics, config)
 
     return emit
@@ -561,7 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         planner, placement = _policies(config, history)
         evictor, scaler, resizer, mover, more = _actuators(config, cluster.api_client, once)
         warnings.extend(more)
-        metrics = DeschedulerMetrics()
+        metrics = DeschedulerMetrics(dry_run=config.dry_run)
         register_process_metrics(metrics.registry, PROG)
         live, planner = _live_inputs(config, cluster, planner, metrics, resizer is not None)
         first = live.observe(first)
@@ -571,6 +589,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if link is not None:
             observe = link.remember(observe)
             link.last_snapshot = first
+        shadow = None
+        if config.dry_run:  # shadow mode: what the dry run would have done, simulated (descheduler/shadow.py)
+            try:
+                shadow = ShadowLog(config.shadow.log, config.shadow.max_bytes, config.shadow.backups)
+            except OSError as exc:
+                raise _Exit(2, f"{PROG}: shadow.log: cannot open {config.shadow.log!r}: {exc}") from None
+            observe = shadow.remember(observe)
+            if once:  # the one cycle runs on the first read; in interval mode each cycle observes
+                shadow.snapshot = first
         deps = CycleDeps(
             observe,
             evictor,
@@ -585,7 +612,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reader=cluster.reader,
             recorder=cluster.recorder,
         )
-        emit = _emitter(args, deps, link, metrics, live, counters)
+        emit = _emitter(args, deps, link, metrics, live, counters, shadow)
         if once:
             return _run_once(deps, first, warnings, emit, cluster.api_client is not None, counters)
         interval_s = args.interval if args.interval is not None else config.interval_seconds

@@ -5,6 +5,10 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
     apiVersion: hrl-scheduler.io/v1alpha1
     kind: DeschedulerConfiguration
     dryRun: false                 # evict nothing, report what would be evicted (same code path)
+    shadow:                       # dry runs only (shadow mode, descheduler/shadow.py): where each evicted pod would
+      log: null                   #   land, the predicted effect and why, one JSON line per cycle to this file
+      maxBytes: 67108864          #   (null: printed only); the file rotates at maxBytes, keeping `backups` old ones
+      backups: 3
     intervalSeconds: 300          # period of --interval mode when the command line gives none
     caps:                         # evictions per cycle; null = unlimited, 0 = none
       perNode: 2                  #   from any one node
@@ -169,6 +173,7 @@ __all__ = [
     "ResizeConfig",
     "CostModelConfig",
     "MovesConfig",
+    "ShadowConfig",
     "DeschedulerConfiguration",
     "load_descheduler_config",
     "planner_from_config",
@@ -532,10 +537,20 @@ class SchedulerPredictionConfig(ConfigModel):
     extender_schedulers: tuple[str, ...] = ("hrl-scheduler",)
 
 
+class ShadowConfig(ConfigModel):
+    """The shadow record of dry runs (:mod:`descheduler.shadow`): ``log``, a JSON-lines file (one record per cycle;
+    null = in the report only), rotated at ``maxBytes`` with ``backups`` old files kept."""
+
+    log: str | None = Field(None, min_length=1)
+    max_bytes: int = Field(64 * 2**20, ge=4096)
+    backups: int = Field(3, ge=0, le=100)
+
+
 class DeschedulerConfiguration(ConfigModel):
     """The whole file; see the module docstring for every field and its default."""
 
     dry_run: bool = False
+    shadow: ShadowConfig = ShadowConfig()
     interval_seconds: float = Field(300.0, gt=0.0)
     caps: Caps = Caps()
     excluded_namespaces: tuple[str, ...] = ("kube-system",)

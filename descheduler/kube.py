@@ -38,13 +38,12 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any, cast
 
 from kubernetes import client as kclient
 from kubernetes.client.rest import ApiException
 
-from policy.kube import POD_FIELD_SELECTOR, ReflectorGroup, load_api_client
+from policy.kube import POD_FIELD_SELECTOR, ReflectorGroup, event_object, load_api_client
 from policy.observe import (
     local_pvc_names,
     parse_node,
@@ -651,31 +650,17 @@ class KubeEventRecorder:
         self.failures = 0
 
     def body(self, regarding: ObjectRef, type: EventType, reason: str, action: str, note: str) -> dict[str, Any]:
-        """The events.k8s.io/v1 Event object."""
-        t = self.clock()
-        now = datetime.fromtimestamp(t, tz=UTC)
-        return {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {  # named as client-go's recorder names them: <object>.<unix nanoseconds in hex>
-                "name": f"{regarding.name[:200]}.{int(t * 1e9):x}",
-                "namespace": regarding.namespace or "default",
-            },
-            "eventTime": now.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-            "reportingController": REPORTING_CONTROLLER,
-            "reportingInstance": self.instance[:128],
-            "action": action,
-            "reason": reason,
-            "type": type,
-            "note": note[:1024],
-            "regarding": {
-                "apiVersion": regarding.api_version,
-                "kind": regarding.kind,
-                "namespace": regarding.namespace,
-                "name": regarding.name,
-                **({"uid": regarding.uid} if regarding.uid else {}),
-            },
+        """The events.k8s.io/v1 Event object (:func:`policy.kube.event_object`)."""
+        ref = {
+            "apiVersion": regarding.api_version,
+            "kind": regarding.kind,
+            "namespace": regarding.namespace,
+            "name": regarding.name,
+            "uid": regarding.uid,
         }
+        return event_object(
+            ref, type, reason, action, note, controller=REPORTING_CONTROLLER, instance=self.instance, now_s=self.clock()
+        )
 
     def record(self, regarding: ObjectRef, type: EventType, reason: str, action: str, note: str) -> None:
         try:

@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Imports after argument parsing so `--help` stays fast.
     from policy.config import ConfigError
 
-    from .config import load_extender_config, start_policy_feeds
+    from .config import decision_recorder, load_extender_config, start_policy_feeds
 
     try:  # every problem at once, one line each: FILE: dotted.path: problem (got VALUE); named files must exist
         config = load_extender_config(args.config, check_files=True)
@@ -178,6 +178,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     registry = CollectorRegistry()
     register_process_metrics(registry, PROG)
+    sink = None
+    if config.decisions.events and kube.enabled:
+        from .kube import KubeEventSink
+
+        sink = KubeEventSink(startup.api)
+    try:  # the decision record (the shadow log in shadow mode): before the first request is scored
+        recorder = decision_recorder(config, policy, registry, events=sink)
+    except OSError as exc:
+        line = f"decisions.log: cannot open {config.decisions.log!r}: {exc.strerror or exc}"
+        print(config_line(line), file=sys.stderr)
+        return 2
+    if recorder is not None:
+        store.set_decisions(recorder, shadow=config.mode == "shadow")
+        recorder.start()
+        log.info(
+            "mode %s: recording decisions%s%s",
+            config.mode,
+            f" to {config.decisions.log}" if config.decisions.log else "",
+            " (answering neutral scores)" if config.mode == "shadow" else "",
+        )
     app = make_app(config, store, policy, registry, topology=refresher, inputs=(usage.health,))
     host = args.host or config.listen.host
     port = config.listen.port if args.port is None else args.port
@@ -188,6 +208,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         app.close()
         if refresher is not None:
             refresher.stop()
+        if recorder is not None:
+            recorder.stop()
         print(
             f"{PROG}: error: listen: cannot bind {host}:{port}: {exc.strerror or exc}",
             file=sys.stderr,
@@ -239,6 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             feeds.stop()
         if publisher is not None:
             publisher.stop()
+        if recorder is not None:
+            recorder.stop()
     return 0 if server.started.is_set() else 1
 
 

@@ -62,6 +62,19 @@ Every field is optional; an empty file (or no ``--config``) gives the defaults b
       timeoutSeconds: 1        #   deadline of each publish
       maxKeys: 256             #   (service, requests) rows: the pending pods', then the other pods' of each service
       minIntervalSeconds: 0.1  #   at most one new table per this many seconds (heartbeats in between)
+    mode: active               # active: answer our scores; shadow: answer neutral scores (kube-scheduler alone
+                               #   decides) and record what we would have chosen (extender/decisions.py)
+    decisions:                 # the decision record (in shadow mode: the shadow log), docs/shadow-mode.md
+      enabled: null            #   null = on in shadow mode, off in active mode
+      log: null                #   JSON-lines file of the decisions; null = metrics (and Events) only
+      maxBytes: 67108864       #   the log rotates at this size ...
+      backups: 3               #   ... keeping this many old files
+      explain: true            #   each record carries the explanation of our best node and of the bound one
+      events: false            #   opt-in: an Event (events.k8s.io/v1) on each pod with the top three
+                               #   contributions (needs `create` on events.events.k8s.io; kubernetes.enabled)
+      maxPending: 10000        #   decisions waiting for their pod's binding (older ones dropped, counted)
+      pendingTimeoutSeconds: 300  # a pod not bound this long after it was scored is recorded as unbound
+      queueSize: 1000          #   resolved decisions waiting to be explained and written
     logLevel: INFO             # DEBUG, INFO, WARNING or ERROR
 
 Relative paths are relative to the working directory of the process. The matching kube-scheduler side
@@ -96,6 +109,7 @@ from policy.state import ServiceGraph
 from policy.topology.live import TopologyRefresher
 from policy.topology.sources import is_live_source, load_graph
 
+from .decisions import DecisionRecorder, DecisionSettings
 from .http import HttpLimits
 
 __all__ = [
@@ -108,6 +122,7 @@ __all__ = [
     "CacheConfig",
     "LimitsConfig",
     "PrecomputeConfig",
+    "DecisionsConfig",
     "ExtenderConfiguration",
     "load_extender_config",
     "build_policy",
@@ -116,6 +131,7 @@ __all__ = [
     "http_limits",
     "load_topology",
     "topology_refresher",
+    "decision_recorder",
 ]
 
 KIND = "ExtenderConfiguration"
@@ -415,6 +431,39 @@ class ScoreTableConfig(ConfigModel):
         return v if v is None else CacheConfig._host_port(v)
 
 
+class DecisionsConfig(ConfigModel):
+    """The decision record (:mod:`extender.decisions`): per pod, the candidates, our scores, the node kube-scheduler
+    bound it to, and the explanation; in shadow mode, the shadow log."""
+
+    enabled: bool | None = Field(
+        None, description="Record decisions; null = on in shadow mode, off in active mode. Default null."
+    )
+    log: str | None = Field(
+        None,
+        min_length=1,
+        description="JSON-lines file the decisions are written to (its folder is created); null = none (metrics "
+        "and Events only). Default null.",
+    )
+    max_bytes: int = Field(64 * 2**20, ge=4096, description="The log rotates at this size, bytes. Default 64 MiB.")
+    backups: int = Field(3, ge=0, le=100, description="Rotated log files kept. Default 3.")
+    explain: bool = Field(
+        True, description="Each record carries the explanation of our best node and of the bound node. Default true."
+    )
+    events: bool = Field(
+        False,
+        description="Opt-in: an Event (events.k8s.io/v1) on each scored pod with the top three contributions of our "
+        "choice and of the bound node. Needs kubernetes.enabled and `create` on events.events.k8s.io. "
+        "Default false.",
+    )
+    max_pending: int = Field(
+        10_000, ge=1, le=1_000_000, description="Decisions waiting for their pod's binding. Default 10000."
+    )
+    pending_timeout_seconds: float = Field(
+        300.0, gt=0.0, description="A pod not bound this long after it was scored is recorded as unbound. Default 300."
+    )
+    queue_size: int = Field(1_000, ge=1, le=1_000_000, description="Resolved decisions waiting to be written.")
+
+
 class ExtenderConfiguration(ConfigModel):
     """The whole ``kind: ExtenderConfiguration`` document (see the module docstring for a full example)."""
 
@@ -459,6 +508,15 @@ class ExtenderConfiguration(ConfigModel):
     score_table: ScoreTableConfig = Field(
         default_factory=ScoreTableConfig, description="Plugin mode: the node-score table published for HRLScore."
     )
+    mode: Literal["active", "shadow"] = Field(
+        "active",
+        description="active: answer the policy's scores. shadow: answer neutral scores (every candidate 0, so "
+        "kube-scheduler's own plugins alone decide) and record what the policy would have chosen (decisions). "
+        "Default active.",
+    )
+    decisions: DecisionsConfig = Field(
+        default_factory=DecisionsConfig, description="The decision record (the shadow log in shadow mode)."
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="Log level of the process (stderr). Case-insensitive. Default INFO."
     )
@@ -487,6 +545,25 @@ class ExtenderConfiguration(ConfigModel):
         if not st.publish:
             return None
         return st.address or (self.cache.address if self.cache is not None else None)
+
+    @model_validator(mode="after")
+    def _decisions_in_shadow(self) -> ExtenderConfiguration:
+        if self.mode == "shadow" and self.decisions.enabled is False:
+            raise ValueError("decisions.enabled: false and mode: shadow: shadow mode records decisions")
+        if self.mode == "shadow" and self.score_table.publish:
+            raise ValueError(
+                "scoreTable.publish: true and mode: shadow: the HRLScore plugin would score with the policy while "
+                "shadow mode answers neutral scores; publish the table in active mode only"
+            )
+        if self.decisions.events and not self.kubernetes.enabled:
+            raise ValueError("decisions.events: true needs kubernetes.enabled: true (the Events go to the API server)")
+        return self
+
+    @property
+    def records_decisions(self) -> bool:
+        """True when the decision record is on (``decisions.enabled``, or its default: on in shadow mode)."""
+        d = self.decisions.enabled
+        return self.mode == "shadow" if d is None else d
 
     @field_validator("url_prefix")
     @classmethod
@@ -614,3 +691,22 @@ def load_topology(config: ExtenderConfiguration) -> tuple[ServiceGraph | None, l
 
     graph, warnings = load_graph(list(config.topology.sources))
     return graph, [str(w) for w in warnings]
+
+
+def decision_recorder(config: ExtenderConfiguration, policy: PlacementPolicy, registry: Any, events: Any = None):
+    """The :class:`extender.decisions.DecisionRecorder` of ``config.decisions`` (not started), or ``None`` when the
+    record is off. ``events``: the :class:`extender.decisions.EventSink` (``decisions.events``). Raises ``OSError``
+    when the log cannot be opened."""
+    if not config.records_decisions:
+        return None
+    d = config.decisions
+    settings = DecisionSettings(
+        log_path=d.log,
+        max_bytes=d.max_bytes,
+        backups=d.backups,
+        explain=d.explain,
+        max_pending=d.max_pending,
+        pending_timeout_s=d.pending_timeout_seconds,
+        queue_size=d.queue_size,
+    )
+    return DecisionRecorder(config.mode, policy, registry, settings, events=events if d.events else None)

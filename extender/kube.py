@@ -36,18 +36,19 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
 from kubernetes import client as kclient
 
 from policy.index import ClusterIndex
-from policy.kube import POD_FIELD_SELECTOR, Gone, MetricsApiReader, ReflectorGroup, load_api_client
+from policy.kube import POD_FIELD_SELECTOR, Gone, MetricsApiReader, ReflectorGroup, event_object, load_api_client
 from policy.live import InputMetrics, ResourceUsageConfig, UsageInput, open_usage_source
 from policy.observe import ObjectError, parse_node, parse_pod
 from policy.state import ANNOTATION_DEPENDS_ON, ClusterSnapshot, NodeInfo, PodInfo, ServiceGraph
@@ -63,6 +64,8 @@ __all__ = [
     "KubeSnapshotSource",
     "POD_FIELD_SELECTOR",
     "usage_input",
+    "REPORTING_CONTROLLER",
+    "KubeEventSink",
 ]
 
 log = logging.getLogger(__name__)
@@ -363,3 +366,43 @@ def usage_input(
     reader = MetricsApiReader(api_client) if api_client is not None else None
     source = open_usage_source(config.uri, reader)
     return UsageInput(source, max_age_s=config.max_age_seconds, logger=log, metrics=metrics)
+
+
+# ---- Events of the decision record (extender/decisions.py) -----------------------------------------------------
+
+#: ``reportingController`` of the extender's Events.
+REPORTING_CONTROLLER = "hrl-scheduler.io/extender"
+
+
+class KubeEventSink:
+    """:class:`extender.decisions.EventSink` creating ``events.k8s.io/v1`` Events on pods (needs ``create`` on
+    ``events.events.k8s.io``; only with ``decisions.events``). ``instance``: ``reportingInstance`` (default the host
+    name). Raises the client's ``ApiException`` (or a connection error) when the create fails: the recorder counts it.
+    """
+
+    def __init__(self, api_client: kclient.ApiClient, *, instance: str = "", timeout_s: float = 5.0, clock=time.time):
+        self.events = kclient.EventsV1Api(api_client)
+        self.instance = instance or socket.gethostname()
+        self.timeout_s = timeout_s
+        self.clock = clock
+        self.created = 0
+
+    def post(self, pod: PodInfo, reason: str, action: str, note: str) -> None:
+        ref = {"apiVersion": "v1", "kind": "Pod", "namespace": pod.namespace, "name": pod.name, "uid": pod.uid}
+        body = event_object(
+            ref,
+            "Normal",
+            reason,
+            action,
+            note,
+            controller=REPORTING_CONTROLLER,
+            instance=self.instance,
+            now_s=self.clock(),
+        )
+        self.events.create_namespaced_event(
+            pod.namespace or "default",
+            cast(Any, body),  # the client sends a dict as it is
+            _request_timeout=self.timeout_s,
+            _preload_content=False,
+        )
+        self.created += 1

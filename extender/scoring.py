@@ -51,6 +51,7 @@ PRIORITIZE_OUTCOMES: tuple[str, ...] = (
     "neutral_nonfinite",  # the policy returned NaN or infinity
     "neutral_overload",  # shed: too many requests waiting (limits.maxQueuedRequests / workers), not scored
     "neutral_deadline",  # not answered within limits.requestDeadlineSeconds of its arrival, not scored
+    "shadow",  # mode: shadow: scored and recorded (extender.decisions), answered neutral
 )
 
 #: Every outcome label :func:`filter_nodes` returns (the ``outcome`` label of ``hrl_extender_filter_total``).
@@ -96,26 +97,53 @@ def prioritize_scores(
 
     A pod of a service with a make-before-break move pending (``view.pending_moves``, from the descheduler through
     the embedding cache) is scored by :func:`policy.intent.pending_move_scores` first: its move's target node 10,
-    the other candidates 0 (outcome ``pending_move``), whatever the snapshot's state: the record names the node."""
+    the other candidates 0 (outcome ``pending_move``), whatever the snapshot's state: the record names the node.
+
+    With a decision recorder in the view (:meth:`extender.store.SnapshotStore.set_decisions`) every answer is
+    recorded (:class:`extender.decisions.DecisionRecorder`); in shadow mode (``view.shadow``) a scored pod is
+    answered with zeros, outcome ``shadow`` (kube-scheduler's own plugins decide)."""
+    ints, outcome, raw = _scores(parsed, view, policy, max_snapshot_age_s, now_s, table)
+    rec = view.decisions
+    if rec is not None:
+        try:
+            intent = view.plan_intent.for_service(parsed.pod.service) if view.plan_intent is not None else None
+            rec.record(parsed.pod, parsed.node_names, raw, outcome, view, intent)
+        except Exception as exc:  # noqa: BLE001 - the record never changes the answer
+            log.warning("decision record: %s: %s", type(exc).__name__, exc)
+    if view.shadow and outcome == "ok":
+        return np.zeros(len(parsed.node_names), dtype=np.int64), "shadow"
+    return ints, outcome
+
+
+def _scores(
+    parsed: ParsedArgs,
+    view: StoreView,
+    policy: PlacementPolicy,
+    max_snapshot_age_s: float,
+    now_s: float | None,
+    table: NodeScoreTable | None,
+) -> tuple[np.ndarray, str, np.ndarray | None]:
+    """:func:`prioritize_scores` without the record: ``(ints, outcome, scores)``, ``scores`` (C,) float64 in 0..10
+    (NaN for candidates the snapshot lacks) when the outcome is ``ok``, else ``None``."""
     names = parsed.node_names
     pod = parsed.pod
     if view.pending_moves and names:
         t = now_s if now_s is not None else time.time()
         pm = pending_move_scores(names, view.pending_moves, pod.namespace, pod.service, t)
         if pm is not None:
-            return np.asarray(pm, dtype=np.int64), "pending_move"
+            return np.asarray(pm, dtype=np.int64), "pending_move", None
     zeros = np.zeros(len(names), dtype=np.int64)
     pre = _precheck(view, max_snapshot_age_s, now_s)
     if pre is not None:
-        return zeros, "neutral_" + pre
+        return zeros, "neutral_" + pre, None
     assert view.index is not None
     if not names:
-        return zeros, "ok"
+        return zeros, "ok", np.zeros(0)
     if pod.service not in view.graph.services:
-        return zeros, "neutral_unknown_service"
+        return zeros, "neutral_unknown_service", None
     emb = view.embedding_problem(pod.service, now_s if now_s is not None else time.time())
     if emb is not None:
-        return zeros, "neutral_embeddings_" + emb
+        return zeros, "neutral_embeddings_" + emb, None
     index = view.index
     node_pos = index.node_pos
     try:  # every candidate known (the usual case): one C-level lookup of all names
@@ -125,7 +153,7 @@ def prioritize_scores(
         pos = np.fromiter((node_pos.get(n, -1) for n in names), dtype=np.int64, count=len(names))
     known_mask = pos >= 0
     if not known_mask.any():
-        return zeros, "neutral_unknown_nodes"
+        return zeros, "neutral_unknown_nodes", None
     all_known = bool(known_mask.all())
     vec = None
     if table is not None:
@@ -148,7 +176,7 @@ def prioritize_scores(
                 pod.key,
                 exc_info=log.isEnabledFor(logging.DEBUG),
             )
-            return zeros, "neutral_error"
+            return zeros, "neutral_error", None
         if raw.shape != (len(cands),):
             log.warning(
                 "prioritize: policy %r returned shape %s for %d candidates (neutral scores)",
@@ -156,18 +184,19 @@ def prioritize_scores(
                 raw.shape,
                 len(cands),
             )
-            return zeros, "neutral_error"
+            return zeros, "neutral_error", None
     if not np.all(np.isfinite(raw)):
         log.warning(
             "prioritize: policy %r returned non-finite scores (neutral scores for pod %s)",
             getattr(policy, "name", type(policy).__name__),
             pod.key,
         )
-        return zeros, "neutral_nonfinite"
+        return zeros, "neutral_nonfinite", None
     full = np.zeros(len(names))
     full[known_mask] = np.clip(raw, 0.0, MAX_EXTENDER_PRIORITY)
+    scored = np.where(known_mask, full, np.nan)
     # round half up, as extender.wire.build_host_priorities does (the values are finite and in 0..10 here)
-    return np.floor(full + 0.5).astype(np.int64), "ok"
+    return np.floor(full + 0.5).astype(np.int64), "ok", scored
 
 
 def prioritize(

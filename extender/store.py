@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from policy.cache import EmbeddingEntry
 from policy.index import ClusterIndex
@@ -55,7 +56,10 @@ class StoreView:
     - ``embeddings``: the latest copy of the topology embeddings (:class:`policy.cache.EmbeddingEntry`,
       from the embedding cache), ``None`` before the first;
     - ``embeddings_required`` / ``embeddings_max_age_s``: set by :meth:`SnapshotStore.require_embeddings`
-      when a cache is configured (see :meth:`embedding_problem`).
+      when a cache is configured (see :meth:`embedding_problem`);
+    - ``decisions``: the decision recorder every prioritize answer is recorded in
+      (:class:`extender.decisions.DecisionRecorder`), ``None`` = none; ``shadow``: shadow mode (scored pods are
+      answered neutral), both set by :meth:`SnapshotStore.set_decisions`.
     """
 
     snapshot: ClusterSnapshot | None = None
@@ -69,6 +73,8 @@ class StoreView:
     embeddings: EmbeddingEntry | None = None
     embeddings_required: bool = False
     embeddings_max_age_s: float = 0.0
+    decisions: Any = None
+    shadow: bool = False
 
     @property
     def intent(self) -> tuple[float, ...] | None:
@@ -265,6 +271,21 @@ class SnapshotStore:
                 generation=v.generation + 1,
             )
             view = self._view
+        return self._notify(view)
+
+    def set_decisions(self, recorder: Any, shadow: bool = False) -> StoreView:
+        """Record every prioritize answer in ``recorder`` (a :class:`extender.decisions.DecisionRecorder`, or
+        ``None``: no record) and, with ``shadow``, answer scored pods with neutral scores (``mode: shadow``). The
+        recorder also listens to the store (:meth:`subscribe`): it resolves each pod's binding from the snapshots
+        the watch publishes."""
+        if shadow and recorder is None:
+            raise ValueError("shadow mode needs a decision recorder")
+        with self._lock:
+            v = self._view
+            self._view = replace(v, decisions=recorder, shadow=bool(shadow), generation=v.generation + 1)
+            view = self._view
+        if recorder is not None and recorder.on_view not in self._listeners:
+            self.subscribe(recorder.on_view)
         return self._notify(view)
 
     def load_file(self, path: str | Path, now_s: float | None = None) -> StoreView:

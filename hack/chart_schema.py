@@ -185,6 +185,11 @@ def build() -> dict[str, Any]:
             "replicas": {"type": "integer", "minimum": 1, "maximum": 100},
             "port": PORT,
             "urlPrefix": {"type": "string", "pattern": "^/[A-Za-z0-9/_-]*$"},
+            "mode": {
+                "enum": ["active", "shadow"],
+                "description": "active: our scores count; shadow: neutral scores, decisions logged "
+                "(docs/shadow-mode.md)",
+            },
             "logLevel": LOG_LEVEL,
             "resources": RESOURCES,
             "config": {

@@ -5,7 +5,8 @@ without our extender, ``hrl-scheduler`` with it), the extender itself, and kwok 
 
 Usage (the binaries come from ``hack/build-controlplane.sh``, which this builds first when they are missing)::
 
-    hack/controlplane.py up     [--dir DIR] [--extender-url URL | --no-extender] [--nodes N]
+    hack/controlplane.py up     [--dir DIR] [--extender-url URL | --no-extender] [--extender-config FILE]
+                                [--topology SOURCE] [--nodes N]
     hack/controlplane.py status [--dir DIR]
     hack/controlplane.py down   [--dir DIR]
     export KUBECONFIG=DIR/admin.kubeconfig
@@ -123,6 +124,22 @@ IDENTITIES: dict[str, list[dict[str, Any]]] = {
         {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["list"]},
         {"apiGroups": ["autoscaling.k8s.io"], "resources": ["verticalpodautoscalers"], "verbs": ["get", "list"]},
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+    ],
+    # an extender whose decision record posts Events on pods (decisions.events, docs/shadow-mode.md)
+    "hrl-extender-events": [
+        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+    ],
+    # hrl-policy record (policy/recording/kube.py): list, nothing else, never Secrets or ConfigMaps
+    "hrl-recorder": [
+        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]},
+        {
+            "apiGroups": ["apps"],
+            "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"],
+            "verbs": ["list"],
+        },
+        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list"]},
+        {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["list"]},
     ],
 }
 
@@ -1160,6 +1177,24 @@ def _audit_policy(identities: Iterable[str]) -> dict[str, Any]:
 # ---- command line ---------------------------------------------------------------------------------------
 
 
+def extender_overrides(path: Path) -> dict[str, Any]:
+    """The fields of an ExtenderConfiguration file (``--extender-config``) to merge into the started extender's,
+    its relative paths (``topology.sources``, ``decisions.log``) made relative to the file, as in the extender's own
+    configuration files. Raises ``ValueError`` for a file that is not a mapping."""
+    doc = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: expected a mapping")
+    out = {k: v for k, v in doc.items() if k not in ("apiVersion", "kind")}
+    base = path.resolve().parent
+    topo = out.get("topology")
+    if isinstance(topo, dict) and isinstance(topo.get("sources"), list):
+        topo["sources"] = [s if "://" in str(s) else str(base / str(s)) for s in topo["sources"]]
+    dec = out.get("decisions")
+    if isinstance(dec, dict) and isinstance(dec.get("log"), str):
+        dec["log"] = str(base / dec["log"])
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="hack/controlplane.py", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -1182,6 +1217,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 default=[],
                 help="call-graph source for the started extender (repeatable)",
             )
+            sp.add_argument(
+                "--extender-config",
+                metavar="FILE",
+                help="YAML merged into the started extender's ExtenderConfiguration (e.g. mode: shadow)",
+            )
             sp.add_argument("--nodes", type=int, default=0, help="create this many fake nodes (4 CPU, 16Gi)")
     args = ap.parse_args(argv)
     workdir = Path(args.dir)
@@ -1192,7 +1232,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"a control plane is already running from {workdir}; run 'down' first", file=sys.stderr)
                 return 1
         cp = ControlPlane(workdir, detach=True)
-        overrides = {"topology": {"sources": [str(Path(s).resolve()) for s in args.topology]}} if args.topology else {}
+        overrides: dict[str, Any] = {}
+        if args.extender_config:
+            try:
+                overrides = extender_overrides(Path(args.extender_config))
+            except ValueError as exc:
+                print(f"--extender-config: {exc}", file=sys.stderr)
+                return 2
+        if args.topology:
+            overrides["topology"] = {"sources": [str(Path(s).resolve()) for s in args.topology]}
         try:
             cp.up(args.extender_url, extender=not args.no_extender, extender_config=overrides)
             if args.nodes:

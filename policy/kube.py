@@ -14,6 +14,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any, Self
 
 from kubernetes import client as kclient
@@ -31,6 +32,7 @@ __all__ = [
     "Gone",
     "object_key",
     "MetricsApiReader",
+    "event_object",
 ]
 
 log = logging.getLogger(__name__)
@@ -405,3 +407,33 @@ class MetricsApiReader:
         except Exception as exc:  # noqa: BLE001 - urllib3 errors, bad JSON: one line
             detail = " ".join(str(exc).split())[:200]
             raise UsageUnavailable(f"{METRICS_API}: GET {self.path}: {type(exc).__name__}: {detail}") from None
+
+
+def event_object(
+    regarding: Mapping[str, str],
+    type: str,
+    reason: str,
+    action: str,
+    note: str,
+    *,
+    controller: str,
+    instance: str,
+    now_s: float,
+) -> dict[str, Any]:
+    """An ``events.k8s.io/v1`` Event about ``regarding`` (``apiVersion``, ``kind``, ``namespace``, ``name``,
+    optional ``uid``), named as client-go's recorder names them (``<object>.<unix ns in hex>``), ``note`` cut to the
+    API's 1 kB, reported by ``controller`` / ``instance`` at ``now_s`` (unix s)."""
+    ns = regarding.get("namespace") or "default"
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": f"{str(regarding.get('name', ''))[:200]}.{int(now_s * 1e9):x}", "namespace": ns},
+        "eventTime": datetime.fromtimestamp(now_s, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": controller,
+        "reportingInstance": instance[:128],
+        "action": action,
+        "reason": reason,
+        "type": type,
+        "note": note[:1024],
+        "regarding": {k: v for k, v in regarding.items() if v or k != "uid"},
+    }

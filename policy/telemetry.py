@@ -25,7 +25,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import logging.handlers
 import platform
 import sys
 import time
@@ -33,6 +35,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from prometheus_client import Info, gc_collector, platform_collector, process_collector
@@ -56,6 +59,7 @@ __all__ = [
     "PROGRESS_LOG_INTERVAL_S",
     "PROGRESS_MIN_S",
     "register_process_metrics",
+    "JsonLinesLog",
 ]
 
 T = TypeVar("T")
@@ -277,3 +281,34 @@ def register_process_metrics(
     process_collector.ProcessCollector(registry=registry)
     platform_collector.PlatformCollector(registry=registry)
     gc_collector.GCCollector(registry=registry)
+
+
+class JsonLinesLog:
+    """A JSON-lines file with size-based rotation (:class:`logging.handlers.RotatingFileHandler`: ``path`` rotates
+    at ``max_bytes`` bytes, keeping ``backups`` old files ``path.1`` .. ``path.N``), written through a logger of
+    its own (``name``, not propagated: nothing reaches the process's log). Its folder is created. Raises
+    ``OSError`` when the file cannot be opened. Used by the extender's decision record and the descheduler's
+    shadow log."""
+
+    def __init__(self, path: str | Path, max_bytes: int, backups: int, name: str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._handler: logging.Handler | None = logging.handlers.RotatingFileHandler(
+            str(self.path), maxBytes=max_bytes, backupCount=backups, encoding="utf-8"
+        )
+        self._handler.setFormatter(logging.Formatter("%(message)s"))
+        self._logger = logging.getLogger(f"{name}.{id(self)}")
+        self._logger.propagate = False
+        self._logger.setLevel(logging.INFO)
+        self._logger.addHandler(self._handler)
+
+    def write(self, record: Any) -> None:
+        """Append ``record`` as one compact JSON line."""
+        self._logger.info(json.dumps(record, separators=(",", ":")))
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        if self._handler is not None:
+            self._logger.removeHandler(self._handler)
+            self._handler.close()
+            self._handler = None

@@ -33,6 +33,9 @@ __all__ = [
     "cmd_features",
     "cmd_simulate",
     "cmd_app_build",
+    "cmd_explain",
+    "cmd_record",
+    "cmd_whatif",
 ]
 
 
@@ -722,5 +725,117 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def cmd_app_build(args: argparse.Namespace) -> int:
     """``hrl-policy app build``: see :mod:`policy.sim.appbuild`."""
     from .app import cmd_app_build as run
+
+    return run(args)
+
+
+# ---- shadow mode: explain, record, what-if (bodies in policy/cli/shadow.py) ---------------------------------
+
+
+@subcommand(
+    "explain",
+    "explain the low level's scores for one pod against a cluster snapshot: every score as named contributions",
+    [
+        arg(
+            "--snapshot",
+            required=True,
+            metavar="PATH",
+            help="`kubectl get nodes,pods -A -o json` output (file or folder), or a recording directory "
+            "(hrl-policy record; its first step, or RECORDING@STEP)",
+        ),
+        arg("--pod", required=True, metavar="NAMESPACE/NAME", help="the pod to explain (bound or pending)"),
+        arg(
+            "--graph",
+            action="append",
+            default=[],
+            metavar="SOURCE",
+            help="call-graph source(s), as hrl-policy graph takes them (default: the recording step's graph, else "
+            "the pods' hrl-scheduler.io/depends-on annotations); repeatable",
+        ),
+        arg("--policy", choices=("learned", "topology-heuristic"), default="learned", help="the low-level policy"),
+        arg("--bundle", default=None, metavar="DIR", help="learned: the bundle (default: the committed one)"),
+        arg("--target-utilization", type=float, default=0.7, help="topology-heuristic: its targetUtilization"),
+        arg(
+            "--intent",
+            default=None,
+            metavar="LOCALITY,BALANCE",
+            help="the intent vector the pod is scored with (default: the intent's defaults, 1,1)",
+        ),
+        arg("--nodes", default=None, metavar="N1,N2,...", help="candidates (default: every node passing the filter)"),
+        arg("--top", type=int, default=3, help="contributions shown per node (default 3)"),
+        arg("--json", action="store_true", help="print only the explanation as JSON on stdout"),
+    ],
+)
+def cmd_explain(args: argparse.Namespace) -> int:
+    """``hrl-policy explain``: see :mod:`policy.lowlevel.explain`."""
+    from .shadow import cmd_explain as run
+
+    return run(args)
+
+
+@subcommand(
+    "record",
+    "record a live cluster over a window (objects, pod use, rates, latency, call graph, shadow logs) for whatif",
+    [
+        arg("-o", "--out", required=True, metavar="DIR", help="the recording directory (docs/shadow-mode.md)"),
+        arg("--window", default="10m", help="how long to record (e.g. 10m, 2h, 7d; default 10m)"),
+        arg("--step", default="60s", help="one sample of every signal per step (default 60s; divides --window)"),
+        arg(
+            "--prometheus",
+            default=None,
+            metavar="URI",
+            help="prometheus+istio|linkerd|otel://HOST:PORT[?namespace=NS] (the mesh's metrics and cAdvisor); "
+            "without it only the cluster's objects are recorded",
+        ),
+        arg(
+            "--namespace", action="append", default=[], help="record these namespaces' pods (default: all); repeatable"
+        ),
+        arg("--kubeconfig", default=None, help="kubeconfig (default: in-cluster, $KUBECONFIG, ~/.kube/config)"),
+        arg("--lag", default="5s", help="wait after each step's end before reading Prometheus (default 5s)"),
+        arg("--resume", action="store_true", help="continue the recording in DIR where it stopped"),
+        arg("--extender-log", default=None, metavar="PATH", help="the extender's decision log to copy (decisions.log)"),
+        arg(
+            "--descheduler-log", default=None, metavar="PATH", help="the descheduler's shadow log to copy (shadow.log)"
+        ),
+        arg("--json", action="store_true", help="print only the final manifest as JSON on stdout"),
+    ],
+)
+def cmd_record(args: argparse.Namespace) -> int:
+    """``hrl-policy record``: see :mod:`policy.recording.recorder`."""
+    from .shadow import cmd_record as run
+
+    return run(args)
+
+
+@subcommand(
+    "whatif",
+    "replay a recording with each stack and write the counterfactual report (Markdown, JSON, plots)",
+    [
+        arg("recording", metavar="RECORDING", help="a recording directory (hrl-policy record)"),
+        arg(
+            "--policy",
+            action="append",
+            default=[],
+            metavar="STACK",
+            help="a stack to compare with what happened (repeatable; default hrl-scheduler)",
+        ),
+        arg("-o", "--out", required=True, metavar="DIR", help="where the report goes (report.md, report.json, *.png)"),
+        arg("--seeds", type=int, default=3, help="replays per stack, the same seeds for all (default 3)"),
+        arg(
+            "--start",
+            choices=("recorded", "fresh"),
+            default="recorded",
+            help="recorded: every pod starts on its recorded node; fresh: each stack places every pod (default "
+            "recorded)",
+        ),
+        arg("--no-front", action="store_true", help="skip the tuned-HPA front (no equal-CPU comparison; faster)"),
+        arg("--iterations", type=int, default=20, help="fixed-point iterations of the calibration (default 20)"),
+        arg("--samples", type=int, default=2000, help="user requests drawn per step (default 2000)"),
+        arg("--json", action="store_true", help="print only report.json on stdout"),
+    ],
+)
+def cmd_whatif(args: argparse.Namespace) -> int:
+    """``hrl-policy whatif``: see :mod:`policy.whatif.report`."""
+    from .shadow import cmd_whatif as run
 
     return run(args)

@@ -187,6 +187,20 @@ class SchedulerModel:
             )
         return None
 
+    def landing(self, pod: PodInfo, index: ClusterIndex) -> tuple[str | None, int, int]:
+        """Where kube-scheduler would bind the replacement of ``pod`` (a new pod of its template, the pod itself
+        taken off its node): ``(node, its weighted total, feasible nodes)``, the best total over the nodes that pass
+        every filter (the first in node order on a tie; kube-scheduler picks one of the tied nodes at random);
+        ``(None, 0, 0)`` when no node passes."""
+        pods = self._pods_of(index)
+        self._memo = {}
+        feasible = [i for i in range(len(index.node_names)) if self._filter(pod, i, index, pods) is None]
+        if not feasible:
+            return None, 0, 0
+        totals = self.scores(pod, feasible, index)
+        k = int(np.argmax(totals))
+        return index.node_names[feasible[k]], int(totals[k]), len(feasible)
+
     # ---- filters -----------------------------------------------------------------------------------------
 
     def _filter(self, pod: PodInfo, i: int, index: ClusterIndex, pods: Mapping[str, PodInfo]) -> str | None:

@@ -24,11 +24,10 @@ HRL = "hrl-scheduler"
 DEFAULT = "default-scheduler"
 
 
-def _load_controlplane_module():
-    """``hack/controlplane.py`` (not a package) as module ``hrl_controlplane``, loaded once."""
-    name = "hrl_controlplane"
+def load_script(name: str, path: Path):
+    """A script of the repository (not a package, e.g. ``hack/controlplane.py``) as module ``name``, loaded once."""
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / "controlplane.py")
+        spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         spec.loader.exec_module(mod)
@@ -36,7 +35,7 @@ def _load_controlplane_module():
 
 
 #: ``hack/controlplane.py``: ControlPlane, fake_node, extender_registration, free_ports, ...
-cpmod = _load_controlplane_module()
+cpmod = load_script("hrl_controlplane", ROOT / "hack" / "controlplane.py")
 
 
 def spawn(args: list[str], log: Path) -> subprocess.Popen:

@@ -178,7 +178,10 @@ def test_it_observes_evicts_through_the_eviction_api_and_the_extender_places_the
     ]
     assert observe.calls - calls_before == 1  # one observation; before the eviction only targeted GETs
     assert rr.calls == {("get", "pods"): 1, ("get", "replicasets"): 1, ("get", "nodes"): 1}
-    assert metrics.registry.get_sample_value("hrl_descheduler_evictions_total", {"outcome": "evicted"}) == 1
+    assert (
+        metrics.registry.get_sample_value("hrl_descheduler_evictions_total", {"outcome": "evicted", "dry_run": "false"})
+        == 1
+    )
 
     # The API server saw exactly one eviction, of that pod, and no delete from the descheduler.
     (call,) = eviction_calls(cp, ns)
@@ -250,7 +253,10 @@ def test_a_pdb_refusal_is_an_outcome_counted_once_and_its_workload_is_not_retrie
     assert [r.outcome for r in report.results] == ["refused"]
     assert report.skipped_by_guard == {"pdb_refused": 1}  # the workload's other pod: not proposed, no API call
     assert report.counts["refused"] == 1 and report.evictions == 0
-    assert metrics.registry.get_sample_value("hrl_descheduler_evictions_total", {"outcome": "refused"}) == 1
+    assert (
+        metrics.registry.get_sample_value("hrl_descheduler_evictions_total", {"outcome": "refused", "dry_run": "false"})
+        == 1
+    )
     assert [o for _k, o in evictor.calls] == ["refused"]
     (call,) = eviction_calls(cp, ns)  # one attempt, no retry loop
     assert call["objectRef"]["subresource"] == "eviction" and call["responseStatus"]["code"] == 429

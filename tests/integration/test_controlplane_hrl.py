@@ -319,7 +319,9 @@ def test_replica_targets_go_through_deployments_scale_and_the_new_pods_are_place
     assert replicas_of(cp, ns, "web") == 3
     (update,) = [e for e in scale_writes(cp, ns) if e["verb"] in ("update", "patch")]
     assert (update["verb"], update["objectRef"]["name"], update["responseStatus"]["code"]) == ("update", "web", 200)
-    assert metrics.registry.get_sample_value("hrl_descheduler_scale_total", {"outcome": "scaled"}) == 1
+    assert (
+        metrics.registry.get_sample_value("hrl_descheduler_scale_total", {"outcome": "scaled", "dry_run": "false"}) == 1
+    )
 
     # kube-controller-manager creates the pods; hrl-scheduler (with the extender) places them.
     ps = wait_running(cp, ns, 3, "app=sc-web", timeout_s=90)
@@ -396,7 +398,10 @@ def test_a_deployment_an_hpa_owns_is_left_alone_reported_and_never_written(contr
     doc = report.to_json()
     assert doc["scale_counts"]["refused_hpa"] == 1
     assert metrics.registry.get_sample_value("hrl_descheduler_hpa_conflicts") == 1
-    assert metrics.registry.get_sample_value("hrl_descheduler_scale_total", {"outcome": "refused_hpa"}) == 1
+    assert (
+        metrics.registry.get_sample_value("hrl_descheduler_scale_total", {"outcome": "refused_hpa", "dry_run": "false"})
+        == 1
+    )
 
     # The audit log: the HPAs were listed, the free Deployment's scale was read and updated, and the owned
     # Deployment's scale was neither updated nor patched (not even read).

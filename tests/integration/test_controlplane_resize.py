@@ -167,7 +167,10 @@ def test_a_running_pod_is_resized_in_place_through_pods_resize_and_a_dry_run_cha
     rep, _ = cycle(cp, {"web": 300}, config(), history, metrics)
     (res,) = rep.resizes
     assert (res.outcome, res.workload, res.from_cpu_request_m, res.cpu_request_m) == ("resized", f"{ns}/web", 200, 300)
-    assert metrics.registry.get_sample_value("hrl_descheduler_resizes_total", {"outcome": "resized"}) == 1
+    assert (
+        metrics.registry.get_sample_value("hrl_descheduler_resizes_total", {"outcome": "resized", "dry_run": "false"})
+        == 1
+    )
     (req,) = resize_requests(cp, ns)
     assert (req["verb"], req["objectRef"]["name"], req["responseStatus"]["code"]) == ("patch", name, 200)
 
@@ -207,7 +210,12 @@ def test_a_deployment_a_vpa_targets_is_refused_and_reported_while_one_whose_vpa_
     assert advised.outcome == "resized"
     assert rep.to_json()["resize_counts"]["refused_vpa"] == 1
     assert metrics.registry.get_sample_value("hrl_descheduler_vpa_conflicts") == 1
-    assert metrics.registry.get_sample_value("hrl_descheduler_resizes_total", {"outcome": "refused_vpa"}) == 1
+    assert (
+        metrics.registry.get_sample_value(
+            "hrl_descheduler_resizes_total", {"outcome": "refused_vpa", "dry_run": "false"}
+        )
+        == 1
+    )
     # left alone: never written, its request and generation as created
     assert [e["objectRef"]["name"] for e in resize_requests(cp, ns)] == [pods["advised"]]
     p = get_json(cp, "pod", pods["owned"], "-n", ns)

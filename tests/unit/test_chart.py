@@ -238,6 +238,21 @@ def test_the_cronjob_pushes_to_the_pushgateway_under_the_release_group_when_one_
     assert load_descheduler_config(config_of(render({}), "hrl-descheduler-config")).metrics.pushgateway is None
 
 
+def test_shadow_mode_answers_neutral_and_logs_its_decisions_to_a_volume_of_the_extender():
+    objs = render({"extender": {"mode": "shadow"}})
+    ext = load_extender_config(config_of(objs, "hrl-extender-config"))
+    assert ext.mode == "shadow" and ext.records_decisions
+    assert ext.decisions.log == "/var/log/hrl-extender/decisions.jsonl"
+    spec = pod_spec(one(objs, "Deployment", "hrl-extender"))
+    (c,) = [c for c in spec["containers"] if c["name"] == "extender"]
+    assert {"name": "decisions", "mountPath": "/var/log/hrl-extender"} in c["volumeMounts"]
+    assert any(v["name"] == "decisions" and "emptyDir" in v for v in spec["volumes"])
+    active = load_extender_config(config_of(render(), "hrl-extender-config"))
+    assert active.mode == "active" and not active.records_decisions
+    out = template({"extender": {"mode": "dry"}}, check=False)
+    assert out.returncode != 0 and "/extender/mode" in out.stderr
+
+
 def test_config_values_are_merged_over_the_generated_files():
     objs = render(
         {

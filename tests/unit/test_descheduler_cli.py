@@ -137,8 +137,8 @@ def test_metrics_go_to_the_textfile_and_the_state_file_is_left_alone(capsys, tmp
     rc, _, _ = run(capsys, "--config", cfg, "--snapshot", str(FIXTURE), "--dry-run", "--json")
     assert rc == 0
     text = prom.read_text()
-    assert 'hrl_descheduler_evictions_total{outcome="dry_run"} 1.0' in text
-    assert 'hrl_descheduler_blocked_total{guard="pdb"} 1.0' in text
+    assert 'hrl_descheduler_evictions_total{dry_run="true",outcome="dry_run"} 1.0' in text
+    assert 'hrl_descheduler_blocked_total{dry_run="true",guard="pdb"} 1.0' in text
     assert not state.exists()
 
 

@@ -469,13 +469,13 @@ def test_metrics_count_outcomes_guards_and_planned_moves_without_pod_or_node_lab
     cluster = FakeCluster([p, q], pdbs=[pdb])
     cycle(cluster, RecordingEvictor(cluster), ScriptedPlanner(p, q), metrics=metrics)
     v = registry.get_sample_value
-    assert v("hrl_descheduler_evictions_total", {"outcome": "evicted"}) == 1
-    assert v("hrl_descheduler_evictions_total", {"outcome": "refused"}) == 0
-    assert v("hrl_descheduler_blocked_total", {"guard": "pdb"}) == 1
-    assert v("hrl_descheduler_planned_moves_total", {"reason": "locality"}) == 2
+    assert v("hrl_descheduler_evictions_total", {"outcome": "evicted", "dry_run": "false"}) == 1
+    assert v("hrl_descheduler_evictions_total", {"outcome": "refused", "dry_run": "false"}) == 0
+    assert v("hrl_descheduler_blocked_total", {"guard": "pdb", "dry_run": "false"}) == 1
+    assert v("hrl_descheduler_planned_moves_total", {"reason": "locality", "dry_run": "false"}) == 2
     assert v("hrl_descheduler_cycle_duration_seconds_count") == 1
     labels = {k for m in registry.collect() for s in m.samples for k in s.labels}
-    assert labels <= {"outcome", "guard", "reason", "result", "le", "kind", "path"}
+    assert labels <= {"outcome", "guard", "reason", "result", "le", "kind", "path", "dry_run"}
 
 
 def test_run_forever_runs_the_requested_cycles_and_survives_a_failing_one():
@@ -503,7 +503,9 @@ def test_run_forever_runs_the_requested_cycles_and_survives_a_failing_one():
         now=lambda: NOW_S,
     )
     assert n == 3 and len(errors) == 1 and len(reports) == 2
-    assert metrics.registry.get_sample_value("hrl_descheduler_cycles_total", {"result": "error"}) == 1
+    assert (
+        metrics.registry.get_sample_value("hrl_descheduler_cycles_total", {"result": "error", "dry_run": "false"}) == 1
+    )
 
 
 def test_run_forever_stops_when_asked():

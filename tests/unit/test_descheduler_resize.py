@@ -570,9 +570,9 @@ def test_the_loop_resizes_after_re_reading_the_cluster_and_reports_every_planned
     }
     json.dumps(doc)
     reg = metrics.registry
-    assert reg.get_sample_value("hrl_descheduler_resizes_total", {"outcome": "resized"}) == 1
-    assert reg.get_sample_value("hrl_descheduler_resizes_total", {"outcome": "unchanged"}) == 1
-    assert reg.get_sample_value("hrl_descheduler_resizes_total", {"outcome": "refused_vpa"}) == 0
+    assert reg.get_sample_value("hrl_descheduler_resizes_total", {"outcome": "resized", "dry_run": "false"}) == 1
+    assert reg.get_sample_value("hrl_descheduler_resizes_total", {"outcome": "unchanged", "dry_run": "false"}) == 1
+    assert reg.get_sample_value("hrl_descheduler_resizes_total", {"outcome": "refused_vpa", "dry_run": "false"}) == 0
     saved = json.loads((tmp_path / "state.json").read_text())
     assert saved[RESIZE_SECTION] == {"version": 1, "pods": {"shop/api-1": 1000.0}}
 
@@ -584,7 +584,12 @@ def test_a_vpa_owned_pod_is_refused_counted_and_left_alone_while_others_are_resi
     assert outcomes(rep) == {"shop/api-1": "resized", "shop/web-1": "refused_vpa"}
     assert api.cpu_m("shop/web-1") == 200 and ("patch_pod_resize", "shop", "web-1") not in api.calls
     assert metrics.registry.get_sample_value("hrl_descheduler_vpa_conflicts") == 1
-    assert metrics.registry.get_sample_value("hrl_descheduler_resizes_total", {"outcome": "refused_vpa"}) == 1
+    assert (
+        metrics.registry.get_sample_value(
+            "hrl_descheduler_resizes_total", {"outcome": "refused_vpa", "dry_run": "false"}
+        )
+        == 1
+    )
 
 
 def test_the_guards_block_excluded_namespaces_pods_of_no_deployment_gone_changed_and_unbound_pods():

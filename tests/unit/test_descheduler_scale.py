@@ -403,8 +403,8 @@ def test_the_loop_scales_after_its_evictions_within_the_bounds_and_reports_every
         "message": "scaled 2 -> 5 through deployments/scale",
     }
     v = registry.get_sample_value
-    assert v("hrl_descheduler_scale_total", {"outcome": "refused_hpa"}) == 1
-    assert v("hrl_descheduler_scale_total", {"outcome": "scaled"}) == 1
+    assert v("hrl_descheduler_scale_total", {"outcome": "refused_hpa", "dry_run": "false"}) == 1
+    assert v("hrl_descheduler_scale_total", {"outcome": "scaled", "dry_run": "false"}) == 1
     assert v("hrl_descheduler_hpa_conflicts") == 1
 
 

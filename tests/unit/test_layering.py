@@ -51,7 +51,7 @@ def test_packages_import_only_what_the_layering_allows(pkg, forbidden):
 
 
 #: The simulation side of policy: the only part that may import the descheduler (to run its cycle as a library).
-SIMULATION_SIDE = {"sim", "train", "bench", "cli"}
+SIMULATION_SIDE = {"sim", "train", "bench", "whatif", "cli"}
 
 
 def _contract(name_start: str) -> dict:

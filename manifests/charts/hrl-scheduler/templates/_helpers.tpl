@@ -200,6 +200,13 @@ checksum/config: {{ . }}
 {{- $_ := set $cfg "scoreTable" (dict "publish" true "address" (include "hrl.cacheAddress" (dict "ctx" . "local" true))) -}}
 {{- $_ := set $cfg "precompute" (dict "enabled" false) -}}
 {{- end -}}
+{{- if eq $v.extender.mode "shadow" -}}
+{{- if include "hrl.pluginMode" . -}}
+{{- fail "extender.mode: shadow with scheduler.scoring.mode: plugin: the HRLScore plugin would score with the policy while shadow mode answers neutral scores; use the extender mode for shadow" -}}
+{{- end -}}
+{{- $_ := set $cfg "mode" "shadow" -}}
+{{- $_ := set $cfg "decisions" (dict "log" "/var/log/hrl-extender/decisions.jsonl") -}}
+{{- end -}}
 {{- toYaml (mustMergeOverwrite $cfg (deepCopy ($v.extender.config | default dict))) -}}
 {{- end -}}
 
