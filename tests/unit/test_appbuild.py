@@ -286,7 +286,8 @@ def test_a_bad_value_names_its_file_line_and_column_and_nothing_is_written(tmp_p
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert p.returncode == 2 and len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
     assert re.search(re.escape(str(tmp_path)) + "/" + message, lines[0]), lines[0]
-    assert not out.exists() and list((tmp_path / "out").iterdir()) == []  # no partial folder, no temporary one
+    leftovers = list((tmp_path / "out").glob("*")) + list((tmp_path / "out").glob(".*"))
+    assert not out.exists() and leftovers == []  # no partial folder, no temporary one
 
 
 def test_a_latency_column_without_any_value_is_not_used_and_said_so(tmp_path):

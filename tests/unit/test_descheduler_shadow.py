@@ -24,7 +24,9 @@ from policy.state import ClusterSnapshot, Move, NodeInfo, OwnerRef, PodInfo, Res
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "descheduler" / "cluster-list.json"
 HEAD = "apiVersion: hrl-scheduler.io/v1alpha1\nkind: DeschedulerConfiguration\n"
-DROPIN = "schedulerPrediction: {extenderSchedulers: [default-scheduler]}\n"
+# the fixture has no measured rates, so the move cost model (tests/unit/test_move_cost.py) would block every move as
+# unpriced: the shadow analysis is tested on the moves the guards let through
+DROPIN = "schedulerPrediction: {extenderSchedulers: [default-scheduler]}\nmoves: {costModel: {enabled: false}}\n"
 CHECKOUT = "boutique/checkoutservice-7f5c9d6b8d-q7rtz"
 CURRENCY = "boutique/currencyservice-7c8d5f9b6c-h9zdx"
 
