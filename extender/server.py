@@ -62,6 +62,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from policy.live import InputMetrics
 from policy.lowlevel import NodeScoreTable, PlacementPolicy
 from policy.topology.live import TopologyMetrics
 
@@ -558,8 +559,6 @@ def make_app(
         topology.attach_metrics(TopologyMetrics(metrics.registry))
     unexported = [h for h in inputs if h.metrics is None]
     if unexported:
-        from policy.live import InputMetrics
-
         im = InputMetrics(metrics.registry)
         for h in unexported:
             h.attach(im)
