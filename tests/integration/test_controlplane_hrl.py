@@ -25,15 +25,12 @@ from cp_helpers import (
     HRL,
     ROOT,
     apply,
-    cpmod,
     deployment,
     get_json,
     pod_spec,
     pods,
     running,
     scheduled_by,
-    spawn,
-    stop,
     wait_for,
     wait_running,
 )
@@ -62,43 +59,7 @@ HEADER = {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfigu
 # ---- processes of the intent path ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def cache_and_extender(control_plane, tmp_path):
-    """A real ``hrl-policy cache serve`` and an ``hrl-extender`` watching the API server (as the
-    ``hrl-extender`` identity) that copies embeddings and intent from that cache every 0.2 s."""
-    cache_port, ext_port = cpmod.free_ports(2)
-    cache_addr = f"127.0.0.1:{cache_port}"
-    procs = [
-        spawn([sys.executable, "-m", "policy.cli", "cache", "serve", "--listen", cache_addr], tmp_path / "cache.log")
-    ]
-    cfg = {
-        "apiVersion": "hrl-scheduler.io/v1alpha1",
-        "kind": "ExtenderConfiguration",
-        "listen": {"host": "127.0.0.1", "port": ext_port},
-        "logLevel": "WARNING",
-        "kubernetes": {"enabled": True, "kubeconfig": str(control_plane.kubeconfigs["hrl-extender"])},
-        "maxSnapshotAgeSeconds": 120,
-        "cache": {"address": cache_addr, "refreshSeconds": 0.2, "timeoutSeconds": 1, "match": "latest"},
-    }
-    (tmp_path / "extender.yaml").write_text(yaml.safe_dump(cfg))
-    procs.append(
-        spawn(
-            [sys.executable, "-m", "extender", "--config", str(tmp_path / "extender.yaml")], tmp_path / "extender.log"
-        )
-    )
-    base = f"http://127.0.0.1:{ext_port}"
-
-    def ready():
-        for p, name in zip(procs, ("cache", "extender")):
-            assert p.poll() is None, f"{name} exited: {(tmp_path / f'{name}.log').read_text()[-2000:]}"
-        return httpx.get(base + "/readyz", timeout=1).status_code == 200
-
-    try:
-        wait_for(ready, 60, "the cache server and the extender to be ready")
-        yield cache_addr, base
-    finally:
-        for p in reversed(procs):
-            stop(p)
+# cache_and_extender: tests/integration/conftest.py
 
 
 def prioritize(base: str, probe: dict, nodes: list[str]) -> dict[str, int]:
