@@ -61,6 +61,7 @@ and the demo build the same stacks from other parts with :func:`build_hrl_stack`
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -385,10 +386,11 @@ def build_hrl_stack(
 
 #: The move counters every learned stack reports (``SimResult.extra["counters"]``), totals over the run: moves begun
 #: make-before-break, finished, given up, made by the Eviction API, planned but not made; the reasons follow as
-#: ``moves_aborted:<reason>`` (:data:`descheduler.surge.ABORT_REASONS`), ``moves_refused:<reason>`` (the first
+#: ``moves_aborted_<reason>`` (:data:`descheduler.surge.ABORT_REASONS`), ``moves_refused_<reason>`` (the first
 #: blocker: a guard, ``cost``, ``surge``; or ``eviction_refused``, ``not_found``, ``skipped``, ``error``) and
-#: ``moves_fallback:<reason>`` (why a move could not be made make-before-break,
-#: :data:`descheduler.surge.SURGE_REFUSALS`), present when not zero.
+#: ``moves_fallback_<reason>`` (why a move could not be made make-before-break,
+#: :data:`descheduler.surge.SURGE_REFUSALS`), present when not zero; a reason is written in snake case
+#: (:func:`_counter_key`), as the bench's summary requires of every counter name.
 MOVE_COUNTERS: tuple[str, ...] = ("moves_surged", "moves_completed", "moves_aborted", "moves_evicted", "moves_refused")
 
 
@@ -426,12 +428,19 @@ def _move_counters(report: CycleReport) -> Counter[str]:
     """One cycle's :attr:`~descheduler.loop.CycleReport.move_counts` as the run's counter keys."""
     c = report.move_counts
     out: Counter[str] = Counter({f"moves_{k}": int(c[k]) for k in _TOTALS})
-    for group, prefix in (("aborted_by_reason", "moves_aborted"), ("refused_by_reason", "moves_refused")):
+    for group, prefix in (
+        ("aborted_by_reason", "moves_aborted"),
+        ("refused_by_reason", "moves_refused"),
+        ("fallback_by_reason", "moves_fallback"),
+    ):
         for reason, n in c[group].items():
-            out[f"{prefix}:{reason}"] += int(n)
-    for reason, n in c["fallback_by_reason"].items():
-        out[f"moves_fallback:{reason}"] += int(n)
+            out[_counter_key(prefix, reason)] += int(n)
     return out
+
+
+def _counter_key(prefix: str, reason: str) -> str:
+    """``<prefix>_<reason>`` in snake case (``moves_refused`` + ``cost`` -> ``moves_refused_cost``)."""
+    return f"{prefix}_{re.sub(r'[^a-z0-9_]+', '_', reason.lower()).strip('_') or 'unknown'}"
 
 
 @register_stack("hrl-scheduler", knobs=(TRAINING_SEED_KNOB,))
