@@ -136,7 +136,10 @@ def metric_panels(
             ax.grid(True, axis="x", alpha=0.3)
             ax.tick_params(labelsize=7)
             if r == 0 or mark is not None:
-                ax.set_title(app if mark is None else f"{app}\n(dashed: {mark[0]})", fontsize=9 if mark is None else 7)
+                # the mark's label on lines of its own ("best baseline:" / the setting): long settings do not run
+                # into the next panel's title
+                label = None if mark is None else str(mark[0]).replace(": ", ":\n", 1)
+                ax.set_title(app if label is None else f"{app}\n(dashed: {label})", fontsize=9 if mark is None else 7)
             if c == 0:
                 ax.set_ylabel(f"trace {trace}", fontsize=9)
             if r == len(traces) - 1:
