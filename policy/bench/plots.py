@@ -138,8 +138,9 @@ def metric_panels(
             if r == 0 or mark is not None:
                 # the mark's label on lines of its own ("best baseline:" / the setting): long settings do not run
                 # into the next panel's title
-                label = None if mark is None else str(mark[0]).replace(": ", ":\n", 1)
-                ax.set_title(app if label is None else f"{app}\n(dashed: {label})", fontsize=9 if mark is None else 7)
+                mark_label = None if mark is None else str(mark[0]).replace(": ", ":\n", 1)
+                title_text = app if mark_label is None else f"{app}\n(dashed: {mark_label})"
+                ax.set_title(title_text, fontsize=9 if mark is None else 7)
             if c == 0:
                 ax.set_ylabel(f"trace {trace}", fontsize=9)
             if r == len(traces) - 1:
