@@ -50,7 +50,11 @@ def test_every_component_runs_on_loopback_and_the_api_server_is_the_built_versio
         ("hrl-descheduler", "create", "pods --subresource=eviction", True),
         ("hrl-descheduler", "list", "poddisruptionbudgets.policy", True),
         ("hrl-descheduler", "delete", "pods", False),
-        ("hrl-descheduler", "patch", "pods", False),
+        # make-before-break moves set controller.kubernetes.io/pod-deletion-cost on the pod a scale-down removes
+        # (descheduler/surge.py; the chart's descheduler-rbac.yaml grants the same)
+        ("hrl-descheduler", "patch", "pods", True),
+        ("hrl-descheduler", "update", "pods", False),
+        ("hrl-descheduler", "list", "secrets", False),
     ],
 )
 def test_the_test_identities_hold_only_what_their_component_needs(control_plane, identity, verb, resource, allowed):

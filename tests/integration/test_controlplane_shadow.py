@@ -102,8 +102,10 @@ def test_shadow_extender_and_descheduler_a_recording_and_a_whatif_report_on_a_ru
             # each scored record explains our best node: named contributions that sum to its score
             for r in scored:
                 best = r["explanation"]["best"]
-                assert best["node"] == r["our_choice"][0] and best["top"]
+                # a pod scored before any pod it calls or serves was bound ties every node at 0: nothing to name
+                assert best["node"] == r["our_choice"][0] and (best["top"] or r["best_score"] == 0), r
                 assert sum(c["points"] for c in best["contributions"]) == pytest.approx(best["score"], abs=1e-3)
+            assert any(r["explanation"]["best"]["top"] for r in scored)  # and the others have their parts named
             m = metrics(base)
             assert metric(m, "hrl_extender_prioritize_total", outcome="shadow") >= 12
             agree = metric(m, "hrl_extender_decisions_total", mode="shadow", result="agree")
