@@ -456,7 +456,7 @@ def fuzz_app_build(n: int, rng: random.Random, d: Path, timeout_s: float) -> Rep
                 m.write_text(yaml.safe_dump_all(docs, allow_unicode=True))
                 whats.append("manifests mutated")
             else:
-                inputs.pop("metrics")
+                inputs.pop("metrics", None)  # several mutations of one input may each drop it
                 whats.append("no metrics")
         out = w / "out" / "app"
         out.parent.mkdir()
