@@ -69,6 +69,10 @@ def test_extender_mode_is_the_default_and_keeps_its_registration():
         ),
         ({"scheduler": {"scoring": {"mode": "grpc"}}}, "/scheduler/scoring/mode"),
         ({"scheduler": {"scoring": {"maxTableAgeSeconds": 0}}}, "/scheduler/scoring/maxTableAgeSeconds"),
+        (
+            {"extender": {"mode": "shadow"}, "scheduler": {"scoring": {"mode": "plugin"}}},
+            "extender.mode: shadow with scheduler.scoring.mode: plugin",
+        ),
     ],
 )
 def test_bad_plugin_values_are_refused_with_a_message_naming_the_value(values, message):

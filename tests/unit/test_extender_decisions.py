@@ -197,6 +197,10 @@ def test_configuration_mode_and_decisions_validate_together(tmp_path):
         conf(mode="shadow", decisions={"events": True})
     with pytest.raises(ConfigError, match="mode"):
         conf(mode="dry")
+    # plugin mode scores from the published table in kube-scheduler, which shadow mode could not make neutral
+    with pytest.raises(ConfigError, match="scoreTable.publish: true and mode: shadow"):
+        conf(mode="shadow", cache={"address": "127.0.0.1:9090"}, scoreTable={"publish": True})
+    assert conf(cache={"address": "127.0.0.1:9090"}, scoreTable={"publish": True}).score_table_address()
     cfg = conf(mode="shadow", decisions={"log": str(tmp_path / "d.jsonl"), "maxPending": 7})
     rec = decision_recorder(cfg, TopologyHeuristic(), CollectorRegistry())
     assert rec is not None and rec.max_pending == 7 and rec.mode == "shadow"
