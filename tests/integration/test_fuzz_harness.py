@@ -44,6 +44,10 @@ def test_a_small_fuzz_run_counts_every_input_and_reports_each_target(tmp_path):
     assert conns["server_errors_5xx"] == 0 and conns["inputs"] > 1000
     assert conns["outcomes"]["held body: 408"] == conns["outcomes"]["held headers: 408"] == 200
     assert [ph["connections"] for ph in conns["phases"]] == [1, 204, 204, 32, 64, 128, 256, 512]
-    for ph in conns["phases"][3:]:  # at 10x its capacity the extender sheds, and counts every request it answers
-        assert ph["shed"] > 0 and ph["counted"] >= sum(ph["status"].values()), ph
+    # at 10x its capacity the extender counts every request it answers, and sheds once requests wait: a phase with
+    # replies past the timeout shed some (at 32 connections it may keep up without shedding), and the largest sheds
+    for ph in conns["phases"][3:]:
+        assert ph["counted"] >= sum(ph["status"].values()), ph
+        assert ph["late"] == 0 or ph["shed"] > 0, ph
+    assert conns["phases"][-1]["shed"] > 0, conns["phases"][-1]
     assert p.returncode in (0, 1)
