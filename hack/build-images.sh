@@ -142,8 +142,11 @@ build_all() {  # $1: extra podman build options
       on' "$ctx/manifests/images/Dockerfile" > "$ctx/Containerfile.$stage"
     [ "$(wc -l < "$ctx/Containerfile.$stage")" -gt 1 ] || { echo "build-images: no stage '$stage' in the Dockerfile" >&2; exit 2; }
     # shellcheck disable=SC2086
+    # --label: the commit's time and revision on the image itself, also when every layer comes from the cache (a
+    # commit that changes nothing in the image's context reuses the LABEL steps of the earlier commit's build)
     podman build -q $1 "${common[@]}" -f "$ctx/Containerfile.$stage" -t "$image" --build-arg BASE_IMAGE="$base_image" \
       --build-arg VERSION="$tag" --build-arg REVISION="$revision" --build-arg CREATED="$created" \
+      --label "org.opencontainers.image.created=$created" --label "org.opencontainers.image.revision=$revision" \
       --build-arg BASE_DIGEST="$base_sha" "$ctx" >/dev/null
     id=$(podman image inspect --format '{{.Id}}' "$image")
     local archive="$out/$name-$tag.oci.tar"
