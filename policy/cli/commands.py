@@ -416,10 +416,16 @@ def cmd_train_hierarchy(args: argparse.Namespace) -> int:
             "--out", default=None, help="bundle directory (default: policy/bundles/<stack>/high; --quick: the run dir)"
         ),
         arg("--run-dir", default=None, help="progress.csv, learning_curve.png, labels.npz, report.json"),
+        arg(
+            "--loss",
+            choices=("cost", "imitation"),
+            default=None,
+            help="cost: AggreVaTe's fit over every candidate's rollout cost (default); imitation: the best only",
+        ),
         arg("--quick", action="store_true", help="a tiny run for smoke tests (a minute)"),
         arg("--seed", type=int, default=0, help="seed of episodes, the mixture and torch"),
-        arg("--iterations", type=int, default=None, help="DAgger iterations (default 3)"),
-        arg("--episodes", type=int, default=None, help="labelled episodes per iteration (default 6)"),
+        arg("--iterations", type=int, default=None, help="DAgger iterations (default 4)"),
+        arg("--episodes", type=int, default=None, help="labelled episodes per iteration (default 8)"),
         arg("--minutes", type=int, default=None, help="simulated minutes per episode (default 30)"),
         arg("--horizon", type=int, default=None, help="the oracle's rollout horizon, simulated minutes (default 10)"),
         arg("--workers", type=int, default=None, help="Ray CPUs of the local Ray (default 2)"),

@@ -407,6 +407,7 @@ class LearnedIntent:
         self.last_observation: IntentObservation | None = None
         #: Periods in which the state lay outside the training states and the tuned constant was used.
         self.fallbacks = 0
+        self.service_fallbacks = 0
 
     def _drpc_state(self, state: HrlState) -> DrpcState:
         return DrpcState.from_dict(state.autoscaler.get(self.STATE_KEY))
@@ -437,14 +438,20 @@ class LearnedIntent:
             self.fallbacks += 1
             return fallback
         z_s, z_g = self.actor(obs.service, obs.global_)
-        return intent_from_outputs(obs.services, z_s, z_g)
+        return self.service_fallback(obs, intent_from_outputs(obs.services, z_s, z_g))
+
+    def _fallback_meta(self) -> Mapping[str, Any] | None:
+        fb = self.actor.bundle.metadata.get("fallback") if isinstance(self.actor.bundle.metadata, Mapping) else None
+        if not isinstance(fb, Mapping) or fb.get("capacity_target") is None:
+            return None
+        return fb
 
     def fallback_intent(self, obs: IntentObservation) -> Intent | None:
         """The bundle's tuned constant intent when ``obs`` lies outside the states the network was trained on (its
         normalized global row has a component beyond the bundle's ``metadata.fallback.global_z_max``: SPIBB-style,
         Laroche et al. 2019, arXiv 1712.06924), else None. None too for a bundle without a fallback."""
-        fb = self.actor.bundle.metadata.get("fallback") if isinstance(self.actor.bundle.metadata, Mapping) else None
-        if not isinstance(fb, Mapping) or fb.get("capacity_target") is None or not fb.get("global_z_max"):
+        fb = self._fallback_meta()
+        if fb is None or not fb.get("global_z_max"):
             return None
         z = (np.asarray(obs.global_, dtype=np.float32) - self.actor.g_mean) / self.actor.g_std
         if float(np.abs(z).max()) <= float(fb["global_z_max"]):
@@ -454,6 +461,27 @@ class LearnedIntent:
             default_intent(),
             capacity_target=dict.fromkeys(obs.services, cap),
             move_budget_frac=float(fb.get("move_budget_frac") or 0.0),
+        )
+
+    def service_fallback(self, obs: IntentObservation, intent: Intent) -> Intent:
+        """``intent`` with the tuned constant's capacity target (and a co-location priority of 1) for every service
+        whose normalized row has a component beyond the bundle's ``metadata.fallback.service_z_max``: the fallback
+        per service, as SPIBB keeps the baseline's action where its data are too few (Laroche et al. 2019). Each
+        such service counts one in ``service_fallbacks``. ``intent`` itself for a bundle without that threshold."""
+        fb = self._fallback_meta()
+        if fb is None or not fb.get("service_z_max") or not len(obs.services):
+            return intent
+        z = np.abs((np.asarray(obs.service, dtype=np.float32) - self.actor.s_mean) / self.actor.s_std).max(axis=1)
+        out = sorted({s for s, zi in zip(obs.services, z) if float(zi) > float(fb["service_z_max"])})
+        if not out:
+            return intent
+        self.service_fallbacks += len(out)
+        cap = float(fb["capacity_target"])
+        return Intent(
+            intent.values,
+            capacity_target={**intent.capacity_target, **dict.fromkeys(out, cap)},
+            colocation_priority={**intent.colocation_priority, **dict.fromkeys(out, 1.0)},
+            move_budget_frac=intent.move_budget_frac,
         )
 
     @staticmethod

@@ -37,15 +37,16 @@ stack                  what differs from ``hrl-scheduler`` (bundles under ``poli
 
 Every learned stack reports, per run (``SimResult.extra["counters"]``), how often each guardrail changed a replica
 target (``guardrail_saturation_shield``, ``guardrail_stabilization``), how often the extender failed open
-(``extender_failed_open``), how often the learned high level fell back to its tuned constant (``intent_fallbacks``),
-what became of its moves (:data:`MOVE_COUNTERS`, with their reasons) and what every action of its cycles came to, as
-the simulated API answered it (``actions_<kind>_<outcome>``: kind ``move``, ``scale`` or ``resize``, the outcomes of
-:class:`descheduler.loop.CycleReport`; e.g. ``actions_resize_resized`` counts resizes the API server took,
+(``extender_failed_open``), how often the learned high level fell back to its tuned constant (``intent_fallbacks``:
+periods; ``intent_service_fallbacks``: services given the constant's target alone, their rows outside the training
+states), what became of its moves (:data:`MOVE_COUNTERS`, with their reasons) and what every action of its cycles came
+to, as the simulated API answered it (``actions_<kind>_<outcome>``: kind ``move``, ``scale`` or ``resize``, the outcomes
+of :class:`descheduler.loop.CycleReport`; e.g. ``actions_resize_resized`` counts resizes the API server took,
 ``actions_resize_no_room`` those it refused): a refused action counts as refused. Moves are make-before-break
 (:mod:`descheduler.surge` through :class:`policy.sim.subresources.SimMover`: the Deployment scaled up by one, the new
-pod steered to the target by the pending-move record the cycle publishes next to the intent, the old pod marked with
-the lowest deletion cost and scaled away once the new one is Ready), else evictions behind the guards; each priced by
-the move cost model (:class:`policy.highlevel.MoveCostModel`, against the application's SLO and manifest CPU).
+pod steered to the target by the pending-move record the cycle publishes next to the intent, the old pod marked with the
+lowest deletion cost and scaled away once the new one is Ready), else evictions behind the guards; each priced by the
+move cost model (:class:`policy.highlevel.MoveCostModel`, against the application's SLO and manifest CPU).
 
 ``drpc`` (DRPC's TD3 autoscaling with default placement) is a stack of ``policy.sim.drpc``.
 
@@ -420,6 +421,7 @@ class _RunTally:
         out.update({k: float(v) for k, v in sorted(self.moves.items()) if k not in MOVE_COUNTERS})
         intent_policy = getattr(planner.intent_policy, "base", planner.intent_policy)
         out["intent_fallbacks"] = float(getattr(intent_policy, "fallbacks", 0))
+        out["intent_service_fallbacks"] = float(getattr(intent_policy, "service_fallbacks", 0))
         out.update({f"actions_{k}": float(v) for k, v in sorted(self.actions.items())})
         return out
 

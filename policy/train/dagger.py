@@ -56,6 +56,7 @@ from policy.highlevel import (
     INTENT_SERVICE_SPEC_FLAT,
     IntentActor,
     LearnedIntent,
+    default_intent,
     intent_from_outputs,
 )
 from policy.sim.objective import Objective, app_costs
@@ -82,31 +83,53 @@ __all__ = [
     "LabelledEpisode",
     "label_episode",
     "validate_episode",
+    "LOSSES",
+    "cost_loss",
+    "imitation_loss",
     "fit",
+    "global_reach",
+    "service_reach",
+    "save_labels",
+    "load_labels",
     "train_dagger",
     "train_stage",
     "run_cli",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The fits of :class:`DaggerConfig`.loss.
+LOSSES = ("cost", "imitation")
 
 
 @dataclass(frozen=True)
 class DaggerConfig(EpisodeDistribution):
     """DAgger for the high level (module docstring), over the episodes of :class:`EpisodeDistribution` (its fields;
-    episodes of ``episode_minutes`` = 30 by default). Checked in ``__post_init__`` (ValueError naming the field).
+    episodes of ``episode_minutes`` = 30 by default; 40 % synthetic apps, 30 % of whose services run Guaranteed
+    pods). Checked in ``__post_init__`` (ValueError naming the field).
 
     - ``iterations`` × ``episodes_per_iteration`` labelled episodes (Ray tasks, ``workers`` at a time);
     - the mixture: ``beta`` in [0, 1] (share of periods executed by the oracle in iteration 1), ``beta_decay`` in
       [0, 1];
     - the oracle: ``horizon_min``, the constant grid ``capacity_targets``, ``coordinate_services``;
     - the fit: ``epochs`` full-batch Adam steps per iteration at ``lr``, ``hidden`` units;
+    - the loss (:func:`fit`): ``loss`` ``"cost"`` (AggreVaTe's cost-sensitive fit over every candidate's rollout
+      cost, plus ``imitation_weight`` × the imitation loss; ``kernel_temperature`` > 0 sets how far, in the
+      intent's scaled squared distance, a candidate's cost reaches) or ``"imitation"`` (squared error to the best
+      candidate only); ``regret_clip`` > 0: the largest regret counted, in units of the median stakes (a bound on
+      what one state's catastrophe weighs: the tail of the costs is what the cost-sensitive fit is for);
+      ``baseline_weight`` >= 0: the pull toward the tuned constant intent at every state (:func:`fit`); the tuned
+      constant's capacity target joins the oracle's grid when it is not on it (its cost is then known at every
+      state);
+    - the fallback: ``fallback_quantile`` in (0, 1], the quantile of the training states' largest |z| (global row;
+      each service row) beyond which the served policy falls back to the tuned constant (1: the largest);
     - ``eval_episodes`` fixed validation episodes; ``flat``: the ``hrl-no-encoder`` variant; ``seed``; ``quick``.
     """
 
     episode_minutes: int = 30
-    iterations: int = 3
-    episodes_per_iteration: int = 6
+    synthetic_share: float = 0.4
+    synthetic_guaranteed_share: float = 0.3
+    iterations: int = 4
+    episodes_per_iteration: int = 8
     beta: float = 1.0
     beta_decay: float = 0.5
     horizon_min: int = 10
@@ -117,6 +140,12 @@ class DaggerConfig(EpisodeDistribution):
     hidden: int = 64
     eval_episodes: int = 6
     workers: int = 2
+    loss: str = "cost"
+    imitation_weight: float = 0.1
+    kernel_temperature: float = 0.02
+    regret_clip: float = 100.0
+    baseline_weight: float = 0.0
+    fallback_quantile: float = 0.995
     objective: Objective = field(default_factory=Objective)
     flat: bool = False
     seed: int = 0
@@ -132,6 +161,18 @@ class DaggerConfig(EpisodeDistribution):
                 raise ValueError(f"{f}: expected a number in [0, 1], got {getattr(self, f)!r}")
         if self.eval_episodes < 0:
             raise ValueError(f"eval_episodes: expected an integer >= 0, got {self.eval_episodes!r}")
+        if self.loss not in LOSSES:
+            raise ValueError(f"loss: expected one of {', '.join(LOSSES)}, got {self.loss!r}")
+        if not (math.isfinite(self.imitation_weight) and self.imitation_weight >= 0):
+            raise ValueError(f"imitation_weight: expected a finite number >= 0, got {self.imitation_weight!r}")
+        if not (math.isfinite(self.baseline_weight) and self.baseline_weight >= 0):
+            raise ValueError(f"baseline_weight: expected a finite number >= 0, got {self.baseline_weight!r}")
+        if not (math.isfinite(self.regret_clip) and self.regret_clip > 0):
+            raise ValueError(f"regret_clip: expected a finite number > 0, got {self.regret_clip!r}")
+        if not (math.isfinite(self.kernel_temperature) and self.kernel_temperature > 0):
+            raise ValueError(f"kernel_temperature: expected a finite number > 0, got {self.kernel_temperature!r}")
+        if not (0.0 < self.fallback_quantile <= 1.0):
+            raise ValueError(f"fallback_quantile: expected a number in (0, 1], got {self.fallback_quantile!r}")
 
     def oracle(self, cpu_price: float) -> LookaheadConfig:
         """The oracle's configuration for an episode whose objective prices CPU at ``cpu_price``."""
@@ -147,7 +188,10 @@ class DaggerConfig(EpisodeDistribution):
 class Label(NamedTuple):
     """One decision's training example: the learner's observation (``service`` (N, F_s), ``global_`` (F_g,)), the
     oracle's intent as targets (``capacity`` (N,), ``colocation`` (N,), ``global_target`` (3,): locality, balance,
-    move budget) and the example's ``weight`` (> 0)."""
+    move budget) and the example's ``weight`` (> 0: the spread of the candidates' costs). ``candidates``: every
+    candidate the oracle rolled out at that state, as ``(capacity (K, N), colocation (K, N), global (K, 3),
+    regret (K,))`` (regret: the candidate's cost over the horizon minus the best one's, >= 0), or None (the
+    imitation fit needs only the best)."""
 
     service: np.ndarray
     global_: np.ndarray
@@ -155,6 +199,7 @@ class Label(NamedTuple):
     colocation: np.ndarray
     global_target: np.ndarray
     weight: float
+    candidates: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 class LabelledEpisode(NamedTuple):
@@ -168,12 +213,33 @@ class LabelledEpisode(NamedTuple):
     cpu_s: float
 
 
-def _targets(decision: OracleDecision, services: Sequence[str], learner_intent: Any) -> tuple[np.ndarray, ...]:
-    best = decision.best.intent if decision.best.intent is not None else learner_intent
-    cap = np.array([best.capacity_target.get(s, learner_intent.capacity_target.get(s, 0.7)) for s in services])
-    col = np.array([best.colocation_priority.get(s, 1.0) for s in services])
-    glob = np.array([best.values[0], best.values[1], best.move_budget_frac])
+def _intent_arrays(intent: Any, services: Sequence[str], learner_intent: Any) -> tuple[np.ndarray, ...]:
+    """(capacity (N,), colocation (N,), global (3,)) of ``intent`` (None: the learner's own) over ``services``."""
+    it = intent if intent is not None else learner_intent
+    cap = np.array([it.capacity_target.get(s, learner_intent.capacity_target.get(s, 0.7)) for s in services])
+    col = np.array([it.colocation_priority.get(s, 1.0) for s in services])
+    values = tuple(it.values) or tuple(learner_intent.values)
+    glob = np.array([values[0], values[1], it.move_budget_frac])
     return cap.astype(np.float32), col.astype(np.float32), glob.astype(np.float32)
+
+
+def _targets(decision: OracleDecision, services: Sequence[str], learner_intent: Any) -> tuple[np.ndarray, ...]:
+    return _intent_arrays(decision.best.intent, services, learner_intent)
+
+
+def _candidate_arrays(
+    decision: OracleDecision, services: Sequence[str], learner_intent: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every candidate of ``decision`` as (capacity (K, N), colocation (K, N), global (K, 3), regret (K,))."""
+    arrs = [_intent_arrays(c.intent, services, learner_intent) for c in decision.candidates]
+    costs = np.array([c.cost for c in decision.candidates], np.float64)
+    regret = (costs - costs.min()).astype(np.float32)
+    return (
+        np.stack([a[0] for a in arrs]),
+        np.stack([a[1] for a in arrs]),
+        np.stack([a[2] for a in arrs]),
+        regret,
+    )
 
 
 def _stakes(decision: OracleDecision) -> float:
@@ -216,7 +282,8 @@ def label_episode(
             continue
         own = intent_from_outputs(obs.services, *actor(obs.service, obs.global_))
         cap, col, glob = _targets(d, obs.services, own)
-        labels.append(Label(obs.service, obs.global_, cap, col, glob, _stakes(d)))
+        cands = _candidate_arrays(d, obs.services, own)
+        labels.append(Label(obs.service, obs.global_, cap, col, glob, _stakes(d), cands))
     costs = app_costs(setting.app, res.series, replace(cfg.objective, cpu_price=spec.cpu_price))
     learned_best = sum(d.best.label == "learned" for d in oracle.decisions)
     return LabelledEpisode(spec, labels, float(costs.mean()), learned_best, time.process_time() - t0)
@@ -280,19 +347,100 @@ def imitation_loss(net: IntentNet, batch: tuple[torch.Tensor, ...]) -> torch.Ten
     return (w * (l_cap + 0.25 * l_col + 0.25 * l_glob)).sum() / w.sum()
 
 
-def fit(net: IntentNet, labels: Sequence[Label], epochs: int, lr: float) -> float:
-    """``epochs`` full-batch Adam steps of :func:`imitation_loss` on ``labels`` (the actor's parameters only); returns
-    the final loss."""
+def _candidate_batch(labels: Sequence[Label], regret_clip: float) -> tuple[torch.Tensor, ...]:
+    """The candidates of ``labels`` padded to (B, K, N) / (B, K, 3) / (B, K): capacity, co-location, global, regret
+    (divided by the median stakes over ``labels``, clipped to ``regret_clip``) and the candidate mask (B, K). A label
+    without candidates has its best intent as its one candidate (regret 0: no cost-sensitive signal)."""
+    B = len(labels)
+    N = max(1, max(len(x.service) for x in labels))
+    K = max(1, max(len(x.candidates[3]) if x.candidates is not None else 1 for x in labels))
+    cap = np.zeros((B, K, N), np.float32)
+    col = np.ones((B, K, N), np.float32)
+    glob = np.zeros((B, K, 3), np.float32)
+    regret = np.zeros((B, K), np.float32)
+    kmask = np.zeros((B, K), bool)
+    for i, x in enumerate(labels):
+        n = len(x.service)
+        if x.candidates is None:
+            cap[i, 0, :n], col[i, 0, :n], glob[i, 0], kmask[i, 0] = x.capacity, x.colocation, x.global_target, True
+            continue
+        c_cap, c_col, c_glob, c_reg = x.candidates
+        k = len(c_reg)
+        cap[i, :k, :n], col[i, :k, :n], glob[i, :k], regret[i, :k], kmask[i, :k] = c_cap, c_col, c_glob, c_reg, True
+    w = np.array([x.weight for x in labels], np.float64)
+    med = float(np.median(w[w > 0])) if np.any(w > 0) else 1.0
+    regret = np.clip(regret / max(med, 1e-9), 0.0, regret_clip).astype(np.float32)
+    return tuple(torch.as_tensor(a) for a in (cap, col, glob, regret, kmask))
+
+
+def cost_loss(
+    net: IntentNet, batch: tuple[torch.Tensor, ...], candidates: tuple[torch.Tensor, ...], temperature: float
+) -> torch.Tensor:
+    """The cost-sensitive loss of AggreVaTe (Ross and Bagnell 2014, "Reinforcement and imitation learning via
+    interactive no-regret learning", arXiv 1406.5979), over the oracle's candidates: the network's intent at each
+    state pays the candidates' regrets (their rollout cost over the horizon minus the best's), weighted by a softmax
+    over −d_k / ``temperature``, d_k the intent's squared distance to candidate k scaled as in
+    :func:`imitation_loss`. Unlike imitation, which averages the best candidates of similar states, this minimises
+    what the choice costs on average: where the states do not tell a lean intent from a safe one, it takes the
+    candidate whose mistakes cost least. Returns the mean over states."""
+    service, mask, glob, _cap, _col, _gt, _w = batch
+    c_cap, c_col, c_glob, regret, kmask = candidates
+    z_s, z_g, _value = net(service, mask, glob)
+    m = mask.to(z_s.dtype)[:, None, :]
+    n = m.sum(2).clamp_min(1.0)
+    cap_hat = (0.3 + 0.65 * torch.sigmoid(z_s[..., 0]))[:, None, :]
+    col_hat = (2.0 * torch.sigmoid(z_s[..., 1]))[:, None, :]
+    g_hat = torch.sigmoid(z_g)[:, None, :]
+    d = (((cap_hat - c_cap) / 0.65) ** 2 * m).sum(2) / n
+    d = d + 0.25 * (((col_hat - c_col) / 2.0) ** 2 * m).sum(2) / n
+    d = d + 0.25 * (((g_hat[..., :2] - c_glob[..., :2] / 3.0) ** 2).sum(2) + (g_hat[..., 2] - c_glob[..., 2]) ** 2)
+    logits = torch.where(kmask, -d / float(temperature), torch.full_like(d, -1e9))
+    p = torch.softmax(logits, dim=1)
+    return (p * regret).sum(1).mean()
+
+
+def fit(
+    net: IntentNet,
+    labels: Sequence[Label],
+    epochs: int,
+    lr: float,
+    *,
+    loss: str = "imitation",
+    imitation_weight: float = 0.1,
+    temperature: float = 0.02,
+    regret_clip: float = 100.0,
+    baseline: tuple[float, float] | None = None,
+    baseline_weight: float = 0.0,
+) -> float:
+    """``epochs`` full-batch Adam steps on ``labels`` (the actor's parameters only): ``loss`` ``"imitation"``
+    (:func:`imitation_loss`) or ``"cost"`` (:func:`cost_loss` + ``imitation_weight`` × :func:`imitation_loss`, the
+    regrets in units of the median stakes, clipped to ``regret_clip``); plus, with ``baseline`` (the tuned constant's
+    capacity target and move budget), ``baseline_weight`` × the imitation loss toward that constant intent at every
+    state: the network stays with the baseline where the candidates' costs do not pull it away (SPIBB's principle,
+    Laroche et al. 2019, arXiv 1712.06924, as a regularizer). Returns the final loss. Raises ValueError for another
+    ``loss``."""
+    if loss not in LOSSES:
+        raise ValueError(f"loss: expected one of {', '.join(LOSSES)}, got {loss!r}")
     params = [p for p in net.actor_parameters() if p is not net.log_std]
     opt = torch.optim.Adam(params, lr=lr)
     batch = _batch(labels)
-    loss = torch.zeros(())
+    cands = _candidate_batch(labels, regret_clip) if loss == "cost" else None
+    prior = None
+    if baseline is not None and baseline_weight > 0:
+        service, mask, glob, cap, col, _gt, _w = batch
+        gt = torch.tensor([[*default_intent(), float(baseline[1])]], dtype=cap.dtype).expand(len(cap), 3)
+        prior = (service, mask, glob, torch.full_like(cap, float(baseline[0])), torch.ones_like(col), gt, _w * 0 + 1)
+    value = torch.zeros(())
     for _ in range(epochs):
-        loss = imitation_loss(net, batch)
+        value = imitation_loss(net, batch)
+        if cands is not None:
+            value = cost_loss(net, batch, cands, temperature) + imitation_weight * value
+        if prior is not None:
+            value = value + baseline_weight * imitation_loss(net, prior)
         opt.zero_grad()
-        loss.backward()
+        value.backward()
         opt.step()
-    return float(loss.detach())
+    return float(value.detach())
 
 
 def _fit_normalization(net: IntentNet, labels: Sequence[Label]) -> None:
@@ -301,12 +449,91 @@ def _fit_normalization(net: IntentNet, labels: Sequence[Label]) -> None:
     net.set_normalization(s.mean(0), s.std(0) + 1e-3, g.mean(0), g.std(0) + 1e-3)
 
 
-def global_reach(net: IntentNet, labels: Sequence[Label]) -> float:
-    """The largest |z| of the normalized global row over ``labels``' states: how far out the training states went
-    (the fallback's threshold)."""
+def global_reach(net: IntentNet, labels: Sequence[Label], quantile: float = 1.0) -> float:
+    """The ``quantile`` (in (0, 1]; 1: the largest) over ``labels``' states of the largest |z| of the normalized
+    global row: how far out the training states went (the fallback's threshold for the global row)."""
+    if not labels:
+        return 0.0
     g = np.stack([x.global_ for x in labels])
-    z = (g - net.g_mean.numpy()) / net.g_std.numpy()
-    return float(np.abs(z).max()) if len(z) else 0.0
+    z = np.abs((g - net.g_mean.numpy()) / net.g_std.numpy()).max(axis=1)
+    return float(np.quantile(z, quantile))
+
+
+def service_reach(net: IntentNet, labels: Sequence[Label], quantile: float = 1.0) -> float:
+    """The same over every service row of ``labels``' states (the largest |z| of a normalized service row): the
+    fallback's threshold for one service's row."""
+    rows = [x.service for x in labels if len(x.service)]
+    if not rows:
+        return 0.0
+    s = np.concatenate(rows)
+    z = np.abs((s - net.s_mean.numpy()) / net.s_std.numpy()).max(axis=1)
+    return float(np.quantile(z, quantile))
+
+
+def save_labels(path: str | Path, labels: Sequence[Label]) -> None:
+    """Write ``labels`` (with their candidates) to the ``.npz`` archive ``path`` (:func:`load_labels` reads it), so
+    that a fit can be redone without rolling out the oracle again."""
+    n = np.array([len(x.service) for x in labels], np.int64)
+    k = np.array([0 if x.candidates is None else len(x.candidates[3]) for x in labels], np.int64)
+    cand = [x.candidates for x in labels if x.candidates is not None]
+    Fs = labels[0].service.shape[1] if labels else 0
+
+    def cat(parts: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(shape, np.float32)
+
+    np.savez_compressed(
+        path,
+        n_services=n,
+        n_candidates=k,
+        service=cat([x.service for x in labels], (0, Fs)),
+        global_=np.stack([x.global_ for x in labels]) if labels else np.zeros((0, 0), np.float32),
+        capacity=cat([x.capacity for x in labels], (0,)),
+        colocation=cat([x.colocation for x in labels], (0,)),
+        global_target=np.stack([x.global_target for x in labels]) if labels else np.zeros((0, 3), np.float32),
+        weight=np.array([x.weight for x in labels], np.float64),
+        cand_capacity=cat([c[0].ravel() for c in cand], (0,)),
+        cand_colocation=cat([c[1].ravel() for c in cand], (0,)),
+        cand_global=cat([c[2] for c in cand], (0, 3)),
+        cand_regret=cat([c[3] for c in cand], (0,)),
+    )
+
+
+def load_labels(path: str | Path) -> list[Label]:
+    """The labels :func:`save_labels` wrote to ``path``. Raises ValueError naming the file for an archive whose
+    arrays do not add up."""
+    with np.load(path, allow_pickle=False) as z:
+        a = {key: z[key] for key in z.files}
+    n, k = a["n_services"], a["n_candidates"]
+    if len(a["service"]) != n.sum() or len(a["cand_regret"]) != k.sum() or len(a["cand_capacity"]) != (n * k).sum():
+        raise ValueError(f"{path}: the label archive's arrays do not add up (a truncated or foreign file)")
+    out: list[Label] = []
+    so = ko = ckn = 0
+    for i in range(len(n)):
+        ni, ki = int(n[i]), int(k[i])
+        cands = None
+        if ki:
+            size = ki * ni
+            cands = (
+                a["cand_capacity"][ckn : ckn + size].reshape(ki, ni),
+                a["cand_colocation"][ckn : ckn + size].reshape(ki, ni),
+                a["cand_global"][ko : ko + ki],
+                a["cand_regret"][ko : ko + ki],
+            )
+            ckn += size
+            ko += ki
+        out.append(
+            Label(
+                a["service"][so : so + ni],
+                a["global_"][i],
+                a["capacity"][so : so + ni],
+                a["colocation"][so : so + ni],
+                a["global_target"][i],
+                float(a["weight"][i]),
+                cands,
+            )
+        )
+        so += ni
+    return out
 
 
 # ---- the loop ------------------------------------------------------------------------------------------------------
@@ -370,6 +597,11 @@ def train_dagger(
     rng = np.random.default_rng(cfg.seed)
     run = Path(run_dir) if run_dir is not None else ROOT / "runs" / f"dagger-s{cfg.seed}"
     run.mkdir(parents=True, exist_ok=True)
+    baseline = None
+    if constant is not None:
+        baseline = (float(constant["capacity_target"]), float(constant.get("move_budget_frac") or 0.0))
+        if baseline[0] not in cfg.capacity_targets:  # the baseline's cost, known at every state
+            cfg = replace(cfg, capacity_targets=tuple(sorted({*cfg.capacity_targets, baseline[0]})))
     t_start = time.perf_counter()
     cpu0 = time.process_time()
     # ---- build everything ----
@@ -395,7 +627,18 @@ def train_dagger(
                 _fit_normalization(net, new)  # the inputs' normalization, fixed from here on (served == trained)
             # ---- aggregate and fit ----
             data.extend(new)
-            loss = fit(net, data, cfg.epochs, cfg.lr)
+            loss = fit(
+                net,
+                data,
+                cfg.epochs,
+                cfg.lr,
+                loss=cfg.loss,
+                imitation_weight=cfg.imitation_weight,
+                temperature=cfg.kernel_temperature,
+                regret_clip=cfg.regret_clip,
+                baseline=baseline,
+                baseline_weight=cfg.baseline_weight,
+            )
             # ---- validate ----
             vals = pool.map(validate_episode, val_specs, net.actor_arrays(), net.normalization(), cfg, broot)
             task_cpu_s += sum(c for _o, c in vals)
@@ -427,13 +670,10 @@ def train_dagger(
         net.load_state_dict(best[1])
     # ---- export ----
     _write_csv(run / "progress.csv", rows)
-    np.savez_compressed(
-        run / "labels.npz",
-        weights=np.array([x.weight for x in data]),
-        capacity_mean=np.array([float(x.capacity.mean()) for x in data]),
-    )
+    save_labels(run / "labels.npz", data)
     _plot(rows, run / "learning_curve.png", None if constant is None else constant.get("objective"))
-    reach = global_reach(net, data)
+    reach = global_reach(net, data, cfg.fallback_quantile)
+    s_reach = service_reach(net, data, cfg.fallback_quantile)
     meta = {
         "algorithm": "DAgger from the lookahead oracle (policy.train.dagger): imitation of the oracle's best intent",
         "objective": asdict(cfg.objective),
@@ -446,8 +686,14 @@ def train_dagger(
         "train_cpu_minutes": rows[-1]["cpu_minutes"] if rows else 0.0,
         "best_validation_cost": None if best[1] is None else best[0],
         "torch_version": torch.__version__,
+        "loss": cfg.loss,
+        "baseline_weight": cfg.baseline_weight,
+        "oracle_capacity_targets": list(cfg.capacity_targets),
+        "synthetic_guaranteed_share": cfg.synthetic_guaranteed_share,
         "fallback": {
+            "quantile": cfg.fallback_quantile,
             "global_z_max": reach,
+            "service_z_max": s_reach,
             "capacity_target": None if constant is None else constant["capacity_target"],
             "move_budget_frac": None if constant is None else constant["move_budget_frac"],
         },
@@ -528,6 +774,7 @@ def run_cli(args: Any) -> int:
         ("minutes", "episode_minutes"),
         ("horizon", "horizon_min"),
         ("workers", "workers"),
+        ("loss", "loss"),
     ):
         v = getattr(args, opt, None)
         if v is not None:

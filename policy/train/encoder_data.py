@@ -116,13 +116,17 @@ def load_builtin_apps(exclude: Sequence[str] = (), only: Sequence[str] | None = 
     return out
 
 
-def synthetic_app(rng: np.random.Generator, n_services: int, name: str = "synthetic") -> AppSpec:
+def synthetic_app(
+    rng: np.random.Generator, n_services: int, name: str = "synthetic", guaranteed_share: float = 0.0
+) -> AppSpec:
     """A random microservice application of ``n_services`` (>= 2) services: 1–2 entry services, a layered
     call DAG where each service has a caller in an earlier layer (plus extra callers with probability 0.3:
     shared back ends), calls per request lognormal around 0.74 (0.02–8), 20% parallel calls, 3% self-calls;
     CPU per request lognormal around 0.3 ms (0.01–20 ms), own time lognormal with median around 1 ms
     (0.05–100 ms) and a mean 1.6x to 50x the median (heavy tails, as Online Boutique's frontend),
-    replicas 1–5, requests 50–1000 m, limits 1–4× the request on 60% of services."""
+    replicas 1–5, requests 50–1000 m, limits 1–4× the request on 60% of services; then, with ``guaranteed_share``
+    in [0, 1] > 0, each service with that probability runs Guaranteed pods instead (CPU and memory limits equal to
+    the requests; drawn after everything else, so the app is otherwise the one of ``guaranteed_share`` 0)."""
     n = max(2, int(n_services))
     names = [f"svc-{i:03d}" for i in range(n)]
     n_entry = 1 if n < 6 or rng.random() < 0.7 else 2
@@ -175,6 +179,12 @@ def synthetic_app(rng: np.random.Generator, n_services: int, name: str = "synthe
             )
         )
     entry = {names[i]: float(rng.uniform(0.3, 1.0)) for i in range(n_entry)}
+    if guaranteed_share > 0:
+        guaranteed = rng.random(len(workloads)) < guaranteed_share
+        workloads = [
+            replace(w, pod_limits=Resources(w.pod_requests.cpu_m, w.pod_requests.memory_bytes)) if g else w
+            for w, g in zip(workloads, guaranteed)
+        ]
     total = sum(entry.values())
     entry = {k: v / total for k, v in entry.items()}
     deployments = tuple(synthetic_deployment(w) for w in workloads)

@@ -65,13 +65,25 @@ def scenario_app_count(scenario: str) -> int:
 
 
 def training_app(name: str) -> AppSpec:
-    """A built-in training app, or ``synthetic:<services>:<seed>`` (cached). Raises ValueError for a held-out app."""
+    """A built-in training app, or ``synthetic:<services>:<seed>[:<guaranteed share>]`` (cached; the share of its
+    services that run Guaranteed pods, 0 when absent). Raises ValueError for a held-out app or a bad synthetic
+    name."""
     if name in HELD_OUT_APPS:
         raise ValueError(f"app: {name!r} is held out of training")
     if name not in _APPS:
         if name.startswith("synthetic:"):
-            _, n, seed = name.split(":")
-            _APPS[name] = synthetic_app(np.random.default_rng(int(seed)), int(n), name=f"synthetic-{n}-{seed}")
+            parts = name.split(":")
+            try:
+                n, seed = int(parts[1]), int(parts[2])
+                share = float(parts[3]) if len(parts) == 4 else 0.0
+                if len(parts) not in (3, 4) or not 0.0 <= share <= 1.0:
+                    raise ValueError
+            except (ValueError, IndexError):
+                raise ValueError(
+                    f"app: {name!r}: expected synthetic:<services>:<seed>[:<guaranteed share in [0, 1]>]"
+                ) from None
+            label = f"synthetic-{n}-{seed}" + (f"-g{share:g}" if share > 0 else "")
+            _APPS[name] = synthetic_app(np.random.default_rng(seed), n, name=label, guaranteed_share=share)
         else:
             _APPS[name] = load_app(name)
     return _APPS[name]

@@ -52,7 +52,9 @@ PERIOD_MIN = 5
 @dataclass(frozen=True)
 class EpisodeDistribution:
     """Where the high level's episodes come from: ``apps`` (training apps) plus a ``synthetic_share`` of synthetic
-    apps of ``synthetic_services`` services; ``episode_minutes`` each; a ``scenario_share`` of them in one of
+    apps of ``synthetic_services`` services, of which a ``synthetic_guaranteed_share`` of the services (each with that
+    probability) run Guaranteed pods (CPU limit = request, as the DeathStarBench manifests and many charts do);
+    ``episode_minutes`` each; a ``scenario_share`` of them in one of
     ``scenarios`` (the benchmark's scenario families with training apps and training load segments), the rest in the
     classic setting: peak load ``peak_range`` × the app's capacity at its manifests; ``background_range``: background
     tenants' CPU request share of every node; ``nodes_frac_range``: the share of the app's bench cluster it runs on
@@ -61,6 +63,7 @@ class EpisodeDistribution:
 
     apps: tuple[str, ...] = TRAIN_APPS
     synthetic_share: float = 0.2
+    synthetic_guaranteed_share: float = 0.0
     scenario_share: float = 0.5
     scenarios: tuple[str, ...] = TRAINING_FAMILIES
     synthetic_services: tuple[int, int] = (6, 24)
@@ -77,7 +80,7 @@ class EpisodeDistribution:
         bad = [a for a in self.apps if a in HELD_OUT_APPS]
         if bad:
             raise ValueError(f"apps: {', '.join(bad)} is held out of training (evaluation only)")
-        for f in ("synthetic_share", "scenario_share"):
+        for f in ("synthetic_share", "synthetic_guaranteed_share", "scenario_share"):
             if not 0.0 <= getattr(self, f) <= 1.0:
                 raise ValueError(f"{f}: expected a number in [0, 1], got {getattr(self, f)!r}")
         for f in ("peak_range", "background_range", "cpu_price_range", "synthetic_services", "nodes_frac_range"):
@@ -118,7 +121,9 @@ class EpisodeSpec:
 def _draw_app(cfg: EpisodeDistribution, rng: np.random.Generator) -> str:
     if rng.random() < cfg.synthetic_share:
         lo, hi = cfg.synthetic_services
-        return f"synthetic:{int(rng.integers(lo, hi + 1))}:{int(rng.integers(1_000_000))}"
+        name = f"synthetic:{int(rng.integers(lo, hi + 1))}:{int(rng.integers(1_000_000))}"
+        g = cfg.synthetic_guaranteed_share
+        return f"{name}:{g:g}" if g > 0 else name
     return str(rng.choice(cfg.apps))
 
 

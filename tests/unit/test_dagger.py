@@ -17,7 +17,17 @@ from policy.highlevel import (  # noqa: E402
     LearnedIntent,
     intent_from_outputs,
 )
-from policy.train.dagger import DaggerConfig, Label, fit, global_reach, label_episode  # noqa: E402
+from policy.train.dagger import (  # noqa: E402
+    LOSSES,
+    DaggerConfig,
+    Label,
+    fit,
+    global_reach,
+    label_episode,
+    load_labels,
+    save_labels,
+    service_reach,
+)
 from policy.train.intent_episodes import sample_episode_specs  # noqa: E402
 from policy.train.intent_net import IntentNet, export_intent  # noqa: E402
 
@@ -107,3 +117,109 @@ def test_a_labelled_episode_has_one_label_per_period_with_the_learners_observati
         assert ep.learned_best > 0 or all(np.isclose(c, 0.6) or np.isclose(c, 0.8) for c in x.capacity)
         assert x.weight >= 0
     assert np.isfinite(ep.objective) and ep.cpu_s > 0
+    for x in ep.labels:  # every candidate the oracle rolled out, with its regret against the best
+        c_cap, c_col, c_glob, regret = x.candidates
+        k = len(regret)
+        assert k >= 2 and c_cap.shape == (k, len(x.service)) and c_col.shape == c_cap.shape and c_glob.shape == (k, 3)
+        assert regret.min() == 0.0 and (regret >= 0).all()
+        best = int(np.argmin(regret))
+        assert np.allclose(c_cap[best], x.capacity)
+
+
+def ambiguous(n: int, rng: np.random.Generator) -> list[Label]:
+    """States that do not tell the lean intent (0.9) from the safe one (0.5): in half of them the lean one is best
+    and the safe one costs 1 more; in the other half the safe one is best and the lean one costs 10 more (the same
+    observation in every one)."""
+    out = []
+    k = 3
+    g = rng.normal(size=Fg).astype(np.float32)
+    rows = rng.normal(size=(k, Fs)).astype(np.float32)
+    for i in range(n):
+        lean_best = i % 2 == 0
+        best = 0.9 if lean_best else 0.5
+        cands = (
+            np.array([[0.5] * k, [0.9] * k], np.float32),
+            np.ones((2, k), np.float32),
+            np.array([[1.0, 1.0, 0.0]] * 2, np.float32),
+            np.array([1.0, 0.0] if lean_best else [0.0, 10.0], np.float32),
+        )
+        out.append(
+            Label(
+                rows,
+                g,
+                np.full(k, best, np.float32),
+                np.ones(k, np.float32),
+                np.array([1.0, 1.0, 0.0], np.float32),
+                1.0,  # equal stakes: the imitation fit weighs them alike
+                cands,
+            )
+        )
+    return out
+
+
+def test_the_cost_fit_takes_the_candidate_whose_mistakes_cost_least_where_imitation_averages():
+    rng = np.random.default_rng(4)
+    data = ambiguous(80, rng)
+    caps = {}
+    for loss in LOSSES:
+        torch.manual_seed(0)
+        net = IntentNet(Fs, Fg, hidden=16)
+        fit(net, data, epochs=300, lr=1e-2, loss=loss, imitation_weight=0.0 if loss == "cost" else 0.1)
+        caps[loss] = float(np.mean([served_capacity(net, x) for x in data]))
+    assert 0.6 < caps["imitation"] < 0.8  # the mean of the best candidates: neither
+    assert caps["cost"] < 0.56  # the safe intent: its mistakes cost 1, the lean one's 10
+
+
+def test_the_fit_refuses_an_unknown_loss():
+    with pytest.raises(ValueError, match="loss: expected one of cost, imitation, got 'ranking'"):
+        fit(IntentNet(Fs, Fg, hidden=4), ambiguous(2, np.random.default_rng(0)), 1, 1e-3, loss="ranking")
+    with pytest.raises(ValueError, match="loss: expected one of"):
+        DaggerConfig(loss="ranking")
+    with pytest.raises(ValueError, match="fallback_quantile: expected a number in \\(0, 1\\], got 0"):
+        DaggerConfig(fallback_quantile=0)
+
+
+def test_the_label_archive_gives_back_every_label_and_its_candidates(tmp_path):
+    rng = np.random.default_rng(5)
+    data = ambiguous(5, rng) + labels(3, rng)  # with and without candidates
+    save_labels(tmp_path / "labels.npz", data)
+    back = load_labels(tmp_path / "labels.npz")
+    assert len(back) == len(data)
+    for a, b in zip(data, back):
+        for f in ("service", "global_", "capacity", "colocation", "global_target"):
+            assert np.array_equal(getattr(a, f), getattr(b, f))
+        assert a.weight == b.weight
+        assert (a.candidates is None) == (b.candidates is None)
+        if a.candidates is not None:
+            assert all(np.array_equal(x, y) for x, y in zip(a.candidates, b.candidates))
+    z = dict(np.load(tmp_path / "labels.npz"))
+    z["cand_regret"] = z["cand_regret"][:-1]
+    np.savez(tmp_path / "bad.npz", **z)
+    with pytest.raises(ValueError, match="bad.npz: the label archive's arrays do not add up"):
+        load_labels(tmp_path / "bad.npz")
+
+
+def test_a_service_whose_row_lies_outside_the_training_states_gets_the_constant_alone():
+    rng = np.random.default_rng(6)
+    train = labels(50, rng)
+    net = IntentNet(Fs, Fg, hidden=8)
+    s = np.concatenate([x.service for x in train])
+    g = np.stack([x.global_ for x in train])
+    net.set_normalization(s.mean(0), s.std(0) + 1e-3, g.mean(0), g.std(0) + 1e-3)
+    s_reach, g_reach = service_reach(net, train, 0.99), global_reach(net, train, 0.99)
+    assert s_reach <= service_reach(net, train) and g_reach <= global_reach(net, train)
+    meta = {"fallback": {"global_z_max": 1e9, "service_z_max": s_reach, "capacity_target": 0.65}}
+    actor = IntentActor(export_intent(net, None, flat=True, policy_version="t", metadata=meta))
+    policy = LearnedIntent.__new__(LearnedIntent)
+    policy.actor, policy.fallbacks, policy.service_fallbacks = actor, 0, 0
+    rows = np.stack([s.mean(0), s.mean(0) + 10 * s_reach * s.std(0)]).astype(np.float32)
+    obs = IntentObservation(("a/x", "a/y"), ("x", "y"), rows, g.mean(0).astype(np.float32))
+    served = intent_from_outputs(obs.services, *actor(obs.service, obs.global_))
+    out = policy.service_fallback(obs, served)
+    assert out.capacity_target["y"] == 0.65 and out.colocation_priority["y"] == 1.0
+    assert out.capacity_target["x"] == served.capacity_target["x"]  # in the training states: the network's own
+    assert out.values == served.values and policy.service_fallbacks == 1
+    assert policy.fallback_intent(obs) is None  # the global row is inside: no whole-intent fallback
+    old = {"fallback": {"global_z_max": 1e9, "capacity_target": 0.65}}  # a bundle without the per-service threshold
+    policy.actor = IntentActor(export_intent(net, None, flat=True, policy_version="t", metadata=old))
+    assert policy.service_fallback(obs, served) is served

@@ -196,7 +196,13 @@ def test_the_no_shield_and_no_resize_ablations_switch_off_one_part_and_every_run
                      scheduler_name=built.scheduler_name)  # fmt: skip
     sim.run()
     counts = built.counters()
-    guardrails = {"guardrail_saturation_shield", "guardrail_stabilization", "extender_failed_open", "intent_fallbacks"}
+    guardrails = {
+        "guardrail_saturation_shield",
+        "guardrail_stabilization",
+        "extender_failed_open",
+        "intent_fallbacks",
+        "intent_service_fallbacks",
+    }
     assert guardrails | set(hs.MOVE_COUNTERS) <= set(counts)  # every run reports its moves, with their reasons
     assert all(k in guardrails or k.startswith(("moves_", "actions_")) for k in counts)
     assert counts["guardrail_saturation_shield"] == 0  # the shield never fires when it is off

@@ -18,6 +18,25 @@ def test_a_synthetic_training_app_runs_as_manifests_in_the_simulator():
     assert res.metrics["failed_pct"] < 100.0
 
 
+def test_a_synthetic_apps_guaranteed_share_sets_limits_to_requests_and_changes_nothing_else():
+    plain, none, every = (
+        training_app("synthetic:12:7"),
+        training_app("synthetic:12:7:0"),
+        training_app("synthetic:12:7:1"),
+    )
+    assert none.workloads == plain.workloads  # share 0: the app of the two-part name, draw for draw
+    for p, g in zip(plain.workloads, every.workloads):
+        assert g.pod_requests == p.pod_requests and g.replicas == p.replicas
+        assert (g.pod_limits.cpu_m, g.pod_limits.memory_bytes) == (p.pod_requests.cpu_m, p.pod_requests.memory_bytes)
+    assert plain.graph.edges == every.graph.edges and plain.params == every.params
+    some = training_app("synthetic:40:7:0.3")
+    guaranteed = sum(w.pod_limits.cpu_m == w.pod_requests.cpu_m for w in some.workloads)
+    assert 3 <= guaranteed <= 25  # about 30 % of 40
+    for bad in ("synthetic:12", "synthetic:12:x", "synthetic:12:7:1.5", "synthetic:12:7:0.1:9"):
+        with pytest.raises(ValueError, match="expected synthetic:<services>:<seed>"):
+            training_app(bad)
+
+
 @pytest.mark.parametrize("app", HELD_OUT_APPS)
 def test_a_held_out_app_never_enters_training(app):
     with pytest.raises(ValueError, match="held out"):
