@@ -216,7 +216,8 @@ TENSORBOARD_ARG = arg(
         arg(
             "--stages",
             default=None,
-            help="comma-separated subset of: encoder,drpc,placement,hierarchy (order is fixed)",
+            help="comma-separated subset of: encoder,drpc,placement,constant,dagger (order is fixed; with "
+            "--fine-tune: of drpc,placement,constant,dagger, the default)",
         ),
         arg(
             "--report",
@@ -226,6 +227,17 @@ TENSORBOARD_ARG = arg(
         ),
         APP_ARG,
         SCENARIO_ARG,
+        arg(
+            "--fine-tune",
+            nargs="?",
+            const="",
+            default=None,
+            metavar="ROOT",
+            help="with --app: start every stage from the trained bundles under ROOT (default: the committed "
+            "policy/bundles) instead of a fresh start, their input normalization kept, with a smaller budget; "
+            "the encoder is copied, not trained; a bundle the stage could not start from is refused before "
+            "anything trains (docs/bring-your-own-app.md)",
+        ),
         TENSORBOARD_ARG,
     ],
 )

@@ -30,10 +30,21 @@ from policy.sim.oracle import load_tuned_constant
 from policy.sim.stacks import StackContext, build_stack
 
 from .episodes import TrainingTarget
+from .finetune import FineTune
 from .intent_episodes import EpisodeDistribution, EpisodeSpec, episode_pieces, sample_episode_specs
 from .ray_pool import TaskPool
 
-__all__ = ["ConstantSearchConfig", "constant_cost", "tune_constant", "load_constant", "run_cli", "DEFAULT_CONSTANT"]
+__all__ = [
+    "ConstantSearchConfig",
+    "constant_cost",
+    "tune_constant",
+    "load_constant",
+    "FINE_TUNE",
+    "check_fine_tune",
+    "train_stage",
+    "run_cli",
+    "DEFAULT_CONSTANT",
+]
 
 
 #: The committed result of the search for hrl-scheduler.
@@ -89,9 +100,11 @@ def tune_constant(
     ray_address: str | None = None,
     bundles_root: str | Path | None = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run the grid search (module docstring); write the result to ``out`` (a ``constant.json`` path; None: do not
-    write). ``bundles_root``: the low level to search over (:func:`constant_cost`). Returns the result."""
+    write). ``bundles_root``: the low level to search over (:func:`constant_cost`); ``extra``: more keys of the
+    result (a fine-tune's ``fine_tuned_from``). Returns the result."""
     t0 = time.perf_counter()
     specs: Sequence[EpisodeSpec] = sample_episode_specs(
         cfg, np.random.default_rng(20_000 + cfg.seed), cfg.episodes, seed0=8_000_000
@@ -109,7 +122,13 @@ def tune_constant(
         for i, (c, b) in enumerate(points)
     ]
     best = min(grid, key=lambda g: (g["objective"], -g["capacity_target"]))
-    result = {**best, "episodes": len(specs), "grid": grid, "train_s": round(time.perf_counter() - t0, 1)}
+    result = {
+        **best,
+        "episodes": len(specs),
+        "grid": grid,
+        "train_s": round(time.perf_counter() - t0, 1),
+        **(extra or {}),
+    }
     log(
         f"constant intent: capacity target {best['capacity_target']:g}, move budget {best['move_budget_frac']:g}: "
         f"{best['objective']:.3f}/min over {len(specs)} training episodes"
@@ -126,6 +145,27 @@ def load_constant(path: str | Path = DEFAULT_CONSTANT) -> dict[str, Any] | None:
     return load_tuned_constant(path)
 
 
+#: The budget of a fine-tune (``train --all --fine-tune``; :mod:`policy.train.finetune`): a third of the episodes.
+FINE_TUNE: dict[str, Any] = {"episodes": 4}
+
+_CONSTANT = "hrl-scheduler/high/constant.json"
+
+
+def _source_constant(fine_tune: FineTune) -> dict[str, Any] | None:
+    """The source's ``constant.json`` (None when it has none). Raises ValueError naming ``--fine-tune`` and the file
+    for a malformed one."""
+    try:
+        return load_constant(fine_tune.path(_CONSTANT))
+    except ValueError as exc:
+        raise ValueError(f"--fine-tune: {exc}") from None
+
+
+def check_fine_tune(fine_tune: FineTune, root: str | Path) -> None:
+    """Refuse (ValueError, one line) a source whose ``constant.json`` is malformed; one without it is searched from
+    the default grid."""
+    _source_constant(fine_tune)
+
+
 def train_stage(
     root: str | Path,
     *,
@@ -134,15 +174,37 @@ def train_stage(
     log: Callable[[str], None] = print,
     target: TrainingTarget | None = None,
     tensorboard: str | Path | None = None,
+    fine_tune: FineTune | None = None,
 ) -> list[str]:
     """The ``constant`` stage of ``make train``: the search over the staged ``root``'s bundles, written to
     ``<root>/hrl-scheduler/high/constant.json``, on the episodes of ``target`` when given
     (:meth:`TrainingTarget.distribution`). ``tensorboard`` is accepted and unused: a grid search has no learning
-    curve (its grid is in constant.json). Returns the directory written."""
-    over = dict(QUICK if quick else {}, **(target.distribution() if target is not None else {}))
+    curve (its grid is in constant.json). ``fine_tune``: the search has no weights to start from; it runs with the
+    :data:`FINE_TUNE` budget, its grid includes the source's capacity target and move budget, and the result
+    records them under ``fine_tuned_from``. Returns the directory written."""
+    budget = QUICK if quick else (FINE_TUNE if fine_tune is not None else {})
+    over: dict[str, Any] = dict(budget, **(target.distribution() if target is not None else {}))
+    extra = None
+    source = _source_constant(fine_tune) if fine_tune is not None else None
+    if fine_tune is not None and source is not None:
+        base = ConstantSearchConfig()
+        over["capacity_targets"] = tuple(
+            sorted({*over.get("capacity_targets", base.capacity_targets), float(source["capacity_target"])})
+        )
+        over["move_budgets"] = tuple(
+            sorted({*over.get("move_budgets", base.move_budgets), float(source["move_budget_frac"])})
+        )
+        extra = {
+            "fine_tuned_from": {
+                "capacity_target": source["capacity_target"],
+                "move_budget_frac": source["move_budget_frac"],
+                "bundle": _CONSTANT,
+                "root": str(fine_tune.source),
+            }
+        }
     cfg = ConstantSearchConfig(seed=seed, **over)
     out = Path(root) / "hrl-scheduler" / "high"
-    tune_constant(cfg, out / "constant.json", bundles_root=root, log=log)
+    tune_constant(cfg, out / "constant.json", bundles_root=root, log=log, extra=extra)
     return [str(out)]
 
 

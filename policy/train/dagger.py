@@ -49,8 +49,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from policy.bundle import DEFAULT_BUNDLES, content_version
+from policy.bundle import DEFAULT_BUNDLES, PolicyBundle, content_version
+from policy.encoder import GraphEncoder
 from policy.highlevel import (
+    INTENT_ARCH,
     INTENT_GLOBAL_SPEC,
     INTENT_SERVICE_SPEC,
     INTENT_SERVICE_SPEC_FLAT,
@@ -65,6 +67,7 @@ from policy.sim.oracle import ImposedIntent, LookaheadConfig, LookaheadOracle, O
 from .constant import load_constant
 from .drpc import json_ready
 from .episodes import TrainingTarget
+from .finetune import FineTune
 from .intent_episodes import (
     PREDICTOR_BUNDLE,
     EpisodeDistribution,
@@ -92,6 +95,9 @@ __all__ = [
     "save_labels",
     "load_labels",
     "train_dagger",
+    "FINE_TUNE",
+    "fine_tune_sources",
+    "check_fine_tune",
     "train_stage",
     "run_cli",
 ]
@@ -586,11 +592,16 @@ def train_dagger(
     bundles_root: str | Path | None = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
     tensorboard: str | Path | None = None,
+    init: PolicyBundle | None = None,
+    fine_tuned_from: dict[str, Any] | None = None,
 ) -> tuple[IntentNet, dict[str, Any]]:
     """Train the high level by DAgger (module docstring); export the best validated iterate to ``out`` (None: no
     export). ``constant``: the tuned constant intent (``{"capacity_target", "move_budget_frac", "objective"}``,
     :mod:`policy.train.constant`) recorded in the bundle as the fallback; ``tensorboard``: ``progress.csv``'s rows
-    as TensorBoard scalars ``dagger/<column>`` under that directory (:mod:`policy.train.tensorboard`). Returns
+    as TensorBoard scalars ``dagger/<column>`` under that directory (:mod:`policy.train.tensorboard`). ``init``: an
+    ``intent-actor-v1`` bundle to start from (a fine-tune, :mod:`policy.train.finetune`): its actor and its input
+    normalization, which stays fixed, and its fallback reach as a floor of the new one; ``fine_tuned_from`` goes into
+    the metadata and the version gets ``-ft``. Raises ValueError when ``init``'s arrays differ in shape. Returns
     (network, report)."""
     torch.set_num_threads(1)
     torch.manual_seed(cfg.seed)
@@ -607,6 +618,8 @@ def train_dagger(
     # ---- build everything ----
     Fs = len(INTENT_SERVICE_SPEC_FLAT if cfg.flat else INTENT_SERVICE_SPEC)
     net = IntentNet(Fs, len(INTENT_GLOBAL_SPEC), cfg.hidden)
+    if init is not None:  # a fine-tune: the trained actor and its (fixed) input normalization
+        net.load_actor(init)
     board = open_board(tensorboard, asdict(cfg))
     pool = TaskPool(cfg.workers, ray_address)
     broot = None if bundles_root is None else str(bundles_root)
@@ -623,7 +636,7 @@ def train_dagger(
             eps = pool.map(label_episode, specs, net.actor_arrays(), net.normalization(), beta, cfg, broot)
             task_cpu_s += sum(e.cpu_s for e in eps)
             new = [x for e in eps for x in e.labels]
-            if it == 1:
+            if it == 1 and init is None:
                 _fit_normalization(net, new)  # the inputs' normalization, fixed from here on (served == trained)
             # ---- aggregate and fit ----
             data.extend(new)
@@ -674,6 +687,10 @@ def train_dagger(
     _plot(rows, run / "learning_curve.png", None if constant is None else constant.get("objective"))
     reach = global_reach(net, data, cfg.fallback_quantile)
     s_reach = service_reach(net, data, cfg.fallback_quantile)
+    if init is not None:  # the fine-tuned network was fit on the source's states too
+        old = init.metadata.get("fallback") or {}
+        reach = max(reach, float(old.get("global_z_max") or 0.0))
+        s_reach = max(s_reach, float(old.get("service_z_max") or 0.0))
     meta = {
         "algorithm": "DAgger from the lookahead oracle (policy.train.dagger): imitation of the oracle's best intent",
         "objective": asdict(cfg.objective),
@@ -698,7 +715,12 @@ def train_dagger(
             "move_budget_frac": None if constant is None else constant["move_budget_frac"],
         },
     }
+    if not cfg.flat:  # the service rows' embeddings (intent_episodes.episode_setting reads the committed encoder)
+        meta["encoder_version"] = GraphEncoder.load().version
+    if fine_tuned_from:
+        meta["fine_tuned_from"] = dict(fine_tuned_from)
     base = f"intent-dagger{'-flat' if cfg.flat else ''}-{time.strftime('%Y%m%d')}-s{cfg.seed}"
+    base += "-ft" if fine_tuned_from else ""
     version = content_version(base, net.actor_arrays(), quick=cfg.quick)
     report = {"policy_version": version, "rows": rows, "run_dir": str(run), "config": json_ready(asdict(cfg))}
     if out is not None:
@@ -716,6 +738,57 @@ def train_dagger(
     return net, report
 
 
+#: The budget of a fine-tune (``train --all --fine-tune``; :mod:`policy.train.finetune`): fewer iterations,
+#: episodes and fit steps than :class:`DaggerConfig`'s defaults.
+FINE_TUNE: dict[str, Any] = {"iterations": 2, "episodes_per_iteration": 4, "epochs": 100, "eval_episodes": 4}
+
+#: The high levels the ``dagger`` stage trains: stack → flat (no graph embeddings).
+STACKS = (("hrl-scheduler", False), ("hrl-no-encoder", True))
+
+
+def fine_tune_sources(fine_tune: FineTune, root: str | Path | None = None) -> dict[str, PolicyBundle]:
+    """The source ``<stack>/high/intent`` bundle of every :data:`STACKS` entry, checked against what the stage builds:
+    level, the service and global feature specifications, ``intent-actor-v1``, the hidden width and, where the
+    source records it, the encoder version of the service rows (the committed encoder's). ``root`` is unused (the
+    stage reads the committed encoder). Raises ValueError naming the bundle and the field."""
+    out = {}
+    encoder_version = None
+    for stack, flat in STACKS:
+        rel = f"{stack}/high/intent"
+        expect: dict[str, Any] = {"dims.hidden": DaggerConfig().hidden}
+        meta = _source_metadata(fine_tune.path(rel))
+        if not flat and "encoder_version" in meta:
+            encoder_version = encoder_version or GraphEncoder.load().version
+            expect["metadata.encoder_version"] = encoder_version
+        out[stack] = fine_tune.load(
+            rel,
+            stage="dagger",
+            level="high",
+            feature_spec={
+                "service": INTENT_SERVICE_SPEC_FLAT if flat else INTENT_SERVICE_SPEC,
+                "global": INTENT_GLOBAL_SPEC,
+            },
+            architecture_type=INTENT_ARCH,
+            expect=expect,
+        )
+    return out
+
+
+def _source_metadata(d: Path) -> dict[str, Any]:
+    """The ``metadata`` of the manifest in ``d`` ({} when it cannot be read: :meth:`FineTune.load` reports that)."""
+    try:
+        m = json.loads((d / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    meta = m.get("metadata") if isinstance(m, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def check_fine_tune(fine_tune: FineTune, root: str | Path) -> None:
+    """Refuse (ValueError, one line) a source the ``dagger`` stage could not start from (:func:`fine_tune_sources`)."""
+    fine_tune_sources(fine_tune, root)
+
+
 def train_stage(
     root: str | Path,
     *,
@@ -724,21 +797,36 @@ def train_stage(
     log: Callable[[str], None] = print,
     target: TrainingTarget | None = None,
     tensorboard: str | Path | None = None,
+    fine_tune: FineTune | None = None,
 ) -> list[str]:
     """The ``dagger`` stage of ``make train`` (:mod:`policy.train.pipeline`): the high level of ``hrl-scheduler``
     (with embeddings) and of ``hrl-no-encoder`` (flat rows), over the staged ``root``'s low levels and with the
     constant the ``constant`` stage wrote there as their fallback, written to ``<root>/<stack>/high/{intent,
     predictor}``; on the episodes of ``target`` when given (:meth:`TrainingTarget.distribution`); ``tensorboard``:
-    event files under ``<tensorboard>/dagger-<stack>``. Returns the directories."""
+    event files under ``<tensorboard>/dagger-<stack>``; ``fine_tune``: each starts from its intent bundle under that
+    root (:func:`fine_tune_sources`, checked before any training) with the :data:`FINE_TUNE` budget (with ``quick``:
+    the quick one). Returns the directories."""
     out = []
+    sources = fine_tune_sources(fine_tune, root) if fine_tune is not None else {}
     constant = load_constant(Path(root) / "hrl-scheduler" / "high" / "constant.json")
-    over = dict(QUICK if quick else {}, **(target.distribution() if target is not None else {}))
-    for stack, flat in (("hrl-scheduler", False), ("hrl-no-encoder", True)):
+    budget = QUICK if quick else (FINE_TUNE if fine_tune is not None else {})
+    over = dict(budget, **(target.distribution() if target is not None else {}))
+    for stack, flat in STACKS:
         cfg = DaggerConfig(seed=seed, flat=flat, **over)
         run_dir = ROOT / ("out/train" if quick else "runs") / f"dagger-{stack}"
         board = None if tensorboard is None else Path(tensorboard) / f"dagger-{stack}"
         train_dagger(
-            cfg, Path(root) / stack / "high", run_dir, constant=constant, bundles_root=root, log=log, tensorboard=board
+            cfg,
+            Path(root) / stack / "high",
+            run_dir,
+            constant=constant,
+            bundles_root=root,
+            log=log,
+            tensorboard=board,
+            init=sources.get(stack),
+            fine_tuned_from=(
+                fine_tune.provenance(f"{stack}/high/intent", sources[stack]) if fine_tune is not None else None
+            ),
         )
         out.append(str(Path(root) / stack / "high"))
     return out

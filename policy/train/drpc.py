@@ -84,6 +84,7 @@ from policy.sim.stacks import autoscaled_workloads, terms_lookup
 from policy.sim.traces import scale_to_peak
 
 from .episodes import TrainingTarget
+from .finetune import FineTune
 from .forecast_data import dataset, heldout_sets, training_series
 from .pipeline import check_replaceable, install_dirs
 from .td3 import TD3, Actor, ReplayBuffer, ReplayBufferSamples, TD3Config, WorkloadPredictor, imitation_loss
@@ -99,6 +100,11 @@ __all__ = [
     "export_predictor",
     "train_drpc",
     "export_student",
+    "FINE_TUNE",
+    "SOURCE_DIRS",
+    "fine_tune_sources",
+    "check_fine_tune",
+    "train_stage",
     "run_cli",
 ]
 
@@ -544,13 +550,14 @@ def export_student(
 ) -> PolicyBundle:
     """Write student ``name``'s bundle (``level: high``, ``drpc-student-v1``, feature spec ``local`` = its
     layout's spec) to directory ``path``; ``policy_version`` ``drpc-student-<name>-<date>-s<seed>[-quick]-<hash8>``
-    (:func:`policy.bundle.content_version`)."""
+    (:func:`policy.bundle.content_version`; ``-ft`` before the digest when ``metadata`` has ``fine_tuned_from``)."""
     weights = {k: v.detach().cpu().numpy().astype(np.float32) for k, v in actor.state_dict().items()}
     spec, distilled = STUDENT_KINDS[name]
     fs = SPECS[spec]
+    ft = "-ft" if "fine_tuned_from" in metadata else ""
     b = PolicyBundle(
         level="high",
-        policy_version=content_version(f"drpc-student-{name}-{_today()}-s{cfg.seed}", weights, quick=cfg.quick),
+        policy_version=content_version(f"drpc-student-{name}-{_today()}-s{cfg.seed}{ft}", weights, quick=cfg.quick),
         feature_spec={"local": fs},
         dims={"hidden": cfg.td3.hidden, "layers": 2, "obs": len(fs), "action": 1},
         architecture={"type": STUDENT_ARCH, "activation": "relu", "output": "tanh"},
@@ -744,6 +751,33 @@ class _Agents:
         }
 
 
+def teacher_from_student(weights: dict[str, np.ndarray], teacher_obs_dim: int) -> dict[str, np.ndarray]:
+    """A teacher actor's arrays that act as the student of ``weights`` (a ``drpc-student-v1`` bundle's, first layer
+    ``net.0.weight`` (hidden, d)): the first layer widened to (hidden, ``teacher_obs_dim``) with zeros beyond the
+    first d columns (the teacher input starts with the local row, :func:`teacher_input`), the other arrays as they
+    are. Raises ValueError when the student has more inputs than the teacher."""
+    out = {k: np.asarray(v, np.float32).copy() for k, v in weights.items()}
+    w0 = out["net.0.weight"]
+    if w0.shape[1] > teacher_obs_dim:
+        raise ValueError(f"teacher_from_student: the student has {w0.shape[1]} inputs, the teacher {teacher_obs_dim}")
+    wide = np.zeros((w0.shape[0], teacher_obs_dim), np.float32)
+    wide[:, : w0.shape[1]] = w0
+    out["net.0.weight"] = wide
+    return out
+
+
+def _start_from(agents: _Agents, bundles: dict[str, PolicyBundle], F: int, FT: int) -> None:
+    """A fine-tune's start: each student's actor from its bundle; the teacher from the widest student bundle (a
+    distilled one first), through :func:`teacher_from_student`."""
+    for name, b in bundles.items():
+        try:
+            agents.students[name].load_actor(dict(b.weights))
+        except ValueError as exc:
+            raise ValueError(f"{b.where}: {exc}") from None
+    widest = max(bundles, key=lambda n: (agents.dims[n], STUDENT_KINDS[n][1]))
+    agents.teacher.load_actor(teacher_from_student(dict(bundles[widest].weights), FT))
+
+
 def _store(buf: ReplayBuffer, t: Transition) -> None:
     """One buffer row per deployment (never ``done``: episodes end by a time limit, not a terminal state)."""
     for local, aug, a, r, next_local, next_aug in zip(*t):
@@ -867,12 +901,17 @@ def _write_run(
     report: dict[str, Any],
     summary: dict[str, Any],
     plots: bool,
+    student_meta: dict[str, dict[str, Any]] | None = None,
 ) -> None:
-    """Export each student to ``<staged>/student`` (bundle metadata ``meta``), then write ``checkpoint.pt``,
-    ``progress.csv``, ``validation.csv``, ``learning_curves.png`` (``plots``) and ``report.json`` under ``out``;
-    ``report`` gets the validation rows, ``summary``, the students' versions and the directories."""
+    """Export each student to ``<staged>/student`` (bundle metadata ``meta``, plus ``student_meta[name]``), then
+    write ``checkpoint.pt``, ``progress.csv``, ``validation.csv``, ``learning_curves.png`` (``plots``) and
+    ``report.json`` under ``out``; ``report`` gets the validation rows, ``summary``, the students' versions and the
+    directories."""
+    extra = student_meta or {}
     versions = {
-        sname: export_student(student.actor, sname, cfg, staged[sname] / "student", meta).policy_version
+        sname: export_student(
+            student.actor, sname, cfg, staged[sname] / "student", {**meta, **extra.get(sname, {})}
+        ).policy_version
         for sname, student in agents.students.items()
     }
     torch.save(agents.checkpoint(), out / "checkpoint.pt")
@@ -901,6 +940,8 @@ def train_drpc(
     plots: bool = True,
     encoder: Any = None,
     tensorboard: str | Path | None = None,
+    init_students: dict[str, PolicyBundle] | None = None,
+    fine_tuned_from: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Train the predictor (unless given), then the teacher and the students, and export each student to
     ``bundle_dirs[spec]/student`` with the predictor in ``bundle_dirs[spec]/predictor`` (defaults
@@ -912,6 +953,13 @@ def train_drpc(
     ``drpc_validation/<policy>/<column>`` at its simulated minute (when training ends), under that directory.
     ``encoder``: the graph encoder of the ``hrl`` layouts (a :class:`policy.encoder.mpnn.GraphEncoder` or a bundle
     directory; default the committed one).
+
+    ``init_students``: student name → a ``drpc-student-v1`` bundle to start from (a fine-tune,
+    :mod:`policy.train.finetune`; give the source's ``predictor`` too, its forecasts are inputs): the student's actor
+    and its target start as the bundle's; the teacher starts as the widest of them (the distilled one first), with
+    zero weights on its extra columns, so it acts as that student at first (:func:`teacher_from_student`); the critics
+    start fresh (``cfg.td3.critic_warmup``: critic-only updates first). ``fine_tuned_from``: name → what goes into
+    that student's ``metadata.fine_tuned_from`` (and ``-ft`` into its version).
 
     Everything that can be checked is checked before any training (apps, the predictor and encoder bundles, the
     bundle directories), and the bundles are built under ``<out_dir>/staged-bundles``; only at the end of a
@@ -951,6 +999,8 @@ def train_drpc(
     F = len(SPECS[cfg.feature_layout])
     FT = F + 2 * len(DRPC_SPEC) + len(GLOBAL_EXTRA)
     agents = _Agents(cfg, F, FT)
+    if init_students:
+        _start_from(agents, init_students, F, FT)
     buf = ReplayBuffer(F, 1, cfg.td3.buffer_size, teacher_obs_dim=FT)
     validation = _Validation(cfg, forecaster, encoder)
     bar = _progress_bar(progress, cfg.total_minutes, "drpc", "min")
@@ -1044,6 +1094,7 @@ def train_drpc(
         report,
         {"episodes": episode, "simulated_minutes": minutes_done, "train_wall_s": train_s},
         plots,
+        {k: {"fine_tuned_from": dict(v)} for k, v in (fine_tuned_from or {}).items()},
     )
     install_dirs({staged[k]: dirs[k] for k in cfg.students})  # only now, each student with its predictor
     shutil.rmtree(staging, ignore_errors=True)
@@ -1124,8 +1175,25 @@ def _plot(rows: Sequence[dict[str, Any]], path: Path, eval_rows: Sequence[dict[s
     return path
 
 
+#: The budget of a fine-tune (``train --all --fine-tune``; :mod:`policy.train.finetune`): a fifth of the simulated
+#: minutes, updates from 1,000 transitions on, the first 2,000 updates of every critic alone (fresh critics under
+#: trained actors). With ``--quick``: the quick budget, 50 critic-only updates.
+FINE_TUNE: dict[str, Any] = {
+    "total_minutes": 6_000,
+    "eval_every": 2_000,
+    "learning_starts": 1_000,
+    "critic_warmup": 2_000,
+}
+
+
 def _config_for(
-    students: Sequence[str], seed: int, quick: bool, minutes: int | None, apps: Sequence[str] | None
+    students: Sequence[str],
+    seed: int,
+    quick: bool,
+    minutes: int | None,
+    apps: Sequence[str] | None,
+    *,
+    fine_tune: bool = False,
 ) -> DrpcTrainConfig:
     cfg = DrpcTrainConfig(students=tuple(students), seed=seed)
     if apps:
@@ -1135,10 +1203,19 @@ def _config_for(
             cfg,
             total_minutes=300,
             episode_minutes=15,
-            td3=replace(cfg.td3, learning_starts=100, batch_size=32),
+            td3=replace(cfg.td3, learning_starts=100, batch_size=32, critic_warmup=50 if fine_tune else 0),
             eval_episodes=1,
             predictor=replace(cfg.predictor, epochs=1, stride=40),
             quick=True,
+        )
+    elif fine_tune:
+        cfg = replace(
+            cfg,
+            total_minutes=FINE_TUNE["total_minutes"],
+            eval_every=FINE_TUNE["eval_every"],
+            td3=replace(
+                cfg.td3, learning_starts=FINE_TUNE["learning_starts"], critic_warmup=FINE_TUNE["critic_warmup"]
+            ),
         )
     if minutes is not None:
         cfg = replace(cfg, total_minutes=minutes)
@@ -1218,6 +1295,65 @@ def _print_report(rep: dict[str, Any], log=lambda m: print(m, file=sys.stderr)) 
     )
 
 
+#: Where each student's source bundle lives under a bundles root (a fine-tune's, :mod:`policy.train.finetune`).
+SOURCE_DIRS: dict[str, str] = {"drpc": "drpc", "hrl": "hrl-scheduler/high", "hrl-td3": "hrl-flat/high"}
+
+
+def fine_tune_sources(
+    fine_tune: FineTune, cfg: DrpcTrainConfig, encoder_version: str | None = None
+) -> tuple[dict[str, PolicyBundle], PolicyBundle]:
+    """The source bundles of a fine-tune of ``cfg``'s students: ``(name → <dir>/student, the predictor)`` with
+    ``<dir>`` from :data:`SOURCE_DIRS` and the predictor ``drpc/predictor``, each checked against what
+    :func:`train_drpc` builds: the predictor's feature spec and architecture; each student's layout (feature spec),
+    ``drpc-student-v1``, ``dims`` (obs, action, hidden = ``cfg.td3.hidden``, 2 layers), its action mapping
+    (``cfg.mapping``), its ``metadata.predictor_version`` (the predictor's) and, for the embedding layouts, its
+    ``metadata.encoder_version`` (``encoder_version``: the graph encoder the stage reads; default the committed
+    one). Raises ValueError naming the bundle and the field."""
+    pred = fine_tune.load(
+        "drpc/predictor",
+        stage="drpc",
+        level="high",
+        feature_spec={"rates": FORECAST_SPEC},
+        architecture_type=FORECAST_ARCH,
+        expect={"dims.window": cfg.predictor.window, "dims.horizon": cfg.predictor.horizon},
+    )
+    try:
+        GruForecaster(pred)
+    except ValueError as exc:
+        raise ValueError(f"--fine-tune: {' '.join(str(exc).split())}") from None
+    students = {}
+    for name in cfg.students:
+        spec = STUDENT_KINDS[name][0]
+        expect: dict[str, Any] = {
+            "dims.obs": len(SPECS[spec]),
+            "dims.action": 1,
+            "dims.hidden": cfg.td3.hidden,
+            "dims.layers": 2,
+            "metadata.action_mapping": mapping_json(cfg.mapping),
+            "metadata.predictor_version": pred.policy_version,
+        }
+        if spec == "hrl":
+            expect["metadata.encoder_version"] = encoder_version or GraphEncoder.load().version
+        students[name] = fine_tune.load(
+            f"{SOURCE_DIRS[name]}/student",
+            stage="drpc",
+            level="high",
+            feature_spec={"local": SPECS[spec]},
+            architecture_type=STUDENT_ARCH,
+            expect=expect,
+        )
+    return students, pred
+
+
+#: The students the ``drpc`` stage trains.
+STAGE_STUDENTS = ("drpc", "hrl", "hrl-td3")
+
+
+def check_fine_tune(fine_tune: FineTune, root: str | Path) -> None:
+    """Refuse (ValueError, one line) a source the ``drpc`` stage could not start from (:func:`fine_tune_sources`)."""
+    fine_tune_sources(fine_tune, _config_for(STAGE_STUDENTS, 0, False, None, None, fine_tune=True))
+
+
 def train_stage(
     root: Path,
     *,
@@ -1226,6 +1362,7 @@ def train_stage(
     log=print,
     target: TrainingTarget | None = None,
     tensorboard: str | Path | None = None,
+    fine_tune: FineTune | None = None,
 ) -> list[str]:
     """The ``drpc`` stage of ``make train`` (:mod:`policy.train.pipeline`): one run training the teacher and the
     students ``drpc``, ``hrl`` and ``hrl-td3`` together, written to ``<root>/drpc``,
@@ -1233,16 +1370,26 @@ def train_stage(
     ``drpc`` student (flat per-service features, distilled) with its predictor. The ``hrl`` students read the
     committed encoder's embeddings, as :meth:`policy.highlevel.DrpcAutoscaler.load` serves them (the layout has a
     fixed embedding width). ``target``: train on its apps; ``tensorboard``: event files under
-    ``<tensorboard>/drpc``. Returns the directories."""
+    ``<tensorboard>/drpc``; ``fine_tune``: every student starts from its bundle under that root and the source's
+    predictor is reused (:func:`fine_tune_sources`, checked before any training), with the :data:`FINE_TUNE`
+    budget. Returns the directories."""
     root = Path(root)
-    cfg = _config_for(("drpc", "hrl", "hrl-td3"), seed, quick, None, target.apps if target is not None else None)
+    apps = target.apps if target is not None else None
+    cfg = _config_for(STAGE_STUDENTS, seed, quick, None, apps, fine_tune=fine_tune is not None)
+    init, predictor, provenance = None, None, None
+    if fine_tune is not None:
+        init, predictor = fine_tune_sources(fine_tune, cfg)
+        provenance = {k: fine_tune.provenance(f"{SOURCE_DIRS[k]}/student", b) for k, b in init.items()}
     dirs = {"drpc": root / "drpc", "hrl": root / "hrl-scheduler" / "high", "hrl-td3": root / "hrl-flat" / "high"}
     rep = train_drpc(
         cfg,
         bundle_dirs=dirs,
+        predictor=predictor,
         progress=not quick,
         out_dir=(ROOT / "out" / "train" / "drpc") if quick else None,
         tensorboard=None if tensorboard is None else Path(tensorboard) / "drpc",
+        init_students=init,
+        fine_tuned_from=provenance,
     )
     _print_report(rep, log)
     ne = root / "hrl-no-encoder" / "high"

@@ -104,7 +104,7 @@ class IntentNet(nn.Module):
         naming the array whose shape differs."""
         sd = self.state_dict()
         for k in intent_weight_shapes(1, 1, 1):
-            a = torch.as_tensor(np.asarray(bundle.array(k), dtype=np.float32))
+            a = torch.as_tensor(np.array(bundle.array(k), dtype=np.float32))  # a copy: bundle arrays are read-only
             if tuple(a.shape) != tuple(sd[k].shape):
                 raise ValueError(
                     f"init bundle {bundle.where}: {k}: shape {list(a.shape)}, expected {list(sd[k].shape)}"

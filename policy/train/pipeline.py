@@ -35,6 +35,11 @@ replaced as a whole (:func:`install_dirs`). A ``--quick`` run's default root is 
 its manifest records under ``weights.sha256``, so two different trainings never share a ``policy_version`` and
 serving's version cross-checks (equality of ``encoder_version`` / ``predictor_version``) tell them apart.
 
+**Fine-tuning** (``hrl-policy train --all --app DIR --fine-tune [ROOT]``, :mod:`policy.train.finetune`): the stages
+but the encoder start from the bundles under ``ROOT`` (default the committed ones), each source checked against what
+its stage builds before any stage runs (:attr:`Stage.fine_tune_check`); the staging directory, and so the bundles root
+at the end, is completed from ``ROOT`` where the root has no bundle.
+
 Training wall time per stage goes to ``training.json`` and ``training.csv`` in the report directory and, for a
 full (not ``--quick``) run into ``policy/bundles``, to the ``training`` section of BENCHMARKS.md
 (:func:`policy.bench.markdown.write_section`). torch is imported only by the stages' own modules.
@@ -58,6 +63,7 @@ from typing import Any
 from tabulate import tabulate
 
 from .episodes import TrainingTarget
+from .finetune import FINE_TUNED_STAGES, FineTune
 
 __all__ = [
     "Stage",
@@ -166,10 +172,12 @@ class StageOptions:
     """What :func:`run_all` hands every stage besides the bundles root, ``quick``, ``seed`` and ``log``, each as a
     keyword argument only when set (so a stage function that takes neither still runs): ``target``, train on your
     own apps (:class:`~policy.train.episodes.TrainingTarget`); ``tensorboard``, the TensorBoard log directory each
-    stage writes its runs under (:mod:`policy.train.tensorboard`)."""
+    stage writes its runs under (:mod:`policy.train.tensorboard`); ``fine_tune``, start every stage from the trained
+    bundles under a root (:class:`~policy.train.finetune.FineTune`)."""
 
     target: TrainingTarget | None = None
     tensorboard: Path | None = None
+    fine_tune: FineTune | None = None
 
     def kwargs(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -177,25 +185,49 @@ class StageOptions:
             out["target"] = self.target
         if self.tensorboard is not None:
             out["tensorboard"] = Path(self.tensorboard)
+        if self.fine_tune is not None:
+            out["fine_tune"] = self.fine_tune
         return out
 
 
 @dataclass(frozen=True)
 class Stage:
-    """A training stage: ``name``, its ``entry`` (``module:function``, imported when the stage runs) and a
-    one-line ``description``."""
+    """A training stage: ``name``, its ``entry`` (``module:function``, imported when the stage runs), a one-line
+    ``description`` and, for a stage that can be fine-tuned, ``fine_tune_check``: ``module:function`` called as
+    ``fn(fine_tune, root)`` before any stage runs, raising ValueError for a source it could not start from."""
 
     name: str
     entry: str
     description: str
+    fine_tune_check: str = ""
 
 
 STAGES: tuple[Stage, ...] = (
     Stage("encoder", "policy.train.pipeline:encoder_stage", "graph encoder (self-supervised, simulator what-ifs)"),
-    Stage("drpc", "policy.train.drpc:train_stage", "GRU workload predictor, DRPC teacher and students (TD3)"),
-    Stage("placement", "policy.train.placement:train_stage", "learned low-level placement policy"),
-    Stage("constant", "policy.train.constant:train_stage", "the best constant intent (grid search, on Ray)"),
-    Stage("dagger", "policy.train.dagger:train_stage", "learned high level (DAgger from the lookahead oracle, on Ray)"),
+    Stage(
+        "drpc",
+        "policy.train.drpc:train_stage",
+        "GRU workload predictor, DRPC teacher and students (TD3)",
+        "policy.train.drpc:check_fine_tune",
+    ),
+    Stage(
+        "placement",
+        "policy.train.placement:train_stage",
+        "learned low-level placement policy",
+        "policy.train.placement:check_fine_tune",
+    ),
+    Stage(
+        "constant",
+        "policy.train.constant:train_stage",
+        "the best constant intent (grid search, on Ray)",
+        "policy.train.constant:check_fine_tune",
+    ),
+    Stage(
+        "dagger",
+        "policy.train.dagger:train_stage",
+        "learned high level (DAgger from the lookahead oracle, on Ray)",
+        "policy.train.dagger:check_fine_tune",
+    ),
 )
 
 
@@ -235,7 +267,9 @@ class StageResult:
 @dataclass
 class TrainingReport:
     """The whole run: ``stages`` in order, ``total_wall_s``, ``quick``, ``seed``, the bundles ``root``, the
-    ``assembled`` copies and the ``missing`` bundles (stack → paths) after assembly."""
+    ``assembled`` copies and the ``missing`` bundles (stack → paths) after assembly; for a fine-tune, its
+    ``fine_tune_source`` root and the directories copied from it unchanged (``from_source``: the encoder, and
+    whatever the stages run did not write)."""
 
     stages: list[StageResult]
     total_wall_s: float
@@ -244,6 +278,8 @@ class TrainingReport:
     root: str
     assembled: list[str] = field(default_factory=list)
     missing: dict[str, list[str]] = field(default_factory=dict)
+    fine_tune_source: str = ""
+    from_source: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -268,6 +304,9 @@ class TrainingReport:
             ],
             "assembled": self.assembled,
             "missing": self.missing,
+            "fine_tune": {"source": self.fine_tune_source, "from_source": self.from_source}
+            if self.fine_tune_source
+            else None,
         }
 
 
@@ -292,16 +331,18 @@ def encoder_stage(
     return [str(out)]
 
 
-def resolve(stage: Stage) -> StageFn:
-    """The stage's function. Raises ``ValueError`` naming the entry when it cannot be imported or found."""
-    mod_name, _, attr = stage.entry.partition(":")
+def resolve(stage: Stage, entry: str | None = None) -> StageFn:
+    """The stage's function (``entry``: another ``module:function`` of it, e.g. its ``fine_tune_check``). Raises
+    ``ValueError`` naming the entry when it cannot be imported or found."""
+    entry = entry or stage.entry
+    mod_name, _, attr = entry.partition(":")
     try:
         mod = importlib.import_module(mod_name)
     except ImportError as exc:
         raise ValueError(f"stage {stage.name}: cannot import {mod_name} ({exc})") from exc
     fn = getattr(mod, attr, None)
     if not callable(fn):
-        raise ValueError(f"stage {stage.name}: {stage.entry} is not a function")
+        raise ValueError(f"stage {stage.name}: {entry} is not a function")
     return fn
 
 
@@ -343,11 +384,18 @@ def missing_bundles(root: str | Path) -> dict[str, list[str]]:
 _SEED_DIRS: tuple[str, ...] = ("encoder", *sorted({p for ps in REQUIRED_BUNDLES.values() for p in ps}))
 
 
-def _seed_staging(root: Path, staging: Path) -> None:
+def _seed_staging(root: Path, staging: Path, source: Path | None = None) -> list[str]:
+    """Copy ``root``'s bundle directories (:data:`_SEED_DIRS`) into ``staging``; then, for a fine-tune, ``source``'s
+    where ``root`` has none. Returns the directories taken from ``source``."""
+    taken = []
     for rel in _SEED_DIRS:
         src = root / rel
         if _has_bundle(src):
             shutil.copytree(src, staging / rel, dirs_exist_ok=True)
+        elif source is not None and _has_bundle(source / rel):
+            shutil.copytree(source / rel, staging / rel, dirs_exist_ok=True)
+            taken.append(rel)
+    return taken
 
 
 def run_all(
@@ -368,36 +416,61 @@ def run_all(
     are the directories they wrote and the assembled copies installed into ``root`` (:func:`install_dirs`), so
     a failed run leaves ``root`` as it was. ``trainers``: stage name → function overriding its entry (tests,
     stand-ins). ``options``: what every stage gets besides (:class:`StageOptions`: your own apps, a TensorBoard
-    directory). Stops at the first stage that fails (later stages read earlier
+    directory, a fine-tune). Stops at the first stage that fails (later stages read earlier
     outputs); its error is in the report. Raises ``ValueError`` for an unknown stage name or a negative seed
-    (before anything runs)."""
+    (before anything runs).
+
+    **Fine-tune** (``options.fine_tune``): the stages of :data:`~policy.train.finetune.FINE_TUNED_STAGES` (the
+    default; the encoder is refused: the other bundles read its embeddings) start from the bundles under its source
+    root. The staging directory takes ``root``'s bundles and, where ``root`` has none, the source's (its encoder
+    among them); every chosen stage's ``fine_tune_check`` then runs on it before any stage trains, and its
+    ``ValueError`` (one line naming the source bundle and the field) propagates with nothing written. On success the
+    directories taken from the source are installed with the stages' own, so ``root`` holds a complete set."""
     names = [s.name for s in STAGES]
-    chosen = list(names) if stages is None else list(stages)
+    options = options or StageOptions()
+    fine_tune = options.fine_tune
+    default = [n for n in names if fine_tune is None or n in FINE_TUNED_STAGES]
+    chosen = default if stages is None else list(stages)
     unknown = [n for n in chosen if n not in names]
     if unknown:
         raise ValueError(f"stages: unknown {unknown} (known: {', '.join(names)})")
     if not chosen:
         raise ValueError(f"stages: expected at least one of {', '.join(names)}")
+    if fine_tune is not None and any(n not in FINE_TUNED_STAGES for n in chosen):
+        raise ValueError(
+            f"stages: {', '.join(n for n in chosen if n not in FINE_TUNED_STAGES)}: not fine-tuned (the other "
+            f"stages' bundles read the encoder's embeddings); with a fine-tune choose among "
+            f"{', '.join(FINE_TUNED_STAGES)}"
+        )
     if seed < 0:
         raise ValueError(f"seed: expected an integer >= 0, got {seed}")
     root = Path(root) if root is not None else (QUICK_ROOT if quick else DEFAULT_ROOT)
     check_replaceable([root / rel for rel in (*_SEED_DIRS, *ABLATION_COPIES)])
-    root.mkdir(parents=True, exist_ok=True)
-    options = options or StageOptions()
     target = options.target
     on = ""
     if target is not None:
         on = f"; apps {', '.join(target.apps)}" + (f", scenario {target.scenario}" if target.scenario else "")
-    log(f"train --all: bundles root {root}" + (" (quick run)" if quick else "") + on)
+    if fine_tune is not None:
+        on += f"; fine-tuning the bundles under {fine_tune.source}"
     staging = root.parent / f".{root.name}.staging-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     results = [StageResult(s.name) for s in STAGES if s.name in chosen]
+    chosen_stages = [s for s in STAGES if s.name in chosen]
     t_all = clock()
     written: list[Path] = []
     copied: list[str] = []
+    from_source: list[str] = []
     try:
         staging.mkdir(parents=True)
-        _seed_staging(root, staging)
-        for stage, res in zip([s for s in STAGES if s.name in chosen], results):
+        from_source = _seed_staging(root, staging, fine_tune.source if fine_tune is not None else None)
+        if fine_tune is not None:  # every source checked before any stage trains
+            for stage in chosen_stages:
+                if stage.fine_tune_check:
+                    resolve(stage, stage.fine_tune_check)(fine_tune, staging)
+        log(f"train --all: bundles root {root}" + (" (quick run)" if quick else "") + on)
+        if from_source and fine_tune is not None:
+            log(f"train --all: taken from {fine_tune.source} (none under {root}): {', '.join(from_source)}")
+        root.mkdir(parents=True, exist_ok=True)
+        for stage, res in zip(chosen_stages, results):
             log(f"train --all: stage {stage.name}: {stage.description}")
             t0 = clock()
             try:
@@ -420,14 +493,36 @@ def run_all(
         if all(r.status == "ok" for r in results):
             copied, _ = assemble(staging, [str(p) for p in written])
             base = staging.resolve()
-            dirs = [p for p in _outermost(written + [staging / c for c in copied]) if p != base and base in p.parents]
+            kept = [staging / c for c in (*copied, *from_source)]
+            dirs = [p for p in _outermost(written + kept) if p != base and base in p.parents]
+            from_source = [r for r in from_source if r not in copied and not _overlaps(staging / r, written)]
             install_dirs({p: root / p.relative_to(base) for p in dirs})
             log(f"train --all: {len(dirs)} bundle directories installed under {root}")
         else:
             log(f"train --all: a stage failed: nothing installed, {root} left as it was")
+            from_source = []
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return TrainingReport(results, clock() - t_all, quick, seed, str(root), copied, missing_bundles(root))
+    return TrainingReport(
+        results,
+        clock() - t_all,
+        quick,
+        seed,
+        str(root),
+        copied,
+        missing_bundles(root),
+        str(fine_tune.source) if fine_tune is not None else "",
+        from_source,
+    )
+
+
+def _overlaps(p: Path, others: Sequence[Path]) -> bool:
+    """Whether ``p`` is one of ``others``, inside one, or holds one."""
+    p = Path(p).resolve()
+    for o in (Path(q).resolve() for q in others):
+        if o == p or o in p.parents or p in o.parents:
+            return True
+    return False
 
 
 def _moved(p: Path, staging: Path, root: Path) -> Path:

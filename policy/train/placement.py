@@ -100,6 +100,7 @@ from policy.sim.synthetic import synthetic_app
 from policy.sim.traces import load_trace
 
 from .episodes import TrainingTarget
+from .finetune import FineTune
 from .tensorboard import TrainingBoard, open_board
 
 __all__ = [
@@ -118,6 +119,9 @@ __all__ = [
     "save_checkpoint",
     "export_checkpoint",
     "VARIANTS",
+    "FINE_TUNE",
+    "fine_tune_sources",
+    "check_fine_tune",
     "train_stage",
     "run_cli",
 ]
@@ -157,6 +161,20 @@ class PlacementNet(nn.Module):
     def numpy_weights(self) -> dict[str, np.ndarray]:
         """The state_dict as float32 numpy arrays (the bundle's ``weights``)."""
         return {k: v.detach().cpu().numpy().astype(np.float32) for k, v in self.state_dict().items()}
+
+    def load_bundle(self, bundle: PolicyBundle) -> None:
+        """Take the weights and the input normalization (``normalization.candidate``, F means and stds) of a
+        ``placement-mlp-v1`` ``bundle`` of the same shapes (a fine-tune's start). Raises ValueError naming the bundle
+        and the array whose shape differs."""
+        sd = self.state_dict()
+        new = {}
+        for k, t in sd.items():
+            a = np.array(bundle.array(k), dtype=np.float32)  # a copy: bundle arrays are read-only
+            if tuple(a.shape) != tuple(t.shape):
+                raise ValueError(f"{bundle.where}: weights.{k}: shape {list(a.shape)}, expected {list(t.shape)}")
+            new[k] = torch.as_tensor(a)
+        self.load_state_dict(new)
+        self.set_normalization(*bundle.norm("candidate", self.config["features"]))
 
 
 @dataclass(frozen=True)
@@ -957,15 +975,19 @@ def _export(
     train_s: float,
     final_eval: bool,
     log: Callable[[str], None],
+    fine_tuned_from: dict[str, Any] | None = None,
 ) -> tuple[PolicyBundle, dict[str, Any]]:
     """The bundle of ``net`` (already the best weights) with its version and metadata, and the report; with
-    ``final_eval`` the comparison on every app (``comparison.md``, in the report and the bundle's metadata).
-    Writes ``checkpoint.pt``; the caller writes the bundle."""
-    # date, seed, -quick and the weights' digest (policy.bundle.content_version): never the version of another
+    ``final_eval`` the comparison on every app (``comparison.md``, in the report and the bundle's metadata);
+    ``fine_tuned_from``: the source of a fine-tune (metadata, and ``-ft`` in the version). Writes
+    ``checkpoint.pt``; the caller writes the bundle."""
+    # date, seed, -ft, -quick and the weights' digest (policy.bundle.content_version): never the version of another
     # training's bundle
 
     version = content_version(
-        f"placement-{variant}-{time.strftime('%Y%m%d')}-s{cfg.seed}", net.numpy_weights(), quick=cfg.quick
+        f"placement-{variant}-{time.strftime('%Y%m%d')}-s{cfg.seed}" + ("-ft" if fine_tuned_from else ""),
+        net.numpy_weights(),
+        quick=cfg.quick,
     )
     meta: dict[str, Any] = {
         "algorithm": "PPO-clip with a common-random-numbers leave-one-out baseline (no critic), trained through "
@@ -980,6 +1002,8 @@ def _export(
         "best_eval_gain": round(best.gain, 4),
         "torch_version": torch.__version__,
     }
+    if fine_tuned_from:
+        meta["fine_tuned_from"] = dict(fine_tuned_from)
     report: dict[str, Any] = {
         "train_s": train_s,
         "iterations": iterations,
@@ -1029,6 +1053,8 @@ def train_placement(
     final_eval: bool = True,
     encoder_path: str | Path | None = None,
     tensorboard: str | Path | None = None,
+    init: PolicyBundle | None = None,
+    fine_tuned_from: dict[str, Any] | None = None,
 ) -> tuple[PlacementNet, dict[str, Any]]:
     """Train (module docstring), export the best policy to the bundle directory ``out`` (``None``: none), write the
     log, curves and report to ``run_dir`` (and ``log.csv``'s rows as TensorBoard scalars ``placement/<column>`` under
@@ -1036,7 +1062,11 @@ def train_placement(
     ``final_eval``, compare default / topology-heuristic / learned on every train and held-out app
     (:func:`policy.sim.placement.compare`). ``encoder_path``: the encoder bundle whose embeddings the policy
     reads (default: ``<out>/../../encoder`` when it exists, as ``make train`` lays bundles out, else the
-    committed one). Returns ``(net, report)``."""
+    committed one). ``init``: a bundle to start from (a fine-tune, :mod:`policy.train.finetune`): its weights and its
+    input normalization, which then stays fixed (served == trained), instead of a neutral start with the
+    normalization fitted on the first rollouts; ``fine_tuned_from`` goes into the bundle's metadata and the version
+    gets ``-ft``. Raises ValueError when ``init``'s arrays do not have the shapes of ``cfg``'s network. Returns
+    ``(net, report)``."""
     # ---- build everything: seeds, the service rows, the net and its normalisation, the evaluation, the log ----
     torch.set_num_threads(max(1, cfg.threads))
     torch.manual_seed(cfg.seed)
@@ -1049,7 +1079,10 @@ def train_placement(
     net = PlacementNet(len(placement_feature_spec(cfg.service_input, dim)), cfg.hidden, cfg.layers)
     rng = np.random.default_rng(cfg.seed)  # instances
     rng_pol = np.random.default_rng(cfg.seed + 1)  # the policy's sampling
-    _fit_normalization(net, cfg, rows, rng, rng_pol)
+    if init is not None:  # a fine-tune: the trained weights and their (fixed) input normalization
+        net.load_bundle(init)
+    else:
+        _fit_normalization(net, cfg, rows, rng, rng_pol)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
     evaluation = _Evaluation(cfg, net, rows, run)
     ev = evaluation.run(net)
@@ -1118,7 +1151,20 @@ def train_placement(
         f"{best.gain:+.3f} at iteration {best.iteration}"
     )
     bundle, report = _export(
-        net, cfg, variant, run, encoder, dim, rows_version, best, it, episodes, train_s, final_eval, log
+        net,
+        cfg,
+        variant,
+        run,
+        encoder,
+        dim,
+        rows_version,
+        best,
+        it,
+        episodes,
+        train_s,
+        final_eval,
+        log,
+        fine_tuned_from,
     )
     report["evaluations"] = evaluation.details
     (run / "report.json").write_text(json.dumps(_jsonable(report), indent=1) + "\n", encoding="utf-8")
@@ -1223,6 +1269,46 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
+#: The budget of a fine-tune (``train --all --fine-tune``; :mod:`policy.train.finetune`): a quarter of the updates.
+FINE_TUNE: dict[str, Any] = {"iterations": 40, "eval_every": 10}
+
+#: Fields of :class:`PlacementTrainConfig` that shape the network: a fine-tune keeps the defaults (the source's).
+_ARCHITECTURE = ("hidden", "layers")
+
+
+def fine_tune_sources(fine_tune: FineTune, root: str | Path) -> dict[str, PolicyBundle]:
+    """The source bundle of every :data:`VARIANTS` directory, checked against what the stage builds under ``root``
+    (the encoder it reads: ``<root>/encoder`` when present, else the committed one): feature specification, hidden
+    width and layers, service input, encoder version, the score's intent gain and saturation guard. Raises
+    ValueError naming the bundle and the field (:meth:`FineTune.load`)."""
+    out = {}
+    for rel, kw in VARIANTS.items():
+        cfg = PlacementTrainConfig(**kw)
+        _enc, dim, rows_version = _service_input(cfg, Path(root) / rel, None)
+        out[rel] = fine_tune.load(
+            rel,
+            stage="placement",
+            level="low",
+            feature_spec={"candidate": placement_feature_spec(cfg.service_input, dim)},
+            architecture_type=PLACEMENT_ARCH,
+            expect={
+                "dims.hidden": cfg.hidden,
+                "dims.layers": cfg.layers,
+                "architecture.service_input": cfg.service_input,
+                "architecture.encoder_version": rows_version,
+                "architecture.intent_gain": cfg.intent_gain,
+                "architecture.saturation_guard": cfg.saturation_guard,
+            },
+        )
+    return out
+
+
+def check_fine_tune(fine_tune: FineTune, root: str | Path) -> None:
+    """Refuse (ValueError, one line) a source the ``placement`` stage could not start from
+    (:func:`fine_tune_sources`)."""
+    fine_tune_sources(fine_tune, root)
+
+
 def train_stage(
     root: str | Path,
     *,
@@ -1231,17 +1317,24 @@ def train_stage(
     log: Callable[[str], None] = print,
     target: TrainingTarget | None = None,
     tensorboard: str | Path | None = None,
+    fine_tune: FineTune | None = None,
 ) -> list[str]:
     """The ``placement`` stage of ``make train`` (:mod:`policy.train.pipeline`): train every :data:`VARIANTS` bundle
     into ``root`` (run directories ``runs/placement-<stack>``; the encoder is ``<root>/encoder`` when present)
     and return the directories written. ``quick``: seconds-long runs (smoke tests); ``target``: train on these
     apps instead (:meth:`TrainingTarget.placement`); ``tensorboard``: event files under
-    ``<tensorboard>/placement-<stack>``."""
+    ``<tensorboard>/placement-<stack>``; ``fine_tune``: start each variant from its bundle under that root
+    (:func:`fine_tune_sources`, checked before any training) with the :data:`FINE_TUNE` budget (with ``quick``:
+    the quick budget at the source's width)."""
+    sources = fine_tune_sources(fine_tune, root) if fine_tune is not None else {}
     written = []
     for rel, kw in VARIANTS.items():
         over = dict(kw, seed=seed)
         if quick:
-            over.update(QUICK, train_apps=("online-boutique",), heldout_apps=())
+            quick_over = {k: v for k, v in QUICK.items() if fine_tune is None or k not in _ARCHITECTURE}
+            over.update(quick_over, train_apps=("online-boutique",), heldout_apps=())
+        elif fine_tune is not None:
+            over.update(FINE_TUNE)
         if target is not None:
             over.update(target.placement())
         cfg = PlacementTrainConfig(**over)
@@ -1256,8 +1349,10 @@ def train_stage(
             progress=False,
             final_eval=False,
             tensorboard=None if tensorboard is None else Path(tensorboard) / f"placement-{stack}",
+            init=sources.get(rel),
+            fine_tuned_from=fine_tune.provenance(rel, sources[rel]) if fine_tune is not None else None,
         )
-        log(f"placement: {rel} trained in {time.perf_counter() - t0:.0f} s")
+        log(f"placement: {rel} " + ("fine-tuned" if fine_tune else "trained") + f" in {time.perf_counter() - t0:.0f} s")
         written.append(str(out))
     return written
 

@@ -9,7 +9,7 @@ the numpy forward passes in :mod:`policy.encoder.mpnn` built from exported bundl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -48,7 +48,10 @@ class TD3Config:
       update (DRPC), >= 0;
     - ``actor_q_normalization``: divide the actor's ``−Q`` by the batch's mean ``|Q|`` (detached), as TD3+BC
       does (Fujimoto & Gu, 2021), so an added loss (imitation) keeps the same relative weight whatever the
-      scale of the returns. Off by default (plain TD3).
+      scale of the returns. Off by default (plain TD3);
+    - ``critic_warmup``: critic-only updates before the first actor update, >= 0 (0: plain TD3). A fine-tune's
+      actors start trained and its critics fresh: the critics first learn the loaded actors' values, so the first
+      actor steps do not follow a random Q.
     """
 
     gamma: float = 0.95
@@ -65,6 +68,7 @@ class TD3Config:
     hidden: int = 64
     imitation_weight: float = 1.0
     actor_q_normalization: bool = False
+    critic_warmup: int = 0
 
 
 class ReplayBufferSamples(NamedTuple):
@@ -192,8 +196,9 @@ def soft_update(target: nn.Module, online: nn.Module, tau: float) -> None:
 class TD3:
     """One TD3 agent: ``actor``, twin ``critic`` and their targets.
 
-    :meth:`update` does one critic step on a batch and, every ``policy_delay`` calls, one actor step and
-    the soft update of both targets. Returns the losses (floats; ``actor_loss`` is None on critic-only steps).
+    :meth:`update` does one critic step on a batch and, every ``policy_delay`` calls after the first
+    ``critic_warmup``, one actor step and the soft update of both targets. Returns the losses (floats;
+    ``actor_loss`` is None on critic-only steps).
     """
 
     def __init__(self, obs_dim: int, act_dim: int, config: TD3Config = TD3Config(), seed: int = 0):
@@ -208,6 +213,22 @@ class TD3:
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=config.actor_lr)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=config.critic_lr)
         self.updates = 0
+
+    def load_actor(self, weights: Mapping[str, np.ndarray]) -> None:
+        """Start the actor (and its target) from ``weights``, arrays named as its state_dict (``net.0.weight``
+        (hidden, obs_dim), ...; a bundle's ``weights``). Raises ValueError naming the array that is missing or
+        whose shape differs."""
+        sd = self.actor.state_dict()
+        new = {}
+        for k, t in sd.items():
+            if k not in weights:
+                raise ValueError(f"weights: no array {k!r}")
+            a = np.array(weights[k], dtype=np.float32)  # a copy: bundle arrays are read-only
+            if tuple(a.shape) != tuple(t.shape):
+                raise ValueError(f"weights.{k}: shape {list(a.shape)}, expected {list(t.shape)}")
+            new[k] = torch.as_tensor(a)
+        self.actor.load_state_dict(new)
+        self.actor_target.load_state_dict(new)
 
     def act(self, obs: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
         """Action for ``obs`` (obs_dim,) or (B, obs_dim); Gaussian exploration noise when ``rng`` is given."""
@@ -249,7 +270,7 @@ class TD3:
         self.critic_opt.step()
         self.updates += 1
         aloss_v = None
-        if self.updates % self.config.policy_delay == 0:
+        if self.updates % self.config.policy_delay == 0 and self.updates > self.config.critic_warmup:
             aloss = self.actor_loss(b)
             if extra_actor_loss is not None:
                 aloss = aloss + extra_actor_loss(b)
