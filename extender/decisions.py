@@ -10,9 +10,11 @@ mode) holds, per pod:
 - the node kube-scheduler bound the pod to, read from the snapshot the watch keeps (:mod:`extender.kube`): the
   :class:`DecisionRecorder` is a store listener (:meth:`extender.store.SnapshotStore.subscribe`), and a pending
   decision is resolved by the first snapshot in which its pod (same UID) is bound;
-- ``result``: ``agree`` (the bound node is one of our best), ``disagree``, ``not_scored`` (we would have answered
-  neutral: the reason is ``outcome``), ``outside`` (bound to a node we were not asked about: another profile,
-  preemption), ``unbound`` (not bound within ``pendingTimeoutSeconds``: deleted or unschedulable);
+- ``result``: ``agree`` (the bound node is one of our best, and we preferred some candidates to others),
+  ``disagree``, ``indifferent`` (we scored every candidate alike, or there was one: no preference to agree with),
+  ``not_scored`` (we would have answered neutral: the reason is ``outcome``), ``outside`` (bound to a node we were
+  not asked about: another profile, preemption), ``unbound`` (not bound within ``pendingTimeoutSeconds``: deleted or
+  unschedulable);
 - ``score_gap``: our best score minus our score of the bound node (points, 0..10; 0 when we agree);
 - with ``explain``, the explanation (:func:`policy.lowlevel.explain.explain_scores`) of our best node and of the
   bound node: every score as named contributions that sum to it;
@@ -89,7 +91,7 @@ log = logging.getLogger(__name__)
 RECORD_KIND = "ExtenderDecision"
 RECORD_VERSION = 1
 #: ``result`` of a resolved decision (module docstring).
-RESULTS: tuple[str, ...] = ("agree", "disagree", "not_scored", "outside", "unbound")
+RESULTS: tuple[str, ...] = ("agree", "disagree", "indifferent", "not_scored", "outside", "unbound")
 DROP_REASONS: tuple[str, ...] = ("pending_full", "queue_full", "explain_error", "log_error", "event_error")
 #: Score-gap histogram buckets (points of 0..10).
 GAP_BUCKETS: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 7.5, 10.0)
@@ -187,7 +189,8 @@ class DecisionMetrics:
         self.decisions = Counter(
             "hrl_extender_decisions",
             "Resolved decisions of the decision record (shadow log) by result: agree (kube-scheduler bound the pod "
-            "to one of our best nodes), disagree, not_scored, outside, unbound.",
+            "to one of our best nodes), disagree, indifferent (every candidate scored alike), not_scored, outside, "
+            "unbound.",
             ["mode", "result"],
             registry=registry,
         )
@@ -388,7 +391,10 @@ class DecisionRecorder:
             result = "outside"
         else:
             gap = max(0.0, (best or 0.0) - bound_score)
-            result = "agree" if node in choice else "disagree"
+            if len(choice) == len(p.candidates):
+                result = "indifferent"  # every candidate tied (or only one): any binding would "agree"
+            else:
+                result = "agree" if node in choice else "disagree"
         return Decision(
             self.mode,
             p.pod,

@@ -96,7 +96,7 @@ def test_shadow_extender_and_descheduler_a_recording_and_a_whatif_report_on_a_ru
             by_pod = {r["pod"]: r for r in recs}
             assert set(by_pod) == set(bound)
             assert all(by_pod[k]["bound_node"] == v and by_pod[k]["mode"] == "shadow" for k, v in bound.items())
-            assert all(r["result"] in ("agree", "disagree", "not_scored", "outside") for r in recs)
+            assert all(r["result"] in ("agree", "disagree", "indifferent", "not_scored", "outside") for r in recs)
             scored = [r for r in recs if r["result"] in ("agree", "disagree")]
             assert scored and all(r["candidates"] and r["our_choice"] for r in scored)
             # each scored record explains our best node: named contributions that sum to its score

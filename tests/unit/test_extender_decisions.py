@@ -106,6 +106,21 @@ def test_agreement_when_the_scheduler_binds_to_our_best_node(tmp_path):
     assert r["score_gap"] == 0 and r["result"] == "agree"
 
 
+def test_a_pod_we_scored_alike_on_every_candidate_counts_neither_as_agreement_nor_as_disagreement(tmp_path):
+    store, rec, reg = setup(tmp_path)
+    store.update(ClusterSnapshot(NODES, (NEW,), graph=GRAPH, taken_at_s=1.0))  # no caller or callee placed yet
+    scores, outcome = ask(store)
+    assert outcome == "shadow"
+    store.update(ClusterSnapshot(NODES, (replace(NEW, node_name="n2", phase="Running"),), graph=GRAPH, taken_at_s=2.0))
+    rec.flush()
+    [r] = records(tmp_path)
+    assert r["our_choice"] == ["n0", "n1", "n2"] and r["score_gap"] == 0  # three identical empty nodes: a tie
+    assert r["result"] == "indifferent"
+    v = reg.get_sample_value
+    assert v("hrl_extender_decisions_total", {"mode": "shadow", "result": "indifferent"}) == 1
+    assert v("hrl_extender_decisions_total", {"mode": "shadow", "result": "agree"}) in (None, 0)
+
+
 def test_active_mode_records_but_answers_its_scores(tmp_path):
     store, rec, reg = setup(tmp_path, mode="active")
     scores, outcome = ask(store)
