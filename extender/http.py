@@ -634,7 +634,8 @@ class HttpServer:
     and blocks); :meth:`request_stop` (any thread) makes it stop: no new connections, idle ones closed, requests in
     progress answered (for at most ``grace_s``), then every connection closed. Attributes: ``unanswered``
     (complete requests not answered yet), ``connections`` (the open ones), ``started``
-    (a :class:`threading.Event`, set once listening), ``stopping``.
+    (a :class:`threading.Event`, set once listening), ``stopping``; :meth:`stalled_s` says, from any thread, how
+    long the loop has not turned (the probes' listener, :class:`extender.server.HealthListener`, reads it).
     """
 
     def __init__(
@@ -660,6 +661,7 @@ class HttpServer:
         self._date_s = -1
         self._stats = _Stats()
         self._busy_since: float | None = None
+        self._turned_at: float | None = None  # perf_counter of the loop's last observed turn (stalled_s)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._servers: list[asyncio.base_events.Server] = []
@@ -684,6 +686,15 @@ class HttpServer:
 
     def _polled(self) -> None:
         self._busy_since = None
+        self._turned_at = time.perf_counter()
+
+    def stalled_s(self) -> float:
+        """Seconds since the event loop last showed it turns: its last timeout sweep (every :attr:`HttpLimits.sweep_s`
+        while it is free) or the end of its last iteration that handled requests. Large only while a callback holds
+        the loop (a handler stuck on it); under overload an iteration lasts ``limits.maxLoopBusySeconds`` plus the
+        cost of shedding. ``0.0`` before :meth:`serve` began. Safe to call from any thread (it reads one float)."""
+        at = self._turned_at
+        return 0.0 if at is None else max(0.0, time.perf_counter() - at)
 
     def reading(self, delta: int) -> None:
         self._stats.reading += delta
@@ -734,6 +745,7 @@ class HttpServer:
             return
         self._refresh_date()
         now = time.perf_counter()
+        self._turned_at = now
         for conn in list(self.connections):
             conn.check(now)
         if not self.stopping:
@@ -751,6 +763,7 @@ class HttpServer:
                 kw.update(ssl=self.ssl, ssl_handshake_timeout=self.limits.header_timeout_s)
             self._servers.append(await loop.create_server(lambda: _Connection(self), **kw))
         loop.call_later(self.limits.sweep_s, self._sweep)
+        self._turned_at = time.perf_counter()
         self.started.set()
         try:
             await self._stop.wait()
