@@ -37,6 +37,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -635,11 +636,10 @@ def fuzz_connections(
     rep = Report("extender connections (held: slow body, slow headers; 32-512 connections at 10x capacity)")
     gen = build_load_generator()
     snap, bodies = overload_cluster(workdir)
+    load = _Load(gen, bodies, n, durations_s, connections)
     proc, url, health = start_extender(workdir, snapshot=snap)
     try:
-        _connection_phases(
-            rep, gen, url, bodies, n, durations_s, phases, "hrl-extender (extender.http)", health, connections
-        )
+        _connection_phases(rep, load, url, health, phases, "hrl-extender (extender.http)")
         if proc.poll() is not None:
             rep.finding("crash", f"hrl-extender exited with {proc.returncode}")
     finally:
@@ -647,28 +647,28 @@ def fuzz_connections(
     if compare:
         proc, url = start_uvicorn(workdir, snap)
         try:
-            _connection_phases(
-                Report("uvicorn"), gen, url, bodies, n, durations_s, phases, "uvicorn (public API)", None, connections
-            )
+            _connection_phases(Report("uvicorn"), load, url, None, phases, "uvicorn (public API)")
         finally:
             _stop(proc)
     return rep
 
 
-def _connection_phases(
-    rep: Report,
-    gen: Path,
-    url: str,
-    bodies: Path,
-    n: int,
-    durations_s: float,
-    phases: list[dict],
-    server: str,
-    health: str | None,
-    connections: tuple[int, ...],
-) -> None:
+@dataclass(frozen=True)
+class _Load:
+    """What the connection phases send: the load generator, the request bodies, about ``n`` requests in all,
+    ``durations_s`` per phase at most, the overload phases' ``connections``."""
+
+    gen: Path
+    bodies: Path
+    n: int
+    durations_s: float
+    connections: tuple[int, ...]
+
+
+def _connection_phases(rep: Report, load: _Load, url: str, health: str | None, phases: list[dict], server: str) -> None:
     """The phases of :func:`fuzz_connections` against one server (``url``; ``health``: its probes' listener, or
-    ``None`` when it has none: the probe then goes to ``url``)."""
+    ``None`` when it has none: the probe then goes to ``url``), each phase's figures appended to ``phases``."""
+    gen, bodies, n, durations_s, connections = load.gen, load.bodies, load.n, load.durations_s, load.connections
     before = _outcomes(url)
     seq = _load(gen, url, bodies, "-mode", "seq", "-n", "1000", "-warmup", "100")
     out = _delta(_outcomes(url), before)
