@@ -12,14 +12,16 @@ of Nodes and Pods, :mod:`extender.kube`). ``--host`` / ``--port`` override ``lis
 as text or one JSON object per line (``--log-format``, :func:`policy.telemetry.configure_logging`);
 ``/metrics`` carries ``hrl_build_info`` and the ``process_*`` metrics besides the extender's own.
 
-The listening socket is bound before ``serving on ...`` is logged, so that line means the port is open.
+The listening socket is bound before ``serving on ...`` is logged, so that line means the port is open. With
+``listen.healthPort`` the probes (``/livez``, ``/healthz``, ``/readyz``) are served on that port too, from a thread
+of their own (:class:`extender.server.HealthListener`), bound before that line as well.
 
 Exit status (:data:`EXIT_CODES`): 0 after a clean shutdown (SIGINT/SIGTERM); 2 for a bad command line,
 configuration (TLS files included), topology source or snapshot file (one line on stderr); 4 when the listen
-address cannot be bound (port taken, address not local, permission denied: one line naming ``listen`` and the
-error); 1 when the server fails after it started. Configuration problems are printed all at once, one line each:
-``FILE: dotted.path: problem (got VALUE)`` (:class:`policy.config.ConfigError`; the files it names are checked
-in the same pass).
+address or the health port cannot be bound (port taken, address not local, permission denied: one line naming
+``listen`` or ``listen.healthPort`` and the error); 1 when the server fails after it started. Configuration
+problems are printed all at once, one line each: ``FILE: dotted.path: problem (got VALUE)``
+(:class:`policy.config.ConfigError`; the files it names are checked in the same pass).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ EXIT_CODES: dict[int, str] = {
     0: "clean shutdown (SIGINT/SIGTERM)",
     1: "the server failed after it started",
     2: "bad command line, configuration, topology source or snapshot file",
-    4: "the listen address cannot be bound (port taken, address not local, permission denied)",
+    4: "the listen address or listen.healthPort cannot be bound (port taken, address not local, permission denied)",
 }
 EXIT_BIND = 4
 
@@ -52,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG,
         description="Serve the hrl-scheduler kube-scheduler extender "
-        "(POST {urlPrefix}/filter, {urlPrefix}/prioritize; GET /healthz, /readyz, /metrics).",
+        "(POST {urlPrefix}/filter, {urlPrefix}/prioritize; GET /livez, /healthz, /readyz, /metrics; "
+        "the probes also on listen.healthPort when set).",
     )
     p.add_argument("--config", metavar="FILE", help="ExtenderConfiguration YAML (default: built-in defaults)")
     p.add_argument(
@@ -101,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from .config import http_limits
     from .http import HttpServer
-    from .server import bind_socket, make_app
+    from .server import HealthListener, bind_socket, health_limits, make_app
     from .startup import StartupError, prepare
     from .store import SnapshotStore
 
@@ -202,22 +205,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     host = args.host or config.listen.host
     port = config.listen.port if args.port is None else args.port
     scheme = "https" if ssl_context is not None else "http"
+    health_port = config.listen.health_port
+    sock = health_sock = None
     try:
+        what, where = "listen", f"{host}:{port}"
         sock = bind_socket(host, port)
+        if health_port is not None:
+            what, where = "listen.healthPort", f"{host}:{health_port}"
+            health_sock = bind_socket(host, health_port)
     except OSError as exc:
+        if sock is not None:
+            sock.close()
         app.close()
         if refresher is not None:
             refresher.stop()
         if recorder is not None:
             recorder.stop()
-        print(
-            f"{PROG}: error: listen: cannot bind {host}:{port}: {exc.strerror or exc}",
-            file=sys.stderr,
-        )
+        print(f"{PROG}: error: {what}: cannot bind {where}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_BIND
     port = sock.getsockname()[1]
-    log.info("serving on %s://%s:%d%s (policy %s)", scheme, host, port, config.url_prefix, policy.name)
     server = HttpServer(app, http_limits(config), app.metrics, ssl=ssl_context)
+    health = None
+    if health_sock is not None:
+        health = HealthListener(
+            app,
+            health_sock,
+            limits=health_limits(config),
+            stalled_s=server.stalled_s,
+            max_stall_s=config.limits.max_loop_stall_seconds,
+            ssl=ssl_context,
+        )
+        log.info("probes also on %s://%s:%d/livez, /healthz, /readyz (their own thread)", scheme, host, health.port)
+    log.info("serving on %s://%s:%d%s (policy %s)", scheme, host, port, config.url_prefix, policy.name)
 
     def on_loop(loop) -> None:  # SIGINT/SIGTERM: stop gracefully (requests in progress answered), exit 0
         if threading.current_thread() is threading.main_thread():
@@ -242,11 +261,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
     try:
+        if health is not None:  # its own thread and loop: it answers while the serving loop is saturated
+            health.start()
         server.run([sock], on_loop=on_loop)
     except Exception as exc:  # noqa: BLE001 - the server failed after it started: one line, status 1
         log.error("server stopped: %s: %s", type(exc).__name__, exc)
         return 1
     finally:
+        if health is not None:
+            health.stop()
         sock.close()
         app.close()
         if source is not None:

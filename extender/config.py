@@ -8,6 +8,8 @@ Every field is optional; an empty file (or no ``--config``) gives the defaults b
       host: 127.0.0.1          # address to bind; 0.0.0.0 to serve other hosts (e.g. in a Pod)
       port: 8888               # TCP port, 0..65535 (0 = any free port)
       tls: null                # {certFile, keyFile}: serve HTTPS (kube-scheduler: enableHTTPS + tlsConfig.caData)
+      healthPort: null         # also serve /livez, /healthz, /readyz on host:healthPort, from a thread of its own
+                               #   (the probes then pass while the scoring loop is saturated); null = off
     urlPrefix: /scheduler      # the extender's urlPrefix in KubeSchedulerConfiguration.extenders
     policy:
       name: topology-heuristic # the low-level placement policy: topology-heuristic | learned
@@ -48,6 +50,8 @@ Every field is optional; an empty file (or no ``--config``) gives the defaults b
       maxConnections: 1024     # open connections at most: a new one beyond displaces the least recently active
                                #   one without a request in progress
       maxConnectionsPerClient: 0  # open connections at most from one client address; 0 = no bound
+      maxLoopStallSeconds: 10  # listen.healthPort: /livez and /readyz there answer 503 when the scoring loop has
+                               #   not turned for this long (stuck: the probes on listen.port would time out)
     precompute:                # per-service node-score vectors computed off the request path
       enabled: true            #   false: every request scores its candidates directly (same scores, slower)
       maxKeys: 256             #   (service, requests) vectors kept; memory maxKeys x nodes x 8 bytes
@@ -94,7 +98,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from policy.config import ConfigModel, ExistingBundle, ExistingFile, ExistingPath, load_config
 from policy.live import ExtenderMetricsSourcesConfig
@@ -165,6 +169,24 @@ class ListenConfig(ConfigModel):
         None,
         description="Serve HTTPS with this certificate and key ({certFile, keyFile}); null = plain HTTP. Default null.",
     )
+    health_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="Also serve the probes (GET /livez, /healthz, /readyz; nothing else) on host:healthPort, "
+        "with the same TLS, from a thread and event loop of their own (extender.server.HealthListener): they "
+        "answer within milliseconds while the loop serving `port` is saturated, and answer 503 when that loop has "
+        "not turned for limits.maxLoopStallSeconds. 0..65535, 0 = any free port, not `port`; null = the probes "
+        "only on `port` (they are there in any case). Default null (the chart sets it).",
+    )
+
+    @field_validator("health_port")
+    @classmethod
+    def _health_port_differs(cls, v: int | None, info: ValidationInfo) -> int | None:
+        port = info.data.get("port")
+        if v is not None and v != 0 and v == port:
+            raise ValueError(f"must differ from listen.port ({port}): the probes' listener binds a port of its own")
+        return v
 
 
 class PolicyConfig(ConfigModel):
@@ -378,6 +400,15 @@ class LimitsConfig(ConfigModel):
         description="Open connections at most from one client address (0 = no bound); a new one beyond is closed "
         "at once. kube-scheduler holds a few per replica; with the chart's NetworkPolicy only the schedulers and the "
         "kubelet's probes reach the extender. Default 0.",
+    )
+    max_loop_stall_seconds: float = Field(
+        10.0,
+        gt=0.0,
+        le=3600.0,
+        description="With listen.healthPort: /livez and /readyz on that port answer 503 once the event loop "
+        "serving listen.port has not completed a turn (read its sockets, run its timers) for this many seconds "
+        "(a handler stuck on the loop: the probes on listen.port would time out); under overload a turn takes "
+        "at most maxLoopBusySeconds plus the cost of shedding. Seconds > 0, at most 3600. Default 10.",
     )
 
     @model_validator(mode="after")

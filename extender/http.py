@@ -26,6 +26,12 @@ waited in its socket is invisible to the application. This module adds what the 
   connection without a request in progress is closed after ``idle_timeout_s`` (keep-alive); a client that reads no
   replies (writes paused) for ``body_timeout_s`` is cut. A request being read does not count as waiting to be
   scored, so held connections cannot starve scoring.
+- **accepting**: the server accepts connections itself, up to :data:`MAX_ACCEPT_PER_TURN` each time a listening
+  socket is readable (each then set up by the loop's ``connect_accepted_socket``). uvloop's own server accepts one
+  connection per turn of the loop (libuv/libuv#3696); under overload a turn takes tens of milliseconds, so clients
+  that reconnect after their timeouts (kube-scheduler's and Go's HTTP clients close a connection whose request timed
+  out) outpaced it: the accept queue filled (2,048 connections), their requests waited there for seconds, timed
+  out in turn and reconnected again (measured: ``make fuzz`` at 256 connections, issue 26).
 - **bounds**: at most :data:`MAX_HEADER_BYTES` of headers (431), a body of at most ``max_request_bytes`` (413 before
   it is read, from its ``Content-Length``, or as soon as a chunked body grows past it); at most ``max_connections``
   open connections: a new connection beyond it displaces the least recently active connection that has no request
@@ -46,6 +52,7 @@ TLS handshake bounded by ``header_timeout_s``.
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import logging
 import socket
@@ -66,6 +73,7 @@ __all__ = [
     "MAX_HEADER_BYTES",
     "MAX_PIPELINED",
     "MAX_PER_TURN",
+    "MAX_ACCEPT_PER_TURN",
     "CLOSE_REASONS",
     "HttpLimits",
     "Request",
@@ -95,6 +103,13 @@ MAX_PIPELINED = 16
 MAX_PER_TURN = 16
 #: Bytes handed to the parser at a time (a read is parsed in slices, so that parsing stops once requests wait).
 FEED_BYTES = 8 * 1024
+#: Connections accepted from a listening socket in one turn of the event loop, at most (the rest in the next turn:
+#: the socket stays readable). The server accepts them itself: libuv (uvloop's server) accepts one per turn since
+#: libuv/libuv#3696, and under load a turn takes tens of milliseconds, so clients reconnecting after their timeouts
+#: (kube-scheduler closes a connection whose request timed out) outpaced it and waited seconds in the accept queue.
+MAX_ACCEPT_PER_TURN = 256
+#: Seconds before accepting again after ``accept`` failed for want of file descriptors (as asyncio's servers).
+ACCEPT_RETRY_S = 1.0
 
 #: Why connections were closed (the ``reason`` label of ``hrl_extender_http_connections_closed_total``).
 CLOSE_REASONS: tuple[str, ...] = (
@@ -621,6 +636,13 @@ class _Connection(asyncio.Protocol):
             )
 
 
+def _accepted(task: asyncio.Task) -> None:
+    """An accepted connection is set up (or its TLS handshake failed, or the server stopped first): nothing to do but
+    retrieve the outcome."""
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("http: an accepted connection failed before it was served: %s", task.exception())
+
+
 @dataclass
 class _Stats:
     reading: int = 0  # requests begun and not complete (headers or body being read)
@@ -634,7 +656,8 @@ class HttpServer:
     and blocks); :meth:`request_stop` (any thread) makes it stop: no new connections, idle ones closed, requests in
     progress answered (for at most ``grace_s``), then every connection closed. Attributes: ``unanswered``
     (complete requests not answered yet), ``connections`` (the open ones), ``started``
-    (a :class:`threading.Event`, set once listening), ``stopping``.
+    (a :class:`threading.Event`, set once listening), ``stopping``; :meth:`stalled_s` says, from any thread, how
+    long the loop has not turned (the probes' listener, :class:`extender.server.HealthListener`, reads it).
     """
 
     def __init__(
@@ -660,9 +683,10 @@ class HttpServer:
         self._date_s = -1
         self._stats = _Stats()
         self._busy_since: float | None = None
+        self._turned_at: float | None = None  # perf_counter of the loop's last observed turn (stalled_s)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
-        self._servers: list[asyncio.base_events.Server] = []
+        self._listening: list[socket.socket] = []
         self._refresh_date()
         if metrics is not None:
             metrics.http_connections_open.set_function(lambda: float(len(self.connections)))
@@ -684,6 +708,15 @@ class HttpServer:
 
     def _polled(self) -> None:
         self._busy_since = None
+        self._turned_at = time.perf_counter()
+
+    def stalled_s(self) -> float:
+        """Seconds since the event loop last showed it turns: its last timeout sweep (every :attr:`HttpLimits.sweep_s`
+        while it is free) or the end of its last iteration that handled requests. Large only while a callback holds
+        the loop (a handler stuck on it); under overload an iteration lasts ``limits.maxLoopBusySeconds`` plus the
+        cost of shedding. ``0.0`` before :meth:`serve` began. Safe to call from any thread (it reads one float)."""
+        at = self._turned_at
+        return 0.0 if at is None else max(0.0, time.perf_counter() - at)
 
     def reading(self, delta: int) -> None:
         self._stats.reading += delta
@@ -734,6 +767,7 @@ class HttpServer:
             return
         self._refresh_date()
         now = time.perf_counter()
+        self._turned_at = now
         for conn in list(self.connections):
             conn.check(now)
         if not self.stopping:
@@ -746,16 +780,51 @@ class HttpServer:
         self.loop = loop
         self._stop = asyncio.Event()
         for sock in sockets:
-            kw: dict[str, Any] = {"sock": sock, "backlog": 2048}
-            if self.ssl is not None:
-                kw.update(ssl=self.ssl, ssl_handshake_timeout=self.limits.header_timeout_s)
-            self._servers.append(await loop.create_server(lambda: _Connection(self), **kw))
+            sock.setblocking(False)
+            self._listening.append(sock)
+            loop.add_reader(sock.fileno(), self._accept, sock)
         loop.call_later(self.limits.sweep_s, self._sweep)
+        self._turned_at = time.perf_counter()
         self.started.set()
         try:
             await self._stop.wait()
         finally:
             await self._shutdown()
+
+    def _accept(self, sock: socket.socket) -> None:
+        """The listening ``sock`` is readable: accept up to :data:`MAX_ACCEPT_PER_TURN` connections, each served by
+        a :class:`_Connection` (through the loop's ``connect_accepted_socket``, TLS included)."""
+        loop = self.loop
+        assert loop is not None
+        kw: dict[str, Any] = {}
+        if self.ssl is not None:
+            kw = {"ssl": self.ssl, "ssl_handshake_timeout": self.limits.header_timeout_s}
+        for _ in range(MAX_ACCEPT_PER_TURN):
+            if self.stopping:
+                return
+            try:
+                conn, _addr = sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                if exc.errno in (errno.ECONNABORTED, errno.EPROTO, errno.EPERM):
+                    continue  # that connection is gone: the next one
+                log.error("http: cannot accept connections: %s (again in %g s)", exc, ACCEPT_RETRY_S)
+                loop.remove_reader(sock.fileno())  # EMFILE, ENOBUFS, ...: the socket stays readable; retry later
+                loop.call_later(ACCEPT_RETRY_S, self._listen_again, sock)
+                return
+            try:
+                task = loop.create_task(loop.connect_accepted_socket(lambda: _Connection(self), conn, **kw))
+            except Exception as exc:  # noqa: BLE001 - that connection only
+                log.error("http: cannot serve an accepted connection: %s", exc)
+                conn.close()
+                continue
+            task.add_done_callback(_accepted)
+
+    def _listen_again(self, sock: socket.socket) -> None:
+        if not self.stopping and sock.fileno() != -1:
+            assert self.loop is not None
+            self.loop.add_reader(sock.fileno(), self._accept, sock)
 
     def request_stop(self) -> None:
         """Stop serving (thread-safe, idempotent)."""
@@ -769,8 +838,11 @@ class HttpServer:
 
     async def _shutdown(self) -> None:
         self.stopping = True
-        for s in self._servers:
-            s.close()
+        for sock in self._listening:  # no new connections (those waiting to be accepted are reset)
+            if sock.fileno() != -1:
+                assert self.loop is not None
+                self.loop.remove_reader(sock.fileno())
+                sock.close()
         for conn in list(self.connections):
             if not conn.busy and not conn.pending and conn.state == _IDLE:
                 conn._close("shutdown")
@@ -779,12 +851,7 @@ class HttpServer:
             await asyncio.sleep(0.01)
         for conn in [*self.connections, *self.closing]:
             conn.abort("shutdown")
-        for s in self._servers:
-            try:
-                await asyncio.wait_for(s.wait_closed(), 1.0)
-            except TimeoutError:
-                pass
-        self._servers.clear()
+        self._listening.clear()
 
     def run(self, sockets: list[socket.socket], on_loop: Callable[[asyncio.AbstractEventLoop], None] | None = None):
         """Serve on a new uvloop event loop in this thread until :meth:`request_stop`; ``on_loop(loop)`` is called

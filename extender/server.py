@@ -13,6 +13,12 @@ Routes (DESIGN.md section 5; kube-scheduler treats any status other than 200 as 
 - ``GET /readyz``  → 200 ``ok`` when a snapshot is loaded and not stale, else 503 with the reason;
 - ``GET /metrics`` → Prometheus text exposition of the registry.
 
+With ``listen.healthPort`` the three probes (``/livez``, ``/healthz``, ``/readyz``; nothing else) are also served on
+a listener of their own (:class:`HealthListener`: :class:`HealthApp` on its own socket, thread and event loop), the
+same replies, so that the kubelet's probes never wait behind the scoring loop's sockets; there they answer 503 once
+that loop has not turned for ``limits.maxLoopStallSeconds`` (:meth:`extender.http.HttpServer.stalled_s`), where the
+probes on the serving port would time out.
+
 A verb request, in order (``limits`` of :class:`extender.config.ExtenderConfiguration`; the transport's own limits,
 read timeouts and the connection bound, are in :mod:`extender.http`):
 
@@ -55,6 +61,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future as ThreadFuture
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
@@ -74,6 +81,7 @@ from .http import (
     BodyTooLarge,
     HeadersTooLarge,
     HeaderTimeout,
+    HttpLimits,
     HttpProblem,
     HttpServer,
     Request,
@@ -100,6 +108,10 @@ __all__ = [
     "readiness",
     "uvicorn_config",
     "ExtenderApp",
+    "PROBE_ROUTES",
+    "HealthApp",
+    "HealthListener",
+    "health_limits",
     "ExtenderServer",
     "bind_socket",
 ]
@@ -589,6 +601,116 @@ def make_app(
 WARM_BUDGET_S = 0.5
 
 
+#: The probes' paths (the only ones :class:`HealthApp` serves) and their route in :class:`ExtenderApp`.
+PROBE_ROUTES: dict[str, str] = {"/livez": "livez", "/healthz": "livez", "/readyz": "readyz"}
+#: The probes' listener: connections open at most (the kubelet opens one per probe), largest body (probes send none).
+HEALTH_MAX_CONNECTIONS = 64
+HEALTH_MAX_REQUEST_BYTES = 64 * 1024
+
+
+class HealthApp:
+    """The :class:`extender.http.Handler` of the probes' listener (:class:`HealthListener`): ``GET``/``HEAD``
+    ``/livez``, ``/healthz`` and ``/readyz`` answered by ``app`` (:class:`ExtenderApp`: the same replies and
+    counters as on the serving port, :func:`readiness` for ``/readyz``), any other path 404 and another method 405
+    (:func:`error_response`; a verb's path is not a verb here, nothing is scored). ``stalled_s``: how long the loop
+    serving the verbs has not turned (:meth:`extender.http.HttpServer.stalled_s`; ``None``: not checked); over
+    ``max_stall_s`` seconds both probes answer 503 with the reason. Runs on the listener's own thread: what it
+    reads (the store's view, the refreshers' status) is published for other threads already."""
+
+    def __init__(self, app: ExtenderApp, stalled_s: Callable[[], float] | None = None, max_stall_s: float = 10.0):
+        if not max_stall_s > 0:
+            raise ValueError(f"HealthApp.max_stall_s: must be > 0, got {max_stall_s!r}")
+        self.app, self.stalled_s, self.max_stall_s = app, stalled_s, max_stall_s
+
+    def handle(self, request: Request) -> Response:
+        """The probe's reply (never raises, never a future)."""
+        try:
+            route = PROBE_ROUTES.get(request.path)
+            if route is None:
+                raise NotFound("not found: this port serves /livez, /healthz and /readyz only", request.path)
+            if request.method not in ("GET", "HEAD"):
+                raise MethodNotAllowed("method not allowed", request.path, "GET")
+            stall = self.stalled_s() if self.stalled_s is not None else 0.0
+            if stall > self.max_stall_s:
+                what = "live" if route == "livez" else "ready"
+                reason = (
+                    f"not {what}: the event loop serving the verbs has not turned for {stall:.1f} s "
+                    f"(> limits.maxLoopStallSeconds {self.max_stall_s:g})"
+                )
+                log.warning("%s: %s", request.path, reason)
+                return self.app.reply(503, (reason + "\n").encode(), _TEXT)
+            res = self.app.handle(request)
+            assert isinstance(res, Response)  # the probes are answered at once
+            return res
+        except Exception as exc:  # noqa: BLE001 - mapped to its status in one place
+            return self.error(exc, request.path)
+
+    def error(self, exc: BaseException, path: str) -> Response:
+        """:func:`error_response` of ``app`` (a path other than a probe's counts as no route, never as a verb)."""
+        return error_response(self.app, exc, path if path in PROBE_ROUTES else "")
+
+
+def health_limits(config: ExtenderConfiguration) -> HttpLimits:
+    """The probes' listener's :class:`extender.http.HttpLimits`: the serving port's timeouts (``limits``), at most
+    :data:`HEALTH_MAX_CONNECTIONS` connections and :data:`HEALTH_MAX_REQUEST_BYTES` of body."""
+    lim = http_limits(config)
+    return HttpLimits(
+        header_timeout_s=lim.header_timeout_s,
+        body_timeout_s=lim.body_timeout_s,
+        idle_timeout_s=lim.idle_timeout_s,
+        max_connections=HEALTH_MAX_CONNECTIONS,
+        max_request_bytes=HEALTH_MAX_REQUEST_BYTES,
+    )
+
+
+class HealthListener:
+    """The probes' own listener (``listen.healthPort``): :class:`HealthApp` of ``app`` served by an
+    :class:`extender.http.HttpServer` (read timeouts and the connection bound of :func:`health_limits`, TLS when
+    ``ssl`` is given) on ``sock`` (bound and listening, :func:`bind_socket`), from a daemon thread with its own
+    uvloop event loop, so that a probe never waits behind the serving loop's sockets nor for its turn.
+    ``stalled_s`` / ``max_stall_s``: see :class:`HealthApp`. No metrics of its own (its replies are counted in
+    ``hrl_extender_http_responses_total`` as the serving port's probes are). :meth:`start` raises
+    ``RuntimeError`` when it does not listen within ``timeout_s``; :meth:`stop` is idempotent. Attributes:
+    ``port``, ``http`` (the server), ``app`` (the :class:`HealthApp`)."""
+
+    def __init__(
+        self,
+        app: ExtenderApp,
+        sock: socket.socket,
+        *,
+        limits: HttpLimits,
+        stalled_s: Callable[[], float] | None = None,
+        max_stall_s: float = 10.0,
+        ssl: Any = None,
+    ):
+        self.app = HealthApp(app, stalled_s, max_stall_s)
+        self.sock = sock
+        self.port: int = sock.getsockname()[1]
+        self.http = HttpServer(self.app, limits, None, ssl=ssl, grace_s=0.5)
+        self._thread: threading.Thread | None = None
+
+    def start(self, timeout_s: float = 10.0) -> HealthListener:
+        """Serve in a daemon thread; return once it listens."""
+        if self._thread is not None:
+            raise RuntimeError("HealthListener already started")
+        self._thread = threading.Thread(
+            target=self.http.run, args=([self.sock],), name=f"hrl-extender-health:{self.port}", daemon=True
+        )
+        self._thread.start()
+        if not self.http.started.wait(timeout_s) or not self._thread.is_alive():
+            self.stop()
+            raise RuntimeError(f"the probes' listener on port {self.port} did not start")
+        return self
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop serving, wait for the thread (up to ``timeout_s`` seconds), close the socket. Idempotent."""
+        self.http.request_stop()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+        self.sock.close()
+
+
 def uvicorn_config(app: ExtenderApp, **kwargs: Any):
     """A ``uvicorn.Config`` serving ``app`` as an ASGI application through uvicorn's public options only (httptools,
     uvloop, no access log, no lifespan, keep-alive 90 s as kube-scheduler's transport): the stack
@@ -615,13 +737,16 @@ class ExtenderServer:
     ``config`` (default: all defaults), ``store`` (default: a new empty :class:`SnapshotStore`), ``policy``
     (default: :func:`~extender.config.build_policy` of ``config``), ``registry`` (default: a new
     :class:`CollectorRegistry`), ``topology`` (a :class:`policy.topology.live.TopologyRefresher`, optional; see
-    :func:`make_app`). ``host`` / ``port`` override ``config.listen`` (``port=0``: any free port).
-    The socket is bound in :meth:`start`, so :attr:`port` and :attr:`url` are real once started.
+    :func:`make_app`). ``host`` / ``port`` override ``config.listen`` (``port=0``: any free port); with
+    ``listen.healthPort`` the probes get their own listener too (:class:`HealthListener`, on ``host``; ``0``: any
+    free port). The sockets are bound in :meth:`start`, so :attr:`port`, :attr:`health_port` and :attr:`url` are
+    real once started.
 
     Attributes: ``store``, ``policy``, ``registry``, ``metrics`` (:class:`ExtenderMetrics`), ``app``, ``http``
-    (the :class:`~extender.http.HttpServer` once started), ``host``, ``port``, ``base_url`` (``http://HOST:PORT``,
-    ``https://`` when ``config.listen.tls`` is set), ``url`` (``base_url + urlPrefix``, the value for
-    kube-scheduler's ``urlPrefix``).
+    (the :class:`~extender.http.HttpServer` once started), ``health`` (the :class:`HealthListener` once started,
+    or ``None``), ``host``, ``port``, ``health_port`` (``None`` without one), ``base_url`` (``http://HOST:PORT``,
+    ``https://`` when ``config.listen.tls`` is set), ``health_url`` (the same for ``health_port``), ``url``
+    (``base_url + urlPrefix``, the value for kube-scheduler's ``urlPrefix``).
 
     Raises ``ValueError`` from the constructor when ``config.listen.tls`` names unusable files, ``OSError``
     from :meth:`start` when the address cannot be bound, ``RuntimeError`` when the server does not come up
@@ -648,28 +773,47 @@ class ExtenderServer:
         self.metrics: ExtenderMetrics = self.app.state.metrics
         self.host = host if host is not None else self.config.listen.host
         self.port = port if port is not None else self.config.listen.port
+        self.health_port = self.config.listen.health_port
         self.startup_timeout_s = startup_timeout_s
         self._ssl = tls_context(self.config)
         self.http: HttpServer | None = None
+        self.health: HealthListener | None = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
 
+    def _url(self, port: int | None) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'https' if self._ssl is not None else 'http'}://{host}:{port}"
+
     @property
     def base_url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{'https' if self._ssl is not None else 'http'}://{host}:{self.port}"
+        return self._url(self.port)
+
+    @property
+    def health_url(self) -> str | None:
+        return None if self.health_port is None else self._url(self.health_port)
 
     @property
     def url(self) -> str:
         return self.base_url + self.config.url_prefix
 
     def start(self) -> ExtenderServer:
-        """Bind, start serving in a daemon thread, and wait until the server listens."""
+        """Bind, start serving in a daemon thread (and the probes' listener in another, with ``health_port``), and
+        wait until both listen."""
         if self._thread is not None:
             raise RuntimeError("ExtenderServer already started")
         sock = bind_socket(self.host, self.port)
         self._sock = sock
         self.port = sock.getsockname()[1]
+        health_sock = None
+        if self.health_port is not None:
+            try:
+                health_sock = bind_socket(self.host, self.health_port)
+            except OSError:
+                sock.close()
+                self._sock = None
+                raise
+            self.health_port = health_sock.getsockname()[1]
         server = HttpServer(self.app, http_limits(self.config), self.metrics, ssl=self._ssl)
         self.http = server
         self._thread = threading.Thread(
@@ -677,13 +821,31 @@ class ExtenderServer:
         )
         self._thread.start()
         if not server.started.wait(self.startup_timeout_s) or not self._thread.is_alive():
+            if health_sock is not None:
+                health_sock.close()
             self.stop()
             raise RuntimeError(f"extender server on {self.base_url} did not start")
+        if health_sock is not None:
+            self.health = HealthListener(
+                self.app,
+                health_sock,
+                limits=health_limits(self.config),
+                stalled_s=server.stalled_s,
+                max_stall_s=self.config.limits.max_loop_stall_seconds,
+                ssl=self._ssl,
+            )
+            try:
+                self.health.start(self.startup_timeout_s)
+            except RuntimeError:
+                self.stop()
+                raise
         return self
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop serving (requests in progress answered, for at most 2 s), wait for the thread (up to ``timeout_s``),
-        close the socket and the worker pool. Idempotent."""
+        """Stop serving (requests in progress answered, for at most 2 s), wait for the threads (up to ``timeout_s``
+        each), close the sockets and the worker pool. Idempotent."""
+        if self.health is not None:
+            self.health.stop(timeout_s)
         if self.http is not None:
             self.http.request_stop()
         if self._thread is not None:
@@ -692,6 +854,7 @@ class ExtenderServer:
             self._sock.close()
         self.app.close()
         self.http = None
+        self.health = None
         self._thread = None
         self._sock = None
 

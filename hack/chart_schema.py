@@ -184,6 +184,10 @@ def build() -> dict[str, Any]:
             "image": image("extender"),
             "replicas": {"type": "integer", "minimum": 1, "maximum": 100},
             "port": PORT,
+            "healthPort": {
+                "anyOf": [PORT, {"type": "null"}],
+                "description": "the probes' own port (listen.healthPort), not port; null = the probes on port",
+            },
             "urlPrefix": {"type": "string", "pattern": "^/[A-Za-z0-9/_-]*$"},
             "mode": {
                 "enum": ["active", "shadow"],

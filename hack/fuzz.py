@@ -5,15 +5,20 @@ answers, crashes (a dead extender, a parser raising anything but its documented 
 answer within ``--timeout`` seconds) and the slowest inputs. The figures go to the ``fuzz`` section of
 BENCHMARKS.md (``policy.bench.markdown.write_section``) unless ``--no-write``.
 
-Usage: ``hack/fuzz.py [--total N] [--seed S] [--timeout S] [--connection-seconds S] [--no-write] [--json PATH]``.
+Usage: ``hack/fuzz.py [--total N] [--seed S] [--timeout S] [--connection-seconds S] [--connections N,N...]
+[--only TARGET,...] [--no-uvicorn] [--no-write] [--json PATH]``.
 ``--total`` (default 100,000) is split 60 % HTTP requests, 40 % files for the parsers (configurations, snapshots,
 tables, 30 % of them gzip-compressed and often damaged, call-graph sources, bundles, and ``app build`` on a small
 app whose files are damaged). The inputs are mutations of the repository's own fixtures (tests/fuzzing.py: wrong
 types, huge and non-finite numbers, lone surrogates, deep nesting, cut and duplicated text, bytes that are not
 UTF-8) plus raw random bytes, other paths and methods. Then the connection phases (``--connection-seconds`` each,
 0 = none; :func:`fuzz_connections`): held connections (a body or headers that never end) and 32-512 keep-alive
-connections at 10x the extender's sequential capacity, from ``hack/extender-load`` (Go; built into the cache);
-their requests are counted too. Exit status 0 when nothing beyond the documented 4xx was found, 1 otherwise.
+connections at 10x the extender's sequential capacity, from ``hack/extender-load`` (Go; built into the cache),
+with the liveness probe on the extender's health port (``listen.healthPort``, where the chart's probes go; the
+serving port's ``/livez`` is measured beside it); their requests are counted too. ``--only`` runs some targets
+(http, configs, snapshots, tables, graph, bundles, app, connections; the others are skipped, ``--total`` still
+split as above), ``--connections`` the overload phases at these connection counts only. Exit status 0 when nothing
+beyond the documented 4xx was found, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,20 +121,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_extender(workdir: Path, snapshot: Path | None = None) -> tuple[subprocess.Popen, str]:
-    """``hrl-extender`` with the shipped limits on a free port of 127.0.0.1, serving ``snapshot`` (default: the
-    Online Boutique fixture); returns once ``/readyz`` answers 200."""
-    port = _free_port()
+def start_extender(workdir: Path, snapshot: Path | None = None) -> tuple[subprocess.Popen, str, str]:
+    """``hrl-extender`` with the shipped limits on a free port of 127.0.0.1 and its probes' listener
+    (``listen.healthPort``, as the chart ships it) on another, serving ``snapshot`` (default: the Online Boutique
+    fixture); returns ``(process, serving URL, health URL)`` once ``/readyz`` answers 200."""
+    port, health = _free_port(), _free_port()
+    while health == port:
+        health = _free_port()
     cfg = workdir / "extender.yaml"
     snap = snapshot or ROOT / "tests" / "fixtures" / "extender" / "cluster-list.json"
     cfg.write_text(
         "apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
-        f"listen: {{host: 127.0.0.1, port: {port}}}\n"
+        f"listen: {{host: 127.0.0.1, port: {port}, healthPort: {health}}}\n"
         f"snapshotFile: {snap}\nlogLevel: ERROR\n"
     )
-    return _spawn(
+    proc, url = _spawn(
         "hrl-extender", [sys.executable, "-m", "extender", "--config", str(cfg)], workdir / "extender.log", port
     )
+    return proc, url, f"http://127.0.0.1:{health}"
 
 
 def _spawn(
@@ -174,7 +184,7 @@ def http_inputs(rng: random.Random, seeds: list[dict]) -> tuple[str, str, bytes,
 def fuzz_http(n: int, rng: random.Random, workdir: Path, timeout_s: float) -> Report:
     rep = Report("extender HTTP (prioritize, filter, other paths)")
     seeds = [json.loads(ARGS_SEED.read_text()), json.loads(ARGS_LIST_SEED.read_text())]
-    proc, url = start_extender(workdir)
+    proc, url, _ = start_extender(workdir)
     try:
         last_5xx = False
         with httpx.Client(base_url=url, timeout=timeout_s) as client:
@@ -197,7 +207,7 @@ def fuzz_http(n: int, rng: random.Random, workdir: Path, timeout_s: float) -> Re
                     rep.finding("crash", f"{what}: {type(exc).__name__}: {exc}")
                     if proc.poll() is not None:
                         rep.finding("crash", f"hrl-extender exited with {proc.returncode}; restarted")
-                        proc, url = start_extender(workdir)
+                        proc, url, _ = start_extender(workdir)
                         client.base_url = httpx.URL(url)
                     continue
                 dt = time.perf_counter() - t0
@@ -475,6 +485,8 @@ def fuzz_app_build(n: int, rng: random.Random, d: Path, timeout_s: float) -> Rep
 #: Connections of the overload phases; each sends LOAD_FACTOR x the sequential capacity.
 CONNECTIONS = (32, 64, 128, 256, 512)
 LOAD_FACTOR = 10
+#: What ``--only`` names (the first word of each target).
+TARGETS = ("http", "configs", "snapshots", "tables", "graph", "bundles", "app", "connections")
 #: kube-scheduler's httpTimeout as shipped, and the chart's liveness probe timeout.
 HTTP_TIMEOUT_S = 0.3
 PROBE_TIMEOUT_S = 2.0
@@ -601,24 +613,33 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def fuzz_connections(
-    n: int, rng: random.Random, workdir: Path, durations_s: float, phases: list[dict], compare: bool = True
+    n: int,
+    rng: random.Random,
+    workdir: Path,
+    durations_s: float,
+    phases: list[dict],
+    compare: bool = True,
+    connections: tuple[int, ...] = CONNECTIONS,
 ) -> Report:
     """The extender (``hrl-extender`` on the 500-node snapshot) under hostile connections, over the real socket:
     200 connections that declare a 100 kB body, send one byte and stall, then 200 whose headers never end, each
     while real requests are sent (they must be scored, not shed); then ``LOAD_FACTOR`` x the sequential capacity
-    over each of :data:`CONNECTIONS` keep-alive connections with the liveness probe meanwhile. Findings: a 5xx; a
-    reply later than :data:`HTTP_TIMEOUT_S` (client timeouts included); a probe failing or over
+    over each of ``connections`` keep-alive connections with the liveness probe meanwhile, on the extender's
+    health port (where the chart's probes go) and, for the figures only, on its serving port. Findings: a 5xx; a
+    reply later than :data:`HTTP_TIMEOUT_S` (client timeouts included); a health-port probe failing or over
     :data:`PROBE_TIMEOUT_S`; a held connection not cut (408) within its timeout; real requests shed while only held
     connections load the server; fewer requests counted by the extender than answered. ``n``: about how many
     requests to send in all. Each phase's figures are appended to ``phases``; with ``compare``, the same phases
-    against the application served by uvicorn (:func:`start_uvicorn`) follow, figures only (no findings: uvicorn
-    has no read timeouts and cannot see the time a request waited in its socket)."""
+    against the application served by uvicorn (:func:`start_uvicorn`; no health port: the probe on its serving
+    port) follow, figures only (no findings: uvicorn has no read timeouts and cannot see the time a request waited
+    in its socket)."""
     rep = Report("extender connections (held: slow body, slow headers; 32-512 connections at 10x capacity)")
     gen = build_load_generator()
     snap, bodies = overload_cluster(workdir)
-    proc, url = start_extender(workdir, snapshot=snap)
+    load = _Load(gen, bodies, n, durations_s, connections)
+    proc, url, health = start_extender(workdir, snapshot=snap)
     try:
-        _connection_phases(rep, gen, url, bodies, n, durations_s, phases, "hrl-extender (extender.http)")
+        _connection_phases(rep, load, url, health, phases, "hrl-extender (extender.http)")
         if proc.poll() is not None:
             rep.finding("crash", f"hrl-extender exited with {proc.returncode}")
     finally:
@@ -626,15 +647,28 @@ def fuzz_connections(
     if compare:
         proc, url = start_uvicorn(workdir, snap)
         try:
-            _connection_phases(Report("uvicorn"), gen, url, bodies, n, durations_s, phases, "uvicorn (public API)")
+            _connection_phases(Report("uvicorn"), load, url, None, phases, "uvicorn (public API)")
         finally:
             _stop(proc)
     return rep
 
 
-def _connection_phases(
-    rep: Report, gen: Path, url: str, bodies: Path, n: int, durations_s: float, phases: list[dict], server: str
-) -> None:
+@dataclass(frozen=True)
+class _Load:
+    """What the connection phases send: the load generator, the request bodies, about ``n`` requests in all,
+    ``durations_s`` per phase at most, the overload phases' ``connections``."""
+
+    gen: Path
+    bodies: Path
+    n: int
+    durations_s: float
+    connections: tuple[int, ...]
+
+
+def _connection_phases(rep: Report, load: _Load, url: str, health: str | None, phases: list[dict], server: str) -> None:
+    """The phases of :func:`fuzz_connections` against one server (``url``; ``health``: its probes' listener, or
+    ``None`` when it has none: the probe then goes to ``url``), each phase's figures appended to ``phases``."""
+    gen, bodies, n, durations_s, connections = load.gen, load.bodies, load.n, load.durations_s, load.connections
     before = _outcomes(url)
     seq = _load(gen, url, bodies, "-mode", "seq", "-n", "1000", "-warmup", "100")
     out = _delta(_outcomes(url), before)
@@ -645,7 +679,7 @@ def _connection_phases(
         {"server": server, "phase": "sequential (the capacity)", "connections": 1, "rps_offered": None}
         | _summary(seq, out)
     )
-    per_phase = max(200, n // (2 + len(CONNECTIONS)))
+    per_phase = max(200, n // (2 + len(connections)))
     for stall in ("body", "headers"):
         before = _outcomes(url)
         rps = max(20.0, 0.3 * capacity)
@@ -670,26 +704,35 @@ def _connection_phases(
         phases.append({"server": server, "phase": f"held ({stall}): 200 stalled connections", "connections": 4 + 200,
                        "rps_offered": round(rps), **_summary(res, out), "held_cut": closed,
                        "held_cut_after_s": round(sl["closed_after_s"]["max"], 2)})  # fmt: skip
-    for conns in CONNECTIONS:
+    probes = ([health + "/livez"] if health else []) + [url + "/livez"]  # the kubelet's first, then the serving port
+    for conns in connections:
         before = _outcomes(url)
         rps = LOAD_FACTOR * capacity
         dur = max(4.0, min(durations_s, per_phase / rps))
         res = _load(gen, url, bodies, "-mode", "rate", "-rps", f"{rps:.0f}", "-workers", str(conns),
-                    "-duration", f"{dur:.1f}s", "-timeout", f"{HTTP_TIMEOUT_S}s", "-probe", url + "/livez",
+                    "-duration", f"{dur:.1f}s", "-timeout", f"{HTTP_TIMEOUT_S}s",
+                    *[a for u in probes for a in ("-probe", u)],
                     "-probe-interval", "100ms", "-probe-timeout", f"{PROBE_TIMEOUT_S}s")  # fmt: skip
         out = _delta(_outcomes(url), before)
-        rep.inputs += res["count"] + res["probe"]["count"]
+        by_url = {pr["url"]: pr for pr in res["probes"]}
+        rep.inputs += res["count"] + sum(pr["count"] for pr in by_url.values())
         _judge(rep, f"{conns} connections", res, out)
-        pr = res["probe"]
-        if pr["failed"] or pr["latency_ms"]["max"] > 1000 * PROBE_TIMEOUT_S:
+        kubelet = by_url[probes[0]]  # where the chart's probes go: the health port (the serving port without one)
+        where = "the health port" if health else "the serving port"
+        if kubelet["failed"] or kubelet["latency_ms"]["max"] > 1000 * PROBE_TIMEOUT_S:
             rep.finding(
-                "hang", f"{conns} connections: /livez {pr['failed']} failed, max {pr['latency_ms']['max']:.0f} ms"
+                "hang",
+                f"{conns} connections: /livez on {where} {kubelet['failed']} failed, "
+                f"max {kubelet['latency_ms']['max']:.0f} ms",
             )
-        phases.append({"server": server, "phase": f"{LOAD_FACTOR}x capacity", "connections": conns,
-                       "rps_offered": round(rps), **_summary(res, out),
-                       "livez_p50_ms": round(pr["latency_ms"]["p50"], 1),
-                       "livez_p99_ms": round(pr["latency_ms"]["p99"], 1),
-                       "livez_max_ms": round(pr["latency_ms"]["max"], 1)})  # fmt: skip
+        row = {"server": server, "phase": f"{LOAD_FACTOR}x capacity", "connections": conns, "rps_offered": round(rps),
+               **_summary(res, out)}  # fmt: skip
+        for key, pr in (("livez_health", by_url.get(f"{health}/livez")), ("livez_serving", by_url[url + "/livez"])):
+            if pr is not None:
+                lat = pr["latency_ms"]
+                row |= {f"{key}_p50_ms": round(lat["p50"], 1), f"{key}_p99_ms": round(lat["p99"], 1),
+                        f"{key}_max_ms": round(lat["max"], 1), f"{key}_failed": pr["failed"]}  # fmt: skip
+        phases.append(row)
 
 
 def _summary(res: dict, out: dict[str, int]) -> dict:
@@ -735,7 +778,10 @@ def phase_table(phases: list[dict]) -> list[str]:
         f"**The extender under load** (`hrl-extender` as shipped on a 500-node snapshot, prioritize requests with "
         f"230 candidates from `hack/extender-load`: Go net/http keep-alive clients with kube-scheduler's "
         f"`httpTimeout` of {HTTP_TIMEOUT_S * 1000:.0f} ms; the liveness probe GETs `/livez` on a fresh connection "
-        f"every 100 ms with the chart's {PROBE_TIMEOUT_S:.0f} s timeout). *late*: replies after {HTTP_TIMEOUT_S:g} s "
+        f"every 100 ms with the chart's {PROBE_TIMEOUT_S:.0f} s timeout, on the extender's health port "
+        "(`listen.healthPort`: its own thread and event loop, where the chart's probes go) and, for comparison, on "
+        "its serving port, which the verbs load; *failed*: probes not answered 200 within the timeout). "
+        f"*late*: replies after {HTTP_TIMEOUT_S:g} s "
         "(client timeouts included); *scored* / *shed*: the extender's own counts of the phase (shed: answered "
         "neutral at once, `neutral_overload` + `neutral_deadline`); *counted*: requests the extender counted by "
         "outcome. Rows `uvicorn (public API)`: the same application and configuration served by uvicorn through its "
@@ -743,23 +789,27 @@ def phase_table(phases: list[dict]) -> list[str]:
         "only (no findings).",
         "",
         "| server | phase | connections | offered req/s | replies | req/s | late | 5xx | scored | shed | counted | "
-        "p50 / p99 (ms) | /livez p50 / p99 / max (ms) | load (1 min) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|",
+        "p50 / p99 (ms) | /livez, health port: p50 / p99 / max (ms), failed | "
+        "/livez, serving port: p50 / p99 / max (ms), failed | load (1 min) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|",
     ]
     for ph in phases:
         fivexx = sum(v for k, v in ph["status"].items() if k.startswith("5"))
-        livez = (
-            f"{ph['livez_p50_ms']:.0f} / {ph['livez_p99_ms']:.0f} / {ph['livez_max_ms']:.0f}"
-            if "livez_p50_ms" in ph
+        livez = {
+            key: f"{ph[key + '_p50_ms']:.0f} / {ph[key + '_p99_ms']:.0f} / {ph[key + '_max_ms']:.0f}, "
+            f"{ph[key + '_failed']}"
+            if key + "_p50_ms" in ph
             else "-"
-        )
+            for key in ("livez_health", "livez_serving")
+        }
         held = f" (cut {ph['held_cut']}/200, the last after {ph['held_cut_after_s']} s)" if "held_cut" in ph else ""
         offered = f"{ph['rps_offered']:,}" if ph["rps_offered"] is not None else "-"
         lines.append(
             f"| {ph.get('server', '')} | {ph['phase']}{held} | {ph['connections']} | {offered} | {ph['replies']:,} | "
             f"{ph['rps']:,.0f} | "
             f"{ph['late']:,} | {fivexx} | {ph['scored']:,} | {ph['shed']:,} | {ph['counted']:,} | "
-            f"{ph['p50_ms']:.1f} / {ph['p99_ms']:.1f} | {livez} | {ph['load_1min']} |"
+            f"{ph['p50_ms']:.1f} / {ph['p99_ms']:.1f} | {livez['livez_health']} | {livez['livez_serving']} | "
+            f"{ph['load_1min']} |"
         )
     return lines
 
@@ -806,7 +856,8 @@ def markdown(
         "lines, does not name the file, or (snapshots) is the generic safety-net line instead of naming the field; "
         "for `app build`, also a failed build that leaves anything behind. "
         "HTTP: any 5xx, a dropped connection, no answer within the timeout, or a malformed 200 reply; under load, "
-        f"any reply later than {HTTP_TIMEOUT_S:g} s, a liveness probe failing or slower than {PROBE_TIMEOUT_S:g} s, "
+        f"any reply later than {HTTP_TIMEOUT_S:g} s, a liveness probe on the health port failing or slower than "
+        f"{PROBE_TIMEOUT_S:g} s, "
         "a held connection not cut within its timeout, a real request shed while only held connections load the "
         "extender, or fewer requests counted by the extender than replies received.",
     ]
@@ -826,11 +877,31 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds of each connection phase (held connections, 32-512 connections at 10x); 0 = skip them",
     )
     p.add_argument(
+        "--connections",
+        default=",".join(map(str, CONNECTIONS)),
+        metavar="N,N...",
+        help="connection counts of the overload phases (default %(default)s)",
+    )
+    p.add_argument(
+        "--only",
+        metavar="TARGET,...",
+        help=f"run only these targets ({', '.join(TARGETS)}); default: all",
+    )
+    p.add_argument(
         "--no-uvicorn", action="store_true", help="skip the connection phases against the application under uvicorn"
     )
     p.add_argument("--no-write", action="store_true", help="do not rewrite the fuzz section of BENCHMARKS.md")
     p.add_argument("--json", metavar="PATH", help="write the reports as JSON")
     args = p.parse_args(argv)
+    try:
+        connections = tuple(int(x) for x in args.connections.split(","))
+    except ValueError:
+        p.error(f"--connections: expected comma-separated integers, got {args.connections!r}")
+    if not connections or min(connections) < 1:
+        p.error(f"--connections: every count must be >= 1, got {args.connections!r}")
+    only = set(TARGETS) if args.only is None else {x.strip() for x in args.only.split(",")}
+    if only - set(TARGETS):
+        p.error(f"--only: unknown target(s) {sorted(only - set(TARGETS))}; expected some of {', '.join(TARGETS)}")
     rng = random.Random(args.seed)
     n_http = int(args.total * 0.6)
     rest = args.total - n_http
@@ -862,9 +933,11 @@ def main(argv: list[str] | None = None) -> int:
                         args.connection_seconds,
                         phases,
                         compare=not args.no_uvicorn,
+                        connections=connections,
                     ),
                 )
             )
+        targets = [(name, fn) for name, fn in targets if name.split()[0] in only]
         for name, fn in targets:
             t = time.monotonic()
             rep = fn()

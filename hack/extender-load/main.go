@@ -14,8 +14,9 @@
 //	                and stall for -duration (or until the server closes them); with -rps > 0 the rate load
 //	                runs meanwhile on other connections
 //
-// -probe URL (rate and slowloris modes): meanwhile GET URL every -probe-interval on a fresh connection (as the
-// kubelet's liveness probe does) with a -probe-timeout; reported as "probe" {count, failed, latency_ms}.
+// -probe URL (rate and slowloris modes; may be given more than once): meanwhile GET each URL every -probe-interval
+// on a fresh connection (as the kubelet's liveness probe does) with a -probe-timeout; reported as "probe" {url,
+// count, failed, latency_ms} (the first URL) and "probes" (every URL, in the order given).
 //
 // Bodies: -body FILE (one JSON request) or -bodies FILE (JSON lines, used round-robin). -verb
 // prioritize|filter picks how a reply is validated: prioritize = a list with one {Host, Score 0..10} per
@@ -250,6 +251,12 @@ func summary(ms []float64) map[string]float64 {
 	}
 }
 
+// urls is a flag that may be given more than once.
+type urls []string
+
+func (u *urls) String() string     { return strings.Join(*u, ",") }
+func (u *urls) Set(v string) error { *u = append(*u, v); return nil }
+
 // probe GETs url on a fresh connection every interval until stop is closed (the kubelet's liveness probe).
 func probe(url string, interval, timeout time.Duration, stop <-chan struct{}, out chan<- map[string]any) {
 	var lat []float64
@@ -259,7 +266,7 @@ func probe(url string, interval, timeout time.Duration, stop <-chan struct{}, ou
 	for {
 		select {
 		case <-stop:
-			out <- map[string]any{"count": count, "failed": failed, "latency_ms": summary(lat)}
+			out <- map[string]any{"url": url, "count": count, "failed": failed, "latency_ms": summary(lat)}
 			return
 		case <-tick.C:
 		}
@@ -437,7 +444,8 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "rate: how long (0: until SIGTERM or SIGINT)")
 	workers := flag.Int("workers", 64, "rate: concurrent connections at most")
 	timeout := flag.Duration("timeout", 300*time.Millisecond, "client timeout (kube-scheduler's httpTimeout)")
-	probeURL := flag.String("probe", "", "rate, slowloris: GET this URL meanwhile on fresh connections (liveness)")
+	var probeURLs urls
+	flag.Var(&probeURLs, "probe", "rate, slowloris: GET this URL meanwhile on fresh connections (liveness); repeatable")
 	probeEvery := flag.Duration("probe-interval", 100*time.Millisecond, "time between probes")
 	probeTimeout := flag.Duration("probe-timeout", 2*time.Second, "probe timeout (the chart's livenessProbe)")
 	conns := flag.Int("conns", 200, "slowloris: connections")
@@ -478,9 +486,10 @@ func main() {
 	case "rate", "slowloris":
 		stop := make(chan struct{})
 		extras := map[string]chan map[string]any{}
-		if *probeURL != "" {
-			extras["probe"] = make(chan map[string]any, 1)
-			go probe(*probeURL, *probeEvery, *probeTimeout, stop, extras["probe"])
+		probed := make([]chan map[string]any, len(probeURLs))
+		for i, u := range probeURLs {
+			probed[i] = make(chan map[string]any, 1)
+			go probe(u, *probeEvery, *probeTimeout, stop, probed[i])
 		}
 		if *mode == "slowloris" {
 			extras["slowloris"] = make(chan map[string]any, 1)
@@ -496,6 +505,13 @@ func main() {
 		close(stop)
 		for k, ch := range extras {
 			extra[k] = <-ch
+		}
+		if len(probed) > 0 {
+			all := make([]map[string]any, len(probed))
+			for i, ch := range probed {
+				all[i] = <-ch
+			}
+			extra["probe"], extra["probes"] = all[0], all
 		}
 	default:
 		fmt.Fprintln(os.Stderr, "extender-load: -mode: expected seq, rate or slowloris, got", *mode)

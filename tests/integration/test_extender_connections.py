@@ -281,3 +281,45 @@ def test_a_client_address_at_its_connection_bound_has_its_next_connection_closed
         for s in (b, c, d):
             s.close()
         assert sample(server, "hrl_extender_http_connections_closed_total", reason="client_limit") == 1
+
+
+def test_connections_waiting_to_be_accepted_are_accepted_together_not_one_per_turn_of_the_loop():
+    # issue 26 item 2: uvloop's server accepts one connection per turn of the loop (libuv/libuv#3696); under overload
+    # clients reconnecting after their timeouts then queued for seconds in the accept queue. The server accepts
+    # itself, up to MAX_ACCEPT_PER_TURN when its socket is readable: 100 connections waiting in the accept queue are
+    # all served after a few turns of the loop (counted in turns, not seconds)
+    import asyncio
+
+    import uvloop
+
+    from extender.http import MAX_ACCEPT_PER_TURN, HttpServer, Response
+
+    class Ok:
+        def handle(self, request):
+            return Response(200, b"ok\n")
+
+        def error(self, exc, path):
+            return Response(400, b"bad\n")
+
+    assert MAX_ACCEPT_PER_TURN >= 100
+    loop = uvloop.new_event_loop()
+    sock = socket.create_server(("127.0.0.1", 0), backlog=512)
+    server = HttpServer(Ok())
+    task = loop.create_task(server.serve([sock]))
+    clients = []
+    try:
+        while not server.started.is_set():
+            loop.run_until_complete(asyncio.sleep(0))
+        # the kernel completes each handshake; the loop, not running meanwhile, has accepted none
+        clients = [socket.create_connection(sock.getsockname(), timeout=10) for _ in range(100)]
+        assert not server.connections
+        for _ in range(5):  # a few turns of the loop (each run of sleep(0) is one or two)
+            loop.run_until_complete(asyncio.sleep(0))
+        assert len(server.connections) == 100  # uvloop's server, one per turn: 19 here
+    finally:
+        for c in clients:
+            c.close()
+        server.request_stop()
+        loop.run_until_complete(task)
+        loop.close()
+        sock.close()

@@ -96,6 +96,17 @@ def test_a_name_the_certificate_does_not_cover_is_refused(tmp_path, pki):
                 c.get(s.base_url + "/healthz")
 
 
+def test_the_probes_own_listener_speaks_https_with_the_same_certificate(pki):
+    cfg = tls_config(pki).model_dump(by_alias=True)
+    cfg["listen"]["healthPort"] = 0
+    with ExtenderServer(ExtenderConfiguration.model_validate(cfg)) as s:
+        assert s.health_url is not None and s.health_url.startswith("https://127.0.0.1:")
+        with httpx.Client(verify=verifying(pki / "ca.crt"), timeout=5) as c:
+            assert c.get(s.health_url + "/livez").text == "ok\n"
+        with httpx.Client(timeout=5) as c, pytest.raises(httpx.HTTPError):
+            c.get(s.health_url.replace("https://", "http://") + "/livez").raise_for_status()
+
+
 def test_plain_http_to_the_https_port_gets_no_answer(https_server):
     with httpx.Client(timeout=5) as c:
         with pytest.raises(httpx.HTTPError):

@@ -1,6 +1,7 @@
 """``make fuzz`` keeps working: a small run of ``hack/fuzz.py`` against a real ``hrl-extender`` and every parser
 finishes, counts every input, and reports in the section format (BENCHMARKS.md is not touched); its connection
-phases hold 400 connections that the extender cuts (408) and load it from 32 to 512 connections."""
+phases hold 400 connections that the extender cuts (408) and load it from 32 to 512 connections, probing /livez on
+its health port and on its serving port."""
 
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ def test_a_small_fuzz_run_counts_every_input_and_reports_each_target(tmp_path):
     # replies past the timeout shed some (at 32 connections it may keep up without shedding), and the largest sheds
     for ph in conns["phases"][3:]:
         assert ph["counted"] >= sum(ph["status"].values()), ph
+        # the liveness probe on the health port (where the chart's probes go), the serving port's beside it
+        assert {"livez_health_max_ms", "livez_health_failed", "livez_serving_max_ms"} <= set(ph), ph
         assert ph["late"] == 0 or ph["shed"] > 0, ph
     assert conns["phases"][-1]["shed"] > 0, conns["phases"][-1]
     assert p.returncode in (0, 1)

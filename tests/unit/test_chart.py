@@ -92,7 +92,11 @@ def test_every_combination_renders_configurations_our_loaders_accept_and_the_obj
     dep = one(objs, "Deployment", "hrl-extender")
     containers = {c["name"]: c for c in pod_spec(dep)["containers"]}
     scheme = "HTTPS" if tls else "HTTP"
-    assert containers["extender"]["readinessProbe"]["httpGet"]["scheme"] == scheme
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):  # on the health listener, its TLS
+        get = containers["extender"][probe]["httpGet"]
+        assert (get["port"], get["scheme"]) == ("health", scheme), probe
+    health = {p["name"]: p["containerPort"] for p in containers["extender"]["ports"]}["health"]
+    assert health == ext.listen.health_port != ext.listen.port
     assert ("embedding-cache" in containers) == (learned == "sidecar")
     assert dep["spec"]["replicas"] == (1 if learned == "sidecar" else 2)
     if learned == "sidecar":
@@ -251,6 +255,14 @@ def test_shadow_mode_answers_neutral_and_logs_its_decisions_to_a_volume_of_the_e
     assert active.mode == "active" and not active.records_decisions
     out = template({"extender": {"mode": "dry"}}, check=False)
     assert out.returncode != 0 and "/extender/mode" in out.stderr
+
+
+def test_without_a_health_port_the_probes_go_to_the_extenders_port():
+    objs = render({"extender": {"healthPort": None}})
+    ext = load_extender_config(config_of(objs, "hrl-extender-config"))
+    (c,) = [c for c in pod_spec(one(objs, "Deployment", "hrl-extender"))["containers"] if c["name"] == "extender"]
+    assert ext.listen.health_port is None and [p["name"] for p in c["ports"]] == ["extender"]
+    assert {c[p]["httpGet"]["port"] for p in ("startupProbe", "livenessProbe", "readinessProbe")} == {"extender"}
 
 
 def test_config_values_are_merged_over_the_generated_files():

@@ -46,6 +46,9 @@ CASES = [
     ("extender", {"topology": {"refreshSeconds": 15, "sources": ["/etc/graph"]}}),
     ("extender", {"listen": {"port": 70000}}),  # issue 26: a port of 70,000
     ("extender", {"listen": {"prot": 8080}}),  # unknown key
+    ("extender", {"listen": {"healthPort": 70000}}),
+    ("extender", {"limits": {"maxLoopStallSeconds": 0}}),
+    ("extender", {"limits": {"maxLoopStallSeconds": 30}}),
     ("extender", {"maxSnapshotAgeSeconds": "60"}),  # mistyped
     ("extender", {"maxSnapshotAgeSeconds": -1}),
     ("extender", {"maxSnapshotAgeSeconds": MAX_SECONDS + 1}),
@@ -83,6 +86,16 @@ def test_helm_template_refuses_a_config_value_exactly_when_the_component_would(k
         ({"descheduler": {"caps": {"perNode": -2}}}, "/descheduler/caps/perNode"),
         ({"descheduler": {"intervalSeconds": 0}}, "/descheduler/intervalSeconds"),
         ({"extender": {"port": 70000}}, "/extender/port"),
+        ({"extender": {"healthPort": 70000}}, "/extender/healthPort"),
+        ({"extender": {"healthPort": "8889"}}, "/extender/healthPort"),
+        (
+            {"extender": {"port": 9000, "healthPort": 9000}},
+            "extender.healthPort: must differ from extender.port (9000)",
+        ),
+        (
+            {"extender": {"healthPort": 9103}, "learnedPolicies": {"enabled": True, "cache": {"mode": "sidecar"}}},
+            "extender.healthPort: 9103 is a port of the embedding cache sidecar",
+        ),
         ({"learnedPolicies": {"scaling": {"minReplicas": -1}}}, "/learnedPolicies/scaling/minReplicas"),
         ({"descheduler": {"mode": "weekly"}}, "/descheduler/mode"),
         ({"extender": {"image": {"digest": "latest"}}}, "/extender/image/digest"),

@@ -13,6 +13,7 @@ from policy.lowlevel import TopologyHeuristic
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "extender"
 HEAD = "apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
+HEAD_DICT = {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration"}
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -28,6 +29,7 @@ def test_defaults_match_the_documentation():
     assert (c.policy.name, c.policy.target_utilization) == ("topology-heuristic", 0.7)
     assert c.topology.sources == () and c.snapshot_file is None
     assert c.max_snapshot_age_seconds == 0 and c.log_level == "INFO"
+    assert c.listen.health_port is None and c.limits.max_loop_stall_seconds == 10.0  # probes on listen.port only
 
 
 def test_an_empty_file_is_an_error_not_the_defaults(tmp_path):
@@ -88,6 +90,36 @@ colour: blue
     }
 
 
+def test_the_health_port_and_the_loop_stall_bound_are_read_and_checked():
+    c = load_extender_config(
+        {
+            "apiVersion": "hrl-scheduler.io/v1alpha1",
+            "kind": "ExtenderConfiguration",
+            "listen": {"port": 8888, "healthPort": 8889},
+            "limits": {"maxLoopStallSeconds": 2.5},
+        }
+    )
+    assert (c.listen.port, c.listen.health_port, c.limits.max_loop_stall_seconds) == (8888, 8889, 2.5)
+    assert load_extender_config({**HEAD_DICT, "listen": {"port": 0, "healthPort": 0}}).listen.health_port == 0
+    for doc, line in (
+        ({"listen": {"healthPort": 70000}}, "listen.healthPort: must be <= 65535 (got 70000)"),
+        ({"listen": {"healthPort": -1}}, "listen.healthPort: must be >= 0 (got -1)"),
+        ({"listen": {"healthPort": "8889"}}, "listen.healthPort: must be an integer (got '8889')"),
+        (
+            {"listen": {"port": 9000, "healthPort": 9000}},
+            "listen.healthPort: must differ from listen.port (9000): the probes' listener binds a port of its own "
+            "(got 9000)",
+        ),
+        ({"listen": {"healthPort": 8888}}, "listen.healthPort: must differ from listen.port (8888)"),  # the default
+        ({"limits": {"maxLoopStallSeconds": 0}}, "limits.maxLoopStallSeconds: must be > 0.0 (got 0)"),
+        ({"limits": {"maxLoopStallSeconds": 4000}}, "limits.maxLoopStallSeconds: must be <= 3600.0 (got 4000)"),
+    ):
+        with pytest.raises(ConfigError) as ei:
+            load_extender_config({**HEAD_DICT, **doc})
+        (got,) = ei.value.lines()
+        assert got.startswith(f"<config>: {line}"), got
+
+
 def test_a_wrong_kind_is_refused():
     with pytest.raises(ConfigError, match="kind"):
         load_extender_config({"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "DeschedulerConfiguration"})
@@ -117,6 +149,7 @@ def test_no_topology_sources_means_no_graph_and_no_import():
     "text,needle",
     [
         ("listen: {port: -5}\n", "listen.port"),
+        ("listen: {port: 8888, healthPort: 8888}\n", "listen.healthPort: must differ from listen.port (8888)"),
         ("kind: Nope\n", "kind"),
         ("policy: [1, 2\n", "invalid YAML"),
     ],

@@ -200,18 +200,22 @@ def test_the_shipped_component_configurations_load_with_our_own_loaders(target):
 
 
 @pytest.mark.parametrize("target", targets())
-def test_the_extender_deployment_probes_healthz_and_readyz_on_its_configured_port(target):
+def test_the_extender_deployment_probes_healthz_and_readyz_on_its_health_port(target):
+    # issue 26 item 2: the probes on the extender's own health listener (listen.healthPort, its own thread), which
+    # answers while the scoring loop is saturated; the same TLS as the serving port
     objs = render(target)
     ext = load_extender_config(configmap_file(objs, "hrl-extender-config", "config.yaml"))
     dep = one(objs, "Deployment", "hrl-extender")
     spec = pod_spec(dep)
     c = spec["containers"][0]
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"extender": ext.listen.port}
+    assert ext.listen.health_port not in (None, 0, ext.listen.port)
+    assert ports == {"extender": ext.listen.port, "health": ext.listen.health_port}
     scheme = "HTTPS" if ext.listen.tls else "HTTP"
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz"), ("startupProbe", "/healthz")):
         get = c[probe]["httpGet"]
-        assert (get["path"], get["port"], get.get("scheme", "HTTP")) == (path, "extender", scheme), probe
+        assert (get["path"], get["port"], get.get("scheme", "HTTP")) == (path, "health", scheme), probe
+    assert c["livenessProbe"]["timeoutSeconds"] == 2 and c["livenessProbe"]["failureThreshold"] == 3
     assert c["args"][:2] == ["--config", "/etc/hrl-extender/config.yaml"] and "--log-format" in c["args"]
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
     vols = {v["name"]: v for v in spec["volumes"]}

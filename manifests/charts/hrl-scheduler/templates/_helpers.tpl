@@ -172,6 +172,9 @@ checksum/config: {{ . }}
 {{- define "hrl.extenderConfig" -}}
 {{- $v := .Values -}}
 {{- $listen := dict "host" "0.0.0.0" "port" (int $v.extender.port) -}}
+{{- with $v.extender.healthPort -}}
+{{- $_ := set $listen "healthPort" (int .) -}}
+{{- end -}}
 {{- if $v.tls.enabled -}}
 {{- $_ := set $listen "tls" (dict "certFile" "/etc/hrl-extender-tls/tls.crt" "keyFile" "/etc/hrl-extender-tls/tls.key") -}}
 {{- end -}}
@@ -300,6 +303,15 @@ checksum/config: {{ . }}
 {{- $s := .Values.learnedPolicies.scaling }}
 {{- if gt (int $s.minReplicas) (int $s.maxReplicas) }}
 {{- fail (printf "learnedPolicies.scaling.minReplicas: %d is above maxReplicas %d" (int $s.minReplicas) (int $s.maxReplicas)) }}
+{{- end }}
+{{- with .Values.extender.healthPort }}
+{{- if eq (int .) (int $.Values.extender.port) }}
+{{- fail (printf "extender.healthPort: must differ from extender.port (%d): the probes' listener binds a port of its own" (int .)) }}
+{{- end }}
+{{- $c := $.Values.learnedPolicies.cache }}
+{{- if and (include "hrl.cacheEnabled" $) (include "hrl.cacheSidecar" $) (has (int .) (list (int $c.port) (int $c.metricsPort))) }}
+{{- fail (printf "extender.healthPort: %d is a port of the embedding cache sidecar (learnedPolicies.cache.port or metricsPort), which shares the Pod's ports" (int .)) }}
+{{- end }}
 {{- end }}
 {{- $b := .Values.learnedPolicies.bundles }}
 {{- if and (not $b.volume) (or $b.placement $b.highLevel $b.encoder) }}
