@@ -408,6 +408,7 @@ class LearnedIntent:
         #: Periods in which the state lay outside the training states and the tuned constant was used.
         self.fallbacks = 0
         self.service_fallbacks = 0
+        self.lean_capped = 0
 
     def _drpc_state(self, state: HrlState) -> DrpcState:
         return DrpcState.from_dict(state.autoscaler.get(self.STATE_KEY))
@@ -438,7 +439,7 @@ class LearnedIntent:
             self.fallbacks += 1
             return fallback
         z_s, z_g = self.actor(obs.service, obs.global_)
-        return self.service_fallback(obs, intent_from_outputs(obs.services, z_s, z_g))
+        return self.lean_cap(self.service_fallback(obs, intent_from_outputs(obs.services, z_s, z_g)))
 
     def _fallback_meta(self) -> Mapping[str, Any] | None:
         fb = self.actor.bundle.metadata.get("fallback") if isinstance(self.actor.bundle.metadata, Mapping) else None
@@ -461,6 +462,30 @@ class LearnedIntent:
             default_intent(),
             capacity_target=dict.fromkeys(obs.services, cap),
             move_budget_frac=float(fb.get("move_budget_frac") or 0.0),
+        )
+
+    def lean_cap(self, intent: Intent) -> Intent:
+        """``intent`` with every capacity target at most the tuned constant's plus the bundle's
+        ``metadata.fallback.lean_margin`` (a fraction of the CPU request, >= 0): the network may always ask for
+        more headroom than the baseline, but for less only within that margin. The objective is lopsided (a target
+        set too high fails requests, one too low costs CPU), so a safe improvement over the baseline bounds the risky
+        direction only (SPIBB's constraint, Laroche et al. 2019, applied to the side where mistakes are dear). Each
+        target lowered counts one in ``lean_capped``. ``intent`` itself for a bundle without a margin."""
+        fb = self._fallback_meta()
+        margin = None if fb is None else fb.get("lean_margin")
+        if margin is None or not intent.capacity_target:
+            return intent
+        top = float(fb["capacity_target"]) + float(margin)
+        capped = {s: min(v, top) for s, v in intent.capacity_target.items()}
+        n = sum(1 for s, v in intent.capacity_target.items() if v > top)
+        if not n:
+            return intent
+        self.lean_capped += n
+        return Intent(
+            intent.values,
+            capacity_target=capped,
+            colocation_priority=intent.colocation_priority,
+            move_budget_frac=intent.move_budget_frac,
         )
 
     def service_fallback(self, obs: IntentObservation, intent: Intent) -> Intent:

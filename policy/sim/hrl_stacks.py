@@ -422,6 +422,7 @@ class _RunTally:
         intent_policy = getattr(planner.intent_policy, "base", planner.intent_policy)
         out["intent_fallbacks"] = float(getattr(intent_policy, "fallbacks", 0))
         out["intent_service_fallbacks"] = float(getattr(intent_policy, "service_fallbacks", 0))
+        out["intent_lean_capped"] = float(getattr(intent_policy, "lean_capped", 0))
         out.update({f"actions_{k}": float(v) for k, v in sorted(self.actions.items())})
         return out
 

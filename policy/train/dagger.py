@@ -128,6 +128,8 @@ class DaggerConfig(EpisodeDistribution):
       state);
     - the fallback: ``fallback_quantile`` in (0, 1], the quantile of the training states' largest |z| (global row;
       each service row) beyond which the served policy falls back to the tuned constant (1: the largest);
+      ``lean_margin`` (None or >= 0): the served capacity targets are at most the constant's plus this
+      (:meth:`~policy.highlevel.LearnedIntent.lean_cap`; None: no cap);
     - ``eval_episodes`` fixed validation episodes; ``flat``: the ``hrl-no-encoder`` variant; ``seed``; ``quick``.
     """
 
@@ -147,11 +149,12 @@ class DaggerConfig(EpisodeDistribution):
     eval_episodes: int = 6
     workers: int = 2
     loss: str = "cost"
-    imitation_weight: float = 0.1
+    imitation_weight: float = 0.0
     kernel_temperature: float = 0.02
     regret_clip: float = 100.0
-    baseline_weight: float = 0.0
+    baseline_weight: float = 1.0
     fallback_quantile: float = 0.995
+    lean_margin: float | None = None
     objective: Objective = field(default_factory=Objective)
     flat: bool = False
     seed: int = 0
@@ -177,6 +180,8 @@ class DaggerConfig(EpisodeDistribution):
             raise ValueError(f"regret_clip: expected a finite number > 0, got {self.regret_clip!r}")
         if not (math.isfinite(self.kernel_temperature) and self.kernel_temperature > 0):
             raise ValueError(f"kernel_temperature: expected a finite number > 0, got {self.kernel_temperature!r}")
+        if self.lean_margin is not None and not (math.isfinite(self.lean_margin) and self.lean_margin >= 0):
+            raise ValueError(f"lean_margin: expected None or a finite number >= 0, got {self.lean_margin!r}")
         if not (0.0 < self.fallback_quantile <= 1.0):
             raise ValueError(f"fallback_quantile: expected a number in (0, 1], got {self.fallback_quantile!r}")
 
@@ -594,6 +599,7 @@ def train_dagger(
     tensorboard: str | Path | None = None,
     init: PolicyBundle | None = None,
     fine_tuned_from: dict[str, Any] | None = None,
+    labels_from: Sequence[str | Path] = (),
 ) -> tuple[IntentNet, dict[str, Any]]:
     """Train the high level by DAgger (module docstring); export the best validated iterate to ``out`` (None: no
     export). ``constant``: the tuned constant intent (``{"capacity_target", "move_budget_frac", "objective"}``,
@@ -601,8 +607,11 @@ def train_dagger(
     as TensorBoard scalars ``dagger/<column>`` under that directory (:mod:`policy.train.tensorboard`). ``init``: an
     ``intent-actor-v1`` bundle to start from (a fine-tune, :mod:`policy.train.finetune`): its actor and its input
     normalization, which stays fixed, and its fallback reach as a floor of the new one; ``fine_tuned_from`` goes into
-    the metadata and the version gets ``-ft``. Raises ValueError when ``init``'s arrays differ in shape. Returns
-    (network, report)."""
+    the metadata and the version gets ``-ft``. ``labels_from``: label archives of earlier runs (their
+    ``labels.npz``, :func:`save_labels`): no oracle rollouts then, one fit of ``epochs × iterations`` steps on those
+    labels (a refit with another loss; the archives are named in the metadata), validated and exported as usual.
+    Raises ValueError when ``init``'s arrays differ in shape or an archive does not load. Returns (network,
+    report)."""
     torch.set_num_threads(1)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
@@ -628,14 +637,20 @@ def train_dagger(
     rows: list[dict[str, Any]] = []
     task_cpu_s = 0.0
     best: tuple[float, dict[str, Any] | None] = (math.inf, None)
+    archived = [x for f in labels_from for x in load_labels(f)]
+    if labels_from and not archived:
+        raise ValueError(f"labels: no label in {', '.join(map(str, labels_from))}")
     try:
-        for it in range(1, cfg.iterations + 1):
-            # ---- collect and label ----
-            beta = cfg.beta * cfg.beta_decay ** (it - 1)
-            specs = sample_episode_specs(cfg, rng, cfg.episodes_per_iteration, seed0=it * 1000)
-            eps = pool.map(label_episode, specs, net.actor_arrays(), net.normalization(), beta, cfg, broot)
+        for it in range(1, (1 if archived else cfg.iterations) + 1):
+            # ---- collect and label (or read the archives) ----
+            epochs = cfg.epochs * cfg.iterations if archived else cfg.epochs
+            beta = 0.0 if archived else cfg.beta * cfg.beta_decay ** (it - 1)
+            eps: list[LabelledEpisode] = []
+            if not archived:
+                specs = sample_episode_specs(cfg, rng, cfg.episodes_per_iteration, seed0=it * 1000)
+                eps = pool.map(label_episode, specs, net.actor_arrays(), net.normalization(), beta, cfg, broot)
             task_cpu_s += sum(e.cpu_s for e in eps)
-            new = [x for e in eps for x in e.labels]
+            new = archived or [x for e in eps for x in e.labels]
             if it == 1 and init is None:
                 _fit_normalization(net, new)  # the inputs' normalization, fixed from here on (served == trained)
             # ---- aggregate and fit ----
@@ -643,7 +658,7 @@ def train_dagger(
             loss = fit(
                 net,
                 data,
-                cfg.epochs,
+                epochs,
                 cfg.lr,
                 loss=cfg.loss,
                 imitation_weight=cfg.imitation_weight,
@@ -661,7 +676,7 @@ def train_dagger(
                 "beta": round(beta, 4),
                 "episodes": len(eps),
                 "labels": len(data),
-                "mixture_objective": float(np.mean([e.objective for e in eps])),
+                "mixture_objective": float(np.mean([e.objective for e in eps])) if eps else float("nan"),
                 "learned_best_share": float(sum(e.learned_best for e in eps) / max(1, len(new))),
                 "fit_loss": loss,
                 "validation_objective": v,
@@ -670,9 +685,10 @@ def train_dagger(
             }
             rows.append(row)
             board.row(it, row, "dagger")
+            step = "refit" if archived else f"it {it}/{cfg.iterations}"
             log(
-                f"dagger it {it}/{cfg.iterations}: beta {beta:.2f}, {len(data)} labels, fit {loss:.4f}, validation "
-                f"{v:.3f}/min, {row['cpu_minutes']:.0f} CPU-min"
+                f"dagger {step}: beta {beta:.2f}, {len(data)} labels, fit {loss:.4f}, validation {v:.3f}/min, "
+                f"{row['cpu_minutes']:.0f} CPU-min"
             )
             if v < best[0]:
                 best = (v, {k: t.detach().clone() for k, t in net.state_dict().items()})
@@ -705,12 +721,14 @@ def train_dagger(
         "torch_version": torch.__version__,
         "loss": cfg.loss,
         "baseline_weight": cfg.baseline_weight,
+        "labels_from": [str(f) for f in labels_from],
         "oracle_capacity_targets": list(cfg.capacity_targets),
         "synthetic_guaranteed_share": cfg.synthetic_guaranteed_share,
         "fallback": {
             "quantile": cfg.fallback_quantile,
             "global_z_max": reach,
             "service_z_max": s_reach,
+            **({} if cfg.lean_margin is None else {"lean_margin": cfg.lean_margin}),
             "capacity_target": None if constant is None else constant["capacity_target"],
             "move_budget_frac": None if constant is None else constant["move_budget_frac"],
         },
@@ -863,6 +881,7 @@ def run_cli(args: Any) -> int:
         ("horizon", "horizon_min"),
         ("workers", "workers"),
         ("loss", "loss"),
+        ("baseline_weight", "baseline_weight"),
     ):
         v = getattr(args, opt, None)
         if v is not None:
@@ -885,6 +904,7 @@ def run_cli(args: Any) -> int:
         constant=constant,
         ray_address=args.ray_address,
         tensorboard=getattr(args, "tensorboard", None),
+        labels_from=getattr(args, "labels", None) or (),
     )
     print(
         f"hrl-policy train dagger: {report['policy_version']}; bundle in {out}; "

@@ -4,6 +4,8 @@ tuned constant outside the states it was trained on."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,7 @@ torch = pytest.importorskip("torch")
 from policy.highlevel import (  # noqa: E402
     INTENT_GLOBAL_SPEC,
     INTENT_SERVICE_SPEC_FLAT,
+    Intent,
     IntentActor,
     IntentObservation,
     LearnedIntent,
@@ -27,6 +30,7 @@ from policy.train.dagger import (  # noqa: E402
     load_labels,
     save_labels,
     service_reach,
+    train_dagger,
 )
 from policy.train.intent_episodes import sample_episode_specs  # noqa: E402
 from policy.train.intent_net import IntentNet, export_intent  # noqa: E402
@@ -223,3 +227,38 @@ def test_a_service_whose_row_lies_outside_the_training_states_gets_the_constant_
     old = {"fallback": {"global_z_max": 1e9, "capacity_target": 0.65}}  # a bundle without the per-service threshold
     policy.actor = IntentActor(export_intent(net, None, flat=True, policy_version="t", metadata=old))
     assert policy.service_fallback(obs, served) is served
+
+
+def test_the_lean_margin_caps_capacity_targets_above_the_constant_and_leaves_more_headroom_alone():
+    net = IntentNet(Fs, Fg, hidden=8)
+    meta = {"fallback": {"global_z_max": 1e9, "capacity_target": 0.6, "lean_margin": 0.05}}
+    policy = LearnedIntent.__new__(LearnedIntent)
+    policy.actor = IntentActor(export_intent(net, None, flat=True, policy_version="t", metadata=meta))
+    policy.lean_capped = 0
+    asked = Intent((1.0, 1.0), capacity_target={"a": 0.9, "b": 0.62, "c": 0.4}, move_budget_frac=0.2)
+    out = policy.lean_cap(asked)
+    assert out.capacity_target == {"a": 0.65, "b": 0.62, "c": 0.4}  # only the leaner-than-allowed one is lowered
+    assert out.values == asked.values and out.move_budget_frac == 0.2 and policy.lean_capped == 1
+    assert policy.lean_cap(out) is out and policy.lean_capped == 1  # nothing above the cap: unchanged, not counted
+    del meta["fallback"]["lean_margin"]  # a bundle without a margin: the network's own targets
+    policy.actor = IntentActor(export_intent(net, None, flat=True, policy_version="t", metadata=meta))
+    assert policy.lean_cap(asked) is asked
+
+
+def test_a_refit_from_archived_labels_rolls_out_nothing_and_names_its_archives(tmp_path):
+    data = ambiguous(12, np.random.default_rng(7))
+    save_labels(tmp_path / "labels.npz", data)
+    cfg = DaggerConfig(flat=True, hidden=8, epochs=5, iterations=2, eval_episodes=0, workers=1, quick=True)
+    constant = {"capacity_target": 0.6, "move_budget_frac": 0.0, "objective": 1.0}
+    net, report = train_dagger(
+        cfg, tmp_path / "out", tmp_path / "run", constant=constant, labels_from=[tmp_path / "labels.npz"]
+    )
+    [row] = report["rows"]  # one fit, no labelled episode
+    assert row["episodes"] == 0 and row["labels"] == 12
+    meta = json.loads((tmp_path / "out" / "intent" / "manifest.json").read_text())["metadata"]
+    assert meta["labels_from"] == [str(tmp_path / "labels.npz")] and meta["labels"] == 12
+    assert meta["loss"] == "cost" and meta["fallback"]["capacity_target"] == 0.6
+    assert len(load_labels(tmp_path / "run" / "labels.npz")) == 12  # the labels it was fit on, archived again
+    save_labels(tmp_path / "empty.npz", [])
+    with pytest.raises(ValueError, match="labels: no label in"):
+        train_dagger(cfg, None, tmp_path / "run2", labels_from=[tmp_path / "empty.npz"])
