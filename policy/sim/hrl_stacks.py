@@ -39,9 +39,10 @@ Every learned stack reports, per run (``SimResult.extra["counters"]``), how ofte
 target (``guardrail_saturation_shield``, ``guardrail_stabilization``), how often the extender failed open
 (``extender_failed_open``), how often the learned high level fell back to its tuned constant (``intent_fallbacks``:
 periods; ``intent_service_fallbacks``: services given the constant's target alone, their rows outside the training
-states), what became of its moves (:data:`MOVE_COUNTERS`, with their reasons) and what every action of its cycles came
-to, as the simulated API answered it (``actions_<kind>_<outcome>``: kind ``move``, ``scale`` or ``resize``, the outcomes
-of :class:`descheduler.loop.CycleReport`; e.g. ``actions_resize_resized`` counts resizes the API server took,
+states; ``intent_lean_capped``: targets lowered to the bundle's lean margin), what became of its moves
+(:data:`MOVE_COUNTERS`, with their reasons) and what every action of its cycles came to, as the simulated API answered
+it (``actions_<kind>_<outcome>``: kind ``move``, ``scale`` or ``resize``, the outcomes of
+:class:`descheduler.loop.CycleReport`; e.g. ``actions_resize_resized`` counts resizes the API server took,
 ``actions_resize_no_room`` those it refused): a refused action counts as refused. Moves are make-before-break
 (:mod:`descheduler.surge` through :class:`policy.sim.subresources.SimMover`: the Deployment scaled up by one, the new
 pod steered to the target by the pending-move record the cycle publishes next to the intent, the old pod marked with the
