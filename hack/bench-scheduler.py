@@ -438,23 +438,72 @@ def extender_connections(cp) -> int | None:
 # ---- profiling (py-spy, the [bench] extra) ----------------------------------------------------------------
 
 
-def start_profile(cp, outdir: Path, label: str):
-    """``py-spy record`` of the extender for the phase (100 samples/s, per thread, idle samples dropped: each
-    sample is a thread running Python or native code), written as collapsed stacks to ``outdir/LABEL.txt``."""
+def start_profile(cp, outdir: Path, label: str, component: str = "hrl-extender"):
+    """``py-spy record`` of ``component`` (the extender; plugin mode: its producer) for the phase (100 samples/s,
+    per thread, idle samples dropped: each sample is a thread running Python or native code), written as collapsed
+    stacks to ``outdir/LABEL.txt``."""
     import shutil
     import subprocess
 
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     outdir.mkdir(parents=True, exist_ok=True)
     out = outdir / f"{label}.txt"
-    pid = cp.component("hrl-extender").pid
+    pid = cp.component(component).pid
     proc = subprocess.Popen(
         [spy, "record", "-p", str(pid), "-r", "100", "--threads", "--format", "raw", "-o", str(out), "--nonblocking"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    log(f"{label}: py-spy recording the extender (pid {pid}) into {out}")
+    log(f"{label}: py-spy recording {component} (pid {pid}) into {out}")
     return proc, out
+
+
+def start_pprof(cp, port: int, outdir: Path, label: str, seconds: int) -> tuple[threading.Thread, Path]:
+    """The phase's kube-scheduler's CPU profile over its first ``seconds`` (``/debug/pprof/profile``, Go's 100
+    samples/s), fetched in a thread into ``outdir/LABEL.pprof``; :func:`stop_pprof` waits for it."""
+    import urllib.request
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    out = outdir / f"{label}.pprof"
+    url = f"https://127.0.0.1:{port}/debug/pprof/profile?seconds={seconds}"
+
+    def fetch() -> None:
+        try:
+            with urllib.request.urlopen(url, timeout=seconds + 60, context=cp._ssl_context()) as r:
+                out.write_bytes(r.read())
+        except OSError as exc:
+            log(f"{label}: pprof failed: {exc}")
+
+    th = threading.Thread(target=fetch, name="pprof", daemon=True)
+    th.start()
+    log(f"{label}: recording the scheduler's CPU profile ({seconds} s) into {out}")
+    return th, out
+
+
+def stop_pprof(cp, port: int, prof: tuple[threading.Thread, Path], binary: Path, seconds: int) -> None:
+    """Wait for :func:`start_pprof`'s profile, fetch the scheduler's allocations since its start
+    (``/debug/pprof/allocs``, into ``LABEL.allocs.pprof``), then log the CPU profile's top functions
+    (``go tool pprof -top``)."""
+    import shutil
+    import subprocess
+    import urllib.request
+
+    th, out = prof
+    th.join(seconds + 90)
+    try:
+        url = f"https://127.0.0.1:{port}/debug/pprof/allocs"
+        with urllib.request.urlopen(url, timeout=60, context=cp._ssl_context()) as r:
+            out.with_suffix(".allocs.pprof").write_bytes(r.read())
+    except OSError as exc:
+        log(f"{out.stem}: pprof allocs failed: {exc}")
+    go = shutil.which("go")
+    if not out.exists() or go is None:
+        return
+    res = subprocess.run(
+        [go, "tool", "pprof", "-top", "-nodecount=40", str(binary), str(out)], capture_output=True, text=True
+    )
+    for line in (res.stdout or res.stderr).splitlines()[:48]:
+        log(f"pprof {out.stem}: {line}")
 
 
 def stop_profile(profiler) -> None:
@@ -513,11 +562,18 @@ def run_phase(
     binary: Path | None = None,
     sched_profile: dict | None = None,
     before_start=None,
+    profile_component: str = "hrl-extender",
+    pprof: Path | None = None,
+    pprof_s: int = 6,
+    producer: bool = False,
 ) -> dict:
     """One phase (see the module docstring). ``during``: a callable started (in a thread) when the scheduler
     starts and given a ``threading.Event`` set when every pod is bound; its return value is ``res["during"]``.
     ``binary`` / ``sched_profile``: the scheduler's binary and profile fields (plugin mode); ``before_start()``: called
-    once the pods exist, before the scheduler starts (e.g. waits for the plugin's table)."""
+    once the pods exist, before the scheduler starts (e.g. waits for the plugin's table). ``profile``: a directory
+    for ``py-spy`` of ``profile_component``; ``pprof``: a directory for the scheduler's CPU profile over its first
+    ``pprof_s`` seconds (the scheduler is stopped only once it is written); ``producer``: plugin mode, record the
+    CPU seconds of each thread of its producer (``hrl-producer``)."""
     ns = f"bench-{label}"
     cp.kubectl("create", "namespace", ns)
     log(f"{label}: creating {pods} pods for scheduler {scheduler!r} (not running yet)")
@@ -544,6 +600,8 @@ def run_phase(
     ext_pid = cp.component("hrl-extender").pid if extenders else 0
     threads0 = thread_cpu_s(ext_pid) if ext_pid else {}
     waits0 = thread_wait_s(ext_pid) if ext_pid else {}
+    prod_pid = cp.component("hrl-producer").pid if producer else 0
+    prod0 = thread_cpu_s(prod_pid) if prod_pid else {}
     meter.start()
     log_path = cp.logs_dir / f"kube-scheduler-{scheduler}.log"  # appended to by every scheduler of this name
     log_offset = log_path.stat().st_size if log_path.exists() else 0
@@ -551,7 +609,8 @@ def run_phase(
     sched_wait0 = sum(thread_wait_s(comp.pid).values())
     port = int(comp.ready_url.rsplit(":", 1)[1].split("/")[0])
     t0 = time.monotonic()
-    profiler = start_profile(cp, profile, label) if profile and extenders else None
+    profiler = start_profile(cp, profile, label, profile_component) if profile else None
+    sched_prof = start_pprof(cp, port, pprof, label, pprof_s) if pprof else None
     binds = LogBinds(comp.log_path, log_offset)
     try:
         # the scheduler's own log says when every pod is bound (a few KB read per poll); the API confirms once.
@@ -570,11 +629,17 @@ def run_phase(
             ext_threads = {
                 names.get(t, str(t)): round(v - threads0.get(t, 0.0), 2) for t, v in thread_cpu_s(ext_pid).items()
             }
+        if prod_pid:
+            prod_threads = {t: v - prod0.get(t, 0.0) for t, v in thread_cpu_s(prod_pid).items()}
+            names = thread_names(prod_pid)
+            prod_threads = {names.get(t, str(t)): round(v, 2) for t, v in prod_threads.items()}
         sched_metrics = cp.fetch(f"https://127.0.0.1:{port}/metrics")
         ext_conns = extender_connections(cp) if extenders else None
     finally:
         if profiler is not None:
             stop_profile(profiler)
+        if sched_prof is not None:
+            stop_pprof(cp, port, sched_prof, Path(binary or cp.bin_dir / "kube-scheduler"), pprof_s)
         done.set()
         cp.stop_component(comp)
         if helper is not None:
@@ -613,11 +678,14 @@ def run_phase(
     if ext_pid:
         res["extender_threads_runqueue_wait_s"] = {k: v for k, v in ext_waits.items() if v > 0}
         res["extender_threads_cpu_s"] = {k: v for k, v in sorted(ext_threads.items(), key=lambda x: -x[1]) if v > 0}
+    if prod_pid:
+        res["producer_threads_cpu_s"] = {k: v for k, v in sorted(prod_threads.items(), key=lambda x: -x[1]) if v > 0}
     if during is not None:
         res["during"] = side.get("result")
     plugin = plugin_outcomes(sched_metrics)
     if plugin:
         res["plugin_prescore_outcomes"] = plugin
+        res["plugin_watch"] = plugin_watch_stats(sched_metrics)
     if extenders:
         for verb in ("prioritize", "filter"):
             for o, n in outcomes(ext_after, verb).items():
@@ -652,6 +720,20 @@ def plugin_outcomes(text: str) -> dict[str, int]:
         for smp in fam.samples:
             if smp.name == "hrl_plugin_prescore_total" and smp.value:
                 out[smp.labels["outcome"]] = int(smp.value)
+    return out
+
+
+def plugin_watch_stats(text: str) -> dict[str, float]:
+    """What the plugin's table watch received over the phase: ``tables`` and ``heartbeats``
+    (``hrl_plugin_table_updates_total``) and the seconds spent decoding tables
+    (``hrl_plugin_table_decode_duration_seconds_sum``)."""
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for smp in fam.samples:
+            if smp.name == "hrl_plugin_table_updates_total":
+                out[f"{smp.labels['kind']}s"] = int(smp.value)
+            elif smp.name == "hrl_plugin_table_decode_duration_seconds_sum":
+                out["decode_s"] = round(smp.value, 4)
     return out
 
 
@@ -1108,7 +1190,8 @@ def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, 
     for rep, (label, regs) in ((k, lr) for k, phases in rounds for lr in phases):
         if label not in args.phases:
             continue
-        prof = Path(args.profile) if getattr(args, "profile", None) else None
+        prof = Path(args.profile) / f"round{rep}" if getattr(args, "profile", None) else None
+        pprof = Path(args.pprof) / f"round{rep}" if getattr(args, "pprof", None) else None
         if label == "plugin":
             if plugin is None:
                 continue
@@ -1125,11 +1208,27 @@ def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, 
                     binary=plugin.bin,
                     sched_profile=cpm.hrl_score_profile(plugin.address, weight=2, max_table_age_s=30.0),
                     before_start=lambda: plugin.wait_table(nodes, services),
+                    profile=prof,
+                    profile_component="hrl-producer",
+                    pprof=pprof,
+                    pprof_s=args.pprof_seconds,
+                    producer=True,
                 )
             finally:
                 plugin.stop_producer()
         else:
-            r = run_phase(cp, f"{label}-{tag}", f"bench-{label}-{tag}", regs, pods, services, t, profile=prof)
+            r = run_phase(
+                cp,
+                f"{label}-{tag}",
+                f"bench-{label}-{tag}",
+                regs,
+                pods,
+                services,
+                t,
+                profile=prof if regs else None,
+                pprof=pprof,
+                pprof_s=args.pprof_seconds,
+            )
         r["nodes"] = nodes
         r["repeat"] = rep
         res.append(r)
@@ -1546,9 +1645,16 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--profile",
         metavar="DIR",
-        help="record the extender with py-spy (the [bench] extra) during each phase that calls it: collapsed "
-        "stacks in DIR/PHASE.txt, a summary in the log",
+        help="record the extender with py-spy (the [bench] extra) during each phase that calls it, and plugin "
+        "mode's producer during its phases: collapsed stacks in DIR/roundN/PHASE.txt, a summary in the log",
     )
+    ap.add_argument(
+        "--pprof",
+        metavar="DIR",
+        help="record each phase's kube-scheduler with Go's CPU profiler (/debug/pprof/profile over its first "
+        "--pprof-seconds): DIR/roundN/PHASE.pprof, its top functions in the log (go tool pprof)",
+    )
+    ap.add_argument("--pprof-seconds", type=int, default=6, metavar="S", help="length of each --pprof profile")
     ap.add_argument(
         "--phases",
         nargs="*",
