@@ -1061,6 +1061,7 @@ def bench_servers(gen: Path, workdir: Path, services: int, pods: int, n: int, re
 NAMES = {
     "baseline": "without extender",
     "plugin": "with the HRLScore plugin (plugin mode)",
+    "plugin-base": "with the HRLScore plugin, --plugin-base's build",
     "shipped": "with hrl-extender as shipped (prioritize only)",
     "filter": "with hrl-extender, filter + prioritize",
     "overload": "as shipped, with 10x extender traffic added",
@@ -1086,12 +1087,16 @@ def wait_extender_nodes(cp, n: int) -> None:
 class PluginMode:
     """Plugin mode's side of the bench: an ``hrl-policy cache serve`` (started once) and, per phase, a producing
     ``hrl-extender`` (``scoreTable.publish`` to that cache; the heuristic, as the shipped extender; its own watch as
-    the ``hrl-extender`` identity), and the binary of kube-scheduler with HRLScore."""
+    the ``hrl-extender`` identity), and the binary of kube-scheduler with HRLScore. ``checkout``: another checkout of
+    the repository (``--plugin-base``) whose producer (its Python) and kube-scheduler (its plugin build) the
+    ``plugin-base`` phases run, beside this checkout's in the same rounds."""
 
-    def __init__(self, cp, workdir: Path):
+    def __init__(self, cp, workdir: Path, checkout: Path | None = None):
         self.cp = cp
         self.workdir = workdir
         self.bin = cpm.plugin_bin_dir(build=True, log=log) / "kube-scheduler"
+        self.checkout = checkout
+        self.checkout_bin = checkout_plugin_bin(checkout) if checkout is not None else None
         port, mport = cpm.free_ports(2)
         self.address = f"127.0.0.1:{port}"
         self.cache = cp.start(
@@ -1119,7 +1124,8 @@ class PluginMode:
         self.producer = None
         self.base = ""
 
-    def start_producer(self) -> None:
+    def start_producer(self, checkout: Path | None = None) -> None:
+        """The producing extender, from ``checkout``'s Python when given."""
         import yaml
 
         port = cpm.free_ports(1)[0]
@@ -1142,7 +1148,7 @@ class PluginMode:
                 [sys.executable, "-m", "extender", "--config", str(path)],
                 self.cp.logs_dir / "hrl-producer.log",
                 f"{self.base}/readyz",
-                env={"PYTHONUNBUFFERED": "1"},
+                env={"PYTHONUNBUFFERED": "1", **({"PYTHONPATH": str(checkout)} if checkout is not None else {})},
             ),
             120,
         )
@@ -1170,6 +1176,17 @@ class PluginMode:
         self.producer = None
 
 
+def checkout_plugin_bin(checkout: Path) -> Path:
+    """kube-scheduler with HRLScore as another checkout builds it (its hack/build-scheduler-plugin.sh: cached by its
+    source's hash)."""
+    import subprocess
+
+    out = subprocess.run(
+        [str(checkout / "hack" / "build-scheduler-plugin.sh")], capture_output=True, text=True, check=True
+    )
+    return Path(out.stdout.strip().splitlines()[-1]) / "kube-scheduler"
+
+
 def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, on_result, plugin=None) -> None:
     """The phases at ``nodes`` nodes (baseline, shipped, filter, and with ``overload`` the overload case); each
     result is passed to ``on_result`` as soon as it is measured."""
@@ -1183,19 +1200,24 @@ def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, 
     meter.start()
     time.sleep(args.idle_s)
     on_result({"label": f"idle-{tag}", "nodes": nodes, "pods": 0, "bound": 0, "cpu_s": meter.stop(0)})
-    order = [("baseline", []), ("plugin", []), ("shipped", shipped), ("filter", with_filter)]
+    both = plugin is not None and plugin.checkout is not None  # plugin-base beside plugin, in every round
+    paired: list[tuple[str, list]] = [("baseline", []), ("plugin", [])] + ([("plugin-base", [])] if both else [])
     # --interleave N: the baseline and plugin phases N more times, alternating, so that both see the same moments of a
-    # shared machine (their ratio is taken pair by pair)
-    rounds = [(0, order)] + [(k, order[:2]) for k in range(1, 1 + getattr(args, "interleave", 0))]
+    # shared machine (their ratio is taken pair by pair); plugin and plugin-base swap places every other round
+    rounds = []
+    for k in range(1 + getattr(args, "interleave", 0)):
+        ph = paired if k % 2 == 0 else [paired[0], *reversed(paired[1:])]
+        rounds.append((k, ph + ([("shipped", shipped), ("filter", with_filter)] if k == 0 else [])))
     for rep, (label, regs) in ((k, lr) for k, phases in rounds for lr in phases):
-        if label not in args.phases:
+        if ("plugin" if label == "plugin-base" else label) not in args.phases:
             continue
         prof = Path(args.profile) / f"round{rep}" if getattr(args, "profile", None) else None
         pprof = Path(args.pprof) / f"round{rep}" if getattr(args, "pprof", None) else None
-        if label == "plugin":
+        if label in ("plugin", "plugin-base"):
             if plugin is None:
                 continue
-            plugin.start_producer()
+            base = label == "plugin-base"
+            plugin.start_producer(plugin.checkout if base else None)
             try:
                 r = run_phase(
                     cp,
@@ -1205,7 +1227,7 @@ def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, 
                     pods,
                     services,
                     t,
-                    binary=plugin.bin,
+                    binary=plugin.checkout_bin if base else plugin.bin,
                     sched_profile=cpm.hrl_score_profile(plugin.address, weight=2, max_table_age_s=30.0),
                     before_start=lambda: plugin.wait_table(nodes, services),
                     profile=prof,
@@ -1466,17 +1488,18 @@ def plugin_rounds(kube: list[dict]) -> list[str]:
     base = _baselines(kube)
     out = []
     for n in sorted({r["nodes"] for r in kube}):
-        vals = [
-            r["throughput_pods_per_s"] / base[(n, r.get("repeat", 0))]["throughput_pods_per_s"]
-            for r in kube
-            if r["nodes"] == n and _phase_kind(r["label"]) == "plugin" and (n, r.get("repeat", 0)) in base
-        ]
-        if len(vals) > 1:
-            out.append(
-                f"Plugin mode at {n} nodes, ratio to the baseline of the same round, round by round: "
-                + ", ".join(f"{v:.2f}" for v in vals)
-                + f"; **median {statistics.median(vals):.2f}**."
-            )
+        for kind, what in (("plugin", "Plugin mode"), ("plugin-base", "Plugin mode, --plugin-base's build,")):
+            vals = [
+                r["throughput_pods_per_s"] / base[(n, r.get("repeat", 0))]["throughput_pods_per_s"]
+                for r in kube
+                if r["nodes"] == n and _phase_kind(r["label"]) == kind and (n, r.get("repeat", 0)) in base
+            ]
+            if len(vals) > 1:
+                out.append(
+                    f"{what} at {n} nodes, ratio to the baseline of the same round, round by round: "
+                    + ", ".join(f"{v:.2f}" for v in vals)
+                    + f"; **median {statistics.median(vals):.2f}**."
+                )
     return out
 
 
@@ -1669,6 +1692,12 @@ def main(argv=None) -> int:
         metavar="N",
         help="run the baseline and plugin phases N more times, alternating (ratios pair by pair: a shared machine)",
     )
+    ap.add_argument(
+        "--plugin-base",
+        metavar="DIR",
+        help="another checkout of the repository (e.g. git worktree add DIR main): its producer and plugin build "
+        "run as phase plugin-base beside plugin in every round, so that the two versions see the same moments",
+    )
     ap.add_argument("--no-write", action="store_true", help="do not touch BENCHMARKS.md")
     ap.add_argument("--workdir", help="control-plane working directory (default: a temporary one)")
     ap.add_argument(
@@ -1728,7 +1757,8 @@ def main(argv=None) -> int:
             checkpoint()
 
         try:
-            plugin = PluginMode(cp, workdir) if "plugin" in args.phases else None
+            checkout = Path(args.plugin_base).resolve() if args.plugin_base else None
+            plugin = PluginMode(cp, workdir, checkout) if "plugin" in args.phases else None
             log(f"up in {cp.startup_s['total']:.1f} s; creating {args.nodes} nodes")
             make = lambda a, b: (  # noqa: E731
                 cpm.fake_node(
