@@ -289,18 +289,21 @@ class KubeSnapshotSource(ReflectorGroup):
         with self.lock:
             node_items = dict(self.nodes.items)
             pod_items = dict(self.pods.items)
-        nodes = tuple(node_items[k] for k in sorted(node_items))
-        pods = tuple(pod_items[k] for k in sorted(pod_items))
+        node_keys, pod_keys = sorted(node_items), sorted(pod_items)
+        nodes = tuple(node_items[k] for k in node_keys)
+        pods = tuple(pod_items[k] for k in pod_keys)
         graph = graph_with_annotations(self.graph, pods)
         if graph == self._last_graph:
             graph = self._last_graph
         snap = ClusterSnapshot(
             nodes=nodes, pods=pods, pdbs=(), workloads=(), graph=graph, taken_at_s=self.store.clock()
         )
-        if self.usage is not None:  # the same keys (name, namespace/name), the objects with their measured use
-            snap = self.usage.apply(snap)
-            node_items = {n.name: n for n in snap.nodes}
-            pod_items = {p.key: p for p in snap.pods}
+        if self.usage is not None:
+            applied = self.usage.apply(snap)
+            if applied is not snap:  # the same keys in the same order, the objects with their measured use
+                snap = applied
+                node_items = dict(zip(node_keys, snap.nodes))
+                pod_items = dict(zip(pod_keys, snap.pods))
         prev, prev_nodes, prev_pods = self._last_index, self._last_nodes, self._last_pods
         index = None
         if (

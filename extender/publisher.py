@@ -169,11 +169,14 @@ class ScoreTablePublisher:
         assert view.index is not None
         t0 = time.perf_counter()
         self._last_build = time.monotonic()
+        # a policy whose base reads no requests has one row per service: its rows' keys are not read (the scan of
+        # every pod they take was most of a build at 2,000 pods)
+        keys = table_keys(view.index, self.max_keys) if self.policy.base_reads_requests else ()
         built = build_score_table(
             self.policy,
             view.index,
             view.intent,
-            table_keys(view.index, self.max_keys),
+            keys,
             colocation=view.colocation or None,
             usable=self._usable(view, now),
             on_error=lambda key, exc: log.debug("score table: row %s: %s: %s", key, type(exc).__name__, exc),

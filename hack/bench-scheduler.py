@@ -438,23 +438,72 @@ def extender_connections(cp) -> int | None:
 # ---- profiling (py-spy, the [bench] extra) ----------------------------------------------------------------
 
 
-def start_profile(cp, outdir: Path, label: str):
-    """``py-spy record`` of the extender for the phase (100 samples/s, per thread, idle samples dropped: each
-    sample is a thread running Python or native code), written as collapsed stacks to ``outdir/LABEL.txt``."""
+def start_profile(cp, outdir: Path, label: str, component: str = "hrl-extender"):
+    """``py-spy record`` of ``component`` (the extender; plugin mode: its producer) for the phase (100 samples/s,
+    per thread, idle samples dropped: each sample is a thread running Python or native code), written as collapsed
+    stacks to ``outdir/LABEL.txt``."""
     import shutil
     import subprocess
 
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     outdir.mkdir(parents=True, exist_ok=True)
     out = outdir / f"{label}.txt"
-    pid = cp.component("hrl-extender").pid
+    pid = cp.component(component).pid
     proc = subprocess.Popen(
         [spy, "record", "-p", str(pid), "-r", "100", "--threads", "--format", "raw", "-o", str(out), "--nonblocking"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    log(f"{label}: py-spy recording the extender (pid {pid}) into {out}")
+    log(f"{label}: py-spy recording {component} (pid {pid}) into {out}")
     return proc, out
+
+
+def start_pprof(cp, port: int, outdir: Path, label: str, seconds: int) -> tuple[threading.Thread, Path]:
+    """The phase's kube-scheduler's CPU profile over its first ``seconds`` (``/debug/pprof/profile``, Go's 100
+    samples/s), fetched in a thread into ``outdir/LABEL.pprof``; :func:`stop_pprof` waits for it."""
+    import urllib.request
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    out = outdir / f"{label}.pprof"
+    url = f"https://127.0.0.1:{port}/debug/pprof/profile?seconds={seconds}"
+
+    def fetch() -> None:
+        try:
+            with urllib.request.urlopen(url, timeout=seconds + 60, context=cp._ssl_context()) as r:
+                out.write_bytes(r.read())
+        except OSError as exc:
+            log(f"{label}: pprof failed: {exc}")
+
+    th = threading.Thread(target=fetch, name="pprof", daemon=True)
+    th.start()
+    log(f"{label}: recording the scheduler's CPU profile ({seconds} s) into {out}")
+    return th, out
+
+
+def stop_pprof(cp, port: int, prof: tuple[threading.Thread, Path], binary: Path, seconds: int) -> None:
+    """Wait for :func:`start_pprof`'s profile, fetch the scheduler's allocations since its start
+    (``/debug/pprof/allocs``, into ``LABEL.allocs.pprof``), then log the CPU profile's top functions
+    (``go tool pprof -top``)."""
+    import shutil
+    import subprocess
+    import urllib.request
+
+    th, out = prof
+    th.join(seconds + 90)
+    try:
+        url = f"https://127.0.0.1:{port}/debug/pprof/allocs"
+        with urllib.request.urlopen(url, timeout=60, context=cp._ssl_context()) as r:
+            out.with_suffix(".allocs.pprof").write_bytes(r.read())
+    except OSError as exc:
+        log(f"{out.stem}: pprof allocs failed: {exc}")
+    go = shutil.which("go")
+    if not out.exists() or go is None:
+        return
+    res = subprocess.run(
+        [go, "tool", "pprof", "-top", "-nodecount=40", str(binary), str(out)], capture_output=True, text=True
+    )
+    for line in (res.stdout or res.stderr).splitlines()[:48]:
+        log(f"pprof {out.stem}: {line}")
 
 
 def stop_profile(profiler) -> None:
@@ -513,11 +562,18 @@ def run_phase(
     binary: Path | None = None,
     sched_profile: dict | None = None,
     before_start=None,
+    profile_component: str = "hrl-extender",
+    pprof: Path | None = None,
+    pprof_s: int = 6,
+    producer: bool = False,
 ) -> dict:
     """One phase (see the module docstring). ``during``: a callable started (in a thread) when the scheduler
     starts and given a ``threading.Event`` set when every pod is bound; its return value is ``res["during"]``.
     ``binary`` / ``sched_profile``: the scheduler's binary and profile fields (plugin mode); ``before_start()``: called
-    once the pods exist, before the scheduler starts (e.g. waits for the plugin's table)."""
+    once the pods exist, before the scheduler starts (e.g. waits for the plugin's table). ``profile``: a directory
+    for ``py-spy`` of ``profile_component``; ``pprof``: a directory for the scheduler's CPU profile over its first
+    ``pprof_s`` seconds (the scheduler is stopped only once it is written); ``producer``: plugin mode, record the
+    CPU seconds of each thread of its producer (``hrl-producer``)."""
     ns = f"bench-{label}"
     cp.kubectl("create", "namespace", ns)
     log(f"{label}: creating {pods} pods for scheduler {scheduler!r} (not running yet)")
@@ -544,6 +600,8 @@ def run_phase(
     ext_pid = cp.component("hrl-extender").pid if extenders else 0
     threads0 = thread_cpu_s(ext_pid) if ext_pid else {}
     waits0 = thread_wait_s(ext_pid) if ext_pid else {}
+    prod_pid = cp.component("hrl-producer").pid if producer else 0
+    prod0 = thread_cpu_s(prod_pid) if prod_pid else {}
     meter.start()
     log_path = cp.logs_dir / f"kube-scheduler-{scheduler}.log"  # appended to by every scheduler of this name
     log_offset = log_path.stat().st_size if log_path.exists() else 0
@@ -551,7 +609,8 @@ def run_phase(
     sched_wait0 = sum(thread_wait_s(comp.pid).values())
     port = int(comp.ready_url.rsplit(":", 1)[1].split("/")[0])
     t0 = time.monotonic()
-    profiler = start_profile(cp, profile, label) if profile and extenders else None
+    profiler = start_profile(cp, profile, label, profile_component) if profile else None
+    sched_prof = start_pprof(cp, port, pprof, label, pprof_s) if pprof else None
     binds = LogBinds(comp.log_path, log_offset)
     try:
         # the scheduler's own log says when every pod is bound (a few KB read per poll); the API confirms once.
@@ -570,11 +629,17 @@ def run_phase(
             ext_threads = {
                 names.get(t, str(t)): round(v - threads0.get(t, 0.0), 2) for t, v in thread_cpu_s(ext_pid).items()
             }
+        if prod_pid:
+            prod_threads = {t: v - prod0.get(t, 0.0) for t, v in thread_cpu_s(prod_pid).items()}
+            names = thread_names(prod_pid)
+            prod_threads = {names.get(t, str(t)): round(v, 2) for t, v in prod_threads.items()}
         sched_metrics = cp.fetch(f"https://127.0.0.1:{port}/metrics")
         ext_conns = extender_connections(cp) if extenders else None
     finally:
         if profiler is not None:
             stop_profile(profiler)
+        if sched_prof is not None:
+            stop_pprof(cp, port, sched_prof, Path(binary or cp.bin_dir / "kube-scheduler"), pprof_s)
         done.set()
         cp.stop_component(comp)
         if helper is not None:
@@ -613,11 +678,14 @@ def run_phase(
     if ext_pid:
         res["extender_threads_runqueue_wait_s"] = {k: v for k, v in ext_waits.items() if v > 0}
         res["extender_threads_cpu_s"] = {k: v for k, v in sorted(ext_threads.items(), key=lambda x: -x[1]) if v > 0}
+    if prod_pid:
+        res["producer_threads_cpu_s"] = {k: v for k, v in sorted(prod_threads.items(), key=lambda x: -x[1]) if v > 0}
     if during is not None:
         res["during"] = side.get("result")
     plugin = plugin_outcomes(sched_metrics)
     if plugin:
         res["plugin_prescore_outcomes"] = plugin
+        res["plugin_watch"] = plugin_watch_stats(sched_metrics)
     if extenders:
         for verb in ("prioritize", "filter"):
             for o, n in outcomes(ext_after, verb).items():
@@ -652,6 +720,20 @@ def plugin_outcomes(text: str) -> dict[str, int]:
         for smp in fam.samples:
             if smp.name == "hrl_plugin_prescore_total" and smp.value:
                 out[smp.labels["outcome"]] = int(smp.value)
+    return out
+
+
+def plugin_watch_stats(text: str) -> dict[str, float]:
+    """What the plugin's table watch received over the phase: ``tables`` and ``heartbeats``
+    (``hrl_plugin_table_updates_total``) and the seconds spent decoding tables
+    (``hrl_plugin_table_decode_duration_seconds_sum``)."""
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for smp in fam.samples:
+            if smp.name == "hrl_plugin_table_updates_total":
+                out[f"{smp.labels['kind']}s"] = int(smp.value)
+            elif smp.name == "hrl_plugin_table_decode_duration_seconds_sum":
+                out["decode_s"] = round(smp.value, 4)
     return out
 
 
@@ -979,6 +1061,7 @@ def bench_servers(gen: Path, workdir: Path, services: int, pods: int, n: int, re
 NAMES = {
     "baseline": "without extender",
     "plugin": "with the HRLScore plugin (plugin mode)",
+    "plugin-base": "with the HRLScore plugin, --plugin-base's build",
     "shipped": "with hrl-extender as shipped (prioritize only)",
     "filter": "with hrl-extender, filter + prioritize",
     "overload": "as shipped, with 10x extender traffic added",
@@ -1004,12 +1087,16 @@ def wait_extender_nodes(cp, n: int) -> None:
 class PluginMode:
     """Plugin mode's side of the bench: an ``hrl-policy cache serve`` (started once) and, per phase, a producing
     ``hrl-extender`` (``scoreTable.publish`` to that cache; the heuristic, as the shipped extender; its own watch as
-    the ``hrl-extender`` identity), and the binary of kube-scheduler with HRLScore."""
+    the ``hrl-extender`` identity), and the binary of kube-scheduler with HRLScore. ``checkout``: another checkout of
+    the repository (``--plugin-base``) whose producer (its Python) and kube-scheduler (its plugin build) the
+    ``plugin-base`` phases run, beside this checkout's in the same rounds."""
 
-    def __init__(self, cp, workdir: Path):
+    def __init__(self, cp, workdir: Path, checkout: Path | None = None):
         self.cp = cp
         self.workdir = workdir
         self.bin = cpm.plugin_bin_dir(build=True, log=log) / "kube-scheduler"
+        self.checkout = checkout
+        self.checkout_bin = checkout_plugin_bin(checkout) if checkout is not None else None
         port, mport = cpm.free_ports(2)
         self.address = f"127.0.0.1:{port}"
         self.cache = cp.start(
@@ -1037,7 +1124,8 @@ class PluginMode:
         self.producer = None
         self.base = ""
 
-    def start_producer(self) -> None:
+    def start_producer(self, checkout: Path | None = None) -> None:
+        """The producing extender, from ``checkout``'s Python when given."""
         import yaml
 
         port = cpm.free_ports(1)[0]
@@ -1060,7 +1148,7 @@ class PluginMode:
                 [sys.executable, "-m", "extender", "--config", str(path)],
                 self.cp.logs_dir / "hrl-producer.log",
                 f"{self.base}/readyz",
-                env={"PYTHONUNBUFFERED": "1"},
+                env={"PYTHONUNBUFFERED": "1", **({"PYTHONPATH": str(checkout)} if checkout is not None else {})},
             ),
             120,
         )
@@ -1088,6 +1176,17 @@ class PluginMode:
         self.producer = None
 
 
+def checkout_plugin_bin(checkout: Path) -> Path:
+    """kube-scheduler with HRLScore as another checkout builds it (its hack/build-scheduler-plugin.sh: cached by its
+    source's hash)."""
+    import subprocess
+
+    out = subprocess.run(
+        [str(checkout / "hack" / "build-scheduler-plugin.sh")], capture_output=True, text=True, check=True
+    )
+    return Path(out.stdout.strip().splitlines()[-1]) / "kube-scheduler"
+
+
 def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, on_result, plugin=None) -> None:
     """The phases at ``nodes`` nodes (baseline, shipped, filter, and with ``overload`` the overload case); each
     result is passed to ``on_result`` as soon as it is measured."""
@@ -1101,18 +1200,24 @@ def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, 
     meter.start()
     time.sleep(args.idle_s)
     on_result({"label": f"idle-{tag}", "nodes": nodes, "pods": 0, "bound": 0, "cpu_s": meter.stop(0)})
-    order = [("baseline", []), ("plugin", []), ("shipped", shipped), ("filter", with_filter)]
+    both = plugin is not None and plugin.checkout is not None  # plugin-base beside plugin, in every round
+    paired: list[tuple[str, list]] = [("baseline", []), ("plugin", [])] + ([("plugin-base", [])] if both else [])
     # --interleave N: the baseline and plugin phases N more times, alternating, so that both see the same moments of a
-    # shared machine (their ratio is taken pair by pair)
-    rounds = [(0, order)] + [(k, order[:2]) for k in range(1, 1 + getattr(args, "interleave", 0))]
+    # shared machine (their ratio is taken pair by pair); plugin and plugin-base swap places every other round
+    rounds = []
+    for k in range(1 + getattr(args, "interleave", 0)):
+        ph = paired if k % 2 == 0 else [paired[0], *reversed(paired[1:])]
+        rounds.append((k, ph + ([("shipped", shipped), ("filter", with_filter)] if k == 0 else [])))
     for rep, (label, regs) in ((k, lr) for k, phases in rounds for lr in phases):
-        if label not in args.phases:
+        if ("plugin" if label == "plugin-base" else label) not in args.phases:
             continue
-        prof = Path(args.profile) if getattr(args, "profile", None) else None
-        if label == "plugin":
+        prof = Path(args.profile) / f"round{rep}" if getattr(args, "profile", None) else None
+        pprof = Path(args.pprof) / f"round{rep}" if getattr(args, "pprof", None) else None
+        if label in ("plugin", "plugin-base"):
             if plugin is None:
                 continue
-            plugin.start_producer()
+            base = label == "plugin-base"
+            plugin.start_producer(plugin.checkout if base else None)
             try:
                 r = run_phase(
                     cp,
@@ -1122,14 +1227,30 @@ def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, 
                     pods,
                     services,
                     t,
-                    binary=plugin.bin,
+                    binary=plugin.checkout_bin if base else plugin.bin,
                     sched_profile=cpm.hrl_score_profile(plugin.address, weight=2, max_table_age_s=30.0),
                     before_start=lambda: plugin.wait_table(nodes, services),
+                    profile=prof,
+                    profile_component="hrl-producer",
+                    pprof=pprof,
+                    pprof_s=args.pprof_seconds,
+                    producer=True,
                 )
             finally:
                 plugin.stop_producer()
         else:
-            r = run_phase(cp, f"{label}-{tag}", f"bench-{label}-{tag}", regs, pods, services, t, profile=prof)
+            r = run_phase(
+                cp,
+                f"{label}-{tag}",
+                f"bench-{label}-{tag}",
+                regs,
+                pods,
+                services,
+                t,
+                profile=prof if regs else None,
+                pprof=pprof,
+                pprof_s=args.pprof_seconds,
+            )
         r["nodes"] = nodes
         r["repeat"] = rep
         res.append(r)
@@ -1367,17 +1488,18 @@ def plugin_rounds(kube: list[dict]) -> list[str]:
     base = _baselines(kube)
     out = []
     for n in sorted({r["nodes"] for r in kube}):
-        vals = [
-            r["throughput_pods_per_s"] / base[(n, r.get("repeat", 0))]["throughput_pods_per_s"]
-            for r in kube
-            if r["nodes"] == n and _phase_kind(r["label"]) == "plugin" and (n, r.get("repeat", 0)) in base
-        ]
-        if len(vals) > 1:
-            out.append(
-                f"Plugin mode at {n} nodes, ratio to the baseline of the same round, round by round: "
-                + ", ".join(f"{v:.2f}" for v in vals)
-                + f"; **median {statistics.median(vals):.2f}**."
-            )
+        for kind, what in (("plugin", "Plugin mode"), ("plugin-base", "Plugin mode, --plugin-base's build,")):
+            vals = [
+                r["throughput_pods_per_s"] / base[(n, r.get("repeat", 0))]["throughput_pods_per_s"]
+                for r in kube
+                if r["nodes"] == n and _phase_kind(r["label"]) == kind and (n, r.get("repeat", 0)) in base
+            ]
+            if len(vals) > 1:
+                out.append(
+                    f"{what} at {n} nodes, ratio to the baseline of the same round, round by round: "
+                    + ", ".join(f"{v:.2f}" for v in vals)
+                    + f"; **median {statistics.median(vals):.2f}**."
+                )
     return out
 
 
@@ -1546,9 +1668,16 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--profile",
         metavar="DIR",
-        help="record the extender with py-spy (the [bench] extra) during each phase that calls it: collapsed "
-        "stacks in DIR/PHASE.txt, a summary in the log",
+        help="record the extender with py-spy (the [bench] extra) during each phase that calls it, and plugin "
+        "mode's producer during its phases: collapsed stacks in DIR/roundN/PHASE.txt, a summary in the log",
     )
+    ap.add_argument(
+        "--pprof",
+        metavar="DIR",
+        help="record each phase's kube-scheduler with Go's CPU profiler (/debug/pprof/profile over its first "
+        "--pprof-seconds): DIR/roundN/PHASE.pprof, its top functions in the log (go tool pprof)",
+    )
+    ap.add_argument("--pprof-seconds", type=int, default=6, metavar="S", help="length of each --pprof profile")
     ap.add_argument(
         "--phases",
         nargs="*",
@@ -1562,6 +1691,12 @@ def main(argv=None) -> int:
         default=0,
         metavar="N",
         help="run the baseline and plugin phases N more times, alternating (ratios pair by pair: a shared machine)",
+    )
+    ap.add_argument(
+        "--plugin-base",
+        metavar="DIR",
+        help="another checkout of the repository (e.g. git worktree add DIR main): its producer and plugin build "
+        "run as phase plugin-base beside plugin in every round, so that the two versions see the same moments",
     )
     ap.add_argument("--no-write", action="store_true", help="do not touch BENCHMARKS.md")
     ap.add_argument("--workdir", help="control-plane working directory (default: a temporary one)")
@@ -1622,7 +1757,8 @@ def main(argv=None) -> int:
             checkpoint()
 
         try:
-            plugin = PluginMode(cp, workdir) if "plugin" in args.phases else None
+            checkout = Path(args.plugin_base).resolve() if args.plugin_base else None
+            plugin = PluginMode(cp, workdir, checkout) if "plugin" in args.phases else None
             log(f"up in {cp.startup_s['total']:.1f} s; creating {args.nodes} nodes")
             make = lambda a, b: (  # noqa: E731
                 cpm.fake_node(

@@ -907,7 +907,7 @@ class ControlPlane:
                 f"--secure-port={port}",
                 f"--tls-cert-file={pki / 'serving.crt'}",
                 f"--tls-private-key-file={pki / 'serving.key'}",
-                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*",  # loopback only
                 f"--v={max(self.verbosity, 2)}",
             ],
             self.logs_dir / f"kube-scheduler-{name}.log",

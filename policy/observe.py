@@ -135,22 +135,42 @@ def parse_quantity(value: Any, field: str = "quantity") -> Decimal:
     return d
 
 
+# The value of each quantity string parsed lately (a cluster's pods repeat a handful: "100m", "128Mi"): a watch
+# event parses its pod's requests and limits again, the Decimal arithmetic was a third of a pod's parse. Only
+# strings that parsed are kept (a bad one raises, naming its field, every time); cleared when full.
+_CPU_M: dict[str, int] = {}
+_MEMORY_BYTES: dict[str, int] = {}
+_QTY_CACHE_MAX = 4096
+
+
+def _remember(cache: dict[str, int], value: Any, result: int) -> int:
+    if type(value) is str:
+        if len(cache) >= _QTY_CACHE_MAX:
+            cache.clear()
+        cache[value] = result
+    return result
+
+
 def parse_cpu_m(value: Any, field: str = "cpu") -> int:
     """CPU quantity → millicores, rounded up as the API server does (``"0.1"`` → 100, ``"1"`` → 1000)."""
+    if type(value) is str and (hit := _CPU_M.get(value)) is not None:
+        return hit
     d = parse_quantity(value, field) * 1000
-    return int(d.to_integral_value(rounding="ROUND_CEILING"))
+    return _remember(_CPU_M, value, int(d.to_integral_value(rounding="ROUND_CEILING")))
 
 
 def parse_memory_bytes(value: Any, field: str = "memory") -> int:
     """Memory quantity → bytes, rounded up (``"64Mi"`` → 67108864)."""
+    if type(value) is str and (hit := _MEMORY_BYTES.get(value)) is not None:
+        return hit
     d = parse_quantity(value, field)
-    return int(d.to_integral_value(rounding="ROUND_CEILING"))
+    return _remember(_MEMORY_BYTES, value, int(d.to_integral_value(rounding="ROUND_CEILING")))
 
 
 def _resources(rl: Any, path: str) -> Resources:
     if rl is None:
         return Resources()
-    if not isinstance(rl, Mapping):
+    if type(rl) is not dict and not isinstance(rl, Mapping):
         raise ObjectError(f"{path}: expected a map of resources, got {short_repr(rl)}")
     cpu = parse_cpu_m(rl["cpu"], f"{path}.cpu") if "cpu" in rl else 0
     mem = parse_memory_bytes(rl["memory"], f"{path}.memory") if "memory" in rl else 0
@@ -164,7 +184,7 @@ def _map(v: Any, path: str) -> Mapping[str, Any]:
     """``v`` when it is a map, ``{}`` for null/absent; else :class:`ObjectError` naming ``path``."""
     if v is None:
         return {}
-    if not isinstance(v, Mapping):
+    if type(v) is not dict and not isinstance(v, Mapping):  # the exact type first: an ABC check is slow
         raise ObjectError(f"{path}: expected a map, got {short_repr(v)}")
     return v
 
@@ -182,7 +202,7 @@ def _maps(v: Any, path: str) -> list[Mapping[str, Any]]:
     """A list of maps (``containers``, ``taints``, ...); :class:`ObjectError` naming the item otherwise."""
     items = _list(v, path)
     for i, it in enumerate(items):
-        if not isinstance(it, Mapping):
+        if type(it) is not dict and not isinstance(it, Mapping):
             raise ObjectError(f"{path}[{i}]: expected a map, got {short_repr(it)}")
     return list(items)
 
@@ -234,7 +254,7 @@ def _what(obj: Mapping[str, Any]) -> str:
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     m = obj.get("metadata") or {}
-    if not isinstance(m, Mapping):
+    if type(m) is not dict and not isinstance(m, Mapping):
         raise ObjectError(f"{_what(obj)}: metadata must be a map, got {short_repr(m)}")
     return m
 
@@ -260,9 +280,13 @@ def _str_map(m: Any, path: str) -> dict[str, str]:
     :func:`_text` reads them); a nested map or list is an :class:`ObjectError` naming the key."""
     if m is None:
         return {}
-    if not isinstance(m, Mapping):
+    if type(m) is not dict and not isinstance(m, Mapping):
         raise ObjectError(f"{path}: expected a map, got {short_repr(m)}")
-    return {_text(k, path): _text(v, f"{path}.{_text(k, path)}") for k, v in m.items()}
+    out = {}
+    for k, v in m.items():  # strings as they are: a value's path is only made for one that is not
+        key = k if type(k) is str else _text(k, path)
+        out[key] = v if type(v) is str else _text(v, f"{path}.{key}")
+    return out
 
 
 def _timestamp_s(ts: Any) -> float:

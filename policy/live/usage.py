@@ -212,19 +212,24 @@ class UsageApplier:
         cache[key] = (obj, u, made)
         return made
 
-    def _pod(self, p: PodInfo, u: Resources | None) -> PodInfo:
-        return self._with_use(self._pods, p.key, p, u)
+    def _pod(self, p: PodInfo, u: Resources | None, key: str | None = None) -> PodInfo:
+        if p.usage == u:  # before the key: most pods keep their use from one snapshot to the next
+            return p
+        return self._with_use(self._pods, p.key if key is None else key, p, u)
 
     def _node(self, n: NodeInfo, u: Resources | None) -> NodeInfo:
         return self._with_use(self._nodes, n.name, n, u)
 
     def apply(self, snapshot: ClusterSnapshot, reading: UsageReading | None) -> tuple[ClusterSnapshot, ApplyStats]:
         """``snapshot`` with ``reading`` applied (``None``: every pod and node without a use: the source is off,
-        stale or failing), and what was found. O(pods + nodes)."""
+        stale or failing), and what was found. O(pods + nodes). Without a reading, a snapshot none of whose pods and
+        nodes has a use is returned itself (the source is off: every snapshot)."""
         if reading is None:
-            pods = tuple(self._pod(p, None) for p in snapshot.pods)
-            nodes = tuple(self._node(n, None) for n in snapshot.nodes)
+            pods = tuple(p if p.usage is None else self._pod(p, None) for p in snapshot.pods)
+            nodes = tuple(n if n.usage is None else self._node(n, None) for n in snapshot.nodes)
             self._prune(snapshot)
+            if all(a is b for a, b in zip(pods, snapshot.pods)) and all(a is b for a, b in zip(nodes, snapshot.nodes)):
+                return snapshot, ApplyStats()
             return replace(snapshot, pods=pods, nodes=nodes), ApplyStats()
         use, mem = reading.cpu_m, reading.memory_bytes
         names = {n.name for n in snapshot.nodes}
@@ -233,11 +238,12 @@ class UsageApplier:
         started_before = (reading.taken_at_s or 0.0) - reading.window_s
         measured = missing = 0
         out = []
-        for p in snapshot.pods:
-            cpu = use.get(p.key) if p.node_name is not None and not p.terminating else None
+        keys = [p.key for p in snapshot.pods]
+        for p, key in zip(snapshot.pods, keys):
+            cpu = use.get(key) if p.node_name is not None and not p.terminating else None
             u = None
             if cpu is not None:  # rounded per pod, summed unrounded per node: the simulator's snapshot rule
-                m = mem.get(p.key, 0) if self.memory else 0
+                m = mem.get(key, 0) if self.memory else 0
                 u = Resources(int(round(cpu)), m)
                 measured += 1
                 if p.node_name in node_cpu:
@@ -246,8 +252,8 @@ class UsageApplier:
             elif p.node_name is not None and not p.terminating and p.phase == "Running":
                 if p.created_s and p.created_s < started_before:
                     missing += 1
-            out.append(self._pod(p, u))
-        known = {p.key for p in snapshot.pods}
+            out.append(self._pod(p, u, key))
+        known = set(keys)
         nodes = tuple(self._node(n, Resources(int(round(node_cpu[n.name])), node_mem[n.name])) for n in snapshot.nodes)
         self._prune(snapshot)
         stats = ApplyStats(measured, missing, sum(1 for k in use if k not in known))

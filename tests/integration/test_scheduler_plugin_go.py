@@ -1,5 +1,6 @@
 """The HRLScore plugin's own Go tests (scheduler-plugin/pkg/scoretable: decoding, rows, the load term, rounding, the
-table's age, the service and requests rules) with the build's flags, so the compiled packages come from the Go build
+table's age, the service and requests rules; pkg/hrlscore: a cycle's PreScore, Score and NormalizeScore against the
+table, interleaved cycles, failing open) with the build's flags, so the compiled packages come from the Go build
 cache of the control plane and plugin builds; and its source gofmt-clean. Without Go the test fails saying so."""
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def test_the_plugins_go_tests_pass():
     env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
     # -vet=off: vet would analyse every dependency of the package (minutes on a cold cache); the code is gofmt-checked
     # below and compiled with the build's flags
-    cmd = [_go(), "test", "-trimpath", "-tags=selinux,notest,grpcnotrace", "-vet=off", "-count=1", "./pkg/scoretable/"]
+    cmd = [_go(), "test", "-trimpath", "-tags=selinux,notest,grpcnotrace", "-vet=off", "-count=1", "./pkg/..."]
     out = subprocess.run(cmd, cwd=MODULE, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     assert "ok  " in out.stdout

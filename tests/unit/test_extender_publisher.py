@@ -102,6 +102,23 @@ def test_a_table_per_change_and_heartbeats_in_between(cache):
         watch.cancel()
 
 
+def test_the_pending_pods_are_scanned_for_row_keys_only_for_a_policy_whose_base_reads_requests(cache, monkeypatch):
+    import extender.publisher as publisher
+    from policy.lowlevel import LearnedPlacement
+
+    _srv, client = cache
+    scans = []
+    real = publisher.table_keys
+    monkeypatch.setattr(publisher, "table_keys", lambda index, n: scans.append(n) or real(index, n))
+    clock = Clock()
+    pub = ScoreTablePublisher(_store(clock), TopologyHeuristic(), client, min_interval_s=0.0, max_keys=7)
+    assert pub.step() == "published" and scans == []  # the heuristic: one row per service, for any requests
+    assert [r.key for r in pub.published.rows] == [("a", -1, -1), ("b", -1, -1)]
+    pub = ScoreTablePublisher(_store(clock), LearnedPlacement.load(), client, min_interval_s=0.0, max_keys=7)
+    assert pub.step() == "published" and scans == [7]  # rows of the pods' requests: the keys are read
+    assert {r.key[0] for r in pub.published.rows} == {"a", "b"} and all(r.key[1] >= 0 for r in pub.published.rows)
+
+
 def test_a_new_table_waits_min_interval_but_heartbeats_do_not(cache):
     _srv, client = cache
     clock = Clock()

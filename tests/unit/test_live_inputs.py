@@ -23,6 +23,7 @@ from policy.config import ConfigError
 from policy.highlevel import RebalanceHeuristic
 from policy.live import (
     METRICS_API,
+    ApplyStats,
     InputMetrics,
     LiveInputs,
     SignalsInput,
@@ -168,6 +169,10 @@ def test_a_pod_bound_since_the_window_is_not_measured_and_its_node_counts_only_t
     assert with_memory.pods[0].usage == Resources(321, 2**20)
     off, _ = app.apply(got, None)
     assert all(p.usage is None for p in off.pods) and all(n.usage is None for n in off.nodes)
+    # the source off (or stale) on a snapshot that has no use: the snapshot itself, nothing copied
+    unchanged, stats = app.apply(off, None)
+    assert unchanged is off and stats == ApplyStats()
+    assert app.apply(snap, None)[0] is snap
 
 
 # ---- freshness, states, logs, metrics --------------------------------------------------------------------------

@@ -61,6 +61,15 @@ def test_an_invalid_quantity_is_rejected_naming_the_field_and_value(bad):
     assert "\n" not in str(e.value)
 
 
+def test_a_quantity_parsed_before_gives_the_same_value_and_a_bad_one_names_its_field_every_time():
+    assert [parse_cpu_m("100m") for _ in range(3)] == [100, 100, 100]
+    assert [parse_memory_bytes("128Mi") for _ in range(3)] == [128 * 2**20] * 3
+    assert parse_cpu_m("1e3") == 1_000_000 and parse_memory_bytes("1e3") == 1000  # one cache per unit
+    for field in ("a.cpu", "b.cpu"):
+        with pytest.raises(ObjectError, match=field):
+            parse_cpu_m("10x", field)
+
+
 POD = {
     "apiVersion": "v1",
     "kind": "Pod",

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from policy.cache import LoadTerm, ScoreTableHub, WatchersExhausted, table_from_pb, table_to_pb
 from policy.cache.codec import pb_modules
+from policy.index import ClusterIndex
 from policy.lowlevel import (
     LearnedPlacement,
     TopologyHeuristic,
@@ -65,6 +66,30 @@ def test_the_load_term_applied_to_the_base_is_the_policys_own_score_bit_for_bit(
         direct = np.asarray(policy.score(pod, list(index.node_names), index, intent), dtype=np.float64)
         rebuilt = apply_load_term(row.base, row.weight, table.load_term, index.alloc_cpu_m, table.cpu_used_m, cpu_m)
         assert direct.tobytes() == rebuilt.tobytes(), ((service, cpu_m, mem), direct, rebuilt)
+
+
+def _requested_direct(index) -> np.ndarray:
+    """kube-scheduler's requested CPU per node, summed pod by pod (the reference of scheduler_requested_cpu_m)."""
+    out = np.zeros(len(index.node_names))
+    for p in index.snapshot.pods:
+        i = index.node_pos.get(p.node_name) if p.node_name is not None else None
+        if i is not None and p.phase not in ("Succeeded", "Failed"):
+            out[i] += p.requests.cpu_m
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(state=cluster_states(), data=st.data())
+def test_the_schedulers_requested_cpu_is_the_pod_by_pod_sum_bit_for_bit(state, data):
+    # from the index's sum (bound, not terminating), corrected by the terminating and finished pods
+    snap = load_state(state).get().index.snapshot
+    flags = st.tuples(st.booleans(), st.sampled_from(["Running", "Pending", "Succeeded", "Failed"]))
+    pods = tuple(
+        replace(p, terminating=t, phase=ph)
+        for p, (t, ph) in zip(snap.pods, data.draw(st.lists(flags, min_size=len(snap.pods), max_size=len(snap.pods))))
+    )
+    index = ClusterIndex.build(replace(snap, pods=pods))
+    assert scheduler_requested_cpu_m(index).tobytes() == _requested_direct(index).tobytes()
 
 
 def test_the_load_term_adds_the_cpu_placed_since_the_snapshot():

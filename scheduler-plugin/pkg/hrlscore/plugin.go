@@ -27,12 +27,14 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	"github.com/hrl-scheduler/hrl-scheduler/scheduler-plugin/pkg/scoretable"
@@ -59,10 +61,13 @@ const DefaultMaxTableAgeSeconds = 30.0
 
 // Plugin is the HRLScore plugin.
 type Plugin struct {
-	watcher *scoretable.Watcher
+	watcher tableSource
 	maxAge  time.Duration
 	now     func() time.Time
 	m       *pluginMetrics
+	// last is the state PreScore wrote last, with the cycle's own CycleState: Score finds it by pointer identity
+	// instead of the CycleState's sync.Map (a fifth of a node's Score), and falls back to the map otherwise.
+	last atomic.Pointer[cycleState]
 }
 
 var (
@@ -70,6 +75,9 @@ var (
 	_ fwk.ScorePlugin    = &Plugin{}
 	_ fwk.SignPlugin     = &Plugin{}
 )
+
+// tableSource is where the plugin reads the current table (a *scoretable.Watcher; tests: a fixed table).
+type tableSource interface{ Current() *scoretable.Table }
 
 // New builds the plugin from its arguments and starts its table watch (it ends with ctx).
 func New(ctx context.Context, obj runtime.Object, _ fwk.Handle) (fwk.Plugin, error) {
@@ -159,7 +167,8 @@ func (p *Plugin) Name() string { return Name }
 type cycleState struct {
 	table  *scoretable.Table
 	row    *scoretable.Row
-	podCPU int64 // the pod's effective CPU request, millicores
+	podCPU int64                 // the pod's effective CPU request, millicores
+	owner  *framework.CycleState // the cycle that wrote it (nil: another CycleState implementation)
 }
 
 func (c *cycleState) Clone() fwk.StateData { return c }
@@ -172,17 +181,37 @@ func (p *Plugin) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, 
 	if row == nil {
 		return fwk.NewStatus(fwk.Skip)
 	}
-	state.Write(stateKey, &cycleState{table: t, row: row, podCPU: key.CPUMilli})
+	c := &cycleState{table: t, row: row, podCPU: key.CPUMilli}
+	c.owner, _ = state.(*framework.CycleState)
+	state.Write(stateKey, c)
+	if c.owner != nil {
+		p.last.Store(c)
+	}
 	return nil
+}
+
+// cycle is what PreScore wrote into state (nil: nothing): the last one written when state is its cycle's, else
+// read from state. Only PreScore writes stateKey, so the two always agree.
+func (p *Plugin) cycle(state fwk.CycleState) *cycleState {
+	if l := p.last.Load(); l != nil && l.owner != nil {
+		if s, ok := state.(*framework.CycleState); ok && s == l.owner {
+			return l
+		}
+	}
+	d, err := state.Read(stateKey)
+	if err != nil {
+		return nil
+	}
+	c, _ := d.(*cycleState)
+	return c
 }
 
 // Score is the extender's reply for the node, 0..10 (0 for a node the table does not list).
 func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
-	d, err := state.Read(stateKey)
-	if err != nil {
+	c := p.cycle(state)
+	if c == nil {
 		return 0, nil // PreScore skipped us (the framework does not call Score then) or another profile's state
 	}
-	c := d.(*cycleState)
 	node := nodeInfo.Node()
 	if node == nil {
 		return 0, nil
