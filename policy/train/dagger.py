@@ -67,7 +67,7 @@ from policy.sim.oracle import ImposedIntent, LookaheadConfig, LookaheadOracle, O
 from .constant import load_constant
 from .drpc import json_ready
 from .episodes import TrainingTarget
-from .finetune import FineTune
+from .finetune import FineTune, RunOptions
 from .intent_episodes import (
     PREDICTOR_BUNDLE,
     EpisodeDistribution,
@@ -89,6 +89,7 @@ __all__ = [
     "LOSSES",
     "cost_loss",
     "imitation_loss",
+    "FitOptions",
     "fit",
     "global_reach",
     "service_reach",
@@ -184,6 +185,13 @@ class DaggerConfig(EpisodeDistribution):
             raise ValueError(f"lean_margin: expected None or a finite number >= 0, got {self.lean_margin!r}")
         if not (0.0 < self.fallback_quantile <= 1.0):
             raise ValueError(f"fallback_quantile: expected a number in (0, 1], got {self.fallback_quantile!r}")
+
+    def fit_options(self, baseline: tuple[float, float] | None) -> FitOptions:
+        """The options of :func:`fit` this configuration asks for, with ``baseline`` (the tuned constant's capacity
+        target and move budget, or None)."""
+        return FitOptions(
+            self.loss, self.imitation_weight, self.kernel_temperature, self.regret_clip, baseline, self.baseline_weight
+        )
 
     def oracle(self, cpu_price: float) -> LookaheadConfig:
         """The oracle's configuration for an episode whose objective prices CPU at ``cpu_price``."""
@@ -410,32 +418,36 @@ def cost_loss(
     return (p * regret).sum(1).mean()
 
 
-def fit(
-    net: IntentNet,
-    labels: Sequence[Label],
-    epochs: int,
-    lr: float,
-    *,
-    loss: str = "imitation",
-    imitation_weight: float = 0.1,
-    temperature: float = 0.02,
-    regret_clip: float = 100.0,
-    baseline: tuple[float, float] | None = None,
-    baseline_weight: float = 0.0,
-) -> float:
-    """``epochs`` full-batch Adam steps on ``labels`` (the actor's parameters only): ``loss`` ``"imitation"``
+@dataclass(frozen=True)
+class FitOptions:
+    """The loss of :func:`fit`: ``loss``, ``imitation_weight``, ``temperature``, ``regret_clip``, ``baseline`` (the
+    tuned constant's capacity target and move budget, or None) and ``baseline_weight`` (as there)."""
+
+    loss: str = "imitation"
+    imitation_weight: float = 0.1
+    temperature: float = 0.02
+    regret_clip: float = 100.0
+    baseline: tuple[float, float] | None = None
+    baseline_weight: float = 0.0
+
+
+def fit(net: IntentNet, labels: Sequence[Label], epochs: int, lr: float, options: FitOptions = FitOptions()) -> float:
+    """``epochs`` full-batch Adam steps on ``labels`` (the actor's parameters only), by ``options``
+    (:class:`FitOptions`): ``loss`` ``"imitation"``
     (:func:`imitation_loss`) or ``"cost"`` (:func:`cost_loss` + ``imitation_weight`` × :func:`imitation_loss`, the
     regrets in units of the median stakes, clipped to ``regret_clip``); plus, with ``baseline`` (the tuned constant's
     capacity target and move budget), ``baseline_weight`` × the imitation loss toward that constant intent at every
     state: the network stays with the baseline where the candidates' costs do not pull it away (SPIBB's principle,
     Laroche et al. 2019, arXiv 1712.06924, as a regularizer). Returns the final loss. Raises ValueError for another
     ``loss``."""
+    loss, imitation_weight, temperature = options.loss, options.imitation_weight, options.temperature
+    baseline, baseline_weight = options.baseline, options.baseline_weight
     if loss not in LOSSES:
         raise ValueError(f"loss: expected one of {', '.join(LOSSES)}, got {loss!r}")
     params = [p for p in net.actor_parameters() if p is not net.log_std]
     opt = torch.optim.Adam(params, lr=lr)
     batch = _batch(labels)
-    cands = _candidate_batch(labels, regret_clip) if loss == "cost" else None
+    cands = _candidate_batch(labels, options.regret_clip) if loss == "cost" else None
     prior = None
     if baseline is not None and baseline_weight > 0:
         service, mask, glob, cap, col, _gt, _w = batch
@@ -596,22 +608,22 @@ def train_dagger(
     ray_address: str | None = None,
     bundles_root: str | Path | None = None,
     log: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
-    tensorboard: str | Path | None = None,
-    init: PolicyBundle | None = None,
-    fine_tuned_from: dict[str, Any] | None = None,
-    labels_from: Sequence[str | Path] = (),
+    opts: RunOptions | None = None,
 ) -> tuple[IntentNet, dict[str, Any]]:
     """Train the high level by DAgger (module docstring); export the best validated iterate to ``out`` (None: no
     export). ``constant``: the tuned constant intent (``{"capacity_target", "move_budget_frac", "objective"}``,
-    :mod:`policy.train.constant`) recorded in the bundle as the fallback; ``tensorboard``: ``progress.csv``'s rows
-    as TensorBoard scalars ``dagger/<column>`` under that directory (:mod:`policy.train.tensorboard`). ``init``: an
+    :mod:`policy.train.constant`) recorded in the bundle as the fallback; ``opts``
+    (:class:`~policy.train.finetune.RunOptions`): ``opts.tensorboard``, ``progress.csv``'s rows as TensorBoard
+    scalars ``dagger/<column>`` under that directory (:mod:`policy.train.tensorboard`); ``opts.init``: an
     ``intent-actor-v1`` bundle to start from (a fine-tune, :mod:`policy.train.finetune`): its actor and its input
-    normalization, which stays fixed, and its fallback reach as a floor of the new one; ``fine_tuned_from`` goes into
-    the metadata and the version gets ``-ft``. ``labels_from``: label archives of earlier runs (their
+    normalization, which stays fixed, and its fallback reach as a floor of the new one; ``opts.fine_tuned_from`` goes
+    into the metadata and the version gets ``-ft``. ``opts.labels_from``: label archives of earlier runs (their
     ``labels.npz``, :func:`save_labels`): no oracle rollouts then, one fit of ``epochs × iterations`` steps on those
     labels (a refit with another loss; the archives are named in the metadata), validated and exported as usual.
     Raises ValueError when ``init``'s arrays differ in shape or an archive does not load. Returns (network,
     report)."""
+    opts = opts or RunOptions()
+    init, fine_tuned_from, labels_from = opts.init, opts.fine_tuned_from, opts.labels_from
     torch.set_num_threads(1)
     torch.manual_seed(cfg.seed)
     rng = np.random.default_rng(cfg.seed)
@@ -629,7 +641,7 @@ def train_dagger(
     net = IntentNet(Fs, len(INTENT_GLOBAL_SPEC), cfg.hidden)
     if init is not None:  # a fine-tune: the trained actor and its (fixed) input normalization
         net.load_actor(init)
-    board = open_board(tensorboard, asdict(cfg))
+    board = open_board(opts.tensorboard, asdict(cfg))
     pool = TaskPool(cfg.workers, ray_address)
     broot = None if bundles_root is None else str(bundles_root)
     val_specs = sample_episode_specs(cfg, np.random.default_rng(10_000 + cfg.seed), cfg.eval_episodes, seed0=9_000_000)
@@ -655,18 +667,7 @@ def train_dagger(
                 _fit_normalization(net, new)  # the inputs' normalization, fixed from here on (served == trained)
             # ---- aggregate and fit ----
             data.extend(new)
-            loss = fit(
-                net,
-                data,
-                epochs,
-                cfg.lr,
-                loss=cfg.loss,
-                imitation_weight=cfg.imitation_weight,
-                temperature=cfg.kernel_temperature,
-                regret_clip=cfg.regret_clip,
-                baseline=baseline,
-                baseline_weight=cfg.baseline_weight,
-            )
+            loss = fit(net, data, epochs, cfg.lr, cfg.fit_options(baseline))
             # ---- validate ----
             vals = pool.map(validate_episode, val_specs, net.actor_arrays(), net.normalization(), cfg, broot)
             task_cpu_s += sum(c for _o, c in vals)
@@ -840,10 +841,12 @@ def train_stage(
             constant=constant,
             bundles_root=root,
             log=log,
-            tensorboard=board,
-            init=sources.get(stack),
-            fine_tuned_from=(
-                fine_tune.provenance(f"{stack}/high/intent", sources[stack]) if fine_tune is not None else None
+            opts=RunOptions(
+                tensorboard=board,
+                init=sources.get(stack),
+                fine_tuned_from=(
+                    fine_tune.provenance(f"{stack}/high/intent", sources[stack]) if fine_tune is not None else None
+                ),
             ),
         )
         out.append(str(Path(root) / stack / "high"))
@@ -903,8 +906,9 @@ def run_cli(args: Any) -> int:
         run_dir,
         constant=constant,
         ray_address=args.ray_address,
-        tensorboard=getattr(args, "tensorboard", None),
-        labels_from=getattr(args, "labels", None) or (),
+        opts=RunOptions(
+            tensorboard=getattr(args, "tensorboard", None), labels_from=tuple(getattr(args, "labels", None) or ())
+        ),
     )
     print(
         f"hrl-policy train dagger: {report['policy_version']}; bundle in {out}; "

@@ -84,7 +84,7 @@ from policy.sim.stacks import autoscaled_workloads, terms_lookup
 from policy.sim.traces import scale_to_peak
 
 from .episodes import TrainingTarget
-from .finetune import FineTune
+from .finetune import FineTune, RunOptions
 from .forecast_data import dataset, heldout_sets, training_series
 from .pipeline import check_replaceable, install_dirs
 from .td3 import TD3, Actor, ReplayBuffer, ReplayBufferSamples, TD3Config, WorkloadPredictor, imitation_loss
@@ -931,6 +931,33 @@ def _write_run(
     (out / "report.json").write_text(json.dumps(json_ready(report), indent=1) + "\n", encoding="utf-8")
 
 
+def _staging(cfg: DrpcTrainConfig, out: Path, dirs: dict[str, Path]) -> dict[str, Path]:
+    """Make the run and bundle directories and an empty ``<out>/staged-bundles``; returns student → staged dir."""
+    out.mkdir(parents=True, exist_ok=True)
+    for d in dirs.values():
+        d.parent.mkdir(parents=True, exist_ok=True)
+    staging = out / "staged-bundles"
+    if staging.exists():
+        shutil.rmtree(staging)
+    return {sname: staging / sname for sname in cfg.students}
+
+
+def _staged_predictor(
+    cfg: DrpcTrainConfig, pb: PolicyBundle | None, staged: dict[str, Path], progress: bool, report: dict[str, Any]
+) -> GruForecaster:
+    """The workload predictor (trained here unless ``pb`` is given), staged next to every student; its training
+    report and version go into ``report``."""
+    if pb is None:
+        model, prep = train_predictor(cfg.predictor, progress=progress)
+        pb = export_predictor(model, cfg.predictor, staged[cfg.students[0]] / "predictor", prep, quick=cfg.quick)
+        report["predictor"] = prep
+    forecaster = GruForecaster(pb)
+    for sname in cfg.students:
+        pb.save(staged[sname] / "predictor")
+    report["predictor_version"] = forecaster.version
+    return forecaster
+
+
 def train_drpc(
     cfg: DrpcTrainConfig = DrpcTrainConfig(),
     out_dir: str | Path | None = None,
@@ -939,9 +966,7 @@ def train_drpc(
     progress: bool = True,
     plots: bool = True,
     encoder: Any = None,
-    tensorboard: str | Path | None = None,
-    init_students: dict[str, PolicyBundle] | None = None,
-    fine_tuned_from: dict[str, dict[str, Any]] | None = None,
+    opts: RunOptions | None = None,
 ) -> dict[str, Any]:
     """Train the predictor (unless given), then the teacher and the students, and export each student to
     ``bundle_dirs[spec]/student`` with the predictor in ``bundle_dirs[spec]/predictor`` (defaults
@@ -954,18 +979,20 @@ def train_drpc(
     ``encoder``: the graph encoder of the ``hrl`` layouts (a :class:`policy.encoder.mpnn.GraphEncoder` or a bundle
     directory; default the committed one).
 
-    ``init_students``: student name → a ``drpc-student-v1`` bundle to start from (a fine-tune,
+    ``opts`` (:class:`~policy.train.finetune.RunOptions`): ``opts.tensorboard`` as above; ``opts.init``: student name →
+    a ``drpc-student-v1`` bundle to start from (a fine-tune,
     :mod:`policy.train.finetune`; give the source's ``predictor`` too, its forecasts are inputs): the student's actor
     and its target start as the bundle's; the teacher starts as the widest of them (the distilled one first), with
     zero weights on its extra columns, so it acts as that student at first (:func:`teacher_from_student`); the critics
-    start fresh (``cfg.td3.critic_warmup``: critic-only updates first). ``fine_tuned_from``: name → what goes into
-    that student's ``metadata.fine_tuned_from`` (and ``-ft`` into its version).
+    start fresh (``cfg.td3.critic_warmup``: critic-only updates first). ``opts.fine_tuned_from``: name → what goes
+    into that student's ``metadata.fine_tuned_from`` (and ``-ft`` into its version).
 
     Everything that can be checked is checked before any training (apps, the predictor and encoder bundles, the
     bundle directories), and the bundles are built under ``<out_dir>/staged-bundles``; only at the end of a
     successful run is each ``bundle_dirs`` directory replaced as a whole (student and predictor together:
     :func:`policy.train.pipeline.install_dirs`). Returns the report."""
     # ---- build everything: checks first (nothing is trained or written before they pass) ----
+    opts = opts or RunOptions()
     torch.set_num_threads(1)
     t_start = time.perf_counter()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
@@ -974,23 +1001,9 @@ def train_drpc(
     dirs = _resolve_bundle_dirs(cfg, out, bundle_dirs)
     pb = _predictor_bundle(predictor)
     encoder = _graph_encoder(cfg, encoder)
-    out.mkdir(parents=True, exist_ok=True)
-    for d in dirs.values():
-        d.parent.mkdir(parents=True, exist_ok=True)
-    staging = out / "staged-bundles"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staged = {sname: staging / sname for sname in cfg.students}
+    staged = _staging(cfg, out, dirs)
     report: dict[str, Any] = {"config": json_ready(asdict(cfg)), "started": stamp}
-    # the workload predictor (trained here unless given), staged next to every student
-    if pb is None:
-        model, prep = train_predictor(cfg.predictor, progress=progress)
-        pb = export_predictor(model, cfg.predictor, staged[cfg.students[0]] / "predictor", prep, quick=cfg.quick)
-        report["predictor"] = prep
-    forecaster = GruForecaster(pb)
-    for sname in cfg.students:
-        pb.save(staged[sname] / "predictor")
-    report["predictor_version"] = forecaster.version
+    forecaster = _staged_predictor(cfg, pb, staged, progress, report)
     if encoder is not None:
         report["encoder_version"] = encoder.version
     # seeds: rng draws the episodes and drivers, np_rng the exploration noise and the minibatches
@@ -999,12 +1012,12 @@ def train_drpc(
     F = len(SPECS[cfg.feature_layout])
     FT = F + 2 * len(DRPC_SPEC) + len(GLOBAL_EXTRA)
     agents = _Agents(cfg, F, FT)
-    if init_students:
-        _start_from(agents, init_students, F, FT)
+    if opts.init:
+        _start_from(agents, opts.init, F, FT)
     buf = ReplayBuffer(F, 1, cfg.td3.buffer_size, teacher_obs_dim=FT)
     validation = _Validation(cfg, forecaster, encoder)
     bar = _progress_bar(progress, cfg.total_minutes, "drpc", "min")
-    board = open_board(tensorboard, json_ready(asdict(cfg)))
+    board = open_board(opts.tensorboard, json_ready(asdict(cfg)))
     rows: list[dict[str, Any]] = []
     minutes_done = 0
     episode = 0
@@ -1094,10 +1107,10 @@ def train_drpc(
         report,
         {"episodes": episode, "simulated_minutes": minutes_done, "train_wall_s": train_s},
         plots,
-        {k: {"fine_tuned_from": dict(v)} for k, v in (fine_tuned_from or {}).items()},
+        {k: {"fine_tuned_from": dict(v)} for k, v in (opts.fine_tuned_from or {}).items()},
     )
     install_dirs({staged[k]: dirs[k] for k in cfg.students})  # only now, each student with its predictor
-    shutil.rmtree(staging, ignore_errors=True)
+    shutil.rmtree(out / "staged-bundles", ignore_errors=True)
     return report
 
 
@@ -1387,9 +1400,11 @@ def train_stage(
         predictor=predictor,
         progress=not quick,
         out_dir=(ROOT / "out" / "train" / "drpc") if quick else None,
-        tensorboard=None if tensorboard is None else Path(tensorboard) / "drpc",
-        init_students=init,
-        fine_tuned_from=provenance,
+        opts=RunOptions(
+            tensorboard=None if tensorboard is None else Path(tensorboard) / "drpc",
+            init=init,
+            fine_tuned_from=provenance,
+        ),
     )
     _print_report(rep, log)
     ne = root / "hrl-no-encoder" / "high"

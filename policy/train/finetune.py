@@ -43,7 +43,7 @@ from typing import Any
 from policy.bundle import DEFAULT_BUNDLES, BundleError, Level, PolicyBundle
 from policy.features import FeatureSpec
 
-__all__ = ["FINE_TUNED_STAGES", "FineTune"]
+__all__ = ["FINE_TUNED_STAGES", "FineTune", "RunOptions"]
 
 #: The stages that can start from a trained bundle, in pipeline order (the encoder is never fine-tuned).
 FINE_TUNED_STAGES = ("drpc", "placement", "constant", "dagger")
@@ -128,3 +128,17 @@ class FineTune:
         """``metadata.fine_tuned_from`` of a bundle trained from ``bundle`` (loaded from ``rel``): ``policy_version``,
         ``bundle`` (``rel``) and ``root`` (the source root)."""
         return {"policy_version": bundle.policy_version, "bundle": rel, "root": str(self.source)}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """A trainer's optional inputs and outputs beside its configuration (``train_drpc``, ``train_placement``,
+    ``train_dagger``): ``tensorboard``, a directory for TensorBoard event files (None: none); ``init``, what to
+    start from (a fine-tune: the stage's source bundle, or for DRPC a student name → bundle mapping; None: a fresh
+    start); ``fine_tuned_from``, the provenance that goes into the written bundles' metadata (for DRPC per student);
+    ``labels_from``, label archives of earlier runs to refit on (DAgger only; empty: roll out)."""
+
+    tensorboard: str | Path | None = None
+    init: Any = None
+    fine_tuned_from: Any = None
+    labels_from: tuple[str | Path, ...] = ()

@@ -100,7 +100,7 @@ from policy.sim.synthetic import synthetic_app
 from policy.sim.traces import load_trace
 
 from .episodes import TrainingTarget
-from .finetune import FineTune
+from .finetune import FineTune, RunOptions
 from .tensorboard import TrainingBoard, open_board
 
 __all__ = [
@@ -1052,20 +1052,18 @@ def train_placement(
     progress: bool = True,
     final_eval: bool = True,
     encoder_path: str | Path | None = None,
-    tensorboard: str | Path | None = None,
-    init: PolicyBundle | None = None,
-    fine_tuned_from: dict[str, Any] | None = None,
+    opts: RunOptions | None = None,
 ) -> tuple[PlacementNet, dict[str, Any]]:
-    """Train (module docstring), export the best policy to the bundle directory ``out`` (``None``: none), write the
-    log, curves and report to ``run_dir`` (and ``log.csv``'s rows as TensorBoard scalars ``placement/<column>`` under
-    ``tensorboard``, :mod:`policy.train.tensorboard`) and, with
-    ``final_eval``, compare default / topology-heuristic / learned on every train and held-out app
-    (:func:`policy.sim.placement.compare`). ``encoder_path``: the encoder bundle whose embeddings the policy
-    reads (default: ``<out>/../../encoder`` when it exists, as ``make train`` lays bundles out, else the
-    committed one). ``init``: a bundle to start from (a fine-tune, :mod:`policy.train.finetune`): its weights and its
-    input normalization, which then stays fixed (served == trained), instead of a neutral start with the
-    normalization fitted on the first rollouts; ``fine_tuned_from`` goes into the bundle's metadata and the version
-    gets ``-ft``. Raises ValueError when ``init``'s arrays do not have the shapes of ``cfg``'s network. Returns
+    """Train (module docstring), export the best policy to the bundle directory ``out`` (``None``: none), write the log,
+    curves and report to ``run_dir`` (and ``log.csv``'s rows as TensorBoard scalars ``placement/<column>`` under
+    ``opts.tensorboard``, :mod:`policy.train.tensorboard`) and, with ``final_eval``, compare default /
+    topology-heuristic / learned on every train and held-out app (:func:`policy.sim.placement.compare`).
+    ``encoder_path``: the encoder bundle whose embeddings the policy reads (default: ``<out>/../../encoder`` when it
+    exists, as ``make train`` lays bundles out, else the committed one). ``opts.init``
+    (:class:`~policy.train.finetune.RunOptions`): a bundle to start from (a fine-tune, :mod:`policy.train.finetune`):
+    its weights and its input normalization, which then stays fixed (served == trained), instead of a neutral start with
+    the normalization fitted on the first rollouts; ``opts.fine_tuned_from`` goes into the bundle's metadata and the
+    version gets ``-ft``. Raises ValueError when ``init``'s arrays do not have the shapes of ``cfg``'s network. Returns
     ``(net, report)``."""
     # ---- build everything: seeds, the service rows, the net and its normalisation, the evaluation, the log ----
     torch.set_num_threads(max(1, cfg.threads))
@@ -1079,6 +1077,8 @@ def train_placement(
     net = PlacementNet(len(placement_feature_spec(cfg.service_input, dim)), cfg.hidden, cfg.layers)
     rng = np.random.default_rng(cfg.seed)  # instances
     rng_pol = np.random.default_rng(cfg.seed + 1)  # the policy's sampling
+    opts = opts or RunOptions()
+    init, fine_tuned_from = opts.init, opts.fine_tuned_from
     if init is not None:  # a fine-tune: the trained weights and their (fixed) input normalization
         net.load_bundle(init)
     else:
@@ -1088,7 +1088,7 @@ def train_placement(
     ev = evaluation.run(net)
     best = _Best.of(net, ev["eval_gain"], 0)
     log(f"placement[{variant}]: start, eval gain over default {ev['eval_gain']:+.3f}")
-    logger = _Log(run / "log.csv", progress, cfg.iterations, variant, log, open_board(tensorboard, asdict(cfg)))
+    logger = _Log(run / "log.csv", progress, cfg.iterations, variant, log, open_board(opts.tensorboard, asdict(cfg)))
     logger.row({"iteration": 0, "wall_s": round(time.perf_counter() - t_start, 2), "episodes": 0, **ev})
     episodes = 0
     running = math.nan
@@ -1348,9 +1348,11 @@ def train_stage(
             log=log,
             progress=False,
             final_eval=False,
-            tensorboard=None if tensorboard is None else Path(tensorboard) / f"placement-{stack}",
-            init=sources.get(rel),
-            fine_tuned_from=fine_tune.provenance(rel, sources[rel]) if fine_tune is not None else None,
+            opts=RunOptions(
+                tensorboard=None if tensorboard is None else Path(tensorboard) / f"placement-{stack}",
+                init=sources.get(rel),
+                fine_tuned_from=fine_tune.provenance(rel, sources[rel]) if fine_tune is not None else None,
+            ),
         )
         log(f"placement: {rel} " + ("fine-tuned" if fine_tune else "trained") + f" in {time.perf_counter() - t0:.0f} s")
         written.append(str(out))
@@ -1411,7 +1413,7 @@ def run_cli(args: Any) -> int:
         log=lambda m: print(m, file=sys.stderr),
         progress=sys.stderr.isatty(),
         final_eval=not args.no_eval,
-        tensorboard=getattr(args, "tensorboard", None),
+        opts=RunOptions(tensorboard=getattr(args, "tensorboard", None)),
     )
     if "comparison" in report:
         print(markdown_table(report["comparison"]), file=sys.stderr)

@@ -23,6 +23,7 @@ from policy.highlevel import (  # noqa: E402
 from policy.train.dagger import (  # noqa: E402
     LOSSES,
     DaggerConfig,
+    FitOptions,
     Label,
     fit,
     global_reach,
@@ -32,6 +33,7 @@ from policy.train.dagger import (  # noqa: E402
     service_reach,
     train_dagger,
 )
+from policy.train.finetune import RunOptions  # noqa: E402
 from policy.train.intent_episodes import sample_episode_specs  # noqa: E402
 from policy.train.intent_net import IntentNet, export_intent  # noqa: E402
 
@@ -168,7 +170,7 @@ def test_the_cost_fit_takes_the_candidate_whose_mistakes_cost_least_where_imitat
     for loss in LOSSES:
         torch.manual_seed(0)
         net = IntentNet(Fs, Fg, hidden=16)
-        fit(net, data, epochs=300, lr=1e-2, loss=loss, imitation_weight=0.0 if loss == "cost" else 0.1)
+        fit(net, data, 300, 1e-2, FitOptions(loss=loss, imitation_weight=0.0 if loss == "cost" else 0.1))
         caps[loss] = float(np.mean([served_capacity(net, x) for x in data]))
     assert 0.6 < caps["imitation"] < 0.8  # the mean of the best candidates: neither
     assert caps["cost"] < 0.56  # the safe intent: its mistakes cost 1, the lean one's 10
@@ -176,7 +178,7 @@ def test_the_cost_fit_takes_the_candidate_whose_mistakes_cost_least_where_imitat
 
 def test_the_fit_refuses_an_unknown_loss():
     with pytest.raises(ValueError, match="loss: expected one of cost, imitation, got 'ranking'"):
-        fit(IntentNet(Fs, Fg, hidden=4), ambiguous(2, np.random.default_rng(0)), 1, 1e-3, loss="ranking")
+        fit(IntentNet(Fs, Fg, hidden=4), ambiguous(2, np.random.default_rng(0)), 1, 1e-3, FitOptions(loss="ranking"))
     with pytest.raises(ValueError, match="loss: expected one of"):
         DaggerConfig(loss="ranking")
     with pytest.raises(ValueError, match="fallback_quantile: expected a number in \\(0, 1\\], got 0"):
@@ -251,7 +253,11 @@ def test_a_refit_from_archived_labels_rolls_out_nothing_and_names_its_archives(t
     cfg = DaggerConfig(flat=True, hidden=8, epochs=5, iterations=2, eval_episodes=0, workers=1, quick=True)
     constant = {"capacity_target": 0.6, "move_budget_frac": 0.0, "objective": 1.0}
     net, report = train_dagger(
-        cfg, tmp_path / "out", tmp_path / "run", constant=constant, labels_from=[tmp_path / "labels.npz"]
+        cfg,
+        tmp_path / "out",
+        tmp_path / "run",
+        constant=constant,
+        opts=RunOptions(labels_from=(tmp_path / "labels.npz",)),
     )
     [row] = report["rows"]  # one fit, no labelled episode
     assert row["episodes"] == 0 and row["labels"] == 12
@@ -261,4 +267,4 @@ def test_a_refit_from_archived_labels_rolls_out_nothing_and_names_its_archives(t
     assert len(load_labels(tmp_path / "run" / "labels.npz")) == 12  # the labels it was fit on, archived again
     save_labels(tmp_path / "empty.npz", [])
     with pytest.raises(ValueError, match="labels: no label in"):
-        train_dagger(cfg, None, tmp_path / "run2", labels_from=[tmp_path / "empty.npz"])
+        train_dagger(cfg, None, tmp_path / "run2", opts=RunOptions(labels_from=(tmp_path / "empty.npz",)))

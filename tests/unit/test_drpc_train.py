@@ -29,6 +29,7 @@ from policy.train.drpc import (
     train_drpc,
     train_predictor,
 )
+from policy.train.finetune import RunOptions
 from policy.train.forecast_data import Windows, windows_of
 from policy.train.td3 import Actor
 
@@ -88,7 +89,13 @@ def test_a_seconds_long_run_exports_bundles_that_the_numpy_autoscaler_loads_and_
     dirs = {"drpc": tmp_path / "drpc", "hrl": tmp_path / "hrl"}
     tb = tmp_path / "tb"
     report = train_drpc(
-        cfg, out_dir=tmp_path / "run", bundle_dirs=dirs, predictor=pb, progress=False, plots=True, tensorboard=tb
+        cfg,
+        out_dir=tmp_path / "run",
+        bundle_dirs=dirs,
+        predictor=pb,
+        progress=False,
+        plots=True,
+        opts=RunOptions(tensorboard=tb),
     )
     assert report["simulated_minutes"] >= 40 and (tmp_path / "run" / "learning_curves.png").is_file()
     with (tmp_path / "run" / "validation.csv").open() as fh:

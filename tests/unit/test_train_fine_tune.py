@@ -32,7 +32,7 @@ from policy.train.drpc import (
     train_drpc,
 )
 from policy.train.episodes import TrainingTarget
-from policy.train.finetune import FineTune
+from policy.train.finetune import FineTune, RunOptions
 from policy.train.placement import QUICK as PLACEMENT_QUICK
 from policy.train.placement import PlacementTrainConfig, train_placement
 from policy.train.td3 import TD3, Actor, ReplayBufferSamples, TD3Config
@@ -84,14 +84,18 @@ def test_placement_starts_from_the_bundles_weights_keeps_its_normalization_and_m
     prov = FineTune().provenance("hrl-scheduler/low", src)
     log = lambda m: None  # noqa: E731
     # a zero learning rate: every update is a no-op, the bundle written is the source's weights exactly
-    train_placement(tiny_placement(shop, lr=0.0), tmp_path / "zero", tmp_path / "r0", log, False, False, init=src)
+    train_placement(
+        tiny_placement(shop, lr=0.0), tmp_path / "zero", tmp_path / "r0", log, False, False, opts=RunOptions(init=src)
+    )
     assert seen and same(seen[0][0], arrays(src))
     zero = PolicyBundle.load(tmp_path / "zero")
     assert same(arrays(zero), arrays(src)) and zero.normalization == src.normalization
     # with updates the weights leave the source's; the normalization stays the source's (served == trained)
     seen.clear()
     out = tmp_path / "ft"
-    train_placement(tiny_placement(shop), out, tmp_path / "r1", log, False, False, init=src, fine_tuned_from=prov)
+    train_placement(
+        tiny_placement(shop), out, tmp_path / "r1", log, False, False, opts=RunOptions(init=src, fine_tuned_from=prov)
+    )
     assert same(seen[0][0], arrays(src)) and not same(seen[-1][1], arrays(src))
     ft = PolicyBundle.load(out)
     assert ft.normalization == src.normalization
@@ -150,8 +154,7 @@ def test_drpc_students_start_from_their_bundles_and_move_away_only_with_updates(
         predictor=predictor,
         progress=False,
         plots=False,
-        init_students=init,
-        fine_tuned_from=prov,
+        opts=RunOptions(init=init, fine_tuned_from=prov),
     )
     for name in ("drpc", "hrl"):
         b = PolicyBundle.load(dirs[name] / "student")
@@ -169,7 +172,7 @@ def test_drpc_students_start_from_their_bundles_and_move_away_only_with_updates(
         predictor=predictor,
         progress=False,
         plots=False,
-        init_students=init,
+        opts=RunOptions(init=init),
     )
     for name in ("drpc", "hrl"):
         b = PolicyBundle.load(dirs[name] / "student")
@@ -200,10 +203,16 @@ def test_dagger_starts_from_the_intent_bundle_and_keeps_its_normalization_and_re
     cfg = DaggerConfig(**{**DAGGER_QUICK, "apps": (shop,), "synthetic_share": 0.0})
     prov = FineTune().provenance("hrl-scheduler/high/intent", src)
     log = lambda m: None  # noqa: E731
-    train_dagger(replace(cfg, lr=0.0), tmp_path / "zero", tmp_path / "r0", init=src, fine_tuned_from=prov, log=log)
+    train_dagger(
+        replace(cfg, lr=0.0),
+        tmp_path / "zero",
+        tmp_path / "r0",
+        log=log,
+        opts=RunOptions(init=src, fine_tuned_from=prov),
+    )
     zero = PolicyBundle.load(tmp_path / "zero" / "intent")
     assert same(arrays(zero), arrays(src)) and zero.normalization == src.normalization
-    train_dagger(cfg, tmp_path / "ft", tmp_path / "r1", init=src, fine_tuned_from=prov, log=log)
+    train_dagger(cfg, tmp_path / "ft", tmp_path / "r1", log=log, opts=RunOptions(init=src, fine_tuned_from=prov))
     ft = PolicyBundle.load(tmp_path / "ft" / "intent")
     assert not same(arrays(ft), arrays(src)) and ft.normalization == src.normalization
     assert ft.metadata["fine_tuned_from"]["policy_version"] == src.policy_version
