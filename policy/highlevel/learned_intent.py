@@ -381,6 +381,39 @@ def intent_from_outputs(services: Sequence[str], z_s: np.ndarray, z_g: np.ndarra
     return Intent(tuple(float(x) for x in base), capacity, colocation, float(g[2]))
 
 
+#: ``metadata.fallback`` fields of an intent bundle and their ranges: (low, high, low included).
+FALLBACK_FIELDS: dict[str, tuple[float, float, bool]] = {
+    "capacity_target": (0.0, 1.0, False),
+    "move_budget_frac": (0.0, 1.0, True),
+    "global_z_max": (0.0, math.inf, True),
+    "service_z_max": (0.0, math.inf, True),
+    "lean_margin": (0.0, 1.0, True),
+}
+
+
+def _check_fallback(bundle: PolicyBundle) -> None:
+    """Refuse (:class:`~policy.bundle.BundleError`, one line naming the bundle and the field) a bundle whose
+    ``metadata.fallback`` has a field of :data:`FALLBACK_FIELDS` that is not a finite number in its range (absent
+    or null fields are fine: that part of the fallback is off)."""
+    meta = bundle.metadata if isinstance(bundle.metadata, Mapping) else {}
+    fb = meta.get("fallback")
+    if fb is None:
+        return
+    if not isinstance(fb, Mapping):
+        raise BundleError(f"intent actor {bundle.where}: metadata.fallback: expected a mapping, got {fb!r}")
+    for key, (lo, hi, lo_in) in FALLBACK_FIELDS.items():
+        v = fb.get(key)
+        if v is None:
+            continue
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        ok = ok and (lo <= v if lo_in else lo < v) and v <= hi
+        if not ok:
+            span = f"{'[' if lo_in else '('}{lo:g}, {hi:g}]"
+            raise BundleError(
+                f"intent actor {bundle.where}: metadata.fallback.{key}: expected a finite number in {span}, got {v!r}"
+            )
+
+
 class LearnedIntent:
     """:class:`~policy.highlevel.intent.IntentPolicy` served from an ``intent-actor-v1`` bundle.
 
@@ -400,6 +433,7 @@ class LearnedIntent:
                 + ("with" if featurizer.service_spec == INTENT_SERVICE_SPEC else "without")
                 + " embeddings) do not match the actor's bundle"
             )
+        _check_fallback(actor.bundle)
         self.actor = actor
         self.featurizer = featurizer
         self.workloads = None if workloads is None else tuple(workloads)

@@ -3,12 +3,13 @@ served vs trained behaviour, the planner's plumbing and the capacity targets' ex
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
 import pytest
 
-from policy.bundle import BundleError, PolicyBundle
+from policy.bundle import DEFAULT_BUNDLES, BundleError, PolicyBundle
 from policy.highlevel import (
     INTENT_GLOBAL_SPEC,
     INTENT_SERVICE_SPEC,
@@ -399,3 +400,18 @@ def test_the_hierarchy_plans_resizes_from_the_intents_capacity_targets():
     snap = world()
     plan = planner.plan(snap, ClusterIndex.build(snap), TopologyHeuristic())
     assert [r.pod for r in plan.resizes] == ["shop/cart-0"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("lean_margin", -0.1), ("capacity_target", 0.0), ("service_z_max", float("nan")), ("global_z_max", "far")],
+)
+def test_a_bundle_whose_fallback_is_out_of_range_is_refused_at_load_naming_the_field(tmp_path, key, value):
+    root = tmp_path / "high"
+    shutil.copytree(DEFAULT_BUNDLES / "hrl-scheduler" / "high", root)
+    manifest = root / "intent" / "manifest.json"
+    m = json.loads(manifest.read_text())
+    m["metadata"].setdefault("fallback", {})[key] = value
+    manifest.write_text(json.dumps(m))
+    with pytest.raises(BundleError, match=f"metadata.fallback.{key}: expected a finite number"):
+        LearnedIntent.load(root)
