@@ -15,6 +15,7 @@ import yaml
 from cp_helpers import apply, cpmod, deployment, node_of, pod_spec, spawn, stop, wait_for, wait_running
 from prometheus_client.parser import text_string_to_metric_families
 
+from policy.cache import GrpcEmbeddingCache
 from policy.state import ANNOTATION_DEPENDS_ON
 
 pytestmark = pytest.mark.controlplane
@@ -87,7 +88,7 @@ def plugin_mode(control_plane, tmp_path):
             profile=cpmod.hrl_score_profile(cache_addr, weight=2, max_table_age_s=4.0),
         )
         wait_for(lambda: _samples(cp, comp).get("hrl_plugin_watch_connected") == 1.0, 30, "the plugin's watch")
-        yield cp, comp, procs, tmp_path
+        yield cp, comp, {**procs, "cache_address": cache_addr}, tmp_path
     finally:
         if comp is not None:
             cp.stop_component(comp)
@@ -96,7 +97,7 @@ def plugin_mode(control_plane, tmp_path):
 
 
 def test_the_plugin_places_a_pod_next_to_its_callee_from_the_producers_table(plugin_mode, namespace, kwok_nodes):
-    cp, comp, _procs, _tmp = plugin_mode
+    cp, comp, procs, _tmp = plugin_mode
     nodes = kwok_nodes(3, cpu="8")
     target = nodes[1]
     # the callee, pinned to one node by the default scheduler (no score of ours involved)
@@ -104,11 +105,27 @@ def test_the_plugin_places_a_pod_next_to_its_callee_from_the_producers_table(plu
     wait_running(cp, namespace, 1, "app=backend")
     before = _samples(cp, comp)
 
-    def table_knows_backend():  # the producer's watch saw the pod, its table reached the plugin
-        s = _samples(cp, comp)
-        return s.get("hrl_plugin_table_generation", 0) > before.get("hrl_plugin_table_generation", 0)
+    def table_knows_backend():  # the caller's row ranks the callee's node first, and the plugin holds that table
+        with GrpcEmbeddingCache(procs["cache_address"], 2.0) as cache:
+            stream = cache.watch_score_table(0, "test")
+            try:
+                event = next(iter(stream))
+            finally:
+                stream.cancel()
+        if event[0] != "table":
+            return False
+        table = event[1]
+        row = table.row("frontend", -1, -1)
+        if row is None or target not in table.nodes:
+            return False
+        i = table.nodes.index(target)
+        if not all(row.base[i] > b for j, b in enumerate(row.base) if j != i):
+            return False
+        return _samples(cp, comp).get("hrl_plugin_table_generation", 0) >= table.generation
 
-    wait_for(table_knows_backend, 30, "a score table newer than the backend pod")
+    wait_for(
+        table_knows_backend, 30, "a score table, held by the plugin, that ranks the callee's node first for its caller"
+    )
     apply(cp, namespace, [deployment("frontend", replicas=3, scheduler=PLUGIN, depends_on=["backend"])])
     placed = wait_running(cp, namespace, 3, "app=frontend", timeout_s=60)
     # locality 1 on the callee's node: 10 points x weight 2 x 10 = 200, far above what the in-tree scores differ by
