@@ -47,7 +47,7 @@ import msgspec
 import numpy as np
 from kubernetes import client as kclient
 
-from policy.index import ClusterIndex
+from policy.index import ClusterIndex, estimated_cpu_m
 from policy.kube import POD_FIELD_SELECTOR, Gone, MetricsApiReader, ReflectorGroup, event_object, load_api_client
 from policy.live import InputMetrics, ResourceUsageConfig, UsageInput, open_usage_source
 from policy.observe import ObjectError, parse_node, parse_pod
@@ -118,7 +118,7 @@ def updated_index(
     req_mem = prev.req_mem_bytes.copy()
     count = prev.pod_count.copy()
     n = len(prev.node_names)
-    unmeasured = np.zeros(n) if prev.unmeasured_requests_cpu_m is None else prev.unmeasured_requests_cpu_m.copy()
+    unmeasured = np.zeros(n) if prev.unmeasured_estimated_cpu_m is None else prev.unmeasured_estimated_cpu_m.copy()
     measured = np.zeros(n, np.int64) if prev.measured_pods is None else prev.measured_pods.copy()
     svc_nodes = dict(prev.service_nodes)
     svc_total = dict(prev.service_total)
@@ -134,7 +134,7 @@ def updated_index(
             req_mem[i] += sign * p.requests.memory_bytes
             count[i] += sign
             if p.usage is None:
-                unmeasured[i] += sign * p.requests.cpu_m
+                unmeasured[i] += sign * estimated_cpu_m(p)
             else:
                 measured[i] += sign
             svc = p.service
@@ -159,7 +159,7 @@ def updated_index(
         pod_count=count,
         service_nodes=svc_nodes,
         service_total=svc_total,
-        unmeasured_requests_cpu_m=unmeasured,
+        unmeasured_estimated_cpu_m=unmeasured,
         measured_pods=measured,
     )
 

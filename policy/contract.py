@@ -166,7 +166,8 @@ class FeatureInput:
 _OBJECTS = "always there (no snapshot: the extender answers neutral scores, the descheduler does not run a cycle)"
 _USED = (
     "requests stand in for use: the node's measured use is unknown (usage_known 0) and the value equals the "
-    "requested one; pods not measured yet count their requests"
+    "requested one; pods not measured yet count their estimated use (policy.index.estimated_cpu_m: the limit when "
+    "above the request, else 85 % of the request, 250m without either: Koordinator's LoadAware estimator)"
 )
 _RATE = (
     "arrivals from service_signals, else the call graph's incoming rates (an entry service: its outgoing calls / "

@@ -9,9 +9,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .state import ClusterSnapshot
+from .state import ClusterSnapshot, PodInfo
 
-__all__ = ["ClusterIndex"]
+__all__ = ["ClusterIndex", "estimated_cpu_m", "DEFAULT_ESTIMATED_CPU_M", "ESTIMATED_CPU_SCALING_PCT"]
+
+#: The CPU a pod without a CPU request or limit is estimated to use until it is measured, millicores (Koordinator's
+#: LoadAware estimator: ``DefaultMilliCPURequest``).
+DEFAULT_ESTIMATED_CPU_M = 250
+#: The share of its CPU request a pod whose limit is not above its request is estimated to use, per cent
+#: (Koordinator's LoadAware ``estimatedScalingFactors`` default for CPU).
+ESTIMATED_CPU_SCALING_PCT = 85
+
+
+def estimated_cpu_m(pod: PodInfo) -> int:
+    """The CPU ``pod`` is estimated to use before it is measured, whole millicores: its limit when the limit is above
+    its request (a Burstable pod is assumed to use what it may), else :data:`ESTIMATED_CPU_SCALING_PCT` % of its
+    request, rounded half up, and :data:`DEFAULT_ESTIMATED_CPU_M` for a pod with neither (BestEffort). This is the
+    default estimator of Koordinator's LoadAware scheduling plugin (koordinator-sh/koordinator,
+    pkg/scheduler/plugins/loadaware/estimator: ``estimatedUsedByResource``), which estimates the use of pods scheduled
+    since the node's last metrics report the same way. Counting requests alone, a pod that requests nothing counts
+    nothing: a whole application of such pods (sock-shop's databases) fitted on one node by its requests."""
+    req, lim = pod.requests.cpu_m, pod.limits.cpu_m
+    if lim > req:
+        return int(lim)
+    if req <= 0:
+        return DEFAULT_ESTIMATED_CPU_M
+    return (ESTIMATED_CPU_SCALING_PCT * int(req) + 50) // 100
 
 
 @dataclass(frozen=True)
@@ -21,9 +44,9 @@ class ClusterIndex:
     - ``alloc_cpu_m``, ``alloc_mem_bytes``: (N,) float64 allocatable;
     - ``req_cpu_m``, ``req_mem_bytes``: (N,) float64 sum of requests of bound, non-terminating pods;
     - ``usage_cpu_m``: (N,) float64 measured CPU use, NaN where unknown;
-    - ``unmeasured_requests_cpu_m``: (N,) float64 CPU requests of the bound, non-terminating pods without a
-      measured use (``PodInfo.usage`` None); ``measured_pods``: (N,) int64 count of those with one; both
-      ``None`` in an index built by hand (see :attr:`unmeasured_cpu_m`);
+    - ``unmeasured_estimated_cpu_m``: (N,) float64 estimated CPU use (:func:`estimated_cpu_m`) of the bound,
+      non-terminating pods without a measured use (``PodInfo.usage`` None); ``measured_pods``: (N,) int64 count of
+      those with one; both ``None`` in an index built by hand (see :attr:`unmeasured_cpu_m`);
     - ``pod_count``: (N,) int64 bound pods;
     - ``service_nodes``: service → (N,) float64 count of that service's bound pods per node;
     - ``service_total``: service → total bound pods of the service (>= 0).
@@ -40,17 +63,18 @@ class ClusterIndex:
     pod_count: np.ndarray
     service_nodes: dict[str, np.ndarray]
     service_total: dict[str, int]
-    unmeasured_requests_cpu_m: np.ndarray | None = None
+    unmeasured_estimated_cpu_m: np.ndarray | None = None
     measured_pods: np.ndarray | None = None
 
     @property
     def unmeasured_cpu_m(self) -> np.ndarray | None:
-        """(N,) float64: the CPU requests of the pods not measured yet, on nodes where some other pod is (0
-        elsewhere): pods bound since the metrics window, which the node's measured use does not hold yet. A
+        """(N,) float64: the estimated CPU use (:func:`estimated_cpu_m`) of the pods not measured yet, on nodes where
+        some other pod is (0 elsewhere): pods bound since the metrics window, which the node's measured use does not
+        hold yet. A
         snapshot without any pod metrics (the extender's) gives zeros. ``None`` when the index has no counts."""
-        if self.unmeasured_requests_cpu_m is None or self.measured_pods is None:
+        if self.unmeasured_estimated_cpu_m is None or self.measured_pods is None:
             return None
-        return np.where(self.measured_pods > 0, self.unmeasured_requests_cpu_m, 0.0)
+        return np.where(self.measured_pods > 0, self.unmeasured_estimated_cpu_m, 0.0)
 
     @staticmethod
     def build(snapshot: ClusterSnapshot) -> ClusterIndex:
@@ -77,7 +101,7 @@ class ClusterIndex:
             req_mem[i] += p.requests.memory_bytes
             count[i] += 1
             if p.usage is None:
-                unmeasured[i] += p.requests.cpu_m
+                unmeasured[i] += estimated_cpu_m(p)
             else:
                 measured[i] += 1
             arr = svc_nodes.get(p.service)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from policy.index import ClusterIndex
+from policy.index import ClusterIndex, estimated_cpu_m
 from policy.intent import Intent
 from policy.lowlevel import PlacementPolicy, admission_mask, neighbor_weights
 from policy.state import ClusterSnapshot, Move, NodeInfo, Plan, PodInfo, Resources
@@ -384,11 +384,11 @@ class PlanView:
             if svc_total[pod.service] == 0 and a is not None:
                 del svc_total[pod.service]
                 svc_nodes.pop(pod.service, None)
-        unmeasured = ix.unmeasured_requests_cpu_m
+        unmeasured = ix.unmeasured_estimated_cpu_m
         if unmeasured is not None and counted and pod.usage is None and a is not None:
-            # it leaves the source's unmeasured requests; on the target it counts in the usage above
+            # it leaves the source's unmeasured estimate; on the target it counts in the usage above
             unmeasured = unmeasured.copy()
-            unmeasured[a] -= pod.requests.cpu_m
+            unmeasured[a] -= estimated_cpu_m(pod)
         new_ix = replace(
             ix,
             snapshot=new_snap,
@@ -398,7 +398,7 @@ class PlanView:
             pod_count=count,
             service_nodes=svc_nodes,
             service_total=svc_total,
-            unmeasured_requests_cpu_m=unmeasured,
+            unmeasured_estimated_cpu_m=unmeasured,
         )
         pods = dict(self.pods)
         pods[pod_key] = moved

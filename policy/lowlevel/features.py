@@ -16,7 +16,7 @@ import numpy as np
 
 from policy.encoder import NODE_SPEC
 from policy.features import FeatureSpec
-from policy.index import ClusterIndex
+from policy.index import ClusterIndex, estimated_cpu_m
 from policy.state import PodInfo, ServiceGraph
 
 from .interface import intent_value
@@ -50,7 +50,7 @@ CONTEXT_FEATURES: tuple[tuple[str, str], ...] = (
     ("memory_requested_frac", "requested memory / allocatable, the pod included"),
     (
         "cpu_used_frac",
-        "(measured CPU use + requests of the node's pods not measured yet + the pod's request) / allocatable; "
+        "(measured CPU use + estimated use of the node's pods not measured yet + the pod's request) / allocatable; "
         "= cpu_requested_frac when unknown",
     ),
     ("usage_known", "flag: the node reports measured CPU use (not when every node reports 0)"),
@@ -302,7 +302,9 @@ def featurize_candidates(
     req_mem = index.req_mem_bytes[p] - own * mem + mem
     use = index.usage_cpu_m[p]
     use_known = ix.usage_known[p]
-    own_use = float(pod.usage.cpu_m) if pod.usage is not None else cpu
+    # a bound pod scoring its own node: what the node's use holds of it (measured, or the estimate of an unmeasured
+    # pod) comes out, its request goes in as for any pending pod
+    own_use = float(pod.usage.cpu_m) if pod.usage is not None else float(estimated_cpu_m(pod))
     unmeasured = index.unmeasured_cpu_m
     if unmeasured is not None:
         use = use + unmeasured[p]

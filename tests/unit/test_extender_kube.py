@@ -309,7 +309,7 @@ def test_bad_parameters_are_refused():
 def _index_fields(ix):
     """Every field of a ClusterIndex but its snapshot, arrays as raw bytes (bit-identical or not equal)."""
     arrays = ("alloc_cpu_m", "alloc_mem_bytes", "req_cpu_m", "req_mem_bytes", "usage_cpu_m", "pod_count")
-    arrays += ("unmeasured_requests_cpu_m", "measured_pods")
+    arrays += ("unmeasured_estimated_cpu_m", "measured_pods")
     out = {k: (getattr(ix, k).dtype, getattr(ix, k).tobytes()) for k in arrays}
     out["service_nodes"] = {s: a.tobytes() for s, a in ix.service_nodes.items()}
     out.update(node_names=ix.node_names, node_pos=ix.node_pos, service_total=ix.service_total)
@@ -446,7 +446,8 @@ def test_measured_use_reaches_the_snapshot_through_the_builder_and_a_pod_binding
     use = {p.name: p.usage for p in snap.pods}
     assert use["p0"] == Resources(250, 0) and use["p1"] == Resources(50, 0) and use["p2"] is None
     assert [n.usage for n in snap.nodes] == [Resources(300, 0), Resources(0, 0)]
-    assert index.unmeasured_cpu_m.tolist() == [600.0, 0.0]  # the six unmeasured pods count their requests
+    # the six unmeasured pods (100m requested, no limit) count 85 % of it, as Koordinator's estimator does
+    assert index.unmeasured_cpu_m.tolist() == [510.0, 0.0]
     assert _index_fields(index) == _index_fields(ClusterIndex.build(snap))
     # the same reading: a pod bound elsewhere changes one pod, the index is updated from it (incremental)
     core.script["Pod"] = [WatchResponse([{"type": "MODIFIED", "object": pod("p7", "b", rv="9")}]), WatchResponse([])]

@@ -14,7 +14,7 @@ import pytest
 from policy.bundle import BundleError, PolicyBundle
 from policy.cache import EmbeddingEntry
 from policy.encoder import NODE_SPEC
-from policy.index import ClusterIndex
+from policy.index import ClusterIndex, estimated_cpu_m
 from policy.lowlevel import (
     CONTEXT_FEATURES,
     CONTEXT_FEATURES_V1,
@@ -174,8 +174,9 @@ def test_node_state_is_the_state_after_placing_the_pod_and_usage_falls_back_to_r
     np.testing.assert_allclose(col(x, "memory_requested_frac"), [2 / 8, 3 / 8])
 
 
-def test_pods_not_measured_yet_count_their_requests_on_nodes_whose_other_pods_are_measured():
-    # n1: front-1 measured (700m, in the node's 700m use), cart-9 bound since the last metrics window (500m)
+def test_pods_not_measured_yet_count_their_estimate_on_nodes_whose_other_pods_are_measured():
+    # n1: front-1 measured (700m, in the node's 700m use), cart-9 bound since the last metrics window (500m requested,
+    # no limit: estimated at 85 %, 425m, as Koordinator's LoadAware estimator does)
     # n2: nobody measured (no pod metrics there: its node use alone counts, as the extender's snapshots)
     nodes = (node("n1", "a", usage_m=700), node("n2", "a", usage_m=600), node("n3", "b"))
     pods = (
@@ -184,12 +185,28 @@ def test_pods_not_measured_yet_count_their_requests_on_nodes_whose_other_pods_ar
         pod("ads-1", "ads", "n2"),
     )
     idx = ClusterIndex.build(snapshot(nodes=nodes, pods=pods))
-    np.testing.assert_allclose(idx.unmeasured_cpu_m, [500, 0, 0])
+    np.testing.assert_allclose(idx.unmeasured_cpu_m, [425, 0, 0])
     x = featurize_candidates(pod("cart-2", "cart"), ["n1", "n2"], idx, ROW)
-    np.testing.assert_allclose(col(x, "cpu_used_frac"), [(700 + 500 + 500) / 4000, (600 + 500) / 4000])
-    # the not-yet-measured pod scoring its own node counts once
+    np.testing.assert_allclose(col(x, "cpu_used_frac"), [(700 + 425 + 500) / 4000, (600 + 500) / 4000])
+    # the not-yet-measured pod scoring its own node counts once (its estimate out, its request in)
     x = featurize_candidates(pods[1], ["n1"], idx, ROW)
     np.testing.assert_allclose(col(x, "cpu_used_frac"), [(700 + 500) / 4000])
+
+
+@pytest.mark.parametrize(
+    ("request_m", "limit_m", "expected"),
+    [
+        (100, 300, 300),  # Burstable with a limit above the request: the limit
+        (100, 100, 85),  # Guaranteed: 85 % of the request
+        (99, 0, 84),  # no limit: 85 % of the request, rounded half up (84.15)
+        (10, 0, 9),  # 8.5 -> 9
+        (0, 0, 250),  # BestEffort: the default
+        (0, 200, 200),  # a limit and no request: the limit
+    ],
+)
+def test_an_unmeasured_pod_is_estimated_as_koordinators_loadaware_estimates_it(request_m, limit_m, expected):
+    p = replace(pod("x-1", "x", "n1", cpu_m=request_m), limits=Resources(limit_m, 0))
+    assert estimated_cpu_m(p) == expected and isinstance(estimated_cpu_m(p), int)
 
 
 def test_a_bound_pod_scoring_its_own_node_is_not_counted_twice():
