@@ -35,6 +35,12 @@ the whole object, environment included).
 **Resuming**: the manifest is rewritten (atomically) after every step; ``hrl-policy record --resume`` continues
 at the first step not completed. Metrics of steps missed while the recorder was down are read from Prometheus's
 history at their own times; their objects are read when the recorder resumes (``lateObjects`` lists those steps).
+
+**Reading** (:class:`Recording`): a recording is a file handed over (``hrl-policy whatif`` / ``explain`` read one
+made elsewhere), so every file of it is read through the hardened reader (:mod:`policy.documents`): gzip data that
+is corrupt (bad deflate data, a CRC mismatch) or truncated, text that is not UTF-8, JSON with a duplicate key or
+nested too deep, malformed CSV and a file over its bound (:data:`MAX_MANIFEST_BYTES`, :data:`MAX_STEP_BYTES`) are a
+:class:`RecordingError`: one line naming the file, never a traceback.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from policy.documents import MAX_TEXT_BYTES, DocumentError, FileError, load_json, open_text, read_text
 from policy.state import ServiceEdge, ServiceGraph
 
 __all__ = [
@@ -64,6 +71,8 @@ __all__ = [
     "redact",
     "RecordingWriter",
     "Recording",
+    "MAX_MANIFEST_BYTES",
+    "MAX_STEP_BYTES",
 ]
 
 FORMAT_VERSION = 1
@@ -94,6 +103,12 @@ EDGE_COLUMNS = (
     "error_rate",
 )
 _FILES = {"pods": POD_COLUMNS, "services": SERVICE_COLUMNS, "edges": EDGE_COLUMNS}
+
+#: The most text read from ``recording.json`` (bytes): the manifest is a few kB (its warnings grow with the steps).
+MAX_MANIFEST_BYTES = 16 << 20
+#: The most JSON one step's ``objects/*.json.gz`` decompresses to (bytes): the project's bound for one file (a
+#: 5,000-node cluster's Nodes, Pods and workloads are a few hundred MB; a gzip bomb stops here).
+MAX_STEP_BYTES = MAX_TEXT_BYTES
 
 #: Environment variables whose values are kept: addresses of other services (the call graph reads them).
 ADDRESS_ENV = re.compile(r"(_ADDR|_ADDRESS|_HOST|_PORT|_SERVICE_HOST|_SERVICE_PORT)$")
@@ -337,10 +352,7 @@ class Recording:
         path = self.root / "recording.json"
         if not path.is_file():
             raise RecordingError(f"{self.root}: not a recording (no recording.json)")
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise RecordingError(f"{path}: cannot read: {exc}") from None
+        doc = _read_json(path, MAX_MANIFEST_BYTES, "the manifest")
         self.manifest = Manifest.from_json(doc, str(path))
 
     @property
@@ -350,23 +362,27 @@ class Recording:
     def objects(self, k: int) -> list[dict[str, Any]]:
         """The API objects of step ``k`` (0 ≤ k < :attr:`steps`). Raises :class:`RecordingError`."""
         path = self.root / "objects" / f"{k:06d}.json.gz"
-        try:
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                doc = json.load(f)
-        except (OSError, ValueError, EOFError) as exc:
-            raise RecordingError(f"{path}: cannot read step {k}'s objects: {exc}") from None
+        doc = _read_json(path, MAX_STEP_BYTES, f"step {k}'s objects")
         items = doc.get("items") if isinstance(doc, Mapping) else None
         if not isinstance(items, list):
             raise RecordingError(f"{path}: not a List of objects")
         return items
 
     def rows(self, name: str) -> Iterator[dict[str, str]]:
-        """The rows of ``metrics/<name>.csv`` (``pods``, ``services``, ``edges``) as dicts of text cells."""
+        """The rows of ``metrics/<name>.csv`` (``pods``, ``services``, ``edges``) as dicts of text cells. Raises
+        :class:`RecordingError` naming the file (and the line) for a file that is not UTF-8 or not CSV."""
         path = self.root / "metrics" / f"{name}.csv"
         if not path.exists():
             return
-        with open(path, newline="", encoding="utf-8") as f:
-            yield from csv.DictReader(f)
+        try:
+            with open_text(path) as f:
+                reader = csv.DictReader(f)
+                try:
+                    yield from reader
+                except csv.Error as exc:
+                    raise RecordingError(f"{path}:{reader.reader.line_num}: not CSV: {exc}") from None
+        except FileError as exc:
+            raise RecordingError(str(exc)) from None
 
     def numeric_rows(self, name: str) -> list[dict[str, Any]]:
         """:meth:`rows` with the numeric cells as floats (``None`` for empty ones)."""
@@ -398,17 +414,32 @@ class Recording:
 
     def shadow_records(self, component: str) -> list[dict[str, Any]]:
         """The JSON records of ``shadow/<component>.jsonl`` (``extender``, ``descheduler``); lines that are not
-        JSON objects are skipped."""
+        JSON objects (invalid, a duplicate key, nested too deep) are skipped. Raises :class:`RecordingError` naming
+        the file when it cannot be read as UTF-8 text."""
         path = self.root / "shadow" / f"{component}.jsonl"
         out: list[dict[str, Any]] = []
         if not path.exists():
             return out
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    d = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(d, dict):
-                    out.append(d)
+        try:
+            with open_text(path) as f:
+                for line in f:
+                    try:
+                        d = load_json(line)
+                    except DocumentError:
+                        continue
+                    if isinstance(d, dict):
+                        out.append(d)
+        except FileError as exc:
+            raise RecordingError(str(exc)) from None
         return out
+
+
+def _read_json(path: Path, max_bytes: int, what: str) -> Any:
+    """The JSON document of file ``path`` (gzip-decompressed for ``.gz``; at most ``max_bytes`` of text) through
+    the hardened reader; :class:`RecordingError` (one line naming the file and ``what`` it holds) otherwise."""
+    try:
+        return load_json(read_text(path, max_bytes=max_bytes))
+    except FileError as exc:
+        raise RecordingError(f"{exc} ({what})") from None
+    except DocumentError as exc:
+        raise RecordingError(f"{path}: {what}: {exc.problems[0]}") from None

@@ -196,7 +196,7 @@ def copy_shadow_log(src: str | Path, dst: Path, start_s: float, end_s: float) ->
                 for line in fh:
                     try:
                         d = json.loads(line)
-                    except ValueError:
+                    except (ValueError, RecursionError):  # not JSON, or nested past the parser's stack: skipped
                         continue
                     t = _record_time(d) if isinstance(d, dict) else None
                     if t is not None and start_s <= t <= end_s:

@@ -166,3 +166,61 @@ def test_config_check_runs_the_extenders_start_up_checks_with_its_sources(tmp_pa
     good.write_text(head + f"snapshotFile: {snap}\n")
     p = run(str(BIN / "hrl-policy"), "config", "check", str(good))
     assert p.returncode == 0 and p.stdout.strip() == f"ok: ExtenderConfiguration ({good})"
+
+
+def a_recording(root: Path) -> Path:
+    """A recording of one completed step whose objects hold one Node (``policy.recording``'s own writer)."""
+    from policy.recording import Manifest, RecordingWriter
+
+    w = RecordingWriter.create(root, Manifest(started_at_s=1_796_315_805.0, step_s=60.0, window_s=60.0))
+    w.write_objects(0, [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}], 1_796_315_805.0)
+    w.step_done()
+    return root
+
+
+def test_hrl_policy_whatif_refuses_a_recording_with_corrupt_compressed_objects_in_one_line(tmp_path):
+    # the recording's reader opened its objects with gzip.open: bad deflate data was a zlib.error traceback
+    rec = a_recording(tmp_path / "rec")
+    objs = rec / "objects" / "000000.json.gz"
+    objs.write_bytes(corrupt_deflate(gzip.decompress(objs.read_bytes())))
+    out = tmp_path / "report"
+    p = run(str(BIN / "hrl-policy"), "whatif", str(rec), "-o", str(out), "--policy", "default-kube-scheduler")
+    assert p.returncode == 2, p.stderr
+    line = one_line(p)
+    assert line == f"hrl-policy whatif: error: {objs}: {read_error(objs)} (step 0's objects)", line
+    assert "corrupt gzip data near byte" in line
+
+
+def test_every_file_of_a_recording_is_read_through_the_hardened_reader(tmp_path):
+    from policy.recording import Recording, RecordingError
+
+    rec = a_recording(tmp_path / "rec")
+    r = Recording(rec)
+    assert [o["metadata"]["name"] for o in r.objects(0)] == ["n1"] and list(r.rows("pods")) == []
+    objs = rec / "objects" / "000000.json.gz"
+    cases = {  # file -> (bytes, the one line's end)
+        objs: (gz(b'{"items": [], "items": []}'), "step 0's objects: items: duplicate key; each key may appear once"),
+        rec / "objects" / "000001.json.gz": (gz(b"[" * 200 + b"]" * 200), "nested deeper than 100 levels"),
+        rec / "metrics" / "pods.csv": (b"time_s,pod\n1,caf\xe9\n", "not UTF-8 text: byte 0xe9 near offset"),
+        rec / "metrics" / "edges.csv": (b"time_s,caller\n1," + b"x" * (1 << 18) + b"\n", ":2: not CSV: field larger"),
+        rec / "shadow" / "extender.jsonl": (b'{"a": 1}\n\xff\n', "not UTF-8 text: byte 0xff"),
+    }
+    read = {
+        objs: lambda: r.objects(0),
+        rec / "objects" / "000001.json.gz": lambda: r.objects(1),
+        rec / "metrics" / "pods.csv": lambda: list(r.rows("pods")),
+        rec / "metrics" / "edges.csv": lambda: r.numeric_rows("edges"),
+        rec / "shadow" / "extender.jsonl": lambda: r.shadow_records("extender"),
+    }
+    for path, (data, want) in cases.items():
+        path.write_bytes(data)
+        with pytest.raises(RecordingError) as exc:
+            read[path]()
+        msg = str(exc.value)
+        assert msg.startswith(str(path)) and want in msg, msg
+        assert "\n" not in msg, msg
+    (rec / "shadow" / "descheduler.jsonl").write_bytes(b'{"a": {"a": 1, "a": 2}}\n' + b"[" * 5000 + b"\n{}\n")
+    assert r.shadow_records("descheduler") == [{}]  # a duplicate key and a deep line are skipped, as invalid JSON
+    (rec / "recording.json").write_text('{"kind": "Recording", "kind": "Recording"}')
+    with pytest.raises(RecordingError, match=r"recording\.json: the manifest: kind: duplicate key"):
+        Recording(rec)
