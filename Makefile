@@ -66,9 +66,11 @@ image-tools:
 	@hack/install-image-tools.sh >/dev/null || { rc=$$?; if [ -n "$$CI$$HRL_REQUIRE_IMAGES" ]; then exit $$rc; fi; \
 	  echo "make: the image tools could not be installed (exit $$rc): the image tests will be skipped" >&2; }
 
-# the chart as a package (helm package), with the values schema and the generated manifests checked first
+# the chart as a package (helm package), with the values schema, the generated checks and manifests checked first,
+# and the shipped values.yaml read as a user's values file is (no duplicate key, which Helm keeps the last of)
 chart: $(VENV)/.test
 	$(PY) hack/gen-manifests.py --check
+	$(PY) hack/check-values.py manifests/charts/hrl-scheduler/values.yaml
 	mkdir -p out/charts
 	"$$(hack/build-helm.sh | tail -n1)" package manifests/charts/hrl-scheduler -d out/charts
 

@@ -7,8 +7,9 @@ their schemas are the components' (:func:`policy.config.json_schema` of ``Extend
 no field is required (the generated file supplies it), and otherwise every type, range, enum and unknown key is
 refused as the component would refuse it. The chart's own values that become configuration fields
 (``descheduler.cooldownSeconds``, ``descheduler.caps``, ``learnedPolicies.scaling``, ...) point into the same
-schemas. What JSON Schema cannot say (combinations, e.g. ``minReplicas <= maxReplicas``) the components still check
-at start, and the chart's tests load every rendered configuration with the components' loaders.
+schemas. What JSON Schema cannot say (combinations, e.g. ``minReplicas <= maxReplicas``) the chart checks on the
+configuration files it renders, with the components' own messages (hack/chart_rules.py, templates/_validate.tpl),
+and the chart's tests load every rendered configuration with the components' loaders.
 
 The file is draft-07 (Helm 3 validates draft-04..07; Helm 4 any draft): the components' ``$defs`` are hoisted to
 the root as ``Extender.NAME`` / ``Descheduler.NAME`` with their references rewritten.

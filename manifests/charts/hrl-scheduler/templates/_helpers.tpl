@@ -287,7 +287,8 @@ checksum/config: {{ . }}
   ignorable: true            # extender down or failing -> schedule without it (fail open)
 {{- end -}}
 
-{{/* Checks of combinations the schema cannot express; each fails the render with one line naming the value. */}}
+{{/* Checks of combinations the schema cannot express; each fails the render with one line naming the value. The
+configuration files' own cross-field checks are hrl.validateConfigs (templates/_validate.tpl, generated). */}}
 {{- define "hrl.validate" -}}
 {{- range .Values.descheduler.namespaces }}
 {{- if or (eq . "kube-system") (eq . $.Release.Namespace) }}
@@ -317,6 +318,7 @@ checksum/config: {{ . }}
 {{- if and (not $b.volume) (or $b.placement $b.highLevel $b.encoder) }}
 {{- fail "learnedPolicies.bundles: placement, highLevel and encoder name directories of learnedPolicies.bundles.volume, which is not set" }}
 {{- end }}
+{{- include "hrl.validateConfigs" . }}
 {{- end -}}
 
 
