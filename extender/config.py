@@ -47,9 +47,9 @@ Every field is optional; an empty file (or no ``--config``) gives the defaults b
                                #   scoring: requests are scored once complete
       idleTimeoutSeconds: 120  # a keep-alive connection without a request is closed after this (above
                                #   kube-scheduler's 90 s, so that the scheduler closes first)
-      maxConnections: 1024     # open connections at most: a new one beyond displaces the least recently active
-                               #   one without a request in progress
-      maxConnectionsPerClient: 0  # open connections at most from one client address; 0 = no bound
+      maxConnections: 1024     # open connections at most: a new one beyond displaces one without a request in
+                               #   progress (of the address holding the most; kube-scheduler's goes last)
+      maxConnectionsPerClient: 64  # open connections at most from one client address; 0 = no bound
       maxLoopStallSeconds: 10  # listen.healthPort: /livez and /readyz there answer 503 when the scoring loop has
                                #   not turned for this long (stuck: the probes on listen.port would time out)
     precompute:                # per-service node-score vectors computed off the request path
@@ -114,7 +114,7 @@ from policy.topology.live import TopologyRefresher
 from policy.topology.sources import is_live_source, load_graph
 
 from .decisions import DecisionRecorder, DecisionSettings
-from .http import HttpLimits
+from .http import DEFAULT_MAX_CONNECTIONS_PER_CLIENT, HttpLimits
 
 __all__ = [
     "KIND",
@@ -388,18 +388,21 @@ class LimitsConfig(ConfigModel):
         1024,
         ge=1,
         le=1_000_000,
-        description="Open connections at most; a new connection beyond it displaces the least recently active "
-        "connection without a request in progress (closed at once when every one has one). Each costs a file "
-        "descriptor and a few KiB. Default 1024.",
+        description="Open connections at most; a new connection beyond it displaces one without a request in "
+        "progress (closed at once when every one has one): from the client address holding the most connections, "
+        "then the one that answered the fewest requests, then the least recently active, so that kube-scheduler's "
+        "keep-alive connection goes last. Each costs a file descriptor and a few KiB. Default 1024.",
     )
 
     max_connections_per_client: int = Field(
-        0,
+        DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
         ge=0,
         le=1_000_000,
         description="Open connections at most from one client address (0 = no bound); a new one beyond is closed "
-        "at once. kube-scheduler holds a few per replica; with the chart's NetworkPolicy only the schedulers and the "
-        "kubelet's probes reach the extender. Default 0.",
+        "at once. kube-scheduler holds one to three per replica (one request per scheduling cycle, Go's 2 idle "
+        "connections per host); 64 leaves room for every replica and other clients sharing an address (the "
+        "host-network kube-scheduler of drop-in mode shares its node's), while filling maxConnections takes 16 "
+        "addresses. Default 64.",
     )
     max_loop_stall_seconds: float = Field(
         10.0,

@@ -33,10 +33,14 @@ waited in its socket is invisible to the application. This module adds what the 
   out) outpaced it: the accept queue filled (2,048 connections), their requests waited there for seconds, timed
   out in turn and reconnected again (measured: ``make fuzz`` at 256 connections, issue 26).
 - **bounds**: at most :data:`MAX_HEADER_BYTES` of headers (431), a body of at most ``max_request_bytes`` (413 before
-  it is read, from its ``Content-Length``, or as soon as a chunked body grows past it); at most ``max_connections``
-  open connections: a new connection beyond it displaces the least recently active connection that has no request
-  in progress, or is closed at once when every connection has one; with ``max_connections_per_client``, a client
-  address holding that many already has its new connection closed at once.
+  it is read, from its ``Content-Length``, or as soon as a chunked body grows past it); at most
+  ``max_connections_per_client`` open connections per client address (0 = no bound): a new one beyond is closed at
+  once; at most ``max_connections`` open connections: a new connection beyond it displaces one that has no request
+  in progress (handled or waiting), or is closed at once when every connection has one. The one displaced is
+  chosen so that kube-scheduler's keep-alive connection, idle between scheduling cycles and so often the least
+  recently active, is the last to go: from the client address holding the most connections (kube-scheduler holds
+  one or two per replica, a flood many), then the one that has answered the fewest requests, then the least
+  recently active (:meth:`HttpServer.displaceable`).
 
 Every problem becomes a reply through the handler's :meth:`Handler.error` (the one place where errors become HTTP
 statuses, :func:`extender.server.error_response`); every connection closed is counted by reason
@@ -74,6 +78,7 @@ __all__ = [
     "MAX_PIPELINED",
     "MAX_PER_TURN",
     "MAX_ACCEPT_PER_TURN",
+    "DEFAULT_MAX_CONNECTIONS_PER_CLIENT",
     "CLOSE_REASONS",
     "HttpLimits",
     "Request",
@@ -110,6 +115,14 @@ FEED_BYTES = 8 * 1024
 MAX_ACCEPT_PER_TURN = 256
 #: Seconds before accepting again after ``accept`` failed for want of file descriptors (as asyncio's servers).
 ACCEPT_RETRY_S = 1.0
+#: Open connections at most from one client address, by default (``limits.maxConnectionsPerClient``). kube-scheduler
+#: calls an extender through one Go ``http.Transport`` per extender (kubernetes pkg/scheduler/framework/extender.go,
+#: ``makeTransport``): one request at a time per scheduling cycle, at most 2 idle keep-alive connections per host
+#: (Go's ``DefaultMaxIdleConnsPerHost``), and a connection whose request timed out is closed, not kept; so a replica
+#: holds one to three. 64 leaves room for every scheduler replica and other clients sharing one address (the
+#: cluster's own kube-scheduler on the host network in drop-in mode shares its node's address; a SNAT gateway), while
+#: one address can hold at most a sixteenth of the default ``max_connections`` (1024): filling the server takes 16.
+DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 64
 
 #: Why connections were closed (the ``reason`` label of ``hrl_extender_http_connections_closed_total``).
 CLOSE_REASONS: tuple[str, ...] = (
@@ -157,15 +170,15 @@ class HttpLimits:
     """What bounds each connection and the server (``limits`` of :class:`extender.config.ExtenderConfiguration`):
     seconds for a request's headers (``header_timeout_s``), for its body after the headers (``body_timeout_s``),
     between requests on a keep-alive connection (``idle_timeout_s``); open connections at most
-    (``max_connections``), and per client address (``max_connections_per_client``, 0 = no bound); the largest body
-    (``max_request_bytes``). Every other value > 0."""
+    (``max_connections``), and per client address (``max_connections_per_client``, 0 = no bound; the default is
+    :data:`DEFAULT_MAX_CONNECTIONS_PER_CLIENT`); the largest body (``max_request_bytes``). Every other value > 0."""
 
     header_timeout_s: float = 2.0
     body_timeout_s: float = 2.0
     idle_timeout_s: float = 120.0
     max_connections: int = 1024
     max_request_bytes: int = 16 * 1024 * 1024
-    max_connections_per_client: int = 0
+    max_connections_per_client: int = DEFAULT_MAX_CONNECTIONS_PER_CLIENT
 
     def __post_init__(self) -> None:
         for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s", "max_connections", "max_request_bytes"):
@@ -290,6 +303,7 @@ class _Connection(asyncio.Protocol):
         self.accepted_at = now
         self.since = now  # when the current state began (idle since; first byte; headers complete)
         self.active_at = now  # last request begun or answered (the order of displacement)
+        self.served = 0  # requests answered on this connection (the order of displacement)
         self.state = _IDLE
         self.first = True  # no request begun yet on this connection
         self.busy = False
@@ -534,6 +548,7 @@ class _Connection(asyncio.Protocol):
         """Write ``res`` (to ``req``, or to a request refused before it was complete) in one ``write``."""
         if req is not None:
             self.server.unanswered -= 1
+            self.served += 1
         self.active_at = time.perf_counter()
         t = self.transport
         if t is None or self.closed:
@@ -733,14 +748,27 @@ class HttpServer:
             conn._close("client_limit")
             return
         if len(self.connections) >= self.limits.max_connections:
-            idle = [c for c in self.connections if not c.busy and not c.pending]
-            if not idle:
+            victim = self.displaceable()
+            if victim is None:
                 conn._close("connection_limit")
                 return
-            min(idle, key=lambda c: c.active_at)._close("connection_limit")
+            victim._close("connection_limit")
         self.connections[conn] = None
         self.per_client[conn.client] = self.per_client.get(conn.client, 0) + 1
         conn.counted = True
+
+    def displaceable(self) -> _Connection | None:
+        """The connection a new one displaces at ``max_connections``, or ``None`` when every open connection has a
+        request in progress (being handled, or waiting behind one): of the others, the one from the client address
+        holding the most connections, then the one that has answered the fewest requests, then the least recently
+        active. kube-scheduler's keep-alive connection (one or two per address, many requests answered) is thus the
+        last to go, although it is often the least recently active between scheduling cycles."""
+        per = self.per_client
+        return min(
+            (c for c in self.connections if not c.busy and not c.pending),
+            key=lambda c: (-per.get(c.client, 0), c.served, c.active_at),
+            default=None,
+        )
 
     def detach(self, conn: _Connection, reason: str) -> None:
         self.connections.pop(conn, None)
