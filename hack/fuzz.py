@@ -124,7 +124,9 @@ def _free_port() -> int:
 def start_extender(workdir: Path, snapshot: Path | None = None) -> tuple[subprocess.Popen, str, str]:
     """``hrl-extender`` with the shipped limits on a free port of 127.0.0.1 and its probes' listener
     (``listen.healthPort``, as the chart ships it) on another, serving ``snapshot`` (default: the Online Boutique
-    fixture); returns ``(process, serving URL, health URL)`` once ``/readyz`` answers 200."""
+    fixture); returns ``(process, serving URL, health URL)`` once ``/readyz`` answers 200. One limit differs:
+    ``maxConnectionsPerClient: 0`` (no per-address bound; shipped: 64), since every connection of the load comes
+    from 127.0.0.1, standing for many clients."""
     port, health = _free_port(), _free_port()
     while health == port:
         health = _free_port()
@@ -133,7 +135,7 @@ def start_extender(workdir: Path, snapshot: Path | None = None) -> tuple[subproc
     cfg.write_text(
         "apiVersion: hrl-scheduler.io/v1alpha1\nkind: ExtenderConfiguration\n"
         f"listen: {{host: 127.0.0.1, port: {port}, healthPort: {health}}}\n"
-        f"snapshotFile: {snap}\nlogLevel: ERROR\n"
+        f"snapshotFile: {snap}\nlogLevel: ERROR\nlimits: {{maxConnectionsPerClient: 0}}\n"
     )
     proc, url = _spawn(
         "hrl-extender", [sys.executable, "-m", "extender", "--config", str(cfg)], workdir / "extender.log", port
@@ -736,9 +738,12 @@ def _connection_phases(rep: Report, load: _Load, url: str, health: str | None, p
 
 
 def _summary(res: dict, out: dict[str, int]) -> dict:
-    """One phase's figures: replies, achieved rate, late, the extender's outcomes."""
+    """One phase's figures: replies, achieved rate, late, the extender's outcomes, and ``dropped``: requests the
+    load client did not send because every one of its connections was waiting for a reply (the offered rate then
+    not reached)."""
     return {
         "replies": res["count"],
+        "dropped": res.get("dropped", 0),
         "rps": round(res["rps"], 1),
         "late": res["over_timeout"],
         "status": res["status"],
@@ -777,21 +782,23 @@ def phase_table(phases: list[dict]) -> list[str]:
         "",
         f"**The extender under load** (`hrl-extender` as shipped on a 500-node snapshot, prioritize requests with "
         f"230 candidates from `hack/extender-load`: Go net/http keep-alive clients with kube-scheduler's "
-        f"`httpTimeout` of {HTTP_TIMEOUT_S * 1000:.0f} ms; the liveness probe GETs `/livez` on a fresh connection "
+        f"`httpTimeout` of {HTTP_TIMEOUT_S * 1000:.0f} ms, every connection from 127.0.0.1, so with "
+        "`limits.maxConnectionsPerClient: 0`; the liveness probe GETs `/livez` on a fresh connection "
         f"every 100 ms with the chart's {PROBE_TIMEOUT_S:.0f} s timeout, on the extender's health port "
         "(`listen.healthPort`: its own thread and event loop, where the chart's probes go) and, for comparison, on "
         "its serving port, which the verbs load; *failed*: probes not answered 200 within the timeout). "
-        f"*late*: replies after {HTTP_TIMEOUT_S:g} s "
+        "*dropped*: requests the load client did not send because every one of its connections was waiting for a "
+        f"reply (the offered rate not reached); *late*: replies after {HTTP_TIMEOUT_S:g} s "
         "(client timeouts included); *scored* / *shed*: the extender's own counts of the phase (shed: answered "
         "neutral at once, `neutral_overload` + `neutral_deadline`); *counted*: requests the extender counted by "
         "outcome. Rows `uvicorn (public API)`: the same application and configuration served by uvicorn through its "
         "public options (`extender.server.uvicorn_config`, the stack before `extender/http.py`), for comparison "
         "only (no findings).",
         "",
-        "| server | phase | connections | offered req/s | replies | req/s | late | 5xx | scored | shed | counted | "
-        "p50 / p99 (ms) | /livez, health port: p50 / p99 / max (ms), failed | "
+        "| server | phase | connections | offered req/s | replies | dropped | req/s | late | 5xx | scored | shed | "
+        "counted | p50 / p99 (ms) | /livez, health port: p50 / p99 / max (ms), failed | "
         "/livez, serving port: p50 / p99 / max (ms), failed | load (1 min) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|",
     ]
     for ph in phases:
         fivexx = sum(v for k, v in ph["status"].items() if k.startswith("5"))
@@ -806,7 +813,7 @@ def phase_table(phases: list[dict]) -> list[str]:
         offered = f"{ph['rps_offered']:,}" if ph["rps_offered"] is not None else "-"
         lines.append(
             f"| {ph.get('server', '')} | {ph['phase']}{held} | {ph['connections']} | {offered} | {ph['replies']:,} | "
-            f"{ph['rps']:,.0f} | "
+            f"{ph.get('dropped', 0):,} | {ph['rps']:,.0f} | "
             f"{ph['late']:,} | {fivexx} | {ph['scored']:,} | {ph['shed']:,} | {ph['counted']:,} | "
             f"{ph['p50_ms']:.1f} / {ph['p99_ms']:.1f} | {livez['livez_health']} | {livez['livez_serving']} | "
             f"{ph['load_1min']} |"

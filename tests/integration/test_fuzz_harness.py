@@ -40,6 +40,7 @@ def test_a_small_fuzz_run_counts_every_input_and_reports_each_target(tmp_path):
     *files, conns = reports
     assert sum(r["inputs"] for r in files) == 400
     assert "| target | inputs |" in p.stdout and "| server | phase | connections |" in p.stdout
+    assert "| replies | dropped | req/s |" in p.stdout  # the load client's unsent requests, beside the replies
     # parsers and app build: no finding (lone surrogates sent to the extender are issue 13 item 3, not asserted here)
     assert all(r["crashes"] == r["hangs"] == 0 for r in files[1:]), [r["findings"] for r in files[1:]]
     assert conns["server_errors_5xx"] == 0 and conns["inputs"] > 1000
@@ -47,6 +48,7 @@ def test_a_small_fuzz_run_counts_every_input_and_reports_each_target(tmp_path):
     assert [ph["connections"] for ph in conns["phases"]] == [1, 204, 204, 32, 64, 128, 256, 512]
     # at 10x its capacity the extender counts every request it answers, and sheds once requests wait: a phase with
     # replies past the timeout shed some (at 32 connections it may keep up without shedding), and the largest sheds
+    assert all(isinstance(ph["dropped"], int) and ph["dropped"] >= 0 for ph in conns["phases"]), conns["phases"]
     for ph in conns["phases"][3:]:
         assert ph["counted"] >= sum(ph["status"].values()), ph
         # the liveness probe on the health port (where the chart's probes go), the serving port's beside it
