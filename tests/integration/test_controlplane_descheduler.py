@@ -13,8 +13,11 @@ guards, the re-read and the evictor are the real ones.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -649,3 +652,183 @@ def test_the_feasibility_guard_keeps_a_pod_that_no_other_node_can_take(control_p
         0.0,
     )
     assert "node is unschedulable" in report.results[0].blockers[0].reason and report.reads == {}
+
+
+class EvictionHook:
+    """A validating admission webhook on ``pods/eviction`` in one namespace, served over HTTPS on 127.0.0.1 (the API
+    server calls it for every eviction there, and it allows each): it records the evictions it sees, and at the
+    first real one (not a dry run) sends SIGTERM to ``pid`` and holds the eviction ``hold_s`` before allowing it, so
+    that the signal arrives while that eviction is in flight. A context manager: the webhook is registered (and seen
+    by the API server, checked with a dry-run eviction of ``probe_pod``) on entry, removed on exit."""
+
+    def __init__(self, cp, ns: str, workdir, probe_pod: str, hold_s: float = 0.5):
+        self.cp, self.ns, self.workdir, self.probe_pod, self.hold_s = cp, ns, workdir, probe_pod, hold_s
+        self.pid: int | None = None
+        self.seen: list[tuple[str, bool]] = []  # (pod, dry run) in the order the API server asked
+        self.name = f"hrl-test-evictions-{ns}"[:63]
+
+    def _serve(self):
+        import ssl
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                req = review["request"]
+                dry = bool(req.get("dryRun"))
+                first = not dry and not any(not d for _, d in hook.seen)
+                hook.seen.append((req.get("name"), dry))
+                if first and hook.pid is not None:
+                    os.kill(hook.pid, signal.SIGTERM)  # the Pod's deletion, mid-eviction
+                    time.sleep(hook.hold_s)
+                out = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                       "response": {"uid": req["uid"], "allowed": True}}  # fmt: skip
+                body = json.dumps(out).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        certs = self.workdir / "webhook-certs"
+        subprocess.run([str(ROOT / "hack" / "gen-extender-certs.sh"), str(certs), "127.0.0.1"], check=True,
+                       capture_output=True, timeout=120)  # fmt: skip
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(certs / "tls.crt", certs / "tls.key")
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return base64.b64encode((certs / "ca.crt").read_bytes()).decode(), self.server.server_address[1]
+
+    def __enter__(self):
+        ca, port = self._serve()
+        hook = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": self.name},
+            "webhooks": [
+                {
+                    "name": "evictions.hrl-test.io",
+                    "clientConfig": {"url": f"https://127.0.0.1:{port}/evictions", "caBundle": ca},
+                    "rules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods/eviction"],
+                            "scope": "Namespaced",
+                        }
+                    ],
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": self.ns}},
+                    "failurePolicy": "Fail",
+                    "sideEffects": "None",
+                    "admissionReviewVersions": ["v1"],
+                    "timeoutSeconds": 10,
+                }
+            ],
+        }
+        self.cp.kubectl("apply", "-f", "-", input=json.dumps(hook))
+        from kubernetes import client as kclient
+
+        core = kclient.CoreV1Api(self.cp.api())
+        meta = {"name": self.probe_pod, "namespace": self.ns}
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": meta}
+
+        def registered():  # the API server's webhook configuration is watched: wait until it calls this one
+            core.create_namespaced_pod_eviction(self.probe_pod, self.ns, body, dry_run="All")
+            return any(d for _, d in self.seen)
+
+        wait_for(registered, 30, "the eviction webhook to be called")
+        return self
+
+    def __exit__(self, *exc):
+        self.cp.kubectl("delete", "validatingwebhookconfiguration", self.name, "--wait=false", check=False)
+        self.server.shutdown()
+
+    def real(self) -> list[str]:
+        return [pod for pod, dry in self.seen if not dry]
+
+
+def test_sigterm_during_an_interval_cycle_stops_at_the_next_eviction_boundary(
+    control_plane, namespace, kwok_nodes, tmp_path
+):
+    """Issue 26 item 8 on the real control plane: ``hrl-descheduler --interval`` in a cycle with four evictions to
+    make (its dry run plans them) gets SIGTERM while the API server is admitting its first one (an admission webhook
+    sends the signal and holds that eviction). That eviction completes; no other is sent; the process exits 0 after
+    reporting the cycle as interrupted, and what it leaves agrees with what the API server did: one eviction in the
+    audit log, one record in its state file, one Descheduled Event, the other three pods where they were."""
+    cp, ns = control_plane, namespace
+    hub_node, here, _spare = kwok_nodes(3)
+    callers = ("c1", "c2", "c3", "c4")
+    apply(cp, ns, [deployment("hub", app="sig-hub", scheduler=DEFAULT, node_selector={HOSTNAME: hub_node})])
+    apply(cp, ns, [deployment(c, app=f"sig-{c}", depends_on=["sig-hub"], scheduler=DEFAULT, affinity=prefer(here))
+                   for c in callers])  # fmt: skip
+    wait_running(cp, ns, 5)
+    before = {p["metadata"]["name"]: node_of(p) for p in pods(cp, ns) if p["metadata"]["labels"]["app"] != "sig-hub"}
+    assert set(before.values()) == {here}  # each caller one node away from the service it calls: four moves
+    state = tmp_path / "history.json"
+    cfg = tmp_path / "descheduler.yaml"
+    cfg.write_text(
+        json.dumps(
+            {
+                **HEADER,
+                "caps": {"perNode": None, "perNamespace": None, "total": None},
+                "cooldownSeconds": 1800,
+                "schedulerPrediction": {"enabled": False},  # soft affinity would bring them back: the rule's own tests
+                "moves": EVICT,
+                "scaling": {"enabled": False},
+                "leaderElection": {"enabled": False},
+                "stateFile": str(state),
+            }
+        )
+    )
+    dry = subprocess.run(
+        [sys.executable, "-m", "descheduler", "--once", "--dry-run", "--json", "--config", str(cfg),
+         "--kubeconfig", str(cp.kubeconfigs[USER])],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    planned = json.loads(dry.stdout)["results"]
+    assert sorted(r["pod"] for r in planned if r["outcome"] == "dry_run") == sorted(f"{ns}/{n}" for n in before)
+    with EvictionHook(cp, ns, tmp_path, probe_pod=sorted(before)[0]) as hook:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "descheduler", "--interval", "600", "--json", "--config", str(cfg),
+             "--kubeconfig", str(cp.kubeconfigs[USER])],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        hook.pid = proc.pid
+        try:
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        evicted = hook.real()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert len(evicted) == 1, (evicted, err)  # the one in flight; no other reached the API server
+    (gone,) = evicted
+    reports = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert len(reports) == 1, out  # one cycle, then the loop ended
+    (report,) = reports
+    assert [(r["pod"], r["outcome"]) for r in report["results"]] == [(f"{ns}/{gone}", "evicted")], report["results"]
+    # the shipped planner takes a gate (it evicts as it plans): it plans nothing after the stop, so none is counted
+    # as not attempted; the three the dry run planned were neither planned nor sent
+    assert report["stop"]["kind"] == "interrupted" and "SIGTERM" in report["stop"]["message"], report["stop"]
+    assert report["scaling"] == []
+    # what it leaves agrees with what the API server did
+    audited = [e for e in eviction_calls(cp, ns) if (e.get("objectRef") or {}).get("subresource") == "eviction"]
+    assert [(e["objectRef"]["name"], e["responseStatus"]["code"]) for e in audited] in ([(gone, 201)], [(gone, 200)])
+    assert [r.pod for r in EvictionHistory.load(state).records] == [f"{ns}/{gone}"]
+
+    def descheduled():
+        evs = get_json(cp, "events.events.k8s.io", "-n", ns)["items"]
+        return [e["regarding"]["name"] for e in evs if e.get("reason") == "Descheduled"]
+
+    assert wait_for(descheduled, 20, "the Descheduled Event") == [gone]
+    left = {p["metadata"]["name"]: node_of(p) for p in running(pods(cp, ns)) if p["metadata"]["name"] in before}
+    assert left == {name: here for name in before if name != gone}  # the three not attempted, untouched
