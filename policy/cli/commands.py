@@ -430,10 +430,30 @@ def cmd_train_hierarchy(args: argparse.Namespace) -> int:
         arg("--run-dir", default=None, help="progress.csv, learning_curve.png, labels.npz, report.json"),
         arg(
             "--loss",
-            choices=("cost", "imitation"),
+            choices=("cost", "imitation", "critic"),
             default=None,
-            help="cost: AggreVaTe's fit over every candidate's rollout cost (default); imitation: the best only",
+            help="cost: AggreVaTe's fit over every candidate's rollout cost (default); imitation: the best only; "
+            "critic: imitate the intent a cost model fit on every candidate's rollout cost prefers",
         ),
+        arg(
+            "--random-candidates",
+            type=int,
+            default=None,
+            help="random per-service intents the oracle rolls out at every period besides its own (default 0)",
+        ),
+        arg(
+            "--critic-margin",
+            type=float,
+            default=None,
+            help="--loss critic: the predicted gain over the tuned constant (median stakes) below which the "
+            "constant is kept (default 0.1)",
+        ),
+        arg(
+            "--capacity-targets",
+            default=None,
+            help="the oracle's constant grid, comma-separated capacity targets (default 0.5,0.65,0.8,0.9)",
+        ),
+        arg("--eval-episodes", type=int, default=None, help="fixed validation episodes (default 6)"),
         arg(
             "--baseline-weight",
             type=float,

@@ -16,6 +16,10 @@ The candidates of a period (:meth:`LookaheadOracle.candidates`):
 - ``learned``: the learned high level's own intent, state-dependent through the horizon (when the stack has one);
 - ``constant c=..,b=..``: one capacity target ``c`` for every service and move budget ``b`` over the grid of
   :class:`LookaheadConfig` (``capacity_targets`` x ``move_budgets``); ``c = 0.8`` is what an HPA at 80 % aims for;
+- ``random k``: ``random_candidates`` intents whose services each draw their capacity target from the grid and whose
+  global weights are drawn from the defaults and ``placement_weights`` (training labels: per-service variations for
+  a cost model to tell the services apart, :mod:`policy.train.intent_critic`; 0 in the benchmark), from a generator
+  seeded by the run's seed and the minute;
 - then a coordinate search from the best: for the ``coordinate_services`` services that use most CPU, the best
   intent with that service's capacity target moved by ``± coordinate_step`` (kept when it costs less); then the best
   with each of the ``placement_weights`` as its global (``locality_weight``, ``balance_weight``): spread pods over
@@ -79,7 +83,8 @@ class LookaheadConfig:
     decisions, >= 1), the constant grid (``capacity_targets`` in (0, 1], ``move_budgets`` in [0, 1]), the coordinate
     search (``coordinate_services`` >= 0 services, ``coordinate_step`` > 0), the global weights tried on the best
     (``placement_weights``: (locality, balance) pairs >= 0), whether the learned intent is a candidate
-    (``learned``), and the ``objective`` the forks are ranked by. Raises ValueError naming the field."""
+    (``learned``), ``random_candidates`` >= 0 random per-service intents per period, and the ``objective`` the forks
+    are ranked by. Raises ValueError naming the field."""
 
     horizon_min: int = 10
     period_min: int = DESCHEDULER_PERIOD_MIN
@@ -89,6 +94,7 @@ class LookaheadConfig:
     coordinate_step: float = 0.1
     placement_weights: tuple[tuple[float, float], ...] = ((0.5, 2.0), (2.0, 0.5))
     learned: bool = True
+    random_candidates: int = 0
     objective: Objective = field(default_factory=lambda: DEFAULT_OBJECTIVE)
 
     def __post_init__(self) -> None:
@@ -104,6 +110,8 @@ class LookaheadConfig:
                 raise ValueError(f"lookahead.move_budgets: expected numbers in [0, 1], got {b!r}")
         if self.coordinate_services < 0:
             raise ValueError(f"lookahead.coordinate_services: expected >= 0, got {self.coordinate_services!r}")
+        if self.random_candidates < 0:
+            raise ValueError(f"lookahead.random_candidates: expected >= 0, got {self.random_candidates!r}")
         if not self.coordinate_step > 0:
             raise ValueError(f"lookahead.coordinate_step: expected a number > 0, got {self.coordinate_step!r}")
         for w in self.placement_weights:
@@ -267,6 +275,32 @@ class LookaheadOracle:
                 intent = constant_intent(self.services, c, b)
                 if not any(intent == i for _label, i in out):
                     out.append((f"constant c={c:g},b={b:g}", intent))
+        for k, intent in enumerate(self._random_intents(sim)):
+            if not any(intent == i for _label, i in out):
+                out.append((f"random {k}", intent))
+        return out
+
+    def _random_intents(self, sim: Simulation) -> list[Intent]:
+        """``random_candidates`` intents: each service's capacity target drawn from the grid, the global weights
+        from the defaults and ``placement_weights``, the first move budget; the same for the same run and minute."""
+        cfg = self.config
+        if not cfg.random_candidates or not self.services:
+            return []
+        rng = np.random.default_rng([int(sim.config.seed) & 0xFFFFFFFF, int(sim.minute), 7919])
+        weights = [tuple(default_intent()[:2]), *cfg.placement_weights]
+        out = []
+        for _ in range(cfg.random_candidates):
+            caps = rng.choice(np.asarray(cfg.capacity_targets, dtype=np.float64), size=len(self.services))
+            loc, bal = weights[int(rng.integers(len(weights)))]
+            values = list(default_intent())
+            values[0], values[1] = float(loc), float(bal)
+            out.append(
+                Intent(
+                    tuple(values),
+                    capacity_target={s: float(c) for s, c in zip(self.services, caps)},
+                    move_budget_frac=float(cfg.move_budgets[0]),
+                )
+            )
         return out
 
     def _resolved(self, c: Candidate) -> Intent | None:

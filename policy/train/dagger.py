@@ -68,6 +68,7 @@ from .constant import load_constant
 from .drpc import json_ready
 from .episodes import TrainingTarget
 from .finetune import FineTune, RunOptions
+from .intent_critic import CriticConfig, critic_intents, fit_ensemble
 from .intent_episodes import (
     PREDICTOR_BUNDLE,
     EpisodeDistribution,
@@ -91,6 +92,7 @@ __all__ = [
     "imitation_loss",
     "FitOptions",
     "fit",
+    "fit_student",
     "global_reach",
     "service_reach",
     "save_labels",
@@ -105,7 +107,7 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The fits of :class:`DaggerConfig`.loss.
-LOSSES = ("cost", "imitation")
+LOSSES = ("cost", "imitation", "critic")
 
 
 @dataclass(frozen=True)
@@ -121,9 +123,14 @@ class DaggerConfig(EpisodeDistribution):
     - the fit: ``epochs`` full-batch Adam steps per iteration at ``lr``, ``hidden`` units;
     - the loss (:func:`fit`): ``loss`` ``"cost"`` (AggreVaTe's cost-sensitive fit over every candidate's rollout
       cost, plus ``imitation_weight`` × the imitation loss; ``kernel_temperature`` > 0 sets how far, in the
-      intent's scaled squared distance, a candidate's cost reaches) or ``"imitation"`` (squared error to the best
-      candidate only); ``regret_clip`` > 0: the largest regret counted, in units of the median stakes (a bound on
-      what one state's catastrophe weighs: the tail of the costs is what the cost-sensitive fit is for);
+      intent's scaled squared distance, a candidate's cost reaches), ``"imitation"`` (squared error to the best
+      candidate only) or ``"critic"`` (a cost model of the intents is fit on every candidate's rollout cost, and the
+      network imitates the intent it prefers where its predicted gain over the tuned constant exceeds
+      ``critic_margin`` median stakes, the constant elsewhere: :mod:`policy.train.intent_critic`);
+      ``random_candidates`` >= 0: random per-service intents the oracle rolls out at every period besides its own
+      candidates (labels that tell the services apart); ``regret_clip`` > 0: the largest regret counted, in units
+      of the median stakes (a bound on what one state's catastrophe weighs: the tail of the costs is what the
+      cost-sensitive fit is for);
       ``baseline_weight`` >= 0: the pull toward the tuned constant intent at every state (:func:`fit`); the tuned
       constant's capacity target joins the oracle's grid when it is not on it (its cost is then known at every
       state);
@@ -156,6 +163,8 @@ class DaggerConfig(EpisodeDistribution):
     baseline_weight: float = 1.0
     fallback_quantile: float = 0.995
     lean_margin: float | None = None
+    random_candidates: int = 0
+    critic_margin: float = 0.1
     objective: Objective = field(default_factory=Objective)
     flat: bool = False
     seed: int = 0
@@ -185,6 +194,10 @@ class DaggerConfig(EpisodeDistribution):
             raise ValueError(f"lean_margin: expected None or a finite number >= 0, got {self.lean_margin!r}")
         if not (0.0 < self.fallback_quantile <= 1.0):
             raise ValueError(f"fallback_quantile: expected a number in (0, 1], got {self.fallback_quantile!r}")
+        if self.random_candidates < 0:
+            raise ValueError(f"random_candidates: expected an integer >= 0, got {self.random_candidates!r}")
+        if not (math.isfinite(self.critic_margin) and self.critic_margin >= 0):
+            raise ValueError(f"critic_margin: expected a finite number >= 0, got {self.critic_margin!r}")
 
     def fit_options(self, baseline: tuple[float, float] | None) -> FitOptions:
         """The options of :func:`fit` this configuration asks for, with ``baseline`` (the tuned constant's capacity
@@ -200,8 +213,15 @@ class DaggerConfig(EpisodeDistribution):
             capacity_targets=self.capacity_targets,
             coordinate_services=self.coordinate_services,
             learned=True,
+            random_candidates=self.random_candidates,
             objective=replace(self.objective, cpu_price=cpu_price),
         )
+
+    def critic(self) -> CriticConfig:
+        """The critic's configuration (``loss`` ``"critic"``): its grid is the oracle's constant grid plus every
+        0.05 between 0.5 and 0.95, its margin ``critic_margin``."""
+        grid = tuple(sorted({*self.capacity_targets, *(round(0.5 + 0.05 * i, 2) for i in range(10))}))
+        return CriticConfig(hidden=self.hidden, grid=grid, margin=self.critic_margin)
 
 
 class Label(NamedTuple):
@@ -466,6 +486,34 @@ def fit(net: IntentNet, labels: Sequence[Label], epochs: int, lr: float, options
     return float(value.detach())
 
 
+def fit_student(
+    net: IntentNet, labels: Sequence[Label], epochs: int, cfg: DaggerConfig, baseline: tuple[float, float] | None
+) -> tuple[float, dict[str, float]]:
+    """Fit ``net`` on ``labels`` by ``cfg.loss``: :func:`fit` for ``"cost"`` and ``"imitation"``; for ``"critic"``, a
+    cost model of the intents fit on the labels' candidates (:func:`~policy.train.intent_critic.fit_critic`), then
+    imitation of the intents it prefers (:func:`~policy.train.intent_critic.critic_intents`; the tuned constant
+    ``baseline`` where its predicted gain is below ``cfg.critic_margin``; without a baseline, capacity 0.7 and no
+    moves). Returns ``(final loss, extra figures for the progress rows)``."""
+    if cfg.loss != "critic":
+        return fit(net, labels, epochs, cfg.lr, cfg.fit_options(baseline)), {}
+    norm = (net.s_mean.numpy(), net.s_std.numpy(), net.g_mean.numpy(), net.g_std.numpy())
+    ccfg = cfg.critic()
+    critics, critic_loss = fit_ensemble(labels, norm, ccfg, seed=cfg.seed)
+    base = baseline if baseline is not None else (0.7, 0.0)
+    targets = critic_intents(critics, labels, norm, base, ccfg)
+    relabelled = [
+        x._replace(capacity=t.capacity, colocation=t.colocation, global_target=t.global_target, weight=1.0)
+        for x, t in zip(labels, targets)
+    ]
+    loss = fit(net, relabelled, epochs, cfg.lr, FitOptions(loss="imitation", imitation_weight=0.0))
+    deviated = [t for t in targets if t.deviated]
+    return loss, {
+        "critic_loss": critic_loss,
+        "critic_deviation_share": len(deviated) / max(1, len(targets)),
+        "critic_mean_gain": float(np.mean([t.gain for t in deviated])) if deviated else 0.0,
+    }
+
+
 def _fit_normalization(net: IntentNet, labels: Sequence[Label]) -> None:
     s = np.concatenate([x.service for x in labels if len(x.service)])
     g = np.stack([x.global_ for x in labels])
@@ -667,7 +715,7 @@ def train_dagger(
                 _fit_normalization(net, new)  # the inputs' normalization, fixed from here on (served == trained)
             # ---- aggregate and fit ----
             data.extend(new)
-            loss = fit(net, data, epochs, cfg.lr, cfg.fit_options(baseline))
+            loss, extra = fit_student(net, data, epochs, cfg, baseline)
             # ---- validate ----
             vals = pool.map(validate_episode, val_specs, net.actor_arrays(), net.normalization(), cfg, broot)
             task_cpu_s += sum(c for _o, c in vals)
@@ -680,6 +728,7 @@ def train_dagger(
                 "mixture_objective": float(np.mean([e.objective for e in eps])) if eps else float("nan"),
                 "learned_best_share": float(sum(e.learned_best for e in eps) / max(1, len(new))),
                 "fit_loss": loss,
+                **extra,
                 "validation_objective": v,
                 "cpu_minutes": round(pool.cpu_s(task_cpu_s, cpu0) / 60.0, 2),
                 "wall_s": round(time.perf_counter() - t_start, 1),
@@ -885,10 +934,19 @@ def run_cli(args: Any) -> int:
         ("workers", "workers"),
         ("loss", "loss"),
         ("baseline_weight", "baseline_weight"),
+        ("random_candidates", "random_candidates"),
+        ("critic_margin", "critic_margin"),
+        ("eval_episodes", "eval_episodes"),
     ):
         v = getattr(args, opt, None)
         if v is not None:
             over[name] = v
+    grid = getattr(args, "capacity_targets", None)
+    if grid:
+        try:
+            over["capacity_targets"] = tuple(float(x) for x in str(grid).split(","))
+        except ValueError:
+            raise ValueError(f"--capacity-targets: expected comma-separated numbers, got {grid!r}") from None
     target = TrainingTarget.from_flags(getattr(args, "app", None), getattr(args, "scenario", None))
     if target is not None:
         over.update(target.distribution())

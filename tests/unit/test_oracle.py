@@ -71,7 +71,13 @@ def test_an_imposed_intent_falls_back_to_its_base_and_then_to_the_defaults():
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("horizon_min", 0), ("capacity_targets", (1.5,)), ("move_budgets", (-0.1,)), ("placement_weights", ((1.0,),))],
+    [
+        ("horizon_min", 0),
+        ("capacity_targets", (1.5,)),
+        ("move_budgets", (-0.1,)),
+        ("placement_weights", ((1.0,),)),
+        ("random_candidates", -1),
+    ],
 )
 def test_bad_oracle_settings_are_refused_naming_the_field(field, value):
     with pytest.raises(ValueError, match=f"lookahead.{field}"):
@@ -82,3 +88,20 @@ def test_costs_are_per_minute_and_finite():
     run, _, sim = _run("hrl-constant")
     c = app_costs(run.app, sim.series)
     assert c.shape == (MINUTES,) and np.all(np.isfinite(c)) and np.all(c > 0)
+
+
+def test_random_candidates_vary_each_service_within_the_grid_and_repeat_for_the_same_run_and_minute():
+    run = build("baseline-2026-11", app="online-boutique", minutes=6, seed=3, offset_min=320, n_samples=100)
+    built = build_stack("lookahead-oracle", StackContext(run.app, run.cluster, run.config.seed, run.config, rps=run.rps))
+    oracle = built.handles["oracle"]
+    oracle.config = LookaheadConfig(capacity_targets=(0.5, 0.7, 0.9), random_candidates=3)
+    sim = built.simulation(run.app, run.rps, run.cluster, run.config)
+    first = oracle._random_intents(sim)
+    assert len(first) == 3 and first == oracle._random_intents(sim)  # the same run and minute: the same draws
+    caps = [set(i.capacity_target.values()) for i in first]
+    assert all(c <= {0.5, 0.7, 0.9} for c in caps) and any(len(c) > 1 for c in caps)  # per service, from the grid
+    assert all(set(i.capacity_target) == set(oracle.services) for i in first)
+    sim.advance()
+    assert oracle._random_intents(sim) != first  # another minute: other draws
+    labels = [c.label for c in oracle.decisions[0].candidates]
+    assert [lb for lb in labels if lb.startswith("random ")] == ["random 0", "random 1", "random 2"]
