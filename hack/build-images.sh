@@ -126,7 +126,6 @@ build_all() {  # $1: extra podman build options
   # shellcheck disable=SC2086
   podman build -q $1 "${common[@]}" -v "$wheels:/wheels:ro" -f "$ctx/manifests/images/Dockerfile" --target runtime \
     -t "$runtime_image" --build-arg BASE_IMAGE="$base_image" --build-arg SOURCE_DATE_EPOCH="$base_epoch" \
-    --build-arg VERSION="$tag" --build-arg REVISION="$revision" --build-arg CREATED="$created" \
     --build-arg BASE_DIGEST="$base_sha" "$ctx" >/dev/null
   log "$runtime_image: built in $(( $(date +%s) - t0 )) s"
   # ... then each image's own stage of the Dockerfile (its FROM runtime ... up to the next FROM) over it.
@@ -142,12 +141,13 @@ build_all() {  # $1: extra podman build options
       on' "$ctx/manifests/images/Dockerfile" > "$ctx/Containerfile.$stage"
     [ "$(wc -l < "$ctx/Containerfile.$stage")" -gt 1 ] || { echo "build-images: no stage '$stage' in the Dockerfile" >&2; exit 2; }
     # shellcheck disable=SC2086
-    # --label: the commit's time and revision on the image itself, also when every layer comes from the cache (a
-    # commit that changes nothing in the image's context reuses the LABEL steps of the earlier commit's build)
+    # --label: the version, the commit's time and revision on the image itself, as the last steps of its build and
+    # never in the Dockerfile: buildah's layer cache keys a LABEL step on its unexpanded text, so a LABEL
+    # "${REVISION}" would be reused from an earlier commit's build (a stale label, and a step ID in the image's
+    # history that a cold build does not make: a warm and a cold build of one commit would differ)
     podman build -q $1 "${common[@]}" -f "$ctx/Containerfile.$stage" -t "$image" --build-arg BASE_IMAGE="$base_image" \
-      --build-arg VERSION="$tag" --build-arg REVISION="$revision" --build-arg CREATED="$created" \
-      --label "org.opencontainers.image.created=$created" --label "org.opencontainers.image.revision=$revision" \
-      --build-arg BASE_DIGEST="$base_sha" "$ctx" >/dev/null
+      --label "org.opencontainers.image.version=$tag" --label "org.opencontainers.image.created=$created" \
+      --label "org.opencontainers.image.revision=$revision" --build-arg BASE_DIGEST="$base_sha" "$ctx" >/dev/null
     id=$(podman image inspect --format '{{.Id}}' "$image")
     local archive="$out/$name-$tag.oci.tar"
     if [ -s "$archive" ] && [ "$(cat "$archive.id" 2>/dev/null)" = "$id" ]; then
