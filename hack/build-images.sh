@@ -140,14 +140,16 @@ build_all() {  # $1: extra podman build options
       /^FROM / { on = ($0 ~ (" AS " stage "$")); if (on) { print ($2 == "runtime" ? from : $0); next } }
       on' "$ctx/manifests/images/Dockerfile" > "$ctx/Containerfile.$stage"
     [ "$(wc -l < "$ctx/Containerfile.$stage")" -gt 1 ] || { echo "build-images: no stage '$stage' in the Dockerfile" >&2; exit 2; }
+    # The version, the commit's time and revision: the stage's last step, a LABEL with the values written out. Not
+    # a LABEL "${REVISION}" of the Dockerfile (buildah's layer cache keys a step on its text before the ARGs are
+    # expanded: it would reuse an earlier commit's step, whose ID every later step records in the image's history,
+    # so a warm and a cold build of one commit would differ), and not `podman build --label` (not in the cache key
+    # either, and set on every step a cold build makes: the same effect).
+    printf 'LABEL org.opencontainers.image.version="%s" org.opencontainers.image.revision="%s" org.opencontainers.image.created="%s"\n' \
+      "$tag" "$revision" "$created" >> "$ctx/Containerfile.$stage"
     # shellcheck disable=SC2086
-    # --label: the version, the commit's time and revision on the image itself, as the last steps of its build and
-    # never in the Dockerfile: buildah's layer cache keys a LABEL step on its unexpanded text, so a LABEL
-    # "${REVISION}" would be reused from an earlier commit's build (a stale label, and a step ID in the image's
-    # history that a cold build does not make: a warm and a cold build of one commit would differ)
     podman build -q $1 "${common[@]}" -f "$ctx/Containerfile.$stage" -t "$image" --build-arg BASE_IMAGE="$base_image" \
-      --label "org.opencontainers.image.version=$tag" --label "org.opencontainers.image.created=$created" \
-      --label "org.opencontainers.image.revision=$revision" --build-arg BASE_DIGEST="$base_sha" "$ctx" >/dev/null
+      --build-arg BASE_DIGEST="$base_sha" "$ctx" >/dev/null
     id=$(podman image inspect --format '{{.Id}}' "$image")
     local archive="$out/$name-$tag.oci.tar"
     if [ -s "$archive" ] && [ "$(cat "$archive.id" 2>/dev/null)" = "$id" ]; then
