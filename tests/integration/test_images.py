@@ -13,7 +13,8 @@ non-root user, host networking (so the container reaches the test control plane 
 - a rebuild without the layer cache (`hack/build-images.sh --check-reproducible`) of hrl-extender (the Python
   layers the three Python images share: the locked venv, the package's wheel, hash-based .pyc files) and of
   hrl-kube-scheduler (the Go binary on the base) gives the digests of the build before it, which came from the warm
-  cache (typically an earlier commit's layers): run last, as it re-tags the images when it fails.
+  cache (typically an earlier commit's steps: what the labels of the commit must not leak into, see
+  manifests/images/Dockerfile); run last, as it re-tags the images when it fails.
 
 Without podman the module is skipped with the reason, except in CI (``CI`` or ``HRL_REQUIRE_IMAGES`` set, as
 `.ci/run` does), where it fails: CI must build and run the images (`make test` installs the tools as root,
