@@ -692,6 +692,13 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         arg("--samples", type=int, default=None, metavar="N", help="user requests sampled per minute (default 2000)"),
         arg("--seed", type=int, default=0, help="random seed"),
         arg("--json", metavar="PATH", help="write one flat JSON object to PATH ('-' for stdout)"),
+        arg(
+            "--bundles",
+            metavar="DIR",
+            default=None,
+            help="the learned stacks load their bundles from DIR, laid out like policy/bundles (e.g. "
+            "out/train/<app>/bundles of 'hrl-policy train --app'; @tseed=N: DIR/seeds/N) instead of policy/bundles",
+        ),
     ],
 )
 def cmd_simulate(args: argparse.Namespace) -> int:
