@@ -126,7 +126,6 @@ build_all() {  # $1: extra podman build options
   # shellcheck disable=SC2086
   podman build -q $1 "${common[@]}" -v "$wheels:/wheels:ro" -f "$ctx/manifests/images/Dockerfile" --target runtime \
     -t "$runtime_image" --build-arg BASE_IMAGE="$base_image" --build-arg SOURCE_DATE_EPOCH="$base_epoch" \
-    --build-arg VERSION="$tag" --build-arg REVISION="$revision" --build-arg CREATED="$created" \
     --build-arg BASE_DIGEST="$base_sha" "$ctx" >/dev/null
   log "$runtime_image: built in $(( $(date +%s) - t0 )) s"
   # ... then each image's own stage of the Dockerfile (its FROM runtime ... up to the next FROM) over it.
@@ -141,12 +140,15 @@ build_all() {  # $1: extra podman build options
       /^FROM / { on = ($0 ~ (" AS " stage "$")); if (on) { print ($2 == "runtime" ? from : $0); next } }
       on' "$ctx/manifests/images/Dockerfile" > "$ctx/Containerfile.$stage"
     [ "$(wc -l < "$ctx/Containerfile.$stage")" -gt 1 ] || { echo "build-images: no stage '$stage' in the Dockerfile" >&2; exit 2; }
+    # The version, the commit's time and revision: the stage's last step, a LABEL with the values written out. Not
+    # a LABEL "${REVISION}" of the Dockerfile (buildah's layer cache keys a step on its text before the ARGs are
+    # expanded: it would reuse an earlier commit's step, whose ID every later step records in the image's history,
+    # so a warm and a cold build of one commit would differ), and not `podman build --label` (not in the cache key
+    # either, and set on every step a cold build makes: the same effect).
+    printf 'LABEL org.opencontainers.image.version="%s" org.opencontainers.image.revision="%s" org.opencontainers.image.created="%s"\n' \
+      "$tag" "$revision" "$created" >> "$ctx/Containerfile.$stage"
     # shellcheck disable=SC2086
-    # --label: the commit's time and revision on the image itself, also when every layer comes from the cache (a
-    # commit that changes nothing in the image's context reuses the LABEL steps of the earlier commit's build)
     podman build -q $1 "${common[@]}" -f "$ctx/Containerfile.$stage" -t "$image" --build-arg BASE_IMAGE="$base_image" \
-      --build-arg VERSION="$tag" --build-arg REVISION="$revision" --build-arg CREATED="$created" \
-      --label "org.opencontainers.image.created=$created" --label "org.opencontainers.image.revision=$revision" \
       --build-arg BASE_DIGEST="$base_sha" "$ctx" >/dev/null
     id=$(podman image inspect --format '{{.Id}}' "$image")
     local archive="$out/$name-$tag.oci.tar"

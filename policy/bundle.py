@@ -76,6 +76,7 @@ __all__ = [
     "DEFAULT_BUNDLES",
     "SEED_BUNDLES",
     "training_seed_root",
+    "bundles_root_arg",
     "require_seed_bundle",
     "BundleMissing",
     "require_bundle",
@@ -619,6 +620,27 @@ def training_seed_root(training_seed: int, root: str | Path | None = None) -> Pa
     if training_seed == 0:
         return Path(root) if root is not None else DEFAULT_BUNDLES
     return (Path(root) / "seeds" if root is not None else SEED_BUNDLES) / str(training_seed)
+
+
+def bundles_root_arg(value: str | Path, flag: str = "--bundles") -> Path:
+    """The bundles root a command line names (``--bundles DIR`` of ``hrl-policy simulate`` and ``python -m
+    policy.bench``), absolute: a directory laid out like :data:`DEFAULT_BUNDLES` (``<stack>/{low,high}``, ``drpc``,
+    ``encoder``, ``seeds/<N>/...``), e.g. the ``out/train/<app>/bundles`` of ``hrl-policy train --app``. Raises
+    ValueError, one line naming ``flag`` and the value, when it is not a directory or holds no bundle (no
+    ``manifest.json`` one to four levels down). Which bundles a stack needs is checked when the stack is built
+    (:class:`BundleMissing` naming the path)."""
+    p = Path(value).expanduser()
+    if not p.is_dir():
+        raise ValueError(
+            f"{flag}: {'not a directory' if p.exists() else 'no such directory'} (got {str(value)!r}); expected a "
+            "bundles root laid out like policy/bundles"
+        )
+    if not any(next(p.glob("*/" * depth + MANIFEST), None) for depth in range(1, 5)):
+        raise ValueError(
+            f"{flag}: no policy bundle in {str(value)!r} (expected <stack>/low/{MANIFEST} and the others, laid out "
+            "like policy/bundles)"
+        )
+    return p.resolve()
 
 
 def require_seed_bundle(path: str | Path, what: str, training_seed: int) -> Path:

@@ -16,7 +16,8 @@
 - :func:`say`: one message for the user on stderr: the line as is with ``text``, one record with ``json``.
 - :func:`progress` / :func:`showing_progress`: progress of long loops, for the commands that turn it on: a tqdm
   bar on a terminal, else (a Pod's log, ``--log-format json``, CI) a record every 10 s and one at the end, in the
-  log format.
+  log format; :func:`progress_bar` the same for a loop that counts by hand (a training loop's steps, with its
+  running loss as structured fields); :func:`note` a line of a long command's progress (a training iteration).
 - :func:`register_process_metrics`: ``hrl_build_info{component,version,python_version}`` (always 1) and
   prometheus-client's process (``process_*``: CPU seconds, resident memory, open fds, start time), platform
   (``python_info``) and garbage-collector (``python_gc_*``) collectors, on the registry passed in.
@@ -55,6 +56,9 @@ __all__ = [
     "configure_logging",
     "say",
     "progress",
+    "progress_bar",
+    "ProgressBar",
+    "note",
     "showing_progress",
     "PROGRESS_LOG_INTERVAL_S",
     "PROGRESS_MIN_S",
@@ -244,28 +248,93 @@ def progress(iterable: Iterable[T], desc: str, total: int | None = None, unit: s
 
 
 def _logged_progress(iterable: Iterable[T], desc: str, total: int | None, unit: str) -> Iterator[T]:
-    log = logging.getLogger("progress")
-    log.setLevel(logging.INFO)  # reported even where the command logs warnings only
-    t0 = last = time.monotonic()
-    done = 0
-
-    def record(final: bool) -> None:
-        elapsed = time.monotonic() - t0
-        of = f"/{total}" if total is not None else ""
-        log.info(
-            "%s: %d%s %s (%.1f s)%s", desc, done, of, unit, elapsed, " done" if final else "",
-            extra={"done": done, "total": total, "elapsed_s": round(elapsed, 1)},
-        )  # fmt: skip
-
+    bar = ProgressBar(desc, total, unit, "records")
     for item in iterable:
         yield item
-        done += 1
-        now = time.monotonic()
-        if now - last >= PROGRESS_LOG_INTERVAL_S:
-            last = now
-            record(False)
-    if time.monotonic() - t0 >= PROGRESS_MIN_S:
-        record(True)
+        bar.update(1)
+    bar.close()
+
+
+class ProgressBar:
+    """The progress of a loop that counts by hand (:func:`progress_bar`): ``update(n)`` after each step,
+    ``set_postfix(**fields)`` for the running figures (a loss, a return), ``close()`` at the end (or ``with``).
+    ``mode``: ``"off"`` (nothing reported), ``"terminal"`` (a tqdm bar on stderr) or ``"records"`` (a record
+    ``"DESC: N/TOTAL UNIT (S s) key=value ..."`` of logger ``progress`` every :data:`PROGRESS_LOG_INTERVAL_S` and
+    at the end when the loop took :data:`PROGRESS_MIN_S` or more; structured fields ``done``, ``total``,
+    ``elapsed_s`` and ``postfix``, the last figures set). ``shown``: whether it reports anything (a loop may log
+    its own lines when it does not)."""
+
+    def __init__(self, desc: str, total: int | None, unit: str, mode: Literal["off", "terminal", "records"]):
+        self.desc, self.total, self.unit, self.mode = desc, total, unit, mode
+        self.shown = mode != "off"
+        self.done = 0
+        self.postfix: dict[str, str] = {}
+        self._t0 = self._last = time.monotonic()
+        self._bar: Any = None
+        if mode == "terminal":
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False)
+
+    def update(self, n: int = 1) -> None:
+        """``n`` more steps done."""
+        self.done += n
+        if self._bar is not None:
+            self._bar.update(n)
+        elif self.mode == "records" and time.monotonic() - self._last >= PROGRESS_LOG_INTERVAL_S:
+            self._last = time.monotonic()
+            self._record(False)
+
+    def set_postfix(self, **fields: Any) -> None:
+        """The running figures shown next to the count (values as text, e.g. ``loss="0.0123"``)."""
+        self.postfix = {k: str(v) for k, v in fields.items()}
+        if self._bar is not None:
+            self._bar.set_postfix(**fields)
+
+    def close(self) -> None:
+        """The end: the terminal bar removed, or the final record (a loop under :data:`PROGRESS_MIN_S` has none)."""
+        if self._bar is not None:
+            self._bar.close()
+        elif self.mode == "records" and time.monotonic() - self._t0 >= PROGRESS_MIN_S:
+            self._record(True)
+        self.mode = "off"  # a second close() says nothing
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _record(self, final: bool) -> None:
+        log = logging.getLogger("progress")
+        log.setLevel(logging.INFO)  # reported even where the command logs warnings only
+        elapsed = time.monotonic() - self._t0
+        of = f"/{self.total}" if self.total is not None else ""
+        figures = "".join(f" {k}={v}" for k, v in self.postfix.items())
+        extra: dict[str, Any] = {"done": self.done, "total": self.total, "elapsed_s": round(elapsed, 1)}
+        if self.postfix:
+            extra["postfix"] = dict(self.postfix)
+        log.info(
+            "%s: %d%s %s (%.1f s)%s%s", self.desc, self.done, of, self.unit, elapsed, figures,
+            " done" if final else "", extra=extra,
+        )  # fmt: skip
+
+
+def progress_bar(desc: str, total: int | None = None, unit: str = "it", enabled: bool = True) -> ProgressBar:
+    """A :class:`ProgressBar` for a loop that counts by hand, reporting as :func:`progress` does: off unless a command
+    turned :func:`showing_progress` on (and ``enabled``: the caller's own switch, e.g. a trainer's ``progress``); a
+    tqdm bar on a terminal with text logs; else records of logger ``progress`` (JSON ones with ``--log-format
+    json``)."""
+    if not (enabled and _progress_on.get()):
+        return ProgressBar(desc, total, unit, "off")
+    return ProgressBar(desc, total, unit, "terminal" if _format != "json" and sys.stderr.isatty() else "records")
+
+
+def note(text: str) -> None:
+    """A line of a long command's progress for the user (a training iteration, an evaluation, a stage's result):
+    :func:`say` at INFO as logger ``hrl-policy`` (the line as is with ``text``, one record with ``json``, whatever
+    the log level)."""
+    say(text, logging.INFO, prog="hrl-policy")
 
 
 def register_process_metrics(

@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from tqdm import tqdm
@@ -29,6 +29,7 @@ __all__ = [
     "UTIL_KEYS",
     "simulate_command",
     "node_cpu_utilization",
+    "RunSetting",
     "run_one",
     "run_seeds",
     "run_all",
@@ -55,15 +56,18 @@ def cached_scenario(name: str):
     return _SCENARIOS[name]
 
 
-def simulate_command(cell: Cell, policy: str, seed: int | str, n_samples: int | None) -> str:
+def simulate_command(cell: Cell, policy: str, seed: int | str, n_samples: int | None, bundles: str = "") -> str:
     """The ``hrl-policy simulate`` command that reproduces one run of ``cell`` (``--offset`` / ``--samples``: the
-    window offset and the sampled requests per minute; no ``--samples`` = the simulator's default)."""
+    window offset and the sampled requests per minute; no ``--samples`` = the simulator's default; ``--bundles``:
+    the bundles root of the learned stacks, when not the committed one)."""
     parts = ["hrl-policy simulate", f"--scenario {shlex.quote(cell.scenario)}"]
     if cell.app is not None:
         parts.append(f"--app {shlex.quote(cell.app)} --trace {shlex.quote(str(cell.trace))}")
     parts += [f"--policy '{policy}'", f"--minutes {cell.minutes} --offset {cell.offset_min}"]
     if n_samples is not None:
         parts.append(f"--samples {n_samples}")
+    if bundles:
+        parts.append(f"--bundles {shlex.quote(bundles)}")
     parts.append(f"--seed {seed} --json -")
     return " ".join(parts)
 
@@ -96,20 +100,26 @@ def _finite_or_none(v: float) -> float | None:
     return float(v) if math.isfinite(v) else None
 
 
+class RunSetting(NamedTuple):
+    """How a run of a cell is set up besides its stack and seed: the window (``minutes`` from ``offset_min``),
+    ``n_samples`` (sampled user requests per minute; None: the simulator's default) and ``bundles`` (the bundles root
+    the learned stacks load, ``--bundles``; "": the committed ``policy/bundles``). A tuple, so a task's arguments stay
+    JSON (its journal key, :func:`policy.bench.runner.task_key`)."""
+
+    minutes: int
+    offset_min: int
+    n_samples: int | None
+    bundles: str = ""
+
+
 def run_one(
-    scenario: str,
-    app: str | None,
-    trace: str | None,
-    policy: str,
-    seed: int,
-    minutes: int,
-    offset_min: int,
-    n_samples: int | None,
+    scenario: str, app: str | None, trace: str | None, policy: str, seed: int, setting: RunSetting
 ) -> dict[str, Any]:
     """One simulation of stack ``policy`` in ``scenario`` (a built-in name or a scenario file), built by
     :func:`policy.sim.scenario.build` exactly as ``hrl-policy simulate --scenario SCENARIO [--app APP --trace
-    TRACE] --minutes MINUTES --offset OFFSET_MIN [--samples N_SAMPLES] --seed SEED`` builds it (``app`` / ``trace``
-    None: the scenario's own, the only choice for a scenario of several apps).
+    TRACE] --minutes MINUTES --offset OFFSET_MIN [--samples N_SAMPLES] [--bundles BUNDLES] --seed SEED`` builds it,
+    with the values of ``setting`` (``app`` / ``trace`` None: the scenario's own, the only choice for a scenario of
+    several apps).
 
     Returns the run record (JSON-able): ``scenario``, ``family``, ``app`` / ``trace`` (names; several apps' joined
     with ``+``), ``policy``, ``seed``, ``minutes``, ``offset_min``, ``samples``, ``nodes``, ``metrics`` (the eight
@@ -121,6 +131,7 @@ def run_one(
     ``cpu_s``. Raises ValueError for a bad
     scenario, app, trace or window."""
     t0, c0 = time.perf_counter(), time.process_time()
+    minutes, offset_min, n_samples, bundles = RunSetting(*setting)  # a list after a journal or a Ray round trip
     scn = cached_scenario(scenario)
     spec = None if app is None else cached_app(resolve_app(app, scn))
     run = build(scn, app=spec, trace=trace, minutes=minutes, seed=seed, offset_min=offset_min, n_samples=n_samples)
@@ -132,6 +143,7 @@ def run_one(
         run.cluster,
         run.config,
         on_minute=lambda sim: util.append(node_cpu_utilization(sim)),
+        bundles=bundles or None,
     )
     hist, _ = np.histogram(
         np.clip(res.latency_samples_ms, HIST_EDGES_MS[0], HIST_EDGES_MS[-1]),
@@ -165,18 +177,11 @@ def run_one(
 
 
 def run_seeds(
-    scenario: str,
-    app: str | None,
-    trace: str | None,
-    policy: str,
-    seeds: Sequence[int],
-    minutes: int,
-    offset_min: int,
-    n_samples: int | None,
+    scenario: str, app: str | None, trace: str | None, policy: str, seeds: Sequence[int], setting: RunSetting
 ) -> dict[str, Any]:
     """:func:`run_one` for each of ``seeds`` in turn, in one process: ``{"runs": [record, ...]}`` (a task of the
     bench: one seed each today; a stack whose seeds share work cached per process may batch them)."""
-    return {"runs": [run_one(scenario, app, trace, policy, s, minutes, offset_min, n_samples) for s in seeds]}
+    return {"runs": [run_one(scenario, app, trace, policy, s, setting) for s in seeds]}
 
 
 def run_all(

@@ -127,8 +127,9 @@ class Mode:
     """A benchmark size (a mode of the plan, with the command line's overrides): its ``name`` (quick, full), the
     ``plan`` file, ``seeds``, the run length ``minutes`` (minutes, ``"scenario"`` or ``"window"``; cells may
     override it), ``n_samples`` (sampled user requests per minute; None: the simulator's default), the
-    baselines' ``sweep`` (quick, full or none), the ``training_seeds`` the learned stacks run at and the ``oracle``
-    (the setting of ``lookahead-oracle`` the mode runs; empty: none)."""
+    baselines' ``sweep`` (quick, full or none), the ``training_seeds`` the learned stacks run at, the ``oracle``
+    (the setting of ``lookahead-oracle`` the mode runs; empty: none) and ``bundles``, the bundles root the learned
+    stacks load (``--bundles``, an absolute path; empty: the committed ``policy/bundles``)."""
 
     name: str
     seeds: tuple[int, ...]
@@ -138,6 +139,7 @@ class Mode:
     plan: str = ""
     training_seeds: tuple[int, ...] = (0,)
     oracle: str = ""
+    bundles: str = ""
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,8 @@ scenario), ``benchmarks/summary.json`` and the plots in ``benchmarks/<scenario>/
     python -m policy.bench --full --resume  # finish an interrupted run (finished runs are journaled)
     python -m policy.bench --quick --scenarios baseline-2026-11 --apps my/app.yaml --traces my.csv \\
         --policies my-stack --out out/mine
+    python -m policy.bench --quick --scenarios network-edge --apps apps/shop \\
+        --policies hrl-scheduler,default-kube-scheduler --bundles out/train/shop/bundles   # your app's own bundles
 
 Every run is built by :func:`policy.sim.scenario.build`, as ``hrl-policy simulate --scenario`` builds it, so the
 command the report prints for a cell reproduces its runs exactly. Every stack named runs with, per cell, the
@@ -26,9 +28,11 @@ the Pareto fronts, every contender at equal CPU to the best baseline front, the 
 oracle, the best baseline setting, the best constant, every contender's share of the oracle's gain, the cells where
 the oracle loses to a baseline), the learned stacks' spread across training seeds next to the spread across
 evaluation seeds with the ablation verdicts, the learned stacks' guardrail counters, and per cell its run window,
-role (training or held-out app) and the ``hrl-policy simulate`` command. Only the standard run (the shipped plan,
-unnarrowed, every planned stack, with the sweeps) writes BENCHMARKS.md and ``benchmarks/``; any other selection
-writes to ``--out`` (default ``out/bench``).
+role (training or held-out app) and the ``hrl-policy simulate`` command. ``--bundles DIR`` runs the learned stacks
+on the bundles under DIR (laid out like ``policy/bundles``, e.g. what ``hrl-policy train --app`` wrote) instead of
+the committed ones; the cells' commands carry it. Only the standard run (the shipped plan, unnarrowed, every planned
+stack, with the sweeps, the committed bundles) writes BENCHMARKS.md and ``benchmarks/``; any other selection writes
+to ``--out`` (default ``out/bench``).
 
 This module is the command; its parts: :mod:`.common` (paths, modes, the mean and its ci95), :mod:`.cells` (one run
 as a Ray task, the runs of a plan), :mod:`.summary` (``summary.json``: aggregation, comparisons, its schema check),
@@ -51,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from policy.bundle import bundles_root_arg
 from policy.config import ConfigError
 from policy.sim.engine import SimConfig
 from policy.sim.scenario import BASELINE as BASELINE_SCENARIO
@@ -66,6 +71,7 @@ from policy.sim.traces import load_trace
 
 from .cells import (
     UTIL_KEYS,
+    RunSetting,
     cached_app,
     cached_scenario,
     node_cpu_utilization,
@@ -117,6 +123,7 @@ __all__ = [
     "CELL_KEYS",
     "simulate_command",
     "node_cpu_utilization",
+    "RunSetting",
     "run_one",
     "run_seeds",
     "run_all",
@@ -136,9 +143,11 @@ __all__ = [
 # ---- the command ---------------------------------------------------------------------------------------------
 
 
-def unavailable_stacks(policies: Sequence[str], cell: Cell) -> dict[str, str]:
+def unavailable_stacks(policies: Sequence[str], cell: Cell, bundles: str = "") -> dict[str, str]:
     """The stacks among ``policies`` whose factory fails in ``cell`` (its scenario's cluster and app), with the
-    one-line reason (each factory is called once; its ``close()`` too)."""
+    one-line reason (each factory is called once; its ``close()`` too); ``bundles``: the bundles root the learned
+    stacks load (empty: the committed ``policy/bundles``)."""
+    root = Path(bundles) if bundles else None
     scn = cached_scenario(cell.scenario)
     run = build(
         scn, app=None if cell.app is None else cached_app(resolve_app(cell.app, scn)), trace=cell.trace, minutes=1
@@ -146,7 +155,7 @@ def unavailable_stacks(policies: Sequence[str], cell: Cell) -> dict[str, str]:
     out = {}
     for p in policies:
         try:
-            ctx = StackContext(run.app, run.cluster, 0, SimConfig(minutes=1), rps=np.zeros_like(run.rps))
+            ctx = StackContext(run.app, run.cluster, 0, SimConfig(minutes=1), rps=np.zeros_like(run.rps), bundles=root)
             built = build_stack(p, ctx)
             if built.close is not None:
                 built.close()
@@ -209,6 +218,14 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-ray", action="store_true", help="run every simulation in this process, one by one")
     ap.add_argument("--out", default=None, help="output folder (default: benchmarks/ for the standard run)")
     ap.add_argument(
+        "--bundles",
+        default=None,
+        metavar="DIR",
+        help="the learned stacks load their bundles from DIR, laid out like policy/bundles (e.g. "
+        "out/train/<app>/bundles of 'hrl-policy train --app'; training seed N: DIR/seeds/N), not policy/bundles; "
+        "DIR must be readable where the simulations run (every node of a --ray-address cluster)",
+    )
+    ap.add_argument(
         "--resume",
         action="store_true",
         help="reuse the runs of an interrupted benchmark with the same arguments (journal: "
@@ -268,7 +285,7 @@ def _select(args: argparse.Namespace, plan: BenchPlan, mode: Mode, cell: Cell) -
     skipped = dict.fromkeys(
         unknown, "not a registered stack (built-in or an entry point of group hrl_scheduler.stacks)"
     )
-    skipped |= unavailable_stacks([p for p in policies if p not in unknown], cell)
+    skipped |= unavailable_stacks([p for p in policies if p not in unknown], cell, mode.bundles)
     if skipped and args.policies:
         raise _fail("; ".join(f"{p}: {why}" for p, why in skipped.items()))
     for p, why in skipped.items():
@@ -276,7 +293,7 @@ def _select(args: argparse.Namespace, plan: BenchPlan, mode: Mode, cell: Cell) -
     policies = [p for p in policies if p not in skipped]
     variants = learned_runs(policies, mode.training_seeds)
     extra = [v for names in variants.values() for v in names[1:]]
-    missing = unavailable_stacks(extra, cell)
+    missing = unavailable_stacks(extra, cell, mode.bundles)
     if missing and not plan.spec.skip_missing_training_seeds:
         by_seed: dict[int, list[str]] = {}
         for p in missing:
@@ -325,7 +342,8 @@ def _tasks(cells: Sequence[Cell], stacks: Sequence[str], mode: Mode) -> list[tup
         for p in stacks:
             w = n * _COST.get(parse_stack_name(p)[0], 1.0)
             for s in mode.seeds:
-                tasks.append((w, (c.scenario, c.app, c.trace, p, (s,), c.minutes, c.offset_min, mode.n_samples)))
+                setting = RunSetting(c.minutes, c.offset_min, mode.n_samples, mode.bundles)
+                tasks.append((w, (c.scenario, c.app, c.trace, p, (s,), setting)))
     return [t for _w, t in sorted(tasks, key=lambda wt: -wt[0])]
 
 
@@ -338,6 +356,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise _fail(f"--{opt}: must be >= 1, got {v}")
     if args.no_ray and args.ray_address:
         raise _fail("--no-ray and --ray-address exclude each other")
+    try:
+        bundles = str(bundles_root_arg(args.bundles)) if args.bundles is not None else ""
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
 
     scenarios, apps, traces = _split(args.scenarios), _split(args.apps), _split(args.traces)
     try:
@@ -379,6 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         str(plan_path.relative_to(ROOT)) if plan_path.is_relative_to(ROOT) else str(plan_path),
         _training_seeds(args.training_seeds, plan.spec.training_seeds),
         spec.oracle,
+        bundles,
     )
     sel = _select(args, plan, mode, cells[0])
     mode = replace(mode, oracle=sel.roles.oracle)  # the setting that runs (--policies may name another)
@@ -393,6 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         and args.minutes is None
         and args.samples is None
         and not args.no_sweep
+        and not bundles
         and sel.every_planned
     )
     out = Path(args.out) if args.out else (BENCH_DIR if standard else ROOT / "out" / "bench")

@@ -225,7 +225,7 @@ def build_summary(
             "offset_min": c.offset_min,
             "samples": int(first["samples"]),
             "nodes": int(first["nodes"]),
-            "command": simulate_command(c, "{stack}", "{seed}", mode.n_samples),
+            "command": simulate_command(c, "{stack}", "{seed}", mode.n_samples, mode.bundles),
         }
     flat = [r for rs in per.values() for r in rs]
     comp = comparisons(flat, roles.baselines, roles.contenders)

@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from tabulate import tabulate
 
-from policy.telemetry import say
+from policy.telemetry import say, showing_progress
 
 from .core import PROG, arg, subcommand
 
@@ -244,7 +244,8 @@ TENSORBOARD_ARG = arg(
 def cmd_train(args: argparse.Namespace) -> int:
     from .train import cmd_train as run  # lazy: the stages import torch themselves
 
-    return run(args)
+    with showing_progress():  # a bar on a terminal, else progress records (JSON with --log-format json)
+        return run(args)
 
 
 @subcommand(
@@ -268,16 +269,17 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_train_encoder(args: argparse.Namespace) -> int:
     from policy.train.encoder import run_cli  # lazy: torch
 
-    return run_cli(
-        args.out,
-        args.quick,
-        args.seed,
-        args.epochs,
-        args.layers,
-        args.json,
-        checkpoint=args.checkpoint,
-        ablation=args.ablation,
-    )
+    with showing_progress():  # a bar on a terminal, else progress records (JSON with --log-format json)
+        return run_cli(
+            args.out,
+            args.quick,
+            args.seed,
+            args.epochs,
+            args.layers,
+            args.json,
+            checkpoint=args.checkpoint,
+            ablation=args.ablation,
+        )
 
 
 @subcommand(
@@ -333,9 +335,10 @@ def cmd_export_encoder(args: argparse.Namespace) -> int:
 def cmd_train_drpc(args: argparse.Namespace) -> int:
     from policy.train.drpc import run_cli  # lazy: torch
 
-    return run_cli(
-        args.students, args.minutes, args.seed, args.run_dir, args.out, args.apps, args.predictor, args.quick
-    )
+    with showing_progress():  # a bar on a terminal, else progress records (JSON with --log-format json)
+        return run_cli(
+            args.students, args.minutes, args.seed, args.run_dir, args.out, args.apps, args.predictor, args.quick
+        )
 
 
 @subcommand(
@@ -373,7 +376,8 @@ def cmd_train_drpc(args: argparse.Namespace) -> int:
 def cmd_train_placement(args: argparse.Namespace) -> int:
     from policy.train.placement import run_cli  # lazy: torch
 
-    return run_cli(args)
+    with showing_progress():  # a bar on a terminal, else progress records (JSON with --log-format json)
+        return run_cli(args)
 
 
 @subcommand(
@@ -415,7 +419,8 @@ def cmd_train_placement(args: argparse.Namespace) -> int:
 def cmd_train_hierarchy(args: argparse.Namespace) -> int:
     from policy.train.hierarchy import run_cli  # lazy: torch
 
-    return run_cli(args)
+    with showing_progress():  # a bar on a terminal, else progress records (JSON with --log-format json)
+        return run_cli(args)
 
 
 @subcommand(
@@ -490,7 +495,8 @@ def cmd_train_hierarchy(args: argparse.Namespace) -> int:
 def cmd_train_dagger(args: argparse.Namespace) -> int:
     from policy.train.dagger import run_cli  # lazy: torch
 
-    return run_cli(args)
+    with showing_progress():  # a bar on a terminal, else progress records (JSON with --log-format json)
+        return run_cli(args)
 
 
 @subcommand(
@@ -510,7 +516,8 @@ def cmd_train_dagger(args: argparse.Namespace) -> int:
 def cmd_train_constant(args: argparse.Namespace) -> int:
     from policy.train.constant import run_cli  # lazy: Ray
 
-    return run_cli(args)
+    with showing_progress():  # a bar on a terminal, else progress records (JSON with --log-format json)
+        return run_cli(args)
 
 
 @subcommand(
@@ -712,6 +719,13 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         arg("--samples", type=int, default=None, metavar="N", help="user requests sampled per minute (default 2000)"),
         arg("--seed", type=int, default=0, help="random seed"),
         arg("--json", metavar="PATH", help="write one flat JSON object to PATH ('-' for stdout)"),
+        arg(
+            "--bundles",
+            metavar="DIR",
+            default=None,
+            help="the learned stacks load their bundles from DIR, laid out like policy/bundles (e.g. "
+            "out/train/<app>/bundles of 'hrl-policy train --app'; @tseed=N: DIR/seeds/N) instead of policy/bundles",
+        ),
     ],
 )
 def cmd_simulate(args: argparse.Namespace) -> int:

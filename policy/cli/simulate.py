@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from policy.bundle import bundles_root_arg
 from policy.sim.run import simulate
 from policy.sim.scenario import run_scenario
 from policy.telemetry import say, showing_progress
@@ -19,6 +20,7 @@ __all__ = ["cmd_simulate"]
 
 def _run(args):
     """The run ``args`` names: ``(flat, result)``; ValueError for missing or bad arguments."""
+    bundles = None if args.bundles is None else bundles_root_arg(args.bundles)
     if args.scenario is None:
         missing = [f for f, v in (("--app", args.app), ("--trace", args.trace)) if v is None]
         if missing:
@@ -32,6 +34,7 @@ def _run(args):
             args.seed,
             offset_min=args.offset,
             n_samples=args.samples,
+            bundles=bundles,
         )
     else:
         flat, res = run_scenario(
@@ -44,6 +47,7 @@ def _run(args):
             seed=args.seed,
             offset_min=args.offset,
             n_samples=args.samples,
+            bundles=bundles,
         )
     return flat, res
 
@@ -52,8 +56,9 @@ def cmd_simulate(args) -> int:
     """The body of ``hrl-policy simulate``: the JSON object to ``--json PATH`` (``-`` = stdout) or a table.
 
     Without ``--scenario``, ``--app`` and ``--trace`` are required (the bench's classic setting,
-    :func:`policy.sim.run.simulate`); with it, they replace the app and trace of a one-app scenario. Raises
-    ValueError (exit 2, one line) for missing or bad arguments."""
+    :func:`policy.sim.run.simulate`); with it, they replace the app and trace of a one-app scenario. ``--bundles
+    DIR``: the learned stacks load their bundles from DIR (:func:`policy.bundle.bundles_root_arg`) instead of the
+    committed ``policy/bundles``. Raises ValueError (exit 2, one line) for missing or bad arguments."""
     with showing_progress():
         flat, res = _run(args)
     if args.json:

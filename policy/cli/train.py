@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from policy.telemetry import say
+from policy.telemetry import note, say
 from policy.train import pipeline
 from policy.train.episodes import TrainingTarget
 from policy.train.finetune import FINE_TUNED_STAGES, FineTune
@@ -57,6 +57,7 @@ def cmd_train(args: Any) -> int:
         quick=args.quick,
         seed=args.seed,
         stages=stages,
+        log=note,  # each stage's lines: plain lines with text logs, records with --log-format json
         options=pipeline.StageOptions(target, board, fine_tune),
     )
     full = not args.quick and stages is None and target is None and root.resolve() == pipeline.DEFAULT_ROOT.resolve()
@@ -65,10 +66,9 @@ def cmd_train(args: Any) -> int:
     else:
         out_dir = own or (pipeline.ROOT / "benchmarks" if full else pipeline.ROOT / "out" / "train")
     j, c = pipeline.write_reports(report, out_dir)
-    print(
+    note(
         f"hrl-policy train: report written to {j} and {c}; bundles "
-        + (f"under {root}" if all(st.status == "ok" for st in report.stages) else f"unchanged in {root}"),
-        file=sys.stderr,
+        + (f"under {root}" if all(st.status == "ok" for st in report.stages) else f"unchanged in {root}")
     )
     if full:
         from policy.bench.markdown import write_section

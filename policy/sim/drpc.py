@@ -73,10 +73,11 @@ def drpc_hook(
 @register_stack("drpc", knobs=(TRAINING_SEED_KNOB,))
 def drpc_stack(ctx: StackContext) -> StackBuild:
     """DRPC baseline: kube-scheduler's default profile + the DRPC student autoscaler (policy/bundles/drpc; knob
-    ``tseed`` N: policy/bundles/seeds/N/drpc) on every autoscaled workload, every simulated minute. Raises
-    :class:`policy.bundle.BundleMissing` for a training seed without its bundle."""
+    ``tseed`` N: policy/bundles/seeds/N/drpc; under ``ctx.bundles`` when the run names another bundles root) on every
+    autoscaled workload, every simulated minute. Raises :class:`policy.bundle.BundleMissing` for a training seed
+    without its bundle."""
     tseed = training_seed(ctx)
-    path = training_seed_root(tseed) / "drpc"
+    path = training_seed_root(tseed, ctx.bundles) / "drpc"
     if tseed:
         require_seed_bundle(path / "student", "drpc student", tseed)
     try:

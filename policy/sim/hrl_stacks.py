@@ -54,6 +54,9 @@ move cost model (:class:`policy.highlevel.MoveCostModel`, against the applicatio
 Every learned stack takes the knob ``tseed`` (:data:`policy.sim.stackbase.TRAINING_SEED_KNOB`):
 ``hrl-scheduler@tseed=1`` runs the bundles of training seed 1, ``policy/bundles/seeds/1/<folder>/{low,high}`` (and the
 encoder ``seeds/1/encoder`` when there is one); ``tseed=0`` (the default) is the committed ``policy/bundles/<folder>``.
+A run given another bundles root (:attr:`policy.sim.stackbase.StackContext.bundles`: ``--bundles DIR`` of
+``hrl-policy simulate`` and ``python -m policy.bench``, e.g. the bundles ``hrl-policy train --app`` wrote) reads
+``DIR/<folder>`` and ``DIR/seeds/N/<folder>`` instead, in the same layout.
 The bench runs each learned stack at several training seeds to measure the spread that training alone causes.
 
 A factory raises :class:`policy.bundle.BundleMissing` naming the path when a bundle is missing (a training seed
@@ -220,8 +223,9 @@ VARIANTS: dict[str, HrlVariant] = {
 
 
 def bundles_root(ctx: StackContext) -> Path:
-    """The bundles root of the run's training seed (:func:`policy.bundle.training_seed_root`)."""
-    return training_seed_root(training_seed(ctx))
+    """The bundles root of the run's training seed (:func:`policy.bundle.training_seed_root`) under the run's bundles
+    root (``ctx.bundles``; None: the committed ``policy/bundles``)."""
+    return training_seed_root(training_seed(ctx), ctx.bundles)
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,8 @@ The classic setting (``--app``/``--trace`` without ``--scenario``, and :func:`si
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .app import AppSpec, load_app
 from .engine import SimConfig
 from .scenario import BASELINE, flat_result
@@ -61,9 +63,11 @@ def simulate(
     offset_min: int = 0,
     n_samples: int | None = None,
     progress=None,
+    bundles: str | Path | None = None,
 ):
-    """Run one simulation; returns ``(flat_result_dict, SimResult)``. Raises ValueError (unknown app,
-    trace or policy; bad numbers) with a one-line message."""
+    """Run one simulation; returns ``(flat_result_dict, SimResult)``. ``bundles``: the bundles root the learned
+    stacks load (:attr:`policy.sim.stackbase.StackContext.bundles`; None: the committed ``policy/bundles``). Raises
+    ValueError (unknown app, trace or policy; bad numbers) with a one-line message."""
     spec = load_app(app) if isinstance(app, str) else app
     if nodes is not None and nodes < 1:
         raise ValueError(f"nodes: must be >= 1, got {nodes}")
@@ -77,7 +81,7 @@ def simulate(
     cluster = cluster_for(spec, nodes)
     kw = {} if n_samples is None else {"n_samples": n_samples}
     cfg = SimConfig(minutes=len(rps), seed=seed, **kw)
-    res = run_stack(policy, spec, rps, cluster, cfg, progress)
+    res = run_stack(policy, spec, rps, cluster, cfg, progress, bundles=bundles)
 
     flat = flat_result(
         BASELINE, "baseline", spec.name, trace, policy, cluster.nodes, len(rps), seed, offset_min, cfg.n_samples, res

@@ -789,10 +789,12 @@ def run_scenario(
     offset_min: int = 0,
     n_samples: int | None = None,
     progress=None,
+    bundles: str | Path | None = None,
 ) -> tuple[dict[str, Any], SimResult]:
-    """One run of stack ``policy`` in ``scenario`` (arguments as :func:`build`): ``(flat, SimResult)`` with
-    ``flat`` the keys :data:`FLAT_KEYS` (``app`` / ``trace`` joined with ``+`` for several apps; non-finite
-    metrics as None) and, for several apps, ``apps``: each app's latency, failed and SLO figures."""
+    """One run of stack ``policy`` in ``scenario`` (arguments as :func:`build`; ``bundles``: the bundles root the
+    learned stacks load, :attr:`policy.sim.stackbase.StackContext.bundles`, None the committed ones): ``(flat,
+    SimResult)`` with ``flat`` the keys :data:`FLAT_KEYS` (``app`` / ``trace`` joined with ``+`` for several apps;
+    non-finite metrics as None) and, for several apps, ``apps``: each app's latency, failed and SLO figures."""
     run = build(
         scenario,
         app=app,
@@ -803,7 +805,7 @@ def run_scenario(
         offset_min=offset_min,
         n_samples=n_samples,
     )
-    res = run_stack(policy, run.app, run.rps, run.cluster, run.config, progress)
+    res = run_stack(policy, run.app, run.rps, run.cluster, run.config, progress, bundles=bundles)
     flat = flat_result(
         run.scenario.name,
         run.scenario.family,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -76,7 +77,10 @@ class StackContext:
     exactly as it is served (empty: the stack's committed bundles); ``params``: the values of the stack's knobs
     given in its name (``name@knob=value,...``, validated against :attr:`StackInfo.knobs`; empty = the stack's
     defaults); ``rps``: (T,) the run's user request rate per minute (req/s), for stacks with foresight (the
-    offline reference); None when the caller does not know it."""
+    offline reference); None when the caller does not know it; ``bundles``: the bundles root the learned stacks load
+    from, laid out like ``policy/bundles`` (``<stack>/{low,high}``, ``drpc``, ``encoder``; training seed N under
+    ``seeds/N``), e.g. what ``hrl-policy train --app`` wrote (``--bundles`` of ``hrl-policy simulate`` and
+    ``python -m policy.bench``); None: the committed ``policy/bundles``."""
 
     app: AppSpec
     cluster: ClusterSpec
@@ -85,6 +89,7 @@ class StackContext:
     parts: Mapping[str, Any] = field(default_factory=dict)
     params: Mapping[str, float] = field(default_factory=dict)
     rps: Any = None
+    bundles: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,8 @@ TRAINING_SEED_KNOB = Knob(
     0,
     999,
     integer=True,
-    help="training seed of the bundles: 0 the committed policy/bundles/<stack>, N policy/bundles/seeds/N/<stack>",
+    help="training seed of the bundles: 0 the committed policy/bundles/<stack>, N policy/bundles/seeds/N/<stack> "
+    "(under --bundles DIR: DIR/<stack>, DIR/seeds/N/<stack>)",
 )
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 
@@ -190,11 +191,16 @@ def run_stack(
     config: SimConfig,
     progress: Callable[[int], None] | None = None,
     on_minute: Callable[[Simulation], None] | None = None,
+    *,
+    bundles: str | Path | None = None,
 ):
     """Build stack ``name`` and run one simulation; returns the :class:`~policy.sim.engine.SimResult`.
     ``progress(minute)`` after each minute; ``on_minute(sim)`` too, to read the simulation's state (it must
-    not change it)."""
-    built = build_stack(name, StackContext(app, cluster, config.seed, config, rps=np.asarray(rps, dtype=np.float64)))
+    not change it); ``bundles``: the bundles root the learned stacks load (:attr:`StackContext.bundles`; None: the
+    committed ``policy/bundles``)."""
+    rate = np.asarray(rps, dtype=np.float64)
+    root = None if bundles is None else Path(bundles)
+    built = build_stack(name, StackContext(app, cluster, config.seed, config, rps=rate, bundles=root))
     try:
         sim = built.simulation(app, rps, cluster, config)
         if on_minute is None:

@@ -28,6 +28,7 @@ from policy.lowlevel import load_learned_placement
 from policy.sim.objective import DEFAULT_OBJECTIVE, app_costs
 from policy.sim.oracle import load_tuned_constant
 from policy.sim.stacks import StackContext, build_stack
+from policy.telemetry import note
 
 from .episodes import TrainingTarget
 from .finetune import FineTune
@@ -114,7 +115,7 @@ def tune_constant(
     jobs = [(s, c, b, root) for c, b in points for s in specs]
     pool = TaskPool(cfg.workers, ray_address)
     try:
-        costs = np.array(pool.map(_point, jobs)).reshape(len(points), len(specs))
+        costs = np.array(pool.map(_point, jobs, desc="constant intent: grid")).reshape(len(points), len(specs))
     finally:
         pool.close()
     grid = [
@@ -220,6 +221,6 @@ def run_cli(args: Any) -> int:
             over[name] = v
     cfg = ConstantSearchConfig(seed=args.seed, **over)
     out = Path(args.out) if args.out else (None if args.quick else DEFAULT_CONSTANT)
-    result = tune_constant(cfg, out, ray_address=args.ray_address)
+    result = tune_constant(cfg, out, ray_address=args.ray_address, log=note)
     print(json.dumps(result, indent=1))
     return 0

@@ -63,6 +63,7 @@ from policy.highlevel import (
 )
 from policy.sim.objective import Objective, app_costs
 from policy.sim.oracle import ImposedIntent, LookaheadConfig, LookaheadOracle, OracleDecision, managed_services
+from policy.telemetry import note
 
 from .constant import load_constant
 from .drpc import json_ready
@@ -708,7 +709,10 @@ def train_dagger(
             eps: list[LabelledEpisode] = []
             if not archived:
                 specs = sample_episode_specs(cfg, rng, cfg.episodes_per_iteration, seed0=it * 1000)
-                eps = pool.map(label_episode, specs, net.actor_arrays(), net.normalization(), beta, cfg, broot)
+                eps = pool.map(
+                    label_episode, specs, net.actor_arrays(), net.normalization(), beta, cfg, broot,
+                    desc=f"dagger it {it}: labelled episodes",
+                )  # fmt: skip
             task_cpu_s += sum(e.cpu_s for e in eps)
             new = archived or [x for e in eps for x in e.labels]
             if it == 1 and init is None:
@@ -717,7 +721,10 @@ def train_dagger(
             data.extend(new)
             loss, extra = fit_student(net, data, epochs, cfg, baseline)
             # ---- validate ----
-            vals = pool.map(validate_episode, val_specs, net.actor_arrays(), net.normalization(), cfg, broot)
+            vals = pool.map(
+                validate_episode, val_specs, net.actor_arrays(), net.normalization(), cfg, broot,
+                desc=f"dagger it {it}: validation episodes",
+            )  # fmt: skip
             task_cpu_s += sum(c for _o, c in vals)
             v = float(np.mean([o for o, _c in vals])) if vals else float("nan")
             row = {
@@ -964,13 +971,13 @@ def run_cli(args: Any) -> int:
         run_dir,
         constant=constant,
         ray_address=args.ray_address,
+        log=note,
         opts=RunOptions(
             tensorboard=getattr(args, "tensorboard", None), labels_from=tuple(getattr(args, "labels", None) or ())
         ),
     )
-    print(
+    note(
         f"hrl-policy train dagger: {report['policy_version']}; bundle in {out}; "
-        f"curve in {run_dir / 'learning_curve.png'}",
-        file=sys.stderr,
+        f"curve in {run_dir / 'learning_curve.png'}"
     )
     return 0

@@ -3,7 +3,8 @@ central teacher on global state distilled into per-deployment students by imitat
 bundles :class:`policy.highlevel.DrpcAutoscaler` serves (``hrl-policy train drpc``).
 
 One readable loop in the style of CleanRL's ``td3_continuous_action.py``; hyperparameters in
-:class:`DrpcTrainConfig` (documented defaults), seeds, a tqdm bar with the running reward, a CSV log and PNG
+:class:`DrpcTrainConfig` (documented defaults), seeds, a progress bar with the running reward
+(:func:`policy.telemetry.progress_bar`: JSON records under ``--log-format json``), a CSV log and PNG
 learning curves under ``runs/`` (git-ignored).
 
 **Environment.** Episodes of ``episode_minutes`` simulated minutes (:class:`policy.sim.engine.Simulation`, the
@@ -49,7 +50,6 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from policy.baselines.kube_default import default_score_plugins
 from policy.bundle import PolicyBundle, content_version
@@ -82,6 +82,7 @@ from policy.sim.objective import MinuteOutcome, Objective
 from policy.sim.sizing import capacity_rps, cluster_for
 from policy.sim.stacks import autoscaled_workloads, terms_lookup
 from policy.sim.traces import scale_to_peak
+from policy.telemetry import note, progress_bar
 
 from .episodes import TrainingTarget
 from .finetune import FineTune, RunOptions
@@ -166,9 +167,7 @@ def train_predictor(
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     steps = cfg.epochs * math.ceil(len(X) / cfg.batch_size)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, max(steps, 1))
-    bar = None
-    if progress:
-        bar = tqdm(total=steps, desc="drpc predictor", unit="step", file=sys.stderr, leave=False)
+    bar = progress_bar("drpc predictor", steps, "step", enabled=progress)
     for _epoch in range(cfg.epochs):
         order = rng.permutation(len(X))
         for k in range(0, len(X), cfg.batch_size):
@@ -179,11 +178,10 @@ def train_predictor(
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
-            if bar is not None:
+            if bar.shown:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss.item():.4f}")
-    if bar is not None:
-        bar.close()
+    bar.close()
     report = {
         "train_windows": int(len(X)),
         "heldout_windows": int(sum(len(w.x) for w in heldout.values())),
@@ -639,27 +637,6 @@ def _graph_encoder(cfg: DrpcTrainConfig, encoder: Any) -> Any:
     )
 
 
-class _NoBar:
-    """Stands in for a tqdm bar when ``progress`` is off."""
-
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def set_postfix(self, **kw: Any) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def _progress_bar(enabled: bool, total: int, desc: str, unit: str):
-    """A tqdm bar on stderr, or a :class:`_NoBar`."""
-    if not enabled:
-        return _NoBar()
-
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)
-
-
 class _Imitation:
     """DRPC's distillation term of a student's actor loss on a batch ``b`` (:class:`ReplayBufferSamples`):
     ``weight · ‖π_s(b.observations) − π_t(b.teacher_observations)‖²``
@@ -1016,7 +993,7 @@ def train_drpc(
         _start_from(agents, opts.init, F, FT)
     buf = ReplayBuffer(F, 1, cfg.td3.buffer_size, teacher_obs_dim=FT)
     validation = _Validation(cfg, forecaster, encoder)
-    bar = _progress_bar(progress, cfg.total_minutes, "drpc", "min")
+    bar = progress_bar("drpc", cfg.total_minutes, "min", enabled=progress)
     board = open_board(opts.tensorboard, json_ready(asdict(cfg)))
     rows: list[dict[str, Any]] = []
     minutes_done = 0
@@ -1180,7 +1157,8 @@ def _plot(rows: Sequence[dict[str, Any]], path: Path, eval_rows: Sequence[dict[s
         ax.grid(alpha=0.3)
         if key == "latency_p95_ms":
             ax.set_yscale("log")
-    axes[0, 0].legend(fontsize=8)
+    if axes[0, 0].get_legend_handles_labels()[0]:  # no smoothed curve before 2 episodes of an app (a quick run)
+        axes[0, 0].legend(fontsize=8)
     fig.suptitle("DRPC training: dots = teacher-driven episodes, crosses = student-driven")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -1286,7 +1264,7 @@ def run_cli(
     root = Path(bundles_root) if bundles_root else (Path(run_dir) / "bundles" if quick else DEFAULT_DRPC_BUNDLE.parent)
     dirs = {k: root / v.relative_to(DEFAULT_DRPC_BUNDLE.parent) for k, v in DEFAULT_BUNDLE_DIRS.items() if k in names}
     rep = train_drpc(cfg, out_dir=run_dir, bundle_dirs=dirs, predictor=pb)
-    _print_report(rep)
+    _print_report(rep, note)
     return 0
 
 

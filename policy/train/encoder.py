@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -31,7 +30,6 @@ import numpy as np
 import torch
 from tabulate import tabulate
 from torch import nn
-from tqdm import tqdm
 
 from policy.bundle import PolicyBundle, content_version
 from policy.encoder import (
@@ -42,6 +40,7 @@ from policy.encoder import (
     GraphEncoder,
     encoder_weight_shapes,
 )
+from policy.telemetry import note, progress_bar
 
 from .encoder_data import TARGET_SPEC, EncoderSample, error_table, heldout_sets, load_builtin_apps, make_dataset
 
@@ -305,9 +304,7 @@ def _fit(
         opt, lambda k: 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * min(k, total_steps) / total_steps))
     )
     rng = np.random.default_rng(cfg.seed)
-    bar = None
-    if progress:
-        bar = tqdm(total=total_steps, desc=f"encoder (layers={layers})", unit="step", leave=False)
+    bar = progress_bar(f"encoder (layers={layers})", total_steps, "step", enabled=progress)
     t0 = time.perf_counter()
     loss_ema = math.nan
     for epoch in range(cfg.epochs):
@@ -325,16 +322,14 @@ def _fit(
             sched.step()
             lv = float(loss.detach())
             loss_ema = lv if math.isnan(loss_ema) else 0.98 * loss_ema + 0.02 * lv
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(epoch=epoch + 1, loss=f"{loss_ema:.4f}")
-        if bar is None and (epoch + 1) % 10 == 0:
+            bar.update(1)
+            bar.set_postfix(epoch=epoch + 1, loss=f"{loss_ema:.4f}")
+        if not bar.shown and (epoch + 1) % 10 == 0:
             log(
                 f"encoder (layers={layers}): epoch {epoch + 1}/{cfg.epochs}, loss {loss_ema:.4f}, "
                 f"{time.perf_counter() - t0:.0f} s"
             )
-    if bar is not None:
-        bar.close()
+    bar.close()
     train_s = time.perf_counter() - t0
     log(f"encoder (layers={layers}): {total_steps} steps in {train_s:.0f} s, final loss {loss_ema:.4f}")
     net.eval()
@@ -588,9 +583,9 @@ def run_cli(
     cfg = EncoderTrainConfig(**kw)
     # a --quick run never overwrites the committed bundle unless --out says so
     out = out if out is not None else str(QUICK_OUT if quick else DEFAULT_ENCODER_BUNDLE)
-    net, report = train_encoder(
-        cfg, out, log=lambda m: print(m, file=sys.stderr), progress=sys.stderr.isatty(), ablation=ablation
-    )
+    # its progress on stderr: a bar on a terminal, else records (policy.telemetry.progress_bar and note: JSON ones
+    # under --log-format json), where the command turned progress on; ``log`` gets the report
+    net, report = train_encoder(cfg, out, log=note, progress=True, ablation=ablation)
     if checkpoint:
         b = PolicyBundle.load(out)
         save_checkpoint(

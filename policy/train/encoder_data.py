@@ -41,6 +41,7 @@ from policy.observe import parse_workload
 from policy.sim.app import AppSpec, ServiceParams, builtin_apps, load_app
 from policy.sim.model import NetworkModel, PerfModel, PodArrays
 from policy.state import Resources, ServiceEdge, ServiceGraph, WorkloadInfo
+from policy.telemetry import progress
 
 __all__ = [
     "TARGET_SPEC",
@@ -454,7 +455,7 @@ def make_dataset(
     rng = np.random.default_rng(seed)
     out = []
     k = 0
-    for i in range(n_samples):
+    for i in progress(range(n_samples), "encoder: training scenarios", n_samples, "scenario"):
         if apps and rng.random() < app_share:
             app = apps[k % len(apps)]
             k += 1

@@ -61,6 +61,7 @@ from policy.highlevel import (
     intent_from_outputs,
 )
 from policy.sim.objective import Objective, app_costs
+from policy.telemetry import note
 
 from .drpc import json_ready
 from .intent_episodes import (
@@ -501,9 +502,9 @@ def train_hierarchy(
 
     cpu0, task_cpu = time.process_time(), [0.0]
 
-    def roll(specs: Sequence[EpisodeSpec], std: np.ndarray | None, obj: Objective) -> list[EpisodeData]:
+    def roll(specs: Sequence[EpisodeSpec], std: np.ndarray | None, obj: Objective, desc: str) -> list[EpisodeData]:
         kw = {"flat": cfg.flat, "hidden": cfg.hidden, "bundles_root": broot}
-        eps = rollouts.map(run_episode, specs, net.actor_arrays(), net.normalization(), std, obj, **kw)
+        eps = rollouts.map(run_episode, specs, net.actor_arrays(), net.normalization(), std, obj, desc=desc, **kw)
         task_cpu[0] += sum(e.cpu_s for e in eps)
         return eps
 
@@ -519,6 +520,7 @@ def train_hierarchy(
             sample_episode_specs(cfg, rng, cfg.episodes_per_iteration, seed0=0),
             net.log_std.exp().detach().numpy(),
             objective,
+            "hierarchy: warm-up episodes",
         )
         if not cfg.init_bundle:
             _fit_normalization(net, warm)
@@ -528,8 +530,12 @@ def train_hierarchy(
             # ---- collect ----
             specs = sample_episode_specs(cfg, rng, cfg.episodes_per_iteration, seed0=it * 1000)
             std = net.log_std.exp().detach().numpy()
-            episodes = roll(specs, std, objective)
-            paired = roll(specs, None, objective) if cfg.baseline == "paired" else None
+            episodes = roll(specs, std, objective, f"hierarchy it {it}: episodes")
+            paired = (
+                roll(specs, None, objective, f"hierarchy it {it}: paired episodes")
+                if cfg.baseline == "paired"
+                else None
+            )
             # ---- update ----
             batch = build_batch(net, episodes, cfg.gamma, cfg.gae_lambda, paired)
             losses = ppo_update(net, opt, batch, cfg, rng)
@@ -555,7 +561,7 @@ def train_hierarchy(
             )
             # ---- evaluate ----
             if cfg.eval_every and (it % cfg.eval_every == 0 or it == cfg.iterations):
-                evals = roll(val_specs, None, cfg.objective)
+                evals = roll(val_specs, None, cfg.objective, f"hierarchy it {it}: validation episodes")
                 ev = {
                     "iteration": it,
                     "cpu_minutes": round(rollouts.cpu_s(task_cpu[0], cpu0) / 60.0, 2),
@@ -657,10 +663,9 @@ def run_cli(args: Any) -> int:
     suffix = "-quick" if args.quick else ""
     run_dir = Path(args.run_dir) if args.run_dir else ROOT / "runs" / f"hierarchy-{stack}{suffix}"
     out = Path(args.out) if args.out else (run_dir / "bundle" if args.quick else DEFAULT_BUNDLES / stack / "high")
-    _net, report = train_hierarchy(cfg, out, run_dir, ray_address=args.ray_address)
-    print(
+    _net, report = train_hierarchy(cfg, out, run_dir, ray_address=args.ray_address, log=note)
+    note(
         f"hrl-policy train hierarchy: {report['policy_version']} in {report['train_s']:.0f} s; bundle in {out}; "
-        f"curves in {run_dir / 'learning_curves.png'}",
-        file=sys.stderr,
+        f"curves in {run_dir / 'learning_curves.png'}"
     )
     return 0

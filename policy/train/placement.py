@@ -54,7 +54,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -64,7 +63,6 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 from torch import nn
-from tqdm import tqdm
 
 from policy.baselines.kube_default import default_score_plugins
 from policy.bundle import PolicyBundle, content_version
@@ -98,6 +96,7 @@ from policy.sim.sizing import app_bench, cluster_for, trace_rps
 from policy.sim.stacks import autoscaled_workloads, terms_lookup
 from policy.sim.synthetic import synthetic_app
 from policy.sim.traces import load_trace
+from policy.telemetry import note, progress_bar
 
 from .episodes import TrainingTarget
 from .finetune import FineTune, RunOptions
@@ -915,8 +914,9 @@ LOG_FIELDS = [
 
 
 class _Log:
-    """``log.csv`` (one row per iteration, flushed as it goes) and the progress display: a tqdm bar with
-    ``progress``, else a ``log`` line per evaluation."""
+    """``log.csv`` (one row per iteration, flushed as it goes) and the progress display: with ``progress`` a
+    :func:`policy.telemetry.progress_bar` (a bar on a terminal, records in a log), else a ``log`` line per
+    evaluation."""
 
     def __init__(
         self,
@@ -931,9 +931,7 @@ class _Log:
         self.fh = path.open("w", newline="", encoding="utf-8")
         self.writer = csv.DictWriter(self.fh, fieldnames=LOG_FIELDS)
         self.writer.writeheader()
-        self.bar = None
-        if progress:
-            self.bar = tqdm(total=total, desc=f"placement ({variant})", unit="it", leave=False)
+        self.bar = progress_bar(f"placement ({variant})", total, "it", enabled=progress)
 
     def row(self, row: dict[str, Any]) -> None:
         self.writer.writerow(row)
@@ -942,20 +940,18 @@ class _Log:
             self.board.row(int(row["iteration"]), row, "placement")
 
     def evaluation(self, it: int, running: float, ev: dict[str, float], elapsed_s: float) -> None:
-        if self.bar is None:
+        if not self.bar.shown:
             self.log(
                 f"placement[{self.variant}]: it {it}, return {running:.3f}, eval gain {ev['eval_gain']:+.3f}, "
                 f"latency x{ev['eval_latency_ratio']:.3f}, {elapsed_s:.0f} s"
             )
 
     def step(self, running: float, best_gain: float) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix(ret=f"{running:.2f}", gain=f"{best_gain:+.2f}")
+        self.bar.update(1)
+        self.bar.set_postfix(ret=f"{running:.2f}", gain=f"{best_gain:+.2f}")
 
     def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.close()
         self.fh.close()
         if self.board is not None:
             self.board.close()
@@ -1410,11 +1406,11 @@ def run_cli(args: Any) -> int:
         cfg,
         out=out,
         run_dir=run_dir,
-        log=lambda m: print(m, file=sys.stderr),
-        progress=sys.stderr.isatty(),
+        log=note,
+        progress=True,  # a bar on a terminal, else records (JSON with --log-format json), where progress is on
         final_eval=not args.no_eval,
         opts=RunOptions(tensorboard=getattr(args, "tensorboard", None)),
     )
     if "comparison" in report:
-        print(markdown_table(report["comparison"]), file=sys.stderr)
+        note(markdown_table(report["comparison"]))
     return 0

@@ -8,13 +8,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from policy.telemetry import progress_bar
+
 __all__ = ["TaskPool"]
 
 
 class TaskPool:
-    """``map(fn, items, *shared, **kw)`` runs ``fn(item, *shared, **kw)`` for every item (as Ray tasks of one CPU
-    each, the ``shared`` arguments put in the object store once) and returns the results in order. ``close()``
-    shuts down a Ray this pool started."""
+    """``map(fn, items, *shared, desc=None, **kw)`` runs ``fn(item, *shared, **kw)`` for every item (as Ray tasks of
+    one CPU each, the ``shared`` arguments put in the object store once) and returns the results in order; with
+    ``desc``, its progress as tasks finish (:func:`policy.telemetry.progress_bar`: shown where a command turned
+    progress on). ``close()`` shuts down a Ray this pool started."""
 
     def __init__(self, workers: int, address: str | None = None):
         if workers < 1:
@@ -36,14 +39,26 @@ class TaskPool:
                 self._owned = True
             self.ray = ray
 
-    def map(self, fn: Callable[..., Any], items: Sequence[Any], *shared: Any, **kw: Any) -> list[Any]:
-        if self.ray is None:
-            return [fn(x, *shared, **kw) for x in items]
-        task = self._tasks.get(fn)
-        if task is None:
-            task = self._tasks[fn] = self.ray.remote(num_cpus=1)(fn)
-        refs = [self.ray.put(a) for a in shared]
-        return list(self.ray.get([task.remote(x, *refs, **kw) for x in items]))
+    def map(
+        self, fn: Callable[..., Any], items: Sequence[Any], *shared: Any, desc: str | None = None, **kw: Any
+    ) -> list[Any]:
+        with progress_bar(desc or "", len(items), "task", enabled=desc is not None) as bar:
+            if self.ray is None:
+                out = []
+                for x in items:
+                    out.append(fn(x, *shared, **kw))
+                    bar.update(1)
+                return out
+            task = self._tasks.get(fn)
+            if task is None:
+                task = self._tasks[fn] = self.ray.remote(num_cpus=1)(fn)
+            refs = [self.ray.put(a) for a in shared]
+            futures = [task.remote(x, *refs, **kw) for x in items]
+            pending = list(futures)
+            while bar.shown and pending:  # count them as they finish; the results stay in the items' order
+                done, pending = self.ray.wait(pending, num_returns=1)
+                bar.update(len(done))
+            return list(self.ray.get(futures))
 
     def cpu_s(self, task_cpu_s: float, cpu0: float) -> float:
         """CPU seconds spent since ``cpu0`` (a :func:`time.process_time` reading): this process's, plus

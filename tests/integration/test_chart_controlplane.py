@@ -11,7 +11,9 @@ newest minor's cluster is the session's, the previous minor's is brought up for 
 - every combination of its modes passes `kubectl apply --dry-run=server` without a warning (Pod Security
   "restricted" included; the PodDisruptionBudgets, NetworkPolicies and the system-cluster-critical priority too);
 - the installed RBAC, asked of the real authorizer: the descheduler evicts and scales only in the namespaces it
-  manages, never in kube-system, its own namespace or another one; it cannot delete pods or list replicasets.
+  manages, never in kube-system, its own namespace or another one; it cannot delete pods or list replicasets;
+- the second scheduler's command line (kwok runs no container, so nothing above runs it) is one the kube-scheduler of
+  each minor, and the HRLScore build, accept: with the chart's logFormat json they log JSON.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import subprocess
 
 import pytest
 import yaml
+from chart_helpers import one, pod_spec, render
 from cp_helpers import BOUTIQUE, ROOT, cpmod, wait_for
 
 pytestmark = pytest.mark.controlplane
@@ -251,3 +254,25 @@ def test_an_upgrade_to_learned_policies_interval_mode_and_tls_starts(release, he
     assert available(cp, RELEASE_NS, "hrl-extender", 2)  # learned mode keeps the extender's replicas
     assert cp.kubectl("get", "cronjob", "-n", RELEASE_NS, "-o", "name").stdout.strip() == ""
     assert can_i(cp, "update", "leases.coordination.k8s.io", RELEASE_NS, None) is False  # only its named Lease
+
+
+@pytest.mark.parametrize("build", [*MINORS, "plugin"])
+def test_the_second_schedulers_command_line_parses_and_logs_json_in_each_kube_scheduler(build, tmp_path):
+    if build == "plugin":
+        values = {"scheduler": {"scoring": {"mode": "plugin"}}}
+        out = subprocess.run([str(ROOT / "hack" / "build-scheduler-plugin.sh")], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-3000:]
+        binary = f"{out.stdout.strip().splitlines()[-1]}/kube-scheduler"
+    else:
+        values, binary = {}, str(cpmod.resolve_bin_dir(kube_minor=build) / "kube-scheduler")
+    (container,) = pod_spec(one(render(values), "Deployment", "hrl-scheduler"))["containers"]
+    argv = container["command"]
+    assert argv[0] == "kube-scheduler" and "--logging-format=json" in argv
+    # every flag as the chart gives it, the configuration file absent: the flags parse, then the file is missing
+    missing = tmp_path / "missing.yaml"
+    argv = [f"--config={missing}" if a.startswith("--config=") else a for a in argv[1:]]
+    out = subprocess.run([binary, *argv], capture_output=True, text=True, timeout=60)
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert out.returncode != 0 and lines, out.stderr
+    records = [json.loads(ln) for ln in lines]  # component-base's JSON: one object per line, no plain line
+    assert str(missing) in records[-1]["err"], records[-1]

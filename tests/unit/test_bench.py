@@ -350,3 +350,33 @@ def test_a_missing_training_seed_fails_the_bench_unless_the_plan_skips_it_and_th
     assert sp["hrl-scheduler"]["training_seeds"] == [0, 1]
     md = (out / "BENCHMARKS-policy.md").read_text()
     assert "**Training seed 2 of `hrl-scheduler` not run** (the plan's skipMissingTrainingSeeds)" in md
+
+
+def test_bundles_benches_the_learned_stacks_on_another_root_and_the_cells_commands_say_so(tmp_path):
+    import shutil
+
+    from policy.bundle import DEFAULT_BUNDLES
+
+    mine = tmp_path / "bundles"
+    shutil.copytree(DEFAULT_BUNDLES, mine, ignore=shutil.ignore_patterns("seeds"))
+    constant = mine / "hrl-scheduler" / "high" / "constant.json"
+    constant.write_text(json.dumps({**json.loads(constant.read_text()), "capacity_target": 0.9}))
+
+    def bench(out, *extra):
+        args = ["--quick", "--scenarios", "baseline-2026-11", "--apps", "online-boutique", "--traces", "nasa",
+                "--seeds", "1", "--minutes", "2", "--training-seeds", "0", "--no-sweep", "--no-ray", "--out", str(out),
+                *extra]  # fmt: skip
+        assert main(args) == 0
+        s = json.loads((out / "summary.json").read_text())
+        validate_summary(s)
+        return s, s["results"]["baseline-2026-11"]["online-boutique"]["nasa"]
+
+    s, own = bench(tmp_path / "own", "--policies", "hrl-constant", "--bundles", str(mine))
+    _, knob = bench(tmp_path / "knob", "--policies", "hrl-constant@capacity=0.9")
+    assert own["hrl-constant"] == knob["hrl-constant@capacity=0.9"]  # the root's tuned constant, not the committed
+    command = s["cells"]["baseline-2026-11"]["online-boutique"]["nasa"]["command"]
+    assert f"--bundles {mine}" in command  # the command that reproduces a cell runs on the same bundles
+    (task,) = [json.loads(line)["task"] for line in (tmp_path / "own" / "runs-quick.jsonl").read_text().splitlines()]
+    assert str(mine) in task
+    with pytest.raises(SystemExit, match=r"^policy.bench: --bundles: no such directory \(got '[^']*nope'\)"):
+        main(["--quick", "--bundles", str(tmp_path / "nope"), "--no-ray"])

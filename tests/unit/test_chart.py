@@ -210,6 +210,27 @@ def test_the_default_images_are_the_ones_make_images_builds():
     assert pod_spec(one(plugin, "Deployment", "hrl-scheduler"))["containers"][0]["image"] == images["kube-scheduler"]
 
 
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_every_process_of_the_release_logs_in_the_charts_log_format_the_second_scheduler_included(fmt):
+    renders = [
+        render({"logFormat": fmt} if fmt != "json" else {}),  # json: the default
+        render({"logFormat": fmt, "learnedPolicies": {"enabled": True}, "descheduler": {"mode": "interval"}}),
+        render({"logFormat": fmt, "learnedPolicies": {"enabled": True, "cache": {"mode": "sidecar"}}}),
+        render({"logFormat": fmt, "scheduler": {"scoring": {"mode": "plugin"}}}),
+    ]
+    seen = set()
+    for objs in renders:
+        for w in workloads(objs):
+            for c in pod_spec(w)["containers"]:
+                argv = [*c.get("command", []), *c.get("args", [])]
+                flag = "--logging-format" if c["name"] == "kube-scheduler" else "--log-format"  # component-base's
+                given = [a.split("=", 1)[1] for a in argv if a.startswith(f"{flag}=")]
+                given += [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == flag]
+                assert given == [fmt], (w["metadata"]["name"], c["name"], argv)
+                seen.add(c["name"])
+    assert seen == {"extender", "descheduler", "embedding-cache", "kube-scheduler"}
+
+
 def test_the_chart_installs_with_its_defaults_in_any_namespace():
     for ns in ("default", "hrl-scheduler-system", "kube-public"):
         objs = render({}, namespace=ns)

@@ -1,7 +1,7 @@
 """The chart's alerts (files/alerts.yaml, the PrometheusRule) and dashboard, checked with the real promtool
 (hack/install-prometheus.sh): every rule parses, names only metrics the code exports, carries a runbook_url to its
 own page under docs/runbooks/ (and every page there belongs to an alert), and behaves: `promtool test rules` feeds
-series and checks which alerts fire, including the absent() companions of HrlDeschedulerNoLeader and
+series and checks which alerts fire, including the absent() companions of HrlExtenderDown, HrlDeschedulerNoLeader and
 HrlDeschedulerRunsMissing, which fire when no replica (or no run) exports the series at all."""
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def test_the_alert_rules_pass_promtool(tmp_path):
         out = subprocess.run([promtool(), "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stdout + out.stderr
     assert set(alerts()) == {
-        "HrlExtenderNeutralAnswers", "HrlExtenderSnapshotStale", "HrlDeschedulerEvictionFailures",
+        "HrlExtenderNeutralAnswers", "HrlExtenderSnapshotStale", "HrlExtenderDown", "HrlDeschedulerEvictionFailures",
         "HrlDeschedulerCyclesFailing", "HrlDeschedulerLoopHold", "HrlDeschedulerNoLeader", "HrlDeschedulerRunsMissing",
     }  # fmt: skip
 
@@ -213,3 +213,28 @@ def test_runs_missing_fires_when_the_last_push_is_old_and_when_no_run_ever_pushe
     # a push every minute (its own time): quiet
     _rules_test(tmp_path, "cronjob", [{"series": pushed, "values": "0+60x45"}],
                 [_firing("HrlDeschedulerRunsMissing", "40m", None)])  # fmt: skip
+
+
+def test_extender_down_fires_when_a_replica_cannot_be_scraped_and_when_no_extender_series_exists(tmp_path):
+    def up(pod: str) -> str:  # as the Prometheus Operator labels a target of the extender port
+        return f'up{{namespace="{NS}", pod="{pod}", endpoint="extender", job="hrl-scheduler-metrics"}}'
+
+    def age(pod: str) -> str:
+        return f'hrl_extender_snapshot_age_seconds{{namespace="{NS}", pod="{pod}", endpoint="extender"}}'
+
+    # no extender series at all (no replica, no monitor selecting it): the absent() companion, after its 5 minutes
+    for mode in RENDERS:
+        _rules_test(tmp_path, mode, [{"series": 'up{job="x"}', "values": "1x10"}],
+                    [_firing("HrlExtenderDown", "2m", None),
+                     _firing("HrlExtenderDown", "7m", {"namespace": NS})])  # fmt: skip
+    # one of two replicas fails its scrapes (its own series gone): fires for that pod only
+    _rules_test(tmp_path, "cronjob",
+                [{"series": up("e0"), "values": "0x10"}, {"series": up("e1"), "values": "1x10"},
+                 {"series": age("e1"), "values": "3x10"}],
+                [_firing("HrlExtenderDown", "2m", None),
+                 _firing("HrlExtenderDown", "7m", {"namespace": NS, "pod": "e0"})])  # fmt: skip
+    # every replica scraped, with or without a snapshot yet (NaN): quiet
+    _rules_test(tmp_path, "cronjob",
+                [{"series": up("e0"), "values": "1x10"}, {"series": age("e0"), "values": "NaN 3x9"},
+                 {"series": up("e1"), "values": "1x10"}, {"series": age("e1"), "values": "3x10"}],
+                [_firing("HrlExtenderDown", "7m", None)])  # fmt: skip

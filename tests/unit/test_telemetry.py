@@ -1,7 +1,9 @@
 """policy.telemetry's logs and progress: one JSON shape for every record of every library under --log-format json
 (uvicorn's color_message dropped, Python warnings as records, hrl-policy's warnings and errors as records, not
 plain lines), and progress reports (a record every interval and at the end when there is no terminal) only where a
-command turned them on; `hrl-policy app build` reports its fit's progress and leaks no numpy RuntimeWarning."""
+command turned them on; `hrl-policy app build` reports its fit's progress and leaks no numpy RuntimeWarning; the
+training commands report theirs (the hand-counted loops through progress_bar, their lines through note) as JSON
+records under --log-format json, nothing else on stderr."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import policy.telemetry as telemetry
-from policy.telemetry import configure_logging, progress, say, showing_progress
+from policy.telemetry import configure_logging, progress, progress_bar, say, showing_progress
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The keys of every JSON record (plus the structured fields a record carries, exc_info with a traceback).
@@ -116,6 +118,63 @@ def test_progress_reports_at_most_once_an_interval_and_not_for_a_quick_loop(json
     with showing_progress():
         assert list(progress(range(1000), "quick", 1000)) == list(range(1000))
     assert json_log.getvalue() == ""  # well under the interval and under PROGRESS_MIN_S: nothing to say
+
+
+def test_a_hand_counted_progress_bar_reports_its_running_figures_only_where_a_command_turned_progress_on(
+    monkeypatch, json_log
+):
+    monkeypatch.setattr(telemetry, "PROGRESS_LOG_INTERVAL_S", 0.0)
+    monkeypatch.setattr(telemetry, "PROGRESS_MIN_S", 0.0)
+    off = progress_bar("library", 3, "step")  # a trainer called from a library or a test: silent
+    off.update(3)
+    off.close()
+    assert not off.shown and json_log.getvalue() == ""
+    with showing_progress():
+        assert not progress_bar("x", 3, enabled=False).shown  # the trainer's own switch
+        with progress_bar("drpc", 3, "min") as bar:
+            for i in range(3):
+                bar.update(1)
+                bar.set_postfix(R=f"{i:.3f}", drv="teacher")
+        bar.close()  # a second close says nothing more
+    reports = records(json_log.getvalue())
+    assert [r["done"] for r in reports] == [1, 2, 3, 3] and all(r["total"] == 3 for r in reports)
+    assert reports[-1]["message"].startswith("drpc: 3/3 min (") and reports[-1]["message"].endswith(
+        " R=2.000 drv=teacher done"
+    )
+    assert reports[-1]["postfix"] == {"R": "2.000", "drv": "teacher"} and "postfix" not in reports[0]
+
+
+def test_the_training_commands_report_their_progress_as_json_records_and_nothing_else(monkeypatch, tmp_path, capsys):
+    from policy.cli import main
+
+    monkeypatch.setattr(telemetry, "PROGRESS_LOG_INTERVAL_S", 0.0)
+    monkeypatch.setattr(telemetry, "PROGRESS_MIN_S", 0.0)
+    runs = {
+        "encoder": ["train", "encoder", "--quick", "--out", str(tmp_path / "encoder")],
+        "placement": ["train", "placement", "--quick", "--no-eval", "--out", str(tmp_path / "low"), "--run-dir",
+                      str(tmp_path / "placement-run")],
+        "drpc": ["train", "drpc", "--quick", "--minutes", "10", "--students", "drpc", "--run-dir",
+                 str(tmp_path / "drpc-run"), "--out", str(tmp_path / "drpc")],
+        "constant": ["train", "constant", "--quick", "--out", str(tmp_path / "constant.json")],
+    }  # fmt: skip
+    bars = {
+        "encoder": ["encoder: training scenarios", "encoder (layers="],
+        "placement": ["placement (encoder)"],
+        "drpc": ["drpc predictor", "drpc: "],
+        "constant": ["constant intent: grid"],
+    }
+    for name, args in runs.items():
+        assert main(["--log-format", "json", *args]) == 0, name
+        err = records(capsys.readouterr().err)  # every line one JSON object: no tqdm bar, no plain line
+        progress = [r for r in err if r["logger"] == "progress"]
+        for desc in bars[name]:
+            # (drpc runs whole episodes: its last one may end past the minutes asked for)
+            mine = [r for r in progress if r["message"].startswith(desc)]
+            assert mine and mine[-1]["done"] >= mine[-1]["total"] and mine[-1]["message"].endswith(" done"), (
+                name,
+                desc,
+            )
+        assert [r for r in err if r["logger"] == "hrl-policy"], name  # its own lines (notes) are records too
 
 
 def test_app_build_reports_the_progress_of_its_fit_as_json_records(monkeypatch, tmp_path, capsys):
