@@ -89,6 +89,7 @@ __all__ = [
     "label_episode",
     "validate_episode",
     "LOSSES",
+    "FIT_LOSSES",
     "cost_loss",
     "imitation_loss",
     "FitOptions",
@@ -107,8 +108,10 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The fits of :class:`DaggerConfig`.loss.
+#: The fits of :class:`DaggerConfig`.loss (``critic`` is :func:`fit_student`'s: a critic, then imitation).
 LOSSES = ("cost", "imitation", "critic")
+#: The losses :func:`fit` itself takes.
+FIT_LOSSES = ("cost", "imitation")
 
 
 @dataclass(frozen=True)
@@ -463,8 +466,8 @@ def fit(net: IntentNet, labels: Sequence[Label], epochs: int, lr: float, options
     ``loss``."""
     loss, imitation_weight, temperature = options.loss, options.imitation_weight, options.temperature
     baseline, baseline_weight = options.baseline, options.baseline_weight
-    if loss not in LOSSES:
-        raise ValueError(f"loss: expected one of {', '.join(LOSSES)}, got {loss!r}")
+    if loss not in FIT_LOSSES:
+        raise ValueError(f"loss: expected one of {', '.join(FIT_LOSSES)}, got {loss!r}")
     params = [p for p in net.actor_parameters() if p is not net.log_std]
     opt = torch.optim.Adam(params, lr=lr)
     batch = _batch(labels)

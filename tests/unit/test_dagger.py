@@ -21,7 +21,7 @@ from policy.highlevel import (  # noqa: E402
     intent_from_outputs,
 )
 from policy.train.dagger import (  # noqa: E402
-    LOSSES,
+    FIT_LOSSES,
     DaggerConfig,
     FitOptions,
     Label,
@@ -167,7 +167,7 @@ def test_the_cost_fit_takes_the_candidate_whose_mistakes_cost_least_where_imitat
     rng = np.random.default_rng(4)
     data = ambiguous(80, rng)
     caps = {}
-    for loss in LOSSES:
+    for loss in FIT_LOSSES:
         torch.manual_seed(0)
         net = IntentNet(Fs, Fg, hidden=16)
         fit(net, data, 300, 1e-2, FitOptions(loss=loss, imitation_weight=0.0 if loss == "cost" else 0.1))

@@ -92,7 +92,8 @@ def test_costs_are_per_minute_and_finite():
 
 def test_random_candidates_vary_each_service_within_the_grid_and_repeat_for_the_same_run_and_minute():
     run = build("baseline-2026-11", app="online-boutique", minutes=6, seed=3, offset_min=320, n_samples=100)
-    built = build_stack("lookahead-oracle", StackContext(run.app, run.cluster, run.config.seed, run.config, rps=run.rps))
+    ctx = StackContext(run.app, run.cluster, run.config.seed, run.config, rps=run.rps)
+    built = build_stack("lookahead-oracle", ctx)
     oracle = built.handles["oracle"]
     oracle.config = LookaheadConfig(capacity_targets=(0.5, 0.7, 0.9), random_candidates=3)
     sim = built.simulation(run.app, run.rps, run.cluster, run.config)
