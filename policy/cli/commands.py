@@ -459,6 +459,12 @@ def cmd_train_hierarchy(args: argparse.Namespace) -> int:
             help="the oracle's constant grid, comma-separated capacity targets (default 0.5,0.65,0.8,0.9)",
         ),
         arg("--eval-episodes", type=int, default=None, help="fixed validation episodes (default 6)"),
+        arg("--synthetic-share", type=float, default=None, help="share of episodes on synthetic apps (default 0.4)"),
+        arg(
+            "--guaranteed-shares",
+            default=None,
+            help="comma-separated shares of Guaranteed services a synthetic app draws from (default: 0.3 for all)",
+        ),
         arg(
             "--baseline-weight",
             type=float,

@@ -784,6 +784,7 @@ def train_dagger(
         "labels_from": [str(f) for f in labels_from],
         "oracle_capacity_targets": list(cfg.capacity_targets),
         "synthetic_guaranteed_share": cfg.synthetic_guaranteed_share,
+        "synthetic_guaranteed_shares": list(cfg.synthetic_guaranteed_shares),
         "fallback": {
             "quantile": cfg.fallback_quantile,
             "global_z_max": reach,
@@ -951,12 +952,16 @@ def run_cli(args: Any) -> int:
         v = getattr(args, opt, None)
         if v is not None:
             over[name] = v
-    grid = getattr(args, "capacity_targets", None)
-    if grid:
-        try:
-            over["capacity_targets"] = tuple(float(x) for x in str(grid).split(","))
-        except ValueError:
-            raise ValueError(f"--capacity-targets: expected comma-separated numbers, got {grid!r}") from None
+    for opt, name in (("capacity_targets", "capacity_targets"), ("guaranteed_shares", "synthetic_guaranteed_shares")):
+        text = getattr(args, opt, None)
+        if text:
+            try:
+                over[name] = tuple(float(x) for x in str(text).split(","))
+            except ValueError:
+                flag = "--" + opt.replace("_", "-")
+                raise ValueError(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+    if getattr(args, "synthetic_share", None) is not None:
+        over["synthetic_share"] = args.synthetic_share
     target = TrainingTarget.from_flags(getattr(args, "app", None), getattr(args, "scenario", None))
     if target is not None:
         over.update(target.distribution())

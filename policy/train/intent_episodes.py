@@ -53,7 +53,9 @@ PERIOD_MIN = 5
 class EpisodeDistribution:
     """Where the high level's episodes come from: ``apps`` (training apps) plus a ``synthetic_share`` of synthetic
     apps of ``synthetic_services`` services, of which a ``synthetic_guaranteed_share`` of the services (each with that
-    probability) run Guaranteed pods (CPU limit = request, as the DeathStarBench manifests and many charts do);
+    probability) run Guaranteed pods (CPU limit = request, as the DeathStarBench manifests and many charts do); with
+    ``synthetic_guaranteed_shares`` (values in [0, 1]) each synthetic app draws its share from those instead (apps
+    whose every pod is Guaranteed, apps with none and mixed ones);
     ``episode_minutes`` each; a ``scenario_share`` of them in one of
     ``scenarios`` (the benchmark's scenario families with training apps and training load segments), the rest in the
     classic setting: peak load ``peak_range`` × the app's capacity at its manifests; ``background_range``: background
@@ -64,6 +66,7 @@ class EpisodeDistribution:
     apps: tuple[str, ...] = TRAIN_APPS
     synthetic_share: float = 0.2
     synthetic_guaranteed_share: float = 0.0
+    synthetic_guaranteed_shares: tuple[float, ...] = ()
     scenario_share: float = 0.5
     scenarios: tuple[str, ...] = TRAINING_FAMILIES
     synthetic_services: tuple[int, int] = (6, 24)
@@ -87,6 +90,10 @@ class EpisodeDistribution:
             lo, hi = getattr(self, f)
             if not (0 <= lo <= hi):
                 raise ValueError(f"{f}: expected (low, high) with 0 <= low <= high, got {getattr(self, f)!r}")
+        if any(not 0.0 <= g <= 1.0 for g in self.synthetic_guaranteed_shares):
+            raise ValueError(
+                f"synthetic_guaranteed_shares: expected numbers in [0, 1], got {self.synthetic_guaranteed_shares!r}"
+            )
         if self.scenario_share > 0 and not self.scenarios:
             raise ValueError("scenarios: at least one scenario when scenario_share > 0")
         if self.episode_minutes < 2 * PERIOD_MIN:
@@ -122,7 +129,8 @@ def _draw_app(cfg: EpisodeDistribution, rng: np.random.Generator) -> str:
     if rng.random() < cfg.synthetic_share:
         lo, hi = cfg.synthetic_services
         name = f"synthetic:{int(rng.integers(lo, hi + 1))}:{int(rng.integers(1_000_000))}"
-        g = cfg.synthetic_guaranteed_share
+        shares = cfg.synthetic_guaranteed_shares
+        g = float(rng.choice(shares)) if shares else cfg.synthetic_guaranteed_share
         return f"{name}:{g:g}" if g > 0 else name
     return str(rng.choice(cfg.apps))
 

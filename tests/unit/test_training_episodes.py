@@ -67,3 +67,19 @@ def test_the_load_is_drawn_from_the_rng_and_scaled_to_the_scenarios_peak():
 def test_every_training_family_is_a_shipped_scenario():
     for name in TRAINING_FAMILIES:
         assert scenario_app_count(name) >= 1
+
+
+def test_synthetic_apps_draw_their_guaranteed_share_from_the_given_shares():
+    from policy.train.intent_episodes import EpisodeDistribution, sample_episode_specs
+
+    cfg = EpisodeDistribution(synthetic_share=1.0, scenario_share=0.0, synthetic_guaranteed_shares=(0.0, 1.0))
+    specs = sample_episode_specs(cfg, np.random.default_rng(0), 40, seed0=0)
+    shares = {s.app.split(":")[3] if s.app.count(":") == 3 else "0" for s in specs}
+    assert shares == {"0", "1"}  # both drawn: apps with no Guaranteed service and apps of Guaranteed services only
+    every = training_app(next(s.app for s in specs if s.app.endswith(":1")))
+    sized = [w for w in every.workloads if w.pod_requests.cpu_m > 0]
+    assert sized and all(w.pod_limits.cpu_m == w.pod_requests.cpu_m for w in sized)
+    one = EpisodeDistribution(synthetic_share=1.0, scenario_share=0.0, synthetic_guaranteed_share=0.3)
+    assert {s.app.split(":")[3] for s in sample_episode_specs(one, np.random.default_rng(0), 5, seed0=0)} == {"0.3"}
+    with pytest.raises(ValueError, match="synthetic_guaranteed_shares: expected numbers in \\[0, 1\\]"):
+        EpisodeDistribution(synthetic_guaranteed_shares=(1.5,))
