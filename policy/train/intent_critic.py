@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -45,8 +45,8 @@ from torch import nn
 
 from policy.highlevel import default_intent
 
-if TYPE_CHECKING:  # the label type lives with the loop that makes it (a deferred import would cycle)
-    from .dagger import Label
+#: A :class:`policy.train.dagger.Label` (the loop that makes labels imports this module, so not the other way).
+Label = Any
 
 __all__ = [
     "ACTION_FEATURES",
