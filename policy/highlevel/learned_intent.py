@@ -74,6 +74,9 @@ CAPACITY_RANGE = (0.3, 0.95)
 COLOCATION_MAX = 2.0
 #: Upper bound of locality_weight and balance_weight.
 WEIGHT_MAX = 3.0
+#: ``capacity_over_request`` at or below which a service's pods have no room to burst (limit = request: 1/10, the
+#: feature's scale; a hair above for float32).
+NO_BURST_ROOM = 0.1 + 1e-6
 #: The CPU price (:class:`policy.sim.objective.Objective`.cpu_price) the policy is told when none is configured.
 DEFAULT_CPU_PRICE = 0.5
 
@@ -388,6 +391,7 @@ FALLBACK_FIELDS: dict[str, tuple[float, float, bool]] = {
     "global_z_max": (0.0, math.inf, True),
     "service_z_max": (0.0, math.inf, True),
     "lean_margin": (0.0, 1.0, True),
+    "no_burst_lean_margin": (0.0, 1.0, True),
 }
 
 
@@ -443,6 +447,7 @@ class LearnedIntent:
         self.fallbacks = 0
         self.service_fallbacks = 0
         self.lean_capped = 0
+        self.no_burst_capped = 0
 
     def _drpc_state(self, state: HrlState) -> DrpcState:
         return DrpcState.from_dict(state.autoscaler.get(self.STATE_KEY))
@@ -473,7 +478,8 @@ class LearnedIntent:
             self.fallbacks += 1
             return fallback
         z_s, z_g = self.actor(obs.service, obs.global_)
-        return self.lean_cap(self.service_fallback(obs, intent_from_outputs(obs.services, z_s, z_g)))
+        intent = self.service_fallback(obs, intent_from_outputs(obs.services, z_s, z_g))
+        return self.lean_cap(self.no_burst_cap(obs, intent))
 
     def _fallback_meta(self) -> Mapping[str, Any] | None:
         fb = self.actor.bundle.metadata.get("fallback") if isinstance(self.actor.bundle.metadata, Mapping) else None
@@ -518,6 +524,34 @@ class LearnedIntent:
         return Intent(
             intent.values,
             capacity_target=capped,
+            colocation_priority=intent.colocation_priority,
+            move_budget_frac=intent.move_budget_frac,
+        )
+
+    def no_burst_cap(self, obs: IntentObservation, intent: Intent) -> Intent:
+        """``intent`` with the capacity target of every service whose pods have no room to burst (CPU limit = request:
+        Guaranteed QoS; the row's ``capacity_over_request`` at 1/10) at most the tuned constant's plus the bundle's
+        ``metadata.fallback.no_burst_lean_margin``. Such a pod cannot use more CPU than it requests: run leaner than
+        the baseline it throttles at its limit and queues, and the next burst fails requests before a new replica is
+        Ready, while a Burstable pod absorbs it up to its limit. So the network may give these services more headroom
+        than the baseline, and less only within the margin (SPIBB's constraint on the side where mistakes are dear,
+        as :meth:`lean_cap`, for the services where they are dearest). Each target lowered counts one in
+        ``no_burst_capped``. ``intent`` itself for a bundle without that margin."""
+        fb = self._fallback_meta()
+        margin = None if fb is None else fb.get("no_burst_lean_margin")
+        if margin is None or not intent.capacity_target or not len(obs.services):
+            return intent
+        col = self.actor.service_spec.index("capacity_over_request")
+        room = np.asarray(obs.service, dtype=np.float64)[:, col]
+        top = float(fb["capacity_target"]) + float(margin)
+        tight = {s for s, r in zip(obs.services, room) if r <= NO_BURST_ROOM}
+        lowered = {s: top for s in tight if intent.capacity_target.get(s, 0.0) > top}
+        if not lowered:
+            return intent
+        self.no_burst_capped += len(lowered)
+        return Intent(
+            intent.values,
+            capacity_target={**intent.capacity_target, **lowered},
             colocation_priority=intent.colocation_priority,
             move_budget_frac=intent.move_budget_frac,
         )

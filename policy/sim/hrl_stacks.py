@@ -39,7 +39,8 @@ Every learned stack reports, per run (``SimResult.extra["counters"]``), how ofte
 target (``guardrail_saturation_shield``, ``guardrail_stabilization``), how often the extender failed open
 (``extender_failed_open``), how often the learned high level fell back to its tuned constant (``intent_fallbacks``:
 periods; ``intent_service_fallbacks``: services given the constant's target alone, their rows outside the training
-states; ``intent_lean_capped``: targets lowered to the bundle's lean margin), what became of its moves
+states; ``intent_lean_capped``: targets lowered to the bundle's lean margin; ``intent_no_burst_capped``: those of
+services without room to burst lowered to its no-burst margin), what became of its moves
 (:data:`MOVE_COUNTERS`, with their reasons) and what every action of its cycles came to, as the simulated API answered
 it (``actions_<kind>_<outcome>``: kind ``move``, ``scale`` or ``resize``, the outcomes of
 :class:`descheduler.loop.CycleReport`; e.g. ``actions_resize_resized`` counts resizes the API server took,
@@ -428,6 +429,7 @@ class _RunTally:
         out["intent_fallbacks"] = float(getattr(intent_policy, "fallbacks", 0))
         out["intent_service_fallbacks"] = float(getattr(intent_policy, "service_fallbacks", 0))
         out["intent_lean_capped"] = float(getattr(intent_policy, "lean_capped", 0))
+        out["intent_no_burst_capped"] = float(getattr(intent_policy, "no_burst_capped", 0))
         out.update({f"actions_{k}": float(v) for k, v in sorted(self.actions.items())})
         return out
 

@@ -140,8 +140,10 @@ class DaggerConfig(EpisodeDistribution):
       state);
     - the fallback: ``fallback_quantile`` in (0, 1], the quantile of the training states' largest |z| (global row;
       each service row) beyond which the served policy falls back to the tuned constant (1: the largest);
-      ``lean_margin`` (None or >= 0): the served capacity targets are at most the constant's plus this
-      (:meth:`~policy.highlevel.LearnedIntent.lean_cap`; None: no cap);
+      ``lean_margin`` (None or in [0, 1]): the served capacity targets are at most the constant's plus this
+      (:meth:`~policy.highlevel.LearnedIntent.lean_cap`; None: no cap); ``no_burst_lean_margin`` (None or in [0, 1],
+      0.05 by default): the same for the services whose pods have no room to burst (CPU limit = request,
+      :meth:`~policy.highlevel.LearnedIntent.no_burst_cap`);
     - ``eval_episodes`` fixed validation episodes; ``flat``: the ``hrl-no-encoder`` variant; ``seed``; ``quick``.
     """
 
@@ -167,6 +169,7 @@ class DaggerConfig(EpisodeDistribution):
     baseline_weight: float = 1.0
     fallback_quantile: float = 0.995
     lean_margin: float | None = None
+    no_burst_lean_margin: float | None = 0.05
     random_candidates: int = 0
     critic_margin: float = 0.1
     objective: Objective = field(default_factory=Objective)
@@ -194,8 +197,10 @@ class DaggerConfig(EpisodeDistribution):
             raise ValueError(f"regret_clip: expected a finite number > 0, got {self.regret_clip!r}")
         if not (math.isfinite(self.kernel_temperature) and self.kernel_temperature > 0):
             raise ValueError(f"kernel_temperature: expected a finite number > 0, got {self.kernel_temperature!r}")
-        if self.lean_margin is not None and not (math.isfinite(self.lean_margin) and self.lean_margin >= 0):
-            raise ValueError(f"lean_margin: expected None or a finite number >= 0, got {self.lean_margin!r}")
+        for f in ("lean_margin", "no_burst_lean_margin"):
+            v = getattr(self, f)
+            if v is not None and not (math.isfinite(v) and 0 <= v <= 1):
+                raise ValueError(f"{f}: expected None or a number in [0, 1], got {v!r}")
         if not (0.0 < self.fallback_quantile <= 1.0):
             raise ValueError(f"fallback_quantile: expected a number in (0, 1], got {self.fallback_quantile!r}")
         if self.random_candidates < 0:
@@ -790,6 +795,7 @@ def train_dagger(
             "global_z_max": reach,
             "service_z_max": s_reach,
             **({} if cfg.lean_margin is None else {"lean_margin": cfg.lean_margin}),
+            **({} if cfg.no_burst_lean_margin is None else {"no_burst_lean_margin": cfg.no_burst_lean_margin}),
             "capacity_target": None if constant is None else constant["capacity_target"],
             "move_budget_frac": None if constant is None else constant["move_budget_frac"],
         },

@@ -247,6 +247,27 @@ def test_the_lean_margin_caps_capacity_targets_above_the_constant_and_leaves_mor
     assert policy.lean_cap(asked) is asked
 
 
+def test_services_without_room_to_burst_are_not_run_leaner_than_the_constant_plus_the_no_burst_margin():
+    net = IntentNet(Fs, Fg, hidden=8)
+    meta = {"fallback": {"global_z_max": 1e9, "capacity_target": 0.6, "no_burst_lean_margin": 0.05}}
+    policy = LearnedIntent.__new__(LearnedIntent)
+    policy.actor = IntentActor(export_intent(net, None, flat=True, policy_version="t", metadata=meta))
+    policy.no_burst_capped = 0
+    room = INTENT_SERVICE_SPEC_FLAT.index("capacity_over_request")
+    rows = np.zeros((3, Fs), np.float32)
+    rows[:, room] = [0.1, 0.1, 0.2]  # limit = request (Guaranteed), twice: no room; the limit twice the request: room
+    obs = IntentObservation(("n/g1", "n/g2", "n/b"), ("g1", "g2", "b"), rows, np.zeros(Fg, np.float32))
+    asked = Intent((1.0, 1.0), capacity_target={"g1": 0.9, "g2": 0.5, "b": 0.9}, move_budget_frac=0.0)
+    out = policy.no_burst_cap(obs, asked)
+    # the Guaranteed service asked leaner than 0.65 is lowered; more headroom and a Burstable service are left alone
+    assert out.capacity_target == {"g1": 0.65, "g2": 0.5, "b": 0.9} and policy.no_burst_capped == 1
+    assert out.values == asked.values
+    assert policy.no_burst_cap(obs, out) is out and policy.no_burst_capped == 1
+    del meta["fallback"]["no_burst_lean_margin"]  # a bundle without the margin: the network's own targets
+    policy.actor = IntentActor(export_intent(net, None, flat=True, policy_version="t", metadata=meta))
+    assert policy.no_burst_cap(obs, asked) is asked
+
+
 def test_a_refit_from_archived_labels_rolls_out_nothing_and_names_its_archives(tmp_path):
     data = ambiguous(12, np.random.default_rng(7))
     save_labels(tmp_path / "labels.npz", data)

@@ -404,7 +404,13 @@ def test_the_hierarchy_plans_resizes_from_the_intents_capacity_targets():
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("lean_margin", -0.1), ("capacity_target", 0.0), ("service_z_max", float("nan")), ("global_z_max", "far")],
+    [
+        ("lean_margin", -0.1),
+        ("no_burst_lean_margin", 2.0),
+        ("capacity_target", 0.0),
+        ("service_z_max", float("nan")),
+        ("global_z_max", "far"),
+    ],
 )
 def test_a_bundle_whose_fallback_is_out_of_range_is_refused_at_load_naming_the_field(tmp_path, key, value):
     root = tmp_path / "high"
