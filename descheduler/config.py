@@ -350,9 +350,14 @@ class ResizeConfig(ConfigModel):
     ``maxBurst`` × its template's request; it shrinks back toward that request) and the descheduler makes them
     behind its guards: at most ``maxPerCycle`` per cycle, one per pod per ``cooldownSeconds``, each at most
     ``maxStep`` (a fraction of the pod's request) away from the current request; never a pod a
-    VerticalPodAutoscaler owns. Ranges: 0 < ``minChange`` < ``maxStep`` <= 1, ``maxBurst`` >= 1."""
+    VerticalPodAutoscaler owns. ``basis``: what a pod's CPU use is held against, ``limit`` (default: a pod whose CPU
+    limit is above its request, a Burstable pod, against its limit, where it would throttle; any other against its
+    request) or ``request`` (every pod against its request, as an HPA counts utilization: a Burstable pod that runs
+    above its request but far below its limit is grown too, which reserves CPU it could already use). Ranges: 0 <
+    ``minChange`` < ``maxStep`` <= 1, ``maxBurst`` >= 1."""
 
     enabled: bool = False
+    basis: Literal["request", "limit"] = "limit"
     max_per_cycle: int = Field(10, ge=0)
     cooldown_seconds: float = Field(300.0, ge=0.0)
     max_step: float = Field(0.5, gt=0.0, le=1.0)
@@ -726,6 +731,7 @@ def resize_planner_from_config(config: DeschedulerConfiguration) -> ResizePlanne
         max_resizes=rc.max_per_cycle,
         cooldown_s=rc.cooldown_seconds,
         workloads=a.workloads if a is not None else None,
+        basis=rc.basis,
     )
 
 

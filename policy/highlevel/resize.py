@@ -5,9 +5,11 @@ simulator).
 
 Per running, controller-owned pod of a managed Deployment of service *s* with a CPU request (its template's
 request ``r0``, its current request ``r``, its measured use ``u``), with ``t`` = the intent's capacity target
-for *s* (``state.capacity_targets``; :attr:`ResizePlanner.default_target` without one)::
+for *s* (``state.capacity_targets``; :attr:`ResizePlanner.default_target` without one) and ``k`` = its CPU limit
+over its request where :attr:`ResizePlanner.basis` is ``limit`` and the limit is above the request (a Burstable
+pod, held against the limit it would throttle at), else 1 (held against its request, as an HPA counts)::
 
-    want  = u / t                                        (the request at which the pod would run at its target)
+    want  = u / t / k                                    (the request at which the pod would run at its target)
     burst   when want > r · (1 + min_change):  r' = min(want, r · (1 + max_step), r0 · max_burst, r + node room)
     release when want < r · (1 − min_change) and r > r0:  r' = max(want, r0, r · (1 − max_step))
 
@@ -30,15 +32,18 @@ from policy.state import ClusterSnapshot, PodInfo, Resize, WorkloadInfo
 from .autoscale import pods_of_workload
 from .planner_state import HrlState
 
-__all__ = ["ResizePlanner"]
+__all__ = ["ResizePlanner", "RESIZE_BASES"]
+
+#: What a pod's use is held against (:attr:`ResizePlanner.basis`).
+RESIZE_BASES = ("request", "limit")
 
 
 @dataclass(frozen=True)
 class ResizePlanner:
     """Plans in-place resizes (module docstring). Ranges: 0 < ``default_target`` <= 1; 0 < ``min_change`` <
     ``max_step`` <= 1; ``max_burst`` >= 1; ``max_resizes`` >= 0; ``cooldown_s`` >= 0. ``workloads``: the
-    Deployments (``namespace/name``) it may resize (None: every Deployment with a CPU request). ValueError naming
-    the field otherwise."""
+    Deployments (``namespace/name``) it may resize (None: every Deployment with a CPU request); ``basis``
+    (:data:`RESIZE_BASES`): ``limit`` or ``request`` (module docstring). ValueError naming the field otherwise."""
 
     default_target: float = 0.6
     min_change: float = 0.1
@@ -47,8 +52,11 @@ class ResizePlanner:
     max_resizes: int = 10
     cooldown_s: float = 120.0
     workloads: tuple[str, ...] | None = None
+    basis: str = "limit"
 
     def __post_init__(self) -> None:
+        if self.basis not in RESIZE_BASES:
+            raise ValueError(f"ResizePlanner.basis: expected one of {', '.join(RESIZE_BASES)}, got {self.basis!r}")
         if not (math.isfinite(self.default_target) and 0 < self.default_target <= 1):
             raise ValueError(f"ResizePlanner.default_target: must be in (0, 1], got {self.default_target!r}")
         if not (0 < self.min_change < self.max_step <= 1):
@@ -124,7 +132,10 @@ class ResizePlanner:
         ):
             return None
         r = float(p.requests.cpu_m)
-        want = float(p.usage.cpu_m) / target
+        # basis "limit": a pod whose CPU limit is above its request is held against its limit (it can burst to it:
+        # only there does it throttle), the request following at the same ratio; otherwise against its request
+        k = float(p.limits.cpu_m) / r if self.basis == "limit" and p.limits.cpu_m > r else 1.0
+        want = float(p.usage.cpu_m) / target / k
         if want > r * (1 + self.min_change):
             room = max(free.get(p.node_name, 0.0), 0.0)
             new = min(want, r * (1 + self.max_step), r0 * self.max_burst, r + room)

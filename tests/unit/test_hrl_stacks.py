@@ -203,6 +203,7 @@ def test_the_no_shield_and_no_resize_ablations_switch_off_one_part_and_every_run
         "intent_fallbacks",
         "intent_service_fallbacks",
         "intent_lean_capped",
+        "intent_no_burst_capped",
     }
     assert guardrails | set(hs.MOVE_COUNTERS) <= set(counts)  # every run reports its moves, with their reasons
     assert all(k in guardrails or k.startswith(("moves_", "actions_")) for k in counts)

@@ -368,6 +368,40 @@ def test_a_pod_above_its_capacity_target_grows_in_place_within_its_nodes_room():
     assert ResizePlanner(max_step=0.5).plan(with_other(3800), HrlState(capacity_targets=targets)) == ()
 
 
+def test_a_burstable_pod_is_held_against_its_limit_and_a_guaranteed_one_against_its_request():
+    # cart: request 200 m, limit 400 m (Burstable), using 300 m at target 0.6: against its request it wants 500 m,
+    # against its limit 250 m of request (300 / 0.6 = 500 m of limit at the same ratio)
+    snap = world()
+    st = HrlState(capacity_targets={"cart": 0.6, "front": 0.9})
+    (by_request,) = ResizePlanner(max_step=0.5, basis="request").plan(snap, st)
+    (by_limit,) = ResizePlanner(max_step=0.5, basis="limit").plan(snap, HrlState(capacity_targets=st.capacity_targets))
+    assert (by_request.cpu_request_m, by_limit.cpu_request_m) == (300, 250)
+    # at 220 m of use it runs at 55 % of its limit: grown against its request (220 / 0.6 = 367 m), not against its limit
+    calm = world(usage=(150, 150, 220))
+    assert ResizePlanner(max_step=0.5, basis="request").plan(calm, HrlState(capacity_targets=st.capacity_targets))
+    assert ResizePlanner(max_step=0.5, basis="limit").plan(calm, HrlState(capacity_targets=st.capacity_targets)) == ()
+    # a Guaranteed pod (limit = request) is held against its request either way
+    guaranteed = ClusterSnapshot(
+        snap.nodes,
+        tuple(
+            PodInfo(**{**{f: getattr(p, f) for f in p.__dataclass_fields__}, "limits": p.requests})
+            if p.service == "cart"
+            else p
+            for p in snap.pods
+        ),
+        graph=snap.graph,
+        workloads=snap.workloads,
+        taken_at_s=snap.taken_at_s,
+    )
+    plans = [
+        ResizePlanner(max_step=0.5, basis=b).plan(guaranteed, HrlState(capacity_targets=st.capacity_targets))
+        for b in ("request", "limit")
+    ]
+    assert plans[0] == plans[1] and plans[0][0].cpu_request_m == 300
+    with pytest.raises(ValueError, match="ResizePlanner.basis: expected one of request, limit"):
+        ResizePlanner(basis="usage")
+
+
 def test_a_grown_pod_shrinks_back_toward_its_templates_request_never_below_it():
     base = world(usage=(150, 150, 60))
     grown = tuple(
