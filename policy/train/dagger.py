@@ -114,6 +114,36 @@ LOSSES = ("cost", "imitation", "critic")
 FIT_LOSSES = ("cost", "imitation")
 
 
+#: DaggerConfig's real-valued fields and their ranges: (low, high, low included, high included); None allowed for
+#: the margins (their guard is off).
+_RANGES: dict[str, tuple[float, float, bool, bool]] = {
+    "beta": (0.0, 1.0, True, True),
+    "beta_decay": (0.0, 1.0, True, True),
+    "imitation_weight": (0.0, math.inf, True, False),
+    "baseline_weight": (0.0, math.inf, True, False),
+    "critic_margin": (0.0, math.inf, True, False),
+    "regret_clip": (0.0, math.inf, False, False),
+    "kernel_temperature": (0.0, math.inf, False, False),
+    "fallback_quantile": (0.0, 1.0, False, True),
+    "lean_margin": (0.0, 1.0, True, True),
+    "no_burst_lean_margin": (0.0, 1.0, True, True),
+}
+
+
+def _check_ranges(cfg: Any) -> None:
+    """Raise ValueError naming the first field of :data:`_RANGES` outside its range (a margin may be None)."""
+    for f, (lo, hi, lo_in, hi_in) in _RANGES.items():
+        v = getattr(cfg, f)
+        if v is None and f.endswith("margin") and f != "critic_margin":
+            continue
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        ok = ok and (lo <= v if lo_in else lo < v) and (v <= hi if hi_in else v < hi)
+        if not ok:
+            span = f"{'[' if lo_in else '('}{lo:g}, {hi:g}{']' if hi_in else ')'}"
+            none = "None or " if f.endswith("margin") and f != "critic_margin" else ""
+            raise ValueError(f"{f}: expected {none}a finite number in {span}, got {v!r}")
+
+
 @dataclass(frozen=True)
 class DaggerConfig(EpisodeDistribution):
     """DAgger for the high level (module docstring), over the episodes of :class:`EpisodeDistribution` (its fields;
@@ -182,31 +212,12 @@ class DaggerConfig(EpisodeDistribution):
         for f in ("iterations", "episodes_per_iteration", "workers", "epochs", "hidden", "horizon_min"):
             if getattr(self, f) < 1:
                 raise ValueError(f"{f}: expected an integer >= 1, got {getattr(self, f)!r}")
-        for f in ("beta", "beta_decay"):
-            if not 0.0 <= getattr(self, f) <= 1.0:
-                raise ValueError(f"{f}: expected a number in [0, 1], got {getattr(self, f)!r}")
-        if self.eval_episodes < 0:
-            raise ValueError(f"eval_episodes: expected an integer >= 0, got {self.eval_episodes!r}")
+        for f in ("eval_episodes", "random_candidates"):
+            if getattr(self, f) < 0:
+                raise ValueError(f"{f}: expected an integer >= 0, got {getattr(self, f)!r}")
         if self.loss not in LOSSES:
             raise ValueError(f"loss: expected one of {', '.join(LOSSES)}, got {self.loss!r}")
-        if not (math.isfinite(self.imitation_weight) and self.imitation_weight >= 0):
-            raise ValueError(f"imitation_weight: expected a finite number >= 0, got {self.imitation_weight!r}")
-        if not (math.isfinite(self.baseline_weight) and self.baseline_weight >= 0):
-            raise ValueError(f"baseline_weight: expected a finite number >= 0, got {self.baseline_weight!r}")
-        if not (math.isfinite(self.regret_clip) and self.regret_clip > 0):
-            raise ValueError(f"regret_clip: expected a finite number > 0, got {self.regret_clip!r}")
-        if not (math.isfinite(self.kernel_temperature) and self.kernel_temperature > 0):
-            raise ValueError(f"kernel_temperature: expected a finite number > 0, got {self.kernel_temperature!r}")
-        for f in ("lean_margin", "no_burst_lean_margin"):
-            v = getattr(self, f)
-            if v is not None and not (math.isfinite(v) and 0 <= v <= 1):
-                raise ValueError(f"{f}: expected None or a number in [0, 1], got {v!r}")
-        if not (0.0 < self.fallback_quantile <= 1.0):
-            raise ValueError(f"fallback_quantile: expected a number in (0, 1], got {self.fallback_quantile!r}")
-        if self.random_candidates < 0:
-            raise ValueError(f"random_candidates: expected an integer >= 0, got {self.random_candidates!r}")
-        if not (math.isfinite(self.critic_margin) and self.critic_margin >= 0):
-            raise ValueError(f"critic_margin: expected a finite number >= 0, got {self.critic_margin!r}")
+        _check_ranges(self)
 
     def fit_options(self, baseline: tuple[float, float] | None) -> FitOptions:
         """The options of :func:`fit` this configuration asks for, with ``baseline`` (the tuned constant's capacity

@@ -181,7 +181,7 @@ def test_the_fit_refuses_an_unknown_loss():
         fit(IntentNet(Fs, Fg, hidden=4), ambiguous(2, np.random.default_rng(0)), 1, 1e-3, FitOptions(loss="ranking"))
     with pytest.raises(ValueError, match="loss: expected one of"):
         DaggerConfig(loss="ranking")
-    with pytest.raises(ValueError, match="fallback_quantile: expected a number in \\(0, 1\\], got 0"):
+    with pytest.raises(ValueError, match="fallback_quantile: expected a finite number in \\(0, 1\\], got 0"):
         DaggerConfig(fallback_quantile=0)
 
 

@@ -16,6 +16,7 @@ TORCH_MODULES = {
     "policy/train/placement.py",
     "policy/train/encoder.py",
     "policy/train/hierarchy.py",
+    "policy/train/intent_critic.py",
     "policy/train/intent_net.py",
     "policy/train/dagger.py",
     "policy/train/tensorboard.py",
