@@ -532,6 +532,7 @@ class ControlPlane:
         self.data_dir: Path | None = None
         self.startup_s: dict[str, float] = {}
         self._api_client = None
+        self._identity_clients: list = []
 
     # ---- state -------------------------------------------------------------------------------------
     @property
@@ -993,12 +994,13 @@ class ControlPlane:
     def down(self, grace_s: float = 10.0) -> None:
         """Stop every recorded component one by one, in reverse start order; remove etcd's data directory
         (the logs and configurations stay in ``workdir``). Idempotent."""
-        if self._api_client is not None:
-            try:
-                self._api_client.close()
-            except Exception:  # noqa: BLE001 - best effort
-                pass
-            self._api_client = None
+        for client in [self._api_client, *self._identity_clients]:
+            if client is not None:
+                try:
+                    client.close()
+                except Exception:  # noqa: BLE001 - best effort
+                    pass
+        self._api_client, self._identity_clients = None, []
         for comp in list(reversed(self.components)):
             self.stop_component(comp, grace_s)
         if self.data_dir is not None and self.data_dir.exists():
@@ -1031,14 +1033,19 @@ class ControlPlane:
         return res
 
     def api(self, identity: str | None = None):
-        """A ``kubernetes.client.ApiClient`` for the admin (default, cached) or one of :data:`IDENTITIES`."""
+        """A ``kubernetes.client.ApiClient`` for the admin (default, cached) or one of :data:`IDENTITIES` (a new
+        one per call). Every client stays referenced until :meth:`down` closes it: one a test drops would
+        otherwise be collected with its TLS sockets open, and the ``ResourceWarning`` surfaces in whichever
+        test runs the garbage collector."""
         from kubernetes import config as kconfig
 
         if identity is None:
             if self._api_client is None:
                 self._api_client = kconfig.new_client_from_config(config_file=str(self.kubeconfig))
             return self._api_client
-        return kconfig.new_client_from_config(config_file=str(self.kubeconfigs[identity]))
+        client = kconfig.new_client_from_config(config_file=str(self.kubeconfigs[identity]))
+        self._identity_clients.append(client)
+        return client
 
     # ---- nodes ---------------------------------------------------------------------------------------
     def create_nodes(self, nodes: Iterable[Mapping[str, Any]], wait_s: float = 120.0) -> list[str]:
