@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import math
+import re
 
 import pytest
 
@@ -286,7 +287,7 @@ def seed_bundles(tmp_path, monkeypatch, seeds):
 def plan_with(tmp_path, skip):
     from policy.bench.plan import DEFAULT_PLAN
 
-    text = DEFAULT_PLAN.read_text().replace("skipMissingTrainingSeeds: false", f"skipMissingTrainingSeeds: {skip}")
+    text = re.sub(r"skipMissingTrainingSeeds: \w+", f"skipMissingTrainingSeeds: {skip}", DEFAULT_PLAN.read_text())
     f = tmp_path / f"plan-{skip}.yaml"
     f.write_text(text)
     return f
