@@ -607,11 +607,16 @@ class Observations:
 
 def check_options(out: Path, options: BuildOptions) -> str:
     """The app's name (``options.name`` or the folder's), once the options are valid. Raises ``ValueError`` (one
-    line) for ``out/app.yaml`` existing without ``force``, a bad name, iterations, SLO or timeout."""
-    if (out / "app.yaml").exists() and not options.force:
-        raise ValueError(f"{out / 'app.yaml'}: exists; pass --force to overwrite")
+    line) for ``out/app.yaml`` existing without ``force``, an ``out`` that is not a folder or holds files but no
+    ``app.yaml`` (not an earlier build: the build replaces the whole folder, so it never takes one over), a bad
+    name, iterations, SLO or timeout."""
     if out.exists() and not out.is_dir():
         raise ValueError(f"-o: {out}: exists and is not a folder")
+    if (out / "app.yaml").exists():
+        if not options.force:
+            raise ValueError(f"{out / 'app.yaml'}: exists; pass --force to overwrite")
+    elif out.is_dir() and any(out.iterdir()):
+        raise ValueError(f"-o: {out}: holds files but is not an app build (no app.yaml); name a new or empty folder")
     name = options.name or out.resolve().name
     if not _SAFE_NAME.match(name):
         raise ValueError(f"--name: {name!r}: use letters, digits, '.', '_' and '-'")
@@ -756,7 +761,11 @@ def build_from_observations(
 
 
 def _swap_in(work: Path, out: Path) -> None:
-    """Rename the finished folder ``work`` to ``out``; an existing ``out`` is moved aside first and removed after."""
+    """Rename the finished folder ``work`` to ``out``; an existing ``out`` is moved aside first and removed after.
+    ``work`` (made private by ``mkdtemp``) gets the mode a new folder would have under the process's umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    work.chmod(0o777 & ~umask)
     old = None
     if out.exists():
         old = out.with_name(f".{out.name}.old-{os.getpid()}")

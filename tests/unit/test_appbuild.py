@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -227,6 +229,26 @@ def test_an_existing_app_is_not_overwritten_without_force(small):
     d, inputs, _ = small
     with pytest.raises(ValueError, match="app.yaml: exists; pass --force"):
         build_app(inputs["manifests"], inputs["spans"], d / "app", inputs["metrics"], checks=False)
+
+
+def test_a_folder_that_is_not_an_app_build_is_refused_and_left_as_it_was(small, tmp_path):
+    _, inputs, _ = small
+    out = tmp_path / "precious"
+    (out / "sub").mkdir(parents=True)
+    (out / "notes.txt").write_text("important")
+    for force in (False, True):
+        with pytest.raises(ValueError, match=r"holds files but is not an app build \(no app.yaml\); name a new or"):
+            build_app(inputs["manifests"], inputs["spans"], out, inputs["metrics"], checks=False, force=force)
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt", "sub"]
+    assert (out / "notes.txt").read_text() == "important"
+    assert [p.name for p in tmp_path.iterdir()] == ["precious"]  # no temporary folder left
+
+
+def test_the_built_folder_has_the_mode_of_a_new_folder_not_the_private_one_of_mkdtemp(small):
+    d, _, _ = small
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((d / "app").stat().st_mode) == 0o777 & ~umask
 
 
 def test_entry_shares_parse_and_detection_keeps_services_with_enough_root_spans():
