@@ -789,7 +789,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         arg("--seed", type=int, default=0, help="random seed of the fit"),
         arg("--skip-checks", action="store_true", help="skip the minute-by-minute and hold-out checks (faster)"),
         arg("--compare", default=None, metavar="APP", help="also compare with this app (name or path)"),
-        arg("--force", action="store_true", help="overwrite APPDIR/app.yaml if it exists"),
+        arg("--force", action="store_true", help="replace APPDIR, an earlier build (app.yaml); never other folders"),
         arg("--json", action="store_true", help="print only the report as JSON on stdout (warnings on stderr)"),
     ],
 )
