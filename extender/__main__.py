@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry
 
-from policy.telemetry import add_log_format_argument, add_version_argument
+from policy.telemetry import add_log_format_argument, add_version_argument, parse_args
 
 PROG = "hrl-extender"
 
@@ -70,14 +70,30 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _fail(msg: str) -> int:
-    print(f"{PROG}: error: {' '.join(str(msg).split())}", file=sys.stderr)
+def _say(line: str, log_format: str) -> None:
+    """A start-up error on stderr: with ``--log-format text`` the line as is; with ``json`` one ERROR record
+    (:func:`policy.telemetry.say`, the shape of ``hrl-policy`` and ``hrl-descheduler``)."""
+    if log_format == "json":
+        from policy.telemetry import say
+
+        say(line, logging.ERROR, prog=PROG)
+    else:
+        print(line, file=sys.stderr)
+
+
+def _fail(msg: str, log_format: str = "text") -> int:
+    _say(f"{PROG}: error: {' '.join(str(msg).split())}", log_format)
     return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``hrl-extender``; returns the exit status (see the module docstring)."""
-    args = _parser().parse_args(argv)
+    args = parse_args(_parser(), argv)  # a usage error under --log-format json: one JSON record
+    fmt = args.log_format
+    if fmt == "json":  # the errors before the configuration's log level is known are records too
+        from policy.telemetry import configure_logging
+
+        configure_logging(PROG, "WARNING", fmt)
     # Imports after argument parsing so `--help` stays fast.
     from policy.config import ConfigError
 
@@ -87,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_extender_config(args.config, check_files=True)
     except ConfigError as exc:
         for line in exc.lines():
-            print(line, file=sys.stderr)
+            _say(line, fmt)
         return 2
 
     def config_line(line: str) -> str:  # a problem found past validation, in the same format
@@ -95,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return f"{args.config}: {line}" if args.config else f"{PROG}: error: {line}"
 
     if args.port is not None and not 0 <= args.port <= 65535:
-        return _fail(f"--port: must be 0..65535, got {args.port}")
+        return _fail(f"--port: must be 0..65535, got {args.port}", fmt)
 
     from policy.telemetry import configure_logging, register_process_metrics
 
@@ -113,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         startup = prepare(config, store, snapshot=args.snapshot)
     except StartupError as exc:
         for line in exc.problems:
-            print(config_line(line), file=sys.stderr)
+            _say(config_line(line), fmt)
         return 2
     ssl_context, policy, refresher, graph = startup.ssl_context, startup.policy, startup.refresher, startup.graph
     assert policy is not None
@@ -136,7 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             usage = usage_input(usage_cfg, startup.api)
         except ValueError as exc:
-            print(config_line(f"metricsSources.resourceUsage.uri: {exc}"), file=sys.stderr)
+            _say(config_line(f"metricsSources.resourceUsage.uri: {exc}"), fmt)
             return 2
         source = KubeSnapshotSource(
             store,
@@ -190,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         recorder = decision_recorder(config, policy, registry, events=sink)
     except OSError as exc:
         line = f"decisions.log: cannot open {config.decisions.log!r}: {exc.strerror or exc}"
-        print(config_line(line), file=sys.stderr)
+        _say(config_line(line), fmt)
         return 2
     if recorder is not None:
         store.set_decisions(recorder, shadow=config.mode == "shadow")
@@ -221,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             refresher.stop()
         if recorder is not None:
             recorder.stop()
-        print(f"{PROG}: error: {what}: cannot bind {where}: {exc.strerror or exc}", file=sys.stderr)
+        _say(f"{PROG}: error: {what}: cannot bind {where}: {exc.strerror or exc}", fmt)
         return EXIT_BIND
     port = sock.getsockname()[1]
     server = HttpServer(app, http_limits(config), app.metrics, ssl=ssl_context)

@@ -14,6 +14,8 @@
   of logger ``py.warnings``. Replaces the root logger's handlers (so a second call, e.g. in tests, writes to the
   current ``sys.stderr``).
 - :func:`say`: one message for the user on stderr: the line as is with ``text``, one record with ``json``.
+- :func:`parse_args`: ``parser.parse_args(argv)``, except that with ``--log-format json`` on the command line a
+  usage error is one ERROR record (no usage text), as the command's other errors are; exit 2 either way.
 - :func:`progress` / :func:`showing_progress`: progress of long loops, for the commands that turn it on: a tqdm
   bar on a terminal, else (a Pod's log, ``--log-format json``, CI) a record every 10 s and one at the end, in the
   log format; :func:`progress_bar` the same for a loop that counts by hand (a training loop's steps, with its
@@ -32,12 +34,12 @@ import logging.handlers
 import platform
 import sys
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 
 from prometheus_client import Info, gc_collector, platform_collector, process_collector
 from pythonjsonlogger.core import RESERVED_ATTRS
@@ -55,6 +57,7 @@ __all__ = [
     "add_log_format_argument",
     "configure_logging",
     "say",
+    "parse_args",
     "progress",
     "progress_bar",
     "ProgressBar",
@@ -213,6 +216,38 @@ def say(text: str, level: int = logging.WARNING, prog: str | None = None) -> Non
     log = logging.getLogger(prog or "hrl")
     # handle(), not log(): a message for the user is shown whatever the command's log level
     log.handle(log.makeRecord(log.name, level, "(say)", 0, msg, (), None))
+
+
+def _log_format_in(argv: Sequence[str]) -> str | None:
+    """The value of the last ``--log-format`` in ``argv`` (before a ``--``), or ``None``."""
+    fmt = None
+    for i, a in enumerate(argv):
+        if a == "--":
+            break
+        if a == "--log-format" and i + 1 < len(argv):
+            fmt = argv[i + 1]
+        elif a.startswith("--log-format="):
+            fmt = a.partition("=")[2]
+    return fmt
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """``parser.parse_args(argv)`` (default ``sys.argv[1:]``). argparse reports a usage error before the log format
+    is known: when ``argv`` asks for ``--log-format json`` the error is one ERROR record of logger ``parser.prog``
+    (the message without ``PROG: error: ``, as :func:`say` writes it) instead of the usage text and
+    ``PROG: error: ...``; exit 2 either way. Otherwise argparse's own behaviour, unchanged."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if _log_format_in(args) != "json":
+        return parser.parse_args(args)
+    prog = parser.prog
+
+    def error(message: str) -> NoReturn:
+        configure_logging(prog, "WARNING", "json")
+        say(f"{prog}: error: {' '.join(message.split())}", logging.ERROR, prog=prog)
+        raise SystemExit(2)
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser.parse_args(args)
 
 
 _progress_on: ContextVar[bool] = ContextVar("hrl_progress", default=False)

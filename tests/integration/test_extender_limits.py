@@ -1,8 +1,8 @@
 """No request can stall the others, over a real HTTP socket on 127.0.0.1 (ExtenderServer: extender.http on uvloop in
 a thread): the body-size limit (413), the per-request deadline counted from the socket (neutral), load shedding
 (neutral), a lone UTF-16 surrogate in a node name (both verbs), /livez, and hrl-extender's binding (it binds before
-it announces, and exits 4 with one line when the port is taken). The connection-level limits (read timeouts, the
-connection bound, pipelining) are in test_extender_connections.py."""
+it announces, and exits 4 with one line when the port is taken, one JSON record under --log-format json). The
+connection-level limits (read timeouts, the connection bound, pipelining) are in test_extender_connections.py."""
 
 from __future__ import annotations
 
@@ -183,6 +183,26 @@ def test_hrl_extender_exits_4_with_one_line_when_its_port_is_taken(tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert lines[-1] == f"hrl-extender: error: listen: cannot bind 127.0.0.1:{port}: Address already in use"
     assert "serving on" not in r.stderr
+
+
+def test_hrl_extender_under_log_format_json_reports_a_taken_port_as_a_json_record():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        r = subprocess.run(
+            [sys.executable, "-m", "extender", "--log-format", "json", "--host", "127.0.0.1", "--port", str(port)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert r.returncode == 4
+    records = [json.loads(ln) for ln in r.stderr.splitlines() if ln.strip()]  # a plain line fails here
+    last = records[-1]
+    assert (last["level"], last["component"]) == ("ERROR", "hrl-extender")
+    assert last["message"] == f"listen: cannot bind 127.0.0.1:{port}: Address already in use"
+    assert not any("serving on" in r["message"] for r in records)
 
 
 def test_hrl_extender_accepts_connections_as_soon_as_it_says_it_serves():

@@ -1,6 +1,6 @@
 """Malformed inputs of ``hrl-extender``: a configuration that is not UTF-8, huge periods, a bundle next to the
 heuristic, and snapshots that are not a Kubernetes List. Each is refused before serving with exit 2 and one
-line on stderr; none starts a server on an empty cluster."""
+line on stderr (one JSON record under --log-format json); none starts a server on an empty cluster."""
 
 from __future__ import annotations
 
@@ -103,3 +103,37 @@ def test_store_load_file_accepts_an_empty_items_list(tmp_path):
     f.write_text('{"kind": "List", "items": []}')
     view = SnapshotStore().load_file(f)
     assert view.ready and view.snapshot.nodes == () and view.snapshot.pods == ()
+
+
+def one_json_record_exit_2(p: subprocess.CompletedProcess) -> dict:
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    rec = json.loads(lines[0])  # not a plain line
+    assert (rec["level"], rec["component"]) == ("ERROR", "hrl-extender") and {"timestamp", "logger"} <= set(rec)
+    return rec
+
+
+def test_cli_start_up_errors_are_json_records_under_log_format_json(tmp_path):
+    bad = tmp_path / "e.yaml"
+    bad.write_text(HEAD + "policy: {name: topology-heuristic, bundle: /nope}\n")
+    snap = tmp_path / "s.json"
+    snap.write_text("{}")
+    # a configuration problem: FILE: dotted.path: problem, the whole line as the message (as hrl-policy does)
+    assert one_json_record_exit_2(cli("--log-format", "json", "--config", str(bad)))["message"].startswith(
+        f"{bad}: policy:"
+    )
+    assert one_json_record_exit_2(cli("--log-format", "json", "--snapshot", str(snap)))["message"].startswith(
+        f"--snapshot: {snap}"
+    )
+    rec = one_json_record_exit_2(cli("--log-format", "json", "--port", "99999"))
+    assert rec["message"] == "--port: must be 0..65535, got 99999"
+    # argparse's usage errors too, when --log-format json is on the command line (either spelling)
+    for flag in (["--log-format", "json"], ["--log-format=json"]):
+        rec = one_json_record_exit_2(cli(*flag, "--port", "abc"))
+        assert rec["message"] == "argument --port: invalid int value: 'abc'"
+    # text: today's lines, unchanged
+    assert one_line_exit_2(cli("--port", "99999")) == "hrl-extender: error: --port: must be 0..65535, got 99999"
+    usage = cli("--port", "abc")
+    assert usage.returncode == 2 and usage.stderr.startswith("usage: hrl-extender")
+    assert usage.stderr.splitlines()[-1] == "hrl-extender: error: argument --port: invalid int value: 'abc'"
