@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -35,7 +36,14 @@ PROG = "hrl-policy"
 
 
 def serve(args: argparse.Namespace) -> int:
-    """``hrl-policy cache serve``; returns the exit status (0 after a signal, 2 when it cannot listen)."""
+    """``hrl-policy cache serve``; returns the exit status (0 after a signal, 2 when it cannot listen).
+
+    With ``--log-format json`` gRPC's own (C-core) log lines are off (``GRPC_VERBOSITY=NONE`` unless the environment
+    sets it): they are plain text (``E1206 ... add_port.cc:83] Failed to add port ...``) and would break the one
+    JSON object per line; what they report reaches our own ERROR record anyway (the server's start raises).
+    gRPC reads the variable once, when it is first imported, hence before :mod:`policy.cache`."""
+    if getattr(args, "log_format", "text") == "json":
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
     from policy.cache import SERVICE_NAME, CacheServer
     from policy.telemetry import configure_logging, register_process_metrics

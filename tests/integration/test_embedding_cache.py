@@ -227,6 +227,23 @@ def test_cache_serve_on_a_taken_port_exits_2_with_one_line():
     assert "hrl-policy cache serve: error: cannot listen on" in err
 
 
+def test_cache_serve_on_a_taken_port_under_log_format_json_writes_only_json_records(monkeypatch):
+    # gRPC's C-core line (E1206 ... add_port.cc:83] Failed to add port ...) stays out; our own ERROR record is there
+    monkeypatch.delenv("GRPC_VERBOSITY", raising=False)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        proc = _cli("--log-format", "json", "cache", "serve", "--listen", address)
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2, err
+    records = [json.loads(ln) for ln in err.splitlines() if ln.strip()]  # a plain line fails here
+    (error,) = [r for r in records if r["level"] == "ERROR"]
+    assert error["component"] == "hrl-policy" and error["message"].startswith(
+        f"cache serve: cannot listen on {address}"
+    )
+
+
 def test_cache_encode_then_get_through_the_command_line(server, tmp_path):
     src = str(ROOT / "policy" / "data" / "apps" / "online-boutique" / "kubernetes-manifests.yaml")
     out = subprocess.run(
