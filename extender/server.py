@@ -36,8 +36,9 @@ read timeouts and the connection bound, are in :mod:`extender.http`):
    awaited at most until the deadline (then neutral), and shed when every worker is busy;
 5. the reply: the policy's scores, gathered from the :class:`policy.lowlevel.NodeScoreTable` when it holds the
    pod's vector. A malformed request (:class:`~extender.wire.WireError`) → **400** with a one-line ``text/plain``
-   reason (logged at WARNING; outcome ``invalid``); anything failing after parsing → 200 neutral
-   (``neutral_error`` / ``error``).
+   reason (logged at WARNING, at most :data:`extender.ratelog.LOG_BURST` a minute per verb, then a count of those
+   left out: :class:`extender.ratelog.RateLimitedLog`; outcome ``invalid``); anything failing after parsing → 200
+   neutral (``neutral_error`` / ``error``).
 
 Every error becomes its HTTP status in one place, :func:`error_response` (:data:`ERROR_STATUS`), and every reply
 the application makes is counted there or in :meth:`ExtenderApp.reply`: ``hrl_extender_http_responses_total{code}``
@@ -88,6 +89,7 @@ from .http import (
     Response,
 )
 from .metrics import ExtenderMetrics
+from .ratelog import RateLimitedLog
 from .store import SnapshotStore, StoreView
 from .wire import (
     WireError,
@@ -211,12 +213,12 @@ def error_response(app: ExtenderApp, exc: BaseException, path: str, request: Req
             if verb is not None and outcome:
                 if outcome == "invalid":
                     m.requests_invalid_total.labels(verb=verb).inc()
-                    log.warning("%s: bad request: %s", verb, reason)
+                    app.request_log.warning(f"{verb}: bad request", "%s: bad request: %s", verb, reason)
                 elif outcome == "too_large":
                     m.requests_too_large_total.labels(verb=verb).inc()
                     if isinstance(exc, BodyTooLarge):
                         reason += f" is over limits.maxRequestBytes ({app.config.limits.max_request_bytes})"
-                        log.warning("%s: request too large: %s", verb, reason)
+                        app.request_log.warning(f"{verb}: request too large", "%s: request too large: %s", verb, reason)
             return app.reply(
                 status,
                 (reason + "\n").encode(),
@@ -287,6 +289,8 @@ class ExtenderApp:
     ):
         self.config, self.store, self.policy, self.metrics = config, store, policy, metrics
         self.topology, self.table = topology, table
+        #: the per-request warnings (bad request, too large): at most LOG_BURST per kind a window, counts kept
+        self.request_log = RateLimitedLog(log)
         self.inputs = tuple(inputs)
         self.state = SimpleNamespace(
             metrics=metrics, store=store, config=config, topology=topology, table=table, policy=policy
@@ -535,7 +539,9 @@ class ExtenderApp:
                 return b"".join(chunks)
 
     def close(self) -> None:
-        """Stop the worker pool (running work finishes in the background). Idempotent."""
+        """Stop the worker pool (running work finishes in the background); log the per-request warnings suppressed
+        since their window began. Idempotent."""
+        self.request_log.flush()
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
