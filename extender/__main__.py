@@ -21,7 +21,10 @@ configuration (TLS files included), topology source or snapshot file (one line o
 address or the health port cannot be bound (port taken, address not local, permission denied: one line naming
 ``listen`` or ``listen.healthPort`` and the error); 1 when the server fails after it started. Configuration
 problems are printed all at once, one line each: ``FILE: dotted.path: problem (got VALUE)``
-(:class:`policy.config.ConfigError`; the files it names are checked in the same pass).
+(:class:`policy.config.ConfigError`; the files it names are checked in the same pass). With ``--log-format json``
+each such line is one ERROR record instead (:func:`policy.telemetry.say`, as ``hrl-policy`` and ``hrl-descheduler``
+write theirs; a usage error too, when ``--log-format json`` is on the command line:
+:func:`policy.telemetry.parse_args`).
 """
 
 from __future__ import annotations
