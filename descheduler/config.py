@@ -142,7 +142,6 @@ a ``bundle`` is an error next to a heuristic ``name`` (and when empty). Load wit
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -151,7 +150,17 @@ from pydantic import Field, field_validator, model_validator
 
 from policy import highlevel
 from policy.bundle import DEFAULT_BUNDLES, bundle_error_line
-from policy.config import ConfigModel, ExistingBundle, ExistingPath, load_config
+from policy.config import (
+    HOST_PORT,
+    LISTEN_ADDRESS,
+    NAMESPACED_NAME,
+    ConfigModel,
+    ExistingBundle,
+    ExistingPath,
+    load_config,
+    matches,
+    pattern_schema,
+)
 from policy.highlevel import HighLevelPolicy, MoveCostModel, RebalanceHeuristic, ResizePlanner
 from policy.live import MetricsSourcesConfig
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy, TopologyHeuristic, load_learned_placement
@@ -211,14 +220,13 @@ class AutoscalerConfig(ConfigModel):
     target_utilization: float = Field(0.6, gt=0.0, le=1.0)
     tolerance: float = Field(0.1, ge=0.0)
     stabilization_seconds: float = Field(300.0, ge=0.0)
-    workloads: tuple[str, ...] | None = None
+    workloads: tuple[str, ...] | None = Field(None, json_schema_extra=pattern_schema(NAMESPACED_NAME, items=True))
 
     @field_validator("workloads")
     @classmethod
     def _keys(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
         for k in v or ():
-            ns, sep, name = k.partition("/")
-            if not sep or not ns or not name or "/" in name:
+            if not matches(NAMESPACED_NAME, k):
                 raise ValueError(f"expected namespace/name, got {k!r}")
         return v
 
@@ -279,7 +287,10 @@ class PlannerConfig(ConfigModel):
     max_moves_per_service: int = Field(1, ge=1)
     max_moves: int = Field(50, ge=0)
     min_serving_pods: int = Field(2, ge=1)
-    intent: tuple[float, ...] | None = None
+    intent: tuple[float, ...] | None = Field(
+        None,
+        json_schema_extra={"minItems": len(INTENT_SPEC), "maxItems": len(INTENT_SPEC), "items": {"minimum": 0}},
+    )
     rebalance: bool = True
     moves_period_seconds: float = Field(0.0, ge=0.0)
     scale_period_seconds: float = Field(0.0, ge=0.0)
@@ -440,8 +451,13 @@ class TopologyConfig(ConfigModel):
     sources: tuple[ExistingPath, ...] = ()
 
 
-#: A Prometheus label name (the Pushgateway's grouping key labels).
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+#: A Prometheus label name the Pushgateway takes in a grouping key: not reserved (``__``...); ``job`` is refused
+#: apart (set by ``job``). The validator and the JSON Schema (``propertyNames``) share it.
+_LABEL_NAME = r"^([a-zA-Z][a-zA-Z0-9_]*|_([a-zA-Z0-9][a-zA-Z0-9_]*)?)$"
+_GROUPING_KEY_SCHEMA = {
+    "propertyNames": {"pattern": _LABEL_NAME, "not": {"const": "job"}},
+    "additionalProperties": {"type": "string", "minLength": 1},
+}
 
 
 class MetricsConfig(ConfigModel):
@@ -449,15 +465,15 @@ class MetricsConfig(ConfigModel):
 
     textfile: str | None = None
     pushgateway: str | None = None
-    listen: str | None = None
+    listen: str | None = Field(None, json_schema_extra=pattern_schema(LISTEN_ADDRESS))
     job: str = Field("hrl-descheduler", min_length=1)
-    grouping_key: dict[str, str] = Field(default_factory=dict)
+    grouping_key: dict[str, str] = Field(default_factory=dict, json_schema_extra=_GROUPING_KEY_SCHEMA)
 
     @field_validator("grouping_key")
     @classmethod
     def _label_names(cls, v: dict[str, str]) -> dict[str, str]:
         for name, value in v.items():
-            if not _LABEL_NAME.fullmatch(name) or name.startswith("__") or name == "job":
+            if not matches(_LABEL_NAME, name) or name == "job":
                 raise ValueError(f"{name!r} is not a label name the Pushgateway accepts (job is set by job)")
             if not value:
                 raise ValueError(f"{name}: the value must not be empty")
@@ -466,10 +482,7 @@ class MetricsConfig(ConfigModel):
     @field_validator("listen")
     @classmethod
     def _host_port(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        host, sep, port = v.rpartition(":")
-        if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        if v is not None and not matches(LISTEN_ADDRESS, v):
             raise ValueError("must be host:port, e.g. 127.0.0.1:9102")
         return v
 
@@ -510,7 +523,7 @@ class CacheConfig(ConfigModel):
     computes and stores) the embeddings of its call graph and, unless in a dry run, publishes its intent
     (:mod:`descheduler.cache`)."""
 
-    address: str = Field(..., min_length=3)
+    address: str = Field(..., min_length=3, json_schema_extra=pattern_schema(HOST_PORT))
     timeout_seconds: float = Field(2.0, gt=0.0, le=60.0)
     encoder_bundle: ExistingBundle | None = Field(None, min_length=1)
     reencode_after_seconds: float = Field(300.0, gt=0.0)
@@ -518,8 +531,7 @@ class CacheConfig(ConfigModel):
     @field_validator("address")
     @classmethod
     def _cache_host_port(cls, v: str) -> str:
-        host, sep, port = v.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not matches(HOST_PORT, v):
             raise ValueError("must be host:port, e.g. 127.0.0.1:50051")
         return v
 

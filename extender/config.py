@@ -100,7 +100,17 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from policy.config import ConfigModel, ExistingBundle, ExistingFile, ExistingPath, load_config
+from policy.config import (
+    HOST_PORT,
+    URL_PATH,
+    ConfigModel,
+    ExistingBundle,
+    ExistingFile,
+    ExistingPath,
+    load_config,
+    matches,
+    pattern_schema,
+)
 from policy.live import ExtenderMetricsSourcesConfig
 from policy.lowlevel import (
     DEFAULT_PLACEMENT_BUNDLE,
@@ -290,7 +300,12 @@ class CacheConfig(ConfigModel):
     ages out.
     """
 
-    address: str = Field(..., min_length=3, description="host:port of the cache's gRPC endpoint. Required.")
+    address: str = Field(
+        ...,
+        min_length=3,
+        description="host:port of the cache's gRPC endpoint. Required.",
+        json_schema_extra=pattern_schema(HOST_PORT),
+    )
     refresh_seconds: float = Field(10.0, gt=0.0, description="Seconds between refreshes of the copy. Default 10.")
     timeout_seconds: float = Field(1.0, gt=0.0, le=60.0, description="Deadline of each gRPC call, seconds. Default 1.")
     max_age_seconds: float = Field(
@@ -308,8 +323,7 @@ class CacheConfig(ConfigModel):
     @field_validator("address")
     @classmethod
     def _host_port(cls, v: str) -> str:
-        host, sep, port = v.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not matches(HOST_PORT, v):
             raise ValueError("must be host:port, e.g. 127.0.0.1:50051")
         return v
 
@@ -445,7 +459,9 @@ class ScoreTableConfig(ConfigModel):
 
     publish: bool = Field(False, description="Publish the table. Default false.")
     address: str | None = Field(
-        None, description="host:port of the embedding cache to publish to; null = cache.address. Default null."
+        None,
+        description="host:port of the embedding cache to publish to; null = cache.address. Default null.",
+        json_schema_extra=pattern_schema(HOST_PORT),
     )
     timeout_seconds: float = Field(1.0, gt=0.0, le=60.0, description="Deadline of each publish, seconds. Default 1.")
     max_keys: int = Field(
@@ -506,6 +522,7 @@ class ExtenderConfiguration(ConfigModel):
         "/scheduler",
         description="Path prefix of the verbs: POST {urlPrefix}/filter and {urlPrefix}/prioritize. Must "
         "start with '/'; a trailing '/' is dropped. Default /scheduler.",
+        json_schema_extra=pattern_schema(URL_PATH),
     )
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Placement policy.")
     topology: TopologyConfig = Field(default_factory=TopologyConfig, description="Call-graph sources.")
@@ -604,7 +621,7 @@ class ExtenderConfiguration(ConfigModel):
     def _check_prefix(cls, v: str) -> str:
         if not v.startswith("/"):
             raise ValueError("must start with '/'")
-        if any(c.isspace() for c in v) or "?" in v or "#" in v:
+        if not matches(URL_PATH, v):
             raise ValueError("must be a plain URL path (no spaces, '?' or '#')")
         v = v.rstrip("/")
         return v

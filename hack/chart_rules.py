@@ -103,21 +103,6 @@ def _bundle_rule(component: str, validator: str, at: str, want: str) -> Rule:
 
 RULES: tuple[Rule, ...] = (
     # ---- ExtenderConfiguration ----
-    Rule(
-        "extender",
-        "ListenConfig._health_port_differs",
-        "listen.healthPort",
-        (
-            "and",
-            ("set", "listen.healthPort"),
-            ("gt", "listen.healthPort", 0),
-            ("eq", "listen.healthPort", "listen.port"),
-        ),
-        "must differ from listen.port ({listen.port:d}): the probes' listener binds a port of its own "
-        "(got {listen.healthPort:d})",
-        _ext({"listen": {"port": 9000, "healthPort": 9000}}),
-        _ext({"listen": {"port": 9000, "healthPort": 9001}}),
-    ),
     _bundle_rule("extender", "PolicyConfig._bundle_needs_learned", "policy", "learned"),
     Rule(
         "extender",
@@ -268,11 +253,74 @@ RULES: tuple[Rule, ...] = (
     ),
 )
 
+#: Fields of the configuration files that the chart sets from its own values or wires to the objects it renders
+#: (ports, probes, the Service, the scheduler's registration, mounted paths, RBAC on the Lease): component →
+#: (dotted path in ``extender.config`` / ``descheduler.config``, the hint: what to set instead). The render fails
+#: when one is given there, with one line naming both.
+OWNED: dict[str, tuple[tuple[str, str], ...]] = {
+    "extender": (
+        ("listen.host", "the extender listens on every interface of its Pod"),
+        ("listen.port", "set extender.port instead"),
+        ("listen.healthPort", "set extender.healthPort instead"),
+        ("listen.tls", "set tls.enabled and tls.secretName instead"),
+        ("urlPrefix", "set extender.urlPrefix instead"),
+    ),
+    "descheduler": (
+        ("stateFile", "the cronjob keeps its history on descheduler.persistence"),
+        ("intervalSeconds", "set descheduler.intervalSeconds instead"),
+        ("dryRun", "set descheduler.dryRun instead"),
+        ("cooldownSeconds", "set descheduler.cooldownSeconds instead"),
+        (
+            "excludedNamespaces",
+            "set descheduler.excludedNamespaces instead (kube-system and the release namespace are always excluded)",
+        ),
+        ("metrics.listen", "set descheduler.metricsPort instead"),
+        ("metrics.pushgateway", "set metrics.pushgateway.url instead"),
+        ("leaderElection.leaseName", "the chart's Role grants the descheduler this Lease only"),
+        ("leaderElection.leaseNamespace", "the Lease is in the release namespace, where its Role is"),
+    ),
+}
+
 #: Validators no rule states, and why the chart still refuses what they refuse.
 COVERED = {
+    "_health_port_differs": "listen.port and listen.healthPort are the chart's (OWNED): hrl.validate refuses "
+    "extender.healthPort equal to extender.port",
     "_one_spelling_per_field": "a field given in both spellings (healthPort and health_port): the schema knows "
     "only the camelCase names (additionalProperties: false), so the snake_case one is refused",
 }
+
+
+#: The one-field validators of the two models (a field validator that reads no other field), by method name or
+#: ``Model._method``, and how values.schema.json states each: the validator and the field's JSON Schema share one
+#: pattern (:func:`policy.config.pattern_schema`) or the schema needs nothing. A new one fails gen-manifests until
+#: it is listed here (:func:`uncovered`).
+FIELD_CHECKS = {
+    "_lists_for_tuples": "a conversion (YAML list to tuple), no check",
+    "_bounded_seconds": "maximum: MAX_SECONDS on every *Seconds field (policy.config.json_schema)",
+    "_upper": "a conversion (logLevel upper-cased), the enum is in the schema",
+    "_finite": "helm values are JSON, which has no NaN or infinity",
+    "CacheConfig._host_port": "pattern HOST_PORT on cache.address",
+    "CacheConfig._cache_host_port": "pattern HOST_PORT on cache.address",
+    "ScoreTableConfig._host_port": "pattern HOST_PORT on scoreTable.address",
+    "ExtenderConfiguration._check_prefix": "pattern URL_PATH on urlPrefix (a chart-owned field: extender.urlPrefix)",
+    "AutoscalerConfig._keys": "items pattern NAMESPACED_NAME on planner.autoscaler.workloads",
+    "MetricsConfig._host_port": "pattern LISTEN_ADDRESS on metrics.listen (a chart-owned field)",
+    "MetricsConfig._label_names": "propertyNames pattern and not job, values minLength 1 on metrics.groupingKey",
+    "PlannerConfig._intent": "minItems/maxItems len(INTENT_SPEC), items minimum 0 on planner.intent",
+    "_uri": "the chart's metricsSources.*.uri patterns (scheme only); the URI grammar is the loaders' (the chart's "
+    "tests load every rendered configuration)",
+}
+
+
+def field_validators() -> list[tuple[str, str]]:
+    """``(component, "Model._method")`` of every one-field validator of the two configurations."""
+    out = []
+    for component, root in MODELS.items():
+        for model in _models(root):
+            for n, d in model.__pydantic_decorators__.field_validators.items():
+                if "info.data" not in inspect.getsource(d.func):
+                    out.append((component, f"{model.__name__}.{n}"))
+    return sorted(set(out))
 
 
 # ---- which validators are cross-field --------------------------------------------------------------------------
@@ -311,12 +359,17 @@ def cross_field_validators() -> list[tuple[str, str]]:
 
 
 def uncovered() -> list[str]:
-    """Each cross-field validator that no rule states and :data:`COVERED` does not explain (empty: all are)."""
+    """Each cross-field validator that no rule states and :data:`COVERED` does not explain, and each one-field
+    validator :data:`FIELD_CHECKS` does not list (empty: all are)."""
     stated = {(r.component, r.validator) for r in RULES}
     return [
         f"{component}: {name}"
         for component, name in cross_field_validators()
         if (component, name) not in stated and name.split(".")[-1] not in COVERED
+    ] + [
+        f"{component}: {name} (a one-field validator: FIELD_CHECKS)"
+        for component, name in field_validators()
+        if name not in FIELD_CHECKS and name.split(".")[-1] not in FIELD_CHECKS
     ]
 
 
@@ -441,16 +494,37 @@ def _component_block(component: str) -> list[str]:
     return lines
 
 
+def _owned_block(component: str) -> list[str]:
+    """Fail when ``COMPONENT.config`` sets a field the chart owns (:data:`OWNED`)."""
+    pairs = " ".join(f"(list {json.dumps(p)} {json.dumps(instead)})" for p, instead in OWNED[component])
+    return [
+        f"{{{{- $o := .Values.{component}.config | default dict }}}}",
+        f"{{{{- range $p := list {pairs} }}}}",
+        "{{- $x := $o }}{{- $found := true }}",
+        '{{- range $k := splitList "." (index $p 0) }}',
+        '{{- if and $found (kindIs "map" $x) (hasKey $x $k) }}{{- $x = get $x $k }}{{- else }}{{- $found = false }}'
+        "{{- end }}",
+        "{{- end }}",
+        "{{- if $found }}",
+        f'{{{{- fail (printf "{component}.config.%s: set by the chart, not here; %s" (index $p 0) (index $p 1)) }}}}',
+        "{{- end }}",
+        "{{- end }}",
+    ]
+
+
 def template() -> str:
     """templates/_validate.tpl: ``hrl.validateConfigs``, included by ``hrl.validate``."""
     lines = [
         "{{/* GENERATED by hack/gen-manifests.py from hack/chart_rules.py; do not edit.",
         "The cross-field checks of ExtenderConfiguration and DeschedulerConfiguration (the models' validators) on the",
         "configuration files the chart renders (the generated file with extender.config / descheduler.config merged",
-        "over it; an unset field has the model's default): each fails the render with the component's own line. */}}",
+        "over it; an unset field has the model's default): each fails the render with the component's own line.",
+        "First: the fields the chart owns (OWNED) are refused in extender.config / descheduler.config. */}}",
         '{{- define "hrl.validateConfigs" -}}',
+        *_owned_block("extender"),
         *_component_block("extender"),
         "{{- if .Values.descheduler.enabled }}",
+        *_owned_block("descheduler"),
         *_component_block("descheduler"),
         "{{- end }}",
         "{{- end -}}",

@@ -32,6 +32,12 @@ NAME = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLeng
 DURATION = {"type": "string", "pattern": "^([0-9]+(\\.[0-9]+)?(ms|s|m|h))+$"}
 STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
 PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
+#: A Kubernetes CronJob schedule (robfig/cron's standard parser): five fields of digits, names and * , - / ?,
+#: or a macro. The fields' ranges are the API server's to check.
+CRON = (
+    "^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|@every ([0-9]+(\\.[0-9]+)?(ns|us|ms|s|m|h))+"
+    "|[0-9A-Za-z*,/?-]+( +[0-9A-Za-z*,/?-]+){4})$"
+)
 LOG_LEVEL = {"enum": ["DEBUG", "INFO", "WARNING", "ERROR"]}
 RESOURCES = {
     "type": "object",
@@ -210,7 +216,12 @@ def build() -> dict[str, Any]:
             "enabled": {"type": "boolean"},
             "image": image("descheduler"),
             "mode": {"enum": ["cronjob", "interval"]},
-            "schedule": {"type": "string", "minLength": 9, "description": "a cron schedule"},
+            "schedule": {
+                "type": "string",
+                "pattern": CRON,
+                "description": "a CronJob schedule: five fields (minute hour day-of-month month day-of-week) or a "
+                "macro (@hourly, @daily, @weekly, @monthly, @yearly, @annually, @midnight, @every DURATION)",
+            },
             "activeDeadlineSeconds": integer_seconds,
             "intervalSeconds": {"allOf": [ref(des, "intervalSeconds"), integer_seconds]},
             "replicas": {"type": "integer", "minimum": 1, "maximum": 10},
@@ -320,6 +331,11 @@ def build() -> dict[str, Any]:
                     "labels": STRING_MAP,
                     "neutralAnswerRatio": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
                     "staleSnapshotSeconds": integer_seconds,
+                    "runsMissingSeconds": integer_seconds
+                    | {
+                        "description": "HrlDeschedulerRunsMissing fires when the last run pushed longer ago than "
+                        "this; above the period of descheduler.schedule plus a run"
+                    },
                     "runbookBaseURL": {"type": "string", "pattern": "^https?://[^\\s]+[^/\\s]$"},
                 }
             ),

@@ -31,6 +31,7 @@ extender's or the descheduler's models).
 from __future__ import annotations
 
 import difflib
+import re
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -51,6 +52,12 @@ from .documents import DocumentError, FileError, describe_utf8_error, dotted, lo
 
 __all__ = [
     "API_VERSION",
+    "HOST_PORT",
+    "LISTEN_ADDRESS",
+    "NAMESPACED_NAME",
+    "URL_PATH",
+    "matches",
+    "pattern_schema",
     "MAX_SECONDS",
     "MAX_CONFIG_BYTES",
     "CONFIG_ENTRY_POINTS",
@@ -165,6 +172,38 @@ class ConfigModel(BaseModel):
 
 
 M = TypeVar("M", bound=ConfigModel)
+
+
+# ---- text patterns a field validator and the JSON Schema share -------------------------------------------------
+# Each is the whole rule of its field: the validator refuses exactly what ``fullmatch`` refuses, with a message of
+# its own, and the field's JSON Schema carries the same expression as ``pattern`` (``json_schema_extra``), so the
+# Helm chart's values.schema.json (hack/chart_schema.py) refuses what the component refuses. They are written in
+# the syntax Python's ``re`` and Go's RE2 (Helm's schema validator) read alike: no look-around, no ``\\d`` or ``\\s``
+# (their classes differ).
+
+#: A TCP port 1..65535 (leading zeros allowed, as ``int()`` reads them).
+_PORT = r"0*([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+#: host:port, the host not empty (the text before the last ':').
+HOST_PORT = rf"^.+:{_PORT}$"
+#: [host]:port, the host may be empty (every interface).
+LISTEN_ADDRESS = rf"^.*:{_PORT}$"
+#: namespace/name (exactly one '/', neither side empty).
+NAMESPACED_NAME = r"^[^/]+/[^/]+$"
+#: Every character ``str.isspace`` calls whitespace, as literal characters (both engines read them in a class).
+_SPACE = "\t\n\v\f\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+#: A URL path: '/' then no whitespace, '?' or '#'.
+URL_PATH = f"^/[^{_SPACE}?#]*$"
+
+
+def matches(pattern: str, value: str) -> bool:
+    """Whether ``value`` matches one of the shared patterns (as the JSON Schema validator reads it)."""
+    return re.fullmatch(pattern, value) is not None
+
+
+def pattern_schema(pattern: str, *, items: bool = False) -> dict[str, Any]:
+    """``json_schema_extra`` of a field whose validator is ``matches(pattern, ...)``: ``pattern`` (applies to a
+    string; an optional field's null passes), or with ``items`` the same for each item of a list."""
+    return {"items": {"pattern": pattern}} if items else {"pattern": pattern}
 
 
 def check_path(value: str | None, info: ValidationInfo, what: str = "file") -> str | None:

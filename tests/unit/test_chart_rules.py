@@ -10,7 +10,7 @@ import copy
 import sys
 
 import pytest
-from chart_helpers import ROOT, config_of, render, template
+from chart_helpers import NS, ROOT, config_of, render, template
 
 from descheduler.config import load_descheduler_config
 from extender.config import load_extender_config
@@ -102,3 +102,62 @@ def test_make_chart_reads_the_shipped_values_as_a_values_file_and_they_pass():
                           str(ROOT / "manifests" / "charts" / "hrl-scheduler" / "values.yaml")],
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert out.returncode == 0, out.stderr
+
+
+OWNED = [(c, path) for c, fields in chart_rules.OWNED.items() for path, _ in fields]
+
+
+def _nested(path: str, value) -> dict:
+    out = value
+    for part in reversed(path.split(".")):
+        out = {part: out}
+    return out
+
+
+@pytest.mark.parametrize("component,path", OWNED, ids=[f"{c}-{p}" for c, p in OWNED])
+def test_a_field_the_chart_owns_is_refused_in_the_config_naming_the_chart_value(component, path):
+    sample = {"listen.port": 1234, "listen.healthPort": 9999, "listen.host": "127.0.0.1", "listen.tls": {},
+              "urlPrefix": "/other", "stateFile": "/data/h.json", "intervalSeconds": 60, "dryRun": True,
+              "cooldownSeconds": 60, "excludedNamespaces": [], "metrics.listen": "0.0.0.0:9999",
+              "metrics.pushgateway": "http://pg:9091", "leaderElection.leaseName": "other",
+              "leaderElection.leaseNamespace": "other"}[path]  # fmt: skip
+    values = {component: {"config": _nested(path, sample)}}
+    out = template(values, check=False)
+    assert out.returncode != 0, out.stderr
+    hint = dict(chart_rules.OWNED[component])[path]
+    assert f"{component}.config.{path}: set by the chart, not here; {hint}" in out.stderr, out.stderr
+
+
+def test_excluded_namespaces_stay_excluded_cluster_wide():
+    values = {"descheduler": {"clusterWide": True, "config": {"excludedNamespaces": []}}}
+    out = template(values, check=False)
+    assert out.returncode != 0 and "descheduler.config.excludedNamespaces" in out.stderr, out.stderr
+    objs = render({"descheduler": {"clusterWide": True, "excludedNamespaces": ["other"]}})
+    assert load_descheduler_config(config_of(objs, "hrl-descheduler-config")).excluded_namespaces[:2] == (
+        "kube-system",
+        NS,
+    )
+
+
+def test_every_one_field_validator_is_in_the_schema_or_explained():
+    found = chart_rules.field_validators()
+    assert ("descheduler", "AutoscalerConfig._keys") in found and ("extender", "CacheConfig._host_port") in found
+    assert [u for u in chart_rules.uncovered() if "FIELD_CHECKS" in u] == []
+
+
+@pytest.mark.parametrize(
+    "key,name",
+    [("extender", "config"), ("extender", "tls"), ("descheduler", "state"), ("scheduler", "extender-ca"),
+     ("learnedPolicies.cache", "tmp")],
+)  # fmt: skip
+def test_extra_volumes_may_not_reuse_a_volume_name_of_the_chart(key, name):
+    vols = {"extraVolumes": [{"name": name, "emptyDir": {}}]}
+    values = {"learnedPolicies": {"cache": vols}} if key == "learnedPolicies.cache" else {key: vols}
+    out = template(values, check=False)
+    assert out.returncode != 0 and f'{key}.extraVolumes[0]: the name "{name}" is a volume of the chart' in out.stderr
+    ok = (
+        {"learnedPolicies": {"cache": {"extraVolumes": [{"name": "mine", "emptyDir": {}}]}}}
+        if "." in key
+        else {key: {"extraVolumes": [{"name": "mine", "emptyDir": {}}]}}
+    )
+    assert template(ok, check=False).returncode == 0

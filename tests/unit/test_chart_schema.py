@@ -64,6 +64,23 @@ CASES = [
     ("descheduler", {"loopDetection": {"windowSeconds": -5}}),
     ("descheduler", {"scaling": {"minReplicas": -1}}),
     ("descheduler", {"metrics": {"listen": 9102}}),
+    # the components' one-field validators, carried into the schema as the same pattern (policy.config)
+    ("extender", {"cache": {"address": "nohostport"}}),
+    ("extender", {"cache": {"address": "cache:65536"}}),
+    ("extender", {"cache": {"address": "cache:050051"}}),
+    ("extender", {"scoreTable": {"address": "nohostport"}}),
+    ("descheduler", {"cache": {"address": "nohostport"}}),
+    ("descheduler", {"cache": {"address": "[::1]:50051"}}),
+    ("descheduler", {"planner": {"autoscaler": {"workloads": ["noslash"]}}}),
+    ("descheduler", {"planner": {"autoscaler": {"workloads": ["a/b/c"]}}}),
+    ("descheduler", {"planner": {"autoscaler": {"workloads": ["shop/cart"]}}}),
+    ("descheduler", {"planner": {"intent": [1.0]}}),
+    ("descheduler", {"planner": {"intent": [1.0, -1.0]}}),
+    ("descheduler", {"planner": {"intent": [1.0, 0.5]}}),
+    ("descheduler", {"metrics": {"groupingKey": {"__x": "y"}}}),
+    ("descheduler", {"metrics": {"groupingKey": {"job": "y"}}}),
+    ("descheduler", {"metrics": {"groupingKey": {"zone": ""}}}),
+    ("descheduler", {"metrics": {"groupingKey": {"zone": "a", "_": "b"}}}),
 ]
 
 
@@ -111,6 +128,42 @@ def test_helm_template_refuses_a_config_value_exactly_when_the_component_would(k
 def test_chart_values_that_become_configuration_fields_are_refused_as_the_component_refuses_them(values, path):
     out = template(values, check=False)
     assert out.returncode != 0 and path in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize(
+    "component,config,path",
+    [
+        ("extender", {"urlPrefix": "nope"}, "/extender/config/urlPrefix"),
+        ("descheduler", {"metrics": {"listen": "nohost"}}, "/descheduler/config/metrics/listen"),
+    ],
+)
+def test_a_chart_owned_field_with_a_value_its_component_refuses_fails_on_the_schema_first(component, config, path):
+    # refused twice over (the field is the chart's, and the value is bad): the schema, which runs first, says so
+    assert not component_accepts(component, config)
+    out = template({component: {"config": config}}, check=False)
+    assert out.returncode != 0 and path in out.stderr, out.stderr
+
+
+def test_the_shared_patterns_are_the_validators_rules():
+    from policy.config import HOST_PORT, LISTEN_ADDRESS, NAMESPACED_NAME, URL_PATH, matches
+
+    assert all(matches(HOST_PORT, v) for v in ("a:1", "[::1]:65535", "h:0080", "a:b:9"))
+    assert not any(matches(HOST_PORT, v) for v in (":80", "a:0", "a:65536", "a:", "a", "a:8x", "a\nb:80"))
+    assert matches(LISTEN_ADDRESS, ":9102") and not matches(LISTEN_ADDRESS, "9102")
+    assert matches(NAMESPACED_NAME, "ns/name") and not any(matches(NAMESPACED_NAME, v) for v in ("/n", "n/", "a/b/c"))
+    assert matches(URL_PATH, "/x/y") and not any(matches(URL_PATH, v) for v in ("x", "/a b", "/a?b", "/a#", "/\u3000"))
+
+
+@pytest.mark.parametrize(
+    "schedule,ok",
+    [("*/5 * * * *", True), ("0 * * * *", True), ("@hourly", True), ("@every 90m", True),
+     ("0 3 * * MON-FRI", True), ("not a cron", False), ("* * * *", False), ("@fortnightly", False)],
+)  # fmt: skip
+def test_the_descheduler_schedule_is_a_cron_schedule(schedule, ok):
+    out = template({"descheduler": {"schedule": schedule}}, check=False)
+    assert (out.returncode == 0) == ok, out.stderr
+    if not ok:
+        assert "/descheduler/schedule" in out.stderr
 
 
 def test_the_chart_level_descheduler_values_accept_what_the_descheduler_accepts():

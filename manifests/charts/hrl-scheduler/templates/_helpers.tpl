@@ -318,6 +318,17 @@ configuration files' own cross-field checks are hrl.validateConfigs (templates/_
 {{- if and (not $b.volume) (or $b.placement $b.highLevel $b.encoder) }}
 {{- fail "learnedPolicies.bundles: placement, highLevel and encoder name directories of learnedPolicies.bundles.volume, which is not set" }}
 {{- end }}
+{{- /* extraVolumes must not reuse a volume name of the chart's in the same Pod (the cache sidecar shares the
+extender's Pod, so it takes the extender's names too) */}}
+{{- $ext := list "config" "tmp" "decisions" "tls" "bundles" }}
+{{- range $key, $names := dict "extender" $ext "descheduler" (list "config" "state" "tmp" "bundles") "scheduler" (list "config" "extender-ca") "learnedPolicies.cache" $ext }}
+{{- $vals := ternary $.Values.learnedPolicies.cache (get $.Values $key) (eq $key "learnedPolicies.cache") }}
+{{- range $i, $vol := $vals.extraVolumes }}
+{{- if has $vol.name $names }}
+{{- fail (printf "%s.extraVolumes[%d]: the name %q is a volume of the chart's (%s); choose another name" $key $i $vol.name (join ", " $names)) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- include "hrl.validateConfigs" . }}
 {{- end -}}
 
