@@ -238,3 +238,36 @@ def test_extender_down_fires_when_a_replica_cannot_be_scraped_and_when_no_extend
                 [{"series": up("e0"), "values": "1x10"}, {"series": age("e0"), "values": "NaN 3x9"},
                  {"series": up("e1"), "values": "1x10"}, {"series": age("e1"), "values": "3x10"}],
                 [_firing("HrlExtenderDown", "7m", None)])  # fmt: skip
+
+
+def test_neutral_answers_counts_only_neutral_outcomes_not_shadow_or_refused_requests(tmp_path):
+    def answers(outcome: str, per_minute: int) -> dict[str, str]:
+        name = f'hrl_extender_prioritize_total{{namespace="{NS}", pod="e0", outcome="{outcome}"}}'
+        return {"series": name, "values": f"0+{per_minute}x40"}
+
+    # shadow mode: every answer is outcome="shadow" (neutral by design), plus many invalid client requests: quiet
+    _rules_test(tmp_path, "cronjob",
+                [answers("shadow", 60), answers("invalid", 600)],
+                [_firing("HrlExtenderNeutralAnswers", "35m", None)])  # fmt: skip
+    # active mode, most answers neutral_stale: fires
+    _rules_test(tmp_path, "cronjob",
+                [answers("ok", 10), answers("neutral_stale", 60)],
+                [_firing("HrlExtenderNeutralAnswers", "35m", {"namespace": NS})])  # fmt: skip
+    # active mode, ok answers and a flood of invalid requests: quiet
+    _rules_test(tmp_path, "cronjob",
+                [answers("ok", 60), answers("invalid", 600)],
+                [_firing("HrlExtenderNeutralAnswers", "35m", None)])  # fmt: skip
+
+
+def test_runs_missing_threshold_follows_the_value(tmp_path, monkeypatch):
+    pushed = f'push_time_seconds{{job="hrl-descheduler", namespace="{NS}", instance=""}}'
+    hourly = {"metrics": {**RENDERS["cronjob"]["metrics"],
+                          "prometheusRule": {"enabled": True, "runsMissingSeconds": 5400}},
+              "descheduler": {"schedule": "0 * * * *"}}  # fmt: skip
+    default = {r["alert"]: r for g in alert_groups("cronjob") for r in g["rules"]}["HrlDeschedulerRunsMissing"]
+    assert "> 1800)" in default["expr"]  # the default keeps 30 minutes
+    monkeypatch.setitem(RENDERS, "hourly", hourly)
+    # an hourly schedule: the last push 40 minutes ago is on time with 5400 s, late after 95 minutes
+    _rules_test(tmp_path, "hourly", [{"series": pushed, "values": "0x100"}],
+                [_firing("HrlDeschedulerRunsMissing", "40m", None),
+                 _firing("HrlDeschedulerRunsMissing", "97m", {"job": "hrl-descheduler", "namespace": NS})])  # fmt: skip
