@@ -454,7 +454,7 @@ class TopologyConfig(ConfigModel):
 #: A Prometheus label name the Pushgateway takes in a grouping key: not reserved (``__``...); ``job`` is refused
 #: apart (set by ``job``). The validator and the JSON Schema (``propertyNames``) share it.
 _LABEL_NAME = r"^([a-zA-Z][a-zA-Z0-9_]*|_([a-zA-Z0-9][a-zA-Z0-9_]*)?)$"
-_GROUPING_KEY_SCHEMA = {
+_GROUPING_KEY_SCHEMA: dict[str, Any] = {
     "propertyNames": {"pattern": _LABEL_NAME, "not": {"const": "job"}},
     "additionalProperties": {"type": "string", "minLength": 1},
 }
