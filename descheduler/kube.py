@@ -43,7 +43,7 @@ from typing import Any, cast
 from kubernetes import client as kclient
 from kubernetes.client.rest import ApiException
 
-from policy.kube import POD_FIELD_SELECTOR, ReflectorGroup, event_object, load_api_client
+from policy.kube import POD_FIELD_SELECTOR, ReflectorGroup, discard_answer, event_object, load_api_client
 from policy.observe import (
     local_pvc_names,
     parse_node,
@@ -456,13 +456,14 @@ class KubeEvictor:
 
     def _evict(self, pod: PodInfo) -> EvictionResult:
         try:
-            self.core.create_namespaced_pod_eviction(  # the client sends a dict body as it is
+            resp = self.core.create_namespaced_pod_eviction(  # the client sends a dict body as it is
                 pod.name,
                 pod.namespace,
                 cast(Any, self.body(pod)),
                 _request_timeout=self.timeout_s,
                 _preload_content=False,
             )
+            discard_answer(resp)
         except ApiException as exc:
             msg = _status_message(exc)
             if exc.status == 429:
@@ -664,12 +665,13 @@ class KubeEventRecorder:
 
     def record(self, regarding: ObjectRef, type: EventType, reason: str, action: str, note: str) -> None:
         try:
-            self.events.create_namespaced_event(
+            resp = self.events.create_namespaced_event(
                 regarding.namespace or "default",
                 cast(Any, self.body(regarding, type, reason, action, note)),  # the client sends a dict as it is
                 _request_timeout=self.timeout_s,
                 _preload_content=False,
             )
+            discard_answer(resp)
             self.created += 1
         except Exception as exc:  # noqa: BLE001 - an event is a report, never a reason to fail the cycle
             self.failures += 1

@@ -48,7 +48,15 @@ import numpy as np
 from kubernetes import client as kclient
 
 from policy.index import ClusterIndex, estimated_cpu_m
-from policy.kube import POD_FIELD_SELECTOR, Gone, MetricsApiReader, ReflectorGroup, event_object, load_api_client
+from policy.kube import (
+    POD_FIELD_SELECTOR,
+    Gone,
+    MetricsApiReader,
+    ReflectorGroup,
+    discard_answer,
+    event_object,
+    load_api_client,
+)
 from policy.live import InputMetrics, ResourceUsageConfig, UsageInput, open_usage_source
 from policy.observe import ObjectError, parse_node, parse_pod
 from policy.state import ANNOTATION_DEPENDS_ON, ClusterSnapshot, NodeInfo, PodInfo, ServiceGraph
@@ -402,10 +410,11 @@ class KubeEventSink:
             instance=self.instance,
             now_s=self.clock(),
         )
-        self.events.create_namespaced_event(
+        resp = self.events.create_namespaced_event(
             pod.namespace or "default",
             cast(Any, body),  # the client sends a dict as it is
             _request_timeout=self.timeout_s,
             _preload_content=False,
         )
+        discard_answer(resp)
         self.created += 1

@@ -409,6 +409,14 @@ class MetricsApiReader:
             raise UsageUnavailable(f"{METRICS_API}: GET {self.path}: {type(exc).__name__}: {detail}") from None
 
 
+def discard_answer(resp: Any) -> None:
+    """Read a ``_preload_content=False`` answer (a ``urllib3.HTTPResponse``) to its end and give its connection back
+    to the client's pool. An answer dropped unread keeps its TLS connection open until the garbage collector finds it
+    (one socket per call that reads nothing back: an Event, an eviction)."""
+    resp.drain_conn()
+    resp.release_conn()
+
+
 def event_object(
     regarding: Mapping[str, str],
     type: str,
