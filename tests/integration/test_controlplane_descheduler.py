@@ -750,6 +750,7 @@ class EvictionHook:
     def __exit__(self, *exc):
         self.cp.kubectl("delete", "validatingwebhookconfiguration", self.name, "--wait=false", check=False)
         self.server.shutdown()
+        self.server.server_close()  # its TLS listening socket: left open, its ResourceWarning fails a later test
 
     def real(self) -> list[str]:
         return [pod for pod, dry in self.seen if not dry]
