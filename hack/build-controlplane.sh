@@ -94,7 +94,7 @@ etcd_ok() { [ -x "$BIN/etcd" ] && "$BIN/etcd" --version 2>/dev/null | grep "etcd
 kwok_ok() { [ -x "$BIN/kwok" ] && [ -f "$BIN/stages/pod-delete.yaml" ] && "$BIN/kwok" --version 2>/dev/null | grep "$KWOK_VERSION" >/dev/null; }
 
 if k8s_ok; then log "kube binaries $KUBE_VERSION: cached in $BIN"; else
-  log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $KUBE_VERSION (cold: ~30-50 min on 2 cores)"
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $KUBE_VERSION (cold: about 4-5 min on 2 idle cores, BENCHMARKS.md)"
   kminor=${KUBE_VERSION#v1.}; kminor=${kminor%%.*}
   V=k8s.io/component-base/version; C=k8s.io/client-go/pkg/version
   ldf="-s -w"
