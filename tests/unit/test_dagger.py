@@ -231,11 +231,17 @@ def test_a_service_whose_row_lies_outside_the_training_states_gets_the_constant_
     assert policy.service_fallback(obs, served) is served
 
 
-def test_the_lean_margin_caps_capacity_targets_above_the_constant_and_leaves_more_headroom_alone():
+def _learned_intent(meta: dict) -> tuple[LearnedIntent, IntentNet]:
+    """A LearnedIntent serving an untrained network exported with the bundle metadata ``meta``, and the network."""
     net = IntentNet(Fs, Fg, hidden=8)
-    meta = {"fallback": {"global_z_max": 1e9, "capacity_target": 0.6, "lean_margin": 0.05}}
     policy = LearnedIntent.__new__(LearnedIntent)
     policy.actor = IntentActor(export_intent(net, None, flat=True, policy_version="t", metadata=meta))
+    return policy, net
+
+
+def test_the_lean_margin_caps_capacity_targets_above_the_constant_and_leaves_more_headroom_alone():
+    meta = {"fallback": {"global_z_max": 1e9, "capacity_target": 0.6, "lean_margin": 0.05}}
+    policy, net = _learned_intent(meta)
     policy.lean_capped = 0
     asked = Intent((1.0, 1.0), capacity_target={"a": 0.9, "b": 0.62, "c": 0.4}, move_budget_frac=0.2)
     out = policy.lean_cap(asked)
@@ -248,10 +254,8 @@ def test_the_lean_margin_caps_capacity_targets_above_the_constant_and_leaves_mor
 
 
 def test_services_without_room_to_burst_are_not_run_leaner_than_the_constant_plus_the_no_burst_margin():
-    net = IntentNet(Fs, Fg, hidden=8)
     meta = {"fallback": {"global_z_max": 1e9, "capacity_target": 0.6, "no_burst_lean_margin": 0.05}}
-    policy = LearnedIntent.__new__(LearnedIntent)
-    policy.actor = IntentActor(export_intent(net, None, flat=True, policy_version="t", metadata=meta))
+    policy, net = _learned_intent(meta)
     policy.no_burst_capped = 0
     room = INTENT_SERVICE_SPEC_FLAT.index("capacity_over_request")
     rows = np.zeros((3, Fs), np.float32)
