@@ -20,6 +20,8 @@ from typing import Any
 
 from tqdm import tqdm
 
+from policy.raylocal import init_local
+
 __all__ = ["task_key", "RaySession", "run_tasks"]
 
 
@@ -31,8 +33,9 @@ def task_key(task: Sequence[Any]) -> str:
 class RaySession:
     """``with RaySession(address, num_cpus):`` connects to the Ray cluster at ``address`` (``auto`` or
     ``ray://HOST:10001`` or ``HOST:6379``), or starts a local Ray with ``num_cpus`` worker slots (default: the
-    machine's cores) when ``address`` is None; a local Ray is shut down on exit, a user's cluster is only
-    disconnected from. Workers inherit ``OMP_NUM_THREADS`` (1 unless set) so one simulation uses one core."""
+    machine's cores; :func:`policy.raylocal.init_local` retries a start-up that timed out) when ``address`` is None;
+    a local Ray is shut down on exit, a user's cluster is only disconnected from. Workers inherit ``OMP_NUM_THREADS``
+    (1 unless set) so one simulation uses one core."""
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None):
         self.address = address
@@ -57,7 +60,8 @@ class RaySession:
         if self.address:
             ray.init(address=self.address, runtime_env=env, logging_level="WARNING", log_to_driver=False)
         else:
-            ray.init(
+            init_local(
+                ray,
                 num_cpus=self.num_cpus or os.cpu_count() or 1,
                 include_dashboard=False,
                 runtime_env=env,

@@ -1,6 +1,7 @@
 """[torch side] Rollouts as Ray tasks: one small pool every trainer of the high level uses. A local Ray of
-``workers`` CPUs unless ``address`` names a cluster (``--ray-address``: the same command scales out), or plain calls
-in this process with ``workers=1`` and no address (tests, quick runs)."""
+``workers`` CPUs (started by :func:`policy.raylocal.init_local`, which retries a start-up that timed out) unless
+``address`` names a cluster (``--ray-address``: the same command scales out), or plain calls in this process with
+``workers=1`` and no address (tests, quick runs)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from policy.raylocal import init_local
 from policy.telemetry import progress_bar
 
 __all__ = ["TaskPool"]
@@ -29,7 +31,9 @@ class TaskPool:
             import ray
 
             if not ray.is_initialized():
-                ray.init(
+                init_local(
+                    ray,
+                    attempts=1 if address else 3,
                     address=address,
                     num_cpus=None if address else workers,
                     include_dashboard=False,
