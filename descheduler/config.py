@@ -162,6 +162,7 @@ from policy.config import (
     pattern_schema,
 )
 from policy.highlevel import HighLevelPolicy, MoveCostModel, RebalanceHeuristic, ResizePlanner
+from policy.highlevel.tuned import tuned_burst
 from policy.live import MetricsSourcesConfig
 from policy.lowlevel import INTENT_SPEC, PlacementPolicy, TopologyHeuristic, load_learned_placement
 
@@ -213,7 +214,9 @@ class AutoscalerConfig(ConfigModel):
     (the stand-in :class:`policy.highlevel.UtilizationTargetAutoscaler`), ``drpc`` (the learned students of
     ``bundle``, :func:`policy.highlevel.load_learned_autoscaler`) or ``intent`` (the learned high level's
     per-service capacity targets carried out by :class:`policy.highlevel.IntentAutoscaler`; ``targetUtilization``
-    is then the target of a service the intent names none for)."""
+    is then the target of a service the intent names none for, and ``burst`` the share of a Burstable pod's CPU
+    headroom above its request counted as capacity: 0 counts the request as an HPA does, 1 the limit; unset, the
+    tuned constant's beside the learned intent bundle (``constant.json``, :mod:`policy.highlevel.tuned`), else 0)."""
 
     name: Literal["utilization-target", "drpc", "intent"] = "utilization-target"
     bundle: ExistingBundle | None = Field(None, min_length=1)
@@ -221,6 +224,7 @@ class AutoscalerConfig(ConfigModel):
     tolerance: float = Field(0.1, ge=0.0)
     stabilization_seconds: float = Field(300.0, ge=0.0)
     workloads: tuple[str, ...] | None = Field(None, json_schema_extra=pattern_schema(NAMESPACED_NAME, items=True))
+    burst: float | None = Field(None, ge=0.0, le=1.0)
 
     @field_validator("workloads")
     @classmethod
@@ -234,6 +238,12 @@ class AutoscalerConfig(ConfigModel):
     def _bundle_needs_drpc(self) -> AutoscalerConfig:
         if self.bundle is not None and self.name != "drpc":
             raise ValueError(f"bundle ({self.bundle!r}) is only read by name: drpc (got name: {self.name})")
+        return self
+
+    @model_validator(mode="after")
+    def _burst_needs_intent(self) -> AutoscalerConfig:
+        if self.burst is not None and self.name != "intent":
+            raise ValueError(f"burst ({self.burst:g}) is only read by name: intent (got name: {self.name})")
         return self
 
 
@@ -634,10 +644,11 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
     a = cfg.autoscaler
     ip = cfg.intent_policy
     intent_policy: Any
+    intent_bundle = None
     if cfg.intent is not None:
         intent_policy = highlevel.FixedIntent(cfg.intent)
     elif ip.name == "learned":
-        bundle = ip.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "high")
+        bundle = intent_bundle = ip.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "high")
         try:
             intent_policy = highlevel.LearnedIntent.load(
                 bundle, slo_p95_ms=ip.slo_p95_ms, cpu_price=ip.cpu_price, workloads=a.workloads if a else None
@@ -664,6 +675,12 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
             raise ValueError(bundle_error_line(field, exc, default=a.bundle is None)) from None
     elif a is not None and a.name == "intent":
         featurizer = getattr(intent_policy, "featurizer", None)
+        burst = a.burst
+        if burst is None:  # the tuned constant's, beside the learned intent it was tuned with (as the simulator)
+            try:
+                burst = tuned_burst(intent_bundle) if intent_bundle is not None else 0.0
+            except ValueError as exc:
+                raise ValueError(f"planner.intentPolicy.bundle: {exc}") from None
         auto = highlevel.IntentAutoscaler(
             default_target=a.target_utilization,
             tolerance=a.tolerance,
@@ -672,6 +689,7 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
             stabilization_s=a.stabilization_seconds,
             workloads=a.workloads,
             forecaster=featurizer.local.predictor if featurizer is not None else None,
+            burst=burst,
         )
     elif a is not None:
         auto = highlevel.UtilizationTargetAutoscaler(

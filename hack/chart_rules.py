@@ -182,6 +182,15 @@ RULES: tuple[Rule, ...] = (
         _des({"resize": {"enabled": True}}, **_LEARNED),
     ),
     _bundle_rule("descheduler", "AutoscalerConfig._bundle_needs_drpc", "planner.autoscaler", "drpc"),
+    Rule(
+        "descheduler",
+        "AutoscalerConfig._burst_needs_intent",
+        "planner.autoscaler",
+        ("and", ("set", "planner.autoscaler.burst"), ("not", ("is", "planner.autoscaler.name", "intent"))),
+        "burst ({planner.autoscaler.burst:g}) is only read by name: intent (got name: {planner.autoscaler.name})",
+        _des({"planner": {"autoscaler": {"burst": 0.5}}}),
+        _des({"planner": {"autoscaler": {"name": "intent", "burst": 0.5}}}),
+    ),
     _bundle_rule("descheduler", "IntentPolicyConfig._range", "planner.intentPolicy", "learned"),
     Rule(
         "descheduler",

@@ -124,6 +124,8 @@ class UtilizationTargetAutoscaler:
             raise ValueError(
                 f"UtilizationTargetAutoscaler.target_utilization: must be in (0, 1] (got {self.target_utilization!r})"
             )
+        if not (isinstance(self.burst, (int, float)) and math.isfinite(self.burst) and 0 <= self.burst <= 1):
+            raise ValueError(f"IntentAutoscaler.burst: must be in [0, 1], got {self.burst!r}")
         if not (math.isfinite(self.tolerance) and self.tolerance >= 0):
             raise ValueError(f"UtilizationTargetAutoscaler.tolerance: must be >= 0 (got {self.tolerance!r})")
         if self.min_replicas < 0 or self.max_replicas < self.min_replicas:
@@ -320,24 +322,28 @@ class IntentAutoscaler:
         u        = state.capacity_targets[s]          (the intent; default_target without one)
         demand_m = Σ measured CPU of its bound pods / (1 − refused share of s)      (refused: from ``signals``)
         peak     = max forecast rate over the predictor's horizon / rate now     in [0.5, 2]; 1 without rates
-        desired  = ceil(demand_m · peak / (u · request_m))          unless within ``tolerance`` of the current
+        capacity = request_m + burst · max(0, limit_m − request_m)   (the template's CPU request and limit)
+        desired  = ceil(demand_m · peak / (u · capacity))           unless within ``tolerance`` of the current
         target   = clip(max(desired, recommendations of the last stabilization_s s),  min_replicas, max_replicas)
 
     (HPA's formula on a forecast demand, Kubernetes pkg/controller/podautoscaler/replica_calculator.go, with a
-    per-service target set from above). The scale-down stabilisation window holds a target from flapping between
-    periods (recommendations in ``state.recommendations``).
+    per-service target set from above). ``burst`` (0..1, default 0: the request, as an HPA counts utilization) is the
+    share of a Burstable pod's headroom above its request that counts as capacity: an HPA user sets a target
+    utilization above 100 % for such pods for the same reason (a pod may use CPU up to its limit while its node has
+    room); a Guaranteed pod (limit = request) or one without a limit is unaffected. The scale-down stabilisation
+    window holds a target from flapping between periods (recommendations in ``state.recommendations``).
 
     Guardrail (a last resort, counted in ``guardrail_counts``): the **saturation shield** raises a Deployment whose
     measured pods use at least ``saturation`` of their CPU limit (the request without one) or whose service
     refuses at least ``refused_frac`` of its arrivals to at least ``max(current + 1, ceil(demand_m / (shield_target
-    · request_m)))``; ``shield=False`` turns it off (the ``hrl-no-shield`` ablation). ``guardrail_counts`` counts
+    · capacity)))``; ``shield=False`` turns it off (the ``hrl-no-shield`` ablation). ``guardrail_counts`` counts
     ``saturation_shield`` (targets it raised) and ``stabilization`` (scale-downs it held back).
 
     ``workloads``: ``namespace/name`` keys it manages (None: every Deployment with a CPU request); ``forecaster``:
     the workload predictor (default: :class:`~policy.highlevel.forecast.TrendForecaster`); ``signals``: per-service
     metrics set before each cycle (None: no refused correction). Ranges: 0 < ``default_target``,
     ``saturation``, ``shield_target``, ``refused_frac`` <= 1; ``tolerance`` >= 0; 0 <= ``min_replicas`` <=
-    ``max_replicas``; ``stabilization_s`` >= 0. ValueError naming the field otherwise.
+    ``max_replicas``; ``stabilization_s`` >= 0; 0 <= ``burst`` <= 1. ValueError naming the field otherwise.
     """
 
     name: str = "intent"
@@ -353,6 +359,7 @@ class IntentAutoscaler:
     shield_target: float = 0.8
     refused_frac: float = 0.01
     signals: Mapping[str, Any] | None = None
+    burst: float = 0.0
     guardrail_counts: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -360,6 +367,8 @@ class IntentAutoscaler:
             v = getattr(self, f)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 1):
                 raise ValueError(f"IntentAutoscaler.{f}: must be in (0, 1], got {v!r}")
+        if not (isinstance(self.burst, (int, float)) and math.isfinite(self.burst) and 0 <= self.burst <= 1):
+            raise ValueError(f"IntentAutoscaler.burst: must be in [0, 1], got {self.burst!r}")
         if not (math.isfinite(self.tolerance) and self.tolerance >= 0):
             raise ValueError(f"IntentAutoscaler.tolerance: must be >= 0, got {self.tolerance!r}")
         if self.min_replicas < 0 or self.max_replicas < self.min_replicas:
@@ -403,12 +412,13 @@ class IntentAutoscaler:
             demand = used / (1.0 - min(max(refused, 0.0), 0.9))
             u = float(state.capacity_targets.get(w.service, self.default_target))
             cur = max(int(w.replicas), 0)
-            need = demand * self._peak(state.rates(w.service)) / (u * req)
+            capacity = req + self.burst * max(0.0, float(w.pod_limits.cpu_m) - req) if self.burst else req
+            need = demand * self._peak(state.rates(w.service)) / (u * capacity)
             desired = cur if cur > 0 and abs(need / cur - 1.0) <= self.tolerance else int(math.ceil(need - 1e-9))
             if self.shield:
                 cap = float(sum(p.limits.cpu_m if p.limits.cpu_m > 0 else p.requests.cpu_m for p in measured))
                 if (cap > 0 and used >= self.saturation * cap) or refused >= self.refused_frac:
-                    floor = max(cur + 1, int(math.ceil(demand / (self.shield_target * req) - 1e-9)))
+                    floor = max(cur + 1, int(math.ceil(demand / (self.shield_target * capacity) - 1e-9)))
                     if floor > desired:
                         self.guardrail_counts["saturation_shield"] += 1
                         desired = floor

@@ -90,6 +90,7 @@ from policy.highlevel import (
     UtilizationIntent,
     load_learned_autoscaler,
 )
+from policy.highlevel.tuned import tuned_burst
 from policy.index import ClusterIndex
 from policy.intent import Intent
 from policy.live import signal_readers
@@ -101,6 +102,7 @@ from .kube_scheduler import InProcessExtender, KubeSchedulerModel
 from .objective import reference_cores
 from .stackbase import (
     AUTOSCALER_PERIOD_MIN,
+    BURST_KNOB,
     DESCHEDULER_PERIOD_MIN,
     TRAINING_SEED_KNOB,
     StackBuild,
@@ -240,8 +242,19 @@ class StackParts:
     intent_policy: IntentPolicy | None = None
 
 
+def served_burst(ctx: StackContext, root: str | Path) -> float:
+    """The ``burst`` the intent's autoscaler runs with (:attr:`policy.highlevel.IntentAutoscaler.burst`): the stack's
+    knob ``burst`` where the name sets it, else the tuned constant's under ``root``
+    (``<root>/hrl-scheduler/high/constant.json``, :func:`policy.highlevel.tuned.tuned_burst`; 0 without one), as the
+    descheduler reads it beside its intent bundle. Raises ValueError for a malformed ``constant.json``."""
+    if "burst" in ctx.params:
+        return float(ctx.params["burst"])
+    return tuned_burst(Path(root) / "hrl-scheduler" / "high")
+
+
 def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None = None) -> StackParts:
-    """Load ``<root>/<variant>/low`` (and ``high`` when the variant autoscales); ``root`` defaults to the bundles of
+    """Load ``<root>/<variant>/low`` (and ``high`` when the variant autoscales; the intent's autoscaler with
+    :func:`served_burst`); ``root`` defaults to the bundles of
     the run's training seed (knob ``tseed``: 0 ``policy/bundles``, N ``policy/bundles/seeds/N``). Raises
     :class:`policy.bundle.BundleMissing` naming the missing path (a training seed without bundles included: never a
     fallback to another seed's), and whatever the loaders raise for a bad bundle."""
@@ -259,7 +272,9 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
     if auto is None and variant.autoscale:
         if intent is not None:  # the learned high level's capacity targets, carried out per Deployment
             predictor = intent.featurizer.local.predictor if isinstance(intent, LearnedIntent) else None
-            auto = IntentAutoscaler(workloads=tuple(workloads), forecaster=predictor, shield=variant.shield)
+            auto = IntentAutoscaler(
+                workloads=tuple(workloads), forecaster=predictor, shield=variant.shield, burst=served_burst(ctx, base)
+            )
         else:
             auto = load_learned_autoscaler(high, workloads, slo_p95_ms=ctx.app.slo_p95_ms, shield=variant.shield)
     return StackParts(placement, auto if variant.autoscale else None, intent)
@@ -453,7 +468,7 @@ def _counter_key(prefix: str, reason: str) -> str:
     return f"{prefix}_{re.sub(r'[^a-z0-9_]+', '_', reason.lower()).strip('_') or 'unknown'}"
 
 
-@register_stack("hrl-scheduler", knobs=(TRAINING_SEED_KNOB,))
+@register_stack("hrl-scheduler", knobs=(TRAINING_SEED_KNOB, BURST_KNOB))
 def hrl_scheduler(ctx: StackContext) -> StackBuild:
     """hrl-scheduler: learned placement (extender) + hierarchical descheduler (DRPC replica targets every
     minute, moves every 5 minutes, intent passed down); bundles policy/bundles/hrl-scheduler/{low,high}."""

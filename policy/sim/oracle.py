@@ -35,7 +35,6 @@ as served) through :class:`ImposedIntent`; its decisions (the costs of every can
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from policy.highlevel import HrlState, Intent, IntentPolicy, default_intent
+from policy.highlevel.tuned import load_tuned_constant
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot
 
@@ -52,6 +52,7 @@ from .engine import Simulation
 from .hrl_stacks import VARIANTS, StackParts, build_hrl_stack, bundles_root, load_parts
 from .objective import DEFAULT_OBJECTIVE, Objective, app_costs
 from .stackbase import (
+    BURST_KNOB,
     DESCHEDULER_PERIOD_MIN,
     TRAINING_SEED_KNOB,
     Knob,
@@ -420,28 +421,11 @@ CONSTANT_FILE = Path("hrl-scheduler") / "high" / "constant.json"
 DEFAULT_CAPACITY_TARGET = 0.7
 
 
-def load_tuned_constant(path: str | Path) -> dict[str, Any] | None:
-    """The tuned constant intent at ``path`` (``constant.json`` of ``hrl-policy train constant``:
-    ``{"capacity_target", "move_budget_frac", ...}``), None when there is no such file. Raises ValueError naming the
-    file and the field for a malformed one (capacity_target in [0.3, 0.95], move_budget_frac in [0, 1])."""
-    p = Path(path)
-    if not p.is_file():
-        return None
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{p}: not a JSON file: {exc}") from None
-    for k, lo, hi in (("capacity_target", 0.3, 0.95), ("move_budget_frac", 0.0, 1.0)):
-        v = doc.get(k) if isinstance(doc, dict) else None
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
-            raise ValueError(f"{p}: {k}: expected a number in [{lo}, {hi}], got {v!r}")
-    return doc
-
-
 CONSTANT_KNOBS = (
     Knob("capacity", 0.3, 0.95, help="capacity target of every service, fraction of the pods' CPU requests"),
     Knob("budget", 0.0, 1.0, help="move budget, share of the planner's maxMoves"),
     TRAINING_SEED_KNOB,
+    BURST_KNOB,
 )
 
 
@@ -453,10 +437,10 @@ CONSTANT_KNOBS = (
 )
 def hrl_constant(ctx: StackContext) -> StackBuild:
     """``hrl-scheduler``'s placement, autoscaler, resizer, moves and guards under one constant intent
-    (:func:`constant_intent`). Its capacity target and move budget: the knobs ``capacity`` and ``budget`` where
-    given, else the tuned constant committed with the bundles (:data:`CONSTANT_FILE` under the training seed's
-    bundles root, :func:`load_tuned_constant`), else capacity :data:`DEFAULT_CAPACITY_TARGET` and no moves. Raises
-    ValueError for a malformed ``constant.json``."""
+    (:func:`constant_intent`). Its capacity target, move budget and burst share: the knobs ``capacity``, ``budget``
+    and ``burst`` where given, else the tuned constant committed with the bundles (:data:`CONSTANT_FILE` under the
+    training seed's bundles root, :func:`load_tuned_constant`), else capacity :data:`DEFAULT_CAPACITY_TARGET`, no
+    moves and burst 0. Raises ValueError for a malformed ``constant.json``."""
     parts = load_parts(VARIANTS["hrl-scheduler"], ctx)
     tuned = load_tuned_constant(bundles_root(ctx) / CONSTANT_FILE) or {}
     capacity = float(ctx.params.get("capacity", tuned.get("capacity_target", DEFAULT_CAPACITY_TARGET)))
@@ -464,5 +448,9 @@ def hrl_constant(ctx: StackContext) -> StackBuild:
     imposed = ImposedIntent()
     imposed.current = constant_intent(managed_services(ctx.app), capacity, budget)
     built = build_hrl_stack("hrl-scheduler", ctx, StackParts(parts.placement, parts.autoscaler, imposed))
-    built.handles = {**built.handles, "constant": {"capacity_target": capacity, "move_budget_frac": budget}}
+    burst = getattr(parts.autoscaler, "burst", 0.0)
+    built.handles = {
+        **built.handles,
+        "constant": {"capacity_target": capacity, "move_budget_frac": budget, "burst": burst},
+    }
     return built

@@ -126,6 +126,17 @@ TRAINING_SEED_KNOB = Knob(
 )
 
 
+#: The knob of the stacks whose replica targets come from the intent (:class:`policy.highlevel.IntentAutoscaler`): the
+#: share of a Burstable pod's headroom above its request counted as capacity (``hrl-scheduler@burst=1``).
+BURST_KNOB = Knob(
+    "burst",
+    0.0,
+    1.0,
+    help="share of a Burstable pod's CPU headroom (limit - request) its replica target counts as capacity: 0 the "
+    "request (as an HPA), 1 the limit",
+)
+
+
 def training_seed(ctx: StackContext) -> int:
     """The training seed a stack's name set (knob ``tseed`` of :data:`TRAINING_SEED_KNOB`; 0 when absent)."""
     return int(ctx.params.get("tseed", 0))

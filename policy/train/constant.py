@@ -2,14 +2,17 @@
 whole run, cost least on the training distribution. The learned high level must beat it to earn its place (DESIGN.md
 section 9), and it is the intent the learned high level falls back to outside the states it was trained on.
 
-Grid search: every point of ``capacity_targets`` × ``move_budgets`` runs ``hrl-constant`` (hrl-scheduler's served
-stack under that one intent, :mod:`policy.sim.oracle`) on the same ``episodes`` training episodes
+Grid search: every point of ``capacity_targets`` × ``move_budgets`` × ``burst_shares`` runs ``hrl-constant``
+(hrl-scheduler's served stack under that one intent, its autoscaler counting that share of a Burstable pod's CPU
+headroom as capacity, :attr:`policy.highlevel.IntentAutoscaler.burst`; :mod:`policy.sim.oracle`) on the same
+``episodes`` training episodes
 (:class:`~policy.train.intent_episodes.EpisodeDistribution`: training apps and synthetic ones, training segments of the
 traces; never a held-out app, never an evaluation window), priced with the benchmark's objective
 (:data:`policy.sim.objective.DEFAULT_OBJECTIVE`); the point of least mean cost per minute wins. Written to
 ``policy/bundles/<stack>/high/constant.json``:
-``{"capacity_target", "move_budget_frac", "objective", "episodes", "grid": [{"capacity_target",
-"move_budget_frac", "objective"}...]}``."""
+``{"capacity_target", "move_budget_frac", "burst", "objective", "episodes", "grid": [{"capacity_target",
+"move_budget_frac", "burst", "objective"}...]}`` (read by :mod:`policy.highlevel.tuned`: the learned stacks' autoscaler
+serves its ``burst`` in the simulator and in the descheduler)."""
 
 from __future__ import annotations
 
@@ -54,12 +57,13 @@ DEFAULT_CONSTANT = DEFAULT_BUNDLES / "hrl-scheduler" / "high" / "constant.json"
 
 @dataclass(frozen=True)
 class ConstantSearchConfig(EpisodeDistribution):
-    """The grid (``capacity_targets`` in [0.3, 0.95], ``move_budgets`` in [0, 1]) and the ``episodes`` it is judged on
-    (30-minute episodes by default), ``workers`` Ray tasks at a time, ``seed``."""
+    """The grid (``capacity_targets`` in [0.3, 0.95], ``move_budgets`` in [0, 1], ``burst_shares`` in [0, 1]) and the
+    ``episodes`` it is judged on (30-minute episodes by default), ``workers`` Ray tasks at a time, ``seed``."""
 
     episode_minutes: int = 30
     capacity_targets: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9)
     move_budgets: tuple[float, ...] = (0.0,)
+    burst_shares: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0)
     episodes: int = 12
     workers: int = 2
     seed: int = 0
@@ -70,17 +74,24 @@ class ConstantSearchConfig(EpisodeDistribution):
             raise ValueError(f"capacity_targets: expected numbers in [0.3, 0.95], got {self.capacity_targets!r}")
         if any(not 0.0 <= b <= 1.0 for b in self.move_budgets) or not self.move_budgets:
             raise ValueError(f"move_budgets: expected numbers in [0, 1], got {self.move_budgets!r}")
+        if any(not 0.0 <= b <= 1.0 for b in self.burst_shares) or not self.burst_shares:
+            raise ValueError(f"burst_shares: expected numbers in [0, 1], got {self.burst_shares!r}")
         if self.episodes < 1 or self.workers < 1:
             raise ValueError(f"episodes, workers: expected integers >= 1, got {self.episodes!r}, {self.workers!r}")
 
 
 def constant_cost(
-    spec: EpisodeSpec, capacity_target: float, move_budget_frac: float, bundles_root: str | None = None
+    spec: EpisodeSpec,
+    capacity_target: float,
+    move_budget_frac: float,
+    bundles_root: str | None = None,
+    burst: float = 0.0,
 ) -> float:
-    """Mean cost per minute of episode ``spec`` under ``hrl-constant`` with that intent (the bench's objective);
-    ``bundles_root``: where the low level comes from (``<root>/hrl-scheduler/low``; default the committed one)."""
+    """Mean cost per minute of episode ``spec`` under ``hrl-constant`` with that intent and ``burst`` share (the
+    bench's objective); ``bundles_root``: where the low level comes from (``<root>/hrl-scheduler/low``; default the
+    committed one)."""
     app, rps, cluster, config = episode_pieces(spec)
-    name = f"hrl-constant@capacity={capacity_target:g},budget={move_budget_frac:g}"
+    name = f"hrl-constant@budget={move_budget_frac:g},burst={burst:g},capacity={capacity_target:g}"
     parts: dict[str, Any] = {}
     low = Path(bundles_root) / "hrl-scheduler" / "low" if bundles_root else None
     if low is not None and (low / "manifest.json").is_file():
@@ -90,7 +101,7 @@ def constant_cost(
     return float(app_costs(app, res.series, DEFAULT_OBJECTIVE).mean())
 
 
-def _point(job: tuple[EpisodeSpec, float, float, str | None]) -> float:
+def _point(job: tuple[EpisodeSpec, float, float, str | None, float]) -> float:
     return constant_cost(*job)
 
 
@@ -110,19 +121,20 @@ def tune_constant(
     specs: Sequence[EpisodeSpec] = sample_episode_specs(
         cfg, np.random.default_rng(20_000 + cfg.seed), cfg.episodes, seed0=8_000_000
     )
-    points = [(c, b) for b in cfg.move_budgets for c in cfg.capacity_targets]
+    points = [(c, b, u) for u in cfg.burst_shares for b in cfg.move_budgets for c in cfg.capacity_targets]
     root = None if bundles_root is None else str(bundles_root)
-    jobs = [(s, c, b, root) for c, b in points for s in specs]
+    jobs = [(s, c, b, root, u) for c, b, u in points for s in specs]
     pool = TaskPool(cfg.workers, ray_address)
     try:
         costs = np.array(pool.map(_point, jobs, desc="constant intent: grid")).reshape(len(points), len(specs))
     finally:
         pool.close()
     grid = [
-        {"capacity_target": c, "move_budget_frac": b, "objective": float(costs[i].mean())}
-        for i, (c, b) in enumerate(points)
+        {"capacity_target": c, "move_budget_frac": b, "burst": u, "objective": float(costs[i].mean())}
+        for i, (c, b, u) in enumerate(points)
     ]
-    best = min(grid, key=lambda g: (g["objective"], -g["capacity_target"]))
+    # ties: the larger capacity target (more room), then the smaller burst share (less reliance on idle neighbours)
+    best = min(grid, key=lambda g: (g["objective"], -g["capacity_target"], g["burst"]))
     result = {
         **best,
         "episodes": len(specs),
@@ -131,7 +143,8 @@ def tune_constant(
         **(extra or {}),
     }
     log(
-        f"constant intent: capacity target {best['capacity_target']:g}, move budget {best['move_budget_frac']:g}: "
+        f"constant intent: capacity target {best['capacity_target']:g}, move budget {best['move_budget_frac']:g}, "
+        f"burst {best['burst']:g}: "
         f"{best['objective']:.3f}/min over {len(specs)} training episodes"
     )
     if out is not None:
@@ -195,10 +208,14 @@ def train_stage(
         over["move_budgets"] = tuple(
             sorted({*over.get("move_budgets", base.move_budgets), float(source["move_budget_frac"])})
         )
+        over["burst_shares"] = tuple(
+            sorted({*over.get("burst_shares", base.burst_shares), float(source.get("burst", 0.0))})
+        )
         extra = {
             "fine_tuned_from": {
                 "capacity_target": source["capacity_target"],
                 "move_budget_frac": source["move_budget_frac"],
+                "burst": source.get("burst", 0.0),
                 "bundle": _CONSTANT,
                 "root": str(fine_tune.source),
             }
@@ -209,7 +226,14 @@ def train_stage(
     return [str(out)]
 
 
-QUICK = {"episodes": 2, "episode_minutes": 10, "capacity_targets": (0.6, 0.8), "workers": 1, "n_samples": 100}
+QUICK = {
+    "episodes": 2,
+    "episode_minutes": 10,
+    "capacity_targets": (0.6, 0.8),
+    "burst_shares": (0.0, 0.5),
+    "workers": 1,
+    "n_samples": 100,
+}
 
 
 def run_cli(args: Any) -> int:

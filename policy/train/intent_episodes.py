@@ -21,6 +21,7 @@ import numpy as np
 from policy.bundle import DEFAULT_BUNDLES, PolicyBundle
 from policy.encoder import GraphEncoder
 from policy.highlevel import GruForecaster, IntentAutoscaler, IntentFeaturizer
+from policy.highlevel.tuned import tuned_burst
 from policy.lowlevel import load_learned_placement
 from policy.sim.engine import SimConfig, background_tenants
 from policy.sim.sizing import capacity_rps, cluster_for
@@ -234,9 +235,9 @@ def episode_setting(
     spec: EpisodeSpec, *, flat: bool = False, stack: str | None = None, bundles_root: str | Path | None = None
 ) -> EpisodeSetting:
     """The :class:`EpisodeSetting` of ``spec`` for the ``stack`` (default ``hrl-scheduler``, ``hrl-no-encoder`` when
-    ``flat``). ``bundles_root``: where the stack's other bundles (``<stack>/low``, ``<stack>/high/predictor``) come
-    from (default ``policy/bundles``; ``make train`` passes its staging root so the high level trains over the low
-    level trained just before)."""
+    ``flat``). ``bundles_root``: where the stack's other bundles (``<stack>/low``, ``<stack>/high/predictor``, and the
+    tuned constant's burst share in ``hrl-scheduler/high/constant.json``) come from (default ``policy/bundles``;
+    ``make train`` passes its staging root so the high level trains over the low level trained just before)."""
     app, rps, cluster, cfg = episode_pieces(spec)
     name = stack or ("hrl-no-encoder" if flat else "hrl-scheduler")
     root = Path(bundles_root) if bundles_root else DEFAULT_BUNDLES
@@ -247,7 +248,10 @@ def episode_setting(
     encoder = None if flat else GraphEncoder.load()
     featurizer = IntentFeaturizer(predictor, encoder, slo_p95_ms=app.slo_p95_ms, cpu_price=spec.cpu_price)
     workloads = autoscaled_workloads(app)
-    parts: dict[str, Any] = {"autoscaler": IntentAutoscaler(workloads=tuple(workloads), forecaster=predictor)}
+    # the autoscaler as served: the burst share of the tuned constant beside the high level (policy.highlevel.tuned)
+    burst = tuned_burst(root / "hrl-scheduler" / "high")
+    auto = IntentAutoscaler(workloads=tuple(workloads), forecaster=predictor, burst=burst)
+    parts: dict[str, Any] = {"autoscaler": auto}
     if bundles_root and (root / name / "low" / "manifest.json").is_file():
         parts["placement"] = _placement(str(root / name / "low"))
     return EpisodeSetting(app, rps, cluster, cfg, name, workloads, featurizer, predictor, parts)

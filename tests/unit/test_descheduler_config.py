@@ -82,3 +82,42 @@ metrics: {listen: "nowhere"}
 def test_the_wrong_kind_is_refused():
     with pytest.raises(ConfigError, match="kind"):
         load_descheduler_config({"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration"})
+
+
+def _intent_config(bundle, **autoscaler) -> dict:
+    return {
+        "apiVersion": "hrl-scheduler.io/v1alpha1",
+        "kind": "DeschedulerConfiguration",
+        "planner": {
+            "name": "hierarchical",
+            "intentPolicy": {"name": "learned", "bundle": str(bundle)},
+            "autoscaler": {"name": "intent", **autoscaler},
+        },
+    }
+
+
+def test_the_intent_autoscaler_serves_the_tuned_burst_share_beside_its_intent_bundle_as_the_simulator(tmp_path):
+    import json
+    import shutil
+
+    from policy.bundle import DEFAULT_BUNDLES
+
+    high = tmp_path / "high"
+    shutil.copytree(DEFAULT_BUNDLES / "hrl-scheduler" / "high", high)
+    doc = {"capacity_target": 0.6, "move_budget_frac": 0.0, "burst": 0.25}
+    (high / "constant.json").write_text(json.dumps(doc))
+    assert planner_from_config(load_descheduler_config(_intent_config(high))).autoscaler.burst == 0.25
+    # an explicit value wins; a file of before the burst share was searched means 0
+    assert planner_from_config(load_descheduler_config(_intent_config(high, burst=1.0))).autoscaler.burst == 1.0
+    (high / "constant.json").write_text(json.dumps({"capacity_target": 0.6, "move_budget_frac": 0.0}))
+    assert planner_from_config(load_descheduler_config(_intent_config(high))).autoscaler.burst == 0.0
+    # a malformed one names the field that led to it; burst outside [0, 1] or on another autoscaler is refused
+    (high / "constant.json").write_text(json.dumps({**doc, "burst": 2}))
+    with pytest.raises(ValueError, match=r"^planner.intentPolicy.bundle: .*constant.json: burst: expected a number"):
+        planner_from_config(load_descheduler_config(_intent_config(high)))
+    with pytest.raises(ConfigError, match="planner.autoscaler.burst"):
+        load_descheduler_config(_intent_config(high, burst=1.5))
+    bad = _intent_config(high, burst=0.5)
+    bad["planner"]["autoscaler"]["name"] = "utilization-target"
+    with pytest.raises(ConfigError, match=r"burst \(0.5\) is only read by name: intent \(got name: utilization-"):
+        load_descheduler_config(bad)

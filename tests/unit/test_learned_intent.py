@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -321,6 +322,30 @@ def test_the_capacity_targets_reach_the_autoscaler_and_decide_the_replicas():
         st = HrlState(capacity_targets={"cart": target})
         assert auto.replica_targets(snap, st)["shop/cart"] == want
     assert auto.replica_targets(snap, HrlState())["shop/cart"] == 3
+
+
+def test_burst_counts_a_share_of_a_burstable_pods_headroom_as_capacity_and_leaves_others_alone():
+    # cart: request 200 m, limit 400 m (Burstable), uses 300 m; front has no limit. At target 0.5 cart needs
+    # ceil(300 / (0.5 · 200)) = 3 replicas counted on the request, ceil(300 / (0.5 · 300)) = 2 with half its headroom
+    # (300 m), ceil(300 / (0.5 · 400)) = 2 with all of it; front's targets never move
+    base = world()
+    snap = replace(base, workloads=(workload("front", 2), replace(workload("cart", 1), pod_limits=Resources(400, GI))))
+    st = HrlState(capacity_targets={"cart": 0.5, "front": 0.5})
+    got = {
+        b: IntentAutoscaler(shield=False, stabilization_s=0.0, burst=b).replica_targets(snap, st) for b in (0, 0.5, 1)
+    }
+    assert [got[b]["shop/cart"] for b in (0, 0.5, 1)] == [3, 2, 2]
+    assert got[0]["shop/front"] == got[0.5]["shop/front"] == got[1]["shop/front"] == 3  # ceil(300 / 100), no limit
+    # the shield counts the same capacity: cart at 390 of its 400 m limit, target 0.95, shield target 0.5
+    hot = replace(snap, pods=world(usage=(150, 150, 390)).pods)
+    st = HrlState(capacity_targets={"cart": 0.95})
+    assert IntentAutoscaler(stabilization_s=0.0, shield_target=0.5).replica_targets(hot, st)["shop/cart"] == 4
+    assert (
+        IntentAutoscaler(stabilization_s=0.0, shield_target=0.5, burst=1.0).replica_targets(hot, st)["shop/cart"] == 2
+    )
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=r"IntentAutoscaler.burst: must be in \[0, 1\]"):
+            IntentAutoscaler(burst=bad)
 
 
 def test_the_saturation_shield_is_a_counted_last_resort():

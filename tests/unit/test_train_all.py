@@ -451,3 +451,25 @@ def test_the_placement_and_dagger_commands_train_on_the_app_too(tmp_path, capsys
         capsys.readouterr().err.strip()
         == "hrl-policy train dagger: error: --scenario: only with --app (the scenario your app is trained in)"
     )
+
+
+def test_the_constant_search_grids_the_burst_share_and_breaks_ties_toward_room_and_less_burst(tmp_path, monkeypatch):
+    # a cost that is least at capacity 0.6 with burst 0.5, and flat in capacity at 0.8/0.9 (a tie)
+    def cost(spec, c, b, root, u):
+        return (c - 0.6) ** 2 + (u - 0.5) ** 2 + (0.0 if c < 0.8 else 10.0)
+
+    monkeypatch.setattr(constant, "constant_cost", cost)
+    cfg = constant.ConstantSearchConfig(
+        capacity_targets=(0.5, 0.6, 0.8, 0.9), burst_shares=(0.0, 0.5, 1.0), episodes=2, workers=1
+    )
+    out = tmp_path / "constant.json"
+    got = constant.tune_constant(cfg, out, log=lambda m: None)
+    assert (got["capacity_target"], got["burst"], got["move_budget_frac"]) == (0.6, 0.5, 0.0)
+    assert len(got["grid"]) == 4 * 3 and {g["burst"] for g in got["grid"]} == {0.0, 0.5, 1.0}
+    assert json.loads(out.read_text())["burst"] == 0.5
+    # ties: the larger capacity target, then the smaller burst share
+    monkeypatch.setattr(constant, "constant_cost", lambda spec, c, b, root, u: 1.0)
+    tie = constant.tune_constant(cfg, None, log=lambda m: None)
+    assert (tie["capacity_target"], tie["burst"]) == (0.9, 0.0)
+    with pytest.raises(ValueError, match=r"burst_shares: expected numbers in \[0, 1\], got \(1.5,\)"):
+        constant.ConstantSearchConfig(burst_shares=(1.5,))

@@ -224,12 +224,12 @@ def test_dagger_starts_from_the_intent_bundle_and_keeps_its_normalization_and_re
 def test_the_constant_search_includes_and_records_the_sources_point(tmp_path, monkeypatch, shop):
     src = tmp_path / "src" / "hrl-scheduler" / "high"
     src.mkdir(parents=True)
-    (src / "constant.json").write_text(json.dumps({"capacity_target": 0.75, "move_budget_frac": 0.2}))
+    (src / "constant.json").write_text(json.dumps({"capacity_target": 0.75, "move_budget_frac": 0.2, "burst": 0.3}))
     got = {}
     monkeypatch.setattr(constant, "tune_constant", lambda cfg, *a, **k: got.update(cfg=cfg, **k))
     ft = FineTune(tmp_path / "src")
     constant.train_stage(tmp_path / "root", log=lambda m: None, target=TrainingTarget((shop,)), fine_tune=ft)
-    assert 0.75 in got["cfg"].capacity_targets and 0.2 in got["cfg"].move_budgets
+    assert 0.75 in got["cfg"].capacity_targets and 0.2 in got["cfg"].move_budgets and 0.3 in got["cfg"].burst_shares
     assert got["cfg"].episodes == constant.FINE_TUNE["episodes"] and got["cfg"].apps == (shop,)
     assert got["extra"]["fine_tuned_from"]["capacity_target"] == 0.75
     (src / "constant.json").write_text('{"capacity_target": 3}')

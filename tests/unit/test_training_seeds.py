@@ -70,19 +70,32 @@ def test_hrl_constant_holds_the_tuned_constant_of_its_bundles_unless_a_knob_says
     shutil.copytree(bundle.DEFAULT_BUNDLES / "hrl-scheduler", root / "hrl-scheduler")
     shutil.copytree(bundle.DEFAULT_BUNDLES / "encoder", root / "encoder")
     (root / "hrl-scheduler" / "high" / "constant.json").write_text(
-        json.dumps({"capacity_target": 0.55, "move_budget_frac": 0.25})
+        json.dumps({"capacity_target": 0.55, "move_budget_frac": 0.25, "burst": 0.5})
     )
     monkeypatch.setattr(bundle, "SEED_BUNDLES", tmp_path / "seeds")
     assert build_stack("hrl-constant@tseed=4", ctx).handles["constant"] == {
         "capacity_target": 0.55,
         "move_budget_frac": 0.25,
+        "burst": 0.5,
     }
     assert build_stack("hrl-constant@tseed=4,capacity=0.9", ctx).handles["constant"]["capacity_target"] == 0.9
-    # the committed bundles: their constant.json when one is committed, else capacity 0.7 and no moves
+    assert build_stack("hrl-constant@tseed=4,burst=1", ctx).handles["constant"]["burst"] == 1.0
+    # the learned stack's autoscaler serves the same tuned burst share, unless its knob says otherwise
+    assert build_stack("hrl-scheduler@tseed=4", ctx).handles["planner"].autoscaler.burst == 0.5
+    assert build_stack("hrl-scheduler@tseed=4,burst=0", ctx).handles["planner"].autoscaler.burst == 0.0
+    # the committed bundles: their constant.json when one is committed, else capacity 0.7, no moves and burst 0
     committed = bundle.DEFAULT_BUNDLES / "hrl-scheduler" / "high" / "constant.json"
     want = json.loads(committed.read_text()) if committed.is_file() else {"capacity_target": 0.7, "move_budget_frac": 0}
     got = build_stack("hrl-constant", ctx).handles["constant"]
-    assert got == {k: float(want[k]) for k in ("capacity_target", "move_budget_frac")}
-    (root / "hrl-scheduler" / "high" / "constant.json").write_text('{"capacity_target": 2}')
-    with pytest.raises(ValueError, match="constant.json: capacity_target: expected a number in"):
-        build_stack("hrl-constant@tseed=4", ctx)
+    assert got == {k: float(want.get(k, 0.0)) for k in ("capacity_target", "move_budget_frac", "burst")}
+    # a file of before the burst share was searched: burst 0
+    (root / "hrl-scheduler" / "high" / "constant.json").write_text('{"capacity_target": 0.6, "move_budget_frac": 0}')
+    assert build_stack("hrl-constant@tseed=4", ctx).handles["constant"]["burst"] == 0.0
+    for bad, field in (('{"capacity_target": 2}', "capacity_target"), (_with_burst(1.5), "burst")):
+        (root / "hrl-scheduler" / "high" / "constant.json").write_text(bad)
+        with pytest.raises(ValueError, match=f"constant.json: {field}: expected a number in"):
+            build_stack("hrl-constant@tseed=4", ctx)
+
+
+def _with_burst(burst: float) -> str:
+    return json.dumps({"capacity_target": 0.6, "move_budget_frac": 0.0, "burst": burst})

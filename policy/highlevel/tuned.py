@@ -1,0 +1,49 @@
+"""The tuned constant intent of a stack's high level: ``<high>/constant.json``, written by ``hrl-policy train
+constant`` (policy/train/constant.py) beside the learned intent it is the bar and the fallback of, and read by the
+simulator (``hrl-constant``, the learned stacks' autoscaler) and the descheduler alike.
+
+Fields read: ``capacity_target`` in [0.3, 0.95] (every service's capacity target, a fraction of its pods' CPU),
+``move_budget_frac`` in [0, 1] (share of the planner's ``maxMoves``) and, optional, ``burst`` in [0, 1] (the share of a
+Burstable pod's CPU headroom its replica target counts as capacity, :attr:`IntentAutoscaler.burst`; 0 when absent,
+as in files written before it was searched)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CONSTANT_FILE_NAME", "load_tuned_constant", "tuned_burst"]
+
+#: The file's name in a stack's ``high/`` bundle directory.
+CONSTANT_FILE_NAME = "constant.json"
+
+_FIELDS = (("capacity_target", 0.3, 0.95, True), ("move_budget_frac", 0.0, 1.0, True), ("burst", 0.0, 1.0, False))
+
+
+def load_tuned_constant(path: str | Path) -> dict[str, Any] | None:
+    """The tuned constant intent at ``path`` (a ``constant.json``), None when there is no such file. Raises
+    ValueError naming the file and the field for a malformed one (module docstring: the fields and their ranges)."""
+    p = Path(path)
+    if not p.is_file():
+        return None
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{p}: not a JSON file: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{p}: expected a JSON object, got {type(doc).__name__}")
+    for k, lo, hi, required in _FIELDS:
+        if k not in doc and not required:
+            continue
+        v = doc.get(k)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise ValueError(f"{p}: {k}: expected a number in [{lo}, {hi}], got {v!r}")
+    return doc
+
+
+def tuned_burst(high: str | Path) -> float:
+    """The ``burst`` of the tuned constant in the ``high/`` directory ``high`` (0.0 without a ``constant.json`` or
+    without the field). Raises ValueError for a malformed file (:func:`load_tuned_constant`)."""
+    doc = load_tuned_constant(Path(high) / CONSTANT_FILE_NAME) or {}
+    return float(doc.get("burst", 0.0))
