@@ -322,15 +322,18 @@ class IntentAutoscaler:
         u        = state.capacity_targets[s]          (the intent; default_target without one)
         demand_m = Σ measured CPU of its bound pods / (1 − refused share of s)      (refused: from ``signals``)
         peak     = max forecast rate over the predictor's horizon / rate now     in [0.5, 2]; 1 without rates
-        capacity = request_m + burst · max(0, limit_m − request_m)   (the template's CPU request and limit)
+        capacity = request_m + burst · room_m
+        room_m   = mean over the measured pods of min(limit_m − request_m, their node's unused CPU)
         desired  = ceil(demand_m · peak / (u · capacity))           unless within ``tolerance`` of the current
         target   = clip(max(desired, recommendations of the last stabilization_s s),  min_replicas, max_replicas)
 
     (HPA's formula on a forecast demand, Kubernetes pkg/controller/podautoscaler/replica_calculator.go, with a
     per-service target set from above). ``burst`` (0..1, default 0: the request, as an HPA counts utilization) is the
-    share of a Burstable pod's headroom above its request that counts as capacity: an HPA user sets a target
-    utilization above 100 % for such pods for the same reason (a pod may use CPU up to its limit while its node has
-    room); a Guaranteed pod (limit = request) or one without a limit is unaffected. The scale-down stabilisation
+    share of a Burstable pod's room above its request that counts as capacity: an HPA user sets a target utilization
+    above 100 % for such pods for the same reason (a pod may use CPU up to its limit while its node has room). The
+    room is the headroom to the template's limit, at most the node's unused CPU (allocatable − measured use; none
+    where the node's use is unknown), so a busy node gives none and the rule is HPA's again; a Guaranteed pod
+    (limit = request) or one without a limit is unaffected. The scale-down stabilisation
     window holds a target from flapping between periods (recommendations in ``state.recommendations``).
 
     Guardrail (a last resort, counted in ``guardrail_counts``): the **saturation shield** raises a Deployment whose
@@ -392,10 +395,24 @@ class IntentAutoscaler:
             return 1.0
         return float(np.clip(peak / x[-1], 0.5, 2.0)) if math.isfinite(peak) else 1.0
 
+    @staticmethod
+    def _burst_room(w: WorkloadInfo, measured: list[PodInfo], free: Mapping[str, float]) -> float:
+        """The mean CPU (millicores) a measured pod of ``w`` could use above its request: its headroom to the
+        template's limit, at most its node's unused CPU (``free``; 0 where the node's use is unknown)."""
+        head = max(0.0, float(w.pod_limits.cpu_m) - float(w.pod_requests.cpu_m))
+        if head <= 0.0 or not measured:
+            return 0.0
+        return sum(min(head, free.get(p.node_name or "", 0.0)) for p in measured) / len(measured)
+
     def replica_targets(self, snapshot: ClusterSnapshot, state: HrlState) -> dict[str, int]:
         now = float(snapshot.taken_at_s)
         allowed = None if self.workloads is None else set(self.workloads)
         out: dict[str, int] = {}
+        free = {
+            n.name: max(0.0, float(n.allocatable.cpu_m) - float(n.usage.cpu_m))
+            for n in snapshot.nodes
+            if n.usage is not None
+        }
         for w in sorted(snapshot.workloads, key=lambda w: (w.namespace, w.name)):
             key = f"{w.namespace}/{w.name}"
             if w.kind != "Deployment" or w.pod_requests.cpu_m <= 0 or (allowed is not None and key not in allowed):
@@ -412,7 +429,7 @@ class IntentAutoscaler:
             demand = used / (1.0 - min(max(refused, 0.0), 0.9))
             u = float(state.capacity_targets.get(w.service, self.default_target))
             cur = max(int(w.replicas), 0)
-            capacity = req + self.burst * max(0.0, float(w.pod_limits.cpu_m) - req) if self.burst else req
+            capacity = req + self.burst * self._burst_room(w, measured, free) if self.burst else req
             need = demand * self._peak(state.rates(w.service)) / (u * capacity)
             desired = cur if cur > 0 and abs(need / cur - 1.0) <= self.tolerance else int(math.ceil(need - 1e-9))
             if self.shield:

@@ -132,8 +132,8 @@ BURST_KNOB = Knob(
     "burst",
     0.0,
     1.0,
-    help="share of a Burstable pod's CPU headroom (limit - request) its replica target counts as capacity: 0 the "
-    "request (as an HPA), 1 the limit",
+    help="share of a Burstable pod's CPU room (limit - request, at most its node's unused CPU) its replica target "
+    "counts as capacity: 0 the request (as an HPA), 1 all the room",
 )
 
 

@@ -343,6 +343,12 @@ def test_burst_counts_a_share_of_a_burstable_pods_headroom_as_capacity_and_leave
     assert (
         IntentAutoscaler(stabilization_s=0.0, shield_target=0.5, burst=1.0).replica_targets(hot, st)["shop/cart"] == 2
     )
+    # the room is at most the node's unused CPU: cart's node n2 with 3,950 of 4,000 m in use gives 50 m, so
+    # ceil(300 / (0.5 · 250)) = 3; without the node's use (second case), none: the request alone, as at burst 0
+    busy = replace(snap, nodes=(*snap.nodes[:2], replace(snap.nodes[2], usage=Resources(3950, 0))))
+    half, one = HrlState(capacity_targets={"cart": 0.5}), IntentAutoscaler(shield=False, stabilization_s=0.0, burst=1.0)
+    for nodes in (busy, replace(snap, nodes=(*snap.nodes[:2], replace(snap.nodes[2], usage=None)))):
+        assert one.replica_targets(nodes, half)["shop/cart"] == 3
     for bad in (-0.1, 1.5, float("nan")):
         with pytest.raises(ValueError, match=r"IntentAutoscaler.burst: must be in \[0, 1\]"):
             IntentAutoscaler(burst=bad)
