@@ -215,8 +215,9 @@ class AutoscalerConfig(ConfigModel):
     ``bundle``, :func:`policy.highlevel.load_learned_autoscaler`) or ``intent`` (the learned high level's
     per-service capacity targets carried out by :class:`policy.highlevel.IntentAutoscaler`; ``targetUtilization``
     is then the target of a service the intent names none for, and ``burst`` the share of a Burstable pod's CPU
-    headroom above its request counted as capacity: 0 counts the request as an HPA does, 1 the limit; unset, the
-    tuned constant's beside the learned intent bundle (``constant.json``, :mod:`policy.highlevel.tuned`), else 0)."""
+    room above its request (to its limit, at most its node's unused CPU) counted as capacity: 0 counts the request
+    as an HPA does; unset, the tuned constant's beside the learned intent bundle (``constant.json``,
+    :mod:`policy.highlevel.tuned`), else 0)."""
 
     name: Literal["utilization-target", "drpc", "intent"] = "utilization-target"
     bundle: ExistingBundle | None = Field(None, min_length=1)
