@@ -11,8 +11,9 @@ traces; never a held-out app, never an evaluation window), priced with the bench
 (:data:`policy.sim.objective.DEFAULT_OBJECTIVE`); the point of least mean cost per minute wins. Written to
 ``policy/bundles/<stack>/high/constant.json``:
 ``{"capacity_target", "move_budget_frac", "burst", "objective", "episodes", "grid": [{"capacity_target",
-"move_budget_frac", "burst", "objective"}...]}`` (read by :mod:`policy.highlevel.tuned`: the learned stacks' autoscaler
-serves its ``burst`` in the simulator and in the descheduler)."""
+"move_budget_frac", "burst", "objective", "episode_objectives"}...]}`` (``episode_objectives``: each episode's cost
+per minute, in the same order at every point: what a choice per episode would gain over the constant). The learned
+stacks' autoscaler serves its ``burst`` in the simulator and in the descheduler (:mod:`policy.highlevel.tuned`)."""
 
 from __future__ import annotations
 
@@ -130,13 +131,19 @@ def tune_constant(
     finally:
         pool.close()
     grid = [
-        {"capacity_target": c, "move_budget_frac": b, "burst": u, "objective": float(costs[i].mean())}
+        {
+            "capacity_target": c,
+            "move_budget_frac": b,
+            "burst": u,
+            "objective": float(costs[i].mean()),
+            "episode_objectives": [round(float(x), 6) for x in costs[i]],
+        }
         for i, (c, b, u) in enumerate(points)
     ]
     # ties: the larger capacity target (more room), then the smaller burst share (less reliance on idle neighbours)
     best = min(grid, key=lambda g: (g["objective"], -g["capacity_target"], g["burst"]))
     result = {
-        **best,
+        **{k: v for k, v in best.items() if k != "episode_objectives"},
         "episodes": len(specs),
         "grid": grid,
         "train_s": round(time.perf_counter() - t0, 1),

@@ -466,6 +466,9 @@ def test_the_constant_search_grids_the_burst_share_and_breaks_ties_toward_room_a
     got = constant.tune_constant(cfg, out, log=lambda m: None)
     assert (got["capacity_target"], got["burst"], got["move_budget_frac"]) == (0.6, 0.5, 0.0)
     assert len(got["grid"]) == 4 * 3 and {g["burst"] for g in got["grid"]} == {0.0, 0.5, 1.0}
+    assert all(len(g["episode_objectives"]) == 2 for g in got["grid"])
+    assert all(abs(np.mean(g["episode_objectives"]) - g["objective"]) < 1e-6 for g in got["grid"])
+    assert "episode_objectives" not in got  # the point chosen is a summary; its episodes are in the grid
     assert json.loads(out.read_text())["burst"] == 0.5
     # ties: the larger capacity target, then the smaller burst share
     monkeypatch.setattr(constant, "constant_cost", lambda spec, c, b, root, u: 1.0)
