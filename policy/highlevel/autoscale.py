@@ -124,8 +124,6 @@ class UtilizationTargetAutoscaler:
             raise ValueError(
                 f"UtilizationTargetAutoscaler.target_utilization: must be in (0, 1] (got {self.target_utilization!r})"
             )
-        if not (isinstance(self.burst, (int, float)) and math.isfinite(self.burst) and 0 <= self.burst <= 1):
-            raise ValueError(f"IntentAutoscaler.burst: must be in [0, 1], got {self.burst!r}")
         if not (math.isfinite(self.tolerance) and self.tolerance >= 0):
             raise ValueError(f"UtilizationTargetAutoscaler.tolerance: must be >= 0 (got {self.tolerance!r})")
         if self.min_replicas < 0 or self.max_replicas < self.min_replicas:
