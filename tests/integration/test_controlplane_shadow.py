@@ -188,7 +188,8 @@ def test_shadow_extender_and_descheduler_a_recording_and_a_whatif_report_on_a_ru
         assert any("shorter than the simulated descheduler's period" in n for n in doc["notes"])
         assert doc["shadow"]["extender"]["decisions"] == len(ext_recs)
         assert doc["shadow"]["descheduler"]["cycles"] == 1
-        assert doc["shadow"]["simulator"]["compared"] >= 1
+        sim = doc["shadow"]["simulator"]  # on failure: why each decision was not compared, and the records
+        assert sim["compared"] >= 1, (sim, [(r["pod"], r["result"], r.get("decided_at_s")) for r in ext_recs])
         md = (tmp_path / "report" / "report.md").read_text()
         assert "Replay error" in md and "The shadow logs" in md
     finally:
