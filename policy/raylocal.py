@@ -12,18 +12,29 @@ collects it, and tries again."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["STARTUP_TIMEOUT_TEXT", "init_local", "is_startup_timeout", "stop_failed_node"]
+__all__ = ["STARTUP_TIMEOUT_TEXT", "init_local", "is_startup_timeout", "ray_leaks", "stop_failed_node"]
 
 log = logging.getLogger("hrl.ray")
 
 #: What Ray's exception says when the raylet did not register in time (ray/_private/node.py).
 STARTUP_TIMEOUT_TEXT = "timed out during startup"
+
+
+@contextlib.contextmanager
+def ray_leaks() -> Iterator[None]:
+    """Ray's node start-up keeps ``/dev/null`` handles and ``Popen`` objects of its daemons that are only collected
+    when it shuts down (and then warn ``ResourceWarning``: unclosed file, subprocess still running); they are Ray's,
+    not ours: silence exactly that category around its start and shutdown."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        yield
 
 
 def is_startup_timeout(exc: BaseException) -> bool:
@@ -66,14 +77,12 @@ def init_local(
         raise ValueError(f"attempts: expected an integer >= 1, got {attempts!r}")
     for attempt in range(1, attempts + 1):
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ResourceWarning)
+            with ray_leaks():
                 ray.init(**kwargs)
             return
         except Exception as exc:
             timeout = is_startup_timeout(exc)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ResourceWarning)
+            with ray_leaks():
                 stop_failed_node(exc)
                 ray.shutdown()
                 if timeout:

@@ -8,19 +8,17 @@ they finished in, so that everything aggregated from them is byte-identical betw
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import os
 import sys
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from policy.raylocal import init_local
+from policy.raylocal import init_local, ray_leaks
 
 __all__ = ["task_key", "RaySession", "run_tasks"]
 
@@ -51,7 +49,7 @@ class RaySession:
         # GPUs; opting into that behaviour now is what the bench wants (it asks for no GPU)
         os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
         env = {"env_vars": {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}}
-        with _ray_leaks():
+        with ray_leaks():
             self._init(ray, env)
         self._started = True
         return self
@@ -73,19 +71,9 @@ class RaySession:
         import ray
 
         if self._started:
-            with _ray_leaks():
+            with ray_leaks():
                 ray.shutdown()
                 gc.collect()
-
-
-@contextlib.contextmanager
-def _ray_leaks():
-    """Ray's node start-up keeps ``/dev/null`` handles and ``Popen`` objects of its daemons that are only
-    collected when it shuts down (and then warn ``ResourceWarning``: unclosed file, subprocess still running);
-    they are Ray's, not ours: silence exactly that category around its start and shutdown."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        yield
 
 
 def _read_journal(journal: Path) -> dict[str, Any]:
