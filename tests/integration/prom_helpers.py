@@ -104,10 +104,37 @@ class PrometheusServer:
                 self.proc.wait(5)
         self.proc = None
 
-    def query(self, promql: str) -> list:
-        r = httpx.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5)
+    def query(self, promql: str, time_s: float | None = None) -> list:
+        params = {"query": promql} if time_s is None else {"query": promql, "time": f"{time_s:.3f}"}
+        r = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=5)
         r.raise_for_status()
         return r.json()["data"]["result"]
+
+    def full_window_time(self, metric: str, window_s: float, timeout_s: float = 30.0) -> float:
+        """The newest sample time ``T`` (unix seconds) of ``metric`` at which ``rate(metric[window_s])`` is exact for a
+        linear counter: over ``[T - window_s, T]`` the first sample lies within Prometheus's extrapolation threshold
+        (1.1 x the mean interval between the window's samples) of the window's start. A scrape missed on a loaded
+        machine breaks that, and ``rate()`` then extrapolates half an interval only and reads up to interval/window
+        low (promql/functions.go, ``extrapolatedRate``). Waits for such a window; fails the test after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        last = "no sample"
+        while time.monotonic() < deadline:
+            newest = self.query(f"max(timestamp({metric}))")
+            if newest:
+                t = float(newest[0]["value"][1])
+                series = self.query(f"{metric}[{window_s:g}s]", t)
+                if series:
+                    ts = [float(v[0]) for v in series[0]["values"]]
+                    if len(ts) >= 2:
+                        mean = (ts[-1] - ts[0]) / (len(ts) - 1)
+                        if ts[0] - (t - window_s) < 1.1 * mean:
+                            return t
+                        gap = ts[0] - (t - window_s)
+                        last = f"{len(ts)} samples, the first {gap:.3f} s after the start, mean interval {mean:.3f} s"
+            time.sleep(0.2)
+        pytest.fail(
+            f"prometheus has no regularly scraped {window_s:g} s window of {metric} within {timeout_s:g} s ({last})"
+        )
 
     def wait_for_window(self, metric: str, window_s: float, timeout_s: float = 45.0) -> None:
         """Until every series of ``metric`` has samples over more than ``window_s`` seconds."""
