@@ -511,7 +511,7 @@ def cmd_train_dagger(args: argparse.Namespace) -> int:
     "and write constant.json (the bar the learned high level must beat, and its fallback)",
     [
         arg("--out", default=None, help="file to write (default: policy/bundles/hrl-scheduler/high/constant.json)"),
-        arg("--episodes", type=int, default=None, help="training episodes per grid point (default 12)"),
+        arg("--episodes", type=int, default=None, help="training episodes per grid point (default 36)"),
         arg("--minutes", type=int, default=None, help="simulated minutes per episode (default 30)"),
         arg("--workers", type=int, default=None, help="Ray CPUs of the local Ray (default 2)"),
         arg("--ray-address", default=None, help="a Ray cluster to run the episodes on (default: a local Ray)"),

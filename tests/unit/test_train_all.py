@@ -476,3 +476,30 @@ def test_the_constant_search_grids_the_burst_share_and_breaks_ties_toward_room_a
     assert (tie["capacity_target"], tie["burst"]) == (0.9, 0.0)
     with pytest.raises(ValueError, match=r"burst_shares: expected numbers in \[0, 1\], got \(1.5,\)"):
         constant.ConstantSearchConfig(burst_shares=(1.5,))
+
+
+def test_the_constant_search_compares_points_episode_by_episode_and_lists_the_points_it_cannot_tell_apart(
+    tmp_path, monkeypatch
+):
+    # every episode has its own scale (one overloads: 60/min), common to all points; capacity 0.6 costs 0.1 less than
+    # 0.5 in every episode (a sure gap however large the spread), 0.7 costs +-1 around 0.6 (a gap of 0 +- 1: tied)
+    seeds: dict[int, int] = {}
+
+    def cost(spec, c, b, root, u):
+        k = seeds.setdefault(spec.seed, len(seeds))
+        scale = 60.0 if k == 0 else 1.0 + k % 3
+        extra = {0.5: 0.1, 0.6: 0.0, 0.7: (1.0 if k % 2 else -1.0) + 0.01}[c]
+        return scale + extra
+
+    monkeypatch.setattr(constant, "constant_cost", cost)
+    cfg = constant.ConstantSearchConfig(capacity_targets=(0.5, 0.6, 0.7), burst_shares=(0.0,), episodes=6, workers=1)
+    got = constant.tune_constant(cfg, tmp_path / "constant.json", log=lambda m: None)
+    assert got["capacity_target"] == 0.6 and len(seeds) == 6
+    by = {g["capacity_target"]: g for g in got["grid"]}
+    assert (by[0.6]["paired_gap"], by[0.6]["paired_se"], by[0.6]["cheaper_episodes"]) == (0.0, 0.0, 0)
+    assert by[0.5]["paired_gap"] == pytest.approx(0.1) and by[0.5]["paired_se"] == pytest.approx(0.0, abs=1e-9)
+    assert by[0.5]["cheaper_episodes"] == 0
+    assert by[0.7]["paired_gap"] == pytest.approx(0.01) and by[0.7]["paired_se"] > 0.3
+    assert by[0.7]["cheaper_episodes"] == 3
+    assert got["tied"] == [{"capacity_target": 0.7, "move_budget_frac": 0.0, "burst": 0.0}]
+    assert "paired_gap" not in got and json.loads((tmp_path / "constant.json").read_text())["tied"] == got["tied"]
