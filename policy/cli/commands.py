@@ -197,7 +197,7 @@ TENSORBOARD_ARG = arg(
 
 @subcommand(
     "train",
-    "train the learned stacks: with --all, every stage in order (encoder, drpc, placement, hierarchy) "
+    "train the learned stacks: with --all, every stage in order (encoder, drpc, placement, constant, dagger) "
     "and every stack's bundles under policy/bundles/<stack>/ (make train)",
     [
         arg(
