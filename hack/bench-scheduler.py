@@ -8,15 +8,19 @@ Sections, in one run:
 1. **decoders** (in process): the request decoders on the bench's request (5 KB Pod, 230 and 500 names):
    the reference (``json`` + :func:`policy.observe.parse_pod`), orjson + the same parse, and the msgspec fast
    path the server uses (:func:`extender.wire.decode_extender_args`); median of repeats.
-2. **caller side** (the extender alone, a static snapshot of the bench's cluster, ``hrl-extender``'s own app):
+2. **caller side** (the extender alone, a static snapshot of the bench's cluster, ``hrl-extender``'s own app
+   under its own server, :class:`extender.http.HttpServer`, set up as ``hrl-extender`` does it):
    ``extender-load`` (hack/extender-load, Go net/http with keep-alive as kube-scheduler's HTTPExtender) sends
    ``--caller-requests`` prioritize and filter requests one after another and measures each round trip:
    500-node cluster with 230 candidates (kube-scheduler's sample of 500 nodes) and all 500; 5,000-node cluster
-   with 500 candidates (its sample) and all 5,000; then the **stall** case: the same ordinary requests while two
-   clients post 5,000-node ``Nodes`` bodies (nodeCacheCapable: false) without pause.
+   with 500 candidates (its sample) and all 5,000 (the 500-node rows twice: as is, and with the generator's own
+   garbage collector off, :data:`QUIET_GC`, each row with the collections it made); then the **stall** case: the
+   same ordinary requests while two clients post 5,000-node ``Nodes`` bodies (nodeCacheCapable: false) without
+   pause.
 3. **server comparison**: the same app and requests (500 nodes, 230 candidates) under uvicorn with h11 +
-   asyncio (the former stack), uvicorn with httptools + uvloop (the chosen one, :func:`extender.server.uvicorn_config`)
-   and granian (ASGI, Rust HTTP); ``--server-repeats`` alternating runs, medians.
+   asyncio, uvicorn with httptools + uvloop (:func:`extender.server.uvicorn_config`, the stack before
+   :mod:`extender.http`), granian (ASGI, Rust HTTP) and the shipped server (``hrl-http``);
+   ``--server-repeats`` alternating runs, medians.
 4. **kube-scheduler** (``--nodes`` kwok nodes, then ``--large-nodes``): per phase, ``--pods`` pods (100m / 128Mi,
    ``--services`` services chained by ``hrl-scheduler.io/depends-on``) are created while no scheduler serves their
    ``schedulerName``; then ONE kube-scheduler starts and schedules the whole queue: ``baseline`` (no extender),
@@ -671,6 +675,8 @@ def run_phase(
         "attempt_latency_p99_ms": round(1000 * quantile(0.99, attempts), 2),
         "wall_s": round(wall_s, 1),
         "cpu_s": cpu,
+        "scheduler_gc_cycles": sample_value(sched_metrics, "go_gc_duration_seconds_count"),
+        "scheduler_heap_bytes": sample_value(sched_metrics, "go_memstats_heap_alloc_bytes"),
     }
     if ext_conns is not None:
         res["extender_connections"] = ext_conns
@@ -711,6 +717,15 @@ def run_phase(
         1.0,
     )
     return res
+
+
+def sample_value(text: str, sample: str) -> float | None:
+    """The value of the first sample named ``sample`` in a Prometheus text exposition (``None`` when absent)."""
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name == sample:
+                return s.value
+    return None
 
 
 def plugin_outcomes(text: str) -> dict[str, int]:
@@ -774,11 +789,18 @@ def build_load_generator() -> Path:
     return out
 
 
-def load(gen: Path, url: str, body: Path, *args: str, lines: bool = False) -> dict:
+# the generator's environment without its own garbage collections while it measures (hack/extender-load): its
+# collector competes for the cores with the server measured, so the rows run this way give the server's share alone;
+# kube-scheduler collects too (scheduler_gc_cycles of each phase), so the rows as they are are what it sees
+QUIET_GC = {"GOGC": "off", "GOMEMLIMIT": "1GiB"}
+
+
+def load(gen: Path, url: str, body: Path, *args: str, lines: bool = False, env: dict | None = None) -> dict:
+    """The generator's JSON report of one run; ``env``: variables added to its environment (e.g. :data:`QUIET_GC`)."""
     import subprocess
 
     cmd = [str(gen), "-url", url, "-bodies" if lines else "-body", str(body), *args]
-    r = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=900)
+    r = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=900, env={**os.environ, **(env or {})})
     return json.loads(r.stdout)
 
 
@@ -850,6 +872,16 @@ if __name__ == "__main__":
                     lifespan="off", log_level="warning")
     elif kind == "uvicorn-httptools-uvloop":
         uvicorn.Server(uvicorn_config(app, host="127.0.0.1", port=port, log_level="warning")).run()
+    elif kind == "hrl-http":  # what ships: hrl-extender's own server, set up as extender/__main__.py does
+        import gc
+        from extender.config import http_limits
+        from extender.http import HttpServer
+        from extender.server import bind_socket
+        sock = bind_socket("127.0.0.1", port)
+        server = HttpServer(app, http_limits(config), app.metrics)
+        gc.collect()
+        gc.freeze()
+        server.run([sock])
     elif kind == "granian":
         from granian import Granian
         from granian.constants import Interfaces
@@ -857,13 +889,14 @@ if __name__ == "__main__":
                 log_enabled=False, respawn_failed_workers=False).serve()
 """
 
-SERVERS = ("uvicorn-h11-asyncio", "uvicorn-httptools-uvloop", "granian")
+SHIPPED_SERVER = "hrl-http"
+SERVERS = ("uvicorn-h11-asyncio", "uvicorn-httptools-uvloop", "granian", SHIPPED_SERVER)
 
 
 class StaticExtender:
     """The extender's app on a static snapshot of the bench's cluster, in a subprocess, under one server."""
 
-    def __init__(self, workdir: Path, snapshot: Path, kind: str = "uvicorn-httptools-uvloop"):
+    def __init__(self, workdir: Path, snapshot: Path, kind: str = SHIPPED_SERVER):
         import subprocess
 
         from hrl_controlplane import free_ports
@@ -945,6 +978,21 @@ def bench_caller_side(gen: Path, workdir: Path, services: int, pods: int, n: int
                 for verb in ("prioritize", "filter"):
                     r = load(gen, f"{ext.base}/scheduler/{verb}", reqs, "-n", str(n), "-verb", verb, lines=True)
                     row = {"nodes": nodes, "candidates": c, "verb": verb, **_summary(r)}
+                    if nodes == 500:  # the same again without the generator's own collections
+                        q = _summary(
+                            load(
+                                gen,
+                                f"{ext.base}/scheduler/{verb}",
+                                reqs,
+                                "-n",
+                                str(n),
+                                "-verb",
+                                verb,
+                                lines=True,
+                                env=QUIET_GC,
+                            )
+                        )
+                        row["quiet_gc"] = {k: q[k] for k in ("p50_ms", "p99_ms", "max_ms", "gc_cycles", "errors")}
                     out["cases"].append(row)
                     log(f"caller side: {row}")
             if nodes == 500:  # nodeCacheCapable: false: the candidates as whole Node objects
@@ -1022,6 +1070,7 @@ def _summary(r: dict) -> dict:
         "status": r["status"],
         "invalid": r["invalid"],
         "rps": round(r["rps"], 1),
+        "gc_cycles": r.get("gc_cycles"),
     }
 
 
@@ -1422,21 +1471,30 @@ def markdown(report: dict) -> str:
         lines += ["", "### The extender's round trip, seen by the caller", ""]
         lines.append(
             f"`hack/extender-load` (Go net/http, keep-alive, as kube-scheduler's HTTPExtender) against "
-            f"`hrl-extender`'s app on a static snapshot of the bench's cluster (half of {report['pods']} pods "
+            f"`hrl-extender`'s app and server (`extender.http`, as shipped) on a static snapshot of the bench's "
+            f"cluster (half of {report['pods']} pods "
             f"bound), {report['caller_requests']} requests one after another per row, candidates drawn at random."
         )
         lines.append(
-            "Verb `X (Nodes)`: the same request with `nodeCacheCapable: false`, the candidates as whole Node objects."
+            "Verb `X (Nodes)`: the same request with `nodeCacheCapable: false`, the candidates as whole Node objects. "
+            "`caller's GCs`: the generator's own garbage collections during the row, whose work competes for the "
+            "cores with the server; at 500 nodes the row again with them off (`GOGC=off GOMEMLIMIT=1GiB`): the "
+            "server's share alone. kube-scheduler collects as well (`scheduler_gc_cycles` and `scheduler_heap_bytes` "
+            "of each kube-scheduler phase in the JSON), so the first figures are what it sees."
         )
         lines += [
             "",
-            "| nodes | candidates | verb | p50 (ms) | p99 (ms) | max (ms) | requests/s | errors |",
-            "|---|---|---|---|---|---|---|---|",
+            "| nodes | candidates | verb | p50 (ms) | p99 (ms) | max (ms) | requests/s | errors | caller's GCs "
+            "| caller's GC off: p50 / p99 / max (ms) |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in cs["cases"]:
+            q = r.get("quiet_gc")
+            quiet = f"{q['p50_ms']:.3f} / {q['p99_ms']:.3f} / {q['max_ms']:.1f}" if q else "–"
+            gcs = "–" if r.get("gc_cycles") is None else str(r["gc_cycles"])
             lines.append(
                 f"| {r['nodes']} | {r['candidates']} | {r['verb']} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | "
-                f"{r['max_ms']:.1f} | {r['rps']:.0f} | {r['errors'] + r['invalid']} |"
+                f"{r['max_ms']:.1f} | {r['rps']:.0f} | {r['errors'] + r['invalid']} | {gcs} | {quiet} |"
             )
         st = cs.get("stall")
         if st:
@@ -1458,7 +1516,7 @@ def markdown(report: dict) -> str:
         )
         lines += ["", "| server | p50 (ms) | p99 (ms) | requests/s |", "|---|---|---|---|"]
         for k, r in sv.items():
-            chosen = " (chosen)" if k == "uvicorn-httptools-uvloop" else ""
+            chosen = " (shipped)" if k == SHIPPED_SERVER else ""
             lines.append(f"| {k}{chosen} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | {r['rps']:.0f} |")
     dec = report.get("decoders")
     if dec:

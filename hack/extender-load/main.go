@@ -31,7 +31,9 @@
 // same without the client's own connection set-up: reconnects (requests that had to dial a new connection: the
 // first of each worker, and every one after a timeout, which closes the connection), server_latency_ms (from the
 // moment the request had its connection to the reply) and server_over_timeout (replies later than -timeout by
-// that measure).
+// that measure); gc_cycles, the generator's own garbage collections while it measured (a collection's work
+// competes for the cores with the server measured; GOGC=off with a GOMEMLIMIT leaves them out, to see the server's
+// share alone).
 package main
 
 import (
@@ -48,6 +50,7 @@ import (
 	neturl "net/url"
 	"os"
 	"os/signal"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -471,14 +474,16 @@ func main() {
 	var results []result
 	var dropped int64
 	extra := map[string]any{}
+	var gc0, gc1 runtime.MemStats // the generator's own garbage collections while it measures (gc_cycles)
 	t0 := time.Now()
+	start := func() { runtime.ReadMemStats(&gc0); t0 = time.Now() }
 	switch *mode {
 	case "seq":
 		c := newClient(*timeout, 1)
 		for i := 0; i < *warmup; i++ {
 			do(c, *url, *verb, reqs[i%len(reqs)], *timeout)
 		}
-		t0 = time.Now()
+		start()
 		results = make([]result, 0, *n)
 		for i := 0; i < *n; i++ {
 			results = append(results, do(c, *url, *verb, reqs[i%len(reqs)], *timeout))
@@ -496,7 +501,7 @@ func main() {
 			go slowloris(*url, *conns, *declared, *send, *stall, stop, extras["slowloris"])
 			time.Sleep(200 * time.Millisecond) // the held connections first
 		}
-		t0 = time.Now()
+		start()
 		if *rps > 0 {
 			results = rate(*url, *verb, reqs, *rps, *duration, *workers, *timeout, *redial, &dropped)
 		} else {
@@ -518,6 +523,7 @@ func main() {
 		os.Exit(2)
 	}
 	elapsed := time.Since(t0).Seconds()
+	runtime.ReadMemStats(&gc1)
 	lat := make([]float64, 0, len(results))
 	srv := make([]float64, 0, len(results))
 	status := map[string]int{}
@@ -561,6 +567,7 @@ func main() {
 		"invalid": invalid, "neutral": neutral, "dropped": dropped, "over_timeout": over, "late_scored": lateScored,
 		"elapsed_s": elapsed, "rps": float64(len(results)) / elapsed, "latency_ms": summary(lat),
 		"reconnects": reconnects, "server_over_timeout": srvOver, "server_latency_ms": summary(srv),
+		"gc_cycles": gc1.NumGC - gc0.NumGC,
 	}
 	for k, v := range extra {
 		out[k] = v
