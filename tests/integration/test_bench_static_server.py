@@ -6,11 +6,10 @@ snapshot."""
 from __future__ import annotations
 
 import http.client
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
+from cp_helpers import ROOT, load_script
 from prometheus_client import CollectorRegistry
 
 from extender.config import load_extender_config
@@ -20,18 +19,7 @@ from extender.store import SnapshotStore
 from extender.wire import encode_json
 from policy.lowlevel import TopologyHeuristic
 
-ROOT = Path(__file__).resolve().parents[2]
 NODES, PODS, SERVICES = 60, 200, 5
-
-
-def _bench():
-    name = "hrl_bench_scheduler"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / "bench-scheduler.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
 
 
 def _in_process(snapshot: Path, body: bytes) -> bytes:
@@ -49,7 +37,7 @@ def _in_process(snapshot: Path, body: bytes) -> bytes:
 
 
 def test_the_caller_side_bench_measures_the_shipped_server_and_its_answers(tmp_path):
-    bench = _bench()
+    bench = load_script("hrl_bench_scheduler", ROOT / "hack" / "bench-scheduler.py")
     snapshot = tmp_path / "snapshot.json"
     snapshot.write_text(json.dumps(bench.bench_cluster_objects(NODES, PODS, SERVICES, bound_fraction=0.5, seed=1)))
     names = [f"bench-node-{i:04d}" for i in range(NODES)]
