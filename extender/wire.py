@@ -538,26 +538,54 @@ def encode_json(reply: Any) -> bytes:
         ).encode("ascii")
 
 
-class _HostPriority(msgspec.Struct):
-    """extenderv1.HostPriority for the encoder (msgspec writes a Struct as an object, fields in order)."""
+class _HostPrefixes(dict):
+    """Node name -> the bytes ``{"Host":<name as JSON>,"Score":`` of its entry in a prioritize reply, made on first
+    use (msgspec writes the name) and kept: the candidates are the cluster's nodes, the same names request after
+    request. Emptied when it holds :data:`HOST_PREFIX_CACHE_SIZE` names (a cluster's churn of node names). A name
+    msgspec cannot write (a lone UTF-16 surrogate) raises ``UnicodeEncodeError`` and is not kept."""
 
-    Host: str
-    Score: int
+    def __missing__(self, name: str) -> bytes:
+        prefix = b'{"Host":' + _ENCODER.encode(name) + b',"Score":'
+        if len(self) >= HOST_PREFIX_CACHE_SIZE:
+            self.clear()
+        self[name] = prefix
+        return prefix
+
+
+#: How many node names :func:`encode_host_scores` keeps the reply bytes of (a 5,000-node cluster: about 0.6 MB).
+HOST_PREFIX_CACHE_SIZE = 20_000
+_HOST_PREFIXES = _HostPrefixes()
+#: An entry's end for each score 0..10, with the comma that separates it from the next.
+_SCORE_ENDS = [f"{v}}},".encode() for v in range(MAX_EXTENDER_PRIORITY + 1)]
 
 
 def encode_host_scores(node_names: Sequence[str], scores: Sequence[int] | np.ndarray) -> bytes:
     """The prioritize reply's bytes for integer ``scores`` already in 0..10 (one per name, in order): the same
-    bytes as ``encode_json(build_host_priorities(node_names, scores))``, about ten times faster (msgspec
-    Structs instead of dicts). Raises ``ValueError`` when the lengths differ or a score is outside 0..10."""
+    bytes as ``encode_json(build_host_priorities(node_names, scores))``, about ten times faster (each name's
+    ``{"Host":...,"Score":`` written once per process, :class:`_HostPrefixes`; the reply joined from those and the
+    scores' endings). Raises ``ValueError`` when the lengths differ, a score is outside 0..10 or an array of scores
+    is not of integers."""
     if len(scores) != len(node_names):
         raise ValueError(f"scores: expected {len(node_names)} values (one per candidate), got {len(scores)}")
-    values = scores.tolist() if isinstance(scores, np.ndarray) else [int(v) for v in scores]
-    if values and not (MIN_EXTENDER_PRIORITY <= min(values) and max(values) <= MAX_EXTENDER_PRIORITY):
+    if not len(node_names):
+        return b"[]"
+    if isinstance(scores, np.ndarray):  # numpy's min and max: a sixth of the builtins' time on a list of 500
+        if scores.dtype.kind not in "iu":
+            raise ValueError(f"scores: expected integers in 0..10, got an array of {scores.dtype}")
+        values, lo, hi = scores.tolist(), scores.min(), scores.max()
+    else:
+        values = [int(v) for v in scores]
+        lo, hi = min(values), max(values)
+    if not (MIN_EXTENDER_PRIORITY <= lo and hi <= MAX_EXTENDER_PRIORITY):
         raise ValueError("scores: expected integers in 0..10")
     try:
-        return _ENCODER.encode([_HostPriority(n, v) for n, v in zip(node_names, values)])
+        parts: list[bytes] = [b""] * (2 * len(values))
+        parts[0::2] = map(_HOST_PREFIXES.__getitem__, node_names)
+        parts[1::2] = map(_SCORE_ENDS.__getitem__, values)
     except UnicodeEncodeError:  # a lone surrogate: the generic encoder escapes it
         return encode_json([{"Host": n, "Score": v} for n, v in zip(node_names, values)])
+    parts[-1] = parts[-1][:-1]  # no comma after the last entry
+    return b"[" + b"".join(parts) + b"]"
 
 
 # ---- the scheduler's side: how HTTPExtender reads replies (used by tests and the demo) ---------------

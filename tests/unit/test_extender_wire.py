@@ -7,8 +7,12 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from extender import wire
 from extender.wire import (
     ParsedArgs,
     WireError,
@@ -400,6 +404,34 @@ def test_one_encoder_writes_every_reply_even_with_lone_surrogates():
     assert encode_host_scores([], []) == b"[]"
     with pytest.raises(ValueError):
         encode_host_scores(["a"], [11])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.text(max_size=12), st.integers(0, 10)), max_size=30, unique_by=lambda t: t[0]),
+    st.booleans(),
+    st.booleans(),
+)
+def test_the_prioritize_reply_is_the_generic_encoders_bytes_whatever_the_names_and_the_cache(entries, as_array, tiny):
+    """Names of any text (quotes, escapes, lone surrogates), scores 0..10 as a list or an int64 array, with the
+    cache of names' bytes as it is or emptied at every second name: the bytes the generic encoder writes."""
+    names = [n for n, _ in entries]
+    scores = [v for _, v in entries]
+    expected = encode_json(build_host_priorities(names, scores))
+    with pytest.MonkeyPatch.context() as mp:
+        if tiny:
+            mp.setattr(wire, "HOST_PREFIX_CACHE_SIZE", 2)
+        got = encode_host_scores(names, np.array(scores, dtype=np.int64) if as_array else scores)
+    assert got == expected
+    assert json.loads(got) == build_host_priorities(names, scores)  # escapes round-trip
+
+
+def test_the_prioritize_reply_refuses_scores_out_of_range_or_not_integers():
+    for bad in ([11], [-1], np.array([11]), np.array([-1]), np.array([3.0])):
+        with pytest.raises(ValueError, match="scores: expected integers in 0..10"):
+            encode_host_scores(["a"], bad)
+    with pytest.raises(ValueError, match="expected 2 values"):
+        encode_host_scores(["a", "b"], [1])
 
 
 def test_the_fast_decoder_answers_a_deeply_nested_body_with_the_reference_error():
