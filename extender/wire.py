@@ -541,19 +541,25 @@ def encode_json(reply: Any) -> bytes:
 class _HostPrefixes(dict):
     """Node name -> the bytes ``{"Host":<name as JSON>,"Score":`` of its entry in a prioritize reply, made on first
     use (msgspec writes the name) and kept: the candidates are the cluster's nodes, the same names request after
-    request. Emptied when it holds :data:`HOST_PREFIX_CACHE_SIZE` names (a cluster's churn of node names). A name
-    msgspec cannot write (a lone UTF-16 surrogate) raises ``UnicodeEncodeError`` and is not kept."""
+    request. Emptied when it holds :data:`HOST_PREFIX_CACHE_SIZE` names (a cluster's churn of node names); a name
+    longer than a node's name may be (:data:`NODE_NAME_MAX_LENGTH`) is written and not kept, so what a client sends
+    cannot grow it past about 10 MB. A name msgspec cannot write (a lone UTF-16 surrogate) raises
+    ``UnicodeEncodeError`` and is not kept."""
 
     def __missing__(self, name: str) -> bytes:
         prefix = b'{"Host":' + _ENCODER.encode(name) + b',"Score":'
+        if len(name) > NODE_NAME_MAX_LENGTH:
+            return prefix
         if len(self) >= HOST_PREFIX_CACHE_SIZE:
             self.clear()
         self[name] = prefix
         return prefix
 
 
-#: How many node names :func:`encode_host_scores` keeps the reply bytes of (a 5,000-node cluster: about 0.6 MB).
+#: How many node names :func:`encode_host_scores` keeps the reply bytes of (a 5,000-node cluster: about 1 MB).
 HOST_PREFIX_CACHE_SIZE = 20_000
+#: A node's name is a DNS subdomain: at most 253 characters (Kubernetes, "Object Names and IDs").
+NODE_NAME_MAX_LENGTH = 253
 _HOST_PREFIXES = _HostPrefixes()
 #: An entry's end for each score 0..10, with the comma that separates it from the next.
 _SCORE_ENDS = [f"{v}}},".encode() for v in range(MAX_EXTENDER_PRIORITY + 1)]
@@ -563,18 +569,21 @@ def encode_host_scores(node_names: Sequence[str], scores: Sequence[int] | np.nda
     """The prioritize reply's bytes for integer ``scores`` already in 0..10 (one per name, in order): the same
     bytes as ``encode_json(build_host_priorities(node_names, scores))``, about ten times faster (each name's
     ``{"Host":...,"Score":`` written once per process, :class:`_HostPrefixes`; the reply joined from those and the
-    scores' endings). Raises ``ValueError`` when the lengths differ, a score is outside 0..10 or an array of scores
-    is not of integers."""
+    scores' endings). ``scores``: a 1-D array of integers (signed or unsigned), or a sequence of integral numbers
+    (``True`` counts 1). Raises ``ValueError`` when the lengths differ, a score is outside 0..10 or is not an
+    integer (a float or bool array, a fractional number), or the array is not 1-D."""
     if len(scores) != len(node_names):
         raise ValueError(f"scores: expected {len(node_names)} values (one per candidate), got {len(scores)}")
     if not len(node_names):
         return b"[]"
     if isinstance(scores, np.ndarray):  # numpy's min and max: a sixth of the builtins' time on a list of 500
-        if scores.dtype.kind not in "iu":
-            raise ValueError(f"scores: expected integers in 0..10, got an array of {scores.dtype}")
+        if scores.dtype.kind not in "iu" or scores.ndim != 1:
+            raise ValueError(f"scores: expected integers in 0..10, got a {scores.ndim}-D array of {scores.dtype}")
         values, lo, hi = scores.tolist(), scores.min(), scores.max()
     else:
         values = [int(v) for v in scores]
+        if any(v != s for v, s in zip(values, scores)):
+            raise ValueError("scores: expected integers in 0..10, got a fractional number")
         lo, hi = min(values), max(values)
     if not (MIN_EXTENDER_PRIORITY <= lo and hi <= MAX_EXTENDER_PRIORITY):
         raise ValueError("scores: expected integers in 0..10")

@@ -13,10 +13,10 @@ Sections, in one run:
    ``extender-load`` (hack/extender-load, Go net/http with keep-alive as kube-scheduler's HTTPExtender) sends
    ``--caller-requests`` prioritize and filter requests one after another and measures each round trip:
    500-node cluster with 230 candidates (kube-scheduler's sample of 500 nodes) and all 500; 5,000-node cluster
-   with 500 candidates (its sample) and all 5,000 (the 500-node rows twice: as is, and with the generator's own
-   garbage collector off, :data:`QUIET_GC`, each row with the collections it made); then the **stall** case: the
-   same ordinary requests while two clients post 5,000-node ``Nodes`` bodies (nodeCacheCapable: false) without
-   pause.
+   with 500 candidates (its sample) and all 5,000 (the 500-node NodeNames rows twice: as is, then with the
+   generator's own garbage collector off, :data:`QUIET_GC`; each with the collections it made); then the **stall**
+   case: the same ordinary requests while two clients post 5,000-node ``Nodes`` bodies (nodeCacheCapable: false)
+   without pause.
 3. **server comparison**: the same app and requests (500 nodes, 230 candidates) under uvicorn with h11 +
    asyncio, uvicorn with httptools + uvloop (:func:`extender.server.uvicorn_config`, the stack before
    :mod:`extender.http`), granian (ASGI, Rust HTTP) and the shipped server (``hrl-http``);
@@ -914,7 +914,11 @@ class StaticExtender:
             stdout=self._log,
             stderr=subprocess.STDOUT,
         )
-        cpm.wait_for(self._up, 180, f"the static extender ({kind})", 0.2)
+        try:
+            cpm.wait_for(self._up, 180, f"the static extender ({kind})", 0.2)
+        except BaseException:  # not up: nobody else holds the process to stop it
+            self.stop()
+            raise
 
     def _up(self) -> bool:
         import urllib.request
@@ -967,7 +971,7 @@ def write_nodes_request(path: Path, services: int, nodes: int) -> Path:
 
 
 def bench_caller_side(gen: Path, workdir: Path, services: int, pods: int, n: int) -> dict:
-    out: dict = {"cases": [], "stall": None}
+    out: dict = {"cases": [], "stall": None, "server": SHIPPED_SERVER}
     for nodes, cands in ((500, (230, 500)), (5000, (500, 5000))):
         snap = workdir / f"snapshot-{nodes}.json"
         snap.write_text(json.dumps(bench_cluster_objects(nodes, pods, services, bound_fraction=0.5, seed=1)))
@@ -1469,28 +1473,33 @@ def markdown(report: dict) -> str:
     cs = report.get("caller")
     if cs:
         lines += ["", "### The extender's round trip, seen by the caller", ""]
+        served_by = (
+            "`hrl-extender`'s app and server (`extender.http`, as shipped)"
+            if cs.get("server") == SHIPPED_SERVER
+            else "`hrl-extender`'s app under uvicorn with httptools and uvloop (the stack before `extender.http`)"
+        )
         lines.append(
             f"`hack/extender-load` (Go net/http, keep-alive, as kube-scheduler's HTTPExtender) against "
-            f"`hrl-extender`'s app and server (`extender.http`, as shipped) on a static snapshot of the bench's "
-            f"cluster (half of {report['pods']} pods "
+            f"{served_by} on a static snapshot of the bench's cluster (half of {report['pods']} pods "
             f"bound), {report['caller_requests']} requests one after another per row, candidates drawn at random."
         )
         lines.append(
             "Verb `X (Nodes)`: the same request with `nodeCacheCapable: false`, the candidates as whole Node objects. "
             "`caller's GCs`: the generator's own garbage collections during the row, whose work competes for the "
-            "cores with the server; at 500 nodes the row again with them off (`GOGC=off GOMEMLIMIT=1GiB`): the "
-            "server's share alone. kube-scheduler collects as well (`scheduler_gc_cycles` and `scheduler_heap_bytes` "
-            "of each kube-scheduler phase in the JSON), so the first figures are what it sees."
+            "cores with the server; the 500-node `NodeNames` rows again, right after, with its collector off "
+            "(`GOGC=off GOMEMLIMIT=1GiB`; the collections it still made in brackets): the server's share alone. "
+            "kube-scheduler collects as well (`scheduler_gc_cycles` and `scheduler_heap_bytes` of each kube-scheduler "
+            "phase in the JSON), less often per request than the generator: what it sees lies between the two."
         )
         lines += [
             "",
             "| nodes | candidates | verb | p50 (ms) | p99 (ms) | max (ms) | requests/s | errors | caller's GCs "
-            "| caller's GC off: p50 / p99 / max (ms) |",
+            "| caller's GC off: p50 / p99 / max (ms) [GCs] |",
             "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in cs["cases"]:
             q = r.get("quiet_gc")
-            quiet = f"{q['p50_ms']:.3f} / {q['p99_ms']:.3f} / {q['max_ms']:.1f}" if q else "–"
+            quiet = f"{q['p50_ms']:.3f} / {q['p99_ms']:.3f} / {q['max_ms']:.1f} [{q['gc_cycles']}]" if q else "–"
             gcs = "–" if r.get("gc_cycles") is None else str(r["gc_cycles"])
             lines.append(
                 f"| {r['nodes']} | {r['candidates']} | {r['verb']} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | "
@@ -1517,6 +1526,8 @@ def markdown(report: dict) -> str:
         lines += ["", "| server | p50 (ms) | p99 (ms) | requests/s |", "|---|---|---|---|"]
         for k, r in sv.items():
             chosen = " (shipped)" if k == SHIPPED_SERVER else ""
+            if SHIPPED_SERVER not in sv and k == "uvicorn-httptools-uvloop":  # a report from before extender.http
+                chosen = " (chosen)"
             lines.append(f"| {k}{chosen} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} | {r['rps']:.0f} |")
     dec = report.get("decoders")
     if dec:

@@ -406,32 +406,45 @@ def test_one_encoder_writes_every_reply_even_with_lone_surrogates():
         encode_host_scores(["a"], [11])
 
 
+_NAME_CHARS = st.one_of(st.characters(), st.sampled_from(["\ud800", "\udfff", '"', "\\", "\n", "é", "\u2028"]))
+
+
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.tuples(st.text(max_size=12), st.integers(0, 10)), max_size=30, unique_by=lambda t: t[0]),
-    st.booleans(),
+    st.lists(st.tuples(st.text(_NAME_CHARS, max_size=12), st.integers(0, 10)), max_size=30, unique_by=lambda t: t[0]),
+    st.sampled_from([None, "int64", "int32", "int8", "uint8", "uint64"]),
     st.booleans(),
 )
-def test_the_prioritize_reply_is_the_generic_encoders_bytes_whatever_the_names_and_the_cache(entries, as_array, tiny):
-    """Names of any text (quotes, escapes, lone surrogates), scores 0..10 as a list or an int64 array, with the
-    cache of names' bytes as it is or emptied at every second name: the bytes the generic encoder writes."""
+def test_the_prioritize_reply_is_the_generic_encoders_bytes_whatever_the_names_and_the_cache(entries, dtype, tiny):
+    """Names of any text (quotes, escapes, lone surrogates), scores 0..10 as a list or an integer array of any width,
+    with the cache of names' bytes as it is or emptied at every second name it adds: the bytes the generic encoder
+    writes."""
     names = [n for n, _ in entries]
     scores = [v for _, v in entries]
     expected = encode_json(build_host_priorities(names, scores))
     with pytest.MonkeyPatch.context() as mp:
         if tiny:
             mp.setattr(wire, "HOST_PREFIX_CACHE_SIZE", 2)
-        got = encode_host_scores(names, np.array(scores, dtype=np.int64) if as_array else scores)
+        got = encode_host_scores(names, scores if dtype is None else np.array(scores, dtype=dtype))
     assert got == expected
     assert json.loads(got) == build_host_priorities(names, scores)  # escapes round-trip
 
 
 def test_the_prioritize_reply_refuses_scores_out_of_range_or_not_integers():
-    for bad in ([11], [-1], np.array([11]), np.array([-1]), np.array([3.0])):
+    bad_scores = ([11], [-1], [3.5], np.array([11]), np.array([-1]), np.array([3.0]), np.array([True]), np.array([[3]]))
+    for bad in bad_scores:
         with pytest.raises(ValueError, match="scores: expected integers in 0..10"):
             encode_host_scores(["a"], bad)
     with pytest.raises(ValueError, match="expected 2 values"):
         encode_host_scores(["a", "b"], [1])
+
+
+def test_the_prioritize_reply_keeps_no_name_longer_than_a_node_name():
+    """What a client sends cannot grow the cache of names' bytes: a name past 253 characters is written, not kept."""
+    long_name, node_name = "n" * (wire.NODE_NAME_MAX_LENGTH + 1), "m" * wire.NODE_NAME_MAX_LENGTH
+    got = encode_host_scores([long_name, node_name], [1, 2])
+    assert got == encode_json(build_host_priorities([long_name, node_name], [1, 2]))
+    assert long_name not in wire._HOST_PREFIXES and node_name in wire._HOST_PREFIXES
 
 
 def test_the_fast_decoder_answers_a_deeply_nested_body_with_the_reference_error():
