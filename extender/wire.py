@@ -567,11 +567,11 @@ _SCORE_ENDS = [f"{v}}},".encode() for v in range(MAX_EXTENDER_PRIORITY + 1)]
 
 def encode_host_scores(node_names: Sequence[str], scores: Sequence[int] | np.ndarray) -> bytes:
     """The prioritize reply's bytes for integer ``scores`` already in 0..10 (one per name, in order): the same
-    bytes as ``encode_json(build_host_priorities(node_names, scores))``, about ten times faster (each name's
-    ``{"Host":...,"Score":`` written once per process, :class:`_HostPrefixes`; the reply joined from those and the
-    scores' endings). ``scores``: a 1-D array of integers (signed or unsigned), or a sequence of integral numbers
-    (``True`` counts 1). Raises ``ValueError`` when the lengths differ, a score is outside 0..10 or is not an
-    integer (a float or bool array, a fractional number), or the array is not 1-D."""
+    bytes as ``encode_json(build_host_priorities(node_names, scores))``, about seven times faster at 500 names
+    (each name's ``{"Host":...,"Score":`` written once per process, :class:`_HostPrefixes`; the reply joined from
+    those and the scores' endings). ``scores``: a 1-D array of integers (signed or unsigned), or a sequence of
+    integral numbers (``True`` counts 1). Raises ``ValueError`` when the lengths differ, a score is outside 0..10
+    or is not an integer (a float or bool array, a fractional number), or the array is not 1-D."""
     if len(scores) != len(node_names):
         raise ValueError(f"scores: expected {len(node_names)} values (one per candidate), got {len(scores)}")
     if not len(node_names):
