@@ -20,8 +20,8 @@ descheduler (:mod:`policy.highlevel.tuned`).
 points compare episode by episode: ``paired_gap`` is a point's mean cost per minute above the chosen one's,
 ``paired_se`` the standard error of that per-episode difference, ``cheaper_episodes`` the episodes in which it cost
 less than the chosen point; ``tied`` lists the points whose gap is within two standard errors (the search cannot tell
-them from the choice). A few episodes that overload whatever the intent (50 to 80 per minute against 1 to 5 for the
-rest) dominate the mean, so with 12 episodes most of the grid was tied and the choice moved with the training seed
+them from the choice). A few episodes that overload whatever the intent (about 20 to 80 per minute against 1 to 5
+for most) dominate the mean, so with 12 episodes most of the grid was tied and the choice moved with the training seed
 (capacity 0.6, 0.9, 0.9 at seeds 0, 1, 2); the default is 36."""
 
 from __future__ import annotations

@@ -126,10 +126,9 @@ class PrometheusServer:
                 if series:
                     ts = [float(v[0]) for v in series[0]["values"]]
                     if len(ts) >= 2:
-                        mean = (ts[-1] - ts[0]) / (len(ts) - 1)
-                        if ts[0] - (t - window_s) < 1.1 * mean:
+                        mean, gap = (ts[-1] - ts[0]) / (len(ts) - 1), ts[0] - (t - window_s)
+                        if gap < 1.1 * mean:
                             return t
-                        gap = ts[0] - (t - window_s)
                         last = f"{len(ts)} samples, the first {gap:.3f} s after the start, mean interval {mean:.3f} s"
             time.sleep(0.2)
         pytest.fail(

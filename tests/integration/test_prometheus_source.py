@@ -115,11 +115,16 @@ def prom(replay):
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def exact_rate_time(prom: PrometheusServer) -> float:
+    """The newest sample time whose rate window holds no missed scrape (:meth:`PrometheusServer.full_window_time`)."""
+    return prom.full_window_time("traces_service_graph_request_total", int(WINDOW[:-1]))
+
+
 def fetch(prom: PrometheusServer, flavor: str, namespace: str | None = NAMESPACE, time_s: float | None = None):
     """The source's ``(graph, warnings)``, evaluated at ``time_s`` (default: the newest sample whose rate window
     holds no missed scrape, :meth:`PrometheusServer.full_window_time`; every flavor comes from the same scrape)."""
     if time_s is None:
-        time_s = prom.full_window_time("traces_service_graph_request_total", int(WINDOW[:-1]))
+        time_s = exact_rate_time(prom)
     with PrometheusSource(
         prom.url, flavor, window_s=WINDOW, namespace=None if flavor == "otel" else namespace, timeout_s=5
     ) as src:
@@ -178,7 +183,7 @@ def test_the_error_rate_is_the_injected_failing_share(prom, flavor):
 @pytest.mark.parametrize("flavor", ["istio", "linkerd"])
 def test_a_namespace_keeps_one_namespace_and_without_it_equal_names_merge(prom, flavor):
     edge = ("frontend", "productcatalogservice")
-    t = prom.full_window_time("traces_service_graph_request_total", int(WINDOW[:-1]))
+    t = exact_rate_time(prom)
     kept, _ = fetch(prom, flavor, NAMESPACE, t)
     assert kept.edge(*edge).rps == pytest.approx(expected_rps(edge), rel=RATE_TOLERANCE)
     merged, warnings = fetch(prom, flavor, None, t)
@@ -298,7 +303,7 @@ def test_service_signals_are_read_in_one_round_trip_as_each_service_s_arrivals_l
     requests: list[str] = []
     client = httpx.Client(event_hooks={"request": [lambda r: requests.append(str(r.url.path))]})
     ns = None if flavor == "otel" else NAMESPACE
-    t = prom.full_window_time("traces_service_graph_request_total", int(WINDOW[:-1]))
+    t = exact_rate_time(prom)
     with PrometheusSource(prom.url, flavor, window_s=WINDOW, namespace=ns, timeout_s=5, client=client) as src:
         signals, last = src.fetch_service_signals(t)
     client.close()
