@@ -389,12 +389,18 @@ CPU_ROWS = {
 }
 
 
+#: PIDs of this process's children that run through a phase (the overload's load generator): counted in the
+#: ``bench`` row while they live, since a child's CPU reaches :func:`children_cpu_s` only once it is reaped.
+LIVE_CHILDREN: set[int] = set()
+
+
 class CpuMeter:
     """CPU seconds per process of one phase: :meth:`start` before the phase's scheduler starts, :meth:`stop`
     once every pod is bound (before the scheduler is stopped). Rows: ``scheduler`` (the phase's kube-scheduler),
     each control-plane component of :data:`CPU_ROWS`, ``idle schedulers`` (the two the control plane always
-    runs), ``bench`` (this process and its reaped children: the ``kubectl`` polls, the load generator),
-    ``other`` (everything else the machine ran meanwhile: other users' work) and ``idle``."""
+    runs), ``bench`` (this process, its reaped children — the ``kubectl`` polls — and its live children of
+    :data:`LIVE_CHILDREN` — the load generator), ``other`` (everything else the machine ran meanwhile: other
+    users' work) and ``idle``."""
 
     def __init__(self, cp):
         self.cp = cp
@@ -414,7 +420,8 @@ class CpuMeter:
                 if not math.isnan(v):
                     out[row] += v
         out["scheduler"] = proc_cpu_s(scheduler_pid) if scheduler_pid else 0.0
-        out["bench"] = proc_cpu_s(os.getpid()) + children_cpu_s()
+        live = (proc_cpu_s(pid) for pid in list(LIVE_CHILDREN))  # NaN once reaped: then in children_cpu_s()
+        out["bench"] = proc_cpu_s(os.getpid()) + children_cpu_s() + sum(v for v in live if not math.isnan(v))
         out["machine busy"], out["idle"] = machine_cpu_s()
         return out
 
@@ -1338,9 +1345,13 @@ def kube_phases(cp, gen: Path, workdir: Path, nodes: int, args, overload: bool, 
                 "300ms",
             ]
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            done.wait()
-            proc.terminate()
-            out, err = proc.communicate(timeout=120)
+            LIVE_CHILDREN.add(proc.pid)
+            try:
+                done.wait()
+                proc.terminate()
+                out, err = proc.communicate(timeout=120)
+            finally:
+                LIVE_CHILDREN.discard(proc.pid)
             if proc.returncode != 0:
                 raise RuntimeError(f"extender-load exited {proc.returncode}: {err[-500:]}")
             r = json.loads(out)
@@ -1455,14 +1466,22 @@ def markdown(report: dict) -> str:
                 + f"{d.get('invalid', 0)} invalid replies, {d.get('errors', 0)} transport errors. Extender outcomes "
                 f"during the phase: {json.dumps(r.get('extender_prioritize_outcomes', {}))}.",
             ]
-        for r in cp:
-            if r.get("plugin_prescore_outcomes"):
-                lines += [
-                    "",
-                    f"Plugin mode ({r['nodes']} nodes): HRLScore's cycles by outcome "
-                    f"{json.dumps(r['plugin_prescore_outcomes'])} (`hrl_plugin_prescore_total`; `ok`: scored from "
-                    "the table).",
-                ]
+        for n in sorted({r["nodes"] for r in cp if r.get("plugin_prescore_outcomes")}):
+            outcomes = [
+                json.dumps(r["plugin_prescore_outcomes"])
+                for r in cp
+                if r["nodes"] == n and r.get("plugin_prescore_outcomes")
+            ]
+            lines += [
+                "",
+                f"Plugin mode ({n} nodes): HRLScore's cycles by outcome "
+                + (
+                    f"{outcomes[0]} in each of its {len(outcomes)} phases"
+                    if len(set(outcomes)) == 1
+                    else ", ".join(outcomes)
+                )
+                + " (`hrl_plugin_prescore_total`; `ok`: scored from the table).",
+            ]
     if cp and any("cpu_s" in r for r in cp):
         lines += cpu_table(cp)
     repeats = report.get("repeats")
@@ -1658,7 +1677,7 @@ def cpu_table(phases: list[dict]) -> list[str]:
             per = [1000 * c.get(k, 0.0) / max(r["bound"], 1) for k in CPU_COLUMNS]
         busy = sum(v for k, v in c.items() if k not in ("idle", "wall"))
         lines.append(
-            f"| {r['nodes']} | {_phase_kind(r['label'])} | {c.get('wall', math.nan):.1f} | "
+            f"| {r['nodes']} | {_phase_kind(r['label'])}{_round_tag(r)} | {c.get('wall', math.nan):.1f} | "
             + " | ".join(f"{v:.2f}" for v in per)
             + f" | {busy:.1f} |"
         )
@@ -1676,6 +1695,18 @@ def cpu_table(phases: list[dict]) -> list[str]:
             + "; ".join(f"{k} ({n} nodes) " + ", ".join(f"{t} {v:.2f}" for t, v in th.items()) for n, k, th in threads)
             + ".",
         ]
+    prods = [r for r in phases if r.get("producer_threads_cpu_s")]
+    if prods:
+        lines += [
+            "",
+            "Plugin mode's producer (the extender that computes and publishes the table), CPU seconds by thread: "
+            + "; ".join(
+                f"{_phase_kind(r['label'])}{_round_tag(r)} ({r['nodes']} nodes) "
+                + ", ".join(f"{t} {v:.2f}" for t, v in r["producer_threads_cpu_s"].items())
+                for r in prods
+            )
+            + ".",
+        ]
     waits = [r for r in phases if "scheduler_runqueue_wait_s" in r and r.get("bound")]
     if waits:
         lines += [
@@ -1683,7 +1714,7 @@ def cpu_table(phases: list[dict]) -> list[str]:
             "Time spent runnable but waiting for a core (`/proc/PID/task/TID/schedstat`), milliseconds per bound "
             "pod: "
             + "; ".join(
-                f"{_phase_kind(r['label'])} ({r['nodes']} nodes): kube-scheduler "
+                f"{_phase_kind(r['label'])}{_round_tag(r)} ({r['nodes']} nodes): kube-scheduler "
                 f"{1000 * r['scheduler_runqueue_wait_s'] / r['bound']:.2f}"
                 + "".join(
                     f", extender {t} {1000 * v / r['bound']:.2f}"
