@@ -17,7 +17,6 @@ processes replaced by the cluster's, namely
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -29,22 +28,14 @@ from typing import Any
 
 import pytest
 import yaml
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "integration"))  # cp_helpers and the scenario modules
 
 
-def _load(name: str, path: Path):
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-cpmod = _load("hrl_controlplane", ROOT / "hack" / "controlplane.py")
-_integration = _load("hrl_integration_conftest", ROOT / "tests" / "integration" / "conftest.py")
+cpmod = load_script("hrl_controlplane", ROOT / "hack" / "controlplane.py")
+_integration = load_script("hrl_integration_conftest", ROOT / "tests" / "integration" / "conftest.py")
 kwok_nodes = _integration.kwok_nodes  # the same per-test fixtures, on top of the control_plane below
 namespace = _integration.namespace
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
@@ -15,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
+from scripts import load_script
 
 from policy.state import ANNOTATION_DEPENDS_ON
 
@@ -22,16 +21,6 @@ ROOT = Path(__file__).resolve().parents[2]
 BOUTIQUE = ROOT / "policy" / "data" / "apps" / "online-boutique" / "kubernetes-manifests.yaml"
 HRL = "hrl-scheduler"
 DEFAULT = "default-scheduler"
-
-
-def load_script(name: str, path: Path):
-    """A script of the repository (not a package, e.g. ``hack/controlplane.py``) as module ``name``, loaded once."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
 
 
 #: ``hack/controlplane.py``: ControlPlane, fake_node, extender_registration, free_ports, ...

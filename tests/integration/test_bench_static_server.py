@@ -9,8 +9,9 @@ import http.client
 import json
 from pathlib import Path
 
-from cp_helpers import ROOT, load_script
+from cp_helpers import ROOT
 from prometheus_client import CollectorRegistry
+from scripts import load_script
 
 from extender.config import load_extender_config
 from extender.kube import graph_with_annotations

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cp_helpers import BOUTIQUE, ROOT, cpmod, load_script, metric, metrics, node_of, wait_for, wait_running
+from cp_helpers import BOUTIQUE, ROOT, cpmod, metric, metrics, node_of, wait_for, wait_running
+from scripts import load_script
 
 pytestmark = [pytest.mark.controlplane, pytest.mark.prometheus]
 

@@ -4,25 +4,20 @@ and a child reaped during the phase once."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 BURN = "while True:\n    pass\n"
 
 
 def _bench():
-    name = "hrl_bench_scheduler"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / "bench-scheduler.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
+    return load_script("hrl_bench_scheduler", ROOT / "hack" / "bench-scheduler.py")
 
 
 def _burn_until(bench, pid: int, cpu_s: float, timeout_s: float = 30.0) -> None:

@@ -3,26 +3,19 @@ binaries and without Go (the controlplane tests then fail with that message; the
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
-import sys
 from pathlib import Path
 
 import pytest
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def cpmod():
-    name = "hrl_controlplane"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / "controlplane.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
+    return load_script("hrl_controlplane", ROOT / "hack" / "controlplane.py")
 
 
 def test_the_hrl_scheduler_configuration_has_one_profile_no_leader_election_and_the_kubeconfig_inside(cpmod):

@@ -5,12 +5,11 @@ batch size."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scripts import load_script
 
 from extender.scoring import prioritize_scores
 from extender.store import SnapshotStore
@@ -23,13 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bench():
-    name = "hrl_bench_scheduler"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "hack" / "bench-scheduler.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
+    return load_script("hrl_bench_scheduler", ROOT / "hack" / "bench-scheduler.py")
 
 
 NODES, PODS, SERVICES = 500, 2000, 20
