@@ -276,6 +276,14 @@ _TABLE: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
     (
         "placement",
         "candidate",
+        "node_log_speed",
+        ("objects", "resource_usage", "call_graph"),
+        "0: the node declares no speed (label hrl-scheduler.io/cpu-speed) and its measured pods have no measured peers "
+        "on other nodes (or no node reports measured use)",
+    ),
+    (
+        "placement",
+        "candidate",
         "svc_emb_*",
         ("encoder", "call_graph"),
         "none: a service without an embedding row is scored neutral (the extender fails open)",

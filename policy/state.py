@@ -24,6 +24,7 @@ __all__ = [
     "LABEL_ZONE",
     "LABEL_REGION",
     "LABEL_HOSTNAME",
+    "LABEL_CPU_SPEED",
     "ANNOTATION_MIRROR",
     "EDGE_MEASURES",
     "EDGE_FIELDS",
@@ -63,6 +64,10 @@ ANNOTATION_SERVICE = "hrl-scheduler.io/service"
 LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_REGION = "topology.kubernetes.io/region"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
+#: A node's per-core CPU speed relative to a reference core (a positive number, e.g. "1.2"), set by the operator per
+#: instance type or from a benchmark (as Koordinator's cpu-normalization-ratio or Ganeti's cpu_speed): the placement
+#: policy's ``node_log_speed`` input (policy/lowlevel/features.py).
+LABEL_CPU_SPEED = "hrl-scheduler.io/cpu-speed"
 ANNOTATION_MIRROR = "kubernetes.io/config.mirror"
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})

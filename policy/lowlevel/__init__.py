@@ -16,6 +16,8 @@ the simulator and the descheduler's feasibility check (numpy only; no torch, no 
 from .features import (
     CONTEXT_FEATURES,
     CONTEXT_FEATURES_V1,
+    CONTEXT_FEATURES_V2,
+    CONTEXT_LAYOUTS,
     FLAT_ROWS_VERSION,
     PLACEMENT_FEATURES,
     PLACEMENT_FEATURES_FLAT,
@@ -79,6 +81,8 @@ __all__ = [
     "FLAT_ROWS_VERSION",
     "CONTEXT_FEATURES",
     "CONTEXT_FEATURES_V1",
+    "CONTEXT_FEATURES_V2",
+    "CONTEXT_LAYOUTS",
     "PLACEMENT_INTENTS",
     "placement_feature_spec",
     "PLACEMENT_FEATURES",

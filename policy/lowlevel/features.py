@@ -17,7 +17,7 @@ import numpy as np
 from policy.encoder import NODE_SPEC
 from policy.features import FeatureSpec
 from policy.index import ClusterIndex, estimated_cpu_m
-from policy.state import PodInfo, ServiceGraph
+from policy.state import LABEL_CPU_SPEED, PodInfo, ServiceGraph
 
 from .interface import intent_value
 
@@ -26,12 +26,17 @@ __all__ = [
     "FLAT_ROWS_VERSION",
     "CONTEXT_FEATURES",
     "CONTEXT_FEATURES_V1",
+    "CONTEXT_FEATURES_V2",
+    "CONTEXT_LAYOUTS",
     "PLACEMENT_INTENTS",
     "placement_feature_spec",
     "PLACEMENT_FEATURES",
     "PLACEMENT_FEATURES_FLAT",
     "featurize_candidates",
     "node_cpu_used_m",
+    "node_slowness",
+    "node_log_speed",
+    "declared_speeds",
 ]
 
 
@@ -75,23 +80,40 @@ CONTEXT_FEATURES: tuple[tuple[str, str], ...] = (
         "mean cosine similarity of the pod's service row (its graph embedding, or its flat row) to the rows of the "
         "services of the other pods on the node, -1..1 (0 on a node without such pods, or without other rows)",
     ),
+    (
+        "node_log_speed",
+        "log of the node's per-core CPU speed over the cluster's median, -1..1: declared by the node's label "
+        "hrl-scheduler.io/cpu-speed, else measured (-node_slowness: its pods' CPU against their services' other "
+        "pods'); 0 where neither is known",
+    ),
 )
 
-#: The context columns of the first placement bundles (``placement-mlp-v1`` trained before the relational input): every
-#: column of :data:`CONTEXT_FEATURES` but the last, ``svc_similarity_node``. A bundle of this layout still loads and
-#: scores as it was trained (:class:`policy.lowlevel.LearnedPlacement` drops the column).
-CONTEXT_FEATURES_V1 = CONTEXT_FEATURES[:-1]
+#: The context columns of the placement bundles trained before the node-speed input: every column of
+#: :data:`CONTEXT_FEATURES` but the last, ``node_log_speed``. A bundle of this layout still loads and scores as it was
+#: trained (:class:`policy.lowlevel.LearnedPlacement` drops the column).
+CONTEXT_FEATURES_V2 = CONTEXT_FEATURES[:-1]
+
+#: The context columns of the first placement bundles (``placement-mlp-v1`` trained before the relational input):
+#: :data:`CONTEXT_FEATURES_V2` without its last column, ``svc_similarity_node``; loaded the same way.
+CONTEXT_FEATURES_V1 = CONTEXT_FEATURES_V2[:-1]
+
+#: The context layouts a bundle may have, newest first.
+CONTEXT_LAYOUTS = (CONTEXT_FEATURES, CONTEXT_FEATURES_V2, CONTEXT_FEATURES_V1)
 
 
 #: The intent components the policy reads, by name (INTENT_SPEC may grow without changing these columns).
 PLACEMENT_INTENTS = ("locality_weight", "balance_weight")
 
 
-def placement_feature_spec(service_input: str, dim: int, relational: bool = True) -> FeatureSpec:
-    """The candidate rows' columns: :data:`CONTEXT_FEATURES` (:data:`CONTEXT_FEATURES_V1` when not ``relational``)
-    then the service block — ``svc_emb_00`` ..
-    (``dim`` embedding components) for ``"encoder"``, or ``svc_<NODE_SPEC name>`` for ``"flat"`` (``dim`` must
-    be ``len(NODE_SPEC)``). Raises ``ValueError`` for another ``service_input`` or a wrong ``dim``."""
+def placement_feature_spec(
+    service_input: str, dim: int, context: tuple[tuple[str, str], ...] = CONTEXT_FEATURES
+) -> FeatureSpec:
+    """The candidate rows' columns: ``context`` (one of :data:`CONTEXT_LAYOUTS`; the newest by default) then the
+    service block — ``svc_emb_00`` .. (``dim`` embedding components) for ``"encoder"``, or ``svc_<NODE_SPEC name>``
+    for ``"flat"`` (``dim`` must be ``len(NODE_SPEC)``). Raises ``ValueError`` for another ``service_input``, a wrong
+    ``dim`` or a ``context`` that is not a known layout."""
+    if not any(context is c or context == c for c in CONTEXT_LAYOUTS):
+        raise ValueError(f"context: expected one of CONTEXT_LAYOUTS, got {len(context)} columns")
     if service_input == "encoder":
         block = [(f"svc_emb_{i:02d}", "graph-encoder embedding component") for i in range(dim)]
     elif service_input == "flat":
@@ -100,7 +122,7 @@ def placement_feature_spec(service_input: str, dim: int, relational: bool = True
         block = [(f"svc_{n}", u) for n, u in zip(NODE_SPEC.names, NODE_SPEC.units)]
     else:
         raise ValueError(f"service_input: expected one of {', '.join(SERVICE_INPUTS)}, got {service_input!r}")
-    return FeatureSpec.of([*(CONTEXT_FEATURES if relational else CONTEXT_FEATURES_V1), *block])
+    return FeatureSpec.of([*context, *block])
 
 
 #: The hrl-scheduler bundle's input (32-dimensional embeddings of the committed encoder).
@@ -117,7 +139,7 @@ PLACEMENT_FEATURES_FLAT = placement_feature_spec("flat", len(NODE_SPEC))
 class _IndexExtras:
     """Per-index arrays featurization needs beyond :class:`ClusterIndex` (built once per index)."""
 
-    __slots__ = ("index", "zone", "n_zones", "alloc_pods", "usage_known")
+    __slots__ = ("index", "zone", "n_zones", "alloc_pods", "usage_known", "_speed")
 
     def __init__(self, index: ClusterIndex):
         self.index = index
@@ -128,6 +150,15 @@ class _IndexExtras:
         self.zone = np.array([zones.setdefault(n.zone, len(zones)) for n in index.snapshot.nodes], dtype=np.int64)
         self.n_zones = max(len(zones), 1)
         self.alloc_pods = np.array([max(n.allocatable_pods, 1) for n in index.snapshot.nodes], dtype=np.float64)
+        self._speed: np.ndarray | None = None
+
+    @property
+    def speed(self) -> np.ndarray:
+        """(N,) :func:`node_log_speed` of the index, the measured part only where the node reports measured use
+        (computed once)."""
+        if self._speed is None:
+            self._speed = node_log_speed(self.index, self.usage_known)
+        return self._speed
 
 
 class _GraphExtras:
@@ -261,6 +292,87 @@ def node_cpu_used_m(index: ClusterIndex) -> np.ndarray:
     return np.where(ix.usage_known, np.nan_to_num(use), index.req_cpu_m)
 
 
+#: A node's :func:`node_slowness` is known once its measured pods' peers use this much CPU (millicores) in all.
+SLOWNESS_MIN_CPU_M = 20.0
+
+
+def node_slowness(index: ClusterIndex) -> np.ndarray:
+    """(N,) float64 in [-1, 1]: how much more CPU a node's pods use than their services' pods elsewhere, a live proxy
+    of the node's per-core slowness (and of interference on it), for nodes that do not declare their speed. With
+    ``u_p`` the measured CPU of a bound pod *p* of a service *s* (a service of the call graph, or any when the graph
+    is empty) and ``ū_p`` the mean measured CPU of *s*'s other pods (at least one)::
+
+        node_slowness(n) = clip(log(Σ_{p on n} u_p / Σ_{p on n} ū_p), -1, 1)
+
+    0 where ``Σ ū_p`` < :data:`SLOWNESS_MIN_CPU_M` (too few measured peers to tell). Kubernetes Services spread
+    requests evenly over a service's ready pods, so a pod's CPU over its peers' is the work per request on its node
+    over theirs: ``1/speed`` in the simulator (:mod:`policy.sim.model`, a request's CPU work takes ``x / speed``).
+    Pods without ``usage`` (not measured yet) and terminating or unbound pods are left out. O(P)."""
+    N = len(index.snapshot.nodes)
+    services = set(index.snapshot.graph.services)
+    pos = index.node_pos
+    rows = [
+        (p.service, pos.get(p.node_name, -1), float(p.usage.cpu_m))
+        for p in index.snapshot.pods
+        if p.usage is not None
+        and p.node_name is not None
+        and not p.terminating
+        and (not services or p.service in services)
+    ]
+    rows = [r for r in rows if r[1] >= 0]
+    if not rows:
+        return np.zeros(N)
+    ids: dict[str, int] = {}
+    svc = np.fromiter((ids.setdefault(r[0], len(ids)) for r in rows), dtype=np.int64, count=len(rows))
+    node = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+    use = np.fromiter((r[2] for r in rows), dtype=np.float64, count=len(rows))
+    total = np.bincount(svc, weights=use, minlength=len(ids))
+    count = np.bincount(svc, minlength=len(ids)).astype(np.float64)
+    peers = count[svc] - 1.0
+    has = peers > 0
+    peer_mean = np.divide(total[svc] - use, peers, out=np.zeros(len(rows)), where=has)
+    num = np.bincount(node[has], weights=use[has], minlength=N)
+    den = np.bincount(node[has], weights=peer_mean[has], minlength=N)
+    ok = (den >= SLOWNESS_MIN_CPU_M) & (num > 0)
+    out = np.zeros(N)
+    out[ok] = np.clip(np.log(num[ok] / den[ok]), -1.0, 1.0)
+    return out
+
+
+def declared_speeds(index: ClusterIndex) -> np.ndarray:
+    """(N,) float64: each node's :data:`policy.state.LABEL_CPU_SPEED` label as a number, NaN where absent or not a
+    finite number > 0."""
+    out = np.full(len(index.snapshot.nodes), np.nan)
+    for i, n in enumerate(index.snapshot.nodes):
+        v = n.labels.get(LABEL_CPU_SPEED)
+        if v is None:
+            continue
+        try:
+            f = float(v)
+        except ValueError:
+            continue
+        if math.isfinite(f) and f > 0:
+            out[i] = f
+    return out
+
+
+def node_log_speed(index: ClusterIndex, measured_ok: np.ndarray | None = None) -> np.ndarray:
+    """(N,) float64 in [-1, 1], the ``node_log_speed`` column: ``log(speed / median speed)`` over the nodes that
+    declare their speed (:func:`declared_speeds`), and ``-node_slowness`` (:func:`node_slowness`, measured) on the
+    others where ``measured_ok`` (default: everywhere) holds; 0 where neither is known."""
+    declared = declared_speeds(index)
+    measured = -node_slowness(index)
+    if measured_ok is not None:
+        measured = np.where(measured_ok, measured, 0.0)
+    has = np.isfinite(declared)
+    if not has.any():
+        return measured
+    rel = np.log(declared[has] / np.median(declared[has]))
+    out = measured.copy()
+    out[has] = np.clip(rel, -1.0, 1.0)
+    return out
+
+
 def featurize_candidates(
     pod: PodInfo,
     candidates: Sequence[str],
@@ -277,7 +389,7 @@ def featurize_candidates(
     (raises ``ValueError`` when it lacks the service). Candidates the index does not know get all-zero context
     columns. Call rates come from ``index.snapshot.graph`` (``default_rps`` per edge without one).
     Vectorised over candidates: O(C · (1 + neighbours)), plus O(S · N) for ``svc_similarity_node`` (S services with
-    rows, N nodes).
+    rows, N nodes) and, once per index, O(P) for ``node_log_speed`` (P pods).
     """
     svc_row = _service_row(pod.service, embeddings)
     C = len(candidates)
@@ -360,6 +472,7 @@ def featurize_candidates(
     for n in PLACEMENT_INTENTS:
         cols.append(np.full(C, intent_value(intent, n)))
     cols.append(_similarity_to_nodes(pod.service, embeddings, index, own_i if own_i >= 0 else -1)[p])
+    cols.append(ix.speed[p])
     ctx = np.stack(cols, axis=1)
     ctx[~known] = 0.0
     out[:, :K] = ctx

@@ -57,7 +57,7 @@ from policy.state import ClusterSnapshot, PodInfo
 
 from .features import (
     CONTEXT_FEATURES,
-    CONTEXT_FEATURES_V1,
+    CONTEXT_LAYOUTS,
     FLAT_ROWS_VERSION,
     SERVICE_INPUTS,
     featurize_candidates,
@@ -250,9 +250,9 @@ class LearnedPlacement:
         if found is None:
             raise BundleError(f"{where}: feature_spec: expected input 'candidate', found {sorted(bundle.feature_spec)}")
         # bound every dim by what the manifest's own spec and arrays say before sizing anything by it; a bundle of
-        # the first layout (no relational column) is served as it was trained
-        self.relational = CONTEXT_FEATURES[-1][0] in found.names
-        n_context = len(CONTEXT_FEATURES) if self.relational else len(CONTEXT_FEATURES_V1)
+        # an earlier layout (without the last context columns) is served as it was trained
+        self.context = next((c for c in CONTEXT_LAYOUTS if c[-1][0] in found.names), CONTEXT_LAYOUTS[-1])
+        n_context = len(self.context)
         if n_context + self.service_dim != len(found):
             raise BundleError(
                 f"{where}: dims.service_dim: expected {len(found) - n_context} "
@@ -277,7 +277,7 @@ class LearnedPlacement:
                 f"(policy.encoder.graph.NODE_SPEC), but dims.service_dim is {self.service_dim}"
             )
         try:
-            spec = placement_feature_spec(si, self.service_dim, self.relational)
+            spec = placement_feature_spec(si, self.service_dim, self.context)
             spec.check(found, "feature_spec.candidate")
         except (FeatureSpecError, ValueError) as exc:
             raise BundleError(f"{where}: {exc}") from None
@@ -412,8 +412,8 @@ class LearnedPlacement:
         :meth:`service_rows`). Raises ``ValueError`` when the service has no row or the row's width differs."""
         rows = embeddings if embeddings is not None else self.service_rows(index, pod.service)
         x = featurize_candidates(pod, candidates, index, rows, intent)
-        if not self.relational:  # a bundle of the first layout: its rows lack svc_similarity_node
-            x = np.delete(x, len(CONTEXT_FEATURES) - 1, axis=1)
+        if len(self.context) < len(CONTEXT_FEATURES):  # a bundle of an earlier layout: its rows lack the last columns
+            x = np.delete(x, np.arange(len(self.context), len(CONTEXT_FEATURES)), axis=1)
         if x.shape[1] != len(self.spec):
             raise ValueError(
                 f"features: service row of width {x.shape[1] - len(CONTEXT_FEATURES)}, the bundle "

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from policy.state import LABEL_CPU_SPEED
+
 from .engine import ClusterSpec
 from .network import LABEL_RACK
 from .objects import node_object
@@ -37,7 +39,8 @@ class NodePool:
     """``count`` identical nodes: ``cpu_m`` millicores, ``memory_bytes``, per-core ``speed`` (relative to the
     calibration machine, > 0), ``max_pods``, round-robin over ``zones`` (empty = one unnamed zone) in
     ``region`` and over ``racks_per_zone`` racks per zone; ``nic_gbps``: the node's network bandwidth per
-    direction (Gbit/s; None = the network's default), ``instance_type``: the label value."""
+    direction (Gbit/s; None = the network's default), ``instance_type``: the label value; ``speed_label``: the nodes
+    carry their speed as the label :data:`policy.state.LABEL_CPU_SPEED` (as an operator declares it)."""
 
     name: str
     count: int
@@ -50,6 +53,7 @@ class NodePool:
     racks_per_zone: int = 1
     nic_gbps: float | None = None
     instance_type: str = ""
+    speed_label: bool = True
 
     def __post_init__(self) -> None:
         if self.count < 0:
@@ -116,6 +120,8 @@ class PoolClusterSpec(ClusterSpec):
             }
             if p.instance_type:
                 labels[LABEL_INSTANCE_TYPE] = p.instance_type
+            if p.speed_label:
+                labels[LABEL_CPU_SPEED] = f"{p.speed:g}"
             out.append(
                 node_object(
                     n["name"],

@@ -23,7 +23,8 @@ section but ``name`` and ``apps`` optional, defaults as below)::
       appBench: true                # the app's `make bench` cluster (policy.sim.sizing.APP_BENCH); or:
       nodePools:
         - {name: general, count: 12, cpuM: 4000, memoryGiB: 16, speed: 1.0, zones: [zone-a, zone-b],
-           region: region-1, racksPerZone: 2, nicGbps: 10, instanceType: m5.xlarge, maxPods: 110}
+           region: region-1, racksPerZone: 2, nicGbps: 10, instanceType: m5.xlarge, maxPods: 110,
+           speedLabel: true}        # nodes labelled hrl-scheduler.io/cpu-speed: <speed> (false: no label)
     network:                        # absent: the classic three-class model (NetworkModel defaults)
       classes: {sameNodeMs: 0.05, sameZoneMs: 0.5, crossZoneMs: 2.0, sameNodeGbps: 40, sameZoneGbps: 10,
                 crossZoneGbps: 5}   # the classic model with other values; or the topology model:
@@ -181,6 +182,7 @@ class NodePoolFile(ConfigModel):
     racks_per_zone: int = Field(1, ge=1, le=10_000)
     nic_gbps: float | None = Field(None, gt=0)
     instance_type: str = ""
+    speed_label: bool = True
 
 
 class ClusterFile(ConfigModel):
@@ -602,6 +604,7 @@ def _cluster(scn: Scenario, app: AppSpec, nodes: int | None) -> ClusterSpec:
             p.racks_per_zone,
             p.nic_gbps,
             p.instance_type,
+            p.speed_label,
         )
         for p in c.node_pools
     )

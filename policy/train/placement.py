@@ -88,11 +88,12 @@ from policy.lowlevel.learned import (
     served_totals,
 )
 from policy.sim.app import load_app
-from policy.sim.engine import PeriodicHook, SimConfig, Simulation, background_tenants
+from policy.sim.engine import BackgroundPod, PeriodicHook, SimConfig, Simulation, background_tenants
 from policy.sim.kube_scheduler import KubeSchedulerModel, ScheduleResult
 from policy.sim.objective import MinuteOutcome, Objective
 from policy.sim.placement import compare, markdown_table, start_with_metrics
-from policy.sim.sizing import app_bench, cluster_for, trace_rps
+from policy.sim.pools import NodePool, PoolClusterSpec
+from policy.sim.sizing import REGION, KubeletClusterSpec, app_bench, cluster_for, trace_rps
 from policy.sim.stacks import autoscaled_workloads, terms_lookup
 from policy.sim.synthetic import synthetic_app
 from policy.sim.traces import load_trace
@@ -205,6 +206,9 @@ class PlacementTrainConfig:
     - ``node_scale``: cluster size range as a multiple of the app's benchmark node count;
       ``background_prob``: share of instances with background tenants; ``hidden_usage_prob``: share with
       node metrics hidden (no ``usage``); ``load_range``: trace peak as a multiple of the benchmark's;
+    - ``mixed_prob``: share of instances on a cluster of two node pools (:func:`mixed_cluster`) whose per-core speeds
+      are drawn independently from ``speed_range`` and whose second pool's nodes are ``mixed_sizes`` times the
+      first's (so fast and slow nodes come both large and small: ``node_slowness`` is what tells them apart);
     - ``evictions_per_min``: mean random evictions per minute; ``scale_prob``: chance per minute of a random
       scale-out (and half of it of a scale-in); ``intent_prob``: share of instances with a random intent
       (components uniform in ``intent_range``; the rest use the defaults); ``intent_gain``: points of score
@@ -242,6 +246,9 @@ class PlacementTrainConfig:
     background_prob: float = 0.7
     hidden_usage_prob: float = 0.3
     load_range: tuple[float, float] = (0.6, 1.2)
+    mixed_prob: float = 0.5
+    speed_range: tuple[float, float] = (0.6, 1.4)
+    mixed_sizes: tuple[float, ...] = (0.5, 2.0)
     evictions_per_min: float = 0.3
     scale_prob: float = 0.1
     intent_prob: float = 0.5
@@ -275,6 +282,13 @@ class PlacementTrainConfig:
             raise ValueError(f"time_budget_s: expected a number of seconds > 0, got {self.time_budget_s}")
         if self.seed < 0:
             raise ValueError(f"seed: expected an integer >= 0, got {self.seed}")
+        if not 0 <= self.mixed_prob <= 1:
+            raise ValueError(f"mixed_prob: expected a share in [0, 1], got {self.mixed_prob}")
+        lo, hi = self.speed_range
+        if not (0 < lo <= hi and math.isfinite(hi)):
+            raise ValueError(f"speed_range: expected 0 < low <= high, got {self.speed_range}")
+        if not self.mixed_sizes or min(self.mixed_sizes) <= 0:
+            raise ValueError(f"mixed_sizes: expected factors > 0, got {self.mixed_sizes}")
 
 
 # ---- instances --------------------------------------------------------------------------------------------
@@ -337,25 +351,70 @@ def sample_instance(
     else:
         nodes, zones, load, bg, hidden, intent = b.nodes, ZONE_SETS[2], 1.0, True, False, None
     spec = replace(cluster_for(app, nodes), zones=zones)
+    # drawn only when asked, so mixed_prob=0 samples what the earlier trainings sampled
+    if randomize and cfg.mixed_prob > 0 and nodes >= 2 and rng.random() < cfg.mixed_prob:
+        spec = mixed_cluster(spec, rng, cfg.speed_range, cfg.mixed_sizes)
     sim_seed = int(rng.integers(2**31))
     if bg:
-        spec = replace(
-            spec,
-            background=background_tenants(
-                nodes,
-                spec.cpu_m,
-                spec.memory_bytes,
-                pods_per_node=int(rng.integers(1, 4)),
-                request_frac=float(rng.uniform(0.1, 0.5)),
-                use_frac=float(rng.uniform(0.05, 0.7)),
-                memory_frac=float(rng.uniform(0.1, 0.3)),
-                seed=sim_seed,
-            ),
-        )
+        tenants = {
+            "pods_per_node": int(rng.integers(1, 4)),
+            "request_frac": float(rng.uniform(0.1, 0.5)),
+            "use_frac": float(rng.uniform(0.05, 0.7)),
+            "memory_frac": float(rng.uniform(0.1, 0.3)),
+            "seed": sim_seed,
+        }
+        spec = replace(spec, background=_background(spec, tenants))
     rps = trace_rps(app, trace, M, offset) * load
     return Instance(
         app, spec, rps, sim_seed, int(rng.integers(2**31)), intent, hidden, cfg.evictions_per_min, cfg.scale_prob
     )
+
+
+def mixed_cluster(
+    base: KubeletClusterSpec,
+    rng: np.random.Generator,
+    speed_range: tuple[float, float] = (0.6, 1.4),
+    sizes: Sequence[float] = (0.5, 2.0),
+    label_prob: float = 0.5,
+) -> PoolClusterSpec:
+    """``base``'s node count split at random into two pools (each at least one node) over ``base.zones``: the first
+    of ``base``'s node size, the second ``sizes``-times it (one factor drawn), each pool's per-core speed drawn
+    uniformly from ``speed_range`` (:class:`policy.sim.pools.NodePool`), the nodes labelled with their speed
+    (:data:`policy.state.LABEL_CPU_SPEED`) with probability ``label_prob`` (else the policy has only the measured
+    estimate). ``base.nodes`` must be >= 2."""
+    k = int(rng.integers(1, base.nodes))
+    f = float(rng.choice(np.asarray(sizes, dtype=np.float64)))
+    speeds = rng.uniform(*speed_range, size=2)
+    labelled = bool(rng.random() < label_prob)
+    pools = tuple(
+        NodePool(
+            name,
+            count,
+            cpu_m=int(base.cpu_m * g),
+            memory_bytes=int(base.memory_bytes * g),
+            speed=float(v),
+            max_pods=base.max_pods,
+            zones=tuple(base.zones),
+            region=REGION,
+            speed_label=labelled,
+        )
+        for name, count, g, v in (("first", k, 1.0, speeds[0]), ("second", base.nodes - k, f, speeds[1]))
+    )
+    return PoolClusterSpec.of(pools, max_pods=base.max_pods)
+
+
+def _background(spec: Any, tenants: dict[str, Any]) -> tuple[BackgroundPod, ...]:
+    """:func:`policy.sim.engine.background_tenants` on every node of ``spec``, each pool's by its own node size."""
+    if not isinstance(spec, PoolClusterSpec):
+        return background_tenants(spec.nodes, spec.cpu_m, spec.memory_bytes, **tenants)
+    out: list[BackgroundPod] = []
+    first = 0
+    for i, pool in enumerate(spec.pools):
+        kw = dict(tenants, seed=int(tenants["seed"]) + i)
+        for b in background_tenants(pool.count, pool.cpu_m, pool.memory_bytes, **kw):
+            out.append(replace(b, name=f"{b.name}-{pool.name}", node=b.node + first))
+        first += pool.count
+    return tuple(out)
 
 
 def churn_hook(inst: Instance) -> PeriodicHook:

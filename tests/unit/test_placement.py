@@ -18,6 +18,7 @@ from policy.index import ClusterIndex, estimated_cpu_m
 from policy.lowlevel import (
     CONTEXT_FEATURES,
     CONTEXT_FEATURES_V1,
+    CONTEXT_FEATURES_V2,
     DEFAULT_FLAT_PLACEMENT_BUNDLE,
     DEFAULT_PLACEMENT_BUNDLE,
     FLAT_ROWS_VERSION,
@@ -548,32 +549,35 @@ def test_the_served_choice_is_the_trained_policys_greedy_choice(which, intent):
     assert compared >= 5
 
 
-def test_a_bundle_of_the_first_layout_still_loads_and_scores_without_the_relational_column():
-    """A bundle trained before ``svc_similarity_node`` (its spec: CONTEXT_FEATURES_V1) is served as it was trained:
-    its rows are today's rows without that column, and its scores are its network on those rows."""
-    assert [n for n, _u in CONTEXT_FEATURES_V1] == [n for n, _u in CONTEXT_FEATURES][:-1]
-    v2 = bundle_of(random_net(len(PLACEMENT_FEATURES_FLAT)), service_input="flat")
-    k = len(CONTEXT_FEATURES) - 1
-    spec_v1 = placement_feature_spec("flat", len(NODE_SPEC), relational=False)
-    w = dict(v2.weights)
+@pytest.mark.parametrize("layout", ["v1", "v2"])
+def test_a_bundle_of_an_earlier_layout_still_loads_and_scores_without_the_newer_columns(layout):
+    """A bundle trained before ``svc_similarity_node`` (v1: CONTEXT_FEATURES_V1) or before ``node_slowness`` (v2:
+    CONTEXT_FEATURES_V2) is served as it was trained: its rows are today's rows without those columns, and its scores
+    are its network on those rows."""
+    context = {"v1": CONTEXT_FEATURES_V1, "v2": CONTEXT_FEATURES_V2}[layout]
+    dropped = np.arange(len(context), len(CONTEXT_FEATURES))
+    assert [n for n, _u in context] == [n for n, _u in CONTEXT_FEATURES][: len(context)] and len(dropped) >= 1
+    now = bundle_of(random_net(len(PLACEMENT_FEATURES_FLAT)), service_input="flat")
+    spec_old = placement_feature_spec("flat", len(NODE_SPEC), context)
+    w = dict(now.weights)
     first = min(n for n in w if n.endswith("weight"))
-    w[first] = np.delete(w[first], k, axis=1)
-    norm = {key: [x for i, x in enumerate(v2.normalization["candidate"][key]) if i != k] for key in ("mean", "std")}
-    v1 = replace(
-        v2,
-        feature_spec={"candidate": spec_v1},
-        dims={**v2.dims, "features": len(spec_v1)},
+    w[first] = np.delete(w[first], dropped, axis=1)
+    norm = {key: list(np.delete(now.normalization["candidate"][key], dropped)) for key in ("mean", "std")}
+    old = replace(
+        now,
+        feature_spec={"candidate": spec_old},
+        dims={**now.dims, "features": len(spec_old)},
         weights=w,
         normalization={"candidate": norm},
     )
-    policy, current = LearnedPlacement(v1), LearnedPlacement(v2)
-    assert (policy.relational, current.relational) == (False, True) and len(policy.spec) == len(spec_v1)
+    policy, current = LearnedPlacement(old), LearnedPlacement(now)
+    assert (policy.context, current.context) == (context, CONTEXT_FEATURES) and len(policy.spec) == len(spec_old)
     snap = snapshot()
     index = ClusterIndex.build(snap)
     pod = snap.pods[0]
     names = [n.name for n in snap.nodes]
     x = policy.features(pod, names, index)
-    np.testing.assert_array_equal(x, np.delete(current.features(pod, names, index), k, axis=1))
+    np.testing.assert_array_equal(x, np.delete(current.features(pod, names, index), dropped, axis=1))
     np.testing.assert_allclose(
         policy.logits(x), mlp_logits(policy.weights, x, policy.mean, policy.std, policy.layers), rtol=1e-6
     )
