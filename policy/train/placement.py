@@ -321,11 +321,16 @@ def _app(name: str):
 
 
 def sample_instance(
-    cfg: PlacementTrainConfig, rng: np.random.Generator, app_name: str | None = None, randomize: bool = True
+    cfg: PlacementTrainConfig,
+    rng: np.random.Generator,
+    app_name: str | None = None,
+    randomize: bool = True,
+    mixed: bool = False,
 ) -> Instance:
     """A random training instance (module docstring) of ``app_name`` (default: a random train app).
     ``randomize=False``: the benchmark cluster with background tenants, default intent, metrics on (the fixed
-    evaluation instances)."""
+    evaluation instances); with ``mixed``, that cluster split into two pools of the slowest and the fastest speed of
+    ``cfg.speed_range`` (:func:`mixed_cluster`), so the evaluation that picks the kept checkpoint sees node speed."""
     if app_name is None and randomize and rng.random() < cfg.synthetic_share:
         app = synthetic_app(
             int(rng.integers(cfg.synthetic_services[0], cfg.synthetic_services[1] + 1)),
@@ -354,6 +359,8 @@ def sample_instance(
     # drawn only when asked, so mixed_prob=0 samples what the earlier trainings sampled
     if randomize and cfg.mixed_prob > 0 and nodes >= 2 and rng.random() < cfg.mixed_prob:
         spec = mixed_cluster(spec, rng, cfg.speed_range, cfg.mixed_sizes)
+    elif mixed and nodes >= 2:
+        spec = mixed_cluster(spec, rng, cfg.speed_range, cfg.mixed_sizes, extremes=True)
     sim_seed = int(rng.integers(2**31))
     if bg:
         tenants = {
@@ -376,15 +383,19 @@ def mixed_cluster(
     speed_range: tuple[float, float] = (0.6, 1.4),
     sizes: Sequence[float] = (0.5, 2.0),
     label_prob: float = 0.5,
+    extremes: bool = False,
 ) -> PoolClusterSpec:
     """``base``'s node count split at random into two pools (each at least one node) over ``base.zones``: the first
     of ``base``'s node size, the second ``sizes``-times it (one factor drawn), each pool's per-core speed drawn
     uniformly from ``speed_range`` (:class:`policy.sim.pools.NodePool`), the nodes labelled with their speed
     (:data:`policy.state.LABEL_CPU_SPEED`) with probability ``label_prob`` (else the policy has only the measured
-    estimate). ``base.nodes`` must be >= 2."""
+    estimate); ``extremes``: the two pools get the two ends of ``speed_range`` instead, in random order.
+    ``base.nodes`` must be >= 2."""
     k = int(rng.integers(1, base.nodes))
     f = float(rng.choice(np.asarray(sizes, dtype=np.float64)))
-    speeds = rng.uniform(*speed_range, size=2)
+    speeds = (
+        rng.permutation(np.asarray(speed_range, dtype=np.float64)) if extremes else rng.uniform(*speed_range, size=2)
+    )
     labelled = bool(rng.random() < label_prob)
     pools = tuple(
         NodePool(
@@ -885,7 +896,8 @@ def _collect(
 
 class _Evaluation:
     """The greedy evaluation: ``eval_instances`` fixed instances per train app (the benchmark cluster,
-    :func:`sample_instance` with ``randomize=False``, their own rng), each rolled out once with default scoring
+    :func:`sample_instance` with ``randomize=False``, every second one split into a slow and a fast pool; their own
+    rng), each rolled out once with default scoring
     (at construction) and, at every :meth:`run`, with the policy as served; ``details`` per run, written to
     ``<run>/evaluations.json``."""
 
@@ -894,10 +906,12 @@ class _Evaluation:
     def __init__(self, cfg: PlacementTrainConfig, net: PlacementNet, rows: ServiceRowCache, run: Path):
         self.cfg, self.rows, self.run_dir = cfg, rows, run
         eval_rng = np.random.default_rng(cfg.seed + 10_000)
+        # every second instance on two node pools of the slowest and fastest speed (when training draws mixed
+        # clusters): the kept checkpoint must also place by node speed
         self.instances = [
-            sample_instance(cfg, eval_rng, a, randomize=False)
+            sample_instance(cfg, eval_rng, a, randomize=False, mixed=cfg.mixed_prob > 0 and k % 2 == 1)
             for a in cfg.train_apps
-            for _ in range(cfg.eval_instances)
+            for k in range(cfg.eval_instances)
         ]
         self.default = [rollout(e, cfg, _state_of(net, cfg), rows, "default") for e in self.instances]
         self.details: list[dict[str, Any]] = []
