@@ -307,8 +307,11 @@ def node_slowness(index: ClusterIndex) -> np.ndarray:
     0 where ``Σ ū_p`` < :data:`SLOWNESS_MIN_CPU_M` (too few measured peers to tell). Kubernetes Services spread
     requests evenly over a service's ready pods, so a pod's CPU over its peers' is the work per request on its node
     over theirs: ``1/speed`` in the simulator (:mod:`policy.sim.model`, a request's CPU work takes ``x / speed``).
-    Pods without ``usage`` (not measured yet) and terminating or unbound pods are left out. O(P)."""
+    Pods without ``usage`` (not measured yet) and terminating or unbound pods are left out. O(P); O(N) when the index
+    counts no measured pod."""
     N = len(index.snapshot.nodes)
+    if index.measured_pods is not None and not index.measured_pods.any():
+        return np.zeros(N)  # no pod measured (no metrics source): nothing to compare, and no pass over the pods
     services = set(index.snapshot.graph.services)
     pos = index.node_pos
     rows = [

@@ -197,5 +197,10 @@ def test_training_clusters_mix_sizes_and_speeds_both_ways():
     assert np.all(per_node <= 0.5 * np.asarray(alloc) + 1) and len({b.name for b in inst.cluster.background}) == len(
         inst.cluster.background
     )
+    # the fixed evaluation instances: the bench cluster, split into the slowest and the fastest pool when mixed
+    for mixed, want in ((False, None), (True, [0.6, 1.4])):
+        inst = sample_instance(cfg, np.random.default_rng(7), "sock-shop", randomize=False, mixed=mixed)
+        speeds = inst.cluster.node_speeds()
+        assert (speeds is None) if want is None else sorted(set(speeds.tolist())) == want
     with pytest.raises(ValueError, match="speed_range"):
         PlacementTrainConfig(speed_range=(0.0, 1.0))
