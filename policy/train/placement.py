@@ -24,16 +24,16 @@ rollouts, so the advantage isolates what the placements did. The update is PPO's
 bootstrapping a per-candidate value through the simulator's long, shared consequences is unstable, and the
 simulator is cheap enough (a 20-minute episode of Online Boutique is ~0.1 s) for Monte Carlo returns.
 
-**Episodes.** Train apps (default: online-boutique, sock-shop, dsb-hotel-reservation) on random clusters
-(0.5-1.5 × the benchmark's node count, 1-3 zones), background tenants on most of them (random requests and
-CPU use, measured from minute 0: :func:`policy.sim.placement.start_with_metrics`), metrics hidden on some (no
-``NodeInfo.usage``), a random window of a random trace scaled to a random
-peak, the initial deployment and then churn (random evictions, scale-outs and scale-ins whose new pods are
-placed again), and a high-level intent on part of them (drawn from the intents the trained high level sends,
-when given, else uniform). Reward per simulated minute (:class:`PlacementReward`): the one objective of
-hrl-scheduler (:mod:`policy.sim.objective`: latency relative to the SLO, SLO-violating minutes, failed requests;
-its CPU term does not depend on placement and is left out) plus the low level's intrinsic term for following the
-intent (FeUdal / HIRO style)::
+**Episodes.** Train apps (default: online-boutique, sock-shop, dsb-hotel-reservation) on random clusters (0.5-1.5 × the
+benchmark's node count, 1-3 zones; half of them two node pools whose sizes and per-core speeds are drawn independently,
+:func:`mixed_cluster`, with or without the speed label), background tenants on most of them (random requests and CPU
+use, measured from minute 0: :func:`policy.sim.placement.start_with_metrics`), metrics hidden on some (no
+``NodeInfo.usage``), a random window of a random trace scaled to a random peak, the initial deployment and then churn
+(random evictions, scale-outs and scale-ins whose new pods are placed again), and a high-level intent on part of them
+(drawn from the intents the trained high level sends, when given, else uniform). Reward per simulated minute
+(:class:`PlacementReward`): the one objective of hrl-scheduler (:mod:`policy.sim.objective`: latency relative to the
+SLO, SLO-violating minutes, failed requests; its CPU term does not depend on placement and is left out) plus the low
+level's intrinsic term for following the intent (FeUdal / HIRO style)::
 
     r = objective reward − ( locality_weight · 0.1 · cross-node call share + balance_weight · CPU overload )
 
