@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,8 @@ __all__ = [
 
 
 SERVICE_INPUTS = ("encoder", "flat")
+
+log = logging.getLogger(__name__)
 
 
 #: ``encoder_version`` of the rows :func:`compute_service_rows` makes for ``service_input="flat"``.
@@ -307,8 +310,8 @@ def node_slowness(index: ClusterIndex) -> np.ndarray:
     0 where ``Σ ū_p`` < :data:`SLOWNESS_MIN_CPU_M` (too few measured peers to tell). Kubernetes Services spread
     requests evenly over a service's ready pods, so a pod's CPU over its peers' is the work per request on its node
     over theirs: ``1/speed`` in the simulator (:mod:`policy.sim.model`, a request's CPU work takes ``x / speed``).
-    Pods without ``usage`` (not measured yet) and terminating or unbound pods are left out. O(P); O(N) when the index
-    counts no measured pod."""
+    Pods without ``usage`` (not measured yet) and terminating or unbound pods are left out (a bound pod that is being
+    scored counts on its own node like any other). O(P); O(N) when the index counts no measured pod."""
     N = len(index.snapshot.nodes)
     if index.measured_pods is not None and not index.measured_pods.any():
         return np.zeros(N)  # no pod measured (no metrics source): nothing to compare, and no pass over the pods
@@ -342,9 +345,14 @@ def node_slowness(index: ClusterIndex) -> np.ndarray:
     return out
 
 
+#: (node, label value) pairs already reported as not a speed (each is logged once per process).
+_BAD_SPEED_LABELS: set[tuple[str, str]] = set()
+
+
 def declared_speeds(index: ClusterIndex) -> np.ndarray:
     """(N,) float64: each node's :data:`policy.state.LABEL_CPU_SPEED` label as a number, NaN where absent or not a
-    finite number > 0."""
+    finite number > 0 (such a value is logged once per node and value, as a WARNING naming both, and the node counts
+    as undeclared)."""
     out = np.full(len(index.snapshot.nodes), np.nan)
     for i, n in enumerate(index.snapshot.nodes):
         v = n.labels.get(LABEL_CPU_SPEED)
@@ -353,9 +361,17 @@ def declared_speeds(index: ClusterIndex) -> np.ndarray:
         try:
             f = float(v)
         except ValueError:
-            continue
+            f = math.nan
         if math.isfinite(f) and f > 0:
             out[i] = f
+        elif (n.name, v) not in _BAD_SPEED_LABELS:
+            _BAD_SPEED_LABELS.add((n.name, v))
+            log.warning(
+                "node %s: label %s: expected a number > 0, got %r; its speed counts as unknown",
+                n.name,
+                LABEL_CPU_SPEED,
+                v,
+            )
     return out
 
 

@@ -90,11 +90,15 @@ def test_an_empty_graph_counts_every_service():
     assert got[0] > 0 > got[1]
 
 
-def test_declared_speeds_win_over_the_measured_estimate_and_bad_labels_are_ignored():
-    nodes = (node("n0", "1.2"), node("n1", "0.8"), node("n2", "fast"), node("n3", "-1"))
-    pods = [pod("a0", "a", "n2", 150), pod("a1", "a", "n3", 100)]
+def test_declared_speeds_win_over_the_measured_estimate_and_bad_labels_are_ignored(caplog):
+    nodes = (node("n0", "1.2"), node("n1", "0.8"), node("bad-a", "fast"), node("bad-b", "-1"))
+    pods = [pod("a0", "a", "bad-a", 150), pod("a1", "a", "bad-b", 100)]
     ix = index(nodes, pods)
-    np.testing.assert_array_equal(np.isnan(declared_speeds(ix)), [False, False, True, True])
+    with caplog.at_level("WARNING", logger="policy.lowlevel.features"):
+        np.testing.assert_array_equal(np.isnan(declared_speeds(ix)), [False, False, True, True])
+        declared_speeds(ix)  # reported once per node and value
+    bad = [r.getMessage() for r in caplog.records if LABEL_CPU_SPEED in r.getMessage()]
+    assert len(bad) == 2 and "node bad-a" in bad[0] and "'fast'" in bad[0] and "'-1'" in bad[1], bad
     got = node_log_speed(ix)
     # declared: relative to the declared nodes' median (1.0); the others: minus the measured slowness
     np.testing.assert_allclose(got, [np.log(1.2), np.log(0.8), -np.log(1.5), -np.log(1 / 1.5)])
