@@ -279,7 +279,7 @@ _TABLE: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
         "node_log_speed",
         ("objects", "resource_usage", "call_graph"),
         "0: the node declares no speed (label hrl-scheduler.io/cpu-speed) and its measured pods have no measured peers "
-        "on other nodes (or no node reports measured use)",
+        "(or no node reports measured use)",
     ),
     (
         "placement",

@@ -300,7 +300,7 @@ SLOWNESS_MIN_CPU_M = 20.0
 
 
 def node_slowness(index: ClusterIndex) -> np.ndarray:
-    """(N,) float64 in [-1, 1]: how much more CPU a node's pods use than their services' pods elsewhere, a live proxy
+    """(N,) float64 in [-1, 1]: how much more CPU a node's pods use than their services' other pods, a live proxy
     of the node's per-core slowness (and of interference on it), for nodes that do not declare their speed. With
     ``u_p`` the measured CPU of a bound pod *p* of a service *s* (a service of the call graph, or any when the graph
     is empty) and ``ū_p`` the mean measured CPU of *s*'s other pods (at least one)::
