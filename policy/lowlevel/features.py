@@ -318,14 +318,10 @@ def node_slowness(index: ClusterIndex) -> np.ndarray:
     services = set(index.snapshot.graph.services)
     pos = index.node_pos
     rows = [
-        (p.service, pos.get(p.node_name, -1), float(p.usage.cpu_m))
+        (p.service, pos[p.node_name], float(p.usage.cpu_m))
         for p in index.snapshot.pods
-        if p.usage is not None
-        and p.node_name is not None
-        and not p.terminating
-        and (not services or p.service in services)
+        if p.usage is not None and p.node_name in pos and not p.terminating and (not services or p.service in services)
     ]
-    rows = [r for r in rows if r[1] >= 0]
     if not rows:
         return np.zeros(N)
     ids: dict[str, int] = {}
