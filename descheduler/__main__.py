@@ -177,6 +177,13 @@ def format_report(report: CycleReport, inputs: Sequence[str] = ()) -> str:
         lines.append(f"move {ev.pod} {ev.from_node} -> {ev.to_node}: {ev.outcome}{why}: {ev.message}")
     for rr in report.resizes:
         lines.append(f"resize {rr.pod}: {rr.outcome} ({rr.message})")
+    for x in report.lost_nodes:
+        lines.append(f"node {x.name} lost: {x.taint} since {x.since_s:.0f} (unix s)")
+    if report.node_loss_held:
+        lines.append(f"node loss: {report.node_loss_held}")
+    for r in report.node_loss:
+        detail = "; ".join(str(b) for b in r.blockers) if r.blockers else r.message
+        lines.append(f"evict {r.move.pod} off lost node {r.move.from_node}: {r.outcome} ({detail})")
     if report.results:
         rows = []
         for r in report.results:

@@ -101,6 +101,17 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
       maxStep: 0.5                # a resize changes a pod's CPU request by at most this fraction of it
       maxBurst: 2.0               # and never above this multiple of its template's request
       minChange: 0.1              # the planner acts when use leaves the target by this fraction; < maxStep
+    nodeLoss:                     # pods of an unreachable node replaced sooner (descheduler/nodeloss.py)
+      enabled: true               # evict, through the Eviction API, the pods of a node tainted
+                                  #   node.kubernetes.io/unreachable or not-ready (NoExecute) this long:
+      afterSeconds: 60            #   seconds since the taint's timeAdded (the taint manager waits the pods'
+                                  #   tolerationSeconds, 300 by default)
+      maxTolerationSeconds: 300   # a pod tolerating the taint longer than this (or forever) is left to wait
+      maxLostFraction: 0.5        # more than this share of the nodes lost: do nothing (a partition of the
+                                  #   control plane, not of the nodes; as the node lifecycle controller's
+                                  #   --unhealthy-zone-threshold stops evictions)
+      maxPerCycle: 50             # such evictions per cycle (beside caps: these pods serve nothing; caps.total 0
+                                  #   stops them too)
     topology:
       sources: []                 # call-graph sources (manifests, spans, Alibaba CSV); [] = annotations
     metrics:
@@ -183,6 +194,7 @@ __all__ = [
     "ResizeConfig",
     "CostModelConfig",
     "MovesConfig",
+    "NodeLossConfig",
     "ShadowConfig",
     "DeschedulerConfiguration",
     "load_descheduler_config",
@@ -455,6 +467,25 @@ class MovesConfig(ConfigModel):
         return _finite_number(v)
 
 
+class NodeLossConfig(ConfigModel):
+    """Replacing the pods of an unreachable node sooner than the taint manager (:mod:`descheduler.nodeloss`):
+    ``enabled``; ``afterSeconds``: how long a node must carry the node lifecycle controller's NoExecute taint
+    (``node.kubernetes.io/unreachable`` or ``not-ready``, counted from its ``timeAdded``); ``maxTolerationSeconds``:
+    pods that tolerate that taint longer (or forever) are left alone; ``maxLostFraction``: no such eviction while
+    more than this share of the nodes is lost; ``maxPerCycle``: at most this many per cycle."""
+
+    enabled: bool = True
+    after_seconds: float = Field(60.0, ge=0.0, le=3600.0)
+    max_toleration_seconds: float = Field(300.0, ge=0.0)
+    max_lost_fraction: float = Field(0.5, gt=0.0, le=1.0)
+    max_per_cycle: int = Field(50, ge=0)
+
+    @field_validator("max_toleration_seconds")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        return _finite_number(v)
+
+
 class TopologyConfig(ConfigModel):
     """Where the call graph comes from: paths read by ``policy.topology.sources.load_graph``. Empty: the
     ``hrl-scheduler.io/depends-on`` annotations of the workloads and pods in the snapshot."""
@@ -593,6 +624,7 @@ class DeschedulerConfiguration(ConfigModel):
     scaling: ScalingConfig = ScalingConfig()
     resize: ResizeConfig = ResizeConfig()
     moves: MovesConfig = MovesConfig()
+    node_loss: NodeLossConfig = NodeLossConfig()
     topology: TopologyConfig = TopologyConfig()
     metrics: MetricsConfig = MetricsConfig()
     cache: CacheConfig | None = None

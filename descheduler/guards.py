@@ -49,6 +49,7 @@ __all__ = [
     "NOT_READ",
     "PdbView",
     "pdb_budget",
+    "pdb_counts",
     "LoopHold",
     "detect_loops",
 ]
@@ -87,15 +88,23 @@ class CycleLedger:
         return len(self.evicted)
 
     def record_eviction(self, pod: PodInfo, pdbs: Iterable[PodDisruptionBudgetInfo]) -> None:
-        """Count an accepted (or dry-run) eviction of ``pod`` against every cap and every PDB covering it."""
+        """Count an accepted (or dry-run) eviction of ``pod`` against every cap and every PDB covering it (a pod
+        known to be unready takes nothing from a budget: :meth:`record_budgets`)."""
         self.evicted.append(pod.key)
         node = pod.node_name or ""
         self.per_node[node] += 1
         self.per_namespace[pod.namespace] += 1
+        self.record_budgets(pod, pdbs)
+        self.evicted_from.add((workload_key(pod), node))
+
+    def record_budgets(self, pod: PodInfo, pdbs: Iterable[PodDisruptionBudgetInfo]) -> None:
+        """Count an eviction of ``pod`` against the PDBs covering it, unless the pod is known to be unready (it was
+        not among the healthy pods the budget counts)."""
+        if pod.ready is False:
+            return
         for b in pdbs:
             if b.covers(pod):
                 self.pdb_evictions[f"{b.namespace}/{b.name}"] += 1
-        self.evicted_from.add((workload_key(pod), node))
 
     def record_refusal(self, pod: PodInfo) -> None:
         """A PodDisruptionBudget refused evicting ``pod`` (HTTP 429): skip its workload for the rest of the cycle."""
@@ -384,21 +393,19 @@ def _scaled(v: int | str, total: int, what: str) -> int:
     return -(-int(s[:-1]) * total // 100)
 
 
-def pdb_budget(view: PdbView) -> tuple[int | None, str]:
-    """The disruptions a PodDisruptionBudget allows now, counted from ``view.pods`` as the disruption controller
-    does (k8s.io/kubernetes pkg/controller/disruption/disruption.go getExpectedPodCount, countHealthyPods,
-    updatePdbStatus): healthy = covered pods that are Ready, not terminating and not in
-    ``status.disruptedPods``; desired = ``minAvailable`` (an integer; expected = the covered pods), or
-    ceil(``minAvailable``% × expected scale), or expected scale − ``maxUnavailable`` (an integer, or a percentage
-    rounded up), at least 0; allowed = healthy − desired, and 0 when the expected count is 0 or the difference is
-    negative. Returns ``(allowed, how)``; ``allowed`` is ``None`` (with the reason) when it cannot be computed (an
-    expected scale that is unknown, a malformed value)."""
+def pdb_counts(view: PdbView) -> tuple[int, int, int] | str:
+    """``(healthy, desired, expected)`` of a PodDisruptionBudget, counted from ``view.pods`` as the disruption
+    controller does (k8s.io/kubernetes pkg/controller/disruption/disruption.go getExpectedPodCount, countHealthyPods):
+    healthy = covered pods that are Ready, not terminating and not in ``status.disruptedPods``; desired =
+    ``minAvailable`` (an integer; expected = the covered pods), or ceil(``minAvailable``% × expected scale), or
+    expected scale − ``maxUnavailable`` (an integer, or a percentage rounded up), at least 0. A one-line reason
+    instead when they cannot be counted (an expected scale that is unknown, a malformed value)."""
     b = view.pdb
     healthy = sum(1 for p in view.pods if p.ready is True and not p.terminating and p.name not in b.disrupted_pods)
     try:
         if b.max_unavailable is not None:
             if view.expected_scale is None:
-                return None, "the controllers' replica count is unknown (maxUnavailable needs it)"
+                return "the controllers' replica count is unknown (maxUnavailable needs it)"
             expected = view.expected_scale
             desired = max(0, expected - _scaled(b.max_unavailable, expected, "maxUnavailable"))
         elif b.min_available is not None:
@@ -406,13 +413,24 @@ def pdb_budget(view: PdbView) -> tuple[int | None, str]:
                 expected, desired = len(view.pods), b.min_available
             else:
                 if view.expected_scale is None:
-                    return None, "the controllers' replica count is unknown (a percentage minAvailable needs it)"
+                    return "the controllers' replica count is unknown (a percentage minAvailable needs it)"
                 expected = view.expected_scale
                 desired = _scaled(b.min_available, expected, "minAvailable")
         else:
             expected, desired = 0, 0
     except ValueError as exc:
-        return None, str(exc)
+        return str(exc)
+    return healthy, desired, expected
+
+
+def pdb_budget(view: PdbView) -> tuple[int | None, str]:
+    """The disruptions a PodDisruptionBudget allows now (updatePdbStatus): healthy − desired of
+    :func:`pdb_counts`, and 0 when the expected count is 0 or the difference is negative. Returns ``(allowed,
+    how)``; ``allowed`` is ``None`` (with the reason) when it cannot be computed."""
+    counts = pdb_counts(view)
+    if isinstance(counts, str):
+        return None, counts
+    healthy, desired, expected = counts
     allowed = healthy - desired
     if expected <= 0 or allowed <= 0:
         allowed = 0
@@ -451,6 +469,13 @@ def guard_pdb(pod: PodInfo, ctx: GuardContext) -> str | None:
         if counted is None:
             return f"PodDisruptionBudget {key}: cannot count its budget: {how}"
         used = ctx.ledger.pdb_evictions[key]
+        if pod.ready is False:
+            # an unhealthy pod takes nothing from the budget: the Eviction API lets it go while the healthy pods
+            # are at least the desired count (unhealthyPodEvictionPolicy IfHealthyBudget, the default;
+            # pkg/registry/core/pod/storage/eviction.go)
+            healthy, desired, _expected = cast(tuple[int, int, int], pdb_counts(v))
+            if desired > 0 and healthy - used >= desired:
+                continue
         allowed = min(b.disruptions_allowed, counted)
         if allowed - used <= 0:
             return (

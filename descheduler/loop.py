@@ -3,6 +3,8 @@
 A cycle (:func:`run_once`)::
 
     observe() once -> snapshot -> ClusterIndex -> loop detection (workloads whose pods came back: on hold)
+    node loss (descheduler.nodeloss): the pods of nodes tainted unreachable / not-ready for nodeLoss.afterSeconds,
+                             each through its guards, the targeted re-read and the Eviction API (not the caps)
     planner.plan(snapshot, index, placement, gate=...)      planning and evicting interleave (MoveGate):
         may_move(pod)        O(1), no API call: caps of the pod's node / namespace, refused or held workload,
                              cooldown; a pod that may not move is not even proposed
@@ -93,6 +95,7 @@ from .guards import (
     check_guards,
     detect_loops,
 )
+from .nodeloss import NODE_LOSS_GUARDS, LostNode, node_loss_moves
 from .reread import READABLE_OWNER_KINDS, ClusterReader, OwnerInfo, SnapshotReader
 from .resize import RESIZE_OUTCOMES, Resizer, ResizeResult, dry_run_resizer, execute_resizes
 from .scale import SCALE_OUTCOMES, Scaler, ScaleResult, bound_target, dry_run_scaler, safe_scale
@@ -212,7 +215,11 @@ class CycleReport:
     time during the cycle (user + system); ``surges``: what happened to make-before-break moves this cycle
     (:class:`descheduler.surge.SurgeEvent`: started, draining, completed, aborted with a reason);
     ``pending_moves``: those still surging after the cycle, as the records the extender steers their new pods with
-    (:class:`policy.intent.PendingMove`, published next to the intent); :attr:`move_counts`: the moves by outcome.
+    (:class:`policy.intent.PendingMove`, published next to the intent); :attr:`move_counts`: the moves by outcome;
+    ``lost_nodes``: nodes lost for at least ``nodeLoss.afterSeconds`` (:mod:`descheduler.nodeloss`), ``node_loss``:
+    one :class:`MoveResult` per node-loss eviction tried (not in ``results``, ``counts`` or ``move_counts``),
+    ``node_loss_held``: why none was tried although nodes are lost (``""``: nothing held them),
+    ``node_loss_skipped``: pods on lost nodes left alone, by reason; :attr:`node_loss_counts`.
     """
 
     started_at_s: float
@@ -238,6 +245,16 @@ class CycleReport:
     cpu_s: float = 0.0
     surges: tuple[SurgeEvent, ...] = field(default=())
     pending_moves: tuple[PendingMove, ...] = field(default=())
+    lost_nodes: tuple[LostNode, ...] = field(default=())
+    node_loss: tuple[MoveResult, ...] = field(default=())
+    node_loss_held: str = ""
+    node_loss_skipped: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def node_loss_counts(self) -> dict[str, int]:
+        """Node-loss evictions (:mod:`descheduler.nodeloss`) by outcome (every outcome of :data:`REPORT_OUTCOMES`)."""
+        c: Counter[str] = Counter(r.outcome for r in self.node_loss)
+        return {o: c.get(o, 0) for o in REPORT_OUTCOMES}
 
     @property
     def move_counts(self) -> dict[str, Any]:
@@ -324,6 +341,11 @@ class CycleReport:
             "surges": [e.to_json() for e in self.surges],
             "pending_moves": [m.to_json() for m in self.pending_moves],
             "move_counts": self.move_counts,
+            "lost_nodes": [{"node": x.name, "taint": x.taint, "since_s": x.since_s} for x in self.lost_nodes],
+            "node_loss": [r.to_json() for r in self.node_loss],
+            "node_loss_counts": self.node_loss_counts,
+            "node_loss_held": self.node_loss_held,
+            "node_loss_skipped": dict(self.node_loss_skipped),
             "warnings": list(self.warnings),
         }
 
@@ -388,6 +410,8 @@ class MoveExecutor:
         self.surges = surges if surges is not None else SurgeDriver(SurgeBook(), None, config, snapshot, now_s)
         self.cost_model = cost_model
         self._traffic: TrafficModel | None = None
+        #: pods evicted off lost nodes this cycle (terminating now: the planner's proposals skip them)
+        self.node_loss_evicted: set[str] = set()
         self.ledger = CycleLedger()
         self.results: list[MoveResult] = []
         self.stop: CycleStop | None = None
@@ -423,7 +447,7 @@ class MoveExecutor:
             return "stopped"
         if pod.node_name is None:
             return "unbound"
-        if pod.terminating:
+        if pod.terminating or pod.key in self.node_loss_evicted:
             return "terminating"
         if pod.owner is None:
             return "no_controller"
@@ -710,6 +734,47 @@ class MoveExecutor:
             )
         return "accept"
 
+    def evict_from_lost_node(self, move: Move) -> MoveResult:
+        """A node-loss eviction (:mod:`descheduler.nodeloss`): :data:`~descheduler.nodeloss.NODE_LOSS_GUARDS` on the
+        observation, the targeted re-read (a failed one stops the cycle, ``reread_failed``: fail closed), the same
+        guards on the fresh objects, then the Eviction API. An eviction made counts against the PodDisruptionBudgets
+        of this cycle (a Ready pod only), unbinds the pod on the planning view and keeps the planner from proposing it
+        (skipped as ``terminating``), with an Event on the pod; not against the caps, and not in the history (the pod
+        left no node of its own accord). Returns the result (not added to :attr:`results`)."""
+        self._check_interrupt()
+        if self.stop is not None:
+            return MoveResult(move, "skipped", (), f"not attempted: {self.stop.message}", "evict")
+        pod = self.view.pods.get(move.pod)
+        if pod is None:
+            return MoveResult(move, "not_found", (), f"{move.pod} is not in the observed cluster", "evict")
+        blockers = tuple(check_guards(pod, self._context(move, pod), only=NODE_LOSS_GUARDS))
+        if blockers:
+            return MoveResult(move, "blocked", blockers, "; ".join(str(b) for b in blockers), "evict")
+        try:
+            fresh = self._reread(move, pod)
+        except Exception as exc:  # noqa: BLE001 - fail closed: no eviction without a fresh view
+            detail = " ".join(str(exc).split())[:300]
+            why = f"cycle stopped: could not re-read the cluster: {type(exc).__name__}: {detail}"
+            self.stop = CycleStop("reread_failed", why)
+            return MoveResult(move, "skipped", (), why, "evict")
+        if isinstance(fresh, MoveResult):
+            return replace(fresh, path="evict")
+        fpod, ctx = fresh
+        blockers = tuple(check_guards(fpod, ctx, only=NODE_LOSS_GUARDS))
+        if blockers:
+            return MoveResult(move, "blocked", blockers, "; ".join(str(b) for b in blockers), "evict")
+        why = f"hrl-descheduler: node {move.from_node} lost: its pod replaced before the taint manager deletes it"
+        res = safe_evict(self.evictor, fpod, why)
+        if res.outcome in ("evicted", "dry_run"):
+            self.ledger.record_budgets(fpod, [v.pdb for v in ctx.pdbs or ()])
+            self.node_loss_evicted.add(move.pod)
+            self.view = self.view.apply_move(move.pod, None)
+            if res.outcome == "evicted" and self.recorder is not None:
+                self.recorder.record(_pod_ref(fpod), "Normal", "Descheduled", "Evict", why)
+        elif res.outcome == "refused":
+            self.ledger.record_refusal(fpod)
+        return MoveResult(move, res.outcome, (), res.message, "evict")
+
     def _check_interrupt(self) -> None:
         """Stop the cycle (kind ``interrupted``) once ``interrupt`` is set: between two evictions, never within one."""
         if self.stop is None and self.interrupt is not None and self.interrupt.is_set():
@@ -722,6 +787,9 @@ class MoveExecutor:
             if self.stop is not None:
                 self.stop = CycleStop(self.stop.kind, self.stop.message, len(moves) - k)
                 return
+            if move.pod in self.node_loss_evicted:  # evicted off its lost node this cycle: terminating
+                self.skipped["terminating"] += 1
+                continue
             pod = self.view.pods.get(move.pod)
             if pod is not None:
                 blockers = tuple(check_guards(pod, self._context(move, pod), only=CHEAP_GUARDS))
@@ -866,6 +934,8 @@ def run_once(
     )
     if surges.unwritable is not None:
         ex.stop = CycleStop("history_unwritable", f"cycle stopped: {surges.unwritable}")
+    loss = node_loss_moves(snapshot, now_s, config.node_loss, tuple(config.excluded_namespaces))
+    node_loss = tuple(ex.evict_from_lost_node(m) for m in loss.moves)
     if planner_accepts_gate(planner):
         plan = cast(GatedPlanner, planner).plan(snapshot, index, placement, gate=ex)
     else:
@@ -921,6 +991,10 @@ def run_once(
         cpu_s=max(0.0, time.process_time() - c0),
         surges=tuple(surges.events),
         pending_moves=surges.book.records(),
+        lost_nodes=loss.lost,
+        node_loss=node_loss,
+        node_loss_held=loss.held,
+        node_loss_skipped=MappingProxyType(dict(loss.skipped)),
     )
     if metrics is not None:
         metrics.observe_cycle(report)

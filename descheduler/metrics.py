@@ -35,6 +35,10 @@
   ``hrl_descheduler_moves_aborted_total{reason}`` (:data:`descheduler.surge.ABORT_REASONS`),
   ``hrl_descheduler_moves_fallback_total{reason}`` (why a move could not be made make-before-break:
   :data:`descheduler.surge.SURGE_REFUSALS`), ``hrl_descheduler_moves_pending`` (surges in progress, gauge).
+- ``hrl_descheduler_node_loss_evictions_total{outcome, dry_run}``: evictions of the pods of lost nodes
+  (:mod:`descheduler.nodeloss`) by outcome (evicted, blocked, refused, not_found, skipped, error, dry_run);
+  ``hrl_descheduler_nodes_lost``: nodes tainted unreachable or not-ready for ``nodeLoss.afterSeconds`` (gauge, last
+  cycle);
 
 The counters of what a cycle decided (evictions, blocked, planned moves, scale, resizes, cycles) carry a
 ``dry_run`` label, ``"true"`` for a dry run (shadow mode, :mod:`descheduler.shadow`) and ``"false"`` for a live
@@ -166,6 +170,19 @@ class DeschedulerMetrics:
         )
         for o in RESIZE_OUTCOMES:
             self.resizes.labels(outcome=o, dry_run=d)
+        self.node_loss = Counter(
+            "hrl_descheduler_node_loss_evictions_total",
+            "Evictions of pods of lost nodes (descheduler.nodeloss), by outcome.",
+            ["outcome", "dry_run"],
+            registry=r,
+        )
+        for o in MOVE_OUTCOMES["evict"]:
+            self.node_loss.labels(outcome=o, dry_run=d)
+        self.nodes_lost = Gauge(
+            "hrl_descheduler_nodes_lost",
+            "Nodes tainted unreachable or not-ready for at least nodeLoss.afterSeconds (last cycle).",
+            registry=r,
+        )
         self.loop_holds = Gauge(
             "hrl_descheduler_loop_holds", "Workloads on hold after an eviction loop (last cycle).", registry=r
         )
@@ -214,14 +231,15 @@ class DeschedulerMetrics:
         for g in BLOCKER_NAMES:
             self.blocked.labels(guard=g, dry_run=d)
         for reason in get_args(MoveReason):
-            self.planned.labels(reason=reason, dry_run=d)
+            if reason != "node-lost":  # not planned: node-loss evictions have their own counter
+                self.planned.labels(reason=reason, dry_run=d)
         for res in ("ok", "error"):
             self.cycles.labels(result=res, dry_run=d)
 
     def _counters(self) -> dict[str, Counter]:
         """The counters that carry over between runs, by exported name."""
         cs = (self.evictions, self.blocked, self.planned, self.cycles, self.scale, self.resizes, self.loops_detected,
-              self.stops, self.rereads)  # fmt: skip
+              self.stops, self.rereads, self.node_loss)  # fmt: skip
         return {f"{c._name}_total": c for c in cs}
 
     def counter_state(self) -> dict[str, Any]:
@@ -285,6 +303,9 @@ class DeschedulerMetrics:
         for k, n in report.reads.items():
             self.rereads.labels(kind=k).inc(n)
         self._observe_moves(report)
+        for res in report.node_loss:
+            self.node_loss.labels(outcome=res.outcome, dry_run=d).inc()
+        self.nodes_lost.set(len(report.lost_nodes))
         self.cycle_duration.observe(report.duration_s)
         self.cycles.labels(result="ok", dry_run=d).inc()
 

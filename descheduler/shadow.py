@@ -19,6 +19,8 @@ decision, what would have happened and why:
   measured use, or requests, over the requests of the new replica count), or why none was made;
 - **resizes**: the CPU request before → after, the pod's predicted utilisation of its new request and its
   node's requested CPU after, or why it was not made;
+- **node-loss evictions** (the pods of lost nodes, :mod:`descheduler.nodeloss`), before the moves: the outcome, where
+  kube-scheduler would bind each replacement, or the guards that blocked it;
 - the cycle's predicted effect: the share of call traffic between pods on different nodes (each edge's rate
   times the chance that a caller pod and a callee pod share a node, with calls spread evenly over the pods) and
   the busiest node's CPU utilisation, before and after the moves.
@@ -112,6 +114,7 @@ class ShadowCycle:
     resizes: list[dict[str, Any]] = field(default_factory=list)
     effect: dict[str, Any] = field(default_factory=dict)
     intent: dict[str, Any] = field(default_factory=dict)
+    node_loss: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,6 +129,7 @@ class ShadowCycle:
             "scaling": self.scaling,
             "resizes": self.resizes,
             "intent": self.intent,
+            "node_loss": self.node_loss,
         }
 
     def summary(self) -> str:
@@ -151,9 +155,36 @@ def _util(view: PlanView, node: str | None) -> float | None:
     return float(view.util[view.index.node_pos[node]])
 
 
-def _moves(report: CycleReport, index: ClusterIndex, model: SchedulerModel) -> tuple[list[dict[str, Any]], PlanView]:
-    """The dry-run moves simulated in order (module docstring); the planning view after them."""
-    view = PlanView.of(index)
+def _node_loss(report: CycleReport, view: PlanView, model: SchedulerModel) -> tuple[list[dict[str, Any]], PlanView]:
+    """The cycle's node-loss evictions (:mod:`descheduler.nodeloss`), each with where kube-scheduler would bind its
+    replacement (the dry-run ones, applied to the view in order); the view after them."""
+    out: list[dict[str, Any]] = []
+    for r in report.node_loss:
+        pod = view.pods.get(r.move.pod)
+        landing = None
+        if r.outcome == "dry_run" and pod is not None:
+            landing, _total, _feasible = model.landing(pod, view.index)
+            view = view.apply_move(r.move.pod, landing)
+        out.append(
+            {
+                "pod": r.move.pod,
+                "service": pod.service if pod is not None else None,
+                "from_node": r.move.from_node,
+                "outcome": r.outcome,
+                "predicted_node": landing,
+                "blocked_by": [{"guard": b.guard, "reason": b.reason} for b in r.blockers],
+                "message": r.message,
+            }
+        )
+    return out, view
+
+
+def _moves(
+    report: CycleReport, index: ClusterIndex, model: SchedulerModel, view: PlanView | None = None
+) -> tuple[list[dict[str, Any]], PlanView]:
+    """The dry-run moves simulated in order (module docstring), from ``view`` (default: the observation's); the
+    planning view after them."""
+    view = view if view is not None else PlanView.of(index)
     out: list[dict[str, Any]] = []
     for r in report.results:
         if r.outcome != "dry_run":
@@ -260,7 +291,8 @@ def analyze_cycle(report: CycleReport, snapshot: ClusterSnapshot, model: Schedul
     docstring). ``model``: kube-scheduler's prediction (default: a :class:`SchedulerModel` without our extender)."""
     model = model if model is not None else SchedulerModel(None, 0)
     index = ClusterIndex.build(snapshot)
-    moves, after = _moves(report, index, model)
+    lost, view = _node_loss(report, PlanView.of(index), model)
+    moves, after = _moves(report, index, model, view)
     blocked = [
         {
             "pod": r.move.pod,
@@ -302,6 +334,7 @@ def analyze_cycle(report: CycleReport, snapshot: ClusterSnapshot, model: Schedul
         _resizes(report, snapshot, index),
         effect,
         intent,
+        lost,
     )
 
 

@@ -289,6 +289,19 @@ def _str_map(m: Any, path: str) -> dict[str, str]:
     return out
 
 
+def _optional_timestamp_s(ts: Any, path: str) -> float | None:
+    """An RFC 3339 time (``2026-01-02T03:04:05Z``) → unix s; ``None`` when absent. Raises :class:`ObjectError` for
+    anything else."""
+    if ts is None or ts == "":
+        return None
+    if isinstance(ts, str):
+        try:
+            return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+        except (ValueError, OverflowError, OSError):
+            pass
+    raise ObjectError(f"{path}: must be an RFC 3339 time, got {ts!r}")
+
+
 def _timestamp_s(ts: Any) -> float:
     if not ts or not isinstance(ts, str):
         return 0.0
@@ -366,6 +379,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
             _text(t.get("key"), f"{where}: spec.taints[{i}].key"),
             _text(t.get("value"), f"{where}: spec.taints[{i}].value"),
             _text(t.get("effect"), f"{where}: spec.taints[{i}].effect", "NoSchedule") or "NoSchedule",
+            _optional_timestamp_s(t.get("timeAdded"), f"{where}: spec.taints[{i}].timeAdded"),
         )
         for i, t in enumerate(_maps(spec.get("taints"), f"{where}: spec.taints"))
     )
@@ -461,6 +475,9 @@ def parse_pod(obj: Mapping[str, Any], local_pvcs: frozenset[str] = frozenset()) 
                 _text(t.get("operator"), f"{p}.operator") or "Equal",
                 _text(t.get("value"), f"{p}.value"),
                 _text(t.get("effect"), f"{p}.effect"),
+                None
+                if t.get("tolerationSeconds") is None
+                else _int(t.get("tolerationSeconds"), f"{p}.tolerationSeconds", lo=-(2**62), hi=2**62),
             )
         )
     ns_pvcs = frozenset(p.split("/", 1)[1] for p in local_pvcs if p.startswith(ns + "/"))

@@ -100,21 +100,26 @@ class Resources:
 
 @dataclass(frozen=True, slots=True)
 class Taint:
-    """A node taint (core/v1 Taint). ``effect`` is NoSchedule, PreferNoSchedule or NoExecute."""
+    """A node taint (core/v1 Taint). ``effect`` is NoSchedule, PreferNoSchedule or NoExecute; ``time_added_s``: its
+    ``timeAdded`` (unix s; set by the node lifecycle controller on the NoExecute taints it adds, ``None`` when
+    absent)."""
 
     key: str
     value: str = ""
     effect: str = "NoSchedule"
+    time_added_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Toleration:
-    """A pod toleration (core/v1 Toleration). ``operator`` is Equal or Exists; empty ``effect`` matches all."""
+    """A pod toleration (core/v1 Toleration). ``operator`` is Equal or Exists; empty ``effect`` matches all;
+    ``seconds``: ``tolerationSeconds`` (how long a NoExecute taint is tolerated; ``None`` = forever)."""
 
     key: str = ""
     operator: str = "Equal"
     value: str = ""
     effect: str = ""
+    seconds: float | None = None
 
     def tolerates(self, taint: Taint) -> bool:
         """Kubernetes semantics (k8s.io/api/core/v1/toleration.go ToleratesTaint)."""
@@ -600,7 +605,7 @@ class ClusterSnapshot:
 
 # ---- what the high-level policy decides -------------------------------------------------------------
 
-MoveReason = Literal["locality", "overload", "balance", "policy"]
+MoveReason = Literal["locality", "overload", "balance", "policy", "node-lost"]
 
 
 @dataclass(frozen=True, slots=True)

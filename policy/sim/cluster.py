@@ -296,8 +296,8 @@ class SimCluster:
 
     # ---- disruption (PodDisruptionBudget arithmetic of the disruption controller) ---------------------
 
-    def disruptions_allowed(self, pdb: PodDisruptionBudgetInfo, at_s: float) -> int:
-        """status.disruptionsAllowed = currentHealthy - desiredHealthy, from minAvailable or maxUnavailable
+    def _pdb_health(self, pdb: PodDisruptionBudgetInfo, at_s: float) -> tuple[int, int]:
+        """(currentHealthy, desiredHealthy) of ``pdb`` at ``at_s``, from minAvailable or maxUnavailable
         (k8s.io/kubernetes pkg/controller/disruption; percentages round up)."""
         covered = [p for p in self.pods if p.alive and pdb.covers(p.info)]
         healthy = sum(1 for p in covered if p.node >= 0 and p.ready_at_s <= at_s)
@@ -308,16 +308,30 @@ class SimCluster:
             desired = expected - _resolve(pdb.max_unavailable, expected)
         else:
             desired = expected
+        return healthy, desired
+
+    def disruptions_allowed(self, pdb: PodDisruptionBudgetInfo, at_s: float) -> int:
+        """status.disruptionsAllowed = currentHealthy - desiredHealthy (at least 0)."""
+        healthy, desired = self._pdb_health(pdb, at_s)
         return max(0, healthy - desired)
 
     def evict(self, pod_key: str, now_s: float) -> EvictionResult:
-        """The Eviction API on the simulated cluster: 404 → ``not_found``, PDB says no → ``refused`` (429),
-        else the pod goes away and its ReplicaSet creates a replacement (Pending)."""
+        """The Eviction API on the simulated cluster: 404 → ``not_found``, PDB says no → ``refused`` (429: no
+        disruption left; for a pod not Ready, fewer healthy pods than desired), else the pod goes away and its
+        ReplicaSet creates a replacement (Pending)."""
         pod = next((p for p in self.pods if p.alive and p.info.key == pod_key), None)
         if pod is None:
             return EvictionResult(pod_key, "not_found", "pod not found")
+        unhealthy = pod.node < 0 or pod.ready_at_s > now_s
         for pdb in self.pdbs:
-            if pdb.covers(pod.info) and self.disruptions_allowed(pdb, now_s) <= 0:
+            if not pdb.covers(pod.info):
+                continue
+            healthy, desired = self._pdb_health(pdb, now_s)
+            # an unhealthy pod goes while the healthy ones are at least the desired count (the Eviction API's
+            # default unhealthyPodEvictionPolicy IfHealthyBudget: pkg/registry/core/pod/storage/eviction.go)
+            if unhealthy and desired > 0 and healthy >= desired:
+                continue
+            if healthy - desired <= 0:
                 return EvictionResult(
                     pod_key, "refused", f"Cannot evict pod as it would violate the pod's disruption budget {pdb.name}"
                 )

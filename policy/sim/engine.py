@@ -43,7 +43,7 @@ from .interference import Interference
 from .kube_scheduler import KubeSchedulerModel
 from .model import NetworkModel, PerfModel, PodArrays, StepStats
 from .network import LABEL_RACK, TopologyNetwork
-from .objects import node_object
+from .objects import node_object, rfc3339
 from .traces import RateDrift, scale_to_peak
 
 __all__ = [
@@ -738,7 +738,9 @@ class Simulation:
             ready=False,
             add_taints=[
                 {"key": TAINT_UNREACHABLE, "effect": "NoSchedule"},
-                {"key": TAINT_UNREACHABLE, "effect": "NoExecute"},
+                # timeAdded: when the node lifecycle controller taints it (after the grace period); the taint
+                # manager counts each pod's tolerationSeconds from there
+                {"key": TAINT_UNREACHABLE, "effect": "NoExecute", "timeAdded": rfc3339(now + ev.node_monitor_grace_s)},
             ],
         )
 

@@ -421,14 +421,17 @@ _TOTALS = ("surged", "completed", "aborted", "evicted", "refused")
 
 class _RunTally:
     """What a learned stack's cycles did over one run: the moves' counters (:data:`MOVE_COUNTERS` and their
-    reasons) and what every API call answered (``<kind>_<outcome>`` -> count), for ``StackBuild.counters``."""
+    reasons), what every API call answered (``<kind>_<outcome>`` -> count) and the evictions of lost nodes' pods
+    (``node_loss_<outcome>``, :mod:`descheduler.nodeloss`), for ``StackBuild.counters``."""
 
     def __init__(self) -> None:
         self.moves: Counter[str] = Counter()
         self.actions: Counter[str] = Counter()
+        self.node_loss: Counter[str] = Counter()
 
     def add(self, report: CycleReport) -> None:
         self.moves.update(_move_counters(report))
+        self.node_loss.update({k: n for k, n in report.node_loss_counts.items() if n})
         for kind, counts in (("move", report.counts), ("scale", report.scale_counts), ("resize", report.resize_counts)):
             self.actions.update({f"{kind}_{outcome}": n for outcome, n in counts.items() if n})
 
@@ -446,6 +449,8 @@ class _RunTally:
         out["intent_lean_capped"] = float(getattr(intent_policy, "lean_capped", 0))
         out["intent_no_burst_capped"] = float(getattr(intent_policy, "no_burst_capped", 0))
         out.update({f"actions_{k}": float(v) for k, v in sorted(self.actions.items())})
+        out["node_loss_evicted"] = float(self.node_loss.get("evicted", 0))
+        out.update({f"node_loss_{k}": float(v) for k, v in sorted(self.node_loss.items()) if k != "evicted"})
         return out
 
 

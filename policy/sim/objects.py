@@ -20,7 +20,7 @@ import numpy as np
 
 from policy.state import LABEL_HOSTNAME, LABEL_REGION, LABEL_ZONE
 
-__all__ = ["node_object", "template_hash", "pod_from_template", "qos_class", "bind", "record_restart"]
+__all__ = ["node_object", "template_hash", "pod_from_template", "qos_class", "bind", "record_restart", "rfc3339"]
 
 # The alphabet kube-controller-manager uses for generated name suffixes (k8s.io/apimachinery rand.String).
 _ALNUM = "bcdfghjklmnpqrstvwxz2456789"
@@ -142,7 +142,7 @@ def pod_from_template(
                 "blockOwnerDeletion": True,
             }
         ],
-        "creationTimestamp": _rfc3339(created_s),
+        "creationTimestamp": rfc3339(created_s),
     }
     if tmeta.get("annotations"):
         pod_meta["annotations"] = dict(tmeta["annotations"])
@@ -173,10 +173,12 @@ def qos_class(spec: Mapping[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def _rfc3339(t_s: float) -> str:
-
-    # Simulated time 0 is 2026-01-01T00:00:00Z, so timestamps look like the API server's.
-    base = _dt.datetime(2026, 1, 1, tzinfo=_dt.UTC)
+def rfc3339(t_s: float) -> str:
+    """Simulated time ``t_s`` (s) as an RFC 3339 timestamp of the objects. The simulation's clock is the unix clock
+    from 0 (1970-01-01T00:00:00Z), so a parsed timestamp (``creationTimestamp``, a taint's ``timeAdded``) compares
+    with the ``now_s`` the simulated descheduler is given and its history records, as a live cluster's do with
+    the wall clock."""
+    base = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
     return (base + _dt.timedelta(seconds=float(t_s))).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -207,7 +209,7 @@ def record_restart(pod: Mapping[str, Any], restart_count: int, reason: str, at_s
                 "name": n,
                 "ready": False,
                 "restartCount": int(restart_count),
-                "lastState": {"terminated": {"reason": reason, "exitCode": 137, "finishedAt": _rfc3339(at_s)}},
+                "lastState": {"terminated": {"reason": reason, "exitCode": 137, "finishedAt": rfc3339(at_s)}},
             }
             for n in names
         ],

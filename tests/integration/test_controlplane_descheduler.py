@@ -29,6 +29,7 @@ from cp_helpers import (
     HRL,
     ROOT,
     apply,
+    cpmod,
     deployment,
     extender_synced,
     get_json,
@@ -833,3 +834,54 @@ def test_sigterm_during_an_interval_cycle_stops_at_the_next_eviction_boundary(
     assert wait_for(descheduled, 20, "the Descheduled Event") == [gone]
     left = {p["metadata"]["name"]: node_of(p) for p in running(pods(cp, ns)) if p["metadata"]["name"] in before}
     assert left == {name: here for name in before if name != gone}  # the three not attempted, untouched
+
+
+def test_the_pod_of_a_lost_node_is_evicted_and_replaced_on_a_ready_node(control_plane, namespace, kwok_nodes):
+    """A node that never reports (no kwok behind it): the node lifecycle controller marks it Unknown after
+    --node-monitor-grace-period and taints it unreachable, NoExecute with a timeAdded. The cycle's node-loss step
+    evicts the pod bound there through the Eviction API, long before the taint manager's 300 s, and the
+    ReplicaSet's replacement runs on a Ready node."""
+    cp, ns = control_plane, namespace
+    (b,) = kwok_nodes(1)
+    lost = cpmod.fake_node(f"{b}-lost")
+    del lost["metadata"]["annotations"][cpmod.KWOK_ANNOTATION[0]]  # nobody runs it: it never reports
+    x = lost["metadata"]["name"]
+    cp.kubectl("create", "-f", "-", input=json.dumps(lost))
+    try:
+        # a pod that may start on a node not Ready yet lands there (its soft affinity), before the node is lost
+        wait = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoSchedule"}]
+        apply(cp, ns, [deployment("lone", scheduler=DEFAULT, affinity=prefer(x), tolerations=wait)])
+
+        def bound():
+            ps = [p for p in pods(cp, ns, "app=lone") if p["spec"].get("nodeName")]
+            return ps or None
+
+        (old,) = wait_for(bound, 60, "the pod bound")
+        assert node_of(old) == x
+
+        def tainted():
+            taints = get_json(cp, "node", x)["spec"].get("taints") or []
+            return [t for t in taints if t["key"] == "node.kubernetes.io/unreachable" and t["effect"] == "NoExecute"]
+
+        (taint,) = wait_for(tainted, 150, f"node {x} to be tainted unreachable")
+        assert taint.get("timeAdded")
+        observe, evictor = descheduler(cp)
+        cfg = config(nodeLoss={"afterSeconds": 0})
+        report = run_once(
+            CycleDeps(observe, evictor, FixedPlanner(ns, {}), TopologyHeuristic(), cfg, reader=reader(cp)), time.time()
+        )
+        assert x in [n.name for n in report.lost_nodes]
+        mine = [(r.move.pod, r.move.from_node, r.outcome) for r in report.node_loss if r.move.pod.startswith(ns + "/")]
+        assert mine == [(f"{ns}/{old['metadata']['name']}", x, "evicted")]
+        (call,) = eviction_calls(cp, ns)
+        assert (call["verb"], call["objectRef"]["subresource"]) == ("create", "eviction")
+
+        def replaced():
+            ps = running(pods(cp, ns, "app=lone"))
+            return ps if len(ps) == 1 and ps[0]["metadata"]["name"] != old["metadata"]["name"] else None
+
+        (new,) = wait_for(replaced, 60, "the replacement of the lost node's pod")
+        assert node_of(new) == b
+    finally:
+        cp.kubectl("delete", "pods", "-n", ns, "-l", "app=lone", "--force", "--grace-period=0", check=False)
+        cp.kubectl("delete", "node", x, "--wait=false", check=False)

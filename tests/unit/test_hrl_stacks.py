@@ -206,5 +206,6 @@ def test_the_no_shield_and_no_resize_ablations_switch_off_one_part_and_every_run
         "intent_no_burst_capped",
     }
     assert guardrails | set(hs.MOVE_COUNTERS) <= set(counts)  # every run reports its moves, with their reasons
-    assert all(k in guardrails or k.startswith(("moves_", "actions_")) for k in counts)
+    assert "node_loss_evicted" in counts  # evictions of lost nodes' pods, even when none was lost
+    assert all(k in guardrails or k.startswith(("moves_", "actions_", "node_loss_")) for k in counts)
     assert counts["guardrail_saturation_shield"] == 0  # the shield never fires when it is off
