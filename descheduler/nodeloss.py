@@ -39,27 +39,33 @@ from dataclasses import dataclass, field
 from policy.state import ClusterSnapshot, Move, NodeInfo, PodInfo, Taint
 
 from .config import NodeLossConfig
+from .guards import GUARD_NAMES
 
-__all__ = ["LOST_NODE_TAINTS", "NODE_LOSS_GUARDS", "LostNode", "NodeLossPlan", "lost_nodes", "node_loss_moves"]
+__all__ = [
+    "LOST_NODE_TAINTS",
+    "NODE_LOSS_GUARDS",
+    "NODE_LOSS_SKIPPED_GUARDS",
+    "LostNode",
+    "NodeLossPlan",
+    "lost_nodes",
+    "node_loss_moves",
+]
 
 #: The NoExecute taints the node lifecycle controller puts on a node that stopped reporting or reports NotReady.
 LOST_NODE_TAINTS: tuple[str, ...] = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 
-#: The guards (:data:`descheduler.guards.GUARD_NAMES`) a node-loss eviction passes. Not the caps, the cooldown, the
-#: loop holds or the feasibility of a target: those ration rebalancing disruptions, and these pods serve nothing.
-NODE_LOSS_GUARDS: tuple[str, ...] = (
-    "mirror",
-    "daemonset",
-    "no_controller",
-    "excluded_namespace",
-    "system_critical",
-    "local_storage",
-    "terminating",
-    "unbound",
-    "owner",
-    "pdb",
-    "pdb_refused",
+#: The guards a node-loss eviction skips: the caps, the cooldown and the loop holds ration rebalancing disruptions
+#: (these pods serve nothing), and a replacement needs no target the feasibility guard could judge.
+NODE_LOSS_SKIPPED_GUARDS: tuple[str, ...] = (
+    "cap_node",
+    "cap_namespace",
+    "cap_total",
+    "cooldown",
+    "loop_hold",
+    "infeasible",
 )
+#: The guards (:data:`descheduler.guards.GUARD_NAMES`, in their order) a node-loss eviction passes.
+NODE_LOSS_GUARDS: tuple[str, ...] = tuple(g for g in GUARD_NAMES if g not in NODE_LOSS_SKIPPED_GUARDS)
 
 
 @dataclass(frozen=True, slots=True)
