@@ -112,6 +112,9 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
                                   #   --unhealthy-zone-threshold stops evictions)
       maxPerCycle: 50             # such evictions per cycle (beside caps: these pods serve nothing; caps.total 0
                                   #   stops them too)
+      evictLocalStoragePods: null # pods with local storage too (their data is out of reach, and the taint manager
+                                  #   deletes them after tolerationSeconds anyway; only a node back within that
+                                  #   time would have kept it); null = as evictLocalStoragePods
     topology:
       sources: []                 # call-graph sources (manifests, spans, Alibaba CSV); [] = annotations
     metrics:
@@ -472,13 +475,16 @@ class NodeLossConfig(ConfigModel):
     ``enabled``; ``afterSeconds``: how long a node must carry the node lifecycle controller's NoExecute taint
     (``node.kubernetes.io/unreachable`` or ``not-ready``, counted from its ``timeAdded``); ``maxTolerationSeconds``:
     pods that tolerate that taint longer (or forever) are left alone; ``maxLostFraction``: no such eviction while
-    more than this share of the nodes is lost; ``maxPerCycle``: at most this many per cycle."""
+    more than this share of the nodes is lost; ``maxPerCycle``: at most this many per cycle;
+    ``evictLocalStoragePods``: whether pods with local storage go too (``None``: as the top-level
+    ``evictLocalStoragePods``)."""
 
     enabled: bool = True
     after_seconds: float = Field(60.0, ge=0.0, le=3600.0)
     max_toleration_seconds: float = Field(300.0, ge=0.0)
     max_lost_fraction: float = Field(0.5, gt=0.0, le=1.0)
     max_per_cycle: int = Field(50, ge=0)
+    evict_local_storage_pods: bool | None = None
 
     @field_validator("max_toleration_seconds")
     @classmethod

@@ -747,7 +747,7 @@ class MoveExecutor:
         pod = self.view.pods.get(move.pod)
         if pod is None:
             return MoveResult(move, "not_found", (), f"{move.pod} is not in the observed cluster", "evict")
-        blockers = tuple(check_guards(pod, self._context(move, pod), only=NODE_LOSS_GUARDS))
+        blockers = tuple(check_guards(pod, self._node_loss_context(self._context(move, pod)), only=NODE_LOSS_GUARDS))
         if blockers:
             return MoveResult(move, "blocked", blockers, "; ".join(str(b) for b in blockers), "evict")
         try:
@@ -760,7 +760,7 @@ class MoveExecutor:
         if isinstance(fresh, MoveResult):
             return replace(fresh, path="evict")
         fpod, ctx = fresh
-        blockers = tuple(check_guards(fpod, ctx, only=NODE_LOSS_GUARDS))
+        blockers = tuple(check_guards(fpod, self._node_loss_context(ctx), only=NODE_LOSS_GUARDS))
         if blockers:
             return MoveResult(move, "blocked", blockers, "; ".join(str(b) for b in blockers), "evict")
         why = f"hrl-descheduler: node {move.from_node} lost: its pod replaced before the taint manager deletes it"
@@ -774,6 +774,14 @@ class MoveExecutor:
         elif res.outcome == "refused":
             self.ledger.record_refusal(fpod)
         return MoveResult(move, res.outcome, (), res.message, "evict")
+
+    def _node_loss_context(self, ctx: GuardContext) -> GuardContext:
+        """``ctx`` with ``nodeLoss.evictLocalStoragePods`` in place of the top-level ``evictLocalStoragePods`` when
+        set."""
+        own = self.config.node_loss.evict_local_storage_pods
+        if own is None or own == self.config.evict_local_storage_pods:
+            return ctx
+        return replace(ctx, config=self.config.model_copy(update={"evict_local_storage_pods": own}))
 
     def _check_interrupt(self) -> None:
         """Stop the cycle (kind ``interrupted``) once ``interrupt`` is set: between two evictions, never within one."""

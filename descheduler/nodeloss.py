@@ -26,7 +26,8 @@ pods (``controller.FilterActivePods``), creates its replacement at once, and kub
   (:data:`NODE_LOSS_GUARDS`, on the re-read pod, owner and PodDisruptionBudgets: an unready pod goes while the
   budget's healthy pods are at least its desired count, and a budget below it refuses, as the Eviction API does
   under its default ``unhealthyPodEvictionPolicy: IfHealthyBudget``; pods with local storage stay unless
-  ``evictLocalStoragePods``, and system-critical pods stay);
+  ``nodeLoss.evictLocalStoragePods`` (default: the top-level ``evictLocalStoragePods``) says otherwise, and
+  system-critical pods stay);
 - at most ``nodeLoss.maxPerCycle`` per cycle, the pods of services left with no serving pod first.
 """
 

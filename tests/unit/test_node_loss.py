@@ -333,3 +333,19 @@ def test_shadow_mode_lists_the_lost_nodes_pods_and_where_their_replacements_woul
         "dry_run",
         "n3",
     )
+
+
+def test_pods_with_local_storage_stay_unless_node_loss_says_they_go():
+    nodes = (lost("n1", NOW_S - 120), NodeInfo("n2", Resources(8000, GI)), NodeInfo("n3", Resources(8000, 4 * GI)))
+    cache = replace(pod("cache", "n1"), local_storage=True)
+
+    def run(**kw):
+        fc = cluster(cache, nodes=nodes)
+        ev = RecordingEvictor(fc)
+        report = run_once(CycleDeps(fc.observe, ev, ScriptedPlanner(), PLACEMENT, config(**kw)), NOW_S)
+        return [r.outcome for r in report.node_loss], ev.calls
+
+    assert run() == (["blocked"], [])
+    assert run(nodeLoss={"evictLocalStoragePods": True}) == (["evicted"], ["shop/cache-aaaaa"])
+    assert run(evictLocalStoragePods=True) == (["evicted"], ["shop/cache-aaaaa"])
+    assert run(evictLocalStoragePods=True, nodeLoss={"evictLocalStoragePods": False}) == (["blocked"], [])
