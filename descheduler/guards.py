@@ -423,11 +423,11 @@ def pdb_counts(view: PdbView) -> tuple[int, int, int] | str:
     return healthy, desired, expected
 
 
-def pdb_budget(view: PdbView) -> tuple[int | None, str]:
+def pdb_budget(view: PdbView, counts: tuple[int, int, int] | str | None = None) -> tuple[int | None, str]:
     """The disruptions a PodDisruptionBudget allows now (updatePdbStatus): healthy − desired of
-    :func:`pdb_counts`, and 0 when the expected count is 0 or the difference is negative. Returns ``(allowed,
-    how)``; ``allowed`` is ``None`` (with the reason) when it cannot be computed."""
-    counts = pdb_counts(view)
+    :func:`pdb_counts` (``counts`` when already made), and 0 when the expected count is 0 or the difference is
+    negative. Returns ``(allowed, how)``; ``allowed`` is ``None`` (with the reason) when it cannot be computed."""
+    counts = pdb_counts(view) if counts is None else counts
     if isinstance(counts, str):
         return None, counts
     healthy, desired, expected = counts
@@ -465,15 +465,16 @@ def guard_pdb(pod: PodInfo, ctx: GuardContext) -> str | None:
                 f"PodDisruptionBudget {key}: status.observedGeneration {b.observed_generation} is behind "
                 f"metadata.generation {b.generation} (its status is not for this spec yet)"
             )
-        counted, how = pdb_budget(v)
+        counts = pdb_counts(v)
+        counted, how = pdb_budget(v, counts)
         if counted is None:
             return f"PodDisruptionBudget {key}: cannot count its budget: {how}"
         used = ctx.ledger.pdb_evictions[key]
-        if pod.ready is False:
+        if pod.ready is False and not isinstance(counts, str):
             # an unhealthy pod takes nothing from the budget: the Eviction API lets it go while the healthy pods
             # are at least the desired count (unhealthyPodEvictionPolicy IfHealthyBudget, the default;
             # pkg/registry/core/pod/storage/eviction.go)
-            healthy, desired, _expected = cast(tuple[int, int, int], pdb_counts(v))
+            healthy, desired, _expected = counts
             if desired > 0 and healthy - used >= desired:
                 continue
         allowed = min(b.disruptions_allowed, counted)
