@@ -107,9 +107,9 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
       afterSeconds: 60            #   seconds since the taint's timeAdded (the taint manager waits the pods'
                                   #   tolerationSeconds, 300 by default)
       maxTolerationSeconds: 300   # a pod tolerating the taint longer than this (or forever) is left to wait
-      maxLostFraction: 0.5        # more than this share of the nodes lost: do nothing (a partition of the
-                                  #   control plane, not of the nodes; as the node lifecycle controller's
-                                  #   --unhealthy-zone-threshold stops evictions)
+      maxLostFraction: 0.5        # more than this share of the nodes not Ready or tainted so (however recently):
+                                  #   do nothing (a partition of the control plane, not of the nodes; as the node
+                                  #   lifecycle controller's --unhealthy-zone-threshold stops evictions)
       maxPerCycle: 50             # such evictions per cycle (beside caps: these pods serve nothing; caps.total 0
                                   #   stops them too)
       evictLocalStoragePods: null # pods with local storage too (their data is out of reach, and the taint manager
@@ -475,8 +475,8 @@ class NodeLossConfig(ConfigModel):
     ``enabled``; ``afterSeconds``: how long a node must carry the node lifecycle controller's NoExecute taint
     (``node.kubernetes.io/unreachable`` or ``not-ready``, counted from its ``timeAdded``); ``maxTolerationSeconds``:
     pods that tolerate that taint longer (or forever) are left alone; ``maxLostFraction``: no such eviction while
-    more than this share of the nodes is lost; ``maxPerCycle``: at most this many per cycle;
-    ``evictLocalStoragePods``: whether pods with local storage go too (``None``: as the top-level
+    more than this share of the nodes is not Ready or tainted so, however recently; ``maxPerCycle``: at most this
+    many per cycle; ``evictLocalStoragePods``: whether pods with local storage go too (``None``: as the top-level
     ``evictLocalStoragePods``)."""
 
     enabled: bool = True
