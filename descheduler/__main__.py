@@ -55,6 +55,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -162,10 +163,12 @@ def format_report(report: CycleReport, inputs: Sequence[str] = ()) -> str:
     ``inputs``: one line per live input that is not ``ok`` (:meth:`policy.live.InputStatus.line`)."""
     mode = "dry run" if report.dry_run else "live"
     counts = ", ".join(f"{k} {v}" for k, v in report.counts.items() if v)
+    lost = ", ".join(f"{k} {v}" for k, v in report.node_loss_counts.items() if v)
     head = (
         f"{PROG} ({mode}, planner {report.planner}): {report.nodes} nodes, {report.pods} pods, "
         f"{len(report.planned_moves)} planned moves"
         + (f" ({counts})" if counts else "")
+        + (f", {len(report.node_loss)} off lost nodes ({lost})" if lost else "")
         + f" in {report.duration_s * 1000:.0f} ms"
     )
     intent = ", ".join(f"{v:g}" for v in report.intent.values)
@@ -178,9 +181,13 @@ def format_report(report: CycleReport, inputs: Sequence[str] = ()) -> str:
     for rr in report.resizes:
         lines.append(f"resize {rr.pod}: {rr.outcome} ({rr.message})")
     for x in report.lost_nodes:
-        lines.append(f"node {x.name} lost: {x.taint} since {x.since_s:.0f} (unix s)")
+        since = datetime.fromtimestamp(x.since_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        lines.append(f"node {x.name} lost: {x.taint} for {report.started_at_s - x.since_s:.0f} s (since {since})")
     if report.node_loss_held:
         lines.append(f"node loss: {report.node_loss_held}")
+    if report.node_loss_skipped:
+        left = ", ".join(f"{why} {n}" for why, n in report.node_loss_skipped.items())
+        lines.append(f"node loss: pods left on lost nodes: {left} (nodeLoss in docs/operations.md 5.2.2)")
     for r in report.node_loss:
         detail = "; ".join(str(b) for b in r.blockers) if r.blockers else r.message
         lines.append(f"evict {r.move.pod} off lost node {r.move.from_node}: {r.outcome} ({detail})")
@@ -198,7 +205,7 @@ def format_report(report: CycleReport, inputs: Sequence[str] = ()) -> str:
                 disable_numparse=True,
             )
         )
-    else:
+    elif not report.node_loss:
         lines.append("nothing worth moving")
     for w in report.warnings:
         lines.append(f"warning: {w}")

@@ -112,6 +112,8 @@ def test_which_pods_go_first_and_which_stay():
     )
     plan = node_loss_moves(snap, NOW_S, NodeLossConfig())
     assert [m.pod for m in plan.moves] == ["shop/cart-aaaaa", "shop/api-aaaaa"]
+    report = run_once(CycleDeps(lambda: snap, RecordingEvictor(), ScriptedPlanner(), PLACEMENT, config()), NOW_S)
+    assert "node loss: pods left on lost nodes: not_replicaset 1, tolerates 2" in format_report(report)
     assert all(m.reason == "node-lost" and m.to_node is None and m.from_node == "n1" for m in plan.moves)
     assert plan.skipped == {"not_replicaset": 1, "tolerates": 2}
     capped = node_loss_moves(snap, NOW_S, NodeLossConfig(max_per_cycle=1))
@@ -175,8 +177,9 @@ def test_the_cycle_evicts_them_beside_the_caps_and_reports_them():
     assert reg.get_sample_value("hrl_descheduler_nodes_lost") == 1
     assert report.counts["evicted"] == 0  # the per-node cap still holds for a rebalancing move off n1
     text = format_report(report)
-    assert "node n1 lost: node.kubernetes.io/unreachable since 1699999880" in text
+    assert "node n1 lost: node.kubernetes.io/unreachable for 120 s (since 2023-11-14T22:11:20Z)" in text
     assert "evict shop/cart-aaaaa off lost node n1: evicted" in text
+    assert ", 3 off lost nodes (evicted 3)" in text.splitlines()[0] and "nothing worth moving" not in text
     # caps.total: 0 (no eviction at all) stops these too
     fc = cluster(a, nodes=nodes)
     ev = RecordingEvictor(fc)
