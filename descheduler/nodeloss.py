@@ -37,7 +37,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from policy.state import ClusterSnapshot, Move, NodeInfo, PodInfo, Taint
+from policy.state import ClusterSnapshot, Move, NodeInfo, PodInfo, noexecute_toleration_s
 
 from .config import NodeLossConfig
 from .guards import GUARD_NAMES
@@ -115,17 +115,6 @@ def lost_nodes(snapshot: ClusterSnapshot, now_s: float, after_s: float) -> tuple
     return tuple(out)
 
 
-def _toleration_s(pod: PodInfo, taint: str) -> float | None:
-    """How long ``pod`` tolerates NoExecute taint ``taint``, as the taint manager reads it: the first toleration
-    that matches (v1helper ``GetMatchingTolerations``), its ``tolerationSeconds`` (negative counts as 0:
-    ``getMinTolerationTime``); ``None`` (forever) when it has none; 0 when none matches (deleted at once)."""
-    t = Taint(taint, "", "NoExecute")
-    tol = next((x for x in pod.tolerations if x.tolerates(t)), None)
-    if tol is None:
-        return 0.0
-    return None if tol.seconds is None else max(0.0, float(tol.seconds))
-
-
 def _unreachable(node: NodeInfo) -> bool:
     """Whether ``node`` looks lost now, however briefly: not Ready, or tainted with a lost-node NoExecute taint."""
     return not node.ready or any(t.effect == "NoExecute" and t.key in LOST_NODE_TAINTS for t in node.taints)
@@ -167,7 +156,7 @@ def node_loss_moves(
         if p.owner is None or p.owner.kind != "ReplicaSet":
             skipped["not_replicaset"] += 1
             continue
-        tol = _toleration_s(p, node.taint)
+        tol = noexecute_toleration_s(p, node.taint)
         if tol is None or tol > cfg.max_toleration_seconds:
             skipped["tolerates"] += 1
             continue

@@ -32,6 +32,7 @@ __all__ = [
     "Resources",
     "Taint",
     "Toleration",
+    "noexecute_toleration_s",
     "NodeInfo",
     "OwnerRef",
     "PodInfo",
@@ -351,6 +352,18 @@ def node_matches_required(pod: PodInfo, terms: PodTerms, labels: Mapping[str, st
     if terms.required_node_affinity and not any(t.matches(labels) for t in terms.required_node_affinity):
         return False
     return True
+
+
+def noexecute_toleration_s(pod: PodInfo, taint_key: str) -> float | None:
+    """Seconds ``pod`` stays on a node with NoExecute taint ``taint_key`` (no value), as the taint manager reads its
+    tolerations (k8s.io/kubernetes pkg/controller/tainteviction: the first toleration that matches,
+    ``GetMatchingTolerations``; its ``tolerationSeconds``, negative counting as 0, ``getMinTolerationTime``):
+    ``None`` = forever (the matching toleration has no seconds), 0 = none matches (deleted at once)."""
+    t = Taint(taint_key, "", "NoExecute")
+    tol = next((x for x in pod.tolerations if x.tolerates(t)), None)
+    if tol is None:
+        return 0.0
+    return None if tol.seconds is None else max(0.0, float(tol.seconds))
 
 
 def selector_from_labels(keys: Sequence[str], labels: Mapping[str, str]) -> dict[str, str]:

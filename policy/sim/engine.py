@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from policy.index import ClusterIndex
-from policy.state import ClusterSnapshot, EvictionResult, PodInfo, ServiceEdge, ServiceGraph
+from policy.state import ClusterSnapshot, EvictionResult, PodInfo, ServiceEdge, ServiceGraph, noexecute_toleration_s
 from policy.telemetry import progress as report_progress
 
 from .app import AppSpec
@@ -731,7 +731,7 @@ class Simulation:
                 )
                 self._lose(key, lost)
             p.ready_at_s = math.inf
-            tol = _toleration_s(p.obj, TAINT_UNREACHABLE)
+            tol = noexecute_toleration_s(p.info, TAINT_UNREACHABLE)
             p.delete_at_s = math.inf if tol is None else now + ev.node_monitor_grace_s + tol
         self.cluster.set_node(
             i,
@@ -1153,18 +1153,6 @@ def _part_metrics(a: Mapping[str, Any], minutes: int) -> dict[str, float]:
         "slo_violation_pct": 100.0 * a["slo_bad"] / max(minutes, 1),
         "offered_requests": float(a["offered"]),
     }
-
-
-def _toleration_s(pod_obj: Mapping[str, Any], taint_key: str) -> float | None:
-    """Seconds the pod tolerates a NoExecute taint ``taint_key`` (its ``tolerationSeconds``; None = forever;
-    0 without a matching toleration: the taint manager deletes it at once)."""
-    for t in (pod_obj.get("spec") or {}).get("tolerations") or ():
-        if t.get("effect") not in (None, "", "NoExecute"):
-            continue
-        if t.get("operator") == "Exists" and not t.get("key") or t.get("key") == taint_key:
-            sec = t.get("tolerationSeconds")
-            return None if sec is None else max(float(sec), 0.0)
-    return 0.0
 
 
 def weighted_percentile(x: np.ndarray, w: np.ndarray, q: float) -> float:
