@@ -689,7 +689,7 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
     elif ip.name == "learned":
         bundle = intent_bundle = ip.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "high")
         try:
-            intent_policy = highlevel.LearnedIntent.load(
+            intent_policy = highlevel.load_intent_policy(
                 bundle, slo_p95_ms=ip.slo_p95_ms, cpu_price=ip.cpu_price, workloads=a.workloads if a else None
             )
         except ValueError as exc:  # one line starting with the field (BundleMissing, BundleError)
@@ -739,7 +739,7 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
             stabilization_s=a.stabilization_seconds,
             workloads=a.workloads,
         )
-    learned = isinstance(intent_policy, highlevel.LearnedIntent)
+    learned = isinstance(intent_policy, (highlevel.LearnedIntent, highlevel.IntentEnsemble))
     return highlevel.HierarchicalPolicy(
         resizer=resize_planner_from_config(config),
         autoscaler=auto,

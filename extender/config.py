@@ -115,9 +115,11 @@ from policy.live import ExtenderMetricsSourcesConfig
 from policy.lowlevel import (
     DEFAULT_PLACEMENT_BUNDLE,
     LearnedPlacement,
+    PlacementEnsemble,
     PlacementPolicy,
     RowsRefresher,
     TopologyHeuristic,
+    load_placement,
 )
 from policy.state import ServiceGraph
 from policy.topology.live import TopologyRefresher
@@ -694,7 +696,7 @@ def build_policy(config: ExtenderConfiguration) -> PlacementPolicy:
     if p.name == "topology-heuristic":
         return TopologyHeuristic(target_utilization=p.target_utilization)
     if p.name == "learned":
-        return LearnedPlacement.load(p.bundle or DEFAULT_PLACEMENT_BUNDLE, refresh_s=p.embedding_refresh_seconds)
+        return load_placement(p.bundle or DEFAULT_PLACEMENT_BUNDLE, refresh_s=p.embedding_refresh_seconds)
     raise ValueError(f"policy.name: unknown policy {p.name!r}")  # pragma: no cover - Literal guards this
 
 
@@ -704,7 +706,7 @@ def start_policy_feeds(policy: PlacementPolicy, config: ExtenderConfiguration, s
     :class:`policy.lowlevel.RowsRefresher` recomputes rows from the store's snapshot every
     ``policy.embeddingRefreshSeconds`` either way (the fallback). Returns the started refresher (call ``stop()``
     at shutdown), or ``None`` for a policy that needs no rows."""
-    if not isinstance(policy, LearnedPlacement):
+    if not isinstance(policy, (LearnedPlacement, PlacementEnsemble)):
         return None
     if config.cache is not None:
         policy.embedding_source = lambda: store.get().embeddings

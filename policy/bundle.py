@@ -83,6 +83,10 @@ __all__ = [
     "bundle_error_line",
     "weights_sha256",
     "content_version",
+    "ENSEMBLE",
+    "MAX_ENSEMBLE_MEMBERS",
+    "is_ensemble",
+    "ensemble_members",
 ]
 
 #: Where the committed bundles live: ``policy/bundles/<stack>/{low,high}``, ``policy/bundles/encoder``.
@@ -600,10 +604,11 @@ class BundleMissing(ValueError):
 
 
 def require_bundle(path: str | Path, what: str, hint: str = "") -> Path:
-    """``path`` as a ``Path`` when it holds a bundle (``manifest.json``); else :class:`BundleMissing` naming
-    ``what`` (e.g. ``"low-level placement"``) and, when given, ``hint`` instead of the default advice."""
+    """``path`` as a ``Path`` when it holds a bundle (``manifest.json``) or an ensemble of bundles
+    (:data:`ENSEMBLE`); else :class:`BundleMissing` naming ``what`` (e.g. ``"low-level placement"``) and, when given,
+    ``hint`` instead of the default advice."""
     p = Path(path)
-    if not (p / "manifest.json").is_file():
+    if not (p / "manifest.json").is_file() and not is_ensemble(p):
         if hint:
             raise BundleMissing(f"{what}: {hint}", p, hint)
         raise BundleMissing(f"{what}: no policy bundle at {p} (missing {p / 'manifest.json'}; run `make train`)", p)
@@ -650,7 +655,7 @@ def require_seed_bundle(path: str | Path, what: str, training_seed: int) -> Path
     if training_seed == 0:
         return require_bundle(path, what)
     p = Path(path)
-    if not (p / "manifest.json").is_file():
+    if not (p / "manifest.json").is_file() and not is_ensemble(p):
         raise BundleMissing(
             f"{what}: no policy bundle of training seed {training_seed} at {p} (missing {p / 'manifest.json'}; the "
             f"bundles of training seed N live under policy/bundles/seeds/N/<stack>/, seed 0 is policy/bundles/<stack>)",
@@ -670,3 +675,78 @@ def bundle_error_line(field: str, exc: ValueError, *, default: bool) -> str:
         advice = f"run `make train` to build the default bundles, or set {field}" if default else "check the path"
         return f"{field}: no policy bundle at {exc.path} (missing {exc.path / 'manifest.json'}; {advice})"
     return f"{field}: {' '.join(str(exc).split())}"
+
+
+# ---- ensembles of bundles -------------------------------------------------------------------------------------
+
+#: The file that makes a directory an ensemble of bundles instead of a bundle.
+ENSEMBLE = "ensemble.json"
+
+#: The most members an ensemble may list.
+MAX_ENSEMBLE_MEMBERS = 16
+
+_ENSEMBLE_KEYS = ("kind", "level", "combine", "members", "description")
+
+
+def is_ensemble(path: str | Path) -> bool:
+    """True when directory ``path`` holds an :data:`ENSEMBLE` file (an ensemble of bundles, not a bundle)."""
+    return (Path(path) / ENSEMBLE).is_file()
+
+
+def ensemble_members(path: str | Path, level: str) -> tuple[Path, ...]:
+    """The member directories of the ensemble at ``path`` (its :data:`ENSEMBLE` file), resolved against ``path``.
+
+    ``ensemble.json`` is a JSON object (at most 64 KiB)::
+
+        {"kind": "Ensemble", "level": "low", "combine": "mean",
+         "members": ["../../hrl-scheduler/low", "../../seeds/1/hrl-scheduler/low"],
+         "description": "free text"}
+
+    ``kind`` must be ``Ensemble``; ``level`` the level the caller serves (``low``: placement bundles, ``high``: the
+    high level's ``intent/`` + ``predictor/`` directories); ``combine`` ``mean`` (the default, the only rule);
+    ``members``: 1 to :data:`MAX_ENSEMBLE_MEMBERS` distinct paths, relative to ``path`` or absolute, none of them an
+    ensemble itself. Members are checked for existence by their loaders, not here.
+
+    Raises :class:`BundleError`, one line naming the file and the field, for anything else (not JSON, an unknown
+    key, a wrong kind or level, a bad member list)."""
+    f = Path(path) / ENSEMBLE
+    where = f"ensemble {f}"
+    try:
+        raw = f.read_bytes()
+    except OSError as exc:
+        raise BundleError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > 64 << 10:
+        raise BundleError(f"{where}: expected at most 64 KiB, found {len(raw)} bytes")
+    try:
+        m = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BundleError(f"{where}: not valid UTF-8 JSON: {' '.join(str(exc).split())}") from None
+    if not isinstance(m, dict):
+        raise BundleError(f"{where}: expected a JSON object, found {type(m).__name__}")
+    unknown = sorted(set(m) - set(_ENSEMBLE_KEYS))
+    if unknown:
+        raise BundleError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(_ENSEMBLE_KEYS)})")
+    if m.get("kind") != "Ensemble":
+        raise BundleError(f"{where}: kind: expected 'Ensemble', found {_short(m.get('kind'))}")
+    if m.get("level") != level:
+        raise BundleError(f"{where}: level: expected {level!r}, found {_short(m.get('level'))}")
+    if m.get("combine", "mean") != "mean":
+        raise BundleError(f"{where}: combine: expected 'mean', found {_short(m.get('combine'))}")
+    members = m.get("members")
+    if (
+        not isinstance(members, list)
+        or not 1 <= len(members) <= MAX_ENSEMBLE_MEMBERS
+        or not all(isinstance(x, str) and x.strip() for x in members)
+    ):
+        raise BundleError(
+            f"{where}: members: expected a list of 1 to {MAX_ENSEMBLE_MEMBERS} directory paths, found {_short(members)}"
+        )
+    out: list[Path] = []
+    for i, x in enumerate(members):
+        d = (Path(path) / x).resolve()
+        if d in out:
+            raise BundleError(f"{where}: members[{i}]: {x!r} is listed twice")
+        if is_ensemble(d):
+            raise BundleError(f"{where}: members[{i}]: {x!r} is an ensemble itself (members must be bundles)")
+        out.append(d)
+    return tuple(out)

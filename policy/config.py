@@ -209,8 +209,9 @@ def pattern_schema(pattern: str, *, items: bool = False) -> dict[str, Any]:
 def check_path(value: str | None, info: ValidationInfo, what: str = "file") -> str | None:
     """For a field validator: when the validation context has ``check_files`` (the command lines set it), raise
     ``ValueError`` unless ``value`` names an existing ``what``: ``"file"``, ``"directory"``, ``"file or
-    directory"``, or ``"bundle"`` (a directory with a ``manifest.json``, or with subdirectories that have one: a
-    high level's ``intent/`` or ``student/`` and ``predictor/``). ``None`` and URIs (``scheme://...``)
+    directory"``, or ``"bundle"`` (a directory with a ``manifest.json`` or an ``ensemble.json``, or with
+    subdirectories that have a ``manifest.json``: a high level's ``intent/`` or ``student/`` and ``predictor/``).
+    ``None`` and URIs (``scheme://...``)
     pass unchecked. Returns ``value``."""
     ctx = info.context or {}
     if value is None or not ctx.get("check_files") or "://" in value:
@@ -228,9 +229,13 @@ def _check_path(value: str, info: ValidationInfo, what: str) -> str:
             return value  # a bundle next to a heuristic is the section's own error (it names both)
         if not p.is_dir():
             raise ValueError("no such bundle directory")
-        if not (p / "manifest.json").is_file() and not any((c / "manifest.json").is_file() for c in p.iterdir()):
+        if (
+            not (p / "manifest.json").is_file()
+            and not (p / "ensemble.json").is_file()
+            and not any((c / "manifest.json").is_file() for c in p.iterdir())
+        ):
             # a high level's bundle is a directory of bundles (intent/ or student/, and predictor/)
-            raise ValueError("not a policy bundle (no manifest.json in it nor in a subdirectory)")
+            raise ValueError("not a policy bundle (no manifest.json or ensemble.json in it, nor a subdirectory's)")
         return value
     ok = {"file": p.is_file(), "directory": p.is_dir(), "file or directory": p.exists()}[what]
     if not ok:

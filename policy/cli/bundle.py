@@ -12,9 +12,13 @@ It runs exactly the loaders the serving processes run at start, so a bundle it a
 - ``encoder``: :meth:`policy.encoder.mpnn.GraphEncoder.load` (``cache.encoderBundle``, and the encoder a ``low``
   bundle reads).
 
-Without ``--level`` the level is the one ``DIR/manifest.json`` declares (``high`` when ``DIR`` has no manifest
-but a ``student/manifest.json``). Prints ``ok: <level> <policy_version> (<DIR>)`` and exits 0, or one line
-``hrl-policy bundle check: error: ...`` naming the bundle and the field and exits 2.
+An ensemble directory (``ensemble.json``: :func:`policy.bundle.ensemble_members`) is checked with
+:func:`policy.lowlevel.load_placement` (``low``) or :func:`policy.highlevel.load_intent_policy` (``high``), every
+member loaded; its version lists the members'.
+
+Without ``--level`` the level is the one ``DIR/ensemble.json`` or ``DIR/manifest.json`` declares (``high`` when
+``DIR`` has no manifest but a ``student/manifest.json``). Prints ``ok: <level> <policy_version> (<DIR>)`` and
+exits 0, or one line ``hrl-policy bundle check: error: ...`` naming the bundle and the field and exits 2.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from policy.bundle import LEVELS, MANIFEST, BundleError, located
+from policy.bundle import ENSEMBLE, LEVELS, MANIFEST, BundleError, is_ensemble, located
 
 __all__ = ["detect_level", "check_bundle", "run"]
 
@@ -35,6 +39,12 @@ def detect_level(path: str | Path) -> str:
     :class:`~policy.bundle.BundleError` when neither says (an unreadable manifest is left to the loader: the
     level is then ``"low"``, the most common bundle, whose loader names the problem)."""
     d = Path(path)
+    if is_ensemble(d):
+        try:
+            level = json.loads((d / ENSEMBLE).read_bytes().decode("utf-8")).get("level")
+        except (OSError, ValueError, AttributeError, RecursionError):
+            return "low"  # the loader names the problem
+        return level if level in ("low", "high") else "low"
     if (d / MANIFEST).is_file():
         try:
             level = json.loads((d / MANIFEST).read_bytes().decode("utf-8")).get("level")
@@ -64,6 +74,8 @@ def check_bundle(path: str | Path, level: str | None = None) -> tuple[str, str]:
     if lv not in LEVELS:
         raise ValueError(f"--level: expected one of {', '.join(LEVELS)}, got {lv!r}")
     try:
+        if is_ensemble(d) and lv in ("low", "high"):
+            return lv, _check_ensemble(d, lv)
         if lv == "low":
             from policy.lowlevel import LearnedPlacement
 
@@ -87,6 +99,18 @@ def check_bundle(path: str | Path, level: str | None = None) -> tuple[str, str]:
         raise BundleError(
             f"bundle {d}: cannot be loaded (unexpected {type(exc).__name__}: {' '.join(str(exc).split())})"
         ) from None
+
+
+def _check_ensemble(d: Path, level: str) -> str:
+    if level == "low":
+        from policy.lowlevel import load_placement
+
+        return str(load_placement(d).version)
+    from policy.highlevel import IntentEnsemble, load_intent_policy
+
+    pol = load_intent_policy(d)
+    assert isinstance(pol, IntentEnsemble)
+    return "ensemble(" + ",".join(str(m.actor.version) for m in pol.members) + ")"
 
 
 def run(args: argparse.Namespace) -> int:

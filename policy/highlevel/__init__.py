@@ -7,6 +7,8 @@
 - :mod:`.move_cost`: :class:`MoveCostModel`: a move's predicted gain and cost in the objective's units;
 - :mod:`.planner_state`: :class:`HrlState`, what the hierarchy keeps between periods (JSON);
 - :mod:`.intent`: the intent policies;
+- :mod:`.learned_intent`: :class:`LearnedIntent`, the learned intent actor served from a bundle;
+- :mod:`.ensemble`: :class:`IntentEnsemble`, several learned high levels (training seeds) serving their mean intent;
 - :mod:`.autoscale`: replica targets (the stand-in, the DRPC students with their guardrails);
 - :mod:`.drpc`: DRPC's per-deployment student actors in numpy (arXiv 2407.10169);
 - :mod:`.forecast`: the workload predictors (DRPC's GRU, the trend stand-in).
@@ -38,6 +40,7 @@ from .drpc import (
     structural_embeddings,
     student_weight_shapes,
 )
+from .ensemble import IntentEnsemble, load_intent_policy, mean_intent
 from .feasibility import DEFAULT_PLUGIN_WEIGHTS, SYSTEM_DEFAULT_SPREAD, SchedulerModel
 from .forecast import (
     EPS_RPS,
@@ -178,6 +181,9 @@ __all__ = [
     "IntentActor",
     "intent_from_outputs",
     "LearnedIntent",
+    "IntentEnsemble",
+    "load_intent_policy",
+    "mean_intent",
     "ResizePlanner",
     "MoveCostModel",
     "MoveEconomics",

@@ -7,12 +7,14 @@ the simulator and the descheduler's feasibility check (numpy only; no torch, no 
 - :mod:`.features`: the learned scorer's input, one row per (pod, candidate node);
 - :mod:`.rows`: the per-service block of that input (embeddings), computed off the request path;
 - :mod:`.learned`: :class:`LearnedPlacement`, the learned scorer served from a bundle;
+- :mod:`.ensemble`: :class:`PlacementEnsemble`, several learned scorers (training seeds) served as one;
 - :mod:`.precomputed`: :class:`NodeScoreTable`, every node's score per (service, requests), computed off the
   request path so that a request is a gather;
 - :mod:`.scoretable`: :func:`build_score_table`, the same split into a base and a per-pod load term, for the
   kube-scheduler plugin (scheduler-plugin/), and :func:`apply_load_term`, the plugin's arithmetic.
 """
 
+from .ensemble import MemberRows, PlacementEnsemble, load_placement
 from .features import (
     CONTEXT_FEATURES,
     CONTEXT_FEATURES_V1,
@@ -76,6 +78,9 @@ __all__ = [
     "resource_fit_failures",
     "admission_mask",
     "TopologyHeuristic",
+    "PlacementEnsemble",
+    "MemberRows",
+    "load_placement",
     "neighbor_weights",
     "SERVICE_INPUTS",
     "FLAT_ROWS_VERSION",

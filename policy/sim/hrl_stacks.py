@@ -22,6 +22,9 @@ stack                  what differs from ``hrl-scheduler`` (bundles under ``poli
 =====================  ===================================================================================
 ``hrl-scheduler``      the full hierarchy: ``low/`` placement on service embeddings, ``high/`` DRPC students
                        (distilled from the teacher), intent from cluster utilisation × forecast
+``hrl-ensemble``       each level the mean of the training seeds' networks: ``low/`` and ``high/`` hold an
+                       ``ensemble.json`` naming ``hrl-scheduler``'s bundles of training seeds 0, 1, 2
+                       (:class:`policy.lowlevel.PlacementEnsemble`, :class:`policy.highlevel.IntentEnsemble`)
 ``hrl-no-encoder``     ``low/`` and ``high/`` trained on flat per-service features instead of embeddings
 ``hrl-flat``           no hierarchy: the low level never gets an intent (always the INTENT_SPEC defaults,
                        and its ``low/`` bundle is trained that way), the students of ``high/`` are trained by
@@ -78,16 +81,16 @@ from descheduler.config import DeschedulerConfiguration, load_descheduler_config
 from descheduler.guards import EvictionHistory
 from descheduler.loop import CycleDeps, CycleReport, run_once
 from policy.baselines.kube_default import default_score_plugins
-from policy.bundle import require_seed_bundle, training_seed_root
+from policy.bundle import is_ensemble, require_seed_bundle, training_seed_root
 from policy.cache import InMemoryEmbeddingCache, IntentEntry
 from policy.highlevel import (
     FixedIntent,
     HierarchicalPolicy,
     IntentAutoscaler,
     IntentPolicy,
-    LearnedIntent,
     ReplicaAutoscaler,
     UtilizationIntent,
+    load_intent_policy,
     load_learned_autoscaler,
 )
 from policy.highlevel.tuned import tuned_burst
@@ -128,6 +131,7 @@ __all__ = [
     "build_hrl_stack",
     "hrl_planner",
     "hrl_scheduler",
+    "hrl_ensemble",
     "hrl_no_encoder",
     "hrl_flat",
     "hrl_no_rebalance",
@@ -206,6 +210,10 @@ VARIANTS: dict[str, HrlVariant] = {
             description="learned placement (extender) + hierarchical descheduler: DRPC "
             "replica targets, moves by the low level's scores, intent",
         ),
+        HrlVariant(
+            "hrl-ensemble",
+            description="hrl-scheduler with both levels the mean of the training seeds' networks (ensembles)",
+        ),
         HrlVariant("hrl-no-encoder", description="hrl-scheduler on flat per-service features (no graph encoder)"),
         HrlVariant(
             "hrl-flat", pass_intent=False, description="no hierarchy: no intent passed down, students without a teacher"
@@ -266,12 +274,13 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
     workloads = autoscaled_workloads(ctx.app)
     high = base / variant.folder / "high"
     intent = over.get("intent_policy")
-    if intent is None and variant.pass_intent and (high / "intent" / "manifest.json").is_file():
-        intent = LearnedIntent.load(high, slo_p95_ms=ctx.app.slo_p95_ms, workloads=workloads)
+    if intent is None and variant.pass_intent and ((high / "intent" / "manifest.json").is_file() or is_ensemble(high)):
+        intent = load_intent_policy(high, slo_p95_ms=ctx.app.slo_p95_ms, workloads=workloads)
     auto = over.get("autoscaler")
     if auto is None and variant.autoscale:
         if intent is not None:  # the learned high level's capacity targets, carried out per Deployment
-            predictor = intent.featurizer.local.predictor if isinstance(intent, LearnedIntent) else None
+            featurizer = getattr(intent, "featurizer", None)  # LearnedIntent, IntentEnsemble (its first member's)
+            predictor = featurizer.local.predictor if featurizer is not None else None
             auto = IntentAutoscaler(
                 workloads=tuple(workloads), forecaster=predictor, shield=variant.shield, burst=served_burst(ctx, base)
             )
@@ -478,6 +487,14 @@ def hrl_scheduler(ctx: StackContext) -> StackBuild:
     """hrl-scheduler: learned placement (extender) + hierarchical descheduler (DRPC replica targets every
     minute, moves every 5 minutes, intent passed down); bundles policy/bundles/hrl-scheduler/{low,high}."""
     return build_hrl_stack("hrl-scheduler", ctx)
+
+
+@register_stack("hrl-ensemble", knobs=(TRAINING_SEED_KNOB, BURST_KNOB))
+def hrl_ensemble(ctx: StackContext) -> StackBuild:
+    """hrl-scheduler with each level an ensemble of the training seeds' networks (the mean logit of the placements,
+    the mean intent of the high levels: policy.lowlevel.PlacementEnsemble, policy.highlevel.IntentEnsemble);
+    policy/bundles/hrl-ensemble/{low,high}/ensemble.json."""
+    return build_hrl_stack("hrl-ensemble", ctx)
 
 
 @register_stack("hrl-no-encoder", knobs=(TRAINING_SEED_KNOB,))

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from extender.scoring import prioritize_scores
 from extender.wire import decode_extender_args, encode_json, make_extender_args
+from policy.bundle import DEFAULT_BUNDLES
 from policy.cache import table_to_pb
 from policy.cache.codec import pb_modules
 from policy.lowlevel import (
@@ -28,6 +29,7 @@ from policy.lowlevel import (
     TopologyHeuristic,
     apply_load_term,
     build_score_table,
+    load_placement,
     table_keys,
 )
 from tests.cluster_states import cluster_states, load_state, node_object, pod_object
@@ -44,7 +46,11 @@ def score_check():
         pytest.fail(str(exc), pytrace=False)
 
 
-POLICIES = {"heuristic": TopologyHeuristic(), "learned": LearnedPlacement.load()}
+POLICIES = {
+    "heuristic": TopologyHeuristic(),
+    "learned": LearnedPlacement.load(),
+    "ensemble": load_placement(DEFAULT_BUNDLES / "hrl-ensemble" / "low"),
+}
 
 
 def _plugin(binary, table_path, cases, wait_s=0.0, max_age_s=30.0) -> list[dict]:

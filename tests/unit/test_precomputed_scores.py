@@ -14,8 +14,9 @@ from scripts import load_script
 from extender.scoring import prioritize_scores
 from extender.store import SnapshotStore
 from extender.wire import build_host_priorities, decode_extender_args, encode_host_scores, encode_json
+from policy.bundle import DEFAULT_BUNDLES
 from policy.intent import Intent
-from policy.lowlevel import LearnedPlacement, NodeScoreTable, TopologyHeuristic, score_key
+from policy.lowlevel import LearnedPlacement, NodeScoreTable, TopologyHeuristic, load_placement, score_key
 from policy.observe import snapshot_from_objects
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,13 +50,17 @@ def _requests(bench, rng: np.random.Generator, n: int):
         yield decode_extender_args(body)
 
 
-@pytest.mark.parametrize("policy_name", ["topology-heuristic", "learned"])
+@pytest.mark.parametrize("policy_name", ["topology-heuristic", "learned", "ensemble"])
 def test_the_precomputed_path_and_the_direct_computation_give_the_same_scores_on_the_bench_cluster(
     bench_store, policy_name
 ):
     bench, store = bench_store
     view = store.get()
-    policy = TopologyHeuristic() if policy_name == "topology-heuristic" else LearnedPlacement.load()
+    policy = {
+        "topology-heuristic": TopologyHeuristic,
+        "learned": LearnedPlacement.load,
+        "ensemble": lambda: load_placement(DEFAULT_BUNDLES / "hrl-ensemble" / "low"),
+    }[policy_name]()
     table = NodeScoreTable(policy)
     computed = table.warm(view.index, view.intent)
     assert computed == SERVICES  # one vector per (service, requests) of the pending pods

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from policy.bundle import DEFAULT_BUNDLES
 from policy.cache import LoadTerm, ScoreTableHub, WatchersExhausted, table_from_pb, table_to_pb
 from policy.cache.codec import pb_modules
 from policy.index import ClusterIndex
@@ -21,6 +22,7 @@ from policy.lowlevel import (
     TopologyHeuristic,
     apply_load_term,
     build_score_table,
+    load_placement,
     scheduler_requested_cpu_m,
     table_keys,
 )
@@ -33,6 +35,7 @@ POLICIES = {
     "heuristic": TopologyHeuristic(),
     "heuristic-0.5": TopologyHeuristic(target_utilization=0.5),
     "learned": LEARNED,
+    "ensemble": load_placement(DEFAULT_BUNDLES / "hrl-ensemble" / "low"),
 }
 
 

@@ -1,0 +1,123 @@
+"""An ensemble of learned high levels planning one intent (numpy only).
+
+:class:`IntentEnsemble` holds K :class:`~policy.highlevel.LearnedIntent` members (in the committed bundles, the
+high levels of the K training seeds of ``make train``). Every member observes the cluster with its own featurizer
+and applies its own guardrails (its out-of-distribution fallback to the tuned constant, its per-service fallback,
+its lean caps); the intent served is the members' mean: the mean of the global weights, of each service's capacity
+target and co-location priority, and of the move budget. A deep ensemble's mean varies less from one training seed
+to the next than a member does (Lakshminarayanan et al., NeurIPS 2017, arXiv 1612.01474); here it keeps one
+seed's poor high level (measured: a capacity target far from what the other seeds learned in a few cells) from
+deciding alone.
+
+An ensemble directory holds ``ensemble.json`` with level ``high`` (:func:`policy.bundle.ensemble_members`), each
+member a high-level bundle directory (``intent/`` + ``predictor/``); :func:`load_intent_policy` loads either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from policy.bundle import BundleError, ensemble_members, is_ensemble
+from policy.index import ClusterIndex
+from policy.state import ClusterSnapshot
+
+from .intent import Intent
+from .learned_intent import DEFAULT_CPU_PRICE, LearnedIntent
+from .planner_state import HrlState
+
+__all__ = ["IntentEnsemble", "mean_intent", "load_intent_policy"]
+
+
+def mean_intent(intents: Sequence[Intent]) -> Intent:
+    """The component-wise mean of ``intents`` (at least one, global vectors of one length): the global weights,
+    each service's capacity target and co-location priority (over the intents that set it), the move budget.
+    Raises ``ValueError`` for no intents or global vectors of different lengths."""
+    if not intents:
+        raise ValueError("intents: expected at least one")
+    n = len(intents[0].values)
+    if any(len(i.values) != n for i in intents):
+        raise ValueError(f"intents: global vectors of different lengths {[len(i.values) for i in intents]}")
+    values = tuple(float(np.mean([i.values[k] for i in intents])) for k in range(n))
+
+    def per_service(field: str) -> dict[str, float]:
+        names = sorted({s for i in intents for s in getattr(i, field)})
+        return {s: float(np.mean([getattr(i, field)[s] for i in intents if s in getattr(i, field)])) for s in names}
+
+    return Intent(
+        values,
+        capacity_target=per_service("capacity_target"),
+        colocation_priority=per_service("colocation_priority"),
+        move_budget_frac=float(np.mean([i.move_budget_frac for i in intents])),
+    )
+
+
+class IntentEnsemble:
+    """K learned high levels serving their mean intent (module docstring); an
+    :class:`~policy.highlevel.IntentPolicy` wherever :class:`~policy.highlevel.LearnedIntent` is served.
+
+    ``members``: 1 to 16 :class:`LearnedIntent`; ``source``: where they were loaded from. Counters:
+    ``fallbacks``, the periods in which at least one member fell back to its tuned constant (out of distribution);
+    ``service_fallbacks``, the services given the constant's target by a member (summed over members).
+    ``featurizer`` is the first member's (the workload predictor the intent's autoscaler reads).
+    Raises :class:`~policy.bundle.BundleError` for no members."""
+
+    def __init__(self, members: Sequence[LearnedIntent], source: str = ""):
+        self.members = tuple(members)
+        if not self.members:
+            raise BundleError(f"intent ensemble {source}: members: expected at least one high-level bundle")
+        self.source = source
+        self.featurizer = self.members[0].featurizer
+        self.fallbacks = 0
+        self.service_fallbacks = 0
+        self.last_observation: Any = None
+
+    @staticmethod
+    def load(
+        path: str | Path,
+        *,
+        slo_p95_ms: float | None = None,
+        cpu_price: float = DEFAULT_CPU_PRICE,
+        workloads: Sequence[str] | None = None,
+    ) -> IntentEnsemble:
+        """The ensemble of directory ``path`` (its ``ensemble.json``, level ``high``), each member loaded by
+        :meth:`LearnedIntent.load` with the same arguments. Raises :class:`~policy.bundle.BundleError` /
+        :class:`~policy.bundle.BundleMissing` as that does, one line naming the file or member."""
+        members = [
+            LearnedIntent.load(d, slo_p95_ms=slo_p95_ms, cpu_price=cpu_price, workloads=workloads)
+            for d in ensemble_members(path, "high")
+        ]
+        return IntentEnsemble(members, str(path))
+
+    def record(self, snapshot: ClusterSnapshot, index: ClusterIndex, state: HrlState) -> None:
+        """Record this cycle's rates once: the members keep them in one place of ``state`` (the per-Deployment
+        history of :class:`~policy.highlevel.LearnedIntent`, what the cluster did, not what a network made of it),
+        so the first member records for all; every member reads it."""
+        self.members[0].record(snapshot, index, state)
+
+    def intent(self, snapshot: ClusterSnapshot, index: ClusterIndex, state: HrlState) -> Intent:
+        """:func:`mean_intent` of the members' intents for this period."""
+        before = [(m.fallbacks, m.service_fallbacks) for m in self.members]
+        intents = [m.intent(snapshot, index, state) for m in self.members]
+        self.last_observation = self.members[0].last_observation
+        if any(m.fallbacks > b[0] for m, b in zip(self.members, before)):
+            self.fallbacks += 1
+        self.service_fallbacks += sum(m.service_fallbacks - b[1] for m, b in zip(self.members, before))
+        return mean_intent(intents)
+
+
+def load_intent_policy(
+    path: str | Path,
+    *,
+    slo_p95_ms: float | None = None,
+    cpu_price: float = DEFAULT_CPU_PRICE,
+    workloads: Sequence[str] | None = None,
+) -> LearnedIntent | IntentEnsemble:
+    """The learned high level of directory ``path``: an :class:`IntentEnsemble` when it holds ``ensemble.json``,
+    else :meth:`LearnedIntent.load`. Raises as those do."""
+    if is_ensemble(path):
+        return IntentEnsemble.load(path, slo_p95_ms=slo_p95_ms, cpu_price=cpu_price, workloads=workloads)
+    return LearnedIntent.load(path, slo_p95_ms=slo_p95_ms, cpu_price=cpu_price, workloads=workloads)

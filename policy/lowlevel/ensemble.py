@@ -1,0 +1,218 @@
+"""An ensemble of learned placement policies scored as one (numpy only).
+
+:class:`PlacementEnsemble` holds K :class:`~policy.lowlevel.LearnedPlacement` members (in the committed bundles, the
+placements of the K training seeds of ``make train``, each with the graph encoder it was trained with) and scores a
+candidate node with the mean of the members' logits, then the members' shared output rules (sigmoid to 0..10, the
+intent adjustment, the saturation guard: :func:`policy.lowlevel.scores_from_logits`). Averaging independently
+trained networks is the deep-ensemble recipe (Lakshminarayanan, Pritzel and Blundell, "Simple and scalable
+predictive uncertainty estimation using deep ensembles", NeurIPS 2017, arXiv 1612.01474): the members' errors are
+partly independent, so the mean varies less from one training seed to the next than any member does.
+
+An ensemble directory holds ``ensemble.json`` (:func:`policy.bundle.ensemble_members`) instead of a bundle;
+:func:`load_placement` loads either. Cost: K times a member's featurization and network per scored candidate
+(off the request path in the extender, whose :class:`~policy.lowlevel.NodeScoreTable` computes node vectors in the
+background), and K sets of service rows (a member whose encoder is not the embedding cache's computes its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from policy.bundle import BundleError, ensemble_members, is_ensemble
+from policy.cache import LoadTerm
+from policy.index import ClusterIndex
+from policy.state import ClusterSnapshot, PodInfo
+
+from .features import node_cpu_used_m
+from .interface import MAX_EXTENDER_PRIORITY, admission_mask, resource_fit_failures
+from .learned import OVERLOAD_FROM, LearnedPlacement, scores_from_logits
+
+__all__ = ["PlacementEnsemble", "MemberRows", "load_placement"]
+
+#: What every member must share: the output rules applied after the mean logit.
+_SHARED = ("intent_gain", "saturation_guard", "extender_weight")
+
+
+class MemberRows(tuple):
+    """The service rows of each member, in member order (the ensemble's ``embeddings`` / rows token)."""
+
+    __slots__ = ()
+
+
+class PlacementEnsemble:
+    """K learned placements scored as one: ``score = scores_from_logits(mean_k logit_k(x_k))`` (module docstring),
+    a :class:`~policy.lowlevel.PlacementPolicy` served wherever :class:`~policy.lowlevel.LearnedPlacement` is (the
+    extender's ``policy.name: learned``, the descheduler's ``placement``, the simulator's stacks).
+
+    ``members``: 1 to 16 :class:`LearnedPlacement`; ``source``: where they were loaded from (for messages).
+    Raises :class:`~policy.bundle.BundleError` naming the member and the field when the members disagree on the
+    output rules (``intent_gain``, ``saturation_guard``, ``extender_weight``) or there are none."""
+
+    name = "learned"
+    #: :meth:`filter` is exactly :func:`policy.lowlevel.resource_fit_failures`, as for LearnedPlacement.
+    filter_is_admission = True
+    #: the networks read the pod's requests: the plugin's table has rows per (service, requests)
+    base_reads_requests = True
+
+    def __init__(self, members: Sequence[LearnedPlacement], source: str = ""):
+        self.members = tuple(members)
+        where = f"placement ensemble {source}".rstrip()
+        if not self.members:
+            raise BundleError(f"{where}: members: expected at least one placement bundle")
+        first = self.members[0]
+        for i, m in enumerate(self.members[1:], start=1):
+            for k in _SHARED:
+                if getattr(m, k) != getattr(first, k):
+                    raise BundleError(
+                        f"{where}: members[{i}] ({m.bundle.where}): architecture.{k}: expected {getattr(first, k)!r} "
+                        f"as members[0], found {getattr(m, k)!r}"
+                    )
+        self.intent_gain = first.intent_gain
+        self.saturation_guard = first.saturation_guard
+        self.extender_weight = first.extender_weight
+        self.source = source
+        self.version = "ensemble(" + ",".join(str(m.version) for m in self.members) + ")"
+        self._token: MemberRows | None = None
+
+    @staticmethod
+    def load(path: str | Path, *, refresh_s: float = 300.0) -> PlacementEnsemble:
+        """The ensemble of directory ``path`` (its ``ensemble.json``, level ``low``), each member loaded by
+        :meth:`LearnedPlacement.load` (with the encoder it was trained with). Raises
+        :class:`~policy.bundle.BundleError` / :class:`~policy.bundle.BundleMissing` as those do, one line naming
+        the file or member."""
+        return PlacementEnsemble(
+            [LearnedPlacement.load(d, refresh_s=refresh_s) for d in ensemble_members(path, "low")], str(path)
+        )
+
+    # ---- what the extender sets on a learned policy ------------------------------------------------------
+    @property
+    def embedding_source(self) -> Callable[[], Any] | None:
+        """The embedding cache's copy, offered to every member (a member uses it only when it was made by the
+        member's own encoder: :meth:`LearnedPlacement.service_rows`)."""
+        return self.members[0].embedding_source
+
+    @embedding_source.setter
+    def embedding_source(self, source: Callable[[], Any] | None) -> None:
+        for m in self.members:
+            m.embedding_source = source
+
+    @property
+    def background_rows(self) -> bool:
+        """True once a :class:`~policy.lowlevel.RowsRefresher` computes the members' rows off the request path."""
+        return all(m.background_rows for m in self.members)
+
+    @background_rows.setter
+    def background_rows(self, value: bool) -> None:
+        for m in self.members:
+            m.background_rows = value
+
+    def with_embeddings(self, embedding_source: Callable[[], Any] | None) -> PlacementEnsemble:
+        """A copy whose members share the weights and encoders, reading embeddings from ``embedding_source``."""
+        return PlacementEnsemble([m.with_embeddings(embedding_source) for m in self.members], self.source)
+
+    def refresh(self, snapshot: ClusterSnapshot) -> Any:
+        """Compute (if due) every member's service rows of ``snapshot``; returns the first member's."""
+        entries = [m.refresh(snapshot) for m in self.members]
+        return entries[0]
+
+    def service_rows(self, index: ClusterIndex, service: str | None = None) -> MemberRows:
+        """Each member's rows (:meth:`LearnedPlacement.service_rows`) as one :class:`MemberRows`, the same object
+        while every member's rows are (so that :class:`~policy.lowlevel.NodeScoreTable` keeps its vectors)."""
+        rows = [m.service_rows(index, service) for m in self.members]
+        last = self._token
+        if last is not None and len(last) == len(rows) and all(a is b for a, b in zip(last, rows)):
+            return last
+        self._token = MemberRows(rows)
+        return self._token
+
+    # ---- PlacementPolicy ---------------------------------------------------------------------------------
+    def filter(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]:
+        """The hard filter: :func:`policy.lowlevel.resource_fit_failures`."""
+        return resource_fit_failures(pod, candidates, index)
+
+    def filter_mask(self, pod: PodInfo, positions: np.ndarray, index: ClusterIndex) -> np.ndarray:
+        """:meth:`filter` as a mask over node positions (:func:`policy.lowlevel.admission_mask`)."""
+        return admission_mask(pod, positions, index)
+
+    def _member_rows(self, embeddings: Any) -> list[Any]:
+        if isinstance(embeddings, MemberRows) and len(embeddings) == len(self.members):
+            return list(embeddings)
+        if embeddings is None:
+            return [None] * len(self.members)
+        # one embedding entry: for the members made by its encoder; the others read their own rows
+        version = getattr(embeddings, "encoder_version", None)
+        return [embeddings if version == m.rows_version else None for m in self.members]
+
+    def mean_logits(
+        self,
+        pod: PodInfo,
+        candidates: Sequence[str],
+        index: ClusterIndex,
+        intent: Sequence[float] | None = None,
+        *,
+        embeddings: Any = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(the first member's feature rows (C, F), the members' mean logit (C,) float64)``. The context columns,
+        which the output rules read, are the same in every member's rows. Raises ``ValueError`` as
+        :meth:`LearnedPlacement.features` (a service without a row)."""
+        z = np.zeros(len(candidates), dtype=np.float64)
+        x0: np.ndarray | None = None
+        for m, rows in zip(self.members, self._member_rows(embeddings)):
+            x = m.features(pod, candidates, index, intent, embeddings=rows)
+            z += m.logits(x)
+            if x0 is None:
+                x0 = x
+        assert x0 is not None
+        return x0, z / len(self.members)
+
+    def score(
+        self,
+        pod: PodInfo,
+        candidates: Sequence[str],
+        index: ClusterIndex,
+        intent: Sequence[float] | None = None,
+        *,
+        embeddings: Any = None,
+    ) -> np.ndarray:
+        """(C,) float64 in [0, 10]: :func:`scores_from_logits` of the members' mean logit, with the members'
+        intent gain and saturation guard. Raises ``ValueError`` when a member has no row for the pod's service
+        (the extender answers neutral scores then)."""
+        if not len(candidates):
+            return np.zeros(0)
+        x, z = self.mean_logits(pod, candidates, index, intent, embeddings=embeddings)
+        return scores_from_logits(z, x, self.intent_gain, self.saturation_guard)
+
+    # ---- the plugin's table (policy.lowlevel.scoretable), as LearnedPlacement's --------------------------
+    def load_term(self, index: ClusterIndex) -> tuple[LoadTerm, np.ndarray]:
+        """The saturation guard as the plugin's load term, as :meth:`LearnedPlacement.load_term`."""
+        term = LoadTerm(scale=1.0, from_frac=OVERLOAD_FROM, cap=float(MAX_EXTENDER_PRIORITY), frac_float32=True)
+        return term, node_cpu_used_m(index)
+
+    def score_parts(
+        self,
+        pod: PodInfo,
+        candidates: Sequence[str],
+        index: ClusterIndex,
+        intent: Sequence[float] | None = None,
+        *,
+        embeddings: Any = None,
+    ) -> tuple[np.ndarray, float]:
+        """``(the score before the saturation guard (C,), 1 with the guard else 0)``, as
+        :meth:`LearnedPlacement.score_parts`."""
+        weight = 1.0 if self.saturation_guard else 0.0
+        if not len(candidates):
+            return np.zeros(0), weight
+        x, z = self.mean_logits(pod, candidates, index, intent, embeddings=embeddings)
+        return scores_from_logits(z, x, self.intent_gain, saturation_guard=False), weight
+
+
+def load_placement(path: str | Path, *, refresh_s: float = 300.0) -> LearnedPlacement | PlacementEnsemble:
+    """The learned placement of directory ``path``: a :class:`PlacementEnsemble` when it holds ``ensemble.json``,
+    else :meth:`LearnedPlacement.load` (a bundle), ``refresh_s`` passed on. Raises as those do."""
+    if is_ensemble(path):
+        return PlacementEnsemble.load(path, refresh_s=refresh_s)
+    return LearnedPlacement.load(path, refresh_s=refresh_s)

@@ -1,0 +1,371 @@
+"""Ensembles of learned bundles (policy.bundle.ensemble_members, policy.lowlevel.PlacementEnsemble,
+policy.highlevel.IntentEnsemble): the manifest's checks, the mean logit and the mean intent against the members
+computed one by one, a one-member ensemble equal to its member, the extender's and the descheduler's loaders, and
+the simulator's hrl-ensemble stack."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from policy.bundle import DEFAULT_BUNDLES, BundleError, BundleMissing, ensemble_members, is_ensemble
+from policy.highlevel import HierarchicalPolicy, Intent, IntentEnsemble, LearnedIntent, load_intent_policy, mean_intent
+from policy.index import ClusterIndex
+from policy.lowlevel import (
+    LearnedPlacement,
+    MemberRows,
+    NodeScoreTable,
+    PlacementEnsemble,
+    TopologyHeuristic,
+    load_learned_placement,
+    load_placement,
+    scores_from_logits,
+)
+from policy.state import (
+    ClusterSnapshot,
+    LabelSelector,
+    NodeInfo,
+    OwnerRef,
+    PodInfo,
+    Resources,
+    ServiceEdge,
+    ServiceGraph,
+    WorkloadInfo,
+    frozen_map,
+)
+
+GI = 2**30
+ENSEMBLE = DEFAULT_BUNDLES / "hrl-ensemble"
+SEEDS = (DEFAULT_BUNDLES, DEFAULT_BUNDLES / "seeds" / "1", DEFAULT_BUNDLES / "seeds" / "2")
+
+
+def pod(svc: str, node: str | None, i: int = 0, cpu_m: int = 200, usage_m: int | None = None) -> PodInfo:
+    return PodInfo(
+        name=f"{svc}-{i}",
+        namespace="shop",
+        service=svc,
+        requests=Resources(cpu_m, GI),
+        uid=f"u-{svc}-{i}",
+        node_name=node,
+        phase="Running" if node else "Pending",
+        owner=OwnerRef("ReplicaSet", f"{svc}-rs"),
+        labels=frozen_map({"app": svc}),
+        usage=None if usage_m is None else Resources(usage_m, 0),
+    )
+
+
+def workload(svc: str, replicas: int) -> WorkloadInfo:
+    return WorkloadInfo(
+        svc,
+        "shop",
+        svc,
+        kind="Deployment",
+        replicas=replicas,
+        selector=LabelSelector(frozen_map({"app": svc})),
+        pod_requests=Resources(200, GI),
+    )
+
+
+def world(t: float = 600.0) -> ClusterSnapshot:
+    zone = "topology.kubernetes.io/zone"
+    nodes = tuple(
+        NodeInfo(f"n{i}", Resources(4000, 16 * GI), labels={zone: "ab"[i % 2]}, usage=Resources(800 + 900 * i, 0))
+        for i in range(4)
+    )
+    pods = (
+        pod("front", "n0", 0, usage_m=150),
+        pod("front", "n1", 1, usage_m=170),
+        pod("cart", "n2", 0, usage_m=300),
+        pod("db", "n3", 0, usage_m=90),
+    )
+    g = ServiceGraph.build(
+        ("front", "cart", "db"),
+        [ServiceEdge("front", "cart", rps=40.0, calls_per_request=1.0), ServiceEdge("cart", "db", rps=25.0)],
+        "test",
+    )
+    return ClusterSnapshot(
+        nodes, pods, graph=g, workloads=(workload("front", 2), workload("cart", 1), workload("db", 1)), taken_at_s=t
+    )
+
+
+def write_ensemble(d: Path, level: str, members, **extra) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    doc = {"kind": "Ensemble", "level": level, "members": [str(m) for m in members], **extra}
+    (d / "ensemble.json").write_text(json.dumps(doc))
+    return d
+
+
+# ---- ensemble.json ----------------------------------------------------------------------------------------------
+
+
+def test_the_committed_ensembles_name_the_three_training_seeds_bundles():
+    for level in ("low", "high"):
+        got = ensemble_members(ENSEMBLE / level, level)
+        assert got == tuple((root / "hrl-scheduler" / level).resolve() for root in SEEDS)
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ("[1, 2", r"ensemble\.json: not valid UTF-8 JSON"),
+        ([], r"expected a JSON object, found list"),
+        ({"kind": "Ensemble", "level": "low", "members": ["a"], "weights": 1}, r"unknown key 'weights'"),
+        ({"kind": "Bundle", "level": "low", "members": ["a"]}, r"kind: expected 'Ensemble', found 'Bundle'"),
+        ({"kind": "Ensemble", "level": "high", "members": ["a"]}, r"level: expected 'low', found 'high'"),
+        ({"kind": "Ensemble", "level": "low", "combine": "max", "members": ["a"]}, r"combine: expected 'mean'"),
+        ({"kind": "Ensemble", "level": "low", "members": []}, r"members: expected a list of 1 to 16 directory paths"),
+        ({"kind": "Ensemble", "level": "low", "members": "a"}, r"members: expected a list"),
+        ({"kind": "Ensemble", "level": "low", "members": ["a", ""]}, r"members: expected a list"),
+        ({"kind": "Ensemble", "level": "low", "members": ["a", "./a"]}, r"members\[1\]: './a' is listed twice"),
+    ],
+)
+def test_a_bad_ensemble_file_is_one_line_naming_the_file_and_the_field(tmp_path, doc, message):
+    (tmp_path / "ensemble.json").write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    with pytest.raises(BundleError, match=message) as exc:
+        ensemble_members(tmp_path, "low")
+    assert str(tmp_path / "ensemble.json") in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_an_ensemble_of_ensembles_and_a_missing_member_are_refused(tmp_path):
+    inner = write_ensemble(tmp_path / "inner", "low", [DEFAULT_BUNDLES / "hrl-scheduler" / "low"])
+    write_ensemble(tmp_path / "outer", "low", [inner])
+    with pytest.raises(BundleError, match=r"members\[0\]: .* is an ensemble itself"):
+        ensemble_members(tmp_path / "outer", "low")
+    write_ensemble(tmp_path / "gap", "low", [DEFAULT_BUNDLES / "hrl-scheduler" / "low", tmp_path / "nowhere"])
+    with pytest.raises((BundleError, BundleMissing), match="nowhere"):
+        PlacementEnsemble.load(tmp_path / "gap")
+    assert is_ensemble(tmp_path / "gap") and not is_ensemble(DEFAULT_BUNDLES / "hrl-scheduler" / "low")
+
+
+# ---- the placement ensemble -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def members() -> tuple[LearnedPlacement, ...]:
+    return tuple(LearnedPlacement.load(root / "hrl-scheduler" / "low") for root in SEEDS)
+
+
+def test_the_ensemble_scores_the_sigmoid_of_the_members_mean_logit_with_their_guards(members):
+    ens = PlacementEnsemble(members)
+    snap = world()
+    idx = ClusterIndex.build(snap)
+    p = pod("cart", None, 1, cpu_m=600)
+    cands = list(idx.node_names)
+    for intent in (None, (2.5, 0.4)):
+        xs = [m.features(p, cands, idx, intent) for m in members]
+        z = np.mean([m.logits(x) for m, x in zip(members, xs)], axis=0)
+        want = scores_from_logits(z, xs[0], members[0].intent_gain, members[0].saturation_guard)
+        got = ens.score(p, cands, idx, intent)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)  # float64 mean of float32 logits
+        singles = [m.score(p, cands, idx, intent) for m in members]
+        assert not any(np.allclose(got, s) for s in singles)  # not one member's scores in disguise
+    assert ens.score(p, [], idx).shape == (0,)
+
+
+def test_a_one_member_ensemble_scores_exactly_as_its_member(members):
+    snap = world()
+    idx = ClusterIndex.build(snap)
+    p = pod("db", None, 1)
+    one = PlacementEnsemble(members[:1])
+    cands = ["n3", "n0", "n2"]
+    np.testing.assert_array_equal(one.score(p, cands, idx), members[0].score(p, cands, idx))
+    base, weight = one.score_parts(p, cands, idx)
+    np.testing.assert_array_equal(base, members[0].score_parts(p, cands, idx)[0])
+    assert weight == (1.0 if members[0].saturation_guard else 0.0)
+
+
+def test_members_that_disagree_on_the_output_rules_are_refused_naming_the_member(tmp_path, members):
+    root = tmp_path / "b"
+    shutil.copytree(DEFAULT_BUNDLES / "encoder", root / "encoder")
+    shutil.copytree(DEFAULT_BUNDLES / "hrl-scheduler" / "low", root / "hrl-scheduler" / "low")
+    man = root / "hrl-scheduler" / "low" / "manifest.json"
+    doc = json.loads(man.read_text())
+    doc["architecture"]["saturation_guard"] = not doc["architecture"].get("saturation_guard", False)
+    man.write_text(json.dumps(doc))
+    other = LearnedPlacement.load(root / "hrl-scheduler" / "low")
+    with pytest.raises(BundleError, match=r"members\[1\] .*architecture\.saturation_guard: expected"):
+        PlacementEnsemble([members[0], other], "x")
+    with pytest.raises(BundleError, match="members: expected at least one"):
+        PlacementEnsemble([])
+
+
+def test_the_loaders_serve_an_ensemble_directory_wherever_a_placement_bundle_is_served(members):
+    for loaded in (
+        load_learned_placement(ENSEMBLE / "low"),
+        load_placement(ENSEMBLE / "low", refresh_s=60.0),
+        PlacementEnsemble.load(ENSEMBLE / "low"),
+    ):
+        assert isinstance(loaded, PlacementEnsemble) and len(loaded.members) == 3
+        assert [m.version for m in loaded.members] == [m.version for m in members]
+    assert isinstance(load_placement(DEFAULT_BUNDLES / "hrl-scheduler" / "low"), LearnedPlacement)
+    assert load_placement(ENSEMBLE / "low", refresh_s=60.0).members[2].rows.refresh_s == 60.0
+
+
+def test_the_extender_loads_an_ensemble_and_feeds_every_member_its_rows():
+    from extender.config import build_policy, load_extender_config, start_policy_feeds
+
+    doc = {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration"}
+    doc["policy"] = {"name": "learned", "bundle": str(ENSEMBLE / "low")}
+    cfg = load_extender_config(doc, check_files=True)
+    pol = build_policy(cfg)
+    assert isinstance(pol, PlacementEnsemble)
+    snap = world()
+
+    class Store:
+        def get(self):
+            return type("View", (), {"snapshot": snap, "embeddings": None})()
+
+    refresher = start_policy_feeds(pol, cfg, Store())
+    try:
+        assert refresher is not None and pol.background_rows
+        refresher.tick()
+        assert all(m.rows.computations >= 1 for m in pol.members)
+    finally:
+        refresher.stop()
+
+
+def test_the_node_score_table_keeps_its_vectors_while_the_members_rows_are_unchanged(members):
+    ens = PlacementEnsemble(members)
+    snap = world()
+    idx = ClusterIndex.build(snap)
+    tok = ens.service_rows(idx, "cart")
+    assert isinstance(tok, MemberRows) and ens.service_rows(idx, "cart") is tok
+    table = NodeScoreTable(ens)
+    p = pod("cart", None, 1)
+    table.lookup(p, idx, None, tok)  # a miss: wanted at the next warm
+    assert table.warm(idx, None) >= 1
+    vec = table.lookup(p, idx, None, ens.service_rows(idx, "cart"))
+    assert vec is not None
+    np.testing.assert_allclose(vec, ens.score(p, list(idx.node_names), idx), rtol=0, atol=1e-12)
+
+
+# ---- the intent ensemble ----------------------------------------------------------------------------------------
+
+
+def test_the_mean_intent_averages_every_component_over_the_intents_that_set_it():
+    a = Intent((2.0, 1.0), {"cart": 0.4, "db": 0.8}, {"cart": 1.0}, 0.0)
+    b = Intent((1.0, 0.5), {"cart": 0.6}, {"cart": 3.0, "db": 2.0}, 1.0)
+    m = mean_intent([a, b])
+    assert m.values == (1.5, 0.75)
+    assert dict(m.capacity_target) == {"cart": 0.5, "db": 0.8}
+    assert dict(m.colocation_priority) == {"cart": 2.0, "db": 2.0}
+    assert m.move_budget_frac == 0.5
+    with pytest.raises(ValueError, match="at least one"):
+        mean_intent([])
+    with pytest.raises(ValueError, match="different lengths"):
+        mean_intent([a, Intent((1.0,))])
+
+
+def _plan_intents(policy, minutes=11, planner_out=None):
+    planner = HierarchicalPolicy(intent_policy=policy, intent_period_s=300.0, rebalance=False)
+    out = []
+    for minute in range(1, minutes + 1):
+        snap = world(60.0 * minute)
+        out.append(planner.plan(snap, ClusterIndex.build(snap), TopologyHeuristic()).intent)
+    if planner_out is not None:
+        planner_out.append(planner)
+    return out
+
+
+def test_the_intent_ensemble_serves_the_mean_of_its_members_intents_and_records_the_history_once():
+    paths = [root / "hrl-scheduler" / "high" for root in SEEDS]
+    alone = [_plan_intents(LearnedIntent.load(p)) for p in paths]
+    planners: list = []
+    together = _plan_intents(IntentEnsemble([LearnedIntent.load(p) for p in paths]), planner_out=planners)
+    # the first period: every member sees what it would see alone (later ones read the mean's last targets)
+    want = mean_intent([a[0] for a in alone])
+    np.testing.assert_allclose(together[0].values, want.values, rtol=1e-12)
+    assert dict(together[0].capacity_target) == pytest.approx(dict(want.capacity_target), rel=1e-12)
+    assert dict(together[0].colocation_priority) == pytest.approx(dict(want.colocation_priority), rel=1e-12)
+    assert together[0].move_budget_frac == pytest.approx(want.move_budget_frac, rel=1e-12)
+    assert len({tuple(sorted(a[0].capacity_target.items())) for a in alone}) > 1  # the members differ
+    assert together[4] != together[3]  # a new intent at minute 5 (periods of 300 s)
+    # the rate history the members read is recorded once per cycle, as by one LearnedIntent
+    single: list = []
+    _plan_intents(LearnedIntent.load(paths[0]), planner_out=single)
+    key = LearnedIntent.STATE_KEY
+    assert planners[0].state.autoscaler[key] == single[0].state.autoscaler[key]
+    one = _plan_intents(IntentEnsemble([LearnedIntent.load(paths[1])]))
+    assert one == alone[1]
+
+
+def test_a_members_fallback_counts_one_ensemble_period():
+    class Member:
+        featurizer = None
+        last_observation = None
+
+        def __init__(self, fall: bool):
+            self.fall, self.fallbacks, self.service_fallbacks, self.records = fall, 0, 0, 0
+
+        def record(self, *_):
+            self.records += 1
+
+        def intent(self, *_):
+            if self.fall:
+                self.fallbacks += 1
+                self.service_fallbacks += 2
+            return Intent((1.0, 1.0), {"cart": 0.5 if self.fall else 0.7})
+
+    ens = IntentEnsemble([Member(True), Member(True), Member(False)])
+    got = _plan_intents(ens, minutes=6)
+    assert ens.fallbacks == 2 and ens.service_fallbacks == 8  # minutes 1 and 5; two members x two services
+    assert [m.records for m in ens.members] == [6, 0, 0]  # the history is recorded once, by the first
+    assert dict(got[0].capacity_target)["cart"] == pytest.approx((0.5 + 0.5 + 0.7) / 3)
+
+
+def test_the_descheduler_loads_both_ensembles_and_names_the_field_of_a_broken_one(tmp_path):
+    from descheduler.config import _hierarchical, load_descheduler_config, placement_from_config
+
+    doc = {
+        "apiVersion": "hrl-scheduler.io/v1alpha1",
+        "kind": "DeschedulerConfiguration",
+        "placement": {"name": "learned", "bundle": str(ENSEMBLE / "low")},
+        "planner": {
+            "intentPolicy": {"name": "learned", "bundle": str(ENSEMBLE / "high")},
+            "autoscaler": {"name": "intent"},
+        },
+    }
+    cfg = load_descheduler_config(doc)
+    assert isinstance(placement_from_config(cfg), PlacementEnsemble)
+    h = _hierarchical(cfg)
+    assert isinstance(h.intent_policy, IntentEnsemble) and h.intent_period_s > 0
+    assert h.autoscaler.forecaster is h.intent_policy.members[0].featurizer.local.predictor
+    write_ensemble(tmp_path / "high", "low", [DEFAULT_BUNDLES / "hrl-scheduler" / "high"])
+    doc["planner"]["intentPolicy"]["bundle"] = str(tmp_path / "high")
+    with pytest.raises(ValueError, match=r"^planner\.intentPolicy\.bundle: .*level: expected 'high', found 'low'"):
+        _hierarchical(load_descheduler_config(doc))
+    assert isinstance(load_intent_policy(DEFAULT_BUNDLES / "hrl-scheduler" / "high"), LearnedIntent)
+
+
+def test_the_simulators_hrl_ensemble_stack_runs_both_ensembles():
+    from policy.bench.cells import run_one
+    from policy.sim.app import load_app
+    from policy.sim.engine import ClusterSpec
+    from policy.sim.hrl_stacks import VARIANTS, load_parts
+    from policy.sim.stackbase import StackContext
+
+    ctx = StackContext(app=load_app("online-boutique"), cluster=ClusterSpec())
+    parts = load_parts(VARIANTS["hrl-ensemble"], ctx)
+    assert isinstance(parts.placement, PlacementEnsemble) and isinstance(parts.intent_policy, IntentEnsemble)
+    assert parts.autoscaler.forecaster is parts.intent_policy.members[0].featurizer.local.predictor
+    runs = {
+        s: run_one("baseline-2026-11", "online-boutique", "nasa", s, 0, (8, 330, 200, ""))
+        for s in ("hrl-ensemble", "hrl-scheduler")
+    }
+    assert runs["hrl-ensemble"]["policy"] == "hrl-ensemble" and "intent_fallbacks" in runs["hrl-ensemble"]["counters"]
+    assert runs["hrl-ensemble"]["metrics"] != runs["hrl-scheduler"]["metrics"]
+
+
+def test_the_offline_bundle_check_loads_every_member_of_an_ensemble(tmp_path):
+    from policy.cli.bundle import check_bundle
+
+    assert check_bundle(ENSEMBLE / "low") == ("low", load_placement(ENSEMBLE / "low").version)
+    level, version = check_bundle(ENSEMBLE / "high")
+    assert level == "high" and version.startswith("ensemble(") and version.count(",") == 2
+    write_ensemble(tmp_path / "e", "low", [DEFAULT_BUNDLES / "hrl-scheduler" / "low", tmp_path / "gone"])
+    with pytest.raises(ValueError, match="gone"):
+        check_bundle(tmp_path / "e")
