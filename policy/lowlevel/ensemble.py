@@ -23,13 +23,10 @@ from typing import Any
 import numpy as np
 
 from policy.bundle import BundleError, ensemble_members, is_ensemble
-from policy.cache import LoadTerm
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot, PodInfo
 
-from .features import node_cpu_used_m
-from .interface import MAX_EXTENDER_PRIORITY, admission_mask, resource_fit_failures
-from .learned import OVERLOAD_FROM, LearnedPlacement, scores_from_logits
+from .learned import LearnedPlacement, LogitScorer
 
 __all__ = ["PlacementEnsemble", "MemberRows", "load_placement"]
 
@@ -43,8 +40,9 @@ class MemberRows(tuple):
     __slots__ = ()
 
 
-class PlacementEnsemble:
-    """K learned placements scored as one: ``score = scores_from_logits(mean_k logit_k(x_k))`` (module docstring),
+class PlacementEnsemble(LogitScorer):
+    """K learned placements scored as one: ``score = scores_from_logits(mean_k logit_k(x_k))`` (module docstring;
+    ``filter``, ``score``, ``score_parts`` and ``load_term`` are :class:`~policy.lowlevel.learned.LogitScorer`'s),
     a :class:`~policy.lowlevel.PlacementPolicy` served wherever :class:`~policy.lowlevel.LearnedPlacement` is (the
     extender's ``policy.name: learned``, the descheduler's ``placement``, the simulator's stacks).
 
@@ -53,10 +51,6 @@ class PlacementEnsemble:
     output rules (``intent_gain``, ``saturation_guard``, ``extender_weight``) or there are none."""
 
     name = "learned"
-    #: :meth:`filter` is exactly :func:`policy.lowlevel.resource_fit_failures`, as for LearnedPlacement.
-    filter_is_admission = True
-    #: the networks read the pod's requests: the plugin's table has rows per (service, requests)
-    base_reads_requests = True
 
     def __init__(self, members: Sequence[LearnedPlacement], source: str = ""):
         self.members = tuple(members)
@@ -129,15 +123,7 @@ class PlacementEnsemble:
         self._token = MemberRows(rows)
         return self._token
 
-    # ---- PlacementPolicy ---------------------------------------------------------------------------------
-    def filter(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]:
-        """The hard filter: :func:`policy.lowlevel.resource_fit_failures`."""
-        return resource_fit_failures(pod, candidates, index)
-
-    def filter_mask(self, pod: PodInfo, positions: np.ndarray, index: ClusterIndex) -> np.ndarray:
-        """:meth:`filter` as a mask over node positions (:func:`policy.lowlevel.admission_mask`)."""
-        return admission_mask(pod, positions, index)
-
+    # ---- LogitScorer: filter, score and the plugin's table, from the mean logit ---------------------------
     def _member_rows(self, embeddings: Any) -> list[Any]:
         if isinstance(embeddings, MemberRows) and len(embeddings) == len(self.members):
             return list(embeddings)
@@ -147,7 +133,7 @@ class PlacementEnsemble:
         version = getattr(embeddings, "encoder_version", None)
         return [embeddings if version == m.rows_version else None for m in self.members]
 
-    def mean_logits(
+    def rows_and_logits(
         self,
         pod: PodInfo,
         candidates: Sequence[str],
@@ -157,57 +143,19 @@ class PlacementEnsemble:
         embeddings: Any = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """``(the first member's feature rows (C, F), the members' mean logit (C,) float64)``. The context columns,
-        which the output rules read, are the same in every member's rows. Raises ``ValueError`` as
-        :meth:`LearnedPlacement.features` (a service without a row)."""
+        which the output rules read, are the same in every member's rows. ``embeddings``: a :class:`MemberRows`
+        (each member its own), one embedding entry (for the members of its encoder), or None (each member's
+        :meth:`LearnedPlacement.service_rows`). Raises ``ValueError`` as :meth:`LearnedPlacement.features` (a
+        service without a row)."""
         z = np.zeros(len(candidates), dtype=np.float64)
         x0: np.ndarray | None = None
         for m, rows in zip(self.members, self._member_rows(embeddings)):
-            x = m.features(pod, candidates, index, intent, embeddings=rows)
-            z += m.logits(x)
+            x, logits = m.rows_and_logits(pod, candidates, index, intent, embeddings=rows)
+            z += logits
             if x0 is None:
                 x0 = x
         assert x0 is not None
         return x0, z / len(self.members)
-
-    def score(
-        self,
-        pod: PodInfo,
-        candidates: Sequence[str],
-        index: ClusterIndex,
-        intent: Sequence[float] | None = None,
-        *,
-        embeddings: Any = None,
-    ) -> np.ndarray:
-        """(C,) float64 in [0, 10]: :func:`scores_from_logits` of the members' mean logit, with the members'
-        intent gain and saturation guard. Raises ``ValueError`` when a member has no row for the pod's service
-        (the extender answers neutral scores then)."""
-        if not len(candidates):
-            return np.zeros(0)
-        x, z = self.mean_logits(pod, candidates, index, intent, embeddings=embeddings)
-        return scores_from_logits(z, x, self.intent_gain, self.saturation_guard)
-
-    # ---- the plugin's table (policy.lowlevel.scoretable), as LearnedPlacement's --------------------------
-    def load_term(self, index: ClusterIndex) -> tuple[LoadTerm, np.ndarray]:
-        """The saturation guard as the plugin's load term, as :meth:`LearnedPlacement.load_term`."""
-        term = LoadTerm(scale=1.0, from_frac=OVERLOAD_FROM, cap=float(MAX_EXTENDER_PRIORITY), frac_float32=True)
-        return term, node_cpu_used_m(index)
-
-    def score_parts(
-        self,
-        pod: PodInfo,
-        candidates: Sequence[str],
-        index: ClusterIndex,
-        intent: Sequence[float] | None = None,
-        *,
-        embeddings: Any = None,
-    ) -> tuple[np.ndarray, float]:
-        """``(the score before the saturation guard (C,), 1 with the guard else 0)``, as
-        :meth:`LearnedPlacement.score_parts`."""
-        weight = 1.0 if self.saturation_guard else 0.0
-        if not len(candidates):
-            return np.zeros(0), weight
-        x, z = self.mean_logits(pod, candidates, index, intent, embeddings=embeddings)
-        return scores_from_logits(z, x, self.intent_gain, saturation_guard=False), weight
 
 
 def load_placement(path: str | Path, *, refresh_s: float = 300.0) -> LearnedPlacement | PlacementEnsemble:

@@ -77,6 +77,7 @@ __all__ = [
     "intent_adjustment",
     "scores_from_logits",
     "served_totals",
+    "LogitScorer",
     "LearnedPlacement",
     "encoder_for",
     "load_learned_placement",
@@ -198,7 +199,89 @@ def served_totals(in_tree_totals: np.ndarray, scores: np.ndarray, weight: int = 
 # ---- the policy ----------------------------------------------------------------------------------------
 
 
-class LearnedPlacement:
+class LogitScorer:
+    """What every learned placement shares once it has feature rows and logits (:meth:`rows_and_logits`, which a
+    subclass provides): the hard filter, the scores (:func:`scores_from_logits` with the subclass's ``intent_gain``
+    and ``saturation_guard``) and the kube-scheduler plugin's table parts (:meth:`load_term`, :meth:`score_parts`).
+    :class:`LearnedPlacement` (one network) and :class:`policy.lowlevel.PlacementEnsemble` (the mean logit of
+    several) are the two."""
+
+    intent_gain: float
+    saturation_guard: bool
+
+    def rows_and_logits(
+        self,
+        pod: PodInfo,
+        candidates: Sequence[str],
+        index: ClusterIndex,
+        intent: Sequence[float] | None = None,
+        *,
+        embeddings: Any = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(feature rows (C, F) whose context columns the output rules read, logits (C,))``."""
+        raise NotImplementedError
+
+    def filter(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]:
+        """The hard filter: :func:`policy.lowlevel.resource_fit_failures`."""
+        return resource_fit_failures(pod, candidates, index)
+
+    #: :meth:`filter` is exactly :func:`policy.lowlevel.resource_fit_failures` (:func:`~policy.lowlevel.admission_mask`
+    #: as a mask): a caller that applied that mask already need not filter again.
+    filter_is_admission = True
+
+    def filter_mask(self, pod: PodInfo, positions: np.ndarray, index: ClusterIndex) -> np.ndarray:
+        """:meth:`filter` as a mask over node positions (True: passes), vectorised
+        (:func:`policy.lowlevel.admission_mask`)."""
+        return admission_mask(pod, positions, index)
+
+    def score(
+        self,
+        pod: PodInfo,
+        candidates: Sequence[str],
+        index: ClusterIndex,
+        intent: Sequence[float] | None = None,
+        *,
+        embeddings: Any = None,
+    ) -> np.ndarray:
+        """(C,) float64 in [0, 10] for ``candidates`` (any list, the pod's current node included: the pod is
+        then not counted twice). Raises ``ValueError`` when the pod's service has no service row (the extender
+        answers neutral scores then)."""
+        if not len(candidates):
+            return np.zeros(0)
+        x, z = self.rows_and_logits(pod, candidates, index, intent, embeddings=embeddings)
+        return scores_from_logits(z, x, self.intent_gain, self.saturation_guard)
+
+    # ---- the plugin's table (policy.lowlevel.scoretable): score = load_term applied to score_parts ----------
+    #: the network reads the pod's requests: table rows per (service, requests)
+    base_reads_requests = True
+
+    def load_term(self, index: ClusterIndex) -> tuple[LoadTerm, np.ndarray]:
+        """The saturation guard as the plugin's load term (``base · (1 − over)`` with the CPU fraction rounded to
+        float32, as the feature is; weight 0 in :meth:`score_parts` without the guard), and each node's CPU in use
+        before the pod as ``cpu_used_frac`` counts it (:func:`~policy.lowlevel.features.node_cpu_used_m`)."""
+        term = LoadTerm(scale=1.0, from_frac=OVERLOAD_FROM, cap=float(MAX_EXTENDER_PRIORITY), frac_float32=True)
+        return term, node_cpu_used_m(index)
+
+    def score_parts(
+        self,
+        pod: PodInfo,
+        candidates: Sequence[str],
+        index: ClusterIndex,
+        intent: Sequence[float] | None = None,
+        *,
+        embeddings: Any = None,
+    ) -> tuple[np.ndarray, float]:
+        """``(the score before the saturation guard (C,), 1 with the guard else 0)``: :meth:`score` is
+        :func:`policy.lowlevel.apply_load_term` of these with :meth:`load_term`, bit for bit, for an unbound pod.
+        Raises like :meth:`score`."""
+        if not len(candidates):
+            return np.zeros(0), 1.0 if self.saturation_guard else 0.0
+        x, z = self.rows_and_logits(pod, candidates, index, intent, embeddings=embeddings)
+        base = scores_from_logits(z, x, self.intent_gain, saturation_guard=False)
+        return base, 1.0 if self.saturation_guard else 0.0
+
+
+class LearnedPlacement(LogitScorer):
     """The learned placement policy, a :class:`policy.lowlevel.PlacementPolicy`, built from a ``level: low``
     bundle of architecture ``placement-mlp-v1``.
 
@@ -385,20 +468,7 @@ class LearnedPlacement:
         """Compute (if due) and cache the service rows of ``snapshot`` (off the request path)."""
         return self.rows.get(snapshot)
 
-    # ---- PlacementPolicy -------------------------------------------------------------------------------
-    def filter(self, pod: PodInfo, candidates: Sequence[str], index: ClusterIndex) -> dict[str, str]:
-        """The hard filter: :func:`policy.lowlevel.resource_fit_failures`."""
-        return resource_fit_failures(pod, candidates, index)
-
-    #: :meth:`filter` is exactly :func:`policy.lowlevel.resource_fit_failures` (:func:`~policy.lowlevel.admission_mask`
-    #: as a mask): a caller that applied that mask already need not filter again.
-    filter_is_admission = True
-
-    def filter_mask(self, pod: PodInfo, positions: np.ndarray, index: ClusterIndex) -> np.ndarray:
-        """:meth:`filter` as a mask over node positions (True: passes), vectorised
-        (:func:`policy.lowlevel.admission_mask`)."""
-        return admission_mask(pod, positions, index)
-
+    # ---- PlacementPolicy (LogitScorer: filter, score, the plugin's table) -----------------------------
     def features(
         self,
         pod: PodInfo,
@@ -425,7 +495,7 @@ class LearnedPlacement:
         """(C,) float32 pre-sigmoid outputs for feature rows ``x`` (C, F)."""
         return mlp_logits(self.weights, x, self.mean, self.std, self.layers)
 
-    def score(
+    def rows_and_logits(
         self,
         pod: PodInfo,
         candidates: Sequence[str],
@@ -433,43 +503,10 @@ class LearnedPlacement:
         intent: Sequence[float] | None = None,
         *,
         embeddings: Any = None,
-    ) -> np.ndarray:
-        """(C,) float64 in [0, 10] for ``candidates`` (any list, the pod's current node included: the pod is
-        then not counted twice). Raises ``ValueError`` when the pod's service has no service row (the extender
-        answers neutral scores then)."""
-        if not len(candidates):
-            return np.zeros(0)
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(feature rows (C, F), logits (C,))`` of :meth:`features` and :meth:`logits`."""
         x = self.features(pod, candidates, index, intent, embeddings=embeddings)
-        return scores_from_logits(self.logits(x), x, self.intent_gain, self.saturation_guard)
-
-    # ---- the plugin's table (policy.lowlevel.scoretable): score = load_term applied to score_parts ----------
-    #: the network reads the pod's requests: table rows per (service, requests)
-    base_reads_requests = True
-
-    def load_term(self, index: ClusterIndex) -> tuple[LoadTerm, np.ndarray]:
-        """The saturation guard as the plugin's load term (``base · (1 − over)`` with the CPU fraction rounded to
-        float32, as the feature is; weight 0 in :meth:`score_parts` without the guard), and each node's CPU in use
-        before the pod as ``cpu_used_frac`` counts it (:func:`~policy.lowlevel.features.node_cpu_used_m`)."""
-        term = LoadTerm(scale=1.0, from_frac=OVERLOAD_FROM, cap=float(MAX_EXTENDER_PRIORITY), frac_float32=True)
-        return term, node_cpu_used_m(index)
-
-    def score_parts(
-        self,
-        pod: PodInfo,
-        candidates: Sequence[str],
-        index: ClusterIndex,
-        intent: Sequence[float] | None = None,
-        *,
-        embeddings: Any = None,
-    ) -> tuple[np.ndarray, float]:
-        """``(the score before the saturation guard (C,), 1 with the guard else 0)``: :meth:`score` is
-        :func:`policy.lowlevel.apply_load_term` of these with :meth:`load_term`, bit for bit, for an unbound pod.
-        Raises like :meth:`score`."""
-        if not len(candidates):
-            return np.zeros(0), 1.0 if self.saturation_guard else 0.0
-        x = self.features(pod, candidates, index, intent, embeddings=embeddings)
-        base = scores_from_logits(self.logits(x), x, self.intent_gain, saturation_guard=False)
-        return base, 1.0 if self.saturation_guard else 0.0
+        return x, self.logits(x)
 
 
 def encoder_for(bundle_path: Path, version: str = "") -> Any:
