@@ -87,6 +87,7 @@ __all__ = [
     "MAX_ENSEMBLE_MEMBERS",
     "is_ensemble",
     "ensemble_members",
+    "ensemble_member_error",
 ]
 
 #: Where the committed bundles live: ``policy/bundles/<stack>/{low,high}``, ``policy/bundles/encoder``.
@@ -693,6 +694,11 @@ def is_ensemble(path: str | Path) -> bool:
     return (Path(path) / ENSEMBLE).is_file()
 
 
+def ensemble_member_error(path: str | Path, i: int, member: str | Path, exc: BaseException) -> BundleError:
+    """A member's load error ``exc`` as one line naming the ensemble file and ``members[i]``."""
+    return BundleError(f"ensemble {Path(path) / ENSEMBLE}: members[{i}] ({member}): {' '.join(str(exc).split())}")
+
+
 def ensemble_members(path: str | Path, level: str) -> tuple[Path, ...]:
     """The member directories of the ensemble at ``path`` (its :data:`ENSEMBLE` file), resolved against ``path``.
 
@@ -705,24 +711,16 @@ def ensemble_members(path: str | Path, level: str) -> tuple[Path, ...]:
     ``kind`` must be ``Ensemble``; ``level`` the level the caller serves (``low``: placement bundles, ``high``: the
     high level's ``intent/`` + ``predictor/`` directories); ``combine`` ``mean`` (the default, the only rule);
     ``members``: 1 to :data:`MAX_ENSEMBLE_MEMBERS` distinct paths, relative to ``path`` or absolute, none of them an
-    ensemble itself. Members are checked for existence by their loaders, not here.
+    ensemble itself (a high level's ``DIR/intent`` counts as ``DIR``). Members are checked for existence by their
+    loaders, not here. A directory holding both ``ensemble.json`` and ``manifest.json`` is refused.
 
-    Raises :class:`BundleError`, one line naming the file and the field, for anything else (not JSON, an unknown
-    key, a wrong kind or level, a bad member list)."""
+    Raises :class:`BundleError`, one line naming the file and the field, for anything else (not JSON, a duplicate
+    key, nesting too deep, an unknown key, a wrong kind or level, a bad member list)."""
     f = Path(path) / ENSEMBLE
     where = f"ensemble {f}"
-    try:
-        raw = f.read_bytes()
-    except OSError as exc:
-        raise BundleError(f"{where}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > 64 << 10:
-        raise BundleError(f"{where}: expected at most 64 KiB, found {len(raw)} bytes")
-    try:
-        m = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BundleError(f"{where}: not valid UTF-8 JSON: {' '.join(str(exc).split())}") from None
-    if not isinstance(m, dict):
-        raise BundleError(f"{where}: expected a JSON object, found {type(m).__name__}")
+    if (Path(path) / MANIFEST).exists():
+        raise BundleError(f"{where}: the directory holds a {MANIFEST} too: a bundle or an ensemble, not both")
+    m = _read_ensemble_file(f, where)
     unknown = sorted(set(m) - set(_ENSEMBLE_KEYS))
     if unknown:
         raise BundleError(f"{where}: unknown key {unknown[0]!r} (expected {', '.join(_ENSEMBLE_KEYS)})")
@@ -741,9 +739,43 @@ def ensemble_members(path: str | Path, level: str) -> tuple[Path, ...]:
         raise BundleError(
             f"{where}: members: expected a list of 1 to {MAX_ENSEMBLE_MEMBERS} directory paths, found {_short(members)}"
         )
+    return _member_dirs(Path(path), members, level, where)
+
+
+def _read_ensemble_file(f: Path, where: str) -> dict[str, Any]:
+    """The JSON object of ensemble file ``f`` (at most 64 KiB, UTF-8, read as strictly as a manifest)."""
+    try:
+        raw = f.read_bytes()
+    except OSError as exc:
+        raise BundleError(f"{where}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > 64 << 10:
+        raise BundleError(f"{where}: expected at most 64 KiB, found {len(raw)} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"{where}: not UTF-8 text (byte {exc.start})") from None
+    try:  # duplicate keys and nesting deeper than policy.documents.MAX_DEPTH refused, as for manifest.json
+        m = load_json(text)
+    except DocumentError as exc:
+        first = exc.problems[0]
+        at = f" at line {first.line}" if first.line is not None else ""
+        what = f"{first.path}: {first.message}" if first.path else first.message
+        raise BundleError(f"{where}: not valid JSON ({what}{at})") from None
+    if not isinstance(m, dict):
+        raise BundleError(f"{where}: expected a JSON object, found {type(m).__name__}")
+    return m
+
+
+def _member_dirs(base: Path, members: list[str], level: str, where: str) -> tuple[Path, ...]:
+    """``members`` resolved against ``base``: distinct, none an ensemble (a high level's ``DIR/intent`` is ``DIR``)."""
     out: list[Path] = []
     for i, x in enumerate(members):
-        d = (Path(path) / x).resolve()
+        try:
+            d = (base / x).resolve()
+            if level == "high" and d.name == "intent" and (d / MANIFEST).is_file():
+                d = d.parent  # the high level's loader reads DIR/intent when given DIR or DIR/intent
+        except (OSError, ValueError) as exc:
+            raise BundleError(f"{where}: members[{i}]: {x!r} is not a usable path ({exc})") from None
         if d in out:
             raise BundleError(f"{where}: members[{i}]: {x!r} is listed twice")
         if is_ensemble(d):

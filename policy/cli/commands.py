@@ -608,7 +608,12 @@ def cmd_cache_encode(args: argparse.Namespace) -> int:
     "bundle check",
     "check a policy bundle with the loaders the extender and descheduler run (exit 2 if they would refuse it)",
     [
-        arg("dir", metavar="DIR", help="bundle directory (low or encoder: manifest.json; high: student/ + predictor/)"),
+        arg(
+            "dir",
+            metavar="DIR",
+            help="bundle directory (low or encoder: manifest.json; high: student/ + predictor/), or an ensemble "
+            "of bundles (ensemble.json)",
+        ),
         arg(
             "--level",
             choices=("low", "high", "encoder"),

@@ -63,7 +63,7 @@ def load_explain_snapshot(path: str, graph_sources: list[str]):
 def cmd_explain(args: argparse.Namespace) -> int:
     """Explain one pod's scores on every candidate (a table, or ``--json``)."""
     from policy.index import ClusterIndex
-    from policy.lowlevel import LearnedPlacement, TopologyHeuristic
+    from policy.lowlevel import LearnedPlacement, TopologyHeuristic, load_placement
     from policy.lowlevel.explain import FACTORS, explain_scores
 
     if args.top < 1:
@@ -80,7 +80,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     index = ClusterIndex.build(replace(snap, pods=others))
     pod = replace(pod, node_name=None)
     if args.policy == "learned":
-        policy: Any = LearnedPlacement.load(args.bundle) if args.bundle else LearnedPlacement.load()
+        policy: Any = load_placement(args.bundle) if args.bundle else LearnedPlacement.load()
     else:
         if args.bundle:
             raise ValueError("--bundle: only with --policy learned")
@@ -120,6 +120,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"\nfiltered out ({len(failed)}): " + "; ".join(f"{k}: {v}" for k, v in sorted(failed.items())[:10]))
     if ex.method == "integrated-gradients":
         print(f"\nintegration error at most {ex.max_integration_error:.2e} points (the parts sum to each score)")
+    for note in ex.notes:
+        print(f"note: {note}")
     return 0
 
 

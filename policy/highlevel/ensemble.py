@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from policy.bundle import BundleError, ensemble_members, is_ensemble
+from policy.bundle import BundleError, ensemble_member_error, ensemble_members, is_ensemble
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot
 
@@ -61,19 +61,41 @@ class IntentEnsemble:
 
     ``members``: 1 to 16 :class:`LearnedIntent`; ``source``: where they were loaded from. Counters:
     ``fallbacks``, the periods in which at least one member fell back to its tuned constant (out of distribution);
-    ``service_fallbacks``, the services given the constant's target by a member (summed over members).
-    ``featurizer`` is the first member's (the workload predictor the intent's autoscaler reads).
-    Raises :class:`~policy.bundle.BundleError` for no members."""
+    ``service_fallbacks``, ``lean_capped``, ``no_burst_capped``: the members' counts, summed.
+    ``featurizer`` is the first member's (the workload predictor the intent's autoscaler reads); ``signals`` are
+    passed to every member. Raises :class:`~policy.bundle.BundleError` for no members or the same network twice."""
 
     def __init__(self, members: Sequence[LearnedIntent], source: str = ""):
         self.members = tuple(members)
+        where = f"intent ensemble {source}".rstrip()
         if not self.members:
-            raise BundleError(f"intent ensemble {source}: members: expected at least one high-level bundle")
+            raise BundleError(f"{where}: members: expected at least one high-level bundle")
+        seen: dict[str, int] = {}
+        for i, m in enumerate(self.members):
+            v = str(getattr(getattr(m, "actor", None), "version", "") or "")
+            if v and v in seen:
+                raise BundleError(f"{where}: members[{i}]: the same network as members[{seen[v]}] (version {v!r})")
+            seen.setdefault(v, i)
         self.source = source
         self.featurizer = self.members[0].featurizer
+        # the member whose featurizer keeps the longest rate history records it for all
+        self._recorder = max(self.members, key=lambda m: getattr(getattr(m.featurizer, "local", None), "keep", 0))
         self.fallbacks = 0
         self.service_fallbacks = 0
+        self.lean_capped = 0
+        self.no_burst_capped = 0
         self.last_observation: Any = None
+
+    @property
+    def signals(self) -> Any:
+        """The per-service signals (measured latency, refused share, ...) every member reads this cycle; set by
+        the live and simulated signal readers (:func:`policy.live.signal_readers`), as on a LearnedIntent."""
+        return self.members[0].signals
+
+    @signals.setter
+    def signals(self, value: Any) -> None:
+        for m in self.members:
+            m.signals = value
 
     @staticmethod
     def load(
@@ -86,26 +108,31 @@ class IntentEnsemble:
         """The ensemble of directory ``path`` (its ``ensemble.json``, level ``high``), each member loaded by
         :meth:`LearnedIntent.load` with the same arguments. Raises :class:`~policy.bundle.BundleError` /
         :class:`~policy.bundle.BundleMissing` as that does, one line naming the file or member."""
-        members = [
-            LearnedIntent.load(d, slo_p95_ms=slo_p95_ms, cpu_price=cpu_price, workloads=workloads)
-            for d in ensemble_members(path, "high")
-        ]
+        members = []
+        for i, d in enumerate(ensemble_members(path, "high")):
+            try:
+                members.append(LearnedIntent.load(d, slo_p95_ms=slo_p95_ms, cpu_price=cpu_price, workloads=workloads))
+            except ValueError as exc:  # BundleMissing, BundleError: one line naming the ensemble and the member
+                raise ensemble_member_error(path, i, d, exc) from None
         return IntentEnsemble(members, str(path))
 
     def record(self, snapshot: ClusterSnapshot, index: ClusterIndex, state: HrlState) -> None:
         """Record this cycle's rates once: the members keep them in one place of ``state`` (the per-Deployment
         history of :class:`~policy.highlevel.LearnedIntent`, what the cluster did, not what a network made of it),
-        so the first member records for all; every member reads it."""
-        self.members[0].record(snapshot, index, state)
+        so one member records for all: the one whose predictor keeps the longest history; every member reads it."""
+        self._recorder.record(snapshot, index, state)
 
     def intent(self, snapshot: ClusterSnapshot, index: ClusterIndex, state: HrlState) -> Intent:
         """:func:`mean_intent` of the members' intents for this period."""
-        before = [(m.fallbacks, m.service_fallbacks) for m in self.members]
+        keys = ("fallbacks", "service_fallbacks", "lean_capped", "no_burst_capped")
+        before = [[getattr(m, k, 0) for k in keys] for m in self.members]
         intents = [m.intent(snapshot, index, state) for m in self.members]
         self.last_observation = self.members[0].last_observation
-        if any(m.fallbacks > b[0] for m, b in zip(self.members, before)):
-            self.fallbacks += 1
-        self.service_fallbacks += sum(m.service_fallbacks - b[1] for m, b in zip(self.members, before))
+        added = [sum(getattr(m, k, 0) - b[j] for m, b in zip(self.members, before)) for j, k in enumerate(keys)]
+        self.fallbacks += 1 if added[0] else 0
+        self.service_fallbacks += added[1]
+        self.lean_capped += added[2]
+        self.no_burst_capped += added[3]
         return mean_intent(intents)
 
 

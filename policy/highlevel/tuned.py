@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from policy.bundle import ensemble_members, is_ensemble
+
 __all__ = ["CONSTANT_FILE_NAME", "load_tuned_constant", "tuned_burst"]
 
 #: The file's name in a stack's ``high/`` bundle directory.
@@ -44,6 +46,11 @@ def load_tuned_constant(path: str | Path) -> dict[str, Any] | None:
 
 def tuned_burst(high: str | Path) -> float:
     """The ``burst`` of the tuned constant in the ``high/`` directory ``high`` (0.0 without a ``constant.json`` or
-    without the field). Raises ValueError for a malformed file (:func:`load_tuned_constant`)."""
-    doc = load_tuned_constant(Path(high) / CONSTANT_FILE_NAME) or {}
+    without the field); for an ensemble directory (``ensemble.json``) without a ``constant.json`` of its own, its
+    first member's (as the intent's autoscaler reads the first member's workload predictor). Raises ValueError for
+    a malformed file (:func:`load_tuned_constant`) or ensemble file."""
+    d = Path(high)
+    if is_ensemble(d) and not (d / CONSTANT_FILE_NAME).is_file():
+        d = ensemble_members(d, "high")[0]
+    doc = load_tuned_constant(d / CONSTANT_FILE_NAME) or {}
     return float(doc.get("burst", 0.0))

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from policy.bundle import BundleError, ensemble_members, is_ensemble
+from policy.bundle import BundleError, ensemble_member_error, ensemble_members, is_ensemble
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot, PodInfo
 
@@ -48,7 +48,8 @@ class PlacementEnsemble(LogitScorer):
 
     ``members``: 1 to 16 :class:`LearnedPlacement`; ``source``: where they were loaded from (for messages).
     Raises :class:`~policy.bundle.BundleError` naming the member and the field when the members disagree on the
-    output rules (``intent_gain``, ``saturation_guard``, ``extender_weight``) or there are none."""
+    output rules (``intent_gain``, ``saturation_guard``, ``extender_weight``), when one network is listed twice
+    (the same ``policy_version``), or when there are none."""
 
     name = "learned"
 
@@ -65,12 +66,19 @@ class PlacementEnsemble(LogitScorer):
                         f"{where}: members[{i}] ({m.bundle.where}): architecture.{k}: expected {getattr(first, k)!r} "
                         f"as members[0], found {getattr(m, k)!r}"
                     )
+        seen: dict[str, int] = {}
+        for i, m in enumerate(self.members):
+            if m.version in seen:
+                raise BundleError(
+                    f"{where}: members[{i}]: the same network as members[{seen[m.version]}] ({m.version!r})"
+                )
+            seen[m.version] = i
         self.intent_gain = first.intent_gain
         self.saturation_guard = first.saturation_guard
         self.extender_weight = first.extender_weight
         self.source = source
         self.version = "ensemble(" + ",".join(str(m.version) for m in self.members) + ")"
-        self._token: MemberRows | None = None
+        self._tokens: dict[tuple[int, ...], MemberRows] = {}
 
     @staticmethod
     def load(path: str | Path, *, refresh_s: float = 300.0) -> PlacementEnsemble:
@@ -78,9 +86,13 @@ class PlacementEnsemble(LogitScorer):
         :meth:`LearnedPlacement.load` (with the encoder it was trained with). Raises
         :class:`~policy.bundle.BundleError` / :class:`~policy.bundle.BundleMissing` as those do, one line naming
         the file or member."""
-        return PlacementEnsemble(
-            [LearnedPlacement.load(d, refresh_s=refresh_s) for d in ensemble_members(path, "low")], str(path)
-        )
+        members = []
+        for i, d in enumerate(ensemble_members(path, "low")):
+            try:
+                members.append(LearnedPlacement.load(d, refresh_s=refresh_s))
+            except ValueError as exc:  # BundleMissing, BundleError: one line naming the ensemble and the member
+                raise ensemble_member_error(path, i, d, exc) from None
+        return PlacementEnsemble(members, str(path))
 
     # ---- what the extender sets on a learned policy ------------------------------------------------------
     @property
@@ -109,19 +121,34 @@ class PlacementEnsemble(LogitScorer):
         return PlacementEnsemble([m.with_embeddings(embedding_source) for m in self.members], self.source)
 
     def refresh(self, snapshot: ClusterSnapshot) -> Any:
-        """Compute (if due) every member's service rows of ``snapshot``; returns the first member's."""
-        entries = [m.refresh(snapshot) for m in self.members]
+        """Compute (if due) every member's service rows of ``snapshot``; returns the first member's. A member that
+        fails does not keep the others from refreshing; the first error is raised after all were tried."""
+        entries: list[Any] = []
+        error: Exception | None = None
+        for m in self.members:
+            try:
+                entries.append(m.refresh(snapshot))
+            except Exception as exc:  # noqa: BLE001 - re-raised below, once every member had its turn
+                error = error or exc
+        if error is not None:
+            raise error
         return entries[0]
 
     def service_rows(self, index: ClusterIndex, service: str | None = None) -> MemberRows:
         """Each member's rows (:meth:`LearnedPlacement.service_rows`) as one :class:`MemberRows`, the same object
-        while every member's rows are (so that :class:`~policy.lowlevel.NodeScoreTable` keeps its vectors)."""
+        for the same member rows (so that :class:`~policy.lowlevel.NodeScoreTable` keeps its vectors, also when a
+        member alternates between the embedding cache's rows and its own)."""
         rows = [m.service_rows(index, service) for m in self.members]
-        last = self._token
-        if last is not None and len(last) == len(rows) and all(a is b for a, b in zip(last, rows)):
-            return last
-        self._token = MemberRows(rows)
-        return self._token
+        key = tuple(id(r) for r in rows)
+        tokens = self._tokens
+        tok = tokens.get(key)
+        if tok is not None and all(a is b for a, b in zip(tok, rows)):  # the token holds its rows: ids stay theirs
+            return tok
+        tok = MemberRows(rows)
+        if len(tokens) >= 16:  # rows objects change with the graph and the refreshes: keep the recent ones
+            tokens = {}
+        self._tokens = {**tokens, key: tok}  # replaced, not mutated: readers on other threads see a whole dict
+        return tok
 
     # ---- LogitScorer: filter, score and the plugin's table, from the mean logit ---------------------------
     def _member_rows(self, embeddings: Any) -> list[Any]:

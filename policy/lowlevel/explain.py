@@ -587,4 +587,11 @@ def explain_scores(
         for n, s in zip(candidates, scores)
     )
     name = str(getattr(policy, "name", type(policy).__name__))
-    return Explanation(pod.key, pod.service, name, "none", tuple(float(v) for v in (intent or ())), nodes)
+    notes: tuple[str, ...] = ()
+    members = getattr(policy, "members", None)
+    if members:  # policy.lowlevel.PlacementEnsemble: the sigmoid of a mean logit has no additive split here
+        notes = (
+            f"an ensemble of {len(members)} placement networks (the mean logit): not split into factors; explain a "
+            "member's scores with its own bundle (--bundle MEMBER_DIR, the members of its ensemble.json)",
+        )
+    return Explanation(pod.key, pod.service, name, "none", tuple(float(v) for v in (intent or ())), nodes, notes=notes)

@@ -489,11 +489,11 @@ def hrl_scheduler(ctx: StackContext) -> StackBuild:
     return build_hrl_stack("hrl-scheduler", ctx)
 
 
-@register_stack("hrl-ensemble", knobs=(TRAINING_SEED_KNOB, BURST_KNOB))
+@register_stack("hrl-ensemble", knobs=(BURST_KNOB,))
 def hrl_ensemble(ctx: StackContext) -> StackBuild:
     """hrl-scheduler with each level an ensemble of the training seeds' networks (the mean logit of the placements,
     the mean intent of the high levels: policy.lowlevel.PlacementEnsemble, policy.highlevel.IntentEnsemble);
-    policy/bundles/hrl-ensemble/{low,high}/ensemble.json."""
+    policy/bundles/hrl-ensemble/{low,high}/ensemble.json. No ``tseed`` knob: its members are the training seeds."""
     return build_hrl_stack("hrl-ensemble", ctx)
 
 

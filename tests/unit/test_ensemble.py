@@ -111,7 +111,7 @@ def test_the_committed_ensembles_name_the_three_training_seeds_bundles():
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
-        ("[1, 2", r"ensemble\.json: not valid UTF-8 JSON"),
+        ("[1, 2", r"ensemble\.json: not valid JSON"),
         ([], r"expected a JSON object, found list"),
         ({"kind": "Ensemble", "level": "low", "members": ["a"], "weights": 1}, r"unknown key 'weights'"),
         ({"kind": "Bundle", "level": "low", "members": ["a"]}, r"kind: expected 'Ensemble', found 'Bundle'"),
@@ -369,3 +369,100 @@ def test_the_offline_bundle_check_loads_every_member_of_an_ensemble(tmp_path):
     write_ensemble(tmp_path / "e", "low", [DEFAULT_BUNDLES / "hrl-scheduler" / "low", tmp_path / "gone"])
     with pytest.raises(ValueError, match="gone"):
         check_bundle(tmp_path / "e")
+
+
+# ---- what review found ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"kind": "Ensemble", "kind": "Ensemble", "level": "low", "members": ["a"]}', r"kind: duplicate key"),
+        ("[" * 5000 + "]" * 5000, r"not valid JSON \(.*deep"),
+        (b"\xff\xfe", r"not UTF-8 text"),
+    ],
+)
+def test_the_ensemble_file_is_read_as_strictly_as_a_manifest(tmp_path, text, message):
+    f = tmp_path / "ensemble.json"
+    f.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(BundleError, match=message):
+        ensemble_members(tmp_path, "low")
+
+
+def test_a_directory_with_a_manifest_and_an_ensemble_file_is_refused(tmp_path):
+    d = tmp_path / "both"
+    shutil.copytree(DEFAULT_BUNDLES / "hrl-scheduler" / "low", d)
+    write_ensemble(d, "low", [DEFAULT_BUNDLES / "hrl-scheduler" / "low"])
+    with pytest.raises(BundleError, match="holds a manifest.json too"):
+        load_placement(d)
+
+
+def test_one_network_listed_twice_is_refused_however_it_is_spelled(tmp_path, members):
+    high = DEFAULT_BUNDLES / "hrl-scheduler" / "high"
+    write_ensemble(tmp_path / "h", "high", [high, high / "intent"])
+    with pytest.raises(BundleError, match=r"members\[1\]: .* is listed twice"):
+        load_intent_policy(tmp_path / "h")
+    with pytest.raises(BundleError, match=r"members\[1\]: the same network as members\[0\]"):
+        IntentEnsemble([LearnedIntent.load(high), LearnedIntent.load(high)])
+    with pytest.raises(BundleError, match=r"members\[2\]: the same network as members\[0\]"):
+        PlacementEnsemble([members[0], members[1], LearnedPlacement.load(DEFAULT_BUNDLES / "hrl-scheduler" / "low")])
+
+
+def test_a_members_error_names_the_ensemble_file_and_the_member(tmp_path):
+    low = DEFAULT_BUNDLES / "hrl-scheduler" / "low"
+    write_ensemble(tmp_path / "l", "low", [low, tmp_path / "gone"])
+    with pytest.raises(BundleError, match=r"ensemble .*/l/ensemble\.json: members\[1\] \(.*gone\): ") as exc:
+        load_placement(tmp_path / "l")
+    assert "\n" not in str(exc.value)
+    write_ensemble(tmp_path / "h", "high", [DEFAULT_BUNDLES / "hrl-scheduler" / "high", low])
+    with pytest.raises(BundleError, match=r"ensemble .*/h/ensemble\.json: members\[1\] \(.*hrl-scheduler/low\): "):
+        load_intent_policy(tmp_path / "h")
+
+
+def test_the_signals_reach_every_member_and_the_caps_are_counted():
+    from policy.live import signal_readers
+
+    ens = load_intent_policy(ENSEMBLE / "high")
+    planner = HierarchicalPolicy(intent_policy=ens)
+    assert ens in signal_readers(planner)
+    marker: dict = {}
+    ens.signals = marker
+    assert all(m.signals is marker for m in ens.members) and ens.signals is marker
+    _plan_intents(ens, minutes=6)
+    for k in ("lean_capped", "no_burst_capped", "service_fallbacks"):
+        assert getattr(ens, k) == sum(getattr(m, k) for m in ens.members)
+
+
+def test_the_burst_of_an_ensemble_is_its_first_members_tuned_constants(tmp_path):
+    from policy.highlevel.tuned import tuned_burst
+
+    first = SEEDS[1] / "hrl-scheduler" / "high"
+    write_ensemble(tmp_path / "h", "high", [first, SEEDS[0] / "hrl-scheduler" / "high"])
+    assert tuned_burst(tmp_path / "h") == tuned_burst(first)
+    own = {"capacity_target": 0.6, "move_budget_frac": 0.0, "burst": 0.25}
+    (tmp_path / "h" / "constant.json").write_text(json.dumps(own))
+    assert tuned_burst(tmp_path / "h") == 0.25  # one of its own wins
+
+
+def test_the_rows_token_is_the_same_object_for_the_same_member_rows_even_when_they_alternate(members):
+    ens = PlacementEnsemble(members)
+    idx = ClusterIndex.build(world())
+    a = ens.service_rows(idx, "cart")
+    own = members[0].rows.get(idx.snapshot)
+    other = type(own)(own.fingerprint, own.services, own.matrix.copy(), 2, 0.0, own.encoder_version)
+    members[0].embedding_source = lambda: other
+    b = ens.service_rows(idx, "cart")
+    members[0].embedding_source = None
+    assert b is not a and b[0] is other
+    assert ens.service_rows(idx, "cart") is a  # back to its own rows: the earlier token
+
+
+def test_the_ensemble_stack_has_no_training_seed_knob_and_explain_says_it_does_not_split_it(members):
+    from policy.lowlevel.explain import explain_scores
+    from policy.sim.stacks import get_stack
+
+    with pytest.raises(ValueError, match="tseed"):
+        get_stack("hrl-ensemble@tseed=1")
+    idx = ClusterIndex.build(world())
+    ex = explain_scores(PlacementEnsemble(members), pod("cart", None, 1), list(idx.node_names), idx)
+    assert ex.method == "none" and "ensemble of 3" in ex.notes[0]
