@@ -50,7 +50,7 @@ import re
 import tempfile
 import zipfile
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -88,6 +88,7 @@ __all__ = [
     "is_ensemble",
     "ensemble_members",
     "ensemble_member_error",
+    "check_distinct_members",
 ]
 
 #: Where the committed bundles live: ``policy/bundles/<stack>/{low,high}``, ``policy/bundles/encoder``.
@@ -692,6 +693,16 @@ _ENSEMBLE_KEYS = ("kind", "level", "combine", "members", "description")
 def is_ensemble(path: str | Path) -> bool:
     """True when directory ``path`` holds an :data:`ENSEMBLE` file (an ensemble of bundles, not a bundle)."""
     return (Path(path) / ENSEMBLE).is_file()
+
+
+def check_distinct_members(versions: Sequence[str], where: str) -> None:
+    """Raise :class:`BundleError` (``<where>: members[i]: the same network as members[j] (version)``) when two
+    members of an ensemble carry the same network version (an empty version is not compared)."""
+    seen: dict[str, int] = {}
+    for i, v in enumerate(versions):
+        if v and v in seen:
+            raise BundleError(f"{where}: members[{i}]: the same network as members[{seen[v]}] ({v!r})")
+        seen.setdefault(v, i)
 
 
 def ensemble_member_error(path: str | Path, i: int, member: str | Path, exc: BaseException) -> BundleError:

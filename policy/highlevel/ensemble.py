@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from policy.bundle import BundleError, ensemble_member_error, ensemble_members, is_ensemble
+from policy.bundle import BundleError, check_distinct_members, ensemble_member_error, ensemble_members, is_ensemble
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot
 
@@ -59,7 +59,8 @@ class IntentEnsemble:
     """K learned high levels serving their mean intent (module docstring); an
     :class:`~policy.highlevel.IntentPolicy` wherever :class:`~policy.highlevel.LearnedIntent` is served.
 
-    ``members``: 1 to 16 :class:`LearnedIntent`; ``source``: where they were loaded from. Counters:
+    ``members``: one or more :class:`LearnedIntent` (an ensemble file lists at most 16); ``source``: where they
+    were loaded from. Counters:
     ``fallbacks``, the periods in which at least one member fell back to its tuned constant (out of distribution);
     ``service_fallbacks``, ``lean_capped``, ``no_burst_capped``: the members' counts, summed.
     ``featurizer`` is the first member's (the workload predictor the intent's autoscaler reads); ``signals`` are
@@ -70,12 +71,9 @@ class IntentEnsemble:
         where = f"intent ensemble {source}".rstrip()
         if not self.members:
             raise BundleError(f"{where}: members: expected at least one high-level bundle")
-        seen: dict[str, int] = {}
-        for i, m in enumerate(self.members):
-            v = str(getattr(getattr(m, "actor", None), "version", "") or "")
-            if v and v in seen:
-                raise BundleError(f"{where}: members[{i}]: the same network as members[{seen[v]}] (version {v!r})")
-            seen.setdefault(v, i)
+        check_distinct_members(
+            [str(getattr(getattr(m, "actor", None), "version", "") or "") for m in self.members], where
+        )
         self.source = source
         self.featurizer = self.members[0].featurizer
         # the member whose featurizer keeps the longest rate history records it for all

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from policy.bundle import BundleError, ensemble_member_error, ensemble_members, is_ensemble
+from policy.bundle import BundleError, check_distinct_members, ensemble_member_error, ensemble_members, is_ensemble
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot, PodInfo
 
@@ -46,7 +46,8 @@ class PlacementEnsemble(LogitScorer):
     a :class:`~policy.lowlevel.PlacementPolicy` served wherever :class:`~policy.lowlevel.LearnedPlacement` is (the
     extender's ``policy.name: learned``, the descheduler's ``placement``, the simulator's stacks).
 
-    ``members``: 1 to 16 :class:`LearnedPlacement`; ``source``: where they were loaded from (for messages).
+    ``members``: one or more :class:`LearnedPlacement` (an ensemble file lists at most 16); ``source``: where they
+    were loaded from (for messages).
     Raises :class:`~policy.bundle.BundleError` naming the member and the field when the members disagree on the
     output rules (``intent_gain``, ``saturation_guard``, ``extender_weight``), when one network is listed twice
     (the same ``policy_version``), or when there are none."""
@@ -66,13 +67,7 @@ class PlacementEnsemble(LogitScorer):
                         f"{where}: members[{i}] ({m.bundle.where}): architecture.{k}: expected {getattr(first, k)!r} "
                         f"as members[0], found {getattr(m, k)!r}"
                     )
-        seen: dict[str, int] = {}
-        for i, m in enumerate(self.members):
-            if m.version in seen:
-                raise BundleError(
-                    f"{where}: members[{i}]: the same network as members[{seen[m.version]}] ({m.version!r})"
-                )
-            seen[m.version] = i
+        check_distinct_members([str(m.version) for m in self.members], where)
         self.intent_gain = first.intent_gain
         self.saturation_guard = first.saturation_guard
         self.extender_weight = first.extender_weight
