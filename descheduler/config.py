@@ -178,7 +178,7 @@ from policy.config import (
 from policy.highlevel import HighLevelPolicy, MoveCostModel, RebalanceHeuristic, ResizePlanner
 from policy.highlevel.tuned import tuned_burst
 from policy.live import MetricsSourcesConfig
-from policy.lowlevel import INTENT_SPEC, PlacementPolicy, TopologyHeuristic, load_learned_placement
+from policy.lowlevel import INTENT_SPEC, PlacementPolicy, TopologyHeuristic, load_placement
 
 __all__ = [
     "KIND",
@@ -810,7 +810,7 @@ def placement_from_config(config: DeschedulerConfiguration) -> PlacementPolicy:
     p = config.placement
     if p.name == "learned":
         try:
-            return load_learned_placement(p.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "low"))
+            return load_placement(p.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "low"))
         except ValueError as exc:  # one line starting with the field (BundleMissing, BundleError)
             raise ValueError(bundle_error_line("placement.bundle", exc, default=p.bundle is None)) from None
     return TopologyHeuristic(target_utilization=p.target_utilization)

@@ -26,7 +26,8 @@ from policy.bundle import BundleError, check_distinct_members, ensemble_member_e
 from policy.index import ClusterIndex
 from policy.state import ClusterSnapshot, PodInfo
 
-from .learned import LearnedPlacement, LogitScorer
+from .interface import PlacementPolicy
+from .learned import LearnedPlacement, LogitScorer, load_learned_placement
 
 __all__ = ["PlacementEnsemble", "MemberRows", "load_placement"]
 
@@ -180,9 +181,14 @@ class PlacementEnsemble(LogitScorer):
         return x0, z / len(self.members)
 
 
-def load_placement(path: str | Path, *, refresh_s: float = 300.0) -> LearnedPlacement | PlacementEnsemble:
+def load_placement(path: str | Path, *, refresh_s: float | None = None) -> PlacementPolicy:
     """The learned placement of directory ``path``: a :class:`PlacementEnsemble` when it holds ``ensemble.json``,
-    else :meth:`LearnedPlacement.load` (a bundle), ``refresh_s`` passed on. Raises as those do."""
+    else the bundle's :class:`LearnedPlacement` (:func:`~policy.lowlevel.load_learned_placement`, whose missing-bundle
+    error names the path and hints at a stack's ``low/``; with ``refresh_s``, :meth:`LearnedPlacement.load`).
+    ``refresh_s``: seconds between service-row recomputations (None: the loaders' default, 300). Raises as those
+    do."""
     if is_ensemble(path):
-        return PlacementEnsemble.load(path, refresh_s=refresh_s)
+        return PlacementEnsemble.load(path, refresh_s=300.0 if refresh_s is None else refresh_s)
+    if refresh_s is None:
+        return load_learned_placement(path)
     return LearnedPlacement.load(path, refresh_s=refresh_s)

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from policy.bundle import DEFAULT_BUNDLES, BundleError, PolicyBundle, is_ensemble, located, require_bundle
+from policy.bundle import DEFAULT_BUNDLES, BundleError, PolicyBundle, located, require_bundle
 from policy.cache import EmbeddingEntry, LoadTerm
 from policy.encoder import DEFAULT_ENCODER_BUNDLE, NODE_SPEC, GraphEncoder
 from policy.features import FeatureSpecError
@@ -564,14 +564,10 @@ def _arch_number(
 
 def load_learned_placement(path: str | Path) -> PlacementPolicy:
     """The learned low-level policy (``policy.lowlevel.LearnedPlacement.load(path)``) from bundle directory
-    ``path``, or the :class:`policy.lowlevel.PlacementEnsemble` of an ensemble directory (``ensemble.json``).
-    Raises :class:`BundleMissing` when there is no bundle there, and whatever the loader raises
-    (:class:`policy.bundle.BundleError`) for a bad bundle."""
+    ``path`` (an ensemble directory: :func:`policy.lowlevel.load_placement`). Raises :class:`BundleMissing` when
+    there is no bundle there, and whatever the loader raises (:class:`policy.bundle.BundleError`) for a bad
+    bundle."""
     p = Path(path)
-    if is_ensemble(p):
-        from .ensemble import PlacementEnsemble  # the ensemble module imports this one
-
-        return PlacementEnsemble.load(p)
     hint = ""
     if not (p / "manifest.json").is_file() and (p / "low" / "manifest.json").is_file():
         hint = f"{p} holds a stack's bundles, not a bundle: name its low/ directory, {p / 'low'}"

@@ -97,7 +97,7 @@ from policy.highlevel.tuned import tuned_burst
 from policy.index import ClusterIndex
 from policy.intent import Intent
 from policy.live import signal_readers
-from policy.lowlevel import PlacementPolicy, load_learned_placement
+from policy.lowlevel import PlacementPolicy, load_placement
 
 from .drpc import signals_from_sim
 from .engine import BACKGROUND_NAMESPACE, PeriodicHook, Simulation
@@ -270,7 +270,7 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
     over = dict(ctx.parts)
     if "placement" not in over:
         require_seed_bundle(base / variant.folder / "low", f"{variant.name} low-level placement", training_seed(ctx))
-    placement = over.get("placement") or load_learned_placement(base / variant.folder / "low")
+    placement = over.get("placement") or load_placement(base / variant.folder / "low")
     workloads = autoscaled_workloads(ctx.app)
     high = base / variant.folder / "high"
     intent = over.get("intent_policy")

@@ -21,7 +21,6 @@ from policy.lowlevel import (
     NodeScoreTable,
     PlacementEnsemble,
     TopologyHeuristic,
-    load_learned_placement,
     load_placement,
     scores_from_logits,
 )
@@ -195,13 +194,15 @@ def test_members_that_disagree_on_the_output_rules_are_refused_naming_the_member
 
 def test_the_loaders_serve_an_ensemble_directory_wherever_a_placement_bundle_is_served(members):
     for loaded in (
-        load_learned_placement(ENSEMBLE / "low"),
+        load_placement(ENSEMBLE / "low"),
         load_placement(ENSEMBLE / "low", refresh_s=60.0),
         PlacementEnsemble.load(ENSEMBLE / "low"),
     ):
         assert isinstance(loaded, PlacementEnsemble) and len(loaded.members) == 3
         assert [m.version for m in loaded.members] == [m.version for m in members]
     assert isinstance(load_placement(DEFAULT_BUNDLES / "hrl-scheduler" / "low"), LearnedPlacement)
+    with pytest.raises(BundleMissing, match="holds a stack's bundles"):  # the single loader's hint is kept
+        load_placement(DEFAULT_BUNDLES / "hrl-scheduler")
     assert load_placement(ENSEMBLE / "low", refresh_s=60.0).members[2].rows.refresh_s == 60.0
 
 
