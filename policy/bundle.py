@@ -377,15 +377,22 @@ def _read_manifest(d: Path, where: str) -> dict[str, Any]:
         raise BundleError(
             f"{where}: {MANIFEST}: not UTF-8 text (byte {exc.start}: {blob[exc.start : exc.start + 1]!r})"
         ) from None
-    try:  # duplicate keys and nesting deeper than policy.documents.MAX_DEPTH refused
-        m = load_json(raw)
+    return _json_object(raw, f"{where}: {MANIFEST}", "not JSON")
+
+
+def _json_object(text: str, where: str, invalid: str) -> dict[str, Any]:
+    """The JSON object of ``text`` (duplicate keys and nesting deeper than policy.documents.MAX_DEPTH refused);
+    else :class:`BundleError` ``<where>: <invalid> (<the first problem> at line N)`` or ``<where>: expected a JSON
+    object, found <type>``."""
+    try:
+        m = load_json(text)
     except DocumentError as exc:
         first = exc.problems[0]
         at = f" at line {first.line}" if first.line is not None else ""
         what = f"{first.path}: {first.message}" if first.path else first.message
-        raise BundleError(f"{where}: {MANIFEST}: not JSON ({what}{at})") from None
+        raise BundleError(f"{where}: {invalid} ({what}{at})") from None
     if not isinstance(m, dict):
-        raise BundleError(f"{where}: {MANIFEST}: expected a JSON object, found {type(m).__name__}")
+        raise BundleError(f"{where}: expected a JSON object, found {type(m).__name__}")
     return m
 
 
@@ -765,16 +772,7 @@ def _read_ensemble_file(f: Path, where: str) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BundleError(f"{where}: not UTF-8 text (byte {exc.start})") from None
-    try:  # duplicate keys and nesting deeper than policy.documents.MAX_DEPTH refused, as for manifest.json
-        m = load_json(text)
-    except DocumentError as exc:
-        first = exc.problems[0]
-        at = f" at line {first.line}" if first.line is not None else ""
-        what = f"{first.path}: {first.message}" if first.path else first.message
-        raise BundleError(f"{where}: not valid JSON ({what}{at})") from None
-    if not isinstance(m, dict):
-        raise BundleError(f"{where}: expected a JSON object, found {type(m).__name__}")
-    return m
+    return _json_object(text, where, "not valid JSON")  # as strictly as a manifest.json
 
 
 def _member_dirs(base: Path, members: list[str], level: str, where: str) -> tuple[Path, ...]:
