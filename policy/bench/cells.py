@@ -1,6 +1,7 @@
 """One run of the policy benchmark (a Ray task: a stack in a cell of the plan with one seed) and the runs of a
 whole plan: :func:`run_one`, :func:`run_seeds`, :func:`run_all` (results in task order, so the same matrix
-aggregates identically)."""
+aggregates identically); the latency floor of a cell's runs (:mod:`policy.sim.floor`): :func:`floor_seeds`,
+:func:`floor_all`."""
 
 from __future__ import annotations
 
@@ -18,12 +19,13 @@ from tqdm import tqdm
 
 from policy.sim.app import load_app
 from policy.sim.engine import METRIC_KEYS
+from policy.sim.floor import FLOOR_KEYS, latency_floor
 from policy.sim.scenario import build, load_scenario, resolve_app
 from policy.sim.stacks import run_stack
 
 from .common import HIST_EDGES_MS
 from .plan import Cell
-from .runner import run_tasks, task_key
+from .runner import read_journal, run_tasks, task_key
 
 __all__ = [
     "UTIL_KEYS",
@@ -33,6 +35,8 @@ __all__ = [
     "run_one",
     "run_seeds",
     "run_all",
+    "floor_seeds",
+    "floor_all",
 ]
 
 
@@ -195,26 +199,59 @@ def run_all(
     one in this process with ``use_ray=False``); the run records, task by task in the order of ``tasks`` (so
     aggregation is deterministic). ``journal`` / ``resume``: see :func:`policy.bench.runner.run_tasks` (one line per
     task)."""
-    return [r for batch in _run_batches(tasks, desc, journal, resume, use_ray) for r in batch["runs"]]
+    return [r for batch in _run_batches(run_seeds, tasks, desc, journal, resume, use_ray) for r in batch["runs"]]
+
+
+def floor_seeds(
+    scenario: str, app: str | None, trace: str | None, seeds: Sequence[int], setting: RunSetting
+) -> dict[str, Any]:
+    """The latency floor (:func:`policy.sim.floor.latency_floor`) of the runs of a cell that :func:`run_one` builds
+    with each of ``seeds`` and ``setting`` (its ``bundles`` unused): ``{"runs": [record, ...]}``, a record per seed
+    with ``scenario``, ``app``, ``trace`` (as :func:`run_one` names them), ``seed`` and the keys of
+    :data:`policy.sim.floor.FLOOR_KEYS`. Raises ValueError as :func:`run_one`."""
+    minutes, offset_min, n_samples, _bundles = RunSetting(*setting)
+    scn = cached_scenario(scenario)
+    spec = None if app is None else cached_app(resolve_app(app, scn))
+    runs = []
+    for seed in seeds:
+        run = build(scn, app=spec, trace=trace, minutes=minutes, seed=seed, offset_min=offset_min, n_samples=n_samples)
+        floor = latency_floor(run.app, run.rps, run.cluster, run.config)
+        runs.append(
+            {
+                "scenario": scn.name,
+                "app": "+".join(run.apps),
+                "trace": "+".join(run.traces),
+                "seed": seed,
+                **{k: float(getattr(floor, k)) for k in FLOOR_KEYS},
+            }
+        )
+    return {"runs": runs}
+
+
+def floor_all(
+    tasks: Sequence[tuple],
+    desc: str = "floor",
+    journal: Path | None = None,
+    resume: bool = False,
+    use_ray: bool = True,
+) -> list[dict[str, Any]]:
+    """:func:`floor_seeds` for every task (its argument tuple), as :func:`run_all` runs :func:`run_seeds`: the
+    floor records in the order of ``tasks``."""
+    return [r for batch in _run_batches(floor_seeds, tasks, desc, journal, resume, use_ray) for r in batch["runs"]]
 
 
 def _run_batches(
-    tasks: Sequence[tuple], desc: str, journal: Path | None, resume: bool, use_ray: bool
+    fn, tasks: Sequence[tuple], desc: str, journal: Path | None, resume: bool, use_ray: bool
 ) -> list[dict[str, Any]]:
 
     if use_ray:
-        return run_tasks(run_seeds, tasks, desc, journal, resume)
+        return run_tasks(fn, tasks, desc, journal, resume)
 
     done: dict[str, dict[str, Any]] = {}
     if journal is not None:
         journal.parent.mkdir(parents=True, exist_ok=True)
         if resume and journal.exists():
-            for line in journal.read_text(encoding="utf-8").splitlines():
-                try:
-                    r = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                done[r.get("task", "")] = r
+            done = read_journal(journal)
         else:
             journal.write_text("", encoding="utf-8")
     keys = [task_key(t) for t in tasks]
@@ -224,7 +261,7 @@ def _run_batches(
     for k, t in tqdm(list(zip(keys, tasks)), desc=desc, unit="run", file=sys.stderr):
         if k in done:
             continue
-        r = run_seeds(*t)
+        r = fn(*t)
         r["task"] = k
         done[k] = r
         if journal is not None:

@@ -124,6 +124,12 @@ def _header(summary: Mapping[str, Any], mode: Mode, meta: Mapping[str, Any]) -> 
         f"the plan and the scenarios: docs/benchmarks.md.{oracle}",
         "",
     ]
+    if meta.get("reused"):
+        lines += [
+            f"**{meta['reused']:,} of the {meta['runs']:,} simulations were reused** from the journal of an earlier "
+            "run (`--resume`): their figures and CPU-minutes are that run's, the wall time is this command's.",
+            "",
+        ]
     if mode.name == "quick":
         lines += [QUICK_TRADES, ""]
     for p, why in (meta.get("skipped") or {}).items():
@@ -173,7 +179,12 @@ HOW_TO_READ = (
     "interpolated linearly at the stack's CPU core-hours. Δ = stack − front with its 95 % CI over seeds "
     '(paired: same seeds, same requests); ratio = stack / front with the CI of Δ carried over. "beyond": the '
     'stack spends more CPU than the costliest front point, compared with it; "below the front\'s CPU": no '
-    "baseline setting is that cheap. **The objective** (policy/sim/objective.py, the one objective training and the "
+    "baseline setting is that cheap. *latency floor* (policy/sim/floor.py): the same minutes and requests with "
+    "nothing contended and no network (every service on one node of unbounded cores at the fastest node's speed, "
+    "zero network delay): what the requests' own work and own time take, timeouts of their tails included; no stack "
+    "serves the same requests faster, so where the front's p95 is under 1.25 × the floor no stack can reach 0.8 × "
+    "the front (a stack that fails more requests than the floor serves fewer, and its p95 may fall below it). "
+    "**The objective** (policy/sim/objective.py, the one objective training and the "
     "bench share): the mean cost per minute over latency relative to the SLO, SLO-violating minutes, failed requests "
     "(100 per share of requests) and requested CPU relative to the manifests; lower is better. **Targets**: the "
     "lookahead oracle (`lookahead-oracle`: hrl-scheduler whose intent is chosen every 5 minutes by forked rollouts "
@@ -293,6 +304,25 @@ def _equal_cpu_lines(
                     *_eq_cell(eq["failed_pct"], 2),
                     _fmt(cell["objective"], 2),
                     share,
+                ]
+            )
+        floor = summary["cells"].get(scn, {}).get(app, {}).get(trace, {}).get("floor")
+        if rows and floor is not None:
+            rows.append(
+                [
+                    trace,
+                    "*latency floor*",
+                    "–",
+                    _fmt(floor["latency_p95_ms"], 1),
+                    "–",
+                    "–",
+                    "–",
+                    _fmt(floor["failed_pct"], 2),
+                    "–",
+                    "–",
+                    "–",
+                    "–",
+                    "–",
                 ]
             )
     return rows

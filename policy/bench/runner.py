@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from policy.raylocal import init_local, ray_leaks
 
-__all__ = ["task_key", "RaySession", "run_tasks"]
+__all__ = ["task_key", "read_journal", "RaySession", "run_tasks"]
 
 
 def task_key(task: Sequence[Any]) -> str:
@@ -76,7 +76,9 @@ class RaySession:
                 gc.collect()
 
 
-def _read_journal(journal: Path) -> dict[str, Any]:
+def read_journal(journal: Path) -> dict[str, Any]:
+    """The results journaled in ``journal`` (JSON lines), by task key; a line cut short by an interruption is
+    skipped. Raises OSError when the file cannot be read."""
     done: dict[str, Any] = {}
     for line in journal.read_text(encoding="utf-8").splitlines():
         try:
@@ -105,7 +107,7 @@ def run_tasks(
     if journal is not None:
         journal.parent.mkdir(parents=True, exist_ok=True)
         if resume and journal.exists():
-            done = _read_journal(journal)
+            done = read_journal(journal)
         else:
             journal.write_text("", encoding="utf-8")
     keys = [task_key(t) for t in tasks]

@@ -74,6 +74,7 @@ from .cells import (
     RunSetting,
     cached_app,
     cached_scenario,
+    floor_all,
     node_cpu_utilization,
     run_all,
     run_one,
@@ -100,7 +101,7 @@ from .pareto import (
 )
 from .plan import ORACLE, BenchPlan, Cell, learned_runs, load_plan, plan_cells
 from .report import markdown, per_app_figures, plots
-from .runner import RaySession
+from .runner import RaySession, read_journal, task_key
 from .spread import training_seed_of
 from .summary import CELL_KEYS, SUMMARY_KEYS, build_summary, comparisons, summarize, validate_summary
 from .tuning import tune
@@ -424,11 +425,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     t0 = time.time()
     journal = (ROOT / "out" / "bench-runs" if standard else out) / f"runs-{mode.name}.jsonl"
+    journaled = read_journal(journal) if args.resume and journal.exists() else {}
+    reused = sum(task_key(t) in journaled for t in tasks)
     with session:
         cpus = _ray_cpus() if not args.no_ray else 1
         results = run_all(tasks, f"bench-{mode.name}", journal, args.resume, use_ray=not args.no_ray)
+        floor_tasks = [
+            (c.scenario, c.app, c.trace, (s,), RunSetting(c.minutes, c.offset_min, mode.n_samples, ""))
+            for c in cells
+            for s in mode.seeds
+        ]
+        floors = floor_all(
+            floor_tasks,
+            f"floor-{mode.name}",
+            journal.with_name(f"floors-{mode.name}.jsonl"),
+            args.resume,
+            use_ray=not args.no_ray,
+        )
     wall = time.time() - t0
-    summary = build_summary(results, mode, cells, sel.roles, sel.skipped_seeds)
+    summary = build_summary(results, mode, cells, sel.roles, sel.skipped_seeds, floors)
     validate_summary(summary)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
@@ -443,6 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "date": time.strftime("%Y-%m-%d"),
         "wall_min": (time.time() - t_start) / 60,  # the whole command: plan, Ray start, runs, summary, plots
         "runs": len(results),
+        "reused": reused,
         "jobs": cpus,
         "load": load,
         "cpu_min": sum(r["cpu_s"] for r in results) / 60,

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from policy.sim.engine import METRIC_KEYS
+from policy.sim.floor import FLOOR_KEYS
 from policy.sim.hrl_stacks import VARIANTS
 from policy.sim.scenario import BASELINE as BASELINE_SCENARIO
 
@@ -137,7 +138,7 @@ SUMMARY_KEYS = (
 MODE_KEYS = ("name", "plan", "minutes", "n_samples", "seeds", "sweep", "training_seeds", "oracle")
 
 #: The keys of each entry of summary.json ``cells``.
-CELL_KEYS = ("apps", "role", "minutes", "offset_min", "samples", "nodes", "command")
+CELL_KEYS = ("apps", "role", "minutes", "offset_min", "samples", "nodes", "command", "floor")
 
 #: The keys of each entry of summary.json ``targets`` (:func:`policy.bench.targets.cell_targets`).
 TARGET_KEYS = ("oracle", "best_baseline", "best_constant", "oracle_gain", "share")
@@ -191,14 +192,19 @@ def build_summary(
     cells: Sequence[Cell],
     roles: StackRoles,
     skipped_training_seeds: Sequence[Mapping[str, Any]] = (),
+    floors: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The whole summary.json object (schema 4, docs/benchmarks.md) from run records (any order): cells in the
     order of ``cells``, stacks in the order of ``roles.order`` (then as first seen). ``roles``: the baselines (the
     fronts, the best baseline), the contenders (equal CPU, shares of the oracle's gain), the oracle run, the learned
     stacks whose spread across training seeds is reported (:class:`~policy.bench.common.StackRoles`);
     ``skipped_training_seeds``: ``{"stack", "training_seed", "reason"}`` of every training seed the plan let the bench
-    skip."""
+    skip; ``floors``: the cells' latency-floor records (:func:`policy.bench.cells.floor_seeds`; a cell without any
+    has ``floor`` null)."""
     per = runs_per_stack(results)
+    floor_runs: dict[CellKey, list[Mapping[str, Any]]] = {}
+    for f in floors:
+        floor_runs.setdefault((f["scenario"], f["app"], f["trace"]), []).append(f)
     order = list(dict.fromkeys([*roles.order, *(k[3] for k in per)]))
     keys = sorted(per, key=lambda k: ([c.key for c in cells].index(k[:3]), order.index(k[3])))
     per = {k: per[k] for k in keys}
@@ -226,6 +232,11 @@ def build_summary(
             "samples": int(first["samples"]),
             "nodes": int(first["nodes"]),
             "command": simulate_command(c, "{stack}", "{seed}", mode.n_samples, mode.bundles),
+            "floor": (
+                {k: mean_ci95([float(f[k]) for f in floor_runs[c.key]]) for k in FLOOR_KEYS}
+                if c.key in floor_runs
+                else None
+            ),
         }
     flat = [r for rs in per.values() for r in rs]
     comp = comparisons(flat, roles.baselines, roles.contenders)
@@ -507,6 +518,10 @@ def validate_summary(obj: Any) -> None:
             raise ValueError(f"{where}.role: must be 'training', 'held-out' or '', got {c['role']!r}")
         if not isinstance(c["command"], str) or "{stack}" not in c["command"] or "{seed}" not in c["command"]:
             raise ValueError(f"{where}.command: must be a command with {{stack}} and {{seed}}, got {c['command']!r}")
+        if c["floor"] is not None:
+            _exact(c["floor"], FLOOR_KEYS, f"{where}.floor")
+            for k, v in c["floor"].items():
+                _mean_ci(v, f"{where}.floor.{k}")
     _validate_results(obj, described)
     _validate_util(obj)
     _validate_fronts(obj)

@@ -63,6 +63,7 @@ __all__ = [
     "MinuteStats",
     "Simulation",
     "weighted_percentile",
+    "part_outcomes",
     "rps_for_app",
     "metrics_table_row",
 ]
@@ -970,31 +971,28 @@ class Simulation:
         if st.link_util is not None:
             s["link_util_max_pct"].append(100.0 * float(st.link_util.max(initial=0.0)))
 
+    def part_rates(self, minute: int) -> np.ndarray:
+        """(A,) user arrival rate (requests/s) of each app of a composite application at ``minute`` (the total split
+        evenly when the trace has one column)."""
+        A = len(self.parts)
+        return self.app_rps[minute] if self.app_rps is not None else np.full(A, self.rps[minute] / A)
+
     def _account_parts(self, minute: int, st: StepStats, lost_part: np.ndarray) -> tuple[float, np.ndarray, int]:
         """Failed user requests, latency-sample weights and SLO-violating apps of this minute for a composite
         application: each app's failed share from its own sampled requests (+ its lost requests), its
         latencies weighted by its served requests, its p95 against its own SLO."""
         cfg = self.config
-        A = len(self.parts)
-        lam_a = self.app_rps[minute] if self.app_rps is not None else np.full(A, self.rps[minute] / A)
-        offered_a = lam_a * cfg.step_s
-        ue = st.user_entry if st.user_entry is not None else np.zeros(0, dtype=np.int64)
-        uf = st.user_failed if st.user_failed is not None else np.zeros(0, dtype=bool)
-        part = self.part_of_service[ue] if len(ue) else np.zeros(0, dtype=np.int64)
-        part_ok = part[~uf]
-        w = np.zeros(len(st.latency_ms))
+        offered_a = self.part_rates(minute) * cfg.step_s
+        failed_a, w, oks = part_outcomes(st, self.part_of_service, offered_a, lost_part)
         failed_total = 0.0
         bad = 0
         pa_acc = self._acc["parts"]
         for a, p in enumerate(self.parts):
-            mask = part == a
-            frac = float(uf[mask].mean()) if mask.any() else (st.fail_frac if offered_a[a] > 0 else 0.0)
-            failed = min(offered_a[a], offered_a[a] * frac + lost_part[a])
+            failed = float(failed_a[a])
             served = offered_a[a] - failed
-            ok = part_ok == a
+            ok = oks[a]
             n_ok = int(ok.sum())
             if n_ok and served > 0:
-                w[ok] = served / n_ok
                 lat_a = st.latency_ms[ok]
                 p95 = float(np.percentile(lat_a, 95))
                 pa_acc[a]["lat"].append(lat_a)
@@ -1153,6 +1151,34 @@ def _part_metrics(a: Mapping[str, Any], minutes: int) -> dict[str, float]:
         "slo_violation_pct": 100.0 * a["slo_bad"] / max(minutes, 1),
         "offered_requests": float(a["offered"]),
     }
+
+
+def part_outcomes(
+    st: StepStats, part_of_service: np.ndarray, offered_a: np.ndarray, lost_part: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """One minute's outcome per app of a composite application from its sampled user requests: ``(failed_a,
+    weights, ok_masks)``. ``part_of_service`` (S,) the app of each service (-1: none); ``offered_a`` / ``lost_part``
+    (A,) each app's offered and lost requests this minute. ``failed_a`` (A,): each app's failed requests (its
+    sampled requests' failed share of its offered ones, or the step's when none was sampled, plus its lost ones,
+    at most what it offered); ``weights`` (k,) of ``st.latency_ms``: each app's served requests over its successful
+    samples; ``ok_masks``: per app, which of ``st.latency_ms`` are its."""
+    ue = st.user_entry if st.user_entry is not None else np.zeros(0, dtype=np.int64)
+    uf = st.user_failed if st.user_failed is not None else np.zeros(0, dtype=bool)
+    part = part_of_service[ue] if len(ue) else np.zeros(0, dtype=np.int64)
+    part_ok = part[~uf]
+    w = np.zeros(len(st.latency_ms))
+    failed_a = np.zeros(len(offered_a))
+    oks = []
+    for a in range(len(offered_a)):
+        mask = part == a
+        frac = float(uf[mask].mean()) if mask.any() else (st.fail_frac if offered_a[a] > 0 else 0.0)
+        failed_a[a] = min(offered_a[a], offered_a[a] * frac + lost_part[a])
+        ok = part_ok == a
+        n_ok = int(ok.sum())
+        if n_ok and offered_a[a] - failed_a[a] > 0:
+            w[ok] = (offered_a[a] - failed_a[a]) / n_ok
+        oks.append(ok)
+    return failed_a, w, oks
 
 
 def weighted_percentile(x: np.ndarray, w: np.ndarray, q: float) -> float:

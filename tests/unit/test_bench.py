@@ -228,6 +228,9 @@ def test_an_interrupted_benchmark_resumes_from_its_journal(tmp_path, capsys):
     assert main(args + ["--resume"]) == 0
     assert "resuming, 1 of 2 runs" in capsys.readouterr().err
     assert json.loads((tmp_path / "summary.json").read_text()) == first  # same seeds, same results
+    assert "**1 of the 2 simulations were reused** from the journal" in (tmp_path / "BENCHMARKS-policy.md").read_text()
+    assert len((tmp_path / "floors-quick.jsonl").read_text().splitlines()) == 2  # the cell's floor, per seed
+    assert first["cells"]["baseline-2026-11"]["online-boutique"]["nasa"]["floor"]["latency_p95_ms"]["mean"] > 0
 
 
 def test_a_registered_stack_that_cannot_be_built_is_skipped_unless_asked_for(tmp_path, monkeypatch, capsys):

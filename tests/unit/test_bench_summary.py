@@ -68,7 +68,12 @@ SKIPPED = [{"stack": "hrl-flat", "training_seed": 1, "reason": "no policy bundle
 def made():
     runs = [record(p, s, v) for p, vs in OBJECTIVE.items() for s, v in zip(SEEDS, vs)]
     mode = Mode("quick", SEEDS, 30, 1000, "quick", "policy/data/bench/plan.yaml", (0, 1, 2), ROLES.oracle)
-    return build_summary(list(reversed(runs)), mode, [CELL], ROLES, SKIPPED)
+    floors = [
+        {"scenario": SCN, "app": APP, "trace": TRACE, "seed": s, "latency_p50_ms": 40.0, "latency_p95_ms": 90.0 + s,
+         "failed_pct": 0.5}
+        for s in SEEDS
+    ]  # fmt: skip
+    return build_summary(list(reversed(runs)), mode, [CELL], ROLES, SKIPPED, floors)
 
 
 def test_what_build_summary_makes_is_valid_and_has_every_part(made):
@@ -79,6 +84,17 @@ def test_what_build_summary_makes_is_valid_and_has_every_part(made):
     assert list(res) == list(OBJECTIVE)  # table order, whatever order the runs came in
     assert set(res["hrl-scheduler"]) == set(RESULT_KEYS) and res["hrl-scheduler"]["objective"]["mean"] == 2.5
     assert "offline-reference" not in str(made) and "reference" not in made["fronts"][SCN][APP][TRACE]["failed_pct"]
+
+
+def test_the_cell_s_latency_floor_is_the_mean_over_seeds_and_may_be_absent(made):
+    floor = made["cells"][SCN][APP][TRACE]["floor"]
+    assert floor["latency_p95_ms"]["mean"] == pytest.approx(91.0) and floor["latency_p95_ms"]["ci95"] > 0
+    assert floor["failed_pct"] == {"mean": 0.5, "ci95": 0.0} and floor["latency_p50_ms"]["mean"] == 40.0
+    runs = [record(p, s, v) for p, vs in OBJECTIVE.items() for s, v in zip(SEEDS, vs)]
+    mode = Mode("quick", SEEDS, 30, 1000, "quick", "policy/data/bench/plan.yaml", (0, 1, 2), ROLES.oracle)
+    without = build_summary(runs, mode, [CELL], ROLES, SKIPPED)
+    validate_summary(without)
+    assert without["cells"][SCN][APP][TRACE]["floor"] is None
 
 
 def test_the_targets_name_the_oracle_the_best_baseline_setting_and_the_best_constant(made):
@@ -177,6 +193,8 @@ C = (SCN, APP, TRACE)
         (set_(("ablations", *C, "hrl-no-resize", "difference"), None), ".hrl-no-resize.difference"),
         (set_(("skipped_training_seeds", 0, "training_seed"), 0), "summary.skipped_training_seeds[0].training_seed"),
         (set_(("cells", *C, "reference_not_run"), None), "summary.cells.baseline-2026-11.online-boutique.nasa: keys"),
+        (drop(("cells", *C, "floor", "failed_pct")), "summary.cells.baseline-2026-11.online-boutique.nasa.floor: keys"),
+        (set_(("cells", *C, "floor", "latency_p95_ms", "mean"), float("inf")), ".floor.latency_p95_ms.mean"),
     ],
 )
 def test_a_malformed_field_is_refused_naming_it(made, mutate, where):
