@@ -180,8 +180,9 @@ HOW_TO_READ = (
     '(paired: same seeds, same requests); ratio = stack / front with the CI of Δ carried over. "beyond": the '
     'stack spends more CPU than the costliest front point, compared with it; "below the front\'s CPU": no '
     "baseline setting is that cheap. *latency floor* (policy/sim/floor.py): the same minutes and requests with "
-    "nothing contended and no network (every service on one node of unbounded cores at the fastest node's speed, "
-    "zero network delay): what the requests' own work and own time take, timeouts of their tails included; no stack "
+    "nothing contended and every call node-local (every service on one node of unbounded cores at the fastest "
+    "node's speed; the network's same-node cost, mesh sidecar included): what the requests' own work, own time and "
+    "calls take, timeouts of their tails included; no stack "
     "serves the same requests faster, so where the front's p95 is under 1.25 × the floor no stack can reach 0.8 × "
     "the front (a stack that fails more requests than the floor serves fewer, and its p95 may fall below it). "
     "**The objective** (policy/sim/objective.py, the one objective training and the "

@@ -1,14 +1,17 @@
-"""The latency floor of a run: its user requests served with nothing contended and no network.
+"""The latency floor of a run: its user requests served with nothing contended and every call node-local.
 
 The same performance model (:class:`policy.sim.model.PerfModel`), the same minutes, user rates, entry shares of
 several apps, call-rate drift, timeouts and retries as the run, but every service on one node of unbounded cores at
 the cluster's fastest per-core speed, each pod without a CPU limit, many pods per service (so no run queue fills),
-no background tenants, no interference and a network of zero delay and unbounded bandwidth. What is left is each
-request's own work at full speed (one core, the fastest node), every service's own non-CPU time, and the timeouts
-and retries its tails cause: no placement, replica count or resource setting of the simulated cluster can make a
-request faster than that, so the floor's percentiles bound every stack's from below — among the requests it
-serves. A stack that fails more requests than the floor serves a different set of them (the failed ones tend to be
-the long ones, with more calls to fail) and may show a lower p95 than the floor; the bench prints both figures.
+no background tenants and no interference; every call stays on that node, so it costs the run's network's
+same-node price: the classic model's same-node delay and bandwidth, or, with a scenario's topology network, its
+same-node delay with jitter and the mesh sidecar's latency (no link is crossed). What is left is each request's own
+work at full speed (one core, the fastest node), every service's own non-CPU time, the same-node network cost of its
+calls, and the timeouts and retries its tails cause: no placement, replica count or resource setting of the
+simulated cluster can make a request faster than that, so the floor's percentiles bound every stack's from below —
+among the requests it serves. A stack that fails more requests than the floor serves a different set of them (the
+failed ones tend to be the long ones, with more calls to fail) and may show a lower p95 than the floor; the bench
+prints both figures.
 
 Accounting is the engine's (:meth:`policy.sim.engine.Simulation.finish_minute`): latencies weighted by the minute's
 served requests, the failed share from the sampled requests (per app for several apps,
@@ -26,7 +29,8 @@ import numpy as np
 from .app import AppSpec
 from .engine import ClusterSpec, SimConfig, Simulation, part_outcomes, weighted_percentile
 from .kube_scheduler import KubeSchedulerModel
-from .model import NetworkModel, PerfModel, PodArrays
+from .model import PerfModel, PodArrays
+from .network import LABEL_RACK
 
 __all__ = ["FLOOR_KEYS", "LatencyFloor", "latency_floor"]
 
@@ -36,8 +40,6 @@ __all__ = ["FLOOR_KEYS", "LatencyFloor", "latency_floor"]
 PODS_PER_SERVICE = 64
 #: The floor's node: cores no app uses up.
 UNBOUNDED_CORES = 1e6
-#: The floor's network: no delay, and bandwidth that makes any call's bytes free.
-_FREE_NETWORK = NetworkModel(0.0, 0.0, 0.0, 1e12, 1e12, 1e12)
 
 #: The figures of :class:`LatencyFloor`, in order (the bench's summary keys).
 FLOOR_KEYS = ("latency_p50_ms", "latency_p95_ms", "failed_pct")
@@ -61,7 +63,11 @@ def latency_floor(app: AppSpec, rps: np.ndarray, cluster: ClusterSpec, config: S
     ``config.minutes``, negative rates)."""
     sim = Simulation(app, rps, cluster, KubeSchedulerModel(), config)
     drift = config.edge_drift
-    model = PerfModel(app, _FREE_NETWORK, m_headroom=drift.max_factor if drift is not None else 1.0)
+    model = PerfModel(app, config.network, m_headroom=drift.max_factor if drift is not None else 1.0)
+    net = None
+    if config.network_topology is not None:  # one node of the first node's zone, region and rack; no NIC limit
+        first = sim.cluster.nodes[0]
+        net = config.network_topology.bind([first.zone], [first.region], [first.labels.get(LABEL_RACK, "")], [None])
     S = len(model.services)
     P = S * PODS_PER_SERVICE
     pods = PodArrays(
@@ -92,6 +98,7 @@ def latency_floor(app: AppSpec, rps: np.ndarray, cluster: ClusterSpec, config: S
             retry_fail_prob=retry_q,
             retry_iterations=config.retry_iterations,
             sample_budget=config.sample_budget,
+            net=net,
             node_speed=speed,
             entry=share,
             entry_timeout_ms=sim.entry_timeout_ms,
