@@ -46,13 +46,16 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
                                   #   learned high level's capacity targets; targetUtilization when it names none)
         bundle: null              # drpc only: bundle directory; null = policy/bundles/hrl-scheduler/high
         targetUtilization: 0.6    # utilization-target: CPU use / requests aimed at
-        tolerance: 0.1
-        stabilizationSeconds: 300  # scale-downs held this long (both; drpc: after the saturation shield)
+        tolerance: null           # no change while the need is within this fraction of the replicas; null = the
+                                  #   autoscaler's own (utilization-target 0.1, intent 0.05; drpc: none)
+        stabilizationSeconds: null  # scale-downs held this long (drpc: after the saturation shield); null = the
+                                  #   autoscaler's own (utilization-target and drpc 300, intent 180)
         workloads: null           # [namespace/name, ...] the only Deployments scaled; null = all
       intentPolicy:               # where the intent comes from:
         name: utilization         #   utilization: cluster utilisation (x forecast) -> [locality_weight, balance_weight]
                                   #   learned: the trained high level (bundle below), once per periodSeconds
-        bundle: null              # learned only: directory with intent/ and predictor/; null = hrl-scheduler/high
+        bundle: null              # learned only: directory with intent/ and predictor/ (or an ensemble of such);
+                                  #   null = policy/bundles/hrl-ensemble/high (the training seeds' high levels)
         periodSeconds: 300        # learned only: how often the intent is recomputed (it holds in between)
         cpuPrice: 0.5             # learned only: the price of CPU the policy trades latency against
         sloP95Ms: null            # learned only: the application's p95 SLO (ms); null = latency unknown
@@ -65,7 +68,7 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
         smoothing: 0.5
     placement:                    # the low-level policy the planner scores with (as the extender's)
       name: topology-heuristic    # or learned (policy.lowlevel.LearnedPlacement)
-      bundle: null                # learned only: bundle directory; null = policy/bundles/hrl-scheduler/low
+      bundle: null                # learned only: bundle (or ensemble) directory; null = policy/bundles/hrl-ensemble/low
       targetUtilization: 0.7      # topology-heuristic only
     scaling:                      # applying the plan's replica targets (deployments/scale)
       enabled: true               # false: report the targets, scale nothing
@@ -163,7 +166,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from policy import highlevel
-from policy.bundle import DEFAULT_BUNDLES, bundle_error_line
+from policy.bundle import DEFAULT_BUNDLES, SERVED_INTENT_BUNDLE, SERVED_PLACEMENT_BUNDLE, bundle_error_line
 from policy.config import (
     HOST_PORT,
     LISTEN_ADDRESS,
@@ -237,8 +240,8 @@ class AutoscalerConfig(ConfigModel):
     name: Literal["utilization-target", "drpc", "intent"] = "utilization-target"
     bundle: ExistingBundle | None = Field(None, min_length=1)
     target_utilization: float = Field(0.6, gt=0.0, le=1.0)
-    tolerance: float = Field(0.1, ge=0.0)
-    stabilization_seconds: float = Field(300.0, ge=0.0)
+    tolerance: float | None = Field(None, ge=0.0)
+    stabilization_seconds: float | None = Field(None, ge=0.0)
     workloads: tuple[str, ...] | None = Field(None, json_schema_extra=pattern_schema(NAMESPACED_NAME, items=True))
     burst: float | None = Field(None, ge=0.0, le=1.0)
 
@@ -687,7 +690,7 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
     if cfg.intent is not None:
         intent_policy = highlevel.FixedIntent(cfg.intent)
     elif ip.name == "learned":
-        bundle = intent_bundle = ip.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "high")
+        bundle = intent_bundle = ip.bundle or str(SERVED_INTENT_BUNDLE)
         try:
             intent_policy = highlevel.load_intent_policy(
                 bundle, slo_p95_ms=ip.slo_p95_ms, cpu_price=ip.cpu_price, workloads=a.workloads if a else None
@@ -708,7 +711,9 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
     if a is not None and a.name == "drpc":
         bundle = a.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "high")
         try:
-            auto = highlevel.load_learned_autoscaler(bundle, a.workloads, stabilization_s=a.stabilization_seconds)
+            auto = highlevel.load_learned_autoscaler(
+                bundle, a.workloads, **_set(stabilization_s=a.stabilization_seconds)
+            )
         except ValueError as exc:  # one line starting with the field (BundleMissing, BundleError)
             field = "planner.autoscaler.bundle"
             raise ValueError(bundle_error_line(field, exc, default=a.bundle is None)) from None
@@ -722,22 +727,20 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
                 raise ValueError(f"planner.intentPolicy.bundle: {exc}") from None
         auto = highlevel.IntentAutoscaler(
             default_target=a.target_utilization,
-            tolerance=a.tolerance,
             min_replicas=config.scaling.min_replicas,
             max_replicas=config.scaling.max_replicas,
-            stabilization_s=a.stabilization_seconds,
             workloads=a.workloads,
+            **_set(tolerance=a.tolerance, stabilization_s=a.stabilization_seconds),
             forecaster=featurizer.local.predictor if featurizer is not None else None,
             burst=burst,
         )
     elif a is not None:
         auto = highlevel.UtilizationTargetAutoscaler(
             target_utilization=a.target_utilization,
-            tolerance=a.tolerance,
             min_replicas=config.scaling.min_replicas,
             max_replicas=config.scaling.max_replicas,
-            stabilization_s=a.stabilization_seconds,
             workloads=a.workloads,
+            **_set(tolerance=a.tolerance, stabilization_s=a.stabilization_seconds),
         )
     learned = isinstance(intent_policy, (highlevel.LearnedIntent, highlevel.IntentEnsemble))
     return highlevel.HierarchicalPolicy(
@@ -757,6 +760,11 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
         excluded_namespaces=tuple(config.excluded_namespaces),
         evict_local_storage_pods=config.evict_local_storage_pods,
     )
+
+
+def _set(**kw: Any) -> dict[str, Any]:
+    """The keyword arguments that are not None (a null configuration field leaves the constructor's default)."""
+    return {k: v for k, v in kw.items() if v is not None}
 
 
 def cost_model_from_config(config: DeschedulerConfiguration) -> MoveCostModel | None:
@@ -810,7 +818,7 @@ def placement_from_config(config: DeschedulerConfiguration) -> PlacementPolicy:
     p = config.placement
     if p.name == "learned":
         try:
-            return load_placement(p.bundle or str(DEFAULT_BUNDLES / "hrl-scheduler" / "low"))
+            return load_placement(p.bundle or str(SERVED_PLACEMENT_BUNDLE))
         except ValueError as exc:  # one line starting with the field (BundleMissing, BundleError)
             raise ValueError(bundle_error_line("placement.bundle", exc, default=p.bundle is None)) from None
     return TopologyHeuristic(target_utilization=p.target_utilization)

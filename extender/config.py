@@ -15,7 +15,7 @@ Every field is optional; an empty file (or no ``--config``) gives the defaults b
       name: topology-heuristic # the low-level placement policy: topology-heuristic | learned
       targetUtilization: 0.7   # topology-heuristic: CPU utilisation above which a node counts as hot, 0 < x < 1
       bundle: null             # learned only (an error with topology-heuristic); null = the shipped
-                               #   policy/bundles/hrl-scheduler/low
+                               #   policy/bundles/hrl-ensemble/low (the training seeds' placements, averaged)
       embeddingRefreshSeconds: 30  # learned: recompute the service rows (embeddings) in the background this often
     topology:
       sources: []              # call-graph sources: manifest files/dirs, AppGroups, span CSVs, Alibaba CSVs, and
@@ -100,6 +100,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from policy.bundle import SERVED_PLACEMENT_BUNDLE
 from policy.config import (
     HOST_PORT,
     URL_PATH,
@@ -113,7 +114,6 @@ from policy.config import (
 )
 from policy.live import ExtenderMetricsSourcesConfig
 from policy.lowlevel import (
-    DEFAULT_PLACEMENT_BUNDLE,
     LearnedPlacement,
     PlacementEnsemble,
     PlacementPolicy,
@@ -221,8 +221,9 @@ class PolicyConfig(ConfigModel):
     bundle: ExistingBundle | None = Field(
         None,
         min_length=1,
-        description="learned: the policy bundle directory (level low); null = the committed "
-        "policy/bundles/hrl-scheduler/low. Loaded at start: a bad bundle is a configuration error.",
+        description="learned: the policy bundle directory (level low), or an ensemble directory (ensemble.json); "
+        "null = the committed policy/bundles/hrl-ensemble/low (hrl-scheduler's placements of training seeds 0, 1 and "
+        "2, averaged). Loaded at start: a bad bundle is a configuration error.",
     )
     embedding_refresh_seconds: float = Field(
         30.0,
@@ -696,7 +697,7 @@ def build_policy(config: ExtenderConfiguration) -> PlacementPolicy:
     if p.name == "topology-heuristic":
         return TopologyHeuristic(target_utilization=p.target_utilization)
     if p.name == "learned":
-        return load_placement(p.bundle or DEFAULT_PLACEMENT_BUNDLE, refresh_s=p.embedding_refresh_seconds)
+        return load_placement(p.bundle or SERVED_PLACEMENT_BUNDLE, refresh_s=p.embedding_refresh_seconds)
     raise ValueError(f"policy.name: unknown policy {p.name!r}")  # pragma: no cover - Literal guards this
 
 

@@ -13,12 +13,13 @@ times:
     (what most clusters run);
 (c) ``hrl-scheduler``: the same kube-scheduler model with our extender registered as the shipped
     KubeSchedulerConfiguration does (prioritize, nodeCacheCapable, ignorable), served over real HTTP on
-    127.0.0.1 by ``extender.server.ExtenderServer`` with the learned placement of
-    ``policy/bundles/hrl-scheduler/low``; our descheduler (``descheduler.loop.run_once`` with the hierarchical
-    planner of ``policy.sim.hrl_stacks.hrl_planner``) runs every simulated minute: the learned high level
-    (``policy/bundles/hrl-scheduler/high/intent``) sets the intent every 5 minutes (per service a capacity
-    target and a co-location priority, globally locality / balance weights and a move budget), the intent
-    autoscaler carries the capacity targets out through the scale subresource, moves go through the Eviction
+    127.0.0.1 by ``extender.server.ExtenderServer`` with the served learned placement
+    (``policy/bundles/hrl-ensemble/low``: the placements of training seeds 0, 1 and 2, averaged;
+    ``policy.bundle.SERVED_STACK``); our descheduler (``descheduler.loop.run_once`` with the hierarchical
+    planner of ``policy.sim.hrl_stacks.hrl_planner``) runs every simulated minute: the served learned high level
+    (``policy/bundles/hrl-ensemble/high``, the same seeds' intents averaged) sets the intent every 5 minutes (per
+    service a capacity target and a co-location priority, globally locality / balance weights and a move budget),
+    the intent autoscaler carries the capacity targets out through the scale subresource, moves go through the Eviction
     API, in-place CPU resizes through ``pods/resize``, and each intent is published to the extender's store
     (with its co-location priorities), so new and evicted pods are placed by it. Every change of the intent is
     printed. Without the intent bundle, the DRPC students and the utilisation rule stand in (said so);
@@ -51,8 +52,8 @@ from descheduler.guards import EvictionHistory
 from descheduler.loop import CycleDeps, run_once
 from extender.config import load_extender_config
 from extender.server import ExtenderServer
-from policy.bundle import DEFAULT_BUNDLES
-from policy.highlevel import LearnedIntent, UtilizationTargetAutoscaler
+from policy.bundle import DEFAULT_BUNDLES, SERVED_STACK
+from policy.highlevel import IntentEnsemble, LearnedIntent, UtilizationTargetAutoscaler
 from policy.lowlevel import TopologyHeuristic
 from policy.sim.engine import METRIC_KEYS, PeriodicHook, Simulation, metrics_table_row
 from policy.sim.hrl_stacks import VARIANTS, StackParts, hrl_planner, load_parts, sim_descheduler_config
@@ -81,11 +82,11 @@ def prioritize_calls(metrics_url: str) -> int:
 
 
 def hrl_parts(ctx: StackContext) -> tuple[StackParts, dict[str, bool]]:
-    """hrl-scheduler's parts from ``policy/bundles/hrl-scheduler`` (:func:`policy.sim.hrl_stacks.load_parts`), or
-    stand-ins with one line saying why (the demo runs everywhere; `make bench` never falls back). Returns the parts
+    """hrl-scheduler's served parts from ``policy/bundles/<SERVED_STACK>`` (:func:`policy.sim.hrl_stacks.load_parts`),
+    or stand-ins with one line saying why (the demo runs everywhere; `make bench` never falls back). Returns the parts
     and which of them are learned."""
     try:
-        parts = load_parts(VARIANTS["hrl-scheduler"], ctx)
+        parts = load_parts(VARIANTS[SERVED_STACK], ctx)
     except Exception as exc:  # noqa: BLE001 - BundleMissing, BundleError: say it, use the stand-ins
         log(f"hrl-scheduler bundles: {' '.join(str(exc).split())[:200]}; using the heuristic stand-ins")
         workloads = tuple(autoscaled_workloads(ctx.app))
@@ -94,10 +95,10 @@ def hrl_parts(ctx: StackContext) -> tuple[StackParts, dict[str, bool]]:
             "autoscaler": False,
             "intent": False,
         }
-    learned_intent = isinstance(parts.intent_policy, LearnedIntent)
+    learned_intent = isinstance(parts.intent_policy, (LearnedIntent, IntentEnsemble))
     if not learned_intent:
         log(
-            f"no learned high level in {DEFAULT_BUNDLES / 'hrl-scheduler' / 'high' / 'intent'}: the DRPC students "
+            f"no learned high level in {DEFAULT_BUNDLES / SERVED_STACK / 'high'}: the DRPC students "
             "and the utilisation rule set the replicas and the intent"
         )
     return parts, {"placement": True, "autoscaler": True, "intent": learned_intent}
@@ -163,14 +164,15 @@ def main(argv: list[str] | None = None) -> int:
     parts, learned = hrl_parts(ctx)
     des_config = sim_descheduler_config(app)
     workloads = tuple(autoscaled_workloads(app))
-    planner = hrl_planner(VARIANTS["hrl-scheduler"], parts, des_config, workloads)
+    planner = hrl_planner(VARIANTS[SERVED_STACK], parts, des_config, workloads)
     ext_config = load_extender_config(
         {"apiVersion": "hrl-scheduler.io/v1alpha1", "kind": "ExtenderConfiguration", "listen": {"port": 0}}
     )
     intents: list[dict[str, Any]] = []
     cycles = []
     with ExtenderServer(ext_config, policy=parts.placement) as server:
-        log(f"extender listening on {server.url} (placement {parts.placement.name})")
+        where = f"policy/bundles/{SERVED_STACK}"
+        log(f"extender listening on {server.url} (placement {parts.placement.name}, bundles {where})")
         client = HttpExtender(server.url, weight=EXTENDER_WEIGHT, node_cache_capable=True, ignorable=True)
         scheduler = KubeSchedulerModel(extenders=[client])
         history = EvictionHistory()

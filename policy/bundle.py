@@ -75,6 +75,9 @@ __all__ = [
     "located",
     "DEFAULT_BUNDLES",
     "SEED_BUNDLES",
+    "SERVED_STACK",
+    "SERVED_PLACEMENT_BUNDLE",
+    "SERVED_INTENT_BUNDLE",
     "training_seed_root",
     "bundles_root_arg",
     "require_seed_bundle",
@@ -96,6 +99,15 @@ DEFAULT_BUNDLES = Path(__file__).resolve().parent / "bundles"
 #: Where the bundles of other training seeds live: ``policy/bundles/seeds/<N>/<stack>/{low,high}`` (and
 #: ``seeds/<N>/encoder``), laid out as :data:`DEFAULT_BUNDLES` (training seed 0).
 SEED_BUNDLES = DEFAULT_BUNDLES / "seeds"
+#: The stack whose bundles the extender and the descheduler serve when their configuration names none: ``hrl-ensemble``,
+#: the mean of ``hrl-scheduler``'s networks of training seeds 0, 1 and 2 (an ``ensemble.json`` per level), which beat
+#: the single training seed in the quick bench of 2026-12-07 (BENCHMARKS.md, section "What moved": the best constant
+#: beaten in 13 of 17 cells against 10, a mean objective of 3.15 against 3.34).
+SERVED_STACK = "hrl-ensemble"
+#: The placement served by default (extender ``policy.bundle``, descheduler ``placement.bundle``).
+SERVED_PLACEMENT_BUNDLE = DEFAULT_BUNDLES / SERVED_STACK / "low"
+#: The high level served by default (descheduler ``planner.intentPolicy.bundle``).
+SERVED_INTENT_BUNDLE = DEFAULT_BUNDLES / SERVED_STACK / "high"
 
 SCHEMA_VERSION = 1
 LEVELS = ("low", "high", "encoder")

@@ -22,8 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from policy.bundle import SERVED_PLACEMENT_BUNDLE
 from policy.index import ClusterIndex
-from policy.lowlevel import LearnedPlacement, PlacementPolicy, TopologyHeuristic
+from policy.lowlevel import PlacementPolicy, TopologyHeuristic, load_placement
 from policy.observe import ObjectError, parse_pod, snapshot_from_objects
 from policy.recording import Recording
 
@@ -106,11 +107,12 @@ def descheduler_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def policy_for(records: Sequence[dict[str, Any]]) -> tuple[PlacementPolicy, str]:
     """The placement policy the simulator scores the decisions with: the one the records name (the heuristic, or the
-    committed learned bundle), and a note when the records' bundle version differs from the committed one."""
+    learned placement a ``null`` bundle serves, :data:`policy.bundle.SERVED_PLACEMENT_BUNDLE`), and a note when the
+    records' bundle version differs from it."""
     names = {str(r.get("policy", "")) for r in records}
     if "topology-heuristic" in names and "learned" not in names:
         return TopologyHeuristic(), ""
-    p = LearnedPlacement.load()
+    p = load_placement(SERVED_PLACEMENT_BUNDLE)
     versions = {str(r.get("policy_version", "")) for r in records if r.get("policy") == "learned"} - {""}
     note = ""
     if versions and versions != {p.version}:

@@ -316,7 +316,8 @@ def test_a_simulated_minute_replayed_on_kwok_is_what_the_live_sources_read_and_t
                 "apiVersion": "hrl-scheduler.io/v1alpha1",
                 "kind": "ExtenderConfiguration",
                 "listen": {"port": port},
-                "policy": {"name": "learned", "embeddingRefreshSeconds": 1},
+                # the single bundle whose inputs the test compares (the served default ensembles it with two more)
+                "policy": {"name": "learned", "bundle": str(DEFAULT_PLACEMENT_BUNDLE), "embeddingRefreshSeconds": 1},
                 "topology": {"sources": [str(graph_file)]},
                 "kubernetes": {
                     "enabled": True,

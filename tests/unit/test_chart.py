@@ -500,7 +500,8 @@ def test_bundles_from_a_volume_reach_both_components_and_load(tmp_path):
         ]
     ext_doc, des_doc = config_of(objs, "hrl-extender-config"), config_of(objs, "hrl-descheduler-config")
     assert ext_doc["policy"]["bundle"] == des_doc["placement"]["bundle"] == "/etc/hrl-bundles/v2/low"
-    assert des_doc["planner"]["autoscaler"]["bundle"] == "/etc/hrl-bundles/v2/high"
+    assert des_doc["planner"]["intentPolicy"]["bundle"] == "/etc/hrl-bundles/v2/high"
+    assert "bundle" not in des_doc["planner"]["autoscaler"]  # the intent autoscaler carries the high level's targets
     assert des_doc["cache"]["encoderBundle"] == "/etc/hrl-bundles/v2/encoder"
     # the same layout on disk (what the volume would hold): the components load every bundle from it
     root = tmp_path / "etc-hrl-bundles"
@@ -511,7 +512,7 @@ def test_bundles_from_a_volume_reach_both_components_and_load(tmp_path):
     des = load_descheduler_config(yaml.safe_load(yaml.safe_dump(des_doc).replace("/etc/hrl-bundles", str(root))),
                                   check_files=True)  # fmt: skip
     assert type(build_policy(ext)).__name__ == type(placement_from_config(des)).__name__ == "LearnedPlacement"
-    assert planner_from_config(des) is not None
+    assert type(planner_from_config(des).intent_policy).__name__ == "LearnedIntent"  # v2/high's, not the image's
     # without a volume the image's bundles are used; naming directories without one is refused
     plain = config_of(render({"learnedPolicies": {"enabled": True}}), "hrl-extender-config")
     assert plain["policy"]["bundle"] is None

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from descheduler.config import load_descheduler_config, placement_from_config
+from descheduler.config import load_descheduler_config, placement_from_config, planner_from_config
 from extender.config import build_policy, load_extender_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -260,13 +260,43 @@ def test_the_learned_overlay_configures_the_learned_policies_and_the_descheduler
     ext = load_extender_config(configmap_file(objs, "hrl-extender-config", "config.yaml"))
     des = load_descheduler_config(configmap_file(objs, "hrl-descheduler-config", "config.yaml"))
     assert (ext.policy.name, ext.policy.bundle) == ("learned", None)
-    assert (des.planner.name, des.planner.autoscaler.name, des.placement.name) == ("hierarchical", "drpc", "learned")
+    assert (des.planner.name, des.planner.autoscaler.name, des.placement.name) == ("hierarchical", "intent", "learned")
+    assert (des.planner.intent_policy.name, des.planner.intent_policy.bundle) == ("learned", None)
     assert des.dry_run is True and des.state_file  # the CronJob's PVC keeps the planner's state
     svc = one(objs, "Service", "hrl-embedding-cache")
     (port,) = [p["port"] for p in svc["spec"]["ports"] if p["name"] == "grpc-cache"]
     assert des.cache.address == ext.cache.address == f"hrl-embedding-cache.{NAMESPACE}.svc:{port}"
-    # The placement policy of both loads from the bundle committed in the repository (and shipped in the image).
-    assert type(build_policy(ext)).__name__ == type(placement_from_config(des)).__name__ == "LearnedPlacement"
+    # The placement policy of both loads from the bundles committed in the repository (and shipped in the image): the
+    # served ensemble of the training seeds.
+    assert type(build_policy(ext)).__name__ == type(placement_from_config(des)).__name__ == "PlacementEnsemble"
+
+
+def test_the_learned_overlay_serves_the_planner_the_policy_bench_measures():
+    """Live parity: the chart's learned mode plans as the simulator's stack of the served bundles
+    (policy.sim.hrl_stacks.hrl_planner over load_parts), apart from the two differences docs/operations.md names (no
+    in-place resizes; the CronJob's period)."""
+    from policy.bundle import SERVED_STACK
+    from policy.sim.app import load_app
+    from policy.sim.engine import ClusterSpec
+    from policy.sim.hrl_stacks import VARIANTS, hrl_planner, load_parts, sim_descheduler_config
+    from policy.sim.stackbase import StackContext
+
+    des = load_descheduler_config(
+        configmap_file(render("overlays/second-scheduler-learned"), "hrl-descheduler-config", "config.yaml")
+    )
+    live = planner_from_config(des)
+    app = load_app("online-boutique")
+    ctx = StackContext(app=app, cluster=ClusterSpec())
+    variant = VARIANTS[SERVED_STACK]
+    sim = hrl_planner(variant, load_parts(variant, ctx), sim_descheduler_config(app), ())
+    for part in ("intent_policy", "autoscaler"):
+        assert type(getattr(live, part)) is type(getattr(sim, part)), part
+    members = [m.actor.version for m in sim.intent_policy.members]
+    assert [m.actor.version for m in live.intent_policy.members] == members and len(members) == 3
+    for knob in ("burst", "default_target", "tolerance", "stabilization_s", "shield", "min_replicas", "max_replicas"):
+        assert getattr(live.autoscaler, knob) == getattr(sim.autoscaler, knob), knob  # burst: the tuned constant's
+    assert (live.margin, live.intent_period_s, live.rebalance) == (sim.margin, sim.intent_period_s, sim.rebalance)
+    assert live.overload_threshold == sim.overload_threshold and live.resizer is None and sim.resizer is not None
 
 
 def scheduler_configs(target: str) -> list[dict[str, Any]]:

@@ -243,8 +243,12 @@ checksum/config: {{ . }}
 {{- end -}}
 {{- $_ := set $cfg "metrics" $metrics -}}
 {{- if $v.learnedPolicies.enabled -}}
-{{- $auto := dict "name" "drpc" "bundle" (include "hrl.bundlePath" (list . "highLevel") | default nil) -}}
-{{- $_ := set $cfg "planner" (dict "name" "hierarchical" "overloadThreshold" 0.85 "localityMargin" 1.0 "autoscaler" $auto) -}}
+{{- /* as the simulator's learned stacks run (policy.sim.hrl_stacks: hrl_planner, MOVE_MARGIN): the learned high level's
+capacity targets carried out by the intent autoscaler (its own tolerance and scale-down stabilisation), moves at
+a margin of 2 score points */ -}}
+{{- $intentPolicy := dict "name" "learned" "bundle" (include "hrl.bundlePath" (list . "highLevel") | default nil) -}}
+{{- $auto := dict "name" "intent" -}}
+{{- $_ := set $cfg "planner" (dict "name" "hierarchical" "overloadThreshold" 0.85 "localityMargin" 2.0 "autoscaler" $auto "intentPolicy" $intentPolicy) -}}
 {{- $_ := set $cfg "placement" (dict "name" "learned" "bundle" (include "hrl.bundlePath" (list . "placement") | default nil)) -}}
 {{- $s := $v.learnedPolicies.scaling -}}
 {{- $_ := set $cfg "scaling" (dict "enabled" true "minReplicas" (int $s.minReplicas) "maxReplicas" (int $s.maxReplicas) "maxStepPerCycle" (int $s.maxStepPerCycle)) -}}
