@@ -8,14 +8,17 @@ the same seeds for every policy:
 - ``+heuristic``: the same + the extender serving :class:`policy.lowlevel.TopologyHeuristic` (weight 2);
 - ``+learned``: the same + the extender serving the committed :class:`policy.lowlevel.LearnedPlacement`
   bundles (``hrl-scheduler/low``; ``+learned-no-encoder`` = ``hrl-no-encoder/low`` and ``+learned-no-intent`` =
-  ``hrl-flat/low`` too when present), weight 2,
+  ``hrl-flat/low`` too when present), weight 2;
+- ``+learned-ensemble``: the placement served by default (:data:`policy.bundle.SERVED_PLACEMENT_BUNDLE`, the
+  :class:`policy.lowlevel.PlacementEnsemble` of ``hrl-ensemble/low``: the mean logit of training seeds 0, 1, 2),
+  weight 2,
 
 each in two cluster settings: the benchmark cluster of `make bench` (:func:`policy.sim.sizing.cluster_for`, no other
 tenants) and the same with background tenants (2 per node, ~30 % of the CPU requested, 20-50 % used, measured
 from the start: :func:`policy.sim.placement.start_with_metrics`). The trace
 is ``nasa``'s window centred on its peak, scaled as `make bench` scales it. It also times
-``LearnedPlacement.score`` for 100 candidate nodes (features + forward pass, one thread) and writes both to
-section ``placement`` of BENCHMARKS.md.
+``score`` of each learned placement for 100 and 500 candidate nodes (features + forward pass, one thread) and writes
+both to section ``placement`` of BENCHMARKS.md.
 
 The extender stacks are built by :func:`policy.sim.placement.placement_stack`, a
 :data:`policy.sim.stacks.StackFactory` maker that the learned stacks of ``make bench`` can reuse.
@@ -32,8 +35,16 @@ from typing import Any
 
 import numpy as np
 
+from policy.bundle import SERVED_PLACEMENT_BUNDLE
 from policy.index import ClusterIndex
-from policy.lowlevel import DEFAULT_FLAT_PLACEMENT_BUNDLE, DEFAULT_PLACEMENT_BUNDLE, LearnedPlacement
+from policy.lowlevel import (
+    DEFAULT_FLAT_PLACEMENT_BUNDLE,
+    DEFAULT_PLACEMENT_BUNDLE,
+    LearnedPlacement,
+    PlacementEnsemble,
+    PlacementPolicy,
+    load_placement,
+)
 from policy.sim.app import load_app
 from policy.sim.engine import SimConfig, Simulation, background_tenants
 from policy.sim.kube_scheduler import KubeSchedulerModel as _K
@@ -47,7 +58,7 @@ __all__ = ["inference_latency", "main"]
 SHOWN = ("latency_mean_ms", "latency_p95_ms", "failed_pct", "cross_node_call_pct")
 
 
-def inference_latency(policy: LearnedPlacement, candidates: int = 100, calls: int = 2000) -> dict[str, float]:
+def inference_latency(policy: PlacementPolicy, candidates: int = 100, calls: int = 2000) -> dict[str, float]:
     """Wall time of ``policy.score`` (features + forward, service rows cached) for one pod over ``candidates``
     nodes of a synthetic cluster running Online Boutique ``candidates // 4`` times over; ``{"p50_ms", "p99_ms",
     "mean_ms", "candidates", "calls"}``. Run with ``OMP_NUM_THREADS=1`` for the one-core figure."""
@@ -81,9 +92,17 @@ def inference_latency(policy: LearnedPlacement, candidates: int = 100, calls: in
     }
 
 
-def _section(table: Mapping[str, Any], lat: Mapping[str, Mapping[str, float]], bundles: Mapping[str, Any]) -> str:
+def _section(
+    table: Mapping[str, Any], lat: Mapping[str, Mapping[int, Mapping[str, float]]], bundles: Mapping[str, Any]
+) -> str:
     lines = ["## Learned placement (`python -m policy.bench.placement`)", ""]
     for name, b in bundles.items():
+        if isinstance(b, PlacementEnsemble):
+            lines.append(
+                f"- `{name}`: the placement served by default, `{SERVED_PLACEMENT_BUNDLE.parent.name}/low`: the mean "
+                f"logit of {len(b.members)} members, bundles {', '.join(f'`{m.version}`' for m in b.members)}."
+            )
+            continue
         m = b.bundle.metadata
         lines.append(
             f"- `{name}`: bundle `{b.version}` ({m.get('algorithm', '')}); trained in "
@@ -92,14 +111,16 @@ def _section(table: Mapping[str, Any], lat: Mapping[str, Mapping[str, float]], b
         )
     lines += [
         "",
-        "Inference in the extender (`LearnedPlacement.score`: features + forward pass, numpy, one thread, "
-        "service rows cached), one pod against 100 candidate nodes:",
+        "Inference in the extender (`score`: features + forward pass, numpy, one thread, service rows cached), one "
+        "pod against 100 and 500 candidate nodes (the extender's node-score table computes these off the request "
+        "path; a request it has no vector for pays them):",
         "",
-        "| bundle | p50 ms | p99 ms | mean ms |",
-        "|---|---|---|---|",
+        "| bundle | candidates | p50 ms | p99 ms | mean ms |",
+        "|---|---|---|---|---|",
     ]
-    for name, v in lat.items():
-        lines.append(f"| {name} | {v['p50_ms']:.3f} | {v['p99_ms']:.3f} | {v['mean_ms']:.3f} |")
+    for name, by_n in lat.items():
+        for n, v in by_n.items():
+            lines.append(f"| {name} | {n} | {v['p50_ms']:.3f} | {v['p99_ms']:.3f} | {v['mean_ms']:.3f} |")
     lines += [
         "",
         f"Placement alone in the simulator: fixed replicas (manifest), `nasa` trace, {table['minutes']} minutes "
@@ -124,14 +145,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--no-write", action="store_true", help="print instead of writing BENCHMARKS.md")
     a = p.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    bundles: dict[str, LearnedPlacement] = {"learned": LearnedPlacement.load(DEFAULT_PLACEMENT_BUNDLE)}
+    bundles: dict[str, PlacementPolicy] = {"learned": LearnedPlacement.load(DEFAULT_PLACEMENT_BUNDLE)}
     for name, path in (
         ("learned-no-encoder", DEFAULT_FLAT_PLACEMENT_BUNDLE),
         ("learned-no-intent", DEFAULT_PLACEMENT_BUNDLE.parent.parent / "hrl-flat" / "low"),
     ):
         if (path / "manifest.json").exists():
             bundles[name] = LearnedPlacement.load(path)
-    lat = {k: inference_latency(v) for k, v in bundles.items()}
+    bundles["learned-ensemble"] = load_placement(SERVED_PLACEMENT_BUNDLE)
+    lat = {k: {n: inference_latency(v, candidates=n) for n in (100, 500)} for k, v in bundles.items()}
     table = compare(
         a.apps.split(","), list(range(a.seeds)), a.minutes, learned=bundles, log=lambda m: print(m, flush=True)
     )
