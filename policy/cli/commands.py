@@ -829,7 +829,13 @@ def cmd_app_build(args: argparse.Namespace) -> int:
             "the pods' hrl-scheduler.io/depends-on annotations); repeatable",
         ),
         arg("--policy", choices=("learned", "topology-heuristic"), default="learned", help="the low-level policy"),
-        arg("--bundle", default=None, metavar="DIR", help="learned: the bundle (default: the committed one)"),
+        arg(
+            "--bundle",
+            default=None,
+            metavar="DIR",
+            help="learned: the bundle or ensemble directory (default: the served policy/bundles/hrl-ensemble/low, "
+            "whose scores are one term; a member, e.g. policy/bundles/hrl-scheduler/low, splits into factors)",
+        ),
         arg("--target-utilization", type=float, default=0.7, help="topology-heuristic: its targetUtilization"),
         arg(
             "--intent",

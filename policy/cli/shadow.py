@@ -62,8 +62,9 @@ def load_explain_snapshot(path: str, graph_sources: list[str]):
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """Explain one pod's scores on every candidate (a table, or ``--json``)."""
+    from policy.bundle import SERVED_PLACEMENT_BUNDLE
     from policy.index import ClusterIndex
-    from policy.lowlevel import LearnedPlacement, TopologyHeuristic, load_placement
+    from policy.lowlevel import TopologyHeuristic, load_placement
     from policy.lowlevel.explain import FACTORS, explain_scores
 
     if args.top < 1:
@@ -80,7 +81,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     index = ClusterIndex.build(replace(snap, pods=others))
     pod = replace(pod, node_name=None)
     if args.policy == "learned":
-        policy: Any = load_placement(args.bundle) if args.bundle else LearnedPlacement.load()
+        policy: Any = load_placement(args.bundle or SERVED_PLACEMENT_BUNDLE)
     else:
         if args.bundle:
             raise ValueError("--bundle: only with --policy learned")

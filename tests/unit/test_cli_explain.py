@@ -40,15 +40,25 @@ def test_the_heuristic_scores_decompose_exactly_into_the_callers_and_callees_on_
     assert ("callers_on_node", "frontend") in names  # checkout's caller runs there
 
 
-def test_the_learned_scores_are_attributed_by_integrated_gradients_that_sum_to_each_score(capsys):
+def test_by_default_the_served_ensemble_is_explained_as_one_term_with_a_note(capsys):
     rc, out, _ = explain(capsys, "--pod", CHECKOUT, "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["method"] == "none" and "an ensemble of 3 placement networks" in doc["notes"][0]
+    for n in doc["nodes"]:
+        assert [c["factor"] for c in n["contributions"]] == ["score"] and n["served"] == round(n["score"])
+
+
+def test_the_learned_scores_are_attributed_by_integrated_gradients_that_sum_to_each_score(capsys):
+    member = ("--bundle", "policy/bundles/hrl-scheduler/low")
+    rc, out, _ = explain(capsys, "--pod", CHECKOUT, "--json", *member)
     assert rc == 0
     doc = json.loads(out)
     assert doc["method"] == "integrated-gradients" and doc["max_integration_error_points"] < 1e-3
     for n in doc["nodes"]:
         assert sum(c["points"] for c in n["contributions"]) == pytest.approx(n["score"], abs=1e-3)
         assert any(c["factor"] == "reference" for c in n["contributions"])
-    rc, table, _ = explain(capsys, "--pod", CHECKOUT, "--top", "2")
+    rc, table, _ = explain(capsys, "--pod", CHECKOUT, "--top", "2", *member)
     assert rc == 0 and "top contributions" in table and "integration error at most" in table
     assert "filtered out (1): hrl-control-plane" in table
 
