@@ -317,6 +317,7 @@ def build() -> dict[str, Any]:
                 }  # fmt: skip
             ),
             "scaling": obj({k: {"$ref": f"{scaling}/{k}"} for k in ("minReplicas", "maxReplicas", "maxStepPerCycle")}),
+            "sloP95Ms": {"$ref": "#/$defs/Descheduler.IntentPolicyConfig/properties/sloP95Ms"},
         }
     )
     monitor = obj({"enabled": {"type": "boolean"}, "interval": DURATION, "labels": STRING_MAP})

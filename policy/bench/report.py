@@ -183,8 +183,9 @@ HOW_TO_READ = (
     "nothing contended and every call node-local (every service on one node of unbounded cores at the fastest "
     "node's speed; the network's same-node cost, mesh sidecar included): what the requests' own work, own time and "
     "calls take, timeouts of their tails included; no stack "
-    "serves the same requests faster, so where the front's p95 is under 1.25 × the floor no stack can reach 0.8 × "
-    "the front (a stack that fails more requests than the floor serves fewer, and its p95 may fall below it). "
+    "serves the same requests faster in expectation (one seed may cross it by sampling noise; compare means), so where "
+    "the front's p95 is under 1.25 × the floor no stack can reach 0.8 × the front (a stack that fails more requests "
+    "than the floor serves fewer, and its p95 may fall below it). "
     "**The objective** (policy/sim/objective.py, the one objective training and the "
     "bench share): the mean cost per minute over latency relative to the SLO, SLO-violating minutes, failed requests "
     "(100 per share of requests) and requested CPU relative to the manifests; lower is better. **Targets**: the "
@@ -285,6 +286,7 @@ def _equal_cpu_lines(
 ) -> list[list[str]]:
     rows = []
     for trace in traces:
+        first = len(rows)
         tg = summary["targets"].get(scn, {}).get(app, {}).get(trace)
         for s in roles.contenders:
             eq = summary["equal_cpu"].get(scn, {}).get(app, {}).get(trace, {}).get(s)
@@ -308,7 +310,7 @@ def _equal_cpu_lines(
                 ]
             )
         floor = summary["cells"].get(scn, {}).get(app, {}).get(trace, {}).get("floor")
-        if rows and floor is not None:
+        if len(rows) > first and floor is not None:  # under this trace's own rows
             rows.append(
                 [
                     trace,

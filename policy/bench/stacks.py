@@ -435,12 +435,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for c in cells
             for s in mode.seeds
         ]
+        # computed anew every time (about a minute), also when resuming: a journal would keep an older floor
         floors = floor_all(
-            floor_tasks,
-            f"floor-{mode.name}",
-            journal.with_name(f"floors-{mode.name}.jsonl"),
-            args.resume,
-            use_ray=not args.no_ray,
+            floor_tasks, f"floor-{mode.name}", journal.with_name(f"floors-{mode.name}.jsonl"), use_ray=not args.no_ray
         )
     wall = time.time() - t0
     summary = build_summary(results, mode, cells, sel.roles, sel.skipped_seeds, floors)

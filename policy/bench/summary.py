@@ -479,6 +479,16 @@ def _validate_ablations(obj: Mapping[str, Any], described: set) -> None:
             raise ValueError(f"{w}: stack and reason must be text")
 
 
+def _validate_floor(floor: Any, where: str) -> None:
+    """A cell's ``floor``: exactly :data:`FLOOR_KEYS`, each a mean ± ci95, latencies >= 0, the failed share 0..100."""
+    _exact(floor, FLOOR_KEYS, where)
+    for k, v in floor.items():
+        _mean_ci(v, f"{where}.{k}")
+        top = 100.0 if k == "failed_pct" else math.inf
+        if not 0.0 <= v["mean"] <= top:
+            raise ValueError(f"{where}.{k}.mean: must be in [0, {top:g}], got {v['mean']!r}")
+
+
 def validate_summary(obj: Any) -> None:
     """Raise ValueError (naming the first offending field and its value) unless ``obj`` has exactly the
     summary.json shape of docs/benchmarks.md (schema 4), every number finite, every interval and counter >= 0 and
@@ -507,7 +517,7 @@ def validate_summary(obj: Any) -> None:
         _exact(s, ("family", "description"), f"summary.scenarios.{name}")
     described = set()
     for where, key, c in _walk(obj["cells"], "summary.cells", 3):
-        _exact(c, CELL_KEYS, where)
+        _exact(c, CELL_KEYS if "floor" in c else CELL_KEYS[:-1], where)  # floor: absent in older summaries
         described.add(key)
         if key[0] not in obj["scenarios"]:
             raise ValueError(f"{where}: scenario {key[0]!r} is not in summary.scenarios")
@@ -518,10 +528,8 @@ def validate_summary(obj: Any) -> None:
             raise ValueError(f"{where}.role: must be 'training', 'held-out' or '', got {c['role']!r}")
         if not isinstance(c["command"], str) or "{stack}" not in c["command"] or "{seed}" not in c["command"]:
             raise ValueError(f"{where}.command: must be a command with {{stack}} and {{seed}}, got {c['command']!r}")
-        if c["floor"] is not None:
-            _exact(c["floor"], FLOOR_KEYS, f"{where}.floor")
-            for k, v in c["floor"].items():
-                _mean_ci(v, f"{where}.floor.{k}")
+        if c.get("floor") is not None:
+            _validate_floor(c["floor"], f"{where}.floor")
     _validate_results(obj, described)
     _validate_util(obj)
     _validate_fronts(obj)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from policy.bundle import SERVED_PLACEMENT_BUNDLE
+from policy.bundle import DEFAULT_BUNDLES, SERVED_PLACEMENT_BUNDLE
 from policy.index import ClusterIndex
 from policy.lowlevel import PlacementPolicy, TopologyHeuristic, load_placement
 from policy.observe import ObjectError, parse_pod, snapshot_from_objects
@@ -107,13 +107,18 @@ def descheduler_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def policy_for(records: Sequence[dict[str, Any]]) -> tuple[PlacementPolicy, str]:
     """The placement policy the simulator scores the decisions with: the one the records name (the heuristic, or the
-    learned placement a ``null`` bundle serves, :data:`policy.bundle.SERVED_PLACEMENT_BUNDLE`), and a note when the
-    records' bundle version differs from it."""
+    learned placement a ``null`` bundle serves, :data:`policy.bundle.SERVED_PLACEMENT_BUNDLE`, or the committed
+    single bundle of training seed 0 when the records name its version alone), and a note when the records' bundle
+    version differs from the one scored with."""
     names = {str(r.get("policy", "")) for r in records}
     if "topology-heuristic" in names and "learned" not in names:
         return TopologyHeuristic(), ""
-    p = load_placement(SERVED_PLACEMENT_BUNDLE)
     versions = {str(r.get("policy_version", "")) for r in records if r.get("policy") == "learned"} - {""}
+    p = load_placement(SERVED_PLACEMENT_BUNDLE)
+    if versions and versions != {p.version}:
+        single = load_placement(DEFAULT_BUNDLES / "hrl-scheduler" / "low")
+        if versions == {single.version}:
+            p = single
     note = ""
     if versions and versions != {p.version}:
         note = f"the extender served {', '.join(sorted(versions))}; the simulator scores with {p.version}"

@@ -95,6 +95,8 @@ def test_the_cell_s_latency_floor_is_the_mean_over_seeds_and_may_be_absent(made)
     without = build_summary(runs, mode, [CELL], ROLES, SKIPPED)
     validate_summary(without)
     assert without["cells"][SCN][APP][TRACE]["floor"] is None
+    del without["cells"][SCN][APP][TRACE]["floor"]  # a summary written before the floor existed
+    validate_summary(without)
 
 
 def test_the_targets_name_the_oracle_the_best_baseline_setting_and_the_best_constant(made):
@@ -195,6 +197,11 @@ C = (SCN, APP, TRACE)
         (set_(("cells", *C, "reference_not_run"), None), "summary.cells.baseline-2026-11.online-boutique.nasa: keys"),
         (drop(("cells", *C, "floor", "failed_pct")), "summary.cells.baseline-2026-11.online-boutique.nasa.floor: keys"),
         (set_(("cells", *C, "floor", "latency_p95_ms", "mean"), float("inf")), ".floor.latency_p95_ms.mean"),
+        (
+            set_(("cells", *C, "floor", "latency_p50_ms", "mean"), -1.0),
+            ".floor.latency_p50_ms.mean: must be in [0, inf]",
+        ),
+        (set_(("cells", *C, "floor", "failed_pct", "mean"), 101.0), ".floor.failed_pct.mean: must be in [0, 100]"),
     ],
 )
 def test_a_malformed_field_is_refused_naming_it(made, mutate, where):

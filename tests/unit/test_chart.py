@@ -513,6 +513,10 @@ def test_bundles_from_a_volume_reach_both_components_and_load(tmp_path):
                                   check_files=True)  # fmt: skip
     assert type(build_policy(ext)).__name__ == type(placement_from_config(des)).__name__ == "LearnedPlacement"
     assert type(planner_from_config(des).intent_policy).__name__ == "LearnedIntent"  # v2/high's, not the image's
+    # the application's SLO reaches every member of the served high level
+    slo = config_of(render({"learnedPolicies": {"enabled": True, "sloP95Ms": 250}}), "hrl-descheduler-config")
+    members = planner_from_config(load_descheduler_config(slo)).intent_policy.members
+    assert slo["planner"]["intentPolicy"]["sloP95Ms"] == 250 and {m.featurizer.slo_p95_ms for m in members} == {250}
     # without a volume the image's bundles are used; naming directories without one is refused
     plain = config_of(render({"learnedPolicies": {"enabled": True}}), "hrl-extender-config")
     assert plain["policy"]["bundle"] is None

@@ -296,7 +296,11 @@ def test_the_learned_overlay_serves_the_planner_the_policy_bench_measures():
     for knob in ("burst", "default_target", "tolerance", "stabilization_s", "shield", "min_replicas", "max_replicas"):
         assert getattr(live.autoscaler, knob) == getattr(sim.autoscaler, knob), knob  # burst: the tuned constant's
     assert (live.margin, live.intent_period_s, live.rebalance) == (sim.margin, sim.intent_period_s, sim.rebalance)
+    assert live.moves_period_s == sim.moves_period_s  # 5 minutes, also under descheduler.mode interval
     assert live.overload_threshold == sim.overload_threshold and live.resizer is None and sim.resizer is not None
+    # the one input the operator gives: the application's SLO (learnedPolicies.sloP95Ms; the simulator: the app's)
+    assert {m.featurizer.slo_p95_ms for m in sim.intent_policy.members} == {app.slo_p95_ms}
+    assert {m.featurizer.slo_p95_ms for m in live.intent_policy.members} == {None}
 
 
 def scheduler_configs(target: str) -> list[dict[str, Any]]:

@@ -245,10 +245,10 @@ checksum/config: {{ . }}
 {{- if $v.learnedPolicies.enabled -}}
 {{- /* as the simulator's learned stacks run (policy.sim.hrl_stacks: hrl_planner, MOVE_MARGIN): the learned high level's
 capacity targets carried out by the intent autoscaler (its own tolerance and scale-down stabilisation), moves at
-a margin of 2 score points */ -}}
-{{- $intentPolicy := dict "name" "learned" "bundle" (include "hrl.bundlePath" (list . "highLevel") | default nil) -}}
+a margin of 2 score points at most every 5 minutes (whatever the descheduler's cycle), the application's SLO */ -}}
+{{- $intentPolicy := dict "name" "learned" "bundle" (include "hrl.bundlePath" (list . "highLevel") | default nil) "sloP95Ms" $v.learnedPolicies.sloP95Ms -}}
 {{- $auto := dict "name" "intent" -}}
-{{- $_ := set $cfg "planner" (dict "name" "hierarchical" "overloadThreshold" 0.85 "localityMargin" 2.0 "autoscaler" $auto "intentPolicy" $intentPolicy) -}}
+{{- $_ := set $cfg "planner" (dict "name" "hierarchical" "overloadThreshold" 0.85 "localityMargin" 2.0 "movesPeriodSeconds" 300 "autoscaler" $auto "intentPolicy" $intentPolicy) -}}
 {{- $_ := set $cfg "placement" (dict "name" "learned" "bundle" (include "hrl.bundlePath" (list . "placement") | default nil)) -}}
 {{- $s := $v.learnedPolicies.scaling -}}
 {{- $_ := set $cfg "scaling" (dict "enabled" true "minReplicas" (int $s.minReplicas) "maxReplicas" (int $s.maxReplicas) "maxStepPerCycle" (int $s.maxStepPerCycle)) -}}
