@@ -116,6 +116,17 @@ class RunSetting(NamedTuple):
     bundles: str = ""
 
 
+def _cell_run(scenario: str, app: str | None, trace: str | None, seed: int, setting: RunSetting):
+    """``(scenario, ScenarioRun)`` of one run of a cell as :func:`run_one` documents it (``setting`` may be a list
+    after a journal or a Ray round trip)."""
+    minutes, offset_min, n_samples, _bundles = RunSetting(*setting)
+    scn = cached_scenario(scenario)
+    spec = None if app is None else cached_app(resolve_app(app, scn))
+    return scn, build(
+        scn, app=spec, trace=trace, minutes=minutes, seed=seed, offset_min=offset_min, n_samples=n_samples
+    )
+
+
 def run_one(
     scenario: str, app: str | None, trace: str | None, policy: str, seed: int, setting: RunSetting
 ) -> dict[str, Any]:
@@ -135,10 +146,8 @@ def run_one(
     ``cpu_s``. Raises ValueError for a bad
     scenario, app, trace or window."""
     t0, c0 = time.perf_counter(), time.process_time()
-    minutes, offset_min, n_samples, bundles = RunSetting(*setting)  # a list after a journal or a Ray round trip
-    scn = cached_scenario(scenario)
-    spec = None if app is None else cached_app(resolve_app(app, scn))
-    run = build(scn, app=spec, trace=trace, minutes=minutes, seed=seed, offset_min=offset_min, n_samples=n_samples)
+    scn, run = _cell_run(scenario, app, trace, seed, setting)
+    _minutes, offset_min, _n, bundles = RunSetting(*setting)
     util: list[np.ndarray] = []
     res = run_stack(
         policy,
@@ -209,12 +218,9 @@ def floor_seeds(
     with each of ``seeds`` and ``setting`` (its ``bundles`` unused): ``{"runs": [record, ...]}``, a record per seed
     with ``scenario``, ``app``, ``trace`` (as :func:`run_one` names them), ``seed`` and the keys of
     :data:`policy.sim.floor.FLOOR_KEYS`. Raises ValueError as :func:`run_one`."""
-    minutes, offset_min, n_samples, _bundles = RunSetting(*setting)
-    scn = cached_scenario(scenario)
-    spec = None if app is None else cached_app(resolve_app(app, scn))
     runs = []
     for seed in seeds:
-        run = build(scn, app=spec, trace=trace, minutes=minutes, seed=seed, offset_min=offset_min, n_samples=n_samples)
+        scn, run = _cell_run(scenario, app, trace, seed, setting)
         floor = latency_floor(run.app, run.rps, run.cluster, run.config)
         runs.append(
             {
@@ -229,15 +235,12 @@ def floor_seeds(
 
 
 def floor_all(
-    tasks: Sequence[tuple],
-    desc: str = "floor",
-    journal: Path | None = None,
-    resume: bool = False,
-    use_ray: bool = True,
+    tasks: Sequence[tuple], desc: str = "floor", journal: Path | None = None, use_ray: bool = True
 ) -> list[dict[str, Any]]:
-    """:func:`floor_seeds` for every task (its argument tuple), as :func:`run_all` runs :func:`run_seeds`: the
-    floor records in the order of ``tasks``."""
-    return [r for batch in _run_batches(floor_seeds, tasks, desc, journal, resume, use_ray) for r in batch["runs"]]
+    """:func:`floor_seeds` for every task (its argument tuple), as :func:`run_all` runs :func:`run_seeds`, always
+    anew (``journal`` is written, never resumed from: a journaled floor may be an older code's): the floor records in
+    the order of ``tasks``."""
+    return [r for batch in _run_batches(floor_seeds, tasks, desc, journal, False, use_ray) for r in batch["runs"]]
 
 
 def _run_batches(

@@ -311,23 +311,11 @@ def _equal_cpu_lines(
             )
         floor = summary["cells"].get(scn, {}).get(app, {}).get(trace, {}).get("floor")
         if len(rows) > first and floor is not None:  # under this trace's own rows
-            rows.append(
-                [
-                    trace,
-                    "*latency floor*",
-                    "–",
-                    _fmt(floor["latency_p95_ms"], 1),
-                    "–",
-                    "–",
-                    "–",
-                    _fmt(floor["failed_pct"], 2),
-                    "–",
-                    "–",
-                    "–",
-                    "–",
-                    "–",
-                ]
-            )
+            row = ["–"] * len(_EQ_HEADERS)
+            row[:2] = [trace, "*latency floor*"]
+            row[_EQ_HEADERS.index("p95 ms")] = _fmt(floor["latency_p95_ms"], 1)
+            row[_EQ_HEADERS.index("failed %")] = _fmt(floor["failed_pct"], 2)
+            rows.append(row)
     return rows
 
 
