@@ -25,6 +25,7 @@ __all__ = [
     "cmd_train_hierarchy",
     "cmd_train_dagger",
     "cmd_train_constant",
+    "cmd_train_pessimism",
     "cmd_export_placement",
     "cmd_cache_serve",
     "cmd_cache_get",
@@ -521,6 +522,43 @@ def cmd_train_dagger(args: argparse.Namespace) -> int:
 )
 def cmd_train_constant(args: argparse.Namespace) -> int:
     from policy.train.constant import run_cli  # lazy: Ray
+
+    with showing_progress():  # a bar on a terminal, else progress records (JSON with --log-format json)
+        return run_cli(args)
+
+
+def _pessimism_values(v: str) -> list[float]:
+    try:
+        out = [float(x) for x in v.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers in [0, 1], got {v!r}") from None
+    if not out or any(not 0.0 <= x <= 1.0 for x in out):
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers in [0, 1], got {v!r}")
+    return out
+
+
+@subcommand(
+    "train pessimism",
+    "grid-search the served intent ensemble's pessimism (each service's capacity target between the members' mean "
+    "and their lowest) on training episodes and write pessimism.json beside its ensemble.json",
+    [
+        arg("--out", default=None, help="file to write (default: policy/bundles/hrl-ensemble/high/pessimism.json)"),
+        arg(
+            "--values",
+            type=_pessimism_values,
+            default=None,
+            help="comma-separated pessimism values in [0, 1] (default 0,0.25,0.5,0.75,1)",
+        ),
+        arg("--episodes", type=int, default=None, help="training episodes per value (default 36)"),
+        arg("--minutes", type=int, default=None, help="simulated minutes per episode (default 30)"),
+        arg("--workers", type=int, default=None, help="Ray CPUs of the local Ray (default 2)"),
+        arg("--ray-address", default=None, help="a Ray cluster to run the episodes on (default: a local Ray)"),
+        arg("--seed", type=int, default=0, help="seed of the episodes (the same draw as 'train constant')"),
+        arg("--quick", action="store_true", help="a tiny search for smoke tests"),
+    ],
+)
+def cmd_train_pessimism(args: argparse.Namespace) -> int:
+    from policy.train.pessimism import run_cli  # lazy: Ray
 
     with showing_progress():  # a bar on a terminal, else progress records (JSON with --log-format json)
         return run_cli(args)

@@ -4,7 +4,9 @@
 high levels of the K training seeds of ``make train``). Every member observes the cluster with its own featurizer
 and applies its own guardrails (its out-of-distribution fallback to the tuned constant, its per-service fallback,
 its lean caps); the intent served is the members' mean: the mean of the global weights, of each service's capacity
-target and co-location priority, and of the move budget. A deep ensemble's mean varies less from one training seed
+target and co-location priority, and of the move budget; with a ``pessimism`` (``pessimism.json`` beside
+``ensemble.json``, tuned on training episodes by ``hrl-policy train pessimism``) each service's capacity target moves
+from the mean towards the members' lowest. A deep ensemble's mean varies less from one training seed
 to the next than a member does (Lakshminarayanan et al., NeurIPS 2017, arXiv 1612.01474); here it keeps one
 seed's poor high level (measured: a capacity target far from what the other seeds learned in a few cells) from
 deciding alone.
@@ -28,14 +30,20 @@ from policy.state import ClusterSnapshot
 from .intent import Intent
 from .learned_intent import DEFAULT_CPU_PRICE, LearnedIntent
 from .planner_state import HrlState
+from .tuned import tuned_pessimism
 
 __all__ = ["IntentEnsemble", "mean_intent", "load_intent_policy"]
 
 
-def mean_intent(intents: Sequence[Intent]) -> Intent:
+def mean_intent(intents: Sequence[Intent], pessimism: float = 0.0) -> Intent:
     """The component-wise mean of ``intents`` (at least one, global vectors of one length): the global weights,
     each service's capacity target and co-location priority (over the intents that set it), the move budget.
-    Raises ``ValueError`` for no intents or global vectors of different lengths."""
+    ``pessimism`` in [0, 1] moves each service's capacity target from the members' mean (0) towards their lowest
+    (1, the most headroom: as clipped double Q-learning takes the lower of two critics, Fujimoto et al. 2018,
+    arXiv 1802.09477): ``(1 - pessimism) * mean + pessimism * min``.
+    Raises ``ValueError`` for no intents, global vectors of different lengths or a pessimism outside [0, 1]."""
+    if not (0.0 <= float(pessimism) <= 1.0):
+        raise ValueError(f"pessimism: expected a number in [0, 1], got {pessimism!r}")
     if not intents:
         raise ValueError("intents: expected at least one")
     n = len(intents[0].values)
@@ -47,9 +55,16 @@ def mean_intent(intents: Sequence[Intent]) -> Intent:
         names = sorted({s for i in intents for s in getattr(i, field)})
         return {s: float(np.mean([getattr(i, field)[s] for i in intents if s in getattr(i, field)])) for s in names}
 
+    capacity = per_service("capacity_target")
+    if pessimism:
+        p = float(pessimism)
+        capacity = {
+            s: (1.0 - p) * v + p * min(i.capacity_target[s] for i in intents if s in i.capacity_target)
+            for s, v in capacity.items()
+        }
     return Intent(
         values,
-        capacity_target=per_service("capacity_target"),
+        capacity_target=capacity,
         colocation_priority=per_service("colocation_priority"),
         move_budget_frac=float(np.mean([i.move_budget_frac for i in intents])),
     )
@@ -60,14 +75,18 @@ class IntentEnsemble:
     :class:`~policy.highlevel.IntentPolicy` wherever :class:`~policy.highlevel.LearnedIntent` is served.
 
     ``members``: one or more :class:`LearnedIntent` (an ensemble file lists at most 16); ``source``: where they
-    were loaded from. Counters:
+    were loaded from; ``pessimism`` in [0, 1]: each service's capacity target from the members' mean (0) towards
+    their lowest (1) (:func:`mean_intent`). Counters:
     ``fallbacks``, the periods in which at least one member fell back to its tuned constant (out of distribution);
     ``service_fallbacks``, ``lean_capped``, ``no_burst_capped``: the members' counts, summed.
     ``featurizer`` is the first member's (the workload predictor the intent's autoscaler reads); ``signals`` are
     passed to every member. Raises :class:`~policy.bundle.BundleError` for no members or the same network twice."""
 
-    def __init__(self, members: Sequence[LearnedIntent], source: str = ""):
+    def __init__(self, members: Sequence[LearnedIntent], source: str = "", pessimism: float = 0.0):
         self.members = tuple(members)
+        if not (0.0 <= float(pessimism) <= 1.0):
+            raise BundleError(f"intent ensemble {source}: pessimism: expected a number in [0, 1], got {pessimism!r}")
+        self.pessimism = float(pessimism)
         where = f"intent ensemble {source}".rstrip()
         if not self.members:
             raise BundleError(f"{where}: members: expected at least one high-level bundle")
@@ -104,7 +123,8 @@ class IntentEnsemble:
         workloads: Sequence[str] | None = None,
     ) -> IntentEnsemble:
         """The ensemble of directory ``path`` (its ``ensemble.json``, level ``high``), each member loaded by
-        :meth:`LearnedIntent.load` with the same arguments. Raises :class:`~policy.bundle.BundleError` /
+        :meth:`LearnedIntent.load` with the same arguments, at the pessimism of ``path/pessimism.json``
+        (:func:`policy.highlevel.tuned.tuned_pessimism`; 0 without one). Raises :class:`~policy.bundle.BundleError` /
         :class:`~policy.bundle.BundleMissing` as that does, one line naming the file or member."""
         members = []
         for i, d in enumerate(ensemble_members(path, "high")):
@@ -112,7 +132,11 @@ class IntentEnsemble:
                 members.append(LearnedIntent.load(d, slo_p95_ms=slo_p95_ms, cpu_price=cpu_price, workloads=workloads))
             except ValueError as exc:  # BundleMissing, BundleError: one line naming the ensemble and the member
                 raise ensemble_member_error(path, i, d, exc) from None
-        return IntentEnsemble(members, str(path))
+        try:
+            pessimism = tuned_pessimism(path)
+        except ValueError as exc:
+            raise BundleError(f"intent ensemble {path}: {exc}") from None
+        return IntentEnsemble(members, str(path), pessimism=pessimism)
 
     def record(self, snapshot: ClusterSnapshot, index: ClusterIndex, state: HrlState) -> None:
         """Record this cycle's rates once: the members keep them in one place of ``state`` (the per-Deployment
@@ -121,7 +145,7 @@ class IntentEnsemble:
         self._recorder.record(snapshot, index, state)
 
     def intent(self, snapshot: ClusterSnapshot, index: ClusterIndex, state: HrlState) -> Intent:
-        """:func:`mean_intent` of the members' intents for this period."""
+        """:func:`mean_intent` of the members' intents for this period, at :attr:`pessimism`."""
         keys = ("fallbacks", "service_fallbacks", "lean_capped", "no_burst_capped")
         before = [[getattr(m, k, 0) for k in keys] for m in self.members]
         intents = [m.intent(snapshot, index, state) for m in self.members]
@@ -131,7 +155,7 @@ class IntentEnsemble:
         self.service_fallbacks += added[1]
         self.lean_capped += added[2]
         self.no_burst_capped += added[3]
-        return mean_intent(intents)
+        return mean_intent(intents, self.pessimism)
 
 
 def load_intent_policy(

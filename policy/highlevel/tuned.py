@@ -5,7 +5,11 @@ simulator (``hrl-constant``, the learned stacks' autoscaler) and the descheduler
 Fields read: ``capacity_target`` in [0.3, 0.95] (every service's capacity target, a fraction of its pods' CPU),
 ``move_budget_frac`` in [0, 1] (share of the planner's ``maxMoves``) and, optional, ``burst`` in [0, 1] (the share of a
 Burstable pod's CPU headroom its replica target counts as capacity, :attr:`IntentAutoscaler.burst`; 0 when absent,
-as in files written before it was searched)."""
+as in files written before it was searched).
+
+An intent ensemble's ``high/`` directory may hold ``pessimism.json`` (written by ``hrl-policy train pessimism``,
+policy/train/pessimism.py): field ``pessimism`` in [0, 1], how far each service's capacity target moves from the
+members' mean towards their lowest (:func:`policy.highlevel.mean_intent`); :func:`tuned_pessimism` reads it."""
 
 from __future__ import annotations
 
@@ -15,10 +19,13 @@ from typing import Any
 
 from policy.bundle import ensemble_members, is_ensemble
 
-__all__ = ["CONSTANT_FILE_NAME", "load_tuned_constant", "tuned_burst"]
+__all__ = ["CONSTANT_FILE_NAME", "PESSIMISM_FILE_NAME", "load_tuned_constant", "tuned_burst", "tuned_pessimism"]
 
 #: The file's name in a stack's ``high/`` bundle directory.
 CONSTANT_FILE_NAME = "constant.json"
+
+#: The tuned pessimism's file in an intent ensemble's ``high/`` directory.
+PESSIMISM_FILE_NAME = "pessimism.json"
 
 _FIELDS = (("capacity_target", 0.3, 0.95, True), ("move_budget_frac", 0.0, 1.0, True), ("burst", 0.0, 1.0, False))
 
@@ -54,3 +61,19 @@ def tuned_burst(high: str | Path) -> float:
         d = ensemble_members(d, "high")[0]
     doc = load_tuned_constant(d / CONSTANT_FILE_NAME) or {}
     return float(doc.get("burst", 0.0))
+
+
+def tuned_pessimism(high: str | Path) -> float:
+    """The ``pessimism`` of ``<high>/pessimism.json`` (module docstring); 0.0 (the members' mean) without the file.
+    Raises ValueError naming the file and the field for a malformed one."""
+    p = Path(high) / PESSIMISM_FILE_NAME
+    if not p.is_file():
+        return 0.0
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{p}: not a JSON file: {exc}") from None
+    v = doc.get("pessimism") if isinstance(doc, dict) else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+        raise ValueError(f"{p}: pessimism: expected a number in [0, 1], got {v!r}")
+    return float(v)

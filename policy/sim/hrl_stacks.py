@@ -87,6 +87,7 @@ from policy.highlevel import (
     FixedIntent,
     HierarchicalPolicy,
     IntentAutoscaler,
+    IntentEnsemble,
     IntentPolicy,
     ReplicaAutoscaler,
     UtilizationIntent,
@@ -108,6 +109,7 @@ from .stackbase import (
     BURST_KNOB,
     DESCHEDULER_PERIOD_MIN,
     TRAINING_SEED_KNOB,
+    Knob,
     StackBuild,
     StackContext,
     autoscaled_workloads,
@@ -276,6 +278,8 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
     intent = over.get("intent_policy")
     if intent is None and variant.pass_intent and ((high / "intent" / "manifest.json").is_file() or is_ensemble(high)):
         intent = load_intent_policy(high, slo_p95_ms=ctx.app.slo_p95_ms, workloads=workloads)
+        if "pessimism" in ctx.params and isinstance(intent, IntentEnsemble):
+            intent.pessimism = float(ctx.params["pessimism"])
     auto = over.get("autoscaler")
     if auto is None and variant.autoscale:
         if intent is not None:  # the learned high level's capacity targets, carried out per Deployment
@@ -489,11 +493,23 @@ def hrl_scheduler(ctx: StackContext) -> StackBuild:
     return build_hrl_stack("hrl-scheduler", ctx)
 
 
-@register_stack("hrl-ensemble", knobs=(BURST_KNOB,))
+#: The knob of ``hrl-ensemble`` that moves each service's capacity target from the members' mean towards their
+#: lowest (:func:`policy.highlevel.mean_intent`); absent: the ensemble file's.
+PESSIMISM_KNOB = Knob(
+    "pessimism",
+    0.0,
+    1.0,
+    help="each service's capacity target between the high-level members' mean (0) and their lowest (1)",
+)
+
+
+@register_stack("hrl-ensemble", knobs=(BURST_KNOB, PESSIMISM_KNOB))
 def hrl_ensemble(ctx: StackContext) -> StackBuild:
     """hrl-scheduler with each level an ensemble of the training seeds' networks (the mean logit of the placements,
     the mean intent of the high levels: policy.lowlevel.PlacementEnsemble, policy.highlevel.IntentEnsemble);
-    policy/bundles/hrl-ensemble/{low,high}/ensemble.json. No ``tseed`` knob: its members are the training seeds."""
+    policy/bundles/hrl-ensemble/{low,high}/ensemble.json. No ``tseed`` knob: its members are the training seeds;
+    knob ``pessimism``: each capacity target between the members' mean and lowest (default: the ensemble's
+    pessimism.json, else the mean)."""
     return build_hrl_stack("hrl-ensemble", ctx)
 
 

@@ -51,6 +51,7 @@ from .ray_pool import TaskPool
 __all__ = [
     "ConstantSearchConfig",
     "constant_cost",
+    "paired_gaps",
     "tune_constant",
     "load_constant",
     "FINE_TUNE",
@@ -111,6 +112,28 @@ def constant_cost(
     return float(app_costs(app, res.series, DEFAULT_OBJECTIVE).mean())
 
 
+def paired_gaps(costs: np.ndarray, best: int) -> tuple[list[dict[str, Any]], list[int]]:
+    """Each grid point's comparison with point ``best``, paired over the episodes (module docstring, "How sure the
+    choice is"): ``costs`` is points × episodes (cost per minute, the same episodes and seeds in every row). Returns
+    per point ``paired_gap`` (mean of its cost minus the best's), ``paired_se`` (the standard error of that
+    difference; 0 with one episode), both rounded to 6 digits, and ``cheaper_episodes``; and the indices of the
+    points other than ``best`` whose gap is within two standard errors (tied with it)."""
+    out, tied = [], []
+    for i, row in enumerate(costs):
+        diff = row - costs[best]
+        se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+        out.append(
+            {
+                "paired_gap": round(float(diff.mean()), 6),
+                "paired_se": round(se, 6),
+                "cheaper_episodes": int((diff < 0).sum()),
+            }
+        )
+        if i != best and diff.mean() <= 2.0 * se:
+            tied.append(i)
+    return out, tied
+
+
 def _point(job: tuple[EpisodeSpec, float, float, str | None, float]) -> float:
     return constant_cost(*job)
 
@@ -152,20 +175,17 @@ def tune_constant(
     # ties: the larger capacity target (more room), then the smaller burst share (less reliance on idle neighbours)
     b = min(range(len(grid)), key=lambda i: (grid[i]["objective"], -grid[i]["capacity_target"], grid[i]["burst"]))
     best = grid[b]
-    tied = []
-    for i, g in enumerate(grid):  # paired over the episodes (module docstring, "How sure the choice is")
-        diff = costs[i] - costs[b]
-        se = float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
-        g["paired_gap"], g["paired_se"] = round(float(diff.mean()), 6), round(se, 6)
-        g["cheaper_episodes"] = int((diff < 0).sum())
-        if i != b and diff.mean() <= 2.0 * se:
-            tied.append(
-                {
-                    "capacity_target": g["capacity_target"],
-                    "move_budget_frac": g["move_budget_frac"],
-                    "burst": g["burst"],
-                }
-            )
+    gaps, ties = paired_gaps(costs, b)
+    for g, gap in zip(grid, gaps):
+        g.update(gap)
+    tied = [
+        {
+            "capacity_target": grid[i]["capacity_target"],
+            "move_budget_frac": grid[i]["move_budget_frac"],
+            "burst": grid[i]["burst"],
+        }
+        for i in ties
+    ]
     result = {
         **{
             k: v

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -261,6 +262,51 @@ def test_the_mean_intent_averages_every_component_over_the_intents_that_set_it()
         mean_intent([a, Intent((1.0,))])
 
 
+def test_pessimism_moves_each_capacity_target_from_the_mean_towards_the_members_lowest():
+    a = Intent((2.0,), {"cart": 0.4, "db": 0.8}, {"cart": 1.0}, 0.0)
+    b = Intent((1.0,), {"cart": 0.8}, {"cart": 3.0}, 1.0)
+    mean = mean_intent([a, b])
+    low = mean_intent([a, b], pessimism=1.0)
+    half = mean_intent([a, b], pessimism=0.5)
+    assert dict(low.capacity_target) == {"cart": 0.4, "db": 0.8}  # db: set by one intent, its own value
+    assert half.capacity_target["cart"] == pytest.approx(0.5)
+    # nothing but the capacity targets moves
+    for m in (low, half):
+        assert (m.values, dict(m.colocation_priority), m.move_budget_frac) == (
+            mean.values,
+            dict(mean.colocation_priority),
+            mean.move_budget_frac,
+        )
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="pessimism: expected a number in"):
+            mean_intent([a, b], pessimism=bad)
+
+
+def test_the_ensembles_pessimism_file_is_served_and_a_bad_one_is_one_line(tmp_path):
+    from policy.highlevel.tuned import tuned_pessimism
+
+    paths = [root / "hrl-scheduler" / "high" for root in SEEDS]
+    d = write_ensemble(tmp_path / "h", "high", paths)
+    assert load_intent_policy(d).pessimism == 0.0  # no pessimism.json: the members' mean
+    (d / "pessimism.json").write_text(json.dumps({"pessimism": 1.0, "grid": []}))
+    ens = load_intent_policy(d)
+    assert ens.pessimism == 1.0
+    alone = [_plan_intents(LearnedIntent.load(p), minutes=1)[0] for p in paths]
+    got = _plan_intents(ens, minutes=1)[0]
+    assert dict(got.capacity_target) == pytest.approx(
+        {s: min(a.capacity_target[s] for a in alone) for s in got.capacity_target}, rel=1e-12
+    )
+    for text, message in (("{", "not a JSON file"), ('{"pessimism": 2}', "pessimism: expected a number in")):
+        (d / "pessimism.json").write_text(text)
+        with pytest.raises(BundleError, match=rf"intent ensemble .*/h: .*pessimism\.json: {message}") as exc:
+            load_intent_policy(d)
+        assert "\n" not in str(exc.value)
+    with pytest.raises(ValueError, match="pessimism: expected a number in"):
+        tuned_pessimism(d)
+    # the committed ensemble's file, when there is one, is what the served ensemble runs at
+    assert load_intent_policy(ENSEMBLE / "high").pessimism == tuned_pessimism(ENSEMBLE / "high")
+
+
 def _plan_intents(policy, minutes=11, planner_out=None):
     planner = HierarchicalPolicy(intent_policy=policy, intent_period_s=300.0, rebalance=False)
     out = []
@@ -353,6 +399,9 @@ def test_the_simulators_hrl_ensemble_stack_runs_both_ensembles():
     parts = load_parts(VARIANTS["hrl-ensemble"], ctx)
     assert isinstance(parts.placement, PlacementEnsemble) and isinstance(parts.intent_policy, IntentEnsemble)
     assert parts.autoscaler.forecaster is parts.intent_policy.members[0].featurizer.local.predictor
+    assert (
+        load_parts(VARIANTS["hrl-ensemble"], replace(ctx, params={"pessimism": 0.75})).intent_policy.pessimism == 0.75
+    )
     runs = {
         s: run_one("baseline-2026-11", "online-boutique", "nasa", s, 0, (8, 330, 200, ""))
         for s in ("hrl-ensemble", "hrl-scheduler")

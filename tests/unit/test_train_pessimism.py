@@ -1,0 +1,48 @@
+"""``hrl-policy train pessimism`` (policy.train.pessimism): the grid search over the intent ensemble's pessimism on
+training episodes writes a file the served ensemble loads, judges every value on the same episodes, and refuses a
+bad grid with one line naming the option."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from policy.bundle import DEFAULT_BUNDLES
+from policy.cli.core import main
+from policy.highlevel import load_intent_policy
+from policy.highlevel.tuned import tuned_pessimism
+from policy.train.pessimism import PessimismSearchConfig
+
+
+def test_the_quick_search_writes_a_pessimism_the_served_ensemble_loads(tmp_path, capsys):
+    out = tmp_path / "high" / "pessimism.json"
+    assert main(["train", "pessimism", "--quick", "--values", "0,1", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    grid = {g["pessimism"]: g for g in doc["grid"]}
+    assert set(grid) == {0.0, 1.0} and doc["episodes"] == 2
+    best = min(grid.values(), key=lambda g: (g["objective"], g["pessimism"]))
+    assert doc["pessimism"] == best["pessimism"] and grid[doc["pessimism"]]["paired_gap"] == 0.0
+    for g in grid.values():  # each value's per-episode costs, on the same episodes
+        assert len(g["episode_objectives"]) == 2
+        assert g["objective"] == pytest.approx(sum(g["episode_objectives"]) / 2, abs=1e-5)
+    assert json.loads(capsys.readouterr().out)["pessimism"] == doc["pessimism"]
+    # beside an ensemble file, the served ensemble runs at the value chosen
+    (out.parent / "ensemble.json").write_text(
+        json.dumps({"kind": "Ensemble", "level": "high", "members": [str(DEFAULT_BUNDLES / "hrl-scheduler" / "high")]})
+    )
+    assert load_intent_policy(out.parent).pessimism == tuned_pessimism(out.parent) == doc["pessimism"]
+
+
+@pytest.mark.parametrize("values", ["2", "a,b", ",", "-0.5"])
+def test_a_bad_grid_is_refused_naming_the_option(values, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "pessimism", "--quick", "--values", values])
+    assert exc.value.code == 2
+    assert "--values: expected comma-separated numbers in [0, 1]" in capsys.readouterr().err
+
+
+def test_the_config_refuses_an_empty_or_out_of_range_grid():
+    for values in ((), (1.2,)):
+        with pytest.raises(ValueError, match="pessimism_values: expected numbers in"):
+            PessimismSearchConfig(pessimism_values=values)
