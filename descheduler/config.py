@@ -47,7 +47,7 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
         bundle: null              # drpc only: bundle directory; null = policy/bundles/hrl-scheduler/high
         targetUtilization: 0.6    # utilization-target: CPU use / requests aimed at
         tolerance: null           # no change while the need is within this fraction of the replicas; null = the
-                                  #   autoscaler's own (utilization-target 0.1, intent 0.05; drpc: none)
+                                  #   autoscaler's own (utilization-target 0.1, intent 0.05); drpc: refused
         stabilizationSeconds: null  # scale-downs held this long (drpc: after the saturation shield); null = the
                                   #   autoscaler's own (utilization-target and drpc 300, intent 180)
         workloads: null           # [namespace/name, ...] the only Deployments scaled; null = all
@@ -257,6 +257,15 @@ class AutoscalerConfig(ConfigModel):
     def _bundle_needs_drpc(self) -> AutoscalerConfig:
         if self.bundle is not None and self.name != "drpc":
             raise ValueError(f"bundle ({self.bundle!r}) is only read by name: drpc (got name: {self.name})")
+        return self
+
+    @model_validator(mode="after")
+    def _tolerance_not_drpc(self) -> AutoscalerConfig:
+        if self.tolerance is not None and self.name == "drpc":
+            raise ValueError(
+                f"tolerance ({self.tolerance:g}) is not read by name: drpc (its students set replica targets without "
+                "a tolerance band; utilization-target and intent read it)"
+            )
         return self
 
     @model_validator(mode="after")

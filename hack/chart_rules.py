@@ -184,6 +184,16 @@ RULES: tuple[Rule, ...] = (
     _bundle_rule("descheduler", "AutoscalerConfig._bundle_needs_drpc", "planner.autoscaler", "drpc"),
     Rule(
         "descheduler",
+        "AutoscalerConfig._tolerance_not_drpc",
+        "planner.autoscaler",
+        ("and", ("set", "planner.autoscaler.tolerance"), ("is", "planner.autoscaler.name", "drpc")),
+        "tolerance ({planner.autoscaler.tolerance:g}) is not read by name: drpc (its students set replica targets "
+        "without a tolerance band; utilization-target and intent read it)",
+        _des({"planner": {"autoscaler": {"name": "drpc", "tolerance": 0.1}}}),
+        _des({"planner": {"autoscaler": {"name": "intent", "tolerance": 0.1}}}),
+    ),
+    Rule(
+        "descheduler",
         "AutoscalerConfig._burst_needs_intent",
         "planner.autoscaler",
         ("and", ("set", "planner.autoscaler.burst"), ("not", ("is", "planner.autoscaler.name", "intent"))),

@@ -121,3 +121,16 @@ def test_the_intent_autoscaler_serves_the_tuned_burst_share_beside_its_intent_bu
     bad["planner"]["autoscaler"]["name"] = "utilization-target"
     with pytest.raises(ConfigError, match=r"burst \(0.5\) is only read by name: intent \(got name: utilization-"):
         load_descheduler_config(bad)
+
+
+def test_a_tolerance_the_drpc_students_would_ignore_is_refused_and_read_by_the_others():
+    doc = {
+        "apiVersion": "hrl-scheduler.io/v1alpha1",
+        "kind": "DeschedulerConfiguration",
+        "planner": {"name": "hierarchical", "autoscaler": {"name": "drpc", "tolerance": 0.2}},
+    }
+    with pytest.raises(ConfigError, match=r"tolerance \(0.2\) is not read by name: drpc") as exc:
+        load_descheduler_config(doc)
+    assert "\n" not in str(exc.value).strip()
+    doc["planner"]["autoscaler"]["name"] = "utilization-target"
+    assert planner_from_config(load_descheduler_config(doc)).autoscaler.tolerance == 0.2
