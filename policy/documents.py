@@ -50,6 +50,7 @@ __all__ = [
     "DocumentProblem",
     "DocumentError",
     "UniqueKeyLoader",
+    "read_exponent_floats",
     "load_yaml",
     "load_yaml_all",
     "load_json",
@@ -258,9 +259,24 @@ class DocumentError(ValueError):
         super().__init__("\n".join(str(p) for p in problems))
 
 
+#: Floats in exponent notation that YAML 1.1 (PyYAML) reads as strings and YAML 1.2, Go's YAML libraries (kubectl,
+#: Helm) and JSON read as numbers: ``1e9``, ``1e-05`` (how Helm's ``toYaml`` writes 0.00001), ``1.5E+3``, ``.5e3``.
+_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+
+
+def read_exponent_floats(loader_class: type) -> type:
+    """Make ``loader_class`` (a PyYAML loader) read the plain scalars of :data:`_EXPONENT_FLOAT` as floats, as the
+    YAML 1.2 core schema and Kubernetes' YAML do (a chart value of 0.00001 reaches the component as ``1e-05``);
+    quoted ones stay strings. Returns the class (registered on it alone: PyYAML copies the resolvers per class)."""
+    loader_class.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789."))
+    return loader_class
+
+
+@read_exponent_floats
 class UniqueKeyLoader(_BASE_LOADER):  # type: ignore[misc, valid-type]
     """PyYAML's safe loader (the C one when available) whose documents are checked by :func:`check_node`
-    before construction: use it through :func:`load_yaml` / :func:`load_yaml_all`, which do the check."""
+    before construction: use it through :func:`load_yaml` / :func:`load_yaml_all`, which do the check. Plain
+    scalars in exponent notation (``1e-05``) are floats (:func:`read_exponent_floats`)."""
 
 
 def _key_text(node: Node) -> str:

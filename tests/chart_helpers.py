@@ -11,6 +11,8 @@ from typing import Any
 
 import yaml
 
+from policy.documents import load_yaml_all
+
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "manifests" / "charts" / "hrl-scheduler"
 NS = "hrl-system"
@@ -66,7 +68,9 @@ def workloads(objs) -> list[dict[str, Any]]:
 
 
 def config_of(objs, name: str, key: str = "config.yaml") -> dict[str, Any]:
-    return yaml.safe_load(one(objs, "ConfigMap", name)["data"][key])
+    """The configuration file of ConfigMap ``name``, read as the components read their file (policy.documents:
+    e.g. Helm's ``1e-05`` is a number there, a string to PyYAML's own loader)."""
+    return load_yaml_all(one(objs, "ConfigMap", name)["data"][key])[0]
 
 
 def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:

@@ -54,7 +54,7 @@ from typing import Any
 
 import yaml
 
-from policy.documents import DocumentError, FileError, load_json, load_yaml_all, read_text
+from policy.documents import DocumentError, FileError, load_json, load_yaml_all, read_exponent_floats, read_text
 from policy.state import EDGE_MEASURES, ServiceEdge, ServiceGraph
 
 from .common import TopologyError
@@ -118,6 +118,7 @@ class _Seq(list):
     item_lines: list[int]
 
 
+@read_exponent_floats
 class _LineLoader(yaml.SafeLoader):
     """PyYAML's (pure-Python) safe loader whose maps and sequences remember their lines; read through
     :func:`policy.documents.load_yaml_all`, which refuses duplicate keys, depth and alias bombs first."""

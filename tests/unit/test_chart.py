@@ -299,6 +299,24 @@ def test_config_values_are_merged_over_the_generated_files():
     assert des.caps.total == 3 and des.caps.per_node == 2
 
 
+def test_small_and_large_numbers_helm_writes_in_exponent_notation_reach_the_components_as_numbers(tmp_path):
+    # Helm's toYaml writes 0.00005 as 5e-05: a string to a YAML 1.1 reader, a number to kubectl, Helm and ours
+    objs = render(
+        {
+            "extender": {"config": {"limits": {"requestDeadlineSeconds": 0.00005, "maxLoopBusySeconds": 0.00001}}},
+            "descheduler": {"config": {"planner": {"autoscaler": {"targetUtilization": 0.00005}}}},
+        }
+    )
+    text = one(objs, "ConfigMap", "hrl-extender-config")["data"]["config.yaml"]
+    assert "5e-05" in text
+    (tmp_path / "extender.yaml").write_text(text)
+    (tmp_path / "descheduler.yaml").write_text(one(objs, "ConfigMap", "hrl-descheduler-config")["data"]["config.yaml"])
+    ext = load_extender_config(tmp_path / "extender.yaml")  # from the file, as the extender reads its ConfigMap
+    assert (ext.limits.request_deadline_seconds, ext.limits.max_loop_busy_seconds) == (0.00005, 0.00001)
+    des = load_descheduler_config(tmp_path / "descheduler.yaml")
+    assert des.planner.autoscaler.target_utilization == 0.00005
+
+
 def test_the_metrics_service_exposes_every_metrics_port_of_the_release():
     for learned in ("deployment", "sidecar"):
         objs = render(values_of("second", "interval", learned, False))

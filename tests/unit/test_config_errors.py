@@ -129,6 +129,20 @@ def test_valid_values_of_every_type_still_load(tmp_path):
     assert c.excluded_namespaces == ("a", "b") and c.planner.intent == (1.0, 0.5)
 
 
+@pytest.mark.parametrize("text,want", [("5e-05", 5e-05), ("1e2", 100.0), ("1.5E+2", 150.0), (".5e2", 50.0)])
+def test_a_number_in_exponent_notation_is_a_number_as_kubectl_and_helm_read_it(tmp_path, text, want):
+    # Helm's toYaml writes 0.00005 as 5e-05, which YAML 1.1 (PyYAML's default) would read as text
+    f = write(tmp_path, D + f"cooldownSeconds: {text}\nplanner: {{intent: [{text}, 1]}}\n")
+    c = load_descheduler_config(f)
+    assert c.cooldown_seconds == want and c.planner.intent == (want, 1.0)
+    f = write(tmp_path, D + f"cooldownSeconds: '{text}'\n")  # quoted: text, as everywhere
+    with pytest.raises(ConfigError, match=rf"cooldownSeconds: must be a number \(got '{re.escape(text)}'\)"):
+        load_descheduler_config(f)
+    f = write(tmp_path, D + "caps: {perNode: 1e2}\n")  # an integer field still takes only integers
+    with pytest.raises(ConfigError, match=r"caps.perNode: must be an integer \(got 100.0\)"):
+        load_descheduler_config(f)
+
+
 # ---- all problems at once, one format, did you mean ----------------------------------------------------------
 
 
