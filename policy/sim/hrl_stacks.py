@@ -98,7 +98,7 @@ from policy.highlevel.tuned import tuned_burst
 from policy.index import ClusterIndex
 from policy.intent import Intent
 from policy.live import signal_readers
-from policy.lowlevel import PlacementPolicy, load_placement
+from policy.lowlevel import PlacementPolicy, TopologyHeuristic, load_placement
 
 from .drpc import signals_from_sim
 from .engine import BACKGROUND_NAMESPACE, PeriodicHook, Simulation
@@ -270,9 +270,11 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
     fallback to another seed's), and whatever the loaders raise for a bad bundle."""
     base = Path(root) if root is not None else bundles_root(ctx)
     over = dict(ctx.parts)
-    if "placement" not in over:
+    if "placement" not in over and not ctx.params.get("heuristic"):
         require_seed_bundle(base / variant.folder / "low", f"{variant.name} low-level placement", training_seed(ctx))
-    placement = over.get("placement") or load_placement(base / variant.folder / "low")
+    placement = over.get("placement") or (
+        TopologyHeuristic() if ctx.params.get("heuristic") else load_placement(base / variant.folder / "low")
+    )
     workloads = autoscaled_workloads(ctx.app)
     high = base / variant.folder / "high"
     intent = over.get("intent_policy")
@@ -372,7 +374,9 @@ def build_hrl_stack(
         fetch()
         return shared["moves"], shared["now"]
 
-    extender = InProcessExtender(placement, view, weight=EXTENDER_WEIGHT, pending=pending)
+    extender = InProcessExtender(
+        placement, view, weight=int(ctx.params.get("weight", EXTENDER_WEIGHT)), pending=pending
+    )
     scheduler = KubeSchedulerModel(plugins=default_score_plugins(terms_lookup(ctx.app)), extenders=[extender])
     history = EvictionHistory()
     tally = _RunTally()
@@ -503,13 +507,29 @@ PESSIMISM_KNOB = Knob(
 )
 
 
-@register_stack("hrl-ensemble", knobs=(BURST_KNOB, PESSIMISM_KNOB))
+#: The knobs of ``hrl-ensemble`` that change its low level's part in kube-scheduler's decision: the extender's weight
+#: in the profile, and the topology heuristic in place of the learned placement (research: how much of the p95 at
+#: equal CPU co-location buys, and at what risk).
+WEIGHT_KNOB = Knob(
+    "weight", 1, 100, integer=True, help="the extender's weight in kube-scheduler's profile (as shipped and trained: 2)"
+)
+HEURISTIC_KNOB = Knob(
+    "heuristic",
+    0,
+    1,
+    integer=True,
+    help="1: the topology heuristic (policy.lowlevel.TopologyHeuristic) scores in place of the learned placement",
+)
+
+
+@register_stack("hrl-ensemble", knobs=(BURST_KNOB, PESSIMISM_KNOB, WEIGHT_KNOB, HEURISTIC_KNOB))
 def hrl_ensemble(ctx: StackContext) -> StackBuild:
     """hrl-scheduler with each level an ensemble of the training seeds' networks (the mean logit of the placements,
     the mean intent of the high levels: policy.lowlevel.PlacementEnsemble, policy.highlevel.IntentEnsemble);
     policy/bundles/hrl-ensemble/{low,high}/ensemble.json. No ``tseed`` knob: its members are the training seeds;
     knob ``pessimism``: each capacity target between the members' mean and lowest (default: the ensemble's
-    pessimism.json, else the mean)."""
+    pessimism.json, else the mean); ``weight``: the extender's weight in the scheduler profile (default 2, as
+    shipped); ``heuristic=1``: the topology heuristic in place of the learned placement."""
     return build_hrl_stack("hrl-ensemble", ctx)
 
 

@@ -410,6 +410,20 @@ def test_the_simulators_hrl_ensemble_stack_runs_both_ensembles():
     assert runs["hrl-ensemble"]["metrics"] != runs["hrl-scheduler"]["metrics"]
 
 
+def test_the_ensembles_research_knobs_set_the_extenders_weight_and_the_placement():
+    from policy.sim.app import load_app
+    from policy.sim.engine import ClusterSpec
+    from policy.sim.stacks import StackContext, build_stack
+
+    ctx = StackContext(app=load_app("online-boutique"), cluster=ClusterSpec())
+    served = build_stack("hrl-ensemble", ctx).handles
+    assert served["extender"].weight == 2 and isinstance(served["placement"], PlacementEnsemble)
+    knobs = build_stack("hrl-ensemble@heuristic=1,weight=10", ctx).handles
+    assert knobs["extender"].weight == 10 and isinstance(knobs["placement"], TopologyHeuristic)
+    with pytest.raises(ValueError, match="weight"):
+        build_stack("hrl-ensemble@weight=0", ctx)
+
+
 def test_the_offline_bundle_check_loads_every_member_of_an_ensemble(tmp_path):
     from policy.cli.bundle import check_bundle
 
