@@ -71,6 +71,7 @@ sys.path.insert(0, str(ROOT))
 from prometheus_client.parser import text_string_to_metric_families
 
 from policy.bench.markdown import write_section
+from policy.documents import dump_yaml
 
 
 def _controlplane():
@@ -1186,7 +1187,6 @@ class PluginMode:
 
     def start_producer(self, checkout: Path | None = None) -> None:
         """The producing extender, from ``checkout``'s Python when given."""
-        import yaml
 
         port = cpm.free_ports(1)[0]
         self.base = f"http://127.0.0.1:{port}"
@@ -1201,7 +1201,7 @@ class PluginMode:
             "scoreTable": {"publish": True, "address": self.address},
         }
         path = self.workdir / "producer.yaml"
-        path.write_text(yaml.safe_dump(cfg))
+        path.write_text(dump_yaml(cfg))
         self.producer = self.cp.start(
             cpm.Component(
                 "hrl-producer",

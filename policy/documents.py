@@ -51,6 +51,8 @@ __all__ = [
     "DocumentError",
     "UniqueKeyLoader",
     "read_exponent_floats",
+    "YamlDumper",
+    "dump_yaml",
     "load_yaml",
     "load_yaml_all",
     "load_json",
@@ -270,6 +272,18 @@ def read_exponent_floats(loader_class: type) -> type:
     quoted ones stay strings. Returns the class (registered on it alone: PyYAML copies the resolvers per class)."""
     loader_class.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789."))
     return loader_class
+
+
+@read_exponent_floats
+class YamlDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper that quotes a string a reader of :func:`read_exponent_floats` would take for a number
+    (``"1e5"``): what :func:`dump_yaml` writes reads back as it was, here and in Go's YAML libraries."""
+
+
+def dump_yaml(data: Any, **kwargs: Any) -> str:
+    """``yaml.safe_dump(data, **kwargs)`` through :class:`YamlDumper` (one document; ``sort_keys``,
+    ``default_flow_style``, ``width`` ... as PyYAML's)."""
+    return yaml.dump(data, Dumper=YamlDumper, **kwargs)
 
 
 @read_exponent_floats

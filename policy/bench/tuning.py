@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from pydantic.alias_generators import to_camel
 from tqdm import tqdm
 
 from policy.baselines.threshold import GRID, ThresholdParams, candidates, tuning_cost
+from policy.documents import dump_yaml
 from policy.sim.engine import SimConfig, Simulation
 from policy.sim.sizing import cluster_for, trace_rps, window_offset
 from policy.sim.stacks import (
@@ -119,7 +119,7 @@ def tune(
             }
             path.write_text(
                 "# Tuned by `python -m policy.bench --tune` (policy/baselines/threshold.py); "
-                "do not edit by hand.\n" + yaml.safe_dump(doc, sort_keys=False),
+                "do not edit by hand.\n" + dump_yaml(doc, sort_keys=False),
                 encoding="utf-8",
             )
             print(f"tune: {app}: {best_params} (cost {best_cost:.2f}) -> {path}", file=sys.stderr)

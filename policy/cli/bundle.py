@@ -110,7 +110,8 @@ def _check_ensemble(d: Path, level: str) -> str:
 
     pol = load_intent_policy(d)
     assert isinstance(pol, IntentEnsemble)
-    return "ensemble(" + ",".join(str(m.actor.version) for m in pol.members) + ")"
+    members = "ensemble(" + ",".join(str(m.actor.version) for m in pol.members) + ")"
+    return members + (f" pessimism {pol.pessimism:g}" if pol.pessimism else "")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -531,23 +531,37 @@ def _pessimism_values(v: str) -> list[float]:
     try:
         out = [float(x) for x in v.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers in [0, 1], got {v!r}") from None
-    if not out or any(not 0.0 <= x <= 1.0 for x in out):
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers in [0, 1], got {v!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {v!r}") from None
+    if not out or any(not 0.0 <= x <= 100.0 for x in out):  # nan fails too; each knob's range is checked after
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers in [0, 100], got {v!r}")
     return out
 
 
 @subcommand(
     "train pessimism",
-    "grid-search the served intent ensemble's pessimism (each service's capacity target between the members' mean "
-    "and their lowest) on training episodes and write pessimism.json beside its ensemble.json",
+    "grid-search the committed intent ensemble's (policy/bundles/hrl-ensemble) pessimism (each service's capacity "
+    "target between the members' mean and their lowest) on training episodes and write pessimism.json beside its "
+    "ensemble.json",
     [
-        arg("--out", default=None, help="file to write (default: policy/bundles/hrl-ensemble/high/pessimism.json)"),
+        arg(
+            "--out",
+            default=None,
+            help="file to write (default with --knob pessimism: policy/bundles/hrl-ensemble/high/pessimism.json; "
+            "with --knob weight: none, the grid is printed)",
+        ),
+        arg(
+            "--knob",
+            choices=("pessimism", "weight"),
+            default="pessimism",
+            help="the hrl-ensemble knob to sweep: pessimism (default), or weight (research: the extender's weight "
+            "in the scheduler profile, integers 1-100; nothing served reads the result)",
+        ),
         arg(
             "--values",
             type=_pessimism_values,
             default=None,
-            help="comma-separated pessimism values in [0, 1] (default 0,0.25,0.5,0.75,1)",
+            help="comma-separated values (pessimism in [0, 1], default 0,0.25,0.5,0.75,1; weight 1-100, default "
+            "2,5,10)",
         ),
         arg("--episodes", type=int, default=None, help="training episodes per value (default 36)"),
         arg("--minutes", type=int, default=None, help="simulated minutes per episode (default 30)"),

@@ -30,7 +30,7 @@ from policy.state import ClusterSnapshot
 from .intent import Intent
 from .learned_intent import DEFAULT_CPU_PRICE, LearnedIntent
 from .planner_state import HrlState
-from .tuned import tuned_pessimism
+from .tuned import PESSIMISM_FILE_NAME, tuned_pessimism
 
 __all__ = ["IntentEnsemble", "mean_intent", "load_intent_policy"]
 
@@ -84,10 +84,14 @@ class IntentEnsemble:
 
     def __init__(self, members: Sequence[LearnedIntent], source: str = "", pessimism: float = 0.0):
         self.members = tuple(members)
-        if not (0.0 <= float(pessimism) <= 1.0):
-            raise BundleError(f"intent ensemble {source}: pessimism: expected a number in [0, 1], got {pessimism!r}")
-        self.pessimism = float(pessimism)
         where = f"intent ensemble {source}".rstrip()
+        try:
+            p = float(pessimism)
+        except (TypeError, ValueError):
+            p = float("nan")
+        if not 0.0 <= p <= 1.0:
+            raise BundleError(f"{where}: pessimism: expected a number in [0, 1], got {pessimism!r}")
+        self.pessimism = p
         if not self.members:
             raise BundleError(f"{where}: members: expected at least one high-level bundle")
         check_distinct_members(
@@ -134,8 +138,8 @@ class IntentEnsemble:
                 raise ensemble_member_error(path, i, d, exc) from None
         try:
             pessimism = tuned_pessimism(path)
-        except ValueError as exc:
-            raise BundleError(f"intent ensemble {path}: {exc}") from None
+        except ValueError as exc:  # names the file
+            raise BundleError(str(exc)) from None
         return IntentEnsemble(members, str(path), pessimism=pessimism)
 
     def record(self, snapshot: ClusterSnapshot, index: ClusterIndex, state: HrlState) -> None:
@@ -166,7 +170,13 @@ def load_intent_policy(
     workloads: Sequence[str] | None = None,
 ) -> LearnedIntent | IntentEnsemble:
     """The learned high level of directory ``path``: an :class:`IntentEnsemble` when it holds ``ensemble.json``,
-    else :meth:`LearnedIntent.load`. Raises as those do."""
+    else :meth:`LearnedIntent.load`. Raises as those do, and :class:`~policy.bundle.BundleError` for a
+    ``pessimism.json`` beside a single high level (it would be ignored)."""
     if is_ensemble(path):
         return IntentEnsemble.load(path, slo_p95_ms=slo_p95_ms, cpu_price=cpu_price, workloads=workloads)
+    if (Path(path) / PESSIMISM_FILE_NAME).exists():  # a setting that would do nothing is refused, not ignored
+        raise BundleError(
+            f"{Path(path) / PESSIMISM_FILE_NAME}: pessimism is read only beside an ensemble.json (a single high level "
+            "has one intent to serve)"
+        )
     return LearnedIntent.load(path, slo_p95_ms=slo_p95_ms, cpu_price=cpu_price, workloads=workloads)

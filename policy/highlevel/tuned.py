@@ -73,7 +73,9 @@ def tuned_pessimism(high: str | Path) -> float:
         doc = json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ValueError(f"{p}: not a JSON file: {exc}") from None
-    v = doc.get("pessimism") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict) or "pessimism" not in doc:
+        raise ValueError(f"{p}: expected a JSON object with a number 'pessimism' in [0, 1]")
+    v = doc["pessimism"]
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
         raise ValueError(f"{p}: pessimism: expected a number in [0, 1], got {v!r}")
     return float(v)

@@ -280,7 +280,9 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
     intent = over.get("intent_policy")
     if intent is None and variant.pass_intent and ((high / "intent" / "manifest.json").is_file() or is_ensemble(high)):
         intent = load_intent_policy(high, slo_p95_ms=ctx.app.slo_p95_ms, workloads=workloads)
-        if "pessimism" in ctx.params and isinstance(intent, IntentEnsemble):
+        if "pessimism" in ctx.params:
+            if not isinstance(intent, IntentEnsemble):
+                raise ValueError(f"knob pessimism: {high} is not an intent ensemble (no ensemble.json)")
             intent.pessimism = float(ctx.params["pessimism"])
     auto = over.get("autoscaler")
     if auto is None and variant.autoscale:
@@ -348,6 +350,11 @@ def build_hrl_stack(
     if parts is None:
         parts = load_parts(variant, ctx, root)
     cfg = config if config is not None else sim_descheduler_config(ctx.app)
+    weight = int(ctx.params.get("weight", EXTENDER_WEIGHT))
+    if weight != cfg.scheduler_prediction.extender_weight:  # the descheduler predicts the scheduler it runs beside
+        cfg = cfg.model_copy(
+            update={"scheduler_prediction": cfg.scheduler_prediction.model_copy(update={"extender_weight": weight})}
+        )
     planner = hrl_planner(variant, parts, cfg, tuple(autoscaled_workloads(ctx.app)))
     resize_planner = planner.resizer
     placement = parts.placement
@@ -374,9 +381,7 @@ def build_hrl_stack(
         fetch()
         return shared["moves"], shared["now"]
 
-    extender = InProcessExtender(
-        placement, view, weight=int(ctx.params.get("weight", EXTENDER_WEIGHT)), pending=pending
-    )
+    extender = InProcessExtender(placement, view, weight=weight, pending=pending)
     scheduler = KubeSchedulerModel(plugins=default_score_plugins(terms_lookup(ctx.app)), extenders=[extender])
     history = EvictionHistory()
     tally = _RunTally()
@@ -419,7 +424,7 @@ def build_hrl_stack(
         scheduler_name="hrl-scheduler",
         on_change=on_change,
         counters=counters,
-        handles={"planner": planner, "placement": placement, "extender": extender},
+        handles={"planner": planner, "placement": placement, "extender": extender, "config": cfg},
     )
 
 

@@ -54,7 +54,15 @@ from typing import Any
 
 import yaml
 
-from policy.documents import DocumentError, FileError, load_json, load_yaml_all, read_exponent_floats, read_text
+from policy.documents import (
+    DocumentError,
+    FileError,
+    dump_yaml,
+    load_json,
+    load_yaml_all,
+    read_exponent_floats,
+    read_text,
+)
 from policy.state import EDGE_MEASURES, ServiceEdge, ServiceGraph
 
 from .common import TopologyError
@@ -433,6 +441,8 @@ def parse_appgroup(obj: Mapping[str, Any], path: str = "", warnings: list[str] |
                 raise ctx.fail(dep_items, j, dpath, f"expected a map with 'workload', got {d!r}")
             dref = _workload_ref(ctx, d, "workload", f"{dpath}.workload")
             bw = d.get("minBandwidth")
+            if isinstance(bw, float) and math.isfinite(bw):  # `1e3` is a number in YAML 1.2, a quantity to the API
+                bw = str(int(bw)) if bw.is_integer() and abs(bw) < 1e18 else repr(bw)
             if bw is not None:
                 if isinstance(bw, bool) or not isinstance(bw, (int, str)) or not _QUANTITY.match(str(bw).strip()):
                     raise ctx.fail(
@@ -645,4 +655,4 @@ def appgroup_from_graph(
 
 def dump_appgroup(obj: Mapping[str, Any]) -> str:
     """An AppGroup dict as a YAML document (keys in the order written, block style)."""
-    return yaml.safe_dump(dict(obj), sort_keys=False, default_flow_style=False, width=120)
+    return dump_yaml(dict(obj), sort_keys=False, default_flow_style=False, width=120)

@@ -54,35 +54,56 @@ DEFAULT_PESSIMISM = DEFAULT_BUNDLES / "hrl-ensemble" / "high" / PESSIMISM_FILE_N
 STACK = "hrl-ensemble"
 
 
+#: The knobs of ``hrl-ensemble`` the search may sweep: ``pessimism`` (what it writes pessimism.json for) and, for
+#: research, ``weight`` (the extender's weight in the scheduler profile; printed or written to ``--out`` only).
+KNOBS = ("pessimism", "weight")
+
+
 @dataclass(frozen=True)
 class PessimismSearchConfig(EpisodeDistribution):
-    """The grid (``pessimism_values`` in [0, 1]) and the ``episodes`` it is judged on (30-minute episodes by
-    default), ``workers`` Ray tasks at a time, ``seed`` (the episodes' draw, as ``train constant``'s)."""
+    """The grid (``pessimism_values``: values of ``knob``, in its range: pessimism [0, 1], weight 1..100 integers)
+    and the ``episodes`` it is judged on (30-minute episodes by default), ``workers`` Ray tasks at a time, ``seed``
+    (the episodes' draw, as ``train constant``'s)."""
 
     episode_minutes: int = 30
     pessimism_values: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0)
+    knob: str = "pessimism"
     episodes: int = 36
     workers: int = 2
     seed: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not self.pessimism_values or any(not 0.0 <= p <= 1.0 for p in self.pessimism_values):
-            raise ValueError(f"pessimism_values: expected numbers in [0, 1], got {self.pessimism_values!r}")
+        if self.knob not in KNOBS:
+            raise ValueError(f"knob: expected one of {', '.join(KNOBS)}, got {self.knob!r}")
+        if not self.pessimism_values:
+            raise ValueError("pessimism_values: expected at least one value")
+        for v in self.pessimism_values:
+            ok = 0.0 <= v <= 1.0 if self.knob == "pessimism" else float(v).is_integer() and 1 <= v <= 100
+            if not ok:
+                want = "numbers in [0, 1]" if self.knob == "pessimism" else "integers in 1..100"
+                raise ValueError(f"pessimism_values: expected {want} for knob {self.knob}, got {v!r}")
         if self.episodes < 1 or self.workers < 1:
             raise ValueError(f"episodes, workers: expected integers >= 1, got {self.episodes!r}, {self.workers!r}")
 
 
-def pessimism_cost(spec: EpisodeSpec, pessimism: float) -> float:
-    """Mean cost per minute of episode ``spec`` under ``hrl-ensemble@pessimism=P`` (the committed ensembles, the
-    bench's objective)."""
+def stack_name(knob: str, value: float) -> str:
+    """The stack a grid point runs: ``hrl-ensemble@<knob>=<value>`` (the value written exactly: ``repr``, or the
+    integer of a weight)."""
+    text = str(int(value)) if knob == "weight" else repr(float(value))
+    return f"{STACK}@{knob}={text}"
+
+
+def pessimism_cost(spec: EpisodeSpec, pessimism: float, knob: str = "pessimism") -> float:
+    """Mean cost per minute of episode ``spec`` under ``hrl-ensemble@<knob>=<value>`` (:func:`stack_name`; the
+    committed ensembles, the bench's objective)."""
     app, rps, cluster, config = episode_pieces(spec)
-    built = build_stack(f"{STACK}@pessimism={pessimism:g}", StackContext(app, cluster, spec.seed, config, rps=rps))
+    built = build_stack(stack_name(knob, pessimism), StackContext(app, cluster, spec.seed, config, rps=rps))
     res = built.simulation(app, rps, cluster, config).run()
     return float(app_costs(app, res.series, DEFAULT_OBJECTIVE).mean())
 
 
-def _point(job: tuple[EpisodeSpec, float]) -> float:
+def _point(job: tuple[EpisodeSpec, float, str]) -> float:
     return pessimism_cost(*job)
 
 
@@ -100,17 +121,17 @@ def tune_pessimism(
         cfg, np.random.default_rng(20_000 + cfg.seed), cfg.episodes, seed0=8_000_000
     )
     values = sorted({float(p) for p in cfg.pessimism_values})
-    jobs = [(s, p) for p in values for s in specs]
+    jobs = [(s, p, cfg.knob) for p in values for s in specs]
     pool = TaskPool(cfg.workers, ray_address)
     try:
-        costs = np.array(pool.map(_point, jobs, desc="ensemble pessimism: grid")).reshape(len(values), len(specs))
+        costs = np.array(pool.map(_point, jobs, desc=f"ensemble {cfg.knob}: grid")).reshape(len(values), len(specs))
     finally:
         pool.close()
     b = min(range(len(values)), key=lambda i: (float(costs[i].mean()), values[i]))  # ties: the smaller value
     gaps, ties = paired_gaps(costs, b)
     grid = [
         {
-            "pessimism": p,
+            cfg.knob: p,
             "objective": float(costs[i].mean()),
             **gaps[i],
             "episode_objectives": [round(float(x), 6) for x in costs[i]],
@@ -119,7 +140,8 @@ def tune_pessimism(
     ]
     tied = [values[i] for i in ties]
     result = {
-        "pessimism": values[b],
+        **({"knob": cfg.knob} if cfg.knob != "pessimism" else {}),
+        cfg.knob: values[b],
         "objective": grid[b]["objective"],
         "episodes": len(specs),
         "tied": tied,
@@ -127,7 +149,7 @@ def tune_pessimism(
         "train_s": round(time.perf_counter() - t0, 1),
     }
     log(
-        f"ensemble pessimism: {values[b]:g}: {grid[b]['objective']:.3f}/min over {len(specs)} training episodes; "
+        f"ensemble {cfg.knob}: {values[b]:g}: {grid[b]['objective']:.3f}/min over {len(specs)} training episodes; "
         f"{len(tied)} of the other {len(grid) - 1} values within two paired standard errors of it"
     )
     if out is not None:
@@ -146,10 +168,28 @@ def run_cli(args: Any) -> int:
         v = getattr(args, opt, None)
         if v is not None:
             over[name] = v
+    knob = getattr(args, "knob", None) or "pessimism"
+    over["knob"] = knob
     if getattr(args, "values", None):
         over["pessimism_values"] = tuple(args.values)
-    cfg = PessimismSearchConfig(seed=args.seed, **over)
-    out = Path(args.out) if args.out else (None if args.quick else DEFAULT_PESSIMISM)
+    elif knob == "weight":
+        over["pessimism_values"] = (2.0, 5.0, 10.0)
+    try:
+        cfg = PessimismSearchConfig(seed=args.seed, **over)
+    except ValueError as exc:  # name the options, not the fields
+        raise ValueError(
+            str(exc)
+            .replace("pessimism_values", "--values")
+            .replace("episode_minutes", "--minutes")
+            .replace("episodes, workers", "--episodes, --workers")
+        ) from None
+    default = DEFAULT_PESSIMISM if knob == "pessimism" and not args.quick else None
+    out = Path(args.out) if args.out else default
+    if out is not None and out.is_dir():
+        raise ValueError(f"--out: {out} is a directory (expected the file to write, e.g. {out / PESSIMISM_FILE_NAME})")
     result = tune_pessimism(cfg, out, ray_address=args.ray_address, log=note)
-    print(json.dumps({k: v for k, v in result.items() if k != "grid"}, indent=1))
+    shown = {k: v for k, v in result.items() if k != "grid"}
+    if out is None:  # nothing written: the grid's means on the terminal
+        shown["grid"] = [{k: v for k, v in g.items() if k != "episode_objectives"} for g in result["grid"]]
+    print(json.dumps(shown, indent=1))
     return 0

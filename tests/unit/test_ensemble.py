@@ -6,6 +6,7 @@ the simulator's hrl-ensemble stack."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -291,20 +292,35 @@ def test_the_ensembles_pessimism_file_is_served_and_a_bad_one_is_one_line(tmp_pa
     (d / "pessimism.json").write_text(json.dumps({"pessimism": 1.0, "grid": []}))
     ens = load_intent_policy(d)
     assert ens.pessimism == 1.0
+    from policy.cli.bundle import check_bundle
+
+    assert check_bundle(d)[1].endswith(") pessimism 1")  # what `hrl-policy bundle check` prints
     alone = [_plan_intents(LearnedIntent.load(p), minutes=1)[0] for p in paths]
     got = _plan_intents(ens, minutes=1)[0]
     assert dict(got.capacity_target) == pytest.approx(
         {s: min(a.capacity_target[s] for a in alone) for s in got.capacity_target}, rel=1e-12
     )
-    for text, message in (("{", "not a JSON file"), ('{"pessimism": 2}', "pessimism: expected a number in")):
+    for text, message in (
+        ("{", "not a JSON file"),
+        ('{"pessimism": 2}', "pessimism: expected a number in"),
+        ("[]", "expected a JSON object with a number 'pessimism'"),
+    ):
         (d / "pessimism.json").write_text(text)
-        with pytest.raises(BundleError, match=rf"intent ensemble .*/h: .*pessimism\.json: {message}") as exc:
+        with pytest.raises(BundleError, match=rf"^{re.escape(str(d))}/pessimism\.json: {message}") as exc:
             load_intent_policy(d)
         assert "\n" not in str(exc.value)
-    with pytest.raises(ValueError, match="pessimism: expected a number in"):
+    with pytest.raises(ValueError, match="expected a JSON object with a number 'pessimism'"):
         tuned_pessimism(d)
     # the committed ensemble's file, when there is one, is what the served ensemble runs at
     assert load_intent_policy(ENSEMBLE / "high").pessimism == tuned_pessimism(ENSEMBLE / "high")
+    # beside a single high level the file would do nothing: refused, not ignored
+    single = tmp_path / "single"
+    shutil.copytree(paths[0], single)
+    (single / "pessimism.json").write_text(json.dumps({"pessimism": 0.5}))
+    with pytest.raises(BundleError, match=r"pessimism\.json: pessimism is read only beside an ensemble\.json"):
+        load_intent_policy(single)
+    with pytest.raises(BundleError, match=r"^intent ensemble: pessimism: expected a number in \[0, 1\], got 'x'"):
+        IntentEnsemble([LearnedIntent.load(paths[0])], pessimism="x")
 
 
 def _plan_intents(policy, minutes=11, planner_out=None):
@@ -422,6 +438,9 @@ def test_the_ensembles_research_knobs_set_the_extenders_weight_and_the_placement
     assert knobs["extender"].weight == 10 and isinstance(knobs["placement"], TopologyHeuristic)
     with pytest.raises(ValueError, match="weight"):
         build_stack("hrl-ensemble@weight=0", ctx)
+    # the descheduler predicts the scheduler it runs beside: the same weight
+    assert served["config"].scheduler_prediction.extender_weight == 2
+    assert knobs["config"].scheduler_prediction.extender_weight == 10
 
 
 def test_the_offline_bundle_check_loads_every_member_of_an_ensemble(tmp_path):

@@ -28,6 +28,7 @@ from policy.topology.appgroup import (
     dump_appgroup,
     load_appgroup,
     parse_appgroup,
+    read_appgroups,
 )
 from policy.topology.common import TopologyError
 from policy.topology.manifests import graph_from_objects
@@ -404,3 +405,23 @@ def test_the_console_script_reports_the_broken_upstream_file_in_one_line():
     p = subprocess.run([str(exe), "graph", str(AG_UPSTREAM)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2
     assert p.stderr.strip().count("\n") == 0 and ":80: invalid YAML" in p.stderr
+
+
+def test_names_and_bandwidths_that_look_like_numbers_survive_a_round_trip(tmp_path):
+    # `1e5` is a number to YAML 1.2 readers (ours, kubectl's): the writer quotes such text, and a numeric
+    # minBandwidth is read as the quantity the API server would make of it
+    f = tmp_path / "ag.yaml"
+    for services, bandwidth in ((("front", "back"), "1e3"), (("front", "1e5"), None)):
+        g = ServiceGraph(services, (ServiceEdge(services[0], services[1], rps=10.0),))
+        text = dump_appgroup(appgroup_from_graph(g, "shop", min_bandwidth=bandwidth))
+        f.write_text(text)
+        assert set(load_appgroup(f)[0].services) == set(services)
+        assert ("'1e3'" in text) == (bandwidth is not None) and ("'1e5'" in text) == (bandwidth is None)
+    f.write_text(f.read_text().replace("'1e5'", "back"))
+    doc = yaml.safe_load(f.read_text())
+    doc["spec"]["workloads"][0]["dependencies"] = [
+        {"workload": {"kind": "Deployment", "name": "back", "selector": "back"}, "minBandwidth": 1000}
+    ]
+    f.write_text(yaml.safe_dump(doc).replace("minBandwidth: 1000", "minBandwidth: 1e3"))
+    ags = read_appgroups(f)
+    assert [d.min_bandwidth for w in ags[0].workloads for d in w.dependencies] == ["1000"]

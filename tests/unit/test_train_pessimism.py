@@ -34,15 +34,44 @@ def test_the_quick_search_writes_a_pessimism_the_served_ensemble_loads(tmp_path,
     assert load_intent_policy(out.parent).pessimism == tuned_pessimism(out.parent) == doc["pessimism"]
 
 
-@pytest.mark.parametrize("values", ["2", "a,b", ",", "-0.5"])
+@pytest.mark.parametrize("values", ["a,b", ",", "-0.5", "nan", "inf"])
 def test_a_bad_grid_is_refused_naming_the_option(values, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["train", "pessimism", "--quick", "--values", values])
     assert exc.value.code == 2
-    assert "--values: expected comma-separated numbers in [0, 1]" in capsys.readouterr().err
+    assert "--values: expected comma-separated numbers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--values", "2"], "--values: expected numbers in [0, 1] for knob pessimism, got 2.0"),
+        (["--knob", "weight", "--values", "2.5"], "--values: expected integers in 1..100 for knob weight, got 2.5"),
+        (["--episodes", "0"], "--episodes, --workers: expected integers >= 1"),
+    ],
+)
+def test_a_grid_outside_the_knobs_range_is_one_line_naming_the_option(argv, message, capsys):
+    assert main(["train", "pessimism", "--quick", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_output_directory_is_refused_before_the_search(tmp_path, capsys):
+    assert main(["train", "pessimism", "--quick", "--out", str(tmp_path)]) == 2
+    assert f"--out: {tmp_path} is a directory" in capsys.readouterr().err
+
+
+def test_the_weight_knob_is_searched_and_printed_not_served(tmp_path, capsys):
+    assert main(["train", "pessimism", "--quick", "--knob", "weight", "--values", "2,10"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["knob"] == "weight" and doc["weight"] in (2.0, 10.0)
+    assert [g["weight"] for g in doc["grid"]] == [2.0, 10.0] and "pessimism" not in doc
 
 
 def test_the_config_refuses_an_empty_or_out_of_range_grid():
-    for values in ((), (1.2,)):
-        with pytest.raises(ValueError, match="pessimism_values: expected numbers in"):
-            PessimismSearchConfig(pessimism_values=values)
+    with pytest.raises(ValueError, match="pessimism_values: expected at least one value"):
+        PessimismSearchConfig(pessimism_values=())
+    with pytest.raises(ValueError, match="pessimism_values: expected numbers in"):
+        PessimismSearchConfig(pessimism_values=(1.2,))
+    with pytest.raises(ValueError, match="knob: expected one of pessimism, weight"):
+        PessimismSearchConfig(knob="burst")
