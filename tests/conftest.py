@@ -15,3 +15,30 @@ settings.register_profile(
 )
 settings.register_profile("explore", parent=settings.get_profile("ci"), derandomize=False)
 settings.load_profile(__import__("os").environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+import logging  # noqa: E402 - after the profile, which must load first
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored():
+    """A command's ``main()`` run in a test (policy.telemetry.configure_logging) replaces the root logger's handler
+    with one writing to that test's captured stderr, which pytest closes when the test ends; a server thread that
+    logs later would print a "Logging error" traceback into a passing run. Each test leaves the root logger's
+    handlers and level as it found them."""
+    root = logging.getLogger()
+
+    def ours(hs):  # pytest adds and removes its own capture handlers around every phase: not ours to touch
+        return [h for h in hs if not type(h).__module__.startswith("_pytest")]
+
+    handlers, level = ours(root.handlers), root.level
+    yield
+    for h in ours(root.handlers):
+        if h not in handlers:
+            root.removeHandler(h)
+    for h in handlers:
+        if h not in root.handlers:
+            root.addHandler(h)
+    root.setLevel(level)
