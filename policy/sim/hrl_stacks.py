@@ -351,7 +351,7 @@ def build_hrl_stack(
         parts = load_parts(variant, ctx, root)
     cfg = config if config is not None else sim_descheduler_config(ctx.app)
     weight = int(ctx.params.get("weight", EXTENDER_WEIGHT))
-    if weight != cfg.scheduler_prediction.extender_weight:  # the descheduler predicts the scheduler it runs beside
+    if "weight" in ctx.params:  # the descheduler predicts the scheduler it runs beside (a given config's is kept)
         cfg = cfg.model_copy(
             update={"scheduler_prediction": cfg.scheduler_prediction.model_copy(update={"extender_weight": weight})}
         )
