@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,7 @@ __all__ = [
     "ConstantSearchConfig",
     "constant_cost",
     "paired_gaps",
+    "search_episodes",
     "tune_constant",
     "load_constant",
     "FINE_TUNE",
@@ -112,6 +113,12 @@ def constant_cost(
     return float(app_costs(app, res.series, DEFAULT_OBJECTIVE).mean())
 
 
+def search_episodes(dist: EpisodeDistribution, n: int, seed: int) -> list[EpisodeSpec]:
+    """The ``n`` training episodes of ``dist`` a grid search judges on, for draw ``seed``: the same for every search
+    of that seed (``train constant``, ``train pessimism``), so their results compare episode by episode."""
+    return sample_episode_specs(dist, np.random.default_rng(20_000 + seed), n, seed0=8_000_000)
+
+
 def paired_gaps(costs: np.ndarray, best: int) -> tuple[list[dict[str, Any]], list[int]]:
     """Each grid point's comparison with point ``best``, paired over the episodes (module docstring, "How sure the
     choice is"): ``costs`` is points × episodes (cost per minute, the same episodes and seeds in every row). Returns
@@ -151,9 +158,7 @@ def tune_constant(
     write). ``bundles_root``: the low level to search over (:func:`constant_cost`); ``extra``: more keys of the
     result (a fine-tune's ``fine_tuned_from``). Returns the result."""
     t0 = time.perf_counter()
-    specs: Sequence[EpisodeSpec] = sample_episode_specs(
-        cfg, np.random.default_rng(20_000 + cfg.seed), cfg.episodes, seed0=8_000_000
-    )
+    specs = search_episodes(cfg, cfg.episodes, cfg.seed)
     points = [(c, b, u) for u in cfg.burst_shares for b in cfg.move_budgets for c in cfg.capacity_targets]
     root = None if bundles_root is None else str(bundles_root)
     jobs = [(s, c, b, root, u) for c, b, u in points for s in specs]

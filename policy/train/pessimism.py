@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +41,8 @@ from policy.sim.objective import DEFAULT_OBJECTIVE, app_costs
 from policy.sim.stacks import StackContext, build_stack
 from policy.telemetry import note
 
-from .constant import paired_gaps
-from .intent_episodes import EpisodeDistribution, EpisodeSpec, episode_pieces, sample_episode_specs
+from .constant import paired_gaps, search_episodes
+from .intent_episodes import EpisodeDistribution, EpisodeSpec, episode_pieces
 from .ray_pool import TaskPool
 
 __all__ = ["PessimismSearchConfig", "pessimism_cost", "tune_pessimism", "run_cli", "DEFAULT_PESSIMISM"]
@@ -117,9 +117,7 @@ def tune_pessimism(
     """Run the grid search (module docstring); write the result to ``out`` (a ``pessimism.json`` path; None: do
     not write). Returns the result."""
     t0 = time.perf_counter()
-    specs: Sequence[EpisodeSpec] = sample_episode_specs(
-        cfg, np.random.default_rng(20_000 + cfg.seed), cfg.episodes, seed0=8_000_000
-    )
+    specs = search_episodes(cfg, cfg.episodes, cfg.seed)
     values = sorted({float(p) for p in cfg.pessimism_values})
     jobs = [(s, p, cfg.knob) for p in values for s in specs]
     pool = TaskPool(cfg.workers, ray_address)
