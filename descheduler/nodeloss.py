@@ -15,7 +15,9 @@ pods (``controller.FilterActivePods``), creates its replacement at once, and kub
 (the NoSchedule taint keeps it off the lost one). Fail closed:
 
 - a node counts as lost only while it carries such a NoExecute taint with a ``timeAdded`` at least
-  ``nodeLoss.afterSeconds`` old (none without ``timeAdded``: since when is unknown);
+  ``nodeLoss.afterSeconds`` old (none without ``timeAdded``: since when is unknown), and kube-scheduler keeps new
+  pods off it: a lost-node NoSchedule taint or ``spec.unschedulable`` (the controller adds the NoSchedule taint from
+  another queue than the NoExecute one; in between, a replacement could land back on the lost node);
 - nothing is evicted while more than ``nodeLoss.maxLostFraction`` of the nodes look lost (not Ready, or tainted
   so, however recently): that looks like the control plane cut off, not the nodes down (the node lifecycle
   controller stops its own evictions then: ``--unhealthy-zone-threshold``, ``--large-cluster-size-threshold``);
@@ -92,7 +94,10 @@ class NodeLossPlan:
 
 
 def _lost_taint(node: NodeInfo) -> tuple[str, float] | None:
-    """The oldest lost-node NoExecute taint with a ``timeAdded`` (key, time), or None."""
+    """The oldest lost-node NoExecute taint with a ``timeAdded`` (key, time), or None; None too while nothing keeps
+    new pods off the node (no lost-node NoSchedule taint, not cordoned)."""
+    if not node.unschedulable and not any(t.effect == "NoSchedule" and t.key in LOST_NODE_TAINTS for t in node.taints):
+        return None
     found = [
         (t.time_added_s, t.key)
         for t in node.taints
@@ -106,7 +111,8 @@ def _lost_taint(node: NodeInfo) -> tuple[str, float] | None:
 
 def lost_nodes(snapshot: ClusterSnapshot, now_s: float, after_s: float) -> tuple[LostNode, ...]:
     """The nodes of ``snapshot`` tainted lost (:data:`LOST_NODE_TAINTS`, NoExecute, with ``timeAdded``) for at least
-    ``after_s`` seconds at ``now_s`` (unix s), in node order."""
+    ``after_s`` seconds at ``now_s`` (unix s) and closed to new pods (a lost-node NoSchedule taint or cordoned), in
+    node order."""
     out = []
     for n in snapshot.nodes:
         t = _lost_taint(n)

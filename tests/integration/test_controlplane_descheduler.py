@@ -838,9 +838,9 @@ def test_sigterm_during_an_interval_cycle_stops_at_the_next_eviction_boundary(
 
 def test_the_pod_of_a_lost_node_is_evicted_and_replaced_on_a_ready_node(control_plane, namespace, kwok_nodes):
     """A node that never reports (no kwok behind it): the node lifecycle controller marks it Unknown after
-    --node-monitor-grace-period and taints it unreachable, NoExecute with a timeAdded. The cycle's node-loss step
-    evicts the pod bound there through the Eviction API, long before the taint manager's 300 s, and the
-    ReplicaSet's replacement runs on a Ready node."""
+    --node-monitor-grace-period and taints it unreachable, NoSchedule and NoExecute with a timeAdded. The cycle's
+    node-loss step evicts the pod bound there through the Eviction API, long before the taint manager's 300 s, and
+    the ReplicaSet's replacement runs on a Ready node."""
     cp, ns = control_plane, namespace
     (b,) = kwok_nodes(1)
     lost = cpmod.fake_node(f"{b}-lost")
@@ -860,10 +860,13 @@ def test_the_pod_of_a_lost_node_is_evicted_and_replaced_on_a_ready_node(control_
         assert node_of(old) == x
 
         def tainted():
+            # both effects: the controller adds them from two queues, and until NoSchedule is there the node is
+            # not lost to the descheduler (the replacement could land back on it)
             taints = get_json(cp, "node", x)["spec"].get("taints") or []
-            return [t for t in taints if t["key"] == "node.kubernetes.io/unreachable" and t["effect"] == "NoExecute"]
+            mine = {t["effect"]: t for t in taints if t["key"] == "node.kubernetes.io/unreachable"}
+            return mine if {"NoExecute", "NoSchedule"} <= mine.keys() else None
 
-        (taint,) = wait_for(tainted, 150, f"node {x} to be tainted unreachable")
+        taint = wait_for(tainted, 150, f"node {x} to be tainted unreachable, NoExecute and NoSchedule")["NoExecute"]
         assert taint.get("timeAdded")
         observe, evictor = descheduler(cp)
         cfg = config(nodeLoss={"afterSeconds": 0})

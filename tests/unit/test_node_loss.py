@@ -99,6 +99,18 @@ def test_a_node_is_lost_after_the_configured_time_and_only_with_a_time():
     assert [x.name for x in lost_nodes(snap, NOW_S, 0)] == ["old", "new", "notready"]
 
 
+def test_a_node_still_open_to_new_pods_is_not_lost_yet():
+    """The node lifecycle controller adds the NoSchedule taint from another queue than the NoExecute one: until it
+    is there (or the node is cordoned), a replacement could be scheduled back onto the lost node."""
+    half = replace(lost("half", NOW_S - 120), taints=(Taint(UNREACHABLE, "", "NoExecute", NOW_S - 120),))
+    other_key = replace(half, name="other", taints=(*half.taints, Taint("example.com/maintenance", "", "NoSchedule")))
+    cordoned = replace(half, name="cordoned", unschedulable=True)
+    snap = ClusterSnapshot(nodes=(half, other_key, cordoned, NodeInfo("fine", Resources(8000, GI))), pods=())
+    assert [x.name for x in lost_nodes(snap, NOW_S, 60)] == ["cordoned"]
+    snap = ClusterSnapshot(nodes=(half, NodeInfo("fine", Resources(8000, GI))), pods=(tolerant(pod("cart", "half")),))
+    assert node_loss_moves(snap, NOW_S, NodeLossConfig()).moves == ()
+
+
 def test_which_pods_go_first_and_which_stay():
     down = pod("cart", "n1")  # its service's only pod: first
     spare = pod("api", "n1")  # api also serves on n2
