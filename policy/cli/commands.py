@@ -547,21 +547,22 @@ def _pessimism_values(v: str) -> list[float]:
             "--out",
             default=None,
             help="file to write (default with --knob pessimism: policy/bundles/hrl-ensemble/high/pessimism.json; "
-            "with --knob weight: none, the grid is printed)",
+            "with the other knobs: none, the grid is printed)",
         ),
         arg(
             "--knob",
-            choices=("pessimism", "weight"),
+            choices=("pessimism", "weight", "forecast_min"),
             default="pessimism",
-            help="the hrl-ensemble knob to sweep: pessimism (default), or weight (research: the extender's weight "
-            "in the scheduler profile, integers 1-100; nothing served reads the result)",
+            help="the hrl-ensemble knob to sweep: pessimism (default), or, for research (nothing served reads the "
+            "result), weight (the extender's weight in the scheduler profile, integers 1-100) or forecast_min (the "
+            "replica targets' lowest forecast factor, 0.5-1)",
         ),
         arg(
             "--values",
             type=_pessimism_values,
             default=None,
             help="comma-separated values (pessimism in [0, 1], default 0,0.25,0.5,0.75,1; weight 1-100, default "
-            "2,5,10)",
+            "2,5,10; forecast_min in [0.5, 1], default 0.5,1)",
         ),
         arg("--episodes", type=int, default=None, help="training episodes per value (default 36)"),
         arg("--minutes", type=int, default=None, help="simulated minutes per episode (default 30)"),

@@ -319,7 +319,7 @@ class IntentAutoscaler:
 
         u        = state.capacity_targets[s]          (the intent; default_target without one)
         demand_m = Σ measured CPU of its bound pods / (1 − refused share of s)      (refused: from ``signals``)
-        peak     = max forecast rate over the predictor's horizon / rate now     in [0.5, 2]; 1 without rates
+        peak     = max forecast rate over the predictor's horizon / rate now     in [forecast_min, 2]; 1 without rates
         capacity = request_m + burst · room_m
         room_m   = mean over the measured pods of min(limit_m − request_m, their node's unused CPU)
         desired  = ceil(demand_m · peak / (u · capacity))           unless within ``tolerance`` of the current
@@ -331,7 +331,10 @@ class IntentAutoscaler:
     above 100 % for such pods for the same reason (a pod may use CPU up to its limit while its node has room). The
     room is the headroom to the template's limit, at most the node's unused CPU (allocatable − measured use; none
     where the node's use is unknown), so a busy node gives none and the rule is HPA's again; a Guaranteed pod
-    (limit = request) or one without a limit is unaffected. The scale-down stabilisation
+    (limit = request) or one without a limit is unaffected. ``forecast_min`` (0.5..1, default 0.5) is the lowest
+    forecast factor: below 1 a predicted fall lowers the target before the rate falls; at 1 the forecast only adds
+    capacity to what the measured demand needs (the rule of predictive scaling beside dynamic scaling in AWS EC2
+    Auto Scaling, which takes the larger of the two capacities). The scale-down stabilisation
     window holds a target from flapping between periods (recommendations in ``state.recommendations``).
 
     Guardrail (a last resort, counted in ``guardrail_counts``): the **saturation shield** raises a Deployment whose
@@ -344,7 +347,8 @@ class IntentAutoscaler:
     the workload predictor (default: :class:`~policy.highlevel.forecast.TrendForecaster`); ``signals``: per-service
     metrics set before each cycle (None: no refused correction). Ranges: 0 < ``default_target``,
     ``saturation``, ``shield_target``, ``refused_frac`` <= 1; ``tolerance`` >= 0; 0 <= ``min_replicas`` <=
-    ``max_replicas``; ``stabilization_s`` >= 0; 0 <= ``burst`` <= 1. ValueError naming the field otherwise.
+    ``max_replicas``; ``stabilization_s`` >= 0; 0 <= ``burst`` <= 1; 0.5 <= ``forecast_min`` <= 1. ValueError naming
+    the field otherwise.
     """
 
     name: str = "intent"
@@ -361,9 +365,13 @@ class IntentAutoscaler:
     refused_frac: float = 0.01
     signals: Mapping[str, Any] | None = None
     burst: float = 0.0
+    forecast_min: float = 0.5
     guardrail_counts: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
+        ok = isinstance(self.forecast_min, (int, float)) and math.isfinite(self.forecast_min)
+        if not (ok and 0.5 <= self.forecast_min <= 1):
+            raise ValueError(f"IntentAutoscaler.forecast_min: must be in [0.5, 1], got {self.forecast_min!r}")
         for f in ("default_target", "saturation", "shield_target", "refused_frac"):
             v = getattr(self, f)
             if not (isinstance(v, (int, float)) and math.isfinite(v) and 0 < v <= 1):
@@ -391,7 +399,7 @@ class IntentAutoscaler:
             peak = float(np.max(fc.predict(x[None, :])))
         except (ValueError, FloatingPointError):
             return 1.0
-        return float(np.clip(peak / x[-1], 0.5, 2.0)) if math.isfinite(peak) else 1.0
+        return float(np.clip(peak / x[-1], self.forecast_min, 2.0)) if math.isfinite(peak) else 1.0
 
     @staticmethod
     def _burst_room(w: WorkloadInfo, measured: list[PodInfo], free: Mapping[str, float]) -> float:

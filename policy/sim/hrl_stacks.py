@@ -108,6 +108,7 @@ from .stackbase import (
     AUTOSCALER_PERIOD_MIN,
     BURST_KNOB,
     DESCHEDULER_PERIOD_MIN,
+    FORECAST_MIN_KNOB,
     TRAINING_SEED_KNOB,
     Knob,
     StackBuild,
@@ -290,7 +291,11 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
             featurizer = getattr(intent, "featurizer", None)  # LearnedIntent, IntentEnsemble (its first member's)
             predictor = featurizer.local.predictor if featurizer is not None else None
             auto = IntentAutoscaler(
-                workloads=tuple(workloads), forecaster=predictor, shield=variant.shield, burst=served_burst(ctx, base)
+                workloads=tuple(workloads),
+                forecaster=predictor,
+                shield=variant.shield,
+                burst=served_burst(ctx, base),
+                **({"forecast_min": float(ctx.params["forecast_min"])} if "forecast_min" in ctx.params else {}),
             )
         else:
             auto = load_learned_autoscaler(high, workloads, slo_p95_ms=ctx.app.slo_p95_ms, shield=variant.shield)
@@ -495,7 +500,7 @@ def _counter_key(prefix: str, reason: str) -> str:
     return f"{prefix}_{re.sub(r'[^a-z0-9_]+', '_', reason.lower()).strip('_') or 'unknown'}"
 
 
-@register_stack("hrl-scheduler", knobs=(TRAINING_SEED_KNOB, BURST_KNOB))
+@register_stack("hrl-scheduler", knobs=(TRAINING_SEED_KNOB, BURST_KNOB, FORECAST_MIN_KNOB))
 def hrl_scheduler(ctx: StackContext) -> StackBuild:
     """hrl-scheduler: learned placement (extender) + hierarchical descheduler (DRPC replica targets every
     minute, moves every 5 minutes, intent passed down); bundles policy/bundles/hrl-scheduler/{low,high}."""
@@ -527,7 +532,7 @@ HEURISTIC_KNOB = Knob(
 )
 
 
-@register_stack("hrl-ensemble", knobs=(BURST_KNOB, PESSIMISM_KNOB, WEIGHT_KNOB, HEURISTIC_KNOB))
+@register_stack("hrl-ensemble", knobs=(BURST_KNOB, PESSIMISM_KNOB, WEIGHT_KNOB, HEURISTIC_KNOB, FORECAST_MIN_KNOB))
 def hrl_ensemble(ctx: StackContext) -> StackBuild:
     """hrl-scheduler with each level an ensemble of the training seeds' networks (the mean logit of the placements,
     the mean intent of the high levels: policy.lowlevel.PlacementEnsemble, policy.highlevel.IntentEnsemble);

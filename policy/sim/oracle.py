@@ -54,6 +54,7 @@ from .objective import DEFAULT_OBJECTIVE, Objective, app_costs
 from .stackbase import (
     BURST_KNOB,
     DESCHEDULER_PERIOD_MIN,
+    FORECAST_MIN_KNOB,
     TRAINING_SEED_KNOB,
     Knob,
     StackBuild,
@@ -426,6 +427,7 @@ CONSTANT_KNOBS = (
     Knob("budget", 0.0, 1.0, help="move budget, share of the planner's maxMoves"),
     TRAINING_SEED_KNOB,
     BURST_KNOB,
+    FORECAST_MIN_KNOB,
 )
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "NOT_AUTOSCALED_IMAGES",
     "StackContext",
     "TRAINING_SEED_KNOB",
+    "FORECAST_MIN_KNOB",
     "training_seed",
     "StackBuild",
     "StackFactory",
@@ -134,6 +135,17 @@ BURST_KNOB = Knob(
     1.0,
     help="share of a Burstable pod's CPU room (limit - request, at most its node's unused CPU) its replica target "
     "counts as capacity: 0 the request (as an HPA), 1 all the room",
+)
+
+
+#: The knob of the same stacks that bounds the forecast factor of their replica targets from below
+#: (:attr:`policy.highlevel.IntentAutoscaler.forecast_min`; ``hrl-ensemble@forecast_min=1``).
+FORECAST_MIN_KNOB = Knob(
+    "forecast_min",
+    0.5,
+    1.0,
+    help="lowest forecast factor of the replica targets: 0.5 a predicted fall may halve the demand they plan for, "
+    "1 the forecast only adds capacity",
 )
 
 

@@ -55,13 +55,18 @@ STACK = "hrl-ensemble"
 
 
 #: The knobs of ``hrl-ensemble`` the search may sweep: ``pessimism`` (what it writes pessimism.json for) and, for
-#: research, ``weight`` (the extender's weight in the scheduler profile; printed or written to ``--out`` only).
-KNOBS = ("pessimism", "weight")
+#: research, ``weight`` (the extender's weight in the scheduler profile) and ``forecast_min`` (the replica targets'
+#: lowest forecast factor), printed or written to ``--out`` only.
+KNOBS = ("pessimism", "weight", "forecast_min")
+
+#: Each knob's range, as (low, high, integer).
+_RANGES = {"pessimism": (0.0, 1.0, False), "weight": (1.0, 100.0, True), "forecast_min": (0.5, 1.0, False)}
 
 
 @dataclass(frozen=True)
 class PessimismSearchConfig(EpisodeDistribution):
-    """The grid (``pessimism_values``: values of ``knob``, in its range: pessimism [0, 1], weight 1..100 integers)
+    """The grid (``pessimism_values``: values of ``knob``, in its range: pessimism [0, 1], weight 1..100 integers,
+    forecast_min [0.5, 1])
     and the ``episodes`` it is judged on (30-minute episodes by default), ``workers`` Ray tasks at a time, ``seed``
     (the episodes' draw, as ``train constant``'s)."""
 
@@ -78,10 +83,10 @@ class PessimismSearchConfig(EpisodeDistribution):
             raise ValueError(f"knob: expected one of {', '.join(KNOBS)}, got {self.knob!r}")
         if not self.pessimism_values:
             raise ValueError("pessimism_values: expected at least one value")
+        lo, hi, integer = _RANGES[self.knob]
         for v in self.pessimism_values:
-            ok = 0.0 <= v <= 1.0 if self.knob == "pessimism" else float(v).is_integer() and 1 <= v <= 100
-            if not ok:
-                want = "numbers in [0, 1]" if self.knob == "pessimism" else "integers in 1..100"
+            if not (lo <= v <= hi and (float(v).is_integer() or not integer)):
+                want = f"integers in {lo:g}..{hi:g}" if integer else f"numbers in [{lo:g}, {hi:g}]"
                 raise ValueError(f"pessimism_values: expected {want} for knob {self.knob}, got {v!r}")
         if self.episodes < 1 or self.workers < 1:
             raise ValueError(f"episodes, workers: expected integers >= 1, got {self.episodes!r}, {self.workers!r}")
@@ -172,6 +177,8 @@ def run_cli(args: Any) -> int:
         over["pessimism_values"] = tuple(args.values)
     elif knob == "weight":
         over["pessimism_values"] = (2.0, 5.0, 10.0)
+    elif knob == "forecast_min":
+        over["pessimism_values"] = (0.5, 1.0)
     try:
         cfg = PessimismSearchConfig(seed=args.seed, **over)
     except ValueError as exc:  # name the options, not the fields

@@ -441,6 +441,12 @@ def test_the_ensembles_research_knobs_set_the_extenders_weight_and_the_placement
     # the descheduler predicts the scheduler it runs beside: the same weight
     assert served["config"].scheduler_prediction.extender_weight == 2
     assert knobs["config"].scheduler_prediction.extender_weight == 10
+    # the replica targets' lowest forecast factor: 0.5 as served, the knob's value where given (hrl-constant too)
+    assert served["planner"].autoscaler.forecast_min == 0.5
+    for name in ("hrl-ensemble@forecast_min=1", "hrl-constant@forecast_min=0.75"):
+        assert build_stack(name, ctx).handles["planner"].autoscaler.forecast_min == float(name.split("=")[1])
+    with pytest.raises(ValueError, match="forecast_min"):
+        build_stack("hrl-ensemble@forecast_min=0.2", ctx)
 
 
 def test_the_offline_bundle_check_loads_every_member_of_an_ensemble(tmp_path):

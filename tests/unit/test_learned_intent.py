@@ -354,6 +354,31 @@ def test_burst_counts_a_share_of_a_burstable_pods_headroom_as_capacity_and_leave
             IntentAutoscaler(burst=bad)
 
 
+class _FallingForecast:
+    """A predictor that always expects a quarter of the last rate."""
+
+    def predict(self, rates):
+        return np.asarray(rates, dtype=np.float64)[:, -1:] * 0.25
+
+
+def test_the_forecast_min_bounds_how_far_a_predicted_fall_lowers_the_target():
+    # cart uses 300 m of a 200 m request, target 0.5: ceil(300 / 100) = 3 replicas on the measured demand; a forecast
+    # of a quarter of the rate is clipped to forecast_min: 0.5 plans for ceil(1.5) = 2, 1 for the measured 3
+    snap = world()
+    st = HrlState(capacity_targets={"cart": 0.5}, rate_times_s=[0.0], rates_rps={"cart": [40.0]})
+    got = {
+        m: IntentAutoscaler(
+            shield=False, stabilization_s=0.0, forecaster=_FallingForecast(), forecast_min=m
+        ).replica_targets(snap, st)["shop/cart"]
+        for m in (0.5, 0.75, 1.0)
+    }
+    assert got == {0.5: 2, 0.75: 3, 1.0: 3}  # 0.75: ceil(2.25)
+    assert IntentAutoscaler(shield=False, stabilization_s=0.0, forecaster=_FallingForecast()).forecast_min == 0.5
+    for bad in (0.4, 1.1, float("nan")):
+        with pytest.raises(ValueError, match=r"IntentAutoscaler.forecast_min: must be in \[0.5, 1\]"):
+            IntentAutoscaler(forecast_min=bad)
+
+
 def test_the_saturation_shield_is_a_counted_last_resort():
     # cart uses 390 m of its 400 m limit: saturated; at target 0.95 the intent asks ceil(390 / 190) = 3
     snap = world(usage=(150, 150, 390))

@@ -47,6 +47,10 @@ def test_a_bad_grid_is_refused_naming_the_option(values, capsys):
     [
         (["--values", "2"], "--values: expected numbers in [0, 1] for knob pessimism, got 2.0"),
         (["--knob", "weight", "--values", "2.5"], "--values: expected integers in 1..100 for knob weight, got 2.5"),
+        (
+            ["--knob", "forecast_min", "--values", "0.4"],
+            "--values: expected numbers in [0.5, 1] for knob forecast_min, got 0.4",
+        ),
         (["--episodes", "0"], "--episodes, --workers: expected integers >= 1"),
     ],
 )
@@ -68,10 +72,16 @@ def test_the_weight_knob_is_searched_and_printed_not_served(tmp_path, capsys):
     assert [g["weight"] for g in doc["grid"]] == [2.0, 10.0] and "pessimism" not in doc
 
 
+def test_the_forecast_min_knob_is_searched_and_printed_not_served(capsys):
+    assert main(["train", "pessimism", "--quick", "--knob", "forecast_min"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["knob"] == "forecast_min" and [g["forecast_min"] for g in doc["grid"]] == [0.5, 1.0]
+
+
 def test_the_config_refuses_an_empty_or_out_of_range_grid():
     with pytest.raises(ValueError, match="pessimism_values: expected at least one value"):
         PessimismSearchConfig(pessimism_values=())
     with pytest.raises(ValueError, match="pessimism_values: expected numbers in"):
         PessimismSearchConfig(pessimism_values=(1.2,))
-    with pytest.raises(ValueError, match="knob: expected one of pessimism, weight"):
+    with pytest.raises(ValueError, match="knob: expected one of pessimism, weight, forecast_min"):
         PessimismSearchConfig(knob="burst")
