@@ -13,11 +13,11 @@ members' mean towards their lowest (:func:`policy.highlevel.mean_intent`); :func
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from policy.bundle import ensemble_members, is_ensemble
+from policy.documents import load_json
 
 __all__ = ["CONSTANT_FILE_NAME", "PESSIMISM_FILE_NAME", "load_tuned_constant", "tuned_burst", "tuned_pessimism"]
 
@@ -30,16 +30,23 @@ PESSIMISM_FILE_NAME = "pessimism.json"
 _FIELDS = (("capacity_target", 0.3, 0.95, True), ("move_budget_frac", 0.0, 1.0, True), ("burst", 0.0, 1.0, False))
 
 
+def _read_json(p: Path) -> Any:
+    """The JSON document at ``p``; ValueError naming the file for an unreadable file, invalid JSON or a key given
+    twice (which value is meant is unknown: refused, as in the configuration files)."""
+    try:
+        return load_json(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        reason = " ".join(str(exc).split())
+        raise ValueError(f"{p}: not a usable JSON file: {reason}") from None
+
+
 def load_tuned_constant(path: str | Path) -> dict[str, Any] | None:
     """The tuned constant intent at ``path`` (a ``constant.json``), None when there is no such file. Raises
     ValueError naming the file and the field for a malformed one (module docstring: the fields and their ranges)."""
     p = Path(path)
     if not p.is_file():
         return None
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{p}: not a JSON file: {exc}") from None
+    doc = _read_json(p)
     if not isinstance(doc, dict):
         raise ValueError(f"{p}: expected a JSON object, got {type(doc).__name__}")
     for k, lo, hi, required in _FIELDS:
@@ -69,10 +76,7 @@ def tuned_pessimism(high: str | Path) -> float:
     p = Path(high) / PESSIMISM_FILE_NAME
     if not p.is_file():
         return 0.0
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{p}: not a JSON file: {exc}") from None
+    doc = _read_json(p)
     if not isinstance(doc, dict) or "pessimism" not in doc:
         raise ValueError(f"{p}: expected a JSON object with a number 'pessimism' in [0, 1]")
     v = doc["pessimism"]

@@ -301,7 +301,8 @@ def test_the_ensembles_pessimism_file_is_served_and_a_bad_one_is_one_line(tmp_pa
         {s: min(a.capacity_target[s] for a in alone) for s in got.capacity_target}, rel=1e-12
     )
     for text, message in (
-        ("{", "not a JSON file"),
+        ("{", "not a usable JSON file: line 1: invalid JSON"),
+        ('{"pessimism": 0, "pessimism": 1}', "not a usable JSON file: pessimism: duplicate key"),
         ('{"pessimism": 2}', "pessimism: expected a number in"),
         ("[]", "expected a JSON object with a number 'pessimism'"),
     ):

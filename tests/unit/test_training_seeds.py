@@ -95,6 +95,10 @@ def test_hrl_constant_holds_the_tuned_constant_of_its_bundles_unless_a_knob_says
         (root / "hrl-scheduler" / "high" / "constant.json").write_text(bad)
         with pytest.raises(ValueError, match=f"constant.json: {field}: expected a number in"):
             build_stack("hrl-constant@tseed=4", ctx)
+    # a key given twice: which value is meant is unknown, refused as in the configuration files
+    (root / "hrl-scheduler" / "high" / "constant.json").write_text('{"capacity_target": 0.6, "capacity_target": 0.9}')
+    with pytest.raises(ValueError, match="constant.json: not a usable JSON file: capacity_target: duplicate key"):
+        build_stack("hrl-constant@tseed=4", ctx)
 
 
 def _with_burst(burst: float) -> str:
