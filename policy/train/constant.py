@@ -298,6 +298,22 @@ QUICK = {
 }
 
 
+#: The search configurations' fields a command-line option sets, in the messages they raise (longest first).
+_OPTIONS = (
+    ("episodes, workers", "--episodes, --workers"),
+    ("episode_minutes", "--minutes"),
+    ("pessimism_values", "--values"),
+)
+
+
+def option_error(exc: ValueError) -> ValueError:
+    """``exc`` (a search configuration's one-line error) with the fields named as the options that set them."""
+    text = str(exc)
+    for field_name, option in _OPTIONS:
+        text = text.replace(field_name, option)
+    return ValueError(text)
+
+
 def run_cli(args: Any) -> int:
     """The body of ``hrl-policy train constant``. Returns the exit status."""
     over: dict[str, Any] = dict(QUICK) if args.quick else {}
@@ -305,7 +321,10 @@ def run_cli(args: Any) -> int:
         v = getattr(args, opt, None)
         if v is not None:
             over[name] = v
-    cfg = ConstantSearchConfig(seed=args.seed, **over)
+    try:
+        cfg = ConstantSearchConfig(seed=args.seed, **over)
+    except ValueError as exc:
+        raise option_error(exc) from None
     out = Path(args.out) if args.out else (None if args.quick else DEFAULT_CONSTANT)
     result = tune_constant(cfg, out, ray_address=args.ray_address, log=note)
     print(json.dumps(result, indent=1))

@@ -41,7 +41,7 @@ from policy.sim.objective import DEFAULT_OBJECTIVE, app_costs
 from policy.sim.stacks import StackContext, build_stack
 from policy.telemetry import note
 
-from .constant import paired_gaps, search_episodes
+from .constant import option_error, paired_gaps, search_episodes
 from .intent_episodes import EpisodeDistribution, EpisodeSpec, episode_pieces
 from .ray_pool import TaskPool
 
@@ -181,13 +181,8 @@ def run_cli(args: Any) -> int:
         over["pessimism_values"] = (0.5, 1.0)
     try:
         cfg = PessimismSearchConfig(seed=args.seed, **over)
-    except ValueError as exc:  # name the options, not the fields
-        raise ValueError(
-            str(exc)
-            .replace("pessimism_values", "--values")
-            .replace("episode_minutes", "--minutes")
-            .replace("episodes, workers", "--episodes, --workers")
-        ) from None
+    except ValueError as exc:
+        raise option_error(exc) from None
     default = DEFAULT_PESSIMISM if knob == "pessimism" and not args.quick else None
     out = Path(args.out) if args.out else default
     if out is not None and out.is_dir():

@@ -85,3 +85,16 @@ def test_the_config_refuses_an_empty_or_out_of_range_grid():
         PessimismSearchConfig(pessimism_values=(1.2,))
     with pytest.raises(ValueError, match="knob: expected one of pessimism, weight, forecast_min"):
         PessimismSearchConfig(knob="burst")
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--minutes", "0"], "--minutes: expected at least 10, got 0"),
+        (["--episodes", "0"], "--episodes, --workers: expected integers >= 1, got 0"),
+    ],
+)
+def test_train_constant_names_the_option_of_a_bad_value_too(argv, message, capsys):
+    assert main(["train", "constant", "--quick", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "episode_minutes" not in err and len(err.strip().splitlines()) == 1
