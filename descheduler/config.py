@@ -106,7 +106,8 @@ Every field is optional; the defaults below are what an empty file (or no ``--co
       minChange: 0.1              # the planner acts when use leaves the target by this fraction; < maxStep
     nodeLoss:                     # pods of an unreachable node replaced sooner (descheduler/nodeloss.py)
       enabled: true               # evict, through the Eviction API, the pods of a node tainted
-                                  #   node.kubernetes.io/unreachable or not-ready (NoExecute) this long:
+                                  #   node.kubernetes.io/unreachable or not-ready (NoExecute) this long
+                                  #   and closed to new pods (the NoSchedule taint too, or cordoned):
       afterSeconds: 60            #   seconds since the taint's timeAdded (the taint manager waits the pods'
                                   #   tolerationSeconds, 300 by default)
       maxTolerationSeconds: 300   # a pod tolerating the taint longer than this (or forever) is left to wait
@@ -485,7 +486,8 @@ class MovesConfig(ConfigModel):
 class NodeLossConfig(ConfigModel):
     """Replacing the pods of an unreachable node sooner than the taint manager (:mod:`descheduler.nodeloss`):
     ``enabled``; ``afterSeconds``: how long a node must carry the node lifecycle controller's NoExecute taint
-    (``node.kubernetes.io/unreachable`` or ``not-ready``, counted from its ``timeAdded``); ``maxTolerationSeconds``:
+    (``node.kubernetes.io/unreachable`` or ``not-ready``, counted from its ``timeAdded``; the node must also be closed
+    to new pods: that taint's NoSchedule effect, or cordoned); ``maxTolerationSeconds``:
     pods that tolerate that taint longer (or forever) are left alone; ``maxLostFraction``: no such eviction while
     more than this share of the nodes is not Ready or tainted so, however recently; ``maxPerCycle``: at most this
     many per cycle; ``evictLocalStoragePods``: whether pods with local storage go too (``None``: as the top-level

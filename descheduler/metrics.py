@@ -37,8 +37,8 @@
   :data:`descheduler.surge.SURGE_REFUSALS`), ``hrl_descheduler_moves_pending`` (surges in progress, gauge).
 - ``hrl_descheduler_node_loss_evictions_total{outcome, dry_run}``: evictions of the pods of lost nodes
   (:mod:`descheduler.nodeloss`) by outcome (evicted, blocked, refused, not_found, skipped, error, dry_run);
-  ``hrl_descheduler_nodes_lost``: nodes tainted unreachable or not-ready for ``nodeLoss.afterSeconds`` (gauge, last
-  cycle);
+  ``hrl_descheduler_nodes_lost``: nodes tainted unreachable or not-ready for ``nodeLoss.afterSeconds`` and closed to
+  new pods (gauge, last cycle);
 
 The counters of what a cycle decided (evictions, blocked, planned moves, scale, resizes, cycles) carry a
 ``dry_run`` label, ``"true"`` for a dry run (shadow mode, :mod:`descheduler.shadow`) and ``"false"`` for a live
@@ -180,7 +180,8 @@ class DeschedulerMetrics:
             self.node_loss.labels(outcome=o, dry_run=d)
         self.nodes_lost = Gauge(
             "hrl_descheduler_nodes_lost",
-            "Nodes tainted unreachable or not-ready for at least nodeLoss.afterSeconds (last cycle).",
+            "Nodes tainted unreachable or not-ready for at least nodeLoss.afterSeconds and closed to new pods "
+            "(last cycle).",
             registry=r,
         )
         self.loop_holds = Gauge(

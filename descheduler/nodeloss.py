@@ -54,7 +54,8 @@ __all__ = [
     "node_loss_moves",
 ]
 
-#: The NoExecute taints the node lifecycle controller puts on a node that stopped reporting or reports NotReady.
+#: The taints the node lifecycle controller puts on a node that stopped reporting or reports NotReady, each with the
+#: effects NoSchedule and NoExecute (the key follows the Ready condition: Unknown unreachable, False not-ready).
 LOST_NODE_TAINTS: tuple[str, ...] = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 
 #: The guards a node-loss eviction skips: the caps, the cooldown and the loop holds ration rebalancing disruptions
@@ -85,7 +86,8 @@ class NodeLossPlan:
     """One cycle's node-loss evictions: ``lost`` (nodes lost for at least ``afterSeconds``), ``moves`` (one per pod
     to evict, in order, ``to_node`` None, reason ``node-lost``), ``held`` (a one-line reason nothing is evicted
     although nodes are lost, e.g. too many lost; ``""`` otherwise), ``skipped`` (pods on lost nodes left alone, by
-    reason: ``not_replicaset``, ``tolerates``, ``max_per_cycle``)."""
+    reason: ``not_replicaset``, ``tolerates``, ``max_per_cycle``, and ``node_open``: on a node tainted lost for
+    ``afterSeconds`` but still open to new pods, so not lost yet)."""
 
     lost: tuple[LostNode, ...] = ()
     moves: tuple[Move, ...] = ()
@@ -93,11 +95,14 @@ class NodeLossPlan:
     skipped: Mapping[str, int] = field(default_factory=dict)
 
 
+def _closed(node: NodeInfo) -> bool:
+    """Whether kube-scheduler keeps new pods off ``node``: a lost-node NoSchedule taint (either key: the controller
+    swaps them as the Ready condition moves between False and Unknown) or ``spec.unschedulable``."""
+    return node.unschedulable or any(t.effect == "NoSchedule" and t.key in LOST_NODE_TAINTS for t in node.taints)
+
+
 def _lost_taint(node: NodeInfo) -> tuple[str, float] | None:
-    """The oldest lost-node NoExecute taint with a ``timeAdded`` (key, time), or None; None too while nothing keeps
-    new pods off the node (no lost-node NoSchedule taint, not cordoned)."""
-    if not node.unschedulable and not any(t.effect == "NoSchedule" and t.key in LOST_NODE_TAINTS for t in node.taints):
-        return None
+    """The oldest lost-node NoExecute taint with a ``timeAdded`` (key, time), or None."""
     found = [
         (t.time_added_s, t.key)
         for t in node.taints
@@ -113,12 +118,18 @@ def lost_nodes(snapshot: ClusterSnapshot, now_s: float, after_s: float) -> tuple
     """The nodes of ``snapshot`` tainted lost (:data:`LOST_NODE_TAINTS`, NoExecute, with ``timeAdded``) for at least
     ``after_s`` seconds at ``now_s`` (unix s) and closed to new pods (a lost-node NoSchedule taint or cordoned), in
     node order."""
+    return tuple(x for x, closed in _tainted_nodes(snapshot, now_s, after_s) if closed)
+
+
+def _tainted_nodes(snapshot: ClusterSnapshot, now_s: float, after_s: float) -> list[tuple[LostNode, bool]]:
+    """The nodes tainted lost for at least ``after_s`` seconds at ``now_s``, each with whether it is closed to new
+    pods (:func:`_closed`), in node order."""
     out = []
     for n in snapshot.nodes:
         t = _lost_taint(n)
         if t is not None and now_s - t[1] >= after_s:
-            out.append(LostNode(n.name, t[0], t[1]))
-    return tuple(out)
+            out.append((LostNode(n.name, t[0], t[1]), _closed(n)))
+    return out
 
 
 def _unreachable(node: NodeInfo) -> bool:
@@ -134,9 +145,17 @@ def node_loss_moves(
     even proposed."""
     if not cfg.enabled:
         return NodeLossPlan()
-    lost = lost_nodes(snapshot, now_s, cfg.after_seconds)
+    tainted = _tainted_nodes(snapshot, now_s, cfg.after_seconds)
+    lost = tuple(x for x, closed in tainted if closed)
+    # a node tainted lost but still open to new pods waits for its NoSchedule taint: a replacement could land there
+    open_nodes = {x.name for x, closed in tainted if not closed}
+    waiting = sum(
+        1
+        for p in snapshot.pods
+        if p.node_name in open_nodes and not p.terminating and p.namespace not in excluded_namespaces
+    )
     if not lost:
-        return NodeLossPlan()
+        return NodeLossPlan(skipped={"node_open": waiting} if waiting else {})
     n_nodes = max(1, len(snapshot.nodes))
     # every node that looks lost counts, however recently: the node lifecycle controller taints a partition's
     # nodes one by one (--node-eviction-rate), so their timeAdded spread out
@@ -148,7 +167,7 @@ def node_loss_moves(
         )
         return NodeLossPlan(lost, (), held, {})
     by_name = {x.name: x for x in lost}
-    skipped: Counter[str] = Counter()
+    skipped: Counter[str] = Counter({"node_open": waiting} if waiting else {})
     serving: Counter[tuple[str, str]] = Counter(
         (p.namespace, p.service)
         for p in snapshot.pods

@@ -299,6 +299,12 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
             )
         else:
             auto = load_learned_autoscaler(high, workloads, slo_p95_ms=ctx.app.slo_p95_ms, shield=variant.shield)
+    for knob in ("burst", "forecast_min"):  # knobs of the intent's autoscaler: refused where another one runs
+        if knob in ctx.params and not isinstance(auto, IntentAutoscaler):
+            raise ValueError(
+                f"knob {knob}: this stack's replica targets do not come from the learned intent (no {high / 'intent'} "
+                "or an autoscaler given)"
+            )
     return StackParts(placement, auto if variant.autoscale else None, intent)
 
 

@@ -187,6 +187,11 @@ def run_cli(args: Any) -> int:
     out = Path(args.out) if args.out else default
     if out is not None and out.is_dir():
         raise ValueError(f"--out: {out} is a directory (expected the file to write, e.g. {out / PESSIMISM_FILE_NAME})")
+    if out is not None and knob != "pessimism" and out.name == PESSIMISM_FILE_NAME:
+        # a served ensemble would load it and find no pessimism
+        raise ValueError(
+            f"--out: {out} is the file an ensemble serves its pessimism from; name the {knob} grid otherwise"
+        )
     result = tune_pessimism(cfg, out, ray_address=args.ray_address, log=note)
     shown = {k: v for k, v in result.items() if k != "grid"}
     if out is None:  # nothing written: the grid's means on the terminal

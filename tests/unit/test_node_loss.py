@@ -105,10 +105,23 @@ def test_a_node_still_open_to_new_pods_is_not_lost_yet():
     half = replace(lost("half", NOW_S - 120), taints=(Taint(UNREACHABLE, "", "NoExecute", NOW_S - 120),))
     other_key = replace(half, name="other", taints=(*half.taints, Taint("example.com/maintenance", "", "NoSchedule")))
     cordoned = replace(half, name="cordoned", unschedulable=True)
-    snap = ClusterSnapshot(nodes=(half, other_key, cordoned, NodeInfo("fine", Resources(8000, GI))), pods=())
-    assert [x.name for x in lost_nodes(snap, NOW_S, 60)] == ["cordoned"]
-    snap = ClusterSnapshot(nodes=(half, NodeInfo("fine", Resources(8000, GI))), pods=(tolerant(pod("cart", "half")),))
-    assert node_loss_moves(snap, NOW_S, NodeLossConfig()).moves == ()
+    # the controller swaps the keys as Ready moves between False and Unknown: either key closes the node
+    swapped = replace(
+        half, name="swapped", taints=(*half.taints, Taint("node.kubernetes.io/not-ready", "", "NoSchedule"))
+    )
+    fine = NodeInfo("fine", Resources(8000, GI))
+    snap = ClusterSnapshot(nodes=(half, other_key, cordoned, swapped, fine), pods=())
+    assert [x.name for x in lost_nodes(snap, NOW_S, 60)] == ["cordoned", "swapped"]
+    # its pods wait, counted under node_open in the cycle's report; with a lost node beside it too
+    snap = ClusterSnapshot(nodes=(half, fine), pods=(tolerant(pod("cart", "half")),))
+    plan = node_loss_moves(snap, NOW_S, NodeLossConfig())
+    assert plan.moves == () and plan.lost == () and dict(plan.skipped) == {"node_open": 1}
+    snap = ClusterSnapshot(
+        nodes=(half, lost("n1", NOW_S - 120), fine, replace(fine, name="fine2"), replace(fine, name="fine3")),
+        pods=(tolerant(pod("cart", "half")), tolerant(pod("api", "n1"))),
+    )
+    plan = node_loss_moves(snap, NOW_S, NodeLossConfig())
+    assert [m.pod for m in plan.moves] == [pod("api", "n1").key] and dict(plan.skipped) == {"node_open": 1}
 
 
 def test_which_pods_go_first_and_which_stay():

@@ -12,7 +12,10 @@ from policy.bundle import DEFAULT_BUNDLES
 from policy.cli.core import main
 from policy.highlevel import load_intent_policy
 from policy.highlevel.tuned import tuned_pessimism
-from policy.train.pessimism import PessimismSearchConfig
+from policy.sim.app import load_app
+from policy.sim.engine import ClusterSpec
+from policy.sim.stacks import StackContext, build_stack
+from policy.train.pessimism import PessimismSearchConfig, stack_name
 
 
 def test_the_quick_search_writes_a_pessimism_the_served_ensemble_loads(tmp_path, capsys):
@@ -72,10 +75,20 @@ def test_the_weight_knob_is_searched_and_printed_not_served(tmp_path, capsys):
     assert [g["weight"] for g in doc["grid"]] == [2.0, 10.0] and "pessimism" not in doc
 
 
-def test_the_forecast_min_knob_is_searched_and_printed_not_served(capsys):
+def test_the_forecast_min_knob_is_searched_and_printed_not_served(tmp_path, capsys):
     assert main(["train", "pessimism", "--quick", "--knob", "forecast_min"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["knob"] == "forecast_min" and [g["forecast_min"] for g in doc["grid"]] == [0.5, 1.0]
+    # each grid point runs the served stack with that knob, which reaches its autoscaler
+    assert stack_name("forecast_min", 1.0) == "hrl-ensemble@forecast_min=1.0"
+    ctx = StackContext(app=load_app("online-boutique"), cluster=ClusterSpec())
+    assert build_stack(stack_name("forecast_min", 1.0), ctx).handles["planner"].autoscaler.forecast_min == 1.0
+    # a research grid never lands where a served ensemble reads its pessimism
+    assert (
+        main(["train", "pessimism", "--quick", "--knob", "forecast_min", "--out", str(tmp_path / "pessimism.json")])
+        == 2
+    )
+    assert "--out: " in capsys.readouterr().err and not (tmp_path / "pessimism.json").exists()
 
 
 def test_the_config_refuses_an_empty_or_out_of_range_grid():

@@ -103,3 +103,17 @@ def test_hrl_constant_holds_the_tuned_constant_of_its_bundles_unless_a_knob_says
 
 def _with_burst(burst: float) -> str:
     return json.dumps({"capacity_target": 0.6, "move_budget_frac": 0.0, "burst": burst})
+
+
+def test_the_intent_autoscalers_knobs_are_refused_where_another_autoscaler_runs(ctx, tmp_path, monkeypatch):
+    # bundles without a learned intent: the replica targets come from the DRPC students, which read neither knob
+    root = tmp_path / "seeds" / "6"
+    shutil.copytree(bundle.DEFAULT_BUNDLES / "hrl-scheduler", root / "hrl-scheduler")
+    shutil.copytree(bundle.DEFAULT_BUNDLES / "encoder", root / "encoder")
+    shutil.rmtree(root / "hrl-scheduler" / "high" / "intent")
+    monkeypatch.setattr(bundle, "SEED_BUNDLES", tmp_path / "seeds")
+    auto = build_stack("hrl-scheduler@tseed=6", ctx).handles["planner"].autoscaler
+    assert auto is not None and not hasattr(auto, "forecast_min")
+    for knob in ("forecast_min=1", "burst=1"):
+        with pytest.raises(ValueError, match=rf"^knob {knob.split('=')[0]}: this stack's replica targets do not come"):
+            build_stack(f"hrl-scheduler@tseed=6,{knob}", ctx)
