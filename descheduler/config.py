@@ -236,7 +236,9 @@ class AutoscalerConfig(ConfigModel):
     is then the target of a service the intent names none for, and ``burst`` the share of a Burstable pod's CPU
     room above its request (to its limit, at most its node's unused CPU) counted as capacity: 0 counts the request
     as an HPA does; unset, the tuned constant's beside the learned intent bundle (``constant.json``,
-    :mod:`policy.highlevel.tuned`), else 0)."""
+    :mod:`policy.highlevel.tuned`), else 0), and ``forecastMin`` the lowest forecast factor of its replica targets
+    (:attr:`policy.highlevel.IntentAutoscaler.forecast_min`, 0.5..1; unset 0.5, as the simulator serves; 1: the
+    forecast only adds capacity to what the measured demand needs)."""
 
     name: Literal["utilization-target", "drpc", "intent"] = "utilization-target"
     bundle: ExistingBundle | None = Field(None, min_length=1)
@@ -245,6 +247,7 @@ class AutoscalerConfig(ConfigModel):
     stabilization_seconds: float | None = Field(None, ge=0.0)
     workloads: tuple[str, ...] | None = Field(None, json_schema_extra=pattern_schema(NAMESPACED_NAME, items=True))
     burst: float | None = Field(None, ge=0.0, le=1.0)
+    forecast_min: float | None = Field(None, ge=0.5, le=1.0)
 
     @field_validator("workloads")
     @classmethod
@@ -273,6 +276,14 @@ class AutoscalerConfig(ConfigModel):
     def _burst_needs_intent(self) -> AutoscalerConfig:
         if self.burst is not None and self.name != "intent":
             raise ValueError(f"burst ({self.burst:g}) is only read by name: intent (got name: {self.name})")
+        return self
+
+    @model_validator(mode="after")
+    def _forecast_min_needs_intent(self) -> AutoscalerConfig:
+        if self.forecast_min is not None and self.name != "intent":
+            raise ValueError(
+                f"forecastMin ({self.forecast_min:g}) is only read by name: intent (got name: {self.name})"
+            )
         return self
 
 
@@ -744,6 +755,7 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
             **_set(tolerance=a.tolerance, stabilization_s=a.stabilization_seconds),
             forecaster=featurizer.local.predictor if featurizer is not None else None,
             burst=burst,
+            **_set(forecast_min=a.forecast_min),
         )
     elif a is not None:
         auto = highlevel.UtilizationTargetAutoscaler(

@@ -201,6 +201,16 @@ RULES: tuple[Rule, ...] = (
         _des({"planner": {"autoscaler": {"burst": 0.5}}}),
         _des({"planner": {"autoscaler": {"name": "intent", "burst": 0.5}}}),
     ),
+    Rule(
+        "descheduler",
+        "AutoscalerConfig._forecast_min_needs_intent",
+        "planner.autoscaler",
+        ("and", ("set", "planner.autoscaler.forecastMin"), ("not", ("is", "planner.autoscaler.name", "intent"))),
+        "forecastMin ({planner.autoscaler.forecastMin:g}) is only read by name: intent (got name: "
+        "{planner.autoscaler.name})",
+        _des({"planner": {"autoscaler": {"forecastMin": 1}}}),
+        _des({"planner": {"autoscaler": {"name": "intent", "forecastMin": 1}}}),
+    ),
     _bundle_rule("descheduler", "IntentPolicyConfig._range", "planner.intentPolicy", "learned"),
     Rule(
         "descheduler",

@@ -134,3 +134,19 @@ def test_a_tolerance_the_drpc_students_would_ignore_is_refused_and_read_by_the_o
     assert "\n" not in str(exc.value).strip()
     doc["planner"]["autoscaler"]["name"] = "utilization-target"
     assert planner_from_config(load_descheduler_config(doc)).autoscaler.tolerance == 0.2
+
+
+def test_the_intent_autoscalers_forecast_floor_is_0_5_as_the_simulator_unless_configured():
+    from policy.bundle import DEFAULT_BUNDLES
+
+    high = DEFAULT_BUNDLES / "hrl-scheduler" / "high"
+    assert planner_from_config(load_descheduler_config(_intent_config(high))).autoscaler.forecast_min == 0.5
+    one = planner_from_config(load_descheduler_config(_intent_config(high, forecastMin=1)))
+    assert one.autoscaler.forecast_min == 1.0
+    for bad in (0.4, 1.5):
+        with pytest.raises(ConfigError, match="planner.autoscaler.forecastMin"):
+            load_descheduler_config(_intent_config(high, forecastMin=bad))
+    other = _intent_config(high, forecastMin=1)
+    other["planner"]["autoscaler"]["name"] = "utilization-target"
+    with pytest.raises(ConfigError, match=r"forecastMin \(1\) is only read by name: intent \(got name: utilization-"):
+        load_descheduler_config(other)
