@@ -19,12 +19,22 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["STARTUP_TIMEOUT_TEXT", "init_local", "is_startup_timeout", "ray_leaks", "stop_failed_node"]
+__all__ = [
+    "GCS_PORT_TIMEOUT_TEXT",
+    "STARTUP_TIMEOUT_TEXT",
+    "init_local",
+    "is_startup_timeout",
+    "ray_leaks",
+    "stop_failed_node",
+]
 
 log = logging.getLogger("hrl.ray")
 
 #: What Ray's exception says when the raylet did not register in time (ray/_private/node.py).
 STARTUP_TIMEOUT_TEXT = "timed out during startup"
+#: What it says when the GCS server did not write its port file in time (``wait_for_persisted_port``, 30 s by
+#: default: ``RAY_gcs_server_port_wait_time_s``), as on a machine whose cores are busy.
+GCS_PORT_TIMEOUT_TEXT = "Timed out waiting for file"
 
 
 @contextlib.contextmanager
@@ -38,8 +48,10 @@ def ray_leaks() -> Iterator[None]:
 
 
 def is_startup_timeout(exc: BaseException) -> bool:
-    """Whether ``exc`` is Ray's node start-up timeout (a plain ``Exception`` whose text says so)."""
-    return STARTUP_TIMEOUT_TEXT in str(exc)
+    """Whether ``exc`` is one of Ray's node start-up timeouts (an exception whose text says so: the raylet's
+    registration, :data:`STARTUP_TIMEOUT_TEXT`, or the GCS server's port file, :data:`GCS_PORT_TIMEOUT_TEXT`)."""
+    text = str(exc)
+    return STARTUP_TIMEOUT_TEXT in text or (GCS_PORT_TIMEOUT_TEXT in text and "gcs_server_port" in text)
 
 
 def stop_failed_node(exc: BaseException) -> int:
@@ -92,8 +104,8 @@ def init_local(
                 raise
             if attempt == attempts:
                 raise RuntimeError(
-                    f"ray: the local node did not start in {attempts} attempt(s) (its raylet did not register with "
-                    f"the GCS within Ray's 30 s; is the machine overloaded?): {exc}"
+                    f"ray: the local node did not start in {attempts} attempt(s) (its GCS server or raylet did not "
+                    f"come up within Ray's 30 s; is the machine overloaded?): {exc}"
                 ) from None
             if on_retry is not None:
                 on_retry(attempt, exc)
