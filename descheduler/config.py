@@ -273,17 +273,10 @@ class AutoscalerConfig(ConfigModel):
         return self
 
     @model_validator(mode="after")
-    def _burst_needs_intent(self) -> AutoscalerConfig:
-        if self.burst is not None and self.name != "intent":
-            raise ValueError(f"burst ({self.burst:g}) is only read by name: intent (got name: {self.name})")
-        return self
-
-    @model_validator(mode="after")
-    def _forecast_min_needs_intent(self) -> AutoscalerConfig:
-        if self.forecast_min is not None and self.name != "intent":
-            raise ValueError(
-                f"forecastMin ({self.forecast_min:g}) is only read by name: intent (got name: {self.name})"
-            )
+    def _intent_only_fields(self) -> AutoscalerConfig:
+        for key, v in (("burst", self.burst), ("forecastMin", self.forecast_min)):
+            if v is not None and self.name != "intent":
+                raise ValueError(f"{key} ({v:g}) is only read by name: intent (got name: {self.name})")
         return self
 
 

@@ -194,7 +194,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "descheduler",
-        "AutoscalerConfig._burst_needs_intent",
+        "AutoscalerConfig._intent_only_fields",
         "planner.autoscaler",
         ("and", ("set", "planner.autoscaler.burst"), ("not", ("is", "planner.autoscaler.name", "intent"))),
         "burst ({planner.autoscaler.burst:g}) is only read by name: intent (got name: {planner.autoscaler.name})",
@@ -203,7 +203,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "descheduler",
-        "AutoscalerConfig._forecast_min_needs_intent",
+        "AutoscalerConfig._intent_only_fields",
         "planner.autoscaler",
         ("and", ("set", "planner.autoscaler.forecastMin"), ("not", ("is", "planner.autoscaler.name", "intent"))),
         "forecastMin ({planner.autoscaler.forecastMin:g}) is only read by name: intent (got name: "

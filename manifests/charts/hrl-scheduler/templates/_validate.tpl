@@ -87,11 +87,11 @@ First: the fields the chart owns (OWNED) are refused in extender.config / desche
 {{- if (and (not (kindIs "invalid" (get $v "planner.autoscaler.tolerance"))) (eq (toString (get $v "planner.autoscaler.name")) "drpc")) }}
 {{- fail (printf "descheduler.config: planner.autoscaler: tolerance (%.6g) is not read by name: drpc (its students set replica targets without a tolerance band; utilization-target and intent read it)" (float64 (get $v "planner.autoscaler.tolerance"))) }}
 {{- end }}
-{{- /* AutoscalerConfig._burst_needs_intent */}}
+{{- /* AutoscalerConfig._intent_only_fields */}}
 {{- if (and (not (kindIs "invalid" (get $v "planner.autoscaler.burst"))) (not (eq (toString (get $v "planner.autoscaler.name")) "intent"))) }}
 {{- fail (printf "descheduler.config: planner.autoscaler: burst (%.6g) is only read by name: intent (got name: %v)" (float64 (get $v "planner.autoscaler.burst")) (get $v "planner.autoscaler.name")) }}
 {{- end }}
-{{- /* AutoscalerConfig._forecast_min_needs_intent */}}
+{{- /* AutoscalerConfig._intent_only_fields */}}
 {{- if (and (not (kindIs "invalid" (get $v "planner.autoscaler.forecastMin"))) (not (eq (toString (get $v "planner.autoscaler.name")) "intent"))) }}
 {{- fail (printf "descheduler.config: planner.autoscaler: forecastMin (%.6g) is only read by name: intent (got name: %v)" (float64 (get $v "planner.autoscaler.forecastMin")) (get $v "planner.autoscaler.name")) }}
 {{- end }}
