@@ -551,18 +551,19 @@ def _pessimism_values(v: str) -> list[float]:
         ),
         arg(
             "--knob",
-            choices=("pessimism", "weight", "forecast_min"),
+            choices=("pessimism", "weight", "forecast_min", "entry_forecast"),
             default="pessimism",
             help="the hrl-ensemble knob to sweep: pessimism (default), or, for research (nothing served reads the "
-            "result), weight (the extender's weight in the scheduler profile, integers 1-100) or forecast_min (the "
-            "replica targets' lowest forecast factor, 0.5-1)",
+            "result), weight (the extender's weight in the scheduler profile, integers 1-100), forecast_min (the "
+            "replica targets' lowest forecast factor, 0.5-1) or entry_forecast (0/1: entry services' replica targets "
+            "forecast from their measured arrivals)",
         ),
         arg(
             "--values",
             type=_pessimism_values,
             default=None,
             help="comma-separated values (pessimism in [0, 1], default 0,0.25,0.5,0.75,1; weight 1-100, default "
-            "2,5,10; forecast_min in [0.5, 1], default 0.5,1)",
+            "2,5,10; forecast_min in [0.5, 1], default 0.5,1; entry_forecast 0 or 1, default 0,1)",
         ),
         arg("--episodes", type=int, default=None, help="training episodes per value (default 36)"),
         arg("--minutes", type=int, default=None, help="simulated minutes per episode (default 30)"),

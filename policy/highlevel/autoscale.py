@@ -22,6 +22,9 @@ from .drpc import SPECS, DrpcAutoscaler, DrpcState
 from .forecast import Forecaster, TrendForecaster, forecast_factor
 from .planner_state import HrlState
 
+#: The key of :class:`IntentAutoscaler`'s entry services' arrival history in ``HrlState.autoscaler``.
+ENTRY_RATES_KEY = "entry_rates"
+
 __all__ = [
     "ReplicaAutoscaler",
     "UtilizationTargetAutoscaler",
@@ -320,6 +323,8 @@ class IntentAutoscaler:
         u        = state.capacity_targets[s]          (the intent; default_target without one)
         demand_m = Σ measured CPU of its bound pods / (1 − refused share of s)      (refused: from ``signals``)
         peak     = max forecast rate over the predictor's horizon / rate now     in [forecast_min, 2]; 1 without rates
+                   (the service's inbound call-graph rates; with ``entry_forecast``, a service without any: its
+                   measured arrivals, ``signals[s].rps``)
         capacity = request_m + burst · room_m
         room_m   = mean over the measured pods of min(limit_m − request_m, their node's unused CPU)
         desired  = ceil(demand_m · peak / (u · capacity))           unless within ``tolerance`` of the current
@@ -337,6 +342,13 @@ class IntentAutoscaler:
     Auto Scaling, which takes the larger of the two capacities). The scale-down stabilisation
     window holds a target from flapping between periods (recommendations in ``state.recommendations``).
 
+    An entry service (one no other service calls: users' requests reach it) has no inbound call-graph edge, so no
+    rate history in ``state`` and a forecast factor of 1. ``entry_forecast`` (default False) forecasts it from its
+    measured arrivals instead: each call records ``signals[s].rps`` of every managed service without a recorded
+    call-graph rate in ``state.autoscaler["entry_rates"]`` (service → ``[[t_s, requests/s], ...]``, the last
+    ``history_len``, a record at the same time replacing the last; a service whose arrivals are unknown this call
+    loses its history, so a forecast never spans a gap).
+
     Guardrail (a last resort, counted in ``guardrail_counts``): the **saturation shield** raises a Deployment whose
     measured pods use at least ``saturation`` of their CPU limit (the request without one) or whose service
     refuses at least ``refused_frac`` of its arrivals to at least ``max(current + 1, ceil(demand_m / (shield_target
@@ -347,8 +359,8 @@ class IntentAutoscaler:
     the workload predictor (default: :class:`~policy.highlevel.forecast.TrendForecaster`); ``signals``: per-service
     metrics set before each cycle (None: no refused correction). Ranges: 0 < ``default_target``,
     ``saturation``, ``shield_target``, ``refused_frac`` <= 1; ``tolerance`` >= 0; 0 <= ``min_replicas`` <=
-    ``max_replicas``; ``stabilization_s`` >= 0; 0 <= ``burst`` <= 1; 0.5 <= ``forecast_min`` <= 1. ValueError naming
-    the field otherwise.
+    ``max_replicas``; ``stabilization_s`` >= 0; 0 <= ``burst`` <= 1; 0.5 <= ``forecast_min`` <= 1; ``history_len``
+    >= 1. ValueError naming the field otherwise.
     """
 
     name: str = "intent"
@@ -366,6 +378,8 @@ class IntentAutoscaler:
     signals: Mapping[str, Any] | None = None
     burst: float = 0.0
     forecast_min: float = 0.5
+    entry_forecast: bool = False
+    history_len: int = 60
     guardrail_counts: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -387,8 +401,45 @@ class IntentAutoscaler:
             )
         if not (math.isfinite(self.stabilization_s) and self.stabilization_s >= 0):
             raise ValueError(f"IntentAutoscaler.stabilization_s: must be >= 0, got {self.stabilization_s!r}")
+        if not isinstance(self.entry_forecast, bool):
+            raise ValueError(f"IntentAutoscaler.entry_forecast: must be true or false, got {self.entry_forecast!r}")
+        if isinstance(self.history_len, bool) or not isinstance(self.history_len, int) or self.history_len < 1:
+            raise ValueError(f"IntentAutoscaler.history_len: must be an integer >= 1, got {self.history_len!r}")
         if self.workloads is not None:
             self.workloads = tuple(self.workloads)
+
+    def _record_entry_rates(self, services: Iterable[str], state: HrlState, now: float) -> dict[str, np.ndarray]:
+        """Record the measured arrivals of each of ``services`` (those without a call-graph rate) in
+        ``state.autoscaler["entry_rates"]`` (see the class docstring); returns service → (T,) requests/s, oldest
+        first, for those with a history. A malformed record (a hand-edited state file) is dropped, not raised."""
+        raw = state.autoscaler.get(ENTRY_RATES_KEY)
+        book: dict[str, list[list[float]]] = {}
+        if isinstance(raw, dict):
+            for svc, rows in raw.items():
+                ok = isinstance(rows, list) and all(
+                    isinstance(r, list)
+                    and len(r) == 2
+                    and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in r)
+                    and r[1] >= 0
+                    for r in rows
+                )
+                if ok and rows:
+                    book[str(svc)] = [[float(t), float(v)] for t, v in rows]
+        sig = self.signals or {}
+        out: dict[str, np.ndarray] = {}
+        for svc in sorted(set(services)):
+            rps = getattr(sig.get(svc), "rps", None)
+            if rps is None or not math.isfinite(rps) or rps < 0:
+                book.pop(svc, None)
+                continue
+            rows = book.setdefault(svc, [])
+            if rows and rows[-1][0] == now:
+                rows.pop()
+            rows.append([now, float(rps)])
+            del rows[: max(0, len(rows) - self.history_len)]
+            out[svc] = np.array([r[1] for r in rows], dtype=np.float64)
+        state.autoscaler[ENTRY_RATES_KEY] = {k: book[k] for k in sorted(out)}  # services with a call-graph rate leave
+        return out
 
     def _peak(self, series: np.ndarray) -> float:
         x = np.asarray(series, dtype=np.float64)
@@ -419,10 +470,19 @@ class IntentAutoscaler:
             for n in snapshot.nodes
             if n.usage is not None
         }
-        for w in sorted(snapshot.workloads, key=lambda w: (w.namespace, w.name)):
+        managed = [
+            w
+            for w in sorted(snapshot.workloads, key=lambda w: (w.namespace, w.name))
+            if w.kind == "Deployment"
+            and w.pod_requests.cpu_m > 0
+            and (allowed is None or f"{w.namespace}/{w.name}" in allowed)
+        ]
+        entry: dict[str, np.ndarray] = {}
+        if self.entry_forecast:
+            unrated = (w.service for w in managed if not state.rates(w.service).size)
+            entry = self._record_entry_rates(unrated, state, now)
+        for w in managed:
             key = f"{w.namespace}/{w.name}"
-            if w.kind != "Deployment" or w.pod_requests.cpu_m <= 0 or (allowed is not None and key not in allowed):
-                continue
             pods = [p for p in pods_of_workload(snapshot, w) if p.node_name is not None]
             measured = [p for p in pods if p.usage is not None]
             if not measured:
@@ -436,7 +496,8 @@ class IntentAutoscaler:
             u = float(state.capacity_targets.get(w.service, self.default_target))
             cur = max(int(w.replicas), 0)
             capacity = req + self.burst * self._burst_room(w, measured, free) if self.burst else req
-            need = demand * self._peak(state.rates(w.service)) / (u * capacity)
+            series = state.rates(w.service)
+            need = demand * self._peak(series if series.size else entry.get(w.service, series)) / (u * capacity)
             desired = cur if cur > 0 and abs(need / cur - 1.0) <= self.tolerance else int(math.ceil(need - 1e-9))
             if self.shield:
                 cap = float(sum(p.limits.cpu_m if p.limits.cpu_m > 0 else p.requests.cpu_m for p in measured))

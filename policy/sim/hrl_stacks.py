@@ -108,6 +108,7 @@ from .stackbase import (
     AUTOSCALER_PERIOD_MIN,
     BURST_KNOB,
     DESCHEDULER_PERIOD_MIN,
+    ENTRY_FORECAST_KNOB,
     FORECAST_MIN_KNOB,
     TRAINING_SEED_KNOB,
     Knob,
@@ -296,10 +297,12 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
                 shield=variant.shield,
                 burst=served_burst(ctx, base),
                 **({"forecast_min": float(ctx.params["forecast_min"])} if "forecast_min" in ctx.params else {}),
+                entry_forecast=bool(ctx.params.get("entry_forecast", 0)),
             )
         else:
             auto = load_learned_autoscaler(high, workloads, slo_p95_ms=ctx.app.slo_p95_ms, shield=variant.shield)
-    for knob in ("burst", "forecast_min"):  # knobs of the intent's autoscaler: refused where another one runs
+    # knobs of the intent's autoscaler: refused where another one runs
+    for knob in ("burst", "forecast_min", "entry_forecast"):
         if knob in ctx.params and not isinstance(auto, IntentAutoscaler):
             raise ValueError(
                 f"knob {knob}: this stack's replica targets do not come from the learned intent (no {high / 'intent'} "
@@ -506,7 +509,7 @@ def _counter_key(prefix: str, reason: str) -> str:
     return f"{prefix}_{re.sub(r'[^a-z0-9_]+', '_', reason.lower()).strip('_') or 'unknown'}"
 
 
-@register_stack("hrl-scheduler", knobs=(TRAINING_SEED_KNOB, BURST_KNOB, FORECAST_MIN_KNOB))
+@register_stack("hrl-scheduler", knobs=(TRAINING_SEED_KNOB, BURST_KNOB, FORECAST_MIN_KNOB, ENTRY_FORECAST_KNOB))
 def hrl_scheduler(ctx: StackContext) -> StackBuild:
     """hrl-scheduler: learned placement (extender) + hierarchical descheduler (DRPC replica targets every
     minute, moves every 5 minutes, intent passed down); bundles policy/bundles/hrl-scheduler/{low,high}."""
@@ -538,7 +541,10 @@ HEURISTIC_KNOB = Knob(
 )
 
 
-@register_stack("hrl-ensemble", knobs=(BURST_KNOB, PESSIMISM_KNOB, WEIGHT_KNOB, HEURISTIC_KNOB, FORECAST_MIN_KNOB))
+@register_stack(
+    "hrl-ensemble",
+    knobs=(BURST_KNOB, PESSIMISM_KNOB, WEIGHT_KNOB, HEURISTIC_KNOB, FORECAST_MIN_KNOB, ENTRY_FORECAST_KNOB),
+)
 def hrl_ensemble(ctx: StackContext) -> StackBuild:
     """hrl-scheduler with each level an ensemble of the training seeds' networks (the mean logit of the placements,
     the mean intent of the high levels: policy.lowlevel.PlacementEnsemble, policy.highlevel.IntentEnsemble);

@@ -54,6 +54,7 @@ from .objective import DEFAULT_OBJECTIVE, Objective, app_costs
 from .stackbase import (
     BURST_KNOB,
     DESCHEDULER_PERIOD_MIN,
+    ENTRY_FORECAST_KNOB,
     FORECAST_MIN_KNOB,
     TRAINING_SEED_KNOB,
     Knob,
@@ -428,6 +429,7 @@ CONSTANT_KNOBS = (
     TRAINING_SEED_KNOB,
     BURST_KNOB,
     FORECAST_MIN_KNOB,
+    ENTRY_FORECAST_KNOB,
 )
 
 
@@ -450,9 +452,15 @@ def hrl_constant(ctx: StackContext) -> StackBuild:
     imposed = ImposedIntent()
     imposed.current = constant_intent(managed_services(ctx.app), capacity, budget)
     built = build_hrl_stack("hrl-scheduler", ctx, StackParts(parts.placement, parts.autoscaler, imposed))
-    burst = getattr(parts.autoscaler, "burst", 0.0)
+    auto = parts.autoscaler
     built.handles = {
         **built.handles,
-        "constant": {"capacity_target": capacity, "move_budget_frac": budget, "burst": burst},
+        "constant": {
+            "capacity_target": capacity,
+            "move_budget_frac": budget,
+            "burst": getattr(auto, "burst", 0.0),
+            "forecast_min": getattr(auto, "forecast_min", None),
+            "entry_forecast": getattr(auto, "entry_forecast", None),
+        },
     }
     return built

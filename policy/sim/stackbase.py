@@ -31,6 +31,7 @@ __all__ = [
     "NOT_AUTOSCALED_IMAGES",
     "StackContext",
     "TRAINING_SEED_KNOB",
+    "ENTRY_FORECAST_KNOB",
     "FORECAST_MIN_KNOB",
     "training_seed",
     "StackBuild",
@@ -146,6 +147,18 @@ FORECAST_MIN_KNOB = Knob(
     1.0,
     help="lowest forecast factor of the replica targets: 0.5 a predicted fall may halve the demand they plan for, "
     "1 the forecast only adds capacity",
+)
+
+
+#: The knob of the same stacks that forecasts an entry service's replica target from its measured arrivals
+#: (:attr:`policy.highlevel.IntentAutoscaler.entry_forecast`; ``hrl-ensemble@entry_forecast=1``).
+ENTRY_FORECAST_KNOB = Knob(
+    "entry_forecast",
+    0,
+    1,
+    integer=True,
+    help="1: an entry service's replica target is forecast from its measured arrivals (users' requests are no "
+    "call-graph edge); 0: an entry service is planned without a forecast",
 )
 
 

@@ -55,18 +55,24 @@ STACK = "hrl-ensemble"
 
 
 #: The knobs of ``hrl-ensemble`` the search may sweep: ``pessimism`` (what it writes pessimism.json for) and, for
-#: research, ``weight`` (the extender's weight in the scheduler profile) and ``forecast_min`` (the replica targets'
-#: lowest forecast factor), printed or written to ``--out`` only.
-KNOBS = ("pessimism", "weight", "forecast_min")
+#: research, ``weight`` (the extender's weight in the scheduler profile), ``forecast_min`` (the replica targets'
+#: lowest forecast factor) and ``entry_forecast`` (0/1: the entry services' targets forecast from their arrivals),
+#: printed or written to ``--out`` only.
+KNOBS = ("pessimism", "weight", "forecast_min", "entry_forecast")
 
 #: Each knob's range, as (low, high, integer).
-_RANGES = {"pessimism": (0.0, 1.0, False), "weight": (1.0, 100.0, True), "forecast_min": (0.5, 1.0, False)}
+_RANGES = {
+    "pessimism": (0.0, 1.0, False),
+    "weight": (1.0, 100.0, True),
+    "forecast_min": (0.5, 1.0, False),
+    "entry_forecast": (0.0, 1.0, True),
+}
 
 
 @dataclass(frozen=True)
 class PessimismSearchConfig(EpisodeDistribution):
     """The grid (``pessimism_values``: values of ``knob``, in its range: pessimism [0, 1], weight 1..100 integers,
-    forecast_min [0.5, 1])
+    forecast_min [0.5, 1], entry_forecast 0 or 1)
     and the ``episodes`` it is judged on (30-minute episodes by default), ``workers`` Ray tasks at a time, ``seed``
     (the episodes' draw, as ``train constant``'s)."""
 
@@ -94,8 +100,8 @@ class PessimismSearchConfig(EpisodeDistribution):
 
 def stack_name(knob: str, value: float) -> str:
     """The stack a grid point runs: ``hrl-ensemble@<knob>=<value>`` (the value written exactly: ``repr``, or the
-    integer of a weight)."""
-    text = str(int(value)) if knob == "weight" else repr(float(value))
+    integer of an integer knob)."""
+    text = str(int(value)) if _RANGES[knob][2] else repr(float(value))
     return f"{STACK}@{knob}={text}"
 
 
@@ -179,6 +185,8 @@ def run_cli(args: Any) -> int:
         over["pessimism_values"] = (2.0, 5.0, 10.0)
     elif knob == "forecast_min":
         over["pessimism_values"] = (0.5, 1.0)
+    elif knob == "entry_forecast":
+        over["pessimism_values"] = (0.0, 1.0)
     try:
         cfg = PessimismSearchConfig(seed=args.seed, **over)
     except ValueError as exc:

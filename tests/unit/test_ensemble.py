@@ -15,7 +15,15 @@ import numpy as np
 import pytest
 
 from policy.bundle import DEFAULT_BUNDLES, BundleError, BundleMissing, ensemble_members, is_ensemble
-from policy.highlevel import HierarchicalPolicy, Intent, IntentEnsemble, LearnedIntent, load_intent_policy, mean_intent
+from policy.highlevel import (
+    HierarchicalPolicy,
+    Intent,
+    IntentEnsemble,
+    LearnedIntent,
+    UtilizationTargetAutoscaler,
+    load_intent_policy,
+    mean_intent,
+)
 from policy.index import ClusterIndex
 from policy.lowlevel import (
     LearnedPlacement,
@@ -448,6 +456,15 @@ def test_the_ensembles_research_knobs_set_the_extenders_weight_and_the_placement
         assert build_stack(name, ctx).handles["planner"].autoscaler.forecast_min == float(name.split("=")[1])
     with pytest.raises(ValueError, match="forecast_min"):
         build_stack("hrl-ensemble@forecast_min=0.2", ctx)
+    # entry services forecast from their arrivals: off as served, on with the knob; an integer 0/1
+    assert served["planner"].autoscaler.entry_forecast is False
+    for name in ("hrl-ensemble@entry_forecast=1", "hrl-constant@entry_forecast=1", "hrl-scheduler@entry_forecast=1"):
+        assert build_stack(name, ctx).handles["planner"].autoscaler.entry_forecast is True
+    with pytest.raises(ValueError, match="entry_forecast=0.5 must be an integer"):
+        build_stack("hrl-ensemble@entry_forecast=0.5", ctx)
+    # a stack whose replica targets do not come from the intent refuses it rather than ignore it
+    with pytest.raises(ValueError, match="knob entry_forecast: this stack's replica targets do not come from"):
+        build_stack("hrl-scheduler@entry_forecast=1", replace(ctx, parts={"autoscaler": UtilizationTargetAutoscaler()}))
 
 
 def test_the_offline_bundle_check_loads_every_member_of_an_ensemble(tmp_path):

@@ -39,6 +39,7 @@ from policy.state import (
     Resources,
     ServiceEdge,
     ServiceGraph,
+    ServiceSignals,
     WorkloadInfo,
     frozen_map,
 )
@@ -377,6 +378,51 @@ def test_the_forecast_min_bounds_how_far_a_predicted_fall_lowers_the_target():
     for bad in (0.4, 1.1, float("nan")):
         with pytest.raises(ValueError, match=r"IntentAutoscaler.forecast_min: must be in \[0.5, 1\]"):
             IntentAutoscaler(forecast_min=bad)
+
+
+class _RisingForecast:
+    """A predictor that always expects twice the last rate."""
+
+    def predict(self, rates):
+        return np.asarray(rates, dtype=np.float64)[:, -1:] * 2.0
+
+
+def test_an_entry_service_is_forecast_from_its_arrivals_only_with_entry_forecast():
+    # front (no caller: the entry) uses 300 m of 2 × 200 m at target 0.5: 3 replicas on the measured demand; its
+    # arrivals forecast to double: 6 with the entry forecast; without it an entry has no rate series (factor 1)
+    snap = world()
+    sig = {"front": ServiceSignals(rps=50.0), "cart": ServiceSignals(rps=40.0)}
+
+    def targets(entry, st, at=snap):
+        a = IntentAutoscaler(
+            shield=False, stabilization_s=0.0, forecaster=_RisingForecast(), entry_forecast=entry, history_len=3
+        )
+        a.signals = sig
+        return a.replica_targets(at, st)
+
+    st = HrlState(capacity_targets={"front": 0.5, "cart": 0.5}, rate_times_s=[0.0], rates_rps={"cart": [40.0]})
+    assert targets(False, st)["shop/front"] == 3 and "entry_rates" not in st.autoscaler
+    assert targets(True, st)["shop/front"] == 6
+    # only the entry is recorded: cart's forecast comes from its call-graph rates, as before
+    assert st.autoscaler["entry_rates"] == {"front": [[600.0, 50.0]]}
+    # one record per time, the last history_len kept; it survives the state file
+    for t in (600.0, 660.0, 720.0, 780.0):
+        targets(True, st, replace(snap, taken_at_s=t))
+    assert [r[0] for r in st.autoscaler["entry_rates"]["front"]] == [660.0, 720.0, 780.0]
+    st = HrlState.from_json(json.loads(json.dumps(st.to_json())))
+    assert len(st.autoscaler["entry_rates"]["front"]) == 3
+    # arrivals unknown this cycle: the history goes (a forecast never spans a gap) and the factor is 1
+    sig = {}
+    assert targets(True, st, replace(snap, taken_at_s=840.0))["shop/front"] == 3
+    assert st.autoscaler["entry_rates"] == {}
+    # a malformed record (a hand-edited state file) is dropped, not raised
+    sig = {"front": ServiceSignals(rps=50.0)}
+    st.autoscaler["entry_rates"] = {"front": [["x", 1.0]], "gone": 3}
+    assert targets(True, st, replace(snap, taken_at_s=900.0))["shop/front"] == 6
+    assert st.autoscaler["entry_rates"] == {"front": [[900.0, 50.0]]}
+    for field, bad in (("entry_forecast", 1), ("history_len", 0), ("history_len", True)):
+        with pytest.raises(ValueError, match=f"IntentAutoscaler.{field}: must be"):
+            IntentAutoscaler(**{field: bad})
 
 
 def test_the_saturation_shield_is_a_counted_last_resort():

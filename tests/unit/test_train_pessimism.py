@@ -91,6 +91,17 @@ def test_the_forecast_min_knob_is_searched_and_printed_not_served(tmp_path, caps
     assert "--out: " in capsys.readouterr().err and not (tmp_path / "pessimism.json").exists()
 
 
+def test_the_entry_forecast_knob_is_searched_as_an_integer_and_reaches_the_autoscaler(capsys):
+    assert main(["train", "pessimism", "--quick", "--knob", "entry_forecast"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["knob"] == "entry_forecast" and [g["entry_forecast"] for g in doc["grid"]] == [0.0, 1.0]
+    assert stack_name("entry_forecast", 1.0) == "hrl-ensemble@entry_forecast=1"
+    ctx = StackContext(app=load_app("online-boutique"), cluster=ClusterSpec())
+    assert build_stack(stack_name("entry_forecast", 1.0), ctx).handles["planner"].autoscaler.entry_forecast is True
+    with pytest.raises(ValueError, match="expected integers in 0..1 for knob entry_forecast"):
+        PessimismSearchConfig(knob="entry_forecast", pessimism_values=(0.5,))
+
+
 def test_the_config_refuses_an_empty_or_out_of_range_grid():
     with pytest.raises(ValueError, match="pessimism_values: expected at least one value"):
         PessimismSearchConfig(pessimism_values=())

@@ -77,8 +77,12 @@ def test_hrl_constant_holds_the_tuned_constant_of_its_bundles_unless_a_knob_says
         "capacity_target": 0.55,
         "move_budget_frac": 0.25,
         "burst": 0.5,
+        "forecast_min": 0.5,
+        "entry_forecast": False,
     }
     assert build_stack("hrl-constant@tseed=4,capacity=0.9", ctx).handles["constant"]["capacity_target"] == 0.9
+    knobbed = build_stack("hrl-constant@tseed=4,forecast_min=1,entry_forecast=1", ctx).handles["constant"]
+    assert (knobbed["forecast_min"], knobbed["entry_forecast"]) == (1.0, True)
     assert build_stack("hrl-constant@tseed=4,burst=1", ctx).handles["constant"]["burst"] == 1.0
     # the learned stack's autoscaler serves the same tuned burst share, unless its knob says otherwise
     assert build_stack("hrl-scheduler@tseed=4", ctx).handles["planner"].autoscaler.burst == 0.5
@@ -87,7 +91,8 @@ def test_hrl_constant_holds_the_tuned_constant_of_its_bundles_unless_a_knob_says
     committed = bundle.DEFAULT_BUNDLES / "hrl-scheduler" / "high" / "constant.json"
     want = json.loads(committed.read_text()) if committed.is_file() else {"capacity_target": 0.7, "move_budget_frac": 0}
     got = build_stack("hrl-constant", ctx).handles["constant"]
-    assert got == {k: float(want.get(k, 0.0)) for k in ("capacity_target", "move_budget_frac", "burst")}
+    keys = ("capacity_target", "move_budget_frac", "burst")
+    assert {k: got[k] for k in keys} == {k: float(want.get(k, 0.0)) for k in keys}
     # a file of before the burst share was searched: burst 0
     (root / "hrl-scheduler" / "high" / "constant.json").write_text('{"capacity_target": 0.6, "move_budget_frac": 0}')
     assert build_stack("hrl-constant@tseed=4", ctx).handles["constant"]["burst"] == 0.0
