@@ -551,19 +551,21 @@ def _pessimism_values(v: str) -> list[float]:
         ),
         arg(
             "--knob",
-            choices=("pessimism", "weight", "forecast_min", "entry_forecast"),
+            choices=("pessimism", "weight", "forecast_min", "entry_forecast", "burst", "limit_target"),
             default="pessimism",
             help="the hrl-ensemble knob to sweep: pessimism (default), or, for research (nothing served reads the "
             "result), weight (the extender's weight in the scheduler profile, integers 1-100), forecast_min (the "
-            "replica targets' lowest forecast factor, 0.5-1) or entry_forecast (0/1: entry services' replica targets "
-            "forecast from their measured arrivals)",
+            "replica targets' lowest forecast factor, 0.5-1), entry_forecast (0/1: entry services' replica targets "
+            "forecast from their measured arrivals), burst (the share of a Burstable pod's room its replica target "
+            "counts, 0-1) or limit_target (each pod planned for at least this share of the CPU it can reach, 0-0.9)",
         ),
         arg(
             "--values",
             type=_pessimism_values,
             default=None,
             help="comma-separated values (pessimism in [0, 1], default 0,0.25,0.5,0.75,1; weight 1-100, default "
-            "2,5,10; forecast_min in [0.5, 1], default 0.5,1; entry_forecast 0 or 1, default 0,1)",
+            "2,5,10; forecast_min in [0.5, 1], default 0.5,1; entry_forecast 0 or 1, default 0,1; burst in [0, 1], "
+            "default 0,0.25,0.5,1; limit_target in [0, 0.9], default 0,0.2,0.3)",
         ),
         arg("--episodes", type=int, default=None, help="training episodes per value (default 36)"),
         arg("--minutes", type=int, default=None, help="simulated minutes per episode (default 30)"),

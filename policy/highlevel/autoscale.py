@@ -327,7 +327,8 @@ class IntentAutoscaler:
                    measured arrivals, ``signals[s].rps``)
         capacity = request_m + burst · room_m
         room_m   = mean over the measured pods of min(limit_m − request_m, their node's unused CPU)
-        desired  = ceil(demand_m · peak / (u · capacity))           unless within ``tolerance`` of the current
+        per_pod  = max(u · capacity, limit_target · (request_m + room_m))        (u · capacity with limit_target 0)
+        desired  = ceil(demand_m · peak / per_pod)                  unless within ``tolerance`` of the current
         target   = clip(max(desired, recommendations of the last stabilization_s s),  min_replicas, max_replicas)
 
     (HPA's formula on a forecast demand, Kubernetes pkg/controller/podautoscaler/replica_calculator.go, with a
@@ -349,6 +350,12 @@ class IntentAutoscaler:
     ``history_len``, a record at the same time replacing the last; a service whose arrivals are unknown this call
     loses its history, so a forecast never spans a gap).
 
+    ``limit_target`` (0..1, default 0: off) plans each pod for at least that share of the CPU it can reach (its
+    request plus its room): where a template's limit is far above its request (Burstable pods with a limit ten times
+    the request, which an HPA user would serve with a target utilization of 300 %) a pod is planned to run above its
+    request, while keeping ``1 / limit_target`` of headroom to what it can reach for a step of its load; where the
+    limit is close to the request (or the node is full) it changes nothing.
+
     Guardrail (a last resort, counted in ``guardrail_counts``): the **saturation shield** raises a Deployment whose
     measured pods use at least ``saturation`` of their CPU limit (the request without one) or whose service
     refuses at least ``refused_frac`` of its arrivals to at least ``max(current + 1, ceil(demand_m / (shield_target
@@ -360,7 +367,7 @@ class IntentAutoscaler:
     metrics set before each cycle (None: no refused correction). Ranges: 0 < ``default_target``,
     ``saturation``, ``shield_target``, ``refused_frac`` <= 1; ``tolerance`` >= 0; 0 <= ``min_replicas`` <=
     ``max_replicas``; ``stabilization_s`` >= 0; 0 <= ``burst`` <= 1; 0.5 <= ``forecast_min`` <= 1; ``history_len``
-    >= 1. ValueError naming the field otherwise.
+    >= 1; 0 <= ``limit_target`` < 1. ValueError naming the field otherwise.
     """
 
     name: str = "intent"
@@ -380,6 +387,7 @@ class IntentAutoscaler:
     forecast_min: float = 0.5
     entry_forecast: bool = False
     history_len: int = 60
+    limit_target: float = 0.0
     guardrail_counts: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -401,6 +409,9 @@ class IntentAutoscaler:
             )
         if not (math.isfinite(self.stabilization_s) and self.stabilization_s >= 0):
             raise ValueError(f"IntentAutoscaler.stabilization_s: must be >= 0, got {self.stabilization_s!r}")
+        ok = isinstance(self.limit_target, (int, float)) and math.isfinite(self.limit_target)
+        if not (ok and 0 <= self.limit_target < 1):
+            raise ValueError(f"IntentAutoscaler.limit_target: must be in [0, 1), got {self.limit_target!r}")
         if not isinstance(self.entry_forecast, bool):
             raise ValueError(f"IntentAutoscaler.entry_forecast: must be true or false, got {self.entry_forecast!r}")
         if isinstance(self.history_len, bool) or not isinstance(self.history_len, int) or self.history_len < 1:
@@ -495,9 +506,11 @@ class IntentAutoscaler:
             demand = used / (1.0 - min(max(refused, 0.0), 0.9))
             u = float(state.capacity_targets.get(w.service, self.default_target))
             cur = max(int(w.replicas), 0)
-            capacity = req + self.burst * self._burst_room(w, measured, free) if self.burst else req
+            room = self._burst_room(w, measured, free) if self.burst or self.limit_target else 0.0
+            capacity = req + self.burst * room if self.burst else req
+            per_pod = max(u * capacity, self.limit_target * (req + room)) if self.limit_target else u * capacity
             series = state.rates(w.service)
-            need = demand * self._peak(series if series.size else entry.get(w.service, series)) / (u * capacity)
+            need = demand * self._peak(series if series.size else entry.get(w.service, series)) / per_pod
             desired = cur if cur > 0 and abs(need / cur - 1.0) <= self.tolerance else int(math.ceil(need - 1e-9))
             if self.shield:
                 cap = float(sum(p.limits.cpu_m if p.limits.cpu_m > 0 else p.requests.cpu_m for p in measured))

@@ -110,6 +110,7 @@ from .stackbase import (
     DESCHEDULER_PERIOD_MIN,
     ENTRY_FORECAST_KNOB,
     FORECAST_MIN_KNOB,
+    LIMIT_TARGET_KNOB,
     TRAINING_SEED_KNOB,
     Knob,
     StackBuild,
@@ -298,11 +299,12 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
                 burst=served_burst(ctx, base),
                 **({"forecast_min": float(ctx.params["forecast_min"])} if "forecast_min" in ctx.params else {}),
                 entry_forecast=bool(ctx.params.get("entry_forecast", 0)),
+                limit_target=float(ctx.params.get("limit_target", 0.0)),
             )
         else:
             auto = load_learned_autoscaler(high, workloads, slo_p95_ms=ctx.app.slo_p95_ms, shield=variant.shield)
     # knobs of the intent's autoscaler: refused where another one runs
-    for knob in ("burst", "forecast_min", "entry_forecast"):
+    for knob in ("burst", "forecast_min", "entry_forecast", "limit_target"):
         if knob in ctx.params and not isinstance(auto, IntentAutoscaler):
             raise ValueError(
                 f"knob {knob}: this stack's replica targets do not come from the learned intent (no {high / 'intent'} "
@@ -509,7 +511,10 @@ def _counter_key(prefix: str, reason: str) -> str:
     return f"{prefix}_{re.sub(r'[^a-z0-9_]+', '_', reason.lower()).strip('_') or 'unknown'}"
 
 
-@register_stack("hrl-scheduler", knobs=(TRAINING_SEED_KNOB, BURST_KNOB, FORECAST_MIN_KNOB, ENTRY_FORECAST_KNOB))
+@register_stack(
+    "hrl-scheduler",
+    knobs=(TRAINING_SEED_KNOB, BURST_KNOB, FORECAST_MIN_KNOB, ENTRY_FORECAST_KNOB, LIMIT_TARGET_KNOB),
+)
 def hrl_scheduler(ctx: StackContext) -> StackBuild:
     """hrl-scheduler: learned placement (extender) + hierarchical descheduler (DRPC replica targets every
     minute, moves every 5 minutes, intent passed down); bundles policy/bundles/hrl-scheduler/{low,high}."""
@@ -543,7 +548,15 @@ HEURISTIC_KNOB = Knob(
 
 @register_stack(
     "hrl-ensemble",
-    knobs=(BURST_KNOB, PESSIMISM_KNOB, WEIGHT_KNOB, HEURISTIC_KNOB, FORECAST_MIN_KNOB, ENTRY_FORECAST_KNOB),
+    knobs=(
+        BURST_KNOB,
+        PESSIMISM_KNOB,
+        WEIGHT_KNOB,
+        HEURISTIC_KNOB,
+        FORECAST_MIN_KNOB,
+        ENTRY_FORECAST_KNOB,
+        LIMIT_TARGET_KNOB,
+    ),
 )
 def hrl_ensemble(ctx: StackContext) -> StackBuild:
     """hrl-scheduler with each level an ensemble of the training seeds' networks (the mean logit of the placements,

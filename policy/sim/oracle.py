@@ -56,6 +56,7 @@ from .stackbase import (
     DESCHEDULER_PERIOD_MIN,
     ENTRY_FORECAST_KNOB,
     FORECAST_MIN_KNOB,
+    LIMIT_TARGET_KNOB,
     TRAINING_SEED_KNOB,
     Knob,
     StackBuild,
@@ -430,6 +431,7 @@ CONSTANT_KNOBS = (
     BURST_KNOB,
     FORECAST_MIN_KNOB,
     ENTRY_FORECAST_KNOB,
+    LIMIT_TARGET_KNOB,
 )
 
 
@@ -461,6 +463,7 @@ def hrl_constant(ctx: StackContext) -> StackBuild:
             "burst": getattr(auto, "burst", 0.0),
             "forecast_min": getattr(auto, "forecast_min", None),
             "entry_forecast": getattr(auto, "entry_forecast", None),
+            "limit_target": getattr(auto, "limit_target", None),
         },
     }
     return built

@@ -32,6 +32,7 @@ __all__ = [
     "StackContext",
     "TRAINING_SEED_KNOB",
     "ENTRY_FORECAST_KNOB",
+    "LIMIT_TARGET_KNOB",
     "FORECAST_MIN_KNOB",
     "training_seed",
     "StackBuild",
@@ -147,6 +148,17 @@ FORECAST_MIN_KNOB = Knob(
     1.0,
     help="lowest forecast factor of the replica targets: 0.5 a predicted fall may halve the demand they plan for, "
     "1 the forecast only adds capacity",
+)
+
+
+#: The knob of the same stacks that sets a pod's usage target against its reachable limit
+#: (:attr:`policy.highlevel.IntentAutoscaler.limit_target`; ``hrl-ensemble@limit_target=0.3``).
+LIMIT_TARGET_KNOB = Knob(
+    "limit_target",
+    0.0,
+    0.9,
+    help="a replica target plans each pod for the larger of its capacity target of the request and this share of "
+    "the CPU it can reach (request + room to its limit, at most its node's unused CPU); 0: off",
 )
 
 

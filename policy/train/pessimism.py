@@ -56,9 +56,9 @@ STACK = "hrl-ensemble"
 
 #: The knobs of ``hrl-ensemble`` the search may sweep: ``pessimism`` (what it writes pessimism.json for) and, for
 #: research, ``weight`` (the extender's weight in the scheduler profile), ``forecast_min`` (the replica targets'
-#: lowest forecast factor) and ``entry_forecast`` (0/1: the entry services' targets forecast from their arrivals),
-#: printed or written to ``--out`` only.
-KNOBS = ("pessimism", "weight", "forecast_min", "entry_forecast")
+#: lowest forecast factor), ``entry_forecast`` (0/1: the entry services' targets forecast from their arrivals) and
+#: ``burst`` (the share of a Burstable pod's room its replica target counts), printed or written to ``--out`` only.
+KNOBS = ("pessimism", "weight", "forecast_min", "entry_forecast", "burst", "limit_target")
 
 #: Each knob's range, as (low, high, integer).
 _RANGES = {
@@ -66,13 +66,15 @@ _RANGES = {
     "weight": (1.0, 100.0, True),
     "forecast_min": (0.5, 1.0, False),
     "entry_forecast": (0.0, 1.0, True),
+    "burst": (0.0, 1.0, False),
+    "limit_target": (0.0, 0.9, False),
 }
 
 
 @dataclass(frozen=True)
 class PessimismSearchConfig(EpisodeDistribution):
     """The grid (``pessimism_values``: values of ``knob``, in its range: pessimism [0, 1], weight 1..100 integers,
-    forecast_min [0.5, 1], entry_forecast 0 or 1)
+    forecast_min [0.5, 1], entry_forecast 0 or 1, burst [0, 1])
     and the ``episodes`` it is judged on (30-minute episodes by default), ``workers`` Ray tasks at a time, ``seed``
     (the episodes' draw, as ``train constant``'s)."""
 
@@ -187,6 +189,10 @@ def run_cli(args: Any) -> int:
         over["pessimism_values"] = (0.5, 1.0)
     elif knob == "entry_forecast":
         over["pessimism_values"] = (0.0, 1.0)
+    elif knob == "burst":
+        over["pessimism_values"] = (0.0, 0.25, 0.5, 1.0)
+    elif knob == "limit_target":
+        over["pessimism_values"] = (0.0, 0.2, 0.3)
     try:
         cfg = PessimismSearchConfig(seed=args.seed, **over)
     except ValueError as exc:

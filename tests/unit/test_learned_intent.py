@@ -425,6 +425,28 @@ def test_an_entry_service_is_forecast_from_its_arrivals_only_with_entry_forecast
             IntentAutoscaler(**{field: bad})
 
 
+def test_the_limit_target_plans_a_pod_for_a_share_of_the_cpu_it_can_reach():
+    # cart: 300 m used, request 200 m, limit 400 m, its node 2 of 4 cores free: it can reach 400 m. At target 0.5
+    # of the request (100 m a pod) it asks 3 replicas; planned for 0.6 of the reachable 400 m (240 m a pod) 2
+    snap = world()
+    snap = replace(snap, workloads=(workload("front", 2), replace(workload("cart", 1), pod_limits=Resources(400, 0))))
+    st = HrlState(capacity_targets={"cart": 0.5})
+
+    def cart(limit_target, at=snap):
+        a = IntentAutoscaler(shield=False, stabilization_s=0.0, limit_target=limit_target)
+        return a.replica_targets(at, st)["shop/cart"]
+
+    assert cart(0.0) == 3 and cart(0.6) == 2
+    # below the capacity target's own share it changes nothing (the larger of the two)
+    assert cart(0.2) == 3
+    # a full node leaves no room above the request: 0.6 of 200 m = 120 m a pod, ceil(2.5) = 3
+    full = tuple(replace(n, usage=n.allocatable) if n.name == "n2" else n for n in snap.nodes)
+    assert cart(0.6, replace(snap, nodes=full)) == 3
+    for bad in (-0.1, 1.0, float("nan")):
+        with pytest.raises(ValueError, match=r"IntentAutoscaler.limit_target: must be in \[0, 1\)"):
+            IntentAutoscaler(limit_target=bad)
+
+
 def test_the_saturation_shield_is_a_counted_last_resort():
     # cart uses 390 m of its 400 m limit: saturated; at target 0.95 the intent asks ceil(390 / 190) = 3
     snap = world(usage=(150, 150, 390))

@@ -91,7 +91,7 @@ def test_the_forecast_min_knob_is_searched_and_printed_not_served(tmp_path, caps
     assert "--out: " in capsys.readouterr().err and not (tmp_path / "pessimism.json").exists()
 
 
-def test_the_entry_forecast_knob_is_searched_as_an_integer_and_reaches_the_autoscaler(capsys):
+def test_the_autoscaler_knobs_are_searched_and_reach_the_autoscaler(capsys):
     assert main(["train", "pessimism", "--quick", "--knob", "entry_forecast"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["knob"] == "entry_forecast" and [g["entry_forecast"] for g in doc["grid"]] == [0.0, 1.0]
@@ -100,6 +100,14 @@ def test_the_entry_forecast_knob_is_searched_as_an_integer_and_reaches_the_autos
     assert build_stack(stack_name("entry_forecast", 1.0), ctx).handles["planner"].autoscaler.entry_forecast is True
     with pytest.raises(ValueError, match="expected integers in 0..1 for knob entry_forecast"):
         PessimismSearchConfig(knob="entry_forecast", pessimism_values=(0.5,))
+    # the burst share too: a fraction, written exactly
+    assert stack_name("burst", 0.25) == "hrl-ensemble@burst=0.25"
+    assert build_stack(stack_name("burst", 0.25), ctx).handles["planner"].autoscaler.burst == 0.25
+    with pytest.raises(ValueError, match=r"expected numbers in \[0, 1\] for knob burst"):
+        PessimismSearchConfig(knob="burst", pessimism_values=(1.5,))
+    assert build_stack("hrl-ensemble@limit_target=0.2", ctx).handles["planner"].autoscaler.limit_target == 0.2
+    with pytest.raises(ValueError, match=r"expected numbers in \[0, 0.9\] for knob limit_target"):
+        PessimismSearchConfig(knob="limit_target", pessimism_values=(0.95,))
 
 
 def test_the_config_refuses_an_empty_or_out_of_range_grid():
@@ -108,7 +116,7 @@ def test_the_config_refuses_an_empty_or_out_of_range_grid():
     with pytest.raises(ValueError, match="pessimism_values: expected numbers in"):
         PessimismSearchConfig(pessimism_values=(1.2,))
     with pytest.raises(ValueError, match="knob: expected one of pessimism, weight, forecast_min"):
-        PessimismSearchConfig(knob="burst")
+        PessimismSearchConfig(knob="tseed")
 
 
 @pytest.mark.parametrize(
