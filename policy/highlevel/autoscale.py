@@ -25,6 +25,10 @@ from .planner_state import HrlState
 #: The key of :class:`IntentAutoscaler`'s entry services' arrival history in ``HrlState.autoscaler``.
 ENTRY_RATES_KEY = "entry_rates"
 
+#: The fewest replicas :attr:`IntentAutoscaler.limit_target` plans a Deployment down to where its request-based target
+#: asks at least as many: a lost node or a step of the load then still meets a second pod.
+LIMIT_TARGET_MIN_REPLICAS = 2
+
 __all__ = [
     "ReplicaAutoscaler",
     "UtilizationTargetAutoscaler",
@@ -315,6 +319,25 @@ def load_learned_autoscaler(
         raise located(exc, p) from None
 
 
+def _time_series(rows: Any) -> list[list[float]]:
+    """``[[t_s, value >= 0], ...]`` of a JSON document as floats, oldest first; ``[]`` for anything else (a
+    hand-edited state file: a wrong type, a non-finite or out-of-range number, times out of order)."""
+    if not isinstance(rows, list):
+        return []
+    out: list[list[float]] = []
+    try:
+        for r in rows:
+            if not (isinstance(r, list) and len(r) == 2 and all(type(x) in (int, float) for x in r)):
+                return []
+            t, v = float(r[0]), float(r[1])
+            if not (math.isfinite(t) and math.isfinite(v) and v >= 0) or (out and t <= out[-1][0]):
+                return []
+            out.append([t, v])
+    except OverflowError:  # an integer too large for a float
+        return []
+    return out
+
+
 @dataclass
 class IntentAutoscaler:
     """Replica targets that carry out the high level's capacity targets (the low level of the hierarchy for
@@ -327,8 +350,9 @@ class IntentAutoscaler:
                    measured arrivals, ``signals[s].rps``)
         capacity = request_m + burst · room_m
         room_m   = mean over the measured pods of min(limit_m − request_m, their node's unused CPU)
-        per_pod  = max(u · capacity, limit_target · (request_m + room_m))        (u · capacity with limit_target 0)
-        desired  = ceil(demand_m · peak / per_pod)                  unless within ``tolerance`` of the current
+        per_pod  = max(u · capacity, limit_target · (request_m + room_m))   (u · capacity: limit_target 0 or no room)
+        need     = demand_m · peak / per_pod; where limit_target acts at least min(demand_m · peak / (u · capacity), 2)
+        desired  = ceil(need)                                       unless within ``tolerance`` of the current
         target   = clip(max(desired, recommendations of the last stabilization_s s),  min_replicas, max_replicas)
 
     (HPA's formula on a forecast demand, Kubernetes pkg/controller/podautoscaler/replica_calculator.go, with a
@@ -348,13 +372,19 @@ class IntentAutoscaler:
     measured arrivals instead: each call records ``signals[s].rps`` of every managed service without a recorded
     call-graph rate in ``state.autoscaler["entry_rates"]`` (service → ``[[t_s, requests/s], ...]``, the last
     ``history_len``, a record at the same time replacing the last; a service whose arrivals are unknown this call
-    loses its history, so a forecast never spans a gap).
+    loses its history, and so does one whose last record is more than three of its periods old or in the future, so
+    a forecast never spans a gap).
 
-    ``limit_target`` (0..1, default 0: off) plans each pod for at least that share of the CPU it can reach (its
-    request plus its room): where a template's limit is far above its request (Burstable pods with a limit ten times
-    the request, which an HPA user would serve with a target utilization of 300 %) a pod is planned to run above its
-    request, while keeping ``1 / limit_target`` of headroom to what it can reach for a step of its load; where the
-    limit is close to the request (or the node is full) it changes nothing.
+    ``limit_target`` (0..1, default 0: off) plans each pod with room above its request for at least that share of
+    the CPU it can reach (its request plus its room): where a template's limit is far above its request (Burstable
+    pods with a limit ten times the request, which an HPA user would serve with a target utilization of 300 %) a pod
+    is planned to run above its request, with a headroom of ``1 / limit_target`` to what it can reach (never less
+    than its capacity target leaves) for a step of its load; where that is less than the capacity target's own share
+    it changes nothing, nor for a pod without room (a Guaranteed pod, no limit, a full node). The room of each pod is
+    its node's whole unused CPU (at most its headroom to the limit), even where several pods share a node: an
+    optimistic reading when they all rise at once. It never takes a Deployment below
+    :data:`LIMIT_TARGET_MIN_REPLICAS` (2) where the request alone asks for 2 or more: fewer, fuller pods otherwise
+    lose a larger share of the capacity with a node or meet a step with one pod.
 
     Guardrail (a last resort, counted in ``guardrail_counts``): the **saturation shield** raises a Deployment whose
     measured pods use at least ``saturation`` of their CPU limit (the request without one) or whose service
@@ -427,15 +457,9 @@ class IntentAutoscaler:
         book: dict[str, list[list[float]]] = {}
         if isinstance(raw, dict):
             for svc, rows in raw.items():
-                ok = isinstance(rows, list) and all(
-                    isinstance(r, list)
-                    and len(r) == 2
-                    and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in r)
-                    and r[1] >= 0
-                    for r in rows
-                )
-                if ok and rows:
-                    book[str(svc)] = [[float(t), float(v)] for t, v in rows]
+                parsed = _time_series(rows)
+                if parsed:
+                    book[str(svc)] = parsed
         sig = self.signals or {}
         out: dict[str, np.ndarray] = {}
         for svc in sorted(set(services)):
@@ -446,6 +470,8 @@ class IntentAutoscaler:
             rows = book.setdefault(svc, [])
             if rows and rows[-1][0] == now:
                 rows.pop()
+            if rows and (now < rows[-1][0] or (len(rows) > 1 and now - rows[-1][0] > 3 * (rows[-1][0] - rows[-2][0]))):
+                rows.clear()  # time went back, or a gap of more than three periods: the old points are no trend
             rows.append([now, float(rps)])
             del rows[: max(0, len(rows) - self.history_len)]
             out[svc] = np.array([r[1] for r in rows], dtype=np.float64)
@@ -508,9 +534,13 @@ class IntentAutoscaler:
             cur = max(int(w.replicas), 0)
             room = self._burst_room(w, measured, free) if self.burst or self.limit_target else 0.0
             capacity = req + self.burst * room if self.burst else req
-            per_pod = max(u * capacity, self.limit_target * (req + room)) if self.limit_target else u * capacity
+            lt = self.limit_target if room > 0 else 0.0  # a pod without room above its request is planned as before
+            per_pod = max(u * capacity, lt * (req + room)) if lt else u * capacity
             series = state.rates(w.service)
-            need = demand * self._peak(series if series.size else entry.get(w.service, series)) / per_pod
+            peak = self._peak(series if series.size else entry.get(w.service, series))
+            need = demand * peak / per_pod
+            if lt:  # never below LIMIT_TARGET_MIN_REPLICAS on its account
+                need = max(need, min(demand * peak / (u * capacity), LIMIT_TARGET_MIN_REPLICAS))
             desired = cur if cur > 0 and abs(need / cur - 1.0) <= self.tolerance else int(math.ceil(need - 1e-9))
             if self.shield:
                 cap = float(sum(p.limits.cpu_m if p.limits.cpu_m > 0 else p.requests.cpu_m for p in measured))

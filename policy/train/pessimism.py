@@ -56,8 +56,9 @@ STACK = "hrl-ensemble"
 
 #: The knobs of ``hrl-ensemble`` the search may sweep: ``pessimism`` (what it writes pessimism.json for) and, for
 #: research, ``weight`` (the extender's weight in the scheduler profile), ``forecast_min`` (the replica targets'
-#: lowest forecast factor), ``entry_forecast`` (0/1: the entry services' targets forecast from their arrivals) and
-#: ``burst`` (the share of a Burstable pod's room its replica target counts), printed or written to ``--out`` only.
+#: lowest forecast factor), ``entry_forecast`` (0/1: the entry services' targets forecast from their arrivals),
+#: ``burst`` (the share of a Burstable pod's room its replica target counts) and ``limit_target`` (each pod planned for
+#: at least that share of the CPU it can reach), printed or written to ``--out`` only.
 KNOBS = ("pessimism", "weight", "forecast_min", "entry_forecast", "burst", "limit_target")
 
 #: Each knob's range, as (low, high, integer).
@@ -74,7 +75,7 @@ _RANGES = {
 @dataclass(frozen=True)
 class PessimismSearchConfig(EpisodeDistribution):
     """The grid (``pessimism_values``: values of ``knob``, in its range: pessimism [0, 1], weight 1..100 integers,
-    forecast_min [0.5, 1], entry_forecast 0 or 1, burst [0, 1])
+    forecast_min [0.5, 1], entry_forecast 0 or 1, burst [0, 1], limit_target [0, 0.9])
     and the ``episodes`` it is judged on (30-minute episodes by default), ``workers`` Ray tasks at a time, ``seed``
     (the episodes' draw, as ``train constant``'s)."""
 

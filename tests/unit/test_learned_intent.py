@@ -417,9 +417,14 @@ def test_an_entry_service_is_forecast_from_its_arrivals_only_with_entry_forecast
     assert st.autoscaler["entry_rates"] == {}
     # a malformed record (a hand-edited state file) is dropped, not raised
     sig = {"front": ServiceSignals(rps=50.0)}
-    st.autoscaler["entry_rates"] = {"front": [["x", 1.0]], "gone": 3}
-    assert targets(True, st, replace(snap, taken_at_s=900.0))["shop/front"] == 6
-    assert st.autoscaler["entry_rates"] == {"front": [[900.0, 50.0]]}
+    for bad in ([["x", 1.0]], [[10**400, 1.0]], [[1.0, -1.0]], [[2.0, 1.0], [1.0, 1.0]], 3, None):
+        st.autoscaler["entry_rates"] = {"front": bad, "gone": 3}
+        assert targets(True, st, replace(snap, taken_at_s=900.0))["shop/front"] == 6
+        assert st.autoscaler["entry_rates"] == {"front": [[900.0, 50.0]]}
+    # a gap of more than three periods, or a time in the past: the old points are no trend
+    for t, kept in ((960.0, 2), (1020.0, 3), (2000.0, 1), (1000.0, 1)):
+        targets(True, st, replace(snap, taken_at_s=t))
+        assert len(st.autoscaler["entry_rates"]["front"]) == kept, t
     for field, bad in (("entry_forecast", 1), ("history_len", 0), ("history_len", True)):
         with pytest.raises(ValueError, match=f"IntentAutoscaler.{field}: must be"):
             IntentAutoscaler(**{field: bad})
@@ -439,9 +444,19 @@ def test_the_limit_target_plans_a_pod_for_a_share_of_the_cpu_it_can_reach():
     assert cart(0.0) == 3 and cart(0.6) == 2
     # below the capacity target's own share it changes nothing (the larger of the two)
     assert cart(0.2) == 3
-    # a full node leaves no room above the request: 0.6 of 200 m = 120 m a pod, ceil(2.5) = 3
+    # planned for 0.8 of 400 m (320 m a pod) one would do; it keeps two where the request alone asks two or more
+    assert cart(0.8) == 2
+    pods = tuple(replace(p, usage=Resources(90, 0)) if p.service == "cart" else p for p in snap.pods)
+    light = replace(snap, pods=pods)
+    assert cart(0.0, light) == 1 and cart(0.8, light) == 1  # ceil(90 / 100): one, and no floor above it
+    # no room above the request (a full node, or a limit equal to the request): planned as before, even at a
+    # limit_target above the capacity target (310 m: ceil(310 / 100) = 4, where 0.6 of the request would give 3)
+    pods = tuple(replace(p, usage=Resources(310, 0)) if p.service == "cart" else p for p in snap.pods)
     full = tuple(replace(n, usage=n.allocatable) if n.name == "n2" else n for n in snap.nodes)
-    assert cart(0.6, replace(snap, nodes=full)) == 3
+    assert cart(0.0, replace(snap, pods=pods)) == 4
+    assert cart(0.6, replace(snap, pods=pods, nodes=full)) == 4
+    guaranteed = (workload("front", 2), replace(workload("cart", 1), pod_limits=Resources(200, 0)))
+    assert cart(0.6, replace(snap, pods=pods, workloads=guaranteed)) == 4
     for bad in (-0.1, 1.0, float("nan")):
         with pytest.raises(ValueError, match=r"IntentAutoscaler.limit_target: must be in \[0, 1\)"):
             IntentAutoscaler(limit_target=bad)
