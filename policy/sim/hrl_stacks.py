@@ -303,9 +303,9 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
             )
         else:
             auto = load_learned_autoscaler(high, workloads, slo_p95_ms=ctx.app.slo_p95_ms, shield=variant.shield)
-    # knobs of the intent's autoscaler: refused where another one runs
+    # knobs of the intent's autoscaler: refused where another one runs, or where the caller gave one (built without)
     for knob in ("burst", "forecast_min", "entry_forecast", "limit_target"):
-        if knob in ctx.params and not isinstance(auto, IntentAutoscaler):
+        if knob in ctx.params and (not isinstance(auto, IntentAutoscaler) or over.get("autoscaler") is not None):
             raise ValueError(
                 f"knob {knob}: this stack's replica targets do not come from the learned intent (no {high / 'intent'} "
                 "or an autoscaler given)"

@@ -18,6 +18,7 @@ from policy.bundle import DEFAULT_BUNDLES, BundleError, BundleMissing, ensemble_
 from policy.highlevel import (
     HierarchicalPolicy,
     Intent,
+    IntentAutoscaler,
     IntentEnsemble,
     LearnedIntent,
     UtilizationTargetAutoscaler,
@@ -465,6 +466,11 @@ def test_the_ensembles_research_knobs_set_the_extenders_weight_and_the_placement
     # a stack whose replica targets do not come from the intent refuses it rather than ignore it
     with pytest.raises(ValueError, match="knob entry_forecast: this stack's replica targets do not come from"):
         build_stack("hrl-scheduler@entry_forecast=1", replace(ctx, parts={"autoscaler": UtilizationTargetAutoscaler()}))
+    # nor silently ignore it where the caller gave the intent's autoscaler, built without the knob
+    given = replace(ctx, parts={"autoscaler": IntentAutoscaler()})
+    assert build_stack("hrl-scheduler", given).handles["planner"].autoscaler is given.parts["autoscaler"]
+    with pytest.raises(ValueError, match="knob limit_target: this stack's replica targets do not come from"):
+        build_stack("hrl-scheduler@limit_target=0.2", given)
 
 
 def test_the_offline_bundle_check_loads_every_member_of_an_ensemble(tmp_path):
