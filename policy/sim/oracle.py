@@ -460,7 +460,7 @@ def hrl_constant(ctx: StackContext) -> StackBuild:
         "constant": {
             "capacity_target": capacity,
             "move_budget_frac": budget,
-            "burst": getattr(auto, "burst", 0.0),
+            "burst": getattr(auto, "burst", None),
             "forecast_min": getattr(auto, "forecast_min", None),
             "entry_forecast": getattr(auto, "entry_forecast", None),
             "limit_target": getattr(auto, "limit_target", None),

@@ -132,7 +132,8 @@ def tune_pessimism(
     not write). Returns the result."""
     t0 = time.perf_counter()
     specs = search_episodes(cfg, cfg.episodes, cfg.seed)
-    values = sorted({float(p) for p in cfg.pessimism_values})
+    as_value = int if _RANGES[cfg.knob][2] else float  # an integer knob's values print as integers
+    values = sorted({as_value(p) for p in cfg.pessimism_values})
     jobs = [(s, p, cfg.knob) for p in values for s in specs]
     pool = TaskPool(cfg.workers, ray_address)
     try:
@@ -170,7 +171,17 @@ def tune_pessimism(
     return result
 
 
-QUICK = {"episodes": 2, "episode_minutes": 10, "pessimism_values": (0.0, 1.0), "workers": 1, "n_samples": 100}
+QUICK = {"episodes": 2, "episode_minutes": 10, "workers": 1, "n_samples": 100}
+
+#: Each knob's grid without ``--values`` (``--quick``: its first and last value).
+DEFAULT_VALUES = {
+    "pessimism": PessimismSearchConfig.pessimism_values,
+    "weight": (2.0, 5.0, 10.0),
+    "forecast_min": (0.5, 1.0),
+    "entry_forecast": (0.0, 1.0),
+    "burst": (0.0, 0.25, 0.5, 1.0),
+    "limit_target": (0.0, 0.2, 0.3),
+}
 
 
 def run_cli(args: Any) -> int:
@@ -184,16 +195,9 @@ def run_cli(args: Any) -> int:
     over["knob"] = knob
     if getattr(args, "values", None):
         over["pessimism_values"] = tuple(args.values)
-    elif knob == "weight":
-        over["pessimism_values"] = (2.0, 5.0, 10.0)
-    elif knob == "forecast_min":
-        over["pessimism_values"] = (0.5, 1.0)
-    elif knob == "entry_forecast":
-        over["pessimism_values"] = (0.0, 1.0)
-    elif knob == "burst":
-        over["pessimism_values"] = (0.0, 0.25, 0.5, 1.0)
-    elif knob == "limit_target":
-        over["pessimism_values"] = (0.0, 0.2, 0.3)
+    elif knob in DEFAULT_VALUES:
+        grid = DEFAULT_VALUES[knob]
+        over["pessimism_values"] = (grid[0], grid[-1]) if args.quick else grid
     try:
         cfg = PessimismSearchConfig(seed=args.seed, **over)
     except ValueError as exc:

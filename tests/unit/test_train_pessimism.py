@@ -94,7 +94,11 @@ def test_the_forecast_min_knob_is_searched_and_printed_not_served(tmp_path, caps
 def test_the_autoscaler_knobs_are_searched_and_reach_the_autoscaler(capsys):
     assert main(["train", "pessimism", "--quick", "--knob", "entry_forecast"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["knob"] == "entry_forecast" and [g["entry_forecast"] for g in doc["grid"]] == [0.0, 1.0]
+    assert doc["knob"] == "entry_forecast" and [g["entry_forecast"] for g in doc["grid"]] == [0, 1]
+    assert all(type(g["entry_forecast"]) is int for g in doc["grid"])  # an integer knob prints as one
+    # --quick runs a knob's first and last default value, as it does for pessimism
+    assert main(["train", "pessimism", "--quick", "--knob", "limit_target"]) == 0
+    assert [g["limit_target"] for g in json.loads(capsys.readouterr().out)["grid"]] == [0.0, 0.3]
     assert stack_name("entry_forecast", 1.0) == "hrl-ensemble@entry_forecast=1"
     ctx = StackContext(app=load_app("online-boutique"), cluster=ClusterSpec())
     assert build_stack(stack_name("entry_forecast", 1.0), ctx).handles["planner"].autoscaler.entry_forecast is True
