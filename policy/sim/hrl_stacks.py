@@ -106,11 +106,8 @@ from .kube_scheduler import InProcessExtender, KubeSchedulerModel
 from .objective import reference_cores
 from .stackbase import (
     AUTOSCALER_PERIOD_MIN,
-    BURST_KNOB,
     DESCHEDULER_PERIOD_MIN,
-    ENTRY_FORECAST_KNOB,
-    FORECAST_MIN_KNOB,
-    LIMIT_TARGET_KNOB,
+    INTENT_AUTOSCALER_KNOBS,
     TRAINING_SEED_KNOB,
     Knob,
     StackBuild,
@@ -304,7 +301,7 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
         else:
             auto = load_learned_autoscaler(high, workloads, slo_p95_ms=ctx.app.slo_p95_ms, shield=variant.shield)
     # knobs of the intent's autoscaler: refused where another one runs, or where the caller gave one (built without)
-    for knob in ("burst", "forecast_min", "entry_forecast", "limit_target"):
+    for knob in (k.name for k in INTENT_AUTOSCALER_KNOBS):
         if knob in ctx.params and (not isinstance(auto, IntentAutoscaler) or over.get("autoscaler") is not None):
             raise ValueError(
                 f"knob {knob}: this stack's replica targets do not come from the learned intent (no {high / 'intent'} "
@@ -511,10 +508,7 @@ def _counter_key(prefix: str, reason: str) -> str:
     return f"{prefix}_{re.sub(r'[^a-z0-9_]+', '_', reason.lower()).strip('_') or 'unknown'}"
 
 
-@register_stack(
-    "hrl-scheduler",
-    knobs=(TRAINING_SEED_KNOB, BURST_KNOB, FORECAST_MIN_KNOB, ENTRY_FORECAST_KNOB, LIMIT_TARGET_KNOB),
-)
+@register_stack("hrl-scheduler", knobs=(TRAINING_SEED_KNOB, *INTENT_AUTOSCALER_KNOBS))
 def hrl_scheduler(ctx: StackContext) -> StackBuild:
     """hrl-scheduler: learned placement (extender) + hierarchical descheduler (DRPC replica targets every
     minute, moves every 5 minutes, intent passed down); bundles policy/bundles/hrl-scheduler/{low,high}."""
@@ -548,15 +542,7 @@ HEURISTIC_KNOB = Knob(
 
 @register_stack(
     "hrl-ensemble",
-    knobs=(
-        BURST_KNOB,
-        PESSIMISM_KNOB,
-        WEIGHT_KNOB,
-        HEURISTIC_KNOB,
-        FORECAST_MIN_KNOB,
-        ENTRY_FORECAST_KNOB,
-        LIMIT_TARGET_KNOB,
-    ),
+    knobs=(*INTENT_AUTOSCALER_KNOBS, PESSIMISM_KNOB, WEIGHT_KNOB, HEURISTIC_KNOB),
 )
 def hrl_ensemble(ctx: StackContext) -> StackBuild:
     """hrl-scheduler with each level an ensemble of the training seeds' networks (the mean logit of the placements,

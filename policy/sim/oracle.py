@@ -52,11 +52,8 @@ from .engine import Simulation
 from .hrl_stacks import VARIANTS, StackParts, build_hrl_stack, bundles_root, load_parts
 from .objective import DEFAULT_OBJECTIVE, Objective, app_costs
 from .stackbase import (
-    BURST_KNOB,
     DESCHEDULER_PERIOD_MIN,
-    ENTRY_FORECAST_KNOB,
-    FORECAST_MIN_KNOB,
-    LIMIT_TARGET_KNOB,
+    INTENT_AUTOSCALER_KNOBS,
     TRAINING_SEED_KNOB,
     Knob,
     StackBuild,
@@ -428,10 +425,7 @@ CONSTANT_KNOBS = (
     Knob("capacity", 0.3, 0.95, help="capacity target of every service, fraction of the pods' CPU requests"),
     Knob("budget", 0.0, 1.0, help="move budget, share of the planner's maxMoves"),
     TRAINING_SEED_KNOB,
-    BURST_KNOB,
-    FORECAST_MIN_KNOB,
-    ENTRY_FORECAST_KNOB,
-    LIMIT_TARGET_KNOB,
+    *INTENT_AUTOSCALER_KNOBS,
 )
 
 

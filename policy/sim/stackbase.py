@@ -33,6 +33,7 @@ __all__ = [
     "TRAINING_SEED_KNOB",
     "ENTRY_FORECAST_KNOB",
     "LIMIT_TARGET_KNOB",
+    "INTENT_AUTOSCALER_KNOBS",
     "FORECAST_MIN_KNOB",
     "training_seed",
     "StackBuild",
@@ -172,6 +173,11 @@ ENTRY_FORECAST_KNOB = Knob(
     help="1: an entry service's replica target is forecast from its measured arrivals (users' requests are no "
     "call-graph edge); 0: an entry service is planned without a forecast",
 )
+
+
+#: The knobs of the intent's autoscaler (:class:`policy.highlevel.IntentAutoscaler`), which every stack whose replica
+#: targets come from the learned intent takes (and refuses where they do not).
+INTENT_AUTOSCALER_KNOBS = (BURST_KNOB, FORECAST_MIN_KNOB, ENTRY_FORECAST_KNOB, LIMIT_TARGET_KNOB)
 
 
 def training_seed(ctx: StackContext) -> int:

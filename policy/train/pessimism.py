@@ -38,7 +38,7 @@ import numpy as np
 from policy.bundle import DEFAULT_BUNDLES
 from policy.highlevel.tuned import PESSIMISM_FILE_NAME
 from policy.sim.objective import DEFAULT_OBJECTIVE, app_costs
-from policy.sim.stacks import StackContext, build_stack
+from policy.sim.stacks import StackContext, build_stack, get_stack
 from policy.telemetry import note
 
 from .constant import option_error, paired_gaps, search_episodes
@@ -61,15 +61,8 @@ STACK = "hrl-ensemble"
 #: at least that share of the CPU it can reach), printed or written to ``--out`` only.
 KNOBS = ("pessimism", "weight", "forecast_min", "entry_forecast", "burst", "limit_target")
 
-#: Each knob's range, as (low, high, integer).
-_RANGES = {
-    "pessimism": (0.0, 1.0, False),
-    "weight": (1.0, 100.0, True),
-    "forecast_min": (0.5, 1.0, False),
-    "entry_forecast": (0.0, 1.0, True),
-    "burst": (0.0, 1.0, False),
-    "limit_target": (0.0, 0.9, False),
-}
+#: Each knob's range, as (low, high, integer): the stack's own knob definitions.
+_RANGES = {k.name: (float(k.lo), float(k.hi), k.integer) for k in get_stack(STACK).knobs if k.name in KNOBS}
 
 
 @dataclass(frozen=True)
