@@ -238,7 +238,10 @@ class AutoscalerConfig(ConfigModel):
     as an HPA does; unset, the tuned constant's beside the learned intent bundle (``constant.json``,
     :mod:`policy.highlevel.tuned`), else 0), and ``forecastMin`` the lowest forecast factor of its replica targets
     (:attr:`policy.highlevel.IntentAutoscaler.forecast_min`, 0.5..1; unset 0.5, as the simulator serves; 1: the
-    forecast only adds capacity to what the measured demand needs)."""
+    forecast only adds capacity to what the measured demand needs), and ``limitTarget`` the share of the CPU a pod with
+    room above its request can reach that its replica target plans it for, on calm services only
+    (:attr:`policy.highlevel.IntentAutoscaler.limit_target`, 0..0.9; unset: the autoscaler's default, as the
+    simulator serves; 0: off)."""
 
     name: Literal["utilization-target", "drpc", "intent"] = "utilization-target"
     bundle: ExistingBundle | None = Field(None, min_length=1)
@@ -248,6 +251,7 @@ class AutoscalerConfig(ConfigModel):
     workloads: tuple[str, ...] | None = Field(None, json_schema_extra=pattern_schema(NAMESPACED_NAME, items=True))
     burst: float | None = Field(None, ge=0.0, le=1.0)
     forecast_min: float | None = Field(None, ge=0.5, le=1.0)
+    limit_target: float | None = Field(None, ge=0.0, le=0.9)
 
     @field_validator("workloads")
     @classmethod
@@ -274,7 +278,7 @@ class AutoscalerConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _intent_only_fields(self) -> AutoscalerConfig:
-        for key, v in (("burst", self.burst), ("forecastMin", self.forecast_min)):
+        for key, v in (("burst", self.burst), ("forecastMin", self.forecast_min), ("limitTarget", self.limit_target)):
             if v is not None and self.name != "intent":
                 raise ValueError(f"{key} ({v:g}) is only read by name: intent (got name: {self.name})")
         return self
@@ -748,7 +752,7 @@ def _hierarchical(config: DeschedulerConfiguration) -> HighLevelPolicy:
             **_set(tolerance=a.tolerance, stabilization_s=a.stabilization_seconds),
             forecaster=featurizer.local.predictor if featurizer is not None else None,
             burst=burst,
-            **_set(forecast_min=a.forecast_min),
+            **_set(forecast_min=a.forecast_min, limit_target=a.limit_target),
         )
     elif a is not None:
         auto = highlevel.UtilizationTargetAutoscaler(

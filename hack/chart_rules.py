@@ -211,6 +211,16 @@ RULES: tuple[Rule, ...] = (
         _des({"planner": {"autoscaler": {"forecastMin": 1}}}),
         _des({"planner": {"autoscaler": {"name": "intent", "forecastMin": 1}}}),
     ),
+    Rule(
+        "descheduler",
+        "AutoscalerConfig._intent_only_fields",
+        "planner.autoscaler",
+        ("and", ("set", "planner.autoscaler.limitTarget"), ("not", ("is", "planner.autoscaler.name", "intent"))),
+        "limitTarget ({planner.autoscaler.limitTarget:g}) is only read by name: intent (got name: "
+        "{planner.autoscaler.name})",
+        _des({"planner": {"autoscaler": {"limitTarget": 0.2}}}),
+        _des({"planner": {"autoscaler": {"name": "intent", "limitTarget": 0.2}}}),
+    ),
     _bundle_rule("descheduler", "IntentPolicyConfig._range", "planner.intentPolicy", "learned"),
     Rule(
         "descheduler",

@@ -504,7 +504,25 @@ def parse_pod(obj: Mapping[str, Any], local_pvcs: frozenset[str] = frozenset()) 
         ready=_pod_ready(status),
         resource_version=str(meta.get("resourceVersion") or ""),
         terms=parse_pod_terms(spec, path) if _has_terms(spec) else NO_TERMS,
+        **_restarts(status, f"{where}: status.containerStatuses"),
     )
+
+
+def _restarts(status: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """``restarts`` (Σ ``restartCount``) and ``last_terminated_s`` (the latest ``lastState.terminated.finishedAt``)
+    of a Pod's ``status.containerStatuses`` (k8s.io/api core/v1 ContainerStatus); {} when it has none."""
+    statuses = status.get("containerStatuses")
+    if not statuses:
+        return {}
+    count, last = 0, None
+    for i, c in enumerate(_maps(statuses, path)):
+        count += _int(c.get("restartCount"), f"{path}[{i}].restartCount", lo=0)
+        p = f"{path}[{i}].lastState"
+        term = _map(_map(c.get("lastState"), p).get("terminated"), f"{p}.terminated")
+        t = _timestamp_s(term.get("finishedAt")) if term else 0.0
+        if t > 0 and (last is None or t > last):
+            last = t
+    return {"restarts": count, "last_terminated_s": last}
 
 
 def _has_terms(spec: Mapping[str, Any]) -> bool:

@@ -178,7 +178,9 @@ class PodInfo:
     ``local_storage`` is True when the pod mounts emptyDir, hostPath or a local PersistentVolume the
     descheduler would lose by evicting it. ``ready``: the pod's ``Ready`` condition (``None`` when not known:
     a PodDisruptionBudget count treats it as not healthy). ``resource_version``: ``metadata.resourceVersion``
-    as read ("" when unknown).
+    as read ("" when unknown). ``restarts``: the sum of its containers' ``status.containerStatuses[*].restartCount``
+    (the kubelet's count; 0 when unknown); ``last_terminated_s``: the latest ``lastState.terminated.finishedAt`` among
+    them, seconds since the epoch (``None``: no container has terminated, or the time is unknown).
     """
 
     name: str
@@ -204,6 +206,8 @@ class PodInfo:
     ready: bool | None = None
     resource_version: str = ""
     terms: PodTerms = field(default_factory=lambda: NO_TERMS, compare=False)
+    restarts: int = 0
+    last_terminated_s: float | None = None
 
     @property
     def key(self) -> str:

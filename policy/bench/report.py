@@ -204,7 +204,8 @@ HOW_TO_READ = (
     "(`offline-reference`, policy/sim/reference.py: a placement planned under a simplified model, HiGHS MIP, not a "
     "bound) is no longer run. **Guardrails**: per run, how often each of a learned stack's guardrails changed a "
     "target (`guardrail_saturation_shield`: the saturation shield raised a replica target; "
-    "`guardrail_stabilization`: scale-down stabilisation held one) and how often its extender failed open "
+    "`guardrail_stabilization`: scale-down stabilisation held one; `guardrail_limit_target_held`: a replica target "
+    "planned without the limit target, its service not calm) and how often its extender failed open "
     "(`extender_failed_open`: neutral scores), mean ± 95 % CI over seeds."
 )
 

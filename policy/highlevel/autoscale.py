@@ -25,9 +25,24 @@ from .planner_state import HrlState
 #: The key of :class:`IntentAutoscaler`'s entry services' arrival history in ``HrlState.autoscaler``.
 ENTRY_RATES_KEY = "entry_rates"
 
+#: The served :attr:`IntentAutoscaler.limit_target`, chosen on training episodes by ``hrl-policy train pessimism --knob
+#: limit_target`` (BENCHMARKS.md, section ``policy-changes``: 0, 0.2 and 0.3 on 300 episodes, 0.2 against 0 on a fresh
+#: draw of 600; cheaper in most episodes, never dearer on their mean).
+LIMIT_TARGET = 0.2
+
 #: The fewest replicas :attr:`IntentAutoscaler.limit_target` plans a Deployment down to where its request-based target
 #: asks at least as many: a lost node or a step of the load then still meets a second pod.
 LIMIT_TARGET_MIN_REPLICAS = 2
+
+#: How long (seconds) a container termination of one of its pods (an OOM kill, a crash: the kubelet's
+#: ``lastState.terminated.finishedAt``) holds :attr:`IntentAutoscaler.limit_target` off for a Deployment: the kubelet's
+#: crash back-off resets after as long without one.
+LIMIT_TARGET_QUIET_S = 600.0
+
+#: The rise of a service's rate that holds :attr:`IntentAutoscaler.limit_target` off: its last recorded rate above
+#: ``1 + LIMIT_TARGET_RISE`` times the least of its last :data:`LIMIT_TARGET_RISE_POINTS` points.
+LIMIT_TARGET_RISE = 0.2
+LIMIT_TARGET_RISE_POINTS = 3
 
 __all__ = [
     "ReplicaAutoscaler",
@@ -350,7 +365,7 @@ class IntentAutoscaler:
                    measured arrivals, ``signals[s].rps``)
         capacity = request_m + burst · room_m
         room_m   = mean over the measured pods of min(limit_m − request_m, their node's unused CPU)
-        per_pod  = max(u · capacity, limit_target · (request_m + room_m))   (u · capacity: limit_target 0 or no room)
+        per_pod  = max(u · capacity, limit_target · (request_m + room_m))   (u · capacity: lt 0, no room, not calm)
         need     = demand_m · peak / per_pod; where limit_target acts at least min(demand_m · peak / (u · capacity), 2)
         desired  = ceil(need)                                       unless within ``tolerance`` of the current
         target   = clip(max(desired, recommendations of the last stabilization_s s),  min_replicas, max_replicas)
@@ -375,16 +390,22 @@ class IntentAutoscaler:
     loses its history, and so does one whose last record is more than three of its periods old or in the future, so
     a forecast never spans a gap).
 
-    ``limit_target`` (0..1, default 0: off) plans each pod with room above its request for at least that share of
-    the CPU it can reach (its request plus its room): where a template's limit is far above its request (Burstable
-    pods with a limit ten times the request, which an HPA user would serve with a target utilization of 300 %) a pod
-    is planned to run above its request, with a headroom of ``1 / limit_target`` to what it can reach (never less
-    than its capacity target leaves) for a step of its load; where that is less than the capacity target's own share
-    it changes nothing, nor for a pod without room (a Guaranteed pod, no limit, a full node). The room of each pod is
-    its node's whole unused CPU (at most its headroom to the limit), even where several pods share a node: an
-    optimistic reading when they all rise at once. It never takes a Deployment below
+    ``limit_target`` (0..1, default :data:`LIMIT_TARGET`; 0: off) plans each pod with room above its request for at
+    least that share of the CPU it can reach (its request plus its room): where a template's limit is far above its
+    request (Burstable pods with a limit ten times the request, which an HPA user would serve with a target
+    utilization of 300 %) a pod is planned to run above its request, with a headroom of ``1 / limit_target`` to what
+    it can reach (never less than its capacity target leaves) for a step of its load; where that is less than the
+    capacity target's own share it changes nothing, nor for a pod without room (a Guaranteed pod, no limit, a full
+    node). The room of each pod is its node's whole unused CPU (at most its headroom to the limit), even where
+    several pods share a node: an optimistic reading when they all rise at once. It never takes a Deployment below
     :data:`LIMIT_TARGET_MIN_REPLICAS` (2) where the request alone asks for 2 or more: fewer, fuller pods otherwise
-    lose a larger share of the capacity with a node or meet a step with one pod.
+    lose a larger share of the capacity with a node or meet a step with one pod. It acts only on a **calm** service
+    (:meth:`calm`): none of its pods' containers terminated in the last :data:`LIMIT_TARGET_QUIET_S` (a restart
+    count without a known time counts as recent), it refuses none of its arrivals, its rate (inbound call-graph
+    rate, else its measured arrivals, recorded as ``entry_forecast`` records them) has not risen by more than
+    :data:`LIMIT_TARGET_RISE` over its last :data:`LIMIT_TARGET_RISE_POINTS` points, and every node of the cluster
+    is Ready and schedulable; elsewhere the service is planned as without it (counted as ``limit_target_held`` in
+    ``guardrail_counts``). A restart, a rising load or a lost node is where a fuller pod turns into failed requests.
 
     Guardrail (a last resort, counted in ``guardrail_counts``): the **saturation shield** raises a Deployment whose
     measured pods use at least ``saturation`` of their CPU limit (the request without one) or whose service
@@ -417,7 +438,7 @@ class IntentAutoscaler:
     forecast_min: float = 0.5
     entry_forecast: bool = False
     history_len: int = 60
-    limit_target: float = 0.0
+    limit_target: float = LIMIT_TARGET
     guardrail_counts: Counter = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -498,6 +519,22 @@ class IntentAutoscaler:
             return 0.0
         return sum(min(head, free.get(p.node_name or "", 0.0)) for p in measured) / len(measured)
 
+    @staticmethod
+    def calm(pods: Iterable[PodInfo], refused: float, rates: np.ndarray, now: float) -> bool:
+        """Whether a service is calm enough for :attr:`limit_target` (the class docstring): none of ``pods`` (its bound
+        pods) had a container terminate within :data:`LIMIT_TARGET_QUIET_S` s before ``now`` (seconds; a restart
+        count without a termination time counts as recent), ``refused`` (its refused share of arrivals, 0..1) is 0,
+        and ``rates`` ((T,) requests/s, oldest first; empty: unknown, no rise seen) did not rise by more than
+        :data:`LIMIT_TARGET_RISE` over its last :data:`LIMIT_TARGET_RISE_POINTS` points."""
+        for p in pods:
+            t = p.last_terminated_s
+            if (p.restarts > 0 and t is None) or (t is not None and now - t < LIMIT_TARGET_QUIET_S):
+                return False
+        if refused > 0:
+            return False
+        last = np.asarray(rates, dtype=np.float64)[-LIMIT_TARGET_RISE_POINTS:]
+        return not (last.size > 1 and last[-1] > (1.0 + LIMIT_TARGET_RISE) * float(last.min()))
+
     def replica_targets(self, snapshot: ClusterSnapshot, state: HrlState) -> dict[str, int]:
         now = float(snapshot.taken_at_s)
         allowed = None if self.workloads is None else set(self.workloads)
@@ -515,9 +552,10 @@ class IntentAutoscaler:
             and (allowed is None or f"{w.namespace}/{w.name}" in allowed)
         ]
         entry: dict[str, np.ndarray] = {}
-        if self.entry_forecast:
+        if self.entry_forecast or self.limit_target:
             unrated = (w.service for w in managed if not state.rates(w.service).size)
             entry = self._record_entry_rates(unrated, state, now)
+        nodes_ok = all(n.ready and not n.unschedulable for n in snapshot.nodes)
         for w in managed:
             key = f"{w.namespace}/{w.name}"
             pods = [p for p in pods_of_workload(snapshot, w) if p.node_name is not None]
@@ -535,9 +573,13 @@ class IntentAutoscaler:
             room = self._burst_room(w, measured, free) if self.burst or self.limit_target else 0.0
             capacity = req + self.burst * room if self.burst else req
             lt = self.limit_target if room > 0 else 0.0  # a pod without room above its request is planned as before
+            rated = state.rates(w.service)
+            series = rated if rated.size else entry.get(w.service, rated)  # the entry's arrivals without a rate
+            if lt and not (nodes_ok and self.calm(pods, refused, series, now)):
+                self.guardrail_counts["limit_target_held"] += 1
+                lt = 0.0
             per_pod = max(u * capacity, lt * (req + room)) if lt else u * capacity
-            series = state.rates(w.service)
-            peak = self._peak(series if series.size else entry.get(w.service, series))
+            peak = self._peak(series if self.entry_forecast else rated)
             need = demand * peak / per_pod
             if lt:  # never below LIMIT_TARGET_MIN_REPLICAS on its account
                 need = max(need, min(demand * peak / (u * capacity), LIMIT_TARGET_MIN_REPLICAS))

@@ -284,6 +284,7 @@ class SimCluster:
         pod.last_restart_s = now_s
         pod.ready_at_s = now_s + pod.backoff_s + ready_s
         pod.obj = objects.record_restart(pod.obj, pod.restarts, "OOMKilled", now_s)
+        pod.info = replace(pod.info, restarts=pod.restarts, last_terminated_s=now_s)
         self._dirty()
         return pod.ready_at_s
 

@@ -39,7 +39,8 @@ stack                  what differs from ``hrl-scheduler`` (bundles under ``poli
 =====================  ===================================================================================
 
 Every learned stack reports, per run (``SimResult.extra["counters"]``), how often each guardrail changed a replica
-target (``guardrail_saturation_shield``, ``guardrail_stabilization``), how often the extender failed open
+target (``guardrail_saturation_shield``, ``guardrail_stabilization``) or held the limit target off a service that
+was not calm (``guardrail_limit_target_held``), how often the extender failed open
 (``extender_failed_open``), how often the learned high level fell back to its tuned constant (``intent_fallbacks``:
 periods; ``intent_service_fallbacks``: services given the constant's target alone, their rows outside the training
 states; ``intent_lean_capped``: targets lowered to the bundle's lean margin; ``intent_no_burst_capped``: those of
@@ -296,7 +297,7 @@ def load_parts(variant: HrlVariant, ctx: StackContext, root: str | Path | None =
                 burst=served_burst(ctx, base),
                 **({"forecast_min": float(ctx.params["forecast_min"])} if "forecast_min" in ctx.params else {}),
                 entry_forecast=bool(ctx.params.get("entry_forecast", 0)),
-                limit_target=float(ctx.params.get("limit_target", 0.0)),
+                **({"limit_target": float(ctx.params["limit_target"])} if "limit_target" in ctx.params else {}),
             )
         else:
             auto = load_learned_autoscaler(high, workloads, slo_p95_ms=ctx.app.slo_p95_ms, shield=variant.shield)
@@ -471,7 +472,7 @@ class _RunTally:
             self.actions.update({f"{kind}_{outcome}": n for outcome, n in counts.items() if n})
 
     def counters(self, planner: Any, extender: InProcessExtender) -> dict[str, float]:
-        out = {"guardrail_saturation_shield": 0.0, "guardrail_stabilization": 0.0}
+        out = {"guardrail_saturation_shield": 0.0, "guardrail_stabilization": 0.0, "guardrail_limit_target_held": 0.0}
         for k, v in (getattr(planner.autoscaler, "guardrail_counts", None) or {}).items():
             out[f"guardrail_{k}"] = float(v)
         out["extender_failed_open"] = float(extender.calls.get("failed_open", 0))

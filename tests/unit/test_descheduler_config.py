@@ -150,3 +150,22 @@ def test_the_intent_autoscalers_forecast_floor_is_0_5_as_the_simulator_unless_co
     other["planner"]["autoscaler"]["name"] = "utilization-target"
     with pytest.raises(ConfigError, match=r"forecastMin \(1\) is only read by name: intent \(got name: utilization-"):
         load_descheduler_config(other)
+
+
+def test_the_intent_autoscalers_limit_target_is_the_simulators_unless_configured():
+    from policy.bundle import DEFAULT_BUNDLES
+    from policy.highlevel import IntentAutoscaler
+
+    high = DEFAULT_BUNDLES / "hrl-scheduler" / "high"
+    served = planner_from_config(load_descheduler_config(_intent_config(high))).autoscaler.limit_target
+    assert served == IntentAutoscaler().limit_target
+    for v in (0, 0.5):
+        got = planner_from_config(load_descheduler_config(_intent_config(high, limitTarget=v))).autoscaler
+        assert got.limit_target == v
+    for bad in (-0.1, 0.95, "x"):
+        with pytest.raises(ConfigError, match="planner.autoscaler.limitTarget"):
+            load_descheduler_config(_intent_config(high, limitTarget=bad))
+    other = _intent_config(high, limitTarget=0.2)
+    other["planner"]["autoscaler"]["name"] = "utilization-target"
+    with pytest.raises(ConfigError, match=r"limitTarget \(0.2\) is only read by name: intent \(got name: utilization-"):
+        load_descheduler_config(other)

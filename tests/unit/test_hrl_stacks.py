@@ -199,6 +199,7 @@ def test_the_no_shield_and_no_resize_ablations_switch_off_one_part_and_every_run
     guardrails = {
         "guardrail_saturation_shield",
         "guardrail_stabilization",
+        "guardrail_limit_target_held",
         "extender_failed_open",
         "intent_fallbacks",
         "intent_service_fallbacks",

@@ -27,6 +27,7 @@ from policy.highlevel import (
     ResizePlanner,
     intent_from_outputs,
 )
+from policy.highlevel.autoscale import LIMIT_TARGET_QUIET_S
 from policy.index import ClusterIndex
 from policy.lowlevel import TopologyHeuristic, intent_adjustment
 from policy.lowlevel.features import CONTEXT_FEATURES
@@ -387,6 +388,13 @@ class _RisingForecast:
         return np.asarray(rates, dtype=np.float64)[:, -1:] * 2.0
 
 
+class _FlatForecast:
+    """A predictor that always expects the last rate."""
+
+    def predict(self, rates):
+        return np.asarray(rates, dtype=np.float64)[:, -1:]
+
+
 def test_an_entry_service_is_forecast_from_its_arrivals_only_with_entry_forecast():
     # front (no caller: the entry) uses 300 m of 2 × 200 m at target 0.5: 3 replicas on the measured demand; its
     # arrivals forecast to double: 6 with the entry forecast; without it an entry has no rate series (factor 1)
@@ -395,7 +403,12 @@ def test_an_entry_service_is_forecast_from_its_arrivals_only_with_entry_forecast
 
     def targets(entry, st, at=snap):
         a = IntentAutoscaler(
-            shield=False, stabilization_s=0.0, forecaster=_RisingForecast(), entry_forecast=entry, history_len=3
+            shield=False,
+            stabilization_s=0.0,
+            forecaster=_RisingForecast(),
+            entry_forecast=entry,
+            history_len=3,
+            limit_target=0.0,  # the limit target records the arrivals too (for its calm test)
         )
         a.signals = sig
         return a.replica_targets(at, st)
@@ -460,6 +473,39 @@ def test_the_limit_target_plans_a_pod_for_a_share_of_the_cpu_it_can_reach():
     for bad in (-0.1, 1.0, float("nan")):
         with pytest.raises(ValueError, match=r"IntentAutoscaler.limit_target: must be in \[0, 1\)"):
             IntentAutoscaler(limit_target=bad)
+
+
+def test_the_limit_target_holds_off_where_the_service_is_not_calm():
+    # the cart of the test above: 2 replicas with limit_target 0.6, 3 without; each unrest plans it as without
+    snap = world()
+    snap = replace(snap, workloads=(workload("front", 2), replace(workload("cart", 1), pod_limits=Resources(400, 0))))
+    now = snap.taken_at_s
+
+    def cart(at=snap, rates=(), sig=None):
+        st = HrlState(capacity_targets={"cart": 0.5}, rate_times_s=[0.0] * len(rates), rates_rps={"cart": list(rates)})
+        a = IntentAutoscaler(
+            shield=False, stabilization_s=0.0, limit_target=0.6, signals=sig, forecaster=_FlatForecast()
+        )
+        return a.replica_targets(at, st)["shop/cart"], a.guardrail_counts["limit_target_held"]
+
+    def with_cart(**kw):
+        return replace(snap, pods=tuple(replace(p, **kw) if p.service == "cart" else p for p in snap.pods))
+
+    assert cart() == (2, 0)
+    # a container of its pod terminated (an OOM kill) within the quiet window; long ago: calm again
+    assert cart(with_cart(restarts=1, last_terminated_s=now - 60)) == (3, 1)
+    assert cart(with_cart(restarts=1, last_terminated_s=now - LIMIT_TARGET_QUIET_S)) == (2, 0)
+    assert cart(with_cart(restarts=2, last_terminated_s=None)) == (3, 1)  # a count without a time: recent
+    # its rate rose by more than LIMIT_TARGET_RISE over its last points; a fall, or a small rise, is calm
+    assert cart(rates=(100.0, 100.0, 130.0)) == (3, 1)
+    assert cart(rates=(130.0, 100.0, 100.0)) == (2, 0) and cart(rates=(100.0, 110.0, 115.0)) == (2, 0)
+    assert cart(rates=(50.0, 100.0, 100.0, 115.0)) == (2, 0)  # the last LIMIT_TARGET_RISE_POINTS points only
+    # it refuses arrivals
+    assert cart(sig={"cart": ServiceSignals(rps=40.0, refused_frac=0.02)})[1] == 1
+    # a node of the cluster is not Ready, or cordoned
+    for change in ({"ready": False}, {"unschedulable": True}):
+        nodes = tuple(replace(n, **change) if n.name == "n1" else n for n in snap.nodes)
+        assert cart(replace(snap, nodes=nodes)) == (3, 1), change
 
 
 def test_the_saturation_shield_is_a_counted_last_resort():

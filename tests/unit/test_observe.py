@@ -247,3 +247,22 @@ def test_invalid_yaml_reports_the_file_and_line(tmp_path):
     f.write_text("kind: Pod\nmetadata:\n  name: [unclosed\n")
     with pytest.raises(ObjectError, match=r"bad.yaml:\d+: invalid YAML"):
         load_objects(f)
+
+
+def test_a_pods_restarts_are_read_from_its_container_statuses():
+    obj = {
+        "metadata": {"name": "p", "namespace": "shop"},
+        "spec": {"containers": [{"name": "a"}, {"name": "b"}]},
+        "status": {
+            "containerStatuses": [
+                {"name": "a", "restartCount": 2, "lastState": {"terminated": {"finishedAt": "1970-01-01T00:10:00Z"}}},
+                {"name": "b", "restartCount": 1, "lastState": {"terminated": {"finishedAt": "1970-01-01T00:20:00Z"}}},
+            ]
+        },
+    }
+    p = parse_pod(obj)
+    assert (p.restarts, p.last_terminated_s) == (3, 1200.0)
+    assert (parse_pod({**obj, "status": {}}).restarts, parse_pod({**obj, "status": {}}).last_terminated_s) == (0, None)
+    bad = {**obj, "status": {"containerStatuses": [{"restartCount": -1}]}}
+    with pytest.raises(ObjectError, match=r"status.containerStatuses\[0\].restartCount"):
+        parse_pod(bad)

@@ -68,7 +68,7 @@ First: the fields the chart owns (OWNED) are refused in extender.config / desche
 {{- end }}
 {{- $c := include "hrl.deschedulerConfig" . | fromYaml }}
 {{- $v := dict }}
-{{- range $p := list (list "leaderElection.leaseDurationSeconds" 15.0) (list "leaderElection.renewDeadlineSeconds" 10.0) (list "leaderElection.retryPeriodSeconds" 2.0) (list "placement.bundle" nil) (list "placement.name" "topology-heuristic") (list "planner.autoscaler.bundle" nil) (list "planner.autoscaler.burst" nil) (list "planner.autoscaler.forecastMin" nil) (list "planner.autoscaler.name" "utilization-target") (list "planner.autoscaler.tolerance" nil) (list "planner.intentPolicy.balanceMax" 2.0) (list "planner.intentPolicy.balanceMin" 0.5) (list "planner.intentPolicy.bundle" nil) (list "planner.intentPolicy.highUtilization" 0.8) (list "planner.intentPolicy.localityMax" 1.5) (list "planner.intentPolicy.localityMin" 0.75) (list "planner.intentPolicy.lowUtilization" 0.3) (list "planner.intentPolicy.name" "utilization") (list "planner.name" "rebalance-heuristic") (list "resize.enabled" false) (list "resize.maxStep" 0.5) (list "resize.minChange" 0.1) (list "scaling.maxReplicas" 10) (list "scaling.minReplicas" 1) }}
+{{- range $p := list (list "leaderElection.leaseDurationSeconds" 15.0) (list "leaderElection.renewDeadlineSeconds" 10.0) (list "leaderElection.retryPeriodSeconds" 2.0) (list "placement.bundle" nil) (list "placement.name" "topology-heuristic") (list "planner.autoscaler.bundle" nil) (list "planner.autoscaler.burst" nil) (list "planner.autoscaler.forecastMin" nil) (list "planner.autoscaler.limitTarget" nil) (list "planner.autoscaler.name" "utilization-target") (list "planner.autoscaler.tolerance" nil) (list "planner.intentPolicy.balanceMax" 2.0) (list "planner.intentPolicy.balanceMin" 0.5) (list "planner.intentPolicy.bundle" nil) (list "planner.intentPolicy.highUtilization" 0.8) (list "planner.intentPolicy.localityMax" 1.5) (list "planner.intentPolicy.localityMin" 0.75) (list "planner.intentPolicy.lowUtilization" 0.3) (list "planner.intentPolicy.name" "utilization") (list "planner.name" "rebalance-heuristic") (list "resize.enabled" false) (list "resize.maxStep" 0.5) (list "resize.minChange" 0.1) (list "scaling.maxReplicas" 10) (list "scaling.minReplicas" 1) }}
 {{- $x := $c }}{{- $found := true }}
 {{- range $k := splitList "." (index $p 0) }}
 {{- if and $found (kindIs "map" $x) }}{{- if hasKey $x $k }}{{- $x = get $x $k }}{{- else }}{{- $found = false }}{{- end }}{{- else }}{{- $found = false }}{{- end }}
@@ -94,6 +94,10 @@ First: the fields the chart owns (OWNED) are refused in extender.config / desche
 {{- /* AutoscalerConfig._intent_only_fields */}}
 {{- if (and (not (kindIs "invalid" (get $v "planner.autoscaler.forecastMin"))) (not (eq (toString (get $v "planner.autoscaler.name")) "intent"))) }}
 {{- fail (printf "descheduler.config: planner.autoscaler: forecastMin (%.6g) is only read by name: intent (got name: %v)" (float64 (get $v "planner.autoscaler.forecastMin")) (get $v "planner.autoscaler.name")) }}
+{{- end }}
+{{- /* AutoscalerConfig._intent_only_fields */}}
+{{- if (and (not (kindIs "invalid" (get $v "planner.autoscaler.limitTarget"))) (not (eq (toString (get $v "planner.autoscaler.name")) "intent"))) }}
+{{- fail (printf "descheduler.config: planner.autoscaler: limitTarget (%.6g) is only read by name: intent (got name: %v)" (float64 (get $v "planner.autoscaler.limitTarget")) (get $v "planner.autoscaler.name")) }}
 {{- end }}
 {{- /* IntentPolicyConfig._range */}}
 {{- if (and (not (kindIs "invalid" (get $v "planner.intentPolicy.bundle"))) (not (eq (toString (get $v "planner.intentPolicy.name")) "learned"))) }}
