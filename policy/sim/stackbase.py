@@ -159,7 +159,8 @@ LIMIT_TARGET_KNOB = Knob(
     0.0,
     0.9,
     help="a replica target plans each pod for the larger of its capacity target of the request and this share of "
-    "the CPU it can reach (request + room to its limit, at most its node's unused CPU); 0: off",
+    "the CPU it can reach (request + room to its limit, at most its node's unused CPU), on calm services only; "
+    "served 0.2, 0: off",
 )
 
 

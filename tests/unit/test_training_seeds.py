@@ -10,6 +10,7 @@ import pytest
 
 from policy import bundle
 from policy.bundle import BundleMissing, training_seed_root
+from policy.highlevel.autoscale import LIMIT_TARGET
 from policy.sim.scenario import build
 from policy.sim.stacks import StackContext, build_stack
 
@@ -79,12 +80,12 @@ def test_hrl_constant_holds_the_tuned_constant_of_its_bundles_unless_a_knob_says
         "burst": 0.5,
         "forecast_min": 0.5,
         "entry_forecast": False,
-        "limit_target": 0.0,
+        "limit_target": LIMIT_TARGET,
     }
     assert build_stack("hrl-constant@tseed=4,capacity=0.9", ctx).handles["constant"]["capacity_target"] == 0.9
-    knobbed = build_stack("hrl-constant@tseed=4,forecast_min=1,entry_forecast=1,limit_target=0.2", ctx)
+    knobbed = build_stack("hrl-constant@tseed=4,forecast_min=1,entry_forecast=1,limit_target=0.3", ctx)
     got = knobbed.handles["constant"]
-    assert (got["forecast_min"], got["entry_forecast"], got["limit_target"]) == (1.0, True, 0.2)
+    assert (got["forecast_min"], got["entry_forecast"], got["limit_target"]) == (1.0, True, 0.3)
     assert build_stack("hrl-constant@tseed=4,burst=1", ctx).handles["constant"]["burst"] == 1.0
     # the learned stack's autoscaler serves the same tuned burst share, unless its knob says otherwise
     assert build_stack("hrl-scheduler@tseed=4", ctx).handles["planner"].autoscaler.burst == 0.5
