@@ -509,17 +509,25 @@ def parse_pod(obj: Mapping[str, Any], local_pvcs: frozenset[str] = frozenset()) 
 
 
 def _restarts(status: Mapping[str, Any], path: str) -> dict[str, Any]:
-    """``restarts`` (Σ ``restartCount``) and ``last_terminated_s`` (the latest ``lastState.terminated.finishedAt``)
-    of a Pod's ``status.containerStatuses`` (k8s.io/api core/v1 ContainerStatus); {} when it has none."""
+    """``restarts`` (Σ ``restartCount``) and ``last_terminated_s`` of a Pod's ``status.containerStatuses`` (k8s.io/api
+    core/v1 ContainerStatus); {} when it has none. A container's last termination is its ``lastState.terminated.
+    finishedAt``; where that is absent or unreadable but the container has restarted (the kubelet reports a lost
+    container as ``ContainerStatusUnknown`` without a time), its current run's ``state.running.startedAt`` stands in
+    (the restart came after the termination); ``last_terminated_s`` is the latest such time over the containers, None
+    when none is known."""
     statuses = status.get("containerStatuses")
     if not statuses:
         return {}
     count, last = 0, None
     for i, c in enumerate(_maps(statuses, path)):
-        count += _int(c.get("restartCount"), f"{path}[{i}].restartCount", lo=0)
+        n = _int(c.get("restartCount"), f"{path}[{i}].restartCount", lo=0)
+        count += n
         p = f"{path}[{i}].lastState"
         term = _map(_map(c.get("lastState"), p).get("terminated"), f"{p}.terminated")
         t = _timestamp_s(term.get("finishedAt")) if term else 0.0
+        if t <= 0 and n > 0:
+            running = _map(_map(c.get("state"), f"{path}[{i}].state").get("running"), f"{path}[{i}].state.running")
+            t = _timestamp_s(running.get("startedAt")) if running else 0.0
         if t > 0 and (last is None or t > last):
             last = t
     return {"restarts": count, "last_terminated_s": last}

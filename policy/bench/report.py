@@ -205,7 +205,8 @@ HOW_TO_READ = (
     "bound) is no longer run. **Guardrails**: per run, how often each of a learned stack's guardrails changed a "
     "target (`guardrail_saturation_shield`: the saturation shield raised a replica target; "
     "`guardrail_stabilization`: scale-down stabilisation held one; `guardrail_limit_target_held`: a replica target "
-    "planned without the limit target, its service not calm) and how often its extender failed open "
+    "of a service with room planned without the limit target, its service not calm, whether or not the rule would "
+    "have acted) and how often its extender failed open "
     "(`extender_failed_open`: neutral scores), mean ± 95 % CI over seeds."
 )
 

@@ -405,7 +405,8 @@ class IntentAutoscaler:
     rate, else its measured arrivals, recorded as ``entry_forecast`` records them) has not risen by more than
     :data:`LIMIT_TARGET_RISE` over its last :data:`LIMIT_TARGET_RISE_POINTS` points, and every node of the cluster
     is Ready and schedulable; elsewhere the service is planned as without it (counted as ``limit_target_held`` in
-    ``guardrail_counts``). A restart, a rising load or a lost node is where a fuller pod turns into failed requests.
+    ``guardrail_counts`` wherever its pods have room, whether or not the rule would have acted). A restart, a rising
+    load or a lost node is where a fuller pod turns into failed requests.
 
     Guardrail (a last resort, counted in ``guardrail_counts``): the **saturation shield** raises a Deployment whose
     measured pods use at least ``saturation`` of their CPU limit (the request without one) or whose service

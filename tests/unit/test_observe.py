@@ -263,6 +263,14 @@ def test_a_pods_restarts_are_read_from_its_container_statuses():
     p = parse_pod(obj)
     assert (p.restarts, p.last_terminated_s) == (3, 1200.0)
     assert (parse_pod({**obj, "status": {}}).restarts, parse_pod({**obj, "status": {}}).last_terminated_s) == (0, None)
+    # a restarted container without a termination time: its current run's start stands in; none known: None
+    lost = {"restartCount": 1, "lastState": {"terminated": {"reason": "ContainerStatusUnknown"}}}
+    started = {**lost, "state": {"running": {"startedAt": "1970-01-01T00:30:00Z"}}}
+    assert parse_pod({**obj, "status": {"containerStatuses": [started]}}).last_terminated_s == 1800.0
+    p = parse_pod({**obj, "status": {"containerStatuses": [lost]}})
+    assert (p.restarts, p.last_terminated_s) == (1, None)
+    for quiet in ({"lastState": {}}, {"lastState": {"terminated": None}}, {"restartCount": 0}):
+        assert parse_pod({**obj, "status": {"containerStatuses": [quiet]}}).last_terminated_s is None
     bad = {**obj, "status": {"containerStatuses": [{"restartCount": -1}]}}
     with pytest.raises(ObjectError, match=r"status.containerStatuses\[0\].restartCount"):
         parse_pod(bad)

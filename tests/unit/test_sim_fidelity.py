@@ -314,6 +314,8 @@ def test_a_pod_over_its_memory_limit_is_oom_killed_and_restarted_after_the_kubel
     assert all(p.restarts > 0 for p in front)
     st = front[0].obj["status"]["containerStatuses"][0]
     assert st["restartCount"] == front[0].restarts and st["lastState"]["terminated"]["reason"] == "OOMKilled"
+    # the snapshot a policy reads carries the kill, as the kubelet's container status does live
+    assert all(p.info.restarts == p.restarts and p.info.last_terminated_s == p.last_restart_s for p in front)
     assert r.extra["lost_inflight_requests"] > 0 and r.metrics["failed_pct"] > 0
     assert np.allclose(np.add(r.series["served"], r.series["failed"]), r.series["offered"])
 
