@@ -101,6 +101,20 @@ def _bundle_rule(component: str, validator: str, at: str, want: str) -> Rule:
     )
 
 
+def _intent_only_rule(field: str, example: float) -> Rule:
+    """``planner.autoscaler.<field>`` is read only by the ``intent`` autoscaler (``_intent_only_fields``)."""
+    at = f"planner.autoscaler.{field}"
+    return Rule(
+        "descheduler",
+        "AutoscalerConfig._intent_only_fields",
+        "planner.autoscaler",
+        ("and", ("set", at), ("not", ("is", "planner.autoscaler.name", "intent"))),
+        f"{field} ({{{at}:g}}) is only read by name: intent (got name: {{planner.autoscaler.name}})",
+        _des({"planner": {"autoscaler": {field: example}}}),
+        _des({"planner": {"autoscaler": {"name": "intent", field: example}}}),
+    )
+
+
 RULES: tuple[Rule, ...] = (
     # ---- ExtenderConfiguration ----
     _bundle_rule("extender", "PolicyConfig._bundle_needs_learned", "policy", "learned"),
@@ -192,35 +206,7 @@ RULES: tuple[Rule, ...] = (
         _des({"planner": {"autoscaler": {"name": "drpc", "tolerance": 0.1}}}),
         _des({"planner": {"autoscaler": {"name": "intent", "tolerance": 0.1}}}),
     ),
-    Rule(
-        "descheduler",
-        "AutoscalerConfig._intent_only_fields",
-        "planner.autoscaler",
-        ("and", ("set", "planner.autoscaler.burst"), ("not", ("is", "planner.autoscaler.name", "intent"))),
-        "burst ({planner.autoscaler.burst:g}) is only read by name: intent (got name: {planner.autoscaler.name})",
-        _des({"planner": {"autoscaler": {"burst": 0.5}}}),
-        _des({"planner": {"autoscaler": {"name": "intent", "burst": 0.5}}}),
-    ),
-    Rule(
-        "descheduler",
-        "AutoscalerConfig._intent_only_fields",
-        "planner.autoscaler",
-        ("and", ("set", "planner.autoscaler.forecastMin"), ("not", ("is", "planner.autoscaler.name", "intent"))),
-        "forecastMin ({planner.autoscaler.forecastMin:g}) is only read by name: intent (got name: "
-        "{planner.autoscaler.name})",
-        _des({"planner": {"autoscaler": {"forecastMin": 1}}}),
-        _des({"planner": {"autoscaler": {"name": "intent", "forecastMin": 1}}}),
-    ),
-    Rule(
-        "descheduler",
-        "AutoscalerConfig._intent_only_fields",
-        "planner.autoscaler",
-        ("and", ("set", "planner.autoscaler.limitTarget"), ("not", ("is", "planner.autoscaler.name", "intent"))),
-        "limitTarget ({planner.autoscaler.limitTarget:g}) is only read by name: intent (got name: "
-        "{planner.autoscaler.name})",
-        _des({"planner": {"autoscaler": {"limitTarget": 0.2}}}),
-        _des({"planner": {"autoscaler": {"name": "intent", "limitTarget": 0.2}}}),
-    ),
+    *(_intent_only_rule(f, v) for f, v in (("burst", 0.5), ("forecastMin", 1), ("limitTarget", 0.2))),
     _bundle_rule("descheduler", "IntentPolicyConfig._range", "planner.intentPolicy", "learned"),
     Rule(
         "descheduler",
