@@ -525,7 +525,7 @@ class IntentAutoscaler:
             t = p.last_terminated_s
             if (p.restarts > 0 and t is None) or (t is not None and now - t < LIMIT_TARGET_QUIET_S):
                 return False
-        return not refused > 0
+        return refused <= 0.0
 
     def replica_targets(self, snapshot: ClusterSnapshot, state: HrlState) -> dict[str, int]:
         now = float(snapshot.taken_at_s)
@@ -547,6 +547,8 @@ class IntentAutoscaler:
         if self.entry_forecast:
             unrated = (w.service for w in managed if not state.rates(w.service).size)
             entry = self._record_entry_rates(unrated, state, now)
+        else:  # a history an earlier setting left: nothing reads it, and a later forecast must not span the gap
+            state.autoscaler.pop(ENTRY_RATES_KEY, None)
         nodes_ok = all(n.ready and not n.unschedulable for n in snapshot.nodes)
         for w in managed:
             key = f"{w.namespace}/{w.name}"

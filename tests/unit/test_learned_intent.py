@@ -418,6 +418,9 @@ def test_an_entry_service_is_forecast_from_its_arrivals_only_with_entry_forecast
     served = IntentAutoscaler(signals=sig)  # the served limit target records no arrivals either
     served.replica_targets(snap, st)
     assert served.limit_target > 0 and "entry_rates" not in st.autoscaler
+    left = HrlState(autoscaler={"entry_rates": {"front": [[540.0, 50.0]]}})  # left by an earlier setting: dropped
+    served.replica_targets(snap, left)
+    assert "entry_rates" not in left.autoscaler
     assert targets(True, st)["shop/front"] == 6
     # only the entry is recorded: cart's forecast comes from its call-graph rates, as before
     assert st.autoscaler["entry_rates"] == {"front": [[600.0, 50.0]]}
@@ -508,6 +511,31 @@ def test_the_limit_target_holds_off_where_the_service_is_not_calm():
     for change in ({"ready": False}, {"unschedulable": True}):
         nodes = tuple(replace(n, **change) if n.name == "n1" else n for n in snap.nodes)
         assert cart(replace(snap, nodes=nodes)) == (3, 1), change
+
+
+def test_the_limit_target_plans_an_entry_on_its_forecast_arrivals_and_a_rise_does_not_hold_it():
+    # front (the entry, no call-graph rate) with a limit of 400 m: 300 m over 2 pods, each can reach 400 m (its
+    # node has room); at limit target 0.6 a pod is planned for 240 m. Its arrivals forecast to double (factor 2):
+    # ceil(600 / 240) = 3 with the entry forecast, ceil(300 / 240) = 2 without it (and at least the floor of 2)
+    snap = world()
+    snap = replace(snap, workloads=(replace(workload("front", 2), pod_limits=Resources(400, 0)), workload("cart", 1)))
+    st = {True: HrlState(capacity_targets={"front": 0.5}), False: HrlState(capacity_targets={"front": 0.5})}
+
+    def front(entry, rps, t):
+        a = IntentAutoscaler(
+            shield=False,
+            stabilization_s=0.0,
+            forecaster=_RisingForecast(),
+            entry_forecast=entry,
+            limit_target=0.6,
+            signals={"front": ServiceSignals(rps=rps)},
+        )
+        return a.replica_targets(replace(snap, taken_at_s=t), st[entry])["shop/front"], a.guardrail_counts
+
+    for i, rps in enumerate((50.0, 80.0, 160.0)):  # arrivals rising three-fold: still calm
+        (on, held_on), (off, held_off) = front(True, rps, 600.0 + 60 * i), front(False, rps, 600.0 + 60 * i)
+        assert (on, off) == (3, 2) and not held_on["limit_target_held"] and not held_off["limit_target_held"]
+    assert [r[1] for r in st[True].autoscaler["entry_rates"]["front"]] == [50.0, 80.0, 160.0]
 
 
 def test_the_saturation_shield_is_a_counted_last_resort():
