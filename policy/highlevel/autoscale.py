@@ -572,7 +572,7 @@ class IntentAutoscaler:
                 self.guardrail_counts["limit_target_held"] += 1
                 lt = 0.0
             per_pod = max(u * capacity, lt * (req + room)) if lt else u * capacity
-            peak = self._peak(entry.get(w.service, rated) if self.entry_forecast and not rated.size else rated)
+            peak = self._peak(entry.get(w.service, rated))  # entry: services without a rate, with entry_forecast only
             need = demand * peak / per_pod
             if lt:  # never below LIMIT_TARGET_MIN_REPLICAS on its account
                 need = max(need, min(demand * peak / (u * capacity), LIMIT_TARGET_MIN_REPLICAS))
